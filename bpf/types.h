@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Shared kernel/user-space types of the flowlens datapath.
+ *
+ * Every struct here is read by Go through bpf2go-generated types, so field
+ * order is chosen to leave no implicit padding holes (explicit _pad fields are
+ * always zero): a hole would make the key hash depend on stack garbage, and
+ * would make Go and C disagree on the layout.
+ */
+#ifndef FLOWLENS_TYPES_H
+#define FLOWLENS_TYPES_H
+
+#include <linux/types.h>
+#include <linux/bpf.h>
+
+#define MAX_IFACES 6
+
+/* Directions, as in pkg/flow. BOTH: one interface saw the flow both ways. */
+enum direction {
+	DIR_INGRESS = 1,
+	DIR_EGRESS = 2,
+	DIR_BOTH = 3,
+};
+
+/* TCP flag markers above the eight header flags. */
+enum tcp_markers {
+	TCP_SYN_ACK = 0x100,
+	TCP_FIN_ACK = 0x200,
+	TCP_RST_ACK = 0x400,
+};
+
+/* Per-CPU counters (index into the "counters" map). */
+enum counter {
+	CNT_NON_IP = 0,         /* frames that are not IPv4/IPv6: ignored */
+	CNT_MALFORMED = 1,      /* truncated or invalid headers: skipped */
+	CNT_IFACES_OVERFLOW = 2,/* a seventh interface could not be recorded */
+	CNT_OVERFLOW_RECORDS = 3,/* flow map full: packet sent to the ring buffer */
+	CNT_OVERFLOW_LOST = 4,  /* flow map full and ring buffer full: lost, counted */
+	CNT_NEW_FLOWS = 5,      /* entries inserted into the flow maps (map fill = new since the flip) */
+	CNT_MAX = 6,
+};
+
+/* value->flags */
+#define FLOW_F_IFACES_OVERFLOW 0x1
+
+/* The 7-tuple. IPv4 addresses are stored IPv4-mapped (::ffff:a.b.c.d). */
+struct flow_key {
+	__u8 src_ip[16];
+	__u8 dst_ip[16];
+	__u16 src_port;
+	__u16 dst_port;
+	__u8 proto;
+	__u8 icmp_type;
+	__u8 icmp_code;
+	__u8 _pad; /* always 0 */
+};
+
+/* One observation point: (network namespace cookie, ifindex) and direction. */
+struct iface_obs {
+	__u64 netns;
+	__u32 ifindex;
+	__u32 dir;
+};
+
+struct flow_value {
+	struct bpf_spin_lock lock;
+	__u16 eth_type;
+	__u16 tcp_flags;
+	__u64 first_seen_ns; /* CLOCK_MONOTONIC (coarse) */
+	__u64 last_seen_ns;
+	__u64 bytes;   /* L2 frame bytes (skb->len) seen on ifaces[0] */
+	__u64 packets; /* packets seen on ifaces[0] */
+	__u8 src_mac[6];
+	__u8 dst_mac[6];
+	__u8 dscp;
+	__u8 n_ifaces;  /* valid entries in ifaces */
+	__u8 flags;     /* FLOW_F_* */
+	__u8 first_dir; /* direction of the counting observation; ifaces[0].dir may become BOTH */
+	struct iface_obs ifaces[MAX_IFACES]; /* ifaces[0]: first seen, the one that counts */
+};
+
+/* A packet that found the flow map full, sent whole through the ring buffer. */
+struct overflow_rec {
+	struct flow_key key;
+	struct iface_obs iface;
+	__u64 ts_ns;
+	__u32 bytes;
+	__u16 eth_type;
+	__u16 tcp_flags;
+	__u8 src_mac[6];
+	__u8 dst_mac[6];
+	__u8 dscp;
+	__u8 _pad[3];
+};
+
+#endif

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what a build or test step needs, with apt, only when missing.
+#   hack/install-deps.sh bpf    clang, llvm, libbpf headers (make generate)
+#   hack/install-deps.sh test   iproute2, nftables, iptables (make test)
+set -euo pipefail
+
+need=()
+case "${1:-}" in
+bpf)
+	command -v clang >/dev/null || need+=(clang)
+	command -v llvm-strip >/dev/null || need+=(llvm)
+	[ -f /usr/include/bpf/bpf_helpers.h ] || need+=(libbpf-dev)
+	[ -f /usr/include/linux/bpf.h ] || need+=(linux-libc-dev)
+	;;
+test)
+	command -v ip >/dev/null || need+=(iproute2)
+	command -v nft >/dev/null || need+=(nftables)
+	command -v iptables >/dev/null || need+=(iptables)
+	;;
+*)
+	echo "usage: $0 bpf|test" >&2
+	exit 2
+	;;
+esac
+[ ${#need[@]} -eq 0 ] && exit 0
+echo "installing: ${need[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+	echo "need root to apt-get install ${need[*]}" >&2
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

@@ -1,0 +1,287 @@
+// Package controller holds the FlowCollector reconciler: it renders the
+// FlowCollector into the agent's namespace, ServiceAccount, RBAC, ConfigMap,
+// metrics Service and DaemonSet (package render), applies them with
+// server-side apply, and reports the DaemonSet's progress in the
+// FlowCollector's status.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/flowlens/flowlens/api/v1alpha1"
+	"github.com/flowlens/flowlens/internal/controller/render"
+)
+
+// FieldOwner is the server-side apply field manager of everything the
+// operator applies. Fields it does not set stay with their managers, so the
+// operator does not fight other controllers (or kubectl) over them.
+const FieldOwner = "flowlens-operator"
+
+// FlowCollectorReconciler reconciles the FlowCollector singleton.
+type FlowCollectorReconciler struct {
+	// Client reads from the manager's cache, which holds only objects
+	// labelled as managed by the operator (see CacheByObject), and writes to
+	// the API server.
+	Client client.Client
+	// APIReader reads from the API server directly: the agent namespace may
+	// exist without the operator's label, and so be absent from the cache.
+	APIReader client.Reader
+	// DefaultImage is the agent image when spec.image is empty.
+	DefaultImage string
+}
+
+// +kubebuilder:rbac:groups=flowlens.io,resources=flowcollectors,verbs=get;list;watch
+// +kubebuilder:rbac:groups=flowlens.io,resources=flowcollectors/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=flowlens.io,resources=flowcollectors/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=namespaces;serviceaccounts;configmaps;services,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;patch
+
+// Reconcile brings the agent's objects in line with the FlowCollector and
+// updates its status. An invalid spec is reported in the Degraded condition
+// and is not retried (the next spec change triggers a new reconcile); API
+// errors are returned, so they are retried with backoff.
+func (r *FlowCollectorReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	fc := &v1alpha1.FlowCollector{}
+	if err := r.Client.Get(ctx, req.NamespacedName, fc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !fc.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil // the garbage collector removes the owned objects
+	}
+	defaulted := fc.DeepCopy()
+	defaulted.Spec = render.WithDefaults(fc.Spec)
+	spec := &defaulted.Spec
+
+	var st outcome
+	if err := render.Validate(spec); err != nil {
+		st.invalid = err
+	} else {
+		st.hash, st.applyErr = r.apply(ctx, defaulted)
+	}
+
+	ds := &appsv1.DaemonSet{}
+	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: spec.Namespace, Name: render.AgentName}, ds); {
+	case apierrors.IsNotFound(err):
+		ds = nil
+	case err != nil:
+		return ctrl.Result{}, err
+	}
+
+	if err := r.updateStatus(ctx, fc, spec.Namespace, ds, st); err != nil {
+		return ctrl.Result{}, err
+	}
+	if st.applyErr != nil {
+		return ctrl.Result{}, st.applyErr
+	}
+	if st.invalid != nil {
+		log.FromContext(ctx).Info("invalid FlowCollector spec", "error", st.invalid.Error())
+	}
+	return ctrl.Result{}, nil
+}
+
+// outcome is what one reconcile did, from which the status is computed.
+type outcome struct {
+	invalid  error  // the spec failed Validate: nothing was applied
+	applyErr error  // the API server refused an object
+	hash     string // config hash of the applied DaemonSet template
+}
+
+// apply renders and applies every object, the namespace first. It returns
+// the config hash of the pod template it applied.
+func (r *FlowCollectorReconciler) apply(ctx context.Context, fc *v1alpha1.FlowCollector) (string, error) {
+	own, err := r.ownsNamespace(ctx, fc)
+	if err != nil {
+		return "", err
+	}
+	objs, err := render.Build(fc, render.Options{DefaultImage: r.DefaultImage, OwnNamespace: own})
+	if err != nil {
+		return "", err
+	}
+	steps := []struct {
+		what string
+		obj  runtime.ApplyConfiguration
+		skip bool
+	}{
+		{"namespace", objs.Namespace, objs.Namespace == nil},
+		{"service account", objs.ServiceAccount, false},
+		{"role", objs.Role, false},
+		{"role binding", objs.RoleBinding, false},
+		{"config map", objs.ConfigMap, false},
+		{"metrics service", objs.Service, false},
+		{"daemon set", objs.DaemonSet, false},
+	}
+	for _, s := range steps {
+		if s.skip {
+			continue
+		}
+		if err := r.Client.Apply(ctx, s.obj, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+			return "", fmt.Errorf("applying the %s: %w", s.what, err)
+		}
+	}
+	return objs.ConfigHash, nil
+}
+
+// ownsNamespace reports whether the operator manages the agent namespace:
+// true when it does not exist yet (the operator creates it) or when this
+// FlowCollector controls it. A namespace created by someone else is used as
+// it is and never gets an owner reference, so deleting the FlowCollector
+// cannot delete it.
+func (r *FlowCollectorReconciler) ownsNamespace(ctx context.Context, fc *v1alpha1.FlowCollector) (bool, error) {
+	ns := &corev1.Namespace{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Name: fc.Spec.Namespace}, ns)
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("reading namespace %s: %w", fc.Spec.Namespace, err)
+	}
+	return metav1.IsControlledBy(ns, fc), nil
+}
+
+// updateStatus writes the status computed from the outcome and the agent
+// DaemonSet (nil if absent), if it changed.
+func (r *FlowCollectorReconciler) updateStatus(ctx context.Context, fc *v1alpha1.FlowCollector, ns string, ds *appsv1.DaemonSet, o outcome) error {
+	orig := fc.DeepCopy()
+	s := &fc.Status
+	s.ObservedGeneration = fc.Generation
+	s.Namespace = ns
+	s.DesiredAgents, s.ReadyAgents, s.UpdatedAgents = 0, 0, 0
+	if ds != nil {
+		s.DesiredAgents = ds.Status.DesiredNumberScheduled
+		s.ReadyAgents = ds.Status.NumberReady
+		s.UpdatedAgents = ds.Status.UpdatedNumberScheduled
+	}
+	ready, degraded := conditions(ds, o)
+	ready.ObservedGeneration, degraded.ObservedGeneration = fc.Generation, fc.Generation
+	meta.SetStatusCondition(&s.Conditions, ready)
+	meta.SetStatusCondition(&s.Conditions, degraded)
+
+	if equalStatus(&orig.Status, s) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})
+	if err := r.Client.Status().Patch(ctx, fc, patch); err != nil {
+		return fmt.Errorf("updating the FlowCollector status: %w", err)
+	}
+	return nil
+}
+
+// conditions computes Ready and Degraded.
+func conditions(ds *appsv1.DaemonSet, o outcome) (ready, degraded metav1.Condition) {
+	ready = metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse}
+	degraded = metav1.Condition{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionFalse,
+		Reason: v1alpha1.ReasonAsExpected, Message: "the agents' objects are applied"}
+
+	switch {
+	case o.invalid != nil:
+		degraded.Status, degraded.Reason = metav1.ConditionTrue, v1alpha1.ReasonInvalidSpec
+		degraded.Message = "invalid spec, the running agents are left as they are: " + o.invalid.Error()
+		ready.Reason, ready.Message = v1alpha1.ReasonInvalidSpec, "the spec is invalid: see the Degraded condition"
+		return ready, degraded
+	case o.applyErr != nil:
+		degraded.Status, degraded.Reason = metav1.ConditionTrue, v1alpha1.ReasonApplyFailed
+		degraded.Message = o.applyErr.Error()
+		ready.Reason, ready.Message = v1alpha1.ReasonApplyFailed, "the agents' objects could not be applied: see the Degraded condition"
+		return ready, degraded
+	}
+
+	ready.Status, ready.Reason, ready.Message = daemonSetReadiness(ds, o.hash)
+	return ready, degraded
+}
+
+// daemonSetReadiness says whether every scheduled agent runs the pod template
+// with config hash hash and is ready.
+func daemonSetReadiness(ds *appsv1.DaemonSet, hash string) (metav1.ConditionStatus, string, string) {
+	if ds == nil {
+		return metav1.ConditionFalse, v1alpha1.ReasonRollingOut, "waiting for the agent DaemonSet to be created"
+	}
+	st := ds.Status
+	switch {
+	case ds.Spec.Template.Annotations[render.ConfigHashAnnotation] != hash ||
+		st.ObservedGeneration < ds.Generation:
+		return metav1.ConditionFalse, v1alpha1.ReasonRollingOut, "waiting for the DaemonSet controller to see the new agent configuration"
+	case st.DesiredNumberScheduled == 0:
+		return metav1.ConditionFalse, v1alpha1.ReasonNoNodes, "no node matches the agent's node selector and tolerations"
+	case st.UpdatedNumberScheduled < st.DesiredNumberScheduled:
+		return metav1.ConditionFalse, v1alpha1.ReasonRollingOut,
+			fmt.Sprintf("%d of %d agents run the current configuration", st.UpdatedNumberScheduled, st.DesiredNumberScheduled)
+	case st.NumberReady < st.DesiredNumberScheduled || st.NumberUnavailable > 0:
+		return metav1.ConditionFalse, v1alpha1.ReasonAgentsNotReady,
+			fmt.Sprintf("%d of %d agents are ready", st.NumberReady, st.DesiredNumberScheduled)
+	}
+	return metav1.ConditionTrue, v1alpha1.ReasonAgentsReady,
+		fmt.Sprintf("%d of %d agents are ready", st.NumberReady, st.DesiredNumberScheduled)
+}
+
+// equalStatus compares two statuses, ignoring nothing: SetStatusCondition
+// keeps LastTransitionTime when a condition's status is unchanged, so an
+// unchanged status compares equal.
+func equalStatus(a, b *v1alpha1.FlowCollectorStatus) bool {
+	if a.ObservedGeneration != b.ObservedGeneration || a.Namespace != b.Namespace ||
+		a.DesiredAgents != b.DesiredAgents || a.ReadyAgents != b.ReadyAgents || a.UpdatedAgents != b.UpdatedAgents ||
+		len(a.Conditions) != len(b.Conditions) {
+		return false
+	}
+	for i := range a.Conditions {
+		x, y := a.Conditions[i], b.Conditions[i]
+		if x.Type != y.Type || x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message ||
+			x.ObservedGeneration != y.ObservedGeneration || !x.LastTransitionTime.Equal(&y.LastTransitionTime) {
+			return false
+		}
+	}
+	return true
+}
+
+// SetupWithManager registers the reconciler. It watches the FlowCollector
+// (spec changes only: its own status updates must not loop) and every object
+// it owns, so that drift or a DaemonSet status change triggers a reconcile.
+func (r *FlowCollectorReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Client == nil || r.APIReader == nil {
+		return errors.New("FlowCollectorReconciler needs Client and APIReader")
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("flowcollector").
+		For(&v1alpha1.FlowCollector{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&corev1.Namespace{}).
+		Owns(&corev1.ServiceAccount{}).
+		Owns(&rbacv1.Role{}).
+		Owns(&rbacv1.RoleBinding{}).
+		Owns(&corev1.ConfigMap{}).
+		Owns(&corev1.Service{}).
+		Owns(&appsv1.DaemonSet{}).
+		Complete(r)
+}
+
+// CacheByObject restricts the manager's cache for the kinds the operator
+// owns to the objects it labelled, so that it does not hold every ConfigMap
+// or Service of the cluster in memory.
+func CacheByObject() map[client.Object]cache.ByObject {
+	managed := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedByValue})}
+	return map[client.Object]cache.ByObject{
+		&corev1.Namespace{}:      managed,
+		&corev1.ServiceAccount{}: managed,
+		&rbacv1.Role{}:           managed,
+		&rbacv1.RoleBinding{}:    managed,
+		&corev1.ConfigMap{}:      managed,
+		&corev1.Service{}:        managed,
+		&appsv1.DaemonSet{}:      managed,
+	}
+}

@@ -1,0 +1,174 @@
+// Package render turns a FlowCollector into the objects that run the flowlens
+// agent: the agent's YAML configuration and server-side apply configurations
+// for its namespace, ServiceAccount, Role, RoleBinding, ConfigMap, metrics
+// Service and DaemonSet. It is pure (no API calls), so every rule of what the
+// operator deploys is unit-testable; the reconciler in package controller
+// applies the result.
+package render
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flowlens/flowlens/api/v1alpha1"
+)
+
+// Names of the objects the operator manages, in the agent namespace.
+const (
+	AgentName          = "flowlens-agent"         // DaemonSet, ServiceAccount, Role, RoleBinding, container
+	ConfigMapName      = "flowlens-agent-config"  // the agent's YAML configuration
+	MetricsServiceName = "flowlens-agent-metrics" // headless Service selecting the agents
+	ConfigKey          = "agent.yaml"             // key of the configuration in the ConfigMap
+)
+
+// Paths inside the agent container.
+const (
+	ConfigDir   = "/etc/flowlens"
+	ConfigPath  = ConfigDir + "/" + ConfigKey
+	TLSCADir    = ConfigDir + "/tls/ca"
+	TLSCAPath   = TLSCADir + "/ca.crt"
+	TLSCertDir  = ConfigDir + "/tls/client"
+	TLSCertPath = TLSCertDir + "/tls.crt"
+	TLSKeyPath  = TLSCertDir + "/tls.key"
+	BPFFSPath   = "/sys/fs/bpf"
+	TracefsPath = "/sys/kernel/debug"
+	NetnsDir    = "/var/run/netns"
+)
+
+// Labels and annotations.
+const (
+	LabelName      = "app.kubernetes.io/name"
+	LabelPartOf    = "app.kubernetes.io/part-of"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	LabelComponent = "app.kubernetes.io/component"
+	// ManagedByValue marks every object the operator applies; the operator's
+	// cache only holds objects with this label.
+	ManagedByValue = "flowlens-operator"
+	// ConfigHashAnnotation is set on the agent pod template to a hash of the
+	// agent configuration, so a configuration change rolls the pods.
+	ConfigHashAnnotation = "flowlens.io/config-hash"
+	// PodSecurityEnforceLabel is set to "privileged" on a namespace the
+	// operator creates: hostNetwork and hostPath volumes need that level.
+	PodSecurityEnforceLabel = "pod-security.kubernetes.io/enforce"
+)
+
+// Defaults the operator applies when a field is unset. The API server's
+// schema defaults normally fill the spec in first; these cover objects that
+// bypassed it (and unit tests), and must match the kubebuilder markers.
+const (
+	DefaultNamespace          = "flowlens"
+	DefaultSampling           = 1
+	DefaultCacheActiveTimeout = 5 * time.Second
+	DefaultCacheMaxFlows      = 100000
+	DefaultMetricsPort        = 9400
+	DefaultGRPCBatchSize      = 1000
+	DefaultLogLevel           = v1alpha1.LogLevel("info")
+	DefaultCAKey              = "ca.crt"
+)
+
+// DefaultResources are the agent container's resources when spec.resources is
+// unset: a small request, and a memory limit with room for the default
+// 100000-entry flow cache and export buffers.
+func DefaultResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("100m"),
+			corev1.ResourceMemory: resource.MustParse("128Mi"),
+		},
+		Limits: corev1.ResourceList{
+			corev1.ResourceMemory: resource.MustParse("512Mi"),
+		},
+	}
+}
+
+// WithDefaults returns a copy of spec with every unset field set to its
+// default. A nil list gets its default; an empty, non-nil list stays empty
+// (it means "none").
+func WithDefaults(spec v1alpha1.FlowCollectorSpec) v1alpha1.FlowCollectorSpec {
+	s := *spec.DeepCopy()
+	if s.Namespace == "" {
+		s.Namespace = DefaultNamespace
+	}
+	if s.ImagePullPolicy == "" {
+		s.ImagePullPolicy = corev1.PullIfNotPresent
+	}
+	if s.Sampling == 0 {
+		s.Sampling = DefaultSampling
+	}
+	if s.CacheActiveTimeout == nil {
+		s.CacheActiveTimeout = &metav1.Duration{Duration: DefaultCacheActiveTimeout}
+	}
+	if s.CacheMaxFlows == 0 {
+		s.CacheMaxFlows = DefaultCacheMaxFlows
+	}
+	if s.ExcludeInterfaces == nil {
+		s.ExcludeInterfaces = []string{"lo"}
+	}
+	if s.Netns == nil {
+		s.Netns = []string{"host"}
+	}
+	if s.Features == nil {
+		s.Features = []v1alpha1.Feature{v1alpha1.FeatureDrops, v1alpha1.FeatureRTT, v1alpha1.FeatureRetransmits}
+	}
+	if len(s.Exporters) == 0 {
+		s.Exporters = []v1alpha1.Exporter{{Type: v1alpha1.ExporterStdout}}
+	}
+	for i := range s.Exporters {
+		g := s.Exporters[i].GRPC
+		if g == nil {
+			continue
+		}
+		if g.BatchSize == 0 {
+			g.BatchSize = DefaultGRPCBatchSize
+		}
+		if g.TLS != nil && g.TLS.CASecretRef != nil && g.TLS.CASecretRef.Key == "" {
+			g.TLS.CASecretRef.Key = DefaultCAKey
+		}
+	}
+	if s.Resources == nil {
+		r := DefaultResources()
+		s.Resources = &r
+	}
+	if s.LogLevel == "" {
+		s.LogLevel = DefaultLogLevel
+	}
+	if s.MetricsPort == 0 {
+		s.MetricsPort = DefaultMetricsPort
+	}
+	if s.Tolerations == nil {
+		s.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	}
+	return s
+}
+
+// GRPC returns the grpc exporter of spec, or nil.
+func GRPC(spec *v1alpha1.FlowCollectorSpec) *v1alpha1.GRPCExporter {
+	for i := range spec.Exporters {
+		if spec.Exporters[i].Type == v1alpha1.ExporterGRPC {
+			return spec.Exporters[i].GRPC
+		}
+	}
+	return nil
+}
+
+// NeedsSetns reports whether the agent watches namespaces other than the
+// node's, and so must enter them (setns needs CAP_SYS_ADMIN).
+func NeedsSetns(spec *v1alpha1.FlowCollectorSpec) bool {
+	for _, n := range spec.Netns {
+		if n != "host" {
+			return true
+		}
+	}
+	return false
+}
+
+// Hash returns a short, stable hash of data, for the config hash annotation.
+func Hash(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])[:16]
+}

@@ -1,0 +1,220 @@
+// Package agent wires the node agent's stages together: interface watcher →
+// datapath attach/detach, datapath maps → evictor → exporter queues. It owns
+// their lifetimes: Run returns only after every program is detached, the
+// flows left in the kernel are exported and everything is closed.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/flowlens/flowlens/pkg/config"
+	"github.com/flowlens/flowlens/pkg/datapath"
+	"github.com/flowlens/flowlens/pkg/exporter"
+	"github.com/flowlens/flowlens/pkg/exporter/stdout"
+	"github.com/flowlens/flowlens/pkg/flow"
+	"github.com/flowlens/flowlens/pkg/ifaces"
+)
+
+// Options are the parts of the environment an Agent writes to, so tests and
+// embedders can redirect them.
+type Options struct {
+	Stdout io.Writer    // where the stdout exporter writes
+	Logger *slog.Logger // nil: slog.Default()
+	// ForceLegacyTC attaches with clsact + cls_bpf even where tcx exists.
+	ForceLegacyTC bool
+	// ExtraExporters are added to the configured ones (tests, embedders).
+	ExtraExporters []exporter.Exporter
+}
+
+// Agent is one node agent.
+type Agent struct {
+	cfg  *config.Config
+	opts Options
+	log  *slog.Logger
+
+	DP       *datapath.Datapath
+	Evictor  *flow.Evictor
+	Queues   []*exporter.Queue
+	resolver *flow.Resolver
+
+	attachErrors sync.Map // interface key -> error already logged
+	ready        chan struct{}
+}
+
+// New loads the datapath and builds the exporters; Run starts the agent.
+// On error nothing is left loaded.
+func New(cfg *config.Config, opts Options) (*Agent, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	a := &Agent{cfg: cfg, opts: opts, log: opts.Logger, resolver: flow.NewResolver(), ready: make(chan struct{})}
+	dp, err := datapath.Load(datapath.Config{
+		MaxFlows:      uint32(cfg.CacheMaxFlows),
+		Sampling:      cfg.Sampling,
+		ForceLegacyTC: opts.ForceLegacyTC,
+		Logger:        a.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load datapath: %w", err)
+	}
+	a.DP = dp
+	exps, err := a.exporters()
+	if err != nil {
+		dp.Close()
+		return nil, err
+	}
+	for _, e := range exps {
+		a.Queues = append(a.Queues, exporter.NewQueue(e, cfg.ExportBuffer, a.log))
+	}
+	ev, err := flow.NewEvictor(flow.EvictorConfig{
+		Maps:      dp.Maps,
+		MaxFlows:  uint32(cfg.CacheMaxFlows),
+		Period:    cfg.CacheActiveTimeout,
+		Sampling:  cfg.Sampling,
+		BatchSize: cfg.GRPCBatchSize,
+		Resolver:  a.resolver,
+		Sink:      a.push,
+		Counters:  dp.ReadCounters,
+		Logger:    a.log,
+	})
+	if err != nil {
+		dp.Close()
+		return nil, err
+	}
+	a.Evictor = ev
+	return a, nil
+}
+
+func (a *Agent) exporters() ([]exporter.Exporter, error) {
+	var out []exporter.Exporter
+	for _, name := range a.cfg.Export {
+		switch name {
+		case "stdout":
+			out = append(out, stdout.New(a.opts.Stdout))
+		default:
+			return nil, fmt.Errorf("exporter %q is not available in this build", name)
+		}
+	}
+	return append(out, a.opts.ExtraExporters...), nil
+}
+
+func (a *Agent) push(batch []flow.Record) {
+	for _, q := range a.Queues {
+		q.Push(batch)
+	}
+}
+
+// Ready is closed once the initial interfaces are attached.
+func (a *Agent) Ready() <-chan struct{} { return a.ready }
+
+// Run runs the agent until ctx is done, then detaches, flushes the flows
+// left in the kernel to the exporters and closes everything.
+func (a *Agent) Run(ctx context.Context) error {
+	filter, err := config.NewNameFilter(a.cfg.Interfaces, a.cfg.ExcludeInterfaces)
+	if err != nil {
+		return err
+	}
+	w := ifaces.New(ifaces.Options{Allowed: filter.Allowed, Netns: watchedNetns(a.cfg.Netns), NetnsDir: a.cfg.NetnsDir, Logger: a.log})
+
+	runCtx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var wg sync.WaitGroup
+	for _, q := range a.Queues {
+		wg.Add(1)
+		go func() { defer wg.Done(); q.Run(runCtx) }()
+	}
+
+	events := make(chan ifaces.Event, 64)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	watchErr := make(chan error, 1)
+	go func() { watchErr <- w.Run(watchCtx, events); close(events) }()
+
+	evCtx, stopEv := context.WithCancel(ctx)
+	evDone := make(chan error, 1)
+	go func() { evDone <- a.Evictor.Run(evCtx) }()
+
+	readyTimer := time.NewTimer(500 * time.Millisecond) // initial listing settles quickly
+	defer readyTimer.Stop()
+	var runErr error
+loop:
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				break loop
+			}
+			a.handle(ev)
+		case <-readyTimer.C:
+			close(a.ready)
+		}
+	}
+	if err := <-watchErr; err != nil && !errors.Is(err, context.Canceled) {
+		runErr = fmt.Errorf("interface watcher: %w", err)
+	}
+	stopEv()
+	<-evDone
+
+	// Shutdown: detach first so no packet is counted after the final read.
+	if err := a.DP.DetachAll(); err != nil {
+		a.log.Error("detach", "error", err)
+		runErr = errors.Join(runErr, err)
+	}
+	if err := a.Evictor.Shutdown(); err != nil {
+		a.log.Error("final eviction", "error", err)
+		runErr = errors.Join(runErr, err)
+	}
+	flushCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, q := range a.Queues {
+		if err := q.Close(flushCtx); err != nil {
+			runErr = errors.Join(runErr, fmt.Errorf("close exporter %s: %w", q.Name(), err))
+		}
+	}
+	stop()
+	wg.Wait()
+	if err := a.DP.Close(); err != nil {
+		runErr = errors.Join(runErr, err)
+	}
+	return runErr
+}
+
+func (a *Agent) handle(ev ifaces.Event) {
+	it := ev.Iface
+	key := flow.IfaceKey{Netns: it.NetnsCookie, Ifindex: uint32(it.Index)}
+	switch ev.Type {
+	case ifaces.Added:
+		a.resolver.Add(key, it.Name, it.Netns)
+		if err := a.DP.Attach(it); err != nil {
+			a.log.Warn("cannot attach; interface not observed", "interface", it.Name, "netns", it.Netns, "error", err)
+			return
+		}
+		a.log.Debug("attached", "interface", it.Name, "netns", it.Netns, "ifindex", it.Index)
+	case ifaces.Removed:
+		a.resolver.Remove(key)
+		if err := a.DP.Detach(it); err != nil {
+			a.log.Warn("detach", "interface", it.Name, "netns", it.Netns, "error", err)
+		}
+	}
+}
+
+// watchedNetns maps --netns to the watcher's selection: "all" means the
+// host namespace as well as every named one.
+func watchedNetns(list []string) []string {
+	out := append([]string(nil), list...)
+	hasAll, hasHost := false, false
+	for _, n := range list {
+		hasAll = hasAll || n == ifaces.All
+		hasHost = hasHost || n == ifaces.Host
+	}
+	if hasAll && !hasHost {
+		out = append(out, ifaces.Host)
+	}
+	return out
+}

@@ -1,0 +1,12 @@
+// Package config holds the agent's single configuration struct, Config, and
+// everything that fills it in: defaults, an optional YAML file, FLOWLENS_*
+// environment variables and command-line flags, in that order of precedence.
+// It also holds Validate, which rejects bad settings with an error naming the
+// flag at fault, and NameFilter, which applies the --interfaces and
+// --exclude-interfaces lists to interface names.
+//
+// Every option is defined once, in the options table; its flag name gives the
+// environment variable (FLOWLENS_CACHE_ACTIVE_TIMEOUT for
+// --cache-active-timeout) and the YAML key (cache_active_timeout), so the three
+// spellings cannot drift apart.
+package config

@@ -1,0 +1,100 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// loadFile applies the YAML file at path to c. source is the flag or variable
+// that named the file, for the error when it cannot be read.
+//
+// The file is walked as a node tree rather than decoded into a struct with
+// KnownFields: that keeps the options table the only list of keys, lets a
+// list be written either as a YAML sequence or as a comma string, and gives
+// errors with the file, line and key. A key with no value (null) is treated as
+// absent and keeps the lower-precedence value.
+func loadFile(c *Config, path, source string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return invalid(source, path, pathReason(err))
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if len(doc.Content) == 0 {
+		return nil // empty file
+	}
+	root := resolve(doc.Content[0])
+	if root.Kind != yaml.MappingNode {
+		return fmt.Errorf("%s:%d: the file must be a mapping of option names to values", path, root.Line)
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], resolve(root.Content[i+1])
+		o := optionByKey(k.Value)
+		if o == nil {
+			return fmt.Errorf("%s:%d: unknown key %q", path, k.Line, k.Value)
+		}
+		if seen[k.Value] {
+			return fmt.Errorf("%s:%d: key %q given twice", path, k.Line, k.Value)
+		}
+		seen[k.Value] = true
+		if err := applyNode(c, o, v); err != nil {
+			return fmt.Errorf("%s:%d: %w", path, v.Line, err)
+		}
+	}
+	return nil
+}
+
+func applyNode(c *Config, o *option, v *yaml.Node) error {
+	key := o.yamlKey()
+	switch {
+	case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null":
+		return nil
+	case v.Kind == yaml.ScalarNode:
+		if err := o.apply(c, v.Value); err != nil {
+			return invalid(key, v.Value, err)
+		}
+		return nil
+	case v.Kind == yaml.SequenceNode && o.setList != nil:
+		var items []string
+		for _, e := range v.Content {
+			e = resolve(e)
+			if e.Kind != yaml.ScalarNode {
+				return fmt.Errorf("invalid %s: list entries must be plain values", key)
+			}
+			if s := strings.TrimSpace(e.Value); s != "" {
+				items = append(items, s)
+			}
+		}
+		if err := o.setList(c, items); err != nil {
+			return invalid(key, strings.Join(items, ","), err)
+		}
+		return nil
+	case v.Kind == yaml.SequenceNode:
+		return fmt.Errorf("invalid %s: must be a single value, not a list", key)
+	}
+	return errors.New("invalid " + key + ": must be a value or a list")
+}
+
+// resolve follows YAML aliases (*name) to the node they refer to.
+func resolve(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
+}
+
+func optionByKey(key string) *option {
+	for _, o := range options {
+		if o.yamlKey() == key {
+			return o
+		}
+	}
+	return nil
+}

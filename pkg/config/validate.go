@@ -1,0 +1,172 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Validate checks every setting and returns all problems found, joined, each
+// naming the flag at fault (even when the value came from the file or the
+// environment, since the flag name is the one the usage text documents).
+func (c *Config) Validate() error {
+	var errs []error
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	add(checkNameList("--interfaces", c.Interfaces))
+	add(checkNameList("--exclude-interfaces", c.ExcludeInterfaces))
+	add(checkNetns(c.Netns, c.NetnsDir))
+	if d := c.CacheActiveTimeout; d < 100*time.Millisecond || d > time.Hour {
+		add(invalid("--cache-active-timeout", d.String(), errors.New("must be from 100ms to 1h")))
+	}
+	add(checkRange("--cache-max-flows", c.CacheMaxFlows, 1, 10_000_000))
+	if c.Sampling < 1 {
+		add(invalid("--sampling", strconv.FormatUint(uint64(c.Sampling), 10), errors.New("must be >= 1")))
+	}
+	add(checkExport(c.Export))
+	add(checkTarget(c.Target, c.Export))
+	add(checkRange("--grpc-batch-size", c.GRPCBatchSize, 1, 100_000))
+	add(checkRange("--export-buffer", c.ExportBuffer, 1, 100_000))
+	add(checkTLS(c))
+	if c.MetricsAddress != "" {
+		if err := splitHostPort(c.MetricsAddress); err != nil {
+			add(invalid("--metrics-address", c.MetricsAddress, err))
+		}
+	}
+	if c.NodeName == "" {
+		add(invalid("--node-name", "", errors.New("must not be empty; set it or NODE_NAME")))
+	}
+	add(checkLevel(c))
+	return errors.Join(errs...)
+}
+
+// checkNameList checks the /regex/ entries of an interface list.
+func checkNameList(flagName string, entries []string) error {
+	for _, e := range entries {
+		if _, err := compileEntry(e); err != nil {
+			return invalid(flagName, e, err)
+		}
+	}
+	return nil
+}
+
+func checkNetns(list []string, dir string) error {
+	if len(list) == 0 {
+		return invalid("--netns", "", errors.New(`must list "host", "all" or namespace names`))
+	}
+	var all, named bool
+	for _, e := range list {
+		switch {
+		case e == "host":
+		case e == "all":
+			all = true
+		case strings.Contains(e, "/") || e == "." || e == "..":
+			// Names are joined to --netns-dir; a path would escape it.
+			return invalid("--netns", e, errors.New("must be a namespace name under --netns-dir, not a path"))
+		default:
+			named = true
+		}
+	}
+	if all && named {
+		return invalid("--netns", strings.Join(list, ","), errors.New(`"all" cannot be combined with namespace names`))
+	}
+	if (all || named) && dir == "" {
+		return invalid("--netns-dir", "", errors.New("must be set to watch named namespaces"))
+	}
+	return nil
+}
+
+func checkRange(flagName string, v, lo, hi int) error {
+	if v < lo || v > hi {
+		return invalid(flagName, strconv.Itoa(v), fmt.Errorf("must be from %d to %d", lo, hi))
+	}
+	return nil
+}
+
+const exporterNames = "stdout, grpc"
+
+func checkExport(list []string) error {
+	if len(list) == 0 {
+		return invalid("--export", "", errors.New("must list at least one of "+exporterNames))
+	}
+	seen := map[string]bool{}
+	for _, e := range list {
+		if e != "stdout" && e != "grpc" {
+			return invalid("--export", e, errors.New("unknown exporter: must be one of "+exporterNames))
+		}
+		if seen[e] {
+			return invalid("--export", strings.Join(list, ","), fmt.Errorf("%q is listed twice", e))
+		}
+		seen[e] = true
+	}
+	return nil
+}
+
+func checkTarget(target string, export []string) error {
+	if target == "" {
+		for _, e := range export {
+			if e == "grpc" {
+				return errors.New("--target is required when --export includes grpc")
+			}
+		}
+		return nil
+	}
+	if err := splitHostPort(target); err != nil {
+		return invalid("--target", target, err)
+	}
+	_, port, _ := net.SplitHostPort(target)
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return invalid("--target", target, errors.New("port must be a number from 1 to 65535"))
+	}
+	return nil
+}
+
+// splitHostPort returns net.SplitHostPort's reason without the address,
+// which the caller's message already shows.
+func splitHostPort(addr string) error {
+	_, _, err := net.SplitHostPort(addr)
+	var ae *net.AddrError
+	if errors.As(err, &ae) {
+		return errors.New(ae.Err)
+	}
+	return err
+}
+
+func checkTLS(c *Config) error {
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return errors.New("--tls-cert and --tls-key must be given together")
+	}
+	for _, f := range []struct{ flag, path string }{
+		{"--tls-ca", c.TLSCA}, {"--tls-cert", c.TLSCert}, {"--tls-key", c.TLSKey},
+	} {
+		if f.path == "" {
+			continue
+		}
+		// Checked here so a typo fails at start-up rather than at the first
+		// connection attempt, possibly minutes later.
+		fi, err := os.Stat(f.path)
+		if err != nil {
+			return invalid(f.flag, f.path, pathReason(err))
+		}
+		if fi.IsDir() {
+			return invalid(f.flag, f.path, errors.New("is a directory, not a file"))
+		}
+	}
+	return nil
+}
+
+func checkLevel(c *Config) error {
+	for _, l := range levels {
+		if c.LogLevel == l.level {
+			return nil
+		}
+	}
+	return invalid("--log-level", c.LogLevel.String(), errors.New("must be one of "+levelNames))
+}

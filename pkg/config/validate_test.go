@@ -1,0 +1,132 @@
+package config
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestValidate(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing.pem")
+
+	tests := []struct {
+		name   string
+		change func(c *Config)
+		want   string // "" means valid
+	}{
+		{"defaults", func(c *Config) {}, ""},
+
+		{"interfaces regex", func(c *Config) { c.Interfaces = []string{"eth0", "/^eth[/"} },
+			"invalid --interfaces \"/^eth[/\": error parsing regexp: missing closing ]: `[`"},
+		{"interfaces unclosed pattern", func(c *Config) { c.Interfaces = []string{"/eth"} },
+			`invalid --interfaces "/eth": a pattern must be written /regex/`},
+		{"exclude regex", func(c *Config) { c.ExcludeInterfaces = []string{"/a(/"} },
+			"invalid --exclude-interfaces \"/a(/\": error parsing regexp: missing closing ): `a(`"},
+		{"interfaces patterns ok", func(c *Config) { c.Interfaces = []string{"/^veth/", "eth0", "//"} }, ""},
+
+		{"netns empty", func(c *Config) { c.Netns = nil },
+			`invalid --netns "": must list "host", "all" or namespace names`},
+		{"netns all with names", func(c *Config) { c.Netns = []string{"all", "blue"} },
+			`invalid --netns "all,blue": "all" cannot be combined with namespace names`},
+		{"netns path", func(c *Config) { c.Netns = []string{"host", "../etc"} },
+			`invalid --netns "../etc": must be a namespace name under --netns-dir, not a path`},
+		{"netns dotdot", func(c *Config) { c.Netns = []string{".."} },
+			`invalid --netns "..": must be a namespace name under --netns-dir, not a path`},
+		{"netns-dir empty", func(c *Config) { c.Netns = []string{"all"}; c.NetnsDir = "" },
+			`invalid --netns-dir "": must be set to watch named namespaces`},
+		{"netns-dir unused", func(c *Config) { c.NetnsDir = "" }, ""},
+		{"netns host and all", func(c *Config) { c.Netns = []string{"host", "all"} }, ""},
+		{"netns names", func(c *Config) { c.Netns = []string{"host", "blue", "red"} }, ""},
+
+		{"timeout low", func(c *Config) { c.CacheActiveTimeout = 99 * time.Millisecond },
+			`invalid --cache-active-timeout "99ms": must be from 100ms to 1h`},
+		{"timeout high", func(c *Config) { c.CacheActiveTimeout = time.Hour + time.Second },
+			`invalid --cache-active-timeout "1h0m1s": must be from 100ms to 1h`},
+		{"timeout bounds", func(c *Config) { c.CacheActiveTimeout = 100 * time.Millisecond }, ""},
+		{"timeout upper bound", func(c *Config) { c.CacheActiveTimeout = time.Hour }, ""},
+
+		{"max flows low", func(c *Config) { c.CacheMaxFlows = 0 },
+			`invalid --cache-max-flows "0": must be from 1 to 10000000`},
+		{"max flows high", func(c *Config) { c.CacheMaxFlows = 10_000_001 },
+			`invalid --cache-max-flows "10000001": must be from 1 to 10000000`},
+		{"max flows bounds", func(c *Config) { c.CacheMaxFlows = 10_000_000 }, ""},
+
+		{"sampling", func(c *Config) { c.Sampling = 0 }, `invalid --sampling "0": must be >= 1`},
+
+		{"export empty", func(c *Config) { c.Export = nil },
+			`invalid --export "": must list at least one of stdout, grpc`},
+		{"export unknown", func(c *Config) { c.Export = []string{"stdout", "kafka"} },
+			`invalid --export "kafka": unknown exporter: must be one of stdout, grpc`},
+		{"export duplicate", func(c *Config) { c.Export = []string{"stdout", "stdout"} },
+			`invalid --export "stdout,stdout": "stdout" is listed twice`},
+
+		{"target required", func(c *Config) { c.Export = []string{"grpc"} },
+			`--target is required when --export includes grpc`},
+		{"target no port", func(c *Config) { c.Export = []string{"grpc"}; c.Target = "collector" },
+			`invalid --target "collector": missing port in address`},
+		{"target port zero", func(c *Config) { c.Export = []string{"grpc"}; c.Target = "collector:0" },
+			`invalid --target "collector:0": port must be a number from 1 to 65535`},
+		{"target port high", func(c *Config) { c.Target = "[::1]:65536" },
+			`invalid --target "[::1]:65536": port must be a number from 1 to 65535`},
+		{"target port name", func(c *Config) { c.Target = "collector:grpc" },
+			`invalid --target "collector:grpc": port must be a number from 1 to 65535`},
+		{"target ok", func(c *Config) { c.Export = []string{"stdout", "grpc"}; c.Target = "[::1]:4317" }, ""},
+
+		{"batch size low", func(c *Config) { c.GRPCBatchSize = 0 },
+			`invalid --grpc-batch-size "0": must be from 1 to 100000`},
+		{"batch size high", func(c *Config) { c.GRPCBatchSize = 100_001 },
+			`invalid --grpc-batch-size "100001": must be from 1 to 100000`},
+		{"export buffer low", func(c *Config) { c.ExportBuffer = -1 },
+			`invalid --export-buffer "-1": must be from 1 to 100000`},
+		{"export buffer high", func(c *Config) { c.ExportBuffer = 100_001 },
+			`invalid --export-buffer "100001": must be from 1 to 100000`},
+
+		{"tls cert without key", func(c *Config) { c.TLSCert = file },
+			`--tls-cert and --tls-key must be given together`},
+		{"tls key without cert", func(c *Config) { c.TLSKey = file },
+			`--tls-cert and --tls-key must be given together`},
+		{"tls ca missing", func(c *Config) { c.TLSCA = missing },
+			`invalid --tls-ca "` + missing + `": no such file or directory`},
+		{"tls key missing", func(c *Config) { c.TLSCert = file; c.TLSKey = missing },
+			`invalid --tls-key "` + missing + `": no such file or directory`},
+		{"tls cert is dir", func(c *Config) { c.TLSCert = dir; c.TLSKey = file },
+			`invalid --tls-cert "` + dir + `": is a directory, not a file`},
+		{"tls ok", func(c *Config) { c.TLSCA, c.TLSCert, c.TLSKey = file, file, file }, ""},
+
+		{"metrics address", func(c *Config) { c.MetricsAddress = "9400" },
+			`invalid --metrics-address "9400": missing port in address`},
+		{"metrics disabled", func(c *Config) { c.MetricsAddress = "" }, ""},
+
+		{"node name", func(c *Config) { c.NodeName = "" },
+			`invalid --node-name "": must not be empty; set it or NODE_NAME`},
+
+		{"log level", func(c *Config) { c.LogLevel = slog.LevelInfo + 2 },
+			`invalid --log-level "INFO+2": must be one of debug, info, warn, error`},
+		{"log level error", func(c *Config) { c.LogLevel = slog.LevelError }, ""},
+
+		{"all problems reported", func(c *Config) { c.Sampling = 0; c.Export = []string{"grpc"} },
+			"invalid --sampling \"0\": must be >= 1\n--target is required when --export includes grpc"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := defaultConfig()
+			tt.change(c)
+			err := c.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("unexpected error: %v", err)
+			case tt.want != "" && err == nil:
+				t.Errorf("no error, want %s", tt.want)
+			case tt.want != "" && err.Error() != tt.want:
+				t.Errorf("error:\n got  %s\n want %s", err, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,20 @@
+// Package datapath loads flowlens's TC programs and maps into the kernel and
+// attaches the programs to interfaces.
+//
+// The kernel side lives in bpf/ (flows.c); this package embeds the objects
+// that bpf2go built from it (flows_bpfel.o, committed) and the Go mirrors of
+// its types (FlowsFlowKey, FlowsFlowValue, ...).
+//
+// Attachment prefers tcx links (Linux >= 6.6) at the head of each hook, and
+// falls back to a clsact qdisc with a direct-action cls_bpf filter. Either
+// way the programs return TC_ACT_UNSPEC (TCX_NEXT), so programs attached
+// after them (Cilium's, for instance) still run and decide the packet's fate.
+//
+// Each observation carries its interface's network namespace cookie, so that
+// interfaces with the same ifindex in different namespaces stay apart. One
+// program pair is loaded per namespace, with the cookie (as SO_NETNS_COOKIE
+// reports it in user space) as a load-time constant: it costs nothing per
+// packet and works on every kernel. bpf_get_netns_cookie(skb) is no
+// substitute: in tc programs it reports the namespace of the packet's socket,
+// or the initial namespace when there is none, not the device's.
+package datapath

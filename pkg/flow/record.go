@@ -1,0 +1,96 @@
+// Package flow holds the flow record model that every stage after the kernel
+// shares, the conversion from the kernel's map values into records, and the
+// eviction loop that turns the in-kernel flow maps into batches of records.
+package flow
+
+import (
+	"net/netip"
+	"time"
+)
+
+// Direction is the direction in which an interface saw a flow's packets.
+type Direction uint8
+
+// Directions, with the same numbers as in bpf/types.h.
+const (
+	DirIngress Direction = 1
+	DirEgress  Direction = 2
+	DirBoth    Direction = 3
+)
+
+// String returns "ingress", "egress" or "both" (the JSON names).
+func (d Direction) String() string {
+	switch d {
+	case DirIngress:
+		return "ingress"
+	case DirEgress:
+		return "egress"
+	case DirBoth:
+		return "both"
+	}
+	return "unknown"
+}
+
+// Interface is one (network namespace, interface) pair a flow crossed, and in
+// which direction. Name and Netns are resolved by the agent; NetnsID is the
+// kernel's network namespace cookie, the identity the datapath uses.
+type Interface struct {
+	Name      string
+	Ifindex   uint32
+	Netns     string
+	NetnsID   uint64
+	Direction Direction
+}
+
+// Record is one evicted flow: the 7-tuple key, its counters and metadata for
+// one eviction period. Counters (Bytes, Packets) are those seen on the flow's
+// first interface only (Interfaces[0]); the other interfaces are listed, not
+// counted, so a packet crossing several interfaces of the node counts once.
+type Record struct {
+	SrcAddr  netip.Addr // plain IPv4 for IPv4 flows
+	DstAddr  netip.Addr
+	SrcPort  uint16
+	DstPort  uint16
+	Proto    uint8
+	IcmpType uint8
+	IcmpCode uint8
+
+	Bytes    uint64 // L2 frame bytes (skb->len)
+	Packets  uint64
+	TCPFlags uint16 // union of TCP flags, plus the SYN-ACK/FIN-ACK/RST-ACK markers below
+	EthType  uint16
+	DSCP     uint8
+	SrcMAC   [6]byte
+	DstMAC   [6]byte
+
+	StartTime time.Time
+	EndTime   time.Time
+
+	// Interfaces lists the interfaces the flow crossed, the first-seen one first.
+	Interfaces []Interface
+	// IfacesOverflow is set when the flow crossed more interfaces than the
+	// kernel can record (six); the extra ones are not listed.
+	IfacesOverflow bool
+
+	Sampling uint32 // 1 = every packet was looked at
+	Partial  bool   // an enrichment entry with no matching flow entry
+
+	// Enrichment (filled by the drop, RTT and retransmit hooks).
+	DropPackets  uint64
+	DropBytes    uint64
+	DropCause    string
+	DropTCPState string
+	DropTCPFlags uint16
+	RTT          time.Duration
+	RTTMax       time.Duration
+	Retransmits  uint64
+}
+
+// TCP flag markers the datapath adds to the union of TCP flags (bits above the
+// eight header flags), so that a consumer can tell a SYN-ACK from SYN+ACK seen
+// on different packets.
+const (
+	TCPFlagSynAck uint16 = 0x100
+	TCPFlagFinAck uint16 = 0x200
+	TCPFlagRstAck uint16 = 0x400
+)
