@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+	ebpflink "github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
@@ -37,6 +40,14 @@ func TestUDPExactCounts(t *testing.T) {
 			}
 			after, _ := testnet.ReadLinkStats(p.A, p.ifA)
 			flows := h.Stop()
+			for _, x := range []struct {
+				ns  *testnet.Netns
+				ifn string
+			}{{p.A, p.ifA}, {p.B, p.ifB}} {
+				if q := qdiscs(t, x.ns, x.ifn); q != "" {
+					t.Fatalf("left behind on %s/%s: %s", x.ns, x.ifn, q)
+				}
+			}
 
 			pk, by, recs := sum(flows, match{src: p.ipA, dst: p.ipB, sport: 4000, dport: 9000, proto: 17})
 			if pk != n || by != n*(14+20+8+size) {
@@ -398,4 +409,41 @@ func TestMapFullOverflow(t *testing.T) {
 	if counters[4] != 0 {
 		t.Fatalf("overflow records lost: %v", counters)
 	}
+}
+
+// qdiscs lists the clsact qdiscs and tcx programs on an interface ("" if none).
+func qdiscs(t *testing.T, ns *testnet.Netns, name string) string {
+	t.Helper()
+	l := link(t, ns, name)
+	hd, err := testnet.Handle(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hd.Close()
+	qs, err := hd.QdiscList(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, q := range qs {
+		if q.Type() == "clsact" {
+			out = append(out, "clsact qdisc")
+		}
+	}
+	err = ns.Do(func() error {
+		for _, at := range []ebpf.AttachType{ebpf.AttachTCXIngress, ebpf.AttachTCXEgress} {
+			res, err := ebpflink.QueryPrograms(ebpflink.QueryOptions{Target: l.Attrs().Index, Attach: at})
+			if err != nil {
+				return err
+			}
+			for range res.Programs {
+				out = append(out, "tcx program "+at.String())
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(out, ", ")
 }

@@ -194,3 +194,21 @@ func TestInvalidOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchAliases: a namespace mounted under two names, or the host's
+// mounted in NetnsDir, is watched once, so its interfaces are not reported
+// (and attached to) twice.
+func TestWatchAliases(t *testing.T) {
+	testnet.Require(t)
+	dir := t.TempDir()
+	n := testnet.NewNetnsIn(t, dir, "n")
+	lateMount(t, dir+"/zz-alias", n.Path, 0)              // sorts after n's name
+	lateMount(t, dir+"/host-alias", "/proc/self/ns/net", 0) // the host netns
+	name := testnet.IfName("fla")
+	ev := watch(t, ifaces.Options{
+		Netns: []string{ifaces.Host, ifaces.All}, NetnsDir: dir,
+		Allowed: func(n string) bool { return n == "lo" || n == name },
+	})
+	expect(t, ev, added(ifaceAt(t, nil, "lo", 1)), added(ifaceAt(t, n, "lo", 1)))
+	expectNone(t, ev, 300*time.Millisecond)
+}
