@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -33,6 +34,10 @@ import (
 // operator applies. Fields it does not set stay with their managers, so the
 // operator does not fight other controllers (or kubectl) over them.
 const FieldOwner = "flowlens-operator"
+
+// conflictRetry is how soon a reconcile whose status update lost a race is
+// retried.
+const conflictRetry = 200 * time.Millisecond
 
 // FlowCollectorReconciler reconciles the FlowCollector singleton.
 type FlowCollectorReconciler struct {
@@ -86,6 +91,11 @@ func (r *FlowCollectorReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 
 	if err := r.updateStatus(ctx, fc, spec.Namespace, ds, st); err != nil {
+		if apierrors.IsConflict(err) {
+			// The FlowCollector changed since the cache saw it; the change
+			// queues a new reconcile, and this retry covers a stale cache.
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		}
 		return ctrl.Result{}, err
 	}
 	if st.applyErr != nil {

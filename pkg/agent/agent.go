@@ -54,16 +54,36 @@ func New(cfg *config.Config, opts Options) (*Agent, error) {
 		opts.Logger = slog.Default()
 	}
 	a := &Agent{cfg: cfg, opts: opts, log: opts.Logger, resolver: flow.NewResolver(), ready: make(chan struct{})}
+	hooks := featureHooks(cfg.Features)
 	dp, err := datapath.Load(datapath.Config{
 		MaxFlows:      uint32(cfg.CacheMaxFlows),
 		Sampling:      cfg.Sampling,
 		ForceLegacyTC: opts.ForceLegacyTC,
+		Enrichment:    len(hooks) > 0,
 		Logger:        a.log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load datapath: %w", err)
 	}
 	a.DP = dp
+	enrichment := false
+	for _, st := range dp.StartHooks(hooks) {
+		if st.Running {
+			enrichment = true
+			a.log.Info("enrichment hook running", "hook", st.Name, "program", st.Program)
+		} else {
+			a.log.Warn("enrichment hook unavailable on this kernel; the others run", "hook", st.Name, "error", st.Err)
+		}
+	}
+	var names flow.Names
+	if enrichment {
+		n, err := datapath.LoadNames()
+		if err != nil {
+			a.log.Warn("drop reasons and TCP states will be numbers", "error", err)
+		} else {
+			names = n
+		}
+	}
 	exps, err := a.exporters()
 	if err != nil {
 		dp.Close()
@@ -73,15 +93,17 @@ func New(cfg *config.Config, opts Options) (*Agent, error) {
 		a.Queues = append(a.Queues, exporter.NewQueue(e, cfg.ExportBuffer, a.log))
 	}
 	ev, err := flow.NewEvictor(flow.EvictorConfig{
-		Maps:      dp.Maps,
-		MaxFlows:  uint32(cfg.CacheMaxFlows),
-		Period:    cfg.CacheActiveTimeout,
-		Sampling:  cfg.Sampling,
-		BatchSize: cfg.GRPCBatchSize,
-		Resolver:  a.resolver,
-		Sink:      a.push,
-		Counters:  dp.ReadCounters,
-		Logger:    a.log,
+		Maps:       dp.Maps,
+		MaxFlows:   uint32(cfg.CacheMaxFlows),
+		Period:     cfg.CacheActiveTimeout,
+		Sampling:   cfg.Sampling,
+		BatchSize:  cfg.GRPCBatchSize,
+		Resolver:   a.resolver,
+		Sink:       a.push,
+		Counters:   dp.ReadCounters,
+		Enrichment: enrichment,
+		Names:      names,
+		Logger:     a.log,
 	})
 	if err != nil {
 		dp.Close()
@@ -162,6 +184,7 @@ loop:
 	<-evDone
 
 	// Shutdown: detach first so no packet is counted after the final read.
+	a.DP.StopHooks()
 	if err := a.DP.DetachAll(); err != nil {
 		a.log.Error("detach", "error", err)
 		runErr = errors.Join(runErr, err)
@@ -217,4 +240,19 @@ func watchedNetns(list []string) []string {
 		out = append(out, ifaces.Host)
 	}
 	return out
+}
+
+// featureHooks maps --features to the datapath's enrichment hooks.
+func featureHooks(f config.Features) []string {
+	var hooks []string
+	if f.Drops {
+		hooks = append(hooks, datapath.HookDrops)
+	}
+	if f.RTT {
+		hooks = append(hooks, datapath.HookRTT)
+	}
+	if f.Retransmits {
+		hooks = append(hooks, datapath.HookRetransmits)
+	}
+	return hooks
 }

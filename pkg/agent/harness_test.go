@@ -43,6 +43,15 @@ type jsonFlow struct {
 	} `json:"interfaces"`
 	Sampling uint32 `json:"sampling"`
 	Partial  *bool  `json:"partial"`
+
+	DropPackets  uint64 `json:"drop_packets"`
+	DropBytes    uint64 `json:"drop_bytes"`
+	DropCause    string `json:"drop_cause"`
+	DropTCPState string `json:"drop_tcp_state"`
+	DropTCPFlags uint16 `json:"drop_tcp_flags"`
+	RTTNs        uint64 `json:"rtt_ns"`
+	RTTMaxNs     uint64 `json:"rtt_max_ns"`
+	Retransmits  uint64 `json:"retransmits"`
 }
 
 func (f jsonFlow) ifaces() string {

@@ -16,15 +16,19 @@ type Config struct {
 	RingBytes uint32 // overflow ring buffer size; power of two multiple of the page size (default 1 MiB)
 
 	ForceLegacyTC bool // attach with clsact + cls_bpf even where tcx exists
-	Logger        *slog.Logger
+	// Enrichment sizes the enrichment maps to MaxFlows; without it they
+	// get one entry each, so disabled hooks cost no memory.
+	Enrichment bool
+	Logger     *slog.Logger
 }
 
 // Maps are the datapath's maps, shared by every loaded program.
 type Maps struct {
 	Flows    [2]*ebpf.Map // the double buffer; Control[0] says which one is active
 	Control  *ebpf.Map
-	Counters *ebpf.Map // per-CPU, indexed by FlowsCounter
-	Overflow *ebpf.Map // ring buffer of FlowsOverflowRec
+	Counters *ebpf.Map    // per-CPU, indexed by FlowsCounter
+	Overflow *ebpf.Map    // ring buffer of FlowsOverflowRec
+	Enrich   [2]*ebpf.Map // double buffer of the enrichment hooks, switched by Control too
 }
 
 // Programs is one ingress/egress pair.
@@ -35,10 +39,12 @@ type Programs struct {
 
 // Datapath is the loaded kernel side. Close releases everything.
 type Datapath struct {
-	cfg  Config
-	log  *slog.Logger
-	spec *ebpf.CollectionSpec
-	Maps Maps
+	cfg        Config
+	log        *slog.Logger
+	spec       *ebpf.CollectionSpec
+	enrichSpec *ebpf.CollectionSpec
+	Maps       Maps
+	hooks      []*hook
 
 	mu       sync.Mutex
 	progs    map[uint64]*Programs // by netns cookie
@@ -70,7 +76,18 @@ func Load(cfg Config) (*Datapath, error) {
 		return nil, fmt.Errorf("set sampling: %w", err)
 	}
 
-	d := &Datapath{cfg: cfg, log: cfg.Logger, spec: spec,
+	enrich, err := LoadEnrich()
+	if err != nil {
+		return nil, err
+	}
+	enrichSize := uint32(1)
+	if cfg.Enrichment {
+		enrichSize = cfg.MaxFlows
+	}
+	enrich.Maps[EnrichMapEnrichA].MaxEntries = enrichSize
+	enrich.Maps[EnrichMapEnrichB].MaxEntries = enrichSize
+
+	d := &Datapath{cfg: cfg, log: cfg.Logger, spec: spec, enrichSpec: enrich,
 		progs: map[uint64]*Programs{}, attached: map[attachKey]*attachment{}}
 	if err := d.createMaps(); err != nil {
 		d.Close()
@@ -96,8 +113,14 @@ func (d *Datapath) createMaps() error {
 		{FlowsMapControl, &d.Maps.Control},
 		{FlowsMapCounters, &d.Maps.Counters},
 		{FlowsMapOverflow, &d.Maps.Overflow},
+		{EnrichMapEnrichA, &d.Maps.Enrich[0]},
+		{EnrichMapEnrichB, &d.Maps.Enrich[1]},
 	} {
-		mp, err := ebpf.NewMap(d.spec.Maps[m.name])
+		ms, ok := d.spec.Maps[m.name]
+		if !ok {
+			ms = d.enrichSpec.Maps[m.name]
+		}
+		mp, err := ebpf.NewMap(ms)
 		if err != nil {
 			return fmt.Errorf("create map %s: %w", m.name, err)
 		}
@@ -171,13 +194,14 @@ func (p *Programs) close() {
 // Close detaches every attachment and releases programs and maps.
 func (d *Datapath) Close() error {
 	errs := d.DetachAll()
+	d.closeHooks()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for k, p := range d.progs {
 		p.close()
 		delete(d.progs, k)
 	}
-	for _, m := range []*ebpf.Map{d.Maps.Flows[0], d.Maps.Flows[1], d.Maps.Control, d.Maps.Counters, d.Maps.Overflow} {
+	for _, m := range []*ebpf.Map{d.Maps.Flows[0], d.Maps.Flows[1], d.Maps.Control, d.Maps.Counters, d.Maps.Overflow, d.Maps.Enrich[0], d.Maps.Enrich[1]} {
 		if m != nil {
 			m.Close()
 		}

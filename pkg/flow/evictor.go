@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,7 +41,17 @@ type EvictorConfig struct {
 	Sink func([]Record)
 	// Counters reads the datapath's per-CPU counters.
 	Counters func() ([datapath.FlowsCounterCNT_MAX]uint64, error)
-	Logger   *slog.Logger
+	// Enrichment makes the evictor read Maps.Enrich and merge it by key.
+	Enrichment bool
+	// Names resolves drop reasons and TCP states (nil: numbers).
+	Names  Names
+	Logger *slog.Logger
+}
+
+// Names resolves kernel enum values to names (datapath.Names implements it).
+type Names interface {
+	DropReason(uint32) string
+	TCPState(uint8) string
 }
 
 // EvictorStats are cumulative counts, safe to read concurrently.
@@ -48,6 +59,7 @@ type EvictorStats struct {
 	Evictions     [3]atomic.Uint64 // timer, pressure, shutdown
 	Flows         atomic.Uint64    // records produced from the flow maps
 	OverflowFlows atomic.Uint64    // records produced from overflow records
+	PartialFlows  atomic.Uint64    // enrichment entries with no flow entry
 	LastDuration  atomic.Int64     // ns
 }
 
@@ -64,10 +76,14 @@ type Evictor struct {
 	cfg    EvictorConfig
 	log    *slog.Logger
 	reader *maps.Reader[datapath.FlowsFlowKey, datapath.FlowsFlowValue]
-	active uint32
-	over   *overflowAgg
-	ring   *ringbuf.Reader
-	ringWG sync.WaitGroup
+	enrich *maps.Reader[datapath.FlowsFlowKey, datapath.EnrichEnrichValue]
+	// pending holds the enrichment entries of the eviction in progress until
+	// they are merged into their flow; reused, so steady state allocates nothing.
+	pending map[datapath.FlowsFlowKey]datapath.EnrichEnrichValue
+	active  uint32
+	over    *overflowAgg
+	ring    *ringbuf.Reader
+	ringWG  sync.WaitGroup
 
 	lastCreated uint64
 	Stats       EvictorStats
@@ -93,7 +109,9 @@ func NewEvictor(cfg EvictorConfig) (*Evictor, error) {
 		cfg.Resolver = NewResolver()
 	}
 	e := &Evictor{cfg: cfg, log: cfg.Logger, over: newOverflowAgg(),
-		reader: maps.NewReader[datapath.FlowsFlowKey, datapath.FlowsFlowValue](maps.DefaultChunk, true)}
+		reader:  maps.NewReader[datapath.FlowsFlowKey, datapath.FlowsFlowValue](maps.DefaultChunk, true),
+		enrich:  maps.NewReader[datapath.FlowsFlowKey, datapath.EnrichEnrichValue](maps.DefaultChunk, false),
+		pending: map[datapath.FlowsFlowKey]datapath.EnrichEnrichValue{}}
 	var cur uint32
 	if err := cfg.Maps.Control.Lookup(uint32(0), &cur); err != nil {
 		return nil, fmt.Errorf("read active flow map: %w", err)
@@ -226,6 +244,19 @@ func (e *Evictor) Evict(reason string) error {
 		}
 	}
 
+	if e.cfg.Enrichment && m.Enrich[prev] != nil {
+		clear(e.pending)
+		_, err := e.enrich.ReadAndDelete(m.Enrich[prev], func(keys []datapath.FlowsFlowKey, vals []datapath.EnrichEnrichValue) error {
+			for i := range keys {
+				e.pending[keys[i]] = vals[i]
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("read enrichment map %d: %w", prev, err)
+		}
+	}
+
 	clk := NewClock()
 	b := e.newBatch()
 	n := 0
@@ -253,6 +284,22 @@ func (e *Evictor) Evict(reason string) error {
 			b = e.newBatch()
 		}
 	}
+	// Enrichment entries without a flow entry: partial records.
+	now := time.Now()
+	for k, ev := range e.pending {
+		b.recs = b.recs[:len(b.recs)+1]
+		r := &b.recs[len(b.recs)-1]
+		*r = Record{Sampling: e.cfg.Sampling, Partial: true, StartTime: now, EndTime: now}
+		fillKey(r, &k)
+		e.applyEnrich(r, &ev)
+		e.Stats.PartialFlows.Add(1)
+		n++
+		if b.full() {
+			e.cfg.Sink(b.recs)
+			b = e.newBatch()
+		}
+	}
+	clear(e.pending)
 	if len(b.recs) > 0 {
 		e.cfg.Sink(b.recs)
 	}
@@ -298,4 +345,27 @@ func (b *batch) add(k *datapath.FlowsFlowKey, v *datapath.FlowsFlowValue, clk Cl
 	r := &b.recs[len(b.recs)-1]
 	*r = Record{Sampling: b.e.cfg.Sampling}
 	b.ifs = fromValue(r, k, v, clk, b.e.cfg.Resolver, b.ifs)
+	if len(b.e.pending) > 0 {
+		if ev, ok := b.e.pending[*k]; ok {
+			b.e.applyEnrich(r, &ev)
+			delete(b.e.pending, *k)
+		}
+	}
+}
+
+func (e *Evictor) applyEnrich(r *Record, v *datapath.EnrichEnrichValue) {
+	r.DropPackets = v.DropPackets
+	r.DropBytes = v.DropBytes
+	r.DropTCPFlags = v.DropTcpFlags
+	r.RTT = time.Duration(v.RttNs)
+	r.RTTMax = time.Duration(v.RttMaxNs)
+	r.Retransmits = v.Retransmits
+	if v.DropPackets > 0 {
+		if e.cfg.Names != nil {
+			r.DropCause = e.cfg.Names.DropReason(v.DropCause)
+			r.DropTCPState = e.cfg.Names.TCPState(v.DropTcpState)
+		} else {
+			r.DropCause = strconv.FormatUint(uint64(v.DropCause), 10)
+		}
+	}
 }

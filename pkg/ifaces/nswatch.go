@@ -121,7 +121,9 @@ func (n *nsWatcher) consume(ctx context.Context, sub *subscription) {
 }
 
 // sync subscribes first and lists second, so no change falls between the
-// two; updates already queued that the listing covers are no-ops in upsert.
+// two. Updates queued before the listing are applied after it: mostly no-ops,
+// at worst a short replay of older states that always ends on the current
+// one (every Added still gets its Removed).
 func (n *nsWatcher) sync() (*subscription, error) {
 	sub, err := n.subscribe()
 	if err != nil {

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The few kernel types the enrichment programs read, declared with
+ * preserve_access_index: the loader relocates every field access against
+ * the running kernel's BTF (CO-RE), so only the names must match, not the
+ * layouts. Fields nested in anonymous unions/structs in the kernel are found
+ * by name.
+ */
+#ifndef FLOWLENS_CORE_H
+#define FLOWLENS_CORE_H
+
+#include <linux/types.h>
+
+#pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
+
+struct in6_addr___fl {
+	union {
+		__u8 u6_addr8[16];
+	} in6_u; /* s6_addr is a macro for in6_u.u6_addr8 */
+};
+
+struct sock_common {
+	__u32 skc_daddr;
+	__u32 skc_rcv_saddr;
+	__be16 skc_dport;
+	__u16 skc_num;
+	unsigned short skc_family;
+	volatile unsigned char skc_state;
+	struct in6_addr___fl skc_v6_daddr;
+	struct in6_addr___fl skc_v6_rcv_saddr;
+};
+
+struct sock {
+	struct sock_common __sk_common;
+	__u16 sk_protocol;
+};
+
+struct tcp_sock {
+	__u32 srtt_us; /* smoothed RTT in microseconds, << 3 */
+};
+
+struct sk_buff {
+	unsigned int len;
+	__u16 transport_header;
+	__u16 network_header;
+	__u16 mac_header;
+	__be16 protocol;
+	unsigned char *head;
+	unsigned char *data;
+	struct sock *sk;
+};
+
+#pragma clang attribute pop
+
+#endif

@@ -1,0 +1,248 @@
+package render
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flowlens/flowlens/api/v1alpha1"
+	"github.com/flowlens/flowlens/pkg/config"
+)
+
+func collector(spec v1alpha1.FlowCollectorSpec) *v1alpha1.FlowCollector {
+	return &v1alpha1.FlowCollector{
+		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SingletonName, UID: "uid-1"},
+		Spec:       WithDefaults(spec),
+	}
+}
+
+// loadAgentConfig writes the rendered configuration to a file and loads it
+// with the agent's own loader, as the agent does with --config.
+func loadAgentConfig(t *testing.T, spec v1alpha1.FlowCollectorSpec) *config.Config {
+	t.Helper()
+	s := WithDefaults(spec)
+	data, err := AgentConfig(&s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "agent.yaml")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"NODE_NAME": "node-1"}
+	c, err := config.Load([]string{"--config", path}, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("the agent rejects the operator's configuration: %v\n%s", err, data)
+	}
+	return c
+}
+
+// TestAgentAcceptsDefaults: the configuration rendered from an empty spec
+// loads in the agent and equals the agent's own defaults.
+func TestAgentAcceptsDefaults(t *testing.T) {
+	c := loadAgentConfig(t, v1alpha1.FlowCollectorSpec{})
+	if c.Sampling != 1 || c.CacheActiveTimeout != 5*time.Second || c.CacheMaxFlows != 100000 ||
+		c.MetricsAddress != ":9400" || c.NodeName != "node-1" || c.NetnsDir != "/var/run/netns" ||
+		!slices.Equal(c.Netns, []string{"host"}) || !slices.Equal(c.ExcludeInterfaces, []string{"lo"}) ||
+		len(c.Interfaces) != 0 || !slices.Equal(c.Export, []string{"stdout"}) ||
+		c.Features != (config.Features{Drops: true, RTT: true, Retransmits: true}) {
+		t.Errorf("agent configuration from the defaults: %+v", c)
+	}
+}
+
+// TestAgentAcceptsEverySetting: every spec field that reaches the agent
+// arrives with its value, and empty lists mean none.
+func TestAgentAcceptsEverySetting(t *testing.T) {
+	c := loadAgentConfig(t, v1alpha1.FlowCollectorSpec{
+		Sampling:           20,
+		CacheActiveTimeout: &metav1.Duration{Duration: 1500 * time.Millisecond},
+		CacheMaxFlows:      5000,
+		Interfaces:         []string{"eth0", "/^ens[0-9]{1,3}$/"},
+		ExcludeInterfaces:  []string{},
+		Netns:              []string{"host", "blue"},
+		Features:           []v1alpha1.Feature{},
+		Exporters: []v1alpha1.Exporter{
+			{Type: v1alpha1.ExporterStdout},
+			{Type: v1alpha1.ExporterGRPC, GRPC: &v1alpha1.GRPCExporter{TargetHost: "fd00::1", TargetPort: 4317, BatchSize: 250}},
+		},
+		LogLevel:    "debug",
+		MetricsPort: 19400,
+	})
+	if c.Sampling != 20 || c.CacheActiveTimeout != 1500*time.Millisecond || c.CacheMaxFlows != 5000 ||
+		!slices.Equal(c.Interfaces, []string{"eth0", "/^ens[0-9]{1,3}$/"}) || len(c.ExcludeInterfaces) != 0 ||
+		!slices.Equal(c.Netns, []string{"host", "blue"}) || c.Features != (config.Features{}) ||
+		!slices.Equal(c.Export, []string{"stdout", "grpc"}) || c.Target != "[fd00::1]:4317" || c.GRPCBatchSize != 250 ||
+		c.MetricsAddress != ":19400" || c.LogLevel.String() != "DEBUG" {
+		t.Errorf("agent configuration: %+v", c)
+	}
+}
+
+func TestAgentConfigTLSPaths(t *testing.T) {
+	s := WithDefaults(v1alpha1.FlowCollectorSpec{Exporters: []v1alpha1.Exporter{{Type: v1alpha1.ExporterGRPC,
+		GRPC: &v1alpha1.GRPCExporter{TargetHost: "c", TargetPort: 1, TLS: &v1alpha1.ExporterTLS{
+			CASecretRef:     &v1alpha1.SecretKeyRef{Name: "ca"},
+			ClientSecretRef: &v1alpha1.SecretRef{Name: "client"},
+		}}}}})
+	data, err := AgentConfig(&s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"tls_ca: " + TLSCAPath + "\n", "tls_cert: " + TLSCertPath + "\n", "tls_key: " + TLSKeyPath + "\n"} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("config lacks %q:\n%s", want, data)
+		}
+	}
+	if s.Exporters[0].GRPC.TLS.CASecretRef.Key != "ca.crt" {
+		t.Errorf("CA key not defaulted: %+v", s.Exporters[0].GRPC.TLS.CASecretRef)
+	}
+
+	objs, err := Build(collector(s), Options{DefaultImage: "img"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := objs.DaemonSet.Spec.Template.Spec
+	mounts := map[string]string{}
+	for _, m := range pod.Containers[0].VolumeMounts {
+		mounts[*m.Name] = *m.MountPath
+	}
+	secrets := map[string]string{}
+	for _, v := range pod.Volumes {
+		if v.Secret != nil {
+			secrets[*v.Name] = *v.Secret.SecretName
+		}
+	}
+	if mounts["tls-ca"] != TLSCADir || mounts["tls-client"] != TLSCertDir || secrets["tls-ca"] != "ca" || secrets["tls-client"] != "client" {
+		t.Errorf("TLS secrets not mounted where the config points: mounts %v secrets %v", mounts, secrets)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	grpc := func(host string) v1alpha1.FlowCollectorSpec {
+		return v1alpha1.FlowCollectorSpec{Exporters: []v1alpha1.Exporter{{Type: v1alpha1.ExporterGRPC,
+			GRPC: &v1alpha1.GRPCExporter{TargetHost: host, TargetPort: 9999}}}}
+	}
+	for _, tc := range []struct {
+		name string
+		spec v1alpha1.FlowCollectorSpec
+		want string // "" means valid
+	}{
+		{"defaults", v1alpha1.FlowCollectorSpec{}, ""},
+		{"dns name", grpc("flowlens-collector.flowlens.svc"), ""},
+		{"fqdn", grpc("collector.example.com."), ""},
+		{"ipv4", grpc("10.0.0.1"), ""},
+		{"ipv6", grpc("fd00::1"), ""},
+		{"host with port", grpc("collector:9999"), "must not include a port"},
+		{"bracketed ipv6", grpc("[fd00::1]"), "must not include a port"},
+		{"url", grpc("http://collector"), "not a URL"},
+		{"bad ipv6", grpc("fd00::zz"), "not a valid IP address"},
+		{"space", grpc("my collector"), "not a valid DNS name"},
+		{"underscore", grpc("flow_collector"), "not a valid DNS name"},
+		{"good patterns", v1alpha1.FlowCollectorSpec{Interfaces: []string{"/^eth[0-9]+$/"}, ExcludeInterfaces: []string{"/^veth/"}}, ""},
+		{"bad include", v1alpha1.FlowCollectorSpec{Interfaces: []string{"/eth[/"}}, `spec.interfaces: entry "/eth[/"`},
+		{"unclosed", v1alpha1.FlowCollectorSpec{ExcludeInterfaces: []string{"/veth"}}, "spec.excludeInterfaces: entry \"/veth\": a pattern must be written /regex/"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := WithDefaults(tc.spec)
+			err := Validate(&s)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("unexpected error: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestCapabilities(t *testing.T) {
+	caps := func(spec v1alpha1.FlowCollectorSpec) (bool, []corev1.Capability) {
+		objs, err := Build(collector(spec), Options{DefaultImage: "img"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := objs.DaemonSet.Spec.Template.Spec.Containers[0].SecurityContext
+		if sc.Capabilities == nil {
+			return *sc.Privileged, nil
+		}
+		return *sc.Privileged, sc.Capabilities.Add
+	}
+	if p, c := caps(v1alpha1.FlowCollectorSpec{}); p || !slices.Equal(c, BaseCapabilities) {
+		t.Errorf("default: privileged %v caps %v", p, c)
+	}
+	for _, netns := range [][]string{{"all"}, {"host", "blue"}} {
+		if p, c := caps(v1alpha1.FlowCollectorSpec{Netns: netns}); p || !slices.Contains(c, "SYS_ADMIN") {
+			t.Errorf("netns %v: privileged %v caps %v, want SYS_ADMIN", netns, p, c)
+		}
+	}
+	if p, c := caps(v1alpha1.FlowCollectorSpec{Privileged: true}); !p || c != nil {
+		t.Errorf("privileged: privileged %v caps %v", p, c)
+	}
+}
+
+func TestImageAndScheduling(t *testing.T) {
+	objs, err := Build(collector(v1alpha1.FlowCollectorSpec{
+		NodeSelector:     map[string]string{"pool": "net"},
+		Tolerations:      []corev1.Toleration{},
+		ImagePullSecrets: []corev1.LocalObjectReference{{Name: "regcred"}},
+	}), Options{DefaultImage: "default/agent:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := objs.DaemonSet.Spec.Template.Spec
+	if *pod.Containers[0].Image != "default/agent:1" {
+		t.Errorf("image %q, want the operator's default", *pod.Containers[0].Image)
+	}
+	if pod.NodeSelector["pool"] != "net" || pod.NodeSelector[corev1.LabelOSStable] != "linux" {
+		t.Errorf("node selector %v", pod.NodeSelector)
+	}
+	if len(pod.Tolerations) != 0 {
+		t.Errorf("tolerations %v: an explicit empty list must tolerate nothing", pod.Tolerations)
+	}
+	if len(pod.ImagePullSecrets) != 1 || *pod.ImagePullSecrets[0].Name != "regcred" {
+		t.Errorf("image pull secrets %v", pod.ImagePullSecrets)
+	}
+	if objs.Namespace != nil {
+		t.Errorf("namespace rendered though the operator does not own it")
+	}
+
+	objs, err = Build(collector(v1alpha1.FlowCollectorSpec{Image: "mine/agent:2"}), Options{DefaultImage: "default/agent:1", OwnNamespace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := *objs.DaemonSet.Spec.Template.Spec.Containers[0].Image; got != "mine/agent:2" {
+		t.Errorf("image %q, want spec.image", got)
+	}
+	if objs.Namespace == nil || objs.Namespace.Labels[PodSecurityEnforceLabel] != "privileged" {
+		t.Errorf("owned namespace %+v: want the privileged pod security level", objs.Namespace)
+	}
+}
+
+// TestHash: the hash follows the agent configuration only.
+func TestHash(t *testing.T) {
+	hash := func(spec v1alpha1.FlowCollectorSpec) string {
+		objs, err := Build(collector(spec), Options{DefaultImage: "img"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if objs.DaemonSet.Spec.Template.Annotations[ConfigHashAnnotation] != objs.ConfigHash {
+			t.Fatal("pod template annotation differs from ConfigHash")
+		}
+		return objs.ConfigHash
+	}
+	base := hash(v1alpha1.FlowCollectorSpec{})
+	if hash(v1alpha1.FlowCollectorSpec{}) != base {
+		t.Error("hash is not stable")
+	}
+	if hash(v1alpha1.FlowCollectorSpec{Sampling: 2}) == base {
+		t.Error("hash ignores sampling")
+	}
+	if hash(v1alpha1.FlowCollectorSpec{NodeSelector: map[string]string{"a": "b"}}) != base {
+		t.Error("hash changes with the node selector, which is not agent configuration")
+	}
+}

@@ -1,0 +1,176 @@
+package agent_test
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/flowlens/flowlens/internal/testnet"
+	"github.com/flowlens/flowlens/pkg/agent"
+)
+
+func run(t *testing.T, ns *testnet.Netns, args ...string) {
+	t.Helper()
+	if out, err := testnet.RunIn(ns, args[0], args[1:]...); err != nil {
+		t.Fatalf("%v: %v\n%s", args, err, out)
+	}
+}
+
+// enrichSum adds up the enrichment fields of the matching records.
+func enrichSum(flows []jsonFlow, m match) (drops, dropBytes, retrans, rttMax uint64, causes map[string]bool, partial int) {
+	causes = map[string]bool{}
+	for _, f := range flows {
+		if !m.ok(f) {
+			continue
+		}
+		drops += f.DropPackets
+		dropBytes += f.DropBytes
+		retrans += f.Retransmits
+		rttMax = max(rttMax, f.RTTMaxNs)
+		if f.DropCause != "" {
+			causes[f.DropCause] = true
+		}
+		if *f.Partial {
+			partial++
+		}
+	}
+	return
+}
+
+// UDP to a closed port: every datagram is dropped with NO_SOCKET, and the
+// drops are merged into the flow the TC programs recorded.
+func TestDropNoSocket(t *testing.T) {
+	p := newPair(t)
+	h := startAgent(t, 2, agent.Options{}, p.netnsArg())
+	const n, size = 17, 50
+	if err := testnet.UDPSend(p.A, p.ipA+":4000", p.ipB+":9999", make([]byte, size), n); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	flows := h.Stop()
+	m := match{src: p.ipA, dst: p.ipB, sport: 4000, dport: 9999, proto: 17}
+	drops, dropBytes, _, _, causes, partial := enrichSum(flows, m)
+	pk, _, _ := sum(flows, m)
+	if drops != n || dropBytes != n*(14+20+8+size) || len(causes) != 1 || !causes["NO_SOCKET"] {
+		t.Fatalf("drops=%d bytes=%d causes=%v; want %d, %d, NO_SOCKET", drops, dropBytes, causes, n, n*(14+20+8+size))
+	}
+	if pk != n || partial != 0 {
+		t.Fatalf("flow packets=%d partial records=%d; want %d and 0 (drops merged into the flow)", pk, partial, n)
+	}
+}
+
+// An nftables drop rule: NETFILTER_DROP with exact packets and bytes; a
+// flow of the same hosts on another port is untouched.
+func TestDropNetfilter(t *testing.T) {
+	p := newPair(t)
+	run(t, p.B, "nft", "add", "table", "inet", "fltest")
+	run(t, p.B, "nft", "add chain inet fltest in { type filter hook input priority 0; }")
+	run(t, p.B, "nft", "add", "rule", "inet", "fltest", "in", "udp", "dport", "9001", "drop")
+	mustListen(t, p.B, p.ipB+":9002")
+	h := startAgent(t, 2, agent.Options{}, p.netnsArg())
+	const n, size = 23, 80
+	if err := testnet.UDPSend(p.A, p.ipA+":4000", p.ipB+":9001", make([]byte, size), n); err != nil {
+		t.Fatal(err)
+	}
+	if err := testnet.UDPSend(p.A, p.ipA+":4000", p.ipB+":9002", make([]byte, size), n); err != nil {
+		t.Fatal(err)
+	}
+	flows := h.Stop()
+	drops, dropBytes, _, _, causes, _ := enrichSum(flows, match{src: p.ipA, dst: p.ipB, dport: 9001, proto: 17})
+	if drops != n || dropBytes != n*(14+20+8+size) || !causes["NETFILTER_DROP"] || len(causes) != 1 {
+		t.Fatalf("drops=%d bytes=%d causes=%v; want %d, %d, NETFILTER_DROP", drops, dropBytes, causes, n, n*(14+20+8+size))
+	}
+	if d, _, _, _, c, _ := enrichSum(flows, match{src: p.ipA, dst: p.ipB, dport: 9002, proto: 17}); d != 0 || len(c) != 0 {
+		t.Fatalf("accepted flow shows drops=%d causes=%v", d, c)
+	}
+}
+
+// transfer sends size bytes from A to B over TCP on port and returns when B
+// has read them all.
+func transfer(t *testing.T, p *pair, port, size int) {
+	t.Helper()
+	var ln net.Listener
+	addr := fmt.Sprintf("%s:%d", p.ipB, port)
+	if err := p.B.Do(func() (err error) { ln, err = net.Listen("tcp", addr); return }); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan int64, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			got <- -1
+			return
+		}
+		n, _ := io.Copy(io.Discard, c)
+		c.Close()
+		got <- n
+	}()
+	err := p.A.Do(func() error {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return err
+		}
+		if _, err := c.Write(make([]byte, size)); err != nil {
+			return err
+		}
+		return c.Close()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-got:
+		if n != int64(size) {
+			t.Fatalf("received %d bytes, want %d", n, size)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("transfer did not finish in 60s")
+	}
+}
+
+// RTT: the ACK flow of a bulk transfer carries the sender's smoothed RTT; a
+// rate-limited (tbf) path raises it by a measurable amount.
+func TestRTT(t *testing.T) {
+	p := newPair(t)
+	h := startAgent(t, 2, agent.Options{}, p.netnsArg())
+	transfer(t, p, 7001, 2<<20)
+	run(t, p.A, "tc", "qdisc", "add", "dev", p.ifA, "root", "tbf", "rate", "20mbit", "burst", "32kbit", "latency", "100ms")
+	transfer(t, p, 7002, 2<<20)
+	time.Sleep(100 * time.Millisecond)
+	flows := h.Stop()
+
+	_, _, _, fast, _, _ := enrichSum(flows, match{src: p.ipB, dst: p.ipA, sport: 7001, proto: 6})
+	_, _, _, slow, _, _ := enrichSum(flows, match{src: p.ipB, dst: p.ipA, sport: 7002, proto: 6})
+	if fast == 0 || fast > uint64(50*time.Millisecond) {
+		t.Fatalf("RTT over a plain veth: %v, want > 0 and < 50ms", time.Duration(fast))
+	}
+	if slow < fast+uint64(5*time.Millisecond) {
+		t.Fatalf("RTT through tbf %v, plain %v: want at least 5ms more", time.Duration(slow), time.Duration(fast))
+	}
+	t.Logf("rtt_max plain %v, through tbf %v", time.Duration(fast), time.Duration(slow))
+}
+
+// Random loss (nftables numgen) on one connection: its data flow shows
+// retransmits; a clean connection shows none.
+func TestRetransmits(t *testing.T) {
+	p := newPair(t)
+	run(t, p.B, "nft", "add", "table", "inet", "fltest")
+	run(t, p.B, "nft", "add chain inet fltest in { type filter hook input priority 0; }")
+	run(t, p.B, "nft", "add rule inet fltest in tcp dport 7102 numgen random mod 5 == 0 drop")
+	h := startAgent(t, 2, agent.Options{}, p.netnsArg())
+	transfer(t, p, 7101, 1<<20)
+	transfer(t, p, 7102, 4<<20)
+	flows := h.Stop()
+	_, _, clean, _, _, _ := enrichSum(flows, match{src: p.ipA, dst: p.ipB, dport: 7101, proto: 6})
+	drops, _, lossy, _, causes, _ := enrichSum(flows, match{src: p.ipA, dst: p.ipB, dport: 7102, proto: 6})
+	if clean != 0 {
+		t.Fatalf("clean connection shows %d retransmits", clean)
+	}
+	if lossy == 0 || drops == 0 || !causes["NETFILTER_DROP"] {
+		t.Fatalf("lossy connection: retransmits=%d drops=%d causes=%v; want > 0, > 0, NETFILTER_DROP", lossy, drops, causes)
+	}
+	t.Logf("lossy connection: %d retransmits, %d drops", lossy, drops)
+}
