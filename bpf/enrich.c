@@ -292,9 +292,11 @@ int drop_kfree_skb(unsigned long long *ctx)
  * mounted). Its record layout changed between kernels (rx_sk was added
  * before protocol), so fields are read with CO-RE by name.
  */
+enum skb_drop_reason___fl { SKB_DROP_REASON___FL_UNUSED }; /* CO-RE matches the kernel's enum by name */
+
 struct trace_event_raw_kfree_skb {
 	void *skbaddr;
-	__u32 reason;
+	enum skb_drop_reason___fl reason;
 } __attribute__((preserve_access_index));
 
 SEC("tracepoint/skb/kfree_skb")

@@ -28,6 +28,9 @@ type Options struct {
 	Logger *slog.Logger // nil: slog.Default()
 	// ForceLegacyTC attaches with clsact + cls_bpf even where tcx exists.
 	ForceLegacyTC bool
+	// SkipHookPrograms makes the enrichment hooks skip these programs and
+	// use their fallbacks (tests).
+	SkipHookPrograms []string
 	// ExtraExporters are added to the configured ones (tests, embedders).
 	ExtraExporters []exporter.Exporter
 }
@@ -56,11 +59,12 @@ func New(cfg *config.Config, opts Options) (*Agent, error) {
 	a := &Agent{cfg: cfg, opts: opts, log: opts.Logger, resolver: flow.NewResolver(), ready: make(chan struct{})}
 	hooks := featureHooks(cfg.Features)
 	dp, err := datapath.Load(datapath.Config{
-		MaxFlows:      uint32(cfg.CacheMaxFlows),
-		Sampling:      cfg.Sampling,
-		ForceLegacyTC: opts.ForceLegacyTC,
-		Enrichment:    len(hooks) > 0,
-		Logger:        a.log,
+		MaxFlows:         uint32(cfg.CacheMaxFlows),
+		Sampling:         cfg.Sampling,
+		ForceLegacyTC:    opts.ForceLegacyTC,
+		Enrichment:       len(hooks) > 0,
+		SkipHookPrograms: opts.SkipHookPrograms,
+		Logger:           a.log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load datapath: %w", err)

@@ -1,14 +1,18 @@
 package agent_test
 
 import (
-	"fmt"
 	"io"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/flowlens/flowlens/internal/testnet"
 	"github.com/flowlens/flowlens/pkg/agent"
+	"github.com/flowlens/flowlens/pkg/datapath"
+	"golang.org/x/sys/unix"
 )
 
 func run(t *testing.T, ns *testnet.Netns, args ...string) {
@@ -40,25 +44,91 @@ func enrichSum(flows []jsonFlow, m match) (drops, dropBytes, retrans, rttMax uin
 }
 
 // UDP to a closed port: every datagram is dropped with NO_SOCKET, and the
-// drops are merged into the flow the TC programs recorded.
+// drops are merged into the flow the TC programs recorded. Both drop hooks
+// are exercised: tp_btf/kfree_skb, and the classic tracepoint fallback.
 func TestDropNoSocket(t *testing.T) {
+	for _, tc := range []struct {
+		name, program string
+		skip          []string
+	}{
+		{"tp_btf", "drop_kfree_skb", nil},
+		{"tracepoint", "drop_tracepoint", []string{"drop_kfree_skb"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "tracepoint" {
+				mountTracefs(t)
+			}
+			p := newPair(t)
+			h := startAgent(t, 2, agent.Options{SkipHookPrograms: tc.skip}, p.netnsArg())
+			if st := hookStatus(h, "drops"); !st.Running || st.Program != tc.program {
+				t.Fatalf("drops hook %+v, want running %s", st, tc.program)
+			}
+			const n, size = 17, 50
+			if err := testnet.UDPSend(p.A, p.ipA+":4000", p.ipB+":9999", make([]byte, size), n); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond)
+			flows := h.Stop()
+			m := match{src: p.ipA, dst: p.ipB, sport: 4000, dport: 9999, proto: 17}
+			drops, dropBytes, _, _, causes, partial := enrichSum(flows, m)
+			pk, _, _ := sum(flows, m)
+			if drops != n || dropBytes != n*(14+20+8+size) || len(causes) != 1 || !causes["NO_SOCKET"] {
+				t.Fatalf("drops=%d bytes=%d causes=%v; want %d, %d, NO_SOCKET", drops, dropBytes, causes, n, n*(14+20+8+size))
+			}
+			if pk != n || partial != 0 {
+				t.Fatalf("flow packets=%d partial records=%d; want %d and 0 (drops merged into the flow)", pk, partial, n)
+			}
+		})
+	}
+}
+
+func hookStatus(h *harness, name string) datapath.HookStatus {
+	for _, st := range h.A.DP.Hooks() {
+		if st.Name == name {
+			return st
+		}
+	}
+	return datapath.HookStatus{}
+}
+
+// mountTracefs mounts tracefs where the classic tracepoint needs it (a fresh
+// machine may not have it mounted; the agent's docs say so).
+func mountTracefs(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat("/sys/kernel/tracing/events"); err == nil {
+		return
+	}
+	if err := unix.Mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, ""); err != nil {
+		t.Fatalf("mount tracefs: %v", err)
+	}
+}
+
+// Every enrichment hook runs here, each through the candidate this kernel
+// accepts (fentry is refused on this machine, so RTT runs on tcp_probe);
+// with --features=none no hook is loaded and the enrichment maps hold one
+// entry each.
+func TestHooksStatusAndFeaturesNone(t *testing.T) {
 	p := newPair(t)
 	h := startAgent(t, 2, agent.Options{}, p.netnsArg())
-	const n, size = 17, 50
-	if err := testnet.UDPSend(p.A, p.ipA+":4000", p.ipB+":9999", make([]byte, size), n); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"drops", "rtt", "retransmits"} {
+		st := hookStatus(h, name)
+		if !st.Running || st.Err != nil {
+			t.Fatalf("hook %s: %+v", name, st)
+		}
+		t.Logf("%s runs %s", name, st.Program)
 	}
-	time.Sleep(50 * time.Millisecond)
-	flows := h.Stop()
-	m := match{src: p.ipA, dst: p.ipB, sport: 4000, dport: 9999, proto: 17}
-	drops, dropBytes, _, _, causes, partial := enrichSum(flows, m)
-	pk, _, _ := sum(flows, m)
-	if drops != n || dropBytes != n*(14+20+8+size) || len(causes) != 1 || !causes["NO_SOCKET"] {
-		t.Fatalf("drops=%d bytes=%d causes=%v; want %d, %d, NO_SOCKET", drops, dropBytes, causes, n, n*(14+20+8+size))
+	h.Stop()
+
+	h2 := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--features=none")
+	if hs := h2.A.DP.Hooks(); len(hs) != 0 {
+		t.Fatalf("hooks with --features=none: %+v", hs)
 	}
-	if pk != n || partial != 0 {
-		t.Fatalf("flow packets=%d partial records=%d; want %d and 0 (drops merged into the flow)", pk, partial, n)
+	for _, m := range h2.A.DP.Maps.Enrich {
+		if m.MaxEntries() != 1 {
+			t.Fatalf("enrichment map has %d entries with every feature off, want 1", m.MaxEntries())
+		}
 	}
+	h2.Stop()
 }
 
 // An nftables drop rule: NETFILTER_DROP with exact packets and bytes; a
@@ -92,7 +162,7 @@ func TestDropNetfilter(t *testing.T) {
 func transfer(t *testing.T, p *pair, port, size int) {
 	t.Helper()
 	var ln net.Listener
-	addr := fmt.Sprintf("%s:%d", p.ipB, port)
+	addr := net.JoinHostPort(p.ipB, strconv.Itoa(port))
 	if err := p.B.Do(func() (err error) { ln, err = net.Listen("tcp", addr); return }); err != nil {
 		t.Fatal(err)
 	}
@@ -173,4 +243,34 @@ func TestRetransmits(t *testing.T) {
 		t.Fatalf("lossy connection: retransmits=%d drops=%d causes=%v; want > 0, > 0, NETFILTER_DROP", lossy, drops, causes)
 	}
 	t.Logf("lossy connection: %d retransmits, %d drops", lossy, drops)
+}
+
+// Packets dropped before any TC hook saw them (an nftables output rule in
+// the sender's namespace): their enrichment entry has no flow entry, so it
+// is exported as a partial record with zero counters.
+func TestPartialFlowFromDropsOnly(t *testing.T) {
+	p := newPair(t)
+	run(t, p.A, "nft", "add", "table", "inet", "fltest")
+	run(t, p.A, "nft", "add chain inet fltest out { type filter hook output priority 0; }")
+	run(t, p.A, "nft", "add", "rule", "inet", "fltest", "out", "udp", "dport", "9003", "drop")
+	h := startAgent(t, 2, agent.Options{}, p.netnsArg())
+	const n, size = 9, 40
+	err := testnet.UDPSend(p.A, p.ipA+":4000", p.ipB+":9003", make([]byte, size), n)
+	if err == nil || !strings.Contains(err.Error(), "operation not permitted") {
+		t.Fatalf("send through an output drop rule: %v, want EPERM", err)
+	}
+	// The first send fails; send the others one by one.
+	for i := 1; i < n; i++ {
+		_ = testnet.UDPSend(p.A, p.ipA+":4000", p.ipB+":9003", make([]byte, size), 1)
+	}
+	flows := h.Stop()
+	m := match{src: p.ipA, dst: p.ipB, sport: 4000, dport: 9003, proto: 17}
+	drops, dropBytes, _, _, causes, partial := enrichSum(flows, m)
+	pk, by, recs := sum(flows, m)
+	if drops != n || dropBytes != n*(20+8+size) || !causes["NETFILTER_DROP"] {
+		t.Fatalf("drops=%d bytes=%d causes=%v; want %d, %d (no L2 header yet), NETFILTER_DROP", drops, dropBytes, causes, n, n*(20+8+size))
+	}
+	if partial != 1 || len(recs) != 1 || pk != 0 || by != 0 || len(recs[0].Interfaces) != 0 {
+		t.Fatalf("want one partial record with zero counters and no interfaces, got %+v", recs)
+	}
 }

@@ -19,7 +19,10 @@ type Config struct {
 	// Enrichment sizes the enrichment maps to MaxFlows; without it they
 	// get one entry each, so disabled hooks cost no memory.
 	Enrichment bool
-	Logger     *slog.Logger
+	// SkipHookPrograms names enrichment programs StartHooks must not try,
+	// so tests can force a fallback (e.g. "drop_kfree_skb").
+	SkipHookPrograms []string
+	Logger           *slog.Logger
 }
 
 // Maps are the datapath's maps, shared by every loaded program.

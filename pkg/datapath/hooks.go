@@ -3,6 +3,7 @@ package datapath
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/cilium/ebpf"
@@ -84,6 +85,10 @@ func (d *Datapath) StartHooks(names []string) []HookStatus {
 		}
 		var errs []error
 		for _, c := range cands {
+			if slices.Contains(d.cfg.SkipHookPrograms, c.prog) {
+				errs = append(errs, fmt.Errorf("%s: skipped by configuration", c.prog))
+				continue
+			}
 			prog, l, err := d.loadHook(spec, c)
 			if err == nil {
 				h.prog, h.link = prog, l

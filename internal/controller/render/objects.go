@@ -268,8 +268,11 @@ func daemonSet(fc *v1alpha1.FlowCollector, opts Options, owner *metav1ac.OwnerRe
 }
 
 func hostPath(name, path string, t corev1.HostPathType) *corev1ac.VolumeApplyConfiguration {
-	return corev1ac.Volume().WithName(name).WithHostPath(
-		corev1ac.HostPathVolumeSource().WithPath(path).WithType(t))
+	src := corev1ac.HostPathVolumeSource().WithPath(path)
+	if t != corev1.HostPathUnset {
+		src.WithType(t)
+	}
+	return corev1ac.Volume().WithName(name).WithHostPath(src)
 }
 
 func resources(r *corev1.ResourceRequirements) *corev1ac.ResourceRequirementsApplyConfiguration {

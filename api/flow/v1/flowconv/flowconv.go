@@ -130,6 +130,11 @@ func NewEncoder(id Identity) *Encoder {
 	return &Encoder{nodeName: id.NodeName, agentIP: AddrBytes(id.AgentIP)}
 }
 
+// SetIdentity changes the identity stamped on the flows of later batches.
+func (e *Encoder) SetIdentity(id Identity) {
+	e.nodeName, e.agentIP = id.NodeName, AddrBytes(id.AgentIP)
+}
+
 // Encode converts batch. The result and its messages belong to the Encoder.
 func (e *Encoder) Encode(batch []flow.Record) []*flowv1.Flow {
 	if len(e.pool) < len(batch) {

@@ -1,0 +1,98 @@
+package flow_test
+
+import (
+	"encoding/json"
+	"net/netip"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/flowlens/flowlens/pkg/flow"
+)
+
+func sampleRecord() flow.Record {
+	return flow.Record{
+		SrcAddr: netip.MustParseAddr("10.0.0.1"), DstAddr: netip.MustParseAddr("fd00::2"),
+		SrcPort: 1234, DstPort: 80, Proto: 6, IcmpType: 0, IcmpCode: 0,
+		Bytes: 1500, Packets: 3, TCPFlags: 0x12 | flow.TCPFlagSynAck, EthType: 0x86dd, DSCP: 46,
+		SrcMAC: [6]byte{0x02, 0, 0, 0, 0, 0x0a}, DstMAC: [6]byte{0xde, 0xad, 0xbe, 0xef, 0, 1},
+		StartTime: time.Date(2026, 11, 22, 4, 0, 0, 123456789, time.UTC),
+		EndTime:   time.Date(2026, 11, 22, 4, 0, 1, 5, time.UTC),
+		Interfaces: []flow.Interface{
+			{Name: "eth0", Ifindex: 2, Netns: "host", Direction: flow.DirIngress},
+			{Name: `we"ird`, Ifindex: 7, Netns: "pod-a", Direction: flow.DirBoth},
+		},
+		Sampling: 1, DropPackets: 2, DropBytes: 100, DropCause: "NO_SOCKET", DropTCPState: "ESTABLISHED",
+		DropTCPFlags: 0x10, RTT: 150 * time.Microsecond, RTTMax: time.Millisecond, Retransmits: 4,
+	}
+}
+
+// The JSON field names and value formats are a public contract.
+func TestAppendJSONContract(t *testing.T) {
+	r := sampleRecord()
+	var got map[string]any
+	if err := json.Unmarshal(r.AppendJSON(nil), &got); err != nil {
+		t.Fatalf("invalid JSON: %v\n%s", err, r.AppendJSON(nil))
+	}
+	want := map[string]any{
+		"src_addr": "10.0.0.1", "dst_addr": "fd00::2", "src_port": 1234.0, "dst_port": 80.0, "proto": 6.0,
+		"icmp_type": 0.0, "icmp_code": 0.0, "bytes": 1500.0, "packets": 3.0, "tcp_flags": float64(0x112),
+		"eth_type": float64(0x86dd), "dscp": 46.0, "src_mac": "02:00:00:00:00:0a", "dst_mac": "de:ad:be:ef:00:01",
+		"start_time": "2026-11-22T04:00:00.123456789Z", "end_time": "2026-11-22T04:00:01.000000005Z",
+		"interfaces": []any{
+			map[string]any{"name": "eth0", "ifindex": 2.0, "netns": "host", "direction": "ingress"},
+			map[string]any{"name": `we"ird`, "ifindex": 7.0, "netns": "pod-a", "direction": "both"},
+		},
+		"sampling": 1.0, "partial": false,
+		"drop_packets": 2.0, "drop_bytes": 100.0, "drop_cause": "NO_SOCKET", "drop_tcp_state": "ESTABLISHED",
+		"drop_tcp_flags": 16.0, "rtt_ns": 150000.0, "rtt_max_ns": 1e6, "retransmits": 4.0,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %v\nwant %v", got, want)
+	}
+}
+
+func TestAppendJSONNoAllocs(t *testing.T) {
+	r := sampleRecord()
+	buf := make([]byte, 0, 2048)
+	if n := testing.AllocsPerRun(100, func() { buf = r.AppendJSON(buf[:0]) }); n != 0 {
+		t.Fatalf("%v allocations per record", n)
+	}
+}
+
+func TestInterfacesOverflowField(t *testing.T) {
+	r := sampleRecord()
+	r.IfacesOverflow = true
+	var got struct {
+		Overflow bool `json:"interfaces_overflow"`
+	}
+	if err := json.Unmarshal(r.AppendJSON(nil), &got); err != nil || !got.Overflow {
+		t.Fatalf("interfaces_overflow not set: %v", err)
+	}
+}
+
+func TestAddrUnmapsIPv4(t *testing.T) {
+	if a := flow.Addr(netip.MustParseAddr("::ffff:10.1.2.3").As16()); a.String() != "10.1.2.3" || !a.Is4() {
+		t.Fatalf("got %v", a)
+	}
+	if a := flow.Addr(netip.MustParseAddr("fd00::1").As16()); a.String() != "fd00::1" {
+		t.Fatalf("got %v", a)
+	}
+}
+
+func TestResolverKeepsRemovedNamesTwoCycles(t *testing.T) {
+	r := flow.NewResolver()
+	k := flow.IfaceKey{Netns: 9, Ifindex: 3}
+	r.Add(k, "veth0", "pod")
+	r.Remove(k)
+	for i := 0; i < 2; i++ {
+		if n, ns := r.Lookup(k); n != "veth0" || ns != "pod" {
+			t.Fatalf("cycle %d: %s/%s", i, ns, n)
+		}
+		r.Tick()
+	}
+	r.Tick()
+	if n, ns := r.Lookup(k); n != "if3" || ns != "9" {
+		t.Fatalf("after expiry: %s/%s, want 9/if3", ns, n)
+	}
+}
