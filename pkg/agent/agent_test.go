@@ -447,3 +447,45 @@ func qdiscs(t *testing.T, ns *testnet.Netns, name string) string {
 	}
 	return strings.Join(out, ", ")
 }
+
+// Interfaces that appear after start are attached and observed; those that
+// go away are detached.
+func TestInterfacesComeAndGo(t *testing.T) {
+	p := newPair(t)
+	h := startAgent(t, 2, agent.Options{}, p.netnsArg())
+	la, lb := testnet.Veth(t, p.A, "late-a", p.B, "late-b")
+	testnet.AddAddr(t, p.A, "late-a", "10.94.0.1/24")
+	testnet.AddAddr(t, p.B, "late-b", "10.94.0.2/24")
+	testnet.Neigh(t, p.A, "late-a", "10.94.0.2", lb.Attrs().HardwareAddr)
+	testnet.Neigh(t, p.B, "late-b", "10.94.0.1", la.Attrs().HardwareAddr)
+	waitAttached(t, h, 4)
+	mustListen(t, p.B, "10.94.0.2:9000")
+	if err := testnet.UDPSend(p.A, "10.94.0.1:4000", "10.94.0.2:9000", []byte("late"), 7); err != nil {
+		t.Fatal(err)
+	}
+	hd, err := testnet.Handle(p.A)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hd.Close()
+	if err := hd.LinkDel(la); err != nil { // deletes both ends
+		t.Fatal(err)
+	}
+	waitAttached(t, h, 2)
+	flows := h.Stop()
+	pk, _, recs := sum(flows, match{src: "10.94.0.1", dst: "10.94.0.2", proto: 17})
+	if pk != 7 || len(recs) != 1 || recs[0].Interfaces[0].Name != "late-a" || recs[0].Interfaces[1].Name != "late-b" {
+		t.Fatalf("late interfaces: %d packets in %+v", pk, recs)
+	}
+}
+
+func waitAttached(t *testing.T, h *harness, want int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.A.DP.Attached() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("attached to %d interfaces, want %d", h.A.DP.Attached(), want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
