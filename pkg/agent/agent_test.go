@@ -489,3 +489,21 @@ func waitAttached(t *testing.T, h *harness, want int) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// --sampling=4 looks at one packet in four (chosen at random per packet):
+// the count is binomial, the record says its sampling rate.
+func TestSampling(t *testing.T) {
+	p := newPair(t)
+	mustListen(t, p.B, p.ipB+":9000")
+	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--sampling=4")
+	const n = 4000
+	if err := testnet.UDPSend(p.A, p.ipA+":4000", p.ipB+":9000", []byte("s"), n); err != nil {
+		t.Fatal(err)
+	}
+	flows := h.Stop()
+	pk, _, recs := sum(flows, match{src: p.ipA, dst: p.ipB, proto: 17})
+	// mean 1000, standard deviation ~27: ±250 is more than 9 sigma.
+	if pk < 750 || pk > 1250 || recs[0].Sampling != 4 {
+		t.Fatalf("sampled %d of %d packets (sampling=%d), want about 1000", pk, n, recs[0].Sampling)
+	}
+}
