@@ -3,7 +3,6 @@ package agent_test
 import (
 	"encoding/binary"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -78,41 +77,10 @@ func TestUDPExactCounts(t *testing.T) {
 // transmit counter, the ACK direction's its receive counter.
 func TestTCPTransfer(t *testing.T) {
 	p := newPair(t)
-	var ln net.Listener
-	if err := p.B.Do(func() (err error) { ln, err = net.Listen("tcp", p.ipB+":8080"); return }); err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	received := make(chan int64, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			received <- -1
-			return
-		}
-		n, _ := io.Copy(io.Discard, c)
-		c.Close()
-		received <- n
-	}()
 	h := startAgent(t, 2, agent.Options{}, p.netnsArg())
 	before, _ := testnet.ReadLinkStats(p.A, p.ifA)
 	const size = 4 << 20
-	err := p.A.Do(func() error {
-		c, err := net.Dial("tcp", p.ipB+":8080")
-		if err != nil {
-			return err
-		}
-		if _, err := c.Write(make([]byte, size)); err != nil {
-			return err
-		}
-		return c.Close()
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := <-received; n != size {
-		t.Fatalf("server received %d bytes, want %d", n, size)
-	}
+	transfer(t, p, 8080, size)
 	time.Sleep(200 * time.Millisecond) // let the final FIN/ACK exchange finish
 	after, _ := testnet.ReadLinkStats(p.A, p.ifA)
 	flows := h.Stop()

@@ -27,7 +27,7 @@ func InNetns(nsPath string, fn func() error) error {
 		return fmt.Errorf("open netns %s: %w", nsPath, err)
 	}
 	defer unix.Close(fd)
-	return inNetnsFd(fd, fn)
+	return InNetnsFd(fd, fn)
 }
 
 type nsResult struct {
@@ -37,8 +37,8 @@ type nsResult struct {
 	goexit   bool
 }
 
-// inNetnsFd is InNetns with an open namespace fd; fd < 0 runs fn directly.
-func inNetnsFd(fd int, fn func() error) error {
+// InNetnsFd is InNetns with an open namespace fd; fd < 0 runs fn directly.
+func InNetnsFd(fd int, fn func() error) error {
 	if fd < 0 {
 		return fn()
 	}
@@ -109,7 +109,7 @@ func NetnsCookie(nsPath string) (uint64, error) {
 
 func netnsCookieFd(fd int) (uint64, error) {
 	var c uint64
-	err := inNetnsFd(fd, func() (err error) {
+	err := InNetnsFd(fd, func() (err error) {
 		c, err = socketNetnsCookie()
 		return err
 	})

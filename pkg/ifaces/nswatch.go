@@ -179,7 +179,7 @@ func (n *nsWatcher) report(t EventType, index int, name string) {
 
 func (n *nsWatcher) list() ([]netlink.Link, error) {
 	var links []netlink.Link
-	err := inNetnsFd(n.fd, func() error {
+	err := InNetnsFd(n.fd, func() error {
 		h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 		if err != nil {
 			return err

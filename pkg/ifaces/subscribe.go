@@ -14,7 +14,7 @@ type subscription struct {
 // if switching back failed.
 func (n *nsWatcher) subscribe() (*subscription, error) {
 	s := &subscription{ch: make(chan netlink.LinkUpdate, 64), done: make(chan struct{})}
-	err := inNetnsFd(n.fd, func() error {
+	err := InNetnsFd(n.fd, func() error {
 		return netlink.LinkSubscribeWithOptions(s.ch, s.done, netlink.LinkSubscribeOptions{
 			ErrorCallback: func(err error) {
 				// Called from the library's receive goroutine; a failed
