@@ -27,7 +27,7 @@ generate: deps-bpf ## regenerate BPF objects and Go bindings (bpf2go)
 	$(GO) generate ./pkg/datapath/...
 
 check-generated: generate ## fail if regenerating changes any committed file
-	@git diff --exit-code --stat -- pkg/ api/ config/ || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
+	@git diff --exit-code --stat -- pkg/ api/ config/ manifests/ || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
 
 vet: ## go vet
 	$(GO) vet ./...

@@ -4,12 +4,13 @@
 //
 // Usage:
 //
-//	flowlens-operator [--agent-image IMAGE] [--leader-elect]
+//	flowlens-operator [--kubeconfig FILE] [--agent-image IMAGE] [--leader-elect]
 //	    [--metrics-bind-address :8080] [--health-probe-bind-address :8081]
 //	    [--zap-log-level info]
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -19,6 +20,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -32,7 +34,9 @@ import (
 var version = "v0.1.0"
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	if err := run(os.Args[1:]); errors.Is(err, flag.ErrHelp) {
+		return
+	} else if err != nil {
 		fmt.Fprintln(os.Stderr, "flowlens-operator:", err)
 		os.Exit(1)
 	}
@@ -48,6 +52,7 @@ func run(args []string) error {
 		leaseNS      = fs.String("leader-election-namespace", "", "namespace of the leader election Lease (default: the operator's own)")
 		printVersion = fs.Bool("version", false, "print the version and exit")
 	)
+	ctrlconfig.RegisterFlags(fs) // --kubeconfig, for running out of the cluster
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {

@@ -2,7 +2,7 @@
 // apart from hack/tools-k8s because etcd's server module and k8s.io/kubernetes
 // pin different versions of shared dependencies (grpc, otel, protobuf).
 //
-// Build with: go -C hack/envtest build -o DIR go.etcd.io/etcd/server/v3
+// Build with: go -C hack/envtest build -o DIR/etcd go.etcd.io/etcd/server/v3
 module github.com/flowlens/flowlens/hack/envtest
 
 go 1.26.0

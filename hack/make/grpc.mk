@@ -5,20 +5,24 @@
 # protoc comes from Debian (protobuf-compiler + libprotobuf-dev for the
 # well-known types), installed with apt by hack/protoc/install.sh when
 # missing. The Go plugins are built with `go install module@version` at the
-# exact versions pinned below (never @latest) into $(BIN)/protoc-plugins/,
-# one directory per version, so a bump rebuilds and nothing else does.
+# exact versions pinned below (never @latest) into a local bin directory
+# outside the work tree, $(FLOWLENS_CACHE)/protoc-plugins/ (as operator.mk
+# caches its tools), one directory per version: only a new machine or a
+# version bump pays for a build, and no binary lands in the repository.
 # The generated files record these versions in their header: bumping one
 # means regenerating and committing.
 
 GO  ?= go
 BIN ?= bin
 
+FLOWLENS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/flowlens
+
 PROTOC_GEN_GO_VERSION      := v1.36.11
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 # The protoc Debian bookworm ships; the generated headers name it.
 PROTOC_VERSION             := 3.21.12
 
-PROTOC_PLUGINS     = $(abspath $(BIN))/protoc-plugins
+PROTOC_PLUGINS     = $(abspath $(FLOWLENS_CACHE))/protoc-plugins
 PROTOC_GEN_GO      = $(PROTOC_PLUGINS)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)/protoc-gen-go
 PROTOC_GEN_GO_GRPC = $(PROTOC_PLUGINS)/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION)/protoc-gen-go-grpc
 

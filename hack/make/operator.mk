@@ -37,8 +37,6 @@ define build-tool
 	@mv $(3).tmp $(3)
 endef
 
-OPERATOR_IMG ?= ghcr.io/flowlens/flowlens-operator:v0.1.0
-
 .PHONY: generate-operator manifests envtest-assets test-operator e2e e2e-assets operator-tools build-operator
 
 # The repository-wide targets pick these up as prerequisites: `make generate`
@@ -57,8 +55,8 @@ $(FLOWLENS_CACHE)/bin/kustomize-%:
 	$(call build-tool,hack/tools-k8s/kustomize,sigs.k8s.io/kustomize/kustomize/v5,$@)
 
 generate-operator: $(CONTROLLER_GEN) ## regenerate FlowCollector deep-copy code, CRD and operator RBAC (controller-gen)
-	$(CONTROLLER_GEN) object paths=./api/...
-	$(CONTROLLER_GEN) crd:allowDangerousTypes=false paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) object paths=./api/v1alpha1/...
+	$(CONTROLLER_GEN) crd:allowDangerousTypes=false paths=./api/v1alpha1/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=flowlens-operator paths=./internal/controller/... output:rbac:artifacts:config=config/rbac
 
 manifests: generate-operator $(KUSTOMIZE) ## render config/ into manifests/ (ready-to-apply YAML)
@@ -87,7 +85,7 @@ $(FLOWLENS_CACHE)/kwok/%/kwok:
 $(FLOWLENS_CACHE)/kwok/%/kwokctl:
 	$(call build-tool,hack/kwok,sigs.k8s.io/kwok/cmd/kwokctl,$@)
 
-OPERATOR_PKGS = ./api/... ./cmd/flowlens-operator/... ./internal/controller/...
+OPERATOR_PKGS = ./api/v1alpha1/... ./cmd/flowlens-operator/... ./internal/controller/...
 
 test-operator: envtest-assets ## run the operator's unit and envtest tests against a real kube-apiserver + etcd
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS_DIR) $(GO) test -count=1 $(OPERATOR_PKGS)

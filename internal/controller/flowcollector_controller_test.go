@@ -661,3 +661,23 @@ func TestDelete(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyFailed: an object the API server refuses (here a node selector
+// that is not a valid label) sets Degraded with the server's answer.
+func TestApplyFailed(t *testing.T) {
+	needEnv(t)
+	const ns = "fl-applyfailed"
+	fc := newCollector(ns)
+	fc.Spec.NodeSelector = map[string]string{"not a label!": "x"}
+	create(t, fc)
+	fc = waitCondition(t, v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonApplyFailed)
+	msg := meta.FindStatusCondition(fc.Status.Conditions, v1alpha1.ConditionDegraded).Message
+	if !strings.Contains(msg, "applying the daemon set") || !strings.Contains(msg, "nodeSelector") {
+		t.Errorf("Degraded message %q: want the DaemonSet's rejection", msg)
+	}
+	if err := update(t, func(fc *v1alpha1.FlowCollector) { fc.Spec.NodeSelector = map[string]string{"pool": "net"} }); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonAsExpected)
+	waitFor(t, agentDaemonSet(ns), exists)
+}

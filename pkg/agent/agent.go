@@ -11,14 +11,17 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flowlens/flowlens/pkg/config"
 	"github.com/flowlens/flowlens/pkg/datapath"
 	"github.com/flowlens/flowlens/pkg/exporter"
+	grpcexp "github.com/flowlens/flowlens/pkg/exporter/grpc"
 	"github.com/flowlens/flowlens/pkg/exporter/stdout"
 	"github.com/flowlens/flowlens/pkg/flow"
 	"github.com/flowlens/flowlens/pkg/ifaces"
+	"github.com/flowlens/flowlens/pkg/metrics"
 )
 
 // Options are the parts of the environment an Agent writes to, so tests and
@@ -44,10 +47,13 @@ type Agent struct {
 	DP       *datapath.Datapath
 	Evictor  *flow.Evictor
 	Queues   []*exporter.Queue
+	Metrics  *metrics.Metrics
 	resolver *flow.Resolver
+	grpc     *grpcexp.Exporter
+	bpfStats io.Closer // BPF_ENABLE_STATS for the agent's lifetime
 
-	attachErrors sync.Map // interface key -> error already logged
-	ready        chan struct{}
+	ready       chan struct{}
+	metricsAddr atomic.Pointer[string]
 }
 
 // New loads the datapath and builds the exporters; Run starts the agent.
@@ -57,6 +63,13 @@ func New(cfg *config.Config, opts Options) (*Agent, error) {
 		opts.Logger = slog.Default()
 	}
 	a := &Agent{cfg: cfg, opts: opts, log: opts.Logger, resolver: flow.NewResolver(), ready: make(chan struct{})}
+	// Kernel-side cost of our own programs: run time statistics on for the
+	// agent's lifetime (not a global sysctl left behind).
+	if st, err := metrics.EnableBPFStats(); err != nil {
+		a.log.Warn("BPF program run time statistics unavailable", "error", err)
+	} else {
+		a.bpfStats = st
+	}
 	hooks := featureHooks(cfg.Features)
 	dp, err := datapath.Load(datapath.Config{
 		MaxFlows:         uint32(cfg.CacheMaxFlows),
@@ -67,6 +80,7 @@ func New(cfg *config.Config, opts Options) (*Agent, error) {
 		Logger:           a.log,
 	})
 	if err != nil {
+		a.closeStats()
 		return nil, fmt.Errorf("load datapath: %w", err)
 	}
 	a.DP = dp
@@ -91,6 +105,7 @@ func New(cfg *config.Config, opts Options) (*Agent, error) {
 	exps, err := a.exporters()
 	if err != nil {
 		dp.Close()
+		a.closeStats()
 		return nil, err
 	}
 	for _, e := range exps {
@@ -111,10 +126,51 @@ func New(cfg *config.Config, opts Options) (*Agent, error) {
 	})
 	if err != nil {
 		dp.Close()
+		a.closeStats()
 		return nil, err
 	}
 	a.Evictor = ev
+	if err := a.newMetrics(); err != nil {
+		dp.Close()
+		a.closeStats()
+		return nil, err
+	}
 	return a, nil
+}
+
+func (a *Agent) newMetrics() error {
+	exps := metrics.Queues(a.Queues)
+	for i := range exps {
+		if a.grpc != nil && exps[i].Name == a.grpc.Name() {
+			exps[i].Connected, exps[i].Refused = a.grpc.Connected, a.grpc.Stats.Refused.Load
+		}
+	}
+	bpfStats := a.bpfStats != nil
+	m, err := metrics.New(metrics.Sources{
+		Evictor:         &a.Evictor.Stats,
+		Counters:        a.DP.ReadCounters,
+		FlowMapCapacity: uint64(a.cfg.CacheMaxFlows),
+		FlowMapEntries:  a.Evictor.ActiveFlows,
+		Exporters:       exps,
+		Attached:        a.DP.Attached,
+		Hooks:           metrics.DatapathHooks(a.DP),
+		Programs:        metrics.DatapathPrograms(a.DP),
+		Maps:            metrics.DatapathMaps(a.DP.Maps),
+		BPFStatsEnabled: func() bool { return bpfStats },
+	}, metrics.Options{Ready: metrics.ReadyWhenClosed(a.ready), Logger: a.log})
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	a.Evictor.OnEviction = m.ObserveEviction
+	a.Metrics = m
+	return nil
+}
+
+func (a *Agent) closeStats() {
+	if a.bpfStats != nil {
+		a.bpfStats.Close()
+		a.bpfStats = nil
+	}
 }
 
 func (a *Agent) exporters() ([]exporter.Exporter, error) {
@@ -123,6 +179,14 @@ func (a *Agent) exporters() ([]exporter.Exporter, error) {
 		switch name {
 		case "stdout":
 			out = append(out, stdout.New(a.opts.Stdout))
+		case "grpc":
+			g, err := grpcexp.New(grpcexp.Config{Target: a.cfg.Target, TLSCA: a.cfg.TLSCA,
+				TLSCert: a.cfg.TLSCert, TLSKey: a.cfg.TLSKey, NodeName: a.cfg.NodeName, Logger: a.log})
+			if err != nil {
+				return nil, fmt.Errorf("grpc exporter: %w", err)
+			}
+			a.grpc = g
+			out = append(out, g)
 		default:
 			return nil, fmt.Errorf("exporter %q is not available in this build", name)
 		}
@@ -136,15 +200,40 @@ func (a *Agent) push(batch []flow.Record) {
 	}
 }
 
+// MetricsAddr is the address the metrics server listens on ("" if none).
+func (a *Agent) MetricsAddr() string {
+	if p := a.metricsAddr.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
 // Ready is closed once the initial interfaces are attached.
 func (a *Agent) Ready() <-chan struct{} { return a.ready }
 
 // Run runs the agent until ctx is done, then detaches, flushes the flows
 // left in the kernel to the exporters and closes everything.
 func (a *Agent) Run(ctx context.Context) error {
+	defer a.closeStats()
 	filter, err := config.NewNameFilter(a.cfg.Interfaces, a.cfg.ExcludeInterfaces)
 	if err != nil {
+		a.DP.Close()
 		return err
+	}
+	if a.cfg.MetricsAddress != "" {
+		srv, err := a.Metrics.Listen(a.cfg.MetricsAddress)
+		if err != nil {
+			a.DP.Close()
+			return fmt.Errorf("metrics: %w", err)
+		}
+		addr := srv.Addr().String()
+		a.metricsAddr.Store(&addr)
+		a.log.Info("serving metrics", "address", addr, "paths", "/metrics /healthz /readyz")
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			srv.Shutdown(ctx)
+		}()
 	}
 	w := ifaces.New(ifaces.Options{Allowed: filter.Allowed, Netns: watchedNetns(a.cfg.Netns), NetnsDir: a.cfg.NetnsDir, Logger: a.log})
 

@@ -85,7 +85,7 @@ type Evictor struct {
 	ring    *ringbuf.Reader
 	ringWG  sync.WaitGroup
 
-	lastCreated uint64
+	lastCreated atomic.Uint64 // the new-flows counter when the active map became active
 	Stats       EvictorStats
 	// OnEviction, when set, is called after each eviction.
 	OnEviction func(reason string, flows int, d time.Duration)
@@ -185,8 +185,18 @@ func (e *Evictor) underPressure() bool {
 	if err != nil {
 		return false
 	}
-	created := c[datapath.FlowsCounterCNT_NEW_FLOWS] - e.lastCreated
+	created := c[datapath.FlowsCounterCNT_NEW_FLOWS] - e.lastCreated.Load()
 	return float64(created) >= e.cfg.PressureFill*float64(e.cfg.MaxFlows)
+}
+
+// ActiveFlows returns the entries of the active flow map: the flows created
+// since it became active (it starts empty and nothing deletes from it).
+func (e *Evictor) ActiveFlows() (uint64, error) {
+	c, err := e.cfg.Counters()
+	if err != nil {
+		return 0, err
+	}
+	return c[datapath.FlowsCounterCNT_NEW_FLOWS] - e.lastCreated.Load(), nil
 }
 
 // Shutdown drains the overflow ring buffer, evicts everything that is left
@@ -227,6 +237,14 @@ func (e *Evictor) Evict(reason string) error {
 	if _, err := e.reader.ReadAndDelete(m.Flows[next], discard); err != nil {
 		return fmt.Errorf("empty flow map %d: %w", next, err)
 	}
+	// Baseline for the fill of the map about to become active, taken before
+	// the flip: an insert racing with it is counted (an over-estimate is the
+	// safe side for the pressure check), never missed.
+	if e.cfg.Counters != nil {
+		if c, err := e.cfg.Counters(); err == nil {
+			e.lastCreated.Store(c[datapath.FlowsCounterCNT_NEW_FLOWS])
+		}
+	}
 	if err := m.Control.Put(uint32(0), next); err != nil {
 		return fmt.Errorf("flip flow maps: %w", err)
 	}
@@ -238,12 +256,6 @@ func (e *Evictor) Evict(reason string) error {
 		e.log.Warn("falling back to a sleep", "error", err)
 		time.Sleep(50 * time.Millisecond)
 	}
-	if e.cfg.Counters != nil {
-		if c, err := e.cfg.Counters(); err == nil {
-			e.lastCreated = c[datapath.FlowsCounterCNT_NEW_FLOWS]
-		}
-	}
-
 	if e.cfg.Enrichment && m.Enrich[prev] != nil {
 		clear(e.pending)
 		_, err := e.enrich.ReadAndDelete(m.Enrich[prev], func(keys []datapath.FlowsFlowKey, vals []datapath.EnrichEnrichValue) error {

@@ -308,4 +308,3 @@ func toleration(t *corev1.Toleration) *corev1ac.TolerationApplyConfiguration {
 	}
 	return ac
 }
-

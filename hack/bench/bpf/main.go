@@ -1,0 +1,589 @@
+// Command bench-bpf measures the flowlens TC program in the kernel through
+// BPF_PROG_TEST_RUN, in the style of the kernel's selftests/bpf bench:
+// throughput (M pkts/s) and latency (ns/pkt), median and spread over many
+// repetitions, with a no-op TC program measured in the same run as the floor.
+//
+// Run it with `make bench-bpf` (root). See docs/benchmarks.md.
+//
+// Paths measured, for IPv4 and IPv6 and each flow cardinality N (the number
+// of flows already in the active map, prefilled with BatchUpdate):
+//
+//	exist-hot  one packet repeated: always the same existing flow, warm cache
+//	           (the classic BPF_PROG_TEST_RUN method)
+//	exist      each run hits another of the N existing flows (the driver
+//	           program rewrites the source address before each run)
+//	new        each run creates a flow that is in neither map
+//	carry      each run creates a flow of the previous generation (the first
+//	           packet of a continuing flow after an eviction flip)
+//
+// "features on" loads the datapath with the enrichment maps sized and the
+// enrichment hooks (drops, rtt, retransmits) attached. Those are separate
+// programs on kernel hooks; the TC program's code does not change, which the
+// "on" rows show.
+package main
+
+import (
+	"cmp"
+	"encoding/binary"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/flowlens/flowlens/pkg/datapath"
+)
+
+type options struct {
+	reps       int
+	cards      []int
+	families   []string
+	features   []bool
+	paths      []string
+	existRuns  int
+	newFlows   int
+	cpu        int
+	jsonOut    string
+	mapChoice  bool
+	onlyChoice bool
+}
+
+func main() {
+	var o options
+	var cards, fams, feats, paths string
+	flag.IntVar(&o.reps, "reps", 21, "repetitions per case (median and spread are over these)")
+	flag.StringVar(&cards, "flows", "1,1000,10000,100000,1000000", "flow cardinalities (prefilled active-map entries)")
+	flag.StringVar(&fams, "family", "ipv4,ipv6", "address families")
+	flag.StringVar(&feats, "features", "off,on", "enrichment hooks off and/or on")
+	flag.StringVar(&paths, "paths", "exist-hot,exist,new,carry", "paths to measure")
+	flag.IntVar(&o.existRuns, "exist-runs", 200000, "program runs per repetition on existing flows (at least N)")
+	flag.IntVar(&o.newFlows, "new-flows", 50000, "flows created per repetition on the new and carry paths")
+	flag.IntVar(&o.cpu, "cpu", 1, "CPU to pin the measuring thread to (-1: no pinning)")
+	flag.StringVar(&o.jsonOut, "json", "", "also write the results to this JSON file (for hack/bench/plot)")
+	flag.BoolVar(&o.mapChoice, "mapchoice", true, "also measure the enrichment map choice (shared hash + atomics vs per-CPU hash)")
+	flag.BoolVar(&o.onlyChoice, "only-mapchoice", false, "measure only the enrichment map choice")
+	flag.Parse()
+	for _, s := range strings.Split(cards, ",") {
+		n, err := parseCount(s)
+		if err != nil || n < 1 {
+			fatalf("bad -flows entry %q", s)
+		}
+		o.cards = append(o.cards, n)
+	}
+	o.families = strings.Split(fams, ",")
+	for _, f := range strings.Split(feats, ",") {
+		o.features = append(o.features, f == "on")
+	}
+	o.paths = strings.Split(paths, ",")
+
+	runtime.LockOSThread()
+	if o.cpu >= 0 {
+		var set unix.CPUSet
+		set.Set(o.cpu)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			fatalf("pin to CPU %d: %v", o.cpu, err)
+		}
+	}
+	header(o)
+	var res results
+	res.Machine = machine()
+	if !o.onlyChoice {
+		for _, fam := range o.families {
+			for _, feat := range o.features {
+				for _, n := range o.cards {
+					rows, err := runConfig(o, fam, n, feat)
+					if err != nil {
+						fatalf("%s, %d flows, features %v: %v", fam, n, onOff(feat), err)
+					}
+					res.Datapath = append(res.Datapath, rows...)
+				}
+			}
+		}
+		printDatapath(res.Datapath)
+	}
+	if o.mapChoice || o.onlyChoice {
+		rows, err := runMapChoice(o)
+		if err != nil {
+			fatalf("map choice: %v", err)
+		}
+		res.MapChoice = rows
+	}
+	if o.jsonOut != "" {
+		b, _ := json.MarshalIndent(res, "", "  ")
+		if err := os.WriteFile(o.jsonOut, append(b, '\n'), 0o644); err != nil {
+			fatalf("%v", err)
+		}
+		fmt.Printf("\nresults written to %s\n", o.jsonOut)
+	}
+}
+
+func fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench-bpf: "+format+"\n", args...)
+	os.Exit(1)
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+func parseCount(s string) (int, error) {
+	s = strings.TrimSpace(strings.ToLower(s))
+	mult := 1
+	switch {
+	case strings.HasSuffix(s, "k"):
+		mult, s = 1000, strings.TrimSuffix(s, "k")
+	case strings.HasSuffix(s, "m"):
+		mult, s = 1000000, strings.TrimSuffix(s, "m")
+	}
+	n, err := strconv.Atoi(s)
+	return n * mult, err
+}
+
+func human(n int) string {
+	switch {
+	case n >= 1000000 && n%1000000 == 0:
+		return fmt.Sprintf("%dM", n/1000000)
+	case n >= 1000 && n%1000 == 0:
+		return fmt.Sprintf("%dk", n/1000)
+	}
+	return strconv.Itoa(n)
+}
+
+// ---- results ----
+
+type results struct {
+	Machine   map[string]string `json:"machine"`
+	Datapath  []row             `json:"datapath"`
+	MapChoice []row             `json:"map_choice,omitempty"`
+}
+
+// stat is a distribution of ns per packet over the repetitions.
+type stat struct {
+	Median float64 `json:"median"`
+	P10    float64 `json:"p10"`
+	P90    float64 `json:"p90"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+	// KernelMedian is the median of the kernel's own per-run figure
+	// (BPF_PROG_TEST_RUN's duration, whole ns, timer paused on resched).
+	KernelMedian float64 `json:"kernel_median"`
+}
+
+type row struct {
+	Family   string `json:"family,omitempty"`
+	Path     string `json:"path"`
+	Flows    int    `json:"flows"`
+	Features string `json:"features,omitempty"`
+	CPUs     int    `json:"cpus,omitempty"`
+	Prog     stat   `json:"prog"`
+	Floor    stat   `json:"floor"`
+	// Ratio is the median of the per-repetition ratios prog/floor (each
+	// repetition measures both back to back).
+	Ratio float64 `json:"ratio"`
+	Net   float64 `json:"net_ns"` // median prog - median floor
+	Runs  int     `json:"runs_per_rep"`
+	Reps  int     `json:"reps"`
+	Note  string  `json:"note,omitempty"`
+	// Failed counts program runs whose map insert failed (map choice only).
+	Failed uint64 `json:"failed,omitempty"`
+}
+
+func summarize(user, kernel []float64) stat {
+	s := slices.Clone(user)
+	slices.Sort(s)
+	k := slices.Clone(kernel)
+	slices.Sort(k)
+	return stat{Median: quantile(s, 0.5), P10: quantile(s, 0.1), P90: quantile(s, 0.9),
+		Min: s[0], Max: s[len(s)-1], KernelMedian: quantile(k, 0.5)}
+}
+
+func quantile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return math.NaN()
+	}
+	pos := q * float64(len(sorted)-1)
+	lo := int(math.Floor(pos))
+	hi := int(math.Ceil(pos))
+	return sorted[lo] + (sorted[hi]-sorted[lo])*(pos-float64(lo))
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return quantile(s, 0.5)
+}
+
+// ---- measuring ----
+
+// measure runs prog `runs` times on pkt in one BPF_PROG_TEST_RUN and returns
+// ns per run timed around the syscall (sub-ns resolution; includes one
+// syscall, negligible at these run counts) and the kernel's figure.
+func measure(prog *ebpf.Program, pkt []byte, runs int, wantRet uint32) (user, kernel float64, err error) {
+	start := time.Now()
+	ret, d, err := prog.Benchmark(pkt, runs, nil)
+	el := time.Since(start)
+	if err != nil {
+		return 0, 0, err
+	}
+	if ret != wantRet {
+		return 0, 0, fmt.Errorf("program returned %d, want %d", int32(ret), int32(wantRet))
+	}
+	return float64(el.Nanoseconds()) / float64(runs), float64(d.Nanoseconds()), nil
+}
+
+const tcActUnspec = ^uint32(0) // -1
+
+// ---- packets and keys ----
+
+const (
+	ipv4Base  = 0x0a000000 // 10.0.0.0: flow i has source 10.0.0.0 + i
+	v4AddrOff = 14 + 12    // source address in an untagged IPv4 frame
+	v6AddrOff = 14 + 8 + 12
+)
+
+// packet builds a TCP ACK frame whose source address encodes flow index 0.
+func packet(fam string) []byte {
+	b := []byte{0x02, 0, 0, 0, 0, 0xb, 0x02, 0, 0, 0, 0, 0xa}
+	tcp := make([]byte, 20)
+	binary.BigEndian.PutUint16(tcp[0:], 40000)
+	binary.BigEndian.PutUint16(tcp[2:], 80)
+	tcp[12] = 5 << 4
+	tcp[13] = 0x10 // ACK
+	payload := make([]byte, 32)
+	if fam == "ipv6" {
+		b = binary.BigEndian.AppendUint16(b, 0x86dd)
+		ip := make([]byte, 40)
+		ip[0] = 0x60
+		binary.BigEndian.PutUint16(ip[4:], uint16(len(tcp)+len(payload)))
+		ip[6] = 6
+		ip[7] = 64
+		ip[8], ip[9] = 0xfd, 0x00 // fd00::<index>
+		ip[24], ip[25], ip[39] = 0xfd, 0x00, 1
+		b = append(b, ip...)
+	} else {
+		b = binary.BigEndian.AppendUint16(b, 0x0800)
+		ip := make([]byte, 20)
+		ip[0] = 0x45
+		binary.BigEndian.PutUint16(ip[2:], uint16(20+len(tcp)+len(payload)))
+		ip[8] = 64
+		ip[9] = 6
+		binary.BigEndian.PutUint32(ip[12:], ipv4Base)
+		binary.BigEndian.PutUint32(ip[16:], 0x0a640001) // 10.100.0.1
+		b = append(b, ip...)
+	}
+	return append(append(b, tcp...), payload...)
+}
+
+func addrOff(fam string) (off, base uint32) {
+	if fam == "ipv6" {
+		return v6AddrOff, 0
+	}
+	return v4AddrOff, ipv4Base
+}
+
+// keys returns the flow keys of indexes [from, to): the template key with
+// the last four source address bytes set as the driver sets them.
+func keys(tmpl datapath.FlowsFlowKey, base uint32, from, to int) []datapath.FlowsFlowKey {
+	out := make([]datapath.FlowsFlowKey, to-from)
+	for i := range out {
+		k := tmpl
+		binary.BigEndian.PutUint32(k.SrcIp[12:], base+uint32(from+i))
+		out[i] = k
+	}
+	return out
+}
+
+// stride returns a step close to 0.618·n and coprime with n, so that
+// i → i+stride mod n visits every index once per n runs, in scattered order.
+func stride(n int) uint32 {
+	if n <= 1 {
+		return 0
+	}
+	s := int(float64(n) * 0.618)
+	if s < 1 {
+		s = 1
+	}
+	for gcd(s, n) != 1 {
+		s--
+	}
+	return uint32(s)
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// driver loads the driver program cycling through flow indexes
+// [first, first+n) and tail-calling target.
+func driver(target *ebpf.Program, fam string, first, n int) (*ebpf.Program, func(), error) {
+	spec, err := LoadDriver()
+	if err != nil {
+		return nil, nil, err
+	}
+	off, base := addrOff(fam)
+	for name, v := range map[string]uint32{"addr_off": off, "base": base, "first": uint32(first), "n": uint32(n), "stride": stride(n)} {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, nil, fmt.Errorf("set %s: %w", name, err)
+		}
+	}
+	var objs DriverObjects
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		return nil, nil, fmt.Errorf("load driver: %w", err)
+	}
+	if err := objs.Target.Put(uint32(0), target); err != nil {
+		objs.Close()
+		return nil, nil, fmt.Errorf("driver target: %w", err)
+	}
+	return objs.Driver, func() { objs.Close() }, nil
+}
+
+// ---- one configuration: family × flows × features ----
+
+var hookNames = []string{datapath.HookDrops, datapath.HookRTT, datapath.HookRetransmits}
+
+func runConfig(o options, fam string, n int, features bool) ([]row, error) {
+	extra := o.newFlows
+	dp, err := datapath.Load(datapath.Config{MaxFlows: uint32(n + extra), Sampling: 1, Enrichment: features})
+	if err != nil {
+		return nil, err
+	}
+	defer dp.Close()
+	note := ""
+	if features {
+		var running []string
+		for _, st := range dp.StartHooks(hookNames) {
+			if st.Running {
+				running = append(running, st.Program)
+			}
+		}
+		note = "hooks attached: " + strings.Join(running, ",")
+	}
+	var noop datapath.NoopObjects
+	if err := datapath.LoadNoopObjects(&noop, nil); err != nil {
+		return nil, err
+	}
+	defer noop.Close()
+	progs, err := dp.ProgramsFor(0)
+	if err != nil {
+		return nil, err
+	}
+	real := progs.Ingress
+	pkt := packet(fam)
+
+	// Calibrate: the key and value the program itself writes for flow 0.
+	var ctl uint32
+	if err := dp.Maps.Control.Lookup(uint32(0), &ctl); err != nil {
+		return nil, err
+	}
+	cur, prev := dp.Maps.Flows[ctl], dp.Maps.Flows[1-ctl]
+	if _, err := real.Run(&ebpf.RunOptions{Data: pkt}); err != nil {
+		return nil, err
+	}
+	var tk datapath.FlowsFlowKey
+	var tv datapath.FlowsFlowValue
+	if err := cur.NextKey(nil, &tk); err != nil {
+		return nil, fmt.Errorf("calibration run created no flow: %w", err)
+	}
+	if err := cur.Lookup(&tk, &tv); err != nil {
+		return nil, err
+	}
+	if err := cur.Delete(&tk); err != nil {
+		return nil, err
+	}
+	_, base := addrOff(fam)
+	tv.Packets, tv.Bytes = 1, uint64(len(pkt))
+
+	// Prefill: the active map holds flows [0, n); the previous generation
+	// holds them too (a steady state), plus [n, n+extra) for the carry path.
+	// [n+extra, n+2·extra) is in neither map: the new path.
+	existing := keys(tk, base, 0, n)
+	if err := fill(cur, existing, tv); err != nil {
+		return nil, fmt.Errorf("prefill active map: %w", err)
+	}
+	carry := keys(tk, base, n, n+extra)
+	fresh := keys(tk, base, n+extra, n+2*extra)
+	if err := fill(prev, existing, tv); err != nil {
+		return nil, fmt.Errorf("prefill previous map: %w", err)
+	}
+	if slices.Contains(o.paths, "carry") {
+		if err := fill(prev, carry, tv); err != nil {
+			return nil, fmt.Errorf("prefill previous map: %w", err)
+		}
+	}
+
+	var rows []row
+	for _, path := range o.paths {
+		r := row{Family: fam, Path: path, Flows: n, Features: onOff(features), Reps: o.reps, Note: note}
+		var progRun, floorRun *ebpf.Program
+		var runs int
+		var after func() error
+		var newPerRep uint64
+		switch path {
+		case "exist-hot":
+			progRun, floorRun, runs = real, noop.Noop, o.existRuns
+		case "exist":
+			runs = max(o.existRuns, n)
+			p, closeP, err := driver(real, fam, 0, n)
+			if err != nil {
+				return nil, err
+			}
+			defer closeP()
+			f, closeF, err := driver(noop.Noop, fam, 0, n)
+			if err != nil {
+				return nil, err
+			}
+			defer closeF()
+			progRun, floorRun = p, f
+		case "new", "carry":
+			first, ks := n+extra, fresh
+			if path == "carry" {
+				first, ks = n, carry
+			}
+			runs, newPerRep = extra, uint64(extra)
+			p, closeP, err := driver(real, fam, first, extra)
+			if err != nil {
+				return nil, err
+			}
+			defer closeP()
+			f, closeF, err := driver(noop.Noop, fam, first, extra)
+			if err != nil {
+				return nil, err
+			}
+			defer closeF()
+			progRun, floorRun = p, f
+			after = func() error {
+				_, err := cur.BatchDelete(ks, nil)
+				return err
+			}
+		default:
+			return nil, fmt.Errorf("unknown path %q", path)
+		}
+		r.Runs = runs
+		before, err := dp.ReadCounters()
+		if err != nil {
+			return nil, err
+		}
+		var pu, pk, fu, fk, ratios []float64
+		for rep := 0; rep < o.reps; rep++ {
+			u, k, err := measure(floorRun, pkt, runs, tcActUnspec)
+			if err != nil {
+				return nil, fmt.Errorf("%s floor: %w", path, err)
+			}
+			fu, fk = append(fu, u), append(fk, k)
+			u2, k2, err := measure(progRun, pkt, runs, tcActUnspec)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+			pu, pk = append(pu, u2), append(pk, k2)
+			ratios = append(ratios, u2/u)
+			if after != nil {
+				if err := after(); err != nil {
+					return nil, fmt.Errorf("%s: clean up new flows: %w", path, err)
+				}
+			}
+		}
+		// Sanity: the path did what it claims (no surprise inserts, no overflow).
+		c, err := dp.ReadCounters()
+		if err != nil {
+			return nil, err
+		}
+		created := c[datapath.FlowsCounterCNT_NEW_FLOWS] - before[datapath.FlowsCounterCNT_NEW_FLOWS]
+		if want := newPerRep * uint64(o.reps); created != want {
+			return nil, fmt.Errorf("%s: %d flows created, want %d", path, created, want)
+		}
+		if ov := c[datapath.FlowsCounterCNT_OVERFLOW_RECORDS] + c[datapath.FlowsCounterCNT_OVERFLOW_LOST]; ov != 0 {
+			return nil, fmt.Errorf("%s: %d packets overflowed the flow map", path, ov)
+		}
+		r.Prog, r.Floor = summarize(pu, pk), summarize(fu, fk)
+		r.Ratio = median(ratios)
+		r.Net = r.Prog.Median - r.Floor.Median
+		rows = append(rows, r)
+		fmt.Fprintf(os.Stderr, "  %-5s %-9s flows=%-5s features=%-3s  %7.2f ns/pkt  floor %6.2f  ×%.2f\n",
+			fam, path, human(n), onOff(features), r.Prog.Median, r.Floor.Median, r.Ratio)
+	}
+	return rows, nil
+}
+
+func fill(m *ebpf.Map, ks []datapath.FlowsFlowKey, v datapath.FlowsFlowValue) error {
+	const chunk = 65536
+	vals := make([]datapath.FlowsFlowValue, min(chunk, len(ks)))
+	for i := range vals {
+		vals[i] = v
+	}
+	for i := 0; i < len(ks); i += chunk {
+		end := min(i+chunk, len(ks))
+		if _, err := m.BatchUpdate(ks[i:end], vals[:end-i], nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ---- output ----
+
+func header(o options) {
+	fmt.Printf("flowlens bench-bpf: BPF_PROG_TEST_RUN, %d repetitions per case, measuring thread pinned to CPU %d\n", o.reps, o.cpu)
+	m := machine()
+	fmt.Printf("machine: %s, %s CPUs, kernel %s, %s\n\n", m["cpu"], m["cpus"], m["kernel"], m["go"])
+}
+
+func machine() map[string]string {
+	var u unix.Utsname
+	_ = unix.Uname(&u)
+	model := "unknown"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				model = strings.TrimSpace(strings.SplitN(l, ":", 2)[1])
+				break
+			}
+		}
+	}
+	return map[string]string{
+		"cpu":    model,
+		"cpus":   strconv.Itoa(runtime.NumCPU()),
+		"kernel": unix.ByteSliceToString(u.Release[:]),
+		"go":     runtime.Version(),
+		"date":   time.Now().UTC().Format(time.RFC3339),
+	}
+}
+
+func printDatapath(rows []row) {
+	fmt.Println("TC program flowlens_ingress vs the no-op floor (same path, same run)")
+	fmt.Println("median over repetitions; spread = p10..p90 of ns/pkt; ×floor = median of per-repetition ratios")
+	fmt.Println()
+	fmt.Printf("%-5s %-9s %6s %4s | %9s %8s %15s | %8s %8s | %6s %7s\n",
+		"fam", "path", "flows", "feat", "M pkts/s", "ns/pkt", "p10..p90", "floor ns", "floor M", "×floor", "net ns")
+	fmt.Println(strings.Repeat("-", 104))
+	sorted := slices.Clone(rows)
+	order := map[string]int{"exist-hot": 0, "exist": 1, "new": 2, "carry": 3}
+	slices.SortStableFunc(sorted, func(a, b row) int {
+		return cmp.Or(cmp.Compare(a.Family, b.Family), cmp.Compare(order[a.Path], order[b.Path]),
+			cmp.Compare(a.Features, b.Features), cmp.Compare(a.Flows, b.Flows))
+	})
+	last := ""
+	for _, r := range sorted {
+		if g := r.Family + r.Path + r.Features; g != last && last != "" {
+			fmt.Println()
+		}
+		last = r.Family + r.Path + r.Features
+		fmt.Printf("%-5s %-9s %6s %4s | %9.2f %8.2f %15s | %8.2f %8.2f | %6.2f %7.2f\n",
+			r.Family, r.Path, human(r.Flows), r.Features, 1000/r.Prog.Median, r.Prog.Median,
+			fmt.Sprintf("%.2f..%.2f", r.Prog.P10, r.Prog.P90), r.Floor.Median, 1000/r.Floor.Median, r.Ratio, r.Net)
+	}
+	fmt.Println()
+}

@@ -1,0 +1,916 @@
+// Command live is the live overhead benchmark (make bench-live, via
+// hack/bench/live.sh): a three-namespace lab (client — router — server, all
+// created here and removed on exit), an HTTP server and an iperf3 server in
+// the server namespace, hey and iperf3 clients in the client namespace at a
+// fixed offered load. Each round runs A (no agent), B (the agent, all
+// features on, sampling 1, exporting over gRPC to flowlens-collector on
+// loopback, or JSON to a file when the agent has no gRPC exporter) and A
+// again, so every A/B ratio is printed beside an A/A ratio: the noise band.
+//
+// It reports requests/s and latency percentiles, iperf3 throughput, the
+// agent's CPU (user+system) and peak RSS, the kernel time per program run
+// from BPF program stats (BPF_ENABLE_STATS held for the whole run), flows
+// per second, agent CPU per exported flow, and the exact-count check: the
+// packets in the exported flows against the lab interfaces' counters.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+)
+
+type options struct {
+	rounds     int
+	heyDur     time.Duration
+	heyConc    int
+	heyQPS     int // per worker
+	keepalive  bool
+	udpRate    string
+	udpLen     int
+	iperfDur   time.Duration
+	tcp        bool
+	agentBin   string
+	collBin    string
+	export     string // grpc or stdout
+	out        string
+	cacheFlows int
+	period     time.Duration
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.rounds, "rounds", 3, "rounds of A, B, A")
+	flag.DurationVar(&o.heyDur, "hey-duration", 8*time.Second, "hey run length")
+	flag.IntVar(&o.heyConc, "hey-c", 10, "hey workers")
+	flag.IntVar(&o.heyQPS, "hey-q", 100, "requests per second per hey worker (fixed offered load = c·q)")
+	flag.BoolVar(&o.keepalive, "keepalive", false, "reuse connections (default: a new TCP connection, two new flows, per request)")
+	flag.StringVar(&o.udpRate, "udp-rate", "50M", "iperf3 UDP fixed rate (-b)")
+	flag.IntVar(&o.udpLen, "udp-len", 1000, "iperf3 UDP datagram size (-l)")
+	flag.DurationVar(&o.iperfDur, "iperf-duration", 5*time.Second, "length of each iperf3 run")
+	flag.BoolVar(&o.tcp, "tcp", true, "also run an unpaced iperf3 TCP stream (throughput ratio; noisy)")
+	flag.StringVar(&o.agentBin, "agent", "bin/flowlens-agent", "agent binary")
+	flag.StringVar(&o.collBin, "collector", "", "collector binary (empty: export JSON to a file instead of gRPC)")
+	flag.StringVar(&o.out, "out", "bin/bench", "results directory")
+	flag.IntVar(&o.cacheFlows, "cache-max-flows", 100000, "agent --cache-max-flows")
+	flag.DurationVar(&o.period, "cache-active-timeout", 5*time.Second, "agent --cache-active-timeout")
+	selfServe := flag.String("serve-http", "", "internal: serve HTTP on this address (run inside the server namespace)")
+	flag.Parse()
+	if *selfServe != "" {
+		serveHTTP(*selfServe)
+		return
+	}
+	o.export = "stdout"
+	if o.collBin != "" {
+		o.export = "grpc"
+	}
+	if err := run(o); err != nil {
+		fmt.Fprintf(os.Stderr, "bench-live: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// serveHTTP answers every request with 1 KiB.
+func serveHTTP(addr string) {
+	body := bytes.Repeat([]byte("x"), 1024)
+	srv := &http.Server{Addr: addr, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.Write(body)
+	}), ReadHeaderTimeout: 5 * time.Second}
+	if err := srv.ListenAndServe(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// ---- the lab ----
+
+const (
+	cliIf, rtrCliIf, rtrSrvIf, srvIf = "flbc0", "flbr1", "flbr2", "flbs0"
+	cliAddr, rtrCliAddr              = "10.201.1.2", "10.201.1.1"
+	srvAddr, rtrSrvAddr              = "10.201.2.2", "10.201.2.1"
+)
+
+type lab struct {
+	cli, rtr, srv string // namespace names
+	procs         []*exec.Cmd
+}
+
+func sh(args ...string) error {
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %v: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+func nsdo(ns string, args ...string) error {
+	return sh(append([]string{"ip", "netns", "exec", ns}, args...)...)
+}
+
+func newLab() (*lab, error) {
+	p := fmt.Sprintf("flb-bench-%d", os.Getpid())
+	l := &lab{cli: p + "-cli", rtr: p + "-rtr", srv: p + "-srv"}
+	for _, ns := range []string{l.cli, l.rtr, l.srv} {
+		if err := sh("ip", "netns", "add", ns); err != nil {
+			l.close()
+			return nil, err
+		}
+	}
+	steps := [][]string{
+		{"ip", "link", "add", cliIf, "netns", l.cli, "type", "veth", "peer", "name", rtrCliIf, "netns", l.rtr},
+		{"ip", "link", "add", srvIf, "netns", l.srv, "type", "veth", "peer", "name", rtrSrvIf, "netns", l.rtr},
+	}
+	for _, ns := range []string{l.cli, l.rtr, l.srv} {
+		// IPv4 only, so every frame on the lab links is one the agent counts.
+		steps = append(steps,
+			[]string{"ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"},
+			[]string{"ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"},
+			[]string{"ip", "-n", ns, "link", "set", "lo", "up"})
+	}
+	steps = append(steps,
+		[]string{"ip", "-n", l.cli, "addr", "add", cliAddr + "/24", "dev", cliIf},
+		[]string{"ip", "-n", l.rtr, "addr", "add", rtrCliAddr + "/24", "dev", rtrCliIf},
+		[]string{"ip", "-n", l.rtr, "addr", "add", rtrSrvAddr + "/24", "dev", rtrSrvIf},
+		[]string{"ip", "-n", l.srv, "addr", "add", srvAddr + "/24", "dev", srvIf},
+		[]string{"ip", "-n", l.cli, "link", "set", cliIf, "up"},
+		[]string{"ip", "-n", l.rtr, "link", "set", rtrCliIf, "up"},
+		[]string{"ip", "-n", l.rtr, "link", "set", rtrSrvIf, "up"},
+		[]string{"ip", "-n", l.srv, "link", "set", srvIf, "up"},
+		[]string{"ip", "-n", l.cli, "route", "add", "default", "via", rtrCliAddr},
+		[]string{"ip", "-n", l.srv, "route", "add", "default", "via", rtrSrvAddr},
+		[]string{"ip", "netns", "exec", l.rtr, "sysctl", "-qw", "net.ipv4.ip_forward=1"},
+		// Many short connections from one client address.
+		[]string{"ip", "netns", "exec", l.cli, "sysctl", "-qw", "net.ipv4.tcp_tw_reuse=1"},
+		[]string{"ip", "netns", "exec", l.cli, "sysctl", "-qw", "net.ipv4.ip_local_port_range=10000 65000"},
+	)
+	for _, s := range steps {
+		if err := sh(s...); err != nil {
+			l.close()
+			return nil, err
+		}
+	}
+	// Static neighbours: no ARP on the wire, only the traffic under test.
+	mac := func(ns, dev string) (string, error) {
+		out, err := exec.Command("ip", "-n", ns, "-j", "link", "show", "dev", dev).Output()
+		if err != nil {
+			return "", err
+		}
+		var v []struct {
+			Address string `json:"address"`
+		}
+		if err := json.Unmarshal(out, &v); err != nil || len(v) == 0 {
+			return "", fmt.Errorf("mac of %s: %v", dev, err)
+		}
+		return v[0].Address, nil
+	}
+	for _, n := range []struct{ ns, dev, addr, peerNS, peerDev string }{
+		{l.cli, cliIf, rtrCliAddr, l.rtr, rtrCliIf},
+		{l.rtr, rtrCliIf, cliAddr, l.cli, cliIf},
+		{l.rtr, rtrSrvIf, srvAddr, l.srv, srvIf},
+		{l.srv, srvIf, rtrSrvAddr, l.rtr, rtrSrvIf},
+	} {
+		m, err := mac(n.peerNS, n.peerDev)
+		if err != nil {
+			l.close()
+			return nil, err
+		}
+		if err := sh("ip", "-n", n.ns, "neigh", "replace", n.addr, "lladdr", m, "dev", n.dev, "nud", "permanent"); err != nil {
+			l.close()
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+func (l *lab) start(ns string, args ...string) error {
+	cmd := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	l.procs = append(l.procs, cmd)
+	return nil
+}
+
+func (l *lab) close() {
+	for _, p := range l.procs {
+		if p.Process != nil {
+			syscall.Kill(-p.Process.Pid, syscall.SIGTERM)
+			p.Wait()
+		}
+	}
+	l.procs = nil
+	for _, ns := range []string{l.cli, l.rtr, l.srv} {
+		exec.Command("ip", "netns", "del", ns).Run()
+	}
+}
+
+type ifStats struct{ Packets, Bytes uint64 }
+
+func txStats(ns, dev string) (ifStats, error) {
+	out, err := exec.Command("ip", "-n", ns, "-j", "-s", "link", "show", "dev", dev).Output()
+	if err != nil {
+		return ifStats{}, err
+	}
+	var v []struct {
+		Stats64 struct {
+			Tx struct {
+				Bytes   uint64 `json:"bytes"`
+				Packets uint64 `json:"packets"`
+			} `json:"tx"`
+		} `json:"stats64"`
+	}
+	if err := json.Unmarshal(out, &v); err != nil || len(v) == 0 {
+		return ifStats{}, fmt.Errorf("stats of %s: %v", dev, err)
+	}
+	return ifStats{v[0].Stats64.Tx.Packets, v[0].Stats64.Tx.Bytes}, nil
+}
+
+// labTx is what the lab's two senders transmitted: every packet of the lab
+// leaves the client or the server namespace first, where the agent counts it.
+func (l *lab) labTx() (ifStats, error) {
+	a, err := txStats(l.cli, cliIf)
+	if err != nil {
+		return a, err
+	}
+	b, err := txStats(l.srv, srvIf)
+	return ifStats{a.Packets + b.Packets, a.Bytes + b.Bytes}, err
+}
+
+// ---- load generators ----
+
+type heyResult struct {
+	RPS               float64
+	P50, P90, P99     float64 // ms
+	Responses, Errors int
+}
+
+var (
+	reRPS    = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
+	rePct    = regexp.MustCompile(`\s(\d+)%+ in ([0-9.]+) secs`)
+	reStatus = regexp.MustCompile(`\[(\d+)\]\s+(\d+) responses`)
+)
+
+func (o options) runHey(l *lab) (heyResult, error) {
+	args := []string{"netns", "exec", l.cli, "hey", "-z", o.heyDur.String(), "-c", strconv.Itoa(o.heyConc),
+		"-q", strconv.Itoa(o.heyQPS), "-t", "5"}
+	if !o.keepalive {
+		args = append(args, "-disable-keepalive")
+	}
+	args = append(args, "http://"+srvAddr+":8080/")
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	if err != nil {
+		return heyResult{}, fmt.Errorf("hey: %v: %s", err, out)
+	}
+	var r heyResult
+	s := string(out)
+	if m := reRPS.FindStringSubmatch(s); m != nil {
+		r.RPS, _ = strconv.ParseFloat(m[1], 64)
+	}
+	for _, m := range rePct.FindAllStringSubmatch(s, -1) {
+		v, _ := strconv.ParseFloat(m[2], 64)
+		switch m[1] {
+		case "50":
+			r.P50 = v * 1000
+		case "90":
+			r.P90 = v * 1000
+		case "99":
+			r.P99 = v * 1000
+		}
+	}
+	for _, m := range reStatus.FindAllStringSubmatch(s, -1) {
+		n, _ := strconv.Atoi(m[2])
+		if m[1] == "200" {
+			r.Responses += n
+		} else {
+			r.Errors += n
+		}
+	}
+	if i := strings.Index(s, "Error distribution:"); i >= 0 {
+		for _, m := range regexp.MustCompile(`\[(\d+)\]`).FindAllStringSubmatch(s[i:], -1) {
+			n, _ := strconv.Atoi(m[1])
+			r.Errors += n
+		}
+	}
+	if r.RPS == 0 {
+		return r, fmt.Errorf("hey: no result in output: %s", s)
+	}
+	return r, nil
+}
+
+type iperfResult struct {
+	Mbps     float64
+	LostPct  float64
+	Datagram int
+}
+
+func (o options) runIperf(l *lab, udp bool) (iperfResult, error) {
+	args := []string{"netns", "exec", l.cli, "iperf3", "-c", srvAddr, "-p", "5201", "-t",
+		strconv.Itoa(int(o.iperfDur.Seconds())), "-J"}
+	if udp {
+		args = append(args, "-u", "-b", o.udpRate, "-l", strconv.Itoa(o.udpLen))
+	}
+	out, err := exec.Command("ip", args...).Output()
+	if err != nil {
+		return iperfResult{}, fmt.Errorf("iperf3: %v: %s", err, out)
+	}
+	var v struct {
+		End struct {
+			Sum struct {
+				BPS     float64 `json:"bits_per_second"`
+				LostPct float64 `json:"lost_percent"`
+			} `json:"sum"`
+			SumReceived struct {
+				BPS float64 `json:"bits_per_second"`
+			} `json:"sum_received"`
+		} `json:"end"`
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal(out, &v); err != nil {
+		return iperfResult{}, fmt.Errorf("iperf3 output: %v", err)
+	}
+	if v.Error != "" {
+		return iperfResult{}, fmt.Errorf("iperf3: %s", v.Error)
+	}
+	r := iperfResult{Mbps: v.End.Sum.BPS / 1e6, LostPct: v.End.Sum.LostPct}
+	if !udp {
+		r.Mbps = v.End.SumReceived.BPS / 1e6
+	}
+	return r, nil
+}
+
+// ---- the agent ----
+
+type agentRun struct {
+	cmd     *exec.Cmd
+	coll    *exec.Cmd
+	flows   string // JSON lines of the exported flows
+	stderr  *syncBuffer
+	collErr *syncBuffer
+	pid     int
+	progIDs []ebpf.ProgramID
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (o options) startAgent(l *lab, idx int) (*agentRun, error) {
+	a := &agentRun{flows: filepath.Join(o.out, fmt.Sprintf("live-flows-%d.jsonl", idx)), stderr: &syncBuffer{}, collErr: &syncBuffer{}}
+	f, err := os.Create(a.flows)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	args := []string{"--netns", strings.Join([]string{l.cli, l.rtr, l.srv}, ","), "--interfaces", "/^flb[crs][0-9]$/",
+		"--cache-active-timeout", o.period.String(), "--cache-max-flows", strconv.Itoa(o.cacheFlows),
+		"--sampling", "1", "--features", "drops,rtt,retransmits", "--log-level", "debug",
+		"--metrics-address", ""}
+	var agentOut io.Writer = f
+	if o.export == "grpc" {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		a.coll = exec.Command(o.collBin, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--output", "json")
+		a.coll.Stdout, a.coll.Stderr = f, a.collErr
+		if err := a.coll.Start(); err != nil {
+			return nil, err
+		}
+		args = append(args, "--export", "grpc", "--target", fmt.Sprintf("127.0.0.1:%d", port))
+		agentOut = io.Discard
+	} else {
+		args = append(args, "--export", "stdout")
+	}
+	a.cmd = exec.Command(o.agentBin, args...)
+	a.cmd.Stdout, a.cmd.Stderr = agentOut, a.stderr
+	if err := a.cmd.Start(); err != nil {
+		a.stopCollector()
+		return nil, err
+	}
+	a.pid = a.cmd.Process.Pid
+	// Ready when the four lab interfaces are attached (debug log lines).
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if n := strings.Count(a.stderr.String(), "msg=attached"); n >= 4 {
+			break
+		}
+		if a.cmd.ProcessState != nil || time.Now().After(deadline) || !alive(a.pid) {
+			a.stop()
+			return nil, fmt.Errorf("agent not ready: %s", a.stderr.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	ids, err := progIDsOf(a.pid)
+	if err != nil {
+		a.stop()
+		return nil, err
+	}
+	a.progIDs = ids
+	return a, nil
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a process writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+type usage struct {
+	UserS, SysS float64
+	MaxRSSMB    float64
+}
+
+// stop sends SIGTERM (the agent detaches, flushes and exits) and returns
+// its whole-life CPU and peak RSS from the kernel's rusage.
+func (a *agentRun) stop() (usage, error) {
+	var u usage
+	a.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- a.cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		a.cmd.Process.Kill()
+		err = <-done
+	}
+	if ru, ok := a.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		u.UserS = tv(ru.Utime)
+		u.SysS = tv(ru.Stime)
+		u.MaxRSSMB = float64(ru.Maxrss) / 1024
+	}
+	a.stopCollector()
+	return u, err
+}
+
+func (a *agentRun) stopCollector() {
+	if a.coll == nil || a.coll.Process == nil {
+		return
+	}
+	a.coll.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- a.coll.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		a.coll.Process.Kill()
+		<-done
+	}
+}
+
+func tv(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+
+// procCPU reads a live process's user and system CPU seconds.
+func procCPU(pid int) (user, sys float64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	tck := float64(100) // USER_HZ
+	return ut / tck, st / tck, nil
+}
+
+// progIDsOf lists the BPF programs a process holds open (its fdinfo).
+func progIDsOf(pid int) ([]ebpf.ProgramID, error) {
+	dir := fmt.Sprintf("/proc/%d/fdinfo", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var ids []ebpf.ProgramID
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "prog_id:"); ok {
+				n, _ := strconv.Atoi(strings.TrimSpace(v))
+				if n > 0 && !slices.Contains(ids, ebpf.ProgramID(n)) {
+					ids = append(ids, ebpf.ProgramID(n))
+				}
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return nil, errors.New("the agent holds no BPF program")
+	}
+	return ids, nil
+}
+
+type progStat struct {
+	RunNs, RunCnt uint64
+}
+
+// progStats sums run time and count by program name.
+func progStats(ids []ebpf.ProgramID) map[string]progStat {
+	out := map[string]progStat{}
+	for _, id := range ids {
+		p, err := ebpf.NewProgramFromID(id)
+		if err != nil {
+			continue
+		}
+		info, err := p.Info()
+		if err == nil {
+			if st, err := p.Stats(); err == nil {
+				s := out[info.Name]
+				s.RunNs += uint64(st.Runtime.Nanoseconds())
+				s.RunCnt += st.RunCount
+				out[info.Name] = s
+			}
+		}
+		p.Close()
+	}
+	return out
+}
+
+// exported sums the flows in a JSON lines file.
+func exported(path string) (records int, packets, bytes uint64, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var r struct {
+			Packets uint64 `json:"packets"`
+			Bytes   uint64 `json:"bytes"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			continue
+		}
+		records++
+		packets += r.Packets
+		bytes += r.Bytes
+	}
+	return records, packets, bytes, sc.Err()
+}
+
+// ---- runs ----
+
+type result struct {
+	Kind   string `json:"kind"` // A or B
+	Round  int    `json:"round"`
+	Hey    heyResult
+	UDP    iperfResult
+	TCP    iperfResult
+	Window float64 `json:"window_s"`
+
+	// B only.
+	AgentUserS, AgentSysS float64 // from traffic start to exit
+	AgentLifeS            float64 // whole life (incl. startup)
+	MaxRSSMB              float64
+	Records               int
+	FlowsPerS             float64
+	CPUPerFlowUS          float64
+	Progs                 map[string]progStat
+	KernelS               float64 // program run time in the window
+	TCRuns                uint64
+	TCNsPerRun            float64
+	ExportedPackets       uint64
+	IfacePackets          uint64
+	ExportedBytes         uint64
+	IfaceBytes            uint64
+	Exact                 bool
+}
+
+func (o options) traffic(l *lab, r *result) error {
+	start := time.Now()
+	var err error
+	if r.Hey, err = o.runHey(l); err != nil {
+		return err
+	}
+	if r.UDP, err = o.runIperf(l, true); err != nil {
+		return err
+	}
+	if o.tcp {
+		if r.TCP, err = o.runIperf(l, false); err != nil {
+			return err
+		}
+	}
+	r.Window = time.Since(start).Seconds()
+	return nil
+}
+
+func (o options) runA(l *lab, round int) (result, error) {
+	r := result{Kind: "A", Round: round}
+	return r, o.traffic(l, &r)
+}
+
+func (o options) runB(l *lab, round int) (result, error) {
+	r := result{Kind: "B", Round: round}
+	a, err := o.startAgent(l, round)
+	if err != nil {
+		return r, err
+	}
+	tx0, err := l.labTx()
+	if err != nil {
+		a.stop()
+		return r, err
+	}
+	u0, s0, _ := procCPU(a.pid)
+	p0 := progStats(a.progIDs)
+	if err := o.traffic(l, &r); err != nil {
+		a.stop()
+		return r, err
+	}
+	time.Sleep(500 * time.Millisecond) // last packets through the hooks
+	p1 := progStats(a.progIDs)
+	tx1, err := l.labTx()
+	if err != nil {
+		a.stop()
+		return r, err
+	}
+	u, err := a.stop()
+	if err != nil {
+		return r, fmt.Errorf("agent exit: %v\n%s", err, tail(a.stderr.String(), 20))
+	}
+	r.AgentUserS, r.AgentSysS = u.UserS-u0, u.SysS-s0
+	r.AgentLifeS = u.UserS + u.SysS
+	r.MaxRSSMB = u.MaxRSSMB
+	r.Progs = map[string]progStat{}
+	for name, s := range p1 {
+		d := progStat{s.RunNs - p0[name].RunNs, s.RunCnt - p0[name].RunCnt}
+		r.Progs[name] = d
+		r.KernelS += float64(d.RunNs) / 1e9
+		if strings.HasPrefix(name, "flowlens_") {
+			r.TCRuns += d.RunCnt
+			r.TCNsPerRun += float64(d.RunNs)
+		}
+	}
+	if r.TCRuns > 0 {
+		r.TCNsPerRun /= float64(r.TCRuns)
+	}
+	r.Records, r.ExportedPackets, r.ExportedBytes, err = exported(a.flows)
+	if err != nil {
+		return r, err
+	}
+	r.IfacePackets, r.IfaceBytes = tx1.Packets-tx0.Packets, tx1.Bytes-tx0.Bytes
+	r.Exact = r.ExportedPackets == r.IfacePackets && r.ExportedBytes == r.IfaceBytes
+	r.FlowsPerS = float64(r.Records) / r.Window
+	if r.Records > 0 {
+		r.CPUPerFlowUS = (r.AgentUserS + r.AgentSysS) / float64(r.Records) * 1e6
+	}
+	os.Remove(a.flows)
+	return r, nil
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func run(o options) error {
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	// BPF program statistics (run_time_ns, run_cnt) while this fd is open.
+	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		return fmt.Errorf("enable BPF stats: %w", err)
+	}
+	defer stats.Close()
+
+	l, err := newLab()
+	if err != nil {
+		return err
+	}
+	defer l.close()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() { <-ctx.Done(); l.close(); os.Exit(130) }()
+
+	self, _ := os.Executable()
+	if err := l.start(l.srv, self, "-serve-http", srvAddr+":8080"); err != nil {
+		return err
+	}
+	if err := l.start(l.srv, "iperf3", "-s", "-p", "5201"); err != nil {
+		return err
+	}
+	time.Sleep(time.Second)
+
+	fmt.Printf("flowlens bench-live: %d rounds of A (no agent), B (agent), A; export %s\n", o.rounds, o.export)
+	fmt.Printf("load: hey -c %d -q %d (%d req/s offered, keepalive %v) for %s; iperf3 UDP -b %s -l %d for %s; iperf3 TCP unpaced %v\n",
+		o.heyConc, o.heyQPS, o.heyConc*o.heyQPS, o.keepalive, o.heyDur, o.udpRate, o.udpLen, o.iperfDur, o.tcp)
+	fmt.Printf("machine: %s\n\n", machine())
+
+	// Warm-up (page cache, first connections), not reported.
+	if _, err := o.runA(l, 0); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	var all []result
+	for round := 1; round <= o.rounds; round++ {
+		for _, kind := range []string{"A", "B", "A"} {
+			var r result
+			var err error
+			if kind == "A" {
+				r, err = o.runA(l, round)
+			} else {
+				r, err = o.runB(l, round)
+			}
+			if err != nil {
+				return fmt.Errorf("round %d %s: %w", round, kind, err)
+			}
+			all = append(all, r)
+			fmt.Fprintf(os.Stderr, "round %d %s: %.0f req/s p99 %.2f ms, udp %.1f Mb/s, tcp %.0f Mb/s", round, kind, r.Hey.RPS, r.Hey.P99, r.UDP.Mbps, r.TCP.Mbps)
+			if kind == "B" {
+				fmt.Fprintf(os.Stderr, ", agent %.2f s CPU, %d flows, %.0f ns/run, exact=%v", r.AgentUserS+r.AgentSysS, r.Records, r.TCNsPerRun, r.Exact)
+			}
+			fmt.Fprintln(os.Stderr)
+		}
+	}
+	report(o, all)
+	b, _ := json.MarshalIndent(map[string]any{"machine": machine(), "options": map[string]any{
+		"rounds": o.rounds, "hey_c": o.heyConc, "hey_q": o.heyQPS, "hey_duration_s": o.heyDur.Seconds(),
+		"keepalive": o.keepalive, "udp_rate": o.udpRate, "udp_len": o.udpLen, "export": o.export,
+	}, "runs": all}, "", "  ")
+	return os.WriteFile(filepath.Join(o.out, "live.json"), append(b, '\n'), 0o644)
+}
+
+func machine() string {
+	var u unix.Utsname
+	unix.Uname(&u)
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				model = strings.TrimSpace(strings.SplitN(l, ":", 2)[1])
+				break
+			}
+		}
+	}
+	load, _ := os.ReadFile("/proc/loadavg")
+	return fmt.Sprintf("%s, %d CPUs, kernel %s, load average %s", model, numCPU(), unix.ByteSliceToString(u.Release[:]),
+		strings.Join(strings.Fields(string(load))[:3], " "))
+}
+
+func numCPU() int {
+	var set unix.CPUSet
+	if unix.SchedGetaffinity(0, &set) == nil {
+		return set.Count()
+	}
+	return 0
+}
+
+// ---- report ----
+
+func med(v []float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+func report(o options, all []result) {
+	type triple struct{ a1, b, a2 result }
+	var rounds []triple
+	for i := 0; i+2 < len(all); i += 3 {
+		rounds = append(rounds, triple{all[i], all[i+1], all[i+2]})
+	}
+	metric := func(name string, f func(result) float64, lowerBetter bool) {
+		var a1, b, a2, ab, aa []float64
+		for _, t := range rounds {
+			x, y, z := f(t.a1), f(t.b), f(t.a2)
+			a1, b, a2 = append(a1, x), append(b, y), append(a2, z)
+			// B against the mean of its two A runs; A/A: second A against the first.
+			ab = append(ab, y/((x+z)/2))
+			aa = append(aa, z/x)
+		}
+		fmt.Printf("%-28s %10.3f %10.3f %10.3f | %8.3f %8.3f   [%s..%s]\n", name, med(a1), med(b), med(a2), med(ab), med(aa),
+			fmtF(slices.Min(aa)), fmtF(slices.Max(aa)))
+	}
+	fmt.Println()
+	fmt.Println("Medians over rounds. A/B = B / mean(A before, A after); A/A = A after / A before (noise band: min..max of A/A)")
+	fmt.Printf("%-28s %10s %10s %10s | %8s %8s   %s\n", "metric", "A (before)", "B (agent)", "A (after)", "A/B", "A/A", "A/A range")
+	fmt.Println(strings.Repeat("-", 104))
+	metric("hey requests/s", func(r result) float64 { return r.Hey.RPS }, false)
+	metric("hey p50 latency (ms)", func(r result) float64 { return r.Hey.P50 }, true)
+	metric("hey p90 latency (ms)", func(r result) float64 { return r.Hey.P90 }, true)
+	metric("hey p99 latency (ms)", func(r result) float64 { return r.Hey.P99 }, true)
+	metric("iperf3 UDP fixed rate Mb/s", func(r result) float64 { return r.UDP.Mbps }, false)
+	metric("iperf3 UDP loss %", func(r result) float64 { return r.UDP.LostPct + 1e-9 }, true)
+	if o.tcp {
+		metric("iperf3 TCP unpaced Mb/s", func(r result) float64 { return r.TCP.Mbps }, false)
+	}
+	var bs []result
+	for _, t := range rounds {
+		bs = append(bs, t.b)
+	}
+	col := func(f func(result) float64) float64 {
+		var v []float64
+		for _, r := range bs {
+			v = append(v, f(r))
+		}
+		return med(v)
+	}
+	fmt.Println()
+	fmt.Println("Agent (B runs, medians)")
+	window := col(func(r result) float64 { return r.Window })
+	agentCPU := col(func(r result) float64 { return r.AgentUserS + r.AgentSysS })
+	kernel := col(func(r result) float64 { return r.KernelS })
+	fmt.Printf("  traffic window                      %8.1f s\n", window)
+	fmt.Printf("  agent CPU user+system (window+exit) %8.3f s  (user %.3f, system %.3f; whole life incl. startup %.3f s)\n", agentCPU,
+		col(func(r result) float64 { return r.AgentUserS }), col(func(r result) float64 { return r.AgentSysS }),
+		col(func(r result) float64 { return r.AgentLifeS }))
+	fmt.Printf("  BPF program time (all programs)     %8.3f s\n", kernel)
+	fmt.Printf("  host CPU the agent adds             %8.3f s = %.2f %% of one CPU over the window\n", agentCPU+kernel, (agentCPU+kernel)/window*100)
+	fmt.Printf("  peak RSS (rusage maxrss)            %8.1f MB\n", col(func(r result) float64 { return r.MaxRSSMB }))
+	fmt.Printf("  flows exported                      %8.0f  (%.0f flows/s)\n", col(func(r result) float64 { return float64(r.Records) }),
+		col(func(r result) float64 { return r.FlowsPerS }))
+	fmt.Printf("  agent CPU per exported flow         %8.2f µs\n", col(func(r result) float64 { return r.CPUPerFlowUS }))
+	fmt.Printf("  TC program time per run             %8.1f ns  (%.0f runs, 4 hooks per forwarded packet)\n",
+		col(func(r result) float64 { return r.TCNsPerRun }), col(func(r result) float64 { return float64(r.TCRuns) }))
+	names := map[string]bool{}
+	for _, r := range bs {
+		for n := range r.Progs {
+			names[n] = true
+		}
+	}
+	sorted := make([]string, 0, len(names))
+	for n := range names {
+		sorted = append(sorted, n)
+	}
+	slices.Sort(sorted)
+	for _, n := range sorted {
+		fmt.Printf("    %-18s %10.1f ns/run  %10.0f runs\n", n,
+			col(func(r result) float64 {
+				s := r.Progs[n]
+				if s.RunCnt == 0 {
+					return 0
+				}
+				return float64(s.RunNs) / float64(s.RunCnt)
+			}),
+			col(func(r result) float64 { return float64(r.Progs[n].RunCnt) }))
+	}
+	fmt.Println()
+	fmt.Println("Exact-count check (packets and bytes in exported flows vs the lab senders' tx counters)")
+	for _, r := range bs {
+		verdict := "EXACT"
+		if !r.Exact {
+			verdict = "MISMATCH"
+		}
+		fmt.Printf("  round %d: exported %d packets / %d bytes, interfaces %d packets / %d bytes: %s\n",
+			r.Round, r.ExportedPackets, r.ExportedBytes, r.IfacePackets, r.IfaceBytes, verdict)
+	}
+}
+
+func fmtF(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }

@@ -1,0 +1,66 @@
+# Benchmarks (docs/benchmarks.md). Included by the top-level Makefile, which
+# defines GO and BIN. Every target here needs root (BPF, network namespaces).
+# None of them runs in `make test`; only check-budget (also part of
+# `make test`, as pkg/datapath's TestBudget) is deterministic enough for CI.
+#
+#   make bench-bpf      kernel datapath through BPF_PROG_TEST_RUN (~3 min)
+#   make bench          Go micro-benchmarks, -count 6, benchstat (~10 min)
+#   make bench-live     netns lab, hey + iperf3, baseline vs agent (~10 min)
+#   make bench-plots    docs/img/*.png from the latest results
+#   make check-budget   instruction/size/allocation budget (bpf/budget.json)
+#   make budget-update  rewrite bpf/budget.json from this machine (a reviewed change)
+
+GO  ?= go
+BIN ?= bin
+
+# Results land here (kept out of git); bench-plots reads them.
+BENCH_OUT   ?= $(BIN)/bench
+BENCH_COUNT ?= 6
+BENCH_TIME  ?= 1s
+# A file of earlier `make bench` output to compare with (benchstat old new).
+BENCH_BASE  ?=
+BENCH_PKGS  ?= ./pkg/maps ./pkg/flow ./pkg/exporter/grpc
+# Extra flags for the kernel benchmark, e.g. BENCH_BPF_ARGS='-reps 11 -flows 1k,100k'.
+BENCH_BPF_ARGS ?=
+
+# benchstat, pinned (golang.org/x/perf has no tags: a pseudo-version).
+BENCHSTAT_VERSION := v0.0.0-20260908200009-22c9c6c9d4da
+BENCHSTAT          = $(abspath $(BIN))/tools/benchstat-$(BENCHSTAT_VERSION)/benchstat
+
+.PHONY: bench-bpf bench bench-live bench-plots check-budget budget-update benchstat
+
+$(BENCHSTAT):
+	@mkdir -p $(dir $@)
+	GOBIN=$(dir $@) CGO_ENABLED=0 $(GO) install golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION)
+
+benchstat: $(BENCHSTAT) ## build benchstat (pinned) into bin/tools
+
+bench-bpf: ## kernel datapath ns/packet via BPF_PROG_TEST_RUN, no-op floor in the same run (root)
+	@mkdir -p $(BENCH_OUT)
+	$(GO) build -o $(BENCH_OUT)/bench-bpf ./hack/bench/bpf
+	$(BENCH_OUT)/bench-bpf -json $(BENCH_OUT)/bpf.json $(BENCH_BPF_ARGS) | tee $(BENCH_OUT)/bpf.txt
+
+bench: $(BENCHSTAT) ## Go micro-benchmarks (eviction, merge, JSON, protobuf, gRPC), -count 6, benchstat (root)
+	@mkdir -p $(BENCH_OUT)
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -benchtime $(BENCH_TIME) -timeout 60m $(BENCH_PKGS) | tee $(BENCH_OUT)/go.txt
+	@echo; echo "== summary (benchstat) =="
+	$(BENCHSTAT) $(BENCH_OUT)/go.txt | tee $(BENCH_OUT)/benchstat.txt
+	@echo; echo "== eviction: batch reader vs per-key readers (benchstat -col /reader) =="
+	$(BENCHSTAT) -filter '.name:EvictMap' -col /reader $(BENCH_OUT)/go.txt | tee $(BENCH_OUT)/benchstat-readers.txt
+	@echo; echo "== eviction with the enrichment merge (benchstat -col /enrich) =="
+	$(BENCHSTAT) -filter '.name:Evict' -col /enrich $(BENCH_OUT)/go.txt | tee $(BENCH_OUT)/benchstat-enrich.txt
+	@if [ -n "$(BENCH_BASE)" ]; then echo; echo "== $(BENCH_BASE) vs this run =="; $(BENCHSTAT) $(BENCH_BASE) $(BENCH_OUT)/go.txt; fi
+
+bench-live: ## live overhead: netns lab, hey at a fixed rate + iperf3, baseline vs agent, A/A beside A/B (root)
+	@mkdir -p $(BENCH_OUT)
+	GO="$(GO)" BIN="$(abspath $(BIN))" OUT="$(abspath $(BENCH_OUT))" hack/bench/live.sh
+
+bench-plots: ## docs/img/*.png from $(BENCH_OUT)/{bpf.json,go.txt,live.json}
+	$(GO) -C hack/bench/plot run . -in $(abspath $(BENCH_OUT)) -out $(abspath docs/img)
+
+check-budget: ## fail if a BPF program's instruction counts/sizes or the eviction's allocations grew past bpf/budget.json (root)
+	$(GO) test -count=1 -run '^TestBudget$$' -v ./pkg/datapath/
+
+budget-update: ## rewrite bpf/budget.json with this machine's figures (commit it with the reason)
+	FLOWLENS_BUDGET_UPDATE=1 $(GO) test -count=1 -run '^TestBudget$$' ./pkg/datapath/
+	@git diff --stat -- bpf/budget.json

@@ -1,0 +1,356 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flowlens/flowlens/api/v1alpha1"
+	"github.com/flowlens/flowlens/internal/controller/render"
+)
+
+const (
+	clusterName = "flowlens-e2e"
+	nodes       = 3
+	// operatorSA is the identity manifests/flowlens-operator.yaml gives the
+	// operator.
+	operatorSA        = "system:serviceaccount:flowlens-system:flowlens-operator"
+	operatorNamespace = "flowlens-system"
+	agentNamespace    = "flowlens" // the sample FlowCollector's
+)
+
+func TestOperatorOnKwokCluster(t *testing.T) {
+	k8sBin, kwokBin := os.Getenv("FLOWLENS_E2E_K8S_BIN"), os.Getenv("FLOWLENS_E2E_KWOK_BIN")
+	for _, p := range []string{
+		filepath.Join(k8sBin, "kube-apiserver"), filepath.Join(k8sBin, "kube-controller-manager"),
+		filepath.Join(k8sBin, "kube-scheduler"), filepath.Join(k8sBin, "etcd"),
+		filepath.Join(kwokBin, "kwok"), filepath.Join(kwokBin, "kwokctl"),
+	} {
+		if _, err := os.Stat(p); k8sBin == "" || kwokBin == "" || err != nil {
+			msg := fmt.Sprintf("e2e binaries missing (%s): run `make e2e`", p)
+			if os.Getenv("CI") != "" {
+				t.Fatal(msg)
+			}
+			t.Skip(msg)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	// kwokctl keeps its state under $HOME/.kwok: give it a private HOME so
+	// the test neither reads nor writes the user's.
+	home := t.TempDir()
+	kubeconfig := filepath.Join(home, "kubeconfig")
+	kwokctl := func(args ...string) {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, filepath.Join(kwokBin, "kwokctl"), append(args, "--name", clusterName)...)
+		cmd.Dir = home
+		cmd.Env = append(os.Environ(), "HOME="+home)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("kwokctl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	// Registered first, so that a half-created cluster is stopped too: its
+	// components are processes of this machine.
+	t.Cleanup(func() {
+		if _, err := os.Stat(filepath.Join(home, ".kwok", "clusters", clusterName)); err != nil {
+			return // never created
+		}
+		cmd := exec.Command(filepath.Join(kwokBin, "kwokctl"), "delete", "cluster", "--name", clusterName)
+		cmd.Dir, cmd.Env = home, append(os.Environ(), "HOME="+home)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("deleting the kwok cluster: %v\n%s", err, out)
+		}
+	})
+	start := time.Now()
+	kwokctl("create", "cluster", "--runtime", "binary",
+		"--kube-apiserver-binary", filepath.Join(k8sBin, "kube-apiserver"),
+		"--kube-controller-manager-binary", filepath.Join(k8sBin, "kube-controller-manager"),
+		"--kube-scheduler-binary", filepath.Join(k8sBin, "kube-scheduler"),
+		"--etcd-binary", filepath.Join(k8sBin, "etcd"),
+		"--kwok-controller-binary", filepath.Join(kwokBin, "kwok"),
+		"--kubeconfig", kubeconfig,
+		"--wait", "2m")
+	kwokctl("scale", "node", "--replicas", fmt.Sprint(nodes))
+	t.Logf("kwok cluster with %d nodes up in %v", nodes, time.Since(start).Round(time.Millisecond))
+
+	admin := newClient(t, kubeconfig, "")
+
+	// 1. Install the operator as a user would.
+	apply(ctx, t, admin, "flowlens-operator.yaml")
+	waitFor(ctx, t, "the CRD to be established", func() error {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := admin.Get(ctx, client.ObjectKey{Name: "flowcollectors.flowlens.io"}, crd); err != nil {
+			return err
+		}
+		for _, c := range crd.Status.Conditions {
+			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+				return nil
+			}
+		}
+		return errors.New("not established")
+	})
+	// Its Deployment passes pod security admission (restricted) and gets a
+	// (fake) ready pod.
+	waitFor(ctx, t, "the operator Deployment to be available", func() error {
+		d := &appsv1.Deployment{}
+		if err := admin.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: "flowlens-operator"}, d); err != nil {
+			return err
+		}
+		if d.Status.ReadyReplicas != 1 {
+			return fmt.Errorf("status %+v", d.Status)
+		}
+		return nil
+	})
+
+	// 2. Run the operator binary as the operator's ServiceAccount.
+	stopOperator := runOperator(ctx, t, kubeconfig, home)
+	defer stopOperator()
+
+	// 3. Create the sample FlowCollector; the agents roll out to every node.
+	apply(ctx, t, admin, "flowcollector.yaml")
+	fc := waitReady(ctx, t, admin, 1)
+	t.Logf("Ready: %s", meta.FindStatusCondition(fc.Status.Conditions, v1alpha1.ConditionReady).Message)
+	hash1 := checkAgentPods(ctx, t, admin)
+
+	// 4. A spec change rolls every agent to the new configuration.
+	patch := []byte(`{"spec":{"sampling":10}}`)
+	if err := admin.Patch(ctx, &v1alpha1.FlowCollector{ObjectMeta: metav1.ObjectMeta{Name: "cluster"}}, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(ctx, t, admin, 2)
+	if hash2 := checkAgentPods(ctx, t, admin); hash2 == hash1 {
+		t.Errorf("the agents kept config hash %s after a sampling change", hash1)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: render.ConfigMapName}, cm); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(cm.Data[render.ConfigKey], "sampling: 10\n") {
+		t.Errorf("ConfigMap not updated:\n%s", cm.Data[render.ConfigKey])
+	}
+
+	// 5. Deleting the FlowCollector garbage-collects everything it owns,
+	// down to the namespace the operator created.
+	if err := admin.Delete(ctx, &v1alpha1.FlowCollector{ObjectMeta: metav1.ObjectMeta{Name: "cluster"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "the agent namespace to be collected", func() error {
+		ns := &corev1.Namespace{}
+		err := admin.Get(ctx, client.ObjectKey{Name: agentNamespace}, ns)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("namespace %s: phase %s (err %v)", agentNamespace, ns.Status.Phase, err)
+	})
+	t.Logf("e2e done in %v", time.Since(start).Round(time.Millisecond))
+}
+
+func newScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
+	utilruntime.Must(v1alpha1.AddToScheme(s))
+	return s
+}
+
+// newClient returns a client for kubeconfig, impersonating as if not empty.
+func newClient(t *testing.T, kubeconfig, as string) client.Client {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(cfg.Host, "https://127.0.0.1:") {
+		t.Fatalf("kwok's API server is at %s, not on loopback", cfg.Host)
+	}
+	cfg.Impersonate.UserName = as
+	c, err := client.New(cfg, client.Options{Scheme: newScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// apply server-side applies every object of a file of manifests/.
+func apply(ctx context.Context, t *testing.T, c client.Client, name string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "manifests", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return
+		} else if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("kubectl"), client.ForceOwnership); err != nil {
+			t.Fatalf("%s: applying %s %s: %v", name, u.GetKind(), u.GetName(), err)
+		}
+	}
+}
+
+// runOperator builds cmd/flowlens-operator and runs it with a kubeconfig that
+// impersonates the operator's ServiceAccount. It returns a function that
+// stops it; the operator's log is printed if the test failed.
+func runOperator(ctx context.Context, t *testing.T, kubeconfig, dir string) func() {
+	t.Helper()
+	bin := filepath.Join(dir, "flowlens-operator")
+	goCmd := os.Getenv("GO")
+	if goCmd == "" {
+		goCmd = "go"
+	}
+	build := exec.CommandContext(ctx, goCmd, "build", "-o", bin, "github.com/flowlens/flowlens/cmd/flowlens-operator")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the operator: %v\n%s", err, out)
+	}
+
+	cfg, err := clientcmd.LoadFromFile(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ai := range cfg.AuthInfos {
+		ai.Impersonate = operatorSA
+		ai.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + operatorNamespace, "system:authenticated"}
+	}
+	saConfig := filepath.Join(dir, "operator.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, saConfig); err != nil {
+		t.Fatal(err)
+	}
+
+	logPath := filepath.Join(dir, "operator.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opCtx, stop := context.WithCancel(ctx)
+	cmd := exec.CommandContext(opCtx, bin,
+		"--kubeconfig", saConfig,
+		"--agent-image", "ghcr.io/flowlens/flowlens-agent:e2e",
+		"--metrics-bind-address", "0",
+		"--health-probe-bind-address", "0")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		stop()
+		_ = cmd.Wait()
+		logFile.Close()
+		if t.Failed() {
+			if log, err := os.ReadFile(logPath); err == nil {
+				t.Logf("operator log:\n%s", log)
+			}
+		}
+	}
+}
+
+// waitReady waits until the FlowCollector reports Ready for generation gen
+// with every node's agent ready and updated.
+func waitReady(ctx context.Context, t *testing.T, c client.Client, gen int64) *v1alpha1.FlowCollector {
+	t.Helper()
+	fc := &v1alpha1.FlowCollector{}
+	waitFor(ctx, t, fmt.Sprintf("the FlowCollector to be Ready at generation %d", gen), func() error {
+		if err := c.Get(ctx, client.ObjectKey{Name: "cluster"}, fc); err != nil {
+			return err
+		}
+		r := meta.FindStatusCondition(fc.Status.Conditions, v1alpha1.ConditionReady)
+		st := fc.Status
+		if fc.Generation != gen || st.ObservedGeneration != gen || r == nil || r.Status != metav1.ConditionTrue ||
+			st.DesiredAgents != nodes || st.ReadyAgents != nodes || st.UpdatedAgents != nodes {
+			return fmt.Errorf("generation %d, status %+v", fc.Generation, st)
+		}
+		return nil
+	})
+	return fc
+}
+
+// checkAgentPods checks that one ready agent pod runs on each node, all with
+// the same config hash, and returns it.
+func checkAgentPods(ctx context.Context, t *testing.T, c client.Client) string {
+	t.Helper()
+	var hash string
+	waitFor(ctx, t, "one ready agent per node on the current configuration", func() error {
+		ds := &appsv1.DaemonSet{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: render.AgentName}, ds); err != nil {
+			return err
+		}
+		hash = ds.Spec.Template.Annotations[render.ConfigHashAnnotation]
+		pods := &corev1.PodList{}
+		if err := c.List(ctx, pods, client.InNamespace(agentNamespace), client.MatchingLabels{render.LabelName: render.AgentName}); err != nil {
+			return err
+		}
+		onNode := map[string]bool{}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil {
+				return fmt.Errorf("pod %s is terminating", p.Name)
+			}
+			if p.Annotations[render.ConfigHashAnnotation] != hash {
+				return fmt.Errorf("pod %s has config hash %s, want %s", p.Name, p.Annotations[render.ConfigHashAnnotation], hash)
+			}
+			ready := false
+			for _, cond := range p.Status.Conditions {
+				ready = ready || (cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue)
+			}
+			if p.Status.Phase != corev1.PodRunning || !ready {
+				return fmt.Errorf("pod %s on %s: phase %s, ready %v", p.Name, p.Spec.NodeName, p.Status.Phase, ready)
+			}
+			if !p.Spec.HostNetwork {
+				return fmt.Errorf("pod %s is not on the host network", p.Name)
+			}
+			onNode[p.Spec.NodeName] = true
+		}
+		if len(pods.Items) != nodes || len(onNode) != nodes {
+			return fmt.Errorf("%d pods on %d nodes, want one on each of %d", len(pods.Items), len(onNode), nodes)
+		}
+		return nil
+	})
+	return hash
+}
+
+func waitFor(ctx context.Context, t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}

@@ -1,0 +1,120 @@
+package grpc_test
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
+	"github.com/flowlens/flowlens/api/flow/v1/flowconv"
+	"github.com/flowlens/flowlens/pkg/collector"
+	flowgrpc "github.com/flowlens/flowlens/pkg/exporter/grpc"
+	"github.com/flowlens/flowlens/pkg/flow"
+)
+
+// Benchmarks of the gRPC export path. Run with `make bench` (no Test
+// function here: `make test` does not run them).
+
+func benchRecords(n int) []flow.Record {
+	out := make([]flow.Record, n)
+	start := time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC)
+	for i := range out {
+		out[i] = flow.Record{
+			SrcAddr: netip.AddrFrom4([4]byte{10, 244, byte(i >> 8), byte(i)}), DstAddr: netip.MustParseAddr("10.96.0.10"),
+			SrcPort: uint16(30000 + i%30000), DstPort: 8080, Proto: 6,
+			Bytes: 123456, Packets: 87, TCPFlags: 0x1b | flow.TCPFlagSynAck, EthType: 0x0800,
+			SrcMAC: [6]byte{0x02, 0x42, 0xac, 0x11, 0, 2}, DstMAC: [6]byte{0x02, 0x42, 0xac, 0x11, 0, 3},
+			StartTime: start, EndTime: start.Add(4 * time.Second),
+			Interfaces: []flow.Interface{
+				{Name: "veth1a2b3c", Ifindex: 7, Netns: "host", NetnsID: 4026531840, Direction: flow.DirIngress},
+				{Name: "eth0", Ifindex: 2, Netns: "host", NetnsID: 4026531840, Direction: flow.DirEgress},
+			},
+			Sampling: 1, RTT: 150 * time.Microsecond, RTTMax: time.Millisecond, Retransmits: 1,
+		}
+	}
+	return out
+}
+
+// BenchmarkEncode is Record → protobuf: the exporter's conversion (reused
+// messages) and the wire encoding of a batch of 1000 flows.
+func BenchmarkEncode(b *testing.B) {
+	const n = 1000
+	recs := benchRecords(n)
+	enc := flowconv.NewEncoder(flowconv.Identity{NodeName: "node-1", AgentIP: netip.MustParseAddr("192.0.2.1")})
+	var msg flowv1.FlowBatch
+	buf := make([]byte, 0, 1<<20)
+	opts := proto.MarshalOptions{}
+	b.ReportAllocs()
+	for b.Loop() {
+		msg.Flows = enc.Encode(recs)
+		var err error
+		buf, err = opts.MarshalAppend(buf[:0], &msg)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(int64(len(buf)))
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/flow")
+	b.ReportMetric(float64(len(buf))/n, "wire-bytes/flow")
+}
+
+// BenchmarkExport sends 10k flows (batches of 1000, the agent's default
+// --grpc-batch-size) to a pkg/collector server on loopback and waits until
+// the collector has received them all. Allocations are both sides' (one
+// process): the collector's decoding allocates per flow by design (it may
+// keep the messages).
+func BenchmarkExport(b *testing.B) {
+	const n, batch = 10000, 1000
+	var received atomic.Int64
+	srv, err := collector.New(func(ctx context.Context, bt *collector.Batch) error {
+		received.Add(int64(len(bt.Flows)))
+		return nil
+	}, collector.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go srv.Serve(lis)
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	}()
+	exp, err := flowgrpc.New(flowgrpc.Config{Target: lis.Addr().String(), NodeName: "node-1"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer exp.Close()
+	recs := benchRecords(n)
+	ctx := context.Background()
+	send := func() {
+		want := received.Load() + n
+		for i := 0; i < n; i += batch {
+			if err := exp.Export(ctx, recs[i:i+batch]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for received.Load() < want {
+			if time.Now().After(deadline) {
+				b.Fatalf("collector received %d of %d flows", received.Load()-(want-n), n)
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	send() // connect and warm up
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		send()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/flow")
+}
