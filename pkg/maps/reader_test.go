@@ -121,8 +121,9 @@ func TestReaderCallbackError(t *testing.T) {
 	r := maps.NewReader[key, val](4, false)
 	want := fmt.Errorf("stop")
 	got, err := r.Read(m, func([]key, []val) error { return want })
-	if err != want || got != 4 {
-		t.Fatalf("got (%d, %v), want (4, stop)", got, err)
+	// A hash map batch holds whole buckets, so the first chunk has 1..4 entries.
+	if err != want || got < 1 || got > 4 {
+		t.Fatalf("got (%d, %v), want (1..4, stop)", got, err)
 	}
 }
 
