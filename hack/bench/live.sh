@@ -12,7 +12,7 @@ cd "$(dirname "$0")/../.."
 
 GO=${GO:-go}
 BIN=${BIN:-$PWD/bin}
-OUT=${OUT:-$BIN/bench}
+OUT=${OUT:-${XDG_CACHE_HOME:-$HOME/.cache}/flowlens/bench}
 ROUNDS=${ROUNDS:-3}
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -13,8 +13,8 @@
 GO  ?= go
 BIN ?= bin
 
-# Results land here (kept out of git); bench-plots reads them.
-BENCH_OUT   ?= $(BIN)/bench
+# Results land here, outside the work tree; bench-plots reads them.
+BENCH_OUT   ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/flowlens/bench
 BENCH_COUNT ?= 6
 BENCH_TIME  ?= 1s
 # A file of earlier `make bench` output to compare with (benchstat old new).

@@ -362,7 +362,9 @@ func TestMapFullOverflow(t *testing.T) {
 	ports := map[uint16]uint64{}
 	for _, f := range recs {
 		ports[f.SrcPort] += f.Packets
-		if len(f.Interfaces) != 2 {
+		// A partial record carries drops (here: the listener's full receive
+		// buffer) whose flow was counted in another eviction period.
+		if len(f.Interfaces) != 2 && !*f.Partial {
 			t.Fatalf("record without both interfaces: %+v", f)
 		}
 	}

@@ -189,6 +189,9 @@ func runMapChoice(o options) ([]row, error) {
 }
 
 func measurePair(floor, prog *ebpf.Program, pkt []byte, runs, reps int, after func() error) (row, error) {
+	if probe != nil {
+		probe.waitOff(2 * time.Minute)
+	}
 	var pu, pk, fu, fk, ratios []float64
 	for rep := 0; rep < reps; rep++ {
 		u, k, err := measure(floor, pkt, runs, tcActUnspec)
@@ -210,12 +213,16 @@ func measurePair(floor, prog *ebpf.Program, pkt []byte, runs, reps int, after fu
 	}
 	r := row{Prog: summarize(pu, pk), Floor: summarize(fu, fk), Ratio: median(ratios), Runs: runs, Reps: reps}
 	r.Net = r.Prog.Median - r.Floor.Median
+	r.StatsOn = probe != nil && probe.on()
 	return r, nil
 }
 
 // measureConcurrent runs prog on every CPU at once (one pinned thread each)
 // and reports the per-CPU ns per run.
 func measureConcurrent(floor, prog *ebpf.Program, pkt []byte, runs, reps int) (row, error) {
+	if probe != nil {
+		probe.waitOff(2 * time.Minute)
+	}
 	ncpu := runtime.NumCPU()
 	var pu, pk, fu, fk, ratios []float64
 	for rep := 0; rep < reps; rep++ {
@@ -261,6 +268,7 @@ func measureConcurrent(floor, prog *ebpf.Program, pkt []byte, runs, reps int) (r
 	}
 	r := row{Prog: summarize(pu, pk), Floor: summarize(fu, fk), Ratio: median(ratios), Runs: runs, Reps: reps, CPUs: ncpu}
 	r.Net = r.Prog.Median - r.Floor.Median
+	r.StatsOn = probe != nil && probe.on()
 	return r, nil
 }
 
