@@ -3,12 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
-	"net"
 	"net/netip"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/rest"
 
 	grpcexp "github.com/flowlens/flowlens/pkg/exporter/grpc"
 	"github.com/flowlens/flowlens/pkg/flow"
@@ -51,19 +52,30 @@ func records() []flow.Record {
 	}
 }
 
-// start runs the collector with args on a free loopback port.
+// notInCluster is the in-cluster configuration outside a cluster.
+func notInCluster() (*rest.Config, error) { return nil, rest.ErrNotInCluster }
+
+// start runs the collector with args on free loopback ports (flows and
+// metrics), as outside a cluster.
 func start(t *testing.T, args ...string) (addr string, out *syncBuffer, stop func() int) {
 	t.Helper()
+	a, out, stop := startFull(t, args...)
+	return a.GRPC.String(), out, stop
+}
+
+func startFull(t *testing.T, args ...string) (a addrs, out *syncBuffer, stop func() int) {
+	t.Helper()
 	out = &syncBuffer{}
-	var errOut syncBuffer
+	errOut := &syncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
-	addrCh := make(chan string, 1)
+	addrCh := make(chan addrs, 1)
 	code := make(chan int, 1)
 	go func() {
-		code <- run(ctx, append([]string{"--listen", "127.0.0.1:0"}, args...), out, &errOut, func(a net.Addr) { addrCh <- a.String() })
+		code <- run(ctx, append([]string{"--listen", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0"}, args...), out, errOut,
+			&env{ready: func(a addrs) { addrCh <- a }, inCluster: notInCluster})
 	}()
 	select {
-	case addr = <-addrCh:
+	case a = <-addrCh:
 	case c := <-code:
 		t.Fatalf("collector exited with %d: %s", c, errOut.b.String())
 	}
@@ -73,8 +85,13 @@ func start(t *testing.T, args ...string) (addr string, out *syncBuffer, stop fun
 		once.Do(func() { cancel(); res = <-code })
 		return res
 	}
-	t.Cleanup(func() { stop() })
-	return addr, out, stop
+	t.Cleanup(func() {
+		stop()
+		if t.Failed() {
+			t.Logf("collector log:\n%s", errOut.b.String())
+		}
+	})
+	return a, out, stop
 }
 
 func send(t *testing.T, addr string, recs []flow.Record) {

@@ -10,12 +10,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
-	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
-	"github.com/flowlens/flowlens/api/flow/v1/flowconv"
-	"github.com/flowlens/flowlens/pkg/collector"
+	"github.com/flowlens/flowlens/pkg/collector/pipeline"
 	"github.com/flowlens/flowlens/pkg/flow"
+	"github.com/flowlens/flowlens/pkg/k8smeta"
 )
 
 // filter keeps flows matching every given criterion (any of its values):
@@ -67,15 +65,15 @@ func newFilter(ips, ports, protos []string) (filter, error) {
 	return f, nil
 }
 
-func (f *filter) match(fl *flowv1.Flow) bool {
-	if f.protos != nil && !f.protos[fl.Proto] {
+func (f *filter) match(r *flow.Record) bool {
+	if f.protos != nil && !f.protos[uint32(r.Proto)] {
 		return false
 	}
-	if f.ports != nil && !f.ports[fl.SrcPort] && !f.ports[fl.DstPort] {
+	if f.ports != nil && !f.ports[uint32(r.SrcPort)] && !f.ports[uint32(r.DstPort)] {
 		return false
 	}
 	if f.prefixes != nil {
-		src, dst := flowconv.Addr(fl.SrcAddr).Unmap(), flowconv.Addr(fl.DstAddr).Unmap()
+		src, dst := r.SrcAddr.Unmap(), r.DstAddr.Unmap()
 		for _, p := range f.prefixes {
 			if p.Contains(src) || p.Contains(dst) {
 				return true
@@ -88,48 +86,49 @@ func (f *filter) match(fl *flowv1.Flow) bool {
 
 // printer writes the flows of every agent stream to one output.
 type printer struct {
-	format  string
-	filter  filter
-	printed atomic.Uint64
+	format   string
+	filter   filter
+	enriched bool // table: add the SRC_K8S and DST_K8S columns
+	printed  atomic.Uint64
 
 	mu     sync.Mutex
 	w      *bufio.Writer
-	rec    flow.Record
 	buf    []byte
 	header bool
 	err    error
 }
 
-func newPrinter(w io.Writer, format string, f filter) *printer {
-	return &printer{format: format, filter: f, w: bufio.NewWriterSize(w, 64<<10), buf: make([]byte, 0, 2048)}
+func newPrinter(w io.Writer, format string, f filter, enriched bool) *printer {
+	return &printer{format: format, filter: f, enriched: enriched, w: bufio.NewWriterSize(w, 64<<10), buf: make([]byte, 0, 2048)}
 }
 
-// handle is the collector.Handler: prints the batch's matching flows and
+// write is the pipeline's Sink: prints the batch's matching flows and
 // flushes, so each batch shows at once.
-func (p *printer) handle(_ context.Context, b *collector.Batch) error {
+func (p *printer) write(_ context.Context, flows []pipeline.Flow) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.err != nil {
 		return p.err // stdout is gone: refuse, the agents will retry later
 	}
 	n := 0
-	for _, f := range b.Flows {
-		if !p.filter.match(f) {
+	for i := range flows {
+		f := &flows[i]
+		if !p.filter.match(&f.Record) {
 			continue
 		}
 		if p.format == "table" {
 			if !p.header {
 				p.header = true
-				fmt.Fprintf(p.w, "%-21s   %-21s %-12s %12s %8s  %-28s %-16s %-10s %s\n",
+				fmt.Fprintf(p.w, "%-21s   %-21s %-12s %12s %8s  %-28s %-16s %-10s %s",
 					"SRC", "DST", "PROTO", "BYTES", "PKTS", "IFACES", "DROPS", "RTT", "NODE")
+				if p.enriched {
+					fmt.Fprintf(p.w, "  %-32s %s", "SRC_K8S", "DST_K8S")
+				}
+				p.w.WriteByte('\n')
 			}
-			p.buf = appendTable(p.buf[:0], f)
+			p.buf = appendTable(p.buf[:0], f, p.enriched)
 		} else {
-			// Flows from the collector were validated: conversion cannot fail.
-			if err := flowconv.ToRecord(&p.rec, f); err != nil {
-				continue
-			}
-			p.buf = appendJSON(p.buf[:0], &p.rec, f)
+			p.buf = f.AppendJSON(p.buf[:0])
 		}
 		p.buf = append(p.buf, '\n')
 		if _, err := p.w.Write(p.buf); err != nil {
@@ -155,24 +154,11 @@ func (p *printer) flush() error {
 	return p.w.Flush()
 }
 
-// appendJSON is the agent's JSON object for the flow (flow.Record.AppendJSON,
-// same field names) with the agent identity added: node_name, agent_ip.
-func appendJSON(b []byte, r *flow.Record, f *flowv1.Flow) []byte {
-	b = r.AppendJSON(b)
-	b = b[:len(b)-1] // reopen the object
-	b = append(b, `,"node_name":`...)
-	b = strconv.AppendQuote(b, f.NodeName)
-	b = append(b, `,"agent_ip":"`...)
-	if ip := flowconv.Addr(f.AgentIp); ip.IsValid() {
-		b = ip.AppendTo(b)
-	}
-	return append(b, `"}`...)
-}
-
-// appendTable is one line: src:port → dst:port proto bytes pkts ifaces drops rtt node.
-func appendTable(b []byte, f *flowv1.Flow) []byte {
+// appendTable is one line: src:port → dst:port proto bytes pkts ifaces drops
+// rtt node, then, when enriched, the context of each end (k8sName).
+func appendTable(b []byte, f *pipeline.Flow, enriched bool) []byte {
 	icmp := f.Proto == 1 || f.Proto == 58
-	proto := protoName(f.Proto)
+	proto := protoName(uint32(f.Proto))
 	if icmp {
 		proto += ":" + strconv.FormatUint(uint64(f.IcmpType), 10) + "/" + strconv.FormatUint(uint64(f.IcmpCode), 10)
 	}
@@ -185,7 +171,7 @@ func appendTable(b []byte, f *flowv1.Flow) []byte {
 		ifaces = append(ifaces, s+"("+dirName(it.Direction)+")")
 	}
 	ifs := strings.Join(ifaces, ",")
-	if f.InterfacesOverflow {
+	if f.IfacesOverflow {
 		ifs += ",+"
 	}
 	if ifs == "" {
@@ -199,33 +185,57 @@ func appendTable(b []byte, f *flowv1.Flow) []byte {
 		}
 	}
 	rtt := "-"
-	if f.RttNs > 0 {
-		rtt = time.Duration(f.RttNs).String()
+	if f.RTT > 0 {
+		rtt = f.RTT.String()
 	}
 	node := f.NodeName
 	if node == "" {
 		node = "-"
 	}
-	return fmt.Appendf(b, "%-21s → %-21s %-12s %12d %8d  %-28s %-16s %-10s %s",
+	b = fmt.Appendf(b, "%-21s → %-21s %-12s %12d %8d  %-28s %-16s %-10s %s",
 		endpoint(f.SrcAddr, f.SrcPort, icmp), endpoint(f.DstAddr, f.DstPort, icmp), proto,
 		f.Bytes, f.Packets, ifs, drops, rtt, node)
+	if enriched {
+		b = fmt.Appendf(b, "  %-32s %s", k8sName(&f.Src), k8sName(&f.Dst))
+	}
+	return b
 }
 
-func endpoint(addr []byte, port uint32, noPort bool) string {
-	a := flowconv.Addr(addr)
+// k8sName is an endpoint's context in one word: namespace/pod (workload
+// Kind/name) for a pod, svc:namespace/name, node:name, ext[:subnet].
+func k8sName(m *k8smeta.Meta) string {
+	switch m.Kind {
+	case k8smeta.KindPod:
+		s := m.Namespace + "/" + m.Name
+		if m.WorkloadKind != k8smeta.WorkloadPod {
+			s += "(" + m.WorkloadKind + "/" + m.Workload + ")"
+		}
+		return s
+	case k8smeta.KindService:
+		return "svc:" + m.Namespace + "/" + m.Name
+	case k8smeta.KindNode:
+		return "node:" + m.Name
+	}
+	if m.Subnet != "" {
+		return "ext:" + m.Subnet
+	}
+	return "ext"
+}
+
+func endpoint(a netip.Addr, port uint16, noPort bool) string {
 	if noPort {
 		return a.String()
 	}
-	return netip.AddrPortFrom(a, uint16(port)).String()
+	return netip.AddrPortFrom(a, port).String()
 }
 
-func dirName(d flowv1.Direction) string {
+func dirName(d flow.Direction) string {
 	switch d {
-	case flowv1.Direction_DIRECTION_INGRESS:
+	case flow.DirIngress:
 		return "in"
-	case flowv1.Direction_DIRECTION_EGRESS:
+	case flow.DirEgress:
 		return "out"
-	case flowv1.Direction_DIRECTION_BOTH:
+	case flow.DirBoth:
 		return "both"
 	}
 	return "?"

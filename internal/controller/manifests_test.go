@@ -81,6 +81,7 @@ func TestManifestsApply(t *testing.T) {
 	}
 
 	applyManifest(t, "flowlens-agent-daemonset.yaml")
+	applyManifest(t, "flowlens-collector.yaml")
 
 	for _, u := range applyManifest(t, "flowcollector.yaml", client.DryRunAll) {
 		if u.GetKind() != "FlowCollector" || u.GetName() != "cluster" {

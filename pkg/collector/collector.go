@@ -106,6 +106,7 @@ type Stats struct {
 	Flows         atomic.Uint64 // flows in those batches
 	Bytes         atomic.Uint64 // wire bytes of those batches
 	Rejected      atomic.Uint64 // messages refused (malformed, invalid, oversized)
+	Malformed     atomic.Uint64 // of those, messages that did not decode or held an invalid flow
 	HandlerErrors atomic.Uint64 // batches the Handler returned an error for
 }
 
@@ -279,6 +280,7 @@ func (s *Server) receive(ctx context.Context, stream grpc.ServerStream, p Peer, 
 		}
 		if t.err != nil {
 			s.Stats.Rejected.Add(1)
+			s.Stats.Malformed.Add(1)
 			s.log.Warn("refused a malformed message", "peer", p.Addr, "error", t.err)
 			return status.Errorf(codes.InvalidArgument, "collector: malformed FlowBatch: %v", t.err)
 		}
@@ -290,6 +292,7 @@ func (s *Server) receive(ctx context.Context, stream grpc.ServerStream, p Peer, 
 		for i, f := range flows {
 			if err := flowconv.Validate(f); err != nil {
 				s.Stats.Rejected.Add(1)
+				s.Stats.Malformed.Add(1)
 				s.log.Warn("refused an invalid flow", "peer", p.Addr, "error", err)
 				return status.Errorf(codes.InvalidArgument, "collector: flows[%d]: %v", i, err)
 			}

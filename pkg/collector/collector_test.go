@@ -175,6 +175,9 @@ func TestMalformedAndInvalidMessagesRejected(t *testing.T) {
 	if got := rec.Server.Stats.Rejected.Load(); got != 5 {
 		t.Errorf("rejected = %d, want 5", got)
 	}
+	if got := rec.Server.Stats.Malformed.Load(); got != 4 { // all but "too many flows"
+		t.Errorf("Stats.Malformed = %d, want 4", got)
+	}
 	for _, f := range rec.Flows() {
 		if f.DstPort != 9 {
 			t.Fatalf("a flow of a rejected message reached the handler: %v", f)

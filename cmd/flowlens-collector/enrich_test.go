@@ -1,0 +1,396 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/client-go/rest"
+
+	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
+	"github.com/flowlens/flowlens/pkg/flow"
+)
+
+// staticCluster is a --k8s-static file: a pod and a Service.
+const staticCluster = `{
+  "10.0.0.1":  {"kind": "pod", "namespace": "shop", "name": "web-1", "workload": "web", "workload_kind": "Deployment", "node": "node-a"},
+  "10.0.0.53": {"kind": "service", "namespace": "kube-system", "name": "kube-dns", "workload": "kube-dns", "workload_kind": "Service"}
+}`
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// sampledRecords are records() with the TCP flow sampled 1 in 10.
+func sampledRecords() []flow.Record {
+	recs := records()
+	recs[1].Sampling = 10
+	return recs
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// scrape parses the collector's /metrics.
+func scrape(t *testing.T, a addrs) map[string]*dto.MetricFamily {
+	t.Helper()
+	code, body := httpGet(t, "http://"+a.Metrics.String()+"/metrics")
+	if code != 200 {
+		t.Fatalf("/metrics: %d %s", code, body)
+	}
+	tp := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := tp.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("parsing /metrics: %v", err)
+	}
+	return fams
+}
+
+// sample is the value of the series of family name with exactly labels
+// ("k=v,k=v"); for a histogram, its count. ok is false when absent.
+func sample(fams map[string]*dto.MetricFamily, name, labels string) (float64, bool) {
+	mf := fams[name]
+	if mf == nil {
+		return 0, false
+	}
+	for _, m := range mf.GetMetric() {
+		var ls []string
+		for _, lp := range m.GetLabel() {
+			ls = append(ls, lp.GetName()+"="+lp.GetValue())
+		}
+		sort.Strings(ls)
+		want := strings.Split(labels, ",")
+		if labels == "" {
+			want = nil
+		}
+		sort.Strings(want)
+		if strings.Join(ls, ",") != strings.Join(want, ",") {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue(), true
+		case m.Gauge != nil:
+			return m.Gauge.GetValue(), true
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount()), true
+		case m.Untyped != nil:
+			return m.Untyped.GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+func expectSamples(t *testing.T, fams map[string]*dto.MetricFamily, want map[[2]string]float64) {
+	t.Helper()
+	for k, w := range want {
+		got, ok := sample(fams, k[0], k[1])
+		if !ok {
+			t.Errorf("%s{%s}: absent, want %v", k[0], k[1], w)
+		} else if got != w {
+			t.Errorf("%s{%s} = %v, want %v", k[0], k[1], got, w)
+		}
+	}
+}
+
+// End to end without a cluster: the agent's gRPC exporter sends flows, the
+// collector resolves their addresses from a static table and subnet
+// labels, prints JSON lines with src_k8s/dst_k8s, and /metrics has the
+// exact values (bytes and packets scaled by sampling).
+func TestEndToEndEnrichedJSONAndMetrics(t *testing.T) {
+	static := writeFile(t, "cluster.json", staticCluster)
+	a, out, stop := startFull(t, "--k8s-static", static, "--subnet-labels", "corp=192.168.0.0/16")
+	if code, body := httpGet(t, "http://"+a.Metrics.String()+"/readyz"); code != 200 {
+		t.Errorf("/readyz: %d %s", code, body)
+	}
+	if code, body := httpGet(t, "http://"+a.Metrics.String()+"/healthz"); code != 200 || body != "ok\n" {
+		t.Errorf("/healthz: %d %q", code, body)
+	}
+	recs := sampledRecords()
+	send(t, a.GRPC.String(), recs)
+
+	// A malformed message counts as a decode error.
+	conn, err := grpc.NewClient(a.GRPC.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	st, err := flowv1.NewFlowCollectorClient(conn).Export(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Send(&flowv1.FlowBatch{Flows: []*flowv1.Flow{{SrcAddr: []byte{1, 2, 3, 4, 5}}}})
+	if _, err := st.CloseAndRecv(); err == nil {
+		t.Fatal("invalid flow accepted")
+	}
+
+	fams := scrape(t, a)
+	web := "src_namespace=shop,src_workload=web"
+	expectSamples(t, fams, map[[2]string]float64{
+		{"flowlens_collector_flow_bytes_total", web + ",dst_namespace=kube-system,dst_workload=kube-dns,direction=ingress"}:   120,
+		{"flowlens_collector_flow_packets_total", web + ",dst_namespace=kube-system,dst_workload=kube-dns,direction=ingress"}: 2,
+		{"flowlens_collector_flow_bytes_total", web + ",dst_namespace=,dst_workload=corp,direction=both"}:                     90000,
+		{"flowlens_collector_flow_packets_total", web + ",dst_namespace=,dst_workload=corp,direction=both"}:                   100,
+		// No interface listed: no direction.
+		{"flowlens_collector_flow_bytes_total", "src_namespace=,src_workload=external,dst_namespace=,dst_workload=external,direction="}: 104,
+		{"flowlens_collector_node_bytes_total", "src_node=node-a,dst_node="}:                                                            90120,
+		{"flowlens_collector_node_bytes_total", "src_node=,dst_node="}:                                                                  104,
+		{"flowlens_collector_drop_packets_total", "src_namespace=shop,dst_namespace=,cause=NETFILTER_DROP"}:                             1,
+		{"flowlens_collector_drop_bytes_total", "src_namespace=shop,dst_namespace=,cause=NETFILTER_DROP"}:                               60,
+		{"flowlens_collector_rtt_seconds", "src_namespace=shop,dst_namespace="}:                                                         1,
+		{"flowlens_collector_flows_total", ""}:                                                                                          3,
+		{"flowlens_collector_sampling", "node=node-7"}:                                                                                  1,
+		{"flowlens_collector_received_flows_total", ""}:                                                                                 3,
+		{"flowlens_collector_decode_errors_total", ""}:                                                                                  1,
+		{"flowlens_collector_enrichment_misses_total", "side=src"}:                                                                      1,
+		{"flowlens_collector_enrichment_misses_total", "side=dst"}:                                                                      2,
+	})
+	if n := len(fams["flowlens_collector_flow_bytes_total"].GetMetric()); n != 3 {
+		t.Errorf("%d flow_bytes series, want 3", n)
+	}
+	if _, ok := fams["flowlens_collector_informer_synced"]; ok {
+		t.Error("informer_synced without informers")
+	}
+	if _, ok := fams["go_goroutines"]; !ok {
+		t.Error("no Go runtime metrics")
+	}
+
+	if code := stop(); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	lines := out.lines()
+	if len(lines) != len(recs) {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(recs), strings.Join(lines, "\n"))
+	}
+	const id = `,"node_name":"node-7","agent_ip":"192.0.2.1"`
+	web1 := `{"kind":"pod","namespace":"shop","name":"web-1","workload":"web","workload_kind":"Deployment","node":"node-a"}`
+	for i, k8s := range []string{
+		`,"src_k8s":` + web1 + `,"dst_k8s":{"kind":"service","namespace":"kube-system","name":"kube-dns","workload":"kube-dns","workload_kind":"Service"}}`,
+		`,"src_k8s":` + web1 + `,"dst_k8s":{"kind":"external","subnet":"corp"}}`,
+		`,"src_k8s":{"kind":"external"},"dst_k8s":{"kind":"external"}}`,
+	} {
+		agent := string(recs[i].AppendJSON(nil))
+		if want := agent[:len(agent)-1] + id + k8s; lines[i] != want {
+			t.Errorf("line %d:\n got %s\nwant %s", i, lines[i], want)
+		}
+	}
+}
+
+func TestTableEnriched(t *testing.T) {
+	static := writeFile(t, "cluster.json", staticCluster)
+	addr, out, stop := start(t, "--k8s-static", static, "--subnet-labels", "corp=192.168.0.0/16", "--output", "table")
+	send(t, addr, records())
+	stop()
+	lines := out.lines()
+	if len(lines) != 4 || !strings.HasSuffix(lines[0], "SRC_K8S                          DST_K8S") {
+		t.Fatalf("want a header with SRC_K8S DST_K8S and 3 rows, got:\n%s", strings.Join(lines, "\n"))
+	}
+	for i, w := range []string{
+		"node-7  shop/web-1(Deployment/web)       svc:kube-system/kube-dns",
+		"node-7  shop/web-1(Deployment/web)       ext:corp",
+		"node-7  ext                              ext",
+	} {
+		if !strings.HasSuffix(lines[1+i], w) {
+			t.Errorf("row %d: %q does not end with %q", i, lines[1+i], w)
+		}
+	}
+}
+
+// --output none prints nothing and counts everything; --metrics keeps only
+// the named flow metrics; --pod-labels adds src_pod/dst_pod.
+func TestMetricsFlags(t *testing.T) {
+	static := writeFile(t, "cluster.json", staticCluster)
+	a, out, stop := startFull(t, "--k8s-static", static, "--output", "none", "--metrics", "flow_bytes_total,flowlens_collector_drop_packets_total", "--pod-labels")
+	send(t, a.GRPC.String(), records())
+	fams := scrape(t, a)
+	var flowFams []string
+	for n := range fams {
+		if strings.HasPrefix(n, "flowlens_collector_") {
+			flowFams = append(flowFams, strings.TrimPrefix(n, "flowlens_collector_"))
+		}
+	}
+	sort.Strings(flowFams)
+	if got := strings.Join(flowFams, ","); got != "decode_errors_total,drop_packets_total,enrichment_misses_total,flow_bytes_total,received_flows_total" {
+		t.Errorf("families: %s", got)
+	}
+	expectSamples(t, fams, map[[2]string]float64{
+		{"flowlens_collector_flow_bytes_total", "src_namespace=shop,src_workload=web,src_pod=web-1,dst_namespace=kube-system,dst_workload=kube-dns,dst_pod=,direction=ingress"}: 120,
+		{"flowlens_collector_received_flows_total", ""}: 3,
+	})
+	stop()
+	if lines := out.lines(); len(lines) != 0 {
+		t.Errorf("--output none printed:\n%s", strings.Join(lines, "\n"))
+	}
+
+	// No metrics server.
+	a, _, _ = startFull(t, "--metrics-address", "")
+	if a.Metrics != nil {
+		t.Errorf("metrics server on %v with --metrics-address=\"\"", a.Metrics)
+	}
+}
+
+// In a cluster whose API server cannot be reached, the collector is not
+// ready while it waits for its caches, then after --k8s-sync-timeout
+// receives flows anyway (ready), enriches them as external, and
+// informer_synced says the caches are not synced.
+func TestUnreachableClusterDegrades(t *testing.T) {
+	out, errOut := &syncBuffer{}, &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addrCh := make(chan addrs, 1)
+	code := make(chan int, 1)
+	inCluster := func() (*rest.Config, error) {
+		return &rest.Config{Host: "http://127.0.0.1:1", Timeout: time.Second}, nil
+	}
+	go func() {
+		code <- run(ctx, []string{"--listen", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--k8s-sync-timeout", "300ms"}, out, errOut,
+			&env{ready: func(a addrs) { addrCh <- a }, inCluster: inCluster})
+	}()
+	var a addrs
+	select {
+	case a = <-addrCh:
+	case c := <-code:
+		t.Fatalf("collector exited with %d: %s", c, errOut.b.String())
+	}
+	if code, body := httpGet(t, "http://"+a.Metrics.String()+"/readyz"); code != 503 || !strings.Contains(body, "not synced") {
+		t.Errorf("/readyz while syncing: %d %s", code, body)
+	}
+	send(t, a.GRPC.String(), records()[:1])
+	fams := scrape(t, a)
+	expectSamples(t, fams, map[[2]string]float64{
+		{"flowlens_collector_informer_synced", "resource=pods"}:        0,
+		{"flowlens_collector_informer_synced", "resource=replicasets"}: 0,
+		{"flowlens_collector_informer_synced", "resource=services"}:    0,
+		{"flowlens_collector_informer_synced", "resource=nodes"}:       0,
+		{"flowlens_collector_enrichment_misses_total", "side=src"}:     1,
+	})
+	// Serving flows: ready, whatever the caches (informer_synced says).
+	if code, body := httpGet(t, "http://"+a.Metrics.String()+"/readyz"); code != 200 {
+		t.Errorf("/readyz once serving: %d %s", code, body)
+	}
+	cancel()
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Errorf("exit %d: %s", c, errOut.b.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("collector did not stop")
+	}
+	if l := out.lines(); len(l) != 1 || !strings.Contains(l[0], `"src_k8s":{"kind":"external"}`) {
+		t.Errorf("output: %v", l)
+	}
+	if !strings.Contains(errOut.b.String(), "Kubernetes caches not synced") {
+		t.Errorf("no warning about the caches:\n%s", errOut.b.String())
+	}
+}
+
+// When enrichment is on: in a cluster, with --kubeconfig, or asked for;
+// --k8s-enrich=false wins.
+func TestEnrichmentChoice(t *testing.T) {
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "missing"))
+	t.Setenv("HOME", t.TempDir())
+	kubeconfig := writeFile(t, "kubeconfig", `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://192.0.2.10:6443"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`)
+	inside := func() (*rest.Config, error) { return &rest.Config{Host: "https://10.96.0.1:443"}, nil }
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, tc := range []struct {
+		args      []string
+		inCluster func() (*rest.Config, error)
+		host      string // "" = off
+		err       bool
+	}{
+		{nil, notInCluster, "", false},
+		{nil, inside, "https://10.96.0.1:443", false},
+		{[]string{"--k8s-enrich=false"}, inside, "", false},
+		{[]string{"--kubeconfig", kubeconfig}, notInCluster, "https://192.0.2.10:6443", false},
+		{[]string{"--kubeconfig", kubeconfig}, inside, "https://192.0.2.10:6443", false},
+		{[]string{"--kubeconfig", kubeconfig, "--k8s-enrich=false"}, inside, "", false},
+		{[]string{"--k8s-enrich"}, notInCluster, "", true}, // nothing to connect to
+		{nil, func() (*rest.Config, error) { return nil, fmt.Errorf("no token") }, "", false},
+		{[]string{"--k8s-enrich"}, func() (*rest.Config, error) { return nil, fmt.Errorf("no token") }, "", true},
+	} {
+		name := strings.Join(tc.args, " ")
+		o, err := parseFlags(tc.args, io.Discard)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		cfg, err := kubeConfig(o, tc.inCluster, log)
+		if (err != nil) != tc.err {
+			t.Errorf("%s: error %v, want error %v", name, err, tc.err)
+			continue
+		}
+		host := ""
+		if cfg != nil {
+			host = cfg.Host
+			if cfg.ContentType != "application/vnd.kubernetes.protobuf" {
+				t.Errorf("%s: content type %q", name, cfg.ContentType)
+			}
+		}
+		if host != tc.host {
+			t.Errorf("%s: host %q, want %q", name, host, tc.host)
+		}
+	}
+
+	// Asked for, with nothing to connect to: exit 1.
+	var errOut syncBuffer
+	if code := run(context.Background(), []string{"--listen", "127.0.0.1:0", "--metrics-address", "", "--k8s-enrich"}, io.Discard, &errOut,
+		&env{inCluster: notInCluster}); code != 1 {
+		t.Errorf("--k8s-enrich outside a cluster: exit %d (%s)", code, errOut.b.String())
+	}
+}
+
+func TestBadEnrichmentAndMetricsFlags(t *testing.T) {
+	static := writeFile(t, "cluster.json", staticCluster)
+	for _, args := range [][]string{
+		{"--metrics", "flow_bytes"}, {"--subnet-labels", "corp"}, {"--subnet-labels", "corp=10.0.0.0/33"},
+		{"--k8s-static", static, "--k8s-enrich=false"}, {"--k8s-static", static, "--kubeconfig", "x"},
+		{"--metrics-address", "9401"}, {"--output", "yaml"},
+	} {
+		var errOut syncBuffer
+		if code := run(context.Background(), args, io.Discard, &errOut, &env{inCluster: notInCluster}); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errOut.b.String())
+		}
+	}
+	for _, content := range []string{`[]`, `{"10.0.0.300": {"kind": "pod"}}`, `{"10.0.0.1": {"kind": "external"}}`} {
+		var errOut syncBuffer
+		file := writeFile(t, "bad.json", content)
+		if code := run(context.Background(), []string{"--k8s-static", file, "--metrics-address", ""}, io.Discard, &errOut, &env{inCluster: notInCluster}); code != 1 {
+			t.Errorf("%s: exit %d, want 1 (%s)", content, code, errOut.b.String())
+		}
+	}
+}
