@@ -1,0 +1,133 @@
+package dashboards
+
+// Metric names of the collector's flow metrics (docs/metrics.md), the
+// contract these dashboards are written against.
+const (
+	flowBytes       = "flowlens_collector_flow_bytes_total"
+	flowPackets     = "flowlens_collector_flow_packets_total"
+	nodeBytes       = "flowlens_collector_node_bytes_total"
+	dropPackets     = "flowlens_collector_drop_packets_total"
+	dropBytes       = "flowlens_collector_drop_bytes_total"
+	rttSeconds      = "flowlens_collector_rtt_seconds"
+	retransmits     = "flowlens_collector_retransmits_total"
+	collectorFlows  = "flowlens_collector_flows_total"
+	sampling        = "flowlens_collector_sampling"
+	receivedFlows   = "flowlens_collector_received_flows_total"
+	decodeErrors    = "flowlens_collector_decode_errors_total"
+	enrichMisses    = "flowlens_collector_enrichment_misses_total"
+	informersSynced = "flowlens_collector_informer_synced"
+)
+
+// nsFilter is the label matcher of the namespace variables, for every
+// metric labelled by source and destination namespace.
+const nsFilter = `{src_namespace=~"$src_namespace", dst_namespace=~"$dst_namespace"}`
+
+// rate is rate(metric{nsFilter}[$__rate_interval]).
+func rate(metric string) string { return "rate(" + metric + nsFilter + "[$__rate_interval])" }
+
+// external names the empty namespace of addresses outside the cluster in
+// legends: label_replace(expr, l, "(external)", l, "") for each label l.
+func external(expr string, labels ...string) string { return nameEmpty(expr, "(external)", labels...) }
+
+// noNode names the empty node of endpoints on no node (Services, external
+// addresses) in legends.
+func noNode(expr string, labels ...string) string { return nameEmpty(expr, "(no node)", labels...) }
+
+func nameEmpty(expr, name string, labels ...string) string {
+	for _, l := range labels {
+		expr = `label_replace(` + expr + `, "` + l + `", "` + name + `", "` + l + `", "")`
+	}
+	return expr
+}
+
+// namespaceVariables are the source and destination namespace selectors of
+// the flow dashboards.
+func namespaceVariables() []variable {
+	return []variable{
+		{Name: "src_namespace", Label: "Source namespace", Multi: true,
+			Query:       "label_values(" + flowBytes + ", src_namespace)",
+			Description: "Namespaces traffic comes from (All includes addresses outside the cluster)."},
+		{Name: "dst_namespace", Label: "Destination namespace", Multi: true,
+			Query:       "label_values(" + flowBytes + ", dst_namespace)",
+			Description: "Namespaces traffic goes to (All includes addresses outside the cluster)."},
+		{Name: "top", Label: "Top N", Custom: "5,10,20,50", Default: "10",
+			Description: "How many series the top-talker panels keep."},
+	}
+}
+
+var zero = 0.0
+
+func traffic() spec {
+	bytesRate := rate(flowBytes)
+	pktsRate := rate(flowPackets)
+	return spec{
+		File: "flowlens-traffic.json", UID: "flowlens-traffic", Title: "flowlens / Traffic",
+		Description: "Who talks to whom in the cluster: bytes and packets between namespaces, workloads and nodes, from flowlens-collector's flow metrics (counts scaled by the sampling rate).",
+		Tags:        []string{"flowlens", "network"},
+		Variables:   namespaceVariables(),
+		Rows: []row{
+			{Title: "Overview", Panels: []panel{
+				{Title: "Throughput", Kind: statValue, Unit: "Bps", Width: 6, Height: 5,
+					Description: "Bytes per second of every flow in the selection (L2 frame bytes, scaled by the sampling rate).",
+					Queries:     []query{{Expr: "sum(" + bytesRate + ")", Legend: "bytes/s"}}},
+				{Title: "Packet rate", Kind: statValue, Unit: "pps", Width: 6, Height: 5,
+					Description: "Packets per second of every flow in the selection.",
+					Queries:     []query{{Expr: "sum(" + pktsRate + ")", Legend: "packets/s"}}},
+				{Title: "Flow rate", Kind: statValue, Unit: "short", Width: 6, Height: 5,
+					Description: "Flow records per second received from all agents (one per flow and eviction period).",
+					Queries:     []query{{Expr: "sum(rate(" + collectorFlows + "[$__rate_interval]))", Legend: "flows/s"}}},
+				{Title: "Sampling (1 in N)", Kind: statValue, Unit: "short", Width: 6, Height: 5,
+					Description: "Highest sampling rate of any node: the agents look at 1 packet in N and the collector scales counts by N.",
+					Queries:     []query{{Expr: "max(" + sampling + ")", Legend: "sampling"}}},
+			}},
+			{Title: "Top talkers by namespace", Panels: []panel{
+				{Title: "Top source namespaces", Kind: timeSeries, Unit: "Bps", Min: &zero,
+					Description: "Namespaces sending the most bytes per second.",
+					Queries: []query{{Legend: "{{src_namespace}}",
+						Expr: external("topk($top, sum by (src_namespace) ("+bytesRate+"))", "src_namespace")}}},
+				{Title: "Top destination namespaces", Kind: timeSeries, Unit: "Bps", Min: &zero,
+					Description: "Namespaces receiving the most bytes per second.",
+					Queries: []query{{Legend: "{{dst_namespace}}",
+						Expr: external("topk($top, sum by (dst_namespace) ("+bytesRate+"))", "dst_namespace")}}},
+				{Title: "Top namespace pairs (average over the range)", Kind: barGauge, Unit: "Bps", Width: 24, Height: 7,
+					Description: "Average bytes per second between namespaces over the dashboard's time range.",
+					Queries: []query{{Legend: "{{src_namespace}} → {{dst_namespace}}",
+						Expr: external("topk($top, sum by (src_namespace, dst_namespace) (rate("+flowBytes+nsFilter+"[$__range])))", "src_namespace", "dst_namespace")}}},
+			}},
+			{Title: "Top talkers by workload", Panels: []panel{
+				{Title: "Top source workloads", Kind: timeSeries, Unit: "Bps", Min: &zero,
+					Description: "Workloads (Deployment, StatefulSet, DaemonSet, Job, or the subnet label of an external address) sending the most bytes per second.",
+					Queries: []query{{Legend: "{{src_namespace}}/{{src_workload}}",
+						Expr: external("topk($top, sum by (src_namespace, src_workload) ("+bytesRate+"))", "src_namespace")}}},
+				{Title: "Top destination workloads", Kind: timeSeries, Unit: "Bps", Min: &zero,
+					Description: "Workloads receiving the most bytes per second.",
+					Queries: []query{{Legend: "{{dst_namespace}}/{{dst_workload}}",
+						Expr: external("topk($top, sum by (dst_namespace, dst_workload) ("+bytesRate+"))", "dst_namespace")}}},
+				{Title: "Top workload pairs (bytes over the range)", Kind: tableView, Unit: "bytes", Width: 24, Height: 8,
+					Description: "Bytes between workloads over the dashboard's time range.",
+					Queries: []query{{Legend: "{{src_workload}} → {{dst_workload}}",
+						Expr: external("topk($top, sum by (src_namespace, src_workload, dst_namespace, dst_workload) (increase("+flowBytes+nsFilter+"[$__range])))", "src_namespace", "dst_namespace")}}},
+			}},
+			{Title: "Ingress / egress", Panels: []panel{
+				{Title: "Bytes by direction", Kind: stacked, Unit: "Bps", Min: &zero,
+					Description: "Bytes per second by the direction in which the counting interface saw the flow: ingress (arriving), egress (leaving), both (an interface that saw it both ways).",
+					Queries:     []query{{Legend: "{{direction}}", Expr: "sum by (direction) (" + bytesRate + ")"}}},
+				{Title: "Packets by direction", Kind: stacked, Unit: "pps", Min: &zero,
+					Description: "Packets per second by direction.",
+					Queries:     []query{{Legend: "{{direction}}", Expr: "sum by (direction) (" + pktsRate + ")"}}},
+			}},
+			{Title: "Nodes", Panels: []panel{
+				{Title: "Node-to-node traffic", Kind: timeSeries, Unit: "Bps", Min: &zero,
+					Description: "Bytes per second between nodes: the nodes of the source and destination endpoints (pods and node addresses; Services and external addresses are on no node).",
+					Queries: []query{{Legend: "{{src_node}} → {{dst_node}}",
+						Expr: noNode("topk($top, sum by (src_node, dst_node) (rate("+nodeBytes+"[$__rate_interval])))", "src_node", "dst_node")}}},
+				{Title: "Bytes sent and received per node", Kind: timeSeries, Unit: "Bps", Min: &zero,
+					Description: "Bytes per second the endpoints on each node send and receive.",
+					Queries: []query{
+						{Legend: "{{src_node}} sent", Expr: noNode("topk($top, sum by (src_node) (rate("+nodeBytes+"[$__rate_interval])))", "src_node")},
+						{Legend: "{{dst_node}} received", Expr: noNode("topk($top, sum by (dst_node) (rate("+nodeBytes+"[$__rate_interval])))", "dst_node")},
+					}},
+			}},
+		},
+	}
+}
