@@ -177,6 +177,27 @@ type FlowCollectorSpec struct {
 	// +listType=atomic
 	// +optional
 	Tolerations []corev1.Toleration `json:"tolerations"`
+
+	// Dashboards has the operator deploy flowlens' Grafana dashboards as
+	// ConfigMaps for Grafana's dashboard sidecar. Unset deploys none.
+	// +optional
+	Dashboards *Dashboards `json:"dashboards,omitempty"`
+}
+
+// Dashboards deploys the flowlens Grafana dashboards (Traffic, Drops &
+// latency, Agent health) as ConfigMaps labelled grafana_dashboard: "1", which
+// Grafana's dashboard sidecar loads from the namespaces it watches.
+type Dashboards struct {
+	// Enabled deploys the dashboards. Turning it off deletes them.
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+
+	// Namespace is where the dashboard ConfigMaps go, typically Grafana's;
+	// it must exist. Empty means spec.namespace. Changing it moves them.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
 }
 
 // Exporter is one destination of the agent's flows.

@@ -1,8 +1,9 @@
 // Package controller holds the FlowCollector reconciler: it renders the
 // FlowCollector into the agent's namespace, ServiceAccount, RBAC, ConfigMap,
-// metrics Service and DaemonSet (package render), applies them with
-// server-side apply, and reports the DaemonSet's progress in the
-// FlowCollector's status.
+// metrics Service and DaemonSet, and the Grafana dashboard ConfigMaps when
+// asked (package render), applies them with server-side apply, deletes the
+// dashboard ConfigMaps no longer wanted, and reports the DaemonSet's progress
+// in the FlowCollector's status.
 package controller
 
 import (
@@ -56,6 +57,7 @@ type FlowCollectorReconciler struct {
 // +kubebuilder:rbac:groups=flowlens.io,resources=flowcollectors/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=flowlens.io,resources=flowcollectors/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=namespaces;serviceaccounts;configmaps;services,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=delete
 // +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;patch
 
@@ -114,8 +116,9 @@ type outcome struct {
 	hash     string // config hash of the applied DaemonSet template
 }
 
-// apply renders and applies every object, the namespace first. It returns
-// the config hash of the pod template it applied.
+// apply renders and applies every object, the namespace first and the
+// dashboards last, then deletes the dashboard ConfigMaps no longer wanted. It
+// returns the config hash of the pod template it applied.
 func (r *FlowCollectorReconciler) apply(ctx context.Context, fc *v1alpha1.FlowCollector) (string, error) {
 	own, err := r.ownsNamespace(ctx, fc)
 	if err != nil {
@@ -146,7 +149,48 @@ func (r *FlowCollectorReconciler) apply(ctx context.Context, fc *v1alpha1.FlowCo
 			return "", fmt.Errorf("applying the %s: %w", s.what, err)
 		}
 	}
+	wanted := map[client.ObjectKey]bool{}
+	for _, cm := range objs.Dashboards {
+		key := client.ObjectKey{Namespace: *cm.Namespace, Name: *cm.Name}
+		if err := r.Client.Apply(ctx, cm, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+			return "", fmt.Errorf("applying the dashboard config map %s: %w", key, err)
+		}
+		wanted[key] = true
+	}
+	if err := r.pruneDashboards(ctx, wanted); err != nil {
+		return "", err
+	}
 	return objs.ConfigHash, nil
+}
+
+// pruneDashboards deletes the dashboard ConfigMaps the operator applied
+// (labelled as managed by it, component dashboards), in any namespace, that
+// are not wanted: all of them when the dashboards are disabled, those of the
+// previous namespace when spec.dashboards.namespace changed. Owner
+// references alone would leave them until the FlowCollector is deleted.
+func (r *FlowCollectorReconciler) pruneDashboards(ctx context.Context, wanted map[client.ObjectKey]bool) error {
+	var list corev1.ConfigMapList
+	if err := r.Client.List(ctx, &list, client.MatchingLabels{
+		render.LabelManagedBy: render.ManagedByValue,
+		render.LabelComponent: render.DashboardsComponent,
+	}); err != nil {
+		return fmt.Errorf("listing the dashboard config maps: %w", err)
+	}
+	for i := range list.Items {
+		cm := &list.Items[i]
+		key := client.ObjectKeyFromObject(cm)
+		if wanted[key] || !cm.DeletionTimestamp.IsZero() {
+			continue
+		}
+		switch err := r.Client.Delete(ctx, cm); {
+		case apierrors.IsNotFound(err): // already gone; the cache was behind
+		case err != nil:
+			return fmt.Errorf("deleting the dashboard config map %s: %w", key, err)
+		default:
+			log.FromContext(ctx).Info("deleted a dashboard config map no longer wanted", "configMap", key)
+		}
+	}
+	return nil
 }
 
 // ownsNamespace reports whether the operator manages the agent namespace:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
 	"github.com/flowlens/flowlens/internal/controller/render"
+	"github.com/flowlens/flowlens/pkg/dashboards"
 )
 
 const wait = 20 * time.Second
@@ -428,6 +430,9 @@ func TestSchemaRejectsInvalidSpec(t *testing.T) {
 			`"all" cannot be combined with namespace names`},
 		{"netns path", func(fc *v1alpha1.FlowCollector) { fc.Spec.Netns = []string{"../x"} },
 			`spec.netns[0] in body should match '^[^/]+$'`},
+		{"dashboards namespace", func(fc *v1alpha1.FlowCollector) {
+			fc.Spec.Dashboards = &v1alpha1.Dashboards{Enabled: true, Namespace: "Grafana_NS"}
+		}, `spec.dashboards.namespace in body should match`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -680,4 +685,106 @@ func TestApplyFailed(t *testing.T) {
 	}
 	waitCondition(t, v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonAsExpected)
 	waitFor(t, agentDaemonSet(ns), exists)
+}
+
+// dashboardNames are the ConfigMaps of the three flowlens dashboards.
+var dashboardNames = []string{"flowlens-dashboard-traffic", "flowlens-dashboard-drops-latency", "flowlens-dashboard-agent-health"}
+
+// waitDashboards waits until the dashboard ConfigMaps are in ns, as
+// pkg/dashboards renders them, labelled for the sidecar and owned by fc.
+func waitDashboards(t *testing.T, ns string, fc *v1alpha1.FlowCollector) {
+	t.Helper()
+	want, err := dashboards.ConfigMaps(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantNames := make([]string, 0, len(want))
+	for _, w := range want {
+		wantNames = append(wantNames, w.Name)
+	}
+	if !slices.Equal(wantNames, dashboardNames) {
+		t.Fatalf("pkg/dashboards ConfigMaps %v, want %v", wantNames, dashboardNames)
+	}
+	for _, w := range want {
+		cm := waitFor(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: w.Name, Namespace: ns}}, exists)
+		if !maps.Equal(cm.Data, w.Data) {
+			t.Errorf("%s/%s: data differs from dashboards.ConfigMaps", ns, w.Name)
+		}
+		for k, v := range map[string]string{
+			dashboards.SidecarLabel: dashboards.SidecarLabelValue,
+			render.LabelComponent:   render.DashboardsComponent,
+			render.LabelManagedBy:   render.ManagedByValue,
+		} {
+			if cm.Labels[k] != v {
+				t.Errorf("%s/%s: label %s=%q, want %q (labels %v)", ns, w.Name, k, cm.Labels[k], v, cm.Labels)
+			}
+		}
+		checkOwner(t, cm, fc)
+	}
+}
+
+// waitNoDashboards waits until ns holds none of the dashboard ConfigMaps.
+func waitNoDashboards(t *testing.T, ns string) {
+	t.Helper()
+	eventually(t, wait, func() error {
+		for _, name := range dashboardNames {
+			err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &corev1.ConfigMap{})
+			if !apierrors.IsNotFound(err) {
+				return fmt.Errorf("ConfigMap %s/%s still there (err %v)", ns, name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// TestDashboards: with spec.dashboards enabled the operator deploys the
+// Grafana dashboard ConfigMaps, by default in the agent namespace; changing
+// spec.dashboards.namespace moves them, disabling deletes them, and neither
+// touches other ConfigMaps.
+func TestDashboards(t *testing.T) {
+	needEnv(t)
+	const ns, grafanaNS = "fl-dashboards", "fl-dashboards-grafana"
+	ctx := context.Background()
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: grafanaNS}}); err != nil {
+		t.Fatal(err)
+	}
+	// A dashboard of someone else's, for the same sidecar: never deleted.
+	theirs := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "team-dashboard", Namespace: grafanaNS,
+			Labels: map[string]string{dashboards.SidecarLabel: dashboards.SidecarLabelValue, render.LabelComponent: render.DashboardsComponent}},
+		Data: map[string]string{"team.json": "{}"},
+	}
+	if err := k8s.Create(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+
+	fc := newCollector(ns)
+	fc.Spec.Dashboards = &v1alpha1.Dashboards{Enabled: true}
+	create(t, fc)
+	fc = get(t)
+	waitDashboards(t, ns, fc)
+	waitCondition(t, v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonAsExpected)
+
+	// A dashboard deleted by hand comes back.
+	if err := k8s.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: dashboardNames[0], Namespace: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	waitDashboards(t, ns, fc)
+
+	// Moved to Grafana's namespace.
+	if err := update(t, func(fc *v1alpha1.FlowCollector) { fc.Spec.Dashboards.Namespace = grafanaNS }); err != nil {
+		t.Fatal(err)
+	}
+	waitDashboards(t, grafanaNS, fc)
+	waitNoDashboards(t, ns)
+	waitFor(t, configMap(ns), exists) // the agent's configuration stays
+
+	// Disabled: gone.
+	if err := update(t, func(fc *v1alpha1.FlowCollector) { fc.Spec.Dashboards.Enabled = false }); err != nil {
+		t.Fatal(err)
+	}
+	waitNoDashboards(t, grafanaNS)
+	waitCondition(t, v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonAsExpected)
+	waitFor(t, configMap(ns), exists)
+	waitFor(t, theirs, exists)
 }

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"fmt"
 	"maps"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -13,6 +14,7 @@ import (
 	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
+	"github.com/flowlens/flowlens/pkg/dashboards"
 )
 
 // Capabilities the unprivileged agent gets, and why:
@@ -41,6 +43,9 @@ type Objects struct {
 	ConfigMap      *corev1ac.ConfigMapApplyConfiguration
 	Service        *corev1ac.ServiceApplyConfiguration
 	DaemonSet      *appsv1ac.DaemonSetApplyConfiguration
+	// Dashboards are the Grafana dashboard ConfigMaps (pkg/dashboards), in
+	// DashboardsNamespace; empty when spec.dashboards is not enabled.
+	Dashboards []*corev1ac.ConfigMapApplyConfiguration
 	// ConfigHash is the value of ConfigHashAnnotation on the pod template.
 	ConfigHash string
 }
@@ -126,6 +131,21 @@ func Build(fc *v1alpha1.FlowCollector, opts Options) (*Objects, error) {
 				WithTargetPort(intstr.FromString("metrics"))))
 
 	o.DaemonSet = daemonSet(fc, opts, owner, o.ConfigHash)
+
+	if dns := DashboardsNamespace(spec); dns != "" {
+		cms, err := dashboards.ConfigMaps(dns)
+		if err != nil {
+			return nil, fmt.Errorf("rendering the Grafana dashboards: %w", err)
+		}
+		for _, cm := range cms {
+			o.Dashboards = append(o.Dashboards, corev1ac.ConfigMap(cm.Name, cm.Namespace).
+				WithLabels(labels).
+				WithLabels(cm.Labels).
+				WithLabels(map[string]string{LabelComponent: DashboardsComponent}).
+				WithOwnerReferences(owner).
+				WithData(cm.Data))
+		}
+	}
 	return o, nil
 }
 

@@ -1,7 +1,7 @@
 // Package render turns a FlowCollector into the objects that run the flowlens
 // agent: the agent's YAML configuration and server-side apply configurations
 // for its namespace, ServiceAccount, Role, RoleBinding, ConfigMap, metrics
-// Service and DaemonSet. It is pure (no API calls), so every rule of what the
+// Service and DaemonSet, and, when asked, the Grafana dashboard ConfigMaps. It is pure (no API calls), so every rule of what the
 // operator deploys is unit-testable; the reconciler in package controller
 // applies the result.
 package render
@@ -46,6 +46,9 @@ const (
 	LabelPartOf    = "app.kubernetes.io/part-of"
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	LabelComponent = "app.kubernetes.io/component"
+	// DashboardsComponent is the LabelComponent value of the Grafana
+	// dashboard ConfigMaps, by which the operator finds the ones to delete.
+	DashboardsComponent = "dashboards"
 	// ManagedByValue marks every object the operator applies; the operator's
 	// cache only holds objects with this label.
 	ManagedByValue = "flowlens-operator"
@@ -143,7 +146,23 @@ func WithDefaults(spec v1alpha1.FlowCollectorSpec) v1alpha1.FlowCollectorSpec {
 	if s.Tolerations == nil {
 		s.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
 	}
+	if s.Dashboards != nil && s.Dashboards.Namespace == "" {
+		s.Dashboards.Namespace = s.Namespace
+	}
 	return s
+}
+
+// DashboardsNamespace returns the namespace of the Grafana dashboard
+// ConfigMaps, or "" when the dashboards are not enabled. spec must be
+// defaulted (WithDefaults).
+func DashboardsNamespace(spec *v1alpha1.FlowCollectorSpec) string {
+	if spec.Dashboards == nil || !spec.Dashboards.Enabled {
+		return ""
+	}
+	if spec.Dashboards.Namespace == "" {
+		return spec.Namespace
+	}
+	return spec.Dashboards.Namespace
 }
 
 // GRPC returns the grpc exporter of spec, or nil.

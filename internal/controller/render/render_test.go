@@ -3,6 +3,7 @@ package render
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
 	"github.com/flowlens/flowlens/pkg/config"
+	"github.com/flowlens/flowlens/pkg/dashboards"
 )
 
 func collector(spec v1alpha1.FlowCollectorSpec) *v1alpha1.FlowCollector {
@@ -244,5 +246,59 @@ func TestHash(t *testing.T) {
 	}
 	if hash(v1alpha1.FlowCollectorSpec{NodeSelector: map[string]string{"a": "b"}}) != base {
 		t.Error("hash changes with the node selector, which is not agent configuration")
+	}
+}
+
+// TestDashboards: the dashboard ConfigMaps are rendered only when enabled,
+// in spec.dashboards.namespace (spec.namespace when empty), with the
+// operator's labels, the sidecar label, the dashboards component, the owner
+// reference and pkg/dashboards' data.
+func TestDashboards(t *testing.T) {
+	build := func(spec v1alpha1.FlowCollectorSpec) *Objects {
+		t.Helper()
+		objs, err := Build(collector(spec), Options{DefaultImage: "img"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return objs
+	}
+	if objs := build(v1alpha1.FlowCollectorSpec{}); len(objs.Dashboards) != 0 {
+		t.Errorf("dashboards unset: %d rendered", len(objs.Dashboards))
+	}
+	if objs := build(v1alpha1.FlowCollectorSpec{Dashboards: &v1alpha1.Dashboards{Namespace: "grafana"}}); len(objs.Dashboards) != 0 {
+		t.Errorf("dashboards disabled: %d rendered", len(objs.Dashboards))
+	}
+
+	for _, tc := range []struct{ spec, want string }{{"", "agents"}, {"grafana", "grafana"}} {
+		objs := build(v1alpha1.FlowCollectorSpec{Namespace: "agents", Dashboards: &v1alpha1.Dashboards{Enabled: true, Namespace: tc.spec}})
+		want, err := dashboards.ConfigMaps(tc.want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(objs.Dashboards) != len(want) || len(want) != 3 {
+			t.Fatalf("%d dashboard ConfigMaps, want %d (3)", len(objs.Dashboards), len(want))
+		}
+		for i, cm := range objs.Dashboards {
+			w := want[i]
+			if *cm.Name != w.Name || *cm.Namespace != tc.want {
+				t.Errorf("ConfigMap %s/%s, want %s/%s", *cm.Namespace, *cm.Name, tc.want, w.Name)
+			}
+			if !reflect.DeepEqual(cm.Data, w.Data) {
+				t.Errorf("%s: data differs from pkg/dashboards", w.Name)
+			}
+			for k, v := range map[string]string{
+				dashboards.SidecarLabel: dashboards.SidecarLabelValue,
+				LabelComponent:          DashboardsComponent,
+				LabelManagedBy:          ManagedByValue,
+				LabelPartOf:             "flowlens",
+			} {
+				if cm.Labels[k] != v {
+					t.Errorf("%s: label %s=%q, want %q (labels %v)", w.Name, k, cm.Labels[k], v, cm.Labels)
+				}
+			}
+			if len(cm.OwnerReferences) != 1 || *cm.OwnerReferences[0].UID != "uid-1" || !*cm.OwnerReferences[0].Controller {
+				t.Errorf("%s: owner references %+v", w.Name, cm.OwnerReferences)
+			}
+		}
 	}
 }
