@@ -64,3 +64,21 @@ check-budget: ## fail if a BPF program's instruction counts/sizes or the evictio
 budget-update: ## rewrite bpf/budget.json with this machine's figures (commit it with the reason)
 	FLOWLENS_BUDGET_UPDATE=1 $(GO) test -count=1 -run '^TestBudget$$' ./pkg/datapath/
 	@git diff --stat -- bpf/budget.json
+
+# kube-burner, built from its own tools module (hack/kube-burner/tools: the
+# version is its go.mod's; `go install ...@version` cannot be used here).
+KUBE_BURNER_VERSION := $(shell awk '$$1 == "github.com/kube-burner/kube-burner" { print $$2; exit }' hack/kube-burner/tools/go.mod)
+KUBE_BURNER         := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/flowlens/bin/kube-burner-$(KUBE_BURNER_VERSION)
+
+.PHONY: kube-burner bench-kube-burner-kwok
+
+$(KUBE_BURNER):
+	@mkdir -p $(dir $@)
+	@echo "building kube-burner $(KUBE_BURNER_VERSION) into $@"
+	CGO_ENABLED=0 $(GO) -C hack/kube-burner/tools build -o $@.tmp github.com/kube-burner/kube-burner/cmd/kube-burner
+	@mv $@.tmp $@
+
+kube-burner: $(KUBE_BURNER) ## build kube-burner (pinned in hack/kube-burner/tools, cached)
+
+bench-kube-burner-kwok: $(KUBE_BURNER) e2e-assets ## prove hack/kube-burner's job on a kwok fake cluster (jobSummary passed)
+	hack/kube-burner/kwok.sh $(KUBE_BURNER) $(ENVTEST_ASSETS_DIR) $(KWOK_DIR)

@@ -28,6 +28,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"runtime"
@@ -55,6 +56,7 @@ type options struct {
 	mapChoice  bool
 	onlyChoice bool
 	lockfree   bool
+	statsRow   bool
 }
 
 func main() {
@@ -71,6 +73,7 @@ func main() {
 	flag.StringVar(&o.jsonOut, "json", "", "also write the results to this JSON file (for hack/bench/plot)")
 	flag.BoolVar(&o.mapChoice, "mapchoice", true, "also measure the enrichment map choice (shared hash + atomics vs per-CPU hash)")
 	flag.BoolVar(&o.onlyChoice, "only-mapchoice", false, "measure only the enrichment map choice")
+	flag.BoolVar(&o.statsRow, "stats-cost", true, "also measure exist-hot with BPF run-time statistics on (IPv4, features off), as the agent's metrics keep them")
 	flag.BoolVar(&o.lockfree, "lockfree", true, "also measure the lock-free fast-path experiment (csrc/flows_lockfree.c) on the exist paths, features off")
 	flag.Parse()
 	for _, s := range strings.Split(cards, ",") {
@@ -124,7 +127,7 @@ func main() {
 	}
 	flagged := 0
 	for _, r := range append(slices.Clone(res.Datapath), res.MapChoice...) {
-		if r.StatsOn {
+		if r.StatsOn && r.Path != "exist-hot/stats" {
 			flagged++
 		}
 	}
@@ -459,13 +462,21 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 			}
 		}
 	}
+	if o.statsRow && !features && fam == "ipv4" && slices.Contains(o.paths, "exist-hot") {
+		paths = append(paths, "exist-hot/stats")
+	}
 	var rows []row
 	for _, path := range paths {
 		r := row{Family: fam, Path: path, Flows: n, Features: onOff(features), Reps: o.reps, Note: note}
 		real := real
+		withStats := false
 		if base, ok := strings.CutSuffix(path, "/lockfree"); ok {
 			real, path = lockfree, base
 			r.Note = "experiment: bpf/flows.c with a lock-free fast path (hack/bench/bpf/csrc/flows_lockfree.c)"
+		}
+		if base, ok := strings.CutSuffix(path, "/stats"); ok {
+			path, withStats = base, true
+			r.Note = "BPF run-time statistics on (BPF_ENABLE_STATS), as the agent keeps them for its metrics: floor and program both pay the clock reads"
 		}
 		var progRun, floorRun *ebpf.Program
 		var runs int
@@ -522,11 +533,26 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 		totalReps := 0
 		for attempt := 0; ; attempt++ {
 			probe.waitOff(2 * time.Minute)
+			var stats io.Closer
+			if withStats {
+				var err error
+				if stats, err = ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err != nil {
+					return nil, fmt.Errorf("enable BPF stats: %w", err)
+				}
+			}
 			var err error
 			c, err = measureCase(floorRun, progRun, pkt, runs, o.reps, after)
 			totalReps += o.reps
+			if stats != nil {
+				stats.Close()
+				probe.on() // reset its run count
+			}
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+			if withStats {
+				r.StatsOn = true
+				break
 			}
 			if on := probe.on(); !on || attempt == 2 {
 				r.StatsOn = on
@@ -705,7 +731,7 @@ func printDatapath(rows []row) {
 		"fam", "path", "flows", "feat", "M pkts/s", "ns/pkt", "p10..p90", "floor ns", "floor M", "×floor", "net ns")
 	fmt.Println(strings.Repeat("-", 113))
 	sorted := slices.Clone(rows)
-	order := map[string]int{"exist-hot": 0, "exist-hot/lockfree": 1, "exist": 2, "exist/lockfree": 3, "new": 4, "carry": 5}
+	order := map[string]int{"exist-hot": 0, "exist-hot/lockfree": 1, "exist-hot/stats": 2, "exist": 3, "exist/lockfree": 4, "new": 5, "carry": 6}
 	slices.SortStableFunc(sorted, func(a, b row) int {
 		return cmp.Or(cmp.Compare(a.Family, b.Family), cmp.Compare(order[a.Path], order[b.Path]),
 			cmp.Compare(a.Features, b.Features), cmp.Compare(a.Flows, b.Flows))

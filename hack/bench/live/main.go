@@ -43,21 +43,24 @@ import (
 )
 
 type options struct {
-	rounds     int
-	heyDur     time.Duration
-	heyConc    int
-	heyQPS     int // per worker
-	keepalive  bool
-	udpRate    string
-	udpLen     int
-	iperfDur   time.Duration
-	tcp        bool
-	agentBin   string
-	collBin    string
-	export     string // grpc or stdout
-	out        string
-	cacheFlows int
-	period     time.Duration
+	rounds       int
+	heyDur       time.Duration
+	heyConc      int
+	heyQPS       int // per worker
+	keepalive    bool
+	udpRate      string
+	udpLen       int
+	iperfDur     time.Duration
+	tcp          bool
+	agentBin     string
+	collBin      string
+	export       string // grpc or stdout
+	out          string
+	cacheFlows   int
+	period       time.Duration
+	scaleFlows   int
+	exportBuffer int
+	goMemLimit   string
 }
 
 func main() {
@@ -76,10 +79,21 @@ func main() {
 	flag.StringVar(&o.out, "out", "bin/bench", "results directory")
 	flag.IntVar(&o.cacheFlows, "cache-max-flows", 100000, "agent --cache-max-flows")
 	flag.DurationVar(&o.period, "cache-active-timeout", 5*time.Second, "agent --cache-active-timeout")
+	flag.StringVar(&o.goMemLimit, "gomemlimit", "", "GOMEMLIMIT for the agent in the scale run (e.g. 40MiB; empty: unset)")
+	flag.IntVar(&o.exportBuffer, "export-buffer", 0, "agent --export-buffer (0: the agent's default)")
+	flag.IntVar(&o.scaleFlows, "scale-flows", 100000, "flows per eviction period in the scale run (agent RSS and CPU per flow at that size; 0: skip)")
 	selfServe := flag.String("serve-http", "", "internal: serve HTTP on this address (run inside the server namespace)")
+	spray := flag.String("spray", "", "internal: send one UDP datagram to each of N ports: addr,...:N:duration")
 	flag.Parse()
 	if *selfServe != "" {
 		serveHTTP(*selfServe)
+		return
+	}
+	if *spray != "" {
+		if err := sprayUDP(*spray); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 		return
 	}
 	o.export = "stdout"
@@ -103,6 +117,48 @@ func serveHTTP(addr string) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+}
+
+// sprayUDP sends one 16-byte datagram to each of n (address, port) pairs,
+// evenly over the duration: n new flows (the server answers with ICMP port
+// unreachable, a handful of ICMP flows, and drops each datagram: drop
+// enrichment too).
+func sprayUDP(spec string) error {
+	parts := strings.Split(spec, ":")
+	if len(parts) != 3 {
+		return fmt.Errorf("bad -spray %q", spec)
+	}
+	addrs := strings.Split(parts[0], ",")
+	n, err := strconv.Atoi(parts[1])
+	if err != nil {
+		return err
+	}
+	d, err := time.ParseDuration(parts[2])
+	if err != nil {
+		return err
+	}
+	conn, err := net.ListenUDP("udp4", nil)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	payload := make([]byte, 16)
+	start := time.Now()
+	const burst = 100
+	for i := 0; i < n; i++ {
+		a := net.ParseIP(addrs[i%len(addrs)])
+		port := 1 + i/len(addrs)
+		if port > 65535 {
+			return fmt.Errorf("%d flows need more than %d addresses", n, len(addrs))
+		}
+		conn.WriteToUDP(payload, &net.UDPAddr{IP: a, Port: port})
+		if i%burst == burst-1 {
+			if ahead := time.Duration(float64(d)*float64(i+1)/float64(n)) - time.Since(start); ahead > 0 {
+				time.Sleep(ahead)
+			}
+		}
+	}
+	return nil
 }
 
 // ---- the lab ----
@@ -155,6 +211,9 @@ func newLab() (*lab, error) {
 		[]string{"ip", "-n", l.rtr, "addr", "add", rtrCliAddr + "/24", "dev", rtrCliIf},
 		[]string{"ip", "-n", l.rtr, "addr", "add", rtrSrvAddr + "/24", "dev", rtrSrvIf},
 		[]string{"ip", "-n", l.srv, "addr", "add", srvAddr + "/24", "dev", srvIf},
+		[]string{"ip", "-n", l.srv, "addr", "add", "10.201.2.3/24", "dev", srvIf},
+		[]string{"ip", "-n", l.srv, "addr", "add", "10.201.2.4/24", "dev", srvIf},
+		[]string{"ip", "-n", l.srv, "addr", "add", "10.201.2.5/24", "dev", srvIf},
 		[]string{"ip", "-n", l.cli, "link", "set", cliIf, "up"},
 		[]string{"ip", "-n", l.rtr, "link", "set", rtrCliIf, "up"},
 		[]string{"ip", "-n", l.rtr, "link", "set", rtrSrvIf, "up"},
@@ -191,6 +250,10 @@ func newLab() (*lab, error) {
 		{l.rtr, rtrCliIf, cliAddr, l.cli, cliIf},
 		{l.rtr, rtrSrvIf, srvAddr, l.srv, srvIf},
 		{l.srv, srvIf, rtrSrvAddr, l.rtr, rtrSrvIf},
+		// The server's extra addresses (scale run).
+		{l.rtr, rtrSrvIf, "10.201.2.3", l.srv, srvIf},
+		{l.rtr, rtrSrvIf, "10.201.2.4", l.srv, srvIf},
+		{l.rtr, rtrSrvIf, "10.201.2.5", l.srv, srvIf},
 	} {
 		m, err := mac(n.peerNS, n.peerDev)
 		if err != nil {
@@ -365,6 +428,7 @@ func (o options) runIperf(l *lab, udp bool) (iperfResult, error) {
 // ---- the agent ----
 
 type agentRun struct {
+	metrics string // host:port of the agent's Prometheus endpoint
 	cmd     *exec.Cmd
 	coll    *exec.Cmd
 	flows   string // JSON lines of the exported flows
@@ -392,8 +456,16 @@ func (o options) startAgent(l *lab, idx int) (*agentRun, error) {
 	defer f.Close()
 	args := []string{"--netns", strings.Join([]string{l.cli, l.rtr, l.srv}, ","), "--interfaces", "/^flb[crs][0-9]$/",
 		"--cache-active-timeout", o.period.String(), "--cache-max-flows", strconv.Itoa(o.cacheFlows),
-		"--sampling", "1", "--features", "drops,rtt,retransmits", "--log-level", "debug",
-		"--metrics-address", ""}
+		"--sampling", "1", "--features", "drops,rtt,retransmits", "--log-level", "debug"}
+	if o.exportBuffer > 0 {
+		args = append(args, "--export-buffer", strconv.Itoa(o.exportBuffer))
+	}
+	mport, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	a.metrics = fmt.Sprintf("127.0.0.1:%d", mport)
+	args = append(args, "--metrics-address", a.metrics)
 	var agentOut io.Writer = f
 	if o.export == "grpc" {
 		port, err := freePort()
@@ -412,6 +484,9 @@ func (o options) startAgent(l *lab, idx int) (*agentRun, error) {
 	}
 	a.cmd = exec.Command(o.agentBin, args...)
 	a.cmd.Stdout, a.cmd.Stderr = agentOut, a.stderr
+	if idx == scaleIdx && o.goMemLimit != "" {
+		a.cmd.Env = append(os.Environ(), "GOMEMLIMIT="+o.goMemLimit)
+	}
 	if err := a.cmd.Start(); err != nil {
 		a.stopCollector()
 		return nil, err
@@ -455,6 +530,37 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// scrape reads the agent's metrics, summing each metric over its labels.
+func scrape(addr string) (map[string]float64, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		name := f[0]
+		if i := strings.IndexByte(name, '{'); i >= 0 {
+			name = name[:i]
+		}
+		v, err := strconv.ParseFloat(f[1], 64)
+		if err == nil {
+			out[name] += v
+		}
+	}
+	return out, sc.Err()
 }
 
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
@@ -705,6 +811,90 @@ func (o options) runB(l *lab, round int) (result, error) {
 	return r, nil
 }
 
+// scaleResult is the agent at a given number of flows per eviction.
+type scaleResult struct {
+	Flows        int     `json:"flows_sent"`
+	Window       float64 `json:"window_s"`
+	Records      int     `json:"records"`
+	PerEviction  float64 `json:"flows_per_eviction"`
+	AgentCPUS    float64 `json:"agent_cpu_s"`
+	CPUPerFlowUS float64 `json:"cpu_per_flow_us"`
+	MaxRSSMB     float64 `json:"max_rss_mb"`
+	Exact        bool    `json:"exact"`
+	ExportedPkts uint64  `json:"exported_packets"`
+	IfacePkts    uint64  `json:"iface_packets"`
+	Evictions    float64 `json:"evictions"`
+	DroppedFlows float64 `json:"export_dropped_flows"`
+	Overflow     float64 `json:"overflow_packets"`
+	ExportBuffer int     `json:"export_buffer"`
+	GoMemLimit   string  `json:"gomemlimit,omitempty"`
+}
+
+const scaleIdx = 99
+
+// runScale sprays o.scaleFlows new flows per eviction period, for two
+// periods, through an agent sized for them.
+func (o options) runScale(l *lab) (scaleResult, error) {
+	r := scaleResult{Flows: 2 * o.scaleFlows}
+	so := o
+	so.cacheFlows = max(o.cacheFlows, o.scaleFlows*2) // no pressure eviction: one eviction per period
+	a, err := so.startAgent(l, scaleIdx)
+	if err != nil {
+		return r, err
+	}
+	tx0, err := l.labTx()
+	if err != nil {
+		a.stop()
+		return r, err
+	}
+	u0, s0, _ := procCPU(a.pid)
+	self, _ := os.Executable()
+	start := time.Now()
+	dur := 2 * o.period
+	spray := fmt.Sprintf("%s,10.201.2.3,10.201.2.4,10.201.2.5:%d:%s", srvAddr, r.Flows, dur)
+	if err := nsdo(l.cli, self, "-spray", spray); err != nil {
+		a.stop()
+		return r, err
+	}
+	time.Sleep(o.period + time.Second) // the last sprayed flows are evicted
+	r.Window = time.Since(start).Seconds()
+	if m, err := scrape(a.metrics); err == nil {
+		r.Evictions = m["flowlens_agent_evictions_total"]
+		r.DroppedFlows = m["flowlens_agent_export_dropped_flows_total"]
+		r.Overflow = m["flowlens_agent_overflow_records_total"] + m["flowlens_agent_overflow_lost_total"]
+	} else {
+		fmt.Fprintf(os.Stderr, "scale run: metrics: %v\n", err)
+	}
+	r.ExportBuffer, r.GoMemLimit = o.exportBuffer, o.goMemLimit
+	tx1, err := l.labTx()
+	if err != nil {
+		a.stop()
+		return r, err
+	}
+	u, err := a.stop()
+	if err != nil {
+		return r, fmt.Errorf("agent exit: %v\n%s", err, tail(a.stderr.String(), 20))
+	}
+	r.AgentCPUS = u.UserS + u.SysS - u0 - s0
+	r.MaxRSSMB = u.MaxRSSMB
+	var pkts, bytes uint64
+	r.Records, pkts, bytes, err = exported(a.flows)
+	if err != nil {
+		return r, err
+	}
+	os.Remove(a.flows)
+	r.ExportedPkts, r.IfacePkts = pkts, tx1.Packets-tx0.Packets
+	r.Exact = pkts == tx1.Packets-tx0.Packets && bytes == tx1.Bytes-tx0.Bytes
+	r.PerEviction = float64(r.Records) / (float64(dur) / float64(o.period))
+	if r.Evictions > 0 {
+		r.PerEviction = (float64(r.Records) + r.DroppedFlows) / r.Evictions
+	}
+	if r.Records > 0 {
+		r.CPUPerFlowUS = r.AgentCPUS / float64(r.Records) * 1e6
+	}
+	return r, nil
+}
+
 func tail(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	if len(lines) > n {
@@ -748,7 +938,7 @@ func run(o options) error {
 	fmt.Printf("machine: %s\n\n", machine())
 
 	// Warm-up (page cache, first connections), not reported.
-	if _, err := o.runA(l, 0); err != nil {
+	if _, err := o.runA(l, 0); o.rounds > 0 && err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
 	var all []result
@@ -772,11 +962,43 @@ func run(o options) error {
 			fmt.Fprintln(os.Stderr)
 		}
 	}
-	report(o, all)
+	if len(all) > 0 {
+		report(o, all)
+	}
+	// The scale run twice: the agent's default export queue, then one deep
+	// enough for a whole eviction of this size (2 x flows / 1000-flow batches).
+	var scales []scaleResult
+	if o.scaleFlows > 0 {
+		for _, eb := range []int{o.exportBuffer, max(o.exportBuffer, 2*o.scaleFlows/1000+16)} {
+			so := o
+			so.exportBuffer = eb
+			sr, err := so.runScale(l)
+			if err != nil {
+				return fmt.Errorf("scale run: %w", err)
+			}
+			scales = append(scales, sr)
+			verdict := "EXACT"
+			if !sr.Exact {
+				verdict = "MISMATCH"
+			}
+			buf := "default"
+			if eb > 0 {
+				buf = strconv.Itoa(eb)
+			}
+			fmt.Println()
+			fmt.Printf("Scale run: %d new UDP flows over %s, --cache-max-flows %d, --export-buffer %s\n",
+				sr.Flows, 2*o.period, max(o.cacheFlows, o.scaleFlows*2), buf)
+			fmt.Printf("  evictions %.0f (%.0f flows per eviction on average; the middle one holds about %d)\n", sr.Evictions, sr.PerEviction, o.scaleFlows)
+			fmt.Printf("  records exported                    %8d  (dropped by the export queue: %.0f; overflow packets: %.0f)\n", sr.Records, sr.DroppedFlows, sr.Overflow)
+			fmt.Printf("  agent CPU user+system               %8.3f s  (%.2f µs per exported flow)\n", sr.AgentCPUS, sr.CPUPerFlowUS)
+			fmt.Printf("  peak RSS (rusage maxrss)            %8.1f MB  (GOMEMLIMIT %s)\n", sr.MaxRSSMB, map[bool]string{true: "unset", false: sr.GoMemLimit}[sr.GoMemLimit == ""])
+			fmt.Printf("  exact count: exported %d packets, interfaces %d: %s\n", sr.ExportedPkts, sr.IfacePkts, verdict)
+		}
+	}
 	b, _ := json.MarshalIndent(map[string]any{"machine": machine(), "options": map[string]any{
 		"rounds": o.rounds, "hey_c": o.heyConc, "hey_q": o.heyQPS, "hey_duration_s": o.heyDur.Seconds(),
 		"keepalive": o.keepalive, "udp_rate": o.udpRate, "udp_len": o.udpLen, "export": o.export,
-	}, "runs": all}, "", "  ")
+	}, "runs": all, "scale": scales}, "", "  ")
 	return os.WriteFile(filepath.Join(o.out, "live.json"), append(b, '\n'), 0o644)
 }
 
@@ -826,14 +1048,20 @@ func report(o options, all []result) {
 	for i := 0; i+2 < len(all); i += 3 {
 		rounds = append(rounds, triple{all[i], all[i+1], all[i+2]})
 	}
-	metric := func(name string, f func(result) float64, lowerBetter bool) {
+	metric := func(name string, f func(result) float64, diff bool) {
 		var a1, b, a2, ab, aa []float64
 		for _, t := range rounds {
 			x, y, z := f(t.a1), f(t.b), f(t.a2)
 			a1, b, a2 = append(a1, x), append(b, y), append(a2, z)
 			// B against the mean of its two A runs; A/A: second A against the first.
-			ab = append(ab, y/((x+z)/2))
-			aa = append(aa, z/x)
+			// diff: differences instead of ratios (quantities near zero).
+			if diff {
+				ab = append(ab, y-(x+z)/2)
+				aa = append(aa, z-x)
+			} else {
+				ab = append(ab, y/((x+z)/2))
+				aa = append(aa, z/x)
+			}
 		}
 		fmt.Printf("%-28s %10.3f %10.3f %10.3f | %8.3f %8.3f   [%s..%s]\n", name, med(a1), med(b), med(a2), med(ab), med(aa),
 			fmtF(slices.Min(aa)), fmtF(slices.Max(aa)))
@@ -843,11 +1071,11 @@ func report(o options, all []result) {
 	fmt.Printf("%-28s %10s %10s %10s | %8s %8s   %s\n", "metric", "A (before)", "B (agent)", "A (after)", "A/B", "A/A", "A/A range")
 	fmt.Println(strings.Repeat("-", 104))
 	metric("hey requests/s", func(r result) float64 { return r.Hey.RPS }, false)
-	metric("hey p50 latency (ms)", func(r result) float64 { return r.Hey.P50 }, true)
-	metric("hey p90 latency (ms)", func(r result) float64 { return r.Hey.P90 }, true)
-	metric("hey p99 latency (ms)", func(r result) float64 { return r.Hey.P99 }, true)
+	metric("hey p50 latency (ms)", func(r result) float64 { return r.Hey.P50 }, false)
+	metric("hey p90 latency (ms)", func(r result) float64 { return r.Hey.P90 }, false)
+	metric("hey p99 latency (ms)", func(r result) float64 { return r.Hey.P99 }, false)
 	metric("iperf3 UDP fixed rate Mb/s", func(r result) float64 { return r.UDP.Mbps }, false)
-	metric("iperf3 UDP loss %", func(r result) float64 { return r.UDP.LostPct + 1e-9 }, true)
+	metric("iperf3 UDP loss % (B-A, A-A)", func(r result) float64 { return r.UDP.LostPct }, true)
 	if o.tcp {
 		metric("iperf3 TCP unpaced Mb/s", func(r result) float64 { return r.TCP.Mbps }, false)
 	}

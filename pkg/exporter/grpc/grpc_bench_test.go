@@ -2,6 +2,8 @@ package grpc_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"sync/atomic"
@@ -16,6 +18,9 @@ import (
 	flowgrpc "github.com/flowlens/flowlens/pkg/exporter/grpc"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
+
+// quiet keeps log lines out of the benchmark output (benchstat parses it).
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // Benchmarks of the gRPC export path. Run with `make bench` (no Test
 // function here: `make test` does not run them).
@@ -74,7 +79,7 @@ func BenchmarkExport(b *testing.B) {
 	srv, err := collector.New(func(ctx context.Context, bt *collector.Batch) error {
 		received.Add(int64(len(bt.Flows)))
 		return nil
-	}, collector.Options{})
+	}, collector.Options{Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -88,7 +93,7 @@ func BenchmarkExport(b *testing.B) {
 		defer cancel()
 		srv.Shutdown(ctx)
 	}()
-	exp, err := flowgrpc.New(flowgrpc.Config{Target: lis.Addr().String(), NodeName: "node-1"})
+	exp, err := flowgrpc.New(flowgrpc.Config{Target: lis.Addr().String(), NodeName: "node-1", Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}
