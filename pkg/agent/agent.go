@@ -109,7 +109,7 @@ func New(cfg *config.Config, opts Options) (*Agent, error) {
 		return nil, err
 	}
 	for _, e := range exps {
-		a.Queues = append(a.Queues, exporter.NewQueue(e, cfg.ExportBuffer, a.log))
+		a.Queues = append(a.Queues, exporter.NewQueue(e, cfg.ExportQueueBatches(), a.log))
 	}
 	ev, err := flow.NewEvictor(flow.EvictorConfig{
 		Maps:       dp.Maps,

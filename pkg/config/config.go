@@ -34,7 +34,8 @@ type Config struct {
 	Target        string
 	GRPCBatchSize int
 	// ExportBuffer is how many batches each exporter buffers before the
-	// oldest are dropped, so a slow exporter cannot stall eviction.
+	// oldest are dropped, so a slow exporter cannot stall eviction. 0 means
+	// enough for one full eviction (see ExportQueueBatches).
 	ExportBuffer int
 
 	// TLS files for the grpc exporter; empty means not used.
@@ -78,4 +79,15 @@ func (f Features) String() string {
 		return "none"
 	}
 	return strings.Join(names, ",")
+}
+
+// ExportQueueBatches is the export queue's capacity in batches: ExportBuffer,
+// or when it is 0 enough batches for one full eviction (a full flow map)
+// plus two for overflow and partial records, so that a healthy exporter
+// never loses flows to a burst, while memory stays bounded by the map size.
+func (c *Config) ExportQueueBatches() int {
+	if c.ExportBuffer > 0 {
+		return c.ExportBuffer
+	}
+	return (c.CacheMaxFlows+c.GRPCBatchSize-1)/c.GRPCBatchSize + 2
 }

@@ -43,7 +43,7 @@ func defaultConfig() *Config {
 		Sampling:           1,
 		Export:             []string{"stdout"},
 		GRPCBatchSize:      1000,
-		ExportBuffer:       64,
+		ExportBuffer:       0,
 		Features:           Features{Drops: true, RTT: true, Retransmits: true},
 		MetricsAddress:     ":9400",
 		NodeName:           "node-1",

@@ -33,7 +33,7 @@ func (c *Config) Validate() error {
 	add(checkExport(c.Export))
 	add(checkTarget(c.Target, c.Export))
 	add(checkRange("--grpc-batch-size", c.GRPCBatchSize, 1, 100_000))
-	add(checkRange("--export-buffer", c.ExportBuffer, 1, 100_000))
+	add(checkRange("--export-buffer", c.ExportBuffer, 0, 100_000))
 	add(checkTLS(c))
 	if c.MetricsAddress != "" {
 		if err := splitHostPort(c.MetricsAddress); err != nil {

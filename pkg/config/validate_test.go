@@ -84,9 +84,9 @@ func TestValidate(t *testing.T) {
 		{"batch size high", func(c *Config) { c.GRPCBatchSize = 100_001 },
 			`invalid --grpc-batch-size "100001": must be from 1 to 100000`},
 		{"export buffer low", func(c *Config) { c.ExportBuffer = -1 },
-			`invalid --export-buffer "-1": must be from 1 to 100000`},
+			`invalid --export-buffer "-1": must be from 0 to 100000`},
 		{"export buffer high", func(c *Config) { c.ExportBuffer = 100_001 },
-			`invalid --export-buffer "100001": must be from 1 to 100000`},
+			`invalid --export-buffer "100001": must be from 0 to 100000`},
 
 		{"tls cert without key", func(c *Config) { c.TLSCert = file },
 			`--tls-cert and --tls-key must be given together`},
@@ -128,5 +128,19 @@ func TestValidate(t *testing.T) {
 				t.Errorf("error:\n got  %s\n want %s", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestExportQueueBatches(t *testing.T) {
+	for _, tc := range []struct{ buffer, maxFlows, batch, want int }{
+		{0, 100000, 1000, 102},
+		{0, 100001, 1000, 103},
+		{0, 10, 1000, 3},
+		{64, 100000, 1000, 64},
+	} {
+		c := Config{ExportBuffer: tc.buffer, CacheMaxFlows: tc.maxFlows, GRPCBatchSize: tc.batch}
+		if got := c.ExportQueueBatches(); got != tc.want {
+			t.Errorf("%+v: %d batches, want %d", tc, got, tc.want)
+		}
 	}
 }
