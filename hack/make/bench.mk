@@ -27,7 +27,13 @@ BENCH_BPF_ARGS ?=
 BENCHSTAT_VERSION := v0.0.0-20260908200009-22c9c6c9d4da
 BENCHSTAT          = $(abspath $(BIN))/tools/benchstat-$(BENCHSTAT_VERSION)/benchstat
 
-.PHONY: bench-bpf bench bench-live bench-plots check-budget budget-update benchstat
+.PHONY: bench-bpf bench bench-live bench-plots check-budget budget-update benchstat generate-bench
+
+# The benchmark's own BPF objects (driver, map choice, lock-free experiment)
+# are committed like pkg/datapath's; `make generate` rebuilds them too.
+generate: generate-bench
+generate-bench: deps-bpf
+	$(GO) generate ./hack/bench/bpf/...
 
 $(BENCHSTAT):
 	@mkdir -p $(dir $@)

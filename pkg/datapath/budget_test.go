@@ -119,7 +119,11 @@ func TestBudget(t *testing.T) {
 		w := want.Programs[name]
 		g, ok := got.Programs[name]
 		if !ok {
-			t.Errorf("program %s is in the budget but did not load", name)
+			if sameKernel {
+				t.Errorf("program %s is in the budget but did not load", name)
+			} else {
+				t.Logf("program %s is in the budget but does not load on this kernel", name)
+			}
 			continue
 		}
 		check(name+" elf_insns", float64(g.ELFInsns), float64(w.ELFInsns), true)
@@ -127,9 +131,17 @@ func TestBudget(t *testing.T) {
 		check(name+" xlated_bytes", float64(g.XlatedBytes), float64(w.XlatedBytes), sameKernel)
 		check(name+" jited_bytes", float64(g.JitedBytes), float64(w.JitedBytes), sameKernel)
 	}
-	for name := range got.Programs {
-		if _, ok := want.Programs[name]; !ok {
+	for name, g := range got.Programs {
+		if _, ok := want.Programs[name]; ok {
+			continue
+		}
+		// A program the budget's kernel refused (rtt_fentry where fentry is
+		// not permitted) may load elsewhere: only a new program on the
+		// budget's kernel lacks a budget.
+		if sameKernel {
 			t.Errorf("program %s has no budget: add it with `make budget-update`", name)
+		} else {
+			t.Logf("program %s (not budgeted: it does not load on the budget's kernel): %+v", name, g)
 		}
 	}
 	for name, limit := range want.Allocs {

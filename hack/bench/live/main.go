@@ -17,7 +17,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -919,9 +918,11 @@ func run(o options) error {
 		return err
 	}
 	defer l.close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() { <-ctx.Done(); l.close(); os.Exit(130) }()
+	// Interrupted: remove the lab before dying.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() { <-sigs; l.close(); os.Exit(130) }()
 
 	self, _ := os.Executable()
 	if err := l.start(l.srv, self, "-serve-http", srvAddr+":8080"); err != nil {
@@ -965,11 +966,12 @@ func run(o options) error {
 	if len(all) > 0 {
 		report(o, all)
 	}
-	// The scale run twice: the agent's default export queue, then one deep
-	// enough for a whole eviction of this size (2 x flows / 1000-flow batches).
+	// The scale run, with the agent's export queue as configured (its
+	// default holds one full eviction; -export-buffer 64, the old default,
+	// shows a burst overflowing a smaller queue).
 	var scales []scaleResult
 	if o.scaleFlows > 0 {
-		for _, eb := range []int{o.exportBuffer, max(o.exportBuffer, 2*o.scaleFlows/1000+16)} {
+		for _, eb := range []int{o.exportBuffer} {
 			so := o
 			so.exportBuffer = eb
 			sr, err := so.runScale(l)
