@@ -72,7 +72,7 @@ static __always_inline int same_iface(const struct iface_obs *a, const struct if
 }
 
 /*
- * apply adds one packet to an existing flow, under the value's lock. Only
+ * apply adds one packet to an existing flow (see the fast path below). Only
  * the packet's first (interface, direction) observation counts; other
  * observations are recorded in ifaces[]. Returns 1 when a seventh interface
  * could not be recorded (counted by the caller: no helper under the lock).
@@ -82,13 +82,31 @@ static __always_inline int apply(struct flow_value *v, const struct pkt *p,
 {
 	int lost_iface = 0;
 
-	bpf_spin_lock(&v->lock);
+	/*
+	 * Fast path, the common case: a packet at the flow's counting point,
+	 * without the spin lock (measured: -55 ns/packet, docs/benchmarks.md).
+	 * ifaces[0]'s identity and first_dir never change after the insert, so
+	 * they can be read unlocked; the counters take atomic adds; last_seen is
+	 * a plain store (a racing CPU may store an older coarse tick: off by one
+	 * tick at most); TCP flags take the lock only when the packet brings a
+	 * flag the flow has not seen yet. The evictor reads a map only after
+	 * the RCU grace period, when no CPU writes it, so its reads are whole.
+	 */
 	if (same_iface(&v->ifaces[0], me) && v->first_dir == me->dir) {
-		v->bytes += len;
-		v->packets += 1;
-		v->last_seen_ns = now;
-		v->tcp_flags |= p->tcp_flags;
-	} else {
+		__sync_fetch_and_add(&v->bytes, len);
+		__sync_fetch_and_add(&v->packets, 1);
+		if (v->last_seen_ns != now)
+			v->last_seen_ns = now;
+		if ((v->tcp_flags | p->tcp_flags) != v->tcp_flags) {
+			bpf_spin_lock(&v->lock);
+			v->tcp_flags |= p->tcp_flags;
+			bpf_spin_unlock(&v->lock);
+		}
+		return 0;
+	}
+
+	bpf_spin_lock(&v->lock);
+	{
 		int found = 0;
 #pragma unroll
 		for (int i = 0; i < MAX_IFACES; i++) {
