@@ -55,7 +55,6 @@ type options struct {
 	jsonOut    string
 	mapChoice  bool
 	onlyChoice bool
-	lockfree   bool
 	statsRow   bool
 }
 
@@ -74,7 +73,6 @@ func main() {
 	flag.BoolVar(&o.mapChoice, "mapchoice", true, "also measure the enrichment map choice (shared hash + atomics vs per-CPU hash)")
 	flag.BoolVar(&o.onlyChoice, "only-mapchoice", false, "measure only the enrichment map choice")
 	flag.BoolVar(&o.statsRow, "stats-cost", true, "also measure exist-hot with BPF run-time statistics on (IPv4, features off), as the agent's metrics keep them")
-	flag.BoolVar(&o.lockfree, "lockfree", true, "also measure the lock-free fast-path experiment (csrc/flows_lockfree.c) on the exist paths, features off")
 	flag.Parse()
 	for _, s := range strings.Split(cards, ",") {
 		n, err := parseCount(s)
@@ -448,20 +446,6 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 	}
 
 	paths := slices.Clone(o.paths)
-	var lockfree *ebpf.Program
-	if o.lockfree && !features {
-		p, closeLF, err := loadLockfree(dp, n+extra)
-		if err != nil {
-			return nil, err
-		}
-		defer closeLF()
-		lockfree = p
-		for _, base := range []string{"exist-hot", "exist"} {
-			if slices.Contains(o.paths, base) {
-				paths = append(paths, base+"/lockfree")
-			}
-		}
-	}
 	if o.statsRow && !features && fam == "ipv4" && slices.Contains(o.paths, "exist-hot") {
 		paths = append(paths, "exist-hot/stats")
 	}
@@ -470,10 +454,6 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 		r := row{Family: fam, Path: path, Flows: n, Features: onOff(features), Reps: o.reps, Note: note}
 		real := real
 		withStats := false
-		if base, ok := strings.CutSuffix(path, "/lockfree"); ok {
-			real, path = lockfree, base
-			r.Note = "experiment: bpf/flows.c with a lock-free fast path (hack/bench/bpf/csrc/flows_lockfree.c)"
-		}
 		if base, ok := strings.CutSuffix(path, "/stats"); ok {
 			path, withStats = base, true
 			r.Note = "BPF run-time statistics on (BPF_ENABLE_STATS), as the agent keeps them for its metrics: floor and program both pay the clock reads"
@@ -579,30 +559,6 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 			fam, r.Path, human(n), onOff(features), r.Prog.Median, r.Floor.Median, r.Ratio)
 	}
 	return rows, nil
-}
-
-// loadLockfree loads the lock-free experiment on the datapath's own maps.
-func loadLockfree(dp *datapath.Datapath, maxFlows int) (*ebpf.Program, func(), error) {
-	spec, err := LoadFlowsLockfree()
-	if err != nil {
-		return nil, nil, err
-	}
-	spec.Maps["flows_a"].MaxEntries = uint32(maxFlows)
-	spec.Maps["flows_b"].MaxEntries = uint32(maxFlows)
-	info, err := dp.Maps.Overflow.Info()
-	if err != nil {
-		return nil, nil, err
-	}
-	spec.Maps["overflow"].MaxEntries = info.MaxEntries
-	var objs FlowsLockfreeObjects
-	err = spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
-		"flows_a": dp.Maps.Flows[0], "flows_b": dp.Maps.Flows[1], "control": dp.Maps.Control,
-		"counters": dp.Maps.Counters, "overflow": dp.Maps.Overflow,
-	}})
-	if err != nil {
-		return nil, nil, fmt.Errorf("load lock-free experiment: %w", err)
-	}
-	return objs.FlowlensIngress, func() { objs.Close() }, nil
 }
 
 type caseSamples struct{ pu, pk, fu, fk, ratios []float64 }
@@ -731,7 +687,7 @@ func printDatapath(rows []row) {
 		"fam", "path", "flows", "feat", "M pkts/s", "ns/pkt", "p10..p90", "floor ns", "floor M", "×floor", "net ns")
 	fmt.Println(strings.Repeat("-", 113))
 	sorted := slices.Clone(rows)
-	order := map[string]int{"exist-hot": 0, "exist-hot/lockfree": 1, "exist-hot/stats": 2, "exist": 3, "exist/lockfree": 4, "new": 5, "carry": 6}
+	order := map[string]int{"exist-hot": 0, "exist-hot/stats": 1, "exist": 2, "new": 3, "carry": 4}
 	slices.SortStableFunc(sorted, func(a, b row) int {
 		return cmp.Or(cmp.Compare(a.Family, b.Family), cmp.Compare(order[a.Path], order[b.Path]),
 			cmp.Compare(a.Features, b.Features), cmp.Compare(a.Flows, b.Flows))
