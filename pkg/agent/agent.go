@@ -194,9 +194,16 @@ func (a *Agent) exporters() ([]exporter.Exporter, error) {
 	return append(out, a.opts.ExtraExporters...), nil
 }
 
-func (a *Agent) push(batch []flow.Record) {
+// push is the evictor's Sink: every exporter queue gets the batch (one
+// reference each) and may make the evictor wait for room until until.
+func (a *Agent) push(b *flow.Batch, until time.Time) {
+	if len(a.Queues) == 0 {
+		b.Release()
+		return
+	}
+	b.Retain(len(a.Queues) - 1)
 	for _, q := range a.Queues {
-		q.Push(batch)
+		q.Push(b, until)
 	}
 }
 

@@ -33,9 +33,10 @@ type Config struct {
 	Export        []string
 	Target        string
 	GRPCBatchSize int
-	// ExportBuffer is how many batches each exporter buffers before the
-	// oldest are dropped, so a slow exporter cannot stall eviction. 0 means
-	// enough for one full eviction (see ExportQueueBatches).
+	// ExportBuffer is how many batches each exporter queue holds. When a
+	// queue is full the evictor waits for room (for up to half the eviction
+	// period in all), then drops the oldest batches, counted. 0 means
+	// DefaultExportBuffer (see ExportQueueBatches).
 	ExportBuffer int
 
 	// TLS files for the grpc exporter; empty means not used.
@@ -81,13 +82,17 @@ func (f Features) String() string {
 	return strings.Join(names, ",")
 }
 
+// DefaultExportBuffer is the export queue's default capacity in batches:
+// enough to keep an exporter busy while the evictor reads on, small enough
+// that the records waiting for export take a few MB whatever the size of an
+// eviction (the evictor waits for room instead of buffering an eviction).
+const DefaultExportBuffer = 8
+
 // ExportQueueBatches is the export queue's capacity in batches: ExportBuffer,
-// or when it is 0 enough batches for one full eviction (a full flow map)
-// plus two for overflow and partial records, so that a healthy exporter
-// never loses flows to a burst, while memory stays bounded by the map size.
+// or DefaultExportBuffer when it is 0.
 func (c *Config) ExportQueueBatches() int {
 	if c.ExportBuffer > 0 {
 		return c.ExportBuffer
 	}
-	return (c.CacheMaxFlows+c.GRPCBatchSize-1)/c.GRPCBatchSize + 2
+	return DefaultExportBuffer
 }

@@ -133,9 +133,9 @@ func TestValidate(t *testing.T) {
 
 func TestExportQueueBatches(t *testing.T) {
 	for _, tc := range []struct{ buffer, maxFlows, batch, want int }{
-		{0, 100000, 1000, 102},
-		{0, 100001, 1000, 103},
-		{0, 10, 1000, 3},
+		{0, 100000, 1000, DefaultExportBuffer},
+		{0, 10, 1000, DefaultExportBuffer},
+		{1, 100000, 1000, 1},
 		{64, 100000, 1000, 64},
 	} {
 		c := Config{ExportBuffer: tc.buffer, CacheMaxFlows: tc.maxFlows, GRPCBatchSize: tc.batch}

@@ -291,7 +291,7 @@ func measureAllocs(t *testing.T) map[string]float64 {
 	mp.Overflow = nil // no ring-buffer reader goroutine
 	got := 0
 	ev, err := flow.NewEvictor(flow.EvictorConfig{Maps: mp, MaxFlows: n, Period: time.Hour, Sampling: 1,
-		BatchSize: 1000, Resolver: res, Sink: func(b []flow.Record) { got += len(b) }})
+		BatchSize: 1000, Resolver: res, Sink: func(b *flow.Batch, _ time.Time) { got += b.Len(); b.Release() }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,13 @@
 // Package exporter defines the interface every flow exporter implements and
 // the bounded queue that sits between the eviction loop and each exporter.
 //
-// The evictor never waits on an exporter: it pushes each batch into every
-// exporter's Queue, which holds at most a configured number of batches and
-// drops the oldest (counting them) when a slow or absent consumer lets it
-// fill. Each exporter runs in its own goroutine, so one slow exporter does
-// not hold up another.
+// The evictor pushes each batch into every exporter's Queue, which holds at
+// most a configured number of batches. When a queue is full, Push waits for
+// room until the eviction's deadline (the evictor reads a map no program
+// writes any more, so only the evictor waits, never the kernel side), which
+// bounds the agent's memory whatever the size of an eviction; past the
+// deadline it drops the oldest batch, counted, so a stuck consumer cannot
+// hold up evictions. Each exporter runs in its own goroutine.
 package exporter
 
 import (

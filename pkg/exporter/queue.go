@@ -15,8 +15,9 @@ type QueueStats struct {
 	Batches        atomic.Uint64 // batches exported
 	Flows          atomic.Uint64 // flows exported
 	Errors         atomic.Uint64 // failed Export calls
-	DroppedBatches atomic.Uint64 // batches dropped because the queue was full
+	DroppedBatches atomic.Uint64 // batches dropped because the queue stayed full
 	DroppedFlows   atomic.Uint64 // flows in those batches
+	WaitNanos      atomic.Uint64 // time Push spent waiting for room
 }
 
 // Queue runs one Exporter behind a bounded buffer of batches.
@@ -26,10 +27,11 @@ type Queue struct {
 	Stats QueueStats
 
 	mu      sync.Mutex
-	buf     [][]flow.Record // ring of at most cap batches
+	buf     []*flow.Batch // FIFO of at most cap batches
 	cap     int
 	closed  bool
-	wake    chan struct{}
+	wake    chan struct{} // a batch was queued (or Close was called)
+	room    chan struct{} // a batch left the queue
 	done    chan struct{}
 	lastLog time.Time
 }
@@ -43,39 +45,72 @@ func NewQueue(e Exporter, capacity int, log *slog.Logger) *Queue {
 		log = slog.Default()
 	}
 	return &Queue{exp: e, log: log.With("exporter", e.Name()), cap: capacity,
-		wake: make(chan struct{}, 1), done: make(chan struct{})}
+		wake: make(chan struct{}, 1), room: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // Name is the exporter's name.
 func (q *Queue) Name() string { return q.exp.Name() }
 
-// Push queues a batch without ever blocking. When the queue is full the
-// oldest batch is dropped and counted, with a log line at most every 10s.
-func (q *Queue) Push(batch []flow.Record) {
-	if len(batch) == 0 {
+// Push queues a batch, taking over one of its references (released once the
+// batch is exported or dropped). When the queue is full it waits for room
+// until until; after that it drops the oldest queued batch, counted, with a
+// log line at most every 10s. After Close, batches are released unexported.
+func (q *Queue) Push(b *flow.Batch, until time.Time) {
+	if b.Len() == 0 {
+		b.Release()
 		return
 	}
+	var waited time.Duration
 	q.mu.Lock()
+	for len(q.buf) == q.cap && !q.closed {
+		left := time.Until(until)
+		if left <= 0 {
+			break
+		}
+		q.mu.Unlock()
+		start := time.Now()
+		t := time.NewTimer(left)
+		select {
+		case <-q.room:
+		case <-t.C:
+		}
+		t.Stop()
+		waited += time.Since(start)
+		q.mu.Lock()
+	}
+	if waited > 0 {
+		q.Stats.WaitNanos.Add(uint64(waited))
+	}
 	if q.closed {
 		q.mu.Unlock()
+		b.Release()
 		return
 	}
+	var dropped *flow.Batch
 	if len(q.buf) == q.cap {
-		old := q.buf[0]
+		dropped = q.buf[0]
 		q.buf[0] = nil
 		q.buf = q.buf[1:]
 		q.Stats.DroppedBatches.Add(1)
-		q.Stats.DroppedFlows.Add(uint64(len(old)))
+		q.Stats.DroppedFlows.Add(uint64(dropped.Len()))
 		if time.Since(q.lastLog) > 10*time.Second {
 			q.lastLog = time.Now()
 			q.log.Warn("export queue full: dropping the oldest batches (consumer slow or down)",
 				"dropped_batches_total", q.Stats.DroppedBatches.Load(), "dropped_flows_total", q.Stats.DroppedFlows.Load())
 		}
 	}
-	q.buf = append(q.buf, batch)
+	q.buf = append(q.buf, b)
 	q.mu.Unlock()
+	if dropped != nil {
+		dropped.Release()
+	}
+	signal(q.wake)
+}
+
+// signal wakes one waiter without blocking (the channel holds one token).
+func signal(c chan struct{}) {
 	select {
-	case q.wake <- struct{}{}:
+	case c <- struct{}{}:
 	default:
 	}
 }
@@ -87,7 +122,7 @@ func (q *Queue) Len() int {
 	return len(q.buf)
 }
 
-func (q *Queue) pop() ([]flow.Record, bool) {
+func (q *Queue) pop() (*flow.Batch, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(q.buf) == 0 {
@@ -96,6 +131,7 @@ func (q *Queue) pop() ([]flow.Record, bool) {
 	b := q.buf[0]
 	q.buf[0] = nil
 	q.buf = q.buf[1:]
+	signal(q.room)
 	return b, false
 }
 
@@ -103,6 +139,7 @@ func (q *Queue) pop() ([]flow.Record, bool) {
 // drained, or ctx is cancelled. ctx also bounds each Export call.
 func (q *Queue) Run(ctx context.Context) {
 	defer close(q.done)
+	defer q.releaseAll() // cancelled: what is left is not exported
 	for {
 		b, closed := q.pop()
 		if closed {
@@ -116,13 +153,28 @@ func (q *Queue) Run(ctx context.Context) {
 				return
 			}
 		}
-		if err := q.exp.Export(ctx, b); err != nil {
+		err := q.exp.Export(ctx, b.Records)
+		n := b.Len()
+		b.Release()
+		if err != nil {
 			q.Stats.Errors.Add(1)
-			q.log.Warn("export failed", "flows", len(b), "error", err)
+			q.log.Warn("export failed", "flows", n, "error", err)
 			continue
 		}
 		q.Stats.Batches.Add(1)
-		q.Stats.Flows.Add(uint64(len(b)))
+		q.Stats.Flows.Add(uint64(n))
+	}
+}
+
+func (q *Queue) releaseAll() {
+	q.mu.Lock()
+	buf := q.buf
+	q.buf = nil
+	q.closed = true
+	q.mu.Unlock()
+	signal(q.room) // a Push waiting for room gives up
+	for _, b := range buf {
+		b.Release()
 	}
 }
 
@@ -132,10 +184,8 @@ func (q *Queue) Close(ctx context.Context) error {
 	q.mu.Lock()
 	q.closed = true
 	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
+	signal(q.wake)
+	signal(q.room) // a Push waiting for room gives up
 	select {
 	case <-q.done:
 	case <-ctx.Done():

@@ -46,12 +46,12 @@ func TestQueueDropsOldest(t *testing.T) {
 	q := exporter.NewQueue(exp, 3, nil)
 	ctx := context.Background()
 	go q.Run(ctx)
-	q.Push(batch(1)) // taken by Run at once, blocked in Export
+	q.Push(flow.BatchOf(batch(1)), time.Time{}) // taken by Run at once, blocked in Export
 	time.Sleep(50 * time.Millisecond)
 	done := make(chan struct{})
 	go func() {
 		for n := 2; n <= 7; n++ {
-			q.Push(batch(n)) // queue holds 3: 2,3,4 then drops 2,3,4 for 5,6,7
+			q.Push(flow.BatchOf(batch(n)), time.Time{}) // queue holds 3: 2,3,4 then drops 2,3,4 for 5,6,7
 		}
 		close(done)
 	}()
@@ -85,8 +85,8 @@ func TestQueueCountsErrors(t *testing.T) {
 	close(exp.release)
 	q := exporter.NewQueue(exp, 10, nil)
 	go q.Run(context.Background())
-	q.Push(batch(2))
-	q.Push(batch(3))
+	q.Push(flow.BatchOf(batch(2)), time.Time{})
+	q.Push(flow.BatchOf(batch(3)), time.Time{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := q.Close(ctx); err != nil {
@@ -94,5 +94,88 @@ func TestQueueCountsErrors(t *testing.T) {
 	}
 	if q.Stats.Errors.Load() != 2 || q.Stats.Batches.Load() != 0 {
 		t.Fatalf("errors=%d batches=%d", q.Stats.Errors.Load(), q.Stats.Batches.Load())
+	}
+}
+
+// A full queue makes Push wait for room until its deadline: a consumer that
+// is slower than the producer but keeps up within the deadline loses nothing.
+func TestQueuePushWaitsForRoom(t *testing.T) {
+	exp := &blocking{release: make(chan struct{})}
+	q := exporter.NewQueue(exp, 2, nil)
+	go q.Run(context.Background())
+	until := time.Now().Add(10 * time.Second)
+	go func() { // the consumer takes a batch every 20 ms
+		for i := 0; i < 6; i++ {
+			time.Sleep(20 * time.Millisecond)
+			exp.release <- struct{}{}
+		}
+	}()
+	for n := 1; n <= 6; n++ {
+		q.Push(flow.BatchOf(batch(n)), until) // 1 in Export, 2 queued: the rest wait
+	}
+	closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := q.Close(closeCtx); err != nil {
+		t.Fatal(err)
+	}
+	if d := q.Stats.DroppedBatches.Load(); d != 0 {
+		t.Fatalf("dropped %d batches, want 0", d)
+	}
+	if q.Stats.Flows.Load() != 1+2+3+4+5+6 || len(exp.got) != 6 {
+		t.Fatalf("exported %v (%d flows), want 6 batches, 21 flows", exp.got, q.Stats.Flows.Load())
+	}
+	if q.Stats.WaitNanos.Load() == 0 {
+		t.Fatal("Push never waited although the queue was full")
+	}
+}
+
+// Past the deadline Push drops the oldest queued batch at once, releasing it
+// (its records go back to the pool): a stuck consumer cannot hold up the
+// evictor, and every batch is either exported or counted as dropped.
+func TestQueueDropsAfterDeadlineAndReleases(t *testing.T) {
+	exp := &blocking{release: make(chan struct{})}
+	q := exporter.NewQueue(exp, 2, nil)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { q.Run(ctx); close(done) }()
+	pool := flow.NewPool(4)
+	fill := func(n int) *flow.Batch {
+		b := pool.Get()
+		b.Records = b.Records[:n]
+		return b
+	}
+	until := time.Now().Add(100 * time.Millisecond)
+	start := time.Now()
+	for n := 1; n <= 4; n++ { // 1 in Export, 2 and 3 queued, 4: waits 100 ms, drops 2
+		q.Push(fill(n), until)
+	}
+	if waited := time.Since(start); waited < 90*time.Millisecond {
+		t.Fatalf("Push returned after %v, before its deadline", waited)
+	}
+	q.Push(fill(4), until) // past the deadline: drops 3 at once
+	if d, f := q.Stats.DroppedBatches.Load(), q.Stats.DroppedFlows.Load(); d != 2 || f != 2+3 {
+		t.Fatalf("dropped %d batches / %d flows, want 2 / 5", d, f)
+	}
+	// Batch 2 went back to the pool when dropped (the fifth fill reused it),
+	// batch 3 too: the next Get reuses it.
+	before := pool.Allocated.Load()
+	if before != 4 {
+		t.Fatalf("pool allocated %d batches for 5 pushes, want 4 (batch 2 reused)", before)
+	}
+	pool.Get()
+	if got := pool.Allocated.Load(); got != before {
+		t.Fatalf("pool allocated %d new batches, want 0 (dropped batches not released)", got-before)
+	}
+	// Cancelling Run releases what is still queued (and the one in Export).
+	stop()
+	<-done
+	if q.Len() != 0 {
+		t.Fatalf("%d batches still queued after Run returned", q.Len())
+	}
+	pool.Get()
+	pool.Get()
+	pool.Get()
+	if got := pool.Allocated.Load(); got != before {
+		t.Fatalf("pool allocated %d new batches after Run released everything, want 0", got-before)
 	}
 }

@@ -39,7 +39,7 @@ func fillKey(r *Record, k *datapath.FlowsFlowKey) {
 
 // fromValue fills r from a flow map entry. ifs is where r.Interfaces is
 // carved from (a per-batch backing array), so conversion allocates nothing.
-func fromValue(r *Record, k *datapath.FlowsFlowKey, v *datapath.FlowsFlowValue, clk Clock, res *Resolver, ifs []Interface) []Interface {
+func fromValue(r *Record, k *datapath.FlowsFlowKey, v *datapath.FlowsFlowValue, clk Clock, res *nameCache, ifs []Interface) []Interface {
 	fillKey(r, k)
 	r.Bytes = v.Bytes
 	r.Packets = v.Packets
@@ -51,10 +51,7 @@ func fromValue(r *Record, k *datapath.FlowsFlowKey, v *datapath.FlowsFlowValue, 
 	r.StartTime = clk.Wall(v.FirstSeenNs)
 	r.EndTime = clk.Wall(v.LastSeenNs)
 	r.IfacesOverflow = v.Flags&datapath.FlowValueFlagIfacesOverflow != 0
-	n := int(v.N_ifaces)
-	if n > len(v.Ifaces) {
-		n = len(v.Ifaces)
-	}
+	n := ifaceCount(v)
 	start := len(ifs)
 	for i := 0; i < n; i++ {
 		ifs = append(ifs, iface(&v.Ifaces[i], res))
@@ -63,7 +60,12 @@ func fromValue(r *Record, k *datapath.FlowsFlowKey, v *datapath.FlowsFlowValue, 
 	return ifs
 }
 
-func iface(o *datapath.FlowsIfaceObs, res *Resolver) Interface {
+func iface(o *datapath.FlowsIfaceObs, res *nameCache) Interface {
 	name, netns := res.Lookup(IfaceKey{o.Netns, o.Ifindex})
 	return Interface{Name: name, Ifindex: o.Ifindex, Netns: netns, NetnsID: o.Netns, Direction: Direction(o.Dir)}
+}
+
+// ifaceCount is the number of valid entries in v.Ifaces.
+func ifaceCount(v *datapath.FlowsFlowValue) int {
+	return min(int(v.N_ifaces), len(v.Ifaces))
 }

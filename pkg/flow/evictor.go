@@ -36,9 +36,19 @@ type EvictorConfig struct {
 	Sampling     uint32
 	BatchSize    int // records per batch handed to Sink (default 1000)
 	Resolver     *Resolver
-	// Sink receives each batch; it must not block (exporters queue it) and
-	// must not modify it. Batches are never reused by the Evictor.
-	Sink func([]Record)
+	// Pool supplies the batches (nil: a Pool of BatchSize records).
+	Pool *Pool
+	// Sink receives each batch with one reference, which it owns: it must
+	// Release it once (directly, or through the consumers it Retains it
+	// for) and must not modify the records. Sink may block until until, to
+	// make the Evictor wait for slower consumers instead of buffering a whole
+	// eviction (the maps it reads are no longer written, so the kernel side
+	// does not wait); past until it must not block.
+	Sink func(b *Batch, until time.Time)
+	// ExportWait bounds how long one eviction may wait in Sink, in total
+	// (default Period/2): a consumer that is slower than that loses batches
+	// (its queue drops them, counted) rather than holding up evictions.
+	ExportWait time.Duration
 	// Counters reads the datapath's per-CPU counters.
 	Counters func() ([datapath.FlowsCounterCNT_MAX]uint64, error)
 	// Enrichment makes the evictor read Maps.Enrich and merge it by key.
@@ -80,6 +90,7 @@ type Evictor struct {
 	// pending holds the enrichment entries of the eviction in progress until
 	// they are merged into their flow; reused, so steady state allocates nothing.
 	pending map[datapath.FlowsFlowKey]datapath.EnrichEnrichValue
+	names   nameCache // reused by every eviction
 	active  uint32
 	over    *overflowAgg
 	ring    *ringbuf.Reader
@@ -108,8 +119,19 @@ func NewEvictor(cfg EvictorConfig) (*Evictor, error) {
 	if cfg.Resolver == nil {
 		cfg.Resolver = NewResolver()
 	}
+	if cfg.Pool == nil {
+		cfg.Pool = NewPool(cfg.BatchSize)
+	}
+	if cfg.ExportWait <= 0 {
+		cfg.ExportWait = cfg.Period / 2
+	}
 	e := &Evictor{cfg: cfg, log: cfg.Logger, over: newOverflowAgg(),
-		reader:  maps.NewReader[datapath.FlowsFlowKey, datapath.FlowsFlowValue](maps.DefaultChunk, true),
+		// No BPF_F_LOCK: the Evictor reads a flow map only after the RCU
+		// grace period that follows the flip, when no program writes it any
+		// more (programs only look up the previous generation), so values
+		// are whole without their lock, and the read skips a lock/unlock
+		// (irqsave/irqrestore) per entry. Measured: docs/benchmarks.md.
+		reader:  maps.NewReader[datapath.FlowsFlowKey, datapath.FlowsFlowValue](maps.DefaultChunk, false),
 		enrich:  maps.NewReader[datapath.FlowsFlowKey, datapath.EnrichEnrichValue](maps.DefaultChunk, false),
 		pending: map[datapath.FlowsFlowKey]datapath.EnrichEnrichValue{}}
 	var cur uint32
@@ -269,52 +291,35 @@ func (e *Evictor) Evict(reason string) error {
 		}
 	}
 
-	clk := NewClock()
-	b := e.newBatch()
-	n := 0
+	out := e.newOutput(reason)
 	_, err := e.reader.Read(m.Flows[prev], func(keys []datapath.FlowsFlowKey, vals []datapath.FlowsFlowValue) error {
 		for i := range keys {
-			b.add(&keys[i], &vals[i], clk)
-			n++
-			if b.full() {
-				e.cfg.Sink(b.recs)
-				b = e.newBatch()
-			}
+			out.add(&keys[i], &vals[i])
 		}
 		return nil
 	})
+	e.Stats.Flows.Add(uint64(out.n))
 	if err != nil {
+		out.flush()
 		return fmt.Errorf("read flow map %d: %w", prev, err)
 	}
-	e.Stats.Flows.Add(uint64(n))
 	for k, f := range e.over.take() {
-		b.add(&k, &f.v, clk)
+		out.add(&k, &f.v)
 		e.Stats.OverflowFlows.Add(1)
-		n++
-		if b.full() {
-			e.cfg.Sink(b.recs)
-			b = e.newBatch()
-		}
 	}
 	// Enrichment entries without a flow entry: partial records.
 	now := time.Now()
 	for k, ev := range e.pending {
-		b.recs = b.recs[:len(b.recs)+1]
-		r := &b.recs[len(b.recs)-1]
-		*r = Record{Sampling: e.cfg.Sampling, Partial: true, StartTime: now, EndTime: now}
+		r := out.next()
+		r.Sampling, r.Partial, r.StartTime, r.EndTime = e.cfg.Sampling, true, now, now
 		fillKey(r, &k)
 		e.applyEnrich(r, &ev)
 		e.Stats.PartialFlows.Add(1)
-		n++
-		if b.full() {
-			e.cfg.Sink(b.recs)
-			b = e.newBatch()
-		}
+		out.done()
 	}
 	clear(e.pending)
-	if len(b.recs) > 0 {
-		e.cfg.Sink(b.recs)
-	}
+	out.flush()
+	n := out.n
 	e.cfg.Resolver.Tick()
 	d := time.Since(start)
 	e.Stats.LastDuration.Store(int64(d))
@@ -332,37 +337,75 @@ func (e *Evictor) Evict(reason string) error {
 	return nil
 }
 
-// batch is one slice of Records with the backing array of their Interfaces:
-// two allocations per batch, none per flow.
-type batch struct {
-	e    *Evictor
-	recs []Record
-	ifs  []Interface
+// output fills batches with one eviction's records and hands them to the
+// Sink as they fill up.
+type output struct {
+	e     *Evictor
+	b     *Batch
+	clk   Clock
+	names *nameCache
+	until time.Time // the Sink may wait until then
+	n     int       // records produced
 }
 
-func (e *Evictor) newBatch() *batch {
-	return &batch{e: e, recs: make([]Record, 0, e.cfg.BatchSize),
-		ifs: make([]Interface, 0, e.cfg.BatchSize*2)}
+func (e *Evictor) newOutput(reason string) *output {
+	o := &output{e: e, clk: NewClock(), names: &e.names}
+	o.names.reset(e.cfg.Resolver)
+	o.until = time.Now().Add(e.cfg.ExportWait)
+	if reason == ReasonShutdown {
+		// The last eviction may use the whole export wait: nothing follows it.
+		o.until = time.Now().Add(max(e.cfg.ExportWait, 5*time.Second))
+	}
+	return o
 }
 
-func (b *batch) full() bool { return len(b.recs) == cap(b.recs) }
+// next returns a zeroed record at the end of the current batch; call done
+// once it is filled.
+func (o *output) next() *Record {
+	if o.b == nil {
+		o.b = o.e.cfg.Pool.Get()
+	}
+	o.n++
+	return o.b.next()
+}
 
-func (b *batch) add(k *datapath.FlowsFlowKey, v *datapath.FlowsFlowValue, clk Clock) {
-	if len(b.ifs)+len(v.Ifaces) > cap(b.ifs) {
+// done hands the batch on once it is full.
+func (o *output) done() {
+	if o.b.full() {
+		o.flush()
+	}
+}
+
+func (o *output) flush() {
+	if o.b == nil {
+		return
+	}
+	if o.b.Len() == 0 {
+		o.b.Release()
+	} else {
+		o.e.cfg.Sink(o.b, o.until)
+	}
+	o.b = nil
+}
+
+// add converts one flow map entry and merges its enrichment entry, if any.
+func (o *output) add(k *datapath.FlowsFlowKey, v *datapath.FlowsFlowValue) {
+	r := o.next()
+	b := o.b
+	if len(b.ifs)+ifaceCount(v) > cap(b.ifs) {
 		// Out of backing space (many multi-interface flows): a new array;
 		// records already carved keep pointing at the old one.
 		b.ifs = make([]Interface, 0, cap(b.ifs))
 	}
-	b.recs = b.recs[:len(b.recs)+1]
-	r := &b.recs[len(b.recs)-1]
-	*r = Record{Sampling: b.e.cfg.Sampling}
-	b.ifs = fromValue(r, k, v, clk, b.e.cfg.Resolver, b.ifs)
-	if len(b.e.pending) > 0 {
-		if ev, ok := b.e.pending[*k]; ok {
-			b.e.applyEnrich(r, &ev)
-			delete(b.e.pending, *k)
+	r.Sampling = o.e.cfg.Sampling
+	b.ifs = fromValue(r, k, v, o.clk, o.names, b.ifs)
+	if pending := o.e.pending; len(pending) > 0 {
+		if ev, ok := pending[*k]; ok {
+			o.e.applyEnrich(r, &ev)
+			delete(pending, *k)
 		}
 	}
+	o.done()
 }
 
 func (e *Evictor) applyEnrich(r *Record, v *datapath.EnrichEnrichValue) {

@@ -113,7 +113,7 @@ func benchEvict(b *testing.B, n int, enrich string) {
 	ev, err := flow.NewEvictor(flow.EvictorConfig{
 		Maps: maps, MaxFlows: uint32(n), Period: time.Hour, Sampling: 1, BatchSize: 1000,
 		Resolver: res, Enrichment: enrich != "none",
-		Sink: func(batch []flow.Record) { got += len(batch) },
+		Sink: func(b *flow.Batch, _ time.Time) { got += b.Len(); b.Release() },
 	})
 	if err != nil {
 		b.Fatal(err)

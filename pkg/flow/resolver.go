@@ -71,3 +71,31 @@ func (r *Resolver) Lookup(k IfaceKey) (name, netns string) {
 	}
 	return "if" + strconv.FormatUint(uint64(k.Ifindex), 10), strconv.FormatUint(k.Netns, 10)
 }
+
+// nameCache resolves interface names for one eviction without taking the
+// Resolver's lock for every flow (a node has few interfaces and many flows);
+// its map is kept from one eviction to the next, so it allocates only when
+// the node gains interfaces.
+type nameCache struct {
+	res *Resolver
+	m   map[IfaceKey]ifaceName
+}
+
+// reset starts an eviction: names are resolved afresh from r.
+func (c *nameCache) reset(r *Resolver) {
+	c.res = r
+	if c.m == nil {
+		c.m = map[IfaceKey]ifaceName{}
+	}
+	clear(c.m)
+}
+
+// Lookup is Resolver.Lookup, remembered for the rest of the eviction.
+func (c *nameCache) Lookup(k IfaceKey) (name, netns string) {
+	if n, ok := c.m[k]; ok {
+		return n.name, n.netns
+	}
+	name, netns = c.res.Lookup(k)
+	c.m[k] = ifaceName{name: name, netns: netns}
+	return name, netns
+}

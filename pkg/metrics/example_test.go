@@ -42,9 +42,10 @@ func Example_agentWiring() {
 		return
 	}
 	queues := []*exporter.Queue{exporter.NewQueue(g, cfg.ExportBuffer, log)}
-	push := func(b []flow.Record) {
+	push := func(b *flow.Batch, until time.Time) {
+		b.Retain(len(queues) - 1) // one reference per queue
 		for _, q := range queues {
-			q.Push(b)
+			q.Push(b, until)
 		}
 	}
 

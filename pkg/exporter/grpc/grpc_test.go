@@ -115,7 +115,7 @@ func TestExportExactPlaintext(t *testing.T) {
 	for b := 0; b < 20; b++ {
 		recs := batch(b, 500)
 		sent = append(sent, recs...)
-		q.Push(recs)
+		q.Push(flow.BatchOf(recs), time.Time{})
 	}
 	if err := q.Close(ctxT(t, 10*time.Second)); err != nil { // drains, then closes the stream
 		t.Fatal(err)
@@ -261,7 +261,7 @@ func TestCollectorDownAtStart(t *testing.T) {
 	for b := 0; b < 10; b++ {
 		recs := batch(b, 50)
 		sent = append(sent, recs...)
-		q.Push(recs)
+		q.Push(flow.BatchOf(recs), time.Time{})
 	}
 	time.Sleep(500 * time.Millisecond)
 	if exp.Stats.Messages.Load() != 0 {
@@ -289,7 +289,7 @@ func TestCollectorStoppedMidRun(t *testing.T) {
 
 	pushed := 0
 	for b := 0; b < capacity; b++ {
-		q.Push(batch(b, 20))
+		q.Push(flow.BatchOf(batch(b, 20)), time.Time{})
 		pushed++
 	}
 	rec.WaitCount(capacity*20, 5*time.Second)
@@ -298,7 +298,7 @@ func TestCollectorStoppedMidRun(t *testing.T) {
 
 	goroutines := runtime.NumGoroutine()
 	for b := capacity; b < 204; b++ {
-		q.Push(batch(b, 20))
+		q.Push(flow.BatchOf(batch(b, 20)), time.Time{})
 		pushed++
 		if q.Len() > capacity {
 			t.Fatalf("queue holds %d batches, capacity %d", q.Len(), capacity)
