@@ -393,9 +393,11 @@ func (o *output) add(k *datapath.FlowsFlowKey, v *datapath.FlowsFlowValue) {
 	r := o.next()
 	b := o.b
 	if len(b.ifs)+ifaceCount(v) > cap(b.ifs) {
-		// Out of backing space (many multi-interface flows): a new array;
-		// records already carved keep pointing at the old one.
-		b.ifs = make([]Interface, 0, cap(b.ifs))
+		// Out of backing space (flows crossing more interfaces than the two
+		// per record first reserved): a larger array, which the batch keeps
+		// when recycled, so a node's usual mix stops allocating. Records
+		// already carved keep pointing at the old one.
+		b.ifs = make([]Interface, 0, 2*cap(b.ifs))
 	}
 	r.Sampling = o.e.cfg.Sampling
 	b.ifs = fromValue(r, k, v, o.clk, o.names, b.ifs)

@@ -17,6 +17,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -58,6 +59,7 @@ type options struct {
 	cacheFlows   int
 	period       time.Duration
 	scaleFlows   int
+	scaleSink    string
 	exportBuffer int
 	goMemLimit   string
 }
@@ -81,11 +83,17 @@ func main() {
 	flag.StringVar(&o.goMemLimit, "gomemlimit", "", "GOMEMLIMIT for the agent in the scale run (e.g. 40MiB; empty: unset)")
 	flag.IntVar(&o.exportBuffer, "export-buffer", 0, "agent --export-buffer (0: the agent's default)")
 	flag.IntVar(&o.scaleFlows, "scale-flows", 100000, "flows per eviction period in the scale run (agent RSS and CPU per flow at that size; 0: skip)")
+	flag.StringVar(&o.scaleSink, "scale-sink", "socket", "where the scale run's datagrams go: socket (flows differ by source port, all to one UDP socket of the server: delivered) or closed-ports (flows differ by destination port, all closed: a port scan, every flow is also a NO_SOCKET drop and so carries an enrichment entry)")
 	selfServe := flag.String("serve-http", "", "internal: serve HTTP on this address (run inside the server namespace)")
-	spray := flag.String("spray", "", "internal: send one UDP datagram to each of N ports: addr,...:N:duration")
+	spray := flag.String("spray", "", "internal: send N new UDP flows: addr,...:N:duration:sink")
+	serveUDPAddr := flag.String("serve-udp", "", "internal: read and discard UDP datagrams on this address (run inside the server namespace)")
 	flag.Parse()
 	if *selfServe != "" {
 		serveHTTP(*selfServe)
+		return
+	}
+	if *serveUDPAddr != "" {
+		serveUDP(*serveUDPAddr)
 		return
 	}
 	if *spray != "" {
@@ -118,14 +126,19 @@ func serveHTTP(addr string) {
 	}
 }
 
-// sprayUDP sends one 16-byte datagram to each of n (address, port) pairs,
-// evenly over the duration: n new flows (the server answers with ICMP port
-// unreachable, a handful of ICMP flows, and drops each datagram: drop
-// enrichment too).
+// sprayUDP sends n 16-byte datagrams, evenly over the duration, each a new
+// flow. Sink "closed-ports": to n (address, port) pairs of the server, no
+// socket behind them (the server answers with ICMP port unreachable, a
+// handful of ICMP flows, and drops each datagram: drop enrichment too).
+// Sink "socket": from n source ports, through a raw socket, to the server's
+// UDP socket on sinkPort, which reads them: delivered, nothing dropped.
 func sprayUDP(spec string) error {
 	parts := strings.Split(spec, ":")
-	if len(parts) != 3 {
+	if len(parts) != 4 {
 		return fmt.Errorf("bad -spray %q", spec)
+	}
+	if parts[3] == "socket" {
+		return sprayRaw(parts)
 	}
 	addrs := strings.Split(parts[0], ",")
 	n, err := strconv.Atoi(parts[1])
@@ -160,12 +173,75 @@ func sprayUDP(spec string) error {
 	return nil
 }
 
+// sprayRaw is sprayUDP's "socket" sink: a raw IPPROTO_UDP socket writes the
+// UDP header itself, so each datagram can have its own source port (the
+// kernel adds the IPv4 header; a zero UDP checksum means none, valid on IPv4).
+func sprayRaw(parts []string) error {
+	addrs := strings.Split(parts[0], ",")
+	n, err := strconv.Atoi(parts[1])
+	if err != nil {
+		return err
+	}
+	d, err := time.ParseDuration(parts[2])
+	if err != nil {
+		return err
+	}
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_RAW, syscall.IPPROTO_UDP)
+	if err != nil {
+		return fmt.Errorf("raw socket: %w", err)
+	}
+	defer syscall.Close(fd)
+	dsts := make([]syscall.SockaddrInet4, len(addrs))
+	for i, a := range addrs {
+		dsts[i].Addr = [4]byte(net.ParseIP(a).To4())
+	}
+	pkt := make([]byte, 8+16)
+	binary.BigEndian.PutUint16(pkt[2:], sinkPort)
+	binary.BigEndian.PutUint16(pkt[4:], uint16(len(pkt)))
+	start := time.Now()
+	const burst = 100
+	for i := 0; i < n; i++ {
+		port := 1024 + i/len(addrs)
+		if port > 65535 {
+			return fmt.Errorf("%d flows need more than %d addresses", n, len(addrs))
+		}
+		binary.BigEndian.PutUint16(pkt[0:], uint16(port))
+		if err := syscall.Sendto(fd, pkt, 0, &dsts[i%len(dsts)]); err != nil {
+			return fmt.Errorf("send: %w", err)
+		}
+		if i%burst == burst-1 {
+			if ahead := time.Duration(float64(d)*float64(i+1)/float64(n)) - time.Since(start); ahead > 0 {
+				time.Sleep(ahead)
+			}
+		}
+	}
+	return nil
+}
+
+// serveUDP reads and discards datagrams (the scale run's "socket" sink).
+func serveUDP(addr string) {
+	conn, err := net.ListenPacket("udp4", addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	conn.(*net.UDPConn).SetReadBuffer(16 << 20) // a burst must not overflow it
+	buf := make([]byte, 2048)
+	for {
+		if _, _, err := conn.ReadFrom(buf); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+}
+
 // ---- the lab ----
 
 const (
 	cliIf, rtrCliIf, rtrSrvIf, srvIf = "flbc0", "flbr1", "flbr2", "flbs0"
 	cliAddr, rtrCliAddr              = "10.201.1.2", "10.201.1.1"
 	srvAddr, rtrSrvAddr              = "10.201.2.2", "10.201.2.1"
+	sinkPort                         = 9999 // scale run, -scale-sink socket
 )
 
 type lab struct {
@@ -827,6 +903,7 @@ type scaleResult struct {
 	Overflow     float64 `json:"overflow_packets"`
 	ExportBuffer int     `json:"export_buffer"`
 	GoMemLimit   string  `json:"gomemlimit,omitempty"`
+	Sink         string  `json:"sink"`
 }
 
 const scaleIdx = 99
@@ -850,7 +927,8 @@ func (o options) runScale(l *lab) (scaleResult, error) {
 	self, _ := os.Executable()
 	start := time.Now()
 	dur := 2 * o.period
-	spray := fmt.Sprintf("%s,10.201.2.3,10.201.2.4,10.201.2.5:%d:%s", srvAddr, r.Flows, dur)
+	r.Sink = o.scaleSink
+	spray := fmt.Sprintf("%s,10.201.2.3,10.201.2.4,10.201.2.5:%d:%s:%s", srvAddr, r.Flows, dur, o.scaleSink)
 	if err := nsdo(l.cli, self, "-spray", spray); err != nil {
 		a.stop()
 		return r, err
@@ -903,6 +981,9 @@ func tail(s string, n int) string {
 }
 
 func run(o options) error {
+	if o.scaleSink != "socket" && o.scaleSink != "closed-ports" {
+		return fmt.Errorf("-scale-sink %q: want socket or closed-ports", o.scaleSink)
+	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
@@ -926,6 +1007,9 @@ func run(o options) error {
 
 	self, _ := os.Executable()
 	if err := l.start(l.srv, self, "-serve-http", srvAddr+":8080"); err != nil {
+		return err
+	}
+	if err := l.start(l.srv, self, "-serve-udp", fmt.Sprintf(":%d", sinkPort)); err != nil {
 		return err
 	}
 	if err := l.start(l.srv, "iperf3", "-s", "-p", "5201"); err != nil {
@@ -988,8 +1072,8 @@ func run(o options) error {
 				buf = strconv.Itoa(eb)
 			}
 			fmt.Println()
-			fmt.Printf("Scale run: %d new UDP flows over %s, --cache-max-flows %d, --export-buffer %s\n",
-				sr.Flows, 2*o.period, max(o.cacheFlows, o.scaleFlows*2), buf)
+			fmt.Printf("Scale run: %d new UDP flows over %s (-scale-sink %s), --cache-max-flows %d, --export-buffer %s\n",
+				sr.Flows, 2*o.period, sr.Sink, max(o.cacheFlows, o.scaleFlows*2), buf)
 			fmt.Printf("  evictions %.0f (%.0f flows per eviction on average; the middle one holds about %d)\n", sr.Evictions, sr.PerEviction, o.scaleFlows)
 			fmt.Printf("  records exported                    %8d  (dropped by the export queue: %.0f; overflow packets: %.0f)\n", sr.Records, sr.DroppedFlows, sr.Overflow)
 			fmt.Printf("  agent CPU user+system               %8.3f s  (%.2f µs per exported flow)\n", sr.AgentCPUS, sr.CPUPerFlowUS)
