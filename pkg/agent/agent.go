@@ -64,11 +64,14 @@ func New(cfg *config.Config, opts Options) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, opts: opts, log: opts.Logger, resolver: flow.NewResolver(), ready: make(chan struct{})}
 	// Kernel-side cost of our own programs: run time statistics on for the
-	// agent's lifetime (not a global sysctl left behind).
-	if st, err := metrics.EnableBPFStats(); err != nil {
-		a.log.Warn("BPF program run time statistics unavailable", "error", err)
-	} else {
-		a.bpfStats = st
+	// agent's lifetime (not a global sysctl left behind), unless turned off:
+	// they cost every BPF program on the node two clock reads per run.
+	if cfg.BPFStats {
+		if st, err := metrics.EnableBPFStats(); err != nil {
+			a.log.Warn("BPF program run time statistics unavailable", "error", err)
+		} else {
+			a.bpfStats = st
+		}
 	}
 	hooks := featureHooks(cfg.Features)
 	dp, err := datapath.Load(datapath.Config{

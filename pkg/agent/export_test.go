@@ -153,3 +153,34 @@ func grep(text, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// --bpf-stats=off: the agent does not hold the kernel's run-time statistics
+// (they would cost every BPF program on the node), and says so in /metrics;
+// flows are counted and exported as usual.
+func TestBPFStatsOff(t *testing.T) {
+	p := newPair(t)
+	mustListen(t, p.B, p.ipB+":9000")
+	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--metrics-address=127.0.0.1:0", "--bpf-stats=off")
+	const n = 7
+	if err := testnet.UDPSend(p.A, p.ipA+":4000", p.ipB+":9000", []byte("s"), n); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + h.A.MetricsAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !regexp.MustCompile(`(?m)^flowlens_agent_bpf_stats_enabled 0$`).Match(body) {
+		t.Fatalf("want flowlens_agent_bpf_stats_enabled 0:\n%s", grep(string(body), "bpf_stats"))
+	}
+	var pkts uint64
+	for _, f := range h.Stop() {
+		if f.SrcPort == 4000 && f.DstPort == 9000 {
+			pkts += f.Packets
+		}
+	}
+	if pkts != n {
+		t.Fatalf("exported %d packets of the UDP flow, want %d", pkts, n)
+	}
+}

@@ -48,6 +48,10 @@ type Config struct {
 
 	// MetricsAddress is where Prometheus metrics are served; "" disables.
 	MetricsAddress string
+	// BPFStats keeps the kernel's BPF run-time statistics on while the
+	// agent runs, for the per-program cost metrics. They cost every BPF
+	// program on the node two clock reads per run, so they can be turned off.
+	BPFStats bool
 	NodeName       string
 	LogLevel       slog.Level
 
