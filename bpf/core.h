@@ -16,6 +16,7 @@
 struct in6_addr___fl {
 	union {
 		__u8 u6_addr8[16];
+		__u32 u6_addr32[4];
 	} in6_u; /* s6_addr is a macro for in6_u.u6_addr8 */
 };
 

@@ -68,6 +68,16 @@ struct {
 	__uint(max_entries, 1);
 } control SEC(".maps");
 
+/* Per-CPU counters of the enrichment hooks (the datapath's "counters" map
+ * belongs to flows.c). Index 0: events lost because their entry could not
+ * be inserted (map full, or the no-prealloc allocator failed). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, 1);
+} enrich_counters SEC(".maps");
+
 const struct enrich_value *unused_enrich_value __attribute__((unused));
 
 static __always_inline struct enrich_value *enrich_entry(const struct flow_key *key)
@@ -80,8 +90,26 @@ static __always_inline struct enrich_value *enrich_entry(const struct flow_key *
 		return v;
 	struct enrich_value zv = {};
 	bpf_map_update_elem(m, key, &zv, BPF_NOEXIST); /* -EEXIST: another CPU won; fine */
-	return bpf_map_lookup_elem(m, key);
+	v = bpf_map_lookup_elem(m, key);
+	if (!v) {
+		__u64 *lost = bpf_map_lookup_elem(&enrich_counters, &zero);
+		if (lost)
+			*lost += 1; /* per-CPU: no other writer */
+	}
+	return v;
 }
+
+/*
+ * Reading kernel structs. tp_btf and fentry programs get BTF-typed pointers
+ * and dereference them directly: a load whose offset CO-RE relocates and the
+ * verifier makes fault-safe (PROBE_MEM), no helper call. The classic
+ * tracepoint gets the skb as a plain number, so it must go through
+ * bpf_probe_read_kernel (BPF_CORE_READ). Code shared by both takes the mode
+ * as a constant argument; __always_inline leaves one branch per program.
+ */
+#define BTF_PTR 1
+#define RAW_PTR 0
+#define RD(mode, p, field) ((mode) == BTF_PTR ? (p)->field : BPF_CORE_READ(p, field))
 
 static __always_inline void v4mapped(__u8 *dst, __u32 addr)
 {
@@ -91,27 +119,37 @@ static __always_inline void v4mapped(__u8 *dst, __u32 addr)
 	__builtin_memcpy(dst + 12, &addr, 4);
 }
 
+/* Word loads: a memcpy from the byte array would be 16 one-byte loads (the
+ * array's alignment is 1). */
+static __always_inline void copy6(__u8 *dst, const struct in6_addr___fl *a)
+{
+	__u32 w[4] = {a->in6_u.u6_addr32[0], a->in6_u.u6_addr32[1],
+		      a->in6_u.u6_addr32[2], a->in6_u.u6_addr32[3]};
+	__builtin_memcpy(dst, w, 16);
+}
+
 /*
  * sock_key builds the key of a TCP socket's flow. inbound: the flow of the
  * packets the socket receives (remote -> local); otherwise the flow of the
  * packets it sends (local -> remote). IPv4-mapped IPv6 sockets already store
- * addresses in the key's format.
+ * addresses in the key's format. sk must be a BTF pointer (tp_btf, fentry).
  */
 static __always_inline int sock_key(const struct sock *sk, struct flow_key *k, int inbound)
 {
-	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	const struct sock_common *c = &sk->__sk_common;
+	__u16 family = c->skc_family;
 	__u8 local[16], remote[16];
 	if (family == AF_INET) {
-		v4mapped(local, BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr));
-		v4mapped(remote, BPF_CORE_READ(sk, __sk_common.skc_daddr));
+		v4mapped(local, c->skc_rcv_saddr);
+		v4mapped(remote, c->skc_daddr);
 	} else if (family == AF_INET6) {
-		BPF_CORE_READ_INTO(&local, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
-		BPF_CORE_READ_INTO(&remote, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
+		copy6(local, &c->skc_v6_rcv_saddr);
+		copy6(remote, &c->skc_v6_daddr);
 	} else {
 		return -1;
 	}
-	__u16 lport = BPF_CORE_READ(sk, __sk_common.skc_num);
-	__u16 rport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	__u16 lport = c->skc_num;
+	__u16 rport = bpf_ntohs(c->skc_dport);
 	if (inbound) {
 		__builtin_memcpy(k->src_ip, remote, 16);
 		__builtin_memcpy(k->dst_ip, local, 16);
@@ -131,11 +169,15 @@ static __always_inline int sock_key(const struct sock *sk, struct flow_key *k, i
 
 static __always_inline int record_rtt(struct sock *sk)
 {
+	/* srtt_us lies beyond struct sock: the verifier wants a tcp_sock pointer. */
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+	if (!tp)
+		return 0;
+	__u32 srtt_us = tp->srtt_us >> 3;
+	if (srtt_us == 0) /* no RTT sample yet */
+		return 0;
 	struct flow_key key = {};
 	if (sock_key(sk, &key, 1))
-		return 0;
-	__u32 srtt_us = BPF_CORE_READ((struct tcp_sock *)sk, srtt_us) >> 3;
-	if (srtt_us == 0)
 		return 0;
 	struct enrich_value *v = enrich_entry(&key);
 	if (!v)
@@ -180,89 +222,77 @@ int retransmit(unsigned long long *ctx)
 /*
  * skb_key builds the key from the dropped packet's own headers, so it is the
  * key the TC program gave the same packet. Returns the L4 header's first
- * bytes through tcp_flags for TCP.
+ * bytes through tcp_flags for TCP. The packet bytes are no BTF-typed memory:
+ * they are copied with bpf_probe_read_kernel, one call per header (the skb's
+ * head buffer ends with skb_shared_info, so reading a whole header's worth
+ * past a valid offset stays in the allocation).
  */
-static __always_inline int skb_key(struct sk_buff *skb, struct flow_key *k, __u16 *tcp_flags)
+static __always_inline int skb_key(struct sk_buff *skb, int mode, struct flow_key *k, __u16 *tcp_flags)
 {
-	__u16 nh = BPF_CORE_READ(skb, network_header);
+	__u16 nh = RD(mode, skb, network_header);
 	if (nh == (__u16)~0U)
 		return -1;
-	unsigned char *head = BPF_CORE_READ(skb, head);
-	__u16 proto = bpf_ntohs(BPF_CORE_READ(skb, protocol));
+	unsigned char *head = RD(mode, skb, head);
+	__u16 proto = bpf_ntohs(RD(mode, skb, protocol));
 	unsigned char *l3 = head + nh;
 	unsigned char *l4;
-	__u8 l4proto;
+	__u8 h[40];
 	if (proto == ETH_P_IP) {
-		__u8 vihl;
-		__u16 frag;
-		__u32 saddr, daddr;
-		bpf_probe_read_kernel(&vihl, 1, l3);
-		if ((vihl >> 4) != 4 || (vihl & 0xf) < 5)
+		bpf_probe_read_kernel(h, 20, l3);
+		if ((h[0] >> 4) != 4 || (h[0] & 0xf) < 5)
 			return -1;
-		bpf_probe_read_kernel(&frag, 2, l3 + 6);
-		bpf_probe_read_kernel(&l4proto, 1, l3 + 9);
-		bpf_probe_read_kernel(&saddr, 4, l3 + 12);
-		bpf_probe_read_kernel(&daddr, 4, l3 + 16);
-		v4mapped(k->src_ip, saddr);
-		v4mapped(k->dst_ip, daddr);
-		k->proto = l4proto;
-		if (bpf_ntohs(frag) & 0x1fff)
+		v4mapped(k->src_ip, *(__u32 *)&h[12]);
+		v4mapped(k->dst_ip, *(__u32 *)&h[16]);
+		k->proto = h[9];
+		if (bpf_ntohs(*(__u16 *)&h[6]) & 0x1fff) /* not the first fragment: no L4 header */
 			return 0;
-		l4 = l3 + (vihl & 0xf) * 4;
+		l4 = l3 + (h[0] & 0xf) * 4;
 	} else if (proto == ETH_P_IPV6) {
-		bpf_probe_read_kernel(&l4proto, 1, l3 + 6);
-		bpf_probe_read_kernel(k->src_ip, 16, l3 + 8);
-		bpf_probe_read_kernel(k->dst_ip, 16, l3 + 24);
-		k->proto = l4proto;
+		bpf_probe_read_kernel(h, 40, l3);
+		k->proto = h[6];
+		__builtin_memcpy(k->src_ip, &h[8], 16);
+		__builtin_memcpy(k->dst_ip, &h[24], 16);
 		/* Extension headers: trust the stack's transport header when set. */
-		__u16 th = BPF_CORE_READ(skb, transport_header);
+		__u16 th = RD(mode, skb, transport_header);
 		l4 = (th != (__u16)~0U && th > nh) ? head + th : l3 + 40;
 	} else {
 		return -1;
 	}
 	switch (k->proto) {
-	case IPPROTO_TCP: {
-		__u8 fl;
-		__u16 ports[2];
-		bpf_probe_read_kernel(ports, 4, l4);
-		bpf_probe_read_kernel(&fl, 1, l4 + 13);
-		k->src_port = bpf_ntohs(ports[0]);
-		k->dst_port = bpf_ntohs(ports[1]);
-		*tcp_flags = fl;
-		break;
-	}
+	case IPPROTO_TCP:
 	case IPPROTO_UDP:
-	case 132: { /* SCTP */
-		__u16 ports[2];
-		bpf_probe_read_kernel(ports, 4, l4);
-		k->src_port = bpf_ntohs(ports[0]);
-		k->dst_port = bpf_ntohs(ports[1]);
+	case 132: /* SCTP */
+		bpf_probe_read_kernel(h, 14, l4); /* ports; TCP flags at 13 */
+		k->src_port = bpf_ntohs(*(__u16 *)&h[0]);
+		k->dst_port = bpf_ntohs(*(__u16 *)&h[2]);
+		if (k->proto == IPPROTO_TCP)
+			*tcp_flags = h[13];
 		break;
-	}
 	case IPPROTO_ICMP:
 	case 58: /* ICMPv6 */
-		bpf_probe_read_kernel(&k->icmp_type, 1, l4);
-		bpf_probe_read_kernel(&k->icmp_code, 1, l4 + 1);
+		bpf_probe_read_kernel(h, 2, l4);
+		k->icmp_type = h[0];
+		k->icmp_code = h[1];
 		break;
 	}
 	return 0;
 }
 
-static __always_inline int record_drop(struct sk_buff *skb, __u32 reason)
+static __always_inline int record_drop(struct sk_buff *skb, int mode, __u32 reason)
 {
 	if (reason == reason_consumed || reason == reason_not_specified || reason == 0)
 		return 0;
 	struct flow_key key = {};
 	__u16 flags = 0;
-	if (skb_key(skb, &key, &flags))
+	if (skb_key(skb, mode, &key, &flags))
 		return 0;
 	/* Frame bytes from the MAC header when the packet has one (received
 	 * packets), as the TC programs count them; else from the network header. */
-	__u32 len = BPF_CORE_READ(skb, len);
-	__u16 mh = BPF_CORE_READ(skb, mac_header);
+	__u32 len = RD(mode, skb, len);
+	__u16 mh = RD(mode, skb, mac_header);
 	if (mh != (__u16)~0U) {
-		unsigned char *head = BPF_CORE_READ(skb, head);
-		unsigned char *data = BPF_CORE_READ(skb, data);
+		unsigned char *head = RD(mode, skb, head);
+		unsigned char *data = RD(mode, skb, data);
 		long l2 = data - (head + mh);
 		if (l2 > 0 && l2 < 256)
 			len += l2;
@@ -274,9 +304,9 @@ static __always_inline int record_drop(struct sk_buff *skb, __u32 reason)
 	__sync_fetch_and_add(&v->drop_bytes, len);
 	v->drop_cause = reason;
 	if (key.proto == IPPROTO_TCP) {
-		struct sock *sk = BPF_CORE_READ(skb, sk);
+		struct sock *sk = RD(mode, skb, sk);
 		v->drop_tcp_flags = flags;
-		v->drop_tcp_state = sk ? BPF_CORE_READ(sk, __sk_common.skc_state) : 0;
+		v->drop_tcp_state = sk ? RD(mode, sk, __sk_common.skc_state) : 0;
 	}
 	return 0;
 }
@@ -284,7 +314,7 @@ static __always_inline int record_drop(struct sk_buff *skb, __u32 reason)
 SEC("tp_btf/kfree_skb")
 int drop_kfree_skb(unsigned long long *ctx)
 {
-	return record_drop((struct sk_buff *)ctx[0], (__u32)ctx[2]);
+	return record_drop((struct sk_buff *)ctx[0], BTF_PTR, (__u32)ctx[2]);
 }
 
 /*
@@ -302,5 +332,5 @@ struct trace_event_raw_kfree_skb {
 SEC("tracepoint/skb/kfree_skb")
 int drop_tracepoint(struct trace_event_raw_kfree_skb *args)
 {
-	return record_drop((struct sk_buff *)BPF_CORE_READ(args, skbaddr), BPF_CORE_READ(args, reason));
+	return record_drop((struct sk_buff *)BPF_CORE_READ(args, skbaddr), RAW_PTR, BPF_CORE_READ(args, reason));
 }

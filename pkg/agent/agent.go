@@ -160,6 +160,7 @@ func (a *Agent) newMetrics() error {
 		Programs:        metrics.DatapathPrograms(a.DP),
 		Maps:            metrics.DatapathMaps(a.DP.Maps),
 		BPFStatsEnabled: func() bool { return bpfStats },
+		EnrichmentLost:  a.DP.ReadEnrichmentLost,
 	}, metrics.Options{Ready: metrics.ReadyWhenClosed(a.ready), Logger: a.log})
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)

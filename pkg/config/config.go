@@ -52,8 +52,8 @@ type Config struct {
 	// agent runs, for the per-program cost metrics. They cost every BPF
 	// program on the node two clock reads per run, so they can be turned off.
 	BPFStats bool
-	NodeName       string
-	LogLevel       slog.Level
+	NodeName string
+	LogLevel slog.Level
 
 	// ConfigFile is the YAML file the configuration was read from, "" if
 	// none; kept so the agent can log where its settings came from.

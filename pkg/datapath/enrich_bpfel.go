@@ -45,6 +45,7 @@ const (
 	EnrichMapControl            = "control"
 	EnrichMapEnrichA            = "enrich_a"
 	EnrichMapEnrichB            = "enrich_b"
+	EnrichMapEnrichCounters     = "enrich_counters"
 	EnrichProgDropKfreeSkb      = "drop_kfree_skb"
 	EnrichProgDropTracepoint    = "drop_tracepoint"
 	EnrichProgRetransmit        = "retransmit"
@@ -108,9 +109,10 @@ type EnrichProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type EnrichMapSpecs struct {
-	Control *ebpf.MapSpec `ebpf:"control"`
-	EnrichA *ebpf.MapSpec `ebpf:"enrich_a"`
-	EnrichB *ebpf.MapSpec `ebpf:"enrich_b"`
+	Control        *ebpf.MapSpec `ebpf:"control"`
+	EnrichA        *ebpf.MapSpec `ebpf:"enrich_a"`
+	EnrichB        *ebpf.MapSpec `ebpf:"enrich_b"`
+	EnrichCounters *ebpf.MapSpec `ebpf:"enrich_counters"`
 }
 
 // EnrichVariableSpecs contains global variables before they are loaded into the kernel.
@@ -142,9 +144,10 @@ func (o *EnrichObjects) Close() error {
 //
 // It can be passed to LoadEnrichObjects or ebpf.CollectionSpec.LoadAndAssign.
 type EnrichMaps struct {
-	Control *ebpf.Map `ebpf:"control"`
-	EnrichA *ebpf.Map `ebpf:"enrich_a"`
-	EnrichB *ebpf.Map `ebpf:"enrich_b"`
+	Control        *ebpf.Map `ebpf:"control"`
+	EnrichA        *ebpf.Map `ebpf:"enrich_a"`
+	EnrichB        *ebpf.Map `ebpf:"enrich_b"`
+	EnrichCounters *ebpf.Map `ebpf:"enrich_counters"`
 }
 
 func (m *EnrichMaps) Close() error {
@@ -152,6 +155,7 @@ func (m *EnrichMaps) Close() error {
 		m.Control,
 		m.EnrichA,
 		m.EnrichB,
+		m.EnrichCounters,
 	)
 }
 

@@ -63,6 +63,9 @@ type hook struct {
 	status HookStatus
 	prog   *ebpf.Program
 	link   link.Link
+	// counters is the hooks' shared enrich_counters map (each hook holds
+	// its own handle, so the map lives as long as any hook).
+	counters *ebpf.Map
 }
 
 // StartHooks loads and attaches the named enrichment hooks (HookDrops, ...).
@@ -76,12 +79,24 @@ func (d *Datapath) StartHooks(names []string) []HookStatus {
 		_ = spec.Variables[EnrichVarReasonConsumed].Set(consumed)
 		_ = spec.Variables[EnrichVarReasonNotSpecified].Set(notSpecified)
 	}
+	counters, cerr := d.enrichCounters(spec)
+	if counters != nil {
+		defer counters.Close()
+	}
 	var out []HookStatus
 	for _, name := range names {
 		h := &hook{status: HookStatus{Name: name}}
 		cands, ok := hookCandidates[name]
-		if !ok {
+		switch {
+		case !ok:
 			h.status.Err = fmt.Errorf("unknown hook %q", name)
+		case cerr != nil:
+			h.status.Err, cands = cerr, nil
+		default:
+			var err error
+			if h.counters, err = counters.Clone(); err != nil {
+				h.status.Err, cands = err, nil
+			}
 		}
 		var errs []error
 		for _, c := range cands {
@@ -89,7 +104,7 @@ func (d *Datapath) StartHooks(names []string) []HookStatus {
 				errs = append(errs, fmt.Errorf("%s: skipped by configuration", c.prog))
 				continue
 			}
-			prog, l, err := d.loadHook(spec, c)
+			prog, l, err := d.loadHook(spec, c, counters)
 			if err == nil {
 				h.prog, h.link = prog, l
 				h.status.Running, h.status.Program = true, c.prog
@@ -107,9 +122,26 @@ func (d *Datapath) StartHooks(names []string) []HookStatus {
 	return out
 }
 
+// enrichCounters returns a new handle to the hooks' counters map: the one
+// the running hooks share, or a new map for the first StartHooks.
+func (d *Datapath) enrichCounters(spec *ebpf.CollectionSpec) (*ebpf.Map, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, h := range d.hooks {
+		if h.counters != nil {
+			return h.counters.Clone()
+		}
+	}
+	m, err := ebpf.NewMap(spec.Maps[EnrichMapEnrichCounters])
+	if err != nil {
+		return nil, fmt.Errorf("create map %s: %w", EnrichMapEnrichCounters, err)
+	}
+	return m, nil
+}
+
 // loadHook loads one program of the enrichment object alone (so one refused
 // program does not take the others down) and attaches it.
-func (d *Datapath) loadHook(spec *ebpf.CollectionSpec, c candidate) (*ebpf.Program, link.Link, error) {
+func (d *Datapath) loadHook(spec *ebpf.CollectionSpec, c candidate, counters *ebpf.Map) (*ebpf.Program, link.Link, error) {
 	one := spec.Copy()
 	for name := range one.Programs {
 		if name != c.prog {
@@ -117,9 +149,10 @@ func (d *Datapath) loadHook(spec *ebpf.CollectionSpec, c candidate) (*ebpf.Progr
 		}
 	}
 	coll, err := ebpf.NewCollectionWithOptions(one, ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
-		EnrichMapControl: d.Maps.Control,
-		EnrichMapEnrichA: d.Maps.Enrich[0],
-		EnrichMapEnrichB: d.Maps.Enrich[1],
+		EnrichMapControl:        d.Maps.Control,
+		EnrichMapEnrichA:        d.Maps.Enrich[0],
+		EnrichMapEnrichB:        d.Maps.Enrich[1],
+		EnrichMapEnrichCounters: counters,
 	}})
 	if err != nil {
 		return nil, nil, fmt.Errorf("load: %w", err)
@@ -177,6 +210,9 @@ func (d *Datapath) closeHooks() {
 	for _, h := range d.hooks {
 		if h.prog != nil {
 			h.prog.Close()
+		}
+		if h.counters != nil {
+			h.counters.Close()
 		}
 	}
 	d.hooks = nil

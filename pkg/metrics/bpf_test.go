@@ -118,6 +118,7 @@ func TestDatapathMetrics(t *testing.T) {
 		Hooks:           metrics.DatapathHooks(dp),
 		Programs:        metrics.DatapathPrograms(dp),
 		Maps:            metrics.DatapathMaps(dp.Maps),
+		EnrichmentLost:  dp.ReadEnrichmentLost,
 	}, metrics.Options{NoRuntimeMetrics: true})
 	if err != nil {
 		t.Fatal(err)
@@ -157,6 +158,9 @@ func TestDatapathMetrics(t *testing.T) {
 	expect(t, f, 64, "flowlens_agent_flow_map_capacity")
 	expect(t, f, 0, "flowlens_agent_malformed_packets_total")
 	expect(t, f, 0, "flowlens_agent_attached_interfaces")
+	if _, ok := value(f, "flowlens_agent_enrichment_lost_total"); !ok { // its value depends on the machine's other drops
+		t.Error("flowlens_agent_enrichment_lost_total missing")
+	}
 	for _, name := range []string{"flows_a", "flows_b", "control", "counters", "overflow"} {
 		if v, ok := value(f, "flowlens_agent_bpf_map_memory_bytes", "map="+name); !ok || v <= 0 {
 			t.Errorf("map %s memory: %v (present: %v)", name, v, ok)

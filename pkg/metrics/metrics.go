@@ -65,6 +65,9 @@ type Sources struct {
 	// BPFStatsEnabled reports whether the kernel collects program run
 	// time statistics (EnableBPFStats succeeded).
 	BPFStatsEnabled func() bool
+	// EnrichmentLost reads the enrichment events lost because their entry
+	// could not be inserted (Datapath.ReadEnrichmentLost).
+	EnrichmentLost func() (uint64, error)
 }
 
 // Exporter is one exporter's queue, as the metrics see it.
@@ -297,7 +300,7 @@ type agentCollector struct {
 	expBatches, expFlows, expErrors              *prometheus.Desc
 	expDroppedBatches, expDroppedFlows, expQueue *prometheus.Desc
 	expConnected, expRefused                     *prometheus.Desc
-	attached, hookUp                             *prometheus.Desc
+	attached, hookUp, enrichLost                 *prometheus.Desc
 	progRunTime, progRuns, progMisses, progInst  *prometheus.Desc
 	mapMemory, statsEnabled, readErrors          *prometheus.Desc
 
@@ -348,6 +351,7 @@ func newAgentCollector(m *Metrics) *agentCollector {
 		expRefused:        d("export_refused_total", "Messages the consumer refused after they were sent (lost; counted as exported by export_flows_total).", "exporter"),
 		attached:          d("attached_interfaces", "Interfaces the datapath is attached to."),
 		hookUp:            d("hook_up", "1 if the hook is running, 0 if it is unavailable.", "hook"),
+		enrichLost:        d("enrichment_lost_total", "Enrichment events (drops, RTT samples, retransmits) lost because their entry could not be inserted into the enrichment map (full, or the kernel's allocator failed)."),
 		progRunTime:       d("bpf_program_run_time_seconds_total", "Cumulative run time of the agent's BPF program in the kernel (run_time_ns), summed over its instances.", "program", "attach"),
 		progRuns:          d("bpf_program_runs_total", "Times the agent's BPF program ran (run_cnt), summed over its instances.", "program", "attach"),
 		progMisses:        d("bpf_program_recursion_misses_total", "Times the kernel skipped the program because of recursion.", "program", "attach"),
@@ -366,7 +370,7 @@ func (c *agentCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.evictions, c.evictedFlows, c.mapEntries, c.mapCapacity,
 		c.flowsCreated, c.overflowRecords, c.overflowLost, c.ifacesOverflow, c.nonIP, c.malformed,
 		c.expBatches, c.expFlows, c.expErrors, c.expDroppedBatches, c.expDroppedFlows, c.expQueue,
-		c.expConnected, c.expRefused, c.attached, c.hookUp, c.progRunTime, c.progRuns, c.progMisses,
+		c.expConnected, c.expRefused, c.attached, c.hookUp, c.enrichLost, c.progRunTime, c.progRuns, c.progMisses,
 		c.progInst, c.mapMemory, c.statsEnabled, c.readErrors} {
 		ch <- d
 	}
@@ -471,6 +475,13 @@ func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
 	if src.Hooks != nil {
 		for h, up := range src.Hooks() {
 			gauge(ch, c.hookUp, b2f(up), h)
+		}
+	}
+	if src.EnrichmentLost != nil {
+		if n, err := src.EnrichmentLost(); err != nil {
+			c.readError("enrichment_counters", err)
+		} else {
+			counter(ch, c.enrichLost, n)
 		}
 	}
 	if src.Programs != nil {

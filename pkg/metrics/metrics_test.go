@@ -172,6 +172,7 @@ func TestScrapeExactValues(t *testing.T) {
 			return []metrics.Map{{Name: "flows_a", Memory: func() (uint64, error) { return 4096, nil }}}
 		},
 		BPFStatsEnabled: func() bool { return true },
+		EnrichmentLost:  func() (uint64, error) { return 13, nil },
 	}, metrics.Options{Ready: func() error { return ready }})
 	if err != nil {
 		t.Fatal(err)
@@ -205,6 +206,7 @@ func TestScrapeExactValues(t *testing.T) {
 	expect(t, f, 4, "flowlens_agent_attached_interfaces")
 	expect(t, f, 1, "flowlens_agent_hook_up", "hook=tc")
 	expect(t, f, 0, "flowlens_agent_hook_up", "hook=drops")
+	expect(t, f, 13, "flowlens_agent_enrichment_lost_total")
 	expect(t, f, 150, "flowlens_agent_bpf_program_runs_total", "attach=tc_ingress", "program=flowlens_ingress")
 	expect(t, f, 2, "flowlens_agent_bpf_program_run_time_seconds_total", "attach=tc_ingress", "program=flowlens_ingress")
 	expect(t, f, 2, "flowlens_agent_bpf_program_instances", "attach=tc_ingress", "program=flowlens_ingress")
