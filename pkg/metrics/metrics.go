@@ -299,6 +299,7 @@ type agentCollector struct {
 	ifacesOverflow, nonIP, malformed             *prometheus.Desc
 	expBatches, expFlows, expErrors              *prometheus.Desc
 	expDroppedBatches, expDroppedFlows, expQueue *prometheus.Desc
+	expWait                                      *prometheus.Desc
 	expConnected, expRefused                     *prometheus.Desc
 	attached, hookUp, enrichLost                 *prometheus.Desc
 	progRunTime, progRuns, progMisses, progInst  *prometheus.Desc
@@ -347,6 +348,7 @@ func newAgentCollector(m *Metrics) *agentCollector {
 		expDroppedBatches: d("export_dropped_batches_total", "Batches dropped, oldest first, because the exporter's queue was full (slow or absent consumer).", "exporter"),
 		expDroppedFlows:   d("export_dropped_flows_total", "Flows in the batches dropped for backpressure.", "exporter"),
 		expQueue:          d("export_queue_batches", "Batches waiting in the exporter's queue.", "exporter"),
+		expWait:           d("export_wait_seconds_total", "Time evictions spent waiting for room in the exporter's full queue (backpressure from a slower consumer).", "exporter"),
 		expConnected:      d("export_connected", "1 if the exporter reaches its consumer (grpc: a stream is open), 0 if not.", "exporter"),
 		expRefused:        d("export_refused_total", "Messages the consumer refused after they were sent (lost; counted as exported by export_flows_total).", "exporter"),
 		attached:          d("attached_interfaces", "Interfaces the datapath is attached to."),
@@ -369,7 +371,7 @@ func newAgentCollector(m *Metrics) *agentCollector {
 func (c *agentCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.evictions, c.evictedFlows, c.mapEntries, c.mapCapacity,
 		c.flowsCreated, c.overflowRecords, c.overflowLost, c.ifacesOverflow, c.nonIP, c.malformed,
-		c.expBatches, c.expFlows, c.expErrors, c.expDroppedBatches, c.expDroppedFlows, c.expQueue,
+		c.expBatches, c.expFlows, c.expErrors, c.expDroppedBatches, c.expDroppedFlows, c.expQueue, c.expWait,
 		c.expConnected, c.expRefused, c.attached, c.hookUp, c.enrichLost, c.progRunTime, c.progRuns, c.progMisses,
 		c.progInst, c.mapMemory, c.statsEnabled, c.readErrors} {
 		ch <- d
@@ -457,6 +459,7 @@ func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(ch, c.expErrors, e.Stats.Errors.Load(), e.Name)
 			counter(ch, c.expDroppedBatches, e.Stats.DroppedBatches.Load(), e.Name)
 			counter(ch, c.expDroppedFlows, e.Stats.DroppedFlows.Load(), e.Name)
+			ch <- prometheus.MustNewConstMetric(c.expWait, prometheus.CounterValue, float64(e.Stats.WaitNanos.Load())/1e9, e.Name)
 		}
 		if e.Queued != nil {
 			gauge(ch, c.expQueue, float64(e.Queued()), e.Name)

@@ -146,6 +146,7 @@ func TestScrapeExactValues(t *testing.T) {
 	q.Errors.Store(1)
 	q.DroppedBatches.Store(2)
 	q.DroppedFlows.Store(200)
+	q.WaitNanos.Store(1_500_000_000)
 	connected := true
 
 	ing1, ing2 := &fakeProg{runtime: 1500 * time.Millisecond, runs: 100}, &fakeProg{runtime: 500 * time.Millisecond, runs: 50}
@@ -199,6 +200,7 @@ func TestScrapeExactValues(t *testing.T) {
 	expect(t, f, 1, "flowlens_agent_export_errors_total", "exporter=grpc")
 	expect(t, f, 2, "flowlens_agent_export_dropped_batches_total", "exporter=grpc")
 	expect(t, f, 200, "flowlens_agent_export_dropped_flows_total", "exporter=grpc")
+	expect(t, f, 1.5, "flowlens_agent_export_wait_seconds_total", "exporter=grpc")
 	expect(t, f, 3, "flowlens_agent_export_queue_batches", "exporter=grpc")
 	expect(t, f, 1, "flowlens_agent_export_connected", "exporter=grpc")
 	expect(t, f, 6, "flowlens_agent_export_refused_total", "exporter=grpc")
