@@ -7,7 +7,10 @@
 // link; then every PromQL expression of every panel of every committed
 // dashboard (manifests/dashboards/*.json) runs against Prometheus's HTTP
 // API with the dashboard's variables substituted, and a panel whose query
-// returns no data fails the test by its title.
+// returns no data fails the test by its title. The same Prometheus also
+// answers the kube-burner metrics profile (hack/kube-burner), every query
+// but the cAdvisor ones (no kubelet here), so its metric names and PromQL
+// are proven too.
 //
 // Needs root and /usr/bin/prometheus (`make deps-prometheus`); without the
 // binary the test skips, except in CI (CI set), where it fails. With

@@ -162,6 +162,7 @@ func TestPanels(t *testing.T) {
 	var res []boardResult
 	var failures []string
 	var sel map[string]string
+	kbQueries := 0 // kube-burner profile queries checked too
 	for {
 		elapsed := time.Since(start)
 		if elapsed < minimum {
@@ -172,6 +173,12 @@ func TestPanels(t *testing.T) {
 		res, failures = evaluate(t, ctx, p, boards, start, end, nil)
 		if len(failures) == 0 {
 			failures = checkExpectations(res, col.static)
+		}
+		if len(failures) == 0 {
+			failures, kbQueries, err = kubeBurnerFailures(ctx, p, start, end)
+			if err != nil {
+				t.Fatal(err)
+			}
 		}
 		if len(failures) == 0 {
 			// The variables filter: each query variable set to a value
@@ -201,7 +208,7 @@ func TestPanels(t *testing.T) {
 		t.Error(f)
 	}
 	if len(failures) == 0 {
-		t.Logf("%d queries of %d dashboards all returned data, with every variable on All and with %v; the lab showed as expected (pods resolved: %v)", total, len(res), sel, col.static)
+		t.Logf("%d queries of %d dashboards all returned data, with every variable on All and with %v; the lab showed as expected (pods resolved: %v); so did %d queries of %s", total, len(res), sel, col.static, kbQueries, kubeBurnerProfile)
 	}
 	if resultsPath != "" {
 		writeResults(t, resultsPath, res, start, col.static)
