@@ -86,14 +86,23 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 	time.Sleep(400 * time.Millisecond) // a few evictions
 	base := "http://" + h.A.MetricsAddr()
-	for _, path := range []string{"/healthz", "/readyz"} {
+	status := func(path string) int {
+		t.Helper()
 		resp, err := http.Get(base + path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Fatalf("%s: %s", path, resp.Status)
+		return resp.StatusCode
+	}
+	if code := status("/healthz"); code != 200 {
+		t.Fatalf("/healthz: %d", code)
+	}
+	// Ready once the initial interfaces are attached and the listing has
+	// settled (Agent.Ready): poll as a readiness probe does.
+	for deadline := time.Now().Add(5 * time.Second); status("/readyz") != 200; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("/readyz not 200 after 5s")
 		}
 	}
 	resp, err := http.Get(base + "/metrics")

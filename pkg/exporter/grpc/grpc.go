@@ -35,8 +35,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
 	"github.com/flowlens/flowlens/api/flow/v1/flowconv"
@@ -126,11 +124,11 @@ type Stats struct {
 // Exporter sends batches to a collector. Safe for concurrent use; Export
 // calls are serialized.
 type Exporter struct {
-	cfg    Config
-	log    *slog.Logger
-	conn   *grpcgo.ClientConn
-	client flowv1.FlowCollectorClient
-	Stats  Stats
+	cfg   Config
+	log   *slog.Logger
+	conn  *grpcgo.ClientConn
+	codec passthroughCodec
+	Stats Stats
 
 	life       context.Context // cancelled by Close: aborts a blocked Export
 	lifeCancel context.CancelFunc
@@ -139,12 +137,13 @@ type Exporter struct {
 
 	mu             sync.Mutex
 	closed         bool
-	enc            *flowconv.Encoder
-	msg            flowv1.FlowBatch // reused envelope
-	cuts           []int            // reused message boundaries
-	sizes          []int            // reused message sizes
-	identityIP     netip.Addr       // the AgentIP the encoder stamps
-	stream         grpcgo.ClientStreamingClient[flowv1.FlowBatch, flowv1.ExportSummary]
+	identityIP     netip.Addr   // the AgentIP stamped on flows
+	agentIP        []byte       // identityIP in wire form
+	buf            []byte       // the encoded batch (reused)
+	cuts           []int        // message boundaries in flows (reused)
+	offs           []int        // message boundaries in buf (reused)
+	msg            encodedBatch // the message being sent (a part of buf)
+	stream         grpcgo.ClientStreamingClient[encodedBatch, flowv1.ExportSummary]
 	streamCancel   context.CancelFunc
 	failures       int // consecutive failures, for the backoff
 	nextAttempt    time.Time
@@ -161,7 +160,7 @@ func New(cfg Config) (*Exporter, error) {
 	}
 	setDefaults(&cfg)
 	e := &Exporter{cfg: cfg, log: cfg.Logger.With("exporter", "grpc", "target", cfg.Target),
-		enc: flowconv.NewEncoder(flowconv.Identity{NodeName: cfg.NodeName, AgentIP: cfg.AgentIP}), identityIP: cfg.AgentIP}
+		codec: newPassthroughCodec(), identityIP: cfg.AgentIP, agentIP: flowconv.AddrBytes(cfg.AgentIP)}
 	creds, err := transportCredentials(cfg)
 	if err != nil {
 		return nil, err
@@ -178,7 +177,6 @@ func New(cfg Config) (*Exporter, error) {
 		return nil, fmt.Errorf("grpc exporter: %w", err)
 	}
 	e.conn = conn
-	e.client = flowv1.NewFlowCollectorClient(conn)
 	e.life, e.lifeCancel = context.WithCancel(context.Background())
 	return e, nil
 }
@@ -307,14 +305,13 @@ func (e *Exporter) Export(ctx context.Context, batch []flow.Record) error {
 		return e.abortErr(ctx, err)
 	}
 	e.updateIdentity()
-	flows := e.enc.Encode(batch)
-	cuts := e.split(flows)
-	defer func() { e.msg.Flows = nil }()
+	cuts, offs := e.encode(batch)
+	defer func() { e.msg.wire = nil }()
 	for i := 0; i+1 < len(cuts); {
 		if err := e.ensureStream(ctx); err != nil {
 			return e.abortErr(ctx, err)
 		}
-		e.msg.Flows = flows[cuts[i]:cuts[i+1]]
+		e.msg.wire = e.buf[offs[i]:offs[i+1]]
 		err := e.send(ctx)
 		if err != nil {
 			if ctx.Err() != nil { // our own cancellation, not the collector's doing
@@ -334,7 +331,7 @@ func (e *Exporter) Export(ctx context.Context, batch []flow.Record) error {
 		}
 		e.Stats.Messages.Add(1)
 		e.Stats.Flows.Add(uint64(cuts[i+1] - cuts[i]))
-		e.Stats.Bytes.Add(uint64(e.sizes[i]))
+		e.Stats.Bytes.Add(uint64(offs[i+1] - offs[i]))
 		i++
 	}
 	return nil
@@ -355,29 +352,29 @@ func (e *Exporter) updateIdentity() {
 		return
 	}
 	if p := e.localIP.Load(); p != nil && *p != e.identityIP {
-		e.identityIP = *p
-		e.enc.SetIdentity(flowconv.Identity{NodeName: e.cfg.NodeName, AgentIP: *p})
+		e.identityIP, e.agentIP = *p, flowconv.AddrBytes(*p)
 	}
 }
 
-// split returns the boundaries of the messages flows go out in, so each
-// stays under MaxMessageBytes: [0, n] when the whole batch fits. e.sizes[i]
-// is the encoded size of message i.
-func (e *Exporter) split(flows []*flowv1.Flow) []int {
-	cuts, sizes := append(e.cuts[:0], 0), e.sizes[:0]
-	size := 0
-	for i, f := range flows {
-		s := proto.Size(f)
-		s += protowire.SizeTag(1) + protowire.SizeVarint(uint64(s))
-		if size > 0 && size+s > e.cfg.MaxMessageBytes {
-			cuts, sizes = append(cuts, i), append(sizes, size)
-			size = 0
+// encode writes batch into e.buf as FlowBatch wire bytes and returns the
+// boundaries of the messages it goes out in, so each stays under
+// MaxMessageBytes (a flow alone may not): message i is flows
+// cuts[i]..cuts[i+1], bytes e.buf[offs[i]:offs[i+1]]; cuts is [0, n] when
+// the whole batch fits. A FlowBatch is only its flows' elements, so any run
+// of them is a message.
+func (e *Exporter) encode(batch []flow.Record) (cuts, offs []int) {
+	buf := e.buf[:0]
+	cuts, offs = append(e.cuts[:0], 0), append(e.offs[:0], 0)
+	for i := range batch {
+		start := len(buf)
+		buf = flowconv.AppendFlow(buf, &batch[i], e.cfg.NodeName, e.agentIP)
+		if start > offs[len(offs)-1] && len(buf)-offs[len(offs)-1] > e.cfg.MaxMessageBytes {
+			cuts, offs = append(cuts, i), append(offs, start)
 		}
-		size += s
 	}
-	cuts, sizes = append(cuts, len(flows)), append(sizes, size)
-	e.cuts, e.sizes = cuts, sizes
-	return cuts
+	cuts, offs = append(cuts, len(batch)), append(offs, len(buf))
+	e.buf, e.cuts, e.offs = buf, cuts, offs
+	return cuts, offs
 }
 
 // ensureStream opens a stream unless one is open, waiting for the backoff
@@ -399,7 +396,7 @@ func (e *Exporter) ensureStream(ctx context.Context) error {
 		stop := context.AfterFunc(ctx, cancel)
 		// Not WaitForReady: while the connection is down this fails at once
 		// (Unavailable) and the backoff here paces the attempts.
-		st, err := e.client.Export(sctx)
+		st, err := e.openStream(sctx)
 		stop()
 		if err == nil && sctx.Err() != nil {
 			err = sctx.Err()
@@ -418,6 +415,17 @@ func (e *Exporter) ensureStream(ctx context.Context) error {
 		// failures and the connected state are reset in send.
 	}
 	return nil
+}
+
+// openStream opens an Export stream that sends encodedBatch messages
+// (the generated client's stream only takes *flowv1.FlowBatch).
+func (e *Exporter) openStream(ctx context.Context) (grpcgo.ClientStreamingClient[encodedBatch, flowv1.ExportSummary], error) {
+	s, err := e.conn.NewStream(ctx, &flowv1.FlowCollector_ServiceDesc.Streams[0], flowv1.FlowCollector_Export_FullMethodName,
+		grpcgo.StaticMethod(), grpcgo.ForceCodecV2(e.codec))
+	if err != nil {
+		return nil, err
+	}
+	return &grpcgo.GenericClientStream[encodedBatch, flowv1.ExportSummary]{ClientStream: s}, nil
 }
 
 // send writes e.msg on the stream; ctx cancels a Send blocked by flow

@@ -415,3 +415,24 @@ func TestCloseAbortsBlockedExport(t *testing.T) {
 		t.Fatalf("Export after Close: %v", err)
 	}
 }
+
+// A name that is not valid UTF-8 (any bytes make an interface name) costs
+// neither its flow nor its batch: it arrives with U+FFFD in place of the
+// invalid bytes, where marshalling it as is fails.
+func TestExportInvalidUTF8(t *testing.T) {
+	rec := collectortest.Start(t, collector.Options{})
+	exp := newExporter(t, grpcexp.Config{Target: rec.Addr})
+	recs := batch(0, 3)
+	recs[1].Interfaces = []flow.Interface{{Name: "eth\xff0", Ifindex: 2, Netns: "host", Direction: flow.DirIngress}}
+	if err := exp.Export(ctxT(t, 10*time.Second), recs); err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	recs[1].Interfaces[0].Name = "eth\uFFFD0"
+	checkExact(t, rec, recs)
+	if r := exp.Stats.Refused.Load(); r != 0 {
+		t.Fatalf("%d refusals", r)
+	}
+}

@@ -8,6 +8,9 @@
 // between batches converts without allocating per flow. Flow → Record
 // (ToRecord, ToRecords) validates the message first: a collector must not
 // trust what arrives on the wire.
+//
+// AppendFlow and AppendBatch (wire.go) skip the messages altogether: they
+// encode Records straight into FlowBatch wire bytes, for the exporter.
 package flowconv
 
 import (
