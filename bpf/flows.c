@@ -134,8 +134,8 @@ static __always_inline int apply(struct flow_value *v, const struct pkt *p,
 	return lost_iface;
 }
 
-static __always_inline void send_overflow(const struct pkt *p, const struct iface_obs *me,
-					  __u32 len, __u64 now)
+static __always_inline void send_overflow(struct __sk_buff *skb, const struct pkt *p,
+					  const struct iface_obs *me, __u32 len, __u64 now)
 {
 	struct overflow_rec *r = bpf_ringbuf_reserve(&overflow, sizeof(*r), 0);
 	if (!r) {
@@ -148,8 +148,7 @@ static __always_inline void send_overflow(const struct pkt *p, const struct ifac
 	r->bytes = len;
 	r->eth_type = p->eth_type;
 	r->tcp_flags = p->tcp_flags;
-	__builtin_memcpy(r->src_mac, p->src_mac, 6);
-	__builtin_memcpy(r->dst_mac, p->dst_mac, 6);
+	copy_macs(skb, r->src_mac, r->dst_mac);
 	r->dscp = p->dscp;
 	r->_pad[0] = r->_pad[1] = r->_pad[2] = 0;
 	bpf_ringbuf_submit(r, 0);
@@ -162,8 +161,8 @@ static __always_inline void send_overflow(const struct pkt *p, const struct ifac
  * that was counted on its first interface before a flip is not counted again
  * on a later interface after it.
  */
-static __always_inline void record(void *cur, void *prev, const struct pkt *p,
-				   const struct iface_obs *me, __u32 len)
+static __always_inline void record(struct __sk_buff *skb, void *cur, void *prev,
+				   const struct pkt *p, const struct iface_obs *me, __u32 len)
 {
 	__u64 now = bpf_ktime_get_coarse_ns();
 	struct flow_value *v = bpf_map_lookup_elem(cur, &p->key);
@@ -175,8 +174,7 @@ static __always_inline void record(void *cur, void *prev, const struct pkt *p,
 		nv.last_seen_ns = now;
 		nv.eth_type = p->eth_type;
 		nv.dscp = p->dscp;
-		__builtin_memcpy(nv.src_mac, p->src_mac, 6);
-		__builtin_memcpy(nv.dst_mac, p->dst_mac, 6);
+		copy_macs(skb, nv.src_mac, nv.dst_mac);
 		nv.ifaces[0] = *me;
 		nv.first_dir = me->dir;
 		nv.n_ifaces = 1;
@@ -198,12 +196,12 @@ static __always_inline void record(void *cur, void *prev, const struct pkt *p,
 			return;
 		}
 		if (err != -17 /* EEXIST: another CPU inserted it first */) {
-			send_overflow(p, me, len, now);
+			send_overflow(skb, p, me, len, now);
 			return;
 		}
 		v = bpf_map_lookup_elem(cur, &p->key);
 		if (!v) { /* evicted in between: cannot happen, the active map is never deleted from */
-			send_overflow(p, me, len, now);
+			send_overflow(skb, p, me, len, now);
 			return;
 		}
 	}
@@ -216,15 +214,13 @@ static __always_inline int handle(struct __sk_buff *skb, __u32 dir)
 	if (sampling > 1 && bpf_get_prandom_u32() % sampling != 0)
 		return TC_ACT_UNSPEC;
 
-	struct pkt p = {};
+	struct pkt p; /* not zeroed: parse writes every field it returns PARSE_OK for */
 	int r = parse(skb, &p);
 	if (r == PARSE_TRUNCATED && skb->len > skb->data_end - skb->data) {
 		/* Headers beyond the linear area (rare): pull them in and retry. */
 		__u32 want = skb->len < 256 ? skb->len : 256;
-		if (bpf_skb_pull_data(skb, want) == 0) {
-			__builtin_memset(&p, 0, sizeof(p));
+		if (bpf_skb_pull_data(skb, want) == 0)
 			r = parse(skb, &p);
-		}
 	}
 	if (r == PARSE_NON_IP) {
 		count(CNT_NON_IP);
@@ -243,9 +239,9 @@ static __always_inline int handle(struct __sk_buff *skb, __u32 dir)
 	__u32 zero = 0;
 	__u32 *active = bpf_map_lookup_elem(&control, &zero);
 	if (active && *active)
-		record(&flows_b, &flows_a, &p, &me, skb->len);
+		record(skb, &flows_b, &flows_a, &p, &me, skb->len);
 	else
-		record(&flows_a, &flows_b, &p, &me, skb->len);
+		record(skb, &flows_a, &flows_b, &p, &me, skb->len);
 	return TC_ACT_UNSPEC; /* TCX_NEXT: let the next program / the stack decide */
 }
 
