@@ -5,6 +5,7 @@
 #
 #   make bench-bpf      kernel datapath through BPF_PROG_TEST_RUN (~3 min)
 #   make bench          Go micro-benchmarks, -count 6, benchstat (~10 min)
+#   make bench-enrich   enrichment hooks' ns per run on real traffic (~1 min)
 #   make bench-live     netns lab, hey + iperf3, baseline vs agent (~10 min)
 #   make bench-plots    docs/img/*.png from the latest results
 #   make check-budget   instruction/size/allocation budget (bpf/budget.json)
@@ -27,7 +28,7 @@ BENCH_BPF_ARGS ?=
 BENCHSTAT_VERSION := v0.0.0-20260908200009-22c9c6c9d4da
 BENCHSTAT          = $(abspath $(BIN))/tools/benchstat-$(BENCHSTAT_VERSION)/benchstat
 
-.PHONY: bench-bpf bench bench-live bench-plots check-budget budget-update benchstat generate-bench
+.PHONY: bench-bpf bench bench-enrich bench-live bench-plots check-budget budget-update benchstat generate-bench
 
 # The benchmark's own BPF objects (driver, map choice, lock-free experiment)
 # are committed like pkg/datapath's; `make generate` rebuilds them too.
@@ -56,6 +57,14 @@ bench: $(BENCHSTAT) ## Go micro-benchmarks (eviction, merge, JSON, protobuf, gRP
 	@echo; echo "== eviction with the enrichment merge (benchstat -col /enrich) =="
 	$(BENCHSTAT) -filter '.name:Evict' -col /enrich $(BENCH_OUT)/go.txt | tee $(BENCH_OUT)/benchstat-enrich.txt
 	@if [ -n "$(BENCH_BASE)" ]; then echo; echo "== $(BENCH_BASE) vs this run =="; $(BENCHSTAT) $(BENCH_BASE) $(BENCH_OUT)/go.txt; fi
+
+# Extra flags for the enrichment hooks' benchmark, e.g. BENCH_ENRICH_ARGS='-obj old.o,pkg/datapath/enrich_bpfel.o -runs 7'.
+BENCH_ENRICH_ARGS ?=
+
+bench-enrich: ## enrichment hooks' ns per run on real TCP (with loss) and UDP drops, bpf_stats (root; iperf3, nft)
+	@mkdir -p $(BENCH_OUT)
+	@command -v iperf3 >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends iperf3 >/dev/null; }
+	$(GO) run ./hack/bench/enrich $(BENCH_ENRICH_ARGS) | tee $(BENCH_OUT)/enrich.txt
 
 bench-live: ## live overhead: netns lab, hey at a fixed rate + iperf3, baseline vs agent, A/A beside A/B (root)
 	@mkdir -p $(BENCH_OUT)
