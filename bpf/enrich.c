@@ -7,6 +7,8 @@
  *
  * Like the flow maps, the enrichment maps are a double buffer switched by
  * the shared "control" map, so an eviction reads a map no program writes.
+ * control[0] is a generation counter the agent increments at each eviction;
+ * its parity picks the active map.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -80,11 +82,19 @@ struct {
 
 const struct enrich_value *unused_enrich_value __attribute__((unused));
 
-static __always_inline struct enrich_value *enrich_entry(const struct flow_key *key)
+static __always_inline __u32 generation(void)
 {
 	__u32 zero = 0;
-	__u32 *active = bpf_map_lookup_elem(&control, &zero);
-	void *m = (active && *active) ? (void *)&enrich_b : (void *)&enrich_a;
+	__u32 *gen = bpf_map_lookup_elem(&control, &zero);
+	return gen ? *gen : 0;
+}
+
+/* The entry of key in the enrichment map of generation gen (inserted when
+ * missing); NULL if it cannot be inserted. */
+static __always_inline struct enrich_value *enrich_entry(const struct flow_key *key, __u32 gen)
+{
+	__u32 zero = 0;
+	void *m = (gen & 1) ? (void *)&enrich_b : (void *)&enrich_a;
 	struct enrich_value *v = bpf_map_lookup_elem(m, key);
 	if (v)
 		return v;
@@ -179,7 +189,7 @@ static __always_inline int record_rtt(struct sock *sk)
 	struct flow_key key = {};
 	if (sock_key(sk, &key, 1))
 		return 0;
-	struct enrich_value *v = enrich_entry(&key);
+	struct enrich_value *v = enrich_entry(&key, generation());
 	if (!v)
 		return 0;
 	__u64 rtt = (__u64)srtt_us * 1000;
@@ -211,7 +221,7 @@ int retransmit(unsigned long long *ctx)
 	struct flow_key key = {};
 	if (sock_key((struct sock *)ctx[0], &key, 0))
 		return 0;
-	struct enrich_value *v = enrich_entry(&key);
+	struct enrich_value *v = enrich_entry(&key, generation());
 	if (v)
 		v->retransmits += 1; /* under the socket lock */
 	return 0;
@@ -297,7 +307,7 @@ static __always_inline int record_drop(struct sk_buff *skb, int mode, __u32 reas
 		if (l2 > 0 && l2 < 256)
 			len += l2;
 	}
-	struct enrich_value *v = enrich_entry(&key);
+	struct enrich_value *v = enrich_entry(&key, generation());
 	if (!v)
 		return 0;
 	__sync_fetch_and_add(&v->drop_packets, 1);

@@ -5,8 +5,9 @@
  * value. See docs/architecture.md for the dedup rule and the eviction scheme.
  *
  * Two flow maps (flows_a, flows_b) are used as a double buffer: "control"[0]
- * says which one is active. The agent flips it, waits for an RCU grace period
- * (no program still writes the old one), and reads the old one at leisure.
+ * is a generation counter whose parity says which one is active (odd:
+ * flows_b). The agent increments it, waits for an RCU grace period (no
+ * program still writes the old one), and reads the old one at leisure.
  */
 #include "types.h"
 #include "parse.h"
@@ -237,8 +238,8 @@ static __always_inline int handle(struct __sk_buff *skb, __u32 dir)
 		.dir = dir,
 	};
 	__u32 zero = 0;
-	__u32 *active = bpf_map_lookup_elem(&control, &zero);
-	if (active && *active)
+	__u32 *gen = bpf_map_lookup_elem(&control, &zero);
+	if (gen && (*gen & 1))
 		record(skb, &flows_b, &flows_a, &p, &me, skb->len);
 	else
 		record(skb, &flows_a, &flows_b, &p, &me, skb->len);

@@ -296,10 +296,11 @@ func measureAllocs(t *testing.T) map[string]float64 {
 		t.Fatal(err)
 	}
 	fillActive := func() {
-		var ctl uint32
+		var ctl uint32 // generation: its parity indexes the active map
 		if err := dp.Maps.Control.Lookup(uint32(0), &ctl); err != nil {
 			t.Fatal(err)
 		}
+		ctl &= 1
 		fill(dp.Maps.Flows[ctl])
 		got = 0
 	}

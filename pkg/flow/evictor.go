@@ -75,8 +75,8 @@ type EvictorStats struct {
 
 // Evictor periodically moves the flows out of the kernel into Records.
 //
-// The datapath writes one of two flow maps (Control[0] says which). An
-// eviction (1) empties the other map, which holds the generation exported
+// The datapath writes one of two flow maps: Control[0] is a generation
+// counter, and its parity says which. An eviction (1) empties the other map, which holds the generation exported
 // last time, (2) makes it the active one, (3) waits for an RCU grace period,
 // after which no program can still be writing the previous map, and (4)
 // reads the previous map at leisure. The previous generation stays readable
@@ -91,7 +91,11 @@ type Evictor struct {
 	// they are merged into their flow; reused, so steady state allocates nothing.
 	pending map[datapath.FlowsFlowKey]datapath.EnrichEnrichValue
 	names   nameCache // reused by every eviction
-	active  uint32
+	// gen is the generation in Control[0]; gen&1 indexes the active maps.
+	// Only increases (the RTT hook compares generations, not parities; a
+	// uint32 wraps after 2^32 evictions, harmless for the parity, and a
+	// false RTT skip would need a socket idle across exactly 2^32 of them).
+	gen     uint32
 	over    *overflowAgg
 	ring    *ringbuf.Reader
 	ringWG  sync.WaitGroup
@@ -134,11 +138,9 @@ func NewEvictor(cfg EvictorConfig) (*Evictor, error) {
 		reader:  maps.NewReader[datapath.FlowsFlowKey, datapath.FlowsFlowValue](maps.DefaultChunk, false),
 		enrich:  maps.NewReader[datapath.FlowsFlowKey, datapath.EnrichEnrichValue](maps.DefaultChunk, false),
 		pending: map[datapath.FlowsFlowKey]datapath.EnrichEnrichValue{}}
-	var cur uint32
-	if err := cfg.Maps.Control.Lookup(uint32(0), &cur); err != nil {
-		return nil, fmt.Errorf("read active flow map: %w", err)
+	if err := cfg.Maps.Control.Lookup(uint32(0), &e.gen); err != nil {
+		return nil, fmt.Errorf("read map generation: %w", err)
 	}
-	e.active = cur
 	if cfg.Maps.Overflow != nil {
 		rd, err := ringbuf.NewReader(cfg.Maps.Overflow)
 		if err != nil {
@@ -254,7 +256,8 @@ func synchronizeRCU() error {
 func (e *Evictor) Evict(reason string) error {
 	start := time.Now()
 	m := e.cfg.Maps
-	next := 1 - e.active
+	nextGen := e.gen + 1
+	next := nextGen & 1
 	discard := func([]datapath.FlowsFlowKey, []datapath.FlowsFlowValue) error { return nil }
 	if _, err := e.reader.ReadAndDelete(m.Flows[next], discard); err != nil {
 		return fmt.Errorf("empty flow map %d: %w", next, err)
@@ -267,11 +270,11 @@ func (e *Evictor) Evict(reason string) error {
 			e.lastCreated.Store(c[datapath.FlowsCounterCNT_NEW_FLOWS])
 		}
 	}
-	if err := m.Control.Put(uint32(0), next); err != nil {
+	if err := m.Control.Put(uint32(0), nextGen); err != nil {
 		return fmt.Errorf("flip flow maps: %w", err)
 	}
-	prev := e.active
-	e.active = next
+	prev := e.gen & 1
+	e.gen = nextGen
 	if err := synchronizeRCU(); err != nil {
 		// Without the grace period a late write could be missed: wait long
 		// enough for any tc program run instead.

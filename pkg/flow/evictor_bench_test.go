@@ -120,10 +120,11 @@ func benchEvict(b *testing.B, n int, enrich string) {
 	}
 	// fill puts a generation into the active map (and enrichment map).
 	fill := func() {
-		var ctl uint32
+		var ctl uint32 // generation: its parity indexes the active map
 		if err := dp.Maps.Control.Lookup(uint32(0), &ctl); err != nil {
 			b.Fatal(err)
 		}
+		ctl &= 1
 		batchUpdate(b, dp.Maps.Flows[ctl], keys, vals)
 		if len(ekeys) > 0 {
 			batchUpdate(b, dp.Maps.Enrich[ctl], ekeys, evals)

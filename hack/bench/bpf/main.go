@@ -405,10 +405,11 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 	pkt := packet(fam)
 
 	// Calibrate: the key and value the program itself writes for flow 0.
-	var ctl uint32
+	var ctl uint32 // generation: its parity indexes the active map
 	if err := dp.Maps.Control.Lookup(uint32(0), &ctl); err != nil {
 		return nil, err
 	}
+	ctl &= 1
 	cur, prev := dp.Maps.Flows[ctl], dp.Maps.Flows[1-ctl]
 	if _, err := real.Run(&ebpf.RunOptions{Data: pkt}); err != nil {
 		return nil, err
