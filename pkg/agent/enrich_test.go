@@ -274,3 +274,65 @@ func TestPartialFlowFromDropsOnly(t *testing.T) {
 		t.Fatalf("want one partial record with zero counters and no interfaces, got %+v", recs)
 	}
 }
+
+// RTT across evictions: one TCP connection stays open over many short
+// eviction periods (100ms) and B sends A a message every 230ms, so most
+// messages come two periods after the previous one, some three. Every
+// period's records must carry rtt_ns in both directions. B->A holds A's
+// srtt, which stays at its handshake value (A sends no data, so it takes no
+// new sample): the RTT hook sees the same srtt each time and must write it
+// again in each new generation. This fails if the hook's per-socket skip
+// survives a generation change, e.g. if it compared the active map's index
+// (the generation's parity) instead of the generation: two periods later the
+// same map is active again, but emptied in between.
+func TestRTTAcrossEvictions(t *testing.T) {
+	p := newPair(t)
+	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--cache-active-timeout=100ms")
+	var ln net.Listener
+	addr := net.JoinHostPort(p.ipB, "7201")
+	if err := p.B.Do(func() (err error) { ln, err = net.Listen("tcp", addr); return }); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var ca net.Conn
+	if err := p.A.Do(func() (err error) { ca, err = net.Dial("tcp", addr); return }); err != nil {
+		t.Fatal(err)
+	}
+	defer ca.Close()
+	cb, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb.Close()
+	buf := make([]byte, 100)
+	for range 12 {
+		if _, err := cb.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(ca, buf); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(230 * time.Millisecond)
+	}
+	flows := h.Stop() // before the close: FIN handling is no tcp_rcv_established
+
+	for _, m := range []match{
+		{src: p.ipB, dst: p.ipA, sport: 7201, proto: 6}, // A's srtt
+		{src: p.ipA, dst: p.ipB, dport: 7201, proto: 6}, // B's srtt (the ACKs of its messages)
+	} {
+		periods := 0
+		for _, f := range flows {
+			if !m.ok(f) || f.Packets == 0 {
+				continue
+			}
+			periods++
+			if f.RTTNs == 0 {
+				t.Errorf("%s:%d -> %s:%d, period ending %s: %d packets, rtt_ns 0", f.SrcAddr, f.SrcPort, f.DstAddr, f.DstPort, f.EndTime, f.Packets)
+			}
+		}
+		if periods < 10 {
+			t.Errorf("%+v: records in %d periods, want at least 10", m, periods)
+		}
+		t.Logf("%+v: %d periods", m, periods)
+	}
+}

@@ -38,6 +38,12 @@ type EnrichFlowKey struct {
 	Pad      uint8
 }
 
+type EnrichRttSeen struct {
+	_      structs.HostLayout
+	SrttUs uint32
+	Gen    uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -46,6 +52,7 @@ const (
 	EnrichMapEnrichA            = "enrich_a"
 	EnrichMapEnrichB            = "enrich_b"
 	EnrichMapEnrichCounters     = "enrich_counters"
+	EnrichMapRttSeen            = "rtt_seen"
 	EnrichProgDropKfreeSkb      = "drop_kfree_skb"
 	EnrichProgDropTracepoint    = "drop_tracepoint"
 	EnrichProgRetransmit        = "retransmit"
@@ -113,6 +120,7 @@ type EnrichMapSpecs struct {
 	EnrichA        *ebpf.MapSpec `ebpf:"enrich_a"`
 	EnrichB        *ebpf.MapSpec `ebpf:"enrich_b"`
 	EnrichCounters *ebpf.MapSpec `ebpf:"enrich_counters"`
+	RttSeen        *ebpf.MapSpec `ebpf:"rtt_seen"`
 }
 
 // EnrichVariableSpecs contains global variables before they are loaded into the kernel.
@@ -148,6 +156,7 @@ type EnrichMaps struct {
 	EnrichA        *ebpf.Map `ebpf:"enrich_a"`
 	EnrichB        *ebpf.Map `ebpf:"enrich_b"`
 	EnrichCounters *ebpf.Map `ebpf:"enrich_counters"`
+	RttSeen        *ebpf.Map `ebpf:"rtt_seen"`
 }
 
 func (m *EnrichMaps) Close() error {
@@ -156,6 +165,7 @@ func (m *EnrichMaps) Close() error {
 		m.EnrichA,
 		m.EnrichB,
 		m.EnrichCounters,
+		m.RttSeen,
 	)
 }
 
