@@ -76,8 +76,9 @@ type EvictorStats struct {
 // Evictor periodically moves the flows out of the kernel into Records.
 //
 // The datapath writes one of two flow maps: Control[0] is a generation
-// counter, and its parity says which. An eviction (1) empties the other map, which holds the generation exported
-// last time, (2) makes it the active one, (3) waits for an RCU grace period,
+// counter, and its parity says which. An eviction (1) empties the other
+// map, which holds the generation exported last time, (2) makes it the
+// active one by incrementing the counter, (3) waits for an RCU grace period,
 // after which no program can still be writing the previous map, and (4)
 // reads the previous map at leisure. The previous generation stays readable
 // by the programs until the next eviction: a packet counted on its first
