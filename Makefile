@@ -29,8 +29,10 @@ generate: deps-bpf ## regenerate BPF objects and Go bindings (bpf2go)
 check-generated: generate ## fail if regenerating changes any committed file
 	@git diff --exit-code --stat -- pkg/ api/ config/ manifests/ || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
 
-vet: ## go vet
+vet: ## go vet, and gofmt on every committed Go file
 	$(GO) vet ./...
+	@unformatted=$$(git ls-files '*.go' | xargs gofmt -l); \
+	if [ -n "$$unformatted" ]; then echo "not gofmt-formatted (run gofmt -w):"; echo "$$unformatted"; exit 1; fi
 
 test: deps-test ## run every test (needs root: real namespaces, veths, BPF)
 	$(GO) test -count=1 -timeout 30m ./...

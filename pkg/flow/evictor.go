@@ -96,10 +96,10 @@ type Evictor struct {
 	// Only increases (the RTT hook compares generations, not parities; a
 	// uint32 wraps after 2^32 evictions, harmless for the parity, and a
 	// false RTT skip would need a socket idle across exactly 2^32 of them).
-	gen     uint32
-	over    *overflowAgg
-	ring    *ringbuf.Reader
-	ringWG  sync.WaitGroup
+	gen    uint32
+	over   *overflowAgg
+	ring   *ringbuf.Reader
+	ringWG sync.WaitGroup
 
 	lastCreated atomic.Uint64 // the new-flows counter when the active map became active
 	Stats       EvictorStats
