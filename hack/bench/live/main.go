@@ -522,6 +522,19 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// startAgentRetry is startAgent, tried again (up to three times) when a
+// port picked by freePort was taken before the agent or collector bound it:
+// a race with other processes that a benchmark run should not die of.
+func (o options) startAgentRetry(l *lab, idx int) (*agentRun, error) {
+	for try := 1; ; try++ {
+		a, err := o.startAgent(l, idx)
+		if err == nil || try == 3 || !strings.Contains(err.Error(), "address already in use") {
+			return a, err
+		}
+		fmt.Fprintf(os.Stderr, "agent start %d: a port was taken meanwhile, retrying\n", idx)
+	}
+}
+
 func (o options) startAgent(l *lab, idx int) (*agentRun, error) {
 	a := &agentRun{flows: filepath.Join(o.out, fmt.Sprintf("live-flows-%d.jsonl", idx)), stderr: &syncBuffer{}, collErr: &syncBuffer{}}
 	f, err := os.Create(a.flows)
@@ -830,7 +843,7 @@ func (o options) runA(l *lab, round int) (result, error) {
 
 func (o options) runB(l *lab, round int) (result, error) {
 	r := result{Kind: "B", Round: round}
-	a, err := o.startAgent(l, round)
+	a, err := o.startAgentRetry(l, round)
 	if err != nil {
 		return r, err
 	}
@@ -914,7 +927,7 @@ func (o options) runScale(l *lab) (scaleResult, error) {
 	r := scaleResult{Flows: 2 * o.scaleFlows}
 	so := o
 	so.cacheFlows = max(o.cacheFlows, o.scaleFlows*2) // no pressure eviction: one eviction per period
-	a, err := so.startAgent(l, scaleIdx)
+	a, err := so.startAgentRetry(l, scaleIdx)
 	if err != nil {
 		return r, err
 	}
