@@ -137,9 +137,6 @@ func sprayUDP(spec string) error {
 	if len(parts) != 4 {
 		return fmt.Errorf("bad -spray %q", spec)
 	}
-	if parts[3] == "socket" {
-		return sprayRaw(parts)
-	}
 	addrs := strings.Split(parts[0], ",")
 	n, err := strconv.Atoi(parts[1])
 	if err != nil {
@@ -149,64 +146,62 @@ func sprayUDP(spec string) error {
 	if err != nil {
 		return err
 	}
-	conn, err := net.ListenUDP("udp4", nil)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	payload := make([]byte, 16)
-	start := time.Now()
-	const burst = 100
-	for i := 0; i < n; i++ {
-		a := net.ParseIP(addrs[i%len(addrs)])
-		port := 1 + i/len(addrs)
+	// Flow i goes to address i%len(addrs) with port base + i/len(addrs).
+	portOf := func(i, base int) (int, error) {
+		port := base + i/len(addrs)
 		if port > 65535 {
-			return fmt.Errorf("%d flows need more than %d addresses", n, len(addrs))
+			return 0, fmt.Errorf("%d flows need more than %d addresses", n, len(addrs))
 		}
-		conn.WriteToUDP(payload, &net.UDPAddr{IP: a, Port: port})
-		if i%burst == burst-1 {
-			if ahead := time.Duration(float64(d)*float64(i+1)/float64(n)) - time.Since(start); ahead > 0 {
-				time.Sleep(ahead)
+		return port, nil
+	}
+	var send func(i int) error
+	switch parts[3] {
+	case "socket":
+		// A raw IPPROTO_UDP socket writes the UDP header itself, so each
+		// datagram has its own source port (the kernel adds the IPv4
+		// header; a zero UDP checksum means none, valid on IPv4).
+		fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_RAW, syscall.IPPROTO_UDP)
+		if err != nil {
+			return fmt.Errorf("raw socket: %w", err)
+		}
+		defer syscall.Close(fd)
+		dsts := make([]syscall.SockaddrInet4, len(addrs))
+		for i, a := range addrs {
+			dsts[i].Addr = [4]byte(net.ParseIP(a).To4())
+		}
+		pkt := make([]byte, 8+16)
+		binary.BigEndian.PutUint16(pkt[2:], sinkPort)
+		binary.BigEndian.PutUint16(pkt[4:], uint16(len(pkt)))
+		send = func(i int) error {
+			port, err := portOf(i, 1024)
+			if err != nil {
+				return err
 			}
+			binary.BigEndian.PutUint16(pkt[0:], uint16(port))
+			return syscall.Sendto(fd, pkt, 0, &dsts[i%len(dsts)])
 		}
+	case "closed-ports":
+		conn, err := net.ListenUDP("udp4", nil)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		payload := make([]byte, 16)
+		send = func(i int) error {
+			port, err := portOf(i, 1)
+			if err != nil {
+				return err
+			}
+			conn.WriteToUDP(payload, &net.UDPAddr{IP: net.ParseIP(addrs[i%len(addrs)]), Port: port})
+			return nil // ICMP errors from earlier datagrams may surface here: not ours to count
+		}
+	default:
+		return fmt.Errorf("bad -spray sink %q", parts[3])
 	}
-	return nil
-}
-
-// sprayRaw is sprayUDP's "socket" sink: a raw IPPROTO_UDP socket writes the
-// UDP header itself, so each datagram can have its own source port (the
-// kernel adds the IPv4 header; a zero UDP checksum means none, valid on IPv4).
-func sprayRaw(parts []string) error {
-	addrs := strings.Split(parts[0], ",")
-	n, err := strconv.Atoi(parts[1])
-	if err != nil {
-		return err
-	}
-	d, err := time.ParseDuration(parts[2])
-	if err != nil {
-		return err
-	}
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_RAW, syscall.IPPROTO_UDP)
-	if err != nil {
-		return fmt.Errorf("raw socket: %w", err)
-	}
-	defer syscall.Close(fd)
-	dsts := make([]syscall.SockaddrInet4, len(addrs))
-	for i, a := range addrs {
-		dsts[i].Addr = [4]byte(net.ParseIP(a).To4())
-	}
-	pkt := make([]byte, 8+16)
-	binary.BigEndian.PutUint16(pkt[2:], sinkPort)
-	binary.BigEndian.PutUint16(pkt[4:], uint16(len(pkt)))
 	start := time.Now()
 	const burst = 100
 	for i := 0; i < n; i++ {
-		port := 1024 + i/len(addrs)
-		if port > 65535 {
-			return fmt.Errorf("%d flows need more than %d addresses", n, len(addrs))
-		}
-		binary.BigEndian.PutUint16(pkt[0:], uint16(port))
-		if err := syscall.Sendto(fd, pkt, 0, &dsts[i%len(dsts)]); err != nil {
+		if err := send(i); err != nil {
 			return fmt.Errorf("send: %w", err)
 		}
 		if i%burst == burst-1 {
