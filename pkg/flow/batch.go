@@ -76,9 +76,6 @@ func NewPool(size int) *Pool {
 	return &Pool{size: size}
 }
 
-// Size is the number of records a batch holds.
-func (p *Pool) Size() int { return p.size }
-
 // Get returns an empty batch holding one reference.
 func (p *Pool) Get() *Batch {
 	p.mu.Lock()

@@ -36,8 +36,6 @@ type EvictorConfig struct {
 	Sampling     uint32
 	BatchSize    int // records per batch handed to Sink (default 1000)
 	Resolver     *Resolver
-	// Pool supplies the batches (nil: a Pool of BatchSize records).
-	Pool *Pool
 	// Sink receives each batch with one reference, which it owns: it must
 	// Release it once (directly, or through the consumers it Retains it
 	// for) and must not modify the records. Sink may block until until, to
@@ -92,6 +90,7 @@ type Evictor struct {
 	// they are merged into their flow; reused, so steady state allocates nothing.
 	pending map[datapath.FlowsFlowKey]datapath.EnrichEnrichValue
 	names   nameCache // reused by every eviction
+	pool    *Pool     // the record batches handed to Sink
 	// gen is the generation in Control[0]; gen&1 indexes the active maps.
 	// Only increases (the RTT hook compares generations, not parities; a
 	// uint32 wraps after 2^32 evictions, harmless for the parity, and a
@@ -124,13 +123,10 @@ func NewEvictor(cfg EvictorConfig) (*Evictor, error) {
 	if cfg.Resolver == nil {
 		cfg.Resolver = NewResolver()
 	}
-	if cfg.Pool == nil {
-		cfg.Pool = NewPool(cfg.BatchSize)
-	}
 	if cfg.ExportWait <= 0 {
 		cfg.ExportWait = cfg.Period / 2
 	}
-	e := &Evictor{cfg: cfg, log: cfg.Logger, over: newOverflowAgg(),
+	e := &Evictor{cfg: cfg, log: cfg.Logger, over: newOverflowAgg(), pool: NewPool(cfg.BatchSize),
 		// No BPF_F_LOCK: the Evictor reads a flow map only after the RCU
 		// grace period that follows the flip, when no program writes it any
 		// more (programs only look up the previous generation), so values
@@ -367,7 +363,7 @@ func (e *Evictor) newOutput(reason string) *output {
 // once it is filled.
 func (o *output) next() *Record {
 	if o.b == nil {
-		o.b = o.e.cfg.Pool.Get()
+		o.b = o.e.pool.Get()
 	}
 	o.n++
 	return o.b.next()

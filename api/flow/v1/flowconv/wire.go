@@ -161,17 +161,15 @@ func appendString(b []byte, num protowire.Number, s string) []byte {
 	return protowire.AppendString(b, s)
 }
 
-// appendAddrField appends a as bytes field num (4 or 16 bytes, none when zero).
+// appendAddrField appends a as bytes field num, in AddrBytes' form (4 or 16
+// bytes; nothing for the zero Addr, as proto3 omits empty bytes).
 func appendAddrField(b []byte, num protowire.Number, a netip.Addr) []byte {
-	switch {
-	case a.Is4():
-		v := a.As4()
-		return appendBytes(b, num, v[:])
-	case a.Is6():
-		v := a.As16()
-		return appendBytes(b, num, v[:])
+	if !a.IsValid() {
+		return b
 	}
-	return b
+	b = appendTag(b, num, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(a.BitLen()/8))
+	return appendAddr(b, a)
 }
 
 // appendTimestamp appends t as a google.protobuf.Timestamp (seconds = 1,
