@@ -129,8 +129,16 @@ func expectSamples(t *testing.T, fams map[string]*dto.MetricFamily, want map[[2]
 func TestEndToEndEnrichedJSONAndMetrics(t *testing.T) {
 	static := writeFile(t, "cluster.json", staticCluster)
 	a, out, stop := startFull(t, "--k8s-static", static, "--subnet-labels", "corp=192.168.0.0/16")
-	if code, body := httpGet(t, "http://"+a.Metrics.String()+"/readyz"); code != 200 {
-		t.Errorf("/readyz: %d %s", code, body)
+	// Ready once the gRPC server serves (the metrics listener comes first):
+	// poll as a readiness probe does.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		code, body := httpGet(t, "http://"+a.Metrics.String()+"/readyz")
+		if code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz after 5s: %d %s", code, body)
+		}
 	}
 	if code, body := httpGet(t, "http://"+a.Metrics.String()+"/healthz"); code != 200 || body != "ok\n" {
 		t.Errorf("/healthz: %d %q", code, body)
