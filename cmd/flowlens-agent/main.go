@@ -12,8 +12,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/flowlens/flowlens/pkg/agent"
-	"github.com/flowlens/flowlens/pkg/config"
+	"github.com/flowlens/flowlens/internal/agent"
+	"github.com/flowlens/flowlens/internal/config"
 )
 
 func main() {

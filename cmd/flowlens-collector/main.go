@@ -5,7 +5,7 @@
 // field names, plus node_name, agent_ip, src_k8s and dst_k8s) or as a
 // one-line-per-flow table, optionally filtered by address, port and
 // protocol. It is the reference consumer of the flow API (api/flow/v1),
-// built on pkg/collector, pkg/collector/pipeline and pkg/k8smeta.
+// built on pkg/collector, internal/pipeline and internal/k8smeta.
 //
 //	flowlens-collector --listen :9990 --output table --proto tcp --port 443
 //	flowlens-agent --export grpc --target collector-host:9990
@@ -39,9 +39,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/flowlens/flowlens/internal/k8smeta"
+	"github.com/flowlens/flowlens/internal/pipeline"
 	"github.com/flowlens/flowlens/pkg/collector"
-	"github.com/flowlens/flowlens/pkg/collector/pipeline"
-	"github.com/flowlens/flowlens/pkg/k8smeta"
 )
 
 func main() {

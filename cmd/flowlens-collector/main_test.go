@@ -11,7 +11,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	grpcexp "github.com/flowlens/flowlens/pkg/exporter/grpc"
+	grpcexp "github.com/flowlens/flowlens/internal/exporter/grpc"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 

@@ -11,9 +11,9 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/flowlens/flowlens/pkg/collector/pipeline"
+	"github.com/flowlens/flowlens/internal/k8smeta"
+	"github.com/flowlens/flowlens/internal/pipeline"
 	"github.com/flowlens/flowlens/pkg/flow"
-	"github.com/flowlens/flowlens/pkg/k8smeta"
 )
 
 // filter keeps flows matching every given criterion (any of its values):

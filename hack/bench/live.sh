@@ -37,7 +37,7 @@ collector=()
 # gRPC export when the agent is built with the gRPC exporter and the
 # collector exists; otherwise JSON lines to a file (the exact-count check
 # needs the exported flows either way).
-if [ -d cmd/flowlens-collector ] && "$GO" list -deps ./cmd/flowlens-agent | grep -q '/pkg/exporter/grpc$'; then
+if [ -d cmd/flowlens-collector ] && "$GO" list -deps ./cmd/flowlens-agent | grep -q '/internal/exporter/grpc$'; then
 	"$GO" build -o "$OUT/live-bin/flowlens-collector" ./cmd/flowlens-collector
 	collector=(-collector "$OUT/live-bin/flowlens-collector")
 else

@@ -20,7 +20,7 @@ import (
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
 	"github.com/flowlens/flowlens/internal/controller/render"
-	"github.com/flowlens/flowlens/pkg/dashboards"
+	"github.com/flowlens/flowlens/internal/dashboards"
 )
 
 const wait = 20 * time.Second
@@ -691,7 +691,7 @@ func TestApplyFailed(t *testing.T) {
 var dashboardNames = []string{"flowlens-dashboard-traffic", "flowlens-dashboard-drops-latency", "flowlens-dashboard-agent-health"}
 
 // waitDashboards waits until the dashboard ConfigMaps are in ns, as
-// pkg/dashboards renders them, labelled for the sidecar and owned by fc.
+// internal/dashboards renders them, labelled for the sidecar and owned by fc.
 func waitDashboards(t *testing.T, ns string, fc *v1alpha1.FlowCollector) {
 	t.Helper()
 	want, err := dashboards.ConfigMaps(ns)
@@ -703,7 +703,7 @@ func waitDashboards(t *testing.T, ns string, fc *v1alpha1.FlowCollector) {
 		wantNames = append(wantNames, w.Name)
 	}
 	if !slices.Equal(wantNames, dashboardNames) {
-		t.Fatalf("pkg/dashboards ConfigMaps %v, want %v", wantNames, dashboardNames)
+		t.Fatalf("internal/dashboards ConfigMaps %v, want %v", wantNames, dashboardNames)
 	}
 	for _, w := range want {
 		cm := waitFor(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: w.Name, Namespace: ns}}, exists)

@@ -3,7 +3,7 @@ package testnet
 import (
 	"github.com/vishvananda/netlink"
 
-	"github.com/flowlens/flowlens/pkg/ifaces"
+	"github.com/flowlens/flowlens/internal/ifaces"
 )
 
 // Do runs fn inside the namespace and returns its error. On nil it runs fn

@@ -14,7 +14,7 @@
 // Every message is checked before the handler sees it: a message larger than
 // Options.MaxMessageBytes ends its stream with ResourceExhausted (gRPC's own
 // size check, before decoding), one that does not decode or holds an invalid
-// flow (flowconv.Validate) ends its stream with InvalidArgument, a batch with
+// flow (flowpb.Validate) ends its stream with InvalidArgument, a batch with
 // more than Options.MaxFlowsPerBatch flows with ResourceExhausted. Only that
 // stream ends: the server keeps serving every other agent, and the agent
 // that sent it reconnects.
@@ -45,7 +45,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
-	"github.com/flowlens/flowlens/api/flow/v1/flowconv"
+	"github.com/flowlens/flowlens/pkg/flow/flowpb"
 )
 
 // Defaults of Options.
@@ -67,7 +67,7 @@ type Peer struct {
 }
 
 // Batch is one message received from an agent. Its flows have passed
-// flowconv.Validate.
+// flowpb.Validate.
 type Batch struct {
 	Peer  Peer
 	Flows []*flowv1.Flow
@@ -290,7 +290,7 @@ func (s *Server) receive(ctx context.Context, stream grpc.ServerStream, p Peer, 
 			return status.Errorf(codes.ResourceExhausted, "collector: %d flows in one message, max %d", len(flows), s.opts.MaxFlowsPerBatch)
 		}
 		for i, f := range flows {
-			if err := flowconv.Validate(f); err != nil {
+			if err := flowpb.Validate(f); err != nil {
 				s.Stats.Rejected.Add(1)
 				s.Stats.Malformed.Add(1)
 				s.log.Warn("refused an invalid flow", "peer", p.Addr, "error", err)

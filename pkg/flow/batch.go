@@ -47,14 +47,33 @@ func BatchOf(records []Record) *Batch {
 // Len is the number of records.
 func (b *Batch) Len() int { return len(b.Records) }
 
-func (b *Batch) full() bool { return len(b.Records) == cap(b.Records) }
+// Full reports whether the batch holds as many records as it can (producers).
+func (b *Batch) Full() bool { return len(b.Records) == cap(b.Records) }
 
-// next extends Records by one zeroed record and returns it.
-func (b *Batch) next() *Record {
+// Next extends Records by one zeroed record and returns it (producers: call
+// it only while !Full()).
+func (b *Batch) Next() *Record {
 	b.Records = b.Records[:len(b.Records)+1]
 	r := &b.Records[len(b.Records)-1]
 	*r = Record{}
 	return r
+}
+
+// Interfaces returns n zeroed slots for one record's Interfaces, carved from
+// the batch's own backing array, so filling a batch allocates nothing once
+// the array has grown to the node's usual mix (producers).
+func (b *Batch) Interfaces(n int) []Interface {
+	if len(b.ifs)+n > cap(b.ifs) {
+		// Out of backing space (flows crossing more interfaces than the two
+		// per record first reserved): a larger array, which the batch keeps
+		// when recycled. Records already carved keep pointing at the old one.
+		b.ifs = make([]Interface, 0, max(2*cap(b.ifs), n))
+	}
+	start := len(b.ifs)
+	b.ifs = b.ifs[:start+n]
+	s := b.ifs[start : start+n : start+n]
+	clear(s)
+	return s
 }
 
 // Pool recycles Batches of one size. It never blocks and never refuses: how

@@ -1,6 +1,6 @@
 // Package dashboardslab proves flowlens' Grafana dashboards panel by panel
 // (its tests are the package): a real Prometheus (Debian's prometheus
-// package) on 127.0.0.1 scrapes a real agent (pkg/agent, every feature) and
+// package) on 127.0.0.1 scrapes a real agent (internal/agent, every feature) and
 // a real flowlens-collector (built from cmd/flowlens-collector) while a
 // network-namespace lab carries UDP and TCP traffic between three
 // "workloads", with nftables drop rules, random loss and a rate-limited

@@ -20,9 +20,9 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/testnet"
-	"github.com/flowlens/flowlens/pkg/agent"
-	"github.com/flowlens/flowlens/pkg/config"
-	"github.com/flowlens/flowlens/pkg/dashboards"
+	"github.com/flowlens/flowlens/internal/agent"
+	"github.com/flowlens/flowlens/internal/config"
+	"github.com/flowlens/flowlens/internal/dashboards"
 )
 
 const repoRoot = "../.."

@@ -40,7 +40,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
-	"github.com/flowlens/flowlens/pkg/datapath"
+	"github.com/flowlens/flowlens/internal/datapath"
 )
 
 type options struct {

@@ -11,7 +11,7 @@ import (
 )
 
 // agentConfig is the agent's YAML configuration file (the keys of the agent's
-// --config file, see pkg/config). Fields are written in this order; lists are
+// --config file, see internal/config). Fields are written in this order; lists are
 // always written, even empty, because an empty list means "none" to the agent
 // while a missing key would mean the agent's default.
 type agentConfig struct {

@@ -15,7 +15,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
-	"github.com/flowlens/flowlens/pkg/config"
+	"github.com/flowlens/flowlens/internal/config"
 )
 
 // TestPlainExampleMatchesOperator: manifests/flowlens-agent-daemonset.yaml,

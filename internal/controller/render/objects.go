@@ -14,7 +14,7 @@ import (
 	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
-	"github.com/flowlens/flowlens/pkg/dashboards"
+	"github.com/flowlens/flowlens/internal/dashboards"
 )
 
 // Capabilities the unprivileged agent gets, and why:
@@ -43,7 +43,7 @@ type Objects struct {
 	ConfigMap      *corev1ac.ConfigMapApplyConfiguration
 	Service        *corev1ac.ServiceApplyConfiguration
 	DaemonSet      *appsv1ac.DaemonSetApplyConfiguration
-	// Dashboards are the Grafana dashboard ConfigMaps (pkg/dashboards), in
+	// Dashboards are the Grafana dashboard ConfigMaps (internal/dashboards), in
 	// DashboardsNamespace; empty when spec.dashboards is not enabled.
 	Dashboards []*corev1ac.ConfigMapApplyConfiguration
 	// ConfigHash is the value of ConfigHashAnnotation on the pod template.

@@ -13,8 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
-	"github.com/flowlens/flowlens/pkg/config"
-	"github.com/flowlens/flowlens/pkg/dashboards"
+	"github.com/flowlens/flowlens/internal/config"
+	"github.com/flowlens/flowlens/internal/dashboards"
 )
 
 func collector(spec v1alpha1.FlowCollectorSpec) *v1alpha1.FlowCollector {
@@ -252,7 +252,7 @@ func TestHash(t *testing.T) {
 // TestDashboards: the dashboard ConfigMaps are rendered only when enabled,
 // in spec.dashboards.namespace (spec.namespace when empty), with the
 // operator's labels, the sidecar label, the dashboards component, the owner
-// reference and pkg/dashboards' data.
+// reference and internal/dashboards' data.
 func TestDashboards(t *testing.T) {
 	build := func(spec v1alpha1.FlowCollectorSpec) *Objects {
 		t.Helper()
@@ -284,7 +284,7 @@ func TestDashboards(t *testing.T) {
 				t.Errorf("ConfigMap %s/%s, want %s/%s", *cm.Namespace, *cm.Name, tc.want, w.Name)
 			}
 			if !reflect.DeepEqual(cm.Data, w.Data) {
-				t.Errorf("%s: data differs from pkg/dashboards", w.Name)
+				t.Errorf("%s: data differs from internal/dashboards", w.Name)
 			}
 			for k, v := range map[string]string{
 				dashboards.SidecarLabel: dashboards.SidecarLabelValue,

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
-	"github.com/flowlens/flowlens/pkg/config"
+	"github.com/flowlens/flowlens/internal/config"
 )
 
 // Validate checks what the CRD schema cannot: that interface patterns compile

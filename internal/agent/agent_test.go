@@ -1,0 +1,479 @@
+package agent_test
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	ebpflink "github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/flowlens/flowlens/internal/agent"
+	"github.com/flowlens/flowlens/internal/testnet"
+)
+
+// N UDP datagrams from A to B: one flow, exact packets, and bytes equal to
+// what the sending veth's own counters report.
+func TestUDPExactCounts(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		opts agent.Options
+	}{
+		{"tcx", agent.Options{}},
+		{"clsact", agent.Options{ForceLegacyTC: true}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			p := newPair(t)
+			mustListen(t, p.B, p.ipB+":9000")
+			h := startAgent(t, 2, mode.opts, p.netnsArg(), "--cache-active-timeout=1s")
+			before, _ := testnet.ReadLinkStats(p.A, p.ifA)
+			const n, size = 50, 100
+			if err := testnet.UDPSend(p.A, p.ipA+":4000", p.ipB+":9000", make([]byte, size), n); err != nil {
+				t.Fatal(err)
+			}
+			after, _ := testnet.ReadLinkStats(p.A, p.ifA)
+			flows := h.Stop()
+			for _, x := range []struct {
+				ns  *testnet.Netns
+				ifn string
+			}{{p.A, p.ifA}, {p.B, p.ifB}} {
+				if q := qdiscs(t, x.ns, x.ifn); q != "" {
+					t.Fatalf("left behind on %s/%s: %s", x.ns, x.ifn, q)
+				}
+			}
+
+			pk, by, recs := sum(flows, match{src: p.ipA, dst: p.ipB, sport: 4000, dport: 9000, proto: 17})
+			if pk != n || by != n*(14+20+8+size) {
+				t.Fatalf("packets=%d bytes=%d, want %d and %d (records: %+v)", pk, by, n, n*(14+20+8+size), recs)
+			}
+			if dp, db := after.TxPackets-before.TxPackets, after.TxBytes-before.TxBytes; pk != dp || by != db {
+				t.Fatalf("flow says %d packets / %d bytes, %s's counters say %d / %d", pk, by, p.ifA, dp, db)
+			}
+			if len(recs) != 1 {
+				t.Fatalf("%d records, want 1", len(recs))
+			}
+			f := recs[0]
+			want := fmt.Sprintf("%s/%s:egress %s/%s:ingress", p.A.Name, p.ifA, p.B.Name, p.ifB)
+			if got := f.ifaces(); got != want {
+				t.Fatalf("interfaces %q, want %q", got, want)
+			}
+			if f.EthType != 0x0800 || f.Sampling != 1 || *f.Partial || f.SrcMAC == "00:00:00:00:00:00" {
+				t.Fatalf("record %+v", f)
+			}
+			if _, err := time.Parse(time.RFC3339Nano, f.EndTime); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// A TCP transfer of known size: the data direction's bytes equal the veth's
+// transmit counter, the ACK direction's its receive counter.
+func TestTCPTransfer(t *testing.T) {
+	p := newPair(t)
+	h := startAgent(t, 2, agent.Options{}, p.netnsArg())
+	before, _ := testnet.ReadLinkStats(p.A, p.ifA)
+	const size = 4 << 20
+	transfer(t, p, 8080, size)
+	time.Sleep(200 * time.Millisecond) // let the final FIN/ACK exchange finish
+	after, _ := testnet.ReadLinkStats(p.A, p.ifA)
+	flows := h.Stop()
+
+	upP, upB, up := sum(flows, match{src: p.ipA, dst: p.ipB, dport: 8080, proto: 6})
+	downP, downB, _ := sum(flows, match{src: p.ipB, dst: p.ipA, sport: 8080, proto: 6})
+	if upP != after.TxPackets-before.TxPackets || upB != after.TxBytes-before.TxBytes {
+		t.Fatalf("A->B flow %d packets / %d bytes; %s tx counters %d / %d", upP, upB, p.ifA, after.TxPackets-before.TxPackets, after.TxBytes-before.TxBytes)
+	}
+	if downP != after.RxPackets-before.RxPackets || downB != after.RxBytes-before.RxBytes {
+		t.Fatalf("B->A flow %d packets / %d bytes; %s rx counters %d / %d", downP, downB, p.ifA, after.RxPackets-before.RxPackets, after.RxBytes-before.RxBytes)
+	}
+	if upB < size {
+		t.Fatalf("A->B flow carried %d bytes, less than the %d sent", upB, size)
+	}
+	var flags uint16
+	for _, f := range up {
+		flags |= f.TCPFlags
+	}
+	if flags&0x02 == 0 || flags&0x01 == 0 || flags&0x10 == 0 { // SYN, FIN, ACK
+		t.Fatalf("A->B tcp_flags %#x lack SYN/FIN/ACK", flags)
+	}
+}
+
+func icmpEcho(seq uint16) []byte {
+	b := []byte{8, 0, 0, 0, 0x12, 0x34, byte(seq >> 8), byte(seq), 'f', 'l', 'o', 'w'}
+	var s uint32
+	for i := 0; i < len(b); i += 2 {
+		s += uint32(b[i])<<8 | uint32(b[i+1])
+	}
+	s = (s >> 16) + (s & 0xffff)
+	s += s >> 16
+	binary.BigEndian.PutUint16(b[2:], ^uint16(s))
+	return b
+}
+
+// ICMP echo requests and the kernel's replies: two flows keyed on ICMP type.
+func TestICMPEcho(t *testing.T) {
+	p := newPair(t)
+	h := startAgent(t, 2, agent.Options{}, p.netnsArg())
+	const n = 5
+	err := p.A.Do(func() error {
+		c, err := net.ListenPacket("ip4:icmp", p.ipA)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		buf := make([]byte, 1500)
+		for i := 0; i < n; i++ {
+			if _, err := c.WriteTo(icmpEcho(uint16(i)), &net.IPAddr{IP: net.ParseIP(p.ipB)}); err != nil {
+				return err
+			}
+			c.SetReadDeadline(time.Now().Add(2 * time.Second))
+			if _, _, err := c.ReadFrom(buf); err != nil {
+				return fmt.Errorf("no echo reply: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flows := h.Stop()
+	reqP, reqB, req := sum(flows, match{src: p.ipA, dst: p.ipB, proto: 1})
+	repP, _, rep := sum(flows, match{src: p.ipB, dst: p.ipA, proto: 1})
+	if reqP != n || repP != n || reqB != n*(14+20+12) {
+		t.Fatalf("echo requests %d (%d bytes), replies %d; want %d each", reqP, reqB, repP, n)
+	}
+	if req[0].IcmpType != 8 || rep[0].IcmpType != 0 || req[0].IcmpCode != 0 {
+		t.Fatalf("icmp types %d/%d", req[0].IcmpType, rep[0].IcmpType)
+	}
+}
+
+// IPv6 UDP: addresses in text form, eth_type 0x86dd, exact counts.
+func TestIPv6UDP(t *testing.T) {
+	a, b := testnet.NewNetns(t, "a6"), testnet.NewNetns(t, "b6")
+	testnet.QuietIPv6(t, a)
+	testnet.QuietIPv6(t, b)
+	la, lb := testnet.Veth(t, a, "veth-a", b, "veth-b")
+	testnet.AddAddr(t, a, "veth-a", "fd00:99::1/64")
+	testnet.AddAddr(t, b, "veth-b", "fd00:99::2/64")
+	testnet.Neigh(t, a, "veth-a", "fd00:99::2", lb.Attrs().HardwareAddr)
+	testnet.Neigh(t, b, "veth-b", "fd00:99::1", la.Attrs().HardwareAddr)
+	mustListen(t, b, "[fd00:99::2]:9000")
+	h := startAgent(t, 2, agent.Options{}, "--netns="+a.Name+","+b.Name)
+	const n, size = 20, 64
+	if err := testnet.UDPSend(a, "[fd00:99::1]:4000", "[fd00:99::2]:9000", make([]byte, size), n); err != nil {
+		t.Fatal(err)
+	}
+	flows := h.Stop()
+	pk, by, recs := sum(flows, match{src: "fd00:99::1", dst: "fd00:99::2", sport: 4000, dport: 9000, proto: 17})
+	if pk != n || by != n*(14+40+8+size) {
+		t.Fatalf("packets=%d bytes=%d, want %d and %d", pk, by, n, n*(14+40+8+size))
+	}
+	if recs[0].EthType != 0x86dd {
+		t.Fatalf("eth_type %#x", recs[0].EthType)
+	}
+}
+
+// 802.1Q-tagged frames written raw on the veth (this kernel has no VLAN
+// devices): keyed on the inner IP header, counted once, bytes include the tag.
+func TestVLANTaggedFrames(t *testing.T) {
+	p := newPair(t)
+	h := startAgent(t, 2, agent.Options{}, p.netnsArg())
+	la, lb := link(t, p.A, p.ifA), link(t, p.B, p.ifB)
+	frame := append(append([]byte{}, lb.Attrs().HardwareAddr...), la.Attrs().HardwareAddr...)
+	frame = append(frame, 0x81, 0x00, 0x00, 0x64, 0x08, 0x00) // 802.1Q VLAN 100, then IPv4
+	ip := []byte{0x45, 0, 0, 20 + 8 + 4, 0, 0, 0, 0, 64, 17, 0, 0, 10, 99, 0, 1, 10, 99, 0, 2}
+	frame = append(append(frame, ip...), 0x0f, 0xa0, 0x23, 0x28, 0, 12, 0, 0, 'v', 'l', 'a', 'n') // udp 4000 -> 9000
+	const n = 12
+	before, _ := testnet.ReadLinkStats(p.A, p.ifA)
+	err := p.A.Do(func() error {
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		sa := &unix.SockaddrLinklayer{Ifindex: la.Attrs().Index, Halen: 6}
+		for i := 0; i < n; i++ {
+			if err := unix.Sendto(fd, frame, 0, sa); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _ := testnet.ReadLinkStats(p.A, p.ifA)
+	flows := h.Stop()
+	pk, by, recs := sum(flows, match{src: p.ipA, dst: p.ipB, sport: 4000, dport: 9000, proto: 17})
+	if pk != n || by != n*uint64(len(frame)) || len(recs) != 1 {
+		t.Fatalf("packets=%d bytes=%d records=%d, want %d, %d, 1", pk, by, len(recs), n, n*len(frame))
+	}
+	if by != after.TxBytes-before.TxBytes {
+		t.Fatalf("flow bytes %d, %s counters %d", by, p.ifA, after.TxBytes-before.TxBytes)
+	}
+	want := fmt.Sprintf("%s/%s:egress %s/%s:ingress", p.A.Name, p.ifA, p.B.Name, p.ifB)
+	if got := recs[0].ifaces(); got != want || recs[0].EthType != 0x0800 {
+		t.Fatalf("interfaces %q eth_type %#x, want %q 0x800", got, recs[0].EthType, want)
+	}
+}
+
+func link(t *testing.T, ns *testnet.Netns, name string) netlink.Link {
+	t.Helper()
+	hd, err := testnet.Handle(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hd.Close()
+	l, err := hd.LinkByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// A path across several interfaces: A -> veth -> bridge (in a router
+// namespace) -> veth -> B. One flow, counted once, every interface listed in
+// order of first sight.
+func TestBridgePathCountedOnce(t *testing.T) {
+	a, r, b := testnet.NewNetns(t, "a"), testnet.NewNetns(t, "r"), testnet.NewNetns(t, "b")
+	for _, ns := range []*testnet.Netns{a, r, b} {
+		testnet.Quiet(t, ns)
+	}
+	la, _ := testnet.Veth(t, a, "eth0", r, "port-a")
+	lb, _ := testnet.Veth(t, b, "eth0", r, "port-b")
+	testnet.Bridge(t, r, "br0")
+	testnet.SetMaster(t, r, "port-a", "br0")
+	testnet.SetMaster(t, r, "port-b", "br0")
+	testnet.AddAddr(t, a, "eth0", "10.97.0.1/24")
+	testnet.AddAddr(t, b, "eth0", "10.97.0.2/24")
+	testnet.Neigh(t, a, "eth0", "10.97.0.2", lb.Attrs().HardwareAddr)
+	testnet.Neigh(t, b, "eth0", "10.97.0.1", la.Attrs().HardwareAddr)
+	mustListen(t, b, "10.97.0.2:9000")
+	h := startAgent(t, 1+3+1, agent.Options{}, "--netns="+a.Name+","+r.Name+","+b.Name)
+	const n, size = 30, 200
+	if err := testnet.UDPSend(a, "10.97.0.1:4000", "10.97.0.2:9000", make([]byte, size), n); err != nil {
+		t.Fatal(err)
+	}
+	flows := h.Stop()
+	pk, by, recs := sum(flows, match{src: "10.97.0.1", dst: "10.97.0.2", proto: 17})
+	if pk != n || by != n*(14+20+8+size) || len(recs) != 1 {
+		t.Fatalf("packets=%d bytes=%d records=%d, want %d, %d, 1", pk, by, len(recs), n, n*(14+20+8+size))
+	}
+	want := fmt.Sprintf("%s/eth0:egress %s/port-a:ingress %s/port-b:egress %s/eth0:ingress", a.Name, r.Name, r.Name, b.Name)
+	if got := recs[0].ifaces(); got != want {
+		t.Fatalf("interfaces %q\nwant %q", got, want)
+	}
+}
+
+// Two namespaces whose interfaces have the same ifindex are two interfaces.
+func TestSameIfindexDifferentNetns(t *testing.T) {
+	a, b := testnet.NewNetns(t, "ia"), testnet.NewNetns(t, "ib")
+	testnet.Quiet(t, a)
+	testnet.Quiet(t, b)
+	out, err := testnet.RunIn(a, "ip", "link", "add", "veth-a", "index", "77", "type", "veth", "peer", "name", "veth-b", "index", "77", "netns", b.Path)
+	if err != nil {
+		t.Fatalf("create veth with equal ifindexes: %v: %s", err, out)
+	}
+	for _, x := range []struct {
+		ns        *testnet.Netns
+		ifn, cidr string
+	}{{a, "veth-a", "10.96.0.1/24"}, {b, "veth-b", "10.96.0.2/24"}} {
+		if out, err := testnet.RunIn(x.ns, "ip", "link", "set", x.ifn, "up"); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		testnet.AddAddr(t, x.ns, x.ifn, x.cidr)
+	}
+	mustListen(t, b, "10.96.0.2:9000")
+	h := startAgent(t, 2, agent.Options{}, "--netns="+a.Name+","+b.Name)
+	const n = 25
+	if err := testnet.UDPSend(a, "10.96.0.1:4000", "10.96.0.2:9000", []byte("x"), n); err != nil {
+		t.Fatal(err)
+	}
+	flows := h.Stop()
+	pk, _, recs := sum(flows, match{src: "10.96.0.1", dst: "10.96.0.2", proto: 17})
+	if pk != n || len(recs) != 1 {
+		t.Fatalf("packets=%d records=%d, want %d and 1", pk, len(recs), n)
+	}
+	f := recs[0]
+	if len(f.Interfaces) != 2 || f.Interfaces[0].Ifindex != 77 || f.Interfaces[1].Ifindex != 77 ||
+		f.Interfaces[0].Netns != a.Name || f.Interfaces[1].Netns != b.Name {
+		t.Fatalf("interfaces %+v", f.Interfaces)
+	}
+}
+
+// Continuous traffic across many evictions, the agent on both ends of the
+// veth: the sum over every exported record equals what was sent, so no
+// packet racing with a flip is lost or counted twice.
+func TestContinuousTrafficAcrossEvictions(t *testing.T) {
+	p := newPair(t)
+	mustListen(t, p.B, p.ipB+":9000")
+	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--cache-active-timeout=100ms")
+	before, _ := testnet.ReadLinkStats(p.A, p.ifA)
+	var sent atomic.Int64
+	deadline := time.Now().Add(1500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if err := testnet.UDPSend(p.A, p.ipA+":4000", p.ipB+":9000", make([]byte, 60), 50); err != nil {
+			t.Fatal(err)
+		}
+		sent.Add(50)
+	}
+	after, _ := testnet.ReadLinkStats(p.A, p.ifA)
+	flows := h.Stop()
+	evictions := h.A.Evictor.Stats.Evictions[0].Load()
+	if evictions < 5 {
+		t.Fatalf("only %d timer evictions", evictions)
+	}
+	pk, by, recs := sum(flows, match{src: p.ipA, dst: p.ipB, proto: 17})
+	if pk != uint64(sent.Load()) || by != after.TxBytes-before.TxBytes {
+		t.Fatalf("exported %d packets / %d bytes in %d records; sent %d packets, %s counted %d bytes",
+			pk, by, len(recs), sent.Load(), p.ifA, after.TxBytes-before.TxBytes)
+	}
+	t.Logf("%d packets in %d records over %d evictions", pk, len(recs), evictions)
+}
+
+// A flow map far smaller than the number of flows: every packet is still
+// accounted for (map + overflow ring buffer), and the overflow is counted.
+func TestMapFullOverflow(t *testing.T) {
+	p := newPair(t)
+	mustListen(t, p.B, p.ipB+":9000")
+	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--cache-max-flows=8", "--cache-active-timeout=1h")
+	const flowsN, per = 100, 3
+	for i := 0; i < flowsN; i++ {
+		if err := testnet.UDPSend(p.A, fmt.Sprintf("%s:%d", p.ipA, 20000+i), p.ipB+":9000", []byte("abc"), per); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counters, err := h.A.DP.ReadCounters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	flows := h.Stop()
+	pk, by, recs := sum(flows, match{src: p.ipA, dst: p.ipB, dport: 9000, proto: 17})
+	if pk != flowsN*per || by != flowsN*per*(14+20+8+3) {
+		t.Fatalf("packets=%d bytes=%d in %d records; want %d and %d", pk, by, len(recs), flowsN*per, flowsN*per*(14+20+8+3))
+	}
+	ports := map[uint16]uint64{}
+	for _, f := range recs {
+		ports[f.SrcPort] += f.Packets
+		// A partial record carries drops (here: the listener's full receive
+		// buffer) whose flow was counted in another eviction period.
+		if len(f.Interfaces) != 2 && !*f.Partial {
+			t.Fatalf("record without both interfaces: %+v", f)
+		}
+	}
+	for i := 0; i < flowsN; i++ {
+		if ports[uint16(20000+i)] != per {
+			t.Fatalf("flow from port %d: %d packets, want %d", 20000+i, ports[uint16(20000+i)], per)
+		}
+	}
+	if counters[3] == 0 { // CNT_OVERFLOW_RECORDS
+		t.Fatalf("overflow not counted: %v", counters)
+	}
+	if counters[4] != 0 {
+		t.Fatalf("overflow records lost: %v", counters)
+	}
+}
+
+// qdiscs lists the clsact qdiscs and tcx programs on an interface ("" if none).
+func qdiscs(t *testing.T, ns *testnet.Netns, name string) string {
+	t.Helper()
+	l := link(t, ns, name)
+	hd, err := testnet.Handle(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hd.Close()
+	qs, err := hd.QdiscList(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, q := range qs {
+		if q.Type() == "clsact" {
+			out = append(out, "clsact qdisc")
+		}
+	}
+	err = ns.Do(func() error {
+		for _, at := range []ebpf.AttachType{ebpf.AttachTCXIngress, ebpf.AttachTCXEgress} {
+			res, err := ebpflink.QueryPrograms(ebpflink.QueryOptions{Target: l.Attrs().Index, Attach: at})
+			if err != nil {
+				return err
+			}
+			for range res.Programs {
+				out = append(out, "tcx program "+at.String())
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(out, ", ")
+}
+
+// Interfaces that appear after start are attached and observed; those that
+// go away are detached.
+func TestInterfacesComeAndGo(t *testing.T) {
+	p := newPair(t)
+	h := startAgent(t, 2, agent.Options{}, p.netnsArg())
+	la, lb := testnet.Veth(t, p.A, "late-a", p.B, "late-b")
+	testnet.AddAddr(t, p.A, "late-a", "10.94.0.1/24")
+	testnet.AddAddr(t, p.B, "late-b", "10.94.0.2/24")
+	testnet.Neigh(t, p.A, "late-a", "10.94.0.2", lb.Attrs().HardwareAddr)
+	testnet.Neigh(t, p.B, "late-b", "10.94.0.1", la.Attrs().HardwareAddr)
+	waitAttached(t, h, 4)
+	mustListen(t, p.B, "10.94.0.2:9000")
+	if err := testnet.UDPSend(p.A, "10.94.0.1:4000", "10.94.0.2:9000", []byte("late"), 7); err != nil {
+		t.Fatal(err)
+	}
+	hd, err := testnet.Handle(p.A)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hd.Close()
+	if err := hd.LinkDel(la); err != nil { // deletes both ends
+		t.Fatal(err)
+	}
+	waitAttached(t, h, 2)
+	flows := h.Stop()
+	pk, _, recs := sum(flows, match{src: "10.94.0.1", dst: "10.94.0.2", proto: 17})
+	if pk != 7 || len(recs) != 1 || recs[0].Interfaces[0].Name != "late-a" || recs[0].Interfaces[1].Name != "late-b" {
+		t.Fatalf("late interfaces: %d packets in %+v", pk, recs)
+	}
+}
+
+func waitAttached(t *testing.T, h *harness, want int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.A.DP.Attached() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("attached to %d interfaces, want %d", h.A.DP.Attached(), want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// --sampling=4 looks at one packet in four (chosen at random per packet):
+// the count is binomial, the record says its sampling rate.
+func TestSampling(t *testing.T) {
+	p := newPair(t)
+	mustListen(t, p.B, p.ipB+":9000")
+	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--sampling=4")
+	const n = 4000
+	if err := testnet.UDPSend(p.A, p.ipA+":4000", p.ipB+":9000", []byte("s"), n); err != nil {
+		t.Fatal(err)
+	}
+	flows := h.Stop()
+	pk, _, recs := sum(flows, match{src: p.ipA, dst: p.ipB, proto: 17})
+	// mean 1000, standard deviation ~27: ±250 is more than 9 sigma.
+	if pk < 750 || pk > 1250 || recs[0].Sampling != 4 {
+		t.Fatalf("sampled %d of %d packets (sampling=%d), want about 1000", pk, n, recs[0].Sampling)
+	}
+}

@@ -1,0 +1,215 @@
+package agent_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flowlens/flowlens/internal/agent"
+	"github.com/flowlens/flowlens/internal/config"
+	"github.com/flowlens/flowlens/internal/testnet"
+)
+
+// jsonFlow is one line of the agent's JSON output, decoded with the public
+// field names (so the test also checks the output contract).
+type jsonFlow struct {
+	SrcAddr    string `json:"src_addr"`
+	DstAddr    string `json:"dst_addr"`
+	SrcPort    uint16 `json:"src_port"`
+	DstPort    uint16 `json:"dst_port"`
+	Proto      uint8  `json:"proto"`
+	IcmpType   uint8  `json:"icmp_type"`
+	IcmpCode   uint8  `json:"icmp_code"`
+	Bytes      uint64 `json:"bytes"`
+	Packets    uint64 `json:"packets"`
+	TCPFlags   uint16 `json:"tcp_flags"`
+	EthType    uint16 `json:"eth_type"`
+	DSCP       uint8  `json:"dscp"`
+	SrcMAC     string `json:"src_mac"`
+	DstMAC     string `json:"dst_mac"`
+	StartTime  string `json:"start_time"`
+	EndTime    string `json:"end_time"`
+	Interfaces []struct {
+		Name      string `json:"name"`
+		Ifindex   uint32 `json:"ifindex"`
+		Netns     string `json:"netns"`
+		Direction string `json:"direction"`
+	} `json:"interfaces"`
+	Sampling uint32 `json:"sampling"`
+	Partial  *bool  `json:"partial"`
+
+	DropPackets  uint64 `json:"drop_packets"`
+	DropBytes    uint64 `json:"drop_bytes"`
+	DropCause    string `json:"drop_cause"`
+	DropTCPState string `json:"drop_tcp_state"`
+	DropTCPFlags uint16 `json:"drop_tcp_flags"`
+	RTTNs        uint64 `json:"rtt_ns"`
+	RTTMaxNs     uint64 `json:"rtt_max_ns"`
+	Retransmits  uint64 `json:"retransmits"`
+}
+
+func (f jsonFlow) ifaces() string {
+	var s []string
+	for _, i := range f.Interfaces {
+		s = append(s, i.Netns+"/"+i.Name+":"+i.Direction)
+	}
+	return strings.Join(s, " ")
+}
+
+// syncBuffer is an io.Writer safe for the exporter goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func parseFlows(t *testing.T, out string) []jsonFlow {
+	t.Helper()
+	var flows []jsonFlow
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var f jsonFlow
+		dec := json.NewDecoder(strings.NewReader(sc.Text()))
+		if err := dec.Decode(&f); err != nil {
+			t.Fatalf("bad JSON line %q: %v", sc.Text(), err)
+		}
+		if f.Partial == nil || f.StartTime == "" || f.EndTime == "" {
+			t.Fatalf("line lacks contract fields: %q", sc.Text())
+		}
+		if _, err := time.Parse(time.RFC3339Nano, f.StartTime); err != nil {
+			t.Fatalf("start_time %q: %v", f.StartTime, err)
+		}
+		flows = append(flows, f)
+	}
+	return flows
+}
+
+type harness struct {
+	t      *testing.T
+	A      *agent.Agent
+	out    *syncBuffer
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startAgent runs the agent's real code in-process with the given flags and
+// waits until it has attached to want interfaces.
+func startAgent(t *testing.T, want int, opts agent.Options, args ...string) *harness {
+	t.Helper()
+	cfg, err := config.Load(append([]string{"--metrics-address="}, args...), nil)
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	out := &syncBuffer{}
+	opts.Stdout = out
+	a, err := agent.New(cfg, opts)
+	if err != nil {
+		t.Fatalf("agent: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &harness{t: t, A: a, out: out, cancel: cancel, done: make(chan error, 1)}
+	go func() { h.done <- a.Run(ctx) }()
+	t.Cleanup(func() { h.Stop() })
+	deadline := time.Now().Add(10 * time.Second)
+	for a.DP.Attached() < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("agent attached to %d interfaces, want %d", a.DP.Attached(), want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return h
+}
+
+// Stop stops the agent (flushing the flows) and returns every flow it exported.
+func (h *harness) Stop() []jsonFlow {
+	h.t.Helper()
+	if h.cancel == nil {
+		return parseFlows(h.t, h.out.String())
+	}
+	h.cancel()
+	h.cancel = nil
+	select {
+	case err := <-h.done:
+		if err != nil {
+			h.t.Errorf("agent stopped with error: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		h.t.Fatal("agent did not stop within 30s")
+	}
+	return parseFlows(h.t, h.out.String())
+}
+
+// match selects flows by 5-tuple (zero fields match anything).
+type match struct {
+	src, dst     string
+	sport, dport uint16
+	proto        uint8
+}
+
+func (m match) ok(f jsonFlow) bool {
+	return (m.src == "" || f.SrcAddr == m.src) && (m.dst == "" || f.DstAddr == m.dst) &&
+		(m.sport == 0 || f.SrcPort == m.sport) && (m.dport == 0 || f.DstPort == m.dport) &&
+		(m.proto == 0 || f.Proto == m.proto)
+}
+
+func sum(flows []jsonFlow, m match) (packets, bytes uint64, recs []jsonFlow) {
+	for _, f := range flows {
+		if m.ok(f) {
+			packets += f.Packets
+			bytes += f.Bytes
+			recs = append(recs, f)
+		}
+	}
+	return
+}
+
+// pair is two namespaces joined by a veth, with static neighbours and IPv6
+// off, so the veth counters see only the test's traffic.
+type pair struct {
+	A, B     *testnet.Netns
+	ifA, ifB string
+	ipA, ipB string
+}
+
+func newPair(t *testing.T) *pair {
+	t.Helper()
+	p := &pair{A: testnet.NewNetns(t, "a"), B: testnet.NewNetns(t, "b"), ifA: "veth-a", ifB: "veth-b", ipA: "10.99.0.1", ipB: "10.99.0.2"}
+	testnet.Quiet(t, p.A)
+	testnet.Quiet(t, p.B)
+	la, lb := testnet.Veth(t, p.A, p.ifA, p.B, p.ifB)
+	testnet.AddAddr(t, p.A, p.ifA, p.ipA+"/24")
+	testnet.AddAddr(t, p.B, p.ifB, p.ipB+"/24")
+	testnet.Neigh(t, p.A, p.ifA, p.ipB, lb.Attrs().HardwareAddr)
+	testnet.Neigh(t, p.B, p.ifB, p.ipA, la.Attrs().HardwareAddr)
+	return p
+}
+
+func (p *pair) netnsArg() string { return "--netns=" + p.A.Name + "," + p.B.Name }
+
+func mustListen(t *testing.T, ns *testnet.Netns, addr string) *net.UDPConn {
+	t.Helper()
+	c, err := testnet.UDPListen(ns, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}

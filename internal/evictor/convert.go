@@ -1,0 +1,69 @@
+package evictor
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/flowlens/flowlens/internal/datapath"
+	"github.com/flowlens/flowlens/pkg/flow"
+)
+
+// Clock converts the datapath's CLOCK_MONOTONIC nanoseconds to wall-clock
+// time, with an offset taken once per eviction.
+type Clock struct{ offset int64 }
+
+// NewClock samples both clocks now.
+func NewClock() Clock {
+	wall := time.Now().UnixNano()
+	return Clock{offset: wall - monotonicNow()}
+}
+
+// Wall converts a monotonic timestamp (ns).
+func (c Clock) Wall(mono uint64) time.Time {
+	return time.Unix(0, c.offset+int64(mono))
+}
+
+// addr converts a 16-byte datapath address; IPv4-mapped ones become plain IPv4.
+func addr(b [16]byte) netip.Addr {
+	return netip.AddrFrom16(b).Unmap()
+}
+
+func fillKey(r *flow.Record, k *datapath.FlowsFlowKey) {
+	r.SrcAddr = addr(k.SrcIp)
+	r.DstAddr = addr(k.DstIp)
+	r.SrcPort = k.SrcPort
+	r.DstPort = k.DstPort
+	r.Proto = k.Proto
+	r.IcmpType = k.IcmpType
+	r.IcmpCode = k.IcmpCode
+}
+
+// fromValue fills r from a flow map entry. ifs is where r.Interfaces is
+// carved from (a per-batch backing array), so conversion allocates nothing.
+func fromValue(r *flow.Record, k *datapath.FlowsFlowKey, v *datapath.FlowsFlowValue, clk Clock, res *nameCache, b *flow.Batch) {
+	fillKey(r, k)
+	r.Bytes = v.Bytes
+	r.Packets = v.Packets
+	r.TCPFlags = v.TcpFlags
+	r.EthType = v.EthType
+	r.DSCP = v.Dscp
+	r.SrcMAC = v.SrcMac
+	r.DstMAC = v.DstMac
+	r.StartTime = clk.Wall(v.FirstSeenNs)
+	r.EndTime = clk.Wall(v.LastSeenNs)
+	r.IfacesOverflow = v.Flags&datapath.FlowValueFlagIfacesOverflow != 0
+	r.Interfaces = b.Interfaces(ifaceCount(v))
+	for i := range r.Interfaces {
+		r.Interfaces[i] = iface(&v.Ifaces[i], res)
+	}
+}
+
+func iface(o *datapath.FlowsIfaceObs, res *nameCache) flow.Interface {
+	name, netns := res.Lookup(IfaceKey{o.Netns, o.Ifindex})
+	return flow.Interface{Name: name, Ifindex: o.Ifindex, Netns: netns, NetnsID: o.Netns, Direction: flow.Direction(o.Dir)}
+}
+
+// ifaceCount is the number of valid entries in v.Ifaces.
+func ifaceCount(v *datapath.FlowsFlowValue) int {
+	return min(int(v.N_ifaces), len(v.Ifaces))
+}

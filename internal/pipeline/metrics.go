@@ -1,0 +1,398 @@
+package pipeline
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/flowlens/flowlens/internal/k8smeta"
+	"github.com/flowlens/flowlens/pkg/flow"
+)
+
+// Metric names: a contract with the dashboards (manifests/dashboards) and
+// docs/metrics.md.
+const (
+	Prefix = "flowlens_collector_"
+
+	// Flow metrics, derived from the flows received (selectable with
+	// MetricsOptions.Enabled).
+	MetricFlowBytes   = Prefix + "flow_bytes_total"
+	MetricFlowPackets = Prefix + "flow_packets_total"
+	MetricNodeBytes   = Prefix + "node_bytes_total"
+	MetricDropPackets = Prefix + "drop_packets_total"
+	MetricDropBytes   = Prefix + "drop_bytes_total"
+	MetricRTT         = Prefix + "rtt_seconds"
+	MetricRetransmits = Prefix + "retransmits_total"
+	MetricFlows       = Prefix + "flows_total"
+	MetricSampling    = Prefix + "sampling"
+
+	// Health metrics, always served.
+	MetricReceivedFlows    = Prefix + "received_flows_total"
+	MetricDecodeErrors     = Prefix + "decode_errors_total"
+	MetricEnrichmentMisses = Prefix + "enrichment_misses_total"
+	MetricInformerSynced   = Prefix + "informer_synced"
+)
+
+// FlowMetricNames are the flow metrics, the names MetricsOptions.Enabled
+// chooses from (all by default).
+var FlowMetricNames = []string{
+	MetricFlowBytes, MetricFlowPackets, MetricNodeBytes, MetricDropPackets, MetricDropBytes,
+	MetricRTT, MetricRetransmits, MetricFlows, MetricSampling,
+}
+
+// HealthMetricNames are always served.
+var HealthMetricNames = []string{MetricReceivedFlows, MetricDecodeErrors, MetricEnrichmentMisses, MetricInformerSynced}
+
+// RTTBuckets are the buckets of flowlens_collector_rtt_seconds: 50 µs to
+// 10 s, 1-2.5-5 per decade.
+var RTTBuckets = []float64{
+	50e-6, 100e-6, 250e-6, 500e-6,
+	1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3,
+	1, 2.5, 5, 10,
+}
+
+// Label values with a meaning.
+const (
+	// WorkloadExternal is the workload of an address outside the cluster
+	// that no subnet label covers.
+	WorkloadExternal = "external"
+	// CauseOther replaces drop causes that are not kernel-style names
+	// ([A-Za-z0-9_], at most 64) and causes beyond MaxDropCauses distinct
+	// ones, so that agents cannot grow the cause label without bound.
+	CauseOther = "OTHER"
+	// MaxDropCauses bounds the distinct values of the cause label (the
+	// kernel's enum skb_drop_reason has about 120).
+	MaxDropCauses = 256
+)
+
+// MetricsOptions configure Metrics.
+type MetricsOptions struct {
+	// Enabled lists the flow metrics to serve, by full name or without the
+	// flowlens_collector_ prefix. Nil: all of FlowMetricNames; empty
+	// (non-nil): none. Health metric names are accepted and change nothing
+	// (they are always served). An unknown name is an error.
+	Enabled []string
+	// PodLabels adds src_pod and dst_pod (the pod's name, "" for
+	// endpoints that are not pods) to flow_bytes_total and
+	// flow_packets_total. Their cardinality then grows with pods, not
+	// workloads: see docs/metrics.md.
+	PodLabels bool
+	// DecodeErrors, when set, is read at scrape time as
+	// flowlens_collector_decode_errors_total, added to the conversion
+	// errors the pipeline counts itself (a collector.Server's
+	// Stats.Malformed).
+	DecodeErrors func() uint64
+	// Informers, when set, is read at scrape time as
+	// flowlens_collector_informer_synced, one series per key
+	// (k8smeta.Cache.Synced).
+	Informers func() map[string]bool
+}
+
+// Metrics derives Prometheus metrics from flows, with labels of bounded
+// cardinality: namespaces, workloads, nodes, directions, drop causes, and
+// pods only when asked. Safe for concurrent use.
+type Metrics struct {
+	reg       *prometheus.Registry
+	podLabels bool
+
+	flowBytes, flowPackets *prometheus.CounterVec
+	nodeBytes              *prometheus.CounterVec
+	dropPackets, dropBytes *prometheus.CounterVec
+	rtt                    *prometheus.HistogramVec
+	retransmits            *prometheus.CounterVec
+	flows                  prometheus.Counter
+	sampling               *prometheus.GaugeVec
+	received               prometheus.Counter
+	convertErrors          atomic.Uint64
+	missSrc, missDst       prometheus.Counter
+
+	causeMu sync.RWMutex
+	causes  map[string]struct{}
+}
+
+// NewMetrics registers the enabled metrics in a new registry.
+func NewMetrics(o MetricsOptions) (*Metrics, error) {
+	enabled, err := enabledSet(o.Enabled)
+	if err != nil {
+		return nil, err
+	}
+	m := &Metrics{reg: prometheus.NewRegistry(), podLabels: o.PodLabels, causes: map[string]struct{}{}}
+	flowLabels := []string{"src_namespace", "src_workload", "dst_namespace", "dst_workload", "direction"}
+	if o.PodLabels {
+		flowLabels = append(flowLabels, "src_pod", "dst_pod")
+	}
+	nsLabels := []string{"src_namespace", "dst_namespace"}
+	counterVec := func(name, help string, labels []string) *prometheus.CounterVec {
+		if !enabled[name] {
+			return nil
+		}
+		v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+		m.reg.MustRegister(v)
+		return v
+	}
+	m.flowBytes = counterVec(MetricFlowBytes, "Bytes of flows (L2 frame bytes counted on each flow's first interface, times its sampling rate), by source and destination namespace and workload and the direction of the counting interface.", flowLabels)
+	m.flowPackets = counterVec(MetricFlowPackets, "Packets of flows (times their sampling rate), by source and destination namespace and workload and the direction of the counting interface.", flowLabels)
+	m.nodeBytes = counterVec(MetricNodeBytes, "Bytes of flows (times their sampling rate) by the node of each endpoint (\"\" for endpoints not on a node: Services, external addresses).", []string{"src_node", "dst_node"})
+	m.dropPackets = counterVec(MetricDropPackets, "Packets the kernel dropped, by source and destination namespace and drop cause (the kernel's drop reason).", []string{"src_namespace", "dst_namespace", "cause"})
+	m.dropBytes = counterVec(MetricDropBytes, "Bytes of the packets the kernel dropped, by source and destination namespace and drop cause.", []string{"src_namespace", "dst_namespace", "cause"})
+	m.retransmits = counterVec(MetricRetransmits, "TCP segments retransmitted, by source and destination namespace of the flow that carried them.", nsLabels)
+	if enabled[MetricRTT] {
+		m.rtt = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: MetricRTT,
+			Help:    "Smoothed TCP round-trip time, observed once per flow that reports one (its latest value in the eviction period), by source and destination namespace.",
+			Buckets: RTTBuckets}, nsLabels)
+		m.reg.MustRegister(m.rtt)
+	}
+	if enabled[MetricFlows] {
+		m.flows = prometheus.NewCounter(prometheus.CounterOpts{Name: MetricFlows, Help: "Flow records received and processed (rate() is flows per second)."})
+		m.reg.MustRegister(m.flows)
+	}
+	if enabled[MetricSampling] {
+		m.sampling = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricSampling,
+			Help: "Sampling rate the agent of each node reports on its latest flows (1 in N packets accounted; 1 = every packet)."}, []string{"node"})
+		m.reg.MustRegister(m.sampling)
+	}
+
+	m.received = prometheus.NewCounter(prometheus.CounterOpts{Name: MetricReceivedFlows, Help: "Flows received from agents, valid ones handed to the pipeline."})
+	misses := prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricEnrichmentMisses,
+		Help: "Flow endpoints whose address is not a pod, Service or node of the cluster (enrichment on), by side."}, []string{"side"})
+	m.missSrc, m.missDst = misses.WithLabelValues("src"), misses.WithLabelValues("dst")
+	m.reg.MustRegister(m.received, misses)
+	decodeErrors := o.DecodeErrors
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: MetricDecodeErrors,
+		Help: "Messages from agents that did not decode or held an invalid flow (refused with InvalidArgument), plus flows the pipeline could not convert."},
+		func() float64 {
+			n := m.convertErrors.Load()
+			if decodeErrors != nil {
+				n += decodeErrors()
+			}
+			return float64(n)
+		}))
+	if o.Informers != nil {
+		m.reg.MustRegister(&syncedCollector{read: o.Informers, desc: prometheus.NewDesc(MetricInformerSynced,
+			"1 once the informer of the resource has listed it (the collector resolves addresses from its cache), 0 before.", []string{"resource"}, nil)})
+	}
+	return m, nil
+}
+
+// enabledSet resolves MetricsOptions.Enabled.
+func enabledSet(names []string) (map[string]bool, error) {
+	set := map[string]bool{}
+	if names == nil {
+		for _, n := range FlowMetricNames {
+			set[n] = true
+		}
+		return set, nil
+	}
+	for _, n := range names {
+		full := n
+		if !strings.HasPrefix(full, Prefix) {
+			full = Prefix + n
+		}
+		switch {
+		case slices.Contains(FlowMetricNames, full):
+			set[full] = true
+		case slices.Contains(HealthMetricNames, full):
+		default:
+			return nil, fmt.Errorf("unknown metric %q: want some of %s", n, strings.Join(FlowMetricNames, ", "))
+		}
+	}
+	return set, nil
+}
+
+// Registry is where the metrics are registered; add the process's own
+// collectors (Go runtime, process) to it.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves /metrics (Prometheus text, or OpenMetrics when asked),
+// /healthz (200 while the process serves HTTP) and /readyz (200 once
+// ready returns nil, 503 with its error until then; nil ready: always 200).
+func (m *Metrics) Handler(ready func() error) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		ErrorHandling:       promhttp.ContinueOnError,
+		MaxRequestsInFlight: 4,
+		EnableOpenMetrics:   true,
+	}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if ready != nil {
+			if err := ready(); err != nil {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprintf(w, "not ready: %v\n", err)
+				return
+			}
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	return mux
+}
+
+// Observe adds flows to the metrics. Flows from the pipeline carry their
+// endpoints' context (Src, Dst); without it (Kind ""), an endpoint counts
+// as external.
+func (m *Metrics) Observe(flows []Flow) {
+	var lastNode string
+	var lastSampling uint32
+	for i := range flows {
+		f := &flows[i]
+		m.observe(f)
+		if m.sampling != nil && (i == 0 || f.NodeName != lastNode || f.Sampling != lastSampling) {
+			lastNode, lastSampling = f.NodeName, f.Sampling
+			m.sampling.WithLabelValues(f.NodeName).Set(float64(samplingOf(f.Sampling)))
+		}
+	}
+}
+
+func samplingOf(s uint32) uint32 {
+	if s == 0 {
+		return 1 // an agent that does not say samples nothing
+	}
+	return s
+}
+
+func (m *Metrics) observe(f *Flow) {
+	if m.flows != nil {
+		m.flows.Inc()
+	}
+	s := float64(samplingOf(f.Sampling))
+	srcNS, srcW := endpointLabels(&f.Src)
+	dstNS, dstW := endpointLabels(&f.Dst)
+
+	if f.Bytes > 0 || f.Packets > 0 {
+		if m.flowBytes != nil || m.flowPackets != nil {
+			dir := ""
+			if len(f.Interfaces) > 0 {
+				if d := f.Interfaces[0].Direction; d >= flow.DirIngress && d <= flow.DirBoth {
+					dir = d.String()
+				}
+			}
+			var lv []string
+			if m.podLabels {
+				lv = []string{srcNS, srcW, dstNS, dstW, dir, podName(&f.Src), podName(&f.Dst)}
+			} else {
+				lv = []string{srcNS, srcW, dstNS, dstW, dir}
+			}
+			if m.flowBytes != nil {
+				m.flowBytes.WithLabelValues(lv...).Add(float64(f.Bytes) * s)
+			}
+			if m.flowPackets != nil {
+				m.flowPackets.WithLabelValues(lv...).Add(float64(f.Packets) * s)
+			}
+		}
+		if m.nodeBytes != nil {
+			m.nodeBytes.WithLabelValues(f.Src.Node, f.Dst.Node).Add(float64(f.Bytes) * s)
+		}
+	}
+	// Drops and retransmits come from the agent's drop and retransmit
+	// hooks, which see every packet whatever the sampling rate: they are
+	// exact counts, not scaled.
+	if f.DropPackets > 0 || f.DropBytes > 0 {
+		cause := m.cause(f.DropCause)
+		if m.dropPackets != nil {
+			m.dropPackets.WithLabelValues(srcNS, dstNS, cause).Add(float64(f.DropPackets))
+		}
+		if m.dropBytes != nil {
+			m.dropBytes.WithLabelValues(srcNS, dstNS, cause).Add(float64(f.DropBytes))
+		}
+	}
+	if f.Retransmits > 0 && m.retransmits != nil {
+		m.retransmits.WithLabelValues(srcNS, dstNS).Add(float64(f.Retransmits))
+	}
+	if f.RTT > 0 && m.rtt != nil {
+		m.rtt.WithLabelValues(srcNS, dstNS).Observe(f.RTT.Seconds())
+	}
+}
+
+// endpointLabels are the namespace and workload label values of an
+// endpoint: the cluster's for pods, Services and nodes (namespace "" for
+// nodes), and for external addresses namespace "" and the subnet label, or
+// "external".
+func endpointLabels(m *k8smeta.Meta) (namespace, workload string) {
+	switch m.Kind {
+	case k8smeta.KindPod, k8smeta.KindService, k8smeta.KindNode:
+		return m.Namespace, m.Workload
+	}
+	if m.Subnet != "" {
+		return "", m.Subnet
+	}
+	return "", WorkloadExternal
+}
+
+func podName(m *k8smeta.Meta) string {
+	if m.Kind == k8smeta.KindPod {
+		return m.Name
+	}
+	return ""
+}
+
+// cause bounds the drop cause label.
+func (m *Metrics) cause(c string) string {
+	if !validCause(c) {
+		return CauseOther
+	}
+	m.causeMu.RLock()
+	_, ok := m.causes[c]
+	m.causeMu.RUnlock()
+	if ok {
+		return c
+	}
+	m.causeMu.Lock()
+	defer m.causeMu.Unlock()
+	if _, ok := m.causes[c]; ok {
+		return c
+	}
+	if len(m.causes) >= MaxDropCauses {
+		return CauseOther
+	}
+	m.causes[c] = struct{}{}
+	return c
+}
+
+// validCause accepts the kernel's drop reason names (and the agent's
+// numeric fallback): [A-Za-z0-9_], 64 at most; "" (unknown) too.
+func validCause(c string) bool {
+	if len(c) > 64 {
+		return false
+	}
+	for i := 0; i < len(c); i++ {
+		b := c[i]
+		if !(b >= 'A' && b <= 'Z' || b >= 'a' && b <= 'z' || b >= '0' && b <= '9' || b == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// syncedCollector reads the informers' sync status at scrape time.
+type syncedCollector struct {
+	read func() map[string]bool
+	desc *prometheus.Desc
+}
+
+func (c *syncedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *syncedCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.read()
+	names := make([]string, 0, len(st))
+	for r := range st {
+		names = append(names, r)
+	}
+	slices.Sort(names)
+	for _, r := range names {
+		v := 0.0
+		if st[r] {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, r)
+	}
+}

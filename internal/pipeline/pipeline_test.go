@@ -1,0 +1,557 @@
+package pipeline_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
+	"github.com/flowlens/flowlens/internal/k8smeta"
+	"github.com/flowlens/flowlens/internal/pipeline"
+	"github.com/flowlens/flowlens/pkg/collector"
+	"github.com/flowlens/flowlens/pkg/flow"
+	"github.com/flowlens/flowlens/pkg/flow/flowpb"
+)
+
+// A small static cluster.
+var (
+	web1   = k8smeta.Meta{Kind: k8smeta.KindPod, Namespace: "shop", Name: "web-1", Workload: "web", WorkloadKind: "Deployment", Node: "node-a"}
+	web2   = k8smeta.Meta{Kind: k8smeta.KindPod, Namespace: "shop", Name: "web-2", Workload: "web", WorkloadKind: "Deployment", Node: "node-b"}
+	db0    = k8smeta.Meta{Kind: k8smeta.KindPod, Namespace: "db", Name: "db-0", Workload: "db", WorkloadKind: "StatefulSet", Node: "node-b"}
+	dns    = k8smeta.Meta{Kind: k8smeta.KindService, Namespace: "kube-system", Name: "kube-dns", Workload: "kube-dns", WorkloadKind: "Service"}
+	nodeA  = k8smeta.Meta{Kind: k8smeta.KindNode, Name: "node-a", Workload: "node-a", WorkloadKind: "Node", Node: "node-a"}
+	static = k8smeta.StaticSource{
+		netip.MustParseAddr("10.0.0.1"):     web1,
+		netip.MustParseAddr("10.0.0.2"):     web2,
+		netip.MustParseAddr("10.0.1.1"):     db0,
+		netip.MustParseAddr("10.96.0.10"):   dns,
+		netip.MustParseAddr("192.168.0.11"): nodeA,
+	}
+)
+
+func resolver(t *testing.T) *k8smeta.Resolver {
+	t.Helper()
+	subnets, err := k8smeta.ParseSubnets("corp=172.16.0.0/12")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &k8smeta.Resolver{Source: static, Subnets: subnets}
+}
+
+var t0 = time.Date(2026, 3, 4, 5, 6, 7, 8000, time.UTC)
+
+type fl struct {
+	src, dst       string
+	bytes, packets uint64
+	sampling       uint32
+	dir            flow.Direction // 0: no interface (partial flow)
+	node           string
+	rtt            time.Duration
+	retransmits    uint64
+	dropP, dropB   uint64
+	cause          string
+}
+
+func (x fl) proto() *flowv1.Flow {
+	r := flow.Record{SrcAddr: netip.MustParseAddr(x.src), DstAddr: netip.MustParseAddr(x.dst), SrcPort: 40000, DstPort: 80, Proto: 6,
+		Bytes: x.bytes, Packets: x.packets, Sampling: x.sampling, StartTime: t0, EndTime: t0.Add(time.Second),
+		RTT: x.rtt, RTTMax: x.rtt, Retransmits: x.retransmits, DropPackets: x.dropP, DropBytes: x.dropB, DropCause: x.cause}
+	if x.dir != 0 {
+		r.Interfaces = []flow.Interface{{Name: "eth0", Ifindex: 2, Netns: "host", Direction: x.dir}, {Name: "veth1", Ifindex: 7, Netns: "host", Direction: flow.DirIngress}}
+	} else {
+		r.Partial = true
+	}
+	p := &flowv1.Flow{}
+	flowpb.ToProto(p, &r, x.node, flowpb.AddrBytes(netip.MustParseAddr("192.0.2.1")))
+	return p
+}
+
+func batch(flows ...fl) *collector.Batch {
+	b := &collector.Batch{}
+	for _, f := range flows {
+		b.Flows = append(b.Flows, f.proto())
+	}
+	return b
+}
+
+// The known flows of TestMetricsExactValues.
+var known = []fl{
+	// shop/web → db/db, egress: 1000×1 + 500×4 bytes, 10×1 + 5×4 packets.
+	{src: "10.0.0.1", dst: "10.0.1.1", bytes: 1000, packets: 10, sampling: 1, dir: flow.DirEgress, node: "node-a", rtt: 2 * time.Millisecond},
+	{src: "10.0.0.2", dst: "10.0.1.1", bytes: 500, packets: 5, sampling: 4, dir: flow.DirEgress, node: "node-b"},
+	// db → shop, ingress, sampled 1:4; 2 retransmits (not scaled).
+	{src: "10.0.1.1", dst: "10.0.0.1", bytes: 300, packets: 3, sampling: 4, dir: flow.DirIngress, node: "node-b", rtt: 300 * time.Microsecond, retransmits: 2},
+	// shop/web → the internet (no subnet), both; one drop (not scaled).
+	{src: "10.0.0.1", dst: "8.8.8.8", bytes: 100, packets: 1, sampling: 1, dir: flow.DirBoth, node: "node-a", dropP: 1, dropB: 60, cause: "NETFILTER_DROP"},
+	// corp → the kube-dns Service, ingress, 1:2.
+	{src: "172.16.3.3", dst: "10.96.0.10", bytes: 80, packets: 1, sampling: 2, dir: flow.DirIngress, node: "node-a"},
+	// A partial flow: drops only, no interface, sampling 0 (counts as 1).
+	{src: "10.0.0.1", dst: "172.16.9.9", node: "node-a", sampling: 0, dropP: 3, dropB: 180, cause: "NO_SOCKET"},
+	// Node → pod, egress; a drop with a cause that is not a kernel name.
+	{src: "192.168.0.11", dst: "10.0.0.2", bytes: 50, packets: 1, sampling: 1, dir: flow.DirEgress, node: "node-a", dropP: 1, dropB: 50, cause: "bad cause!"},
+	// An RTT of 20 s lands in +Inf.
+	{src: "10.0.0.2", dst: "10.0.0.1", bytes: 10, packets: 1, sampling: 1, dir: flow.DirEgress, node: "node-b", rtt: 20 * time.Second},
+}
+
+const wantKnown = `
+# HELP flowlens_collector_flow_bytes_total Bytes of flows (L2 frame bytes counted on each flow's first interface, times its sampling rate), by source and destination namespace and workload and the direction of the counting interface.
+# TYPE flowlens_collector_flow_bytes_total counter
+flowlens_collector_flow_bytes_total{direction="both",dst_namespace="",dst_workload="external",src_namespace="shop",src_workload="web"} 100
+flowlens_collector_flow_bytes_total{direction="egress",dst_namespace="db",dst_workload="db",src_namespace="shop",src_workload="web"} 3000
+flowlens_collector_flow_bytes_total{direction="egress",dst_namespace="shop",dst_workload="web",src_namespace="",src_workload="node-a"} 50
+flowlens_collector_flow_bytes_total{direction="egress",dst_namespace="shop",dst_workload="web",src_namespace="shop",src_workload="web"} 10
+flowlens_collector_flow_bytes_total{direction="ingress",dst_namespace="kube-system",dst_workload="kube-dns",src_namespace="",src_workload="corp"} 160
+flowlens_collector_flow_bytes_total{direction="ingress",dst_namespace="shop",dst_workload="web",src_namespace="db",src_workload="db"} 1200
+# HELP flowlens_collector_flow_packets_total Packets of flows (times their sampling rate), by source and destination namespace and workload and the direction of the counting interface.
+# TYPE flowlens_collector_flow_packets_total counter
+flowlens_collector_flow_packets_total{direction="both",dst_namespace="",dst_workload="external",src_namespace="shop",src_workload="web"} 1
+flowlens_collector_flow_packets_total{direction="egress",dst_namespace="db",dst_workload="db",src_namespace="shop",src_workload="web"} 30
+flowlens_collector_flow_packets_total{direction="egress",dst_namespace="shop",dst_workload="web",src_namespace="",src_workload="node-a"} 1
+flowlens_collector_flow_packets_total{direction="egress",dst_namespace="shop",dst_workload="web",src_namespace="shop",src_workload="web"} 1
+flowlens_collector_flow_packets_total{direction="ingress",dst_namespace="kube-system",dst_workload="kube-dns",src_namespace="",src_workload="corp"} 2
+flowlens_collector_flow_packets_total{direction="ingress",dst_namespace="shop",dst_workload="web",src_namespace="db",src_workload="db"} 12
+# HELP flowlens_collector_node_bytes_total Bytes of flows (times their sampling rate) by the node of each endpoint ("" for endpoints not on a node: Services, external addresses).
+# TYPE flowlens_collector_node_bytes_total counter
+flowlens_collector_node_bytes_total{dst_node="",src_node=""} 160
+flowlens_collector_node_bytes_total{dst_node="",src_node="node-a"} 100
+flowlens_collector_node_bytes_total{dst_node="node-a",src_node="node-b"} 1210
+flowlens_collector_node_bytes_total{dst_node="node-b",src_node="node-a"} 1050
+flowlens_collector_node_bytes_total{dst_node="node-b",src_node="node-b"} 2000
+# HELP flowlens_collector_drop_packets_total Packets the kernel dropped, by source and destination namespace and drop cause (the kernel's drop reason).
+# TYPE flowlens_collector_drop_packets_total counter
+flowlens_collector_drop_packets_total{cause="NETFILTER_DROP",dst_namespace="",src_namespace="shop"} 1
+flowlens_collector_drop_packets_total{cause="NO_SOCKET",dst_namespace="",src_namespace="shop"} 3
+flowlens_collector_drop_packets_total{cause="OTHER",dst_namespace="shop",src_namespace=""} 1
+# HELP flowlens_collector_drop_bytes_total Bytes of the packets the kernel dropped, by source and destination namespace and drop cause.
+# TYPE flowlens_collector_drop_bytes_total counter
+flowlens_collector_drop_bytes_total{cause="NETFILTER_DROP",dst_namespace="",src_namespace="shop"} 60
+flowlens_collector_drop_bytes_total{cause="NO_SOCKET",dst_namespace="",src_namespace="shop"} 180
+flowlens_collector_drop_bytes_total{cause="OTHER",dst_namespace="shop",src_namespace=""} 50
+# HELP flowlens_collector_retransmits_total TCP segments retransmitted, by source and destination namespace of the flow that carried them.
+# TYPE flowlens_collector_retransmits_total counter
+flowlens_collector_retransmits_total{dst_namespace="shop",src_namespace="db"} 2
+# HELP flowlens_collector_flows_total Flow records received and processed (rate() is flows per second).
+# TYPE flowlens_collector_flows_total counter
+flowlens_collector_flows_total 8
+# HELP flowlens_collector_sampling Sampling rate the agent of each node reports on its latest flows (1 in N packets accounted; 1 = every packet).
+# TYPE flowlens_collector_sampling gauge
+flowlens_collector_sampling{node="node-a"} 1
+flowlens_collector_sampling{node="node-b"} 1
+# HELP flowlens_collector_received_flows_total Flows received from agents, valid ones handed to the pipeline.
+# TYPE flowlens_collector_received_flows_total counter
+flowlens_collector_received_flows_total 8
+# HELP flowlens_collector_enrichment_misses_total Flow endpoints whose address is not a pod, Service or node of the cluster (enrichment on), by side.
+# TYPE flowlens_collector_enrichment_misses_total counter
+flowlens_collector_enrichment_misses_total{side="dst"} 2
+flowlens_collector_enrichment_misses_total{side="src"} 1
+# HELP flowlens_collector_decode_errors_total Messages from agents that did not decode or held an invalid flow (refused with InvalidArgument), plus flows the pipeline could not convert.
+# TYPE flowlens_collector_decode_errors_total counter
+flowlens_collector_decode_errors_total 7
+# HELP flowlens_collector_informer_synced 1 once the informer of the resource has listed it (the collector resolves addresses from its cache), 0 before.
+# TYPE flowlens_collector_informer_synced gauge
+flowlens_collector_informer_synced{resource="nodes"} 0
+flowlens_collector_informer_synced{resource="pods"} 1
+`
+
+const wantRTT = `
+# HELP flowlens_collector_rtt_seconds Smoothed TCP round-trip time, observed once per flow that reports one (its latest value in the eviction period), by source and destination namespace.
+# TYPE flowlens_collector_rtt_seconds histogram
+flowlens_collector_rtt_seconds_bucket{dst_namespace="db",src_namespace="shop",le="5e-05"} 0
+flowlens_collector_rtt_seconds_bucket{dst_namespace="db",src_namespace="shop",le="0.0001"} 0
+flowlens_collector_rtt_seconds_bucket{dst_namespace="db",src_namespace="shop",le="0.00025"} 0
+flowlens_collector_rtt_seconds_bucket{dst_namespace="db",src_namespace="shop",le="0.0005"} 0
+flowlens_collector_rtt_seconds_bucket{dst_namespace="db",src_namespace="shop",le="0.001"} 0
+flowlens_collector_rtt_seconds_bucket{dst_namespace="db",src_namespace="shop",le="0.0025"} 1
+flowlens_collector_rtt_seconds_bucket{dst_namespace="db",src_namespace="shop",le="0.005"} 1
+flowlens_collector_rtt_seconds_bucket{dst_namespace="db",src_namespace="shop",le="0.01"} 1
+flowlens_collector_rtt_seconds_bucket{dst_namespace="db",src_namespace="shop",le="0.025"} 1
+flowlens_collector_rtt_seconds_bucket{dst_namespace="db",src_namespace="shop",le="0.05"} 1
+flowlens_collector_rtt_seconds_bucket{dst_namespace="db",src_namespace="shop",le="0.1"} 1
+flowlens_collector_rtt_seconds_bucket{dst_namespace="db",src_namespace="shop",le="0.25"} 1
+flowlens_collector_rtt_seconds_bucket{dst_namespace="db",src_namespace="shop",le="0.5"} 1
+flowlens_collector_rtt_seconds_bucket{dst_namespace="db",src_namespace="shop",le="1"} 1
+flowlens_collector_rtt_seconds_bucket{dst_namespace="db",src_namespace="shop",le="2.5"} 1
+flowlens_collector_rtt_seconds_bucket{dst_namespace="db",src_namespace="shop",le="5"} 1
+flowlens_collector_rtt_seconds_bucket{dst_namespace="db",src_namespace="shop",le="10"} 1
+flowlens_collector_rtt_seconds_bucket{dst_namespace="db",src_namespace="shop",le="+Inf"} 1
+flowlens_collector_rtt_seconds_sum{dst_namespace="db",src_namespace="shop"} 0.002
+flowlens_collector_rtt_seconds_count{dst_namespace="db",src_namespace="shop"} 1
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="db",le="5e-05"} 0
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="db",le="0.0001"} 0
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="db",le="0.00025"} 0
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="db",le="0.0005"} 1
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="db",le="0.001"} 1
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="db",le="0.0025"} 1
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="db",le="0.005"} 1
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="db",le="0.01"} 1
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="db",le="0.025"} 1
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="db",le="0.05"} 1
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="db",le="0.1"} 1
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="db",le="0.25"} 1
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="db",le="0.5"} 1
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="db",le="1"} 1
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="db",le="2.5"} 1
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="db",le="5"} 1
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="db",le="10"} 1
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="db",le="+Inf"} 1
+flowlens_collector_rtt_seconds_sum{dst_namespace="shop",src_namespace="db"} 0.0003
+flowlens_collector_rtt_seconds_count{dst_namespace="shop",src_namespace="db"} 1
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="shop",le="5e-05"} 0
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="shop",le="0.0001"} 0
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="shop",le="0.00025"} 0
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="shop",le="0.0005"} 0
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="shop",le="0.001"} 0
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="shop",le="0.0025"} 0
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="shop",le="0.005"} 0
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="shop",le="0.01"} 0
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="shop",le="0.025"} 0
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="shop",le="0.05"} 0
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="shop",le="0.1"} 0
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="shop",le="0.25"} 0
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="shop",le="0.5"} 0
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="shop",le="1"} 0
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="shop",le="2.5"} 0
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="shop",le="5"} 0
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="shop",le="10"} 0
+flowlens_collector_rtt_seconds_bucket{dst_namespace="shop",src_namespace="shop",le="+Inf"} 1
+flowlens_collector_rtt_seconds_sum{dst_namespace="shop",src_namespace="shop"} 20
+flowlens_collector_rtt_seconds_count{dst_namespace="shop",src_namespace="shop"} 1
+`
+
+// Known flows in, exact values out: bytes and packets scaled by each
+// flow's sampling rate, drops and retransmits as counted, one RTT
+// observation per flow reporting one, health counters.
+func TestMetricsExactValues(t *testing.T) {
+	m, err := pipeline.NewMetrics(pipeline.MetricsOptions{
+		DecodeErrors: func() uint64 { return 7 },
+		Informers:    func() map[string]bool { return map[string]bool{"pods": true, "nodes": false} },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pipeline.Pipeline{Resolver: resolver(t), Metrics: m}
+	// Two batches, as from two agents.
+	if err := p.Handle(context.Background(), batch(known[:3]...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Handle(context.Background(), batch(known[3:]...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := gatherAndCompare(t, m.Registry(), strings.NewReader(wantKnown+wantRTT)); err != nil {
+		t.Error(err)
+	}
+}
+
+// A partial flow (no interface, no bytes) counts in drops, not in bytes.
+func TestPartialFlowsCountOnlyDrops(t *testing.T) {
+	m, _ := pipeline.NewMetrics(pipeline.MetricsOptions{})
+	p := &pipeline.Pipeline{Resolver: resolver(t), Metrics: m}
+	if err := p.Handle(context.Background(), batch(known[5])); err != nil {
+		t.Fatal(err)
+	}
+	if n := seriesPerFamily(t, m)[pipeline.MetricFlowBytes]; n != 0 {
+		t.Errorf("partial flow made %d flow_bytes series", n)
+	}
+}
+
+// seriesPerFamily gathers the registry and counts the series of each
+// flowlens_collector_ family (a histogram's label set counts once).
+func seriesPerFamily(t *testing.T, m *pipeline.Metrics) map[string]int {
+	t.Helper()
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), pipeline.Prefix) {
+			out[mf.GetName()] = len(mf.GetMetric())
+		}
+	}
+	return out
+}
+
+func labelNames(mf *dto.MetricFamily) []string {
+	var out []string
+	for _, lp := range mf.GetMetric()[0].GetLabel() {
+		out = append(out, lp.GetName())
+	}
+	return out
+}
+
+// A cluster of 3 namespaces × 2 workloads × 5 pods on 2 nodes, every pod
+// talking to every pod: the number of series is set by the label sets,
+// namespaces and workloads by default, pods only with PodLabels.
+func TestCardinalityWithinLabelSets(t *testing.T) {
+	const namespaces, workloads, podsPer, nodes = 3, 2, 5, 2
+	src := k8smeta.StaticSource{}
+	var addrs []string
+	i := 0
+	for n := range namespaces {
+		for w := range workloads {
+			for p := range podsPer {
+				ip := netip.AddrFrom4([4]byte{10, byte(n), byte(w), byte(p + 1)})
+				src[ip] = k8smeta.Meta{Kind: k8smeta.KindPod, Namespace: fmt.Sprintf("ns-%d", n), Name: fmt.Sprintf("w%d-pod-%d", w, p),
+					Workload: fmt.Sprintf("w%d", w), WorkloadKind: "Deployment", Node: fmt.Sprintf("node-%d", i%nodes)}
+				addrs = append(addrs, ip.String())
+				i++
+			}
+		}
+	}
+	pods := len(addrs)
+	dirs := []flow.Direction{flow.DirIngress, flow.DirEgress, flow.DirBoth}
+	var flows []fl
+	for a, s := range addrs {
+		for b, d := range addrs {
+			flows = append(flows, fl{src: s, dst: d, bytes: 100, packets: 1, sampling: 1, dir: dirs[(a+b)%3], node: "node-0",
+				rtt: time.Millisecond, retransmits: 1, dropP: 1, dropB: 60, cause: fmt.Sprintf("CAUSE_%d", (a*pods+b)%300)})
+		}
+		// and to 10 external addresses, none in a labelled subnet
+		for e := range 10 {
+			flows = append(flows, fl{src: s, dst: fmt.Sprintf("203.0.113.%d", e), bytes: 1, packets: 1, sampling: 1, dir: flow.DirEgress, node: "node-1"})
+		}
+	}
+
+	causes := map[string]bool{}
+	run := func(t *testing.T, podLabels bool) map[string]int {
+		m, err := pipeline.NewMetrics(pipeline.MetricsOptions{PodLabels: podLabels})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &pipeline.Pipeline{Resolver: &k8smeta.Resolver{Source: src}, Metrics: m}
+		if err := p.Handle(context.Background(), batch(flows...)); err != nil {
+			t.Fatal(err)
+		}
+		mfs, _ := m.Registry().Gather()
+		for _, mf := range mfs {
+			if mf.GetName() == pipeline.MetricDropBytes {
+				for _, m := range mf.GetMetric() {
+					for _, lp := range m.GetLabel() {
+						if lp.GetName() == "cause" {
+							causes[lp.GetValue()] = true
+						}
+					}
+				}
+			}
+			if mf.GetName() == pipeline.MetricFlowBytes {
+				want := "direction,dst_namespace,dst_workload,src_namespace,src_workload"
+				if podLabels {
+					want = "direction,dst_namespace,dst_pod,dst_workload,src_namespace,src_pod,src_workload"
+				}
+				if got := strings.Join(labelNames(mf), ","); got != want {
+					t.Errorf("flow_bytes labels %s, want %s", got, want)
+				}
+			}
+		}
+		return seriesPerFamily(t, m)
+	}
+
+	wl := namespaces * workloads // workloads in the cluster
+	t.Run("default", func(t *testing.T) {
+		got := run(t, false)
+		// Pod pairs collapse to workload pairs; (a+b)%3 spreads each pair
+		// over the three directions. Plus workload → external, egress.
+		want := map[string]int{
+			pipeline.MetricFlowBytes:   wl*wl*3 + wl,
+			pipeline.MetricFlowPackets: wl*wl*3 + wl,
+			pipeline.MetricNodeBytes:   nodes*nodes + nodes, // + node → ""
+			// (drops: checked below)
+			pipeline.MetricDropPackets:      got[pipeline.MetricDropPackets],
+			pipeline.MetricDropBytes:        got[pipeline.MetricDropBytes],
+			pipeline.MetricRTT:              namespaces * namespaces,
+			pipeline.MetricRetransmits:      namespaces * namespaces,
+			pipeline.MetricFlows:            1,
+			pipeline.MetricSampling:         2,
+			pipeline.MetricReceivedFlows:    1,
+			pipeline.MetricDecodeErrors:     1,
+			pipeline.MetricEnrichmentMisses: 2,
+		}
+		for name, w := range want {
+			if got[name] != w {
+				t.Errorf("%s: %d series, want %d", name, got[name], w)
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("families %v, want %d", got, len(want))
+		}
+		// Drops: at most namespace pairs × causes, and the 300 distinct
+		// causes sent are bounded to MaxDropCauses + OTHER.
+		if n, max := got[pipeline.MetricDropPackets], namespaces*namespaces*(pipeline.MaxDropCauses+1); n > max || n < namespaces*namespaces {
+			t.Errorf("drop_packets: %d series, want %d..%d", n, namespaces*namespaces, max)
+		}
+		if n := len(causes); n != pipeline.MaxDropCauses+1 || !causes[pipeline.CauseOther] {
+			t.Errorf("%d distinct causes (OTHER: %v), want %d", n, causes[pipeline.CauseOther], pipeline.MaxDropCauses+1)
+		}
+	})
+	t.Run("pod labels", func(t *testing.T) {
+		got := run(t, true)
+		// One series per pod pair (each pair has one direction), plus
+		// pod → external.
+		if w := pods*pods + pods; got[pipeline.MetricFlowBytes] != w || got[pipeline.MetricFlowPackets] != w {
+			t.Errorf("flow_bytes %d, flow_packets %d series, want %d", got[pipeline.MetricFlowBytes], got[pipeline.MetricFlowPackets], w)
+		}
+		// Only the flow_* metrics get pod labels.
+		if got[pipeline.MetricNodeBytes] != nodes*nodes+nodes || got[pipeline.MetricRTT] != namespaces*namespaces {
+			t.Errorf("other families grew: %v", got)
+		}
+	})
+}
+
+// The allow-list keeps only the named flow metrics; health metrics stay.
+func TestAllowList(t *testing.T) {
+	m, err := pipeline.NewMetrics(pipeline.MetricsOptions{Enabled: []string{"flow_bytes_total", pipeline.MetricRTT, pipeline.MetricReceivedFlows}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pipeline.Pipeline{Resolver: resolver(t), Metrics: m}
+	if err := p.Handle(context.Background(), batch(known...)); err != nil {
+		t.Fatal(err)
+	}
+	got := seriesPerFamily(t, m)
+	var names []string
+	for n := range got {
+		names = append(names, strings.TrimPrefix(n, pipeline.Prefix))
+	}
+	want := "decode_errors_total,enrichment_misses_total,flow_bytes_total,received_flows_total,rtt_seconds"
+	if s := strings.Join(sorted(names), ","); s != want {
+		t.Errorf("families %s, want %s", s, want)
+	}
+
+	none, err := pipeline.NewMetrics(pipeline.MetricsOptions{Enabled: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	(&pipeline.Pipeline{Metrics: none}).Handle(context.Background(), batch(known...))
+	if got := seriesPerFamily(t, none); len(got) != 3 || got[pipeline.MetricReceivedFlows] != 1 {
+		t.Errorf("no flow metrics: %v", got)
+	}
+
+	if _, err := pipeline.NewMetrics(pipeline.MetricsOptions{Enabled: []string{"flow_bytes"}}); err == nil {
+		t.Error("unknown metric name accepted")
+	}
+}
+
+func sorted(s []string) []string {
+	for i := range s {
+		for j := i + 1; j < len(s); j++ {
+			if s[j] < s[i] {
+				s[i], s[j] = s[j], s[i]
+			}
+		}
+	}
+	return s
+}
+
+// Without a cluster (no Source), every endpoint is external or its subnet,
+// no enrichment miss is counted, and with no Resolver at all flows are not
+// enriched.
+func TestWithoutCluster(t *testing.T) {
+	m, _ := pipeline.NewMetrics(pipeline.MetricsOptions{})
+	subnets, _ := k8smeta.ParseSubnets("corp=172.16.0.0/12")
+	var got []pipeline.Flow
+	p := &pipeline.Pipeline{Resolver: &k8smeta.Resolver{Subnets: subnets}, Metrics: m,
+		Sink: func(_ context.Context, f []pipeline.Flow) error { got = f; return nil }}
+	if err := p.Handle(context.Background(), batch(known[4])); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || !got[0].Enriched || got[0].Src != (k8smeta.Meta{Kind: k8smeta.KindExternal, Subnet: "corp"}) || got[0].Dst != (k8smeta.Meta{Kind: k8smeta.KindExternal}) {
+		t.Fatalf("flows %+v", got)
+	}
+	want := `
+# HELP flowlens_collector_flow_bytes_total Bytes of flows (L2 frame bytes counted on each flow's first interface, times its sampling rate), by source and destination namespace and workload and the direction of the counting interface.
+# TYPE flowlens_collector_flow_bytes_total counter
+flowlens_collector_flow_bytes_total{direction="ingress",dst_namespace="",dst_workload="external",src_namespace="",src_workload="corp"} 160
+# HELP flowlens_collector_enrichment_misses_total Flow endpoints whose address is not a pod, Service or node of the cluster (enrichment on), by side.
+# TYPE flowlens_collector_enrichment_misses_total counter
+flowlens_collector_enrichment_misses_total{side="dst"} 0
+flowlens_collector_enrichment_misses_total{side="src"} 0
+`
+	if err := gatherAndCompare(t, m.Registry(), strings.NewReader(want), pipeline.MetricFlowBytes, pipeline.MetricEnrichmentMisses); err != nil {
+		t.Error(err)
+	}
+
+	got = nil
+	p = &pipeline.Pipeline{Sink: func(_ context.Context, f []pipeline.Flow) error { got = f; return nil }}
+	if err := p.Handle(context.Background(), batch(known[4])); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Enriched || got[0].Src != (k8smeta.Meta{}) {
+		t.Fatalf("not enriched: %+v", got)
+	}
+}
+
+// JSON: the agent's object, node_name and agent_ip, then src_k8s/dst_k8s
+// when enriched; valid JSON either way.
+func TestFlowJSON(t *testing.T) {
+	var got []pipeline.Flow
+	p := &pipeline.Pipeline{Resolver: resolver(t), Sink: func(_ context.Context, f []pipeline.Flow) error { got = f; return nil }}
+	if err := p.Handle(context.Background(), batch(known[0], known[4])); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{
+		`,"node_name":"node-a","agent_ip":"192.0.2.1","src_k8s":{"kind":"pod","namespace":"shop","name":"web-1","workload":"web","workload_kind":"Deployment","node":"node-a"},"dst_k8s":{"kind":"pod","namespace":"db","name":"db-0","workload":"db","workload_kind":"StatefulSet","node":"node-b"}}`,
+		`,"node_name":"node-a","agent_ip":"192.0.2.1","src_k8s":{"kind":"external","subnet":"corp"},"dst_k8s":{"kind":"service","namespace":"kube-system","name":"kube-dns","workload":"kube-dns","workload_kind":"Service"}}`,
+	} {
+		agent := string(got[i].Record.AppendJSON(nil))
+		line := string(got[i].AppendJSON(nil))
+		if line != agent[:len(agent)-1]+want {
+			t.Errorf("flow %d:\n got %s\nwant %s", i, line, agent[:len(agent)-1]+want)
+		}
+		var v map[string]any
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Errorf("flow %d: invalid JSON: %v", i, err)
+		}
+	}
+	got[0].Enriched = false
+	got[0].AgentIP = netip.Addr{}
+	agent := string(got[0].Record.AppendJSON(nil))
+	if line := string(got[0].AppendJSON(nil)); line != agent[:len(agent)-1]+`,"node_name":"node-a","agent_ip":""}` {
+		t.Errorf("not enriched: %s", line)
+	}
+}
+
+func TestSinkErrorEndsStream(t *testing.T) {
+	p := &pipeline.Pipeline{Sink: func(context.Context, []pipeline.Flow) error { return errors.New("stdout gone") }}
+	if err := p.Handle(context.Background(), batch(known[0])); err == nil {
+		t.Fatal("sink error not returned")
+	}
+}
+
+func TestHTTP(t *testing.T) {
+	m, _ := pipeline.NewMetrics(pipeline.MetricsOptions{})
+	var notReady error = errors.New("informers syncing")
+	srv := httptest.NewServer(m.Handler(func() error { return notReady }))
+	defer srv.Close()
+	get := func(path string) (int, string) {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/healthz"); code != 200 || body != "ok\n" {
+		t.Errorf("/healthz %d %q", code, body)
+	}
+	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "informers syncing") {
+		t.Errorf("/readyz %d %q", code, body)
+	}
+	notReady = nil
+	if code, _ := get("/readyz"); code != 200 {
+		t.Errorf("/readyz when ready: %d", code)
+	}
+	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, "flowlens_collector_received_flows_total 0") {
+		t.Errorf("/metrics %d %q", code, body)
+	}
+}

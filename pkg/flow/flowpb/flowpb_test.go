@@ -1,0 +1,137 @@
+package flowpb_test
+
+import (
+	"errors"
+	"net/netip"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
+	"github.com/flowlens/flowlens/pkg/flow"
+	"github.com/flowlens/flowlens/pkg/flow/flowpb"
+)
+
+func sampleRecords() []flow.Record {
+	t0 := time.Date(2025, 3, 4, 5, 6, 7, 123456789, time.Local)
+	return []flow.Record{
+		{
+			SrcAddr: netip.MustParseAddr("10.0.0.1"), DstAddr: netip.MustParseAddr("10.0.0.2"),
+			SrcPort: 40000, DstPort: 443, Proto: 6, Bytes: 1500, Packets: 3,
+			TCPFlags: 0x12 | flow.TCPFlagSynAck, EthType: 0x0800, DSCP: 46,
+			SrcMAC: [6]byte{2, 0, 0, 0, 0, 0xa}, DstMAC: [6]byte{2, 0, 0, 0, 0, 0xb},
+			StartTime: t0, EndTime: t0.Add(1500 * time.Millisecond),
+			Interfaces: []flow.Interface{
+				{Name: "veth0", Ifindex: 7, Netns: "pod-a", NetnsID: 0xc0ffee, Direction: flow.DirIngress},
+				{Name: "eth0", Ifindex: 2, Netns: "host", NetnsID: 1, Direction: flow.DirBoth},
+			},
+			IfacesOverflow: true, Sampling: 1,
+			DropPackets: 1, DropBytes: 60, DropCause: "NETFILTER_DROP", DropTCPState: "SYN_SENT", DropTCPFlags: 2,
+			RTT: 1200 * time.Microsecond, RTTMax: 3 * time.Millisecond, Retransmits: 4,
+		},
+		{
+			SrcAddr: netip.MustParseAddr("fd00::1"), DstAddr: netip.MustParseAddr("fd00::2"),
+			Proto: 58, IcmpType: 128, Bytes: 104, Packets: 1, EthType: 0x86dd,
+			StartTime: t0, EndTime: t0, Sampling: 1, Partial: true,
+		},
+		{}, // all zero: zero addresses and times must survive too
+	}
+}
+
+func TestRoundTripJSON(t *testing.T) {
+	enc := flowpb.NewEncoder(flowpb.Identity{NodeName: "node-1", AgentIP: netip.MustParseAddr("192.168.1.10")})
+	recs := sampleRecords()
+	msgs := enc.Encode(recs)
+	// Through the wire format, as a collector would see them.
+	wire, err := proto.Marshal(&flowv1.FlowBatch{Flows: msgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got flowv1.FlowBatch
+	if err := proto.Unmarshal(wire, &got); err != nil {
+		t.Fatal(err)
+	}
+	back, err := flowpb.ToRecords(nil, got.Flows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back) != len(recs) {
+		t.Fatalf("%d records back, want %d", len(back), len(recs))
+	}
+	for i := range recs {
+		want := string(recs[i].AppendJSON(nil))
+		if g := string(back[i].AppendJSON(nil)); g != want {
+			t.Errorf("flow %d:\n got %s\nwant %s", i, g, want)
+		}
+		var one flow.Record
+		if err := flowpb.ToRecord(&one, got.Flows[i]); err != nil {
+			t.Fatal(err)
+		}
+		if g := string(one.AppendJSON(nil)); g != want {
+			t.Errorf("ToRecord flow %d:\n got %s\nwant %s", i, g, want)
+		}
+		if got.Flows[i].NodeName != "node-1" || flowpb.Addr(got.Flows[i].AgentIp) != netip.MustParseAddr("192.168.1.10") {
+			t.Errorf("identity: %q %x", got.Flows[i].NodeName, got.Flows[i].AgentIp)
+		}
+	}
+	if !back[2].StartTime.IsZero() || back[2].SrcAddr.IsValid() {
+		t.Errorf("zero record came back as %+v", back[2])
+	}
+	if len(got.Flows[0].SrcAddr) != 4 || len(got.Flows[1].SrcAddr) != 16 {
+		t.Errorf("address lengths %d, %d; want 4 and 16", len(got.Flows[0].SrcAddr), len(got.Flows[1].SrcAddr))
+	}
+}
+
+// Re-encoding a batch no larger than one already seen allocates nothing.
+func TestEncodeReusesMessages(t *testing.T) {
+	enc := flowpb.NewEncoder(flowpb.Identity{NodeName: "n", AgentIP: netip.MustParseAddr("fd00::9")})
+	recs := sampleRecords()
+	big := make([]flow.Record, 0, 300)
+	for i := 0; i < 100; i++ {
+		big = append(big, recs...)
+	}
+	enc.Encode(big)
+	allocs := testing.AllocsPerRun(20, func() { enc.Encode(big) })
+	if allocs != 0 {
+		t.Fatalf("Encode allocated %.1f times per batch, want 0", allocs)
+	}
+	msgs := enc.Encode(big[:3])
+	if len(msgs) != 3 || len(msgs[0].Interfaces) != 2 || len(msgs[1].Interfaces) != 0 {
+		t.Fatalf("reused messages not reset: %d msgs, ifaces %d/%d", len(msgs), len(msgs[0].Interfaces), len(msgs[1].Interfaces))
+	}
+}
+
+func TestValidateRejects(t *testing.T) {
+	good := func() *flowv1.Flow {
+		return &flowv1.Flow{SrcAddr: []byte{10, 0, 0, 1}, DstAddr: []byte{10, 0, 0, 2}, SrcPort: 1, DstPort: 2, Proto: 17,
+			StartTime: timestamppb.Now(), EndTime: timestamppb.Now()}
+	}
+	if err := flowpb.Validate(good()); err != nil {
+		t.Fatalf("good flow rejected: %v", err)
+	}
+	for name, mut := range map[string]func(f *flowv1.Flow){
+		"5-byte address":   func(f *flowv1.Flow) { f.SrcAddr = []byte{1, 2, 3, 4, 5} },
+		"3-byte agent ip":  func(f *flowv1.Flow) { f.AgentIp = []byte{1, 2, 3} },
+		"short mac":        func(f *flowv1.Flow) { f.DstMac = []byte{1} },
+		"port > 65535":     func(f *flowv1.Flow) { f.DstPort = 70000 },
+		"proto > 255":      func(f *flowv1.Flow) { f.Proto = 256 },
+		"dscp > 63":        func(f *flowv1.Flow) { f.Dscp = 64 },
+		"bad timestamp":    func(f *flowv1.Flow) { f.EndTime = &timestamppb.Timestamp{Nanos: -1} },
+		"bad direction":    func(f *flowv1.Flow) { f.Interfaces = []*flowv1.Interface{{Direction: 9}} },
+		"null interface":   func(f *flowv1.Flow) { f.Interfaces = []*flowv1.Interface{nil} },
+		"65 interfaces":    func(f *flowv1.Flow) { f.Interfaces = make([]*flowv1.Interface, 65) },
+		"rtt out of range": func(f *flowv1.Flow) { f.RttNs = 1 << 63 },
+	} {
+		f := good()
+		mut(f)
+		err := flowpb.Validate(f)
+		if !errors.Is(err, flowpb.ErrInvalid) {
+			t.Errorf("%s: got %v, want ErrInvalid", name, err)
+		}
+		if _, err := flowpb.ToRecords(nil, []*flowv1.Flow{good(), f}); err == nil {
+			t.Errorf("%s: ToRecords accepted it", name)
+		}
+	}
+}

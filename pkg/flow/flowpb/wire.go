@@ -1,0 +1,183 @@
+package flowpb
+
+// Direct wire encoding: flow.Record → FlowBatch bytes, without building
+// flowv1.Flow messages and without the reflective proto runtime, which
+// dominated the agent's CPU per exported flow. The output is byte for byte
+// what proto.Marshal produces for the FlowBatch of ToProto's messages
+// (fields in field-number order, proto3 zero values omitted, minimal
+// varints; wire_test.go checks it on random records), so consumers cannot
+// tell the difference.
+//
+// One exception, on purpose: a string that is not valid UTF-8 (an interface
+// or netns name is any bytes the kernel accepted) makes proto.Marshal fail
+// and every proto3 decoder reject the message. AppendFlow instead replaces
+// each run of invalid bytes with U+FFFD (strings.ToValidUTF8), so one odd
+// name costs neither the flow nor its batch.
+
+import (
+	"net/netip"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/flowlens/flowlens/pkg/flow"
+)
+
+// AppendBatch appends the FlowBatch of batch to b, each flow stamped with
+// the identity as ToProto does (agentIP in AddrBytes form).
+func AppendBatch(b []byte, batch []flow.Record, nodeName string, agentIP []byte) []byte {
+	for i := range batch {
+		b = AppendFlow(b, &batch[i], nodeName, agentIP)
+	}
+	return b
+}
+
+// AppendFlow appends r as one element of FlowBatch.flows: field 1's tag,
+// the Flow's length, the Flow. A FlowBatch is nothing but such elements, so
+// any run of consecutive elements is a valid FlowBatch (a sender can split
+// a batch at element boundaries).
+func AppendFlow(b []byte, r *flow.Record, nodeName string, agentIP []byte) []byte {
+	b, start := openMessage(b, 1, 2) // flows: most are 128 B to 16 KiB
+	b = appendAddrField(b, 1, r.SrcAddr)
+	b = appendAddrField(b, 2, r.DstAddr)
+	b = appendVarint(b, 3, uint64(r.SrcPort))
+	b = appendVarint(b, 4, uint64(r.DstPort))
+	b = appendVarint(b, 5, uint64(r.Proto))
+	b = appendVarint(b, 6, uint64(r.IcmpType))
+	b = appendVarint(b, 7, uint64(r.IcmpCode))
+	b = appendVarint(b, 8, r.Bytes)
+	b = appendVarint(b, 9, r.Packets)
+	b = appendVarint(b, 10, uint64(r.TCPFlags))
+	b = appendVarint(b, 11, uint64(r.EthType))
+	b = appendVarint(b, 12, uint64(r.DSCP))
+	b = appendBytes(b, 13, r.SrcMAC[:]) // always 6 bytes, so always sent
+	b = appendBytes(b, 14, r.DstMAC[:])
+	b = appendTimestamp(b, 15, r.StartTime) // always sent, like ToProto's
+	b = appendTimestamp(b, 16, r.EndTime)
+	for i := range r.Interfaces {
+		it := &r.Interfaces[i]
+		var ifStart int
+		b, ifStart = openMessage(b, 17, 1)
+		b = appendString(b, 1, it.Name)
+		b = appendVarint(b, 2, uint64(it.Ifindex))
+		b = appendString(b, 3, it.Netns)
+		b = appendVarint(b, 4, it.NetnsID)
+		b = appendVarint(b, 5, uint64(it.Direction)) // enum: int32, never negative here
+		b = closeMessage(b, ifStart, 1)
+	}
+	b = appendBool(b, 18, r.IfacesOverflow)
+	b = appendVarint(b, 19, uint64(r.Sampling))
+	b = appendBool(b, 20, r.Partial)
+	b = appendVarint(b, 21, r.DropPackets)
+	b = appendVarint(b, 22, r.DropBytes)
+	b = appendString(b, 23, r.DropCause)
+	b = appendString(b, 24, r.DropTCPState)
+	b = appendVarint(b, 25, uint64(r.DropTCPFlags))
+	b = appendVarint(b, 26, uint64(r.RTT))
+	b = appendVarint(b, 27, uint64(r.RTTMax))
+	b = appendVarint(b, 28, r.Retransmits)
+	b = appendString(b, 29, nodeName)
+	b = appendBytes(b, 30, agentIP)
+	return closeMessage(b, start, 2)
+}
+
+// openMessage appends the tag of submessage field num and room for its
+// length (guess bytes: the size of the varint expected), and returns where
+// the submessage's body starts.
+func openMessage(b []byte, num protowire.Number, guess int) ([]byte, int) {
+	b = appendTag(b, num, protowire.BytesType)
+	b = append(b, make([]byte, guess)...)
+	return b, len(b)
+}
+
+// closeMessage writes the length of the body b[start:] into the guess bytes
+// openMessage left before it, first moving the body when the length's
+// varint has another size (a varint must be minimal to match proto.Marshal).
+func closeMessage(b []byte, start, guess int) []byte {
+	n := len(b) - start
+	k := protowire.SizeVarint(uint64(n))
+	if k != guess {
+		if k > guess {
+			b = append(b, make([]byte, k-guess)...)
+		}
+		copy(b[start-guess+k:], b[start:start+n])
+		b = b[:start-guess+k+n]
+	}
+	// b has room: this writes the k bytes in place.
+	protowire.AppendVarint(b[:start-guess], uint64(n))
+	return b
+}
+
+// appendTag is small enough to be inlined: with a constant field number
+// the tag is a constant byte or two, no call to protowire.AppendVarint;
+// appendVarint likewise writes a value below 128 itself.
+
+// appendTag appends the tag of field num, which must be below 2048.
+func appendTag(b []byte, num protowire.Number, typ protowire.Type) []byte {
+	t := uint64(num)<<3 | uint64(typ)
+	if t < 0x80 {
+		return append(b, byte(t))
+	}
+	return append(b, byte(t)|0x80, byte(t>>7))
+}
+
+// appendVarint appends field num unless v is 0 (proto3 omits zero values).
+func appendVarint(b []byte, num protowire.Number, v uint64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = appendTag(b, num, protowire.VarintType)
+	if v < 0x80 {
+		return append(b, byte(v))
+	}
+	return protowire.AppendVarint(b, v)
+}
+
+func appendBool(b []byte, num protowire.Number, v bool) []byte {
+	if !v {
+		return b
+	}
+	return appendVarint(b, num, 1)
+}
+
+func appendBytes(b []byte, num protowire.Number, v []byte) []byte {
+	if len(v) == 0 {
+		return b
+	}
+	b = appendTag(b, num, protowire.BytesType)
+	return protowire.AppendBytes(b, v)
+}
+
+func appendString(b []byte, num protowire.Number, s string) []byte {
+	if s == "" {
+		return b
+	}
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	b = appendTag(b, num, protowire.BytesType)
+	return protowire.AppendString(b, s)
+}
+
+// appendAddrField appends a as bytes field num, in AddrBytes' form (4 or 16
+// bytes; nothing for the zero Addr, as proto3 omits empty bytes).
+func appendAddrField(b []byte, num protowire.Number, a netip.Addr) []byte {
+	if !a.IsValid() {
+		return b
+	}
+	b = appendTag(b, num, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(a.BitLen()/8))
+	return appendAddr(b, a)
+}
+
+// appendTimestamp appends t as a google.protobuf.Timestamp (seconds = 1,
+// nanos = 2) submessage field num, as setTimestamp fills it. Its body is
+// at most 17 bytes: the length is one byte.
+func appendTimestamp(b []byte, num protowire.Number, t time.Time) []byte {
+	b, start := openMessage(b, num, 1)
+	b = appendVarint(b, 1, uint64(t.Unix()))              // int64: negative is 10 bytes
+	b = appendVarint(b, 2, uint64(int64(t.Nanosecond()))) // int32, in [0, 1e9)
+	return closeMessage(b, start, 1)
+}
