@@ -19,10 +19,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowlens/flowlens/internal/testnet"
 	"github.com/flowlens/flowlens/internal/agent"
 	"github.com/flowlens/flowlens/internal/config"
 	"github.com/flowlens/flowlens/internal/dashboards"
+	"github.com/flowlens/flowlens/internal/testnet"
 )
 
 const repoRoot = "../.."
