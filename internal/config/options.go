@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/flowlens/flowlens/internal/cliconf"
 )
 
 // option is one setting. Its flag name is the only spelling written down; the
-// environment variable and YAML key are derived from it.
+// environment variable and YAML key are derived from it (see package
+// cliconf, which spec turns the table into).
 type option struct {
 	name  string // flag name, e.g. "cache-active-timeout"
 	arg   string // placeholder for the value in usage
@@ -20,21 +22,6 @@ type option struct {
 	// entries already split so that a YAML sequence needs no comma splitting.
 	set     func(c *Config, s string) error
 	setList func(c *Config, items []string) error
-}
-
-func (o *option) envName() string {
-	return "FLOWLENS_" + strings.ToUpper(strings.ReplaceAll(o.name, "-", "_"))
-}
-
-func (o *option) yamlKey() string { return strings.ReplaceAll(o.name, "-", "_") }
-
-// apply sets the option from a value as written in a flag or environment
-// variable, where lists are comma-separated.
-func (o *option) apply(c *Config, s string) error {
-	if o.setList != nil {
-		return o.setList(c, splitList(s))
-	}
-	return o.set(c, s)
 }
 
 // options is in the order usage lists them and Validate checks them.
@@ -99,40 +86,12 @@ var options = []*option{
 }
 
 func setDuration(field func(*Config) *time.Duration) func(*Config, string) error {
-	return func(c *Config, s string) error {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			return errors.New("must be a duration such as 5s or 500ms")
-		}
-		*field(c) = d
-		return nil
-	}
+	return cliconf.Duration(field)
 }
 
-func setInt(field func(*Config) *int) func(*Config, string) error {
-	return func(c *Config, s string) error {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			return errors.New("must be an integer")
-		}
-		*field(c) = n
-		return nil
-	}
-}
+func setInt(field func(*Config) *int) func(*Config, string) error { return cliconf.Int(field) }
 
-func setOnOff(field func(*Config) *bool) func(*Config, string) error {
-	return func(c *Config, s string) error {
-		switch strings.ToLower(s) {
-		case "on":
-			*field(c) = true
-		case "off":
-			*field(c) = false
-		default:
-			return errors.New("must be on or off")
-		}
-		return nil
-	}
-}
+func setOnOff(field func(*Config) *bool) func(*Config, string) error { return cliconf.OnOff(field) }
 
 func setSampling(c *Config, s string) error {
 	n, err := strconv.ParseUint(s, 10, 32)
@@ -143,24 +102,7 @@ func setSampling(c *Config, s string) error {
 	return nil
 }
 
-// levels are the log levels a user may name; slog accepts more (e.g.
-// "info+2"), which would only confuse.
-var levels = []struct {
-	name  string
-	level slog.Level
-}{{"debug", slog.LevelDebug}, {"info", slog.LevelInfo}, {"warn", slog.LevelWarn}, {"error", slog.LevelError}}
-
-const levelNames = "debug, info, warn, error"
-
-func setLogLevel(c *Config, s string) error {
-	for _, l := range levels {
-		if strings.EqualFold(s, l.name) {
-			c.LogLevel = l.level
-			return nil
-		}
-	}
-	return errors.New("must be one of " + levelNames)
-}
+var setLogLevel = cliconf.Level(func(c *Config) *slog.Level { return &c.LogLevel })
 
 const featureNames = "drops, rtt, retransmits"
 
@@ -186,46 +128,5 @@ func setFeatures(c *Config, items []string) error {
 	return nil
 }
 
-// splitList splits a comma-separated list, trimming spaces and dropping empty
-// entries. An entry that starts with "/" runs to the next "/" that ends an
-// entry, so a regex such as /^eth[0-9]{1,2}$/ keeps its comma.
-func splitList(s string) []string {
-	var items []string
-	for s != "" {
-		s = strings.TrimLeft(s, " \t")
-		end := strings.IndexByte(s, ',')
-		if strings.HasPrefix(s, "/") {
-			if e := patternEnd(s); e >= 0 {
-				end = e
-			}
-		}
-		item := s
-		if end >= 0 && end < len(s) {
-			item, s = s[:end], s[end+1:]
-		} else {
-			s = ""
-		}
-		if item = strings.TrimSpace(item); item != "" {
-			items = append(items, item)
-		}
-	}
-	return items
-}
-
-// patternEnd returns the index of the comma (or len(s)) after the "/" closing
-// the pattern at the start of s, or -1 if no "/" closes it.
-func patternEnd(s string) int {
-	for i := 1; i < len(s); i++ {
-		if s[i] != '/' {
-			continue
-		}
-		rest := strings.TrimLeft(s[i+1:], " \t")
-		if rest == "" {
-			return len(s)
-		}
-		if rest[0] == ',' {
-			return len(s) - len(rest)
-		}
-	}
-	return -1
-}
+// splitList splits a comma-separated list: see cliconf.SplitList.
+func splitList(s string) []string { return cliconf.SplitList(s) }

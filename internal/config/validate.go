@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/flowlens/flowlens/internal/cliconf"
 )
 
 // Validate checks every setting and returns all problems found, joined, each
@@ -130,14 +132,7 @@ func checkTarget(target string, export []string) error {
 
 // splitHostPort returns net.SplitHostPort's reason without the address,
 // which the caller's message already shows.
-func splitHostPort(addr string) error {
-	_, _, err := net.SplitHostPort(addr)
-	var ae *net.AddrError
-	if errors.As(err, &ae) {
-		return errors.New(ae.Err)
-	}
-	return err
-}
+func splitHostPort(addr string) error { return cliconf.SplitHostPort(addr) }
 
 func checkTLS(c *Config) error {
 	if (c.TLSCert == "") != (c.TLSKey == "") {
@@ -162,11 +157,4 @@ func checkTLS(c *Config) error {
 	return nil
 }
 
-func checkLevel(c *Config) error {
-	for _, l := range levels {
-		if c.LogLevel == l.level {
-			return nil
-		}
-	}
-	return invalid("--log-level", c.LogLevel.String(), errors.New("must be one of "+levelNames))
-}
+func checkLevel(c *Config) error { return cliconf.CheckLevel("--log-level", c.LogLevel) }

@@ -1,4 +1,4 @@
-package config
+package cliconf
 
 import (
 	"errors"
@@ -17,10 +17,10 @@ import (
 // list be written either as a YAML sequence or as a comma string, and gives
 // errors with the file, line and key. A key with no value (null) is treated as
 // absent and keeps the lower-precedence value.
-func loadFile(c *Config, path, source string) error {
+func (s *Spec[C]) loadFile(c *C, path, source string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return invalid(source, path, pathReason(err))
+		return Invalid(source, path, PathReason(err))
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
@@ -36,7 +36,7 @@ func loadFile(c *Config, path, source string) error {
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], resolve(root.Content[i+1])
-		o := optionByKey(k.Value)
+		o := s.optionByKey(k.Value)
 		if o == nil {
 			return fmt.Errorf("%s:%d: unknown key %q", path, k.Line, k.Value)
 		}
@@ -51,17 +51,17 @@ func loadFile(c *Config, path, source string) error {
 	return nil
 }
 
-func applyNode(c *Config, o *option, v *yaml.Node) error {
-	key := o.yamlKey()
+func applyNode[C any](c *C, o *Option[C], v *yaml.Node) error {
+	key := o.YAMLKey()
 	switch {
 	case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null":
 		return nil
 	case v.Kind == yaml.ScalarNode:
-		if err := o.apply(c, v.Value); err != nil {
-			return invalid(key, v.Value, err)
+		if err := o.Apply(c, v.Value); err != nil {
+			return Invalid(key, v.Value, err)
 		}
 		return nil
-	case v.Kind == yaml.SequenceNode && o.setList != nil:
+	case v.Kind == yaml.SequenceNode && o.SetList != nil:
 		var items []string
 		for _, e := range v.Content {
 			e = resolve(e)
@@ -72,8 +72,8 @@ func applyNode(c *Config, o *option, v *yaml.Node) error {
 				items = append(items, s)
 			}
 		}
-		if err := o.setList(c, items); err != nil {
-			return invalid(key, strings.Join(items, ","), err)
+		if err := o.SetList(c, items); err != nil {
+			return Invalid(key, strings.Join(items, ","), err)
 		}
 		return nil
 	case v.Kind == yaml.SequenceNode:
@@ -90,9 +90,9 @@ func resolve(n *yaml.Node) *yaml.Node {
 	return n
 }
 
-func optionByKey(key string) *option {
-	for _, o := range options {
-		if o.yamlKey() == key {
+func (s *Spec[C]) optionByKey(key string) *Option[C] {
+	for _, o := range s.Options {
+		if o.YAMLKey() == key {
 			return o
 		}
 	}

@@ -1,0 +1,156 @@
+package cliconf
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// conf is a toy configuration: the machinery knows nothing of the agent's.
+type conf struct {
+	Name    string
+	Wait    time.Duration
+	Verbose bool
+	Ports   []int
+	File    string
+}
+
+func setPorts(c *conf, items []string) error {
+	c.Ports = nil
+	for _, it := range items {
+		n, err := strconv.Atoi(it)
+		if err != nil || n < 0 || n > 65535 {
+			return ItemError(it, errors.New("must be a port number from 0 to 65535"))
+		}
+		c.Ports = append(c.Ports, n)
+	}
+	return nil
+}
+
+func testSpec() *Spec[conf] {
+	return &Spec[conf]{
+		Program:   "toy",
+		Summary:   "Toy does nothing.",
+		EnvPrefix: "TOY_",
+		Options: []*Option[conf]{
+			{Name: "name", Arg: "name", Default: "x", Usage: "a name", Set: String(func(c *conf) *string { return &c.Name })},
+			{Name: "wait", Arg: "duration", Default: "1s", Usage: "a wait", Set: Duration(func(c *conf) *time.Duration { return &c.Wait })},
+			{Name: "verbose", Arg: "bool", Default: "false", Usage: "talk", Bool: true, Set: Bool(func(c *conf) *bool { return &c.Verbose })},
+			{Name: "port", Arg: "list", Usage: "ports", Repeat: true, SetList: setPorts},
+		},
+		FileRead: func(c *conf, path string) { c.File = path },
+		Validate: func(c *conf) error {
+			if c.Wait <= 0 {
+				return Invalid("--wait", c.Wait.String(), errors.New("must be more than 0"))
+			}
+			return nil
+		},
+	}
+}
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestLoad(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "toy.yaml")
+	if err := os.WriteFile(file, []byte("name: file\nport: [1, 2]\nwait: 2s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want conf
+	}{
+		{nil, nil, conf{Name: "x", Wait: time.Second}},
+		{nil, map[string]string{"TOY_CONFIG": file}, conf{Name: "file", Wait: 2 * time.Second, Ports: []int{1, 2}, File: file}},
+		{[]string{"--config", file}, map[string]string{"TOY_NAME": "env", "TOY_PORT": "3"},
+			conf{Name: "env", Wait: 2 * time.Second, Ports: []int{3}, File: file}},
+		{[]string{"-name", "a", "--name=b", "--verbose", "--port", "4,5", "--port", "6"}, map[string]string{"TOY_PORT": "3"},
+			conf{Name: "b", Wait: time.Second, Verbose: true, Ports: []int{4, 5, 6}}},
+		{[]string{"--verbose=false"}, map[string]string{"TOY_VERBOSE": "true"}, conf{Name: "x", Wait: time.Second}},
+	} {
+		got, err := testSpec().Load(tc.args, env(tc.env))
+		if err != nil {
+			t.Errorf("%v %v: %v", tc.args, tc.env, err)
+			continue
+		}
+		if !reflect.DeepEqual(*got, tc.want) {
+			t.Errorf("%v %v:\n got  %+v\n want %+v", tc.args, tc.env, *got, tc.want)
+		}
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"extra"}, nil, `unexpected argument "extra": toy takes only flags`},
+		{[]string{"--port", "1,70000"}, nil, `invalid --port "70000": must be a port number from 0 to 65535`},
+		{[]string{"--port", "1", "--port", "x"}, nil, `invalid --port "x": must be a port number from 0 to 65535`},
+		{nil, map[string]string{"TOY_WAIT": "soon"}, `invalid TOY_WAIT "soon": must be a duration such as 5s or 500ms`},
+		{[]string{"--wait=0s"}, nil, `invalid --wait "0s": must be more than 0`},
+		{[]string{"--verbose=maybe"}, nil, `invalid --verbose "maybe": must be true or false`},
+		{nil, map[string]string{"TOY_CONFIG": "missing.yaml"}, `invalid TOY_CONFIG "missing.yaml": no such file or directory`},
+	} {
+		_, err := testSpec().Load(tc.args, env(tc.env))
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%v %v: error\n got  %v\n want %s", tc.args, tc.env, err, tc.want)
+		}
+	}
+	for _, arg := range []string{"-h", "--help"} {
+		if _, err := testSpec().Load([]string{arg}, nil); !errors.Is(err, flag.ErrHelp) {
+			t.Errorf("%s: %v, want flag.ErrHelp", arg, err)
+		}
+	}
+	for _, args := range [][]string{{"--version"}, {"--name=y", "-version"}, {"--wait=0s", "--version"}} {
+		if _, err := testSpec().Load(args, nil); !errors.Is(err, ErrVersion) {
+			t.Errorf("%v: %v, want ErrVersion", args, err)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "toy.yaml")
+	if err := os.WriteFile(file, []byte("name: a\nnmae: b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := testSpec().Load([]string{"--config", file}, nil)
+	if want := fmt.Sprintf(`%s:2: unknown key "nmae"`, file); err == nil || err.Error() != want {
+		t.Errorf("error %v, want %s", err, want)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	var b bytes.Buffer
+	testSpec().Usage(&b)
+	want := `Usage: toy [flags]
+
+Toy does nothing.
+
+Every flag --some-name can also be set with the environment variable
+TOY_SOME_NAME or the key some_name in the YAML file given by --config (or
+TOY_CONFIG). Flags win over the environment, which wins over the file. Lists
+are comma-separated; a YAML file may also use a YAML list. A list flag
+marked (repeatable) adds up when given more than once.
+
+Flags:
+  --config file    YAML configuration file
+  --name name      a name (default "x")
+  --wait duration  a wait (default "1s")
+  --verbose bool   talk (default "false")
+  --port list      ports (repeatable)
+  --version        print the version and exit
+`
+	if got := b.String(); got != want {
+		t.Errorf("usage:\n%s\nwant:\n%s", got, want)
+	}
+	if strings.Contains(b.String(), "\t") {
+		t.Error("usage has tabs")
+	}
+}
