@@ -1,0 +1,135 @@
+// Package httpserve is the metrics and health HTTP server every flowlens
+// binary runs: /metrics serves a Prometheus registry (text, or OpenMetrics
+// when the scraper asks), /healthz answers 200 while the process serves HTTP
+// (liveness), and /readyz 200 once a readiness function returns nil, 503 with
+// its error until then (readiness).
+//
+//	srv, err := httpserve.Listen(":9401", httpserve.Handler(httpserve.Options{Gatherer: reg, Ready: ready}), log)
+//	...
+//	srv.Shutdown(ctx)
+//
+// It links nothing of the kernel side, so the collector can use it.
+package httpserve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Options configure Handler.
+type Options struct {
+	// Gatherer is served on /metrics, usually a *prometheus.Registry.
+	Gatherer prometheus.Gatherer
+	// Ready reports readiness on /readyz: nil when ready, else why not. A
+	// nil Ready means always ready.
+	Ready func() error
+	// Logger gets the errors of metrics that cannot be gathered (served
+	// without them); nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Handler serves /metrics, /healthz and /readyz (GET only).
+func Handler(o Options) http.Handler {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{
+		// A source that cannot be read leaves its metrics out; the rest
+		// is served.
+		ErrorHandling:       promhttp.ContinueOnError,
+		ErrorLog:            slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		MaxRequestsInFlight: 4,
+		EnableOpenMetrics:   true,
+	}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if o.Ready != nil {
+			if err := o.Ready(); err != nil {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprintf(w, "not ready: %v\n", err)
+				return
+			}
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	return mux
+}
+
+// Server is a running metrics and health HTTP server.
+type Server struct {
+	srv  *http.Server
+	lis  net.Listener
+	done chan error
+}
+
+// Listen binds addr (so a bad or busy address fails here, at startup) and
+// serves h on it in the background until Shutdown. log (nil: slog.Default())
+// gets the server's errors.
+func Listen(addr string, h http.Handler, log *slog.Logger) (*Server, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: listen on %s: %w", addr, err)
+	}
+	s := &Server{lis: lis, done: make(chan error, 1), srv: &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}}
+	go func() {
+		err := s.srv.Serve(lis)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		if err != nil {
+			log.Error("metrics server stopped", "error", err)
+		}
+		s.done <- err
+	}()
+	return s, nil
+}
+
+// Addr is the address the server listens on (with the port chosen when addr
+// asked for port 0).
+func (s *Server) Addr() net.Addr { return s.lis.Addr() }
+
+// Shutdown stops the server, letting requests in progress finish until ctx
+// ends (then closing their connections).
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		s.srv.Close()
+	}
+	return errors.Join(err, <-s.done)
+}
+
+// ReadyWhenClosed adapts a channel closed on readiness to Options.Ready;
+// until then Ready returns notYet.
+func ReadyWhenClosed(ch <-chan struct{}, notYet error) func() error {
+	return func() error {
+		select {
+		case <-ch:
+			return nil
+		default:
+			return notYet
+		}
+	}
+}
