@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * Shared kernel/user-space types of the flowlens datapath.
+ * Shared kernel/user-space types and constants of the flowlens datapath.
  *
- * Every struct here is read by Go through bpf2go-generated types, so field
- * order is chosen to leave no implicit padding holes (explicit _pad fields are
- * always zero): a hole would make the key hash depend on stack garbage, and
- * would make Go and C disagree on the layout.
+ * Everything here reaches Go through bpf2go (-type, internal/datapath/gen.go):
+ * the structs as generated Go types, the enums as generated constants, so no
+ * number is written twice. Struct field order leaves no implicit padding
+ * holes (explicit _pad fields are always zero): a hole would make the key
+ * hash depend on stack garbage, and would make Go and C disagree on the layout.
  */
 #ifndef FLOWLENS_TYPES_H
 #define FLOWLENS_TYPES_H
@@ -15,14 +16,16 @@
 
 #define MAX_IFACES 6
 
-/* Directions, as in pkg/flow. BOTH: one interface saw the flow both ways. */
+/* Directions (pkg/flow's Direction has the same values: checked at compile
+ * time in internal/evictor). BOTH: one interface saw the flow both ways. */
 enum direction {
 	DIR_INGRESS = 1,
 	DIR_EGRESS = 2,
 	DIR_BOTH = 3,
 };
 
-/* TCP flag markers above the eight header flags. */
+/* TCP flag markers above the eight header flags (pkg/flow.TCPFlagSynAck...,
+ * checked at compile time in internal/evictor). */
 enum tcp_markers {
 	TCP_SYN_ACK = 0x100,
 	TCP_FIN_ACK = 0x200,
@@ -40,8 +43,16 @@ enum counter {
 	CNT_MAX = 6,
 };
 
-/* value->flags */
-#define FLOW_F_IFACES_OVERFLOW 0x1
+/* flow_value.flags */
+enum flow_flags {
+	FLOW_F_IFACES_OVERFLOW = 0x1, /* a seventh interface could not be recorded */
+};
+
+/* Per-CPU counters of the enrichment hooks (index into "enrich_counters"). */
+enum enrich_counter {
+	ENRICH_LOST = 0, /* events whose entry could not be inserted (map full, allocator failed) */
+	ENRICH_CNT_MAX = 1,
+};
 
 /* The 7-tuple. IPv4 addresses are stored IPv4-mapped (::ffff:a.b.c.d). */
 struct flow_key {
@@ -91,6 +102,37 @@ struct overflow_rec {
 	__u8 dst_mac[6];
 	__u8 dscp;
 	__u8 _pad[3];
+};
+
+/*
+ * What the enrichment hooks (drops, RTT, retransmits) record per flow, keyed
+ * by the flow's key in the enrichment maps. One shared hash (not per-CPU), no
+ * preallocation: entries are few next to flows, and a per-CPU value would
+ * multiply their memory by the CPU count and make the agent fold them.
+ * Concurrency: RTT and retransmit updates of one flow run under its TCP
+ * socket's lock, so plain stores are race-free; drops of one flow can hit
+ * several CPUs at once, so their counters use atomic adds (the "latest"
+ * cause/state/flags are plain stores: last writer wins).
+ */
+struct enrich_value {
+	__u64 drop_packets;
+	__u64 drop_bytes;
+	__u64 rtt_ns;     /* latest smoothed RTT */
+	__u64 rtt_max_ns;
+	__u64 retransmits;
+	__u32 drop_cause; /* enum skb_drop_reason */
+	__u16 drop_tcp_flags;
+	__u8 drop_tcp_state;
+	__u8 _pad;
+};
+
+/*
+ * Per-socket memory of the RTT hook (bpf/rtt.h, map rtt_seen): the srtt it last stored in
+ * an enrichment entry and the generation of that entry's map.
+ */
+struct rtt_sample {
+	__u32 srtt_us;
+	__u32 gen;
 };
 
 #endif

@@ -58,7 +58,7 @@ bench: $(BENCHSTAT) ## Go micro-benchmarks (eviction, merge, JSON, protobuf, gRP
 	$(BENCHSTAT) -filter '.name:Evict' -col /enrich $(BENCH_OUT)/go.txt | tee $(BENCH_OUT)/benchstat-enrich.txt
 	@if [ -n "$(BENCH_BASE)" ]; then echo; echo "== $(BENCH_BASE) vs this run =="; $(BENCHSTAT) $(BENCH_BASE) $(BENCH_OUT)/go.txt; fi
 
-# Extra flags for the enrichment hooks' benchmark, e.g. BENCH_ENRICH_ARGS='-obj old.o,internal/datapath/enrich_bpfel.o -runs 7'.
+# Extra flags for the enrichment hooks' benchmark, e.g. BENCH_ENRICH_ARGS='-obj old.o,internal/datapath/datapath_bpfel.o -runs 7'.
 BENCH_ENRICH_ARGS ?=
 
 bench-enrich: ## enrichment hooks' ns per run on real TCP (with loss) and UDP drops, bpf_stats (root; iperf3, nft)

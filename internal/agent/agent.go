@@ -10,19 +10,22 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/cilium/ebpf/btf"
 	"github.com/flowlens/flowlens/internal/config"
 	"github.com/flowlens/flowlens/internal/datapath"
 	"github.com/flowlens/flowlens/internal/evictor"
 	"github.com/flowlens/flowlens/internal/exporter"
 	grpcexp "github.com/flowlens/flowlens/internal/exporter/grpc"
 	"github.com/flowlens/flowlens/internal/exporter/stdout"
+	"github.com/flowlens/flowlens/internal/feature"
+	"github.com/flowlens/flowlens/internal/feature/registry"
 	"github.com/flowlens/flowlens/internal/ifaces"
 	"github.com/flowlens/flowlens/internal/metrics"
-	"github.com/flowlens/flowlens/pkg/flow"
 )
 
 // Options are the parts of the environment an Agent writes to, so tests and
@@ -47,7 +50,7 @@ type Agent struct {
 
 	DP       *datapath.Datapath
 	Evictor  *evictor.Evictor
-	Queues   []*exporter.Queue
+	Queues   exporter.Fanout
 	Metrics  *metrics.Metrics
 	resolver *evictor.Resolver
 	grpc     *grpcexp.Exporter
@@ -57,13 +60,20 @@ type Agent struct {
 	metricsAddr atomic.Pointer[string]
 }
 
-// New loads the datapath and builds the exporters; Run starts the agent.
-// On error nothing is left loaded.
-func New(cfg *config.Config, opts Options) (*Agent, error) {
+// New builds the pipeline, kernel side first: the datapath (maps and TC
+// programs), the hooks of the enabled features, the exporters behind their
+// queues, the metrics over every stage, and the evictor between the kernel
+// and the queues. Run starts it. On error nothing is left loaded.
+func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
 	a := &Agent{cfg: cfg, opts: opts, log: opts.Logger, resolver: evictor.NewResolver(), ready: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			a.close() // the one cleanup path
+		}
+	}()
 	// Kernel-side cost of our own programs: run time statistics on for the
 	// agent's lifetime (not a global sysctl left behind), unless turned off:
 	// they cost every BPF program on the node two clock reads per run.
@@ -74,75 +84,99 @@ func New(cfg *config.Config, opts Options) (*Agent, error) {
 			a.bpfStats = st
 		}
 	}
-	hooks := featureHooks(cfg.Features)
-	dp, err := datapath.Load(datapath.Config{
+
+	// 1. The datapath: every map, and the TC programs (feature "flows").
+	enabled, err := registry.Select(featureNames(cfg.Features))
+	if err != nil {
+		return nil, err
+	}
+	a.DP, err = datapath.Load(datapath.Config{
 		MaxFlows:         uint32(cfg.CacheMaxFlows),
 		Sampling:         cfg.Sampling,
 		ForceLegacyTC:    opts.ForceLegacyTC,
-		Enrichment:       len(hooks) > 0,
+		Enrichment:       len(enabled) > 0,
 		SkipHookPrograms: opts.SkipHookPrograms,
 		Logger:           a.log,
 	})
 	if err != nil {
-		a.closeStats()
 		return nil, fmt.Errorf("load datapath: %w", err)
 	}
-	a.DP = dp
-	enrichment := false
-	for _, st := range dp.StartHooks(hooks) {
-		if st.Running {
-			enrichment = true
-			a.log.Info("enrichment hook running", "hook", st.Name, "program", st.Program)
-		} else {
-			a.log.Warn("enrichment hook unavailable on this kernel; the others run", "hook", st.Name, "error", st.Err)
-		}
-	}
-	var names evictor.Names
-	if enrichment {
-		n, err := datapath.LoadNames()
-		if err != nil {
-			a.log.Warn("drop reasons and TCP states will be numbers", "error", err)
-		} else {
-			names = n
-		}
-	}
+
+	// 2. The optional features' hooks; one the kernel refuses is reported
+	// and the others run.
+	running := a.startFeatures(enabled)
+
+	// 3. The exporters, each behind its bounded queue.
 	exps, err := a.exporters()
 	if err != nil {
-		dp.Close()
-		a.closeStats()
 		return nil, err
 	}
 	for _, e := range exps {
 		a.Queues = append(a.Queues, exporter.NewQueue(e, cfg.ExportQueueBatches(), a.log))
 	}
-	ev, err := evictor.NewEvictor(evictor.EvictorConfig{
-		Maps:       dp.Maps,
-		MaxFlows:   uint32(cfg.CacheMaxFlows),
-		Period:     cfg.CacheActiveTimeout,
-		Sampling:   cfg.Sampling,
-		BatchSize:  cfg.GRPCBatchSize,
-		Resolver:   a.resolver,
-		Sink:       a.push,
-		Counters:   dp.ReadCounters,
-		Enrichment: enrichment,
-		Names:      names,
-		Logger:     a.log,
-	})
+
+	// 4. The metrics, over the stats every stage keeps.
+	gens, err := datapath.NewGenerations(&a.DP.Maps, a.log)
 	if err != nil {
-		dp.Close()
-		a.closeStats()
 		return nil, err
 	}
-	a.Evictor = ev
-	if err := a.newMetrics(); err != nil {
-		dp.Close()
-		a.closeStats()
+	stats := &evictor.Stats{}
+	if a.Metrics, err = a.newMetrics(stats, gens); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+
+	// 5. The evictor: kernel maps → records → the queues.
+	a.Evictor, err = evictor.New(evictor.Config{
+		Generations: gens,
+		Overflow:    a.DP.Maps.Overflow,
+		MaxFlows:    uint32(cfg.CacheMaxFlows),
+		Period:      cfg.CacheActiveTimeout,
+		Sampling:    cfg.Sampling,
+		BatchSize:   cfg.GRPCBatchSize,
+		Resolver:    a.resolver,
+		Sink:        a.Queues,
+		Observer:    a.Metrics,
+		Stats:       stats,
+		Features:    running,
+		Logger:      a.log,
+	})
+	if err != nil {
 		return nil, err
 	}
 	return a, nil
 }
 
-func (a *Agent) newMetrics() error {
+// startFeatures starts the hooks of the enabled features and returns the
+// features whose hook runs.
+func (a *Agent) startFeatures(enabled []feature.Feature) []feature.Feature {
+	if len(enabled) == 0 {
+		return nil
+	}
+	kernel, err := btf.LoadKernelSpec()
+	if err != nil {
+		a.log.Warn("kernel BTF unreadable: drop reasons and TCP states will be numbers", "error", err)
+		kernel = nil
+	}
+	hooks := make([]datapath.Hook, len(enabled))
+	for i, f := range enabled {
+		hooks[i] = f.Hook(kernel)
+	}
+	var running []feature.Feature
+	for i, st := range a.DP.StartHooks(hooks) {
+		switch {
+		case st.Running:
+			running = append(running, enabled[i])
+			a.log.Info("enrichment hook running", "hook", st.Name, "program", st.Program)
+		case errors.Is(st.Err, datapath.ErrRefused):
+			a.log.Warn("enrichment hook refused by the kernel; the others run", "hook", st.Name, "error", st.Err)
+		default:
+			a.log.Warn("enrichment hook unavailable on this kernel; the others run", "hook", st.Name, "error", st.Err)
+		}
+	}
+	return running
+}
+
+func (a *Agent) newMetrics(stats *evictor.Stats, gens *datapath.Generations) (*metrics.Metrics, error) {
 	exps := metrics.Queues(a.Queues)
 	for i := range exps {
 		if a.grpc != nil && exps[i].Name == a.grpc.Name() {
@@ -150,32 +184,33 @@ func (a *Agent) newMetrics() error {
 		}
 	}
 	bpfStats := a.bpfStats != nil
-	m, err := metrics.New(metrics.Sources{
-		Evictor:         &a.Evictor.Stats,
+	return metrics.New(metrics.Sources{
+		Evictor:         stats,
 		Counters:        a.DP.ReadCounters,
 		FlowMapCapacity: uint64(a.cfg.CacheMaxFlows),
-		FlowMapEntries:  a.Evictor.ActiveFlows,
+		FlowMapEntries:  gens.Entries,
 		Exporters:       exps,
 		Attached:        a.DP.Attached,
 		Hooks:           metrics.DatapathHooks(a.DP),
 		Programs:        metrics.DatapathPrograms(a.DP),
-		Maps:            metrics.DatapathMaps(a.DP.Maps),
+		Maps:            metrics.DatapathMaps(&a.DP.Maps),
 		BPFStatsEnabled: func() bool { return bpfStats },
 		EnrichmentLost:  a.DP.ReadEnrichmentLost,
 	}, metrics.Options{Ready: metrics.ReadyWhenClosed(a.ready), Logger: a.log})
-	if err != nil {
-		return fmt.Errorf("metrics: %w", err)
-	}
-	a.Evictor.OnEviction = m.ObserveEviction
-	a.Metrics = m
-	return nil
 }
 
-func (a *Agent) closeStats() {
+// close releases what New built (New's error path, and the end of Run).
+func (a *Agent) close() error {
+	var err error
+	if a.DP != nil {
+		err = a.DP.Close()
+		a.DP = nil
+	}
 	if a.bpfStats != nil {
 		a.bpfStats.Close()
 		a.bpfStats = nil
 	}
+	return err
 }
 
 func (a *Agent) exporters() ([]exporter.Exporter, error) {
@@ -199,19 +234,6 @@ func (a *Agent) exporters() ([]exporter.Exporter, error) {
 	return append(out, a.opts.ExtraExporters...), nil
 }
 
-// push is the evictor's Sink: every exporter queue gets the batch (one
-// reference each) and may make the evictor wait for room until until.
-func (a *Agent) push(b *flow.Batch, until time.Time) {
-	if len(a.Queues) == 0 {
-		b.Release()
-		return
-	}
-	b.Retain(len(a.Queues) - 1)
-	for _, q := range a.Queues {
-		q.Push(b, until)
-	}
-}
-
 // MetricsAddr is the address the metrics server listens on ("" if none).
 func (a *Agent) MetricsAddr() string {
 	if p := a.metricsAddr.Load(); p != nil {
@@ -225,17 +247,15 @@ func (a *Agent) Ready() <-chan struct{} { return a.ready }
 
 // Run runs the agent until ctx is done, then detaches, flushes the flows
 // left in the kernel to the exporters and closes everything.
-func (a *Agent) Run(ctx context.Context) error {
-	defer a.closeStats()
+func (a *Agent) Run(ctx context.Context) (runErr error) {
+	defer func() { runErr = errors.Join(runErr, a.close()) }()
 	filter, err := config.NewNameFilter(a.cfg.Interfaces, a.cfg.ExcludeInterfaces)
 	if err != nil {
-		a.DP.Close()
 		return err
 	}
 	if a.cfg.MetricsAddress != "" {
 		srv, err := a.Metrics.Listen(a.cfg.MetricsAddress)
 		if err != nil {
-			a.DP.Close()
 			return fmt.Errorf("metrics: %w", err)
 		}
 		addr := srv.Addr().String()
@@ -269,7 +289,6 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	readyTimer := time.NewTimer(500 * time.Millisecond) // initial listing settles quickly
 	defer readyTimer.Stop()
-	var runErr error
 loop:
 	for {
 		select {
@@ -307,9 +326,6 @@ loop:
 	}
 	stop()
 	wg.Wait()
-	if err := a.DP.Close(); err != nil {
-		runErr = errors.Join(runErr, err)
-	}
 	return runErr
 }
 
@@ -347,17 +363,11 @@ func watchedNetns(list []string) []string {
 	return out
 }
 
-// featureHooks maps --features to the datapath's enrichment hooks.
-func featureHooks(f config.Features) []string {
-	var hooks []string
-	if f.Drops {
-		hooks = append(hooks, datapath.HookDrops)
+// featureNames maps --features to feature names (Features.String is the
+// flag's own syntax: "drops,rtt" or "none").
+func featureNames(f config.Features) []string {
+	if s := f.String(); s != "none" {
+		return strings.Split(s, ",")
 	}
-	if f.RTT {
-		hooks = append(hooks, datapath.HookRTT)
-	}
-	if f.Retransmits {
-		hooks = append(hooks, datapath.HookRetransmits)
-	}
-	return hooks
+	return nil
 }

@@ -70,6 +70,7 @@ func majorMinor(rel string) string {
 }
 
 func TestBudget(t *testing.T) {
+	needBPF(t)
 	got := budget{
 		Comment: "Cost budget checked by internal/datapath/budget_test.go (make test, make check-budget). " +
 			"A figure above its budget fails CI. Raise one only in a reviewed commit that says why; " +
@@ -165,38 +166,29 @@ func measurePrograms(t *testing.T) map[string]progBudget {
 		t.Fatalf("load datapath: %v", err)
 	}
 	defer dp.Close()
-	spec, err := datapath.LoadFlows()
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec := dp.Spec()
 	progs, err := dp.ProgramsFor(0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, p := range map[string]*ebpf.Program{datapath.FlowsProgFlowlensIngress: progs.Ingress, datapath.FlowsProgFlowlensEgress: progs.Egress} {
+	for name, p := range map[string]*ebpf.Program{datapath.ProgramIngress: progs.Ingress, datapath.ProgramEgress: progs.Egress} {
 		out[name] = progFigures(t, p, len(spec.Programs[name].Instructions))
 	}
 
-	// Enrichment programs: each loaded alone, as the agent does (one the
-	// kernel refuses must not take the others down); not attached.
-	enrich, err := datapath.LoadEnrich()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, ps := range enrich.Programs {
-		one := enrich.Copy()
-		for other := range one.Programs {
-			if other != name {
-				delete(one.Programs, other)
-			}
-		}
-		coll, err := ebpf.NewCollection(one)
-		if err != nil {
-			t.Logf("enrichment program %s does not load on this kernel (not budgeted here): %v", name, err)
+	// The other programs (the features' hooks): each loaded alone, as the
+	// agent does (one the kernel refuses must not take the others down);
+	// not attached.
+	for name, ps := range spec.Programs {
+		if name == datapath.ProgramIngress || name == datapath.ProgramEgress {
 			continue
 		}
-		out[name] = progFigures(t, coll.Programs[name], len(ps.Instructions))
-		coll.Close()
+		p, err := dp.LoadProgram(name)
+		if err != nil {
+			t.Logf("program %s does not load on this kernel (not budgeted here): %v", name, err)
+			continue
+		}
+		out[name] = progFigures(t, p, len(ps.Instructions))
+		p.Close()
 	}
 	return out
 }
@@ -231,15 +223,15 @@ func measureAllocs(t *testing.T) map[string]float64 {
 		t.Fatalf("load datapath: %v", err)
 	}
 	defer dp.Close()
-	keys := make([]datapath.FlowsFlowKey, n)
-	vals := make([]datapath.FlowsFlowValue, n)
+	keys := make([]datapath.FlowKey, n)
+	vals := make([]datapath.FlowValue, n)
 	for i := range keys {
 		k := &keys[i]
 		k.SrcIp[10], k.SrcIp[11] = 0xff, 0xff
 		k.SrcIp[12], k.SrcIp[13], k.SrcIp[14], k.SrcIp[15] = 10, byte(i>>16), byte(i>>8), byte(i)
 		k.SrcPort, k.DstPort, k.Proto = uint16(i), 80, 6
-		vals[i] = datapath.FlowsFlowValue{Packets: 1, Bytes: 100, N_ifaces: 1, FirstDir: 1}
-		vals[i].Ifaces[0] = datapath.FlowsIfaceObs{Netns: 1, Ifindex: 2, Dir: 1}
+		vals[i] = datapath.FlowValue{Packets: 1, Bytes: 100, N_ifaces: 1, FirstDir: 1}
+		vals[i].Ifaces[0] = datapath.IfaceObs{Netns: 1, Ifindex: 2, Dir: 1}
 	}
 	fill := func(m *ebpf.Map) {
 		for i := 0; i < n; i += 65536 {
@@ -275,8 +267,8 @@ func measureAllocs(t *testing.T) map[string]float64 {
 	}
 
 	// The batch reader, read-and-delete (what the evictor does to a map).
-	r := maps.NewReader[datapath.FlowsFlowKey, datapath.FlowsFlowValue](maps.DefaultChunk, true)
-	noop := func([]datapath.FlowsFlowKey, []datapath.FlowsFlowValue) error { return nil }
+	r := maps.NewReader[datapath.FlowKey, datapath.FlowValue](maps.DefaultChunk, true)
+	noop := func([]datapath.FlowKey, []datapath.FlowValue) error { return nil }
 	m := dp.Maps.Flows[1]
 	objs, _ := mallocs(func() { fill(m) }, func() {
 		if got, err := r.ReadAndDelete(m, noop); err != nil || got != n {
@@ -288,11 +280,15 @@ func measureAllocs(t *testing.T) map[string]float64 {
 	// A whole steady-state eviction cycle into records (batches of 1000).
 	res := evictor.NewResolver()
 	res.Add(evictor.IfaceKey{Netns: 1, Ifindex: 2}, "eth0", "host")
-	mp := dp.Maps
-	mp.Overflow = nil // no ring-buffer reader goroutine
+	gens, err := datapath.NewGenerations(&dp.Maps, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gens.NoFill = true // no pressure check here: the eviction path alone, as budgeted
 	got := 0
-	ev, err := evictor.NewEvictor(evictor.EvictorConfig{Maps: mp, MaxFlows: n, Period: time.Hour, Sampling: 1,
-		BatchSize: 1000, Resolver: res, Sink: func(b *flow.Batch, _ time.Time) { got += b.Len(); b.Release() }})
+	// No Overflow: no ring-buffer reader goroutine.
+	ev, err := evictor.New(evictor.Config{Generations: gens, MaxFlows: n, Period: time.Hour, Sampling: 1,
+		BatchSize: 1000, Resolver: res, Sink: evictor.SinkFunc(func(b *flow.Batch, _ time.Time) { got += b.Len(); b.Release() })})
 	if err != nil {
 		t.Fatal(err)
 	}

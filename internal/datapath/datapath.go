@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -19,42 +20,34 @@ type Config struct {
 	// Enrichment sizes the enrichment maps to MaxFlows; without it they
 	// get one entry each, so disabled hooks cost no memory.
 	Enrichment bool
-	// SkipHookPrograms names enrichment programs StartHooks must not try,
-	// so tests can force a fallback (e.g. "drop_kfree_skb").
+	// SkipHookPrograms names hook programs StartHooks must not try, so
+	// tests can force a fallback (e.g. "drop_kfree_skb").
 	SkipHookPrograms []string
 	Logger           *slog.Logger
 }
 
-// Maps are the datapath's maps, shared by every loaded program.
-type Maps struct {
-	Flows    [2]*ebpf.Map // the double buffer; Control[0] says which one is active
-	Control  *ebpf.Map
-	Counters *ebpf.Map    // per-CPU, indexed by FlowsCounter
-	Overflow *ebpf.Map    // ring buffer of FlowsOverflowRec
-	Enrich   [2]*ebpf.Map // double buffer of the enrichment hooks, switched by Control too
-}
-
-// Programs is one ingress/egress pair.
+// Programs is one TC ingress/egress pair (feature "flows").
 type Programs struct {
-	Ingress *ebpf.Program `ebpf:"flowlens_ingress"`
-	Egress  *ebpf.Program `ebpf:"flowlens_egress"`
+	Ingress *ebpf.Program
+	Egress  *ebpf.Program
 }
 
-// Datapath is the loaded kernel side. Close releases everything.
+// Datapath is the loaded kernel side: the maps, the TC programs (one pair
+// per network namespace) and the hooks of the enabled features. Close
+// releases everything.
 type Datapath struct {
-	cfg        Config
-	log        *slog.Logger
-	spec       *ebpf.CollectionSpec
-	enrichSpec *ebpf.CollectionSpec
-	Maps       Maps
-	hooks      []*hook
+	cfg  Config
+	log  *slog.Logger
+	spec *ebpf.CollectionSpec // bpf/datapath.c, map sizes set
+	Maps Maps
 
 	mu       sync.Mutex
+	hooks    []*hook
 	progs    map[uint64]*Programs // by netns cookie
 	attached map[attachKey]*attachment
 }
 
-// Load creates the maps and loads the programs.
+// Load creates the maps and loads the TC programs.
 func Load(cfg Config) (*Datapath, error) {
 	if cfg.MaxFlows == 0 {
 		return nil, errors.New("datapath: MaxFlows must be > 0")
@@ -68,31 +61,26 @@ func Load(cfg Config) (*Datapath, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	spec, err := LoadFlows()
+	spec, err := loadDatapath()
 	if err != nil {
 		return nil, err
 	}
-	spec.Maps[FlowsMapFlowsA].MaxEntries = cfg.MaxFlows
-	spec.Maps[FlowsMapFlowsB].MaxEntries = cfg.MaxFlows
-	spec.Maps[FlowsMapOverflow].MaxEntries = cfg.RingBytes
-	if err := spec.Variables[FlowsVarSampling].Set(cfg.Sampling); err != nil {
-		return nil, fmt.Errorf("set sampling: %w", err)
-	}
-
-	enrich, err := LoadEnrich()
-	if err != nil {
-		return nil, err
-	}
+	spec.Maps[datapathMapFlowsA].MaxEntries = cfg.MaxFlows
+	spec.Maps[datapathMapFlowsB].MaxEntries = cfg.MaxFlows
+	spec.Maps[datapathMapOverflow].MaxEntries = cfg.RingBytes
 	enrichSize := uint32(1)
 	if cfg.Enrichment {
 		enrichSize = cfg.MaxFlows
 	}
-	enrich.Maps[EnrichMapEnrichA].MaxEntries = enrichSize
-	enrich.Maps[EnrichMapEnrichB].MaxEntries = enrichSize
+	spec.Maps[datapathMapEnrichA].MaxEntries = enrichSize
+	spec.Maps[datapathMapEnrichB].MaxEntries = enrichSize
+	if err := spec.Variables[datapathVarSampling].Set(cfg.Sampling); err != nil {
+		return nil, fmt.Errorf("set sampling: %w", err)
+	}
 
-	d := &Datapath{cfg: cfg, log: cfg.Logger, spec: spec, enrichSpec: enrich,
+	d := &Datapath{cfg: cfg, log: cfg.Logger, spec: spec,
 		progs: map[uint64]*Programs{}, attached: map[attachKey]*attachment{}}
-	if err := d.createMaps(); err != nil {
+	if err := d.Maps.create(spec); err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -106,52 +94,40 @@ func Load(cfg Config) (*Datapath, error) {
 	return d, nil
 }
 
-func (d *Datapath) createMaps() error {
-	for _, m := range []struct {
-		name string
-		dst  **ebpf.Map
-	}{
-		{FlowsMapFlowsA, &d.Maps.Flows[0]},
-		{FlowsMapFlowsB, &d.Maps.Flows[1]},
-		{FlowsMapControl, &d.Maps.Control},
-		{FlowsMapCounters, &d.Maps.Counters},
-		{FlowsMapOverflow, &d.Maps.Overflow},
-		{EnrichMapEnrichA, &d.Maps.Enrich[0]},
-		{EnrichMapEnrichB, &d.Maps.Enrich[1]},
-	} {
-		ms, ok := d.spec.Maps[m.name]
-		if !ok {
-			ms = d.enrichSpec.Maps[m.name]
-		}
-		mp, err := ebpf.NewMap(ms)
-		if err != nil {
-			return fmt.Errorf("create map %s: %w", m.name, err)
-		}
-		*m.dst = mp
-	}
-	return nil
-}
-
-func (d *Datapath) replacements() map[string]*ebpf.Map {
-	return map[string]*ebpf.Map{
-		FlowsMapFlowsA:   d.Maps.Flows[0],
-		FlowsMapFlowsB:   d.Maps.Flows[1],
-		FlowsMapControl:  d.Maps.Control,
-		FlowsMapCounters: d.Maps.Counters,
-		FlowsMapOverflow: d.Maps.Overflow,
-	}
-}
-
-func (d *Datapath) loadPrograms(cookie uint64) (*Programs, error) {
+// loadPrograms loads the named programs, and only those, from a copy of
+// the object with the given load-time constants, handing them the
+// datapath's maps (so no map but the constants' own is created).
+func (d *Datapath) loadPrograms(names []string, constants map[string]any) (map[string]*ebpf.Program, error) {
 	spec := d.spec.Copy()
-	if err := spec.Variables[FlowsVarNetnsCookie].Set(cookie); err != nil {
+	for name := range spec.Programs {
+		if !slices.Contains(names, name) {
+			delete(spec.Programs, name)
+		}
+	}
+	for _, name := range names {
+		if _, ok := spec.Programs[name]; !ok {
+			return nil, fmt.Errorf("program %s missing from the BPF object", name)
+		}
+	}
+	for name, v := range constants {
+		sv, ok := spec.Variables[name]
+		if !ok {
+			return nil, fmt.Errorf("constant %s missing from the BPF object", name)
+		}
+		if err := sv.Set(v); err != nil {
+			return nil, fmt.Errorf("set %s: %w", name, err)
+		}
+	}
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: d.Maps.replacements()})
+	if err != nil {
 		return nil, err
 	}
-	var p Programs
-	if err := spec.LoadAndAssign(&p, &ebpf.CollectionOptions{MapReplacements: d.replacements()}); err != nil {
-		return nil, fmt.Errorf("load tc programs: %w", err)
+	defer coll.Close()
+	out := make(map[string]*ebpf.Program, len(names))
+	for _, name := range names {
+		out[name] = coll.DetachProgram(name)
 	}
-	return &p, nil
+	return out, nil
 }
 
 // ProgramsFor returns the program pair that serves interfaces of the
@@ -166,15 +142,17 @@ func (d *Datapath) programsFor(cookie uint64) (*Programs, error) {
 	if p, ok := d.progs[cookie]; ok {
 		return p, nil
 	}
-	p, err := d.loadPrograms(cookie)
+	progs, err := d.loadPrograms([]string{datapathProgFlowlensIngress, datapathProgFlowlensEgress},
+		map[string]any{datapathVarNetnsCookie: cookie})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("load tc programs: %w", err)
 	}
+	p := &Programs{Ingress: progs[datapathProgFlowlensIngress], Egress: progs[datapathProgFlowlensEgress]}
 	d.progs[cookie] = p
 	return p, nil
 }
 
-// AllPrograms returns every loaded program pair (for stats).
+// AllPrograms returns every loaded TC program pair (for stats).
 func (d *Datapath) AllPrograms() []*Programs {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -204,29 +182,38 @@ func (d *Datapath) Close() error {
 		p.close()
 		delete(d.progs, k)
 	}
-	for _, m := range []*ebpf.Map{d.Maps.Flows[0], d.Maps.Flows[1], d.Maps.Control, d.Maps.Counters, d.Maps.Overflow, d.Maps.Enrich[0], d.Maps.Enrich[1]} {
-		if m != nil {
-			m.Close()
-		}
-	}
-	return errs
+	return errors.Join(errs, d.Maps.close())
 }
 
-// ReadCounters sums the per-CPU counters.
-func (d *Datapath) ReadCounters() ([FlowsCounterCNT_MAX]uint64, error) {
-	var out [FlowsCounterCNT_MAX]uint64
-	var percpu []uint64
-	for i := range out {
-		if err := d.Maps.Counters.Lookup(uint32(i), &percpu); err != nil {
-			return out, fmt.Errorf("read counter %d: %w", i, err)
-		}
-		for _, v := range percpu {
-			out[i] += v
+// ReadCounters sums the TC programs' per-CPU counters.
+func (d *Datapath) ReadCounters() (Counters, error) { return d.Maps.ReadCounters() }
+
+// ReadEnrichmentLost sums the enrichment events lost because their entry
+// could not be inserted (see Maps.ReadEnrichmentLost).
+func (d *Datapath) ReadEnrichmentLost() (uint64, error) { return d.Maps.ReadEnrichmentLost() }
+
+// ProgramSections maps every program of the object to its ELF section,
+// which names its attach point (e.g. "tp_btf/tcp_probe").
+func ProgramSections() map[string]string {
+	out := map[string]string{}
+	if spec, err := loadDatapath(); err == nil {
+		for name, p := range spec.Programs {
+			out[name] = p.SectionName
 		}
 	}
-	return out, nil
+	return out
 }
 
-// FlowValueFlagIfacesOverflow is FLOW_F_IFACES_OVERFLOW in bpf/types.h: the
-// flow crossed more interfaces than FlowsFlowValue.Ifaces holds.
-const FlowValueFlagIfacesOverflow = 0x1
+// Spec returns a copy of the object's spec, with this datapath's sizes.
+func (d *Datapath) Spec() *ebpf.CollectionSpec { return d.spec.Copy() }
+
+// LoadProgram loads one program of the object alone, unattached, with the
+// datapath's maps and the object's default constants (budget checks and
+// benchmarks). The caller closes it.
+func (d *Datapath) LoadProgram(name string) (*ebpf.Program, error) {
+	progs, err := d.loadPrograms([]string{name}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return progs[name], nil
+}

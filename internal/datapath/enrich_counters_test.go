@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/datapath"
+	"github.com/flowlens/flowlens/internal/feature/registry"
 	"github.com/flowlens/flowlens/internal/testnet"
 )
 
@@ -23,11 +24,15 @@ func TestEnrichmentLostCounted(t *testing.T) {
 	defer dp.Close()
 	// Fill both generations with a key no packet has (protocol 253).
 	for _, m := range dp.Maps.Enrich {
-		if err := m.Put(&datapath.FlowsFlowKey{Proto: 253}, &datapath.EnrichEnrichValue{}); err != nil {
+		if err := m.Put(&datapath.FlowKey{Proto: 253}, &datapath.EnrichValue{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if st := dp.StartHooks([]string{datapath.HookDrops}); !st[0].Running {
+	hooks, err := registry.Hooks("drops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := dp.StartHooks(hooks); !st[0].Running {
 		t.Fatalf("drops hook: %v", st[0].Err)
 	}
 	ns := testnet.NewNetns(t, "lost")

@@ -4,58 +4,75 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 )
 
-// Enrichment hook names (the --features values and the hook metric label).
-const (
-	HookDrops       = "drops"
-	HookRTT         = "rtt"
-	HookRetransmits = "retransmits"
-)
-
-// A candidate is one way to run a hook: a program of bpf/enrich.c and how to
-// attach it. A hook tries its candidates in order and keeps the first that
-// loads and attaches, so each hook has the same shape: preferred program,
-// then fallbacks.
-type candidate struct {
-	prog   string
-	attach func(*ebpf.Program) (link.Link, error)
+// A Hook is how one optional feature (internal/feature) runs in the kernel:
+// programs of bpf/datapath.c tried in order of preference, the first that
+// loads and attaches being kept. So every feature has the same shape:
+// preferred program, then fallbacks.
+type Hook struct {
+	Name       string      // the feature's name: the --features value and the metric label
+	Candidates []Candidate // in order of preference
+	// Constants are load-time constants (volatile const in the feature's
+	// header) set before any candidate loads, by variable name.
+	Constants map[string]any
 }
 
-func tracing(p *ebpf.Program) (link.Link, error) {
+// A Candidate is one program of bpf/datapath.c and how to attach it.
+type Candidate struct {
+	Program string // its name in the object, e.g. "drop_kfree_skb"
+	Attach  func(*ebpf.Program) (link.Link, error)
+}
+
+// Tracing attaches tp_btf, fentry and fexit programs (their target is in the
+// section name).
+func Tracing(p *ebpf.Program) (link.Link, error) {
 	return link.AttachTracing(link.TracingOptions{Program: p})
 }
 
-func tracepoint(group, name string) func(*ebpf.Program) (link.Link, error) {
+// Tracepoint attaches a classic tracepoint program (needs tracefs).
+func Tracepoint(group, name string) func(*ebpf.Program) (link.Link, error) {
 	return func(p *ebpf.Program) (link.Link, error) { return link.Tracepoint(group, name, p, nil) }
 }
 
-// hookCandidates registers every enrichment hook in one place.
-var hookCandidates = map[string][]candidate{
-	HookDrops: {
-		{EnrichProgDropKfreeSkb, tracing},                          // tp_btf/kfree_skb
-		{EnrichProgDropTracepoint, tracepoint("skb", "kfree_skb")}, // needs tracefs
-	},
-	HookRTT: {
-		{EnrichProgRttFentry, tracing},   // fentry/tcp_rcv_established
-		{EnrichProgRttTcpProbe, tracing}, // tp_btf/tcp_probe
-	},
-	HookRetransmits: {
-		{EnrichProgRetransmit, tracing}, // tp_btf/tcp_retransmit_skb
-	},
+// Why a hook does not run.
+var (
+	// ErrUnsupported: the kernel lacks what the hook needs (the attach
+	// point, the program type, a helper, BTF).
+	ErrUnsupported = errors.New("not supported by this kernel")
+	// ErrRefused: the kernel has it but refused the program (EPERM,
+	// EACCES, the verifier).
+	ErrRefused = errors.New("refused by the kernel")
+	// ErrSkipped: skipped by configuration (Config.SkipHookPrograms).
+	ErrSkipped = errors.New("skipped by configuration")
+)
+
+// classify wraps a candidate's load or attach error in ErrUnsupported or
+// ErrRefused (errors.Is tells them apart; the original stays wrapped).
+func classify(err error) error {
+	var ve *ebpf.VerifierError
+	switch {
+	case errors.Is(err, ebpf.ErrNotSupported), errors.Is(err, btf.ErrNotFound),
+		errors.Is(err, unix.ENOENT), errors.Is(err, unix.EOPNOTSUPP):
+		return fmt.Errorf("%w: %w", ErrUnsupported, err)
+	case errors.As(err, &ve), errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES), errors.Is(err, unix.EINVAL):
+		return fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+	return err
 }
 
-// HookStatus says how an enrichment hook runs, or why it does not.
+// HookStatus says how a hook runs, or why it does not.
 type HookStatus struct {
 	Name    string
 	Running bool
 	Program string // the candidate that runs, e.g. "rtt_tcp_probe"
-	// Err is why the hook is not running, with each candidate's failure.
+	// Err is why the hook is not running: every candidate's failure, each
+	// wrapping ErrUnsupported, ErrRefused or ErrSkipped when known.
 	Err error
 }
 
@@ -63,103 +80,52 @@ type hook struct {
 	status HookStatus
 	prog   *ebpf.Program
 	link   link.Link
-	// counters is the hooks' shared enrich_counters map (each hook holds
-	// its own handle, so the map lives as long as any hook).
-	counters *ebpf.Map
 }
 
-// StartHooks loads and attaches the named enrichment hooks (HookDrops, ...).
-// A hook the kernel refuses is reported in its status; the others run. It
-// returns the status of every requested hook.
-func (d *Datapath) StartHooks(names []string) []HookStatus {
-	kernel, kerr := btf.LoadKernelSpec()
-	spec := d.enrichSpec.Copy()
-	if kerr == nil {
-		consumed, notSpecified := dropReasonValue(kernel, "SKB_CONSUMED", 1), dropReasonValue(kernel, "SKB_DROP_REASON_NOT_SPECIFIED", 2)
-		_ = spec.Variables[EnrichVarReasonConsumed].Set(consumed)
-		_ = spec.Variables[EnrichVarReasonNotSpecified].Set(notSpecified)
-	}
-	counters, cerr := d.enrichCounters(spec)
-	if counters != nil {
-		defer counters.Close()
-	}
-	var out []HookStatus
-	for _, name := range names {
-		h := &hook{status: HookStatus{Name: name}}
-		cands, ok := hookCandidates[name]
-		switch {
-		case !ok:
-			h.status.Err = fmt.Errorf("unknown hook %q", name)
-		case cerr != nil:
-			h.status.Err, cands = cerr, nil
-		default:
-			var err error
-			if h.counters, err = counters.Clone(); err != nil {
-				h.status.Err, cands = err, nil
-			}
-		}
+// StartHooks loads and attaches the given hooks. A hook the kernel refuses
+// is reported in its status; the others run. It returns the status of each.
+func (d *Datapath) StartHooks(hooks []Hook) []HookStatus {
+	out := make([]HookStatus, 0, len(hooks))
+	for _, hk := range hooks {
+		h := &hook{status: HookStatus{Name: hk.Name}}
 		var errs []error
-		for _, c := range cands {
-			if slices.Contains(d.cfg.SkipHookPrograms, c.prog) {
-				errs = append(errs, fmt.Errorf("%s: skipped by configuration", c.prog))
+		for _, c := range hk.Candidates {
+			if slices.Contains(d.cfg.SkipHookPrograms, c.Program) {
+				errs = append(errs, fmt.Errorf("%s: %w", c.Program, ErrSkipped))
 				continue
 			}
-			prog, l, err := d.loadHook(spec, c, counters)
+			prog, l, err := d.loadHook(c, hk.Constants)
 			if err == nil {
 				h.prog, h.link = prog, l
-				h.status.Running, h.status.Program = true, c.prog
+				h.status.Running, h.status.Program = true, c.Program
 				errs = nil
 				break
 			}
-			errs = append(errs, fmt.Errorf("%s: %w", c.prog, err))
+			errs = append(errs, fmt.Errorf("%s: %w", c.Program, classify(err)))
 		}
-		if !h.status.Running && h.status.Err == nil {
+		if !h.status.Running {
+			if len(errs) == 0 {
+				errs = append(errs, errors.New("no program"))
+			}
 			h.status.Err = errors.Join(errs...)
 		}
+		d.mu.Lock()
 		d.hooks = append(d.hooks, h)
+		d.mu.Unlock()
 		out = append(out, h.status)
 	}
 	return out
 }
 
-// enrichCounters returns a new handle to the hooks' counters map: the one
-// the running hooks share, or a new map for the first StartHooks.
-func (d *Datapath) enrichCounters(spec *ebpf.CollectionSpec) (*ebpf.Map, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, h := range d.hooks {
-		if h.counters != nil {
-			return h.counters.Clone()
-		}
-	}
-	m, err := ebpf.NewMap(spec.Maps[EnrichMapEnrichCounters])
-	if err != nil {
-		return nil, fmt.Errorf("create map %s: %w", EnrichMapEnrichCounters, err)
-	}
-	return m, nil
-}
-
-// loadHook loads one program of the enrichment object alone (so one refused
-// program does not take the others down) and attaches it.
-func (d *Datapath) loadHook(spec *ebpf.CollectionSpec, c candidate, counters *ebpf.Map) (*ebpf.Program, link.Link, error) {
-	one := spec.Copy()
-	for name := range one.Programs {
-		if name != c.prog {
-			delete(one.Programs, name)
-		}
-	}
-	coll, err := ebpf.NewCollectionWithOptions(one, ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
-		EnrichMapControl:        d.Maps.Control,
-		EnrichMapEnrichA:        d.Maps.Enrich[0],
-		EnrichMapEnrichB:        d.Maps.Enrich[1],
-		EnrichMapEnrichCounters: counters,
-	}})
+// loadHook loads one program alone (so one refused program does not take
+// the others down) and attaches it.
+func (d *Datapath) loadHook(c Candidate, constants map[string]any) (*ebpf.Program, link.Link, error) {
+	progs, err := d.loadPrograms([]string{c.Program}, constants)
 	if err != nil {
 		return nil, nil, fmt.Errorf("load: %w", err)
 	}
-	prog := coll.DetachProgram(c.prog)
-	coll.Close()
-	l, err := c.attach(prog)
+	prog := progs[c.Program]
+	l, err := c.Attach(prog)
 	if err != nil {
 		prog.Close()
 		return nil, nil, fmt.Errorf("attach: %w", err)
@@ -178,7 +144,7 @@ func (d *Datapath) Hooks() []HookStatus {
 	return out
 }
 
-// HookPrograms returns the running enrichment programs by hook name.
+// HookPrograms returns the running hook programs by program name.
 func (d *Datapath) HookPrograms() map[string]*ebpf.Program {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -191,7 +157,7 @@ func (d *Datapath) HookPrograms() map[string]*ebpf.Program {
 	return out
 }
 
-// StopHooks detaches the enrichment hooks (shutdown: before the final eviction).
+// StopHooks detaches the hooks (shutdown: before the final eviction).
 func (d *Datapath) StopHooks() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -211,90 +177,6 @@ func (d *Datapath) closeHooks() {
 		if h.prog != nil {
 			h.prog.Close()
 		}
-		if h.counters != nil {
-			h.counters.Close()
-		}
 	}
 	d.hooks = nil
-}
-
-func dropReasonValue(kernel *btf.Spec, name string, def uint32) uint32 {
-	var e *btf.Enum
-	if err := kernel.TypeByName("skb_drop_reason", &e); err != nil {
-		return def
-	}
-	for _, v := range e.Values {
-		if v.Name == name {
-			return uint32(v.Value)
-		}
-	}
-	return def
-}
-
-// Names resolves kernel enum values to names, from the running kernel's BTF:
-// drop reasons (enum skb_drop_reason: "NO_SOCKET", "NETFILTER_DROP", ...) and
-// TCP states ("ESTABLISHED", ...). The values differ between kernel versions,
-// so no table is compiled in.
-type Names struct {
-	dropReasons map[uint32]string
-	tcpStates   map[uint8]string
-}
-
-// LoadNames reads the names from the kernel's BTF.
-func LoadNames() (*Names, error) {
-	kernel, err := btf.LoadKernelSpec()
-	if err != nil {
-		return nil, fmt.Errorf("kernel BTF: %w", err)
-	}
-	n := &Names{dropReasons: map[uint32]string{}, tcpStates: map[uint8]string{}}
-	var e *btf.Enum
-	if err := kernel.TypeByName("skb_drop_reason", &e); err == nil {
-		for _, v := range e.Values {
-			name := strings.TrimPrefix(strings.TrimPrefix(v.Name, "SKB_DROP_REASON_"), "SKB_")
-			n.dropReasons[uint32(v.Value)] = name
-		}
-	}
-	// The TCP states are an anonymous enum: find the one holding TCP_ESTABLISHED.
-	for typ, err := range kernel.All() {
-		if err != nil {
-			break
-		}
-		en, ok := typ.(*btf.Enum)
-		if !ok || en.Name != "" || !hasValue(en, "TCP_ESTABLISHED") {
-			continue
-		}
-		for _, v := range en.Values {
-			n.tcpStates[uint8(v.Value)] = strings.TrimPrefix(v.Name, "TCP_")
-		}
-		break
-	}
-	return n, nil
-}
-
-func hasValue(e *btf.Enum, name string) bool {
-	for _, v := range e.Values {
-		if v.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
-// DropReason returns the name of a drop reason, or its number if unknown.
-func (n *Names) DropReason(v uint32) string {
-	if s, ok := n.dropReasons[v]; ok {
-		return s
-	}
-	return fmt.Sprintf("REASON_%d", v)
-}
-
-// TCPState returns the name of a TCP state ("" for 0: not a TCP socket).
-func (n *Names) TCPState(v uint8) string {
-	if v == 0 {
-		return ""
-	}
-	if s, ok := n.tcpStates[v]; ok {
-		return s
-	}
-	return fmt.Sprintf("STATE_%d", v)
 }

@@ -9,83 +9,11 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/flowlens/flowlens/internal/datapath"
+	"github.com/flowlens/flowlens/internal/testkit/packet"
 )
 
-// Packet builders for BPF_PROG_TEST_RUN. They write headers by hand so a
-// test can also write them wrong.
-
-var (
-	macA = []byte{0x02, 0, 0, 0, 0, 0xa}
-	macB = []byte{0x02, 0, 0, 0, 0, 0xb}
-)
-
-func eth(ethType uint16, vlans ...uint16) []byte {
-	b := append(append([]byte{}, macB...), macA...)
-	for _, tpid := range vlans {
-		b = binary.BigEndian.AppendUint16(b, tpid)
-		b = binary.BigEndian.AppendUint16(b, 42) // TCI: VLAN 42
-	}
-	return binary.BigEndian.AppendUint16(b, ethType)
-}
-
-func ipv4(proto uint8, src, dst string, tos uint8, fragOff uint16, payloadLen int) []byte {
-	b := make([]byte, 20)
-	b[0] = 0x45
-	b[1] = tos
-	binary.BigEndian.PutUint16(b[2:], uint16(20+payloadLen))
-	binary.BigEndian.PutUint16(b[6:], fragOff)
-	b[8] = 64
-	b[9] = proto
-	s, d := netip.MustParseAddr(src).As4(), netip.MustParseAddr(dst).As4()
-	copy(b[12:], s[:])
-	copy(b[16:], d[:])
-	return b
-}
-
-func ipv6(next uint8, src, dst string, payloadLen int) []byte {
-	b := make([]byte, 40)
-	b[0] = 0x60 | 0x0b // version 6, traffic class 0xb? (upper nibble)
-	b[1] = 0x80        // traffic class low nibble 8 -> TC 0xb8 (DSCP 46)
-	binary.BigEndian.PutUint16(b[4:], uint16(payloadLen))
-	b[6] = next
-	b[7] = 64
-	s, d := netip.MustParseAddr(src).As16(), netip.MustParseAddr(dst).As16()
-	copy(b[8:], s[:])
-	copy(b[24:], d[:])
-	return b
-}
-
-func udp(sport, dport uint16, payload int) []byte {
-	b := make([]byte, 8+payload)
-	binary.BigEndian.PutUint16(b[0:], sport)
-	binary.BigEndian.PutUint16(b[2:], dport)
-	binary.BigEndian.PutUint16(b[4:], uint16(8+payload))
-	return b
-}
-
-func tcp(sport, dport uint16, flags uint8, doff uint8) []byte {
-	b := make([]byte, 20)
-	binary.BigEndian.PutUint16(b[0:], sport)
-	binary.BigEndian.PutUint16(b[2:], dport)
-	b[12] = doff << 4
-	b[13] = flags
-	return b
-}
-
-func cat(parts ...[]byte) []byte {
-	var b []byte
-	for _, p := range parts {
-		b = append(b, p...)
-	}
-	return b
-}
-
-func pad(b []byte) []byte { // BPF_PROG_TEST_RUN wants at least ETH_HLEN bytes
-	for len(b) < 14 {
-		b = append(b, 0)
-	}
-	return b
-}
+// Frames come from internal/testkit/packet, which writes headers by hand so
+// a test can also write them wrong.
 
 func load(t *testing.T, maxFlows uint32) *datapath.Datapath {
 	t.Helper()
@@ -116,8 +44,8 @@ func runPkt(t *testing.T, dp *datapath.Datapath, pkt []byte, repeat uint32) {
 }
 
 type entry struct {
-	k datapath.FlowsFlowKey
-	v datapath.FlowsFlowValue
+	k datapath.FlowKey
+	v datapath.FlowValue
 }
 
 // flows returns every entry of both flow maps.
@@ -137,7 +65,7 @@ func flows(t *testing.T, dp *datapath.Datapath) []entry {
 	return out
 }
 
-func counters(t *testing.T, dp *datapath.Datapath) [datapath.FlowsCounterCNT_MAX]uint64 {
+func counters(t *testing.T, dp *datapath.Datapath) [datapath.NumCounters]uint64 {
 	t.Helper()
 	c, err := dp.ReadCounters()
 	if err != nil {
@@ -146,88 +74,95 @@ func counters(t *testing.T, dp *datapath.Datapath) [datapath.FlowsCounterCNT_MAX
 	return c
 }
 
+// tc46 is the Traffic Class of the IPv6 test frames: DSCP 46 (EF).
+var tc46 = packet.TOS(0xb8)
+
+// dstopts is a bare 8-byte Destination Options header, next: dstopts.
+var dstopts = packet.ExtHeader(packet.ProtoDstOpts, 0)
+
 func mapped(s string) [16]byte { return netip.MustParseAddr(s).As16() }
 func v4mapped(s string) [16]byte {
 	return netip.AddrFrom4(netip.MustParseAddr(s).As4()).As16()
 }
 
 func TestParseValidPackets(t *testing.T) {
+	needBPF(t)
 	for _, tc := range []struct {
 		name    string
 		pkt     []byte
-		key     datapath.FlowsFlowKey
+		key     datapath.FlowKey
 		ethType uint16
 		dscp    uint8
 		flags   uint16
 	}{
 		{
 			name:    "ipv4 udp",
-			pkt:     cat(eth(0x0800), ipv4(17, "10.0.0.1", "10.0.0.2", 0xb8, 0, 8+100), udp(1234, 53, 100)),
-			key:     datapath.FlowsFlowKey{SrcIp: v4mapped("10.0.0.1"), DstIp: v4mapped("10.0.0.2"), SrcPort: 1234, DstPort: 53, Proto: 17},
+			pkt:     packet.Cat(packet.Eth(packet.EtherTypeIPv4), packet.IPv4(packet.ProtoUDP, "10.0.0.1", "10.0.0.2", 8+100, packet.TOS(0xb8)), packet.UDP(1234, 53, 100)),
+			key:     datapath.FlowKey{SrcIp: v4mapped("10.0.0.1"), DstIp: v4mapped("10.0.0.2"), SrcPort: 1234, DstPort: 53, Proto: 17},
 			ethType: 0x0800, dscp: 46,
 		},
 		{
 			name:    "802.1Q ipv4 tcp syn-ack",
-			pkt:     cat(eth(0x0800, 0x8100), ipv4(6, "10.0.0.1", "10.0.0.2", 0, 0, 20), tcp(80, 40000, 0x12, 5)),
-			key:     datapath.FlowsFlowKey{SrcIp: v4mapped("10.0.0.1"), DstIp: v4mapped("10.0.0.2"), SrcPort: 80, DstPort: 40000, Proto: 6},
+			pkt:     packet.Cat(packet.Eth(packet.EtherTypeIPv4, packet.Dot1Q(42)), packet.IPv4(packet.ProtoTCP, "10.0.0.1", "10.0.0.2", 20), packet.TCP(80, 40000, packet.SYN|packet.ACK)),
+			key:     datapath.FlowKey{SrcIp: v4mapped("10.0.0.1"), DstIp: v4mapped("10.0.0.2"), SrcPort: 80, DstPort: 40000, Proto: 6},
 			ethType: 0x0800, flags: 0x12 | 0x100,
 		},
 		{
 			name:    "QinQ ipv4 tcp rst-ack",
-			pkt:     cat(eth(0x0800, 0x88a8, 0x8100), ipv4(6, "10.0.0.1", "10.0.0.2", 0, 0, 20), tcp(80, 40000, 0x14, 5)),
-			key:     datapath.FlowsFlowKey{SrcIp: v4mapped("10.0.0.1"), DstIp: v4mapped("10.0.0.2"), SrcPort: 80, DstPort: 40000, Proto: 6},
+			pkt:     packet.Cat(packet.Eth(packet.EtherTypeIPv4, packet.QinQ(42, 42)), packet.IPv4(packet.ProtoTCP, "10.0.0.1", "10.0.0.2", 20), packet.TCP(80, 40000, packet.RST|packet.ACK)),
+			key:     datapath.FlowKey{SrcIp: v4mapped("10.0.0.1"), DstIp: v4mapped("10.0.0.2"), SrcPort: 80, DstPort: 40000, Proto: 6},
 			ethType: 0x0800, flags: 0x14 | 0x400,
 		},
 		{
 			name:    "ipv4 icmp echo",
-			pkt:     cat(eth(0x0800), ipv4(1, "10.0.0.1", "10.0.0.2", 0, 0, 8), []byte{8, 0, 0, 0, 0, 1, 0, 1}),
-			key:     datapath.FlowsFlowKey{SrcIp: v4mapped("10.0.0.1"), DstIp: v4mapped("10.0.0.2"), Proto: 1, IcmpType: 8},
+			pkt:     packet.Cat(packet.Eth(packet.EtherTypeIPv4), packet.IPv4(packet.ProtoICMP, "10.0.0.1", "10.0.0.2", 8), packet.ICMP(packet.ICMPEchoRequest, 0, 1, 1)),
+			key:     datapath.FlowKey{SrcIp: v4mapped("10.0.0.1"), DstIp: v4mapped("10.0.0.2"), Proto: 1, IcmpType: 8},
 			ethType: 0x0800,
 		},
 		{
 			name:    "ipv4 non-first fragment has no ports",
-			pkt:     cat(eth(0x0800), ipv4(17, "10.0.0.1", "10.0.0.2", 0, 185, 8), udp(1, 2, 0)),
-			key:     datapath.FlowsFlowKey{SrcIp: v4mapped("10.0.0.1"), DstIp: v4mapped("10.0.0.2"), Proto: 17},
+			pkt:     packet.Cat(packet.Eth(packet.EtherTypeIPv4), packet.IPv4(packet.ProtoUDP, "10.0.0.1", "10.0.0.2", 8, packet.Frag(0, 185)), packet.UDP(1, 2, 0)),
+			key:     datapath.FlowKey{SrcIp: v4mapped("10.0.0.1"), DstIp: v4mapped("10.0.0.2"), Proto: 17},
 			ethType: 0x0800,
 		},
 		{
 			name:    "ipv4 sctp",
-			pkt:     cat(eth(0x0800), ipv4(132, "10.0.0.1", "10.0.0.2", 0, 0, 12), udp(3868, 3869, 4)),
-			key:     datapath.FlowsFlowKey{SrcIp: v4mapped("10.0.0.1"), DstIp: v4mapped("10.0.0.2"), SrcPort: 3868, DstPort: 3869, Proto: 132},
+			pkt:     packet.Cat(packet.Eth(packet.EtherTypeIPv4), packet.IPv4(packet.ProtoSCTP, "10.0.0.1", "10.0.0.2", 12), packet.UDP(3868, 3869, 4)),
+			key:     datapath.FlowKey{SrcIp: v4mapped("10.0.0.1"), DstIp: v4mapped("10.0.0.2"), SrcPort: 3868, DstPort: 3869, Proto: 132},
 			ethType: 0x0800,
 		},
 		{
 			name:    "ipv4 gre: 3-tuple",
-			pkt:     cat(eth(0x0800), ipv4(47, "10.0.0.1", "10.0.0.2", 0, 0, 4), []byte{0, 0, 8, 0}),
-			key:     datapath.FlowsFlowKey{SrcIp: v4mapped("10.0.0.1"), DstIp: v4mapped("10.0.0.2"), Proto: 47},
+			pkt:     packet.Cat(packet.Eth(packet.EtherTypeIPv4), packet.IPv4(packet.ProtoGRE, "10.0.0.1", "10.0.0.2", 4), packet.GRE(packet.EtherTypeIPv4)),
+			key:     datapath.FlowKey{SrcIp: v4mapped("10.0.0.1"), DstIp: v4mapped("10.0.0.2"), Proto: 47},
 			ethType: 0x0800,
 		},
 		{
 			name:    "ipv6 udp",
-			pkt:     cat(eth(0x86dd), ipv6(17, "fd00::1", "fd00::2", 8), udp(5000, 6000, 0)),
-			key:     datapath.FlowsFlowKey{SrcIp: mapped("fd00::1"), DstIp: mapped("fd00::2"), SrcPort: 5000, DstPort: 6000, Proto: 17},
+			pkt:     packet.Cat(packet.Eth(packet.EtherTypeIPv6), packet.IPv6(packet.ProtoUDP, "fd00::1", "fd00::2", 8, tc46), packet.UDP(5000, 6000, 0)),
+			key:     datapath.FlowKey{SrcIp: mapped("fd00::1"), DstIp: mapped("fd00::2"), SrcPort: 5000, DstPort: 6000, Proto: 17},
 			ethType: 0x86dd, dscp: 46,
 		},
 		{
 			name: "ipv6 hop-by-hop + dstopts + first fragment + tcp",
-			pkt: cat(eth(0x86dd), ipv6(0, "fd00::1", "fd00::2", 8+16+8+20),
-				[]byte{60, 0, 1, 4, 0, 0, 0, 0},                         // hop-by-hop, 8 bytes, next: dstopts
-				[]byte{44, 1, 1, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, // dstopts, 16 bytes, next: fragment
-				[]byte{6, 0, 0, 1, 0, 0, 0, 7},                          // fragment offset 0, M=1, next: tcp
-				tcp(443, 50000, 0x10, 5)),
-			key:     datapath.FlowsFlowKey{SrcIp: mapped("fd00::1"), DstIp: mapped("fd00::2"), SrcPort: 443, DstPort: 50000, Proto: 6},
+			pkt: packet.Cat(packet.Eth(packet.EtherTypeIPv6), packet.IPv6(packet.ProtoHopByHop, "fd00::1", "fd00::2", 8+16+8+20, tc46),
+				packet.Options(packet.ProtoDstOpts, 0),        // hop-by-hop, 8 bytes, next: dstopts
+				packet.Options(packet.ProtoFragment, 1),       // dstopts, 16 bytes, next: fragment
+				packet.Fragment6(packet.ProtoTCP, 0, true, 7), // fragment offset 0, M=1, next: tcp
+				packet.TCP(443, 50000, packet.ACK)),
+			key:     datapath.FlowKey{SrcIp: mapped("fd00::1"), DstIp: mapped("fd00::2"), SrcPort: 443, DstPort: 50000, Proto: 6},
 			ethType: 0x86dd, dscp: 46, flags: 0x10,
 		},
 		{
 			name:    "ipv6 non-first fragment has no ports",
-			pkt:     cat(eth(0x86dd), ipv6(44, "fd00::1", "fd00::2", 16), []byte{17, 0, 0x01, 0x00, 0, 0, 0, 7}, udp(1, 2, 0)),
-			key:     datapath.FlowsFlowKey{SrcIp: mapped("fd00::1"), DstIp: mapped("fd00::2"), Proto: 17},
+			pkt:     packet.Cat(packet.Eth(packet.EtherTypeIPv6), packet.IPv6(packet.ProtoFragment, "fd00::1", "fd00::2", 16, tc46), packet.Fragment6(packet.ProtoUDP, 32, false, 7), packet.UDP(1, 2, 0)),
+			key:     datapath.FlowKey{SrcIp: mapped("fd00::1"), DstIp: mapped("fd00::2"), Proto: 17},
 			ethType: 0x86dd, dscp: 46,
 		},
 		{
 			name:    "icmpv6 echo",
-			pkt:     cat(eth(0x86dd), ipv6(58, "fd00::1", "fd00::2", 8), []byte{128, 0, 0, 0, 0, 1, 0, 1}),
-			key:     datapath.FlowsFlowKey{SrcIp: mapped("fd00::1"), DstIp: mapped("fd00::2"), Proto: 58, IcmpType: 128},
+			pkt:     packet.Cat(packet.Eth(packet.EtherTypeIPv6), packet.IPv6(packet.ProtoICMPv6, "fd00::1", "fd00::2", 8, tc46), packet.ICMPv6(packet.ICMPv6EchoRequest, 0, 1, 1)),
+			key:     datapath.FlowKey{SrcIp: mapped("fd00::1"), DstIp: mapped("fd00::2"), Proto: 58, IcmpType: 128},
 			ethType: 0x86dd, dscp: 46,
 		},
 	} {
@@ -249,13 +184,13 @@ func TestParseValidPackets(t *testing.T) {
 			if e.v.EthType != tc.ethType || e.v.Dscp != tc.dscp || e.v.TcpFlags != tc.flags {
 				t.Errorf("eth_type=%#x dscp=%d tcp_flags=%#x, want %#x %d %#x", e.v.EthType, e.v.Dscp, e.v.TcpFlags, tc.ethType, tc.dscp, tc.flags)
 			}
-			if string(e.v.SrcMac[:]) != string(macA) || string(e.v.DstMac[:]) != string(macB) {
+			if string(e.v.SrcMac[:]) != string(packet.SrcMAC[:]) || string(e.v.DstMac[:]) != string(packet.DstMAC[:]) {
 				t.Errorf("macs %x -> %x", e.v.SrcMac, e.v.DstMac)
 			}
 			if e.v.N_ifaces != 1 || e.v.Ifaces[0].Dir != 1 || e.v.Ifaces[0].Ifindex != 1 || e.v.Ifaces[0].Netns != testCookie {
 				t.Errorf("interfaces: n=%d first=%+v", e.v.N_ifaces, e.v.Ifaces[0])
 			}
-			if c := counters(t, dp); c[datapath.FlowsCounterCNT_MALFORMED] != 0 || c[datapath.FlowsCounterCNT_NON_IP] != 0 || c[datapath.FlowsCounterCNT_NEW_FLOWS] != 1 {
+			if c := counters(t, dp); c[datapath.CounterMalformed] != 0 || c[datapath.CounterNonIP] != 0 || c[datapath.CounterNewFlows] != 1 {
 				t.Errorf("counters %v", c)
 			}
 		})
@@ -263,49 +198,49 @@ func TestParseValidPackets(t *testing.T) {
 }
 
 func TestParseRejects(t *testing.T) {
+	needBPF(t)
 	for _, tc := range []struct {
 		name    string
 		pkt     []byte
-		counter datapath.FlowsCounter
+		counter datapath.Counter
 	}{
-		{"arp is not ip", cat(eth(0x0806), make([]byte, 28)), datapath.FlowsCounterCNT_NON_IP},
-		{"vlan-tagged arp is not ip", cat(eth(0x0806, 0x8100), make([]byte, 28)), datapath.FlowsCounterCNT_NON_IP},
-		{"three vlan tags", cat(eth(0x0800, 0x8100, 0x8100, 0x8100), ipv4(17, "10.0.0.1", "10.0.0.2", 0, 0, 8), udp(1, 2, 0)), datapath.FlowsCounterCNT_NON_IP},
-		{"truncated vlan tag", pad(cat(append(append([]byte{}, macB...), macA...), []byte{0x81, 0x00, 0, 1})), datapath.FlowsCounterCNT_MALFORMED},
+		{"arp is not ip", packet.Cat(packet.Eth(packet.EtherTypeARP), packet.Payload(28)), datapath.CounterNonIP},
+		{"vlan-tagged arp is not ip", packet.Cat(packet.Eth(packet.EtherTypeARP, packet.Dot1Q(42)), packet.Payload(28)), datapath.CounterNonIP},
+		{"three vlan tags", packet.Cat(packet.Eth(packet.EtherTypeIPv4, packet.Dot1Q(42), packet.Dot1Q(42), packet.Dot1Q(42)), packet.IPv4(packet.ProtoUDP, "10.0.0.1", "10.0.0.2", 8), packet.UDP(1, 2, 0)), datapath.CounterNonIP},
+		{"truncated vlan tag", packet.Pad(packet.Eth(packet.EtherTypeIPv4, packet.Dot1Q(1))[:16]), datapath.CounterMalformed},
 		// The kernel's test run refuses an untagged IP frame shorter than an IP
 		// header, so these truncations hide behind a VLAN tag.
-		{"truncated ipv4 header", cat(eth(0x0800, 0x8100), ipv4(17, "10.0.0.1", "10.0.0.2", 0, 0, 8)[:12]), datapath.FlowsCounterCNT_MALFORMED},
+		{"truncated ipv4 header", packet.Cat(packet.Eth(packet.EtherTypeIPv4, packet.Dot1Q(42)), packet.IPv4(packet.ProtoUDP, "10.0.0.1", "10.0.0.2", 8)[:12]), datapath.CounterMalformed},
 		{"ipv4 ihl < 5", func() []byte {
-			ip := ipv4(17, "10.0.0.1", "10.0.0.2", 0, 0, 8)
+			ip := packet.IPv4(packet.ProtoUDP, "10.0.0.1", "10.0.0.2", 8)
 			ip[0] = 0x44
-			return cat(eth(0x0800), ip, udp(1, 2, 0))
-		}(), datapath.FlowsCounterCNT_MALFORMED},
+			return packet.Cat(packet.Eth(packet.EtherTypeIPv4), ip, packet.UDP(1, 2, 0))
+		}(), datapath.CounterMalformed},
 		{"ipv4 ihl past the end", func() []byte {
-			ip := ipv4(17, "10.0.0.1", "10.0.0.2", 0, 0, 8)
+			ip := packet.IPv4(packet.ProtoUDP, "10.0.0.1", "10.0.0.2", 8)
 			ip[0] = 0x4f
-			return cat(eth(0x0800), ip, udp(1, 2, 0))
-		}(), datapath.FlowsCounterCNT_MALFORMED},
+			return packet.Cat(packet.Eth(packet.EtherTypeIPv4), ip, packet.UDP(1, 2, 0))
+		}(), datapath.CounterMalformed},
 		{"wrong ip version", func() []byte {
-			ip := ipv4(17, "10.0.0.1", "10.0.0.2", 0, 0, 8)
+			ip := packet.IPv4(packet.ProtoUDP, "10.0.0.1", "10.0.0.2", 8)
 			ip[0] = 0x65
-			return cat(eth(0x0800), ip, udp(1, 2, 0))
-		}(), datapath.FlowsCounterCNT_MALFORMED},
-		{"truncated udp", cat(eth(0x0800), ipv4(17, "10.0.0.1", "10.0.0.2", 0, 0, 8), udp(1, 2, 0)[:5]), datapath.FlowsCounterCNT_MALFORMED},
-		{"truncated tcp", cat(eth(0x0800), ipv4(6, "10.0.0.1", "10.0.0.2", 0, 0, 20), tcp(1, 2, 2, 5)[:12]), datapath.FlowsCounterCNT_MALFORMED},
-		{"tcp doff < 5", cat(eth(0x0800), ipv4(6, "10.0.0.1", "10.0.0.2", 0, 0, 20), tcp(1, 2, 2, 3)), datapath.FlowsCounterCNT_MALFORMED},
-		{"truncated icmp", cat(eth(0x0800), ipv4(1, "10.0.0.1", "10.0.0.2", 0, 0, 8), []byte{8, 0}), datapath.FlowsCounterCNT_MALFORMED},
-		{"truncated ipv6 header", cat(eth(0x86dd, 0x8100), ipv6(17, "fd00::1", "fd00::2", 8)[:30]), datapath.FlowsCounterCNT_MALFORMED},
-		{"truncated ipv6 extension header", cat(eth(0x86dd), ipv6(0, "fd00::1", "fd00::2", 4), []byte{17, 0, 0, 0}), datapath.FlowsCounterCNT_MALFORMED},
-		{"ipv6 extension header past the end", cat(eth(0x86dd), ipv6(0, "fd00::1", "fd00::2", 8), []byte{17, 9, 0, 0, 0, 0, 0, 0}), datapath.FlowsCounterCNT_MALFORMED},
-		{"too many ipv6 extension headers", cat(eth(0x86dd), ipv6(60, "fd00::1", "fd00::2", 56),
-			[]byte{60, 0, 0, 0, 0, 0, 0, 0}, []byte{60, 0, 0, 0, 0, 0, 0, 0}, []byte{60, 0, 0, 0, 0, 0, 0, 0},
-			[]byte{60, 0, 0, 0, 0, 0, 0, 0}, []byte{60, 0, 0, 0, 0, 0, 0, 0}, []byte{60, 0, 0, 0, 0, 0, 0, 0},
-			udp(1, 2, 0)), datapath.FlowsCounterCNT_MALFORMED},
+			return packet.Cat(packet.Eth(packet.EtherTypeIPv4), ip, packet.UDP(1, 2, 0))
+		}(), datapath.CounterMalformed},
+		{"truncated udp", packet.Cat(packet.Eth(packet.EtherTypeIPv4), packet.IPv4(packet.ProtoUDP, "10.0.0.1", "10.0.0.2", 8), packet.UDP(1, 2, 0)[:5]), datapath.CounterMalformed},
+		{"truncated tcp", packet.Cat(packet.Eth(packet.EtherTypeIPv4), packet.IPv4(packet.ProtoTCP, "10.0.0.1", "10.0.0.2", 20), packet.TCP(1, 2, packet.SYN)[:12]), datapath.CounterMalformed},
+		{"tcp doff < 5", packet.Cat(packet.Eth(packet.EtherTypeIPv4), packet.IPv4(packet.ProtoTCP, "10.0.0.1", "10.0.0.2", 20), packet.TCP(1, 2, packet.SYN, packet.DataOffset(3))), datapath.CounterMalformed},
+		{"truncated icmp", packet.Cat(packet.Eth(packet.EtherTypeIPv4), packet.IPv4(packet.ProtoICMP, "10.0.0.1", "10.0.0.2", 8), packet.ICMP(packet.ICMPEchoRequest, 0, 0, 0)[:2]), datapath.CounterMalformed},
+		{"truncated ipv6 header", packet.Cat(packet.Eth(packet.EtherTypeIPv6, packet.Dot1Q(42)), packet.IPv6(packet.ProtoUDP, "fd00::1", "fd00::2", 8, tc46)[:30]), datapath.CounterMalformed},
+		{"truncated ipv6 extension header", packet.Cat(packet.Eth(packet.EtherTypeIPv6), packet.IPv6(packet.ProtoHopByHop, "fd00::1", "fd00::2", 4, tc46), packet.ExtHeader(packet.ProtoUDP, 0)[:4]), datapath.CounterMalformed},
+		{"ipv6 extension header past the end", packet.Cat(packet.Eth(packet.EtherTypeIPv6), packet.IPv6(packet.ProtoHopByHop, "fd00::1", "fd00::2", 8, tc46), packet.ExtHeader(packet.ProtoUDP, 9)[:8]), datapath.CounterMalformed},
+		{"too many ipv6 extension headers", packet.Cat(packet.Eth(packet.EtherTypeIPv6), packet.IPv6(packet.ProtoDstOpts, "fd00::1", "fd00::2", 56, tc46),
+			dstopts, dstopts, dstopts, dstopts, dstopts, dstopts,
+			packet.UDP(1, 2, 0)), datapath.CounterMalformed},
 		{"ipv6 header with version 4", func() []byte {
-			ip := ipv6(17, "fd00::1", "fd00::2", 8)
+			ip := packet.IPv6(packet.ProtoUDP, "fd00::1", "fd00::2", 8, tc46)
 			ip[0] = 0x40
-			return cat(eth(0x86dd), ip, udp(1, 2, 0))
-		}(), datapath.FlowsCounterCNT_MALFORMED},
+			return packet.Cat(packet.Eth(packet.EtherTypeIPv6), ip, packet.UDP(1, 2, 0))
+		}(), datapath.CounterMalformed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dp := load(t, 16)
@@ -316,7 +251,7 @@ func TestParseRejects(t *testing.T) {
 			c := counters(t, dp)
 			for i, v := range c {
 				want := uint64(0)
-				if datapath.FlowsCounter(i) == tc.counter {
+				if datapath.Counter(i) == tc.counter {
 					want = 3
 				}
 				if v != want {
@@ -330,6 +265,7 @@ func TestParseRejects(t *testing.T) {
 // A full flow map sends packets through the overflow ring buffer, one record
 // each, with the same key the map would have used.
 func TestOverflowRingBuffer(t *testing.T) {
+	needBPF(t)
 	dp := load(t, 2)
 	rd, err := ringbuf.NewReader(dp.Maps.Overflow)
 	if err != nil {
@@ -337,13 +273,13 @@ func TestOverflowRingBuffer(t *testing.T) {
 	}
 	defer rd.Close()
 	for port := uint16(1); port <= 5; port++ {
-		runPkt(t, dp, cat(eth(0x0800), ipv4(17, "10.0.0.1", "10.0.0.2", 0, 0, 8), udp(port, 9, 0)), 2)
+		runPkt(t, dp, packet.Cat(packet.Eth(packet.EtherTypeIPv4), packet.IPv4(packet.ProtoUDP, "10.0.0.1", "10.0.0.2", 8), packet.UDP(port, 9, 0)), 2)
 	}
 	if n := len(flows(t, dp)); n != 2 {
 		t.Fatalf("%d flows in the map, want 2", n)
 	}
 	c := counters(t, dp)
-	if c[datapath.FlowsCounterCNT_OVERFLOW_RECORDS] != 6 || c[datapath.FlowsCounterCNT_OVERFLOW_LOST] != 0 {
+	if c[datapath.CounterOverflowRecords] != 6 || c[datapath.CounterOverflowLost] != 0 {
 		t.Fatalf("overflow counters %v, want 6 records, 0 lost", c)
 	}
 	ports := map[uint16]int{}
@@ -352,7 +288,7 @@ func TestOverflowRingBuffer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var r datapath.FlowsOverflowRec
+		var r datapath.OverflowRec
 		if _, err := binary.Decode(rec.RawSample, binary.NativeEndian, &r); err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,24 @@ import (
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
+// The record model's directions and TCP flag markers are the datapath's
+// (bpf/types.h, generated): these fail to compile if they ever differ, so
+// conversion can stay a plain cast.
+var (
+	_ [flow.DirIngress - flow.Direction(datapath.DirIngress)]struct{}
+	_ [flow.Direction(datapath.DirIngress) - flow.DirIngress]struct{}
+	_ [flow.DirEgress - flow.Direction(datapath.DirEgress)]struct{}
+	_ [flow.Direction(datapath.DirEgress) - flow.DirEgress]struct{}
+	_ [flow.DirBoth - flow.Direction(datapath.DirBoth)]struct{}
+	_ [flow.Direction(datapath.DirBoth) - flow.DirBoth]struct{}
+	_ [flow.TCPFlagSynAck - datapath.TCPSynAck]struct{}
+	_ [datapath.TCPSynAck - flow.TCPFlagSynAck]struct{}
+	_ [flow.TCPFlagFinAck - datapath.TCPFinAck]struct{}
+	_ [datapath.TCPFinAck - flow.TCPFlagFinAck]struct{}
+	_ [flow.TCPFlagRstAck - datapath.TCPRstAck]struct{}
+	_ [datapath.TCPRstAck - flow.TCPFlagRstAck]struct{}
+)
+
 // Clock converts the datapath's CLOCK_MONOTONIC nanoseconds to wall-clock
 // time, with an offset taken once per eviction.
 type Clock struct{ offset int64 }
@@ -28,7 +46,7 @@ func addr(b [16]byte) netip.Addr {
 	return netip.AddrFrom16(b).Unmap()
 }
 
-func fillKey(r *flow.Record, k *datapath.FlowsFlowKey) {
+func fillKey(r *flow.Record, k *datapath.FlowKey) {
 	r.SrcAddr = addr(k.SrcIp)
 	r.DstAddr = addr(k.DstIp)
 	r.SrcPort = k.SrcPort
@@ -40,7 +58,7 @@ func fillKey(r *flow.Record, k *datapath.FlowsFlowKey) {
 
 // fromValue fills r from a flow map entry. ifs is where r.Interfaces is
 // carved from (a per-batch backing array), so conversion allocates nothing.
-func fromValue(r *flow.Record, k *datapath.FlowsFlowKey, v *datapath.FlowsFlowValue, clk Clock, res *nameCache, b *flow.Batch) {
+func fromValue(r *flow.Record, k *datapath.FlowKey, v *datapath.FlowValue, clk Clock, res *nameCache, b *flow.Batch) {
 	fillKey(r, k)
 	r.Bytes = v.Bytes
 	r.Packets = v.Packets
@@ -51,19 +69,19 @@ func fromValue(r *flow.Record, k *datapath.FlowsFlowKey, v *datapath.FlowsFlowVa
 	r.DstMAC = v.DstMac
 	r.StartTime = clk.Wall(v.FirstSeenNs)
 	r.EndTime = clk.Wall(v.LastSeenNs)
-	r.IfacesOverflow = v.Flags&datapath.FlowValueFlagIfacesOverflow != 0
+	r.IfacesOverflow = v.Flags&datapath.FlowFlagIfacesOverflow != 0
 	r.Interfaces = b.Interfaces(ifaceCount(v))
 	for i := range r.Interfaces {
 		r.Interfaces[i] = iface(&v.Ifaces[i], res)
 	}
 }
 
-func iface(o *datapath.FlowsIfaceObs, res *nameCache) flow.Interface {
+func iface(o *datapath.IfaceObs, res *nameCache) flow.Interface {
 	name, netns := res.Lookup(IfaceKey{o.Netns, o.Ifindex})
 	return flow.Interface{Name: name, Ifindex: o.Ifindex, Netns: netns, NetnsID: o.Netns, Direction: flow.Direction(o.Dir)}
 }
 
 // ifaceCount is the number of valid entries in v.Ifaces.
-func ifaceCount(v *datapath.FlowsFlowValue) int {
+func ifaceCount(v *datapath.FlowValue) int {
 	return min(int(v.N_ifaces), len(v.Ifaces))
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/flowlens/flowlens/internal/datapath"
 	"github.com/flowlens/flowlens/internal/evictor"
+	"github.com/flowlens/flowlens/internal/feature"
+	"github.com/flowlens/flowlens/internal/feature/registry"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
@@ -40,8 +42,8 @@ func sizeName(n int) string {
 
 const benchIfindex, benchCookie = 7, 4026531840
 
-func benchKeys(n int) []datapath.FlowsFlowKey {
-	keys := make([]datapath.FlowsFlowKey, n)
+func benchKeys(n int) []datapath.FlowKey {
+	keys := make([]datapath.FlowKey, n)
 	for i := range keys {
 		k := &keys[i]
 		k.SrcIp[10], k.SrcIp[11] = 0xff, 0xff
@@ -52,11 +54,11 @@ func benchKeys(n int) []datapath.FlowsFlowKey {
 	return keys
 }
 
-func benchValue() datapath.FlowsFlowValue {
-	v := datapath.FlowsFlowValue{Bytes: 1500, Packets: 1, N_ifaces: 2, FirstDir: 2, EthType: 0x0800,
+func benchValue() datapath.FlowValue {
+	v := datapath.FlowValue{Bytes: 1500, Packets: 1, N_ifaces: 2, FirstDir: 2, EthType: 0x0800,
 		FirstSeenNs: 1e9, LastSeenNs: 2e9, TcpFlags: 0x10}
-	v.Ifaces[0] = datapath.FlowsIfaceObs{Netns: benchCookie, Ifindex: benchIfindex, Dir: 2}
-	v.Ifaces[1] = datapath.FlowsIfaceObs{Netns: benchCookie, Ifindex: benchIfindex + 1, Dir: 1}
+	v.Ifaces[0] = datapath.IfaceObs{Netns: benchCookie, Ifindex: benchIfindex, Dir: 2}
+	v.Ifaces[1] = datapath.IfaceObs{Netns: benchCookie, Ifindex: benchIfindex + 1, Dir: 1}
 	return v
 }
 
@@ -87,11 +89,11 @@ func benchEvict(b *testing.B, n int, enrich string) {
 	}
 	defer dp.Close()
 	keys := benchKeys(n)
-	vals := make([]datapath.FlowsFlowValue, n)
+	vals := make([]datapath.FlowValue, n)
 	for i := range vals {
 		vals[i] = benchValue()
 	}
-	var ekeys []datapath.FlowsFlowKey
+	var ekeys []datapath.FlowKey
 	switch enrich {
 	case "all":
 		ekeys = keys
@@ -100,21 +102,28 @@ func benchEvict(b *testing.B, n int, enrich string) {
 			ekeys = append(ekeys, keys[i])
 		}
 	}
-	evals := make([]datapath.EnrichEnrichValue, len(ekeys))
+	evals := make([]datapath.EnrichValue, len(ekeys))
 	for i := range evals {
-		evals[i] = datapath.EnrichEnrichValue{RttNs: 150000, RttMaxNs: 300000, Retransmits: 1}
+		evals[i] = datapath.EnrichValue{RttNs: 150000, RttMaxNs: 300000, Retransmits: 1}
 	}
 
 	res := evictor.NewResolver()
 	res.Add(evictor.IfaceKey{Netns: benchCookie, Ifindex: benchIfindex}, "veth0", "pod-a")
 	res.Add(evictor.IfaceKey{Netns: benchCookie, Ifindex: benchIfindex + 1}, "cni0", "host")
-	maps := dp.Maps
-	maps.Overflow = nil // no ring-buffer goroutine: allocations counted are the eviction's
+	gens, err := datapath.NewGenerations(&dp.Maps, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var features []feature.Feature
+	if enrich != "none" {
+		features = registry.New()
+	}
 	got := 0
-	ev, err := evictor.NewEvictor(evictor.EvictorConfig{
-		Maps: maps, MaxFlows: uint32(n), Period: time.Hour, Sampling: 1, BatchSize: 1000,
-		Resolver: res, Enrichment: enrich != "none",
-		Sink: func(b *flow.Batch, _ time.Time) { got += b.Len(); b.Release() },
+	ev, err := evictor.New(evictor.Config{
+		// No Overflow: no ring-buffer goroutine, so the allocations counted are the eviction's.
+		Generations: gens, MaxFlows: uint32(n), Period: time.Hour, Sampling: 1, BatchSize: 1000,
+		Resolver: res, Features: features,
+		Sink: evictor.SinkFunc(func(b *flow.Batch, _ time.Time) { got += b.Len(); b.Release() }),
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -4,29 +4,28 @@ import (
 	"sync"
 
 	"github.com/flowlens/flowlens/internal/datapath"
-	"github.com/flowlens/flowlens/pkg/flow"
 )
 
 // overflowFlow aggregates the single-packet records the datapath sends
 // through the ring buffer when the flow map is full. It applies the kernel's
 // dedup rule: only packets seen on the first (interface, direction) count.
 type overflowFlow struct {
-	first datapath.FlowsIfaceObs
-	v     datapath.FlowsFlowValue
+	first datapath.IfaceObs
+	v     datapath.FlowValue
 }
 
 // overflowAgg collects overflow records between two evictions.
 type overflowAgg struct {
 	mu    sync.Mutex
-	flows map[datapath.FlowsFlowKey]*overflowFlow
-	spare map[datapath.FlowsFlowKey]*overflowFlow
+	flows map[datapath.FlowKey]*overflowFlow
+	spare map[datapath.FlowKey]*overflowFlow
 }
 
 func newOverflowAgg() *overflowAgg {
-	return &overflowAgg{flows: map[datapath.FlowsFlowKey]*overflowFlow{}, spare: map[datapath.FlowsFlowKey]*overflowFlow{}}
+	return &overflowAgg{flows: map[datapath.FlowKey]*overflowFlow{}, spare: map[datapath.FlowKey]*overflowFlow{}}
 }
 
-func (a *overflowAgg) add(r *datapath.FlowsOverflowRec) {
+func (a *overflowAgg) add(r *datapath.OverflowRec) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	f, ok := a.flows[r.Key]
@@ -55,7 +54,7 @@ func (a *overflowAgg) add(r *datapath.FlowsOverflowRec) {
 		o := &v.Ifaces[i]
 		if o.Netns == r.Iface.Netns && o.Ifindex == r.Iface.Ifindex {
 			if o.Dir != r.Iface.Dir {
-				o.Dir = uint32(flow.DirBoth)
+				o.Dir = datapath.DirBoth
 			}
 			return
 		}
@@ -64,13 +63,13 @@ func (a *overflowAgg) add(r *datapath.FlowsOverflowRec) {
 		v.Ifaces[v.N_ifaces] = r.Iface
 		v.N_ifaces++
 	} else {
-		v.Flags |= datapath.FlowValueFlagIfacesOverflow
+		v.Flags |= datapath.FlowFlagIfacesOverflow
 	}
 }
 
 // take returns the aggregated flows and starts a new period. The returned
 // map is valid until the next call.
-func (a *overflowAgg) take() map[datapath.FlowsFlowKey]*overflowFlow {
+func (a *overflowAgg) take() map[datapath.FlowKey]*overflowFlow {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	clear(a.spare)

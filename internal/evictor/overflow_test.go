@@ -11,12 +11,12 @@ import (
 // direction) counts, the others are listed, a seventh is flagged.
 func TestOverflowAggDedup(t *testing.T) {
 	a := newOverflowAgg()
-	key := datapath.FlowsFlowKey{SrcPort: 1, DstPort: 2, Proto: 17}
-	obs := func(netns uint64, ifindex, dir uint32) datapath.FlowsIfaceObs {
-		return datapath.FlowsIfaceObs{Netns: netns, Ifindex: ifindex, Dir: dir}
+	key := datapath.FlowKey{SrcPort: 1, DstPort: 2, Proto: 17}
+	obs := func(netns uint64, ifindex, dir uint32) datapath.IfaceObs {
+		return datapath.IfaceObs{Netns: netns, Ifindex: ifindex, Dir: dir}
 	}
-	rec := func(o datapath.FlowsIfaceObs, ts uint64) *datapath.FlowsOverflowRec {
-		return &datapath.FlowsOverflowRec{Key: key, Iface: o, TsNs: ts, Bytes: 100, TcpFlags: 0x10}
+	rec := func(o datapath.IfaceObs, ts uint64) *datapath.OverflowRec {
+		return &datapath.OverflowRec{Key: key, Iface: o, TsNs: ts, Bytes: 100, TcpFlags: 0x10}
 	}
 	first := obs(1, 2, 2)
 	for i := uint64(0); i < 5; i++ {
@@ -36,7 +36,7 @@ func TestOverflowAggDedup(t *testing.T) {
 	if v.Packets != 5 || v.Bytes != 500 || v.FirstSeenNs != 10 || v.LastSeenNs != 14 || v.TcpFlags != 0x10 {
 		t.Fatalf("counters %+v", v)
 	}
-	if v.N_ifaces != 6 || v.Ifaces[0].Dir != uint32(flow.DirBoth) || v.Ifaces[1] != obs(2, 2, 1) || v.Flags&datapath.FlowValueFlagIfacesOverflow == 0 {
+	if v.N_ifaces != 6 || v.Ifaces[0].Dir != uint32(flow.DirBoth) || v.Ifaces[1] != obs(2, 2, 1) || v.Flags&datapath.FlowFlagIfacesOverflow == 0 {
 		t.Fatalf("interfaces n=%d %+v flags=%d", v.N_ifaces, v.Ifaces, v.Flags)
 	}
 	if len(a.take()) != 0 {

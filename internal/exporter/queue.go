@@ -192,3 +192,20 @@ func (q *Queue) Close(ctx context.Context) error {
 	}
 	return q.exp.Close()
 }
+
+// Fanout is the export queues as one evictor.Sink: every queue gets each
+// batch (one reference each) and may make the evictor wait for room until
+// until.
+type Fanout []*Queue
+
+// Push hands b to every queue; with no queue it releases b.
+func (f Fanout) Push(b *flow.Batch, until time.Time) {
+	if len(f) == 0 {
+		b.Release()
+		return
+	}
+	b.Retain(len(f) - 1)
+	for _, q := range f {
+		q.Push(b, until)
+	}
+}

@@ -36,8 +36,8 @@ import (
 // Run with `make bench`; not part of `make test` (no Test function here).
 
 type (
-	flowKey   = datapath.FlowsFlowKey
-	flowValue = datapath.FlowsFlowValue
+	flowKey   = datapath.FlowKey
+	flowValue = datapath.FlowValue
 )
 
 var benchSizes = []int{1000, 10000, 100000, 1000000}

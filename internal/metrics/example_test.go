@@ -10,7 +10,6 @@ import (
 	"github.com/flowlens/flowlens/internal/exporter"
 	grpcexp "github.com/flowlens/flowlens/internal/exporter/grpc"
 	"github.com/flowlens/flowlens/internal/metrics"
-	"github.com/flowlens/flowlens/pkg/flow"
 )
 
 // How the agent wires the grpc exporter and the metrics (compiled, not run:
@@ -42,19 +41,12 @@ func Example_agentWiring() {
 	if err != nil {
 		return
 	}
-	queues := []*exporter.Queue{exporter.NewQueue(g, cfg.ExportBuffer, log)}
-	push := func(b *flow.Batch, until time.Time) {
-		b.Retain(len(queues) - 1) // one reference per queue
-		for _, q := range queues {
-			q.Push(b, until)
-		}
-	}
-
-	ev, err := evictor.NewEvictor(evictor.EvictorConfig{Maps: dp.Maps, MaxFlows: uint32(cfg.CacheMaxFlows),
-		Period: 5 * time.Second, BatchSize: cfg.GRPCBatchSize, Sink: push, Counters: dp.ReadCounters, Logger: log})
+	queues := exporter.Fanout{exporter.NewQueue(g, cfg.ExportBuffer, log)}
+	gens, err := datapath.NewGenerations(&dp.Maps, log)
 	if err != nil {
 		return
 	}
+	evStats := &evictor.Stats{} // the evictor counts here, the metrics read here
 
 	exps := metrics.Queues(queues)
 	for i := range exps {
@@ -65,20 +57,27 @@ func Example_agentWiring() {
 	}
 	ready := make(chan struct{}) // the agent's a.ready
 	m, err := metrics.New(metrics.Sources{
-		Evictor:         &ev.Stats,
+		Evictor:         evStats,
 		Counters:        dp.ReadCounters,
 		FlowMapCapacity: uint64(cfg.CacheMaxFlows),
+		FlowMapEntries:  gens.Entries,
 		Exporters:       exps,
 		Attached:        dp.Attached,
 		Hooks:           metrics.DatapathHooks(dp),
 		Programs:        metrics.DatapathPrograms(dp),
-		Maps:            metrics.DatapathMaps(dp.Maps),
+		Maps:            metrics.DatapathMaps(&dp.Maps),
 		BPFStatsEnabled: func() bool { return stats != nil },
 	}, metrics.Options{Ready: metrics.ReadyWhenClosed(ready), Logger: log})
 	if err != nil {
 		return
 	}
-	ev.OnEviction = m.ObserveEviction
+	ev, err := evictor.New(evictor.Config{Generations: gens, Overflow: dp.Maps.Overflow,
+		MaxFlows: uint32(cfg.CacheMaxFlows), Period: 5 * time.Second, BatchSize: cfg.GRPCBatchSize,
+		Sink: queues, Observer: m, Stats: evStats, Logger: log})
+	if err != nil {
+		return
+	}
+	_ = ev // ... ev.Run(ctx) in a goroutine
 
 	if cfg.MetricsAddress != "" {
 		srv, err := m.Listen(cfg.MetricsAddress) // fails now if the address is busy

@@ -35,13 +35,13 @@ import (
 const Namespace = "flowlens_agent"
 
 // Counters is the datapath's per-CPU counters, summed over CPUs.
-type Counters = [datapath.FlowsCounterCNT_MAX]uint64
+type Counters = datapath.Counters
 
 // Sources are where the metrics are read from at scrape time. Every field
 // is optional: a nil one leaves its metrics out.
 type Sources struct {
 	// Evictor is the evictor's cumulative stats (&evictor.Stats).
-	Evictor *evictor.EvictorStats
+	Evictor *evictor.Stats
 	// Counters reads the datapath's counters (Datapath.ReadCounters).
 	Counters func() (Counters, error)
 	// FlowMapCapacity is the entries of one flow map (--cache-max-flows).
@@ -147,10 +147,10 @@ func DatapathPrograms(dp interface{ AllPrograms() []*datapath.Programs }) func()
 		out := make([]Program, 0, 2*len(pairs)+3)
 		for _, p := range pairs {
 			if p.Ingress != nil {
-				out = append(out, Program{Name: datapath.FlowsProgFlowlensIngress, Attach: "tc_ingress", Prog: p.Ingress})
+				out = append(out, Program{Name: datapath.ProgramIngress, Attach: "tc_ingress", Prog: p.Ingress})
 			}
 			if p.Egress != nil {
-				out = append(out, Program{Name: datapath.FlowsProgFlowlensEgress, Attach: "tc_egress", Prog: p.Egress})
+				out = append(out, Program{Name: datapath.ProgramEgress, Attach: "tc_egress", Prog: p.Egress})
 			}
 		}
 		if hooks != nil {
@@ -164,15 +164,7 @@ func DatapathPrograms(dp interface{ AllPrograms() []*datapath.Programs }) func()
 
 // hookSections maps the enrichment programs to their ELF sections, which
 // name their attach points.
-var hookSections = sync.OnceValue(func() map[string]string {
-	out := map[string]string{}
-	if spec, err := datapath.LoadEnrich(); err == nil {
-		for name, p := range spec.Programs {
-			out[name] = p.SectionName
-		}
-	}
-	return out
-})
+var hookSections = sync.OnceValue(datapath.ProgramSections)
 
 func hookAttach(prog string) string {
 	if s, ok := hookSections()[prog]; ok && s != "" {
@@ -194,21 +186,11 @@ func DatapathHooks(dp interface{ Hooks() []datapath.HookStatus }) func() map[str
 	}
 }
 
-// DatapathMaps lists the datapath's maps by their BPF names.
-func DatapathMaps(m datapath.Maps) func() []Map {
+// DatapathMaps lists the datapath's maps by their BPF names (its map table).
+func DatapathMaps(m *datapath.Maps) func() []Map {
 	var out []Map
-	for _, e := range []struct {
-		name string
-		m    *ebpf.Map
-	}{
-		{datapath.FlowsMapFlowsA, m.Flows[0]}, {datapath.FlowsMapFlowsB, m.Flows[1]},
-		{datapath.FlowsMapControl, m.Control}, {datapath.FlowsMapCounters, m.Counters},
-		{datapath.FlowsMapOverflow, m.Overflow},
-		{datapath.EnrichMapEnrichA, m.Enrich[0]}, {datapath.EnrichMapEnrichB, m.Enrich[1]},
-	} {
-		if e.m != nil {
-			out = append(out, Map{Name: e.name, Memory: MapMemory(e.m)})
-		}
+	for _, e := range m.All() {
+		out = append(out, Map{Name: e.Name, Memory: MapMemory(e.Map)})
 	}
 	return func() []Map { return out }
 }
@@ -284,7 +266,7 @@ func (m *Metrics) ObserveEviction(reason string, _ int, d time.Duration) {
 	m.evictionDuration.WithLabelValues(reason).Observe(d.Seconds())
 	if m.src.Counters != nil && m.src.FlowMapEntries == nil {
 		if c, err := m.src.Counters(); err == nil {
-			m.newFlowsAtEviction.Store(c[datapath.FlowsCounterCNT_NEW_FLOWS])
+			m.newFlowsAtEviction.Store(c[datapath.CounterNewFlows])
 		}
 	}
 }
@@ -421,14 +403,14 @@ func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
 		if cnt, err := src.Counters(); err != nil {
 			c.readError("datapath_counters", err)
 		} else {
-			counter(ch, c.flowsCreated, cnt[datapath.FlowsCounterCNT_NEW_FLOWS])
-			counter(ch, c.overflowRecords, cnt[datapath.FlowsCounterCNT_OVERFLOW_RECORDS])
-			counter(ch, c.overflowLost, cnt[datapath.FlowsCounterCNT_OVERFLOW_LOST])
-			counter(ch, c.ifacesOverflow, cnt[datapath.FlowsCounterCNT_IFACES_OVERFLOW])
-			counter(ch, c.nonIP, cnt[datapath.FlowsCounterCNT_NON_IP])
-			counter(ch, c.malformed, cnt[datapath.FlowsCounterCNT_MALFORMED])
+			counter(ch, c.flowsCreated, cnt[datapath.CounterNewFlows])
+			counter(ch, c.overflowRecords, cnt[datapath.CounterOverflowRecords])
+			counter(ch, c.overflowLost, cnt[datapath.CounterOverflowLost])
+			counter(ch, c.ifacesOverflow, cnt[datapath.CounterIfacesOverflow])
+			counter(ch, c.nonIP, cnt[datapath.CounterNonIP])
+			counter(ch, c.malformed, cnt[datapath.CounterMalformed])
 			if src.FlowMapEntries == nil {
-				created := cnt[datapath.FlowsCounterCNT_NEW_FLOWS]
+				created := cnt[datapath.CounterNewFlows]
 				base := c.m.newFlowsAtEviction.Load()
 				entries := uint64(0)
 				if created > base {

@@ -14,17 +14,7 @@
 
 char __license[] SEC("license") = "Dual BSD/GPL";
 
-struct enrich_value {
-	__u64 drop_packets;
-	__u64 drop_bytes;
-	__u64 rtt_ns;
-	__u64 rtt_max_ns;
-	__u64 retransmits;
-	__u32 drop_cause;
-	__u16 drop_tcp_flags;
-	__u8 drop_tcp_state;
-	__u8 _pad;
-};
+/* struct enrich_value: bpf/types.h, the datapath's own. */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

@@ -1,9 +1,12 @@
-package grpc_test
+// Package pipeline_test is the agent's whole pipeline in one test, the place
+// to start reading: packets through the real TC program (BPF_PROG_TEST_RUN),
+// the kernel's flow map, the evictor, an export queue, the gRPC exporter and
+// a real collector receiving the FlowBatch messages. docs/architecture.md
+// walks the same path file by file.
+package pipeline_test
 
 import (
 	"context"
-	"encoding/binary"
-	"os"
 	"testing"
 	"time"
 
@@ -13,46 +16,49 @@ import (
 	"github.com/flowlens/flowlens/internal/evictor"
 	"github.com/flowlens/flowlens/internal/exporter"
 	grpcexp "github.com/flowlens/flowlens/internal/exporter/grpc"
+	"github.com/flowlens/flowlens/internal/testkit"
+	"github.com/flowlens/flowlens/internal/testkit/packet"
 	"github.com/flowlens/flowlens/pkg/collector"
 	"github.com/flowlens/flowlens/pkg/collector/collectortest"
 )
 
-func udp4(sport uint16, payload int) []byte {
-	b := make([]byte, 14+20+8+payload)
-	binary.BigEndian.PutUint16(b[12:], 0x0800)
-	ip := b[14:]
-	ip[0] = 0x45
-	binary.BigEndian.PutUint16(ip[2:], uint16(28+payload))
-	ip[8] = 64
-	ip[9] = 17
-	copy(ip[12:16], []byte{10, 9, 0, 1})
-	copy(ip[16:20], []byte{10, 9, 0, 2})
-	binary.BigEndian.PutUint16(ip[20:], sport)
-	binary.BigEndian.PutUint16(ip[22:], 5353)
-	binary.BigEndian.PutUint16(ip[24:], uint16(8+payload))
-	return b
+// udp4 is an IPv4 UDP frame 10.9.0.1:sport → 10.9.0.2:5353 with n bytes of payload.
+func udp4(sport uint16, n int) []byte {
+	return packet.Cat(
+		packet.Eth(packet.EtherTypeIPv4, packet.MACs(packet.MAC{}, packet.MAC{})),
+		packet.IPv4(packet.ProtoUDP, "10.9.0.1", "10.9.0.2", packet.UDPLen+n),
+		packet.UDP(sport, 5353, n))
 }
 
-// The kernel's flows, evicted by the real evictor into a Queue and the grpc
+// The kernel's flows, evicted by the real evictor into a Queue and the gRPC
 // exporter: the collector receives exactly the flows the evictor produced,
 // with the packet and byte counts the datapath counted.
-func TestEvictedFlowsReachTheCollectorExactly(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (BPF)")
-	}
+func TestOnePacketToTheGRPCMessage(t *testing.T) {
+	testkit.NeedRoot(t, "BPF programs and maps")
+	// 1. The datapath: maps and the TC programs (internal/datapath, bpf/flows.h).
 	dp, err := datapath.Load(datapath.Config{MaxFlows: 4096, Sampling: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer dp.Close()
+	// 2. A collector, and the gRPC exporter behind its bounded queue (internal/exporter).
 	rec := collectortest.Start(t, collector.Options{})
-	exp := newExporter(t, grpcexp.Config{Target: rec.Addr})
+	exp, err := grpcexp.New(grpcexp.Config{Target: rec.Addr, NodeName: "node-a",
+		BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond, ConnectTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exp.Close()
 	q := exporter.NewQueue(exp, 64, nil)
 	go q.Run(context.Background())
-	ev, err := evictor.NewEvictor(evictor.EvictorConfig{
-		Maps: dp.Maps, MaxFlows: 4096, Period: time.Hour, BatchSize: 64,
-		Sink: q.Push, Counters: dp.ReadCounters,
-	})
+	// 3. The evictor between them (internal/evictor), over the datapath's
+	// eviction protocol (datapath.Generations).
+	gens, err := datapath.NewGenerations(&dp.Maps, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := evictor.New(evictor.Config{Generations: gens, Overflow: dp.Maps.Overflow,
+		MaxFlows: 4096, Period: time.Hour, BatchSize: 64, Sink: exporter.Fanout{q}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +67,7 @@ func TestEvictedFlowsReachTheCollectorExactly(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The packets: 1000 flows, 1 to 4 packets each.
 	const flows = 1000
 	var wantPackets, wantBytes uint64
 	for i := 0; i < flows; i++ {
@@ -78,7 +85,9 @@ func TestEvictedFlowsReachTheCollectorExactly(t *testing.T) {
 	if err := ev.Shutdown(); err != nil { // a second, empty eviction
 		t.Fatal(err)
 	}
-	if err := q.Close(ctxT(t, 10*time.Second)); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := q.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 

@@ -1,19 +1,17 @@
-// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * flowlens TC datapath: aggregates every packet of the node's interfaces into
- * flows keyed on the 7-tuple, in one shared hash map with a spin lock per
- * value. See docs/architecture.md for the dedup rule and the eviction scheme.
- *
- * Two flow maps (flows_a, flows_b) are used as a double buffer: "control"[0]
- * is a generation counter whose parity says which one is active (odd:
- * flows_b). The agent increments it, waits for an RCU grace period (no
- * program still writes the old one), and reads the old one at leisure.
+ * Feature "flows": the TC programs. They aggregate every packet of the node's
+ * interfaces into flows keyed on the 7-tuple, in the active flow map (one
+ * shared hash, a spin lock per value), counted once on the flow's first
+ * (interface, direction). See docs/architecture.md for the dedup rule and
+ * the eviction scheme.
  */
-#include "types.h"
-#include "parse.h"
-#include <linux/pkt_cls.h>
+#ifndef FLOWLENS_FLOWS_H
+#define FLOWLENS_FLOWS_H
 
-char __license[] SEC("license") = "Dual BSD/GPL";
+#include <linux/pkt_cls.h>
+#include "maps.h"
+#include "parse.h"
 
 /* Load-time configuration (rewritten by the agent before loading). */
 volatile const __u32 sampling = 1;     /* 1:N; 1 = every packet */
@@ -24,41 +22,6 @@ volatile const __u32 sampling = 1;     /* 1:N; 1 = every packet */
  * for packets without a socket, not the device's.)
  */
 volatile const __u64 netns_cookie = 0;
-
-#define DEFINE_FLOW_MAP(name)                          \
-	struct {                                       \
-		__uint(type, BPF_MAP_TYPE_HASH);       \
-		__type(key, struct flow_key);          \
-		__type(value, struct flow_value);      \
-		__uint(max_entries, 1);                \
-	} name SEC(".maps")
-
-/* max_entries is set at load from --cache-max-flows. */
-DEFINE_FLOW_MAP(flows_a);
-DEFINE_FLOW_MAP(flows_b);
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__type(key, __u32);
-	__type(value, __u32);
-	__uint(max_entries, 1);
-} control SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__type(key, __u32);
-	__type(value, __u64);
-	__uint(max_entries, CNT_MAX);
-} counters SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 20);
-} overflow SEC(".maps");
-
-/* Force bpf2go to emit the record type. */
-const struct overflow_rec *unused_overflow_rec __attribute__((unused));
-const enum counter *unused_counter __attribute__((unused));
 
 static __always_inline void count(__u32 idx)
 {
@@ -257,3 +220,5 @@ int flowlens_egress(struct __sk_buff *skb)
 {
 	return handle(skb, DIR_EGRESS);
 }
+
+#endif

@@ -1,0 +1,32 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * The flowlens datapath: one BPF object holding every feature's programs,
+ * all sharing the maps of maps.h. Each feature has its own header and its
+ * own Go package (internal/feature/<name>), and the agent loads each program
+ * on its own, so a program the kernel refuses takes nothing else down.
+ *
+ *   flows.h        TC ingress/egress: packets -> flows (always on)
+ *   drops.h        tp_btf/kfree_skb, tracepoint fallback
+ *   rtt.h          fentry/tcp_rcv_established, tp_btf/tcp_probe fallback
+ *   retransmits.h  tp_btf/tcp_retransmit_skb
+ *
+ * A new feature adds its header here and its Go package to
+ * internal/feature/registry.
+ */
+#include "types.h"
+#include "maps.h"
+#include "flows.h"
+#include "drops.h"
+#include "rtt.h"
+#include "retransmits.h"
+
+char __license[] SEC("license") = "Dual BSD/GPL";
+
+/* Make bpf2go emit the shared types and constants (-type in internal/datapath/gen.go). */
+const struct overflow_rec *unused_overflow_rec __attribute__((unused));
+const struct enrich_value *unused_enrich_value __attribute__((unused));
+const enum counter *unused_counter __attribute__((unused));
+const enum enrich_counter *unused_enrich_counter __attribute__((unused));
+const enum direction *unused_direction __attribute__((unused));
+const enum tcp_markers *unused_tcp_markers __attribute__((unused));
+const enum flow_flags *unused_flow_flags __attribute__((unused));

@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * What the enrichment features (drops, RTT, retransmits; next: DNS, NAT
+ * translation...) share: the active generation, the entry of a flow in the
+ * active enrichment map, reading kernel structs, and the key of a socket's
+ * flow. The hooks never write the flow maps: they write the enrichment maps,
+ * keyed by the same 7-tuple, which the agent evicts in the same cycle as the
+ * flows and merges by key.
+ */
+#ifndef FLOWLENS_ENRICH_H
+#define FLOWLENS_ENRICH_H
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+#include "maps.h"
+#include "core.h"
+
+#define AF_INET 2
+#define AF_INET6 10
+
+static __always_inline __u32 generation(void)
+{
+	__u32 zero = 0;
+	__u32 *gen = bpf_map_lookup_elem(&control, &zero);
+	return gen ? *gen : 0;
+}
+
+/* The entry of key in the enrichment map of generation gen (inserted when
+ * missing); NULL if it cannot be inserted. */
+static __always_inline struct enrich_value *enrich_entry(const struct flow_key *key, __u32 gen)
+{
+	__u32 lost_idx = ENRICH_LOST;
+	void *m = (gen & 1) ? (void *)&enrich_b : (void *)&enrich_a;
+	struct enrich_value *v = bpf_map_lookup_elem(m, key);
+	if (v)
+		return v;
+	struct enrich_value zv = {};
+	bpf_map_update_elem(m, key, &zv, BPF_NOEXIST); /* -EEXIST: another CPU won; fine */
+	v = bpf_map_lookup_elem(m, key);
+	if (!v) {
+		__u64 *lost = bpf_map_lookup_elem(&enrich_counters, &lost_idx);
+		if (lost)
+			*lost += 1; /* per-CPU: no other writer */
+	}
+	return v;
+}
+
+/*
+ * Reading kernel structs. tp_btf and fentry programs get BTF-typed pointers
+ * and dereference them directly: a load whose offset CO-RE relocates and the
+ * verifier makes fault-safe (PROBE_MEM), no helper call. The classic
+ * tracepoint gets the skb as a plain number, so it must go through
+ * bpf_probe_read_kernel (BPF_CORE_READ). Code shared by both takes the mode
+ * as a constant argument; __always_inline leaves one branch per program.
+ */
+#define BTF_PTR 1
+#define RAW_PTR 0
+#define RD(mode, p, field) ((mode) == BTF_PTR ? (p)->field : BPF_CORE_READ(p, field))
+
+static __always_inline void v4mapped(__u8 *dst, __u32 addr)
+{
+	__builtin_memset(dst, 0, 10);
+	dst[10] = 0xff;
+	dst[11] = 0xff;
+	__builtin_memcpy(dst + 12, &addr, 4);
+}
+
+/* Word loads: a memcpy from the byte array would be 16 one-byte loads (the
+ * array's alignment is 1). */
+static __always_inline void copy6(__u8 *dst, const struct in6_addr___fl *a)
+{
+	__u32 w[4] = {a->in6_u.u6_addr32[0], a->in6_u.u6_addr32[1],
+		      a->in6_u.u6_addr32[2], a->in6_u.u6_addr32[3]};
+	__builtin_memcpy(dst, w, 16);
+}
+
+/*
+ * sock_key builds the key of a TCP socket's flow. inbound: the flow of the
+ * packets the socket receives (remote -> local); otherwise the flow of the
+ * packets it sends (local -> remote). IPv4-mapped IPv6 sockets already store
+ * addresses in the key's format. sk must be a BTF pointer (tp_btf, fentry).
+ */
+static __always_inline int sock_key(const struct sock *sk, struct flow_key *k, int inbound)
+{
+	const struct sock_common *c = &sk->__sk_common;
+	__u16 family = c->skc_family;
+	__u8 local[16], remote[16];
+	if (family == AF_INET) {
+		v4mapped(local, c->skc_rcv_saddr);
+		v4mapped(remote, c->skc_daddr);
+	} else if (family == AF_INET6) {
+		copy6(local, &c->skc_v6_rcv_saddr);
+		copy6(remote, &c->skc_v6_daddr);
+	} else {
+		return -1;
+	}
+	__u16 lport = c->skc_num;
+	__u16 rport = bpf_ntohs(c->skc_dport);
+	if (inbound) {
+		__builtin_memcpy(k->src_ip, remote, 16);
+		__builtin_memcpy(k->dst_ip, local, 16);
+		k->src_port = rport;
+		k->dst_port = lport;
+	} else {
+		__builtin_memcpy(k->src_ip, local, 16);
+		__builtin_memcpy(k->dst_ip, remote, 16);
+		k->src_port = lport;
+		k->dst_port = rport;
+	}
+	k->proto = IPPROTO_TCP;
+	return 0;
+}
+
+#endif

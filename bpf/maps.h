@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Every map of the flowlens datapath, declared once. The agent creates each
+ * of them once (internal/datapath, maps.go: the one table of maps) and hands
+ * the same map to every program it loads, whatever feature the program
+ * belongs to.
+ *
+ * The double buffers: two flow maps (flows_a, flows_b) and two enrichment
+ * maps (enrich_a, enrich_b). control[0] is a generation counter the agent
+ * increments at each eviction; its parity picks the active map of each pair
+ * (odd: the _b maps). The agent reads the inactive pair only after an RCU
+ * grace period, when no program writes it (docs/architecture.md, Eviction).
+ */
+#ifndef FLOWLENS_MAPS_H
+#define FLOWLENS_MAPS_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "types.h"
+
+#define DEFINE_FLOW_MAP(name)                          \
+	struct {                                       \
+		__uint(type, BPF_MAP_TYPE_HASH);       \
+		__type(key, struct flow_key);          \
+		__type(value, struct flow_value);      \
+		__uint(max_entries, 1);                \
+	} name SEC(".maps")
+
+/* max_entries is set at load from --cache-max-flows. */
+DEFINE_FLOW_MAP(flows_a);
+DEFINE_FLOW_MAP(flows_b);
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, 1);
+} control SEC(".maps");
+
+/* Per-CPU counters of the TC programs, indexed by enum counter. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, CNT_MAX);
+} counters SEC(".maps");
+
+/* Packets that found the flow map full (struct overflow_rec). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} overflow SEC(".maps");
+
+/* The enrichment double buffer: sized from --cache-max-flows when a feature
+ * needs it, else one entry (no memory for disabled hooks). */
+#define DEFINE_ENRICH_MAP(name)                          \
+	struct {                                         \
+		__uint(type, BPF_MAP_TYPE_HASH);         \
+		__type(key, struct flow_key);            \
+		__type(value, struct enrich_value);      \
+		__uint(max_entries, 1);                  \
+		__uint(map_flags, BPF_F_NO_PREALLOC);    \
+	} name SEC(".maps")
+
+DEFINE_ENRICH_MAP(enrich_a);
+DEFINE_ENRICH_MAP(enrich_b);
+
+/* Per-CPU counters of the enrichment hooks, indexed by enum enrich_counter. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, ENRICH_CNT_MAX);
+} enrich_counters SEC(".maps");
+
+/* The RTT hook's per-socket memory (bpf/rtt.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct rtt_sample);
+} rtt_seen SEC(".maps");
+
+#endif

@@ -1,0 +1,166 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/cilium/ebpf"
+)
+
+// Maps are the datapath's maps (bpf/maps.h), created once by Load and shared
+// by every program the agent loads, whatever its feature.
+type Maps struct {
+	Flows          [2]*ebpf.Map // the flow double buffer; Control[0] says which one is active
+	Control        *ebpf.Map    // [0]: the generation counter (Generations owns it)
+	Counters       *ebpf.Map    // per-CPU, indexed by Counter
+	Overflow       *ebpf.Map    // ring buffer of OverflowRec
+	Enrich         [2]*ebpf.Map // the enrichment double buffer, switched by Control too
+	EnrichCounters *ebpf.Map    // per-CPU counters of the enrichment hooks
+	RTTSeen        *ebpf.Map    // the RTT hook's per-socket memory (SK_STORAGE)
+
+	// percpu is the buffer the per-CPU counters are read into, reused so
+	// that reading them (every flip, every pressure check, every scrape)
+	// allocates nothing.
+	mu        sync.Mutex
+	percpu    []uint64
+	percpuOut any // percpu as Lookup's destination, converted once
+}
+
+// NamedMap is one entry of the map table.
+type NamedMap struct {
+	Name string // the map's name in bpf/maps.h
+	Map  *ebpf.Map
+}
+
+// table is the one list of the datapath's maps: Load creates them from it,
+// every program load is handed them from it (MapReplacements), Close closes
+// them from it, and the metrics list them from it (All).
+func (m *Maps) table() []struct {
+	name string
+	dst  **ebpf.Map
+} {
+	return []struct {
+		name string
+		dst  **ebpf.Map
+	}{
+		{datapathMapFlowsA, &m.Flows[0]},
+		{datapathMapFlowsB, &m.Flows[1]},
+		{datapathMapControl, &m.Control},
+		{datapathMapCounters, &m.Counters},
+		{datapathMapOverflow, &m.Overflow},
+		{datapathMapEnrichA, &m.Enrich[0]},
+		{datapathMapEnrichB, &m.Enrich[1]},
+		{datapathMapEnrichCounters, &m.EnrichCounters},
+		{datapathMapRttSeen, &m.RTTSeen},
+	}
+}
+
+// All lists every map with its name, in the table's order.
+func (m *Maps) All() []NamedMap {
+	t := m.table()
+	out := make([]NamedMap, 0, len(t))
+	for _, e := range t {
+		if *e.dst != nil {
+			out = append(out, NamedMap{e.name, *e.dst})
+		}
+	}
+	return out
+}
+
+// create makes every map of the table from spec, which has its sizes set.
+func (m *Maps) create(spec *ebpf.CollectionSpec) error {
+	for _, e := range m.table() {
+		ms, ok := spec.Maps[e.name]
+		if !ok {
+			return fmt.Errorf("map %s missing from the BPF object", e.name)
+		}
+		mp, err := ebpf.NewMap(ms)
+		if err != nil {
+			return fmt.Errorf("create map %s: %w", e.name, err)
+		}
+		*e.dst = mp
+	}
+	return nil
+}
+
+// replacements hands the created maps to a program load.
+func (m *Maps) replacements() map[string]*ebpf.Map {
+	out := map[string]*ebpf.Map{}
+	for _, e := range m.table() {
+		out[e.name] = *e.dst
+	}
+	return out
+}
+
+func (m *Maps) close() error {
+	var errs []error
+	for _, e := range m.table() {
+		if *e.dst != nil {
+			errs = append(errs, (*e.dst).Close())
+			*e.dst = nil
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// sumPerCPU reads index i of a per-CPU array of uint64 summed over CPUs.
+// Call with mu held.
+func (m *Maps) sumPerCPU(mp *ebpf.Map, i uint32) (uint64, error) {
+	if m.percpu == nil {
+		n, err := ebpf.PossibleCPU()
+		if err != nil {
+			return 0, err
+		}
+		m.percpu = make([]uint64, n)
+		m.percpuOut = m.percpu
+	}
+	if err := mp.Lookup(i, m.percpuOut); err != nil {
+		return 0, err
+	}
+	var sum uint64
+	for _, v := range m.percpu {
+		sum += v
+	}
+	return sum, nil
+}
+
+// ReadCounters sums the TC programs' per-CPU counters.
+func (m *Maps) ReadCounters() (Counters, error) {
+	var out Counters
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range out {
+		v, err := m.sumPerCPU(m.Counters, uint32(i))
+		if err != nil {
+			return out, fmt.Errorf("read counter %d: %w", i, err)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// ReadCounter sums one of the TC programs' per-CPU counters.
+func (m *Maps) ReadCounter(c Counter) (uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, err := m.sumPerCPU(m.Counters, uint32(c))
+	if err != nil {
+		return 0, fmt.Errorf("read counter %d: %w", c, err)
+	}
+	return v, nil
+}
+
+// ReadEnrichmentLost sums over CPUs the enrichment events (drops, RTT
+// samples, retransmits) lost because their entry could not be inserted into
+// the enrichment map: the map was full, or the kernel's allocator failed
+// (the maps are not preallocated).
+func (m *Maps) ReadEnrichmentLost() (uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, err := m.sumPerCPU(m.EnrichCounters, enrichCounterLost)
+	if err != nil {
+		return 0, fmt.Errorf("read enrichment counters: %w", err)
+	}
+	return v, nil
+}
