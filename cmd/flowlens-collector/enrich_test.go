@@ -353,7 +353,7 @@ current-context: x
 		{[]string{"--k8s-enrich"}, func() (*rest.Config, error) { return nil, fmt.Errorf("no token") }, "", true},
 	} {
 		name := strings.Join(tc.args, " ")
-		o, err := parseFlags(tc.args, io.Discard)
+		o, err := parseFlags(tc.args, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

@@ -13,6 +13,13 @@
 // Enrichment is on when the collector runs in a cluster (service account)
 // or is given --kubeconfig; --k8s-enrich=false turns it off. Metrics are on
 // --metrics-address (default :9401): see docs/metrics.md.
+//
+// Every flag can also be set with a FLOWLENS_COLLECTOR_<NAME> environment
+// variable (FLOWLENS_COLLECTOR_MAX_AGENTS for --max-agents) or in a YAML
+// file given by --config or FLOWLENS_COLLECTOR_CONFIG (key max_agents);
+// flags win over the environment, which wins over the file. --help lists
+// the flags, --version prints the version. A bad setting exits with status
+// 2 and a message naming the flag.
 package main
 
 import (
@@ -24,14 +31,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -39,8 +44,11 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/flowlens/flowlens/internal/cliconf"
+	"github.com/flowlens/flowlens/internal/httpserve"
 	"github.com/flowlens/flowlens/internal/k8smeta"
 	"github.com/flowlens/flowlens/internal/pipeline"
+	"github.com/flowlens/flowlens/internal/version"
 	"github.com/flowlens/flowlens/pkg/collector"
 )
 
@@ -48,129 +56,6 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, nil))
-}
-
-type options struct {
-	listen  string
-	output  string
-	filter  filter
-	tlsCert string
-	tlsKey  string
-	tlsCA   string
-	limits  collector.Options
-	grace   time.Duration
-	level   slog.Level
-
-	metricsAddr string
-	metrics     pipeline.MetricsOptions
-
-	// Enrichment: enrich is the --k8s-enrich value, enrichSet whether it
-	// was given (otherwise: on in a cluster or with --kubeconfig).
-	enrich      bool
-	enrichSet   bool
-	kubeconfig  string
-	syncTimeout time.Duration
-	static      string // --k8s-static file
-	subnets     *k8smeta.Subnets
-}
-
-// listFlag is a repeatable flag that also takes comma-separated values.
-type listFlag []string
-
-func (l *listFlag) String() string { return strings.Join(*l, ",") }
-func (l *listFlag) Set(s string) error {
-	for _, v := range strings.Split(s, ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			*l = append(*l, v)
-		}
-	}
-	return nil
-}
-
-func parseFlags(args []string, stderr io.Writer) (*options, error) {
-	o := &options{}
-	fs := flag.NewFlagSet("flowlens-collector", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var ips, ports, protos, subnets, metrics listFlag
-	fs.StringVar(&o.listen, "listen", ":9990", "address to receive flows on (host:port)")
-	fs.StringVar(&o.output, "output", "json", "output format: json (one object per line), table (one line per flow) or none (metrics only)")
-	fs.Var(&ips, "ip", "only print flows with this source or destination address or CIDR (repeatable; metrics count every flow)")
-	fs.Var(&ports, "port", "only print flows with this source or destination port (repeatable)")
-	fs.Var(&protos, "proto", "only print flows of this protocol: tcp, udp, icmp, icmpv6, sctp or a number (repeatable)")
-	fs.StringVar(&o.tlsCert, "tls-cert", "", "server certificate (serve TLS); needs --tls-key")
-	fs.StringVar(&o.tlsKey, "tls-key", "", "server key")
-	fs.StringVar(&o.tlsCA, "tls-client-ca", "", "CA that agents' client certificates must chain to (mTLS); needs --tls-cert")
-	fs.IntVar(&o.limits.MaxMessageBytes, "max-message-bytes", collector.DefaultMaxMessageBytes, "largest message accepted (bytes); larger ones get ResourceExhausted")
-	fs.IntVar(&o.limits.MaxFlowsPerBatch, "max-flows-per-batch", collector.DefaultMaxFlowsPerBatch, "most flows accepted in one message")
-	fs.IntVar(&o.limits.MaxStreams, "max-agents", collector.DefaultMaxStreams, "most agent streams served at once (-1: unlimited)")
-	fs.DurationVar(&o.grace, "shutdown-grace", 10*time.Second, "how long shutdown waits for batches being handled")
-	level := fs.String("log-level", "info", "debug, info, warn or error (logs go to stderr)")
-
-	fs.StringVar(&o.metricsAddr, "metrics-address", ":9401", `address serving /metrics, /healthz and /readyz ("" disables)`)
-	fs.Var(&metrics, "metrics", "flow metrics to serve, by name with or without the flowlens_collector_ prefix (repeatable; default all; none: only the health metrics); see docs/metrics.md")
-	fs.BoolVar(&o.metrics.PodLabels, "pod-labels", false, "add src_pod and dst_pod labels to flow_bytes_total and flow_packets_total (cardinality grows with pods)")
-	fs.BoolVar(&o.enrich, "k8s-enrich", false, "resolve addresses to Kubernetes context (default: on in a cluster or with --kubeconfig)")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file for enrichment (default: the in-cluster service account)")
-	fs.DurationVar(&o.syncTimeout, "k8s-sync-timeout", time.Minute, "how long to wait for the Kubernetes caches before receiving flows anyway")
-	fs.StringVar(&o.static, "k8s-static", "", `resolve addresses from this JSON file instead of a cluster: {"10.0.0.1": {"kind": "pod", "namespace": "shop", "name": "web-1", "workload": "web", "workload_kind": "Deployment", "node": "node-a"}, ...}`)
-	fs.Var(&subnets, "subnet-labels", "name=CIDR,... labels for addresses outside the cluster (longest prefix wins; repeatable)")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: flowlens-collector [flags]\n\nReceives flows from flowlens agents (--export grpc --target host:port), enriches them with Kubernetes context, serves Prometheus metrics and prints them on stdout.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
-	}
-	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "k8s-enrich":
-			o.enrichSet = true
-		case "metrics":
-			o.metrics.Enabled = []string{} // given, even empty: only what it lists
-		}
-	})
-	if o.output != "json" && o.output != "table" && o.output != "none" {
-		return nil, fmt.Errorf("--output %q: want json, table or none", o.output)
-	}
-	if (o.tlsCert == "") != (o.tlsKey == "") {
-		return nil, errors.New("--tls-cert and --tls-key go together")
-	}
-	if o.tlsCA != "" && o.tlsCert == "" {
-		return nil, errors.New("--tls-client-ca needs --tls-cert and --tls-key")
-	}
-	if err := o.level.UnmarshalText([]byte(*level)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
-	}
-	if o.metricsAddr != "" {
-		if _, _, err := net.SplitHostPort(o.metricsAddr); err != nil {
-			return nil, fmt.Errorf("--metrics-address %q: %v", o.metricsAddr, err)
-		}
-	}
-	for _, m := range metrics {
-		if m != "none" {
-			o.metrics.Enabled = append(o.metrics.Enabled, m)
-		}
-	}
-	if _, err := pipeline.NewMetrics(pipeline.MetricsOptions{Enabled: o.metrics.Enabled}); err != nil {
-		return nil, fmt.Errorf("--metrics: %w", err)
-	}
-	if o.static != "" && o.enrichSet && !o.enrich {
-		return nil, errors.New("--k8s-static needs enrichment: drop --k8s-enrich=false")
-	}
-	if o.static != "" && o.kubeconfig != "" {
-		return nil, errors.New("--k8s-static and --kubeconfig: choose one")
-	}
-	var err error
-	if o.subnets, err = k8smeta.NewSubnets(subnets...); err != nil {
-		return nil, fmt.Errorf("--subnet-labels: %w", err)
-	}
-	if o.filter, err = newFilter(ips, ports, protos); err != nil {
-		return nil, err
-	}
-	return o, nil
 }
 
 // addrs are the addresses the collector listens on.
@@ -186,6 +71,8 @@ type env struct {
 	// inCluster returns the in-cluster configuration, or
 	// rest.ErrNotInCluster outside a pod.
 	inCluster func() (*rest.Config, error)
+	// getenv looks up the FLOWLENS_COLLECTOR_* variables (nil: os.Getenv).
+	getenv func(string) string
 }
 
 // run is main without the process. It returns the exit code.
@@ -196,11 +83,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e *env) i
 	if e.inCluster == nil {
 		e.inCluster = rest.InClusterConfig
 	}
-	o, err := parseFlags(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
+	if e.getenv == nil {
+		e.getenv = os.Getenv
 	}
-	if err != nil {
+	o, err := parseFlags(args, e.getenv)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		spec.Usage(stdout)
+		return 0
+	case errors.Is(err, cliconf.ErrVersion):
+		fmt.Fprintln(stdout, version.String("flowlens-collector"))
+		return 0
+	case err != nil:
 		fmt.Fprintf(stderr, "flowlens-collector: %v\n", err)
 		return 2
 	}
@@ -251,7 +145,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e *env) i
 		o.metrics.Informers = cache.Synced
 	}
 	metrics, err := pipeline.NewMetrics(o.metrics)
-	if err != nil { // checked by parseFlags
+	if err != nil { // names checked by parseFlags
 		log.Error("cannot start", "error", err)
 		return 2
 	}
@@ -275,7 +169,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e *env) i
 		return 1
 	}
 	defer lis.Close()
-	var ms *metricsServer
+	var ms *httpserve.Server
 	serving := make(chan struct{})
 	// Ready once agents are served: after the caches synced or
 	// --k8s-sync-timeout passed. Not gated on the caches beyond that: a
@@ -297,7 +191,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e *env) i
 		return errors.New("starting")
 	}
 	if o.metricsAddr != "" {
-		if ms, err = listenMetrics(o.metricsAddr, metrics.Handler(ready), log); err != nil {
+		h := httpserve.Handler(httpserve.Options{Gatherer: metrics.Registry(), Ready: ready, Logger: log})
+		if ms, err = httpserve.Listen(o.metricsAddr, h, log); err != nil {
 			log.Error("cannot listen", "error", err)
 			return 1
 		}
@@ -305,7 +200,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e *env) i
 	if e.ready != nil {
 		a := addrs{GRPC: lis.Addr()}
 		if ms != nil {
-			a.Metrics = ms.lis.Addr()
+			a.Metrics = ms.Addr()
 		}
 		e.ready(a)
 	}
@@ -353,7 +248,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e *env) i
 		printed = p.printed.Load()
 	}
 	if ms != nil {
-		if err := ms.shutdown(sctx); err != nil {
+		if err := ms.Shutdown(sctx); err != nil {
 			log.Warn("metrics server shutdown", "error", err)
 		}
 	}
@@ -440,46 +335,6 @@ func loadStatic(file string) (k8smeta.StaticSource, error) {
 		out[a.Unmap()] = m
 	}
 	return out, nil
-}
-
-// metricsServer serves /metrics, /healthz and /readyz.
-type metricsServer struct {
-	srv  *http.Server
-	lis  net.Listener
-	done chan error
-}
-
-func listenMetrics(addr string, h http.Handler, log *slog.Logger) (*metricsServer, error) {
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
-	}
-	s := &metricsServer{lis: lis, done: make(chan error, 1), srv: &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-	}}
-	go func() {
-		err := s.srv.Serve(lis)
-		if errors.Is(err, http.ErrServerClosed) {
-			err = nil
-		}
-		if err != nil {
-			log.Error("metrics server stopped", "error", err)
-		}
-		s.done <- err
-	}()
-	return s, nil
-}
-
-func (s *metricsServer) shutdown(ctx context.Context) error {
-	err := s.srv.Shutdown(ctx)
-	if err != nil {
-		s.srv.Close()
-	}
-	return errors.Join(err, <-s.done)
 }
 
 // protoNames maps --proto names to IP protocol numbers, and back for the table.

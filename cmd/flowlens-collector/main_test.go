@@ -3,7 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	grpcexp "github.com/flowlens/flowlens/internal/exporter/grpc"
+	"github.com/flowlens/flowlens/internal/version"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
@@ -177,6 +183,174 @@ func TestBadFlags(t *testing.T) {
 		var errOut bytes.Buffer
 		if code := run(context.Background(), args, &bytes.Buffer{}, &errOut, nil); code != 2 {
 			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errOut.String())
+		}
+	}
+}
+
+// Every value is range-checked with an error naming the flag (or the
+// variable or YAML key it came from), in the collector's own words, and exit
+// status 2.
+func TestRangeChecks(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"--max-agents=-5"}, nil, `invalid --max-agents "-5": must be -1 (unlimited) or at least 1`},
+		{[]string{"--max-agents", "0"}, nil, `invalid --max-agents "0": must be -1 (unlimited) or at least 1`},
+		{[]string{"--max-agents", "many"}, nil, `invalid --max-agents "many": must be an integer`},
+		{[]string{"--max-flows-per-batch=0"}, nil, `invalid --max-flows-per-batch "0": must be at least 1`},
+		{[]string{"--max-message-bytes=100"}, nil, `invalid --max-message-bytes "100": must be from 1024 to 1073741824`},
+		{[]string{"--max-message-bytes=2147483648"}, nil, `invalid --max-message-bytes "2147483648": must be from 1024 to 1073741824`},
+		{[]string{"--shutdown-grace=0s"}, nil, `invalid --shutdown-grace "0s": must be more than 0`},
+		{[]string{"--shutdown-grace=soon"}, nil, `invalid --shutdown-grace "soon": must be a duration such as 5s or 500ms`},
+		{[]string{"--k8s-sync-timeout=-1s"}, nil, `invalid --k8s-sync-timeout "-1s": must be more than 0`},
+		{[]string{"--output", "xml"}, nil, `invalid --output "xml": must be json, table or none`},
+		{[]string{"--log-level", "verbose"}, nil, `invalid --log-level "verbose": must be one of debug, info, warn, error`},
+		{[]string{"--log-level", "info+2"}, nil, `invalid --log-level "info+2": must be one of debug, info, warn, error`},
+		{[]string{"--subnet-labels", "corp"}, nil, `invalid --subnet-labels "corp": must be name=CIDR, such as corp=10.0.0.0/8`},
+		{[]string{"--subnet-labels", "corp=10.0.0.0/33"}, nil,
+			`invalid --subnet-labels "corp=10.0.0.0/33": "10.0.0.0/33" is not a CIDR such as 10.0.0.0/8 or fd00::/8`},
+		{[]string{"--subnet-labels", "a=10.0.0.0/8", "--subnet-labels", "b=10.1.0.0/8"}, nil,
+			`invalid --subnet-labels "a=10.0.0.0/8,b=10.1.0.0/8": subnet label "b=10.1.0.0/8": 10.0.0.0/8 is already labelled "a"`},
+		{[]string{"--ip", "10.0.0.1,10.0.0.300"}, nil, `invalid --ip "10.0.0.300": must be an IP address or CIDR, such as 10.0.0.1 or 10.0.0.0/8`},
+		{[]string{"--port", "443", "--port", "70000"}, nil, `invalid --port "70000": must be a port number from 0 to 65535`},
+		{[]string{"--proto", "bogus"}, nil, `invalid --proto "bogus": must be tcp, udp, icmp, icmpv6, sctp, gre, esp or a protocol number from 0 to 255`},
+		{[]string{"--proto", "256"}, nil, `invalid --proto "256": must be tcp, udp, icmp, icmpv6, sctp, gre, esp or a protocol number from 0 to 255`},
+		{[]string{"--metrics", "flow_bytes"}, nil,
+			`invalid --metrics "flow_bytes": unknown metric: must be all, none or some of flow_bytes_total, flow_packets_total, node_bytes_total, drop_packets_total, drop_bytes_total, rtt_seconds, retransmits_total, flows_total, sampling`},
+		{[]string{"--listen", "9990"}, nil, `invalid --listen "9990": must be host:port, e.g. :9990 or 127.0.0.1:9990: missing port in address`},
+		{[]string{"--listen", ":99999"}, nil, `invalid --listen ":99999": port must be a number from 0 to 65535`},
+		{[]string{"--metrics-address", "9401"}, nil, `invalid --metrics-address "9401": must be host:port, e.g. :9990 or 127.0.0.1:9990: missing port in address`},
+		{[]string{"--k8s-enrich=maybe"}, nil, `invalid --k8s-enrich "maybe": must be true, false or auto`},
+		{[]string{"--pod-labels=yes"}, nil, `invalid --pod-labels "yes": must be true or false`},
+		{[]string{"--tls-cert", "x"}, nil, `--tls-cert and --tls-key must be given together` + "\n" + `invalid --tls-cert "x": no such file or directory`},
+		{[]string{"--kubeconfig", dir}, nil, fmt.Sprintf(`invalid --kubeconfig %q: is a directory, not a file`, dir)},
+		{[]string{"extra"}, nil, `unexpected argument "extra": flowlens-collector takes only flags`},
+		{nil, map[string]string{"FLOWLENS_COLLECTOR_MAX_AGENTS": "-2"}, `invalid --max-agents "-2": must be -1 (unlimited) or at least 1`},
+		{nil, map[string]string{"FLOWLENS_COLLECTOR_PORT": "http"}, `invalid FLOWLENS_COLLECTOR_PORT "http": must be a port number from 0 to 65535`},
+		{nil, map[string]string{"FLOWLENS_COLLECTOR_CONFIG": filepath.Join(dir, "missing.yaml")},
+			fmt.Sprintf(`invalid FLOWLENS_COLLECTOR_CONFIG %q: no such file or directory`, filepath.Join(dir, "missing.yaml"))},
+	} {
+		var errOut bytes.Buffer
+		env := &env{inCluster: notInCluster, getenv: func(k string) string { return tc.env[k] }}
+		if code := run(context.Background(), tc.args, &bytes.Buffer{}, &errOut, env); code != 2 {
+			t.Errorf("%v %v: exit %d, want 2 (%s)", tc.args, tc.env, code, errOut.String())
+			continue
+		}
+		if want := "flowlens-collector: " + tc.want + "\n"; errOut.String() != want {
+			t.Errorf("%v %v:\n got  %s want %s", tc.args, tc.env, errOut.String(), want)
+		}
+	}
+}
+
+// The same settings from flags, FLOWLENS_COLLECTOR_* variables and a YAML
+// file, with flags over the environment over the file; repeatable list
+// flags add up, and replace the environment's and the file's lists.
+func TestEnvAndFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "collector.yaml")
+	if err := os.WriteFile(file, []byte(`output: table
+max_agents: -1
+max_flows_per_batch: 500
+shutdown_grace: 3s
+port: [53, 443]
+proto: tcp
+subnet_labels:
+  - corp=10.0.0.0/8
+metrics: [flow_bytes_total]
+k8s_enrich: false
+log_level: debug
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	type view struct {
+		Output    string
+		MaxAgents int
+		MaxFlows  int
+		Grace     time.Duration
+		Ports     int
+		Protos    int
+		Subnets   string
+		Metrics   []string
+		Enrich    [2]bool // value, set
+		Level     string
+	}
+	pick := func(o *options) view {
+		return view{o.output, o.limits.MaxStreams, o.limits.MaxFlowsPerBatch, o.grace, len(o.filter.ports), len(o.filter.protos),
+			o.subnets.String(), o.metrics.Enabled, [2]bool{o.enrich, o.enrichSet}, o.level.String()}
+	}
+	defaults := view{"json", 4096, 100000, 10 * time.Second, 0, 0, "", nil, [2]bool{}, "INFO"}
+	fromFile := view{"table", -1, 500, 3 * time.Second, 2, 1, "corp=10.0.0.0/8", []string{"flow_bytes_total"}, [2]bool{false, true}, "DEBUG"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want view
+	}{
+		{"defaults", nil, nil, defaults},
+		{"file by flag", []string{"--config", file}, nil, fromFile},
+		{"file by env", nil, map[string]string{"FLOWLENS_COLLECTOR_CONFIG": file}, fromFile},
+		{"env over file", []string{"--config", file}, map[string]string{
+			"FLOWLENS_COLLECTOR_OUTPUT":     "none",
+			"FLOWLENS_COLLECTOR_MAX_AGENTS": "7",
+			"FLOWLENS_COLLECTOR_PORT":       "80",
+			"FLOWLENS_COLLECTOR_METRICS":    "none",
+			"FLOWLENS_COLLECTOR_K8S_ENRICH": "auto",
+		}, view{"none", 7, 500, 3 * time.Second, 1, 1, "corp=10.0.0.0/8", []string{}, [2]bool{}, "DEBUG"}},
+		{"flags over env over file", []string{"--config", file, "-output", "json", "--port", "1", "--port", "2,3",
+			"--max-agents=8", "--max-agents=9", "--k8s-enrich", "--metrics", "rtt_seconds", "--metrics", "flowlens_collector_sampling"},
+			map[string]string{"FLOWLENS_COLLECTOR_OUTPUT": "none", "FLOWLENS_COLLECTOR_PORT": "80"},
+			view{"json", 9, 500, 3 * time.Second, 3, 1, "corp=10.0.0.0/8", []string{"rtt_seconds", "flowlens_collector_sampling"}, [2]bool{true, true}, "DEBUG"}},
+		{"--metrics= keeps only the health metrics", []string{"--metrics="}, nil,
+			view{"json", 4096, 100000, 10 * time.Second, 0, 0, "", []string{}, [2]bool{}, "INFO"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := parseFlags(tc.args, func(k string) string { return tc.env[k] })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := pick(o); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got  %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+
+	// A key the collector does not know fails with the file and line.
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("output: table\nmax_streams: 5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var errOut bytes.Buffer
+	if code := run(context.Background(), []string{"--config", bad}, &bytes.Buffer{}, &errOut, &env{inCluster: notInCluster}); code != 2 ||
+		errOut.String() != fmt.Sprintf("flowlens-collector: %s:2: unknown key \"max_streams\"\n", bad) {
+		t.Errorf("unknown key: exit %d, %q", code, errOut.String())
+	}
+}
+
+// --help prints the help on stdout, --version the version; both exit 0.
+func TestHelpAndVersion(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"--version"}, &out, &errOut, nil); code != 0 || errOut.Len() != 0 {
+		t.Errorf("--version: exit %d, stderr %q", code, errOut.String())
+	}
+	want := fmt.Sprintf("flowlens-collector %s (%s %s/%s)\n", version.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	if out.String() != want {
+		t.Errorf("--version printed %q, want %q", out.String(), want)
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"-h"}, &out, &errOut, nil); code != 0 {
+		t.Errorf("-h: exit %d", code)
+	}
+	for _, w := range []string{
+		"Usage: flowlens-collector [flags]",
+		"FLOWLENS_COLLECTOR_SOME_NAME",
+		"(or FLOWLENS_COLLECTOR_CONFIG)",
+		`--max-agents n                most agent streams served at once (-1: unlimited) (default "4096")`,
+		"--port list", "(repeatable)", "--version",
+	} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("help lacks %q:\n%s", w, out.String())
 		}
 	}
 }

@@ -25,46 +25,6 @@ type filter struct {
 	protos   map[uint32]bool
 }
 
-func newFilter(ips, ports, protos []string) (filter, error) {
-	var f filter
-	for _, s := range ips {
-		if p, err := netip.ParsePrefix(s); err == nil {
-			f.prefixes = append(f.prefixes, p.Masked())
-			continue
-		}
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			return f, fmt.Errorf("--ip %q: not an address or CIDR", s)
-		}
-		f.prefixes = append(f.prefixes, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
-	}
-	for _, s := range ports {
-		p, err := strconv.ParseUint(s, 10, 16)
-		if err != nil {
-			return f, fmt.Errorf("--port %q: want 0 to 65535", s)
-		}
-		if f.ports == nil {
-			f.ports = map[uint32]bool{}
-		}
-		f.ports[uint32(p)] = true
-	}
-	for _, s := range protos {
-		n, ok := protoNames[strings.ToLower(s)]
-		if !ok {
-			v, err := strconv.ParseUint(s, 10, 8)
-			if err != nil {
-				return f, fmt.Errorf("--proto %q: want tcp, udp, icmp, icmpv6, sctp, gre, esp or 0 to 255", s)
-			}
-			n = uint32(v)
-		}
-		if f.protos == nil {
-			f.protos = map[uint32]bool{}
-		}
-		f.protos[n] = true
-	}
-	return f, nil
-}
-
 func (f *filter) match(r *flow.Record) bool {
 	if f.protos != nil && !f.protos[uint32(r.Proto)] {
 		return false
