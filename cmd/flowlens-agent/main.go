@@ -1,5 +1,7 @@
 // Command flowlens-agent is the flowlens node agent: it attaches the TC
 // datapath to the node's interfaces and exports the flows it aggregates.
+// --help lists its settings (flags, FLOWLENS_* variables, YAML file: see
+// internal/config); --version prints the version.
 package main
 
 import (
@@ -7,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -14,28 +17,33 @@ import (
 
 	"github.com/flowlens/flowlens/internal/agent"
 	"github.com/flowlens/flowlens/internal/config"
+	"github.com/flowlens/flowlens/internal/version"
 )
 
 func main() {
-	os.Exit(run())
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run() int {
-	cfg, err := config.Load(os.Args[1:], os.Getenv)
-	if errors.Is(err, flag.ErrHelp) {
-		config.Usage(os.Stdout)
+// run is main without the process. It returns the exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	cfg, err := config.Load(args, os.Getenv)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		config.Usage(stdout)
 		return 0
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "flowlens-agent: %v\n", err)
+	case errors.Is(err, config.ErrVersion):
+		fmt.Fprintln(stdout, version.String("flowlens-agent"))
+		return 0
+	case err != nil:
+		fmt.Fprintf(stderr, "flowlens-agent: %v\n", err)
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	slog.SetDefault(log)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	a, err := agent.New(cfg, agent.Options{Stdout: os.Stdout, Logger: log})
+	a, err := agent.New(cfg, agent.Options{Stdout: stdout, Logger: log})
 	if err != nil {
 		log.Error("cannot start", "error", err)
 		return 1
