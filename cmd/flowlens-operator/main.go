@@ -6,14 +6,19 @@
 //
 //	flowlens-operator [--kubeconfig FILE] [--agent-image IMAGE] [--leader-elect]
 //	    [--metrics-bind-address :8080] [--health-probe-bind-address :8081]
-//	    [--zap-log-level info]
+//	    [--zap-log-level info] [--version]
+//
+// A bad flag exits with status 2; --version prints the version
+// (internal/version) and exits 0.
 package main
 
 import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"regexp"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -27,25 +32,49 @@ import (
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
 	"github.com/flowlens/flowlens/internal/controller"
+	"github.com/flowlens/flowlens/internal/version"
 )
 
-// version is the release, set at build time with
-// -ldflags "-X main.version=v0.1.0"; it picks the default agent image.
-var version = "v0.1.0"
+// fallbackAgentTag is the agent image tag of a build that is not a release
+// (version.Version "dev", or a git describe such as v0.1.0-3-gabcdef).
+const fallbackAgentTag = "v0.1.0"
+
+var releaseVersion = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+(-rc\.[0-9]+)?$`)
+
+// defaultAgentImage is the agent image of the operator's own release, set at
+// build time through internal/version.
+func defaultAgentImage() string {
+	tag := version.Version
+	if !releaseVersion.MatchString(tag) {
+		tag = fallbackAgentTag
+	}
+	return "ghcr.io/flowlens/flowlens-agent:" + tag
+}
 
 func main() {
-	if err := run(os.Args[1:]); errors.Is(err, flag.ErrHelp) {
-		return
-	} else if err != nil {
+	err := run(os.Args[1:], os.Stdout)
+	var ue usageError
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+	case errors.As(err, &ue):
+		fmt.Fprintln(os.Stderr, "flowlens-operator:", err)
+		os.Exit(2)
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "flowlens-operator:", err)
 		os.Exit(1)
 	}
 }
 
-func run(args []string) error {
+// usageError is a bad command line: exit status 2, as the other binaries.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+// run is main without the process; --version prints on stdout.
+func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("flowlens-operator", flag.ContinueOnError)
 	var (
-		agentImage   = fs.String("agent-image", "ghcr.io/flowlens/flowlens-agent:"+version, "agent image used when a FlowCollector sets no spec.image")
+		agentImage   = fs.String("agent-image", defaultAgentImage(), "agent image used when a FlowCollector sets no spec.image")
 		metricsAddr  = fs.String("metrics-bind-address", ":8080", `address of the operator's Prometheus metrics; "0" disables`)
 		probeAddr    = fs.String("health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 		leaderElect  = fs.Bool("leader-elect", false, "elect a leader, so that only one of several replicas reconciles")
@@ -56,11 +85,17 @@ func run(args []string) error {
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
 	}
 	if *printVersion {
-		fmt.Println(version)
+		fmt.Fprintln(stdout, version.String("flowlens-operator"))
 		return nil
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected argument %q: flowlens-operator takes only flags", fs.Arg(0))}
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 
@@ -101,6 +136,6 @@ func run(args []string) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
-	ctrl.Log.WithName("setup").Info("starting", "version", version, "agentImage", *agentImage)
+	ctrl.Log.WithName("setup").Info("starting", "version", version.Version, "agentImage", *agentImage)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }

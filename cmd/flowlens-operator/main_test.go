@@ -1,19 +1,49 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
+	"io"
+	"runtime"
 	"testing"
+
+	"github.com/flowlens/flowlens/internal/version"
 )
 
 func TestFlags(t *testing.T) {
-	if err := run([]string{"--version"}); err != nil {
+	var out bytes.Buffer
+	if err := run([]string{"--version"}, &out); err != nil {
 		t.Errorf("--version: %v", err)
 	}
-	if err := run([]string{"--help"}); !errors.Is(err, flag.ErrHelp) {
+	want := "flowlens-operator " + version.Version + " (" + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH + ")\n"
+	if out.String() != want {
+		t.Errorf("--version printed %q, want %q", out.String(), want)
+	}
+	if err := run([]string{"--help"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("--help: %v, want flag.ErrHelp (main exits 0 on it)", err)
 	}
-	if err := run([]string{"--no-such-flag"}); err == nil {
-		t.Error("an unknown flag was accepted")
+	var ue usageError
+	if err := run([]string{"--no-such-flag"}, io.Discard); !errors.As(err, &ue) {
+		t.Errorf("an unknown flag: %v, want a usage error (exit 2)", err)
+	}
+	if err := run([]string{"extra"}, io.Discard); !errors.As(err, &ue) {
+		t.Errorf("a positional argument: %v, want a usage error (exit 2)", err)
+	}
+}
+
+func TestDefaultAgentImage(t *testing.T) {
+	old := version.Version
+	defer func() { version.Version = old }()
+	for v, want := range map[string]string{
+		"v0.2.0":           "ghcr.io/flowlens/flowlens-agent:v0.2.0",
+		"v1.0.0-rc.1":      "ghcr.io/flowlens/flowlens-agent:v1.0.0-rc.1",
+		"dev":              "ghcr.io/flowlens/flowlens-agent:" + fallbackAgentTag,
+		"v0.1.0-3-gabcdef": "ghcr.io/flowlens/flowlens-agent:" + fallbackAgentTag,
+	} {
+		version.Version = v
+		if got := defaultAgentImage(); got != want {
+			t.Errorf("version %s: %s, want %s", v, got, want)
+		}
 	}
 }
