@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The enrichment map choice: bpf/enrich.c keeps the drop counters in one
+// The enrichment map choice: bpf/drops.h (enrich_entry: bpf/enrich.h) keeps the drop counters in one
 // shared hash updated with atomic adds; the alternative is a per-CPU hash
 // with plain adds. mapchoice.c does only the map part of record_drop();
 // key_only (the key construction alone) is the floor.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * The enrichment map choice (docs/architecture.md, bpf/enrich.c): the drop
+ * The enrichment map choice (docs/architecture.md, bpf/drops.h (enrich_entry: bpf/enrich.h)): the drop
  * counters live in one shared hash updated with atomic adds. The alternative
  * is a per-CPU hash with plain adds. These programs do exactly the map part
  * of record_drop() (look up, insert on a miss, add to the two counters,
@@ -69,7 +69,7 @@ static __always_inline int next_key(struct flow_key *k)
 	return 0;
 }
 
-/* Inserts that failed (as enrich_entry() in bpf/enrich.c, the event is then
+/* Inserts that failed (as enrich_entry() in bpf/drops.h (enrich_entry: bpf/enrich.h), the event is then
  * not recorded): no-prealloc maps allocate, and the allocator's per-CPU
  * cache refills asynchronously, so a burst of inserts can find it empty. */
 struct {
