@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/flowlens/flowlens/internal/httpserve"
 	"github.com/flowlens/flowlens/internal/k8smeta"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
@@ -211,30 +211,10 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
 // Handler serves /metrics (Prometheus text, or OpenMetrics when asked),
 // /healthz (200 while the process serves HTTP) and /readyz (200 once
-// ready returns nil, 503 with its error until then; nil ready: always 200).
+// ready returns nil, 503 with its error until then; nil ready: always 200):
+// package httpserve's handler over Registry, which the collector serves.
 func (m *Metrics) Handler(ready func() error) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
-		ErrorHandling:       promhttp.ContinueOnError,
-		MaxRequestsInFlight: 4,
-		EnableOpenMetrics:   true,
-	}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if ready != nil {
-			if err := ready(); err != nil {
-				w.WriteHeader(http.StatusServiceUnavailable)
-				fmt.Fprintf(w, "not ready: %v\n", err)
-				return
-			}
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	return mux
+	return httpserve.Handler(httpserve.Options{Gatherer: m.reg, Ready: ready})
 }
 
 // Observe adds flows to the metrics. Flows from the pipeline carry their
