@@ -1,13 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"errors"
-	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,29 +11,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/flowlens/flowlens/internal/testkit/envtest"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
 // The command against a real kube-apiserver (envtest), as it runs in a
 // pod: the in-cluster configuration, informers over protobuf, readiness
-// once synced. Skipped when the envtest binaries are absent, outside CI
-// (as internal/controller's suite).
+// once synced. Gated by internal/testkit/envtest: skipped in short mode and
+// when the envtest binaries are absent outside CI, failed in CI.
 func TestInClusterEnrichment(t *testing.T) {
-	assets, err := findAssets()
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("envtest binaries are required in CI: %v", err)
-		}
-		t.Skipf("envtest binaries not found (%v); run `make envtest-assets` or set KUBEBUILDER_ASSETS", err)
-	}
-	te := &envtest.Environment{BinaryAssetsDirectory: assets}
-	cfg, err := te.Start()
-	if err != nil {
-		t.Fatalf("starting envtest from %s: %v", assets, err)
-	}
-	t.Cleanup(func() { te.Stop() })
+	cfg := envtest.StartT(t, envtest.Options{}).Config
 	k8s, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -110,55 +93,4 @@ func TestInClusterEnrichment(t *testing.T) {
 	if len(lines) != 1 || !strings.HasSuffix(lines[0], want) {
 		t.Errorf("output:\n%s\nwant a line ending with %s", strings.Join(lines, "\n"), want)
 	}
-}
-
-// findAssets returns the directory holding kube-apiserver and etcd:
-// KUBEBUILDER_ASSETS if set, else the cache directory that
-// hack/make/operator.mk builds into.
-func findAssets() (string, error) {
-	dir := os.Getenv("KUBEBUILDER_ASSETS")
-	if dir == "" {
-		k8sVersion, err := modVersion("../../hack/tools-k8s/go.mod", "k8s.io/kubernetes")
-		if err != nil {
-			return "", err
-		}
-		etcdVersion, err := modVersion("../../hack/envtest/go.mod", "go.etcd.io/etcd/server/v3")
-		if err != nil {
-			return "", err
-		}
-		base := os.Getenv("FLOWLENS_CACHE")
-		if base == "" {
-			cache, err := os.UserCacheDir()
-			if err != nil {
-				return "", err
-			}
-			base = filepath.Join(cache, "flowlens")
-		}
-		dir = filepath.Join(base, "envtest", "k8s-"+k8sVersion+"_etcd-"+etcdVersion)
-	}
-	for _, bin := range []string{"kube-apiserver", "etcd"} {
-		if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {
-			return "", fmt.Errorf("no %s in %s", bin, dir)
-		}
-	}
-	return dir, nil
-}
-
-func modVersion(gomod, path string) (string, error) {
-	f, err := os.Open(gomod)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(strings.TrimPrefix(strings.TrimSpace(sc.Text()), "require "))
-		if len(fields) >= 2 && fields[0] == path && strings.HasPrefix(fields[1], "v") {
-			return fields[1], nil
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return "", err
-	}
-	return "", errors.New(gomod + " does not require " + path)
 }

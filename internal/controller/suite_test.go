@@ -1,13 +1,10 @@
 package controller
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,12 +16,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
+	"github.com/flowlens/flowlens/internal/testkit/envtest"
 )
 
 // The envtest suite: a real etcd and kube-apiserver (built by
@@ -42,8 +39,8 @@ var (
 	restCfg *rest.Config
 	// k8s talks to the API server directly (no cache), as a user would.
 	k8s client.Client
-	// envSkip, when not empty, is why the envtest tests skip: the binaries
-	// are missing and CI is unset.
+	// envSkip, when not empty, is why the envtest tests skip (short mode,
+	// or the binaries are missing and CI is unset): internal/testkit's gate.
 	envSkip string
 )
 
@@ -55,33 +52,23 @@ func runTests(m *testing.M) int {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 
-	assets, err := findAssets()
+	logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true), zap.Level(zapLevel())))
+	env, skip, err := envtest.Start(envtest.Options{CRDs: []string{filepath.Join("config", "crd", "bases")}})
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			fmt.Fprintf(os.Stderr, "FAIL: envtest binaries are required in CI: %v\n", err)
-			return 1
-		}
-		envSkip = fmt.Sprintf("envtest binaries not found (%v); run `make envtest-assets` or set KUBEBUILDER_ASSETS", err)
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		return 1
+	}
+	if skip != "" {
+		envSkip = skip
 		fmt.Fprintln(os.Stderr, "skipping the envtest tests:", envSkip)
 		return m.Run()
-	}
-
-	logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true), zap.Level(zapLevel())))
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
-	}
-	restCfg, err = env.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: starting envtest from %s: %v\n", assets, err)
-		return 1
 	}
 	defer func() {
 		if err := env.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "stopping envtest:", err)
 		}
 	}()
+	restCfg = env.Config
 
 	k8s, err = client.New(restCfg, client.Options{Scheme: scheme})
 	if err != nil {
@@ -120,7 +107,8 @@ func runTests(m *testing.M) int {
 	return code
 }
 
-// needEnv skips the test when the envtest binaries are absent (outside CI).
+// needEnv skips the test when the suite's apiserver did not start: short
+// mode, or the envtest binaries are absent (outside CI).
 func needEnv(t *testing.T) {
 	t.Helper()
 	if envSkip != "" {
@@ -133,59 +121,6 @@ func zapLevel() zapcore.Level {
 		return zapcore.DebugLevel
 	}
 	return zapcore.DPanicLevel // quiet: the tests provoke reconcile errors on purpose
-}
-
-// findAssets returns the directory holding kube-apiserver and etcd:
-// KUBEBUILDER_ASSETS if set, else the cache directory that
-// hack/make/operator.mk builds into, named after the versions pinned in the
-// tools modules' go.mod files.
-func findAssets() (string, error) {
-	dir := os.Getenv("KUBEBUILDER_ASSETS")
-	if dir == "" {
-		k8sVersion, err := modVersion("../../hack/tools-k8s/go.mod", "k8s.io/kubernetes")
-		if err != nil {
-			return "", err
-		}
-		etcdVersion, err := modVersion("../../hack/envtest/go.mod", "go.etcd.io/etcd/server/v3")
-		if err != nil {
-			return "", err
-		}
-		base := os.Getenv("FLOWLENS_CACHE")
-		if base == "" {
-			cache, err := os.UserCacheDir()
-			if err != nil {
-				return "", err
-			}
-			base = filepath.Join(cache, "flowlens")
-		}
-		dir = filepath.Join(base, "envtest", "k8s-"+k8sVersion+"_etcd-"+etcdVersion)
-	}
-	for _, bin := range []string{"kube-apiserver", "etcd"} {
-		if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {
-			return "", fmt.Errorf("no %s in %s", bin, dir)
-		}
-	}
-	return dir, nil
-}
-
-// modVersion returns the version a go.mod file requires of module path.
-func modVersion(gomod, path string) (string, error) {
-	f, err := os.Open(gomod)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(strings.TrimPrefix(strings.TrimSpace(sc.Text()), "require "))
-		if len(fields) >= 2 && fields[0] == path && strings.HasPrefix(fields[1], "v") {
-			return fields[1], nil
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return "", err
-	}
-	return "", errors.New(gomod + " does not require " + path)
 }
 
 // eventually polls check every 100ms until it returns nil, and fails the
