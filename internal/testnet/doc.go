@@ -9,7 +9,8 @@
 // the leftovers of one that was killed before its cleanups ran.
 //
 // The helpers need root (CAP_SYS_ADMIN and CAP_NET_ADMIN); tests call
-// [Require] first so they skip, instead of fail, where that is missing.
+// [Require] first, which asks internal/testkit's gate: the test skips in
+// short mode and, outside CI, where root is missing; in CI it fails.
 //
 // Functions that take a *Netns accept nil for the test process's own
 // namespace, except the sysctl helpers, which refuse to touch the host.

@@ -14,6 +14,8 @@ import (
 
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/flowlens/flowlens/internal/testkit"
 )
 
 // DefaultDir is where `ip netns` keeps named namespaces (/var/run/netns is a
@@ -34,12 +36,12 @@ type Netns struct {
 	delErr error
 }
 
-// Require skips the test unless it runs as root, which every helper needs.
+// Require gates the test on root (CAP_SYS_ADMIN, CAP_NET_ADMIN), which
+// every helper needs, through testkit.NeedRoot: skipped in short mode or
+// outside CI when not root, failed in CI when not root.
 func Require(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("testnet: needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN)")
-	}
+	testkit.NeedRoot(t, "network namespaces: CAP_SYS_ADMIN, CAP_NET_ADMIN")
 }
 
 // NewNetns creates a named namespace under DefaultDir, like `ip netns add`,

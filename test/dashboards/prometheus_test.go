@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -17,28 +18,32 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flowlens/flowlens/internal/testkit"
 )
 
 // findPrometheus returns the prometheus binary: $FLOWLENS_PROMETHEUS, then
 // PATH, then Debian's /usr/bin/prometheus. Missing, the test skips with the
-// way to install it, unless CI is set: CI must run it.
+// way to install it, unless CI is set: CI must run it (internal/testkit's
+// gate, which also skips it in short mode).
 func findPrometheus(t *testing.T) string {
 	t.Helper()
+	p, missing := lookPrometheus()
+	testkit.Need(t, "prometheus", missing)
+	return p
+}
+
+func lookPrometheus() (string, error) {
 	if p := os.Getenv("FLOWLENS_PROMETHEUS"); p != "" {
-		return p
+		return p, nil
 	}
 	if p, err := exec.LookPath("prometheus"); err == nil {
-		return p
+		return p, nil
 	}
 	if _, err := os.Stat("/usr/bin/prometheus"); err == nil {
-		return "/usr/bin/prometheus"
+		return "/usr/bin/prometheus", nil
 	}
-	msg := "prometheus not found (Debian's prometheus package): run `make deps-prometheus` (hack/dashboards/install-deps.sh prometheus)"
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg + "; CI must run this test")
-	}
-	t.Skip(msg)
-	return ""
+	return "", errors.New("not found (Debian's prometheus package): run `make deps-prometheus` (hack/dashboards/install-deps.sh prometheus)")
 }
 
 // freeAddr returns 127.0.0.1:port with a port free a moment ago.

@@ -31,6 +31,7 @@ import (
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
 	"github.com/flowlens/flowlens/internal/controller/render"
+	"github.com/flowlens/flowlens/internal/testkit"
 )
 
 const (
@@ -50,13 +51,11 @@ func TestOperatorOnKwokCluster(t *testing.T) {
 		filepath.Join(k8sBin, "kube-scheduler"), filepath.Join(k8sBin, "etcd"),
 		filepath.Join(kwokBin, "kwok"), filepath.Join(kwokBin, "kwokctl"),
 	} {
+		var missing error
 		if _, err := os.Stat(p); k8sBin == "" || kwokBin == "" || err != nil {
-			msg := fmt.Sprintf("e2e binaries missing (%s): run `make e2e`", p)
-			if os.Getenv("CI") != "" {
-				t.Fatal(msg)
-			}
-			t.Skip(msg)
+			missing = fmt.Errorf("missing (%s): run `make e2e`", p)
 		}
+		testkit.Need(t, "e2e binaries (kwok, kube-apiserver, etcd, ...)", missing)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
