@@ -152,13 +152,31 @@ func (d *Datapath) programsFor(cookie uint64) (*Programs, error) {
 	return p, nil
 }
 
-// AllPrograms returns every loaded TC program pair (for stats).
-func (d *Datapath) AllPrograms() []*Programs {
+// LoadedProgram is one loaded program instance and where it is attached.
+type LoadedProgram struct {
+	Name   string // its name in the object, e.g. "flowlens_ingress", "rtt_tcp_probe"
+	Attach string // "tc_ingress", "tc_egress", or a hook's section, e.g. "tp_btf/tcp_probe"
+	Prog   *ebpf.Program
+}
+
+// Programs lists every loaded program: the TC pair of every namespace (one
+// entry per instance) and each running hook.
+func (d *Datapath) Programs() []LoadedProgram {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make([]*Programs, 0, len(d.progs))
+	out := make([]LoadedProgram, 0, 2*len(d.progs)+len(d.hooks))
 	for _, p := range d.progs {
-		out = append(out, p)
+		out = append(out, LoadedProgram{ProgramIngress, "tc_ingress", p.Ingress},
+			LoadedProgram{ProgramEgress, "tc_egress", p.Egress})
+	}
+	for _, h := range d.hooks {
+		if h.prog != nil {
+			attach := "tracing"
+			if ps, ok := d.spec.Programs[h.status.Program]; ok && ps.SectionName != "" {
+				attach = ps.SectionName
+			}
+			out = append(out, LoadedProgram{h.status.Program, attach, h.prog})
+		}
 	}
 	return out
 }
@@ -191,18 +209,6 @@ func (d *Datapath) ReadCounters() (Counters, error) { return d.Maps.ReadCounters
 // ReadEnrichmentLost sums the enrichment events lost because their entry
 // could not be inserted (see Maps.ReadEnrichmentLost).
 func (d *Datapath) ReadEnrichmentLost() (uint64, error) { return d.Maps.ReadEnrichmentLost() }
-
-// ProgramSections maps every program of the object to its ELF section,
-// which names its attach point (e.g. "tp_btf/tcp_probe").
-func ProgramSections() map[string]string {
-	out := map[string]string{}
-	if spec, err := loadDatapath(); err == nil {
-		for name, p := range spec.Programs {
-			out[name] = p.SectionName
-		}
-	}
-	return out
-}
 
 // Spec returns a copy of the object's spec, with this datapath's sizes.
 func (d *Datapath) Spec() *ebpf.CollectionSpec { return d.spec.Copy() }

@@ -144,19 +144,6 @@ func (d *Datapath) Hooks() []HookStatus {
 	return out
 }
 
-// HookPrograms returns the running hook programs by program name.
-func (d *Datapath) HookPrograms() map[string]*ebpf.Program {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := map[string]*ebpf.Program{}
-	for _, h := range d.hooks {
-		if h.prog != nil {
-			out[h.status.Program] = h.prog
-		}
-	}
-	return out
-}
-
 // StopHooks detaches the hooks (shutdown: before the final eviction).
 func (d *Datapath) StopHooks() {
 	d.mu.Lock()

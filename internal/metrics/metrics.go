@@ -132,45 +132,25 @@ func MapMemory(m *ebpf.Map) func() (uint64, error) {
 	}
 }
 
-// DatapathPrograms lists the agent's BPF programs: the TC program pairs
-// the datapath has loaded (one pair per network namespace where the kernel
-// needs it), "flowlens_ingress" on "tc_ingress" and "flowlens_egress" on
-// "tc_egress", and, when dp has HookPrograms (the running enrichment hooks),
-// each of those by program name with its section as the attach point (e.g.
-// "rtt_fentry" on "fentry/tcp_rcv_established").
-func DatapathPrograms(dp interface{ AllPrograms() []*datapath.Programs }) func() []Program {
-	hooks, _ := dp.(interface {
-		HookPrograms() map[string]*ebpf.Program
-	})
+// DatapathPrograms lists the agent's BPF programs from the datapath's
+// program table (datapath.Programs): the TC program pairs (one pair per
+// network namespace), "flowlens_ingress" on "tc_ingress" and
+// "flowlens_egress" on "tc_egress", and each running hook by program name
+// with its section as the attach point (e.g. "rtt_fentry" on
+// "fentry/tcp_rcv_established").
+func DatapathPrograms(dp interface {
+	Programs() []datapath.LoadedProgram
+}) func() []Program {
 	return func() []Program {
-		pairs := dp.AllPrograms()
-		out := make([]Program, 0, 2*len(pairs)+3)
-		for _, p := range pairs {
-			if p.Ingress != nil {
-				out = append(out, Program{Name: datapath.ProgramIngress, Attach: "tc_ingress", Prog: p.Ingress})
-			}
-			if p.Egress != nil {
-				out = append(out, Program{Name: datapath.ProgramEgress, Attach: "tc_egress", Prog: p.Egress})
-			}
-		}
-		if hooks != nil {
-			for name, prog := range hooks.HookPrograms() {
-				out = append(out, Program{Name: name, Attach: hookAttach(name), Prog: prog})
+		loaded := dp.Programs()
+		out := make([]Program, 0, len(loaded))
+		for _, p := range loaded {
+			if p.Prog != nil {
+				out = append(out, Program{Name: p.Name, Attach: p.Attach, Prog: p.Prog})
 			}
 		}
 		return out
 	}
-}
-
-// hookSections maps the enrichment programs to their ELF sections, which
-// name their attach points.
-var hookSections = sync.OnceValue(datapath.ProgramSections)
-
-func hookAttach(prog string) string {
-	if s, ok := hookSections()[prog]; ok && s != "" {
-		return s
-	}
-	return "tracing"
 }
 
 // DatapathHooks reports the hooks' status: "tc" (the flow programs, running
