@@ -1,8 +1,6 @@
 package metrics_test
 
 import (
-	"encoding/binary"
-	"os"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -10,14 +8,9 @@ import (
 
 	"github.com/flowlens/flowlens/internal/datapath"
 	"github.com/flowlens/flowlens/internal/metrics"
+	"github.com/flowlens/flowlens/internal/testkit"
+	"github.com/flowlens/flowlens/internal/testkit/packet"
 )
-
-func needRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (BPF)")
-	}
-}
 
 func enableStats(t *testing.T) {
 	t.Helper()
@@ -31,7 +24,7 @@ func enableStats(t *testing.T) {
 // A tiny program run through BPF_PROG_TEST_RUN: its run count, as scraped,
 // grows by exactly the number of runs, and its run time grows.
 func TestBPFProgramStatsExact(t *testing.T) {
-	needRoot(t)
+	testkit.NeedRoot(t, "BPF")
 	enableStats(t)
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
 		Name:         "stats_test",
@@ -80,30 +73,18 @@ func TestBPFProgramStatsExact(t *testing.T) {
 	}
 }
 
+// udpPacket is an IPv4 UDP frame 10.0.0.1:sport → 10.0.0.2:53, no payload.
 func udpPacket(sport uint16) []byte {
-	b := make([]byte, 14+20+8)
-	copy(b[0:6], []byte{2, 0, 0, 0, 0, 0xb})
-	copy(b[6:12], []byte{2, 0, 0, 0, 0, 0xa})
-	binary.BigEndian.PutUint16(b[12:], 0x0800)
-	ip := b[14:]
-	ip[0] = 0x45
-	binary.BigEndian.PutUint16(ip[2:], 28)
-	ip[8] = 64
-	ip[9] = 17
-	copy(ip[12:16], []byte{10, 0, 0, 1})
-	copy(ip[16:20], []byte{10, 0, 0, 2})
-	udp := ip[20:]
-	binary.BigEndian.PutUint16(udp[0:], sport)
-	binary.BigEndian.PutUint16(udp[2:], 53)
-	binary.BigEndian.PutUint16(udp[4:], 8)
-	return b
+	return packet.Cat(packet.Eth(packet.EtherTypeIPv4),
+		packet.IPv4(packet.ProtoUDP, "10.0.0.1", "10.0.0.2", packet.UDPLen),
+		packet.UDP(sport, 53, 0))
 }
 
 // The real datapath: the TC program's run count (summed over its
 // per-namespace instances) follows the packets exactly, and the datapath's
 // counters and maps are exported.
 func TestDatapathMetrics(t *testing.T) {
-	needRoot(t)
+	testkit.NeedRoot(t, "BPF")
 	enableStats(t)
 	dp, err := datapath.Load(datapath.Config{MaxFlows: 64, Sampling: 1, Enrichment: true})
 	if err != nil {

@@ -41,6 +41,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/flowlens/flowlens/internal/datapath"
+	frames "github.com/flowlens/flowlens/internal/testkit/packet"
 )
 
 type options struct {
@@ -272,37 +273,16 @@ const (
 	v6AddrOff = 14 + 8 + 12
 )
 
-// packet builds a TCP ACK frame whose source address encodes flow index 0.
+// packet builds a TCP ACK frame, 32 bytes of payload, whose source address
+// encodes flow index 0: 10.0.0.0 → 10.100.0.1 or fd00:: → fd00::1.
 func packet(fam string) []byte {
-	b := []byte{0x02, 0, 0, 0, 0, 0xb, 0x02, 0, 0, 0, 0, 0xa}
-	tcp := make([]byte, 20)
-	binary.BigEndian.PutUint16(tcp[0:], 40000)
-	binary.BigEndian.PutUint16(tcp[2:], 80)
-	tcp[12] = 5 << 4
-	tcp[13] = 0x10 // ACK
-	payload := make([]byte, 32)
+	tcp := frames.TCP(40000, 80, frames.ACK)
+	payload := frames.Payload(32)
+	n := len(tcp) + len(payload)
 	if fam == "ipv6" {
-		b = binary.BigEndian.AppendUint16(b, 0x86dd)
-		ip := make([]byte, 40)
-		ip[0] = 0x60
-		binary.BigEndian.PutUint16(ip[4:], uint16(len(tcp)+len(payload)))
-		ip[6] = 6
-		ip[7] = 64
-		ip[8], ip[9] = 0xfd, 0x00 // fd00::<index>
-		ip[24], ip[25], ip[39] = 0xfd, 0x00, 1
-		b = append(b, ip...)
-	} else {
-		b = binary.BigEndian.AppendUint16(b, 0x0800)
-		ip := make([]byte, 20)
-		ip[0] = 0x45
-		binary.BigEndian.PutUint16(ip[2:], uint16(20+len(tcp)+len(payload)))
-		ip[8] = 64
-		ip[9] = 6
-		binary.BigEndian.PutUint32(ip[12:], ipv4Base)
-		binary.BigEndian.PutUint32(ip[16:], 0x0a640001) // 10.100.0.1
-		b = append(b, ip...)
+		return frames.Cat(frames.Eth(frames.EtherTypeIPv6), frames.IPv6(frames.ProtoTCP, "fd00::", "fd00::1", n), tcp, payload)
 	}
-	return append(append(b, tcp...), payload...)
+	return frames.Cat(frames.Eth(frames.EtherTypeIPv4), frames.IPv4(frames.ProtoTCP, "10.0.0.0", "10.100.0.1", n), tcp, payload)
 }
 
 func addrOff(fam string) (off, base uint32) {
