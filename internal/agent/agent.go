@@ -1,7 +1,11 @@
-// Package agent wires the node agent's stages together: interface watcher →
-// datapath attach/detach, datapath maps → evictor → exporter queues. It owns
-// their lifetimes: Run returns only after every program is detached, the
-// flows left in the kernel are exported and everything is closed.
+// Package agent is the node agent's pipeline, readable in this one file.
+// New builds it, kernel side first: the datapath (maps, TC programs), the
+// enabled features' hooks, the exporters behind their bounded queues, the
+// metrics, and the evictor that moves flows from the kernel to the queues.
+// Run runs it (the interface watcher attaches the datapath to interfaces as
+// they come and go; the evictor evicts every period) and shuts it down in
+// order: Run returns only after every program is detached, the flows left
+// in the kernel are exported and everything is closed.
 package agent
 
 import (
@@ -16,6 +20,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf/btf"
+
 	"github.com/flowlens/flowlens/internal/config"
 	"github.com/flowlens/flowlens/internal/datapath"
 	"github.com/flowlens/flowlens/internal/evictor"
@@ -69,9 +74,13 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 		opts.Logger = slog.Default()
 	}
 	a := &Agent{cfg: cfg, opts: opts, log: opts.Logger, resolver: evictor.NewResolver(), ready: make(chan struct{})}
+	var exps []exporter.Exporter
 	defer func() {
-		if err != nil {
-			a.close() // the one cleanup path
+		if err != nil { // the one cleanup path
+			for _, e := range exps {
+				e.Close()
+			}
+			a.close()
 		}
 	}()
 	// Kernel-side cost of our own programs: run time statistics on for the
@@ -107,8 +116,7 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 	running := a.startFeatures(enabled)
 
 	// 3. The exporters, each behind its bounded queue.
-	exps, err := a.exporters()
-	if err != nil {
+	if exps, err = a.exporters(); err != nil {
 		return nil, err
 	}
 	for _, e := range exps {
@@ -223,12 +231,12 @@ func (a *Agent) exporters() ([]exporter.Exporter, error) {
 			g, err := grpcexp.New(grpcexp.Config{Target: a.cfg.Target, TLSCA: a.cfg.TLSCA,
 				TLSCert: a.cfg.TLSCert, TLSKey: a.cfg.TLSKey, NodeName: a.cfg.NodeName, Logger: a.log})
 			if err != nil {
-				return nil, fmt.Errorf("grpc exporter: %w", err)
+				return out, fmt.Errorf("grpc exporter: %w", err)
 			}
 			a.grpc = g
 			out = append(out, g)
 		default:
-			return nil, fmt.Errorf("exporter %q is not available in this build", name)
+			return out, fmt.Errorf("exporter %q is not available in this build", name)
 		}
 	}
 	return append(out, a.opts.ExtraExporters...), nil
