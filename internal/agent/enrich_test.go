@@ -95,6 +95,7 @@ func hookStatus(h *harness, name string) datapath.HookStatus {
 // machine may not have it mounted; the agent's docs say so).
 func mountTracefs(t *testing.T) {
 	t.Helper()
+	testnet.Require(t) // the gate (internal/testkit): mounting needs root
 	if _, err := os.Stat("/sys/kernel/tracing/events"); err == nil {
 		return
 	}

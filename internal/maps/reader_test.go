@@ -6,6 +6,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/flowlens/flowlens/internal/maps"
+	"github.com/flowlens/flowlens/internal/testkit"
 )
 
 type key struct{ A, B uint32 }
@@ -13,6 +14,7 @@ type val struct{ X, Y uint64 }
 
 func newMap(t testing.TB, n int) *ebpf.Map {
 	t.Helper()
+	testkit.NeedRoot(t, "BPF maps")
 	m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Hash, KeySize: 8, ValueSize: 16, MaxEntries: uint32(n + 1)})
 	if err != nil {
 		t.Fatalf("create map: %v", err)
