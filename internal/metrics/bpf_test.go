@@ -7,6 +7,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 
 	"github.com/flowlens/flowlens/internal/datapath"
+	"github.com/flowlens/flowlens/internal/feature/registry"
 	"github.com/flowlens/flowlens/internal/metrics"
 	"github.com/flowlens/flowlens/internal/testkit"
 	"github.com/flowlens/flowlens/internal/testkit/packet"
@@ -91,14 +92,18 @@ func TestDatapathMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dp.Close()
-	hooks := dp.StartHooks([]string{datapath.HookDrops, datapath.HookRTT, datapath.HookRetransmits})
+	all, err := registry.Hooks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hooks := dp.StartHooks(all)
 	m, err := metrics.New(metrics.Sources{
 		Counters:        dp.ReadCounters,
 		FlowMapCapacity: 64,
 		Attached:        dp.Attached,
 		Hooks:           metrics.DatapathHooks(dp),
 		Programs:        metrics.DatapathPrograms(dp),
-		Maps:            metrics.DatapathMaps(dp.Maps),
+		Maps:            metrics.DatapathMaps(&dp.Maps),
 		EnrichmentLost:  dp.ReadEnrichmentLost,
 	}, metrics.Options{NoRuntimeMetrics: true})
 	if err != nil {

@@ -124,7 +124,7 @@ func get(t *testing.T, url string) (int, string) {
 
 // Every source feeds its metrics with exact values, read at scrape time.
 func TestScrapeExactValues(t *testing.T) {
-	var ev evictor.EvictorStats
+	var ev evictor.Stats
 	ev.Evictions[0].Store(7)
 	ev.Evictions[1].Store(2)
 	ev.Flows.Store(1234)
@@ -132,12 +132,12 @@ func TestScrapeExactValues(t *testing.T) {
 	ev.PartialFlows.Store(8)
 
 	cnt := metrics.Counters{}
-	cnt[datapath.FlowsCounterCNT_NON_IP] = 11
-	cnt[datapath.FlowsCounterCNT_MALFORMED] = 3
-	cnt[datapath.FlowsCounterCNT_IFACES_OVERFLOW] = 1
-	cnt[datapath.FlowsCounterCNT_OVERFLOW_RECORDS] = 40
-	cnt[datapath.FlowsCounterCNT_OVERFLOW_LOST] = 4
-	cnt[datapath.FlowsCounterCNT_NEW_FLOWS] = 500
+	cnt[datapath.CounterNonIP] = 11
+	cnt[datapath.CounterMalformed] = 3
+	cnt[datapath.CounterIfacesOverflow] = 1
+	cnt[datapath.CounterOverflowRecords] = 40
+	cnt[datapath.CounterOverflowLost] = 4
+	cnt[datapath.CounterNewFlows] = 500
 	var cntErr error
 
 	var q exporter.QueueStats
@@ -226,7 +226,7 @@ func TestScrapeExactValues(t *testing.T) {
 	// An eviction: histogram observed, the map's fill restarts from there.
 	m.ObserveEviction(evictor.ReasonTimer, 480, 3*time.Millisecond)
 	m.ObserveEviction(evictor.ReasonPressure, 20, 30*time.Millisecond)
-	cnt[datapath.FlowsCounterCNT_NEW_FLOWS] = 620
+	cnt[datapath.CounterNewFlows] = 620
 	// An instance unloaded (its namespace went away), another ran more:
 	// the sums never go down.
 	progs = progs[1:]

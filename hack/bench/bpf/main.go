@@ -41,6 +41,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/flowlens/flowlens/internal/datapath"
+	"github.com/flowlens/flowlens/internal/feature/registry"
 	frames "github.com/flowlens/flowlens/internal/testkit/packet"
 )
 
@@ -294,8 +295,8 @@ func addrOff(fam string) (off, base uint32) {
 
 // keys returns the flow keys of indexes [from, to): the template key with
 // the last four source address bytes set as the driver sets them.
-func keys(tmpl datapath.FlowsFlowKey, base uint32, from, to int) []datapath.FlowsFlowKey {
-	out := make([]datapath.FlowsFlowKey, to-from)
+func keys(tmpl datapath.FlowKey, base uint32, from, to int) []datapath.FlowKey {
+	out := make([]datapath.FlowKey, to-from)
 	for i := range out {
 		k := tmpl
 		binary.BigEndian.PutUint32(k.SrcIp[12:], base+uint32(from+i))
@@ -353,8 +354,6 @@ func driver(target *ebpf.Program, fam string, first, n int) (*ebpf.Program, func
 
 // ---- one configuration: family × flows × features ----
 
-var hookNames = []string{datapath.HookDrops, datapath.HookRTT, datapath.HookRetransmits}
-
 func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 	extra := o.newFlows
 	dp, err := datapath.Load(datapath.Config{MaxFlows: uint32(n + extra), Sampling: 1, Enrichment: features})
@@ -364,8 +363,12 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 	defer dp.Close()
 	note := ""
 	if features {
+		hooks, err := registry.Hooks()
+		if err != nil {
+			return nil, err
+		}
 		var running []string
-		for _, st := range dp.StartHooks(hookNames) {
+		for _, st := range dp.StartHooks(hooks) {
 			if st.Running {
 				running = append(running, st.Program)
 			}
@@ -394,8 +397,8 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 	if _, err := real.Run(&ebpf.RunOptions{Data: pkt}); err != nil {
 		return nil, err
 	}
-	var tk datapath.FlowsFlowKey
-	var tv datapath.FlowsFlowValue
+	var tk datapath.FlowKey
+	var tv datapath.FlowValue
 	if err := cur.NextKey(nil, &tk); err != nil {
 		return nil, fmt.Errorf("calibration run created no flow: %w", err)
 	}
@@ -525,11 +528,11 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 		if err != nil {
 			return nil, err
 		}
-		created := cnt[datapath.FlowsCounterCNT_NEW_FLOWS] - before[datapath.FlowsCounterCNT_NEW_FLOWS]
+		created := cnt[datapath.CounterNewFlows] - before[datapath.CounterNewFlows]
 		if want := newPerRep * uint64(totalReps); created != want {
 			return nil, fmt.Errorf("%s: %d flows created, want %d", path, created, want)
 		}
-		if ov := cnt[datapath.FlowsCounterCNT_OVERFLOW_RECORDS] + cnt[datapath.FlowsCounterCNT_OVERFLOW_LOST]; ov != 0 {
+		if ov := cnt[datapath.CounterOverflowRecords] + cnt[datapath.CounterOverflowLost]; ov != 0 {
 			return nil, fmt.Errorf("%s: %d packets overflowed the flow map", path, ov)
 		}
 		r.Prog, r.Floor = summarize(c.pu, c.pk), summarize(c.fu, c.fk)
@@ -569,9 +572,9 @@ func measureCase(floor, prog *ebpf.Program, pkt []byte, runs, reps int, after fu
 	return c, nil
 }
 
-func fill(m *ebpf.Map, ks []datapath.FlowsFlowKey, v datapath.FlowsFlowValue) error {
+func fill(m *ebpf.Map, ks []datapath.FlowKey, v datapath.FlowValue) error {
 	const chunk = 65536
-	vals := make([]datapath.FlowsFlowValue, min(chunk, len(ks)))
+	vals := make([]datapath.FlowValue, min(chunk, len(ks)))
 	for i := range vals {
 		vals[i] = v
 	}
