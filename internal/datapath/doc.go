@@ -1,9 +1,11 @@
-// Package datapath loads flowlens's TC programs and maps into the kernel and
-// attaches the programs to interfaces.
-//
-// The kernel side lives in bpf/ (flows.c); this package embeds the objects
-// that bpf2go built from it (flows_bpfel.o, committed) and the Go mirrors of
-// its types (FlowsFlowKey, FlowsFlowValue, ...).
+// Package datapath is the kernel side of the agent: it loads the BPF object
+// built from bpf/datapath.c (datapath_bpfel.o, committed, made by bpf2go),
+// creates its maps once from one table (maps.go) and hands them to every
+// program it loads, attaches the TC programs to interfaces (attach.go),
+// starts the features' hooks (hooks.go), and owns the eviction protocol over
+// the double-buffered maps (generations.go). types.go gives the generated Go
+// mirrors of bpf/types.h (FlowKey, FlowValue, EnrichValue, the counters,
+// directions and flags) their Go names.
 //
 // Attachment prefers tcx links (Linux >= 6.6) at the head of each hook, and
 // falls back to a clsact qdisc with a direct-action cls_bpf filter. Either

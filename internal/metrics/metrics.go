@@ -2,11 +2,11 @@
 // /readyz, over HTTP.
 //
 // Every value is read when Prometheus scrapes (custom Collectors over the
-// counters the stages already keep: EvictorStats, the datapath's per-CPU
+// counters the stages already keep: evictor.Stats, the datapath's per-CPU
 // counters, each Queue's QueueStats, the kernel's BPF program and map
 // info); nothing polls in the background. The one pushed metric is the
-// eviction duration histogram, fed by ObserveEviction (the evictor's
-// OnEviction callback).
+// eviction duration histogram, fed by ObserveEviction (*Metrics is the
+// evictor's Observer).
 //
 // New takes its sources as plain funcs and small interfaces, so it is
 // testable without a kernel; DatapathPrograms, DatapathMaps and Queues
@@ -240,8 +240,8 @@ func New(src Sources, opts Options) (*Metrics, error) {
 // on it if needed.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
-// ObserveEviction records one eviction. Its signature is that of
-// evictor.Evictor.OnEviction: set evictor.OnEviction = m.ObserveEviction.
+// ObserveEviction records one eviction: *Metrics is an evictor.Observer
+// (evictor.Config.Observer).
 func (m *Metrics) ObserveEviction(reason string, _ int, d time.Duration) {
 	m.evictionDuration.WithLabelValues(reason).Observe(d.Seconds())
 	if m.src.Counters != nil && m.src.FlowMapEntries == nil {
