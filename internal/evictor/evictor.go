@@ -11,6 +11,7 @@ package evictor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -101,9 +102,12 @@ type Evictor struct {
 	cfg  Config
 	log  *slog.Logger
 	gens *datapath.Generations
-	// pending holds the enrichment entries of the eviction in progress until
-	// they are merged into their flow; reused, so steady state allocates nothing.
-	pending map[datapath.FlowKey]datapath.EnrichValue
+	// pending indexes, by key, the enrichment entries of the eviction in
+	// progress (in enrichVals) until they are merged into their flow. Both
+	// are reused, so steady state allocates nothing; the values stay in a
+	// slice so the features get a pointer to them without a copy escaping.
+	pending    map[datapath.FlowKey]int32
+	enrichVals []datapath.EnrichValue
 	names   nameCache  // reused by every eviction
 	pool    *flow.Pool // the record batches handed to the Sink
 	over    *overflowAgg
@@ -140,11 +144,11 @@ func New(cfg Config) (*Evictor, error) {
 		cfg.Stats = &Stats{}
 	}
 	e := &Evictor{Stats: cfg.Stats, cfg: cfg, log: cfg.Logger, gens: cfg.Generations, over: newOverflowAgg(),
-		pool: flow.NewPool(cfg.BatchSize), pending: map[datapath.FlowKey]datapath.EnrichValue{}}
+		pool: flow.NewPool(cfg.BatchSize), pending: map[datapath.FlowKey]int32{}}
 	if cfg.Overflow != nil {
 		rd, err := ringbuf.NewReader(cfg.Overflow)
 		if err != nil {
-			return nil, errors.Join(errors.New("open overflow ring buffer"), err)
+			return nil, fmt.Errorf("open overflow ring buffer: %w", err)
 		}
 		e.ring = rd
 		e.ringWG.Add(1)
@@ -227,9 +231,11 @@ func (e *Evictor) Evict(reason string) error {
 	}
 	if len(e.cfg.Features) > 0 {
 		clear(e.pending)
+		e.enrichVals = e.enrichVals[:0]
 		_, err := ended.ReadEnrich(func(keys []datapath.FlowKey, vals []datapath.EnrichValue) error {
 			for i := range keys {
-				e.pending[keys[i]] = vals[i]
+				e.pending[keys[i]] = int32(len(e.enrichVals))
+				e.enrichVals = append(e.enrichVals, vals[i])
 			}
 			return nil
 		})
@@ -256,11 +262,11 @@ func (e *Evictor) Evict(reason string) error {
 	}
 	// Enrichment entries without a flow entry: partial records.
 	now := time.Now()
-	for k, ev := range e.pending {
+	for k, i := range e.pending {
 		r := out.next()
 		r.Sampling, r.Partial, r.StartTime, r.EndTime = e.cfg.Sampling, true, now, now
 		fillKey(r, &k)
-		e.enrich(r, &ev)
+		e.enrich(r, &e.enrichVals[i])
 		e.Stats.PartialFlows.Add(1)
 		out.done()
 	}
@@ -347,8 +353,8 @@ func (o *output) add(k *datapath.FlowKey, v *datapath.FlowValue) {
 	r.Sampling = o.e.cfg.Sampling
 	fromValue(r, k, v, o.clk, o.names, o.b)
 	if pending := o.e.pending; len(pending) > 0 {
-		if ev, ok := pending[*k]; ok {
-			o.e.enrich(r, &ev)
+		if i, ok := pending[*k]; ok {
+			o.e.enrich(r, &o.e.enrichVals[i])
 			delete(pending, *k)
 		}
 	}

@@ -114,6 +114,7 @@ func benchEvict(b *testing.B, n int, enrich string) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	gens.NoFill = true // no pressure check: the eviction path alone
 	var features []feature.Feature
 	if enrich != "none" {
 		features = registry.New()
