@@ -108,11 +108,11 @@ type Evictor struct {
 	// slice so the features get a pointer to them without a copy escaping.
 	pending    map[datapath.FlowKey]int32
 	enrichVals []datapath.EnrichValue
-	names   nameCache  // reused by every eviction
-	pool    *flow.Pool // the record batches handed to the Sink
-	over    *overflowAgg
-	ring    *ringbuf.Reader
-	ringWG  sync.WaitGroup
+	names      nameCache  // reused by every eviction
+	pool       *flow.Pool // the record batches handed to the Sink
+	over       *overflowAgg
+	ring       *ringbuf.Reader
+	ringWG     sync.WaitGroup
 	// Stats are the evictor's cumulative counts (Config.Stats, or its own).
 	Stats *Stats
 }
