@@ -5,10 +5,10 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/flowlens/flowlens/internal/datapath"
+	"github.com/flowlens/flowlens/internal/testkit/bpfrun"
 	"github.com/flowlens/flowlens/internal/testkit/packet"
 )
 
@@ -34,7 +34,7 @@ func runPkt(t *testing.T, dp *datapath.Datapath, pkt []byte, repeat uint32) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ret, err := progs.Ingress.Run(&ebpf.RunOptions{Data: pkt, Repeat: repeat})
+	ret, err := bpfrun.Exactly(progs.Ingress, pkt, int(repeat))
 	if err != nil {
 		t.Fatalf("test run: %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/flowlens/flowlens/internal/feature/registry"
 	"github.com/flowlens/flowlens/internal/metrics"
 	"github.com/flowlens/flowlens/internal/testkit"
+	"github.com/flowlens/flowlens/internal/testkit/bpfrun"
 	"github.com/flowlens/flowlens/internal/testkit/packet"
 )
 
@@ -54,7 +55,7 @@ func TestBPFProgramStatsExact(t *testing.T) {
 	expect(t, f, 0, "flowlens_agent_bpf_program_run_time_seconds_total", labels...)
 
 	pkt := make([]byte, 64)
-	if _, err := prog.Run(&ebpf.RunOptions{Data: pkt, Repeat: 1000}); err != nil {
+	if _, err := bpfrun.Exactly(prog, pkt, 1000); err != nil {
 		t.Fatal(err)
 	}
 	f = scrape(t, base)
@@ -64,7 +65,7 @@ func TestBPFProgramStatsExact(t *testing.T) {
 		t.Fatalf("run time %v after 1000 runs", rt1)
 	}
 
-	if _, err := prog.Run(&ebpf.RunOptions{Data: pkt, Repeat: 234}); err != nil {
+	if _, err := bpfrun.Exactly(prog, pkt, 234); err != nil {
 		t.Fatal(err)
 	}
 	f = scrape(t, base)
@@ -127,7 +128,7 @@ func TestDatapathMetrics(t *testing.T) {
 		sport uint16
 		n     uint32
 	}{{p0.Ingress, 1000, 7}, {p1.Ingress, 1000, 5}, {p1.Ingress, 2000, 3}} {
-		if _, err := r.p.Run(&ebpf.RunOptions{Data: udpPacket(r.sport), Repeat: r.n}); err != nil {
+		if _, err := bpfrun.Exactly(r.p, udpPacket(r.sport), int(r.n)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -182,7 +183,7 @@ func TestDatapathMetrics(t *testing.T) {
 	}
 
 	// More traffic: the counts move by exactly that much.
-	if _, err := p0.Ingress.Run(&ebpf.RunOptions{Data: udpPacket(1000), Repeat: 100}); err != nil {
+	if _, err := bpfrun.Exactly(p0.Ingress, udpPacket(1000), 100); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p0.Egress.Run(&ebpf.RunOptions{Data: udpPacket(1000), Repeat: 1}); err != nil {

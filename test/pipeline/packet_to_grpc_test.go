@@ -10,13 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
-
 	"github.com/flowlens/flowlens/internal/datapath"
 	"github.com/flowlens/flowlens/internal/evictor"
 	"github.com/flowlens/flowlens/internal/exporter"
 	grpcexp "github.com/flowlens/flowlens/internal/exporter/grpc"
 	"github.com/flowlens/flowlens/internal/testkit"
+	"github.com/flowlens/flowlens/internal/testkit/bpfrun"
 	"github.com/flowlens/flowlens/internal/testkit/packet"
 	"github.com/flowlens/flowlens/pkg/collector"
 	"github.com/flowlens/flowlens/pkg/collector/collectortest"
@@ -73,7 +72,7 @@ func TestOnePacketToTheGRPCMessage(t *testing.T) {
 	for i := 0; i < flows; i++ {
 		pkt := udp4(uint16(1000+i), i%50)
 		n := uint32(i%4 + 1)
-		if _, err := progs.Ingress.Run(&ebpf.RunOptions{Data: pkt, Repeat: n}); err != nil {
+		if _, err := bpfrun.Exactly(progs.Ingress, pkt, int(n)); err != nil {
 			t.Fatal(err)
 		}
 		wantPackets += uint64(n)
