@@ -59,9 +59,10 @@ func (b *Batch) Next() *Record {
 	return r
 }
 
-// Interfaces returns n zeroed slots for one record's Interfaces, carved from
-// the batch's own backing array, so filling a batch allocates nothing once
-// the array has grown to the node's usual mix (producers).
+// Interfaces returns n slots for one record's Interfaces, carved from the
+// batch's own backing array, so filling a batch allocates nothing once the
+// array has grown to the node's usual mix (producers). The slots may hold a
+// recycled batch's old values: the caller sets every one.
 func (b *Batch) Interfaces(n int) []Interface {
 	if len(b.ifs)+n > cap(b.ifs) {
 		// Out of backing space (flows crossing more interfaces than the two
@@ -71,9 +72,7 @@ func (b *Batch) Interfaces(n int) []Interface {
 	}
 	start := len(b.ifs)
 	b.ifs = b.ifs[:start+n]
-	s := b.ifs[start : start+n : start+n]
-	clear(s)
-	return s
+	return b.ifs[start : start+n : start+n]
 }
 
 // Pool recycles Batches of one size. It never blocks and never refuses: how

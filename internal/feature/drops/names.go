@@ -16,15 +16,7 @@ type Names struct {
 	tcpStates   map[uint8]string
 }
 
-// LoadNames reads the names from the running kernel's BTF.
-func LoadNames() (*Names, error) {
-	kernel, err := btf.LoadKernelSpec()
-	if err != nil {
-		return nil, fmt.Errorf("kernel BTF: %w", err)
-	}
-	return loadNames(kernel), nil
-}
-
+// loadNames reads the names from the running kernel's BTF.
 func loadNames(kernel *btf.Spec) *Names {
 	n := &Names{dropReasons: map[uint32]string{}, tcpStates: map[uint8]string{}}
 	var e *btf.Enum
