@@ -1,0 +1,309 @@
+package agent_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/flowlens/flowlens/internal/agent"
+	"github.com/flowlens/flowlens/internal/testkit/packet"
+	"github.com/flowlens/flowlens/internal/testnet"
+)
+
+// IP fragments in their flow (issue 12): every fragment of a datagram
+// counts in the datagram's flow (the ports of its first fragment); a later
+// fragment whose first was never seen counts under port 0, flagged.
+
+// fragFlow is a record with the fragment flag, which jsonFlow lacks.
+type fragFlow struct {
+	jsonFlow
+	FragUnmatched *bool `json:"frag_unmatched"`
+}
+
+// fragFlows decodes the agent's output, without the partial records (see
+// wireCounted).
+func fragFlows(t *testing.T, out string) []fragFlow {
+	t.Helper()
+	var flows []fragFlow
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var f fragFlow
+		if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
+			t.Fatalf("bad JSON line %q: %v", sc.Text(), err)
+		}
+		if f.Partial == nil {
+			t.Fatalf("line lacks contract fields: %q", sc.Text())
+		}
+		if !*f.Partial {
+			flows = append(flows, f)
+		}
+	}
+	return flows
+}
+
+// fragMetric reads one unlabelled series from the agent's /metrics.
+func fragMetric(t *testing.T, h *harness, name string) uint64 {
+	t.Helper()
+	resp, err := http.Get("http://" + h.A.MetricsAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`).FindSubmatch(body)
+	if m == nil {
+		t.Fatalf("no series %s in /metrics", name)
+	}
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uint64(v)
+}
+
+const fragUnmatchedMetric = "flowlens_agent_frag_unmatched_packets_total"
+
+// fragWire is what a datagram with ipPayload bytes after the fixed IP header
+// (UDP header and data) occupies on an Ethernet link of the given MTU,
+// fragmented as the kernel does: every fragment but the last carries the
+// largest multiple of 8 bytes that fits after the IP header (and, IPv6, the
+// 8-byte fragment header); each is its own frame with its own headers.
+func fragWire(ipPayload, mtu, ipHdr, fragHdr int) (frags, bytes int) {
+	per := (mtu - ipHdr - fragHdr) &^ 7
+	frags = (ipPayload + per - 1) / per
+	return frags, ipPayload + frags*(packet.EthLen+ipHdr+fragHdr)
+}
+
+// fragSend sends n datagrams of size bytes from src to dst out of a UDP
+// socket in ns. IPv4: IP_PMTUDISC_DONT, so the kernel fragments (no DF,
+// no EMSGSIZE); IPv6 fragments at the source by default.
+func fragSend(t *testing.T, ns *testnet.Netns, src, dst string, size, n int) {
+	t.Helper()
+	la, err := net.ResolveUDPAddr("udp", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ra, err := net.ResolveUDPAddr("udp", dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = ns.Do(func() error {
+		c, err := net.ListenUDP("udp", la)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		if la.IP.To4() != nil {
+			rc, err := c.SyscallConn()
+			if err != nil {
+				return err
+			}
+			var serr error
+			if err := rc.Control(func(fd uintptr) {
+				serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DONT)
+			}); err != nil {
+				return err
+			}
+			if serr != nil {
+				return fmt.Errorf("IP_MTU_DISCOVER: %w", serr)
+			}
+		}
+		for i := 0; i < n; i++ {
+			if _, err := c.WriteToUDP(make([]byte, size), ra); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fragReceive reads n datagrams of size bytes from c: the fragments made
+// whole datagrams again.
+func fragReceive(t *testing.T, c *net.UDPConn, size, n int) {
+	t.Helper()
+	buf := make([]byte, 65536)
+	for i := 0; i < n; i++ {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		m, _, err := c.ReadFromUDP(buf)
+		if err != nil {
+			t.Fatalf("datagram %d of %d: %v", i+1, n, err)
+		}
+		if m != size {
+			t.Fatalf("datagram %d: %d bytes, want %d", i+1, m, size)
+		}
+	}
+}
+
+// fragPair is a veth pair between two namespaces, IPv4 (newPair) or IPv6.
+func fragPair(t *testing.T, v6 bool) *pair {
+	t.Helper()
+	if !v6 {
+		return newPair(t)
+	}
+	p := &pair{A: testnet.NewNetns(t, "fa6"), B: testnet.NewNetns(t, "fb6"), ifA: "veth-a", ifB: "veth-b", ipA: "fd00:98::1", ipB: "fd00:98::2"}
+	testnet.QuietIPv6(t, p.A)
+	testnet.QuietIPv6(t, p.B)
+	la, lb := testnet.Veth(t, p.A, p.ifA, p.B, p.ifB)
+	testnet.AddAddr(t, p.A, p.ifA, p.ipA+"/64")
+	testnet.AddAddr(t, p.B, p.ifB, p.ipB+"/64")
+	testnet.Neigh(t, p.A, p.ifA, p.ipB, lb.Attrs().HardwareAddr)
+	testnet.Neigh(t, p.B, p.ifB, p.ipA, la.Attrs().HardwareAddr)
+	return p
+}
+
+// UDP datagrams of 3000 bytes over a 1500-byte MTU, IPv4 and IPv6: every
+// fragment counted (the sender's veth counters, and the fragment arithmetic
+// independently), all in the datagram's flow, none under port 0, none
+// unmatched. Then fragments without their first fragment, written raw on
+// the veth: counted under port 0, flagged, and counted by the metric at
+// each hook that saw them.
+func TestFragments(t *testing.T) {
+	for _, v6 := range []bool{false, true} {
+		name, ipHdr, fragHdr, ethType := "ipv4", packet.IPv4Len, 0, uint16(0x0800)
+		if v6 {
+			name, ipHdr, fragHdr, ethType = "ipv6", packet.IPv6Len, 8, 0x86dd
+		}
+		t.Run(name, func(t *testing.T) {
+			p := fragPair(t, v6)
+			ln := mustListen(t, p.B, net.JoinHostPort(p.ipB, "9000"))
+			h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--metrics-address=127.0.0.1:0")
+			const n, size, mtu = 20, 3000, 1500
+			if l := link(t, p.A, p.ifA); l.Attrs().MTU != mtu {
+				t.Fatalf("%s MTU %d, want %d", p.ifA, l.Attrs().MTU, mtu)
+			}
+			before, _ := testnet.ReadLinkStats(p.A, p.ifA)
+			fragSend(t, p.A, net.JoinHostPort(p.ipA, "4000"), net.JoinHostPort(p.ipB, "9000"), size, n)
+			fragReceive(t, ln, size, n)
+			after, _ := testnet.ReadLinkStats(p.A, p.ifA)
+			unmatched := fragMetric(t, h, fragUnmatchedMetric)
+			h.Stop()
+			flows := fragFlows(t, h.out.String())
+
+			per, perBytes := fragWire(packet.UDPLen+size, mtu, ipHdr, fragHdr)
+			wantP, wantB := uint64(n*per), uint64(n*perBytes)
+			if dp, db := after.TxPackets-before.TxPackets, after.TxBytes-before.TxBytes; dp != wantP || db != wantB {
+				t.Fatalf("%s sent %d packets / %d bytes, want %d fragments / %d bytes (%d per datagram)", p.ifA, dp, db, wantP, wantB, per)
+			}
+			var all, inFlow []fragFlow
+			for _, f := range flows {
+				if f.SrcAddr == p.ipA && f.DstAddr == p.ipB && f.Proto == 17 {
+					all = append(all, f)
+					if f.SrcPort == 4000 && f.DstPort == 9000 {
+						inFlow = append(inFlow, f)
+					}
+				}
+			}
+			var pk, by uint64
+			for _, f := range inFlow {
+				pk += f.Packets
+				by += f.Bytes
+			}
+			t.Logf("%d datagrams: %d fragments each; flow %d packets / %d bytes in %d records; %s tx %d / %d",
+				n, per, pk, by, len(inFlow), p.ifA, after.TxPackets-before.TxPackets, after.TxBytes-before.TxBytes)
+			if pk != wantP || by != wantB {
+				t.Fatalf("flow 4000→9000: %d packets / %d bytes, want %d / %d (every fragment)", pk, by, wantP, wantB)
+			}
+			for _, f := range all {
+				if f.SrcPort != 4000 || f.DstPort != 9000 || f.FragUnmatched != nil {
+					t.Fatalf("a record outside the datagram's flow: ports %d→%d, %d packets, frag_unmatched %v", f.SrcPort, f.DstPort, f.Packets, f.FragUnmatched)
+				}
+			}
+			want := fmt.Sprintf("%s/%s:egress %s/%s:ingress", p.A.Name, p.ifA, p.B.Name, p.ifB)
+			if len(inFlow) != 1 {
+				t.Fatalf("%d records of the flow, want 1", len(inFlow))
+			}
+			if got := inFlow[0].ifaces(); got != want || inFlow[0].EthType != ethType {
+				t.Fatalf("interfaces %q eth_type %#x; want %q, %#x", got, inFlow[0].EthType, want, ethType)
+			}
+			if unmatched != 0 {
+				t.Fatalf("%s = %d, want 0", fragUnmatchedMetric, unmatched)
+			}
+		})
+	}
+
+	// Orphans: later fragments (offset > 0, no first fragment ever sent) of
+	// distinct datagrams, written raw on A's veth. Each is counted once, in
+	// a port-0 flow flagged frag_unmatched. The datapath counts
+	// CNT_FRAG_UNMATCHED in handle(), before the dedup, so each hook that
+	// sees a fragment counts it: A's egress and B's ingress, 2 per fragment.
+	for _, v6 := range []bool{false, true} {
+		name := "orphan-ipv4"
+		if v6 {
+			name = "orphan-ipv6"
+		}
+		t.Run(name, func(t *testing.T) {
+			p := fragPair(t, v6)
+			h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--metrics-address=127.0.0.1:0")
+			la, lb := link(t, p.A, p.ifA), link(t, p.B, p.ifB)
+			var dst, src packet.MAC
+			copy(dst[:], lb.Attrs().HardwareAddr)
+			copy(src[:], la.Attrs().HardwareAddr)
+			const n, data = 7, 48
+			var frames [][]byte
+			for i := 0; i < n; i++ {
+				if v6 {
+					frames = append(frames, packet.Cat(
+						packet.Eth(packet.EtherTypeIPv6, packet.MACs(dst, src)),
+						packet.IPv6(packet.ProtoFragment, p.ipA, p.ipB, 8+data),
+						packet.Fragment6(packet.ProtoUDP, 1448/8, false, uint32(0x5100+i)),
+						packet.Payload(data)))
+				} else {
+					frames = append(frames, packet.Cat(
+						packet.Eth(packet.EtherTypeIPv4, packet.MACs(dst, src)),
+						packet.IPv4(packet.ProtoUDP, p.ipA, p.ipB, data, packet.ID(uint16(0x5100+i)), packet.Frag(0, 1480/8), packet.Checksum()),
+						packet.Payload(data)))
+				}
+			}
+			before, _ := testnet.ReadLinkStats(p.A, p.ifA)
+			wireSendFrames(t, p.A, la.Attrs().Index, frames)
+			after, _ := testnet.ReadLinkStats(p.A, p.ifA)
+			unmatched := fragMetric(t, h, fragUnmatchedMetric)
+			h.Stop()
+			flows := fragFlows(t, h.out.String())
+
+			wantB := uint64(n * len(frames[0]))
+			if dp, db := after.TxPackets-before.TxPackets, after.TxBytes-before.TxBytes; dp != n || db != wantB {
+				t.Fatalf("%s sent %d packets / %d bytes, want %d / %d", p.ifA, dp, db, n, wantB)
+			}
+			var recs []fragFlow
+			var pk, by uint64
+			for _, f := range flows {
+				if f.SrcAddr == p.ipA && f.DstAddr == p.ipB {
+					recs = append(recs, f)
+					pk += f.Packets
+					by += f.Bytes
+				}
+			}
+			t.Logf("%d orphan fragments of %d bytes: %d records, %d packets / %d bytes; %s = %d", n, len(frames[0]), len(recs), pk, by, fragUnmatchedMetric, unmatched)
+			if len(recs) != 1 || pk != n || by != wantB {
+				t.Fatalf("%d records with %d packets / %d bytes, want 1 with %d / %d", len(recs), pk, by, n, wantB)
+			}
+			f := recs[0]
+			want := fmt.Sprintf("%s/%s:egress %s/%s:ingress", p.A.Name, p.ifA, p.B.Name, p.ifB)
+			if f.SrcPort != 0 || f.DstPort != 0 || f.Proto != 17 || f.FragUnmatched == nil || !*f.FragUnmatched || f.ifaces() != want {
+				t.Fatalf("record ports %d→%d proto %d frag_unmatched %v interfaces %q; want 0→0, 17, true, %q",
+					f.SrcPort, f.DstPort, f.Proto, f.FragUnmatched, f.ifaces(), want)
+			}
+			if unmatched != 2*n {
+				t.Fatalf("%s = %d, want %d (%d fragments, each seen at 2 hooks)", fragUnmatchedMetric, unmatched, 2*n, n)
+			}
+		})
+	}
+}
