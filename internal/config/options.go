@@ -57,7 +57,7 @@ var options = []*option{
 		usage: "flows per grpc message (1 to 100000)",
 		set:   setInt(func(c *Config) *int { return &c.GRPCBatchSize })},
 	{name: "export-buffer", arg: "n", def: "0",
-		usage: "batches queued per exporter; when full, eviction waits for room (up to half the eviction period), then the oldest are dropped, counted (0 to 100000; 0 = 8)",
+		usage: "batches queued per exporter; when full, eviction waits for room (up to half the eviction period per exporter), then the oldest are dropped, counted (0 to 100000; 0 = 8)",
 		set:   setInt(func(c *Config) *int { return &c.ExportBuffer })},
 	{name: "tls-ca", arg: "file", def: "",
 		usage: "CA certificate to verify the grpc collector",

@@ -38,10 +38,12 @@ const (
 type Sink interface {
 	// Push takes over one reference to b: it must Release it once
 	// (directly, or through the consumers it Retains it for) and must not
-	// modify the records. Push may block until until, which makes the
-	// evictor wait for slower consumers instead of buffering a whole
-	// eviction (the maps it reads are no longer written, so the kernel
-	// side does not wait); past until it must not block.
+	// modify the records. Push may block, which makes the evictor wait for
+	// slower consumers instead of buffering a whole eviction (the maps it
+	// reads are no longer written, so the kernel side does not wait). All
+	// the Pushes of one eviction get the same until: until minus the
+	// eviction's start is the wait budget of each consumer (ExportWait);
+	// a consumer that has spent its budget must not block.
 	Push(b *flow.Batch, until time.Time)
 }
 
@@ -77,9 +79,10 @@ type Config struct {
 	// Stats, when set, is where the evictor counts (so the metrics can be
 	// built before the evictor); else Evictor.Stats points to its own.
 	Stats *Stats
-	// ExportWait bounds how long one eviction may wait in Sink, in total
-	// (default Period/2): a consumer that is slower than that loses batches
-	// (its queue drops them, counted) rather than holding up evictions.
+	// ExportWait bounds how long one eviction may wait in Sink for each
+	// consumer (default Period/2): a consumer that is slower than that
+	// loses batches (its queue drops them, counted) rather than holding up
+	// evictions, and spends only its own budget (exporter.Fanout).
 	ExportWait time.Duration
 	// Features are the running enrichment features: the evictor reads the
 	// enrichment maps when there is at least one, and each fills its
@@ -95,6 +98,10 @@ type Stats struct {
 	OverflowFlows atomic.Uint64    // records produced from overflow records
 	PartialFlows  atomic.Uint64    // enrichment entries with no flow entry
 	LastDuration  atomic.Int64     // ns
+	// ReadFailures counts evictions whose read of an ended generation
+	// failed after the flip: the generation was kept, and the next
+	// eviction reads what was not exported before it flips again.
+	ReadFailures atomic.Uint64
 }
 
 // Evictor periodically moves the flows out of the kernel into records.
@@ -113,6 +120,11 @@ type Evictor struct {
 	over       *overflowAgg
 	ring       *ringbuf.Reader
 	ringWG     sync.WaitGroup
+	// unread is the generation being read, kept when its read fails after
+	// the flip (see Evict); unreadFlows counts its flow entries handed on.
+	unread      datapath.Ended
+	unreadFlows int
+	kept        bool // unread is a generation whose read failed
 	// Stats are the evictor's cumulative counts (Config.Stats, or its own).
 	Stats *Stats
 }
@@ -223,54 +235,46 @@ func (e *Evictor) Shutdown() error {
 
 // Evict runs one eviction cycle. Not safe for concurrent use (Run and
 // Shutdown call it from one goroutine at a time).
+//
+// A failure after the flip (reading the ended generation's maps) does not
+// discard the generation: what was read is handed on, the generation is
+// kept (unread; counted in Stats.ReadFailures, logged) and the next
+// eviction reads the rest of it before it flips, so the Flip that would
+// empty its flow map comes only once the map has been read. The rest is
+// exact: the enrichment map is emptied as it is read, so a second read
+// returns only the entries not read yet (those read stay in e.pending); the
+// flow map is not, so the second read skips as many entries as the first
+// one handed on. Both walks see the same entries in the same order (a hash
+// map's buckets in turn): no program writes an ended map (they only look it
+// up) and nothing deletes from it until that Flip. While the read keeps
+// failing, no eviction flips: the active map goes on filling (and then
+// overflows into the ring buffer, counted) rather than losing a generation.
 func (e *Evictor) Evict(reason string) error {
 	start := time.Now()
-	ended, err := e.gens.Flip()
-	if err != nil {
-		return err
-	}
-	if len(e.cfg.Features) > 0 {
-		clear(e.pending)
-		e.enrichVals = e.enrichVals[:0]
-		_, err := ended.ReadEnrich(func(keys []datapath.FlowKey, vals []datapath.EnrichValue) error {
-			for i := range keys {
-				e.pending[keys[i]] = int32(len(e.enrichVals))
-				e.enrichVals = append(e.enrichVals, vals[i])
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-	}
-
 	out := e.newOutput(reason)
-	_, err = ended.ReadFlows(func(keys []datapath.FlowKey, vals []datapath.FlowValue) error {
-		for i := range keys {
-			out.add(&keys[i], &vals[i])
+	if e.kept {
+		if err := e.read(out); err != nil {
+			return e.keep(out, err)
 		}
-		return nil
-	})
-	e.Stats.Flows.Add(uint64(out.n))
+		e.partial(out) // its enrichment entries without a flow entry
+		e.kept = false
+	}
+	ended, err := e.gens.Flip()
 	if err != nil {
 		out.flush()
 		return err
+	}
+	e.unread, e.unreadFlows = ended, 0
+	clear(e.pending)
+	e.enrichVals = e.enrichVals[:0]
+	if err := e.read(out); err != nil {
+		return e.keep(out, err)
 	}
 	for k, f := range e.over.take() {
 		out.add(&k, &f.v)
 		e.Stats.OverflowFlows.Add(1)
 	}
-	// Enrichment entries without a flow entry: partial records.
-	now := time.Now()
-	for k, i := range e.pending {
-		r := out.next()
-		r.Sampling, r.Partial, r.StartTime, r.EndTime = e.cfg.Sampling, true, now, now
-		fillKey(r, &k)
-		e.enrich(r, &e.enrichVals[i])
-		e.Stats.PartialFlows.Add(1)
-		out.done()
-	}
-	clear(e.pending)
+	e.partial(out)
 	out.flush()
 	e.cfg.Resolver.Tick()
 	d := time.Since(start)
@@ -289,6 +293,66 @@ func (e *Evictor) Evict(reason string) error {
 	return nil
 }
 
+// read reads what is left of the ended generation e.unread into out: its
+// enrichment entries into e.pending, then its flow entries, each merged
+// with its enrichment entry, skipping the e.unreadFlows handed on before.
+func (e *Evictor) read(out *output) error {
+	if len(e.cfg.Features) > 0 {
+		_, err := e.unread.ReadEnrich(func(keys []datapath.FlowKey, vals []datapath.EnrichValue) error {
+			for i := range keys {
+				e.pending[keys[i]] = int32(len(e.enrichVals))
+				e.enrichVals = append(e.enrichVals, vals[i])
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	skip, n := e.unreadFlows, out.n
+	_, err := e.unread.ReadFlows(func(keys []datapath.FlowKey, vals []datapath.FlowValue) error {
+		if skip >= len(keys) {
+			skip -= len(keys)
+			return nil
+		}
+		keys, vals = keys[skip:], vals[skip:]
+		skip = 0
+		for i := range keys {
+			out.add(&keys[i], &vals[i])
+		}
+		e.unreadFlows += len(keys)
+		return nil
+	})
+	e.Stats.Flows.Add(uint64(out.n - n))
+	return err
+}
+
+// keep hands on what a failed read produced and keeps the generation for
+// the next eviction.
+func (e *Evictor) keep(out *output, err error) error {
+	out.flush()
+	e.kept = true
+	e.Stats.ReadFailures.Add(1)
+	e.log.Warn("reading the ended generation failed: kept for the next eviction, not discarded",
+		"flows_handed_on", e.unreadFlows, "error", err)
+	return fmt.Errorf("ended generation kept for the next eviction: %w", err)
+}
+
+// partial hands on the enrichment entries left without a flow entry as
+// partial records.
+func (e *Evictor) partial(out *output) {
+	now := time.Now()
+	for k, i := range e.pending {
+		r := out.next()
+		r.Sampling, r.Partial, r.StartTime, r.EndTime = e.cfg.Sampling, true, now, now
+		fillKey(r, &k)
+		e.enrich(r, &e.enrichVals[i])
+		e.Stats.PartialFlows.Add(1)
+		out.done()
+	}
+	clear(e.pending)
+}
+
 // enrich lets every running feature fill its fields from v.
 func (e *Evictor) enrich(r *flow.Record, v *datapath.EnrichValue) {
 	for _, f := range e.cfg.Features {
@@ -303,7 +367,7 @@ type output struct {
 	b     *flow.Batch
 	clk   Clock
 	names *nameCache
-	until time.Time // the Sink may wait until then
+	until time.Time // the Sink's wait budget, per consumer: until minus now
 	n     int       // records produced
 }
 

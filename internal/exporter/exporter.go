@@ -3,11 +3,13 @@
 //
 // The evictor pushes each batch into every exporter's Queue, which holds at
 // most a configured number of batches. When a queue is full, Push waits for
-// room until the eviction's deadline (the evictor reads a map no program
-// writes any more, so only the evictor waits, never the kernel side), which
-// bounds the agent's memory whatever the size of an eviction; past the
-// deadline it drops the oldest batch, counted, so a stuck consumer cannot
-// hold up evictions. Each exporter runs in its own goroutine.
+// room (the evictor reads a map no program writes any more, so only the
+// evictor waits, never the kernel side), which bounds the agent's memory
+// whatever the size of an eviction. Each queue has its own wait budget per
+// eviction, spent only by waiting for that queue, and the Fanout lets the
+// full queues wait at the same time: past its budget a queue drops its
+// oldest batch, counted, so a stuck consumer can neither hold up evictions
+// nor make a healthy exporter drop. Each exporter runs in its own goroutine.
 package exporter
 
 import (

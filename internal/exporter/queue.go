@@ -34,6 +34,12 @@ type Queue struct {
 	room    chan struct{} // a batch left the queue
 	done    chan struct{}
 	lastLog time.Time
+	// This queue's own wait budget in the eviction being pushed, which
+	// the deadline its Pushes share identifies: the time Push may still
+	// wait for room here. Only waiting for this queue spends it, so an
+	// eviction that waited for another exporter leaves it whole.
+	evUntil time.Time
+	evLeft  time.Duration
 }
 
 // NewQueue returns a Queue holding at most capacity batches; Run starts it.
@@ -52,21 +58,54 @@ func NewQueue(e Exporter, capacity int, log *slog.Logger) *Queue {
 func (q *Queue) Name() string { return q.exp.Name() }
 
 // Push queues a batch, taking over one of its references (released once the
-// batch is exported or dropped). When the queue is full it waits for room
-// until until; after that it drops the oldest queued batch, counted, with a
-// log line at most every 10s. After Close, batches are released unexported.
+// batch is exported or dropped). When the queue is full it waits for room,
+// within this queue's own wait budget for the eviction: the Pushes of one
+// eviction share until, and the budget is until minus the time of the
+// eviction's first Push here, spent only by waiting for this queue. Once it
+// is spent Push drops the oldest queued batch, counted, with a log line at
+// most every 10s. After Close, batches are released unexported.
 func (q *Queue) Push(b *flow.Batch, until time.Time) {
 	if b.Len() == 0 {
 		b.Release()
 		return
 	}
-	var waited time.Duration
 	q.mu.Lock()
-	for len(q.buf) == q.cap && !q.closed {
-		left := time.Until(until)
-		if left <= 0 {
-			break
-		}
+	q.budget(until)
+	q.waitRoom()
+	q.put(b)
+}
+
+// tryPush is Push without waiting: it returns false, having done nothing,
+// when the queue is full and its budget left (Fanout then waits in Push).
+func (q *Queue) tryPush(b *flow.Batch, until time.Time) bool {
+	if b.Len() == 0 {
+		b.Release()
+		return true
+	}
+	q.mu.Lock()
+	q.budget(until)
+	if len(q.buf) == q.cap && !q.closed && q.evLeft > 0 {
+		q.mu.Unlock()
+		return false
+	}
+	q.put(b)
+	return true
+}
+
+// budget starts the wait budget of a new eviction (a new until). Called with
+// q.mu held.
+func (q *Queue) budget(until time.Time) {
+	if !until.Equal(q.evUntil) {
+		q.evUntil, q.evLeft = until, time.Until(until)
+	}
+}
+
+// waitRoom waits while the queue is full, open and its budget left, spending
+// the budget. Called with q.mu held; returns with it held.
+func (q *Queue) waitRoom() {
+	var waited time.Duration
+	for len(q.buf) == q.cap && !q.closed && q.evLeft > 0 {
+		left := q.evLeft
 		q.mu.Unlock()
 		start := time.Now()
 		t := time.NewTimer(left)
@@ -75,12 +114,19 @@ func (q *Queue) Push(b *flow.Batch, until time.Time) {
 		case <-t.C:
 		}
 		t.Stop()
-		waited += time.Since(start)
+		w := time.Since(start)
+		waited += w
 		q.mu.Lock()
+		q.evLeft -= w
 	}
 	if waited > 0 {
 		q.Stats.WaitNanos.Add(uint64(waited))
 	}
+}
+
+// put queues b, dropping the oldest batch if the queue is full. Called with
+// q.mu held; unlocks it.
+func (q *Queue) put(b *flow.Batch) {
 	if q.closed {
 		q.mu.Unlock()
 		b.Release()
@@ -159,6 +205,9 @@ func (q *Queue) Run(ctx context.Context) {
 		if err != nil {
 			q.Stats.Errors.Add(1)
 			q.log.Warn("export failed", "flows", n, "error", err)
+			if ctx.Err() != nil {
+				return // cancelled: the rest is released, not sent to fail one by one
+			}
 			continue
 		}
 		q.Stats.Batches.Add(1)
@@ -194,18 +243,48 @@ func (q *Queue) Close(ctx context.Context) error {
 }
 
 // Fanout is the export queues as one evictor.Sink: every queue gets each
-// batch (one reference each) and may make the evictor wait for room until
-// until.
+// batch (one reference each). Each queue has its own wait budget per
+// eviction (see Queue.Push), and the queues that must wait for room wait at
+// the same time, so a consumer that is down spends its own budget only: it
+// never makes a healthy exporter drop, and an eviction waits at most its
+// deadline's budget per exporter.
 type Fanout []*Queue
 
-// Push hands b to every queue; with no queue it releases b.
+// Push hands b to every queue and returns once each has taken it (queued,
+// or dropped an older batch for it); with no queue it releases b. It waits
+// only while a queue is full with budget left.
 func (f Fanout) Push(b *flow.Batch, until time.Time) {
-	if len(f) == 0 {
+	switch len(f) {
+	case 0:
 		b.Release()
+		return
+	case 1:
+		f[0].Push(b, until)
 		return
 	}
 	b.Retain(len(f) - 1)
+	// Offer the batch to every queue first, so each starts its budget at
+	// the same time; only those that are full wait, concurrently (the last
+	// one in this goroutine). No goroutine, no allocation in the common case.
+	var wg *sync.WaitGroup
+	var last *Queue
 	for _, q := range f {
-		q.Push(b, until)
+		if q.tryPush(b, until) {
+			continue
+		}
+		if last != nil {
+			if wg == nil {
+				wg = new(sync.WaitGroup)
+			}
+			wg.Add(1)
+			go func(q *Queue, wg *sync.WaitGroup) { defer wg.Done(); q.Push(b, until) }(last, wg)
+		}
+		last = q
+	}
+	if last != nil {
+		last.Push(b, until)
+	}
+	if wg != nil {
+		wg.Wait()
 	}
 }

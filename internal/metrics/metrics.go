@@ -256,6 +256,7 @@ type agentCollector struct {
 	m *Metrics
 
 	evictions, evictedFlows                      *prometheus.Desc
+	evictReadFails                               *prometheus.Desc
 	mapEntries, mapCapacity                      *prometheus.Desc
 	flowsCreated, overflowRecords, overflowLost  *prometheus.Desc
 	ifacesOverflow, nonIP, malformed             *prometheus.Desc
@@ -296,6 +297,7 @@ func newAgentCollector(m *Metrics) *agentCollector {
 		m:                 m,
 		evictions:         d("evictions_total", "Evictions of the in-kernel flow map, by reason: timer (every --cache-active-timeout), pressure (map filling up), shutdown.", "reason"),
 		evictedFlows:      d("evicted_flows_total", "Flow records produced by evictions, by source: map (the flow map), overflow (aggregated from overflow ring buffer records), partial (enrichment entries with no flow entry).", "source"),
+		evictReadFails:    d("eviction_read_failures_total", "Evictions whose read of the ended generation failed after the flip: the generation was kept, not discarded, and the next eviction read the rest of it before flipping again."),
 		mapEntries:        d("flow_map_entries", "Flows in the active in-kernel flow map."),
 		mapCapacity:       d("flow_map_capacity", "Capacity of the in-kernel flow map (--cache-max-flows)."),
 		flowsCreated:      d("flows_created_total", "Flow entries created in the in-kernel flow maps."),
@@ -331,7 +333,7 @@ func newAgentCollector(m *Metrics) *agentCollector {
 }
 
 func (c *agentCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.evictions, c.evictedFlows, c.mapEntries, c.mapCapacity,
+	for _, d := range []*prometheus.Desc{c.evictions, c.evictedFlows, c.evictReadFails, c.mapEntries, c.mapCapacity,
 		c.flowsCreated, c.overflowRecords, c.overflowLost, c.ifacesOverflow, c.nonIP, c.malformed,
 		c.expBatches, c.expFlows, c.expErrors, c.expDroppedBatches, c.expDroppedFlows, c.expQueue, c.expWait,
 		c.expConnected, c.expRefused, c.attached, c.hookUp, c.enrichLost, c.progRunTime, c.progRuns, c.progMisses,
@@ -377,6 +379,7 @@ func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, c.evictedFlows, ev.Flows.Load(), "map")
 		counter(ch, c.evictedFlows, ev.OverflowFlows.Load(), "overflow")
 		counter(ch, c.evictedFlows, ev.PartialFlows.Load(), "partial")
+		counter(ch, c.evictReadFails, ev.ReadFailures.Load())
 	}
 
 	if src.Counters != nil {

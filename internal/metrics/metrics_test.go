@@ -130,6 +130,7 @@ func TestScrapeExactValues(t *testing.T) {
 	ev.Flows.Store(1234)
 	ev.OverflowFlows.Store(5)
 	ev.PartialFlows.Store(8)
+	ev.ReadFailures.Store(2)
 
 	cnt := metrics.Counters{}
 	cnt[datapath.CounterNonIP] = 11
@@ -187,6 +188,7 @@ func TestScrapeExactValues(t *testing.T) {
 	expect(t, f, 1234, "flowlens_agent_evicted_flows_total", "source=map")
 	expect(t, f, 5, "flowlens_agent_evicted_flows_total", "source=overflow")
 	expect(t, f, 8, "flowlens_agent_evicted_flows_total", "source=partial")
+	expect(t, f, 2, "flowlens_agent_eviction_read_failures_total")
 	expect(t, f, 500, "flowlens_agent_flow_map_entries") // no eviction yet: every created flow is in the map
 	expect(t, f, 1000, "flowlens_agent_flow_map_capacity")
 	expect(t, f, 500, "flowlens_agent_flows_created_total")
