@@ -10,6 +10,7 @@
 #define FLOWLENS_CORE_H
 
 #include <linux/types.h>
+#include <bpf/bpf_helpers.h>
 
 #pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
 
@@ -40,17 +41,55 @@ struct tcp_sock {
 	__u32 srtt_us; /* smoothed RTT in microseconds, << 3 */
 };
 
+struct net {
+	__u64 net_cookie;
+};
+
+struct list_head___fl {
+	struct list_head___fl *next;
+};
+
+struct rtnl_link_ops {
+	const char *kind;
+};
+
+struct net_device {
+	int ifindex;
+	unsigned int flags; /* IFF_* */
+	struct {
+		struct net *net;
+	} nd_net; /* possible_net_t */
+	struct {
+		struct list_head___fl upper;
+		struct list_head___fl lower;
+	} adj_list; /* devices stacked above (bridge, bond...) and below */
+	const struct rtnl_link_ops *rtnl_link_ops;
+};
+
+struct skb_shared_info {
+	__u16 gso_size;
+	__u16 gso_segs;
+};
+
 struct sk_buff {
+	struct net_device *dev;
 	unsigned int len;
+	__u8 encapsulation:1;
+	__u32 vlan_all; /* non-zero: a VLAN tag held in the skb, not in the frame */
+	__u16 inner_transport_header;
 	__u16 transport_header;
 	__u16 network_header;
 	__u16 mac_header;
 	__be16 protocol;
+	unsigned int end; /* offset of skb_shared_info from head */
 	unsigned char *head;
 	unsigned char *data;
 	struct sock *sk;
 };
 
 #pragma clang attribute pop
+
+/* The TC context's sk_buff (a kfunc the verifier inlines: no call). */
+extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
 
 #endif

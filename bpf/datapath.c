@@ -5,7 +5,9 @@
  * own Go package (internal/feature/<name>), and the agent loads each program
  * on its own, so a program the kernel refuses takes nothing else down.
  *
- *   flows.h        TC ingress/egress: packets -> flows (always on)
+ *   flows.h        TC ingress/egress: packets -> flows (always on), with
+ *                  wire.h (wire packets and bytes), frags.h (fragments in
+ *                  their flow), order.h (which hook counts a packet)
  *   drops.h        tp_btf/kfree_skb, tracepoint fallback
  *   rtt.h          fentry/tcp_rcv_established, tp_btf/tcp_probe fallback
  *   retransmits.h  tp_btf/tcp_retransmit_skb
@@ -30,3 +32,4 @@ const enum enrich_counter *unused_enrich_counter __attribute__((unused));
 const enum direction *unused_direction __attribute__((unused));
 const enum tcp_markers *unused_tcp_markers __attribute__((unused));
 const enum flow_flags *unused_flow_flags __attribute__((unused));
+const enum hook_order *unused_hook_order __attribute__((unused));

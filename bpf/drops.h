@@ -8,6 +8,7 @@
 #define FLOWLENS_DROPS_H
 
 #include "enrich.h"
+#include "frags.h"
 
 /* Values of enum skb_drop_reason that are not drops; the agent reads them
  * from the running kernel's BTF (they differ between versions). */
@@ -16,13 +17,15 @@ volatile const __u32 reason_not_specified = 2;
 
 /*
  * skb_key builds the key from the dropped packet's own headers, so it is the
- * key the TC program gave the same packet. Returns the L4 header's first
- * bytes through tcp_flags for TCP. The packet bytes are no BTF-typed memory:
- * they are copied with bpf_probe_read_kernel, one call per header (the skb's
- * head buffer ends with skb_shared_info, so reading a whole header's worth
- * past a valid offset stays in the allocation).
+ * key the TC program gave the same packet (a later IP fragment gets its
+ * first fragment's ports from the same map, bpf/frags.h). Returns the TCP
+ * flags through tcp_flags and the bytes from the network header to the end
+ * of the L4 header through hdr (for GSO buffers). The packet bytes are no
+ * BTF-typed memory: they are copied with bpf_probe_read_kernel, one call per
+ * header (the skb's head buffer ends with skb_shared_info, so reading a
+ * whole header's worth past a valid offset stays in the allocation).
  */
-static __always_inline int skb_key(struct sk_buff *skb, int mode, struct flow_key *k, __u16 *tcp_flags)
+static __always_inline int skb_key(struct sk_buff *skb, int mode, struct flow_key *k, __u16 *tcp_flags, __u32 *hdr)
 {
 	__u16 nh = RD(mode, skb, network_header);
 	if (nh == (__u16)~0U)
@@ -39,20 +42,34 @@ static __always_inline int skb_key(struct sk_buff *skb, int mode, struct flow_ke
 		v4mapped(k->src_ip, *(__u32 *)&h[12]);
 		v4mapped(k->dst_ip, *(__u32 *)&h[16]);
 		k->proto = h[9];
-		if (bpf_ntohs(*(__u16 *)&h[6]) & 0x1fff) /* not the first fragment: no L4 header */
+		if (bpf_ntohs(*(__u16 *)&h[6]) & 0x1fff) { /* a later fragment: no L4 header */
+			frag_resolve(k, *(__u16 *)&h[4]);
 			return 0;
+		}
 		l4 = l3 + (h[0] & 0xf) * 4;
 	} else if (proto == ETH_P_IPV6) {
 		bpf_probe_read_kernel(h, 40, l3);
 		k->proto = h[6];
 		__builtin_memcpy(k->src_ip, &h[8], 16);
 		__builtin_memcpy(k->dst_ip, &h[24], 16);
-		/* Extension headers: trust the stack's transport header when set. */
+		l4 = l3 + 40;
+		if (k->proto == 44) { /* a fragment header right after the fixed header */
+			bpf_probe_read_kernel(h, 8, l4);
+			k->proto = h[0];
+			l4 += 8;
+			if (bpf_ntohs(*(__u16 *)&h[2]) & 0xFFF8) {
+				frag_resolve(k, *(__u32 *)&h[4]);
+				return 0;
+			}
+		}
+		/* Other extension headers: trust the stack's transport header when set. */
 		__u16 th = RD(mode, skb, transport_header);
-		l4 = (th != (__u16)~0U && th > nh) ? head + th : l3 + 40;
+		if (th != (__u16)~0U && head + th > l4)
+			l4 = head + th;
 	} else {
 		return -1;
 	}
+	*hdr = l4 - l3;
 	switch (k->proto) {
 	case IPPROTO_TCP:
 	case IPPROTO_UDP:
@@ -60,8 +77,12 @@ static __always_inline int skb_key(struct sk_buff *skb, int mode, struct flow_ke
 		bpf_probe_read_kernel(h, 14, l4); /* ports; TCP flags at 13 */
 		k->src_port = bpf_ntohs(*(__u16 *)&h[0]);
 		k->dst_port = bpf_ntohs(*(__u16 *)&h[2]);
-		if (k->proto == IPPROTO_TCP)
+		if (k->proto == IPPROTO_TCP) {
 			*tcp_flags = h[13];
+			*hdr += (h[12] >> 4) * 4;
+		} else if (k->proto == IPPROTO_UDP) {
+			*hdr += 8;
+		}
 		break;
 	case IPPROTO_ICMP:
 	case 58: /* ICMPv6 */
@@ -73,29 +94,59 @@ static __always_inline int skb_key(struct sk_buff *skb, int mode, struct flow_ke
 	return 0;
 }
 
+/*
+ * drop_wire sets the wire packets and bytes of a dropped skb, by the TC
+ * programs' rule (bpf/wire.h): frame bytes from the MAC header when the
+ * packet has one (received packets), else from the network header; a GSO
+ * buffer counts as its segments, each with its own headers; a VLAN tag held
+ * in the skb counts in every segment.
+ */
+static __always_inline void drop_wire(struct sk_buff *skb, int mode, __u32 hdr, __u32 *bytes, __u32 *packets)
+{
+	__u32 len = RD(mode, skb, len);
+	unsigned char *head = RD(mode, skb, head);
+	__u16 mh = RD(mode, skb, mac_header);
+	__u16 nh = RD(mode, skb, network_header);
+	if (mh != (__u16)~0U) {
+		unsigned char *data = RD(mode, skb, data);
+		long l2 = data - (head + mh);
+		if (l2 > 0 && l2 < 256)
+			len += l2;
+		if (nh > mh && nh - mh < 256)
+			hdr += nh - mh;
+	}
+	__u32 segs = 1;
+	struct skb_shared_info *sh = (void *)(head + RD(mode, skb, end));
+	__u16 gso_size = BPF_CORE_READ(sh, gso_size);
+	if (gso_size) {
+		__u32 n = BPF_CORE_READ(sh, gso_segs);
+		if (n == 0 && len > hdr)
+			n = (len - hdr + gso_size - 1) / gso_size;
+		if (n > 1 && n < 65536) {
+			segs = n;
+			len += (n - 1) * hdr;
+		}
+	}
+	if (RD(mode, skb, vlan_all))
+		len += 4 * segs;
+	*bytes = len;
+	*packets = segs;
+}
+
 static __always_inline int record_drop(struct sk_buff *skb, int mode, __u32 reason)
 {
 	if (reason == reason_consumed || reason == reason_not_specified || reason == 0)
 		return 0;
 	struct flow_key key = {};
 	__u16 flags = 0;
-	if (skb_key(skb, mode, &key, &flags))
+	__u32 hdr = 0, len, segs;
+	if (skb_key(skb, mode, &key, &flags, &hdr))
 		return 0;
-	/* Frame bytes from the MAC header when the packet has one (received
-	 * packets), as the TC programs count them; else from the network header. */
-	__u32 len = RD(mode, skb, len);
-	__u16 mh = RD(mode, skb, mac_header);
-	if (mh != (__u16)~0U) {
-		unsigned char *head = RD(mode, skb, head);
-		unsigned char *data = RD(mode, skb, data);
-		long l2 = data - (head + mh);
-		if (l2 > 0 && l2 < 256)
-			len += l2;
-	}
+	drop_wire(skb, mode, hdr, &len, &segs);
 	struct enrich_value *v = enrich_entry(&key, generation());
 	if (!v)
 		return 0;
-	__sync_fetch_and_add(&v->drop_packets, 1);
+	__sync_fetch_and_add(&v->drop_packets, segs);
 	__sync_fetch_and_add(&v->drop_bytes, len);
 	v->drop_cause = reason;
 	if (key.proto == IPPROTO_TCP) {

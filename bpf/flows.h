@@ -2,9 +2,10 @@
 /*
  * Feature "flows": the TC programs. They aggregate every packet of the node's
  * interfaces into flows keyed on the 7-tuple, in the active flow map (one
- * shared hash, a spin lock per value), counted once on the flow's first
- * (interface, direction). See docs/architecture.md for the dedup rule and
- * the eviction scheme.
+ * shared hash, a spin lock per value), each packet counted once, as the
+ * wire packets and bytes it stands for (bpf/wire.h), on the first observed
+ * hook of its way through the node (bpf/order.h). See docs/architecture.md
+ * (Counting) for the rule and its proof, and Eviction for the generations.
  */
 #ifndef FLOWLENS_FLOWS_H
 #define FLOWLENS_FLOWS_H
@@ -12,6 +13,9 @@
 #include <linux/pkt_cls.h>
 #include "maps.h"
 #include "parse.h"
+#include "wire.h"
+#include "frags.h"
+#include "order.h"
 
 /* Load-time configuration (rewritten by the agent before loading). */
 volatile const __u32 sampling = 1;     /* 1:N; 1 = every packet */
@@ -35,62 +39,81 @@ static __always_inline int same_iface(const struct iface_obs *a, const struct if
 	return a->ifindex == b->ifindex && a->netns == b->netns;
 }
 
+/* The packet, as the flow counts it. */
+struct wpkt {
+	const struct pkt *p;
+	struct iface_obs me;
+	__u32 bytes;   /* wire bytes */
+	__u32 packets; /* wire packets */
+	__u64 now;
+	__u8 flags;    /* FLOW_F_* the packet brings (FLOW_F_FRAG_UNMATCHED) */
+};
+
 /*
- * apply adds one packet to an existing flow (see the fast path below). Only
- * the packet's first (interface, direction) observation counts; other
- * observations are recorded in ifaces[]. Returns 1 when a seventh interface
- * could not be recorded (counted by the caller: no helper under the lock).
+ * slow adds a packet seen on a hook other than the flow's counting
+ * observation. A hook known (this generation) not to be first for the flow
+ * returns without the lock; else it is listed, and when the packet counts
+ * here it takes over the counting (it becomes ifaces[0]: the path changed,
+ * or the flow was inherited across a flip from a hook it no longer
+ * crosses). Returns 1 when a seventh interface could not be recorded.
  */
-static __always_inline int apply(struct flow_value *v, const struct pkt *p,
-				 const struct iface_obs *me, __u32 len, __u64 now)
+static __always_inline int slow(struct __sk_buff *skb, struct flow_value *v, const struct wpkt *w)
 {
+	const struct iface_obs *me = &w->me;
+	int idx = -1;
+#pragma unroll
+	for (int i = 0; i < MAX_IFACES; i++)
+		if (idx < 0 && i < v->n_ifaces && same_iface(&v->ifaces[i], me))
+			idx = i;
+	if (idx >= 0 && (v->listed_only & (1 << idx)) &&
+	    (v->ifaces[idx].dir == me->dir || v->ifaces[idx].dir == DIR_BOTH))
+		return 0; /* steady: a listed hook that does not count */
+
+	int counts = order_of(skb, me->dir) == ORDER_FIRST;
+
 	int lost_iface = 0;
-
-	/*
-	 * Fast path, the common case: a packet at the flow's counting point,
-	 * without the spin lock (measured: -55 ns/packet, docs/benchmarks.md).
-	 * ifaces[0]'s identity and first_dir never change after the insert, so
-	 * they can be read unlocked; the counters take atomic adds; last_seen is
-	 * a plain store (a racing CPU may store an older coarse tick: off by one
-	 * tick at most); TCP flags take the lock only when the packet brings a
-	 * flag the flow has not seen yet. The evictor reads a map only after
-	 * the RCU grace period, when no CPU writes it, so its reads are whole.
-	 */
-	if (same_iface(&v->ifaces[0], me) && v->first_dir == me->dir) {
-		__sync_fetch_and_add(&v->bytes, len);
-		__sync_fetch_and_add(&v->packets, 1);
-		if (v->last_seen_ns != now)
-			v->last_seen_ns = now;
-		if ((v->tcp_flags | p->tcp_flags) != v->tcp_flags) {
-			bpf_spin_lock(&v->lock);
-			v->tcp_flags |= p->tcp_flags;
-			bpf_spin_unlock(&v->lock);
-		}
-		return 0;
-	}
-
 	bpf_spin_lock(&v->lock);
 	{
-		int found = 0;
+		int j = -1;
 #pragma unroll
 		for (int i = 0; i < MAX_IFACES; i++) {
-			if (i < v->n_ifaces && !found && same_iface(&v->ifaces[i], me)) {
-				found = 1;
+			if (j < 0 && i < v->n_ifaces && same_iface(&v->ifaces[i], me)) {
+				j = i;
 				if (v->ifaces[i].dir != me->dir)
 					v->ifaces[i].dir = DIR_BOTH;
 			}
 		}
-		if (!found) {
+		if (j < 0) {
 			__u8 n = v->n_ifaces;
 			if (n < MAX_IFACES) {
-#pragma unroll
-				for (int i = 1; i < MAX_IFACES; i++)
-					if (i == n)
-						v->ifaces[i] = *me;
+				v->ifaces[n] = *me;
 				v->n_ifaces = n + 1;
+				j = n;
 			} else if (!(v->flags & FLOW_F_IFACES_OVERFLOW)) {
 				v->flags |= FLOW_F_IFACES_OVERFLOW;
 				lost_iface = 1;
+			}
+		}
+		if (!counts) {
+			/* Entry 0 while it counts (in its other direction) keeps its bit clear. */
+			if (j > 0 || (j == 0 && (v->listed_only & 1)))
+				v->listed_only |= 1 << j;
+		} else {
+			__sync_fetch_and_add(&v->bytes, w->bytes);
+			__sync_fetch_and_add(&v->packets, w->packets);
+			v->last_seen_ns = w->now;
+			v->tcp_flags |= w->p->tcp_flags;
+			v->flags |= w->flags;
+			/* Hand over: this hook counts from now on (fast path). The
+			 * former counting hook is re-examined at its next packet. */
+			if (j > 0 && j < MAX_IFACES) {
+				struct iface_obs t = v->ifaces[0];
+				v->ifaces[0] = v->ifaces[j];
+				v->ifaces[j] = t;
+			}
+			if (j >= 0) {
+				v->first_dir = me->dir;
+				v->listed_only &= ~(1 | (1 << j));
 			}
 		}
 	}
@@ -98,61 +121,113 @@ static __always_inline int apply(struct flow_value *v, const struct pkt *p,
 	return lost_iface;
 }
 
-static __always_inline void send_overflow(struct __sk_buff *skb, const struct pkt *p,
-					  const struct iface_obs *me, __u32 len, __u64 now)
+/*
+ * apply adds one packet to an existing flow. Returns 1 when a seventh
+ * interface could not be recorded (counted by the caller: no helper under
+ * the lock).
+ */
+static __always_inline int apply(struct __sk_buff *skb, struct flow_value *v, const struct wpkt *w)
 {
+	/*
+	 * Fast path, the common case: a packet at the flow's counting point,
+	 * without the spin lock (measured: -55 ns/packet, docs/benchmarks.md).
+	 * ifaces[0]'s identity changes only on a hand-over (slow), which a
+	 * packet that crossed the new counting hook first has seen; the
+	 * counters take atomic adds; last_seen is a plain store (a racing CPU
+	 * may store an older coarse tick: off by one tick at most); TCP flags
+	 * take the lock only when the packet brings a flag the flow has not
+	 * seen yet. The evictor reads a map only after the RCU grace period,
+	 * when no CPU writes it, so its reads are whole.
+	 */
+	if (same_iface(&v->ifaces[0], &w->me) && v->first_dir == w->me.dir && !(v->listed_only & 1)) {
+		__sync_fetch_and_add(&v->bytes, w->bytes);
+		__sync_fetch_and_add(&v->packets, w->packets);
+		if (v->last_seen_ns != w->now)
+			v->last_seen_ns = w->now;
+		if ((v->tcp_flags | w->p->tcp_flags) != v->tcp_flags || (v->flags | w->flags) != v->flags) {
+			bpf_spin_lock(&v->lock);
+			v->tcp_flags |= w->p->tcp_flags;
+			v->flags |= w->flags;
+			bpf_spin_unlock(&v->lock);
+		}
+		return 0;
+	}
+	return slow(skb, v, w);
+}
+
+static __noinline void send_overflow(struct __sk_buff *skb, const struct wpkt *w, int order, int l3)
+{
+	if (order < 0)
+		order = order_of(skb, w->me.dir);
 	struct overflow_rec *r = bpf_ringbuf_reserve(&overflow, sizeof(*r), 0);
 	if (!r) {
 		count(CNT_OVERFLOW_LOST);
 		return;
 	}
-	r->key = p->key;
-	r->iface = *me;
-	r->ts_ns = now;
-	r->bytes = len;
-	r->eth_type = p->eth_type;
-	r->tcp_flags = p->tcp_flags;
-	copy_macs(skb, r->src_mac, r->dst_mac);
-	r->dscp = p->dscp;
-	r->_pad[0] = r->_pad[1] = r->_pad[2] = 0;
+	r->key = w->p->key;
+	r->iface = w->me;
+	r->ts_ns = w->now;
+	r->bytes = w->bytes;
+	r->packets = w->packets;
+	r->eth_type = w->p->eth_type;
+	r->tcp_flags = w->p->tcp_flags;
+	__builtin_memset(r->src_mac, 0, 12);
+	if (!l3)
+		copy_macs(skb, r->src_mac, r->dst_mac);
+	r->dscp = w->p->dscp;
+	r->order = order;
+	r->flags = w->flags;
+	__builtin_memset(r->_pad, 0, sizeof(r->_pad));
 	bpf_ringbuf_submit(r, 0);
 	count(CNT_OVERFLOW_RECORDS);
 }
 
 /*
- * record adds the packet to the active map "cur". On a miss, the previous
- * generation "prev" (read by the agent, not written) is consulted so a packet
- * that was counted on its first interface before a flip is not counted again
- * on a later interface after it.
+ * record adds the packet to the active map "cur". A flow new in this
+ * generation is counted here when this hook is the packet's first
+ * (bpf/order.h); when that is unknown, by the first-seen rule: here, unless
+ * the previous generation "prev" (read by the agent, not written) counted
+ * the flow on another hook, which it then inherits, so a packet counted
+ * before a flip is not counted again at a later hook after it.
  */
 static __always_inline void record(struct __sk_buff *skb, void *cur, void *prev,
-				   const struct pkt *p, const struct iface_obs *me, __u32 len)
+				   const struct wpkt *w, int l3)
 {
-	__u64 now = bpf_ktime_get_coarse_ns();
+	const struct pkt *p = w->p;
+	const struct iface_obs *me = &w->me;
 	struct flow_value *v = bpf_map_lookup_elem(cur, &p->key);
 	if (!v) {
-		struct flow_value nv = {};
 		struct flow_value *old = bpf_map_lookup_elem(prev, &p->key);
+		/* The hook that counted the flow in the previous generation, if any. */
+		int inherit = old && !(old->listed_only & 1) &&
+			      !(same_iface(&old->ifaces[0], me) && old->first_dir == me->dir);
+		/* Only an inherited flow needs the hook's order (not a new one). */
+		int order = inherit ? order_of(skb, me->dir) : -1;
+		int counts = !inherit || order == ORDER_FIRST;
 
-		nv.first_seen_ns = now;
-		nv.last_seen_ns = now;
+		struct flow_value nv = {};
+		nv.first_seen_ns = w->now;
+		nv.last_seen_ns = w->now;
 		nv.eth_type = p->eth_type;
 		nv.dscp = p->dscp;
-		copy_macs(skb, nv.src_mac, nv.dst_mac);
+		if (!l3)
+			copy_macs(skb, nv.src_mac, nv.dst_mac);
 		nv.ifaces[0] = *me;
 		nv.first_dir = me->dir;
 		nv.n_ifaces = 1;
-		if (old && !(same_iface(&old->ifaces[0], me) && old->first_dir == me->dir)) {
+		nv.flags = w->flags;
+		if (counts) {
+			nv.bytes = w->bytes;
+			nv.packets = w->packets;
+			nv.tcp_flags = p->tcp_flags;
+		} else if (inherit) {
 			/* Inherit the counting interface; this one is only listed. */
 			nv.ifaces[0] = old->ifaces[0];
 			nv.ifaces[0].dir = old->first_dir;
 			nv.first_dir = old->first_dir;
 			nv.ifaces[1] = *me;
 			nv.n_ifaces = 2;
-		} else {
-			nv.bytes = len;
-			nv.packets = 1;
-			nv.tcp_flags = p->tcp_flags;
+			nv.listed_only = 1 << 1;
 		}
 		long err = bpf_map_update_elem(cur, &p->key, &nv, BPF_NOEXIST);
 		if (err == 0) {
@@ -160,31 +235,31 @@ static __always_inline void record(struct __sk_buff *skb, void *cur, void *prev,
 			return;
 		}
 		if (err != -17 /* EEXIST: another CPU inserted it first */) {
-			send_overflow(skb, p, me, len, now);
+			send_overflow(skb, w, order, l3);
 			return;
 		}
 		v = bpf_map_lookup_elem(cur, &p->key);
 		if (!v) { /* evicted in between: cannot happen, the active map is never deleted from */
-			send_overflow(skb, p, me, len, now);
+			send_overflow(skb, w, order, l3);
 			return;
 		}
 	}
-	if (apply(v, p, me, len, now))
+	if (apply(skb, v, w))
 		count(CNT_IFACES_OVERFLOW);
 }
 
-static __always_inline int handle(struct __sk_buff *skb, __u32 dir)
+static __always_inline int handle(struct __sk_buff *skb, __u32 dir, int l3)
 {
 	if (sampling > 1 && bpf_get_prandom_u32() % sampling != 0)
 		return TC_ACT_UNSPEC;
 
 	struct pkt p; /* not zeroed: parse writes every field it returns PARSE_OK for */
-	int r = parse(skb, &p);
+	int r = l3 ? parse_l3(skb, &p) : parse(skb, &p);
 	if (r == PARSE_TRUNCATED && skb->len > skb->data_end - skb->data) {
 		/* Headers beyond the linear area (rare): pull them in and retry. */
 		__u32 want = skb->len < 256 ? skb->len : 256;
 		if (bpf_skb_pull_data(skb, want) == 0)
-			r = parse(skb, &p);
+			r = l3 ? parse_l3(skb, &p) : parse(skb, &p);
 	}
 	if (r == PARSE_NON_IP) {
 		count(CNT_NON_IP);
@@ -195,30 +270,52 @@ static __always_inline int handle(struct __sk_buff *skb, __u32 dir)
 		return TC_ACT_UNSPEC;
 	}
 
-	struct iface_obs me = {
-		.netns = netns_cookie,
-		.ifindex = skb->ifindex,
-		.dir = dir,
+	struct wpkt w = {
+		.p = &p,
+		.me = {.netns = netns_cookie, .ifindex = skb->ifindex, .dir = dir},
+		.now = bpf_ktime_get_coarse_ns(),
 	};
+	if (p.frag == FRAG_FIRST) {
+		frag_remember(&p.key, p.frag_id);
+	} else if (p.frag == FRAG_LATER && !frag_resolve(&p.key, p.frag_id)) {
+		w.flags = FLOW_F_FRAG_UNMATCHED;
+		count(CNT_FRAG_UNMATCHED);
+	}
+	wire(skb, p.key.proto, &w.bytes, &w.packets);
+
 	__u32 zero = 0;
 	__u32 *gen = bpf_map_lookup_elem(&control, &zero);
 	if (gen && (*gen & 1))
-		record(skb, &flows_b, &flows_a, &p, &me, skb->len);
+		record(skb, &flows_b, &flows_a, &w, l3);
 	else
-		record(skb, &flows_a, &flows_b, &p, &me, skb->len);
+		record(skb, &flows_a, &flows_b, &w, l3);
 	return TC_ACT_UNSPEC; /* TCX_NEXT: let the next program / the stack decide */
 }
 
 SEC("tc")
 int flowlens_ingress(struct __sk_buff *skb)
 {
-	return handle(skb, DIR_INGRESS);
+	return handle(skb, DIR_INGRESS, 0);
 }
 
 SEC("tc")
 int flowlens_egress(struct __sk_buff *skb)
 {
-	return handle(skb, DIR_EGRESS);
+	return handle(skb, DIR_EGRESS, 0);
+}
+
+/* Devices without a link-layer header (tun, WireGuard, ipip, gre...): the
+ * agent attaches these instead, so the Ethernet programs test nothing. */
+SEC("tc")
+int flowlens_ingress_l3(struct __sk_buff *skb)
+{
+	return handle(skb, DIR_INGRESS, 1);
+}
+
+SEC("tc")
+int flowlens_egress_l3(struct __sk_buff *skb)
+{
+	return handle(skb, DIR_EGRESS, 1);
 }
 
 #endif

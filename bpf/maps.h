@@ -51,6 +51,20 @@ struct {
 	__uint(max_entries, 1 << 20);
 } overflow SEC(".maps");
 
+/*
+ * The ports of recent first fragments, so the fragments that follow count in
+ * the same flow (bpf/frags.h). LRU: a datagram whose later fragments never
+ * come is forgotten without the agent's help; 16384 datagrams in flight at
+ * once per node is far above what reassembly itself allows by default
+ * (net.ipv4.ipfrag_high_thresh, 4 MiB).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct frag_key);
+	__type(value, struct frag_l4);
+	__uint(max_entries, 16384);
+} frags SEC(".maps");
+
 /* The enrichment double buffer: sized from --cache-max-flows when a feature
  * needs it, else one entry (no memory for disabled hooks). */
 #define DEFINE_ENRICH_MAP(name)                          \

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * Packet parsing for the TC programs: Ethernet (+ up to two 802.1Q/802.1ad
- * tags), IPv4, IPv6 (+ hop-by-hop, routing, fragment, destination options),
- * TCP, UDP, SCTP, ICMP, ICMPv6. Direct packet access only: every read is
- * bounds-checked against data_end, so a truncated header is detected, never
- * read past.
+ * tags) or, on devices without a link-layer header (tun, WireGuard, ipip,
+ * gre: parse_l3), straight from the IP header; IPv4, IPv6 (+ hop-by-hop,
+ * routing, fragment, destination options), TCP, UDP, SCTP, ICMP, ICMPv6.
+ * Direct packet access only: every read is bounds-checked against data_end,
+ * so a truncated header is detected, never read past.
  */
 #ifndef FLOWLENS_PARSE_H
 #define FLOWLENS_PARSE_H
@@ -48,6 +49,14 @@ struct pkt {
 	__u16 eth_type;
 	__u16 tcp_flags;
 	__u8 dscp;
+	__u8 frag;    /* enum frag_kind */
+	__u32 frag_id; /* IPv4 ID / IPv6 fragment identification, when frag */
+};
+
+enum frag_kind {
+	FRAG_NONE = 0,
+	FRAG_FIRST = 1, /* offset 0, more fragments: has the L4 header */
+	FRAG_LATER = 2, /* offset > 0: no L4 header, ports from frags (bpf/frags.h) */
 };
 
 #define NEED(p, n) if ((void *)(p) + (n) > data_end) return PARSE_TRUNCATED
@@ -134,8 +143,14 @@ static __always_inline int parse_ipv4(void *nh, void *data_end, struct pkt *p)
 	dst[3] = ip->daddr;
 	set_l4(p, ip->protocol);
 	p->dscp = ip->tos >> 2;
-	if (ip->frag_off & bpf_htons(IP_OFFSET))
-		return PARSE_OK; /* non-first fragment: no L4 header */
+	if (ip->frag_off & bpf_htons(IP_MF | IP_OFFSET)) {
+		p->frag_id = ip->id;
+		if (ip->frag_off & bpf_htons(IP_OFFSET)) {
+			p->frag = FRAG_LATER;
+			return PARSE_OK; /* no L4 header */
+		}
+		p->frag = FRAG_FIRST;
+	}
 	return parse_l4(nh + hlen, data_end, ip->protocol, p);
 }
 
@@ -175,10 +190,16 @@ static __always_inline int parse_ipv6(void *nh, void *data_end, struct pkt *p)
 			NEED(ext, 8);
 			nexthdr = ext[0];
 			cur += 8;
+			p->frag_id = *(__u32 *)(ext + 4);
 			if (bpf_ntohs(*(__u16 *)(ext + 2)) & 0xFFF8) {
 				p->key.proto = nexthdr;
-				return PARSE_OK; /* non-first fragment: no L4 header */
+				p->frag = FRAG_LATER;
+				return PARSE_OK; /* no L4 header */
 			}
+			/* Offset 0: the first fragment if M is set (an atomic
+			 * fragment, M clear, is a whole datagram). */
+			if (ext[3] & 1)
+				p->frag = FRAG_FIRST;
 			continue;
 		}
 		}
@@ -222,6 +243,7 @@ static __always_inline int parse(struct __sk_buff *skb, struct pkt *p)
 	/* Non-TCP packets: no flags. Set here, before any branch: set in
 	 * parse_ipv4 it cost the verifier 1300 more processed instructions. */
 	p->tcp_flags = 0;
+	p->frag = FRAG_NONE;
 
 	/* Compared in network order: no byte swap per tag. */
 	__u16 proto = LOAD16(data + 12); /* eth->h_proto */
@@ -240,6 +262,26 @@ static __always_inline int parse(struct __sk_buff *skb, struct pkt *p)
 		return parse_ipv4(nh, data_end, p);
 	if (proto == bpf_htons(ETH_P_IPV6))
 		return parse_ipv6(nh, data_end, p);
+	return PARSE_NON_IP;
+}
+
+/*
+ * parse_l3 reads a packet of a device without a link-layer header: skb->data
+ * is the IP header, and skb->protocol (set by the driver or the stack) says
+ * which IP version. No MACs.
+ */
+static __always_inline int parse_l3(struct __sk_buff *skb, struct pkt *p)
+{
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	__u16 proto = skb->protocol; /* network order */
+	p->tcp_flags = 0;
+	p->frag = FRAG_NONE;
+	p->eth_type = bpf_ntohs(proto);
+	if (proto == bpf_htons(ETH_P_IP))
+		return parse_ipv4(data, data_end, p);
+	if (proto == bpf_htons(ETH_P_IPV6))
+		return parse_ipv6(data, data_end, p);
 	return PARSE_NON_IP;
 }
 

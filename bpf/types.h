@@ -40,12 +40,24 @@ enum counter {
 	CNT_OVERFLOW_RECORDS = 3,/* flow map full: packet sent to the ring buffer */
 	CNT_OVERFLOW_LOST = 4,  /* flow map full and ring buffer full: lost, counted */
 	CNT_NEW_FLOWS = 5,      /* entries inserted into the flow maps (map fill = new since the flip) */
-	CNT_MAX = 6,
+	CNT_FRAG_UNMATCHED = 6, /* sightings (per hook) of later fragments whose first was not seen: port 0 */
+	CNT_MAX = 7,
 };
 
 /* flow_value.flags */
 enum flow_flags {
 	FLOW_F_IFACES_OVERFLOW = 0x1, /* a seventh interface could not be recorded */
+	FLOW_F_FRAG_UNMATCHED = 0x2,  /* IP fragments counted here without their first fragment's ports */
+};
+
+/*
+ * Where a hook stands on a packet's way through the node (bpf/order.h):
+ * ORDER_FIRST, certainly the first observed hook, so the packet counts here;
+ * ORDER_UNKNOWN, decided by the flow's counting observation.
+ */
+enum hook_order {
+	ORDER_UNKNOWN = 0,
+	ORDER_FIRST = 1,
 };
 
 /* Per-CPU counters of the enrichment hooks (index into "enrich_counters"). */
@@ -79,15 +91,19 @@ struct flow_value {
 	__u16 tcp_flags;
 	__u64 first_seen_ns; /* CLOCK_MONOTONIC (coarse) */
 	__u64 last_seen_ns;
-	__u64 bytes;   /* L2 frame bytes (skb->len) seen on ifaces[0] */
-	__u64 packets; /* packets seen on ifaces[0] */
+	__u64 bytes;   /* wire bytes of the counted packets (docs/architecture.md, Counting) */
+	__u64 packets; /* wire packets counted (a GSO/GRO buffer counts as its segments) */
 	__u8 src_mac[6];
 	__u8 dst_mac[6];
 	__u8 dscp;
 	__u8 n_ifaces;  /* valid entries in ifaces */
 	__u8 flags;     /* FLOW_F_* */
 	__u8 first_dir; /* direction of the counting observation; ifaces[0].dir may become BOTH */
-	struct iface_obs ifaces[MAX_IFACES]; /* ifaces[0]: first seen, the one that counts */
+	/* Bit i: ifaces[i] is known not to be the first hook of this flow's
+	 * packets (a listed hook: checked once per generation, not per packet). */
+	__u8 listed_only;
+	__u8 _pad[7];
+	struct iface_obs ifaces[MAX_IFACES]; /* ifaces[0]: the counting observation */
 };
 
 /* A packet that found the flow map full, sent whole through the ring buffer. */
@@ -95,13 +111,35 @@ struct overflow_rec {
 	struct flow_key key;
 	struct iface_obs iface;
 	__u64 ts_ns;
-	__u32 bytes;
+	__u32 bytes;   /* wire bytes */
+	__u32 packets; /* wire packets (GSO segments) */
 	__u16 eth_type;
 	__u16 tcp_flags;
 	__u8 src_mac[6];
 	__u8 dst_mac[6];
 	__u8 dscp;
-	__u8 _pad[3];
+	__u8 order; /* enum hook_order */
+	__u8 flags; /* FLOW_F_FRAG_UNMATCHED */
+	__u8 _pad[5];
+};
+
+/* Fragment memory (map "frags"): a datagram is (addresses, protocol, IP ID). */
+struct frag_key {
+	__u8 src_ip[16];
+	__u8 dst_ip[16];
+	__u32 id;
+	__u8 proto;
+	__u8 _pad[3]; /* always 0 */
+};
+
+/* The first fragment's L4 identity: the last 8 bytes of its flow_key. */
+struct frag_l4 {
+	__u16 src_port;
+	__u16 dst_port;
+	__u8 proto;
+	__u8 icmp_type;
+	__u8 icmp_code;
+	__u8 _pad;
 };
 
 /*

@@ -31,6 +31,7 @@ type attachment struct {
 	links      []link.Link
 	legacy     bool
 	addedQdisc bool
+	l3         bool // no Ethernet header: the _l3 programs
 }
 
 // Attach hooks the programs to the interface's ingress and egress. Attaching
@@ -48,6 +49,11 @@ func (d *Datapath) Attach(iface ifaces.Interface) error {
 	}
 	a := &attachment{iface: iface}
 	err = ifaces.InNetns(iface.NetnsPath, func() error {
+		l, err := netlink.LinkByIndex(iface.Index)
+		if err != nil {
+			return fmt.Errorf("link: %w", err)
+		}
+		a.l3 = !hasEthernetHeader(l)
 		if !d.cfg.ForceLegacyTC {
 			err := attachTCX(a, progs)
 			if !errors.Is(err, ebpf.ErrNotSupported) {
@@ -58,17 +64,39 @@ func (d *Datapath) Attach(iface ifaces.Interface) error {
 		return attachLegacy(a, progs)
 	})
 	if err != nil {
+		d.release(iface.NetnsCookie)
 		return fmt.Errorf("attach to %s (netns %s): %w", iface.Name, iface.Netns, err)
 	}
 	d.attached[key] = a
 	return nil
 }
 
+// hasEthernetHeader says whether the device's frames start with an Ethernet
+// header at the TC hooks. Devices without one (tun, WireGuard: link/none;
+// ipip, sit, gre, ip6tnl) get the _l3 programs, which parse from the IP
+// header. Loopback frames carry a (zeroed) Ethernet header.
+func hasEthernetHeader(l netlink.Link) bool {
+	switch l.Attrs().EncapType {
+	case "ether", "loopback":
+		return true
+	}
+	return false
+}
+
+// pair is the ingress and egress program an attachment uses.
+func (a *attachment) pair(p *Programs) (ingress, egress *ebpf.Program) {
+	if a.l3 {
+		return p.IngressL3, p.EgressL3
+	}
+	return p.Ingress, p.Egress
+}
+
 func attachTCX(a *attachment, p *Programs) error {
+	ingress, egress := a.pair(p)
 	for _, h := range []struct {
 		prog *ebpf.Program
 		typ  ebpf.AttachType
-	}{{p.Ingress, ebpf.AttachTCXIngress}, {p.Egress, ebpf.AttachTCXEgress}} {
+	}{{ingress, ebpf.AttachTCXIngress}, {egress, ebpf.AttachTCXEgress}} {
 		// Head: see every packet before another program can redirect or drop it.
 		l, err := link.AttachTCX(link.TCXOptions{Interface: a.iface.Index, Program: h.prog, Attach: h.typ, Anchor: link.Head()})
 		if err != nil {
@@ -117,9 +145,10 @@ func attachLegacy(a *attachment, p *Programs) error {
 	} else if !errors.Is(err, unix.EEXIST) {
 		return fmt.Errorf("add clsact qdisc: %w", err)
 	}
+	ingress, egress := a.pair(p)
 	for _, f := range []*netlink.BpfFilter{
-		legacyFilter(a.iface.Index, netlink.HANDLE_MIN_INGRESS, p.Ingress),
-		legacyFilter(a.iface.Index, netlink.HANDLE_MIN_EGRESS, p.Egress),
+		legacyFilter(a.iface.Index, netlink.HANDLE_MIN_INGRESS, ingress),
+		legacyFilter(a.iface.Index, netlink.HANDLE_MIN_EGRESS, egress),
 	} {
 		if err := netlink.FilterReplace(f); err != nil {
 			detachLegacy(a)
@@ -175,7 +204,9 @@ func (d *Datapath) Detach(iface ifaces.Interface) error {
 		return nil
 	}
 	delete(d.attached, key)
-	return d.detach(a)
+	err := d.detach(a)
+	d.release(key.netns)
+	return err
 }
 
 func (d *Datapath) detach(a *attachment) error {
@@ -214,6 +245,7 @@ func (d *Datapath) DetachAll() error {
 			errs = append(errs, err)
 		}
 		delete(d.attached, k)
+		d.release(k.netns)
 	}
 	return errors.Join(errs...)
 }

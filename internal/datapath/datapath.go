@@ -26,14 +26,22 @@ type Config struct {
 	Logger           *slog.Logger
 }
 
-// Programs is one TC ingress/egress pair (feature "flows").
+// Programs are the TC programs of one namespace (feature "flows"): the
+// ingress/egress pair for Ethernet devices, and the pair for devices
+// without a link-layer header (tun, WireGuard, ipip, gre).
 type Programs struct {
-	Ingress *ebpf.Program
-	Egress  *ebpf.Program
+	Ingress   *ebpf.Program
+	Egress    *ebpf.Program
+	IngressL3 *ebpf.Program
+	EgressL3  *ebpf.Program
 }
 
-// Datapath is the loaded kernel side: the maps, the TC programs (one pair
-// per network namespace) and the hooks of the enabled features. Close
+// tcPrograms are the names Programs holds, in its field order.
+var tcPrograms = []string{ProgramIngress, ProgramEgress, ProgramIngressL3, ProgramEgressL3}
+
+// Datapath is the loaded kernel side: the maps, the TC programs (one set
+// per network namespace with an attached interface: released with the
+// namespace's last interface) and the hooks of the enabled features. Close
 // releases everything.
 type Datapath struct {
 	cfg  Config
@@ -142,12 +150,12 @@ func (d *Datapath) programsFor(cookie uint64) (*Programs, error) {
 	if p, ok := d.progs[cookie]; ok {
 		return p, nil
 	}
-	progs, err := d.loadPrograms([]string{datapathProgFlowlensIngress, datapathProgFlowlensEgress},
-		map[string]any{datapathVarNetnsCookie: cookie})
+	progs, err := d.loadPrograms(tcPrograms, map[string]any{datapathVarNetnsCookie: cookie})
 	if err != nil {
 		return nil, fmt.Errorf("load tc programs: %w", err)
 	}
-	p := &Programs{Ingress: progs[datapathProgFlowlensIngress], Egress: progs[datapathProgFlowlensEgress]}
+	p := &Programs{Ingress: progs[ProgramIngress], Egress: progs[ProgramEgress],
+		IngressL3: progs[ProgramIngressL3], EgressL3: progs[ProgramEgressL3]}
 	d.progs[cookie] = p
 	return p, nil
 }
@@ -164,10 +172,12 @@ type LoadedProgram struct {
 func (d *Datapath) Programs() []LoadedProgram {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make([]LoadedProgram, 0, 2*len(d.progs)+len(d.hooks))
+	out := make([]LoadedProgram, 0, 4*len(d.progs)+len(d.hooks))
 	for _, p := range d.progs {
 		out = append(out, LoadedProgram{ProgramIngress, "tc_ingress", p.Ingress},
-			LoadedProgram{ProgramEgress, "tc_egress", p.Egress})
+			LoadedProgram{ProgramEgress, "tc_egress", p.Egress},
+			LoadedProgram{ProgramIngressL3, "tc_ingress", p.IngressL3},
+			LoadedProgram{ProgramEgressL3, "tc_egress", p.EgressL3})
 	}
 	for _, h := range d.hooks {
 		if h.prog != nil {
@@ -182,11 +192,28 @@ func (d *Datapath) Programs() []LoadedProgram {
 }
 
 func (p *Programs) close() {
-	if p.Ingress != nil {
-		p.Ingress.Close()
+	for _, prog := range []*ebpf.Program{p.Ingress, p.Egress, p.IngressL3, p.EgressL3} {
+		if prog != nil {
+			prog.Close()
+		}
 	}
-	if p.Egress != nil {
-		p.Egress.Close()
+}
+
+// release closes the programs of a namespace none of whose interfaces is
+// attached any more (pods come and go: programs must not pile up). The
+// cookie-0 set, loaded by Load, stays. Callers hold d.mu.
+func (d *Datapath) release(cookie uint64) {
+	if cookie == 0 {
+		return
+	}
+	for k := range d.attached {
+		if k.netns == cookie {
+			return
+		}
+	}
+	if p, ok := d.progs[cookie]; ok {
+		p.close()
+		delete(d.progs, cookie)
 	}
 }
 

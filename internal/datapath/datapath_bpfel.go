@@ -22,7 +22,8 @@ const (
 	datapathCounterCNT_OVERFLOW_RECORDS datapathCounter = 3
 	datapathCounterCNT_OVERFLOW_LOST    datapathCounter = 4
 	datapathCounterCNT_NEW_FLOWS        datapathCounter = 5
-	datapathCounterCNT_MAX              datapathCounter = 6
+	datapathCounterCNT_FRAG_UNMATCHED   datapathCounter = 6
+	datapathCounterCNT_MAX              datapathCounter = 7
 )
 
 type datapathDirection uint32
@@ -57,6 +58,7 @@ type datapathFlowFlags uint32
 
 const (
 	datapathFlowFlagsFLOW_F_IFACES_OVERFLOW datapathFlowFlags = 1
+	datapathFlowFlagsFLOW_F_FRAG_UNMATCHED  datapathFlowFlags = 2
 )
 
 type datapathFlowKey struct {
@@ -89,8 +91,36 @@ type datapathFlowValue struct {
 	N_ifaces    uint8
 	Flags       uint8
 	FirstDir    uint8
+	ListedOnly  uint8
+	Pad         [7]uint8
 	Ifaces      [6]datapathIfaceObs
 }
+
+type datapathFragKey struct {
+	_     structs.HostLayout
+	SrcIp [16]uint8
+	DstIp [16]uint8
+	Id    uint32
+	Proto uint8
+	Pad   [3]uint8
+}
+
+type datapathFragL4 struct {
+	_        structs.HostLayout
+	SrcPort  uint16
+	DstPort  uint16
+	Proto    uint8
+	IcmpType uint8
+	IcmpCode uint8
+	Pad      uint8
+}
+
+type datapathHookOrder uint32
+
+const (
+	datapathHookOrderORDER_UNKNOWN datapathHookOrder = 0
+	datapathHookOrderORDER_FIRST   datapathHookOrder = 1
+)
 
 type datapathIfaceObs struct {
 	_       structs.HostLayout
@@ -105,12 +135,15 @@ type datapathOverflowRec struct {
 	Iface    datapathIfaceObs
 	TsNs     uint64
 	Bytes    uint32
+	Packets  uint32
 	EthType  uint16
 	TcpFlags uint16
 	SrcMac   [6]uint8
 	DstMac   [6]uint8
 	Dscp     uint8
-	Pad      [3]uint8
+	Order    uint8
+	Flags    uint8
+	Pad      [5]uint8
 }
 
 type datapathRttSample struct {
@@ -138,12 +171,15 @@ const (
 	datapathMapEnrichCounters      = "enrich_counters"
 	datapathMapFlowsA              = "flows_a"
 	datapathMapFlowsB              = "flows_b"
+	datapathMapFrags               = "frags"
 	datapathMapOverflow            = "overflow"
 	datapathMapRttSeen             = "rtt_seen"
 	datapathProgDropKfreeSkb       = "drop_kfree_skb"
 	datapathProgDropTracepoint     = "drop_tracepoint"
 	datapathProgFlowlensEgress     = "flowlens_egress"
+	datapathProgFlowlensEgressL3   = "flowlens_egress_l3"
 	datapathProgFlowlensIngress    = "flowlens_ingress"
+	datapathProgFlowlensIngressL3  = "flowlens_ingress_l3"
 	datapathProgRetransmit         = "retransmit"
 	datapathProgRttFentry          = "rtt_fentry"
 	datapathProgRttTcpProbe        = "rtt_tcp_probe"
@@ -156,6 +192,7 @@ const (
 	datapathVarUnusedEnrichCounter = "unused_enrich_counter"
 	datapathVarUnusedEnrichValue   = "unused_enrich_value"
 	datapathVarUnusedFlowFlags     = "unused_flow_flags"
+	datapathVarUnusedHookOrder     = "unused_hook_order"
 	datapathVarUnusedOverflowRec   = "unused_overflow_rec"
 	datapathVarUnusedTcpMarkers    = "unused_tcp_markers"
 )
@@ -202,13 +239,15 @@ type datapathSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type datapathProgramSpecs struct {
-	DropKfreeSkb    *ebpf.ProgramSpec `ebpf:"drop_kfree_skb"`
-	DropTracepoint  *ebpf.ProgramSpec `ebpf:"drop_tracepoint"`
-	FlowlensEgress  *ebpf.ProgramSpec `ebpf:"flowlens_egress"`
-	FlowlensIngress *ebpf.ProgramSpec `ebpf:"flowlens_ingress"`
-	Retransmit      *ebpf.ProgramSpec `ebpf:"retransmit"`
-	RttFentry       *ebpf.ProgramSpec `ebpf:"rtt_fentry"`
-	RttTcpProbe     *ebpf.ProgramSpec `ebpf:"rtt_tcp_probe"`
+	DropKfreeSkb      *ebpf.ProgramSpec `ebpf:"drop_kfree_skb"`
+	DropTracepoint    *ebpf.ProgramSpec `ebpf:"drop_tracepoint"`
+	FlowlensEgress    *ebpf.ProgramSpec `ebpf:"flowlens_egress"`
+	FlowlensEgressL3  *ebpf.ProgramSpec `ebpf:"flowlens_egress_l3"`
+	FlowlensIngress   *ebpf.ProgramSpec `ebpf:"flowlens_ingress"`
+	FlowlensIngressL3 *ebpf.ProgramSpec `ebpf:"flowlens_ingress_l3"`
+	Retransmit        *ebpf.ProgramSpec `ebpf:"retransmit"`
+	RttFentry         *ebpf.ProgramSpec `ebpf:"rtt_fentry"`
+	RttTcpProbe       *ebpf.ProgramSpec `ebpf:"rtt_tcp_probe"`
 }
 
 // datapathMapSpecs contains maps before they are loaded into the kernel.
@@ -222,6 +261,7 @@ type datapathMapSpecs struct {
 	EnrichCounters *ebpf.MapSpec `ebpf:"enrich_counters"`
 	FlowsA         *ebpf.MapSpec `ebpf:"flows_a"`
 	FlowsB         *ebpf.MapSpec `ebpf:"flows_b"`
+	Frags          *ebpf.MapSpec `ebpf:"frags"`
 	Overflow       *ebpf.MapSpec `ebpf:"overflow"`
 	RttSeen        *ebpf.MapSpec `ebpf:"rtt_seen"`
 }
@@ -239,6 +279,7 @@ type datapathVariableSpecs struct {
 	UnusedEnrichCounter *ebpf.VariableSpec `ebpf:"unused_enrich_counter"`
 	UnusedEnrichValue   *ebpf.VariableSpec `ebpf:"unused_enrich_value"`
 	UnusedFlowFlags     *ebpf.VariableSpec `ebpf:"unused_flow_flags"`
+	UnusedHookOrder     *ebpf.VariableSpec `ebpf:"unused_hook_order"`
 	UnusedOverflowRec   *ebpf.VariableSpec `ebpf:"unused_overflow_rec"`
 	UnusedTcpMarkers    *ebpf.VariableSpec `ebpf:"unused_tcp_markers"`
 }
@@ -270,6 +311,7 @@ type datapathMaps struct {
 	EnrichCounters *ebpf.Map `ebpf:"enrich_counters"`
 	FlowsA         *ebpf.Map `ebpf:"flows_a"`
 	FlowsB         *ebpf.Map `ebpf:"flows_b"`
+	Frags          *ebpf.Map `ebpf:"frags"`
 	Overflow       *ebpf.Map `ebpf:"overflow"`
 	RttSeen        *ebpf.Map `ebpf:"rtt_seen"`
 }
@@ -283,6 +325,7 @@ func (m *datapathMaps) Close() error {
 		m.EnrichCounters,
 		m.FlowsA,
 		m.FlowsB,
+		m.Frags,
 		m.Overflow,
 		m.RttSeen,
 	)
@@ -301,6 +344,7 @@ type datapathVariables struct {
 	UnusedEnrichCounter *ebpf.Variable `ebpf:"unused_enrich_counter"`
 	UnusedEnrichValue   *ebpf.Variable `ebpf:"unused_enrich_value"`
 	UnusedFlowFlags     *ebpf.Variable `ebpf:"unused_flow_flags"`
+	UnusedHookOrder     *ebpf.Variable `ebpf:"unused_hook_order"`
 	UnusedOverflowRec   *ebpf.Variable `ebpf:"unused_overflow_rec"`
 	UnusedTcpMarkers    *ebpf.Variable `ebpf:"unused_tcp_markers"`
 }
@@ -309,13 +353,15 @@ type datapathVariables struct {
 //
 // It can be passed to loadDatapathObjects or ebpf.CollectionSpec.LoadAndAssign.
 type datapathPrograms struct {
-	DropKfreeSkb    *ebpf.Program `ebpf:"drop_kfree_skb"`
-	DropTracepoint  *ebpf.Program `ebpf:"drop_tracepoint"`
-	FlowlensEgress  *ebpf.Program `ebpf:"flowlens_egress"`
-	FlowlensIngress *ebpf.Program `ebpf:"flowlens_ingress"`
-	Retransmit      *ebpf.Program `ebpf:"retransmit"`
-	RttFentry       *ebpf.Program `ebpf:"rtt_fentry"`
-	RttTcpProbe     *ebpf.Program `ebpf:"rtt_tcp_probe"`
+	DropKfreeSkb      *ebpf.Program `ebpf:"drop_kfree_skb"`
+	DropTracepoint    *ebpf.Program `ebpf:"drop_tracepoint"`
+	FlowlensEgress    *ebpf.Program `ebpf:"flowlens_egress"`
+	FlowlensEgressL3  *ebpf.Program `ebpf:"flowlens_egress_l3"`
+	FlowlensIngress   *ebpf.Program `ebpf:"flowlens_ingress"`
+	FlowlensIngressL3 *ebpf.Program `ebpf:"flowlens_ingress_l3"`
+	Retransmit        *ebpf.Program `ebpf:"retransmit"`
+	RttFentry         *ebpf.Program `ebpf:"rtt_fentry"`
+	RttTcpProbe       *ebpf.Program `ebpf:"rtt_tcp_probe"`
 }
 
 func (p *datapathPrograms) Close() error {
@@ -323,7 +369,9 @@ func (p *datapathPrograms) Close() error {
 		p.DropKfreeSkb,
 		p.DropTracepoint,
 		p.FlowlensEgress,
+		p.FlowlensEgressL3,
 		p.FlowlensIngress,
+		p.FlowlensIngressL3,
 		p.Retransmit,
 		p.RttFentry,
 		p.RttTcpProbe,

@@ -27,6 +27,7 @@ const (
 	CounterOverflowRecords = datapathCounterCNT_OVERFLOW_RECORDS // flow map full: packet sent to the ring buffer
 	CounterOverflowLost    = datapathCounterCNT_OVERFLOW_LOST    // flow map and ring buffer full: lost
 	CounterNewFlows        = datapathCounterCNT_NEW_FLOWS        // entries inserted into the flow maps
+	CounterFragUnmatched   = datapathCounterCNT_FRAG_UNMATCHED   // later IP fragments whose first was not seen: port 0
 	NumCounters            = int(datapathCounterCNT_MAX)
 )
 
@@ -51,6 +52,15 @@ const (
 const (
 	// FlowFlagIfacesOverflow: the flow crossed more interfaces than FlowValue.Ifaces holds.
 	FlowFlagIfacesOverflow = uint8(datapathFlowFlagsFLOW_F_IFACES_OVERFLOW)
+	// FlowFlagFragUnmatched: IP fragments counted without their first fragment's ports.
+	FlowFlagFragUnmatched = uint8(datapathFlowFlagsFLOW_F_FRAG_UNMATCHED)
+)
+
+// Where a hook stands on a packet's way (enum hook_order, bpf/order.h):
+// OverflowRec.Order, so the overflow aggregator applies the kernel's rule.
+const (
+	OrderUnknown = uint8(datapathHookOrderORDER_UNKNOWN) // the flow's first observation decides
+	OrderFirst   = uint8(datapathHookOrderORDER_FIRST)   // certainly the packet's first observed hook
 )
 
 // The enrichment hooks' counters (enum enrich_counter).
@@ -59,7 +69,11 @@ const (
 )
 
 // The TC programs' names (feature "flows"), as the metrics label them.
+// The _l3 pair serves devices without a link-layer header (tun, WireGuard,
+// ipip, gre).
 const (
-	ProgramIngress = datapathProgFlowlensIngress
-	ProgramEgress  = datapathProgFlowlensEgress
+	ProgramIngress   = datapathProgFlowlensIngress
+	ProgramEgress    = datapathProgFlowlensEgress
+	ProgramIngressL3 = datapathProgFlowlensIngressL3
+	ProgramEgressL3  = datapathProgFlowlensEgressL3
 )

@@ -70,6 +70,7 @@ func fromValue(r *flow.Record, k *datapath.FlowKey, v *datapath.FlowValue, clk C
 	r.StartTime = clk.Wall(v.FirstSeenNs)
 	r.EndTime = clk.Wall(v.LastSeenNs)
 	r.IfacesOverflow = v.Flags&datapath.FlowFlagIfacesOverflow != 0
+	r.FragUnmatched = v.Flags&datapath.FlowFlagFragUnmatched != 0
 	r.Interfaces = b.Interfaces(ifaceCount(v))
 	for i := range r.Interfaces {
 		r.Interfaces[i] = iface(&v.Ifaces[i], res)

@@ -7,72 +7,133 @@ import (
 )
 
 // overflowFlow aggregates the single-packet records the datapath sends
-// through the ring buffer when the flow map is full. It applies the kernel's
-// dedup rule: only packets seen on the first (interface, direction) count.
+// through the ring buffer when the flow map is full, by the kernel's
+// counting rule (bpf/flows.h, docs/architecture.md, Counting): a packet
+// counts on the hook the kernel classed as its first (OverflowRec.Order),
+// or, when that is unknown, on the flow's counting observation: the first
+// seen in this period, or the one the previous period counted on.
 type overflowFlow struct {
-	first datapath.IfaceObs
-	v     datapath.FlowValue
+	v datapath.FlowValue
 }
 
-// overflowAgg collects overflow records between two evictions.
+// overflowAgg collects overflow records between two evictions. The
+// previous period's flows stay for lookups (a packet counted before a
+// drain is not counted again after it), as the kernel's previous
+// generation does.
 type overflowAgg struct {
 	mu    sync.Mutex
 	flows map[datapath.FlowKey]*overflowFlow
+	last  map[datapath.FlowKey]*overflowFlow // the period take returned last
 	spare map[datapath.FlowKey]*overflowFlow
 }
 
 func newOverflowAgg() *overflowAgg {
-	return &overflowAgg{flows: map[datapath.FlowKey]*overflowFlow{}, spare: map[datapath.FlowKey]*overflowFlow{}}
+	return &overflowAgg{flows: map[datapath.FlowKey]*overflowFlow{},
+		last: map[datapath.FlowKey]*overflowFlow{}, spare: map[datapath.FlowKey]*overflowFlow{}}
+}
+
+func sameIface(a, b *datapath.IfaceObs) bool { return a.Netns == b.Netns && a.Ifindex == b.Ifindex }
+
+// countingObs is v's counting observation, if it has one.
+func countingObs(v *datapath.FlowValue) (datapath.IfaceObs, bool) {
+	if v.N_ifaces == 0 || v.ListedOnly&1 != 0 {
+		return datapath.IfaceObs{}, false
+	}
+	o := v.Ifaces[0]
+	o.Dir = uint32(v.FirstDir)
+	return o, true
 }
 
 func (a *overflowAgg) add(r *datapath.OverflowRec) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	me := r.Iface
+	var prev *datapath.FlowValue
+	if p, ok := a.last[r.Key]; ok {
+		prev = &p.v
+	}
 	f, ok := a.flows[r.Key]
 	if !ok {
-		f = &overflowFlow{first: r.Iface}
-		f.v.FirstSeenNs = r.TsNs
-		f.v.EthType = r.EthType
-		f.v.Dscp = r.Dscp
-		f.v.SrcMac = r.SrcMac
-		f.v.DstMac = r.DstMac
-		f.v.Ifaces[0] = r.Iface
-		f.v.N_ifaces = 1
+		f = &overflowFlow{}
+		v := &f.v
+		v.FirstSeenNs = r.TsNs
+		v.LastSeenNs = r.TsNs
+		v.EthType = r.EthType
+		v.Dscp = r.Dscp
+		v.SrcMac = r.SrcMac
+		v.DstMac = r.DstMac
+		v.Ifaces[0] = me
+		v.FirstDir = uint8(me.Dir)
+		v.N_ifaces = 1
+		if r.Order == datapath.OrderUnknown && prev != nil {
+			if c, ok := countingObs(prev); ok && c != me { // inherit the counting observation
+				v.Ifaces[0] = c
+				v.FirstDir = uint8(c.Dir)
+				v.Ifaces[1] = me
+				v.N_ifaces = 2
+			}
+		}
 		a.flows[r.Key] = f
 	}
 	v := &f.v
-	if r.Iface.Netns == f.first.Netns && r.Iface.Ifindex == f.first.Ifindex && r.Iface.Dir == f.first.Dir {
-		v.Bytes += uint64(r.Bytes)
-		v.Packets++
-		v.TcpFlags |= r.TcpFlags
-		if r.TsNs > v.LastSeenNs {
-			v.LastSeenNs = r.TsNs
+
+	var counts bool
+	switch r.Order {
+	case datapath.OrderFirst:
+		counts = true
+	default:
+		c, ok := countingObs(v)
+		counts = ok && c == me
+	}
+
+	// List the observation.
+	j := -1
+	for i := range ifaceCount(v) {
+		if o := &v.Ifaces[i]; sameIface(o, &me) {
+			j = i
+			if o.Dir != me.Dir {
+				o.Dir = datapath.DirBoth
+			}
+			break
+		}
+	}
+	if j < 0 {
+		if int(v.N_ifaces) < len(v.Ifaces) {
+			j = int(v.N_ifaces)
+			v.Ifaces[j] = me
+			v.N_ifaces++
+		} else {
+			v.Flags |= datapath.FlowFlagIfacesOverflow
+		}
+	}
+	v.Flags |= r.Flags
+	if !counts {
+		// Entry 0 while it counts (in its other direction) keeps its bit clear.
+		if j > 0 || (j == 0 && v.ListedOnly&1 != 0) {
+			v.ListedOnly |= 1 << j
 		}
 		return
 	}
-	for i := 0; i < int(v.N_ifaces); i++ {
-		o := &v.Ifaces[i]
-		if o.Netns == r.Iface.Netns && o.Ifindex == r.Iface.Ifindex {
-			if o.Dir != r.Iface.Dir {
-				o.Dir = datapath.DirBoth
-			}
-			return
-		}
+	v.Bytes += uint64(r.Bytes)
+	v.Packets += uint64(r.Packets)
+	v.TcpFlags |= r.TcpFlags
+	v.LastSeenNs = max(v.LastSeenNs, r.TsNs)
+	if j > 0 { // hand over, as the kernel does
+		v.Ifaces[0], v.Ifaces[j] = v.Ifaces[j], v.Ifaces[0]
 	}
-	if int(v.N_ifaces) < len(v.Ifaces) {
-		v.Ifaces[v.N_ifaces] = r.Iface
-		v.N_ifaces++
-	} else {
-		v.Flags |= datapath.FlowFlagIfacesOverflow
+	if j >= 0 {
+		v.FirstDir = uint8(me.Dir)
+		v.ListedOnly &^= 1 | 1<<j
 	}
 }
 
 // take returns the aggregated flows and starts a new period. The returned
-// map is valid until the next call.
+// map is valid until the next call (it is the next period's "previous").
 func (a *overflowAgg) take() map[datapath.FlowKey]*overflowFlow {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	clear(a.spare)
-	a.flows, a.spare = a.spare, a.flows
-	return a.spare
+	out := a.flows
+	a.flows, a.spare, a.last = a.spare, a.last, out
+	return out
 }

@@ -16,7 +16,7 @@ func TestOverflowAggDedup(t *testing.T) {
 		return datapath.IfaceObs{Netns: netns, Ifindex: ifindex, Dir: dir}
 	}
 	rec := func(o datapath.IfaceObs, ts uint64) *datapath.OverflowRec {
-		return &datapath.OverflowRec{Key: key, Iface: o, TsNs: ts, Bytes: 100, TcpFlags: 0x10}
+		return &datapath.OverflowRec{Key: key, Iface: o, TsNs: ts, Bytes: 100, Packets: 1, TcpFlags: 0x10}
 	}
 	first := obs(1, 2, 2)
 	for i := uint64(0); i < 5; i++ {
@@ -41,5 +41,50 @@ func TestOverflowAggDedup(t *testing.T) {
 	}
 	if len(a.take()) != 0 {
 		t.Fatal("take did not start a new period")
+	}
+}
+
+// A packet whose first hop falls into one drain and its second hop into the
+// next is counted once: the next period inherits the counting observation
+// (item 7 of issue #12). A hook the kernel classed as certainly first takes
+// the counting over (a path change).
+func TestOverflowAggAcrossDrainsAndPaths(t *testing.T) {
+	a := newOverflowAgg()
+	key := datapath.FlowKey{SrcPort: 1, DstPort: 2, Proto: 6}
+	src1 := datapath.IfaceObs{Netns: 1, Ifindex: 2, Dir: datapath.DirEgress}
+	src2 := datapath.IfaceObs{Netns: 1, Ifindex: 3, Dir: datapath.DirEgress}
+	rtrIn := datapath.IfaceObs{Netns: 2, Ifindex: 2, Dir: datapath.DirIngress}
+	fwd := datapath.IfaceObs{Netns: 2, Ifindex: 4, Dir: datapath.DirEgress}
+	rec := func(o datapath.IfaceObs, order uint8) *datapath.OverflowRec {
+		return &datapath.OverflowRec{Key: key, Iface: o, Order: order, Bytes: 1500, Packets: 2, TsNs: 1}
+	}
+	// Period 1: two packets fully across (src1 -> rtrIn -> fwd), a third only at src1.
+	for range 2 {
+		a.add(rec(src1, datapath.OrderFirst))
+		a.add(rec(rtrIn, datapath.OrderUnknown))
+		a.add(rec(fwd, datapath.OrderUnknown))
+	}
+	a.add(rec(src1, datapath.OrderFirst))
+	if v := a.take()[key].v; v.Packets != 6 || v.Bytes != 4500 || v.N_ifaces != 3 {
+		t.Fatalf("period 1: %+v", v)
+	}
+	// Period 2: the third packet's later hops (already counted), then the
+	// route changes to src2 for one packet.
+	a.add(rec(rtrIn, datapath.OrderUnknown))
+	a.add(rec(fwd, datapath.OrderUnknown))
+	a.add(rec(src2, datapath.OrderFirst))
+	a.add(rec(fwd, datapath.OrderUnknown))
+	v := a.take()[key].v
+	if v.Packets != 2 || v.Bytes != 1500 {
+		t.Fatalf("period 2 counted %d packets %d bytes, want 2 and 1500: %+v", v.Packets, v.Bytes, v)
+	}
+	if v.Ifaces[0] != src2 {
+		t.Fatalf("counting observation %+v, want %+v", v.Ifaces[0], src2)
+	}
+	// Period 3: the route flaps back: src1 takes the counting over again.
+	a.add(rec(src1, datapath.OrderFirst))
+	a.add(rec(rtrIn, datapath.OrderUnknown))
+	if v := a.take()[key].v; v.Packets != 2 || v.Ifaces[0] != src1 {
+		t.Fatalf("period 3: %+v", v)
 	}
 }

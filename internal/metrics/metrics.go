@@ -260,6 +260,7 @@ type agentCollector struct {
 	mapEntries, mapCapacity                      *prometheus.Desc
 	flowsCreated, overflowRecords, overflowLost  *prometheus.Desc
 	ifacesOverflow, nonIP, malformed             *prometheus.Desc
+	fragUnmatched                                *prometheus.Desc
 	expBatches, expFlows, expErrors              *prometheus.Desc
 	expDroppedBatches, expDroppedFlows, expQueue *prometheus.Desc
 	expWait                                      *prometheus.Desc
@@ -304,6 +305,7 @@ func newAgentCollector(m *Metrics) *agentCollector {
 		overflowRecords:   d("overflow_records_total", "Packets sent to the overflow ring buffer because the flow map was full."),
 		overflowLost:      d("overflow_lost_total", "Packets lost because the flow map and the overflow ring buffer were both full."),
 		ifacesOverflow:    d("interfaces_overflow_flows_total", "Flows that crossed more interfaces than the kernel records (six); the extra ones are not listed."),
+		fragUnmatched:     d("frag_unmatched_packets_total", "Sightings of IP fragments whose first fragment (with the ports) was not seen, once per hook that saw one; counted in their flow under port 0."),
 		nonIP:             d("non_ip_packets_total", "Frames that are not IPv4 or IPv6 (ignored)."),
 		malformed:         d("malformed_packets_total", "Packets with truncated or invalid headers (skipped)."),
 		expBatches:        d("export_batches_total", "Batches an exporter exported.", "exporter"),
@@ -334,7 +336,7 @@ func newAgentCollector(m *Metrics) *agentCollector {
 
 func (c *agentCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.evictions, c.evictedFlows, c.evictReadFails, c.mapEntries, c.mapCapacity,
-		c.flowsCreated, c.overflowRecords, c.overflowLost, c.ifacesOverflow, c.nonIP, c.malformed,
+		c.flowsCreated, c.overflowRecords, c.overflowLost, c.ifacesOverflow, c.nonIP, c.malformed, c.fragUnmatched,
 		c.expBatches, c.expFlows, c.expErrors, c.expDroppedBatches, c.expDroppedFlows, c.expQueue, c.expWait,
 		c.expConnected, c.expRefused, c.attached, c.hookUp, c.enrichLost, c.progRunTime, c.progRuns, c.progMisses,
 		c.progInst, c.mapMemory, c.statsEnabled, c.readErrors} {
@@ -392,6 +394,7 @@ func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(ch, c.ifacesOverflow, cnt[datapath.CounterIfacesOverflow])
 			counter(ch, c.nonIP, cnt[datapath.CounterNonIP])
 			counter(ch, c.malformed, cnt[datapath.CounterMalformed])
+			counter(ch, c.fragUnmatched, cnt[datapath.CounterFragUnmatched])
 			if src.FlowMapEntries == nil {
 				created := cnt[datapath.CounterNewFlows]
 				base := c.m.newFlowsAtEviction.Load()

@@ -54,6 +54,9 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	if r.IfacesOverflow {
 		b = append(b, `,"interfaces_overflow":true`...)
 	}
+	if r.FragUnmatched {
+		b = append(b, `,"frag_unmatched":true`...)
+	}
 	b = appendUint(b, `,"sampling":`, uint64(r.Sampling))
 	b = append(b, `,"partial":`...)
 	b = strconv.AppendBool(b, r.Partial)

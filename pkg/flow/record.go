@@ -71,6 +71,9 @@ type Record struct {
 	// IfacesOverflow is set when the flow crossed more interfaces than the
 	// kernel can record (six); the extra ones are not listed.
 	IfacesOverflow bool
+	// FragUnmatched is set when IP fragments whose first fragment was not
+	// seen were counted in this flow (under port 0: their ports are unknown).
+	FragUnmatched bool
 
 	Sampling uint32 // 1 = every packet was looked at
 	Partial  bool   // an enrichment entry with no matching flow entry

@@ -312,8 +312,12 @@ type Flow struct {
 	// Agent identity: the node's name and the agent's IP address (4 or 16
 	// bytes; empty when unknown). Carried per flow so a flow stays
 	// self-describing when a consumer forwards it alone.
-	NodeName      string `protobuf:"bytes,29,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
-	AgentIp       []byte `protobuf:"bytes,30,opt,name=agent_ip,json=agentIp,proto3" json:"agent_ip,omitempty"`
+	NodeName string `protobuf:"bytes,29,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	AgentIp  []byte `protobuf:"bytes,30,opt,name=agent_ip,json=agentIp,proto3" json:"agent_ip,omitempty"`
+	// Some of the flow's packets are IP fragments that came without their
+	// first fragment (which carries the ports): they are counted in this
+	// flow, under port 0.
+	FragUnmatched bool `protobuf:"varint,31,opt,name=frag_unmatched,json=fragUnmatched,proto3" json:"frag_unmatched,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -558,6 +562,13 @@ func (x *Flow) GetAgentIp() []byte {
 	return nil
 }
 
+func (x *Flow) GetFragUnmatched() bool {
+	if x != nil {
+		return x.FragUnmatched
+	}
+	return false
+}
+
 var File_api_flow_v1_flow_proto protoreflect.FileDescriptor
 
 const file_api_flow_v1_flow_proto_rawDesc = "" +
@@ -573,7 +584,7 @@ const file_api_flow_v1_flow_proto_rawDesc = "" +
 	"\aifindex\x18\x02 \x01(\rR\aifindex\x12\x14\n" +
 	"\x05netns\x18\x03 \x01(\tR\x05netns\x12\x19\n" +
 	"\bnetns_id\x18\x04 \x01(\x04R\anetnsId\x129\n" +
-	"\tdirection\x18\x05 \x01(\x0e2\x1b.flowlens.flow.v1.DirectionR\tdirection\"\xc2\a\n" +
+	"\tdirection\x18\x05 \x01(\x0e2\x1b.flowlens.flow.v1.DirectionR\tdirection\"\xe9\a\n" +
 	"\x04Flow\x12\x19\n" +
 	"\bsrc_addr\x18\x01 \x01(\fR\asrcAddr\x12\x19\n" +
 	"\bdst_addr\x18\x02 \x01(\fR\adstAddr\x12\x19\n" +
@@ -611,7 +622,8 @@ const file_api_flow_v1_flow_proto_rawDesc = "" +
 	"rtt_max_ns\x18\x1b \x01(\x04R\brttMaxNs\x12 \n" +
 	"\vretransmits\x18\x1c \x01(\x04R\vretransmits\x12\x1b\n" +
 	"\tnode_name\x18\x1d \x01(\tR\bnodeName\x12\x19\n" +
-	"\bagent_ip\x18\x1e \x01(\fR\aagentIp*g\n" +
+	"\bagent_ip\x18\x1e \x01(\fR\aagentIp\x12%\n" +
+	"\x0efrag_unmatched\x18\x1f \x01(\bR\rfragUnmatched*g\n" +
 	"\tDirection\x12\x19\n" +
 	"\x15DIRECTION_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11DIRECTION_INGRESS\x10\x01\x12\x14\n" +

@@ -77,6 +77,7 @@ func ToProto(dst *flowv1.Flow, r *flow.Record, nodeName string, agentIP []byte) 
 	}
 	dst.Interfaces = ifs[:len(r.Interfaces)]
 	dst.InterfacesOverflow = r.IfacesOverflow
+	dst.FragUnmatched = r.FragUnmatched
 
 	dst.Sampling = r.Sampling
 	dst.Partial = r.Partial
@@ -298,6 +299,7 @@ func toRecord(r *flow.Record, f *flowv1.Flow, ifs []flow.Interface) []flow.Inter
 		r.Interfaces = ifs[start:len(ifs):len(ifs)]
 	}
 	r.IfacesOverflow = f.InterfacesOverflow
+	r.FragUnmatched = f.FragUnmatched
 	r.Sampling = f.Sampling
 	r.Partial = f.Partial
 	r.DropPackets = f.DropPackets

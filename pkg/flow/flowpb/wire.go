@@ -80,6 +80,7 @@ func AppendFlow(b []byte, r *flow.Record, nodeName string, agentIP []byte) []byt
 	b = appendVarint(b, 28, r.Retransmits)
 	b = appendString(b, 29, nodeName)
 	b = appendBytes(b, 30, agentIP)
+	b = appendBool(b, 31, r.FragUnmatched)
 	return closeMessage(b, start, 2)
 }
 
