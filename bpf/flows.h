@@ -144,7 +144,7 @@ static __always_inline int apply(struct __sk_buff *skb, struct flow_value *v, co
 		__sync_fetch_and_add(&v->packets, w->packets);
 		if (v->last_seen_ns != w->now)
 			v->last_seen_ns = w->now;
-		if ((v->tcp_flags | w->p->tcp_flags) != v->tcp_flags || (v->flags | w->flags) != v->flags) {
+		if ((v->tcp_flags | w->p->tcp_flags) != v->tcp_flags || (w->flags && (v->flags & w->flags) != w->flags)) {
 			bpf_spin_lock(&v->lock);
 			v->tcp_flags |= w->p->tcp_flags;
 			v->flags |= w->flags;
@@ -275,11 +275,13 @@ static __always_inline int handle(struct __sk_buff *skb, __u32 dir, int l3)
 		.me = {.netns = netns_cookie, .ifindex = skb->ifindex, .dir = dir},
 		.now = bpf_ktime_get_coarse_ns(),
 	};
-	if (p.frag == FRAG_FIRST) {
-		frag_remember(&p.key, p.frag_id);
-	} else if (p.frag == FRAG_LATER && !frag_resolve(&p.key, p.frag_id)) {
-		w.flags = FLOW_F_FRAG_UNMATCHED;
-		count(CNT_FRAG_UNMATCHED);
+	if (p.frag) { /* rare: one test on the common path */
+		if (p.frag == FRAG_FIRST) {
+			frag_remember(&p.key, p.frag_id);
+		} else if (!frag_resolve(&p.key, p.frag_id)) {
+			w.flags = FLOW_F_FRAG_UNMATCHED;
+			count(CNT_FRAG_UNMATCHED);
+		}
 	}
 	wire(skb, p.key.proto, &w.bytes, &w.packets);
 

@@ -47,18 +47,22 @@ static __always_inline __u32 gso_hdr_len(struct __sk_buff *skb, __u8 proto)
 /* wire sets the wire bytes and packets the skb stands for. */
 static __always_inline void wire(struct __sk_buff *skb, __u8 proto, __u32 *bytes, __u32 *packets)
 {
-	__u32 len = skb->len, segs = 1;
+	__u32 len = skb->len;
 	__u32 tag = skb->vlan_present ? 4 : 0;
 	__u32 gso = skb->gso_size;
-	if (gso) { /* rare: bulk TCP (and UDP GSO) only */
-		__u32 hdr = gso_hdr_len(skb, proto);
-		__u32 n = skb->gso_segs;
-		if (n == 0 && len > hdr) /* from an untrusted source (SKB_GSO_DODGY): not yet counted */
-			n = (len - hdr + gso - 1) / gso;
-		if (n > 1 && n < 65536) {
-			segs = n;
-			len += (n - 1) * hdr;
-		}
+	if (!gso) { /* the common case: one packet */
+		*bytes = len + tag;
+		*packets = 1;
+		return;
+	}
+	/* Bulk TCP (and UDP GSO). */
+	__u32 segs = 1, hdr = gso_hdr_len(skb, proto);
+	__u32 n = skb->gso_segs;
+	if (n == 0 && len > hdr) /* from an untrusted source (SKB_GSO_DODGY): not yet counted */
+		n = (len - hdr + gso - 1) / gso;
+	if (n > 1 && n < 65536) {
+		segs = n;
+		len += (n - 1) * hdr;
 	}
 	*bytes = len + segs * tag;
 	*packets = segs;

@@ -67,7 +67,7 @@ func main() {
 	flag.StringVar(&cards, "flows", "1,1000,10000,100000,1000000", "flow cardinalities (prefilled active-map entries)")
 	flag.StringVar(&fams, "family", "ipv4,ipv6", "address families")
 	flag.StringVar(&feats, "features", "off,on", "enrichment hooks off and/or on")
-	flag.StringVar(&paths, "paths", "exist-hot,exist,new,carry", "paths to measure")
+	flag.StringVar(&paths, "paths", "exist-hot,exist,new,carry,listed,inherit", "paths to measure")
 	flag.IntVar(&o.existRuns, "exist-runs", 200000, "program runs per repetition on existing flows (at least N)")
 	flag.IntVar(&o.newFlows, "new-flows", 50000, "flows created per repetition on the new and carry paths")
 	flag.IntVar(&o.cpu, "cpu", 1, "CPU to pin the measuring thread to (-1: no pinning)")
@@ -428,6 +428,13 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 			return nil, fmt.Errorf("prefill previous map: %w", err)
 		}
 	}
+	// listed and inherit: the flows' counting observation is another
+	// interface (ifaces[0]); this program's is listed (ifaces[1]).
+	lv := tv
+	lv.Ifaces[1] = tv.Ifaces[0]
+	lv.Ifaces[0].Ifindex += 1000
+	lv.N_ifaces = 2
+	lv.ListedOnly = 1 << 1
 
 	paths := slices.Clone(o.paths)
 	if o.statsRow && !features && fam == "ipv4" && slices.Contains(o.paths, "exist-hot") {
@@ -462,9 +469,31 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 			}
 			defer closeF()
 			progRun, floorRun = p, f
-		case "new", "carry":
+		case "listed": // a listed hook of existing flows (run after exist: rewrites them)
+			if err := fill(cur, existing, lv); err != nil {
+				return nil, err
+			}
+			runs = max(o.existRuns, n)
+			p, closeP, err := driver(real, fam, 0, n)
+			if err != nil {
+				return nil, err
+			}
+			defer closeP()
+			f, closeF, err := driver(noop.Noop, fam, 0, n)
+			if err != nil {
+				return nil, err
+			}
+			defer closeF()
+			progRun, floorRun = p, f
+		case "new", "carry", "inherit":
 			first, ks := n+extra, fresh
 			if path == "carry" {
+				first, ks = n, carry
+			}
+			if path == "inherit" { // carried over from a generation that counted it elsewhere
+				if err := fill(prev, carry, lv); err != nil {
+					return nil, err
+				}
 				first, ks = n, carry
 			}
 			runs, newPerRep = extra, uint64(extra)
