@@ -27,7 +27,13 @@ import (
 func main() {
 	in := flag.String("in", "", "directory with bpf.json, go.txt, live.json")
 	out := flag.String("out", "docs/img", "where to write the PNGs")
+	before := flag.String("before", "", "a bpf.json of an earlier build: also draw bench-bpf-before-after.png against -in's bpf.json")
 	flag.Parse()
+	if *before != "" {
+		if err := plotBeforeAfter(*before, filepath.Join(*in, "bpf.json"), *out); err != nil {
+			fatal(fmt.Errorf("before/after: %w", err))
+		}
+	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		fatal(err)
 	}
@@ -198,6 +204,72 @@ func plotDatapath(src, outDir string) error {
 	p.Y.Max = ymax * 1.6 // room for the legend
 	p.Add(plotter.NewGrid())
 	return save(p, filepath.Join(outDir, "bench-bpf-ns-per-packet.png"))
+}
+
+func readBPF(src string) ([]bpfRow, error) {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return nil, err
+	}
+	var res struct {
+		Datapath []bpfRow `json:"datapath"`
+	}
+	return res.Datapath, json.Unmarshal(b, &res)
+}
+
+// plotBeforeAfter draws IPv4, features off, every path of two bench-bpf
+// runs: the earlier build dashed, the later solid.
+func plotBeforeAfter(beforeSrc, afterSrc, outDir string) error {
+	before, err := readBPF(beforeSrc)
+	if err != nil {
+		return err
+	}
+	after, err := readBPF(afterSrc)
+	if err != nil {
+		return err
+	}
+	p := plot.New()
+	p.Title.Text = "flowlens TC program before/after (IPv4, BPF_PROG_TEST_RUN)"
+	p.X.Label.Text = "flows in the active map"
+	p.Y.Label.Text = "ns per packet (median)"
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = countTicks{}
+	p.Legend.Top = true
+	p.Legend.Left = true
+	ymax := 0.0
+	for pi, path := range []string{"exist-hot", "exist", "new", "carry", "listed", "inherit"} {
+		for _, run := range []struct {
+			name string
+			rows []bpfRow
+		}{{"before", before}, {"after", after}} {
+			var pts plotter.XYs
+			for _, r := range run.rows {
+				if r.Family == "ipv4" && r.Path == path && r.Features == "off" {
+					pts = append(pts, plotter.XY{X: float64(r.Flows), Y: r.Prog.Median})
+					ymax = math.Max(ymax, r.Prog.Median)
+				}
+			}
+			if len(pts) == 0 {
+				continue
+			}
+			line, points, err := plotter.NewLinePoints(pts)
+			if err != nil {
+				return err
+			}
+			c := plotutil.Color(pi)
+			line.Color, points.Color = c, c
+			points.Shape = plotutil.Shape(pi)
+			if run.name == "before" {
+				line.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+			}
+			p.Add(line, points)
+			p.Legend.Add(path+" "+run.name, line, points)
+		}
+	}
+	p.Y.Min = 0
+	p.Y.Max = ymax * 1.9 // room for the legend
+	p.Add(plotter.NewGrid())
+	return save(p, filepath.Join(outDir, "bench-bpf-before-after.png"))
 }
 
 // ---- eviction time per flow vs flows (bench) ----
