@@ -82,9 +82,9 @@ func agentHealth() spec {
 			}},
 			{Title: "Kernel cost of the agent's BPF programs", Panels: []panel{
 				{Title: "Kernel ns per packet, per program", Kind: timeSeries, Unit: "ns", Min: &zero,
-					Description: "Average time one run of each program takes in the kernel (run time over run count, from the kernel's BPF statistics). For the TC programs one run is one packet.",
+					Description: "Average time one run of each program takes in the kernel (run time over run count, from the kernel's BPF statistics). For the TC programs one run is one packet. A program that did not run in the interval (the _l3 pair where no tun, WireGuard or IP tunnel device exists) draws no line.",
 					Queries: []query{{Legend: "{{program}} ({{attach}})",
-						Expr: "1e9 * sum by (program, attach) (" + agentRate("flowlens_agent_bpf_program_run_time_seconds_total") + ") / sum by (program, attach) (" + agentRate("flowlens_agent_bpf_program_runs_total") + ")"}}},
+						Expr: "1e9 * sum by (program, attach) (" + agentRate("flowlens_agent_bpf_program_run_time_seconds_total") + ") / (sum by (program, attach) (" + agentRate("flowlens_agent_bpf_program_runs_total") + ") > 0)"}}},
 				{Title: "Program runs", Kind: timeSeries, Unit: "short", Min: &zero,
 					Description: "Runs per second of each program: packets for the TC programs, events for the drop, RTT and retransmit hooks.",
 					Queries:     []query{{Legend: "{{program}} ({{attach}})", Expr: "sum by (program, attach) (" + agentRate("flowlens_agent_bpf_program_runs_total") + ")"}}},

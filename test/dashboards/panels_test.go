@@ -588,7 +588,7 @@ func writeResults(t *testing.T, path string, res []boardResult, start time.Time,
 	js, err := json.MarshalIndent(map[string]any{
 		"lab": "three workloads (frontend, backend, database) in network namespaces on a bridge; " +
 			"an outside client → frontend TCP requests, frontend → backend TCP requests, backend → database TCP bulk through 3 % loss on a 40 Mbit/s link, " +
-			"frontend → database UDP, frontend → backend UDP to a firewalled port, a 300-port UDP scan every 2 s; " +
+			"frontend → database UDP, frontend → backend UDP to a firewalled port, a 300-port UDP scan every 2.3 s; " +
 			"agent: --cache-active-timeout=1s --cache-max-flows=256; collector: " + enrich + "; Prometheus scraping every 1 s",
 		"start":      start.UTC().Format(time.RFC3339),
 		"dashboards": boards,
