@@ -198,8 +198,11 @@ static __always_inline void record(struct __sk_buff *skb, void *cur, void *prev,
 	struct flow_value *v = bpf_map_lookup_elem(cur, &p->key);
 	if (!v) {
 		struct flow_value *old = bpf_map_lookup_elem(prev, &p->key);
-		/* The hook that counted the flow in the previous generation, if any. */
-		int inherit = old && !(old->listed_only & 1) &&
+		/* The hook that counted the flow in the previous generation, if
+		 * any: one that counted nothing there is not inherited (a packet
+		 * in flight across the flip was counted there, so it counted),
+		 * which bounds a stale counting point to one generation. */
+		int inherit = old && old->packets && !(old->listed_only & 1) &&
 			      !(same_iface(&old->ifaces[0], me) && old->first_dir == me->dir);
 		/* Only an inherited flow needs the hook's order (not a new one). */
 		int order = inherit ? order_of(skb, me->dir) : -1;

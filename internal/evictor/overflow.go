@@ -65,7 +65,7 @@ func (a *overflowAgg) add(r *datapath.OverflowRec) {
 		v.Ifaces[0] = me
 		v.FirstDir = uint8(me.Dir)
 		v.N_ifaces = 1
-		if r.Order == datapath.OrderUnknown && prev != nil {
+		if r.Order == datapath.OrderUnknown && prev != nil && prev.Packets > 0 {
 			if c, ok := countingObs(prev); ok && c != me { // inherit the counting observation
 				v.Ifaces[0] = c
 				v.FirstDir = uint8(c.Dir)
