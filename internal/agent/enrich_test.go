@@ -192,14 +192,7 @@ func transfer(t *testing.T, p *pair, port, size int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case n := <-got:
-		if n != int64(size) {
-			t.Fatalf("received %d bytes, want %d", n, size)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("transfer did not finish in 60s")
-	}
+	awaitReceived(t, got, size)
 }
 
 // RTT: the ACK flow of a bulk transfer carries the sender's smoothed RTT; a
@@ -232,16 +225,25 @@ func TestRetransmits(t *testing.T) {
 	run(t, p.B, "nft", "add chain inet fltest in { type filter hook input priority 0; }")
 	run(t, p.B, "nft", "add rule inet fltest in tcp dport 7102 numgen random mod 5 == 0 drop")
 	h := startAgent(t, 2, agent.Options{}, p.netnsArg())
+	retransSegs := func() uint64 { return gsoMIB(t, p.A, "snmp", "Tcp:")["RetransSegs"] }
+	before := retransSegs()
 	transfer(t, p, 7101, 1<<20)
+	cleanSegs := retransSegs() - before // a loaded 2-CPU host can make even a clean veth retransmit (reordering, loss probes)
 	transfer(t, p, 7102, 4<<20)
 	flows := h.Stop()
 	_, _, clean, _, _, _ := enrichSum(flows, match{src: p.ipA, dst: p.ipB, dport: 7101, proto: 6})
 	drops, _, lossy, _, causes, _ := enrichSum(flows, match{src: p.ipA, dst: p.ipB, dport: 7102, proto: 6})
-	if clean != 0 {
-		t.Fatalf("clean connection shows %d retransmits", clean)
+	// One retransmit event is one skb, which may carry several segments.
+	if (cleanSegs == 0 && clean != 0) || (cleanSegs != 0 && (clean == 0 || clean > cleanSegs)) {
+		t.Fatalf("clean connection shows %d retransmits; the sender's TCP retransmitted %d segments", clean, cleanSegs)
 	}
-	if lossy == 0 || drops == 0 || !causes["NETFILTER_DROP"] {
-		t.Fatalf("lossy connection: retransmits=%d drops=%d causes=%v; want > 0, > 0, NETFILTER_DROP", lossy, drops, causes)
+	// A record carries the cause of its flow's latest drop: netfilter's,
+	// or TCP's own discard of a duplicate that a retransmission brought
+	// after the original got through (TCP_OLD_SEQUENCE), whichever came
+	// last in the period. (TestDropNetfilter checks the netfilter cause
+	// alone.)
+	if lossy == 0 || drops == 0 || !(causes["NETFILTER_DROP"] || causes["TCP_OLD_SEQUENCE"]) {
+		t.Fatalf("lossy connection: retransmits=%d drops=%d causes=%v; want > 0, > 0, NETFILTER_DROP or TCP_OLD_SEQUENCE", lossy, drops, causes)
 	}
 	t.Logf("lossy connection: %d retransmits, %d drops", lossy, drops)
 }

@@ -213,3 +213,17 @@ func mustListen(t *testing.T, ns *testnet.Netns, addr string) *net.UDPConn {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// awaitReceived waits up to 60s for the byte count a transfer's receiver
+// reports on got, and fails unless it is size.
+func awaitReceived(t *testing.T, got <-chan int64, size int) {
+	t.Helper()
+	select {
+	case n := <-got:
+		if n != int64(size) {
+			t.Fatalf("received %d bytes, want %d", n, size)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("transfer did not finish in 60s")
+	}
+}

@@ -170,14 +170,7 @@ func gsoTransfer(t *testing.T, p *pair, port, size int) *unix.TCPInfo {
 	if err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case n := <-got:
-		if n != int64(size) {
-			t.Fatalf("received %d bytes, want %d", n, size)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("transfer did not finish in 60s")
-	}
+	awaitReceived(t, got, size)
 	return info
 }
 

@@ -456,22 +456,11 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 		switch path {
 		case "exist-hot":
 			progRun, floorRun, runs = real, noop.Noop, o.existRuns
-		case "exist":
-			runs = max(o.existRuns, n)
-			p, closeP, err := driver(real, fam, 0, n)
-			if err != nil {
-				return nil, err
-			}
-			defer closeP()
-			f, closeF, err := driver(noop.Noop, fam, 0, n)
-			if err != nil {
-				return nil, err
-			}
-			defer closeF()
-			progRun, floorRun = p, f
-		case "listed": // a listed hook of existing flows (run after exist: rewrites them)
-			if err := fill(cur, existing, lv); err != nil {
-				return nil, err
+		case "exist", "listed":
+			if path == "listed" { // a listed hook of existing flows (run after exist: rewrites them)
+				if err := fill(cur, existing, lv); err != nil {
+					return nil, err
+				}
 			}
 			runs = max(o.existRuns, n)
 			p, closeP, err := driver(real, fam, 0, n)
