@@ -307,3 +307,38 @@ func TestFragments(t *testing.T) {
 		})
 	}
 }
+
+// Drops of fragments follow the same rule (bpf/drops.h): later fragments
+// dropped at B's netdev ingress (nftables, after the TC hook: before the
+// kernel reassembles them) are counted as drops of the datagram's flow, with
+// the first fragment's ports, as the wire bytes they had, not under port 0.
+func TestFragmentDrops(t *testing.T) {
+	p := newPair(t)
+	run(t, p.B, "nft", "add", "table", "netdev", "fltest")
+	run(t, p.B, "nft", "add chain netdev fltest in { type filter hook ingress device "+p.ifB+" priority 0; }")
+	run(t, p.B, "nft", "add rule netdev fltest in ip frag-off & 0x1fff != 0 drop")
+	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--features=drops")
+	const n, size, mtu = 10, 3000, 1500
+	fragSend(t, p.A, net.JoinHostPort(p.ipA, "4711"), net.JoinHostPort(p.ipB, "9711"), size, n)
+	time.Sleep(100 * time.Millisecond) // the last fragments reach B's ingress
+	flows := h.Stop()
+
+	// Per datagram: fragments of 1480, 1480 and 48 bytes of IP payload; the
+	// two later ones (1500 and 68 bytes of IP) are dropped.
+	per, perBytes := fragWire(packet.UDPLen+size, mtu, packet.IPv4Len, 0)
+	firstBytes := packet.EthLen + mtu
+	dropped, droppedBytes := uint64(n*(per-1)), uint64(n*(perBytes-firstBytes))
+	pk, by, recs := sum(flows, match{src: p.ipA, dst: p.ipB, sport: 4711, dport: 9711, proto: 17})
+	drops, dropBytes, _, _, causes, _ := enrichSum(flows, match{src: p.ipA, dst: p.ipB, sport: 4711, dport: 9711, proto: 17})
+	if pk != uint64(n*per) || by != uint64(n*perBytes) {
+		t.Fatalf("flow %d packets / %d bytes, want %d / %d (every fragment, counted at A's egress)", pk, by, n*per, n*perBytes)
+	}
+	if drops != dropped || dropBytes != droppedBytes || !causes["NETFILTER_DROP"] || len(causes) != 1 {
+		t.Fatalf("flow drops %d packets / %d bytes, causes %v; want %d / %d, NETFILTER_DROP (records %+v)", drops, dropBytes, causes, dropped, droppedBytes, recs)
+	}
+	for _, f := range flows {
+		if f.SrcAddr == p.ipA && f.DstAddr == p.ipB && f.Proto == 17 && f.SrcPort == 0 && f.DstPort == 0 && f.DropPackets != 0 {
+			t.Fatalf("%d fragment drops under port 0: %+v", f.DropPackets, f)
+		}
+	}
+}

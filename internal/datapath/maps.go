@@ -18,6 +18,7 @@ type Maps struct {
 	Enrich         [2]*ebpf.Map // the enrichment double buffer, switched by Control too
 	EnrichCounters *ebpf.Map    // per-CPU counters of the enrichment hooks
 	RTTSeen        *ebpf.Map    // the RTT hook's per-socket memory (SK_STORAGE)
+	Frags          *ebpf.Map    // first fragments' ports (LRU), shared by every namespace's TC programs and the drop hook
 
 	// percpu is the buffer the per-CPU counters are read into, reused so
 	// that reading them (every flip, every pressure check, every scrape)
@@ -53,6 +54,7 @@ func (m *Maps) table() []struct {
 		{datapathMapEnrichB, &m.Enrich[1]},
 		{datapathMapEnrichCounters, &m.EnrichCounters},
 		{datapathMapRttSeen, &m.RTTSeen},
+		{datapathMapFrags, &m.Frags},
 	}
 }
 
