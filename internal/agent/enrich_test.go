@@ -162,23 +162,8 @@ func TestDropNetfilter(t *testing.T) {
 // has read them all.
 func transfer(t *testing.T, p *pair, port, size int) {
 	t.Helper()
-	var ln net.Listener
 	addr := net.JoinHostPort(p.ipB, strconv.Itoa(port))
-	if err := p.B.Do(func() (err error) { ln, err = net.Listen("tcp", addr); return }); err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	got := make(chan int64, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			got <- -1
-			return
-		}
-		n, _ := io.Copy(io.Discard, c)
-		c.Close()
-		got <- n
-	}()
+	got := tcpSink(t, p.B, "tcp", addr)
 	err := p.A.Do(func() error {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {

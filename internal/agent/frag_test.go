@@ -157,15 +157,7 @@ func fragPair(t *testing.T, v6 bool) *pair {
 	if !v6 {
 		return newPair(t)
 	}
-	p := &pair{A: testnet.NewNetns(t, "fa6"), B: testnet.NewNetns(t, "fb6"), ifA: "veth-a", ifB: "veth-b", ipA: "fd00:98::1", ipB: "fd00:98::2"}
-	testnet.QuietIPv6(t, p.A)
-	testnet.QuietIPv6(t, p.B)
-	la, lb := testnet.Veth(t, p.A, p.ifA, p.B, p.ifB)
-	testnet.AddAddr(t, p.A, p.ifA, p.ipA+"/64")
-	testnet.AddAddr(t, p.B, p.ifB, p.ipB+"/64")
-	testnet.Neigh(t, p.A, p.ifA, p.ipB, lb.Attrs().HardwareAddr)
-	testnet.Neigh(t, p.B, p.ifB, p.ipA, la.Attrs().HardwareAddr)
-	return p
+	return pairOf(t, "fa6", "fb6", "fd00:98::1", "fd00:98::2", "/64", testnet.QuietIPv6)
 }
 
 // UDP datagrams of 3000 bytes over a 1500-byte MTU, IPv4 and IPv6: every

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -191,15 +192,46 @@ type pair struct {
 
 func newPair(t *testing.T) *pair {
 	t.Helper()
-	p := &pair{A: testnet.NewNetns(t, "a"), B: testnet.NewNetns(t, "b"), ifA: "veth-a", ifB: "veth-b", ipA: "10.99.0.1", ipB: "10.99.0.2"}
-	testnet.Quiet(t, p.A)
-	testnet.Quiet(t, p.B)
+	return pairOf(t, "a", "b", "10.99.0.1", "10.99.0.2", "/24", testnet.Quiet)
+}
+
+// pairOf joins two new namespaces with a veth pair (veth-a, veth-b)
+// addressed ipA and ipB (prefix: "/24"), with static neighbours; quiet
+// silences each namespace's own traffic.
+func pairOf(t *testing.T, nameA, nameB, ipA, ipB, prefix string, quiet func(testing.TB, *testnet.Netns)) *pair {
+	t.Helper()
+	p := &pair{A: testnet.NewNetns(t, nameA), B: testnet.NewNetns(t, nameB), ifA: "veth-a", ifB: "veth-b", ipA: ipA, ipB: ipB}
+	quiet(t, p.A)
+	quiet(t, p.B)
 	la, lb := testnet.Veth(t, p.A, p.ifA, p.B, p.ifB)
-	testnet.AddAddr(t, p.A, p.ifA, p.ipA+"/24")
-	testnet.AddAddr(t, p.B, p.ifB, p.ipB+"/24")
+	testnet.AddAddr(t, p.A, p.ifA, p.ipA+prefix)
+	testnet.AddAddr(t, p.B, p.ifB, p.ipB+prefix)
 	testnet.Neigh(t, p.A, p.ifA, p.ipB, lb.Attrs().HardwareAddr)
 	testnet.Neigh(t, p.B, p.ifB, p.ipA, la.Attrs().HardwareAddr)
 	return p
+}
+
+// tcpSink listens on addr in ns and reports on the returned channel how
+// many bytes its first connection carried (-1 if none came).
+func tcpSink(t *testing.T, ns *testnet.Netns, network, addr string) <-chan int64 {
+	t.Helper()
+	var ln net.Listener
+	if err := ns.Do(func() (err error) { ln, err = net.Listen(network, addr); return }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	got := make(chan int64, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			got <- -1
+			return
+		}
+		n, _ := io.Copy(io.Discard, c)
+		c.Close()
+		got <- n
+	}()
+	return got
 }
 
 func (p *pair) netnsArg() string { return "--netns=" + p.A.Name + "," + p.B.Name }

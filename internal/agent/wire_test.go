@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/binary"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"sort"
@@ -126,22 +125,7 @@ func gsoSettle(t *testing.T, p *pair) gsoTCPState {
 func gsoTransfer(t *testing.T, p *pair, port, size int) *unix.TCPInfo {
 	t.Helper()
 	addr := net.JoinHostPort(p.ipB, strconv.Itoa(port))
-	var ln net.Listener
-	if err := p.B.Do(func() (err error) { ln, err = net.Listen("tcp4", addr); return }); err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	got := make(chan int64, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			got <- -1
-			return
-		}
-		n, _ := io.Copy(io.Discard, c)
-		c.Close()
-		got <- n
-	}()
+	got := tcpSink(t, p.B, "tcp4", addr)
 	var info *unix.TCPInfo
 	err := p.A.Do(func() error {
 		c, err := net.Dial("tcp4", addr)
