@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/flowlens/flowlens/internal/agent"
+	"github.com/flowlens/flowlens/internal/datapath"
 	"github.com/flowlens/flowlens/internal/testkit/packet"
 	"github.com/flowlens/flowlens/internal/testnet"
 )
@@ -468,4 +469,48 @@ func wireCounted(recs []jsonFlow) []jsonFlow {
 		}
 	}
 	return out
+}
+
+// The overflow path counts wire packets too: with the flow map full (eight
+// entries, taken by UDP flows first), a bulk TCP transfer's GSO buffers go
+// through the ring buffer, one record per buffer carrying its segments and
+// wire bytes, and the user-space aggregate equals the segments each side's
+// TCP sent (OutSegs + RetransSegs), as in the map.
+func TestOverflowGSO(t *testing.T) {
+	p := newPair(t)
+	mustListen(t, p.B, p.ipB+":9000")
+	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--cache-max-flows=8", "--cache-active-timeout=1h")
+	for i := 0; i < 16; i++ { // fill the map
+		if err := testnet.UDPSend(p.A, fmt.Sprintf("%s:%d", p.ipA, 21000+i), p.ipB+":9000", []byte("x"), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := gsoRead(t, p)
+	const port, size = 8190, 4 << 20
+	gsoTransfer(t, p, port, size)
+	after := gsoSettle(t, p)
+	counters, err := h.A.DP.ReadCounters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	flows := h.Stop()
+	segs := func(m func(gsoTCPState) map[string]uint64) uint64 {
+		return m(after)["OutSegs"] - m(before)["OutSegs"] + m(after)["RetransSegs"] - m(before)["RetransSegs"]
+	}
+	wantUp := segs(func(s gsoTCPState) map[string]uint64 { return s.a })
+	wantDown := segs(func(s gsoTCPState) map[string]uint64 { return s.b })
+	upP, upB, _ := sum(flows, match{src: p.ipA, dst: p.ipB, dport: port, proto: 6})
+	downP, _, _ := sum(flows, match{src: p.ipB, dst: p.ipA, sport: port, proto: 6})
+	skbs := after.veth.TxPackets - before.veth.TxPackets
+	t.Logf("A→B %d packets / %d bytes (TCP sent %d segments in %d skbs); B→A %d packets (TCP sent %d); overflow records %d",
+		upP, upB, wantUp, skbs, downP, wantDown, counters[datapath.CounterOverflowRecords])
+	if counters[datapath.CounterOverflowRecords] == 0 || counters[datapath.CounterOverflowLost] != 0 {
+		t.Fatalf("overflow records %d, lost %d: the transfer did not go through the ring buffer whole", counters[datapath.CounterOverflowRecords], counters[datapath.CounterOverflowLost])
+	}
+	if skbs*4 > wantUp {
+		t.Fatalf("veth-a transmitted %d skbs for %d segments: GSO not in effect", skbs, wantUp)
+	}
+	if upP != wantUp || downP != wantDown {
+		t.Fatalf("through the overflow path: A→B %d packets, B→A %d; the senders' TCP sent %d and %d segments", upP, downP, wantUp, wantDown)
+	}
 }
