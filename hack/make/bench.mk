@@ -14,6 +14,9 @@
 GO  ?= go
 BIN ?= bin
 
+# NetObserv's object for this architecture (hack/bench/peer pins the version).
+BENCH_PEER_ARCH ?= $(subst amd64,x86,$(shell $(GO) env GOARCH))
+
 # Results land here, outside the work tree; bench-plots reads them.
 BENCH_OUT   ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/flowlens/bench
 BENCH_COUNT ?= 6
@@ -45,7 +48,8 @@ benchstat: $(BENCHSTAT) ## build benchstat (pinned) into bin/tools
 bench-bpf: ## kernel datapath ns/packet via BPF_PROG_TEST_RUN, no-op floor in the same run (root)
 	@mkdir -p $(BENCH_OUT)
 	$(GO) build -o $(BENCH_OUT)/bench-bpf ./hack/bench/bpf
-	$(BENCH_OUT)/bench-bpf -json $(BENCH_OUT)/bpf.json $(BENCH_BPF_ARGS) | tee $(BENCH_OUT)/bpf.txt
+	peer=$$($(GO) -C hack/bench/peer mod download -json github.com/netobserv/netobserv-ebpf-agent | sed -n 's/.*"Dir": "\(.*\)",/\1/p') && \
+	$(BENCH_OUT)/bench-bpf -peer $$peer/pkg/ebpf/bpf_$(BENCH_PEER_ARCH)_bpfel.o -json $(BENCH_OUT)/bpf.json $(BENCH_BPF_ARGS) | tee $(BENCH_OUT)/bpf.txt
 
 bench: $(BENCHSTAT) ## Go micro-benchmarks (eviction, merge, JSON, protobuf, gRPC), -count 6, benchstat (root)
 	@mkdir -p $(BENCH_OUT)

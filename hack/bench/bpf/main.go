@@ -58,6 +58,7 @@ type options struct {
 	mapChoice  bool
 	onlyChoice bool
 	statsRow   bool
+	peerObj    string // NetObserv's BPF object: its TC program runs beside ours (exist-hot, exist)
 }
 
 func main() {
@@ -74,6 +75,7 @@ func main() {
 	flag.StringVar(&o.jsonOut, "json", "", "also write the results to this JSON file (for hack/bench/plot)")
 	flag.BoolVar(&o.mapChoice, "mapchoice", true, "also measure the enrichment map choice (shared hash + atomics vs per-CPU hash)")
 	flag.BoolVar(&o.onlyChoice, "only-mapchoice", false, "measure only the enrichment map choice")
+	flag.StringVar(&o.peerObj, "peer", "", "NetObserv's BPF object (make bench-bpf sets it from hack/bench/peer): its TC program runs beside ours, features off, exist-hot and exist")
 	flag.BoolVar(&o.statsRow, "stats-cost", true, "also measure exist-hot with BPF run-time statistics on (IPv4, features off), as the agent's metrics keep them")
 	flag.Parse()
 	for _, s := range strings.Split(cards, ",") {
@@ -219,6 +221,11 @@ type row struct {
 	Failed uint64 `json:"failed,omitempty"`
 	// StatsOn: BPF run-time statistics were on during the case (see statsProbe).
 	StatsOn bool `json:"stats_on,omitempty"`
+	// Peer is NetObserv's program in the same repetitions (-peer), with its
+	// ratio to the floor and ours to it (medians of per-repetition ratios).
+	Peer      *stat   `json:"peer,omitempty"`
+	PeerRatio float64 `json:"peer_ratio,omitempty"`
+	VsPeer    float64 `json:"vs_peer,omitempty"`
 }
 
 func summarize(user, kernel []float64) stat {
@@ -386,6 +393,13 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 	}
 	real := progs.Ingress
 	pkt := packet(fam)
+	var pr *peer
+	if o.peerObj != "" && !features {
+		if pr, err = loadPeer(o.peerObj, n+extra, pkt); err != nil {
+			return nil, fmt.Errorf("peer: %w", err)
+		}
+		defer pr.Close()
+	}
 
 	// Calibrate: the key and value the program itself writes for flow 0.
 	var ctl uint32 // generation: its parity indexes the active map
@@ -449,7 +463,8 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 			path, withStats = base, true
 			r.Note = "BPF run-time statistics on (BPF_ENABLE_STATS), as the agent keeps them for its metrics: floor and program both pay the clock reads"
 		}
-		var progRun, floorRun *ebpf.Program
+		var progRun, floorRun, peerRun *ebpf.Program
+		var peerRet uint32
 		var runs int
 		var after func() error
 		var newPerRep uint64
@@ -504,6 +519,22 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 		default:
 			return nil, fmt.Errorf("unknown path %q", path)
 		}
+		if pr != nil && !withStats && (path == "exist-hot" || path == "exist") {
+			// The same packets through NetObserv's program, its map holding
+			// the same flows: one pass inserts them before the timing.
+			peerRun, peerRet = pr.prog, pr.ret
+			if path == "exist" {
+				d, closeD, err := driver(pr.prog, fam, 0, n)
+				if err != nil {
+					return nil, err
+				}
+				defer closeD()
+				peerRun = d
+			}
+			if _, _, err := measure(peerRun, pkt, runs, peerRet); err != nil {
+				return nil, fmt.Errorf("peer warm-up: %w", err)
+			}
+		}
 		r.Runs = runs
 		before, err := dp.ReadCounters()
 		if err != nil {
@@ -523,7 +554,7 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 				}
 			}
 			var err error
-			c, err = measureCase(floorRun, progRun, pkt, runs, o.reps, after)
+			c, err = measureCase(floorRun, progRun, pkt, runs, o.reps, after, peerRun, peerRet)
 			totalReps += o.reps
 			if stats != nil {
 				stats.Close()
@@ -556,20 +587,36 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 		r.Prog, r.Floor = summarize(c.pu, c.pk), summarize(c.fu, c.fk)
 		r.Ratio = median(c.ratios)
 		r.Net = r.Prog.Median - r.Floor.Median
+		peerNote := ""
+		if peerRun != nil {
+			s := summarize(c.nu, c.nk)
+			r.Peer, r.PeerRatio, r.VsPeer = &s, median(c.nratios), median(c.vs)
+			peerNote = fmt.Sprintf("  netobserv %7.2f ×%.2f  ours/netobserv %.2f", s.Median, r.PeerRatio, r.VsPeer)
+		}
 		rows = append(rows, r)
-		fmt.Fprintf(os.Stderr, "  %-5s %-18s flows=%-5s features=%-3s  %7.2f ns/pkt  floor %6.2f  ×%.2f\n",
-			fam, r.Path, human(n), onOff(features), r.Prog.Median, r.Floor.Median, r.Ratio)
+		fmt.Fprintf(os.Stderr, "  %-5s %-18s flows=%-5s features=%-3s  %7.2f ns/pkt  floor %6.2f  ×%.2f%s\n",
+			fam, r.Path, human(n), onOff(features), r.Prog.Median, r.Floor.Median, r.Ratio, peerNote)
 	}
 	return rows, nil
 }
 
-type caseSamples struct{ pu, pk, fu, fk, ratios []float64 }
+type caseSamples struct {
+	pu, pk, fu, fk, ratios []float64
+	nu, nk, nratios, vs    []float64 // the peer's, when it runs
+}
 
-// measureCase alternates floor and program, reps times; after runs after
-// each repetition (outside the timing).
-func measureCase(floor, prog *ebpf.Program, pkt []byte, runs, reps int, after func() error) (caseSamples, error) {
+// measureCase alternates floor and program (and the peer, when not nil),
+// reps times; after runs after each repetition (outside the timing).
+func measureCase(floor, prog *ebpf.Program, pkt []byte, runs, reps int, after func() error, peer *ebpf.Program, peerRet uint32) (caseSamples, error) {
 	var c caseSamples
 	for rep := 0; rep < reps; rep++ {
+		if peer != nil {
+			u, k, err := measure(peer, pkt, runs, peerRet)
+			if err != nil {
+				return c, fmt.Errorf("peer: %w", err)
+			}
+			c.nu, c.nk = append(c.nu, u), append(c.nk, k)
+		}
 		u, k, err := measure(floor, pkt, runs, tcActUnspec)
 		if err != nil {
 			return c, fmt.Errorf("floor: %w", err)
@@ -581,6 +628,10 @@ func measureCase(floor, prog *ebpf.Program, pkt []byte, runs, reps int, after fu
 		}
 		c.pu, c.pk = append(c.pu, u2), append(c.pk, k2)
 		c.ratios = append(c.ratios, u2/u)
+		if peer != nil {
+			n := c.nu[len(c.nu)-1]
+			c.nratios, c.vs = append(c.nratios, n/u), append(c.vs, u2/n)
+		}
 		if after != nil {
 			if err := after(); err != nil {
 				return c, fmt.Errorf("clean up new flows: %w", err)
@@ -689,7 +740,7 @@ func printDatapath(rows []row) {
 		"fam", "path", "flows", "feat", "M pkts/s", "ns/pkt", "p10..p90", "floor ns", "floor M", "×floor", "net ns")
 	fmt.Println(strings.Repeat("-", 113))
 	sorted := slices.Clone(rows)
-	order := map[string]int{"exist-hot": 0, "exist-hot/stats": 1, "exist": 2, "new": 3, "carry": 4}
+	order := map[string]int{"exist-hot": 0, "exist-hot/stats": 1, "exist": 2, "new": 3, "carry": 4, "listed": 5, "inherit": 6}
 	slices.SortStableFunc(sorted, func(a, b row) int {
 		return cmp.Or(cmp.Compare(a.Family, b.Family), cmp.Compare(order[a.Path], order[b.Path]),
 			cmp.Compare(a.Features, b.Features), cmp.Compare(a.Flows, b.Flows))
@@ -703,6 +754,9 @@ func printDatapath(rows []row) {
 		mark := ""
 		if r.StatsOn {
 			mark = " *"
+		}
+		if r.Peer != nil {
+			mark += fmt.Sprintf(" | netobserv %7.2f ns ×%.2f, ours ×%.2f of it", r.Peer.Median, r.PeerRatio, r.VsPeer)
 		}
 		fmt.Printf("%-5s %-18s %6s %4s | %9.2f %8.2f %15s | %8.2f %8.2f | %6.2f %7.2f%s\n",
 			r.Family, r.Path, human(r.Flows), r.Features, 1000/r.Prog.Median, r.Prog.Median,

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf"
+)
+
+// The peer: NetObserv's TC flow program, run beside flowlens' in the same
+// repetitions (make bench-bpf passes -peer, the committed object of the
+// version hack/bench/peer pins). Its maps are created for it alone, sized
+// like ours; its sampling is every packet; nothing is pinned.
+
+// peerProgram is the program NetObserv's agent attaches at TC ingress
+// (tc_egress_flow_parse is its egress twin; the ingress one is what ours
+// runs against here, as flowlens_ingress).
+const peerProgram = "tc_ingress_flow_parse"
+
+type peer struct {
+	coll *ebpf.Collection
+	prog *ebpf.Program
+	ret  uint32 // what it returns (TC_ACT_OK), checked on every run
+}
+
+func loadPeer(path string, maxFlows int, pkt []byte) (*peer, error) {
+	spec, err := ebpf.LoadCollectionSpec(path)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := spec.Programs[peerProgram]; !ok {
+		return nil, fmt.Errorf("%s: no program %s", path, peerProgram)
+	}
+	for name := range spec.Programs {
+		if name != peerProgram {
+			delete(spec.Programs, name)
+		}
+	}
+	for _, m := range spec.Maps {
+		m.Pinning = ebpf.PinNone
+		if m.Type == ebpf.Hash || m.Type == ebpf.PerCPUHash {
+			m.MaxEntries = uint32(maxFlows)
+		}
+	}
+	if v, ok := spec.Variables["sampling"]; ok {
+		if err := v.Set(uint32(1)); err != nil {
+			return nil, fmt.Errorf("set sampling: %w", err)
+		}
+	}
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", peerProgram, err)
+	}
+	p := &peer{coll: coll, prog: coll.Programs[peerProgram]}
+	ret, _, err := p.prog.Benchmark(pkt, 1, nil)
+	if err != nil {
+		coll.Close()
+		return nil, err
+	}
+	p.ret = ret
+	return p, nil
+}
+
+func (p *peer) Close() { p.coll.Close() }
