@@ -399,6 +399,9 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 			return nil, fmt.Errorf("peer: %w", err)
 		}
 		defer pr.Close()
+		if err := pr.warm(fam, n, pkt); err != nil {
+			return nil, fmt.Errorf("peer warm-up: %w", err)
+		}
 	}
 
 	// Calibrate: the key and value the program itself writes for flow 0.
@@ -519,20 +522,33 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 		default:
 			return nil, fmt.Errorf("unknown path %q", path)
 		}
-		if pr != nil && !withStats && (path == "exist-hot" || path == "exist") {
+		if pr != nil && !withStats && path != "listed" {
 			// The same packets through NetObserv's program, its map holding
-			// the same flows: one pass inserts them before the timing.
+			// the same flows (warm), through the same driver.
 			peerRun, peerRet = pr.prog, pr.ret
-			if path == "exist" {
-				d, closeD, err := driver(pr.prog, fam, 0, n)
+			first, count := 0, n
+			switch path {
+			case "new":
+				first, count = n+extra, extra
+			case "carry", "inherit":
+				first, count = n, extra
+			}
+			if path != "exist-hot" {
+				d, closeD, err := driver(pr.prog, fam, first, count)
 				if err != nil {
 					return nil, err
 				}
 				defer closeD()
 				peerRun = d
 			}
-			if _, _, err := measure(peerRun, pkt, runs, peerRet); err != nil {
-				return nil, fmt.Errorf("peer warm-up: %w", err)
+			if after != nil { // an insert path: the peer forgets its new flows too
+				ours, ks := after, keys(tk, base, first, first+count)
+				after = func() error {
+					if err := ours(); err != nil {
+						return err
+					}
+					return pr.forget(ks)
+				}
 			}
 		}
 		r.Runs = runs

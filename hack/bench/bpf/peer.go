@@ -1,15 +1,20 @@
 package main
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/flowlens/flowlens/internal/datapath"
 )
 
 // The peer: NetObserv's TC flow program, run beside flowlens' in the same
 // repetitions (make bench-bpf passes -peer, the committed object of the
 // version hack/bench/peer pins). Its maps are created for it alone, sized
-// like ours; its sampling is every packet; nothing is pinned.
+// like ours and holding the same N flows; its sampling is every packet;
+// nothing is pinned. It has no generations and no listed hooks: on the
+// carry and inherit paths it inserts, as on new.
 
 // peerProgram is the program NetObserv's agent attaches at TC ingress
 // (tc_egress_flow_parse is its egress twin; the ingress one is what ours
@@ -61,3 +66,39 @@ func loadPeer(path string, maxFlows int, pkt []byte) (*peer, error) {
 }
 
 func (p *peer) Close() { p.coll.Close() }
+
+// peerFlowMap is NetObserv's flow map. Its key has flowlens' layout (the
+// addresses IPv4-mapped, ports, protocol, ICMP type and code, one zero
+// byte), so the same keys name the same flows in both.
+const peerFlowMap = "aggregated_flows"
+
+// warm puts flows [0, n) in the peer's map, as ours is prefilled: one pass
+// of the driver over them.
+func (p *peer) warm(fam string, n int, pkt []byte) error {
+	d, closeD, err := driver(p.prog, fam, 0, n)
+	if err != nil {
+		return err
+	}
+	defer closeD()
+	_, _, err = measure(d, pkt, n, p.ret)
+	return err
+}
+
+// forget deletes the flows a repetition of an insert path created.
+func (p *peer) forget(ks []datapath.FlowKey) error {
+	m, ok := p.coll.Maps[peerFlowMap]
+	if !ok {
+		return fmt.Errorf("no map %s", peerFlowMap)
+	}
+	if m.KeySize() != uint32(binary.Size(datapath.FlowKey{})) {
+		return fmt.Errorf("%s: %d-byte keys, not flowlens' layout", peerFlowMap, m.KeySize())
+	}
+	n, err := m.BatchDelete(ks, nil)
+	if err != nil {
+		return err
+	}
+	if n != len(ks) {
+		return fmt.Errorf("%s: deleted %d of the %d flows a repetition created", peerFlowMap, n, len(ks))
+	}
+	return nil
+}
