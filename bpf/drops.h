@@ -9,6 +9,7 @@
 
 #include "enrich.h"
 #include "frags.h"
+#include "wire.h"
 
 /* Values of enum skb_drop_reason that are not drops; the agent reads them
  * from the running kernel's BTF (they differ between versions). */
@@ -96,7 +97,7 @@ static __always_inline int skb_key(struct sk_buff *skb, int mode, struct flow_ke
 
 /*
  * drop_wire sets the wire packets and bytes of a dropped skb, by the TC
- * programs' rule (bpf/wire.h): frame bytes from the MAC header when the
+ * programs' rule (gso_wire, bpf/wire.h): frame bytes from the MAC header when the
  * packet has one (received packets), else from the network header; a GSO
  * buffer counts as its segments, each with its own headers; a VLAN tag held
  * in the skb counts in every segment.
@@ -115,22 +116,10 @@ static __always_inline void drop_wire(struct sk_buff *skb, int mode, __u32 hdr, 
 		if (nh > mh && nh - mh < 256)
 			hdr += nh - mh;
 	}
-	__u32 segs = 1;
 	struct skb_shared_info *sh = (void *)(head + RD(mode, skb, end));
 	__u16 gso_size = BPF_CORE_READ(sh, gso_size);
-	if (gso_size) {
-		__u32 n = BPF_CORE_READ(sh, gso_segs);
-		if (n == 0 && len > hdr)
-			n = (len - hdr + gso_size - 1) / gso_size;
-		if (n > 1 && n < 65536) {
-			segs = n;
-			len += (n - 1) * hdr;
-		}
-	}
-	if (RD(mode, skb, vlan_all))
-		len += 4 * segs;
-	*bytes = len;
-	*packets = segs;
+	__u32 segs = gso_size ? BPF_CORE_READ(sh, gso_segs) : 1; /* not GSO: one packet */
+	gso_wire(len, gso_size, segs, hdr, RD(mode, skb, vlan_all) ? 4 : 0, bytes, packets);
 }
 
 static __always_inline int record_drop(struct sk_buff *skb, int mode, __u32 reason)

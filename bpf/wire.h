@@ -44,6 +44,27 @@ static __always_inline __u32 gso_hdr_len(struct __sk_buff *skb, __u8 proto)
 	return off + (doff >> 4) * 4;
 }
 
+/*
+ * gso_wire is the rule itself, for a GSO buffer of len bytes (headers
+ * included), gso_size bytes of payload per segment, gso_segs segments as
+ * the kernel counted them (0: not yet, SKB_GSO_DODGY), hdr bytes of headers
+ * per segment and a VLAN tag of tag bytes held outside the frame. The TC
+ * programs (wire, below) and the drop hook (bpf/drops.h) share it.
+ */
+static __always_inline void gso_wire(__u32 len, __u32 gso_size, __u32 gso_segs, __u32 hdr, __u32 tag,
+				     __u32 *bytes, __u32 *packets)
+{
+	__u32 segs = 1, n = gso_segs;
+	if (n == 0 && len > hdr)
+		n = (len - hdr + gso_size - 1) / gso_size;
+	if (n > 1 && n < 65536) {
+		segs = n;
+		len += (n - 1) * hdr;
+	}
+	*bytes = len + segs * tag;
+	*packets = segs;
+}
+
 /* wire sets the wire bytes and packets the skb stands for. */
 static __always_inline void wire(struct __sk_buff *skb, __u8 proto, __u32 *bytes, __u32 *packets)
 {
@@ -56,16 +77,7 @@ static __always_inline void wire(struct __sk_buff *skb, __u8 proto, __u32 *bytes
 		return;
 	}
 	/* Bulk TCP (and UDP GSO). */
-	__u32 segs = 1, hdr = gso_hdr_len(skb, proto);
-	__u32 n = skb->gso_segs;
-	if (n == 0 && len > hdr) /* from an untrusted source (SKB_GSO_DODGY): not yet counted */
-		n = (len - hdr + gso - 1) / gso;
-	if (n > 1 && n < 65536) {
-		segs = n;
-		len += (n - 1) * hdr;
-	}
-	*bytes = len + segs * tag;
-	*packets = segs;
+	gso_wire(len, gso, skb->gso_segs, gso_hdr_len(skb, proto), tag, bytes, packets);
 }
 
 #endif
