@@ -1,15 +1,12 @@
 package agent_test
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -23,34 +20,6 @@ import (
 // IP fragments in their flow (issue 12): every fragment of a datagram
 // counts in the datagram's flow (the ports of its first fragment); a later
 // fragment whose first was never seen counts under port 0, flagged.
-
-// fragFlow is a record with the fragment flag, which jsonFlow lacks.
-type fragFlow struct {
-	jsonFlow
-	FragUnmatched *bool `json:"frag_unmatched"`
-}
-
-// fragFlows decodes the agent's output, without the partial records (see
-// wireCounted).
-func fragFlows(t *testing.T, out string) []fragFlow {
-	t.Helper()
-	var flows []fragFlow
-	sc := bufio.NewScanner(strings.NewReader(out))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var f fragFlow
-		if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
-			t.Fatalf("bad JSON line %q: %v", sc.Text(), err)
-		}
-		if f.Partial == nil {
-			t.Fatalf("line lacks contract fields: %q", sc.Text())
-		}
-		if !*f.Partial {
-			flows = append(flows, f)
-		}
-	}
-	return flows
-}
 
 // fragMetric reads one unlabelled series from the agent's /metrics.
 func fragMetric(t *testing.T, h *harness, name string) uint64 {
@@ -186,14 +155,14 @@ func TestFragments(t *testing.T) {
 			after, _ := testnet.ReadLinkStats(p.A, p.ifA)
 			unmatched := fragMetric(t, h, fragUnmatchedMetric)
 			h.Stop()
-			flows := fragFlows(t, h.out.String())
+			flows := wireCounted(parseFlows(t, h.out.String()))
 
 			per, perBytes := fragWire(packet.UDPLen+size, mtu, ipHdr, fragHdr)
 			wantP, wantB := uint64(n*per), uint64(n*perBytes)
 			if dp, db := after.TxPackets-before.TxPackets, after.TxBytes-before.TxBytes; dp != wantP || db != wantB {
 				t.Fatalf("%s sent %d packets / %d bytes, want %d fragments / %d bytes (%d per datagram)", p.ifA, dp, db, wantP, wantB, per)
 			}
-			var all, inFlow []fragFlow
+			var all, inFlow []jsonFlow
 			for _, f := range flows {
 				if f.SrcAddr == p.ipA && f.DstAddr == p.ipB && f.Proto == 17 {
 					all = append(all, f)
@@ -268,13 +237,13 @@ func TestFragments(t *testing.T) {
 			after, _ := testnet.ReadLinkStats(p.A, p.ifA)
 			unmatched := fragMetric(t, h, fragUnmatchedMetric)
 			h.Stop()
-			flows := fragFlows(t, h.out.String())
+			flows := wireCounted(parseFlows(t, h.out.String()))
 
 			wantB := uint64(n * len(frames[0]))
 			if dp, db := after.TxPackets-before.TxPackets, after.TxBytes-before.TxBytes; dp != n || db != wantB {
 				t.Fatalf("%s sent %d packets / %d bytes, want %d / %d", p.ifA, dp, db, n, wantB)
 			}
-			var recs []fragFlow
+			var recs []jsonFlow
 			var pk, by uint64
 			for _, f := range flows {
 				if f.SrcAddr == p.ipA && f.DstAddr == p.ipB {

@@ -42,8 +42,9 @@ type jsonFlow struct {
 		Netns     string `json:"netns"`
 		Direction string `json:"direction"`
 	} `json:"interfaces"`
-	Sampling uint32 `json:"sampling"`
-	Partial  *bool  `json:"partial"`
+	Sampling      uint32 `json:"sampling"`
+	Partial       *bool  `json:"partial"`
+	FragUnmatched *bool  `json:"frag_unmatched"`
 
 	DropPackets  uint64 `json:"drop_packets"`
 	DropBytes    uint64 `json:"drop_bytes"`
