@@ -29,13 +29,13 @@ func main() {
 	out := flag.String("out", "docs/img", "where to write the PNGs")
 	before := flag.String("before", "", "a bpf.json of an earlier build: also draw bench-bpf-before-after.png against -in's bpf.json")
 	flag.Parse()
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		fatal(err)
+	}
 	if *before != "" {
 		if err := plotBeforeAfter(*before, filepath.Join(*in, "bpf.json"), *out); err != nil {
 			fatal(fmt.Errorf("before/after: %w", err))
 		}
-	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		fatal(err)
 	}
 	did := 0
 	for _, p := range []struct {
@@ -169,18 +169,13 @@ func plotDatapath(src, outDir string) error {
 			if len(pts) == 0 {
 				continue
 			}
-			line, points, err := plotter.NewLinePoints(pts)
-			if err != nil {
-				return err
-			}
 			c := plotutil.Color(pi)
 			if path == "exist-hot/lockfree" {
 				c = color.RGBA{R: 120, G: 40, B: 160, A: 255}
 			}
-			line.Color, points.Color = c, c
-			points.Shape = plotutil.Shape(pi)
-			if fam == "ipv6" {
-				line.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+			line, points, err := pathLine(pts, c, pi, fam == "ipv6")
+			if err != nil {
+				return err
 			}
 			eb := &plotter.YErrorBars{XYs: pts, YErrors: errs, LineStyle: draw.LineStyle{Color: c, Width: vg.Points(0.7)}, CapWidth: vg.Points(4)}
 			p.Add(line, points, eb)
@@ -204,6 +199,21 @@ func plotDatapath(src, outDir string) error {
 	p.Y.Max = ymax * 1.6 // room for the legend
 	p.Add(plotter.NewGrid())
 	return save(p, filepath.Join(outDir, "bench-bpf-ns-per-packet.png"))
+}
+
+// pathLine is one path's line and points: its colour, the shape of its
+// index, dashed for the second family or the earlier build.
+func pathLine(pts plotter.XYs, c color.Color, shape int, dashed bool) (*plotter.Line, *plotter.Scatter, error) {
+	line, points, err := plotter.NewLinePoints(pts)
+	if err != nil {
+		return nil, nil, err
+	}
+	line.Color, points.Color = c, c
+	points.Shape = plotutil.Shape(shape)
+	if dashed {
+		line.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	}
+	return line, points, nil
 }
 
 func readBPF(src string) ([]bpfRow, error) {
@@ -252,15 +262,9 @@ func plotBeforeAfter(beforeSrc, afterSrc, outDir string) error {
 			if len(pts) == 0 {
 				continue
 			}
-			line, points, err := plotter.NewLinePoints(pts)
+			line, points, err := pathLine(pts, plotutil.Color(pi), pi, run.name == "before")
 			if err != nil {
 				return err
-			}
-			c := plotutil.Color(pi)
-			line.Color, points.Color = c, c
-			points.Shape = plotutil.Shape(pi)
-			if run.name == "before" {
-				line.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 			}
 			p.Add(line, points)
 			p.Legend.Add(path+" "+run.name, line, points)
