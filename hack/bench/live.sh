@@ -4,9 +4,27 @@
 # and iperf3 with apt when missing, and runs rounds of A (no agent), B
 # (agent), A in a three-namespace lab it creates and removes. Needs root.
 #
-# Environment: GO, BIN, OUT (results dir), ROUNDS (default 3), LIVE_ARGS
-# (extra flags for hack/bench/live, e.g. "-hey-q 200 -tcp=false").
-# Bounded: about 70 s per round plus ~30 s of builds and setup.
+# PEER=1 (make bench-live PEER=1): the side-by-side with NetObserv instead.
+# Also builds NetObserv's agent and its gRPC sink from hack/bench/peer (the
+# pinned module; the agent binary, ~100 MB, is cached in $OUT/live-bin per
+# go.mod/go.sum), installs ethtool, and runs, per workload (HTTP keep-alive,
+# HTTP new connection per request, one iperf3 TCP stream, UDP with 50 000
+# flows cycled), ROUNDS rounds of none, flowlens, NetObserv, none in a
+# bridge lab (both agents on the two host-side veths). Prints the BPF ns per
+# bridged packet of both with the ratio, exactness, agent CPU and RSS, and
+# client-side ratios beside the A/A band; $OUT/live-sidebyside.{txt,json}.
+# Driver flags for it (in LIVE_ARGS): -workloads keepalive,newconn,tcp,udp,
+# -sbs-duration 8s, -sbs-hey-c 50, -sbs-hey-q-keepalive 100,
+# -sbs-hey-q-newconn 20, -sbs-udp-flows 50000, -sbs-udp-pps 50000,
+# -offloads (keep TSO/GSO/GRO on), -flowlens-features none,
+# -peer-setarch=false, -cache-active-timeout 5s, -cache-max-flows 100000.
+# e.g. make bench-live PEER=1 ROUNDS=1 LIVE_ARGS="-workloads tcp,udp -sbs-duration 4s"
+#
+# Environment: GO, BIN, OUT (results dir), ROUNDS (default 3), PEER,
+# LIVE_ARGS (extra flags for hack/bench/live, e.g. "-hey-q 200 -tcp=false").
+# Bounded: about 70 s per round plus ~30 s of builds and setup; with PEER=1
+# about 2.7 min per round (4 workloads, 8 s runs: ~9 min for 3) plus the
+# builds (the first NetObserv build downloads its modules: a few minutes).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -14,6 +32,7 @@ GO=${GO:-go}
 BIN=${BIN:-$PWD/bin}
 OUT=${OUT:-${XDG_CACHE_HOME:-$HOME/.cache}/flowlens/bench}
 ROUNDS=${ROUNDS:-3}
+PEER=${PEER:-}
 
 if [ "$(id -u)" -ne 0 ]; then
 	echo "bench-live needs root (network namespaces, BPF)" >&2
@@ -23,6 +42,9 @@ need=()
 command -v hey >/dev/null || need+=(hey)
 command -v iperf3 >/dev/null || need+=(iperf3)
 command -v ip >/dev/null || need+=(iproute2)
+if [ -n "$PEER" ]; then
+	command -v ethtool >/dev/null || need+=(ethtool)
+fi
 if [ ${#need[@]} -gt 0 ]; then
 	echo "installing: ${need[*]}"
 	export DEBIAN_FRONTEND=noninteractive
@@ -33,6 +55,35 @@ fi
 mkdir -p "$OUT/live-bin"
 "$GO" build -o "$OUT/live-bin/flowlens-agent" ./cmd/flowlens-agent
 "$GO" build -o "$OUT/live-bin/live" ./hack/bench/live
+
+# Safety net: remove this run's namespaces even if the driver is killed.
+cleanup() {
+	for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^flb-bench-" || true); do
+		pid=${ns#flb-bench-}; pid=${pid%%-*}
+		if ! kill -0 "$pid" 2>/dev/null; then ip netns del "$ns" 2>/dev/null || true; fi
+	done
+}
+trap cleanup EXIT
+
+if [ -n "$PEER" ]; then
+	# NetObserv's agent and sink, from the pinned module. The checksum
+	# database has no entry for NetObserv's versions: go.sum verifies them.
+	export GONOSUMDB=${GONOSUMDB:-github.com/netobserv,github.com/vmware}
+	key=$(cat hack/bench/peer/go.mod hack/bench/peer/go.sum | sha256sum | cut -c1-12)
+	peer_agent="$OUT/live-bin/netobserv-ebpf-agent-$key"
+	if [ ! -x "$peer_agent" ]; then
+		echo "building NetObserv's agent (hack/bench/peer, cached as $peer_agent)"
+		rm -f "$OUT"/live-bin/netobserv-ebpf-agent-*
+		"$GO" -C hack/bench/peer build -o "$peer_agent.tmp" github.com/netobserv/netobserv-ebpf-agent/cmd
+		mv "$peer_agent.tmp" "$peer_agent"
+	fi
+	"$GO" -C hack/bench/peer build -o "$OUT/live-bin/netobserv-sink" ./sink
+	# shellcheck disable=SC2086
+	timeout --foreground 60m "$OUT/live-bin/live" -rounds "$ROUNDS" -agent "$OUT/live-bin/flowlens-agent" \
+		-peer-agent "$peer_agent" -peer-sink "$OUT/live-bin/netobserv-sink" -out "$OUT" ${LIVE_ARGS:-} | tee "$OUT/live-sidebyside.txt"
+	exit "${PIPESTATUS[0]}"
+fi
+
 collector=()
 # gRPC export when the agent is built with the gRPC exporter and the
 # collector exists; otherwise JSON lines to a file (the exact-count check
@@ -43,15 +94,6 @@ if [ -d cmd/flowlens-collector ] && "$GO" list -deps ./cmd/flowlens-agent | grep
 else
 	echo "note: the agent has no gRPC exporter in this tree: exporting JSON lines to a file instead"
 fi
-
-# Safety net: remove this run's namespaces even if the driver is killed.
-cleanup() {
-	for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^flb-bench-" || true); do
-		pid=${ns#flb-bench-}; pid=${pid%%-*}
-		if ! kill -0 "$pid" 2>/dev/null; then ip netns del "$ns" 2>/dev/null || true; fi
-	done
-}
-trap cleanup EXIT
 
 # shellcheck disable=SC2086
 timeout --foreground 15m "$OUT/live-bin/live" -rounds "$ROUNDS" -agent "$OUT/live-bin/flowlens-agent" \

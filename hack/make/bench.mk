@@ -7,6 +7,7 @@
 #   make bench          Go micro-benchmarks, -count 6, benchstat (~10 min)
 #   make bench-enrich   enrichment hooks' ns per run on real traffic (~1 min)
 #   make bench-live     netns lab, hey + iperf3, baseline vs agent (~10 min)
+#   make bench-live PEER=1  flowlens beside NetObserv's agent, bridge lab, 4 workloads (~9 min)
 #   make bench-plots    docs/img/*.png from the latest results
 #   make check-budget   instruction/size/allocation budget (bpf/budget.json)
 #   make budget-update  rewrite bpf/budget.json from this machine (a reviewed change)
@@ -70,9 +71,12 @@ bench-enrich: ## enrichment hooks' ns per run on real TCP (with loss) and UDP dr
 	@command -v iperf3 >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends iperf3 >/dev/null; }
 	$(GO) run ./hack/bench/enrich $(BENCH_ENRICH_ARGS) | tee $(BENCH_OUT)/enrich.txt
 
-bench-live: ## live overhead: netns lab, hey at a fixed rate + iperf3, baseline vs agent, A/A beside A/B (root)
+# PEER=1: bench-live runs the side-by-side with NetObserv's agent (hack/bench/live.sh says how).
+PEER ?=
+
+bench-live: ## live overhead: netns lab, hey at a fixed rate + iperf3, baseline vs agent, A/A beside A/B; PEER=1: beside NetObserv (root)
 	@mkdir -p $(BENCH_OUT)
-	GO="$(GO)" BIN="$(abspath $(BIN))" OUT="$(abspath $(BENCH_OUT))" hack/bench/live.sh
+	GO="$(GO)" BIN="$(abspath $(BIN))" OUT="$(abspath $(BENCH_OUT))" PEER="$(PEER)" hack/bench/live.sh
 
 bench-plots: ## docs/img/*.png from $(BENCH_OUT)/{bpf.json,go.txt,live.json}
 	$(GO) -C hack/bench/plot run . -in $(abspath $(BENCH_OUT)) -out $(abspath docs/img)

@@ -12,6 +12,32 @@
 // from BPF program stats (BPF_ENABLE_STATS held for the whole run), flows
 // per second, agent CPU per exported flow, and the exact-count check: the
 // packets in the exported flows against the lab interfaces' counters.
+//
+// With -peer-agent (make bench-live PEER=1) it runs the side-by-side
+// instead (sidebyside.go, bridgelab.go): flowlens and NetObserv's agent
+// (hack/bench/peer, pinned) on the same live traffic in a bridge lab (client
+// and server namespaces bridged in a third; both agents on the two host-side
+// veths only), for each workload -rounds rounds of none, flowlens,
+// NetObserv, none (NetObserv first in even rounds), and prints the BPF ns per
+// bridged packet of each with its spread, the per-round ratio, the per-agent
+// detail, the exact-count check of both and the client-side ratios beside
+// the none/none A/A band; JSON in -out/live-sidebyside.json. Its flags:
+//
+//	-peer-agent PATH        NetObserv's agent (enables the mode)
+//	-peer-sink PATH         hack/bench/peer/sink, the gRPC sink NetObserv exports to
+//	-peer-setarch           start NetObserv under setarch --uname-2.6 (default true)
+//	-workloads LIST         keepalive,newconn,tcp,udp (default all four)
+//	-sbs-duration D         traffic per run (default 8s)
+//	-sbs-hey-c N            hey workers (default 50)
+//	-sbs-hey-q-keepalive N  requests/s per worker, keep-alive (default 100; 0 unpaced)
+//	-sbs-hey-q-newconn N    requests/s per worker, new connection each (default 20)
+//	-sbs-udp-flows N        UDP flows cycled through (default 50000)
+//	-sbs-udp-pps N          UDP datagrams per second (default 50000)
+//	-offloads               keep TSO/GSO/GRO on the lab veths (default off)
+//	-flowlens-features F    flowlens --features (default none: flows only)
+//
+// and -rounds, -agent, -out, -cache-active-timeout, -cache-max-flows from
+// above, for both agents.
 package main
 
 import (
@@ -87,7 +113,15 @@ func main() {
 	selfServe := flag.String("serve-http", "", "internal: serve HTTP on this address (run inside the server namespace)")
 	spray := flag.String("spray", "", "internal: send N new UDP flows: addr,...:N:duration:sink")
 	serveUDPAddr := flag.String("serve-udp", "", "internal: read and discard UDP datagrams on this address (run inside the server namespace)")
+	sbs := sbsFlags(flag.CommandLine)
 	flag.Parse()
+	if ok, err := sbs.internal(); ok {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *selfServe != "" {
 		serveHTTP(*selfServe)
 		return
@@ -106,6 +140,13 @@ func main() {
 	o.export = "stdout"
 	if o.collBin != "" {
 		o.export = "grpc"
+	}
+	if sbs.peerBin != "" {
+		if err := runSideBySide(o, *sbs); err != nil {
+			fmt.Fprintf(os.Stderr, "bench-live side by side: %v\n", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintf(os.Stderr, "bench-live: %v\n", err)
