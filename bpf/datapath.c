@@ -11,6 +11,7 @@
  *   drops.h        tp_btf/kfree_skb, tracepoint fallback
  *   rtt.h          fentry/tcp_rcv_established, tp_btf/tcp_probe fallback
  *   retransmits.h  tp_btf/tcp_retransmit_skb
+ *   clock.h        syscall program: jiffies and CLOCK_MONOTONIC, for the agent
  *
  * A new feature adds its header here and its Go package to
  * internal/feature/registry.
@@ -21,12 +22,14 @@
 #include "drops.h"
 #include "rtt.h"
 #include "retransmits.h"
+#include "clock.h"
 
 char __license[] SEC("license") = "Dual BSD/GPL";
 
 /* Make bpf2go emit the shared types and constants (-type in internal/datapath/gen.go). */
 const struct overflow_rec *unused_overflow_rec __attribute__((unused));
 const struct enrich_value *unused_enrich_value __attribute__((unused));
+const struct clock_sample *unused_clock_sample __attribute__((unused));
 const enum counter *unused_counter __attribute__((unused));
 const enum enrich_counter *unused_enrich_counter __attribute__((unused));
 const enum direction *unused_direction __attribute__((unused));

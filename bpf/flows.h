@@ -39,36 +39,65 @@ static __always_inline int same_iface(const struct iface_obs *a, const struct if
 	return a->ifindex == b->ifindex && a->netns == b->netns;
 }
 
-/* The packet, as the flow counts it. */
+/*
+ * The packet, as the flow counts it. bytes, packets and now are filled by
+ * measure, only on the paths that count or insert: a listed hook's steady
+ * path (every second and later hook of a multi-hop packet) reads neither the
+ * clock nor the skb's GSO fields (measured live: docs/benchmarks.md §9).
+ */
 struct wpkt {
 	const struct pkt *p;
 	struct iface_obs me;
 	__u32 bytes;   /* wire bytes */
 	__u32 packets; /* wire packets */
-	__u64 now;
+	__u64 now;     /* jiffies */
 	__u8 flags;    /* FLOW_F_* the packet brings (FLOW_F_FRAG_UNMATCHED) */
 };
 
-/*
- * slow adds a packet seen on a hook other than the flow's counting
- * observation. A hook known (this generation) not to be first for the flow
- * returns without the lock; else it is listed, and when the packet counts
- * here it takes over the counting (it becomes ifaces[0]: the path changed,
- * or the flow was inherited across a flip from a hook it no longer
- * crosses). Returns 1 when a seventh interface could not be recorded.
- */
-static __always_inline int slow(struct __sk_buff *skb, struct flow_value *v, const struct wpkt *w)
+/* measure fills the packet's wire bytes and packets and the time. */
+static __always_inline void measure(struct __sk_buff *skb, struct wpkt *w)
 {
-	const struct iface_obs *me = &w->me;
+	w->now = bpf_jiffies64(); /* inlined: one load (bpf/clock.h) */
+	wire(skb, w->p->key.proto, &w->bytes, &w->packets);
+}
+
+/*
+ * fast tells whether this hook is the flow's counting observation in its
+ * direction, the common case: the packet is added without the spin lock.
+ */
+static __always_inline int fast(const struct flow_value *v, const struct wpkt *w)
+{
+	return same_iface(&v->ifaces[0], &w->me) && v->first_dir == w->me.dir && !(v->listed_only & 1);
+}
+
+/*
+ * steady tells whether this hook is known (this generation) not to be
+ * first for the flow's packets: a listed hook, which only needs the flow to
+ * list it, as it does; no lock, no clock, no skb field read.
+ */
+static __always_inline int steady(const struct flow_value *v, const struct iface_obs *me)
+{
 	int idx = -1;
 #pragma unroll
 	for (int i = 0; i < MAX_IFACES; i++)
 		if (idx < 0 && i < v->n_ifaces && same_iface(&v->ifaces[i], me))
 			idx = i;
-	if (idx >= 0 && (v->listed_only & (1 << idx)) &&
-	    (v->ifaces[idx].dir == me->dir || v->ifaces[idx].dir == DIR_BOTH))
-		return 0; /* steady: a listed hook that does not count */
+	return idx >= 0 && (v->listed_only & (1 << idx)) &&
+	       (v->ifaces[idx].dir == me->dir || v->ifaces[idx].dir == DIR_BOTH);
+}
 
+/*
+ * slow adds a packet seen on a hook other than the flow's counting
+ * observation and not steady: it is listed, and when the packet counts
+ * here it takes over the counting (it becomes ifaces[0]: the path changed,
+ * or the flow was inherited across a flip from a hook it no longer
+ * crosses). Returns 1 when a seventh interface could not be recorded.
+ * Not inlined: it runs once per hook and generation, and out of line it
+ * keeps the per-packet code short (instruction cache, docs/benchmarks.md §9).
+ */
+static __noinline int slow(struct __sk_buff *skb, struct flow_value *v, const struct wpkt *w)
+{
+	const struct iface_obs *me = &w->me;
 	int counts = order_of(skb, me->dir) == ORDER_FIRST;
 
 	int lost_iface = 0;
@@ -101,7 +130,7 @@ static __always_inline int slow(struct __sk_buff *skb, struct flow_value *v, con
 		} else {
 			__sync_fetch_and_add(&v->bytes, w->bytes);
 			__sync_fetch_and_add(&v->packets, w->packets);
-			v->last_seen_ns = w->now;
+			v->last_seen = w->now;
 			v->tcp_flags |= w->p->tcp_flags;
 			v->flags |= w->flags;
 			/* Hand over: this hook counts from now on (fast path). The
@@ -122,37 +151,27 @@ static __always_inline int slow(struct __sk_buff *skb, struct flow_value *v, con
 }
 
 /*
- * apply adds one packet to an existing flow. Returns 1 when a seventh
- * interface could not be recorded (counted by the caller: no helper under
- * the lock).
+ * add counts the packet at the flow's counting observation (fast), without
+ * the spin lock (measured: -55 ns/packet, docs/benchmarks.md). ifaces[0]'s
+ * identity changes only on a hand-over (slow), which a packet that crossed
+ * the new counting hook first has seen; the counters take atomic adds;
+ * last_seen is a plain store (a racing CPU may store an older tick: off by
+ * one tick at most); TCP flags take the lock only when the packet brings a
+ * flag the flow has not seen yet. The evictor reads a map only after the
+ * RCU grace period, when no CPU writes it, so its reads are whole.
  */
-static __always_inline int apply(struct __sk_buff *skb, struct flow_value *v, const struct wpkt *w)
+static __always_inline void add(struct flow_value *v, const struct wpkt *w)
 {
-	/*
-	 * Fast path, the common case: a packet at the flow's counting point,
-	 * without the spin lock (measured: -55 ns/packet, docs/benchmarks.md).
-	 * ifaces[0]'s identity changes only on a hand-over (slow), which a
-	 * packet that crossed the new counting hook first has seen; the
-	 * counters take atomic adds; last_seen is a plain store (a racing CPU
-	 * may store an older coarse tick: off by one tick at most); TCP flags
-	 * take the lock only when the packet brings a flag the flow has not
-	 * seen yet. The evictor reads a map only after the RCU grace period,
-	 * when no CPU writes it, so its reads are whole.
-	 */
-	if (same_iface(&v->ifaces[0], &w->me) && v->first_dir == w->me.dir && !(v->listed_only & 1)) {
-		__sync_fetch_and_add(&v->bytes, w->bytes);
-		__sync_fetch_and_add(&v->packets, w->packets);
-		if (v->last_seen_ns != w->now)
-			v->last_seen_ns = w->now;
-		if ((v->tcp_flags | w->p->tcp_flags) != v->tcp_flags || (w->flags && (v->flags & w->flags) != w->flags)) {
-			bpf_spin_lock(&v->lock);
-			v->tcp_flags |= w->p->tcp_flags;
-			v->flags |= w->flags;
-			bpf_spin_unlock(&v->lock);
-		}
-		return 0;
+	__sync_fetch_and_add(&v->bytes, w->bytes);
+	__sync_fetch_and_add(&v->packets, w->packets);
+	if (v->last_seen != w->now)
+		v->last_seen = w->now;
+	if ((v->tcp_flags | w->p->tcp_flags) != v->tcp_flags || (w->flags && (v->flags & w->flags) != w->flags)) {
+		bpf_spin_lock(&v->lock);
+		v->tcp_flags |= w->p->tcp_flags;
+		v->flags |= w->flags;
+		bpf_spin_unlock(&v->lock);
 	}
-	return slow(skb, v, w);
 }
 
 static __noinline void send_overflow(struct __sk_buff *skb, const struct wpkt *w, int order, int l3)
@@ -166,7 +185,7 @@ static __noinline void send_overflow(struct __sk_buff *skb, const struct wpkt *w
 	}
 	r->key = w->p->key;
 	r->iface = w->me;
-	r->ts_ns = w->now;
+	r->ts = w->now;
 	r->bytes = w->bytes;
 	r->packets = w->packets;
 	r->eth_type = w->p->eth_type;
@@ -183,71 +202,94 @@ static __noinline void send_overflow(struct __sk_buff *skb, const struct wpkt *w
 }
 
 /*
- * record adds the packet to the active map "cur". A flow new in this
- * generation is counted here when this hook is the packet's first
- * (bpf/order.h); when that is unknown, by the first-seen rule: here, unless
- * the previous generation "prev" (read by the agent, not written) counted
- * the flow on another hook, which it then inherits, so a packet counted
- * before a flip is not counted again at a later hook after it.
+ * insert creates the flow of a packet new in the active map "cur". The
+ * flow is counted here when this hook is the packet's first (bpf/order.h);
+ * when that is unknown, by the first-seen rule: here, unless the previous
+ * generation "prev" (read by the agent, not written) counted the flow on
+ * another hook, which it then inherits, so a packet counted before a flip
+ * is not counted again at a later hook after it. Returns 1 when another CPU
+ * inserted the flow first (the caller adds the packet to it), else 0.
+ * Not inlined, like slow: once per flow and generation, out of the
+ * per-packet code's way.
  */
-static __always_inline void record(struct __sk_buff *skb, void *cur, void *prev,
-				   const struct wpkt *w, int l3)
+static __noinline int insert(struct __sk_buff *skb, void *cur, void *prev, const struct wpkt *w, int l3)
 {
 	const struct pkt *p = w->p;
 	const struct iface_obs *me = &w->me;
-	struct flow_value *v = bpf_map_lookup_elem(cur, &p->key);
-	if (!v) {
-		struct flow_value *old = bpf_map_lookup_elem(prev, &p->key);
-		/* The hook that counted the flow in the previous generation, if
-		 * any: one that counted nothing there is not inherited (a packet
-		 * in flight across the flip was counted there, so it counted),
-		 * which bounds a stale counting point to one generation. */
-		int inherit = old && old->packets && !(old->listed_only & 1) &&
-			      !(same_iface(&old->ifaces[0], me) && old->first_dir == me->dir);
-		/* Only an inherited flow needs the hook's order (not a new one). */
-		int order = inherit ? order_of(skb, me->dir) : -1;
-		int counts = !inherit || order == ORDER_FIRST;
+	struct flow_value *old = bpf_map_lookup_elem(prev, &p->key);
+	/* The hook that counted the flow in the previous generation, if
+	 * any: one that counted nothing there is not inherited (a packet
+	 * in flight across the flip was counted there, so it counted),
+	 * which bounds a stale counting point to one generation. */
+	int inherit = old && old->packets && !(old->listed_only & 1) &&
+		      !(same_iface(&old->ifaces[0], me) && old->first_dir == me->dir);
+	/* Only an inherited flow needs the hook's order (not a new one). */
+	int order = inherit ? order_of(skb, me->dir) : -1;
+	int counts = !inherit || order == ORDER_FIRST;
 
-		struct flow_value nv = {};
-		nv.first_seen_ns = w->now;
-		nv.last_seen_ns = w->now;
-		nv.eth_type = p->eth_type;
-		nv.dscp = p->dscp;
-		if (!l3)
-			copy_macs(skb, nv.src_mac, nv.dst_mac);
-		nv.ifaces[0] = *me;
-		nv.first_dir = me->dir;
-		nv.n_ifaces = 1;
-		nv.flags = w->flags;
-		if (counts) {
-			nv.bytes = w->bytes;
-			nv.packets = w->packets;
-			nv.tcp_flags = p->tcp_flags;
-		} else if (inherit) {
-			/* Inherit the counting interface; this one is only listed. */
-			nv.ifaces[0] = old->ifaces[0];
-			nv.ifaces[0].dir = old->first_dir;
-			nv.first_dir = old->first_dir;
-			nv.ifaces[1] = *me;
-			nv.n_ifaces = 2;
-			nv.listed_only = 1 << 1;
-		}
-		long err = bpf_map_update_elem(cur, &p->key, &nv, BPF_NOEXIST);
-		if (err == 0) {
-			count(CNT_NEW_FLOWS);
-			return;
-		}
-		if (err != -17 /* EEXIST: another CPU inserted it first */) {
-			send_overflow(skb, w, order, l3);
-			return;
-		}
-		v = bpf_map_lookup_elem(cur, &p->key);
-		if (!v) { /* evicted in between: cannot happen, the active map is never deleted from */
-			send_overflow(skb, w, order, l3);
-			return;
-		}
+	struct flow_value nv = {};
+	nv.first_seen = w->now;
+	nv.last_seen = w->now;
+	nv.eth_type = p->eth_type;
+	nv.dscp = p->dscp;
+	if (!l3)
+		copy_macs(skb, nv.src_mac, nv.dst_mac);
+	nv.ifaces[0] = *me;
+	nv.first_dir = me->dir;
+	nv.n_ifaces = 1;
+	nv.flags = w->flags;
+	if (counts) {
+		nv.bytes = w->bytes;
+		nv.packets = w->packets;
+		nv.tcp_flags = p->tcp_flags;
+	} else if (inherit) {
+		/* Inherit the counting interface; this one is only listed. */
+		nv.ifaces[0] = old->ifaces[0];
+		nv.ifaces[0].dir = old->first_dir;
+		nv.first_dir = old->first_dir;
+		nv.ifaces[1] = *me;
+		nv.n_ifaces = 2;
+		nv.listed_only = 1 << 1;
 	}
-	if (apply(skb, v, w))
+	long err = bpf_map_update_elem(cur, &p->key, &nv, BPF_NOEXIST);
+	if (err == 0) {
+		count(CNT_NEW_FLOWS);
+		return 0;
+	}
+	if (err == -17 /* EEXIST */)
+		return 1;
+	send_overflow(skb, w, order, l3);
+	return 0;
+}
+
+/*
+ * record adds the packet to the active map "cur" (see insert for a flow
+ * new there). Per packet, a hook is either the flow's counting observation
+ * (fast, add) or a steady listed one (steady: nothing to write); only
+ * these two paths run for every packet, and only the first reads the clock
+ * and the skb's size fields (measure).
+ */
+static __always_inline void record(struct __sk_buff *skb, void *cur, void *prev,
+				   struct wpkt *w, int l3)
+{
+	struct flow_value *v = bpf_map_lookup_elem(cur, &w->p->key);
+	int counting = v && fast(v, w);
+	if (v && !counting && steady(v, &w->me))
+		return; /* a listed hook: every second and later hook of a packet */
+	measure(skb, w);
+	if (!v) {
+		if (!insert(skb, cur, prev, w, l3))
+			return;
+		v = bpf_map_lookup_elem(cur, &w->p->key);
+		if (!v) { /* cannot happen: the active map is never deleted from */
+			send_overflow(skb, w, -1, l3);
+			return;
+		}
+		counting = fast(v, w);
+	}
+	if (counting)
+		add(v, w);
+	else if (slow(skb, v, w))
 		count(CNT_IFACES_OVERFLOW);
 }
 
@@ -276,7 +318,6 @@ static __always_inline int handle(struct __sk_buff *skb, __u32 dir, int l3)
 	struct wpkt w = {
 		.p = &p,
 		.me = {.netns = netns_cookie, .ifindex = skb->ifindex, .dir = dir},
-		.now = bpf_ktime_get_coarse_ns(),
 	};
 	if (p.frag) { /* rare: one test on the common path */
 		if (p.frag == FRAG_FIRST) {
@@ -286,8 +327,6 @@ static __always_inline int handle(struct __sk_buff *skb, __u32 dir, int l3)
 			count(CNT_FRAG_UNMATCHED);
 		}
 	}
-	wire(skb, p.key.proto, &w.bytes, &w.packets);
-
 	__u32 zero = 0;
 	__u32 *gen = bpf_map_lookup_elem(&control, &zero);
 	if (gen && (*gen & 1))

@@ -86,31 +86,39 @@ struct iface_obs {
 };
 
 struct flow_value {
+	/*
+	 * The first 40 bytes share a cache line with the key's tail: the
+	 * element (htab_elem's 48-byte header, the 40-byte key, this value) is
+	 * 256 bytes, so every element of the preallocated map starts a cache
+	 * line, and this block is what the per-packet fast path reads and
+	 * writes besides ifaces[0] (docs/benchmarks.md §9).
+	 */
 	struct bpf_spin_lock lock;
-	__u16 eth_type;
 	__u16 tcp_flags;
-	__u64 first_seen_ns; /* CLOCK_MONOTONIC (coarse) */
-	__u64 last_seen_ns;
+	__u16 eth_type;
 	__u64 bytes;   /* wire bytes of the counted packets (docs/architecture.md, Counting) */
 	__u64 packets; /* wire packets counted (a GSO/GRO buffer counts as its segments) */
-	__u8 src_mac[6];
-	__u8 dst_mac[6];
-	__u8 dscp;
-	__u8 n_ifaces;  /* valid entries in ifaces */
-	__u8 flags;     /* FLOW_F_* */
+	__u64 last_seen; /* jiffies (bpf/clock.h) */
 	__u8 first_dir; /* direction of the counting observation; ifaces[0].dir may become BOTH */
 	/* Bit i: ifaces[i] is known not to be the first hook of this flow's
 	 * packets (a listed hook: checked once per generation, not per packet). */
 	__u8 listed_only;
-	__u8 _pad[7];
+	__u8 n_ifaces;  /* valid entries in ifaces */
+	__u8 flags;     /* FLOW_F_* */
+	__u8 dscp;
+	__u8 _pad[3];
 	struct iface_obs ifaces[MAX_IFACES]; /* ifaces[0]: the counting observation */
+	__u64 first_seen; /* jiffies (bpf/clock.h) */
+	__u8 src_mac[6];
+	__u8 dst_mac[6];
+	__u8 _pad2[12]; /* to 168 bytes: a 256-byte element */
 };
 
 /* A packet that found the flow map full, sent whole through the ring buffer. */
 struct overflow_rec {
 	struct flow_key key;
 	struct iface_obs iface;
-	__u64 ts_ns;
+	__u64 ts; /* jiffies (bpf/clock.h) */
 	__u32 bytes;   /* wire bytes */
 	__u32 packets; /* wire packets (GSO segments) */
 	__u16 eth_type;
@@ -171,6 +179,15 @@ struct enrich_value {
 struct rtt_sample {
 	__u32 srtt_us;
 	__u32 gen;
+};
+
+/*
+ * One reading of the kernel's tick counter and CLOCK_MONOTONIC together
+ * (bpf/clock.h): how the agent converts the datapath's jiffies.
+ */
+struct clock_sample {
+	__u64 jiffies;
+	__u64 mono_ns; /* CLOCK_MONOTONIC at the last tick (coarse) */
 };
 
 #endif

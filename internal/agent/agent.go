@@ -136,6 +136,7 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 	// 5. The evictor: kernel maps → records → the queues.
 	a.Evictor, err = evictor.New(evictor.Config{
 		Generations: gens,
+		Clock:       a.DP.Clock,
 		Overflow:    a.DP.Maps.Overflow,
 		MaxFlows:    uint32(cfg.CacheMaxFlows),
 		Period:      cfg.CacheActiveTimeout,

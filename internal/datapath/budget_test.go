@@ -287,7 +287,7 @@ func measureAllocs(t *testing.T) map[string]float64 {
 	gens.NoFill = true // no pressure check here: the eviction path alone, as budgeted
 	got := 0
 	// No Overflow: no ring-buffer reader goroutine.
-	ev, err := evictor.New(evictor.Config{Generations: gens, MaxFlows: n, Period: time.Hour, Sampling: 1,
+	ev, err := evictor.New(evictor.Config{Generations: gens, Clock: dp.Clock, MaxFlows: n, Period: time.Hour, Sampling: 1,
 		BatchSize: 1000, Resolver: res, Sink: evictor.SinkFunc(func(b *flow.Batch, _ time.Time) { got += b.Len(); b.Release() })})
 	if err != nil {
 		t.Fatal(err)

@@ -48,6 +48,8 @@ type Datapath struct {
 	log  *slog.Logger
 	spec *ebpf.CollectionSpec // bpf/datapath.c, map sizes set
 	Maps Maps
+	// Clock converts the maps' timestamps (jiffies) to CLOCK_MONOTONIC.
+	Clock *Clock
 
 	mu       sync.Mutex
 	hooks    []*hook
@@ -96,6 +98,16 @@ func Load(cfg Config) (*Datapath, error) {
 	// reason, rather than at the first attach if the kernel refuses the
 	// programs; BPF_PROG_TEST_RUN and benchmarks use it.
 	if _, err := d.programsFor(0); err != nil {
+		d.Close()
+		return nil, err
+	}
+	clk, err := d.loadPrograms([]string{programClock}, nil)
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("load the clock program: %w", err)
+	}
+	if d.Clock, err = newClock(clk[programClock]); err != nil {
+		clk[programClock].Close()
 		d.Close()
 		return nil, err
 	}
@@ -226,6 +238,10 @@ func (d *Datapath) Close() error {
 	for k, p := range d.progs {
 		p.close()
 		delete(d.progs, k)
+	}
+	if d.Clock != nil {
+		errs = errors.Join(errs, d.Clock.close())
+		d.Clock = nil
 	}
 	return errors.Join(errs, d.Maps.close())
 }

@@ -13,6 +13,12 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type datapathClockSample struct {
+	_       structs.HostLayout
+	Jiffies uint64
+	MonoNs  uint64
+}
+
 type datapathCounter uint32
 
 const (
@@ -79,21 +85,22 @@ type datapathFlowValue struct {
 		_   structs.HostLayout
 		Val uint32
 	}
-	EthType     uint16
-	TcpFlags    uint16
-	FirstSeenNs uint64
-	LastSeenNs  uint64
-	Bytes       uint64
-	Packets     uint64
-	SrcMac      [6]uint8
-	DstMac      [6]uint8
-	Dscp        uint8
-	N_ifaces    uint8
-	Flags       uint8
-	FirstDir    uint8
-	ListedOnly  uint8
-	Pad         [7]uint8
-	Ifaces      [6]datapathIfaceObs
+	TcpFlags   uint16
+	EthType    uint16
+	Bytes      uint64
+	Packets    uint64
+	LastSeen   uint64
+	FirstDir   uint8
+	ListedOnly uint8
+	N_ifaces   uint8
+	Flags      uint8
+	Dscp       uint8
+	Pad        [3]uint8
+	Ifaces     [6]datapathIfaceObs
+	FirstSeen  uint64
+	SrcMac     [6]uint8
+	DstMac     [6]uint8
+	Pad2       [12]uint8
 }
 
 type datapathFragKey struct {
@@ -133,7 +140,7 @@ type datapathOverflowRec struct {
 	_        structs.HostLayout
 	Key      datapathFlowKey
 	Iface    datapathIfaceObs
-	TsNs     uint64
+	Ts       uint64
 	Bytes    uint32
 	Packets  uint32
 	EthType  uint16
@@ -176,6 +183,7 @@ const (
 	datapathMapRttSeen             = "rtt_seen"
 	datapathProgDropKfreeSkb       = "drop_kfree_skb"
 	datapathProgDropTracepoint     = "drop_tracepoint"
+	datapathProgFlowlensClock      = "flowlens_clock"
 	datapathProgFlowlensEgress     = "flowlens_egress"
 	datapathProgFlowlensEgressL3   = "flowlens_egress_l3"
 	datapathProgFlowlensIngress    = "flowlens_ingress"
@@ -187,6 +195,7 @@ const (
 	datapathVarReasonConsumed      = "reason_consumed"
 	datapathVarReasonNotSpecified  = "reason_not_specified"
 	datapathVarSampling            = "sampling"
+	datapathVarUnusedClockSample   = "unused_clock_sample"
 	datapathVarUnusedCounter       = "unused_counter"
 	datapathVarUnusedDirection     = "unused_direction"
 	datapathVarUnusedEnrichCounter = "unused_enrich_counter"
@@ -241,6 +250,7 @@ type datapathSpecs struct {
 type datapathProgramSpecs struct {
 	DropKfreeSkb      *ebpf.ProgramSpec `ebpf:"drop_kfree_skb"`
 	DropTracepoint    *ebpf.ProgramSpec `ebpf:"drop_tracepoint"`
+	FlowlensClock     *ebpf.ProgramSpec `ebpf:"flowlens_clock"`
 	FlowlensEgress    *ebpf.ProgramSpec `ebpf:"flowlens_egress"`
 	FlowlensEgressL3  *ebpf.ProgramSpec `ebpf:"flowlens_egress_l3"`
 	FlowlensIngress   *ebpf.ProgramSpec `ebpf:"flowlens_ingress"`
@@ -274,6 +284,7 @@ type datapathVariableSpecs struct {
 	ReasonConsumed      *ebpf.VariableSpec `ebpf:"reason_consumed"`
 	ReasonNotSpecified  *ebpf.VariableSpec `ebpf:"reason_not_specified"`
 	Sampling            *ebpf.VariableSpec `ebpf:"sampling"`
+	UnusedClockSample   *ebpf.VariableSpec `ebpf:"unused_clock_sample"`
 	UnusedCounter       *ebpf.VariableSpec `ebpf:"unused_counter"`
 	UnusedDirection     *ebpf.VariableSpec `ebpf:"unused_direction"`
 	UnusedEnrichCounter *ebpf.VariableSpec `ebpf:"unused_enrich_counter"`
@@ -339,6 +350,7 @@ type datapathVariables struct {
 	ReasonConsumed      *ebpf.Variable `ebpf:"reason_consumed"`
 	ReasonNotSpecified  *ebpf.Variable `ebpf:"reason_not_specified"`
 	Sampling            *ebpf.Variable `ebpf:"sampling"`
+	UnusedClockSample   *ebpf.Variable `ebpf:"unused_clock_sample"`
 	UnusedCounter       *ebpf.Variable `ebpf:"unused_counter"`
 	UnusedDirection     *ebpf.Variable `ebpf:"unused_direction"`
 	UnusedEnrichCounter *ebpf.Variable `ebpf:"unused_enrich_counter"`
@@ -355,6 +367,7 @@ type datapathVariables struct {
 type datapathPrograms struct {
 	DropKfreeSkb      *ebpf.Program `ebpf:"drop_kfree_skb"`
 	DropTracepoint    *ebpf.Program `ebpf:"drop_tracepoint"`
+	FlowlensClock     *ebpf.Program `ebpf:"flowlens_clock"`
 	FlowlensEgress    *ebpf.Program `ebpf:"flowlens_egress"`
 	FlowlensEgressL3  *ebpf.Program `ebpf:"flowlens_egress_l3"`
 	FlowlensIngress   *ebpf.Program `ebpf:"flowlens_ingress"`
@@ -368,6 +381,7 @@ func (p *datapathPrograms) Close() error {
 	return _DatapathClose(
 		p.DropKfreeSkb,
 		p.DropTracepoint,
+		p.FlowlensClock,
 		p.FlowlensEgress,
 		p.FlowlensEgressL3,
 		p.FlowlensIngress,

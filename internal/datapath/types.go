@@ -15,6 +15,8 @@ type (
 	OverflowRec = datapathOverflowRec
 	// EnrichValue is struct enrich_value: what the enrichment hooks record per flow.
 	EnrichValue = datapathEnrichValue
+	// ClockSample is struct clock_sample: jiffies and CLOCK_MONOTONIC read together (bpf/clock.h).
+	ClockSample = datapathClockSample
 	// Counter indexes the TC programs' per-CPU counters (enum counter).
 	Counter = datapathCounter
 )
@@ -77,3 +79,6 @@ const (
 	ProgramIngressL3 = datapathProgFlowlensIngressL3
 	ProgramEgressL3  = datapathProgFlowlensEgressL3
 )
+
+// programClock reads jiffies and CLOCK_MONOTONIC together (Clock).
+const programClock = datapathProgFlowlensClock

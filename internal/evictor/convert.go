@@ -26,19 +26,23 @@ var (
 	_ [datapath.TCPRstAck - flow.TCPFlagRstAck]struct{}
 )
 
-// Clock converts the datapath's CLOCK_MONOTONIC nanoseconds to wall-clock
-// time, with an offset taken once per eviction.
-type Clock struct{ offset int64 }
-
-// NewClock samples both clocks now.
-func NewClock() Clock {
-	wall := time.Now().UnixNano()
-	return Clock{offset: wall - monotonicNow()}
+// Clock converts the datapath's timestamps (jiffies) to wall-clock time:
+// to CLOCK_MONOTONIC with the datapath's timebase, then with an offset
+// taken once per eviction.
+type Clock struct {
+	tb     datapath.Timebase
+	offset int64
 }
 
-// Wall converts a monotonic timestamp (ns).
-func (c Clock) Wall(mono uint64) time.Time {
-	return time.Unix(0, c.offset+int64(mono))
+// NewClock samples the wall and monotonic clocks now.
+func NewClock(tb datapath.Timebase) Clock {
+	wall := time.Now().UnixNano()
+	return Clock{tb: tb, offset: wall - monotonicNow()}
+}
+
+// Wall converts a timestamp in jiffies.
+func (c Clock) Wall(j uint64) time.Time {
+	return time.Unix(0, c.offset+int64(c.tb.MonoNs(j)))
 }
 
 // addr converts a 16-byte datapath address; IPv4-mapped ones become plain IPv4.
@@ -67,8 +71,8 @@ func fromValue(r *flow.Record, k *datapath.FlowKey, v *datapath.FlowValue, clk C
 	r.DSCP = v.Dscp
 	r.SrcMAC = v.SrcMac
 	r.DstMAC = v.DstMac
-	r.StartTime = clk.Wall(v.FirstSeenNs)
-	r.EndTime = clk.Wall(v.LastSeenNs)
+	r.StartTime = clk.Wall(v.FirstSeen)
+	r.EndTime = clk.Wall(v.LastSeen)
 	r.IfacesOverflow = v.Flags&datapath.FlowFlagIfacesOverflow != 0
 	r.FragUnmatched = v.Flags&datapath.FlowFlagFragUnmatched != 0
 	r.Interfaces = b.Interfaces(ifaceCount(v))

@@ -65,8 +65,10 @@ type Config struct {
 	// (nil: none).
 	Generations *datapath.Generations
 	Overflow    *ebpf.Map
-	MaxFlows    uint32
-	Period      time.Duration // cache-active-timeout
+	// Clock converts the datapath's timestamps (jiffies) to wall time.
+	Clock    *datapath.Clock
+	MaxFlows uint32
+	Period   time.Duration // cache-active-timeout
 	// PressureFill is the fraction of MaxFlows new flows at which an
 	// eviction starts before the period ends (default 0.8).
 	PressureFill float64
@@ -125,6 +127,9 @@ type Evictor struct {
 	unread      datapath.Ended
 	unreadFlows int
 	kept        bool // unread is a generation whose read failed
+	// tb is the latest timebase read (the previous one is kept when a
+	// reading fails).
+	tb datapath.Timebase
 	// Stats are the evictor's cumulative counts (Config.Stats, or its own).
 	Stats *Stats
 }
@@ -133,6 +138,9 @@ type Evictor struct {
 func New(cfg Config) (*Evictor, error) {
 	if cfg.Generations == nil || cfg.Sink == nil {
 		return nil, errors.New("evictor: Generations and Sink are required")
+	}
+	if cfg.Clock == nil {
+		return nil, errors.New("evictor: Clock is required")
 	}
 	if cfg.PressureFill <= 0 || cfg.PressureFill > 1 {
 		cfg.PressureFill = 0.8
@@ -372,7 +380,12 @@ type output struct {
 }
 
 func (e *Evictor) newOutput(reason string) *output {
-	o := &output{e: e, clk: NewClock(), names: &e.names}
+	if tb, err := e.cfg.Clock.Timebase(); err == nil {
+		e.tb = tb
+	} else {
+		e.log.Warn("timestamps use the previous clock reading", "err", err)
+	}
+	o := &output{e: e, clk: NewClock(e.tb), names: &e.names}
 	o.names.reset(e.cfg.Resolver)
 	o.until = time.Now().Add(e.cfg.ExportWait)
 	if reason == ReasonShutdown {

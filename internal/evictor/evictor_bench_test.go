@@ -56,7 +56,7 @@ func benchKeys(n int) []datapath.FlowKey {
 
 func benchValue() datapath.FlowValue {
 	v := datapath.FlowValue{Bytes: 1500, Packets: 1, N_ifaces: 2, FirstDir: 2, EthType: 0x0800,
-		FirstSeenNs: 1e9, LastSeenNs: 2e9, TcpFlags: 0x10}
+		FirstSeen: 1e9, LastSeen: 2e9, TcpFlags: 0x10}
 	v.Ifaces[0] = datapath.IfaceObs{Netns: benchCookie, Ifindex: benchIfindex, Dir: 2}
 	v.Ifaces[1] = datapath.IfaceObs{Netns: benchCookie, Ifindex: benchIfindex + 1, Dir: 1}
 	return v
@@ -122,7 +122,7 @@ func benchEvict(b *testing.B, n int, enrich string) {
 	got := 0
 	ev, err := evictor.New(evictor.Config{
 		// No Overflow: no ring-buffer goroutine, so the allocations counted are the eviction's.
-		Generations: gens, MaxFlows: uint32(n), Period: time.Hour, Sampling: 1, BatchSize: 1000,
+		Generations: gens, Clock: dp.Clock, MaxFlows: uint32(n), Period: time.Hour, Sampling: 1, BatchSize: 1000,
 		Resolver: res, Features: features,
 		Sink: evictor.SinkFunc(func(b *flow.Batch, _ time.Time) { got += b.Len(); b.Release() }),
 	})

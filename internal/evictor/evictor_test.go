@@ -118,7 +118,7 @@ func TestEvictKeepsGenerationWhenReadFails(t *testing.T) {
 
 	g := newGot()
 	var onPush func()
-	ev, err := evictor.New(evictor.Config{Generations: gens, MaxFlows: 16384, Period: time.Hour, Sampling: 1,
+	ev, err := evictor.New(evictor.Config{Generations: gens, Clock: dp.Clock, MaxFlows: 16384, Period: time.Hour, Sampling: 1,
 		BatchSize: 100, Features: registry.New(),
 		Sink: evictor.SinkFunc(func(b *flow.Batch, _ time.Time) {
 			g.add(b)

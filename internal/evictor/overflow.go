@@ -56,8 +56,8 @@ func (a *overflowAgg) add(r *datapath.OverflowRec) {
 	if !ok {
 		f = &overflowFlow{}
 		v := &f.v
-		v.FirstSeenNs = r.TsNs
-		v.LastSeenNs = r.TsNs
+		v.FirstSeen = r.Ts
+		v.LastSeen = r.Ts
 		v.EthType = r.EthType
 		v.Dscp = r.Dscp
 		v.SrcMac = r.SrcMac
@@ -117,7 +117,7 @@ func (a *overflowAgg) add(r *datapath.OverflowRec) {
 	v.Bytes += uint64(r.Bytes)
 	v.Packets += uint64(r.Packets)
 	v.TcpFlags |= r.TcpFlags
-	v.LastSeenNs = max(v.LastSeenNs, r.TsNs)
+	v.LastSeen = max(v.LastSeen, r.Ts)
 	if j > 0 { // hand over, as the kernel does
 		v.Ifaces[0], v.Ifaces[j] = v.Ifaces[j], v.Ifaces[0]
 	}

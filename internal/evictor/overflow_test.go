@@ -16,7 +16,7 @@ func TestOverflowAggDedup(t *testing.T) {
 		return datapath.IfaceObs{Netns: netns, Ifindex: ifindex, Dir: dir}
 	}
 	rec := func(o datapath.IfaceObs, ts uint64) *datapath.OverflowRec {
-		return &datapath.OverflowRec{Key: key, Iface: o, TsNs: ts, Bytes: 100, Packets: 1, TcpFlags: 0x10}
+		return &datapath.OverflowRec{Key: key, Iface: o, Ts: ts, Bytes: 100, Packets: 1, TcpFlags: 0x10}
 	}
 	first := obs(1, 2, 2)
 	for i := uint64(0); i < 5; i++ {
@@ -33,7 +33,7 @@ func TestOverflowAggDedup(t *testing.T) {
 		t.Fatalf("flows %v", got)
 	}
 	v := f.v
-	if v.Packets != 5 || v.Bytes != 500 || v.FirstSeenNs != 10 || v.LastSeenNs != 14 || v.TcpFlags != 0x10 {
+	if v.Packets != 5 || v.Bytes != 500 || v.FirstSeen != 10 || v.LastSeen != 14 || v.TcpFlags != 0x10 {
 		t.Fatalf("counters %+v", v)
 	}
 	if v.N_ifaces != 6 || v.Ifaces[0].Dir != uint32(flow.DirBoth) || v.Ifaces[1] != obs(2, 2, 1) || v.Flags&datapath.FlowFlagIfacesOverflow == 0 {
@@ -56,7 +56,7 @@ func TestOverflowAggAcrossDrainsAndPaths(t *testing.T) {
 	rtrIn := datapath.IfaceObs{Netns: 2, Ifindex: 2, Dir: datapath.DirIngress}
 	fwd := datapath.IfaceObs{Netns: 2, Ifindex: 4, Dir: datapath.DirEgress}
 	rec := func(o datapath.IfaceObs, order uint8) *datapath.OverflowRec {
-		return &datapath.OverflowRec{Key: key, Iface: o, Order: order, Bytes: 1500, Packets: 2, TsNs: 1}
+		return &datapath.OverflowRec{Key: key, Iface: o, Order: order, Bytes: 1500, Packets: 2, Ts: 1}
 	}
 	// Period 1: two packets fully across (src1 -> rtrIn -> fwd), a third only at src1.
 	for range 2 {

@@ -71,7 +71,7 @@ func Example_agentWiring() {
 	if err != nil {
 		return
 	}
-	ev, err := evictor.New(evictor.Config{Generations: gens, Overflow: dp.Maps.Overflow,
+	ev, err := evictor.New(evictor.Config{Generations: gens, Clock: dp.Clock, Overflow: dp.Maps.Overflow,
 		MaxFlows: uint32(cfg.CacheMaxFlows), Period: 5 * time.Second, BatchSize: cfg.GRPCBatchSize,
 		Sink: queues, Observer: m, Stats: evStats, Logger: log})
 	if err != nil {

@@ -56,7 +56,7 @@ func TestOnePacketToTheGRPCMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := evictor.New(evictor.Config{Generations: gens, Overflow: dp.Maps.Overflow,
+	ev, err := evictor.New(evictor.Config{Generations: gens, Clock: dp.Clock, Overflow: dp.Maps.Overflow,
 		MaxFlows: 4096, Period: time.Hour, BatchSize: 64, Sink: exporter.Fanout{q}})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The datapath's clock. The TC programs stamp flows with jiffies, the
+ * kernel's tick counter: bpf_jiffies64() is inlined by the verifier into one
+ * load, where bpf_ktime_get_coarse_ns() is two calls and a seqcount read of
+ * the timekeeper, about a sixth of a counting hook's time on live traffic
+ * (docs/benchmarks.md §9). The resolution is the same: the coarse clock
+ * also moves once per tick.
+ *
+ * flowlens_clock reads both clocks at once for the agent
+ * (internal/datapath/clock.go), which runs it with BPF_PROG_TEST_RUN on a
+ * dummy frame and reads them from the frame it returns (a tc program: the
+ * coarse clock is not offered to syscall programs). The agent converts
+ * jiffies to CLOCK_MONOTONIC:
+ * the kernel advances jiffies from CLOCK_MONOTONIC, one per tick, so the
+ * two are linear, and the coarse clock is the time of the latest tick.
+ */
+#ifndef FLOWLENS_CLOCK_H
+#define FLOWLENS_CLOCK_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "types.h"
+
+SEC("tc")
+int flowlens_clock(struct __sk_buff *skb)
+{
+	struct clock_sample s = {
+		.jiffies = bpf_jiffies64(),
+		.mono_ns = bpf_ktime_get_coarse_ns(),
+	};
+	bpf_skb_store_bytes(skb, 0, &s, sizeof(s), 0);
+	return 0;
+}
+
+#endif
