@@ -1,6 +1,7 @@
 // Command plot draws docs/img/*.png from the benchmark results (make
-// bench-plots): bpf.json from make bench-bpf, go.txt from make bench and
-// live.json from make bench-live. A missing input skips its plots.
+// bench-plots): bpf.json from make bench-bpf, go.txt from make bench,
+// live.json from make bench-live and live-sidebyside.json from make
+// bench-live PEER=1. A missing input skips its plots.
 package main
 
 import (
@@ -25,7 +26,7 @@ import (
 )
 
 func main() {
-	in := flag.String("in", "", "directory with bpf.json, go.txt, live.json")
+	in := flag.String("in", "", "directory with bpf.json, go.txt, live.json, live-sidebyside.json")
 	out := flag.String("out", "docs/img", "where to write the PNGs")
 	before := flag.String("before", "", "a bpf.json of an earlier build: also draw bench-bpf-before-after.png against -in's bpf.json")
 	flag.Parse()
@@ -45,6 +46,7 @@ func main() {
 		{"bpf.json", plotDatapath},
 		{"go.txt", plotEviction},
 		{"live.json", plotLatency},
+		{"live-sidebyside.json", plotSideBySide},
 	} {
 		src := filepath.Join(*in, p.file)
 		if _, err := os.Stat(src); err != nil {
