@@ -62,6 +62,27 @@ static __always_inline void measure(struct __sk_buff *skb, struct wpkt *w)
 }
 
 /*
+ * or_tcp_flags adds TCP flags with an atomic OR, the only way they change
+ * once the flow exists (under the lock or not), so none is lost. tcp_flags
+ * is the low 16 bits of an 8-byte-aligned word whose other bytes (eth_type,
+ * dscp) are written only at insertion and OR with zero here; a 64-bit OR,
+ * because the object is built for BPF CPU v1, which has no 32-bit atomics.
+ * Not the spin lock: a new connection brings three new flags in its first
+ * packets (ACK, PSH, FIN), and the lock's IRQ save/restore took 7 % of a
+ * short connection's time on live traffic (docs/benchmarks.md §9).
+ */
+static __always_inline void or_tcp_flags(struct flow_value *v, __u16 f)
+{
+	_Static_assert(__builtin_offsetof(struct flow_value, tcp_flags) % 8 == 0 &&
+			       __builtin_offsetof(struct flow_value, eth_type) ==
+				       __builtin_offsetof(struct flow_value, tcp_flags) + 2 &&
+			       __builtin_offsetof(struct flow_value, bytes) ==
+				       __builtin_offsetof(struct flow_value, tcp_flags) + 8,
+		       "tcp_flags must be the low bits of an aligned 64-bit word of write-once fields");
+	__sync_fetch_and_or((__u64 *)&v->tcp_flags, (__u64)f);
+}
+
+/*
  * fast tells whether this hook is the flow's counting observation in its
  * direction, the common case: the packet is added without the spin lock.
  */
@@ -131,7 +152,7 @@ static __noinline int slow(struct __sk_buff *skb, struct flow_value *v, const st
 			__sync_fetch_and_add(&v->bytes, w->bytes);
 			__sync_fetch_and_add(&v->packets, w->packets);
 			v->last_seen = w->now;
-			v->tcp_flags |= w->p->tcp_flags;
+			or_tcp_flags(v, w->p->tcp_flags);
 			v->flags |= w->flags;
 			/* Hand over: this hook counts from now on (fast path). The
 			 * former counting hook is re-examined at its next packet. */
@@ -156,9 +177,10 @@ static __noinline int slow(struct __sk_buff *skb, struct flow_value *v, const st
  * identity changes only on a hand-over (slow), which a packet that crossed
  * the new counting hook first has seen; the counters take atomic adds;
  * last_seen is a plain store (a racing CPU may store an older tick: off by
- * one tick at most); TCP flags take the lock only when the packet brings a
- * flag the flow has not seen yet. The evictor reads a map only after the
- * RCU grace period, when no CPU writes it, so its reads are whole.
+ * one tick at most); a new TCP flag an atomic OR; only a new FLOW_F_* flag
+ * (a fragment without its first) takes the lock. The evictor reads a map
+ * only after the RCU grace period, when no CPU writes it, so its reads are
+ * whole.
  */
 static __always_inline void add(struct flow_value *v, const struct wpkt *w)
 {
@@ -166,9 +188,10 @@ static __always_inline void add(struct flow_value *v, const struct wpkt *w)
 	__sync_fetch_and_add(&v->packets, w->packets);
 	if (v->last_seen != w->now)
 		v->last_seen = w->now;
-	if ((v->tcp_flags | w->p->tcp_flags) != v->tcp_flags || (w->flags && (v->flags & w->flags) != w->flags)) {
+	if ((v->tcp_flags | w->p->tcp_flags) != v->tcp_flags)
+		or_tcp_flags(v, w->p->tcp_flags);
+	if (w->flags && (v->flags & w->flags) != w->flags) {
 		bpf_spin_lock(&v->lock);
-		v->tcp_flags |= w->p->tcp_flags;
 		v->flags |= w->flags;
 		bpf_spin_unlock(&v->lock);
 	}

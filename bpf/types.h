@@ -94,19 +94,21 @@ struct flow_value {
 	 * writes besides ifaces[0] (docs/benchmarks.md §9).
 	 */
 	struct bpf_spin_lock lock;
-	__u16 tcp_flags;
-	__u16 eth_type;
-	__u64 bytes;   /* wire bytes of the counted packets (docs/architecture.md, Counting) */
-	__u64 packets; /* wire packets counted (a GSO/GRO buffer counts as its segments) */
-	__u64 last_seen; /* jiffies (bpf/clock.h) */
 	__u8 first_dir; /* direction of the counting observation; ifaces[0].dir may become BOTH */
 	/* Bit i: ifaces[i] is known not to be the first hook of this flow's
 	 * packets (a listed hook: checked once per generation, not per packet). */
 	__u8 listed_only;
 	__u8 n_ifaces;  /* valid entries in ifaces */
 	__u8 flags;     /* FLOW_F_* */
+	/* An 8-byte word changed only by an atomic OR of TCP flags
+	 * (bpf/flows.h, or_tcp_flags): the rest is written at insertion. */
+	__u16 tcp_flags;
+	__u16 eth_type;
 	__u8 dscp;
 	__u8 _pad[3];
+	__u64 bytes;   /* wire bytes of the counted packets (docs/architecture.md, Counting) */
+	__u64 packets; /* wire packets counted (a GSO/GRO buffer counts as its segments) */
+	__u64 last_seen; /* jiffies (bpf/clock.h) */
 	struct iface_obs ifaces[MAX_IFACES]; /* ifaces[0]: the counting observation */
 	__u64 first_seen; /* jiffies (bpf/clock.h) */
 	__u8 src_mac[6];

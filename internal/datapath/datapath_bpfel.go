@@ -85,17 +85,17 @@ type datapathFlowValue struct {
 		_   structs.HostLayout
 		Val uint32
 	}
-	TcpFlags   uint16
-	EthType    uint16
-	Bytes      uint64
-	Packets    uint64
-	LastSeen   uint64
 	FirstDir   uint8
 	ListedOnly uint8
 	N_ifaces   uint8
 	Flags      uint8
+	TcpFlags   uint16
+	EthType    uint16
 	Dscp       uint8
 	Pad        [3]uint8
+	Bytes      uint64
+	Packets    uint64
+	LastSeen   uint64
 	Ifaces     [6]datapathIfaceObs
 	FirstSeen  uint64
 	SrcMac     [6]uint8

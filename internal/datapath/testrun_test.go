@@ -301,3 +301,38 @@ func TestOverflowRingBuffer(t *testing.T) {
 		t.Fatalf("overflow records by source port: %v", ports)
 	}
 }
+
+// TCP flags accumulate on the fast path (an atomic OR into the 8-byte word
+// they share with eth_type and dscp, bpf/flows.h): each new flag is added,
+// the SYN-ACK/FIN-ACK markers too, and the word's other fields stay intact.
+func TestTCPFlagsAccumulate(t *testing.T) {
+	needBPF(t)
+	dp := load(t, 16)
+	frame := func(flags uint8) []byte {
+		return packet.Cat(packet.Eth(packet.EtherTypeIPv4),
+			packet.IPv4(packet.ProtoTCP, "10.0.0.1", "10.0.0.2", 20, packet.TOS(46<<2)),
+			packet.TCP(40000, 443, flags))
+	}
+	want := uint16(0)
+	for _, f := range []struct {
+		flags uint8
+		adds  uint16
+	}{
+		{packet.SYN, 0x02},
+		{packet.ACK, 0x10},
+		{packet.ACK | packet.PSH, 0x08},
+		{packet.ACK, 0},
+		{packet.FIN | packet.ACK, 0x01 | datapath.TCPFinAck},
+	} {
+		runPkt(t, dp, frame(f.flags), 2)
+		want |= f.adds
+		got := flows(t, dp)
+		if len(got) != 1 {
+			t.Fatalf("%d flows, want 1", len(got))
+		}
+		v := got[0].v
+		if v.TcpFlags != want || v.EthType != 0x0800 || v.Dscp != 46 {
+			t.Errorf("after flags %#x: tcp_flags=%#x eth_type=%#x dscp=%d, want %#x 0x800 46", f.flags, v.TcpFlags, v.EthType, v.Dscp, want)
+		}
+	}
+}
