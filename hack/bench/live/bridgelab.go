@@ -77,16 +77,7 @@ func newBridgeLab(offloads bool) (*lab, error) {
 			return fail(err)
 		}
 	}
-	steps := [][]string{
-		{"ip", "link", "add", cliIf, "netns", l.cli, "type", "veth", "peer", "name", hostCliIf, "netns", l.rtr},
-		{"ip", "link", "add", srvIf, "netns", l.srv, "type", "veth", "peer", "name", hostSrvIf, "netns", l.rtr},
-	}
-	for _, ns := range []string{l.cli, l.rtr, l.srv} {
-		steps = append(steps,
-			[]string{"ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"},
-			[]string{"ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"},
-			[]string{"ip", "-n", ns, "link", "set", "lo", "up"})
-	}
+	steps := linkSteps(l, hostCliIf, hostSrvIf)
 	steps = append(steps,
 		// No multicast snooping: the bridge itself sends no queries.
 		[]string{"ip", "-n", l.rtr, "link", "add", bridgeIf, "type", "bridge", "mcast_snooping", "0", "stp_state", "0"},

@@ -306,17 +306,7 @@ func newLab() (*lab, error) {
 			return nil, err
 		}
 	}
-	steps := [][]string{
-		{"ip", "link", "add", cliIf, "netns", l.cli, "type", "veth", "peer", "name", rtrCliIf, "netns", l.rtr},
-		{"ip", "link", "add", srvIf, "netns", l.srv, "type", "veth", "peer", "name", rtrSrvIf, "netns", l.rtr},
-	}
-	for _, ns := range []string{l.cli, l.rtr, l.srv} {
-		// IPv4 only, so every frame on the lab links is one the agent counts.
-		steps = append(steps,
-			[]string{"ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"},
-			[]string{"ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"},
-			[]string{"ip", "-n", ns, "link", "set", "lo", "up"})
-	}
+	steps := linkSteps(l, rtrCliIf, rtrSrvIf)
 	steps = append(steps,
 		[]string{"ip", "-n", l.cli, "addr", "add", cliAddr + "/24", "dev", cliIf},
 		[]string{"ip", "-n", l.rtr, "addr", "add", rtrCliAddr + "/24", "dev", rtrCliIf},
@@ -1029,6 +1019,57 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
+// openLab holds BPF program statistics (run_time_ns, run_cnt) on, builds a
+// lab, removes it if the run is interrupted, and starts the server
+// namespace's HTTP server and UDP sink. done undoes it all.
+func openLab(build func() (*lab, error)) (l *lab, done func(), err error) {
+	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		return nil, nil, fmt.Errorf("enable BPF stats: %w", err)
+	}
+	if l, err = build(); err != nil {
+		stats.Close()
+		return nil, nil, err
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		if _, ok := <-sigs; ok { // interrupted: remove the lab before dying
+			l.close()
+			os.Exit(130)
+		}
+	}()
+	done = func() { signal.Stop(sigs); close(sigs); l.close(); stats.Close() }
+	self, _ := os.Executable()
+	if err := l.start(l.srv, self, "-serve-http", srvAddr+":8080"); err != nil {
+		done()
+		return nil, nil, err
+	}
+	if err := l.start(l.srv, self, "-serve-udp", fmt.Sprintf(":%d", sinkPort)); err != nil {
+		done()
+		return nil, nil, err
+	}
+	return l, done, nil
+}
+
+// linkSteps are the commands that join the client and server namespaces to
+// the middle one by veths (the middle ends named cliPeer and srvPeer) and
+// make every namespace IPv4-only, so every frame on the lab links is one
+// the agents count.
+func linkSteps(l *lab, cliPeer, srvPeer string) [][]string {
+	steps := [][]string{
+		{"ip", "link", "add", cliIf, "netns", l.cli, "type", "veth", "peer", "name", cliPeer, "netns", l.rtr},
+		{"ip", "link", "add", srvIf, "netns", l.srv, "type", "veth", "peer", "name", srvPeer, "netns", l.rtr},
+	}
+	for _, ns := range []string{l.cli, l.rtr, l.srv} {
+		steps = append(steps,
+			[]string{"ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"},
+			[]string{"ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"},
+			[]string{"ip", "-n", ns, "link", "set", "lo", "up"})
+	}
+	return steps
+}
+
 func run(o options) error {
 	if o.scaleSink != "socket" && o.scaleSink != "closed-ports" {
 		return fmt.Errorf("-scale-sink %q: want socket or closed-ports", o.scaleSink)
@@ -1037,30 +1078,11 @@ func run(o options) error {
 		return err
 	}
 	// BPF program statistics (run_time_ns, run_cnt) while this fd is open.
-	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
-	if err != nil {
-		return fmt.Errorf("enable BPF stats: %w", err)
-	}
-	defer stats.Close()
-
-	l, err := newLab()
+	l, done, err := openLab(newLab)
 	if err != nil {
 		return err
 	}
-	defer l.close()
-	// Interrupted: remove the lab before dying.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() { <-sigs; l.close(); os.Exit(130) }()
-
-	self, _ := os.Executable()
-	if err := l.start(l.srv, self, "-serve-http", srvAddr+":8080"); err != nil {
-		return err
-	}
-	if err := l.start(l.srv, self, "-serve-udp", fmt.Sprintf(":%d", sinkPort)); err != nil {
-		return err
-	}
+	defer done()
 	if err := l.start(l.srv, "iperf3", "-s", "-p", "5201"); err != nil {
 		return err
 	}

@@ -51,7 +51,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
 
 	"github.com/flowlens/flowlens/pkg/collector"
 )
@@ -767,29 +766,11 @@ func runSideBySide(o options, s sbsOptions) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
-	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
-	if err != nil {
-		return fmt.Errorf("enable BPF stats: %w", err)
-	}
-	defer stats.Close()
-
-	l, err := newBridgeLab(s.offloads)
+	l, done, err := openLab(func() (*lab, error) { return newBridgeLab(s.offloads) })
 	if err != nil {
 		return err
 	}
-	defer l.close()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() { <-sigs; l.close(); os.Exit(130) }()
-
-	self, _ := os.Executable()
-	if err := l.start(l.srv, self, "-serve-http", srvAddr+":8080"); err != nil {
-		return err
-	}
-	if err := l.start(l.srv, self, "-serve-udp", fmt.Sprintf(":%d", sinkPort)); err != nil {
-		return err
-	}
+	defer done()
 	iperf := &iperfServer{l: l}
 	if err := iperf.start(); err != nil {
 		return err
