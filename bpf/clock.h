@@ -7,13 +7,12 @@
  * (docs/benchmarks.md §9). The resolution is the same: the coarse clock
  * also moves once per tick.
  *
- * flowlens_clock reads both clocks at once for the agent
+ * flowlens_clock reads jiffies and CLOCK_MONOTONIC at once for the agent
  * (internal/datapath/clock.go), which runs it with BPF_PROG_TEST_RUN on a
- * dummy frame and reads them from the frame it returns (a tc program: the
- * coarse clock is not offered to syscall programs). The agent converts
- * jiffies to CLOCK_MONOTONIC:
- * the kernel advances jiffies from CLOCK_MONOTONIC, one per tick, so the
- * two are linear, and the coarse clock is the time of the latest tick.
+ * dummy frame and reads them from the frame it returns. The kernel
+ * advances jiffies from CLOCK_MONOTONIC (jiffy j begins at base +
+ * j * TICK_NSEC), so the agent, running it until jiffies moves twice,
+ * learns base and the tick length, which convert every timestamp.
  */
 #ifndef FLOWLENS_CLOCK_H
 #define FLOWLENS_CLOCK_H
@@ -27,7 +26,7 @@ int flowlens_clock(struct __sk_buff *skb)
 {
 	struct clock_sample s = {
 		.jiffies = bpf_jiffies64(),
-		.mono_ns = bpf_ktime_get_coarse_ns(),
+		.mono_ns = bpf_ktime_get_ns(),
 	};
 	bpf_skb_store_bytes(skb, 0, &s, sizeof(s), 0);
 	return 0;

@@ -189,7 +189,7 @@ struct rtt_sample {
  */
 struct clock_sample {
 	__u64 jiffies;
-	__u64 mono_ns; /* CLOCK_MONOTONIC at the last tick (coarse) */
+	__u64 mono_ns; /* CLOCK_MONOTONIC */
 };
 
 #endif

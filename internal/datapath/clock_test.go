@@ -1,69 +1,81 @@
 package datapath_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/flowlens/flowlens/internal/datapath"
+	"github.com/flowlens/flowlens/internal/testkit/packet"
 )
 
-// The timebase maps the current tick to the current coarse monotonic time,
-// after ticks have passed and before (one reading).
+func monoNow() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}
+
+// A flow's timestamps (jiffies, bpf/clock.h) convert to the beginning of
+// the tick its packet was counted in: at or before the packet, less than a
+// tick before it.
 func TestClockTimebase(t *testing.T) {
 	needBPF(t)
 	dp := load(t, 16)
-	check := func(when string) {
-		t.Helper()
-		tb, err := dp.Clock.Timebase()
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The latest reading's own tick converts to its own time.
-		last := tb.Last()
-		if got := tb.MonoNs(last.Jiffies); got != last.MonoNs {
-			t.Errorf("%s: tick %d -> %d ns, want the reading's %d", when, last.Jiffies, got, last.MonoNs)
-		}
-		var ts unix.Timespec
-		unix.ClockGettime(unix.CLOCK_MONOTONIC_COARSE, &ts)
-		if d := ts.Nano() - int64(last.MonoNs); d < 0 || d > int64(50*time.Millisecond) {
-			t.Errorf("%s: the reading's monotonic time is %v from CLOCK_MONOTONIC_COARSE", when, time.Duration(d))
-		}
+	tb, err := dp.Clock.Timebase()
+	if err != nil {
+		t.Fatal(err)
 	}
-	check("at load")
-	time.Sleep(300 * time.Millisecond)
-	check("300 ms later")
-	tb, _ := dp.Clock.Timebase()
-	last := tb.Last()
-	// 100 ticks earlier is 100 tick lengths earlier, whatever HZ is.
-	tick := tb.MonoNs(last.Jiffies) - tb.MonoNs(last.Jiffies-1)
-	if tick < uint64(time.Millisecond) || tick > uint64(41*time.Millisecond) { // HZ 1000 .. 24
-		t.Fatalf("tick length %v", time.Duration(tick))
+	if !slices.Contains([]uint64{24, 48, 100, 128, 250, 256, 300, 512, 1000, 1024, 1200}, tb.HZ) || tb.Tick != (1e9+tb.HZ/2)/tb.HZ {
+		t.Fatalf("timebase %+v", tb)
 	}
-	// (The coarse clock's tick is whole nanoseconds only on average.)
-	if got, want := int64(tb.MonoNs(last.Jiffies-100)), int64(last.MonoNs-100*tick); got-want > 1000 || want-got > 1000 {
-		t.Errorf("100 ticks back: %d, want %d ± 1 µs", got, want)
+	frame := packet.Cat(packet.Eth(packet.EtherTypeIPv4), packet.IPv4(packet.ProtoUDP, "10.0.0.1", "10.0.0.2", 8), packet.UDP(1, 2, 0))
+	for i := 0; i < 20; i++ {
+		before := monoNow()
+		runPkt(t, dp, frame, 1)
+		after := monoNow()
+		got := flows(t, dp)
+		if len(got) != 1 {
+			t.Fatalf("%d flows", len(got))
+		}
+		stamp := int64(tb.MonoNs(got[0].v.LastSeen))
+		// At or before the packet (which ran between before and after), and
+		// at most a tick before it; 200 µs of slack for the tick
+		// interrupt's latency.
+		if stamp > after+int64(200*time.Microsecond) || stamp < before-int64(tb.Tick)-int64(200*time.Microsecond) {
+			t.Errorf("packet run in [%d, %d] ns, stamped %d (tick %d ns)", before, after, stamp, tb.Tick)
+		}
+		time.Sleep(time.Duration(tb.Tick/3) + time.Duration(i)*97*time.Microsecond) // other phases of the tick
 	}
 }
 
 func TestTimebaseArithmetic(t *testing.T) {
-	first := datapath.ClockSample{Jiffies: 1000, MonoNs: 5_000_000_000}
-	last := datapath.ClockSample{Jiffies: 1250, MonoNs: 6_000_000_000} // HZ=250: 4 ms a tick
-	tb := datapath.NewTimebase(first, last)
+	// Readings at the beginning of ticks 1000 and 1250 of a HZ=250 kernel,
+	// a few µs of interrupt latency apiece.
+	tb, err := datapath.NewTimebase(datapath.ClockSample{Jiffies: 1000, MonoNs: 5_000_000_123},
+		datapath.ClockSample{Jiffies: 1250, MonoNs: 6_000_003_456})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tb.HZ != 250 || tb.Tick != 4_000_000 {
+		t.Fatalf("timebase %+v, want HZ 250", tb)
+	}
 	for _, c := range []struct{ j, want uint64 }{
-		{1250, 6_000_000_000},
-		{1249, 5_996_000_000},
-		{1000, 5_000_000_000},
-		{1251, 6_004_000_000}, // a racing CPU's later tick
-		{0, 1_000_000_000},
+		{1250, 6_000_003_456},
+		{1249, 5_996_003_456},
+		{1251, 6_004_003_456},
+		{0, 1_000_003_456},
 	} {
 		if got := tb.MonoNs(c.j); got != c.want {
 			t.Errorf("MonoNs(%d) = %d, want %d", c.j, got, c.want)
 		}
 	}
-	// One reading only (no tick between them): every stamp is its time.
-	if got := datapath.NewTimebase(last, last).MonoNs(1200); got != last.MonoNs {
-		t.Errorf("single reading: %d, want %d", got, last.MonoNs)
+	// HZ=300: TICK_NSEC is rounded, as the kernel does.
+	if tb, err := datapath.NewTimebase(datapath.ClockSample{Jiffies: 10, MonoNs: 1e9}, datapath.ClockSample{Jiffies: 11, MonoNs: 1e9 + 3_333_340}); err != nil || tb.HZ != 300 || tb.Tick != 3_333_333 {
+		t.Errorf("HZ 300: %+v %v", tb, err)
+	}
+	if _, err := datapath.NewTimebase(datapath.ClockSample{Jiffies: 11, MonoNs: 1e9}, datapath.ClockSample{Jiffies: 10, MonoNs: 2e9}); err == nil {
+		t.Error("readings out of order: no error")
 	}
 }
