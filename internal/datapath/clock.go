@@ -15,47 +15,50 @@ import (
 //
 // The kernel advances jiffies from CLOCK_MONOTONIC: jiffy j begins at
 // base + j·TICK_NSEC exactly (tick_do_update_jiffies64), so two numbers
-// convert every timestamp, for the life of the boot: base, and the tick
+// convert every timestamp for the life of the boot: base and the tick
 // length. When loaded, Clock runs the flowlens_clock program (jiffies and
-// the precise monotonic clock, read together) until jiffies moves twice:
-// the first reading after each move is a tick's beginning, within the
-// tick interrupt's latency and one program run (microseconds), and their
-// distance gives HZ. The coarse clock would not do: it moves in steps of
-// the timekeeper's accumulation interval, whose phase is not the ticks'.
+// the precise monotonic clock, read together) back to back and keeps the
+// readings where jiffies moved since a reading at most 50 µs earlier: each
+// brackets a tick's beginning that closely. Readings 60 ms apart give HZ
+// (the nearest CONFIG_HZ value), and the earliest bracket of all gives base
+// (the tick interrupt's latency only makes a bracket late). The coarse
+// clock would not do: it moves in steps of the timekeeper's accumulation
+// interval, whose phase is not the ticks'.
 type Clock struct {
 	prog *ebpf.Program
 	tb   Timebase
 }
 
-// clockSpin bounds the wait for two ticks (HZ is at least 24).
-const clockSpin = 200 * time.Millisecond
+const (
+	clockSpan   = 60 * time.Millisecond // between the first and last bracket
+	clockTight  = 50 * time.Microsecond // a bracket's width at most
+	clockBudget = 2 * time.Second       // to find them, on a busy machine
+)
 
 func newClock(prog *ebpf.Program) (*Clock, error) {
 	c := &Clock{prog: prog}
 	var edges []ClockSample
-	s, err := c.sample()
+	prev, err := c.sample()
 	if err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(clockSpin)
-	for len(edges) < 2 {
+	for deadline := time.Now().Add(clockBudget); time.Now().Before(deadline); {
 		n, err := c.sample()
 		if err != nil {
 			return nil, err
 		}
-		if n.Jiffies != s.Jiffies {
+		if n.Jiffies != prev.Jiffies && n.MonoNs-prev.MonoNs <= uint64(clockTight) {
 			edges = append(edges, n)
+			if n.MonoNs-edges[0].MonoNs >= uint64(clockSpan) && len(edges) >= 3 {
+				break
+			}
 		}
-		s = n
-		if time.Now().After(deadline) {
-			return nil, errors.New("read the datapath clock: jiffies did not move twice in 200 ms")
-		}
+		prev = n
 	}
-	tb, err := timebaseFrom(edges[0], edges[1])
-	if err != nil {
-		return nil, err
+	if len(edges) < 2 || edges[len(edges)-1].MonoNs-edges[0].MonoNs < uint64(clockSpan)/3 {
+		return nil, fmt.Errorf("read the datapath clock: %d clean tick edges in %v, want 2 at least 20 ms apart", len(edges), clockBudget)
 	}
-	c.tb = tb
+	c.tb = timebaseFrom(edges)
 	return c, nil
 }
 
@@ -82,36 +85,46 @@ func (c *Clock) close() error { return c.prog.Close() }
 type Timebase struct {
 	Base int64  // ns; may be negative (jiffies start near 2^32 - 300·HZ)
 	Tick uint64 // TICK_NSEC: (1e9 + HZ/2) / HZ
-	HZ   uint64
+	HZ   uint64 // 0 when the measured tick matched no CONFIG_HZ value
 }
 
 // kernelHZ are the CONFIG_HZ values the kernel offers.
 var kernelHZ = []uint64{24, 48, 100, 128, 250, 256, 300, 512, 1000, 1024, 1200}
 
-// timebaseFrom derives the timebase from two readings taken at the
-// beginning of ticks a and b (a earlier): their distance is whole ticks,
-// give or take interrupt latency, so HZ is the kernel's nearest value.
-func timebaseFrom(a, b ClockSample) (Timebase, error) {
-	if b.Jiffies <= a.Jiffies || b.MonoNs <= a.MonoNs {
-		return Timebase{}, fmt.Errorf("read the datapath clock: readings out of order (%+v, %+v)", a, b)
-	}
+// timebaseFrom derives the timebase from readings taken just after
+// ticks began (in order): HZ from the first and last, snapped to the
+// kernel's nearest CONFIG_HZ value when one is within 1 % (else the
+// measured tick), and base from the earliest-bracketed tick of all.
+func timebaseFrom(edges []ClockSample) Timebase {
+	a, b := edges[0], edges[len(edges)-1]
 	per := float64(b.MonoNs-a.MonoNs) / float64(b.Jiffies-a.Jiffies) // ns per tick, measured
-	hz, best := uint64(0), math.Inf(1)
+	tb := Timebase{Tick: uint64(math.Round(per))}
 	for _, h := range kernelHZ {
-		if d := math.Abs(per - 1e9/float64(h)); d < best {
-			hz, best = h, d
+		if math.Abs(per-1e9/float64(h)) <= 0.01*1e9/float64(h) {
+			tb.HZ, tb.Tick = h, (1_000_000_000+h/2)/h
+			break
 		}
 	}
-	if best > 0.2*1e9/float64(hz) {
-		return Timebase{}, fmt.Errorf("read the datapath clock: a tick of %.0f ns matches no kernel HZ", per)
+	tb.Base = math.MaxInt64
+	for _, e := range edges {
+		tb.Base = min(tb.Base, int64(e.MonoNs)-int64(e.Jiffies*tb.Tick))
 	}
-	tick := (1_000_000_000 + hz/2) / hz
-	return Timebase{Base: int64(b.MonoNs) - int64(b.Jiffies*tick), Tick: tick, HZ: hz}, nil
+	return tb
 }
 
-// NewTimebase derives the conversion from two readings taken at the
-// beginning of ticks (tests, tools).
-func NewTimebase(a, b ClockSample) (Timebase, error) { return timebaseFrom(a, b) }
+// NewTimebase derives the conversion from readings taken just after ticks
+// began, in order (tests, tools).
+func NewTimebase(edges ...ClockSample) (Timebase, error) {
+	for i := 1; i < len(edges); i++ {
+		if edges[i].Jiffies <= edges[i-1].Jiffies || edges[i].MonoNs <= edges[i-1].MonoNs {
+			return Timebase{}, fmt.Errorf("readings out of order (%+v, %+v)", edges[i-1], edges[i])
+		}
+	}
+	if len(edges) < 2 {
+		return Timebase{}, errors.New("two readings at least")
+	}
+	return timebaseFrom(edges), nil
+}
 
 // MonoNs converts a timestamp in jiffies: the beginning of that tick.
 func (t Timebase) MonoNs(j uint64) uint64 {

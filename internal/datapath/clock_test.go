@@ -62,18 +62,29 @@ func TestTimebaseArithmetic(t *testing.T) {
 		t.Fatalf("timebase %+v, want HZ 250", tb)
 	}
 	for _, c := range []struct{ j, want uint64 }{
-		{1250, 6_000_003_456},
-		{1249, 5_996_003_456},
-		{1251, 6_004_003_456},
-		{0, 1_000_003_456},
+		{1250, 6_000_000_123}, // base from the earlier bracket
+		{1249, 5_996_000_123},
+		{1251, 6_004_000_123},
+		{0, 1_000_000_123},
 	} {
 		if got := tb.MonoNs(c.j); got != c.want {
 			t.Errorf("MonoNs(%d) = %d, want %d", c.j, got, c.want)
 		}
 	}
 	// HZ=300: TICK_NSEC is rounded, as the kernel does.
-	if tb, err := datapath.NewTimebase(datapath.ClockSample{Jiffies: 10, MonoNs: 1e9}, datapath.ClockSample{Jiffies: 11, MonoNs: 1e9 + 3_333_340}); err != nil || tb.HZ != 300 || tb.Tick != 3_333_333 {
+	if tb, err := datapath.NewTimebase(datapath.ClockSample{Jiffies: 10, MonoNs: 1e9}, datapath.ClockSample{Jiffies: 40, MonoNs: 1e9 + 100_000_040}); err != nil || tb.HZ != 300 || tb.Tick != 3_333_333 {
 		t.Errorf("HZ 300: %+v %v", tb, err)
+	}
+	// Base comes from the earliest bracket: a late one (interrupt latency)
+	// does not move it.
+	tb, err = datapath.NewTimebase(datapath.ClockSample{Jiffies: 1000, MonoNs: 5_000_000_900},
+		datapath.ClockSample{Jiffies: 1100, MonoNs: 5_400_000_100}, datapath.ClockSample{Jiffies: 1250, MonoNs: 6_000_000_700})
+	if err != nil || tb.HZ != 250 || tb.MonoNs(1100) != 5_400_000_100 {
+		t.Errorf("earliest bracket: %+v %v", tb, err)
+	}
+	// No CONFIG_HZ value near: the measured tick.
+	if tb, err := datapath.NewTimebase(datapath.ClockSample{Jiffies: 0, MonoNs: 0}, datapath.ClockSample{Jiffies: 10, MonoNs: 70_000_000}); err != nil || tb.HZ != 0 || tb.Tick != 7_000_000 {
+		t.Errorf("odd tick: %+v %v", tb, err)
 	}
 	if _, err := datapath.NewTimebase(datapath.ClockSample{Jiffies: 11, MonoNs: 1e9}, datapath.ClockSample{Jiffies: 10, MonoNs: 2e9}); err == nil {
 		t.Error("readings out of order: no error")
