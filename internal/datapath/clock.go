@@ -75,8 +75,8 @@ func (c *Clock) sample() (ClockSample, error) {
 	return s, nil
 }
 
-// Timebase returns the conversion (fixed once loaded).
-func (c *Clock) Timebase() (Timebase, error) { return c.tb, nil }
+// Timebase returns the conversion, fixed for the boot once loaded.
+func (c *Clock) Timebase() Timebase { return c.tb }
 
 func (c *Clock) close() error { return c.prog.Close() }
 

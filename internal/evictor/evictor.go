@@ -127,9 +127,6 @@ type Evictor struct {
 	unread      datapath.Ended
 	unreadFlows int
 	kept        bool // unread is a generation whose read failed
-	// tb is the latest timebase read (the previous one is kept when a
-	// reading fails).
-	tb datapath.Timebase
 	// Stats are the evictor's cumulative counts (Config.Stats, or its own).
 	Stats *Stats
 }
@@ -380,12 +377,7 @@ type output struct {
 }
 
 func (e *Evictor) newOutput(reason string) *output {
-	if tb, err := e.cfg.Clock.Timebase(); err == nil {
-		e.tb = tb
-	} else {
-		e.log.Warn("timestamps use the previous clock reading", "err", err)
-	}
-	o := &output{e: e, clk: NewClock(e.tb), names: &e.names}
+	o := &output{e: e, clk: NewClock(e.cfg.Clock.Timebase()), names: &e.names}
 	o.names.reset(e.cfg.Resolver)
 	o.until = time.Now().Add(e.cfg.ExportWait)
 	if reason == ReasonShutdown {
