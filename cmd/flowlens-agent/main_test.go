@@ -33,6 +33,17 @@ func buildAgent(t *testing.T) string {
 // Bad configuration: exit status 2 and a message naming the field.
 func TestBadConfigExits(t *testing.T) {
 	bin := buildAgent(t)
+	dir := t.TempDir()
+	badRules := filepath.Join(dir, "rules.yaml")
+	badInline := filepath.Join(dir, "agent.yaml")
+	for path, content := range map[string]string{
+		badRules:  "- {name: web, action: accept, ports: 443}\n- {name: no-health, action: reject, destination_ports: 100-80}\n",
+		badInline: "filter_rules:\n  - name: pings\n    action: accept\n    protocol: tcp\n    icmp_type: 8\n",
+	} {
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, tc := range []struct {
 		args []string
 		env  string
@@ -45,6 +56,11 @@ func TestBadConfigExits(t *testing.T) {
 		{[]string{"--log-level=loud"}, "", "--log-level"},
 		{nil, "FLOWLENS_CACHE_MAX_FLOWS=0", "--cache-max-flows"},
 		{[]string{"--no-such-flag"}, "", "no-such-flag"},
+		{[]string{"--filter-rules", badRules}, "",
+			`invalid --filter-rules "` + badRules + `": line 2: filter rule 1 ("no-health"): destination_ports "100-80": range is upside down`},
+		{[]string{"--config", badInline}, "",
+			badInline + `:5: filter rule 0 ("pings"): icmp_type "8": needs protocol icmp or icmpv6, not tcp`},
+		{[]string{"--filter-default", "drop"}, "", `invalid --filter-default "drop": must be accept or reject`},
 	} {
 		cmd := exec.Command(bin, tc.args...)
 		if tc.env != "" {

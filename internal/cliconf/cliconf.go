@@ -28,6 +28,8 @@ import (
 	"io"
 	"io/fs"
 	"strings"
+
+	"gopkg.in/yaml.v3"
 )
 
 // Option is one setting of a configuration struct C.
@@ -49,6 +51,13 @@ type Option[C any] struct {
 	// comma splitting.
 	Set     func(c *C, s string) error
 	SetList func(c *C, items []string) error
+
+	// SetNode, if set, takes the option's value in the YAML file when it is a
+	// YAML list or mapping: a structured option, such as a list of objects,
+	// which a flag or a variable cannot spell. A plain value still goes to
+	// Set. The node keeps its lines, so an error can point inside the value
+	// with AtLine.
+	SetNode func(c *C, n *yaml.Node) error
 }
 
 // EnvName is the option's environment variable for the given prefix.

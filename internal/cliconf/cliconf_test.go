@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"gopkg.in/yaml.v3"
 )
 
 // conf is a toy configuration: the machinery knows nothing of the agent's.
@@ -152,5 +154,69 @@ Flags:
 	}
 	if strings.Contains(b.String(), "\t") {
 		t.Error("usage has tabs")
+	}
+}
+
+// A structured option takes its YAML list or mapping as a node; its plain
+// value, from a flag, the environment or the file, goes to Set.
+func TestStructuredOption(t *testing.T) {
+	type rule struct{ Allow, Deny string }
+	type rconf struct {
+		Rules     []rule
+		RulesFile string
+	}
+	spec := &Spec[rconf]{
+		Program: "toy", EnvPrefix: "TOY_",
+		Options: []*Option[rconf]{{
+			Name: "rules", Arg: "file", Usage: "rules",
+			Set: String(func(c *rconf) *string { return &c.RulesFile }),
+			SetNode: func(c *rconf, n *yaml.Node) error {
+				for _, item := range n.Content {
+					var r rule
+					if err := item.Decode(&r); err != nil {
+						return err
+					}
+					if r.Allow == "" {
+						return AtLine(item.Line, errors.New("a rule needs allow"))
+					}
+					c.Rules = append(c.Rules, r)
+				}
+				return nil
+			},
+		}},
+	}
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+
+	good := write("good.yaml", "rules:\n  - {allow: a}\n  - {allow: b, deny: c}\n")
+	got, err := spec.Load([]string{"--config", good}, nil)
+	if want := (rconf{Rules: []rule{{Allow: "a"}, {Allow: "b", Deny: "c"}}}); err != nil || !reflect.DeepEqual(*got, want) {
+		t.Errorf("list: got %+v, %v; want %+v", got, err, want)
+	}
+	scalar := write("scalar.yaml", "rules: other.yaml\n")
+	got, err = spec.Load([]string{"--config", scalar}, nil)
+	if want := (rconf{RulesFile: "other.yaml"}); err != nil || !reflect.DeepEqual(*got, want) {
+		t.Errorf("plain value: got %+v, %v; want %+v", got, err, want)
+	}
+	got, err = spec.Load([]string{"--rules", "flag.yaml"}, nil)
+	if want := (rconf{RulesFile: "flag.yaml"}); err != nil || !reflect.DeepEqual(*got, want) {
+		t.Errorf("flag: got %+v, %v; want %+v", got, err, want)
+	}
+
+	// An AtLine error names its line; another error the value's first.
+	bad := write("bad.yaml", "rules:\n  - {allow: a}\n  - {deny: c}\n")
+	if _, err := spec.Load([]string{"--config", bad}, nil); err == nil || err.Error() != bad+":3: a rule needs allow" {
+		t.Errorf("error %v, want %s:3: a rule needs allow", err, bad)
+	}
+	worse := write("worse.yaml", "rules:\n  - [1]\n")
+	want := worse + ":2: yaml: unmarshal errors:\n  line 2: cannot unmarshal !!seq into cliconf.rule"
+	if _, err := spec.Load([]string{"--config", worse}, nil); err == nil || err.Error() != want {
+		t.Errorf("error %v, want %s", err, want)
 	}
 }

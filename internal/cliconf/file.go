@@ -15,7 +15,8 @@ import (
 // The file is walked as a node tree rather than decoded into a struct with
 // KnownFields: that keeps the options table the only list of keys, lets a
 // list be written either as a YAML sequence or as a comma string, and gives
-// errors with the file, line and key. A key with no value (null) is treated as
+// errors with the file, line and key. A structured option (Option.SetNode)
+// gets its value as a node, and its errors keep the file and a line. A key with no value (null) is treated as
 // absent and keeps the lower-precedence value.
 func (s *Spec[C]) loadFile(c *C, path, source string) error {
 	data, err := os.ReadFile(path)
@@ -45,7 +46,12 @@ func (s *Spec[C]) loadFile(c *C, path, source string) error {
 		}
 		seen[k.Value] = true
 		if err := applyNode(c, o, v); err != nil {
-			return fmt.Errorf("%s:%d: %w", path, v.Line, err)
+			line := v.Line
+			var le *lineError
+			if errors.As(err, &le) {
+				line = le.line
+			}
+			return fmt.Errorf("%s:%d: %w", path, line, err)
 		}
 	}
 	return nil
@@ -56,6 +62,8 @@ func applyNode[C any](c *C, o *Option[C], v *yaml.Node) error {
 	switch {
 	case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null":
 		return nil
+	case (v.Kind == yaml.SequenceNode || v.Kind == yaml.MappingNode) && o.SetNode != nil:
+		return o.SetNode(c, v)
 	case v.Kind == yaml.ScalarNode:
 		if err := o.Apply(c, v.Value); err != nil {
 			return Invalid(key, v.Value, err)
@@ -81,6 +89,19 @@ func applyNode[C any](c *C, o *Option[C], v *yaml.Node) error {
 	}
 	return errors.New("invalid " + key + ": must be a value or a list")
 }
+
+// AtLine is a SetNode error about the given line of the YAML file, inside the
+// option's value: the file's error then names that line rather than the
+// value's first.
+func AtLine(line int, err error) error { return &lineError{line, err} }
+
+type lineError struct {
+	line int
+	err  error
+}
+
+func (e *lineError) Error() string { return e.err.Error() }
+func (e *lineError) Unwrap() error { return e.err }
 
 // resolve follows YAML aliases (*name) to the node they refer to.
 func resolve(n *yaml.Node) *yaml.Node {

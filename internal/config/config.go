@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/flowlens/flowlens/internal/filter"
 )
 
 // Config is the agent's whole configuration. Load returns one that has passed
@@ -27,6 +29,15 @@ type Config struct {
 
 	// Sampling is 1 in how many packets is accounted; 1 means every packet.
 	Sampling uint32
+
+	// FilterRules are the flow filter rules in the order given, read from
+	// FilterRulesFile (--filter-rules), or listed inline under the config
+	// file's filter_rules key, FilterRulesFile then being "". No rules: no
+	// filtering. FilterDefault is the action for packets no rule matches; it
+	// is not used without rules. FilterTable compiles them for the datapath.
+	FilterRules     []filter.Rule
+	FilterRulesFile string
+	FilterDefault   filter.Action
 
 	// Export names the exporters ("stdout", "grpc"); Target is the grpc
 	// collector's host:port.

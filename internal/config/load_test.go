@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flowlens/flowlens/internal/filter"
 )
 
 // envOf returns an env lookup function over m, so tests need no process state.
@@ -41,6 +43,7 @@ func defaultConfig() *Config {
 		CacheActiveTimeout: 5 * time.Second,
 		CacheMaxFlows:      100000,
 		Sampling:           1,
+		FilterDefault:      filter.Reject,
 		Export:             []string{"stdout"},
 		GRPCBatchSize:      1000,
 		ExportBuffer:       0,
@@ -89,6 +92,7 @@ func TestExampleFile(t *testing.T) {
 		CacheActiveTimeout: 10 * time.Second,
 		CacheMaxFlows:      200000,
 		Sampling:           10,
+		FilterDefault:      filter.Reject,
 		Export:             []string{"stdout", "grpc"},
 		Target:             "collector.example.com:4317",
 		GRPCBatchSize:      500,

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/flowlens/flowlens/internal/cliconf"
 )
 
@@ -22,6 +24,9 @@ type option struct {
 	// entries already split so that a YAML sequence needs no comma splitting.
 	set     func(c *Config, s string) error
 	setList func(c *Config, items []string) error
+	// setNode, if set, takes a YAML list or mapping from the file (see
+	// cliconf.Option.SetNode).
+	setNode func(c *Config, n *yaml.Node) error
 }
 
 // options is in the order usage lists them and Validate checks them.
@@ -47,6 +52,13 @@ var options = []*option{
 	{name: "sampling", arg: "n", def: "1",
 		usage: "account 1 packet in n; 1 means every packet",
 		set:   setSampling},
+	{name: "filter-rules", arg: "file", def: "",
+		usage:   "YAML or JSON file listing flow filter rules (docs/filters.md); the config file may list them inline under filter_rules instead",
+		set:     setFilterRulesFile,
+		setNode: setFilterRulesInline},
+	{name: "filter-default", arg: "accept|reject", def: "reject",
+		usage: "what happens to packets no filter rule matches; without rules every packet is kept, whatever this says",
+		set:   setFilterDefault},
 	{name: "export", arg: "list", def: "stdout",
 		usage:   "exporters: stdout, grpc",
 		setList: func(c *Config, v []string) error { c.Export = v; return nil }},

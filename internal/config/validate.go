@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/cliconf"
+	"github.com/flowlens/flowlens/internal/ifname"
 )
 
 // Validate checks every setting and returns all problems found, joined, each
@@ -32,6 +33,7 @@ func (c *Config) Validate() error {
 	if c.Sampling < 1 {
 		add(invalid("--sampling", strconv.FormatUint(uint64(c.Sampling), 10), errors.New("must be >= 1")))
 	}
+	add(checkFilter(c))
 	add(checkExport(c.Export))
 	add(checkTarget(c.Target, c.Export))
 	add(checkRange("--grpc-batch-size", c.GRPCBatchSize, 1, 100_000))
@@ -52,7 +54,7 @@ func (c *Config) Validate() error {
 // checkNameList checks the /regex/ entries of an interface list.
 func checkNameList(flagName string, entries []string) error {
 	for _, e := range entries {
-		if _, err := compileEntry(e); err != nil {
+		if _, err := ifname.CompileEntry(e); err != nil {
 			return invalid(flagName, e, err)
 		}
 	}

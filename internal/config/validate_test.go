@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/flowlens/flowlens/internal/filter"
 )
 
 func TestValidate(t *testing.T) {
@@ -59,6 +61,16 @@ func TestValidate(t *testing.T) {
 		{"max flows bounds", func(c *Config) { c.CacheMaxFlows = 10_000_000 }, ""},
 
 		{"sampling", func(c *Config) { c.Sampling = 0 }, `invalid --sampling "0": must be >= 1`},
+
+		{"filter default unset", func(c *Config) { c.FilterDefault = 0 },
+			`invalid --filter-default "": must be accept or reject`},
+		{"filter rules checked", func(c *Config) {
+			c.FilterRules = []filter.Rule{{Action: filter.Accept}, {Name: "x", Sampling: 10}}
+		}, `filter rule 1 ("x"): action: is required: accept or reject`},
+		{"filter rules ok", func(c *Config) {
+			c.FilterRules = []filter.Rule{{Action: filter.Accept, Sampling: 10}}
+			c.FilterDefault = filter.Accept
+		}, ""},
 
 		{"export empty", func(c *Config) { c.Export = nil },
 			`invalid --export "": must list at least one of stdout, grpc`},
