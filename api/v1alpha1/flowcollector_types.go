@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // SingletonName is the only name a FlowCollector may have: the agent runs once
@@ -72,6 +73,11 @@ type FlowCollectorSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	Sampling int32 `json:"sampling,omitempty"`
+
+	// FlowFilter selects, in the kernel, which flows the agent keeps and at
+	// what sampling rate. Unset keeps every flow.
+	// +optional
+	FlowFilter *FlowFilter `json:"flowFilter,omitempty"`
 
 	// CacheActiveTimeout is how often the agent evicts flows from the kernel
 	// and exports them, as a duration such as 5s or 500ms (100ms to 1h).
@@ -198,6 +204,196 @@ type Dashboards struct {
 	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$`
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
+}
+
+// FilterAction is what a flow filter rule does with the flows it matches.
+// +kubebuilder:validation:Enum=accept;reject
+type FilterAction string
+
+// The flow filter actions.
+const (
+	FilterAccept FilterAction = "accept"
+	FilterReject FilterAction = "reject"
+)
+
+// FilterDirection is the direction of a packet through an interface.
+// +kubebuilder:validation:Enum=ingress;egress
+type FilterDirection string
+
+// The directions a flow filter rule can match.
+const (
+	FilterIngress FilterDirection = "ingress"
+	FilterEgress  FilterDirection = "egress"
+)
+
+// TCPFlag is a TCP flag a flow filter rule can match, or one of the
+// combinations SYN-ACK, FIN-ACK and RST-ACK (both flags in one packet).
+// +kubebuilder:validation:Enum=FIN;SYN;RST;PSH;ACK;URG;ECE;CWR;SYN-ACK;FIN-ACK;RST-ACK
+type TCPFlag string
+
+// FlowFilter is the agent's in-kernel flow filter (agent keys filter_rules
+// and filter_default; docs/filters.md has the semantics, including which rule
+// wins when several match).
+type FlowFilter struct {
+	// (Rule names are checked on the list because a rule cannot see its
+	// siblings. The message names the last rule whose name an earlier rule
+	// has, found with lastIndexOf since CEL has no indexed loop, through
+	// format(): the API server can bound its cost, not that of string(int)
+	// concatenation. The list is atomic: its order matters.)
+
+	// Rules are the filter rules, at most 64. A flow matches a rule when it
+	// matches every field the rule gives (none: every flow); when several
+	// match, the longest cidr wins, then the longest peerCIDR, then the first
+	// listed.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule=`self.all(r, !has(r.name) || self.exists_one(s, has(s.name) && s.name == r.name))`,messageExpression=`'rules[%d].name: "%s" is already the name of an earlier rule: rule names must be unique'.format([self.lastIndexOf(self.filter(r, has(r.name) && !self.exists_one(s, has(s.name) && s.name == r.name))[self.filter(r, has(r.name) && !self.exists_one(s, has(s.name) && s.name == r.name)).size() - 1]), self[self.lastIndexOf(self.filter(r, has(r.name) && !self.exists_one(s, has(s.name) && s.name == r.name))[self.filter(r, has(r.name) && !self.exists_one(s, has(s.name) && s.name == r.name)).size() - 1])].name])`
+	// +listType=atomic
+	// +optional
+	Rules []FlowFilterRule `json:"rules,omitempty"`
+
+	// Default is what happens to the flows no rule matches. Unset, it is the
+	// agent's default, reject: once there are rules, they list what to keep.
+	// With no rules every flow is kept, whatever Default says.
+	// +optional
+	Default FilterAction `json:"default,omitempty"`
+}
+
+// FlowFilterRule matches flows by their packets' fields and accepts or
+// rejects them. The agent's configuration has the same keys in snake_case.
+// The API server checks a rule as the agent does at start, so that a rule it
+// admits does not stop the agents.
+// +kubebuilder:validation:XValidation:rule=`self.action == 'accept' || !has(self.drops) || !self.drops`,fieldPath=`.drops`,message=`drops needs action accept: a reject rule keeps nothing`
+// +kubebuilder:validation:XValidation:rule=`self.action == 'accept' || !has(self.sampling)`,fieldPath=`.sampling`,message=`sampling needs action accept: a reject rule keeps nothing`
+// +kubebuilder:validation:XValidation:rule=`!has(self.cidr) || !has(self.peerCIDR) || (isCIDR(self.cidr) ? cidr(self.cidr).ip().family() : isIP(self.cidr) ? ip(self.cidr).family() : 0) == (isCIDR(self.peerCIDR) ? cidr(self.peerCIDR).ip().family() : isIP(self.peerCIDR) ? ip(self.peerCIDR).family() : 0)`,fieldPath=`.peerCIDR`,message=`cidr and peerCIDR must both be IPv4 or both IPv6: a flow has one address family`
+// +kubebuilder:validation:XValidation:rule=`!has(self.protocol) || !has(self.cidr) || !(string(self.protocol) in ['icmp', 'icmpv6', '1', '58']) || (isCIDR(self.cidr) ? cidr(self.cidr).ip().family() : isIP(self.cidr) ? ip(self.cidr).family() : 0) != (string(self.protocol) in ['icmp', '1'] ? 6 : 4)`,fieldPath=`.protocol`,messageExpression=`'protocol ' + string(self.protocol) + ' cannot match cidr ' + self.cidr + ': use ' + (string(self.protocol) in ['icmp', '1'] ? 'icmpv6' : 'icmp') + ' for IPv' + (string(self.protocol) in ['icmp', '1'] ? '6' : '4')`
+// +kubebuilder:validation:XValidation:rule=`!has(self.protocol) || !has(self.peerCIDR) || !(string(self.protocol) in ['icmp', 'icmpv6', '1', '58']) || (isCIDR(self.peerCIDR) ? cidr(self.peerCIDR).ip().family() : isIP(self.peerCIDR) ? ip(self.peerCIDR).family() : 0) != (string(self.protocol) in ['icmp', '1'] ? 6 : 4)`,fieldPath=`.protocol`,messageExpression=`'protocol ' + string(self.protocol) + ' cannot match peerCIDR ' + self.peerCIDR + ': use ' + (string(self.protocol) in ['icmp', '1'] ? 'icmpv6' : 'icmp') + ' for IPv' + (string(self.protocol) in ['icmp', '1'] ? '6' : '4')`
+// +kubebuilder:validation:XValidation:rule=`!has(self.ports) || !has(self.protocol) || string(self.protocol) in ['tcp', 'udp', 'sctp', '6', '17', '132']`,fieldPath=`.ports`,messageExpression=`'ports need protocol tcp, udp or sctp, not ' + string(self.protocol)`
+// +kubebuilder:validation:XValidation:rule=`!has(self.sourcePorts) || !has(self.protocol) || string(self.protocol) in ['tcp', 'udp', 'sctp', '6', '17', '132']`,fieldPath=`.sourcePorts`,messageExpression=`'sourcePorts need protocol tcp, udp or sctp, not ' + string(self.protocol)`
+// +kubebuilder:validation:XValidation:rule=`!has(self.destinationPorts) || !has(self.protocol) || string(self.protocol) in ['tcp', 'udp', 'sctp', '6', '17', '132']`,fieldPath=`.destinationPorts`,messageExpression=`'destinationPorts need protocol tcp, udp or sctp, not ' + string(self.protocol)`
+// +kubebuilder:validation:XValidation:rule=`!has(self.icmpType) || !has(self.protocol) || string(self.protocol) in ['icmp', 'icmpv6', '1', '58']`,fieldPath=`.icmpType`,messageExpression=`'icmpType needs protocol icmp or icmpv6, not ' + string(self.protocol)`
+// +kubebuilder:validation:XValidation:rule=`!has(self.icmpCode) || !has(self.protocol) || string(self.protocol) in ['icmp', 'icmpv6', '1', '58']`,fieldPath=`.icmpCode`,messageExpression=`'icmpCode needs protocol icmp or icmpv6, not ' + string(self.protocol)`
+// +kubebuilder:validation:XValidation:rule=`!has(self.icmpCode) || has(self.icmpType)`,fieldPath=`.icmpCode`,message=`icmpCode needs icmpType: a code means something only within its type`
+// +kubebuilder:validation:XValidation:rule=`!has(self.icmpType) || !(has(self.ports) || has(self.sourcePorts) || has(self.destinationPorts))`,fieldPath=`.icmpType`,message=`icmpType cannot go with ports, sourcePorts or destinationPorts: ICMP packets have no ports`
+// +kubebuilder:validation:XValidation:rule=`!has(self.tcpFlags) || !has(self.protocol) || string(self.protocol) in ['tcp', '6']`,fieldPath=`.tcpFlags`,messageExpression=`'tcpFlags need protocol tcp, not ' + string(self.protocol)`
+// +kubebuilder:validation:XValidation:rule=`!has(self.tcpFlags) || !has(self.icmpType)`,fieldPath=`.tcpFlags`,message=`tcpFlags cannot go with icmpType: ICMP packets have no TCP flags`
+type FlowFilterRule struct {
+	// Name identifies the rule in the agent's metrics (rule label) and
+	// errors; unique among the rules. Unset, the rule is known by its index.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([-_.A-Za-z0-9]*[A-Za-z0-9])?$`
+	// +optional
+	Name string `json:"name,omitempty"`
+
+	// Action is what happens to the flows the rule matches: accept keeps
+	// them (at the rule's sampling rate), reject drops them in the kernel.
+	// +required
+	Action FilterAction `json:"action"`
+
+	// CIDR matches flows with an address, source or destination, in this
+	// range (e.g. 10.0.0.0/16 or fd00::/64; an address alone is a /32 or
+	// /128).
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule=`isCIDR(self) || isIP(self)`,message=`not a CIDR or an IP address: write e.g. 10.0.0.0/16, fd00::/64 or 10.0.0.1`
+	// +kubebuilder:validation:XValidation:rule=`!isCIDR(self) || cidr(self) == cidr(self).masked()`,messageExpression=`'has host bits set: write %s'.format([string(cidr(self).masked())])`
+	// +optional
+	CIDR string `json:"cidr,omitempty"`
+
+	// PeerCIDR, with CIDR, matches flows whose other side is in this range
+	// (either way round); alone, flows with either side in it. Same syntax
+	// as CIDR, same family.
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule=`isCIDR(self) || isIP(self)`,message=`not a CIDR or an IP address: write e.g. 10.0.0.0/16, fd00::/64 or 10.0.0.1`
+	// +kubebuilder:validation:XValidation:rule=`!isCIDR(self) || cidr(self) == cidr(self).masked()`,messageExpression=`'has host bits set: write %s'.format([string(cidr(self).masked())])`
+	// +optional
+	PeerCIDR string `json:"peerCIDR,omitempty"`
+
+	// Direction matches packets entering (ingress) or leaving (egress) an
+	// interface.
+	// +optional
+	Direction FilterDirection `json:"direction,omitempty"`
+
+	// Protocol matches the IP protocol: tcp, udp, icmp, icmpv6, sctp, or a
+	// protocol number from 0 to 255 (a number or a string).
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=6
+	// +kubebuilder:validation:XValidation:rule=`type(self) == int ? self >= 0 && self <= 255 : self in ['tcp', 'udp', 'icmp', 'icmpv6', 'sctp'] || self.matches('^(0|[1-9][0-9]{0,2})$') && int(self) <= 255`,message=`unknown protocol: use tcp, udp, icmp, icmpv6, sctp or a protocol number from 0 to 255`
+	// +optional
+	Protocol *intstr.IntOrString `json:"protocol,omitempty"`
+
+	// (A port list is checked in three steps: its syntax; each port's range,
+	// with a regular expression, cheaper than splitting the list; each
+	// range's order. The last two pass a list of bad syntax, which so gets
+	// one message. The 64-character limit keeps the estimated CEL cost of 64
+	// rules within the API server's budget.)
+
+	// Ports matches flows whose source or destination port is in it: a port
+	// (443), a range (80-100) or a comma-separated list of them
+	// (80,443,8000-8100), ports from 0 to 65535; a number or a string. Needs
+	// protocol tcp, udp or sctp, or none (then it matches those three).
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule=`type(self) == int || self.matches('^[0-9]{1,5}(-[0-9]{1,5})?(,[0-9]{1,5}(-[0-9]{1,5})?)*$')`,message=`not a port list: write a port (443), a range (80-100) or a comma-separated list of them (80,8000-8100)`
+	// +kubebuilder:validation:XValidation:rule=`type(self) == int ? self >= 0 && self <= 65535 : !self.matches('^[0-9]{1,5}(-[0-9]{1,5})?(,[0-9]{1,5}(-[0-9]{1,5})?)*$') || self.matches('^0*(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}|0)(-0*(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}|0))?(,0*(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}|0)(-0*(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}|0))?)*$')`,message=`ports must be from 0 to 65535`
+	// +kubebuilder:validation:XValidation:rule=`type(self) == int || !self.matches('^[0-9]{1,5}(-[0-9]{1,5})?(,[0-9]{1,5}(-[0-9]{1,5})?)*$') || self.split(',').all(p, !p.contains('-') || int(p.substring(0, p.indexOf('-'))) <= int(p.substring(p.indexOf('-') + 1)))`,message=`a port range goes from low to high, e.g. 80-100, not 100-80`
+	// +optional
+	Ports *intstr.IntOrString `json:"ports,omitempty"`
+
+	// SourcePorts matches the source port; written as Ports.
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule=`type(self) == int || self.matches('^[0-9]{1,5}(-[0-9]{1,5})?(,[0-9]{1,5}(-[0-9]{1,5})?)*$')`,message=`not a port list: write a port (443), a range (80-100) or a comma-separated list of them (80,8000-8100)`
+	// +kubebuilder:validation:XValidation:rule=`type(self) == int ? self >= 0 && self <= 65535 : !self.matches('^[0-9]{1,5}(-[0-9]{1,5})?(,[0-9]{1,5}(-[0-9]{1,5})?)*$') || self.matches('^0*(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}|0)(-0*(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}|0))?(,0*(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}|0)(-0*(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}|0))?)*$')`,message=`ports must be from 0 to 65535`
+	// +kubebuilder:validation:XValidation:rule=`type(self) == int || !self.matches('^[0-9]{1,5}(-[0-9]{1,5})?(,[0-9]{1,5}(-[0-9]{1,5})?)*$') || self.split(',').all(p, !p.contains('-') || int(p.substring(0, p.indexOf('-'))) <= int(p.substring(p.indexOf('-') + 1)))`,message=`a port range goes from low to high, e.g. 80-100, not 100-80`
+	// +optional
+	SourcePorts *intstr.IntOrString `json:"sourcePorts,omitempty"`
+
+	// DestinationPorts matches the destination port; written as Ports.
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule=`type(self) == int || self.matches('^[0-9]{1,5}(-[0-9]{1,5})?(,[0-9]{1,5}(-[0-9]{1,5})?)*$')`,message=`not a port list: write a port (443), a range (80-100) or a comma-separated list of them (80,8000-8100)`
+	// +kubebuilder:validation:XValidation:rule=`type(self) == int ? self >= 0 && self <= 65535 : !self.matches('^[0-9]{1,5}(-[0-9]{1,5})?(,[0-9]{1,5}(-[0-9]{1,5})?)*$') || self.matches('^0*(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}|0)(-0*(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}|0))?(,0*(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}|0)(-0*(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}|0))?)*$')`,message=`ports must be from 0 to 65535`
+	// +kubebuilder:validation:XValidation:rule=`type(self) == int || !self.matches('^[0-9]{1,5}(-[0-9]{1,5})?(,[0-9]{1,5}(-[0-9]{1,5})?)*$') || self.split(',').all(p, !p.contains('-') || int(p.substring(0, p.indexOf('-'))) <= int(p.substring(p.indexOf('-') + 1)))`,message=`a port range goes from low to high, e.g. 80-100, not 100-80`
+	// +optional
+	DestinationPorts *intstr.IntOrString `json:"destinationPorts,omitempty"`
+
+	// ICMPType matches the ICMP or ICMPv6 type, 0 to 255.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=255
+	// +optional
+	ICMPType *int32 `json:"icmpType,omitempty"`
+
+	// ICMPCode matches the ICMP or ICMPv6 code, 0 to 255; needs ICMPType.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=255
+	// +optional
+	ICMPCode *int32 `json:"icmpCode,omitempty"`
+
+	// TCPFlags matches TCP packets with all the flags of at least one entry:
+	// SYN matches SYN and SYN-ACK packets, SYN-ACK only the latter.
+	// +kubebuilder:validation:MaxItems=11
+	// +listType=set
+	// +optional
+	TCPFlags []TCPFlag `json:"tcpFlags,omitempty"`
+
+	// Drops, when true, matches only flows that saw a kernel drop.
+	// +optional
+	Drops bool `json:"drops,omitempty"`
+
+	// Interfaces matches packets on these interfaces: exact names, or
+	// regular expressions written /like this/, as in spec.interfaces.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	// +listType=atomic
+	// +optional
+	Interfaces []string `json:"interfaces,omitempty"`
+
+	// Sampling keeps 1 packet in Sampling of the flows this rule accepts,
+	// instead of spec.sampling; 1 keeps every packet.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	Sampling int32 `json:"sampling,omitempty"`
 }
 
 // Exporter is one destination of the agent's flows.

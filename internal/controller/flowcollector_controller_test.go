@@ -468,7 +468,8 @@ func TestSchemaRejectsInvalidSpec(t *testing.T) {
 }
 
 // TestSemanticallyInvalidSpec: what the schema cannot check (a gRPC target
-// that does not parse, an interface regex that does not compile) sets
+// that does not parse, an interface regex that does not compile, in
+// spec.interfaces or in a flow filter rule) sets
 // Degraded with a clear message, without touching the running agents; fixing
 // the spec clears it.
 func TestSemanticallyInvalidSpec(t *testing.T) {
@@ -482,6 +483,10 @@ func TestSemanticallyInvalidSpec(t *testing.T) {
 	err := update(t, func(fc *v1alpha1.FlowCollector) {
 		fc.Spec.Sampling = 7
 		fc.Spec.Interfaces = []string{"/eth[0-9/"}
+		fc.Spec.FlowFilter = &v1alpha1.FlowFilter{Rules: []v1alpha1.FlowFilterRule{
+			{Action: v1alpha1.FilterAccept, Interfaces: []string{"eth0"}},
+			{Action: v1alpha1.FilterAccept, Interfaces: []string{"/ens[/"}},
+		}}
 		fc.Spec.Exporters = []v1alpha1.Exporter{{Type: v1alpha1.ExporterGRPC, GRPC: &v1alpha1.GRPCExporter{
 			TargetHost: "collector.example.com:4317", TargetPort: 4317,
 		}}}
@@ -494,6 +499,7 @@ func TestSemanticallyInvalidSpec(t *testing.T) {
 	for _, want := range []string{
 		`spec.exporters[0].grpc.targetHost "collector.example.com:4317": must not include a port: set targetPort`,
 		`spec.interfaces: entry "/eth[0-9/"`,
+		`spec.flowFilter.rules[1].interfaces: entry "/ens[/"`,
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("Degraded message %q lacks %q", msg, want)
@@ -511,6 +517,7 @@ func TestSemanticallyInvalidSpec(t *testing.T) {
 
 	if err := update(t, func(fc *v1alpha1.FlowCollector) {
 		fc.Spec.Interfaces = []string{"/^eth[0-9]+$/"}
+		fc.Spec.FlowFilter.Rules[1].Interfaces = []string{"/^ens/"}
 		fc.Spec.Exporters[0].GRPC.TargetHost = "collector.example.com"
 	}); err != nil {
 		t.Fatal(err)

@@ -13,10 +13,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// readManifest decodes every object of a multi-document YAML file.
+// readManifest decodes every object of a multi-document YAML file of
+// manifests/.
 func readManifest(t *testing.T, name string) []*unstructured.Unstructured {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "..", "manifests", name))
+	return readYAML(t, filepath.Join("manifests", name))
+}
+
+// readYAML decodes every object of a multi-document YAML file, named by its
+// path in the repository.
+func readYAML(t *testing.T, name string) []*unstructured.Unstructured {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "..", name))
 	if err != nil {
 		t.Fatal(err)
 	}

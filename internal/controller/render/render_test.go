@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
 	"github.com/flowlens/flowlens/internal/config"
@@ -148,6 +149,10 @@ func TestValidate(t *testing.T) {
 		{"good patterns", v1alpha1.FlowCollectorSpec{Interfaces: []string{"/^eth[0-9]+$/"}, ExcludeInterfaces: []string{"/^veth/"}}, ""},
 		{"bad include", v1alpha1.FlowCollectorSpec{Interfaces: []string{"/eth[/"}}, `spec.interfaces: entry "/eth[/"`},
 		{"unclosed", v1alpha1.FlowCollectorSpec{ExcludeInterfaces: []string{"/veth"}}, "spec.excludeInterfaces: entry \"/veth\": a pattern must be written /regex/"},
+		{"rule interfaces", v1alpha1.FlowCollectorSpec{FlowFilter: &v1alpha1.FlowFilter{Rules: []v1alpha1.FlowFilterRule{
+			{Action: v1alpha1.FilterAccept, Interfaces: []string{"eth0", "/^veth/"}},
+			{Action: v1alpha1.FilterAccept, Interfaces: []string{"/ens[/"}},
+		}}}, `spec.flowFilter.rules[1].interfaces: entry "/ens[/"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := WithDefaults(tc.spec)
@@ -161,6 +166,83 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentConfigFilterRules: spec.flowFilter reaches the agent's
+// configuration as filter_default and filter_rules, every field under its
+// snake_case key, unset fields left out, ports and protocols as strings
+// whether the spec wrote numbers or strings, and ICMP type 0 kept.
+func TestAgentConfigFilterRules(t *testing.T) {
+	port := intstr.FromInt32
+	str := intstr.FromString
+	zero, three := int32(0), int32(3)
+	s := WithDefaults(v1alpha1.FlowCollectorSpec{FlowFilter: &v1alpha1.FlowFilter{
+		Default: v1alpha1.FilterAccept,
+		Rules: []v1alpha1.FlowFilterRule{
+			{Name: "no-health-checks", Action: v1alpha1.FilterReject, Protocol: ptr(str("tcp")), DestinationPorts: ptr(port(8080))},
+			{Name: "namespace-a", Action: v1alpha1.FilterAccept, CIDR: "10.1.0.0/16", PeerCIDR: "10.2.0.0/16",
+				Direction: v1alpha1.FilterEgress, Protocol: ptr(port(6)), Ports: ptr(str("80,443,8000-8100")),
+				SourcePorts: ptr(str("1024-65535")), TCPFlags: []v1alpha1.TCPFlag{"SYN", "RST-ACK"},
+				Interfaces: []string{"eth0", "/^veth/"}, Sampling: 100},
+			{Action: v1alpha1.FilterAccept, CIDR: "fd00::/64", Protocol: ptr(str("icmpv6")), ICMPType: &zero, ICMPCode: &three},
+			{Action: v1alpha1.FilterAccept, Drops: true},
+		},
+	}})
+	data, err := AgentConfig(&s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, filter, ok := strings.Cut(string(data), "filter_default:")
+	if !ok {
+		t.Fatalf("no filter_default in the configuration:\n%s", data)
+	}
+	want := ` accept
+filter_rules:
+    - name: no-health-checks
+      action: reject
+      protocol: tcp
+      destination_ports: "8080"
+    - name: namespace-a
+      action: accept
+      cidr: 10.1.0.0/16
+      peer_cidr: 10.2.0.0/16
+      direction: egress
+      protocol: "6"
+      ports: 80,443,8000-8100
+      source_ports: 1024-65535
+      tcp_flags:
+        - SYN
+        - RST-ACK
+      interfaces:
+        - eth0
+        - /^veth/
+      sampling: 100
+    - action: accept
+      cidr: fd00::/64
+      protocol: icmpv6
+      icmp_type: 0
+      icmp_code: 3
+    - action: accept
+      drops: true
+`
+	if filter != want {
+		t.Errorf("filter section of the agent configuration:\n%s\nwant:\n%s", filter, want)
+	}
+
+	// Without spec.flowFilter, or with neither rules nor default, no key
+	// at all: the configuration stays as it was before filters existed.
+	for _, f := range []*v1alpha1.FlowFilter{nil, {}} {
+		s := WithDefaults(v1alpha1.FlowCollectorSpec{FlowFilter: f})
+		data, err := AgentConfig(&s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(data), "filter") {
+			t.Errorf("flowFilter %+v: the configuration has filter keys:\n%s", f, data)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
 
 func TestCapabilities(t *testing.T) {
 	caps := func(spec v1alpha1.FlowCollectorSpec) (bool, []corev1.Capability) {
@@ -243,6 +325,15 @@ func TestHash(t *testing.T) {
 	}
 	if hash(v1alpha1.FlowCollectorSpec{Sampling: 2}) == base {
 		t.Error("hash ignores sampling")
+	}
+	rule := func(ports string) v1alpha1.FlowCollectorSpec {
+		p := intstr.FromString(ports)
+		return v1alpha1.FlowCollectorSpec{FlowFilter: &v1alpha1.FlowFilter{Rules: []v1alpha1.FlowFilterRule{
+			{Action: v1alpha1.FilterAccept, Protocol: ptr(intstr.FromString("tcp")), Ports: &p},
+		}}}
+	}
+	if a, b := hash(rule("80")), hash(rule("443")); a == base || a == b {
+		t.Error("hash ignores the flow filter rules")
 	}
 	if hash(v1alpha1.FlowCollectorSpec{NodeSelector: map[string]string{"a": "b"}}) != base {
 		t.Error("hash changes with the node selector, which is not agent configuration")

@@ -12,10 +12,10 @@ import (
 	"github.com/flowlens/flowlens/internal/config"
 )
 
-// Validate checks what the CRD schema cannot: that interface patterns compile
-// (with the agent's own parser, so both agree) and that the gRPC target is a
-// host the agent can dial. It returns every problem found, joined, each naming
-// the spec field at fault. The reconciler reports the error in the Degraded
+// Validate checks what the CRD schema cannot: that interface patterns, of
+// spec and of the flow filter rules, compile (with the agent's own parser, so
+// both agree) and that the gRPC target is a host the agent can dial. It
+// returns every problem found, joined, each naming the spec field at fault. The reconciler reports the error in the Degraded
 // condition and leaves the running agents as they are.
 func Validate(spec *v1alpha1.FlowCollectorSpec) error {
 	var errs []error
@@ -24,6 +24,13 @@ func Validate(spec *v1alpha1.FlowCollectorSpec) error {
 	}
 	if _, err := config.NewNameFilter(nil, spec.ExcludeInterfaces); err != nil {
 		errs = append(errs, fmt.Errorf("spec.excludeInterfaces: %w", trimPrefix(err, "exclude ")))
+	}
+	if spec.FlowFilter != nil {
+		for i, r := range spec.FlowFilter.Rules {
+			if _, err := config.NewNameFilter(r.Interfaces, nil); err != nil {
+				errs = append(errs, fmt.Errorf("spec.flowFilter.rules[%d].interfaces: %w", i, trimPrefix(err, "include ")))
+			}
+		}
 	}
 	for i, e := range spec.Exporters {
 		if e.GRPC == nil {
