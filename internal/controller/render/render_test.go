@@ -16,6 +16,7 @@ import (
 	"github.com/flowlens/flowlens/api/v1alpha1"
 	"github.com/flowlens/flowlens/internal/config"
 	"github.com/flowlens/flowlens/internal/dashboards"
+	"github.com/flowlens/flowlens/internal/filter"
 )
 
 func collector(spec v1alpha1.FlowCollectorSpec) *v1alpha1.FlowCollector {
@@ -152,7 +153,21 @@ func TestValidate(t *testing.T) {
 		{"rule interfaces", v1alpha1.FlowCollectorSpec{FlowFilter: &v1alpha1.FlowFilter{Rules: []v1alpha1.FlowFilterRule{
 			{Action: v1alpha1.FilterAccept, Interfaces: []string{"eth0", "/^veth/"}},
 			{Action: v1alpha1.FilterAccept, Interfaces: []string{"/ens[/"}},
-		}}}, `spec.flowFilter.rules[1].interfaces: entry "/ens[/"`},
+		}}}, `spec.flowFilter.rules[1].interfaces "/ens[/": error parsing regexp`},
+		// The agent's own checks stand behind the schema's, for a spec that
+		// did not go through it.
+		{"rule drops with reject", v1alpha1.FlowCollectorSpec{FlowFilter: &v1alpha1.FlowFilter{Rules: []v1alpha1.FlowFilterRule{
+			{Action: v1alpha1.FilterReject, Drops: true},
+		}}}, `spec.flowFilter.rules[0].drops "true": needs action accept`},
+		{"rule families", v1alpha1.FlowCollectorSpec{FlowFilter: &v1alpha1.FlowFilter{Rules: []v1alpha1.FlowFilterRule{
+			{Action: v1alpha1.FilterAccept}, {Action: v1alpha1.FilterAccept, CIDR: "10.0.0.0/8", PeerCIDR: "fd00::/8"},
+		}}}, `spec.flowFilter.rules[1].peerCIDR "fd00::/8": is IPv6 but cidr "10.0.0.0/8" is IPv4`},
+		{"rule names", v1alpha1.FlowCollectorSpec{FlowFilter: &v1alpha1.FlowFilter{Rules: []v1alpha1.FlowFilterRule{
+			{Name: "a", Action: v1alpha1.FilterAccept}, {Name: "a", Action: v1alpha1.FilterAccept},
+		}}}, `spec.flowFilter.rules[1].name "a": already the name of rule 0`},
+		{"good rules", v1alpha1.FlowCollectorSpec{FlowFilter: &v1alpha1.FlowFilter{Rules: []v1alpha1.FlowFilterRule{
+			{Action: v1alpha1.FilterAccept, CIDR: "10.0.0.0/8", Interfaces: []string{"/^eth/"}}, {Action: v1alpha1.FilterReject},
+		}}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := WithDefaults(tc.spec)
@@ -191,7 +206,7 @@ func TestAgentConfigFilterRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, filter, ok := strings.Cut(string(data), "filter_default:")
+	_, section, ok := strings.Cut(string(data), "filter_default:")
 	if !ok {
 		t.Fatalf("no filter_default in the configuration:\n%s", data)
 	}
@@ -224,8 +239,26 @@ filter_rules:
     - action: accept
       drops: true
 `
-	if filter != want {
-		t.Errorf("filter section of the agent configuration:\n%s\nwant:\n%s", filter, want)
+	if section != want {
+		t.Errorf("filter section of the agent configuration:\n%s\nwant:\n%s", section, want)
+	}
+
+	// The agent reads them as meant.
+	c := loadAgentConfig(t, s)
+	if c.FilterDefault != filter.Accept || len(c.FilterRules) != 4 {
+		t.Fatalf("agent: filter default %v, %d rules; want accept, 4", c.FilterDefault, len(c.FilterRules))
+	}
+	r := c.FilterRules[1]
+	if r.Name != "namespace-a" || r.Action != filter.Accept || r.PeerCIDR.String() != "10.2.0.0/16" ||
+		r.Protocol == nil || *r.Protocol != 6 || len(r.Ports) != 3 || r.Ports[2] != (filter.PortRange{First: 8000, Last: 8100}) ||
+		!slices.Equal(r.Interfaces, []string{"eth0", "/^veth/"}) || r.Sampling != 100 {
+		t.Errorf("agent rule 1: %+v", r)
+	}
+	if r := c.FilterRules[2]; r.ICMPType == nil || *r.ICMPType != 0 || r.ICMPCode == nil || *r.ICMPCode != 3 {
+		t.Errorf("agent rule 2: ICMP type %v code %v, want 0 and 3", r.ICMPType, r.ICMPCode)
+	}
+	if !c.FilterRules[3].Drops {
+		t.Errorf("agent rule 3: %+v, want drops", c.FilterRules[3])
 	}
 
 	// Without spec.flowFilter, or with neither rules nor default, no key

@@ -6,17 +6,20 @@ import (
 	"net/netip"
 	"strings"
 
+	"gopkg.in/yaml.v3"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
 	"github.com/flowlens/flowlens/internal/config"
+	"github.com/flowlens/flowlens/internal/filter"
 )
 
-// Validate checks what the CRD schema cannot: that interface patterns, of
-// spec and of the flow filter rules, compile (with the agent's own parser, so
-// both agree) and that the gRPC target is a host the agent can dial. It
-// returns every problem found, joined, each naming the spec field at fault. The reconciler reports the error in the Degraded
-// condition and leaves the running agents as they are.
+// Validate checks what the CRD schema cannot: that interface patterns compile
+// and that the flow filter rules pass the agent's checks (with the agent's own
+// parsers, so both agree), and that the gRPC target is a host the agent can
+// dial. It returns every problem found, joined, each naming the spec field at
+// fault. The reconciler reports the error in the Degraded condition and
+// leaves the running agents as they are.
 func Validate(spec *v1alpha1.FlowCollectorSpec) error {
 	var errs []error
 	if _, err := config.NewNameFilter(spec.Interfaces, nil); err != nil {
@@ -25,12 +28,8 @@ func Validate(spec *v1alpha1.FlowCollectorSpec) error {
 	if _, err := config.NewNameFilter(nil, spec.ExcludeInterfaces); err != nil {
 		errs = append(errs, fmt.Errorf("spec.excludeInterfaces: %w", trimPrefix(err, "exclude ")))
 	}
-	if spec.FlowFilter != nil {
-		for i, r := range spec.FlowFilter.Rules {
-			if _, err := config.NewNameFilter(r.Interfaces, nil); err != nil {
-				errs = append(errs, fmt.Errorf("spec.flowFilter.rules[%d].interfaces: %w", i, trimPrefix(err, "include ")))
-			}
-		}
+	if err := checkFilterRules(spec.FlowFilter); err != nil {
+		errs = append(errs, err)
 	}
 	for i, e := range spec.Exporters {
 		if e.GRPC == nil {
@@ -41,6 +40,54 @@ func Validate(spec *v1alpha1.FlowCollectorSpec) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkFilterRules runs the flow filter rules, as the agent will read them,
+// through the agent's parser and checks (internal/filter). The schema makes
+// the same checks but one: CEL cannot compile a rule's interface regex. This
+// catches that, and any check the schema would miss, as Degraded rather than
+// as agents that refuse to start. The error names the first bad rule's field
+// by its spec path.
+func checkFilterRules(f *v1alpha1.FlowFilter) error {
+	if f == nil || len(f.Rules) == 0 {
+		return nil
+	}
+	data, err := yaml.Marshal(agentFilterRules(f.Rules))
+	if err != nil {
+		return fmt.Errorf("spec.flowFilter.rules: %w", err)
+	}
+	_, err = filter.Parse(data)
+	var fe *filter.Error
+	if !errors.As(err, &fe) {
+		return err
+	}
+	path := "spec.flowFilter.rules"
+	if fe.Rule >= 0 {
+		path += fmt.Sprintf("[%d]", fe.Rule)
+	}
+	if fe.Field != "" {
+		path += "." + specField(fe.Field)
+	}
+	if fe.Value != "" {
+		return fmt.Errorf("%s %q: %s", path, fe.Value, fe.Reason)
+	}
+	return fmt.Errorf("%s: %s", path, fe.Reason)
+}
+
+// specField is the FlowFilterRule field of an agent rule key.
+func specField(key string) string {
+	camel := map[string]string{
+		"peer_cidr":         "peerCIDR",
+		"source_ports":      "sourcePorts",
+		"destination_ports": "destinationPorts",
+		"icmp_type":         "icmpType",
+		"icmp_code":         "icmpCode",
+		"tcp_flags":         "tcpFlags",
+	}
+	if c, ok := camel[key]; ok {
+		return c
+	}
+	return key
 }
 
 // checkHost accepts an IP address or a DNS name (RFC 1123 subdomain, which
