@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -165,6 +166,15 @@ func TestFlowFilterSample(t *testing.T) {
 		client.FieldOwner("kubectl"), client.ForceOwnership, client.DryRunAll)
 	if err != nil {
 		t.Errorf("the API server refuses the sample: %v", err)
+	}
+	// And the agent would start with it.
+	var fc v1alpha1.FlowCollector
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(objs[0].Object, &fc); err != nil {
+		t.Fatal(err)
+	}
+	spec := render.WithDefaults(fc.Spec)
+	if err := render.Validate(&spec); err != nil {
+		t.Errorf("the operator (the agent's checks) refuses the sample: %v", err)
 	}
 }
 
