@@ -7,7 +7,8 @@
  *
  *   flows.h        TC ingress/egress: packets -> flows (always on), with
  *                  wire.h (wire packets and bytes), frags.h (fragments in
- *                  their flow), order.h (which hook counts a packet)
+ *                  their flow), order.h (which hook counts a packet),
+ *                  filter.h (the flow filter rules)
  *   drops.h        tp_btf/kfree_skb, tracepoint fallback
  *   rtt.h          fentry/tcp_rcv_established, tp_btf/tcp_probe fallback
  *   retransmits.h  tp_btf/tcp_retransmit_skb
@@ -36,3 +37,5 @@ const enum direction *unused_direction __attribute__((unused));
 const enum tcp_markers *unused_tcp_markers __attribute__((unused));
 const enum flow_flags *unused_flow_flags __attribute__((unused));
 const enum hook_order *unused_hook_order __attribute__((unused));
+const enum filter_size *unused_filter_size __attribute__((unused));
+const enum filter_use *unused_filter_use __attribute__((unused));

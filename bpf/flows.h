@@ -16,6 +16,7 @@
 #include "wire.h"
 #include "frags.h"
 #include "order.h"
+#include "filter.h"
 
 /* Load-time configuration (rewritten by the agent before loading). */
 volatile const __u32 sampling = 1;     /* 1:N; 1 = every packet */
@@ -52,6 +53,8 @@ struct wpkt {
 	__u32 packets; /* wire packets */
 	__u64 now;     /* jiffies */
 	__u8 flags;    /* FLOW_F_* the packet brings (FLOW_F_FRAG_UNMATCHED) */
+	__u8 rule;     /* the filter rule it was sampled under (flow_value.rule) */
+	__u32 rate;    /* that rule's sampling rate (filter_on only) */
 };
 
 /* measure fills the packet's wire bytes and packets and the time. */
@@ -219,6 +222,7 @@ static __noinline void send_overflow(struct __sk_buff *skb, const struct wpkt *w
 	r->dscp = w->p->dscp;
 	r->order = order;
 	r->flags = w->flags;
+	r->rule = w->rule;
 	__builtin_memset(r->_pad, 0, sizeof(r->_pad));
 	bpf_ringbuf_submit(r, 0);
 	count(CNT_OVERFLOW_RECORDS);
@@ -261,6 +265,7 @@ static __noinline int insert(struct __sk_buff *skb, void *cur, void *prev, const
 	nv.first_dir = me->dir;
 	nv.n_ifaces = 1;
 	nv.flags = w->flags;
+	nv.rule = w->rule;
 	if (counts) {
 		nv.bytes = w->bytes;
 		nv.packets = w->packets;
@@ -310,6 +315,14 @@ static __always_inline void record(struct __sk_buff *skb, void *cur, void *prev,
 		}
 		counting = fast(v, w);
 	}
+	if (counting && filter_on && v->rule != w->rule && rate_of(v->rule) != w->rate) {
+		/* A flow's record has one rate, so that packets x sampling is
+		 * unbiased: a packet counted here under another one (a SYN rule
+		 * at 1 in a flow sampled 1:100) gets a record of its own. */
+		send_overflow(skb, w, ORDER_SPLIT, l3);
+		count(CNT_SAMPLING_SPLIT);
+		return;
+	}
 	if (counting)
 		add(v, w);
 	else if (slow(skb, v, w))
@@ -318,7 +331,8 @@ static __always_inline void record(struct __sk_buff *skb, void *cur, void *prev,
 
 static __always_inline int handle(struct __sk_buff *skb, __u32 dir, int l3)
 {
-	if (sampling > 1 && bpf_get_prandom_u32() % sampling != 0)
+	/* Without rules, the global rate applies before anything is read. */
+	if (!filter_on && sampling > 1 && bpf_get_prandom_u32() % sampling != 0)
 		return TC_ACT_UNSPEC;
 
 	struct pkt p; /* not zeroed: parse writes every field it returns PARSE_OK for */
@@ -349,6 +363,19 @@ static __always_inline int handle(struct __sk_buff *skb, __u32 dir, int l3)
 			w.flags = FLOW_F_FRAG_UNMATCHED;
 			count(CNT_FRAG_UNMATCHED);
 		}
+	}
+	if (filter_on) {
+		__u64 vd = flowlens_filter(&p, &w.me);
+		if (!(vd & 0x100)) {
+			count(CNT_FILTER_REJECTED);
+			return TC_ACT_UNSPEC;
+		}
+		w.rate = vd >> 32;
+		if (w.rate > 1 && bpf_get_prandom_u32() % w.rate != 0) {
+			count(CNT_SAMPLED_OUT);
+			return TC_ACT_UNSPEC;
+		}
+		w.rule = vd & 0xff;
 	}
 	__u32 zero = 0;
 	__u32 *gen = bpf_map_lookup_elem(&control, &zero);

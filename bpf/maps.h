@@ -65,6 +65,48 @@ struct {
 	__uint(max_entries, 16384);
 } frags SEC(".maps");
 
+/*
+ * The flow filter's tables (bpf/filter.h), written by the agent before it
+ * attaches the programs and never after (changed rules roll the agent). The
+ * sizes are set at load: one entry each while no rule needs them.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct filter_conf);
+	__uint(max_entries, 1);
+} filter_tables SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__type(key, struct filter_addr_key);
+	__type(value, struct filter_addr_bits);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} filter_addr SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct filter_port_bits);
+	__uint(max_entries, 1);
+} filter_ports SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct filter_iface_key);
+	__type(value, __u64);
+	__uint(max_entries, 1);
+} filter_ifaces SEC(".maps");
+
+/* Packets each rule matched (FILTER_DEFAULT: none did), per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, FILTER_COUNTERS);
+} filter_counters SEC(".maps");
+
 /* The enrichment double buffer: sized from --cache-max-flows when a feature
  * needs it, else one entry (no memory for disabled hooks). */
 #define DEFINE_ENRICH_MAP(name)                          \

@@ -41,7 +41,10 @@ enum counter {
 	CNT_OVERFLOW_LOST = 4,  /* flow map full and ring buffer full: lost, counted */
 	CNT_NEW_FLOWS = 5,      /* entries inserted into the flow maps (map fill = new since the flip) */
 	CNT_FRAG_UNMATCHED = 6, /* sightings (per hook) of later fragments whose first was not seen: port 0 */
-	CNT_MAX = 7,
+	CNT_FILTER_REJECTED = 7,/* packets a filter rule (or the default action) rejected */
+	CNT_SAMPLED_OUT = 8,    /* packets accepted but not sampled (1 in rate is kept) */
+	CNT_SAMPLING_SPLIT = 9, /* packets counted under another rate than their flow's: sent as ORDER_SPLIT records */
+	CNT_MAX = 10,
 };
 
 /* flow_value.flags */
@@ -58,6 +61,26 @@ enum flow_flags {
 enum hook_order {
 	ORDER_UNKNOWN = 0,
 	ORDER_FIRST = 1,
+	/* An overflow record of a packet counted at its flow's counting hook
+	 * under another sampling rate than the flow's (bpf/filter.h): it counts,
+	 * in its own record for (flow, rule). */
+	ORDER_SPLIT = 2,
+};
+
+/* Flow filter rules (bpf/filter.h): at most 64, one bit each. */
+enum filter_size {
+	FILTER_MAX_RULES = 64,
+	FILTER_DEFAULT = 64, /* filter_counters index of the default action */
+	FILTER_COUNTERS = 65,
+};
+
+/* filter_used bits: the lookups the rules need (the others are not compiled in). */
+enum filter_use {
+	FILTER_USE_ADDR = 0x1,
+	FILTER_USE_PORTS = 0x2,
+	FILTER_USE_ICMP = 0x4,
+	FILTER_USE_TCP_FLAGS = 0x8,
+	FILTER_USE_IFACES = 0x10,
 };
 
 /* Per-CPU counters of the enrichment hooks (index into "enrich_counters"). */
@@ -105,7 +128,10 @@ struct flow_value {
 	__u16 tcp_flags;
 	__u16 eth_type;
 	__u8 dscp;
-	__u8 _pad[3];
+	/* The filter rule (bpf/filter.h) the flow's packets were sampled
+	 * under: its index + 1, or 0 for the default action's traffic. */
+	__u8 rule;
+	__u8 _pad[2];
 	__u64 bytes;   /* wire bytes of the counted packets (docs/architecture.md, Counting) */
 	__u64 packets; /* wire packets counted (a GSO/GRO buffer counts as its segments) */
 	__u64 last_seen; /* jiffies (bpf/clock.h) */
@@ -114,6 +140,53 @@ struct flow_value {
 	__u8 src_mac[6];
 	__u8 dst_mac[6];
 	__u8 _pad2[12]; /* to 168 bytes: a 256-byte element */
+};
+
+/*
+ * The flow filter's classifier tables (bpf/filter.h; internal/filter
+ * compiles them). Bit i of every mask is the rule of precedence i; a rule
+ * that does not constrain a field has its bit set for every value of it.
+ */
+struct filter_conf {
+	__u64 proto[256];     /* by IP protocol */
+	__u64 icmp_type[256]; /* ICMP/ICMPv6 packets, by type */
+	__u64 icmp_code[256]; /* ICMP/ICMPv6 packets, by code */
+	__u64 tcp_flags[256]; /* TCP packets, by the header's flag byte */
+	__u64 dir[2];         /* [0] ingress, [1] egress */
+	__u64 no_any_ports;   /* rules without "ports" (either side) */
+	__u64 port_free;      /* rules without port constraints: packets without ports */
+	__u64 icmp_free;      /* rules without ICMP constraints: non-ICMP packets */
+	__u64 tcp_free;       /* rules without TCP flags: non-TCP packets */
+	__u64 iface_free;     /* rules without interfaces: interfaces not in filter_ifaces */
+	__u64 accept;         /* rules whose action is accept */
+	__u32 sampling[FILTER_MAX_RULES]; /* each rule's rate (>= 1) */
+	__u32 default_sampling;           /* the default action's rate */
+	__u32 default_accept;             /* 1: unmatched packets are accepted */
+};
+
+/* filter_addr (LPM trie): prefixes of the rules' CIDRs, IPv4-mapped. */
+struct filter_addr_key {
+	__u32 prefixlen;
+	__u8 addr[16];
+};
+
+struct filter_addr_bits {
+	__u64 cidr; /* rules whose cidr holds the address, or that have none */
+	__u64 peer; /* the same for peer_cidr */
+};
+
+/* filter_ports: by port number. */
+struct filter_port_bits {
+	__u64 src; /* rules whose source_ports hold the port, or that have none */
+	__u64 dst; /* the same for destination_ports */
+	__u64 any; /* rules whose "ports" hold the port */
+};
+
+/* filter_ifaces: the rules naming an interface, by observation point. */
+struct filter_iface_key {
+	__u64 netns;
+	__u32 ifindex;
+	__u32 _pad; /* always 0 */
 };
 
 /* A packet that found the flow map full, sent whole through the ring buffer. */
@@ -130,7 +203,8 @@ struct overflow_rec {
 	__u8 dscp;
 	__u8 order; /* enum hook_order */
 	__u8 flags; /* FLOW_F_FRAG_UNMATCHED */
-	__u8 _pad[5];
+	__u8 rule;  /* flow_value.rule: the filter rule it was sampled under */
+	__u8 _pad[4];
 };
 
 /* Fragment memory (map "frags"): a datagram is (addresses, protocol, IP ID). */

@@ -99,9 +99,14 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 	if err != nil {
 		return nil, err
 	}
+	filterTable, err := cfg.FilterTable()
+	if err != nil {
+		return nil, err
+	}
 	a.DP, err = datapath.Load(datapath.Config{
 		MaxFlows:         uint32(cfg.CacheMaxFlows),
 		Sampling:         cfg.Sampling,
+		Filter:           filterTable,
 		ForceLegacyTC:    opts.ForceLegacyTC,
 		Enrichment:       len(enabled) > 0,
 		SkipHookPrograms: opts.SkipHookPrograms,
@@ -141,6 +146,7 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 		MaxFlows:    uint32(cfg.CacheMaxFlows),
 		Period:      cfg.CacheActiveTimeout,
 		Sampling:    cfg.Sampling,
+		Rates:       datapath.FilterRates(filterTable, cfg.Sampling),
 		BatchSize:   cfg.GRPCBatchSize,
 		Resolver:    a.resolver,
 		Sink:        a.Queues,

@@ -47,6 +47,12 @@ func (d *Datapath) Attach(iface ifaces.Interface) error {
 	if err != nil {
 		return err
 	}
+	// The interface's rule bits go in before its programs: a packet never
+	// sees the interface without them.
+	if err := d.filterAttach(iface); err != nil {
+		d.release(iface.NetnsCookie)
+		return err
+	}
 	a := &attachment{iface: iface}
 	err = ifaces.InNetns(iface.NetnsPath, func() error {
 		l, err := netlink.LinkByIndex(iface.Index)
@@ -64,6 +70,7 @@ func (d *Datapath) Attach(iface ifaces.Interface) error {
 		return attachLegacy(a, progs)
 	})
 	if err != nil {
+		d.filterDetach(iface)
 		d.release(iface.NetnsCookie)
 		return fmt.Errorf("attach to %s (netns %s): %w", iface.Name, iface.Netns, err)
 	}
@@ -205,6 +212,7 @@ func (d *Datapath) Detach(iface ifaces.Interface) error {
 	}
 	delete(d.attached, key)
 	err := d.detach(a)
+	d.filterDetach(iface)
 	d.release(key.netns)
 	return err
 }

@@ -2,6 +2,7 @@ package datapath_test
 
 import (
 	"encoding/json"
+	"github.com/flowlens/flowlens/internal/filter"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -174,6 +175,7 @@ func measurePrograms(t *testing.T) map[string]progBudget {
 	for name, p := range map[string]*ebpf.Program{datapath.ProgramIngress: progs.Ingress, datapath.ProgramEgress: progs.Egress} {
 		out[name] = progFigures(t, p, len(spec.Programs[name].Instructions))
 	}
+	out[datapath.ProgramIngress+"+filter"] = filterFigures(t)
 
 	// The other programs (the features' hooks): each loaded alone, as the
 	// agent does (one the kernel refuses must not take the others down);
@@ -191,6 +193,31 @@ func measurePrograms(t *testing.T) map[string]progBudget {
 		p.Close()
 	}
 	return out
+}
+
+// filterFigures measures the ingress program with flow filter rules using
+// every field (bpf/filter.h compiled in whole; its global function
+// flowlens_filter is part of the program).
+func filterFigures(t *testing.T) progBudget {
+	t.Helper()
+	rules, err := filter.Parse([]byte(filterRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := filter.Compile(rules, filter.Reject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp, err := datapath.Load(datapath.Config{MaxFlows: 1024, Sampling: 1, Filter: tbl})
+	if err != nil {
+		t.Fatalf("load datapath with filter rules: %v", err)
+	}
+	defer dp.Close()
+	progs, err := dp.ProgramsFor(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return progFigures(t, progs.Ingress, len(dp.Spec().Programs[datapath.ProgramIngress].Instructions))
 }
 
 func progFigures(t *testing.T, p *ebpf.Program, elf int) progBudget {

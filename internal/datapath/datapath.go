@@ -3,6 +3,7 @@ package datapath
 import (
 	"errors"
 	"fmt"
+	"github.com/flowlens/flowlens/internal/filter"
 	"log/slog"
 	"slices"
 	"sync"
@@ -23,7 +24,10 @@ type Config struct {
 	// SkipHookPrograms names hook programs StartHooks must not try, so
 	// tests can force a fallback (e.g. "drop_kfree_skb").
 	SkipHookPrograms []string
-	Logger           *slog.Logger
+	// Filter is the compiled flow filter (nil or no rules: every packet is
+	// accounted, 1 in Sampling).
+	Filter *filter.Table
+	Logger *slog.Logger
 }
 
 // Programs are the TC programs of one namespace (feature "flows"): the
@@ -87,10 +91,17 @@ func Load(cfg Config) (*Datapath, error) {
 	if err := spec.Variables[datapathVarSampling].Set(cfg.Sampling); err != nil {
 		return nil, fmt.Errorf("set sampling: %w", err)
 	}
+	if err := sizeFilter(spec, cfg.Filter); err != nil {
+		return nil, err
+	}
 
 	d := &Datapath{cfg: cfg, log: cfg.Logger, spec: spec,
 		progs: map[uint64]*Programs{}, attached: map[attachKey]*attachment{}}
 	if err := d.Maps.create(spec); err != nil {
+		d.Close()
+		return nil, err
+	}
+	if err := d.Maps.writeFilter(cfg.Filter, cfg.Sampling); err != nil {
 		d.Close()
 		return nil, err
 	}

@@ -29,7 +29,10 @@ const (
 	datapathCounterCNT_OVERFLOW_LOST    datapathCounter = 4
 	datapathCounterCNT_NEW_FLOWS        datapathCounter = 5
 	datapathCounterCNT_FRAG_UNMATCHED   datapathCounter = 6
-	datapathCounterCNT_MAX              datapathCounter = 7
+	datapathCounterCNT_FILTER_REJECTED  datapathCounter = 7
+	datapathCounterCNT_SAMPLED_OUT      datapathCounter = 8
+	datapathCounterCNT_SAMPLING_SPLIT   datapathCounter = 9
+	datapathCounterCNT_MAX              datapathCounter = 10
 )
 
 type datapathDirection uint32
@@ -59,6 +62,68 @@ type datapathEnrichValue struct {
 	DropTcpState uint8
 	Pad          uint8
 }
+
+type datapathFilterAddrBits struct {
+	_    structs.HostLayout
+	Cidr uint64
+	Peer uint64
+}
+
+type datapathFilterAddrKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [16]uint8
+}
+
+type datapathFilterConf struct {
+	_               structs.HostLayout
+	Proto           [256]uint64
+	IcmpType        [256]uint64
+	IcmpCode        [256]uint64
+	TcpFlags        [256]uint64
+	Dir             [2]uint64
+	NoAnyPorts      uint64
+	PortFree        uint64
+	IcmpFree        uint64
+	TcpFree         uint64
+	IfaceFree       uint64
+	Accept          uint64
+	Sampling        [64]uint32
+	DefaultSampling uint32
+	DefaultAccept   uint32
+}
+
+type datapathFilterIfaceKey struct {
+	_       structs.HostLayout
+	Netns   uint64
+	Ifindex uint32
+	Pad     uint32
+}
+
+type datapathFilterPortBits struct {
+	_   structs.HostLayout
+	Src uint64
+	Dst uint64
+	Any uint64
+}
+
+type datapathFilterSize uint32
+
+const (
+	datapathFilterSizeFILTER_MAX_RULES datapathFilterSize = 64
+	datapathFilterSizeFILTER_DEFAULT   datapathFilterSize = 64
+	datapathFilterSizeFILTER_COUNTERS  datapathFilterSize = 65
+)
+
+type datapathFilterUse uint32
+
+const (
+	datapathFilterUseFILTER_USE_ADDR      datapathFilterUse = 1
+	datapathFilterUseFILTER_USE_PORTS     datapathFilterUse = 2
+	datapathFilterUseFILTER_USE_ICMP      datapathFilterUse = 4
+	datapathFilterUseFILTER_USE_TCP_FLAGS datapathFilterUse = 8
+	datapathFilterUseFILTER_USE_IFACES    datapathFilterUse = 16
+)
 
 type datapathFlowFlags uint32
 
@@ -92,7 +157,8 @@ type datapathFlowValue struct {
 	TcpFlags   uint16
 	EthType    uint16
 	Dscp       uint8
-	Pad        [3]uint8
+	Rule       uint8
+	Pad        [2]uint8
 	Bytes      uint64
 	Packets    uint64
 	LastSeen   uint64
@@ -127,6 +193,7 @@ type datapathHookOrder uint32
 const (
 	datapathHookOrderORDER_UNKNOWN datapathHookOrder = 0
 	datapathHookOrderORDER_FIRST   datapathHookOrder = 1
+	datapathHookOrderORDER_SPLIT   datapathHookOrder = 2
 )
 
 type datapathIfaceObs struct {
@@ -150,7 +217,8 @@ type datapathOverflowRec struct {
 	Dscp     uint8
 	Order    uint8
 	Flags    uint8
-	Pad      [5]uint8
+	Rule     uint8
+	Pad      [4]uint8
 }
 
 type datapathRttSample struct {
@@ -176,6 +244,11 @@ const (
 	datapathMapEnrichA             = "enrich_a"
 	datapathMapEnrichB             = "enrich_b"
 	datapathMapEnrichCounters      = "enrich_counters"
+	datapathMapFilterAddr          = "filter_addr"
+	datapathMapFilterCounters      = "filter_counters"
+	datapathMapFilterIfaces        = "filter_ifaces"
+	datapathMapFilterPorts         = "filter_ports"
+	datapathMapFilterTables        = "filter_tables"
 	datapathMapFlowsA              = "flows_a"
 	datapathMapFlowsB              = "flows_b"
 	datapathMapFrags               = "frags"
@@ -191,6 +264,8 @@ const (
 	datapathProgRetransmit         = "retransmit"
 	datapathProgRttFentry          = "rtt_fentry"
 	datapathProgRttTcpProbe        = "rtt_tcp_probe"
+	datapathVarFilterOn            = "filter_on"
+	datapathVarFilterUsed          = "filter_used"
 	datapathVarNetnsCookie         = "netns_cookie"
 	datapathVarReasonConsumed      = "reason_consumed"
 	datapathVarReasonNotSpecified  = "reason_not_specified"
@@ -200,6 +275,8 @@ const (
 	datapathVarUnusedDirection     = "unused_direction"
 	datapathVarUnusedEnrichCounter = "unused_enrich_counter"
 	datapathVarUnusedEnrichValue   = "unused_enrich_value"
+	datapathVarUnusedFilterSize    = "unused_filter_size"
+	datapathVarUnusedFilterUse     = "unused_filter_use"
 	datapathVarUnusedFlowFlags     = "unused_flow_flags"
 	datapathVarUnusedHookOrder     = "unused_hook_order"
 	datapathVarUnusedOverflowRec   = "unused_overflow_rec"
@@ -269,6 +346,11 @@ type datapathMapSpecs struct {
 	EnrichA        *ebpf.MapSpec `ebpf:"enrich_a"`
 	EnrichB        *ebpf.MapSpec `ebpf:"enrich_b"`
 	EnrichCounters *ebpf.MapSpec `ebpf:"enrich_counters"`
+	FilterAddr     *ebpf.MapSpec `ebpf:"filter_addr"`
+	FilterCounters *ebpf.MapSpec `ebpf:"filter_counters"`
+	FilterIfaces   *ebpf.MapSpec `ebpf:"filter_ifaces"`
+	FilterPorts    *ebpf.MapSpec `ebpf:"filter_ports"`
+	FilterTables   *ebpf.MapSpec `ebpf:"filter_tables"`
 	FlowsA         *ebpf.MapSpec `ebpf:"flows_a"`
 	FlowsB         *ebpf.MapSpec `ebpf:"flows_b"`
 	Frags          *ebpf.MapSpec `ebpf:"frags"`
@@ -280,6 +362,8 @@ type datapathMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type datapathVariableSpecs struct {
+	FilterOn            *ebpf.VariableSpec `ebpf:"filter_on"`
+	FilterUsed          *ebpf.VariableSpec `ebpf:"filter_used"`
 	NetnsCookie         *ebpf.VariableSpec `ebpf:"netns_cookie"`
 	ReasonConsumed      *ebpf.VariableSpec `ebpf:"reason_consumed"`
 	ReasonNotSpecified  *ebpf.VariableSpec `ebpf:"reason_not_specified"`
@@ -289,6 +373,8 @@ type datapathVariableSpecs struct {
 	UnusedDirection     *ebpf.VariableSpec `ebpf:"unused_direction"`
 	UnusedEnrichCounter *ebpf.VariableSpec `ebpf:"unused_enrich_counter"`
 	UnusedEnrichValue   *ebpf.VariableSpec `ebpf:"unused_enrich_value"`
+	UnusedFilterSize    *ebpf.VariableSpec `ebpf:"unused_filter_size"`
+	UnusedFilterUse     *ebpf.VariableSpec `ebpf:"unused_filter_use"`
 	UnusedFlowFlags     *ebpf.VariableSpec `ebpf:"unused_flow_flags"`
 	UnusedHookOrder     *ebpf.VariableSpec `ebpf:"unused_hook_order"`
 	UnusedOverflowRec   *ebpf.VariableSpec `ebpf:"unused_overflow_rec"`
@@ -320,6 +406,11 @@ type datapathMaps struct {
 	EnrichA        *ebpf.Map `ebpf:"enrich_a"`
 	EnrichB        *ebpf.Map `ebpf:"enrich_b"`
 	EnrichCounters *ebpf.Map `ebpf:"enrich_counters"`
+	FilterAddr     *ebpf.Map `ebpf:"filter_addr"`
+	FilterCounters *ebpf.Map `ebpf:"filter_counters"`
+	FilterIfaces   *ebpf.Map `ebpf:"filter_ifaces"`
+	FilterPorts    *ebpf.Map `ebpf:"filter_ports"`
+	FilterTables   *ebpf.Map `ebpf:"filter_tables"`
 	FlowsA         *ebpf.Map `ebpf:"flows_a"`
 	FlowsB         *ebpf.Map `ebpf:"flows_b"`
 	Frags          *ebpf.Map `ebpf:"frags"`
@@ -334,6 +425,11 @@ func (m *datapathMaps) Close() error {
 		m.EnrichA,
 		m.EnrichB,
 		m.EnrichCounters,
+		m.FilterAddr,
+		m.FilterCounters,
+		m.FilterIfaces,
+		m.FilterPorts,
+		m.FilterTables,
 		m.FlowsA,
 		m.FlowsB,
 		m.Frags,
@@ -346,6 +442,8 @@ func (m *datapathMaps) Close() error {
 //
 // It can be passed to loadDatapathObjects or ebpf.CollectionSpec.LoadAndAssign.
 type datapathVariables struct {
+	FilterOn            *ebpf.Variable `ebpf:"filter_on"`
+	FilterUsed          *ebpf.Variable `ebpf:"filter_used"`
 	NetnsCookie         *ebpf.Variable `ebpf:"netns_cookie"`
 	ReasonConsumed      *ebpf.Variable `ebpf:"reason_consumed"`
 	ReasonNotSpecified  *ebpf.Variable `ebpf:"reason_not_specified"`
@@ -355,6 +453,8 @@ type datapathVariables struct {
 	UnusedDirection     *ebpf.Variable `ebpf:"unused_direction"`
 	UnusedEnrichCounter *ebpf.Variable `ebpf:"unused_enrich_counter"`
 	UnusedEnrichValue   *ebpf.Variable `ebpf:"unused_enrich_value"`
+	UnusedFilterSize    *ebpf.Variable `ebpf:"unused_filter_size"`
+	UnusedFilterUse     *ebpf.Variable `ebpf:"unused_filter_use"`
 	UnusedFlowFlags     *ebpf.Variable `ebpf:"unused_flow_flags"`
 	UnusedHookOrder     *ebpf.Variable `ebpf:"unused_hook_order"`
 	UnusedOverflowRec   *ebpf.Variable `ebpf:"unused_overflow_rec"`

@@ -19,6 +19,11 @@ type Maps struct {
 	EnrichCounters *ebpf.Map    // per-CPU counters of the enrichment hooks
 	RTTSeen        *ebpf.Map    // the RTT hook's per-socket memory (SK_STORAGE)
 	Frags          *ebpf.Map    // first fragments' ports (LRU), shared by every namespace's TC programs and the drop hook
+	FilterTables   *ebpf.Map    // the flow filter's classifier (bpf/filter.h, filter.go)
+	FilterAddr     *ebpf.Map    // its LPM trie of the rules' prefixes
+	FilterPorts    *ebpf.Map    // its per-port bits
+	FilterIfaces   *ebpf.Map    // its per-interface bits
+	FilterCounters *ebpf.Map    // per-CPU packets matched per rule
 
 	// percpu is the buffer the per-CPU counters are read into, reused so
 	// that reading them (every flip, every pressure check, every scrape)
@@ -55,6 +60,11 @@ func (m *Maps) table() []struct {
 		{datapathMapEnrichCounters, &m.EnrichCounters},
 		{datapathMapRttSeen, &m.RTTSeen},
 		{datapathMapFrags, &m.Frags},
+		{datapathMapFilterTables, &m.FilterTables},
+		{datapathMapFilterAddr, &m.FilterAddr},
+		{datapathMapFilterPorts, &m.FilterPorts},
+		{datapathMapFilterIfaces, &m.FilterIfaces},
+		{datapathMapFilterCounters, &m.FilterCounters},
 	}
 }
 

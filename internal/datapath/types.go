@@ -30,6 +30,9 @@ const (
 	CounterOverflowLost    = datapathCounterCNT_OVERFLOW_LOST    // flow map and ring buffer full: lost
 	CounterNewFlows        = datapathCounterCNT_NEW_FLOWS        // entries inserted into the flow maps
 	CounterFragUnmatched   = datapathCounterCNT_FRAG_UNMATCHED   // later IP fragments whose first was not seen: port 0
+	CounterFilterRejected  = datapathCounterCNT_FILTER_REJECTED  // rejected by a filter rule or the default action
+	CounterSampledOut      = datapathCounterCNT_SAMPLED_OUT      // accepted by the filter, not sampled
+	CounterSamplingSplit   = datapathCounterCNT_SAMPLING_SPLIT   // counted under another rate than their flow's: own record
 	NumCounters            = int(datapathCounterCNT_MAX)
 )
 
@@ -63,6 +66,7 @@ const (
 const (
 	OrderUnknown = uint8(datapathHookOrderORDER_UNKNOWN) // the flow's first observation decides
 	OrderFirst   = uint8(datapathHookOrderORDER_FIRST)   // certainly the packet's first observed hook
+	OrderSplit   = uint8(datapathHookOrderORDER_SPLIT)   // counted at the flow\'s counting hook under another sampling rate: its own record
 )
 
 // The enrichment hooks' counters (enum enrich_counter).

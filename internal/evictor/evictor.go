@@ -73,9 +73,12 @@ type Config struct {
 	// eviction starts before the period ends (default 0.8).
 	PressureFill float64
 	Sampling     uint32
-	BatchSize    int // records per batch handed to the Sink (default 1000)
-	Resolver     *Resolver
-	Sink         Sink
+	// Rates are the sampling rates of the flow filter's rules by
+	// FlowValue.Rule (0: the default action's, Sampling); nil without rules.
+	Rates     []uint32
+	BatchSize int // records per batch handed to the Sink (default 1000)
+	Resolver  *Resolver
+	Sink      Sink
 	// Observer, when set, is told about each eviction.
 	Observer Observer
 	// Stats, when set, is where the evictor counts (so the metrics can be
@@ -279,6 +282,10 @@ func (e *Evictor) Evict(reason string) error {
 		out.add(&k, &f.v)
 		e.Stats.OverflowFlows.Add(1)
 	}
+	for k, f := range e.over.takeSplit() {
+		out.add(&k.key, &f.v)
+		e.Stats.OverflowFlows.Add(1)
+	}
 	e.partial(out)
 	out.flush()
 	e.cfg.Resolver.Tick()
@@ -341,6 +348,15 @@ func (e *Evictor) keep(out *output, err error) error {
 	e.log.Warn("reading the ended generation failed: kept for the next eviction, not discarded",
 		"flows_handed_on", e.unreadFlows, "error", err)
 	return fmt.Errorf("ended generation kept for the next eviction: %w", err)
+}
+
+// rate is the sampling rate of the packets of a flow under filter rule
+// position rule-1 (0: the default action's).
+func (e *Evictor) rate(rule uint8) uint32 {
+	if int(rule) < len(e.cfg.Rates) {
+		return e.cfg.Rates[rule]
+	}
+	return e.cfg.Sampling
 }
 
 // partial hands on the enrichment entries left without a flow entry as
@@ -419,7 +435,7 @@ func (o *output) flush() {
 // add converts one flow map entry and merges its enrichment entry, if any.
 func (o *output) add(k *datapath.FlowKey, v *datapath.FlowValue) {
 	r := o.next()
-	r.Sampling = o.e.cfg.Sampling
+	r.Sampling = o.e.rate(v.Rule)
 	fromValue(r, k, v, o.clk, o.names, o.b)
 	if pending := o.e.pending; len(pending) > 0 {
 		if i, ok := pending[*k]; ok {

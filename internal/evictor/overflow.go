@@ -25,11 +25,53 @@ type overflowAgg struct {
 	flows map[datapath.FlowKey]*overflowFlow
 	last  map[datapath.FlowKey]*overflowFlow // the period take returned last
 	spare map[datapath.FlowKey]*overflowFlow
+	// split holds the packets the kernel counted at their flow's counting
+	// hook under another filter rule's sampling rate than the flow's
+	// (OrderSplit): one record per flow and rule, so that each record's
+	// packets x sampling stays unbiased. They count unconditionally (the
+	// kernel decided), so they need no dedup and no previous period.
+	split map[splitKey]*overflowFlow
+}
+
+// splitKey is a flow under one filter rule.
+type splitKey struct {
+	key  datapath.FlowKey
+	rule uint8
 }
 
 func newOverflowAgg() *overflowAgg {
 	return &overflowAgg{flows: map[datapath.FlowKey]*overflowFlow{},
-		last: map[datapath.FlowKey]*overflowFlow{}, spare: map[datapath.FlowKey]*overflowFlow{}}
+		last: map[datapath.FlowKey]*overflowFlow{}, spare: map[datapath.FlowKey]*overflowFlow{},
+		split: map[splitKey]*overflowFlow{}}
+}
+
+// addSplit adds an OrderSplit record.
+func (a *overflowAgg) addSplit(r *datapath.OverflowRec) {
+	sk := splitKey{r.Key, r.Rule}
+	f, ok := a.split[sk]
+	if !ok {
+		f = &overflowFlow{}
+		v := &f.v
+		v.FirstSeen, v.EthType, v.Dscp, v.SrcMac, v.DstMac = r.Ts, r.EthType, r.Dscp, r.SrcMac, r.DstMac
+		v.Ifaces[0], v.FirstDir, v.N_ifaces, v.Rule = r.Iface, uint8(r.Iface.Dir), 1, r.Rule
+		a.split[sk] = f
+	}
+	v := &f.v
+	v.Bytes += uint64(r.Bytes)
+	v.Packets += uint64(r.Packets)
+	v.TcpFlags |= r.TcpFlags
+	v.Flags |= r.Flags
+	v.LastSeen = max(v.LastSeen, r.Ts)
+}
+
+// takeSplit returns the split records' flows and starts a new period. The
+// returned map is the caller's.
+func (a *overflowAgg) takeSplit() map[splitKey]*overflowFlow {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := a.split
+	a.split = map[splitKey]*overflowFlow{}
+	return out
 }
 
 func sameIface(a, b *datapath.IfaceObs) bool { return a.Netns == b.Netns && a.Ifindex == b.Ifindex }
@@ -47,6 +89,10 @@ func countingObs(v *datapath.FlowValue) (datapath.IfaceObs, bool) {
 func (a *overflowAgg) add(r *datapath.OverflowRec) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if r.Order == datapath.OrderSplit {
+		a.addSplit(r)
+		return
+	}
 	me := r.Iface
 	var prev *datapath.FlowValue
 	if p, ok := a.last[r.Key]; ok {
@@ -65,6 +111,7 @@ func (a *overflowAgg) add(r *datapath.OverflowRec) {
 		v.Ifaces[0] = me
 		v.FirstDir = uint8(me.Dir)
 		v.N_ifaces = 1
+		v.Rule = r.Rule
 		if r.Order == datapath.OrderUnknown && prev != nil && prev.Packets > 0 {
 			if c, ok := countingObs(prev); ok && c != me { // inherit the counting observation
 				v.Ifaces[0] = c

@@ -1,0 +1,120 @@
+package agent_test
+
+import (
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/flowlens/flowlens/internal/agent"
+	"github.com/flowlens/flowlens/internal/testnet"
+)
+
+func writeRules(t *testing.T, rules string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, []byte(rules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return "--filter-rules=" + path
+}
+
+// Rules on live traffic, counted against what was sent: an accepted port
+// exactly, a rejected port and an unmatched one (default reject) not at
+// all, and a 1:10 rule statistically, with the rate in its records.
+func TestFilterRulesLive(t *testing.T) {
+	p := newPair(t)
+	for _, port := range []string{"9000", "9001", "9002", "9003"} {
+		mustListen(t, p.B, p.ipB+":"+port)
+	}
+	rules := writeRules(t, `
+- {name: keep, action: accept, destination_ports: 9000}
+- {name: drop-9001, action: reject, ports: 9001}
+- {name: tenth, action: accept, destination_ports: 9003, sampling: 10}
+`)
+	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), rules)
+	const n, nSampled = 1000, 20000
+	for _, s := range []struct {
+		port string
+		n    int
+	}{{"9000", n}, {"9001", n}, {"9002", n}, {"9003", nSampled}} {
+		if err := testnet.UDPSend(p.A, p.ipA+":4000", p.ipB+":"+s.port, []byte("f"), s.n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flows := h.Stop()
+	if pk, _, recs := sum(flows, match{src: p.ipA, dst: p.ipB, dport: 9000, proto: 17}); pk != n || recs[0].Sampling != 1 {
+		t.Errorf("port 9000 (accept): %d packets, want %d", pk, n)
+	}
+	for _, port := range []uint16{9001, 9002} {
+		if pk, _, _ := sum(flows, match{src: p.ipA, dst: p.ipB, dport: port, proto: 17}); pk != 0 {
+			t.Errorf("port %d (rejected): %d packets exported, want 0", port, pk)
+		}
+	}
+	// Binomial(20000, 1/10): mean 2000, sigma 42.4; ±5 sigma.
+	pk, _, recs := sum(flows, match{src: p.ipA, dst: p.ipB, dport: 9003, proto: 17})
+	if sigma := math.Sqrt(nSampled * 0.1 * 0.9); math.Abs(float64(pk)-nSampled/10) > 5*sigma {
+		t.Errorf("port 9003 (1:10): %d packets of %d sent, want %d ± %.0f", pk, nSampled, nSampled/10, 5*sigma)
+	}
+	for _, r := range recs {
+		if r.Sampling != 10 {
+			t.Errorf("port 9003 record says sampling %d, want 10", r.Sampling)
+		}
+	}
+}
+
+// A flow whose packets fall under two rates (every SYN, the rest 1:100)
+// gets a record per rate, each exact for its rate: the SYN and the SYN-ACK
+// alone at sampling 1, the rest only at sampling 100.
+func TestFilterSamplingSplit(t *testing.T) {
+	p := newPair(t)
+	rules := writeRules(t, `
+- {name: syn, action: accept, tcp_flags: SYN}
+- {name: bulk, action: accept, sampling: 100}
+`)
+	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), rules, "--cache-active-timeout=1h")
+	addr := p.ipB + ":7000"
+	const size = 20 << 20
+	got := tcpSink(t, p.B, "tcp4", addr)
+	err := p.A.Do(func() error {
+		c, err := net.Dial("tcp4", addr)
+		if err != nil {
+			return err
+		}
+		if _, err := c.Write(make([]byte, size)); err != nil {
+			return err
+		}
+		return c.Close()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitReceived(t, got, size)
+	flows := h.Stop()
+	for _, m := range []match{{src: p.ipA, dst: p.ipB, dport: 7000, proto: 6}, {src: p.ipB, dst: p.ipA, sport: 7000, proto: 6}} {
+		var full, sampled uint64
+		for _, r := range flows {
+			if !m.ok(r) {
+				continue
+			}
+			switch r.Sampling {
+			case 1:
+				full += r.Packets
+				if r.TCPFlags&0x02 == 0 {
+					t.Errorf("%+v: the sampling 1 record has no SYN (flags %#x)", m, r.TCPFlags)
+				}
+			case 100:
+				sampled += r.Packets
+			default:
+				t.Errorf("%+v: record with sampling %d, want 1 or 100", m, r.Sampling)
+			}
+		}
+		if full != 1 {
+			t.Errorf("%+v: %d packets at sampling 1, want exactly the SYN (or SYN-ACK)", m, full)
+		}
+		if sampled == 0 {
+			t.Errorf("%+v: no packets at sampling 100 out of a %d-byte transfer", m, size)
+		}
+	}
+}

@@ -1,0 +1,166 @@
+package datapath
+
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/flowlens/flowlens/internal/filter"
+	"github.com/flowlens/flowlens/internal/ifaces"
+)
+
+// The flow filter's kernel tables (bpf/filter.h), filled from a compiled
+// filter.Table before any program is attached, and its per-rule counters.
+
+// FilterDefault is the index of the default action in ReadFilterCounters.
+const FilterDefault = int(datapathFilterSizeFILTER_DEFAULT)
+
+// filterIfaceEntries bounds the interfaces a rule set naming interfaces can
+// hold at once, per node; more are attached without their rule bits (counted
+// by the attach error).
+const filterIfaceEntries = 65536
+
+// sizeFilter sets the filter maps' sizes and the programs' filter constants
+// in spec: one entry each without rules, so a node without rules pays no
+// memory for them.
+func sizeFilter(spec *ebpf.CollectionSpec, t *filter.Table) error {
+	on, used := uint32(0), uint64(0)
+	addrs, ports, ifs := uint32(1), uint32(1), uint32(1)
+	if t != nil && len(t.Rules) > 0 {
+		on = 1
+		if t.Used&filter.FieldAddr != 0 {
+			used |= uint64(datapathFilterUseFILTER_USE_ADDR)
+			addrs = uint32(len(t.Addrs))
+		}
+		if t.Used&filter.FieldPorts != 0 {
+			used |= uint64(datapathFilterUseFILTER_USE_PORTS)
+			ports = 1 << 16
+		}
+		if t.Used&filter.FieldICMP != 0 {
+			used |= uint64(datapathFilterUseFILTER_USE_ICMP)
+		}
+		if t.Used&filter.FieldTCPFlags != 0 {
+			used |= uint64(datapathFilterUseFILTER_USE_TCP_FLAGS)
+		}
+		if t.Used&filter.FieldIface != 0 {
+			used |= uint64(datapathFilterUseFILTER_USE_IFACES)
+			ifs = filterIfaceEntries
+		}
+	}
+	spec.Maps[datapathMapFilterAddr].MaxEntries = addrs
+	spec.Maps[datapathMapFilterPorts].MaxEntries = ports
+	spec.Maps[datapathMapFilterIfaces].MaxEntries = ifs
+	if err := spec.Variables[datapathVarFilterOn].Set(on); err != nil {
+		return fmt.Errorf("set filter_on: %w", err)
+	}
+	if err := spec.Variables[datapathVarFilterUsed].Set(used); err != nil {
+		return fmt.Errorf("set filter_used: %w", err)
+	}
+	return nil
+}
+
+// writeFilter fills the filter maps from t; sampling is the rate of rules
+// without their own and of the default action.
+func (m *Maps) writeFilter(t *filter.Table, sampling uint32) error {
+	if t == nil || len(t.Rules) == 0 {
+		return nil
+	}
+	var c datapathFilterConf
+	c.Proto, c.IcmpType, c.IcmpCode, c.TcpFlags, c.Dir = t.Proto, t.ICMPType, t.ICMPCode, t.TCPFlags, t.Dir
+	c.NoAnyPorts, c.PortFree, c.IcmpFree, c.TcpFree, c.IfaceFree, c.Accept =
+		t.NoAnyPorts, t.PortFree, t.ICMPFree, t.TCPFree, t.IfaceFree, t.Accept
+	for i, r := range t.Rules {
+		c.Sampling[i] = RuleRate(r.Sampling, sampling)
+	}
+	c.DefaultSampling = sampling
+	if t.Default == filter.Accept {
+		c.DefaultAccept = 1
+	}
+	if err := m.FilterTables.Put(uint32(0), &c); err != nil {
+		return fmt.Errorf("write filter tables: %w", err)
+	}
+	if t.Used&filter.FieldAddr != 0 {
+		for _, e := range t.Addrs {
+			k := datapathFilterAddrKey{Prefixlen: uint32(e.Len), Addr: e.Addr}
+			if err := m.FilterAddr.Put(&k, &datapathFilterAddrBits{Cidr: e.CIDR, Peer: e.Peer}); err != nil {
+				return fmt.Errorf("write filter prefix %s: %w", e.Prefix(), err)
+			}
+		}
+	}
+	if t.Used&filter.FieldPorts != 0 {
+		keys := make([]uint32, 0, 1<<16)
+		vals := make([]datapathFilterPortBits, 0, 1<<16)
+		for _, r := range t.Ports {
+			for p := uint32(r.First); p <= uint32(r.Last); p++ {
+				keys = append(keys, p)
+				vals = append(vals, datapathFilterPortBits{Src: r.Src, Dst: r.Dst, Any: r.Any})
+			}
+		}
+		if _, err := m.FilterPorts.BatchUpdate(keys, vals, nil); err != nil {
+			return fmt.Errorf("write filter ports: %w", err)
+		}
+	}
+	return nil
+}
+
+// FilterRates are the sampling rates by FlowValue.Rule: [0] the default
+// action's (the agent's rate), [i+1] rule i's; nil without rules.
+func FilterRates(t *filter.Table, sampling uint32) []uint32 {
+	if t == nil || len(t.Rules) == 0 {
+		return nil
+	}
+	out := []uint32{max(sampling, 1)}
+	for _, r := range t.Rules {
+		out = append(out, RuleRate(r.Sampling, sampling))
+	}
+	return out
+}
+
+// RuleRate is the sampling rate a rule applies: its own, or the agent's.
+func RuleRate(rule, agent uint32) uint32 {
+	if rule == 0 {
+		return max(agent, 1)
+	}
+	return rule
+}
+
+// filterAttach gives an attached interface its rules' bits, when rules name
+// interfaces.
+func (d *Datapath) filterAttach(iface ifaces.Interface) error {
+	t := d.cfg.Filter
+	if t == nil || t.Used&filter.FieldIface == 0 {
+		return nil
+	}
+	k := datapathFilterIfaceKey{Netns: iface.NetnsCookie, Ifindex: uint32(iface.Index)}
+	bits := t.IfaceBits(iface.Name)
+	if err := d.Maps.FilterIfaces.Put(&k, &bits); err != nil {
+		return fmt.Errorf("filter rules for %s: %w", iface.Name, err)
+	}
+	return nil
+}
+
+// filterDetach forgets an interface's rule bits.
+func (d *Datapath) filterDetach(iface ifaces.Interface) {
+	t := d.cfg.Filter
+	if t == nil || t.Used&filter.FieldIface == 0 {
+		return
+	}
+	k := datapathFilterIfaceKey{Netns: iface.NetnsCookie, Ifindex: uint32(iface.Index)}
+	_ = d.Maps.FilterIfaces.Delete(&k) // absent when the attach failed
+}
+
+// ReadFilterCounters returns the packets each rule matched, by precedence
+// position, and at FilterDefault those no rule matched.
+func (d *Datapath) ReadFilterCounters() ([]uint64, error) {
+	out := make([]uint64, FilterDefault+1)
+	d.Maps.mu.Lock()
+	defer d.Maps.mu.Unlock()
+	for i := range out {
+		v, err := d.Maps.sumPerCPU(d.Maps.FilterCounters, uint32(i))
+		if err != nil {
+			return nil, fmt.Errorf("read filter counter %d: %w", i, err)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
