@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -211,7 +212,33 @@ func (a *Agent) newMetrics(stats *evictor.Stats, gens *datapath.Generations) (*m
 		Maps:            metrics.DatapathMaps(&a.DP.Maps),
 		BPFStatsEnabled: func() bool { return bpfStats },
 		EnrichmentLost:  a.DP.ReadEnrichmentLost,
+		FilterRules:     a.filterRuleCounts(),
 	}, metrics.Options{Ready: metrics.ReadyWhenClosed(a.ready), Logger: a.log})
+}
+
+// filterRuleCounts reads the packets each filter rule matched, labelled by
+// rule name (or list index) and action; nil without rules.
+func (a *Agent) filterRuleCounts() func() ([]metrics.RuleCount, error) {
+	t := a.DP.Filter()
+	if t == nil || len(t.Rules) == 0 {
+		return nil
+	}
+	return func() ([]metrics.RuleCount, error) {
+		n, err := a.DP.ReadFilterCounters()
+		if err != nil {
+			return nil, err
+		}
+		out := make([]metrics.RuleCount, 0, len(t.Rules)+1)
+		for i, r := range t.Rules {
+			name := r.Name
+			if name == "" {
+				name = strconv.Itoa(r.Index)
+			}
+			out = append(out, metrics.RuleCount{Rule: name, Action: r.Action.String(), Packets: n[i]})
+		}
+		return append(out, metrics.RuleCount{Rule: "default", Action: t.Default.String(),
+			Packets: n[datapath.FilterDefault]}), nil
+	}
 }
 
 // close releases what New built (New's error path, and the end of Run).

@@ -5,9 +5,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
+	"github.com/flowlens/flowlens/internal/config"
+	"github.com/flowlens/flowlens/internal/datapath"
 	"github.com/flowlens/flowlens/internal/testnet"
 )
 
@@ -42,6 +46,16 @@ func TestFilterRulesLive(t *testing.T) {
 		if err := testnet.UDPSend(p.A, p.ipA+":4000", p.ipB+":"+s.port, []byte("f"), s.n); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Each rule's matches, once per hook (veth-a egress, veth-b ingress),
+	// before sampling: the flowlens_agent_filter_rule_packets_total source.
+	got, err := h.A.DP.ReadFilterCounters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []uint64{2 * n, 2 * n, 2 * nSampled}; got[0] != want[0] || got[1] != want[1] || got[2] != want[2] ||
+		got[datapath.FilterDefault] != 2*n {
+		t.Errorf("rule counters %v, default %d; want %v, default %d", got[:3], got[datapath.FilterDefault], want, 2*n)
 	}
 	flows := h.Stop()
 	if pk, _, recs := sum(flows, match{src: p.ipA, dst: p.ipB, dport: 9000, proto: 17}); pk != n || recs[0].Sampling != 1 {
@@ -116,5 +130,42 @@ func TestFilterSamplingSplit(t *testing.T) {
 		if sampled == 0 {
 			t.Errorf("%+v: no packets at sampling 100 out of a %d-byte transfer", m, size)
 		}
+	}
+}
+
+// A drops rule keeps exactly the flows that saw a kernel drop: datagrams to
+// a closed port (NO_SOCKET) are exported, as a partial record with their
+// drops, and those delivered to an open port are not.
+func TestFilterDropsOnly(t *testing.T) {
+	p := newPair(t)
+	mustListen(t, p.B, p.ipB+":9000")
+	rules := writeRules(t, "- {name: drops, action: accept, drops: true}\n")
+	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), rules, "--features=drops")
+	const n, size = 13, 50
+	for _, port := range []string{"9000", "9999"} {
+		if err := testnet.UDPSend(p.A, p.ipA+":4000", p.ipB+":"+port, make([]byte, size), n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	flows := h.Stop()
+	if pk, _, recs := sum(flows, match{src: p.ipA, dst: p.ipB, dport: 9000, proto: 17}); pk != 0 || len(recs) != 0 {
+		t.Errorf("delivered flow exported (%d records, %d packets), want nothing", len(recs), pk)
+	}
+	m := match{src: p.ipA, dst: p.ipB, sport: 4000, dport: 9999, proto: 17}
+	drops, dropBytes, _, _, causes, partial := enrichSum(flows, m)
+	if drops != n || dropBytes != n*(14+20+8+size) || !causes["NO_SOCKET"] || partial != 1 {
+		t.Errorf("dropped flow: drops=%d bytes=%d causes=%v partial records=%d; want %d, %d, NO_SOCKET, 1",
+			drops, dropBytes, causes, partial, n, n*(14+20+8+size))
+	}
+}
+
+// A drops rule without the drop hook would keep nothing: refused at start.
+func TestFilterDropsNeedsFeature(t *testing.T) {
+	rules := writeRules(t, "- {name: drops, action: accept, drops: true}\n")
+	_, err := config.Load([]string{"--features=rtt", rules}, nil)
+	want := `filter rule 0 ("drops"): drops "true": needs the drops feature (--features with drops)`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v, want an error containing %q", err, want)
 	}
 }

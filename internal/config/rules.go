@@ -92,5 +92,16 @@ func checkFilter(c *Config) error {
 		}
 		return invalid("--filter-default", value, errors.New("must be accept or reject"))
 	}
-	return filter.Check(c.FilterRules)
+	if err := filter.Check(c.FilterRules); err != nil {
+		return err
+	}
+	// A drops rule keeps the flows the drop hook reports: without that
+	// hook it would keep nothing, silently.
+	for i, r := range c.FilterRules {
+		if r.Drops && !c.Features.Drops {
+			return &filter.Error{Rule: i, Name: r.Name, Field: "drops", Value: "true",
+				Reason: "needs the drops feature (--features with drops)"}
+		}
+	}
+	return nil
 }

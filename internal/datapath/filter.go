@@ -60,7 +60,10 @@ func sizeFilter(spec *ebpf.CollectionSpec, t *filter.Table) error {
 }
 
 // writeFilter fills the filter maps from t; sampling is the rate of rules
-// without their own and of the default action.
+// without their own and of the default action. A drops rule's packets are
+// not accounted at the TC hooks: its flows are the ones the drop hook
+// reports (enrichment entries, exported as partial records when no TC
+// hook counted the flow), so it keeps exactly the flows that saw a drop.
 func (m *Maps) writeFilter(t *filter.Table, sampling uint32) error {
 	if t == nil || len(t.Rules) == 0 {
 		return nil
@@ -68,7 +71,7 @@ func (m *Maps) writeFilter(t *filter.Table, sampling uint32) error {
 	var c datapathFilterConf
 	c.Proto, c.IcmpType, c.IcmpCode, c.TcpFlags, c.Dir = t.Proto, t.ICMPType, t.ICMPCode, t.TCPFlags, t.Dir
 	c.NoAnyPorts, c.PortFree, c.IcmpFree, c.TcpFree, c.IfaceFree, c.Accept =
-		t.NoAnyPorts, t.PortFree, t.ICMPFree, t.TCPFree, t.IfaceFree, t.Accept
+		t.NoAnyPorts, t.PortFree, t.ICMPFree, t.TCPFree, t.IfaceFree, t.Accept&^t.Drops
 	for i, r := range t.Rules {
 		c.Sampling[i] = RuleRate(r.Sampling, sampling)
 	}
@@ -123,6 +126,9 @@ func RuleRate(rule, agent uint32) uint32 {
 	}
 	return rule
 }
+
+// Filter is the compiled flow filter the datapath was loaded with (nil: none).
+func (d *Datapath) Filter() *filter.Table { return d.cfg.Filter }
 
 // filterAttach gives an attached interface its rules' bits, when rules name
 // interfaces.

@@ -68,6 +68,17 @@ type Sources struct {
 	// EnrichmentLost reads the enrichment events lost because their entry
 	// could not be inserted (Datapath.ReadEnrichmentLost).
 	EnrichmentLost func() (uint64, error)
+	// FilterRules reads the packets each flow filter rule matched (nil:
+	// no rules).
+	FilterRules func() ([]RuleCount, error)
+}
+
+// RuleCount is the packets one flow filter rule (or the default action)
+// matched.
+type RuleCount struct {
+	Rule    string // its name, else its index in the list; "default" for the default action
+	Action  string // accept or reject
+	Packets uint64
 }
 
 // Exporter is one exporter's queue, as the metrics see it.
@@ -261,6 +272,8 @@ type agentCollector struct {
 	flowsCreated, overflowRecords, overflowLost  *prometheus.Desc
 	ifacesOverflow, nonIP, malformed             *prometheus.Desc
 	fragUnmatched                                *prometheus.Desc
+	filterRejected, sampledOut, samplingSplit    *prometheus.Desc
+	filterRule                                   *prometheus.Desc
 	expBatches, expFlows, expErrors              *prometheus.Desc
 	expDroppedBatches, expDroppedFlows, expQueue *prometheus.Desc
 	expWait                                      *prometheus.Desc
@@ -305,6 +318,10 @@ func newAgentCollector(m *Metrics) *agentCollector {
 		overflowRecords:   d("overflow_records_total", "Packets sent to the overflow ring buffer because the flow map was full."),
 		overflowLost:      d("overflow_lost_total", "Packets lost because the flow map and the overflow ring buffer were both full."),
 		ifacesOverflow:    d("interfaces_overflow_flows_total", "Flows that crossed more interfaces than the kernel records (six); the extra ones are not listed."),
+		filterRejected:    d("filter_rejected_packets_total", "Packets a flow filter rule, or the default action, rejected (not accounted), once per hook that saw them."),
+		sampledOut:        d("sampled_out_packets_total", "Packets the flow filter accepted that their rule's sampling rate left out, once per hook."),
+		samplingSplit:     d("sampling_split_packets_total", "Packets counted under another sampling rate than their flow's (a rule on TCP flags with its own rate): exported in a record of their own, with their rate."),
+		filterRule:        d("filter_rule_packets_total", "Packets each flow filter rule matched (rule: its name, else its index; default: no rule matched), with the rule's action, once per hook that saw them.", "rule", "action"),
 		fragUnmatched:     d("frag_unmatched_packets_total", "Sightings of IP fragments whose first fragment (with the ports) was not seen, once per hook that saw one; counted in their flow under port 0."),
 		nonIP:             d("non_ip_packets_total", "Frames that are not IPv4 or IPv6 (ignored)."),
 		malformed:         d("malformed_packets_total", "Packets with truncated or invalid headers (skipped)."),
@@ -395,6 +412,9 @@ func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(ch, c.nonIP, cnt[datapath.CounterNonIP])
 			counter(ch, c.malformed, cnt[datapath.CounterMalformed])
 			counter(ch, c.fragUnmatched, cnt[datapath.CounterFragUnmatched])
+			counter(ch, c.filterRejected, cnt[datapath.CounterFilterRejected])
+			counter(ch, c.sampledOut, cnt[datapath.CounterSampledOut])
+			counter(ch, c.samplingSplit, cnt[datapath.CounterSamplingSplit])
 			if src.FlowMapEntries == nil {
 				created := cnt[datapath.CounterNewFlows]
 				base := c.m.newFlowsAtEviction.Load()
@@ -453,6 +473,15 @@ func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
 			c.readError("enrichment_counters", err)
 		} else {
 			counter(ch, c.enrichLost, n)
+		}
+	}
+	if src.FilterRules != nil {
+		if rules, err := src.FilterRules(); err != nil {
+			c.readError("filter_counters", err)
+		} else {
+			for _, r := range rules {
+				counter(ch, c.filterRule, r.Packets, r.Rule, r.Action)
+			}
 		}
 	}
 	if src.Programs != nil {
