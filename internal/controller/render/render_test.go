@@ -159,6 +159,9 @@ func TestValidate(t *testing.T) {
 		{"rule drops with reject", v1alpha1.FlowCollectorSpec{FlowFilter: &v1alpha1.FlowFilter{Rules: []v1alpha1.FlowFilterRule{
 			{Action: v1alpha1.FilterReject, Drops: true},
 		}}}, `spec.flowFilter.rules[0].drops "true": needs action accept`},
+		{"drops rule without the drops feature", v1alpha1.FlowCollectorSpec{Features: []v1alpha1.Feature{v1alpha1.FeatureRTT},
+			FlowFilter: &v1alpha1.FlowFilter{Rules: []v1alpha1.FlowFilterRule{{Action: v1alpha1.FilterAccept}, {Action: v1alpha1.FilterAccept, Drops: true}}}},
+			`spec.flowFilter.rules[1].drops "true": needs the drops feature in spec.features`},
 		{"rule families", v1alpha1.FlowCollectorSpec{FlowFilter: &v1alpha1.FlowFilter{Rules: []v1alpha1.FlowFilterRule{
 			{Action: v1alpha1.FilterAccept}, {Action: v1alpha1.FilterAccept, CIDR: "10.0.0.0/8", PeerCIDR: "fd00::/8"},
 		}}}, `spec.flowFilter.rules[1].peerCIDR "fd00::/8": is IPv6 but cidr "10.0.0.0/8" is IPv4`},

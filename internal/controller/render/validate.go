@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -29,6 +30,8 @@ func Validate(spec *v1alpha1.FlowCollectorSpec) error {
 		errs = append(errs, fmt.Errorf("spec.excludeInterfaces: %w", trimPrefix(err, "exclude ")))
 	}
 	if err := checkFilterRules(spec.FlowFilter); err != nil {
+		errs = append(errs, err)
+	} else if err := checkDropsRules(spec); err != nil {
 		errs = append(errs, err)
 	}
 	for i, e := range spec.Exporters {
@@ -72,6 +75,20 @@ func checkFilterRules(f *v1alpha1.FlowFilter) error {
 		return fmt.Errorf("%s %q: %s", path, fe.Value, fe.Reason)
 	}
 	return fmt.Errorf("%s: %s", path, fe.Reason)
+}
+
+// checkDropsRules refuses a drops rule without the drops feature, as the
+// agent does at start (a drops rule keeps the flows the drop hook reports).
+func checkDropsRules(spec *v1alpha1.FlowCollectorSpec) error {
+	if spec.FlowFilter == nil || slices.Contains(spec.Features, v1alpha1.FeatureDrops) {
+		return nil
+	}
+	for i, r := range spec.FlowFilter.Rules {
+		if r.Drops {
+			return fmt.Errorf("spec.flowFilter.rules[%d].drops \"true\": needs the drops feature in spec.features", i)
+		}
+	}
+	return nil
 }
 
 // specField is the FlowFilterRule field of an agent rule key.
