@@ -20,6 +20,10 @@
 // enrichment hooks (drops, rtt, retransmits) attached. Those are separate
 // programs on kernel hooks; the TC program's code does not change, which the
 // "on" rows show.
+//
+// The flow filter rule cases (-rules, rules.go): IPv4 exist-hot with 0, 1,
+// 16 and 64 rules, the packet accepted or rejected by the last rule, against
+// the floor and the no-rule program in the same repetitions.
 package main
 
 import (
@@ -59,11 +63,14 @@ type options struct {
 	onlyChoice bool
 	statsRow   bool
 	peerObj    string // NetObserv's BPF object: its TC program runs beside ours (exist-hot, exist)
+	rules      []int  // flow filter rule counts (rules.go)
+	onlyRules  bool
+	shape      ruleShape
 }
 
 func main() {
 	var o options
-	var cards, fams, feats, paths string
+	var cards, fams, feats, paths, rules, ruleFields, ruleAddrs string
 	flag.IntVar(&o.reps, "reps", 21, "repetitions per case (median and spread are over these)")
 	flag.StringVar(&cards, "flows", "1,1000,10000,100000,1000000", "flow cardinalities (prefilled active-map entries)")
 	flag.StringVar(&fams, "family", "ipv4,ipv6", "address families")
@@ -77,7 +84,18 @@ func main() {
 	flag.BoolVar(&o.onlyChoice, "only-mapchoice", false, "measure only the enrichment map choice")
 	flag.StringVar(&o.peerObj, "peer", "", "NetObserv's BPF object (make bench-bpf sets it from hack/bench/peer): its TC program runs beside ours, features off, exist-hot and exist")
 	flag.BoolVar(&o.statsRow, "stats-cost", true, "also measure exist-hot with BPF run-time statistics on (IPv4, features off), as the agent's metrics keep them")
+	flag.StringVar(&rules, "rules", "0,1,16,64", "flow filter rule counts, each with an accept and a reject case (IPv4 exist-hot, one flow; \"none\": skip)")
+	flag.BoolVar(&o.onlyRules, "only-rules", false, "measure only the flow filter rule cases")
+	flag.StringVar(&ruleFields, "rule-fields", "addr,ports,flags", "fields the generated rules constrain besides protocol and direction (fewer: to attribute the cost)")
+	flag.StringVar(&ruleAddrs, "rule-addrs", "near", "the other rules' prefixes: near (nested in the matching rule's, on the packet's trie walk) or far (disjoint)")
 	flag.Parse()
+	var err error
+	if o.rules, err = parseRules(rules); err != nil {
+		fatalf("%v", err)
+	}
+	if o.shape, err = parseShape(ruleFields, ruleAddrs); err != nil {
+		fatalf("%v", err)
+	}
 	for _, s := range strings.Split(cards, ",") {
 		n, err := parseCount(s)
 		if err != nil || n < 1 {
@@ -102,11 +120,10 @@ func main() {
 	header(o)
 	var res results
 	res.Machine = machine()
-	var err error
 	if probe, err = newStatsProbe(); err != nil {
 		fatalf("load the no-op program: %v", err)
 	}
-	if !o.onlyChoice {
+	if !o.onlyChoice && !o.onlyRules {
 		for _, fam := range o.families {
 			for _, feat := range o.features {
 				for _, n := range o.cards {
@@ -120,7 +137,15 @@ func main() {
 		}
 		printDatapath(res.Datapath)
 	}
-	if o.mapChoice || o.onlyChoice {
+	if len(o.rules) > 0 && !o.onlyChoice {
+		rows, err := runRules(o, o.rules)
+		if err != nil {
+			fatalf("flow filter rules: %v", err)
+		}
+		res.Filter = rows
+		printRules(rows, o.shape)
+	}
+	if (o.mapChoice && !o.onlyRules) || o.onlyChoice {
 		rows, err := runMapChoice(o)
 		if err != nil {
 			fatalf("map choice: %v", err)
@@ -130,6 +155,11 @@ func main() {
 	flagged := 0
 	for _, r := range append(slices.Clone(res.Datapath), res.MapChoice...) {
 		if r.StatsOn && r.Path != "exist-hot/stats" {
+			flagged++
+		}
+	}
+	for _, r := range res.Filter {
+		if r.StatsOn {
 			flagged++
 		}
 	}
@@ -188,6 +218,8 @@ type results struct {
 	Machine   map[string]string `json:"machine"`
 	Datapath  []row             `json:"datapath"`
 	MapChoice []row             `json:"map_choice,omitempty"`
+	// Filter holds the flow filter rule cases (rules.go).
+	Filter []filterRow `json:"filter_rules,omitempty"`
 }
 
 // stat is a distribution of ns per packet over the repetitions.
