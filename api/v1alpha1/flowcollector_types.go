@@ -35,15 +35,19 @@ const (
 	ExporterGRPC   ExporterType = "grpc"
 )
 
-// FlowCollectorSpec is the desired state of the flow agent across the cluster.
-// A list field that is left out gets its default; an empty list ([]) means none.
+// FlowCollectorSpec is the desired state of flowlens across the cluster: the
+// settings shared by everything the operator deploys at the top, the node
+// agent's under agent. A list field that is left out gets its default; an
+// empty list ([]) means none.
 type FlowCollectorSpec struct {
 	// (List fields with a default are not omitempty, so that from Go a nil
 	// list is sent as null and gets the default, and an empty one as [].)
 
-	// Namespace is where the operator runs the agent (DaemonSet, ConfigMap,
-	// ServiceAccount, RBAC, metrics Service). The operator creates it if it
-	// does not exist, and then owns it. It cannot be changed afterwards.
+	// Namespace is where the operator runs flowlens: the agent (DaemonSet,
+	// ConfigMap, ServiceAccount, RBAC, metrics Service), and where the
+	// Secrets that the exporters and spec.agent.imagePullSecrets name must
+	// be. The operator creates it if it does not exist, and then owns it. It
+	// cannot be changed afterwards.
 	// +kubebuilder:default=flowlens
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
@@ -51,6 +55,32 @@ type FlowCollectorSpec struct {
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
 
+	// Agent configures the flowlens agent, the DaemonSet that runs on every
+	// node, and its configuration file. Left out, every agent setting gets
+	// its default.
+	// +kubebuilder:default={}
+	// +optional
+	Agent AgentSpec `json:"agent"`
+
+	// Exporters are where the agent sends flows: at most one of each type.
+	// +kubebuilder:default={{type: stdout}}
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=2
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Exporters []Exporter `json:"exporters"`
+
+	// Dashboards has the operator deploy flowlens' Grafana dashboards as
+	// ConfigMaps for Grafana's dashboard sidecar. Unset deploys none.
+	// +optional
+	Dashboards *Dashboards `json:"dashboards,omitempty"`
+}
+
+// AgentSpec configures the node agent: its DaemonSet (image, privileges,
+// resources, scheduling) and its configuration file (what it watches, how it
+// samples, filters and measures).
+type AgentSpec struct {
 	// Image is the agent's container image. Empty means the image the
 	// operator was built for (its --agent-image flag).
 	// +kubebuilder:validation:MaxLength=512
@@ -63,7 +93,7 @@ type FlowCollectorSpec struct {
 	// +optional
 	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
 
-	// ImagePullSecrets are the Secrets (in Namespace) used to pull Image.
+	// ImagePullSecrets are the Secrets (in spec.namespace) used to pull Image.
 	// +listType=atomic
 	// +optional
 	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
@@ -138,15 +168,6 @@ type FlowCollectorSpec struct {
 	// +optional
 	Features []Feature `json:"features"`
 
-	// Exporters are where the agent sends flows: at most one of each type.
-	// +kubebuilder:default={{type: stdout}}
-	// +kubebuilder:validation:MinItems=1
-	// +kubebuilder:validation:MaxItems=2
-	// +listType=map
-	// +listMapKey=type
-	// +optional
-	Exporters []Exporter `json:"exporters"`
-
 	// Privileged runs the agent as a privileged container. When false the
 	// agent gets only the capabilities it needs: BPF, PERFMON, NET_ADMIN and
 	// SYS_RESOURCE, plus SYS_ADMIN when Netns is not just "host".
@@ -183,11 +204,6 @@ type FlowCollectorSpec struct {
 	// +listType=atomic
 	// +optional
 	Tolerations []corev1.Toleration `json:"tolerations"`
-
-	// Dashboards has the operator deploy flowlens' Grafana dashboards as
-	// ConfigMaps for Grafana's dashboard sidecar. Unset deploys none.
-	// +optional
-	Dashboards *Dashboards `json:"dashboards,omitempty"`
 }
 
 // Dashboards deploys the flowlens Grafana dashboards (Traffic, Drops &
@@ -381,7 +397,7 @@ type FlowFilterRule struct {
 	Drops bool `json:"drops,omitempty"`
 
 	// Interfaces matches packets on these interfaces: exact names, or
-	// regular expressions written /like this/, as in spec.interfaces.
+	// regular expressions written /like this/, as in spec.agent.interfaces.
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=256
@@ -390,7 +406,7 @@ type FlowFilterRule struct {
 	Interfaces []string `json:"interfaces,omitempty"`
 
 	// Sampling keeps 1 packet in Sampling of the flows this rule accepts,
-	// instead of spec.sampling; 1 keeps every packet.
+	// instead of spec.agent.sampling; 1 keeps every packet.
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	Sampling int32 `json:"sampling,omitempty"`

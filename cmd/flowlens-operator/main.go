@@ -74,7 +74,7 @@ func (e usageError) Unwrap() error { return e.error }
 func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("flowlens-operator", flag.ContinueOnError)
 	var (
-		agentImage   = fs.String("agent-image", defaultAgentImage(), "agent image used when a FlowCollector sets no spec.image")
+		agentImage   = fs.String("agent-image", defaultAgentImage(), "agent image used when a FlowCollector sets no spec.agent.image")
 		metricsAddr  = fs.String("metrics-bind-address", ":8080", `address of the operator's Prometheus metrics; "0" disables`)
 		probeAddr    = fs.String("health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 		leaderElect  = fs.Bool("leader-elect", false, "elect a leader, so that only one of several replicas reconciles")

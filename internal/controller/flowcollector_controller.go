@@ -49,7 +49,7 @@ type FlowCollectorReconciler struct {
 	// APIReader reads from the API server directly: the agent namespace may
 	// exist without the operator's label, and so be absent from the cache.
 	APIReader client.Reader
-	// DefaultImage is the agent image when spec.image is empty.
+	// DefaultImage is the agent image when spec.agent.image is empty.
 	DefaultImage string
 }
 

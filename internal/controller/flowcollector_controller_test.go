@@ -139,11 +139,11 @@ func TestCreate(t *testing.T) {
 
 	// The API server filled in the schema defaults.
 	fc = get(t)
-	if fc.Spec.Sampling != 1 || fc.Spec.CacheMaxFlows != 100000 || fc.Spec.CacheActiveTimeout.Duration != 5*time.Second ||
-		fc.Spec.MetricsPort != 9400 || fc.Spec.LogLevel != "info" || fc.Spec.ImagePullPolicy != corev1.PullIfNotPresent ||
-		!slices.Equal(fc.Spec.ExcludeInterfaces, []string{"lo"}) || !slices.Equal(fc.Spec.Netns, []string{"host"}) ||
-		len(fc.Spec.Features) != 3 || len(fc.Spec.Exporters) != 1 || fc.Spec.Exporters[0].Type != v1alpha1.ExporterStdout ||
-		len(fc.Spec.Tolerations) != 1 || fc.Spec.Tolerations[0].Operator != corev1.TolerationOpExists {
+	if fc.Spec.Agent.Sampling != 1 || fc.Spec.Agent.CacheMaxFlows != 100000 || fc.Spec.Agent.CacheActiveTimeout.Duration != 5*time.Second ||
+		fc.Spec.Agent.MetricsPort != 9400 || fc.Spec.Agent.LogLevel != "info" || fc.Spec.Agent.ImagePullPolicy != corev1.PullIfNotPresent ||
+		!slices.Equal(fc.Spec.Agent.ExcludeInterfaces, []string{"lo"}) || !slices.Equal(fc.Spec.Agent.Netns, []string{"host"}) ||
+		len(fc.Spec.Agent.Features) != 3 || len(fc.Spec.Exporters) != 1 || fc.Spec.Exporters[0].Type != v1alpha1.ExporterStdout ||
+		len(fc.Spec.Agent.Tolerations) != 1 || fc.Spec.Agent.Tolerations[0].Operator != corev1.TolerationOpExists {
 		t.Errorf("schema defaults not applied: %+v", fc.Spec)
 	}
 
@@ -300,10 +300,10 @@ func TestSpecChangeRollsAgents(t *testing.T) {
 	oldHash := hashOf(ds)
 
 	err := update(t, func(fc *v1alpha1.FlowCollector) {
-		fc.Spec.Sampling = 50
-		fc.Spec.CacheActiveTimeout = &metav1.Duration{Duration: 15 * time.Second}
-		fc.Spec.Interfaces = []string{"eth0", "/^ens[0-9]+$/"}
-		fc.Spec.Features = []v1alpha1.Feature{v1alpha1.FeatureDrops}
+		fc.Spec.Agent.Sampling = 50
+		fc.Spec.Agent.CacheActiveTimeout = &metav1.Duration{Duration: 15 * time.Second}
+		fc.Spec.Agent.Interfaces = []string{"eth0", "/^ens[0-9]+$/"}
+		fc.Spec.Agent.Features = []v1alpha1.Feature{v1alpha1.FeatureDrops}
 		fc.Spec.Exporters = []v1alpha1.Exporter{{Type: v1alpha1.ExporterGRPC, GRPC: &v1alpha1.GRPCExporter{
 			TargetHost: "flowlens-collector.flowlens.svc", TargetPort: 9999,
 			TLS: &v1alpha1.ExporterTLS{CASecretRef: &v1alpha1.SecretKeyRef{Name: "collector-ca"}},
@@ -354,7 +354,7 @@ func TestSpecChangeRollsAgents(t *testing.T) {
 	// hash, which only tracks the agent configuration.
 	hash := hashOf(ds)
 	gen := ds.Generation
-	if err := update(t, func(fc *v1alpha1.FlowCollector) { fc.Spec.NodeSelector = map[string]string{"flowlens": "yes"} }); err != nil {
+	if err := update(t, func(fc *v1alpha1.FlowCollector) { fc.Spec.Agent.NodeSelector = map[string]string{"flowlens": "yes"} }); err != nil {
 		t.Fatal(err)
 	}
 	ds = waitFor(t, agentDaemonSet(ns), func(ds *appsv1.DaemonSet) error {
@@ -374,13 +374,13 @@ func TestPrivilegedAndNetns(t *testing.T) {
 	needEnv(t)
 	const ns = "fl-privileged"
 	fc := newCollector(ns)
-	fc.Spec.Netns = []string{"all"}
+	fc.Spec.Agent.Netns = []string{"all"}
 	create(t, fc)
 	ds := waitFor(t, agentDaemonSet(ns), exists)
 	if caps := ds.Spec.Template.Spec.Containers[0].SecurityContext.Capabilities; caps == nil || !slices.Contains(caps.Add, "SYS_ADMIN") {
 		t.Errorf("netns all: capabilities %+v, want SYS_ADMIN added", caps)
 	}
-	if err := update(t, func(fc *v1alpha1.FlowCollector) { fc.Spec.Privileged = true }); err != nil {
+	if err := update(t, func(fc *v1alpha1.FlowCollector) { fc.Spec.Agent.Privileged = true }); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, agentDaemonSet(ns), func(ds *appsv1.DaemonSet) error {
@@ -405,31 +405,31 @@ func TestSchemaRejectsInvalidSpec(t *testing.T) {
 		change func(*v1alpha1.FlowCollector)
 		want   string
 	}{
-		{"negative sampling", func(fc *v1alpha1.FlowCollector) { fc.Spec.Sampling = -1 },
-			"spec.sampling: Invalid value: -1: spec.sampling in body should be greater than or equal to 1"},
+		{"negative sampling", func(fc *v1alpha1.FlowCollector) { fc.Spec.Agent.Sampling = -1 },
+			"spec.agent.sampling: Invalid value: -1: spec.agent.sampling in body should be greater than or equal to 1"},
 		{"cache too small", func(fc *v1alpha1.FlowCollector) {
-			fc.Spec.CacheActiveTimeout = &metav1.Duration{Duration: 10 * time.Millisecond}
+			fc.Spec.Agent.CacheActiveTimeout = &metav1.Duration{Duration: 10 * time.Millisecond}
 		}, "must be a duration from 100ms to 1h"},
-		{"cache flows", func(fc *v1alpha1.FlowCollector) { fc.Spec.CacheMaxFlows = 20_000_000 },
-			"spec.cacheMaxFlows: Invalid value: 20000000: spec.cacheMaxFlows in body should be less than or equal to 10000000"},
+		{"cache flows", func(fc *v1alpha1.FlowCollector) { fc.Spec.Agent.CacheMaxFlows = 20_000_000 },
+			"spec.agent.cacheMaxFlows: Invalid value: 20000000: spec.agent.cacheMaxFlows in body should be less than or equal to 10000000"},
 		{"name", func(fc *v1alpha1.FlowCollector) { fc.Name = "other" },
 			"the FlowCollector must be named cluster"},
-		{"log level", func(fc *v1alpha1.FlowCollector) { fc.Spec.LogLevel = "verbose" },
-			`spec.logLevel: Unsupported value: "verbose": supported values: "debug", "info", "warn", "error"`},
-		{"feature", func(fc *v1alpha1.FlowCollector) { fc.Spec.Features = []v1alpha1.Feature{"latency"} },
-			`spec.features[0]: Unsupported value: "latency"`},
+		{"log level", func(fc *v1alpha1.FlowCollector) { fc.Spec.Agent.LogLevel = "verbose" },
+			`spec.agent.logLevel: Unsupported value: "verbose": supported values: "debug", "info", "warn", "error"`},
+		{"feature", func(fc *v1alpha1.FlowCollector) { fc.Spec.Agent.Features = []v1alpha1.Feature{"latency"} },
+			`spec.agent.features[0]: Unsupported value: "latency"`},
 		{"grpc without target", func(fc *v1alpha1.FlowCollector) {
 			fc.Spec.Exporters = []v1alpha1.Exporter{{Type: v1alpha1.ExporterGRPC}}
 		}, "grpc must be set for, and only for, type grpc"},
 		{"two stdout exporters", func(fc *v1alpha1.FlowCollector) {
 			fc.Spec.Exporters = []v1alpha1.Exporter{{Type: v1alpha1.ExporterStdout}, {Type: v1alpha1.ExporterStdout}}
 		}, `spec.exporters[1]: Duplicate value: {"type":"stdout"}`},
-		{"port", func(fc *v1alpha1.FlowCollector) { fc.Spec.MetricsPort = 70000 },
-			"spec.metricsPort in body should be less than or equal to 65535"},
-		{"netns all and names", func(fc *v1alpha1.FlowCollector) { fc.Spec.Netns = []string{"all", "blue"} },
+		{"port", func(fc *v1alpha1.FlowCollector) { fc.Spec.Agent.MetricsPort = 70000 },
+			"spec.agent.metricsPort in body should be less than or equal to 65535"},
+		{"netns all and names", func(fc *v1alpha1.FlowCollector) { fc.Spec.Agent.Netns = []string{"all", "blue"} },
 			`"all" cannot be combined with namespace names`},
-		{"netns path", func(fc *v1alpha1.FlowCollector) { fc.Spec.Netns = []string{"../x"} },
-			`spec.netns[0] in body should match '^[^/]+$'`},
+		{"netns path", func(fc *v1alpha1.FlowCollector) { fc.Spec.Agent.Netns = []string{"../x"} },
+			`spec.agent.netns[0] in body should match '^[^/]+$'`},
 		{"dashboards namespace", func(fc *v1alpha1.FlowCollector) {
 			fc.Spec.Dashboards = &v1alpha1.Dashboards{Enabled: true, Namespace: "Grafana_NS"}
 		}, `spec.dashboards.namespace in body should match`},
@@ -451,10 +451,10 @@ func TestSchemaRejectsInvalidSpec(t *testing.T) {
 
 	// Sampling 0 cannot be sent from Go (omitempty: it means "default"), so
 	// send it as JSON, as kubectl would.
-	raw := []byte(`{"apiVersion":"flowlens.io/v1alpha1","kind":"FlowCollector","metadata":{"name":"cluster"},"spec":{"sampling":0}}`)
+	raw := []byte(`{"apiVersion":"flowlens.io/v1alpha1","kind":"FlowCollector","metadata":{"name":"cluster"},"spec":{"agent":{"sampling":0}}}`)
 	fc := newCollector("")
 	err := k8s.Patch(ctx, fc, client.RawPatch("application/apply-patch+yaml", raw), client.FieldOwner("test"), client.DryRunAll)
-	want := "spec.sampling: Invalid value: 0: spec.sampling in body should be greater than or equal to 1"
+	want := "spec.agent.sampling: Invalid value: 0: spec.agent.sampling in body should be greater than or equal to 1"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("sampling 0: error %v, want %q", err, want)
 	}
@@ -467,9 +467,45 @@ func TestSchemaRejectsInvalidSpec(t *testing.T) {
 	}
 }
 
+// TestMinimalSpec: a FlowCollector without spec.agent, or without a spec,
+// gets every agent default from the schema (spec.agent defaults to {}, so
+// the defaults of its fields apply), and the fields that used to be directly
+// under spec (before spec.agent) are unknown fields, which a server-side
+// apply (kubectl apply --server-side) refuses.
+func TestMinimalSpec(t *testing.T) {
+	needEnv(t)
+	ctx := context.Background()
+	for _, manifest := range []string{
+		"apiVersion: flowlens.io/v1alpha1\nkind: FlowCollector\nmetadata: {name: cluster}\n",
+		"apiVersion: flowlens.io/v1alpha1\nkind: FlowCollector\nmetadata: {name: cluster}\nspec: {namespace: flowlens}\n",
+		"apiVersion: flowlens.io/v1alpha1\nkind: FlowCollector\nmetadata: {name: cluster}\nspec: {agent: {}}\n",
+	} {
+		fc := newCollector("")
+		if err := k8s.Patch(ctx, fc, client.RawPatch("application/apply-patch+yaml", []byte(manifest)),
+			client.FieldOwner("test"), client.DryRunAll); err != nil {
+			t.Fatalf("%s: %v", manifest, err)
+		}
+		a := fc.Spec.Agent
+		if fc.Spec.Namespace != "flowlens" || a.Sampling != 1 || a.CacheMaxFlows != 100000 || a.CacheActiveTimeout == nil ||
+			a.CacheActiveTimeout.Duration != 5*time.Second || a.MetricsPort != 9400 || a.LogLevel != "info" ||
+			a.ImagePullPolicy != corev1.PullIfNotPresent || !slices.Equal(a.ExcludeInterfaces, []string{"lo"}) ||
+			!slices.Equal(a.Netns, []string{"host"}) || len(a.Features) != 3 || len(a.Tolerations) != 1 ||
+			a.Privileged || a.FlowFilter != nil || len(fc.Spec.Exporters) != 1 {
+			t.Errorf("%s: schema defaults not applied: %+v", manifest, fc.Spec)
+		}
+	}
+
+	old := "apiVersion: flowlens.io/v1alpha1\nkind: FlowCollector\nmetadata: {name: cluster}\nspec: {sampling: 10}\n"
+	err := k8s.Patch(ctx, newCollector(""), client.RawPatch("application/apply-patch+yaml", []byte(old)),
+		client.FieldOwner("test"), client.DryRunAll, client.FieldValidation("Strict"))
+	if err == nil || !strings.Contains(err.Error(), `.spec.sampling: field not declared in schema`) {
+		t.Errorf("spec.sampling (now spec.agent.sampling): error %v, want it refused as an unknown field", err)
+	}
+}
+
 // TestSemanticallyInvalidSpec: what the schema cannot check (a gRPC target
 // that does not parse, an interface regex that does not compile, in
-// spec.interfaces or in a flow filter rule) sets
+// spec.agent.interfaces or in a flow filter rule) sets
 // Degraded with a clear message, without touching the running agents; fixing
 // the spec clears it.
 func TestSemanticallyInvalidSpec(t *testing.T) {
@@ -481,9 +517,9 @@ func TestSemanticallyInvalidSpec(t *testing.T) {
 	waitCondition(t, v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonAsExpected)
 
 	err := update(t, func(fc *v1alpha1.FlowCollector) {
-		fc.Spec.Sampling = 7
-		fc.Spec.Interfaces = []string{"/eth[0-9/"}
-		fc.Spec.FlowFilter = &v1alpha1.FlowFilter{Rules: []v1alpha1.FlowFilterRule{
+		fc.Spec.Agent.Sampling = 7
+		fc.Spec.Agent.Interfaces = []string{"/eth[0-9/"}
+		fc.Spec.Agent.FlowFilter = &v1alpha1.FlowFilter{Rules: []v1alpha1.FlowFilterRule{
 			{Action: v1alpha1.FilterAccept, Interfaces: []string{"eth0"}},
 			{Action: v1alpha1.FilterAccept, Interfaces: []string{"/ens[/"}},
 		}}
@@ -498,8 +534,8 @@ func TestSemanticallyInvalidSpec(t *testing.T) {
 	msg := meta.FindStatusCondition(fc.Status.Conditions, v1alpha1.ConditionDegraded).Message
 	for _, want := range []string{
 		`spec.exporters[0].grpc.targetHost "collector.example.com:4317": must not include a port: set targetPort`,
-		`spec.interfaces: entry "/eth[0-9/"`,
-		`spec.flowFilter.rules[1].interfaces "/ens[/": error parsing regexp`,
+		`spec.agent.interfaces: entry "/eth[0-9/"`,
+		`spec.agent.flowFilter.rules[1].interfaces "/ens[/": error parsing regexp`,
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("Degraded message %q lacks %q", msg, want)
@@ -516,8 +552,8 @@ func TestSemanticallyInvalidSpec(t *testing.T) {
 	}
 
 	if err := update(t, func(fc *v1alpha1.FlowCollector) {
-		fc.Spec.Interfaces = []string{"/^eth[0-9]+$/"}
-		fc.Spec.FlowFilter.Rules[1].Interfaces = []string{"/^ens/"}
+		fc.Spec.Agent.Interfaces = []string{"/^eth[0-9]+$/"}
+		fc.Spec.Agent.FlowFilter.Rules[1].Interfaces = []string{"/^ens/"}
 		fc.Spec.Exporters[0].GRPC.TargetHost = "collector.example.com"
 	}); err != nil {
 		t.Fatal(err)
@@ -584,7 +620,7 @@ func TestStatusFollowsDaemonSet(t *testing.T) {
 
 	// A spec change makes the DaemonSet's status stale until its controller
 	// observes the new generation: not Ready in the meantime.
-	if err := update(t, func(fc *v1alpha1.FlowCollector) { fc.Spec.Sampling = 2 }); err != nil {
+	if err := update(t, func(fc *v1alpha1.FlowCollector) { fc.Spec.Agent.Sampling = 2 }); err != nil {
 		t.Fatal(err)
 	}
 	waitCondition(t, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonRollingOut)
@@ -680,14 +716,14 @@ func TestApplyFailed(t *testing.T) {
 	needEnv(t)
 	const ns = "fl-applyfailed"
 	fc := newCollector(ns)
-	fc.Spec.NodeSelector = map[string]string{"not a label!": "x"}
+	fc.Spec.Agent.NodeSelector = map[string]string{"not a label!": "x"}
 	create(t, fc)
 	fc = waitCondition(t, v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonApplyFailed)
 	msg := meta.FindStatusCondition(fc.Status.Conditions, v1alpha1.ConditionDegraded).Message
 	if !strings.Contains(msg, "applying the daemon set") || !strings.Contains(msg, "nodeSelector") {
 		t.Errorf("Degraded message %q: want the DaemonSet's rejection", msg)
 	}
-	if err := update(t, func(fc *v1alpha1.FlowCollector) { fc.Spec.NodeSelector = map[string]string{"pool": "net"} }); err != nil {
+	if err := update(t, func(fc *v1alpha1.FlowCollector) { fc.Spec.Agent.NodeSelector = map[string]string{"pool": "net"} }); err != nil {
 		t.Fatal(err)
 	}
 	waitCondition(t, v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonAsExpected)

@@ -21,11 +21,11 @@ import (
 	"github.com/flowlens/flowlens/internal/controller/render"
 )
 
-// applyDryRun server-side applies a FlowCollector whose spec.flowFilter is
-// the given YAML, as kubectl would send it, without storing it.
+// applyDryRun server-side applies a FlowCollector whose spec.agent.flowFilter
+// is the given YAML, as kubectl would send it, without storing it.
 func applyDryRun(flowFilter string) error {
-	manifest := "apiVersion: flowlens.io/v1alpha1\nkind: FlowCollector\nmetadata: {name: cluster}\nspec:\n  flowFilter:\n" +
-		indent(flowFilter, "    ")
+	manifest := "apiVersion: flowlens.io/v1alpha1\nkind: FlowCollector\nmetadata: {name: cluster}\nspec:\n  agent:\n    flowFilter:\n" +
+		indent(flowFilter, "      ")
 	return k8s.Patch(context.Background(), newCollector(""), client.RawPatch("application/apply-patch+yaml", []byte(manifest)),
 		client.FieldOwner("test"), client.DryRunAll)
 }
@@ -47,81 +47,81 @@ func TestFlowFilterSchemaRejects(t *testing.T) {
 		name, flowFilter, want string
 	}{
 		{"bad cidr", `rules: [{action: accept, cidr: 10.0.0.0/33}]`,
-			`spec.flowFilter.rules[0].cidr: Invalid value: "10.0.0.0/33": not a CIDR or an IP address: write e.g. 10.0.0.0/16, fd00::/64 or 10.0.0.1`},
+			`spec.agent.flowFilter.rules[0].cidr: Invalid value: "10.0.0.0/33": not a CIDR or an IP address: write e.g. 10.0.0.0/16, fd00::/64 or 10.0.0.1`},
 		{"bad address", `rules: [{action: accept}, {action: accept, peerCIDR: 10.0.0.256}]`,
-			`spec.flowFilter.rules[1].peerCIDR: Invalid value: "10.0.0.256": not a CIDR or an IP address`},
+			`spec.agent.flowFilter.rules[1].peerCIDR: Invalid value: "10.0.0.256": not a CIDR or an IP address`},
 		{"host bits", `rules: [{action: accept, cidr: 10.1.2.3/16}]`,
-			`spec.flowFilter.rules[0].cidr: Invalid value: "10.1.2.3/16": has host bits set: write 10.1.0.0/16`},
+			`spec.agent.flowFilter.rules[0].cidr: Invalid value: "10.1.2.3/16": has host bits set: write 10.1.0.0/16`},
 		{"ipv4-mapped ipv6", `rules: [{action: accept, cidr: "::ffff:10.0.0.0/104"}]`,
-			`spec.flowFilter.rules[0].cidr: Invalid value: "::ffff:10.0.0.0/104": not a CIDR or an IP address`},
+			`spec.agent.flowFilter.rules[0].cidr: Invalid value: "::ffff:10.0.0.0/104": not a CIDR or an IP address`},
 		{"ipv4-mapped address", `rules: [{action: accept, peerCIDR: "::ffff:10.0.0.1"}]`,
-			`spec.flowFilter.rules[0].peerCIDR: Invalid value: "::ffff:10.0.0.1": not a CIDR or an IP address`},
+			`spec.agent.flowFilter.rules[0].peerCIDR: Invalid value: "::ffff:10.0.0.1": not a CIDR or an IP address`},
 		{"cidr families", `rules: [{action: accept, cidr: 10.0.0.0/8, peerCIDR: "fd00::1"}]`,
-			`spec.flowFilter.rules[0].peerCIDR: Invalid value: cidr and peerCIDR must both be IPv4 or both IPv6: a flow has one address family`},
+			`spec.agent.flowFilter.rules[0].peerCIDR: Invalid value: cidr and peerCIDR must both be IPv4 or both IPv6: a flow has one address family`},
 		{"icmp with ipv6", `rules: [{action: accept, protocol: icmp, cidr: "fd00::/8"}]`,
-			`spec.flowFilter.rules[0].protocol: Invalid value: protocol icmp cannot match cidr fd00::/8: use icmpv6 for IPv6`},
+			`spec.agent.flowFilter.rules[0].protocol: Invalid value: protocol icmp cannot match cidr fd00::/8: use icmpv6 for IPv6`},
 		{"icmpv6 with ipv4", `rules: [{action: accept, protocol: 58, peerCIDR: 10.0.0.1}]`,
-			`spec.flowFilter.rules[0].protocol: Invalid value: protocol 58 cannot match peerCIDR 10.0.0.1: use icmp for IPv4`},
+			`spec.agent.flowFilter.rules[0].protocol: Invalid value: protocol 58 cannot match peerCIDR 10.0.0.1: use icmp for IPv4`},
 		{"upside-down range", `rules: [{action: accept}, {action: accept}, {action: accept, protocol: tcp, sourcePorts: "100-80"}]`,
-			`spec.flowFilter.rules[2].sourcePorts: Invalid value: "100-80": a port range goes from low to high, e.g. 80-100, not 100-80`},
+			`spec.agent.flowFilter.rules[2].sourcePorts: Invalid value: "100-80": a port range goes from low to high, e.g. 80-100, not 100-80`},
 		{"upside-down range in a list", `rules: [{action: accept, ports: "80,443,9000-8000"}]`,
-			`spec.flowFilter.rules[0].ports: Invalid value: "80,443,9000-8000": a port range goes from low to high`},
+			`spec.agent.flowFilter.rules[0].ports: Invalid value: "80,443,9000-8000": a port range goes from low to high`},
 		{"port number out of range", `rules: [{action: accept, destinationPorts: 70000}]`,
-			`spec.flowFilter.rules[0].destinationPorts: Invalid value: 70000: ports must be from 0 to 65535`},
+			`spec.agent.flowFilter.rules[0].destinationPorts: Invalid value: 70000: ports must be from 0 to 65535`},
 		{"port out of range in a list", `rules: [{action: accept, ports: "80,65536"}]`,
-			`spec.flowFilter.rules[0].ports: Invalid value: "80,65536": ports must be from 0 to 65535`},
+			`spec.agent.flowFilter.rules[0].ports: Invalid value: "80,65536": ports must be from 0 to 65535`},
 		{"port out of range in a range", `rules: [{action: accept, sourcePorts: "1024-99999"}]`,
-			`spec.flowFilter.rules[0].sourcePorts: Invalid value: "1024-99999": ports must be from 0 to 65535`},
+			`spec.agent.flowFilter.rules[0].sourcePorts: Invalid value: "1024-99999": ports must be from 0 to 65535`},
 		{"port syntax", `rules: [{action: accept, ports: "80;443"}]`,
-			`spec.flowFilter.rules[0].ports: Invalid value: "80;443": not a port list: write a port (443), a range (80-100) or a comma-separated list of them (80,8000-8100)`},
+			`spec.agent.flowFilter.rules[0].ports: Invalid value: "80;443": not a port list: write a port (443), a range (80-100) or a comma-separated list of them (80,8000-8100)`},
 		{"unknown protocol", `rules: [{action: accept, protocol: tcpp}]`,
-			`spec.flowFilter.rules[0].protocol: Invalid value: "tcpp": unknown protocol: use tcp, udp, icmp, icmpv6, sctp or a protocol number from 0 to 255`},
+			`spec.agent.flowFilter.rules[0].protocol: Invalid value: "tcpp": unknown protocol: use tcp, udp, icmp, icmpv6, sctp or a protocol number from 0 to 255`},
 		{"protocol number", `rules: [{action: accept, protocol: 256}]`,
-			`spec.flowFilter.rules[0].protocol: Invalid value: 256: unknown protocol: use`},
+			`spec.agent.flowFilter.rules[0].protocol: Invalid value: 256: unknown protocol: use`},
 		{"protocol upper case", `rules: [{action: accept, protocol: TCP}]`,
-			`spec.flowFilter.rules[0].protocol: Invalid value: "TCP": unknown protocol: use`},
+			`spec.agent.flowFilter.rules[0].protocol: Invalid value: "TCP": unknown protocol: use`},
 		{"ports with icmp", `rules: [{action: accept}, {action: accept, protocol: icmp, ports: 80}]`,
-			`spec.flowFilter.rules[1].ports: Invalid value: ports need protocol tcp, udp or sctp, not icmp`},
+			`spec.agent.flowFilter.rules[1].ports: Invalid value: ports need protocol tcp, udp or sctp, not icmp`},
 		{"destination ports with protocol 1", `rules: [{action: accept, protocol: 1, destinationPorts: "53"}]`,
-			`spec.flowFilter.rules[0].destinationPorts: Invalid value: destinationPorts need protocol tcp, udp or sctp, not 1`},
+			`spec.agent.flowFilter.rules[0].destinationPorts: Invalid value: destinationPorts need protocol tcp, udp or sctp, not 1`},
 		{"icmp type with tcp", `rules: [{action: accept, protocol: tcp, icmpType: 8}]`,
-			`spec.flowFilter.rules[0].icmpType: Invalid value: icmpType needs protocol icmp or icmpv6, not tcp`},
+			`spec.agent.flowFilter.rules[0].icmpType: Invalid value: icmpType needs protocol icmp or icmpv6, not tcp`},
 		{"icmp code with udp", `rules: [{action: accept, protocol: udp, icmpCode: 0}]`,
-			`spec.flowFilter.rules[0].icmpCode: Invalid value: icmpCode needs protocol icmp or icmpv6, not udp`},
+			`spec.agent.flowFilter.rules[0].icmpCode: Invalid value: icmpCode needs protocol icmp or icmpv6, not udp`},
 		{"icmp type range", `rules: [{action: accept, protocol: icmp, icmpType: 256}]`,
-			`spec.flowFilter.rules[0].icmpType: Invalid value: 256: spec.flowFilter.rules[0].icmpType in body should be less than or equal to 255`},
+			`spec.agent.flowFilter.rules[0].icmpType: Invalid value: 256: spec.agent.flowFilter.rules[0].icmpType in body should be less than or equal to 255`},
 		{"icmp code without type", `rules: [{action: accept, protocol: icmp, icmpCode: 1}]`,
-			`spec.flowFilter.rules[0].icmpCode: Invalid value: icmpCode needs icmpType: a code means something only within its type`},
+			`spec.agent.flowFilter.rules[0].icmpCode: Invalid value: icmpCode needs icmpType: a code means something only within its type`},
 		{"icmp type with ports", `rules: [{action: accept, icmpType: 8, sourcePorts: 80}]`,
-			`spec.flowFilter.rules[0].icmpType: Invalid value: icmpType cannot go with ports, sourcePorts or destinationPorts: ICMP packets have no ports`},
+			`spec.agent.flowFilter.rules[0].icmpType: Invalid value: icmpType cannot go with ports, sourcePorts or destinationPorts: ICMP packets have no ports`},
 		{"tcp flags with icmp type", `rules: [{action: accept, icmpType: 3, tcpFlags: [RST]}]`,
-			`spec.flowFilter.rules[0].tcpFlags: Invalid value: tcpFlags cannot go with icmpType: ICMP packets have no TCP flags`},
+			`spec.agent.flowFilter.rules[0].tcpFlags: Invalid value: tcpFlags cannot go with icmpType: ICMP packets have no TCP flags`},
 		{"tcp flags with udp", `rules: [{action: accept, protocol: udp, tcpFlags: [SYN]}]`,
-			`spec.flowFilter.rules[0].tcpFlags: Invalid value: tcpFlags need protocol tcp, not udp`},
+			`spec.agent.flowFilter.rules[0].tcpFlags: Invalid value: tcpFlags need protocol tcp, not udp`},
 		{"unknown tcp flag", `rules: [{action: accept, tcpFlags: [SYN, SYNACK]}]`,
-			`spec.flowFilter.rules[0].tcpFlags[1]: Unsupported value: "SYNACK": supported values: "FIN", "SYN", "RST", "PSH", "ACK", "URG", "ECE", "CWR", "SYN-ACK", "FIN-ACK", "RST-ACK"`},
+			`spec.agent.flowFilter.rules[0].tcpFlags[1]: Unsupported value: "SYNACK": supported values: "FIN", "SYN", "RST", "PSH", "ACK", "URG", "ECE", "CWR", "SYN-ACK", "FIN-ACK", "RST-ACK"`},
 		{"sampling 0", `rules: [{action: accept, sampling: 0}]`,
-			`spec.flowFilter.rules[0].sampling: Invalid value: 0: spec.flowFilter.rules[0].sampling in body should be greater than or equal to 1`},
+			`spec.agent.flowFilter.rules[0].sampling: Invalid value: 0: spec.agent.flowFilter.rules[0].sampling in body should be greater than or equal to 1`},
 		{"drops with reject", `rules: [{action: reject, drops: true}]`,
-			`spec.flowFilter.rules[0].drops: Invalid value: drops needs action accept: a reject rule keeps nothing`},
+			`spec.agent.flowFilter.rules[0].drops: Invalid value: drops needs action accept: a reject rule keeps nothing`},
 		{"sampling with reject", `rules: [{action: accept}, {action: reject, sampling: 10}]`,
-			`spec.flowFilter.rules[1].sampling: Invalid value: sampling needs action accept: a reject rule keeps nothing`},
+			`spec.agent.flowFilter.rules[1].sampling: Invalid value: sampling needs action accept: a reject rule keeps nothing`},
 		{"no action", `rules: [{name: web}]`,
-			`spec.flowFilter.rules[0].action: Required value`},
+			`spec.agent.flowFilter.rules[0].action: Required value`},
 		{"action spelling", `rules: [{action: Accept}]`,
-			`spec.flowFilter.rules[0].action: Unsupported value: "Accept": supported values: "accept", "reject"`},
+			`spec.agent.flowFilter.rules[0].action: Unsupported value: "Accept": supported values: "accept", "reject"`},
 		{"direction", `rules: [{action: accept, direction: in}]`,
-			`spec.flowFilter.rules[0].direction: Unsupported value: "in": supported values: "ingress", "egress"`},
+			`spec.agent.flowFilter.rules[0].direction: Unsupported value: "in": supported values: "ingress", "egress"`},
 		{"default", `{default: drop}`,
-			`spec.flowFilter.default: Unsupported value: "drop": supported values: "accept", "reject"`},
+			`spec.agent.flowFilter.default: Unsupported value: "drop": supported values: "accept", "reject"`},
 		{"too many rules", many,
-			`spec.flowFilter.rules: Too many: 65: must have at most 64 items`},
+			`spec.agent.flowFilter.rules: Too many: 65: must have at most 64 items`},
 		{"duplicate names", `rules: [{name: web, action: accept}, {action: accept}, {name: dns, action: accept}, {name: web, action: reject}]`,
-			`spec.flowFilter.rules: Invalid value: rules[3].name: "web" is already the name of an earlier rule: rule names must be unique`},
+			`spec.agent.flowFilter.rules: Invalid value: rules[3].name: "web" is already the name of an earlier rule: rule names must be unique`},
 		{"duplicate rules", `rules: [{name: a, action: accept}, {name: web, action: accept}, {name: web, action: accept}, {name: b, action: accept}]`,
 			`rules[2].name: "web" is already the name of an earlier rule`},
 		{"name syntax", `rules: [{name: "web rule", action: accept}]`,
-			`spec.flowFilter.rules[0].name: Invalid value: "web rule": spec.flowFilter.rules[0].name in body should match`},
+			`spec.agent.flowFilter.rules[0].name: Invalid value: "web rule": spec.agent.flowFilter.rules[0].name in body should match`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := applyDryRun(tc.flowFilter)
@@ -159,7 +159,7 @@ func TestFlowFilterSample(t *testing.T) {
 	if len(objs) != 1 || objs[0].GetKind() != "FlowCollector" {
 		t.Fatalf("want one FlowCollector, got %d objects", len(objs))
 	}
-	if rules, _, _ := unstructured.NestedSlice(objs[0].Object, "spec", "flowFilter", "rules"); len(rules) == 0 {
+	if rules, _, _ := unstructured.NestedSlice(objs[0].Object, "spec", "agent", "flowFilter", "rules"); len(rules) == 0 {
 		t.Fatal("the sample has no flow filter rules")
 	}
 	err := k8s.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(objs[0]),
@@ -253,14 +253,14 @@ func TestFlowFilterRendered(t *testing.T) {
 	// Created from YAML as a user would: the Go types decode it (ports and
 	// protocols as numbers or strings).
 	fc := newCollector(ns)
-	if err := yaml.UnmarshalStrict([]byte(validRules), &fc.Spec.FlowFilter); err != nil {
+	if err := yaml.UnmarshalStrict([]byte(validRules), &fc.Spec.Agent.FlowFilter); err != nil {
 		t.Fatal(err)
 	}
 	create(t, fc)
 	stored := get(t)
-	if f := stored.Spec.FlowFilter; f == nil || len(f.Rules) != 6 || f.Default != v1alpha1.FilterAccept ||
+	if f := stored.Spec.Agent.FlowFilter; f == nil || len(f.Rules) != 6 || f.Default != v1alpha1.FilterAccept ||
 		f.Rules[1].Protocol.Type != intstr.Int || f.Rules[1].Ports.StrVal != "80,443,8000-8100" || *f.Rules[2].ICMPType != 0 {
-		t.Fatalf("stored flowFilter %+v", stored.Spec.FlowFilter)
+		t.Fatalf("stored flowFilter %+v", stored.Spec.Agent.FlowFilter)
 	}
 
 	cm := waitFor(t, configMap(ns), exists)
@@ -277,7 +277,7 @@ func TestFlowFilterRendered(t *testing.T) {
 	// One port of one rule changes: the configuration and the hash follow.
 	if err := update(t, func(fc *v1alpha1.FlowCollector) {
 		p := intstr.FromString("8081")
-		fc.Spec.FlowFilter.Rules[0].DestinationPorts = &p
+		fc.Spec.Agent.FlowFilter.Rules[0].DestinationPorts = &p
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +303,7 @@ func TestFlowFilterRendered(t *testing.T) {
 
 	// Removing the filter removes the keys, and rolls the agents again.
 	hash := hashOf(ds)
-	if err := update(t, func(fc *v1alpha1.FlowCollector) { fc.Spec.FlowFilter = nil }); err != nil {
+	if err := update(t, func(fc *v1alpha1.FlowCollector) { fc.Spec.Agent.FlowFilter = nil }); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, configMap(ns), func(cm *corev1.ConfigMap) error {

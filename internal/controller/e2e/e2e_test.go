@@ -137,7 +137,7 @@ func TestOperatorOnKwokCluster(t *testing.T) {
 	hash1 := checkAgentPods(ctx, t, admin)
 
 	// 4. A spec change rolls every agent to the new configuration.
-	patch := []byte(`{"spec":{"sampling":10}}`)
+	patch := []byte(`{"spec":{"agent":{"sampling":10}}}`)
 	if err := admin.Patch(ctx, &v1alpha1.FlowCollector{ObjectMeta: metav1.ObjectMeta{Name: "cluster"}}, client.RawPatch("application/merge-patch+json", patch)); err != nil {
 		t.Fatal(err)
 	}

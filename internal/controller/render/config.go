@@ -33,7 +33,7 @@ type agentConfig struct {
 	MetricsAddress     string   `yaml:"metrics_address"`
 	LogLevel           string   `yaml:"log_level"`
 
-	// The filter keys are written only when spec.flowFilter sets them: no
+	// The filter keys are written only when spec.agent.flowFilter sets them: no
 	// key and no rules mean the same to the agent, and leaving them out keeps
 	// the configuration of a FlowCollector without filters unchanged (no
 	// roll of every agent when the operator is upgraded).
@@ -67,23 +67,23 @@ type filterRule struct {
 // which the DaemonSet sets from spec.nodeName.
 func AgentConfig(spec *v1alpha1.FlowCollectorSpec) ([]byte, error) {
 	c := agentConfig{
-		Interfaces:         nonNil(spec.Interfaces),
-		ExcludeInterfaces:  nonNil(spec.ExcludeInterfaces),
-		Netns:              nonNil(spec.Netns),
+		Interfaces:         nonNil(spec.Agent.Interfaces),
+		ExcludeInterfaces:  nonNil(spec.Agent.ExcludeInterfaces),
+		Netns:              nonNil(spec.Agent.Netns),
 		NetnsDir:           NetnsDir,
-		CacheActiveTimeout: spec.CacheActiveTimeout.Duration.String(),
-		CacheMaxFlows:      spec.CacheMaxFlows,
-		Sampling:           spec.Sampling,
+		CacheActiveTimeout: spec.Agent.CacheActiveTimeout.Duration.String(),
+		CacheMaxFlows:      spec.Agent.CacheMaxFlows,
+		Sampling:           spec.Agent.Sampling,
 		Export:             []string{},
 		Features:           []string{},
-		MetricsAddress:     ":" + strconv.Itoa(int(spec.MetricsPort)),
-		LogLevel:           string(spec.LogLevel),
+		MetricsAddress:     ":" + strconv.Itoa(int(spec.Agent.MetricsPort)),
+		LogLevel:           string(spec.Agent.LogLevel),
 	}
-	if f := spec.FlowFilter; f != nil {
+	if f := spec.Agent.FlowFilter; f != nil {
 		c.FilterDefault = string(f.Default)
 		c.FilterRules = agentFilterRules(f.Rules)
 	}
-	for _, f := range spec.Features {
+	for _, f := range spec.Agent.Features {
 		c.Features = append(c.Features, string(f))
 	}
 	for _, e := range spec.Exporters {

@@ -25,7 +25,7 @@ import (
 //     links through netlink.
 //   - SYS_RESOURCE: raise RLIMIT_MEMLOCK for map memory on kernels that
 //     still charge it (before 5.11).
-//   - SYS_ADMIN, only when spec.netns is not just "host": setns(2) into
+//   - SYS_ADMIN, only when spec.agent.netns is not just "host": setns(2) into
 //     other network namespaces requires it.
 var (
 	BaseCapabilities  = []corev1.Capability{"BPF", "PERFMON", "NET_ADMIN", "SYS_RESOURCE"}
@@ -52,7 +52,7 @@ type Objects struct {
 
 // Options are the inputs that do not come from the FlowCollector.
 type Options struct {
-	// DefaultImage is the agent image when spec.image is empty.
+	// DefaultImage is the agent image when spec.agent.image is empty.
 	DefaultImage string
 	// OwnNamespace says whether the operator creates (and owns) the agent
 	// namespace; false when it exists and belongs to someone else.
@@ -127,7 +127,7 @@ func Build(fc *v1alpha1.FlowCollector, opts Options) (*Objects, error) {
 			WithPorts(corev1ac.ServicePort().
 				WithName("metrics").
 				WithProtocol(corev1.ProtocolTCP).
-				WithPort(spec.MetricsPort).
+				WithPort(spec.Agent.MetricsPort).
 				WithTargetPort(intstr.FromString("metrics"))))
 
 	o.DaemonSet = daemonSet(fc, opts, owner, o.ConfigHash)
@@ -166,7 +166,7 @@ func selectorLabels() map[string]string {
 
 func daemonSet(fc *v1alpha1.FlowCollector, opts Options, owner *metav1ac.OwnerReferenceApplyConfiguration, hash string) *appsv1ac.DaemonSetApplyConfiguration {
 	spec := &fc.Spec
-	image := spec.Image
+	image := spec.Agent.Image
 	if image == "" {
 		image = opts.DefaultImage
 	}
@@ -174,7 +174,7 @@ func daemonSet(fc *v1alpha1.FlowCollector, opts Options, owner *metav1ac.OwnerRe
 	sc := corev1ac.SecurityContext().
 		WithRunAsUser(0).
 		WithReadOnlyRootFilesystem(true)
-	if spec.Privileged {
+	if spec.Agent.Privileged {
 		sc.WithPrivileged(true)
 	} else {
 		caps := append([]corev1.Capability{}, BaseCapabilities...)
@@ -197,7 +197,7 @@ func daemonSet(fc *v1alpha1.FlowCollector, opts Options, owner *metav1ac.OwnerRe
 	container := corev1ac.Container().
 		WithName(AgentName).
 		WithImage(image).
-		WithImagePullPolicy(spec.ImagePullPolicy).
+		WithImagePullPolicy(spec.Agent.ImagePullPolicy).
 		WithArgs("--config", ConfigPath).
 		WithEnv(corev1ac.EnvVar().
 			WithName("NODE_NAME").
@@ -205,9 +205,9 @@ func daemonSet(fc *v1alpha1.FlowCollector, opts Options, owner *metav1ac.OwnerRe
 				WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("spec.nodeName")))).
 		WithPorts(corev1ac.ContainerPort().
 			WithName("metrics").
-			WithContainerPort(spec.MetricsPort).
+			WithContainerPort(spec.Agent.MetricsPort).
 			WithProtocol(corev1.ProtocolTCP)).
-		WithResources(resources(spec.Resources)).
+		WithResources(resources(spec.Agent.Resources)).
 		WithSecurityContext(sc).
 		// Loading and attaching the BPF programs can take a few seconds on a
 		// busy node: give start-up a minute before liveness counts.
@@ -251,7 +251,7 @@ func daemonSet(fc *v1alpha1.FlowCollector, opts Options, owner *metav1ac.OwnerRe
 	}
 
 	nodeSelector := map[string]string{corev1.LabelOSStable: "linux"}
-	maps.Copy(nodeSelector, spec.NodeSelector)
+	maps.Copy(nodeSelector, spec.Agent.NodeSelector)
 
 	podSpec := corev1ac.PodSpec().
 		WithServiceAccountName(AgentName).
@@ -261,10 +261,10 @@ func daemonSet(fc *v1alpha1.FlowCollector, opts Options, owner *metav1ac.OwnerRe
 		WithTerminationGracePeriodSeconds(30).
 		WithContainers(container).
 		WithVolumes(volumes...)
-	for i := range spec.Tolerations {
-		podSpec.WithTolerations(toleration(&spec.Tolerations[i]))
+	for i := range spec.Agent.Tolerations {
+		podSpec.WithTolerations(toleration(&spec.Agent.Tolerations[i]))
 	}
-	for _, s := range spec.ImagePullSecrets {
+	for _, s := range spec.Agent.ImagePullSecrets {
 		podSpec.WithImagePullSecrets(corev1ac.LocalObjectReference().WithName(s.Name))
 	}
 

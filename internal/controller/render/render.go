@@ -74,8 +74,8 @@ const (
 	DefaultCAKey              = "ca.crt"
 )
 
-// DefaultResources are the agent container's resources when spec.resources is
-// unset: a small request, and a memory limit with room for the default
+// DefaultResources are the agent container's resources when spec.agent.resources
+// is unset: a small request, and a memory limit with room for the default
 // 100000-entry flow cache and export buffers.
 func DefaultResources() corev1.ResourceRequirements {
 	return corev1.ResourceRequirements{
@@ -97,26 +97,40 @@ func WithDefaults(spec v1alpha1.FlowCollectorSpec) v1alpha1.FlowCollectorSpec {
 	if s.Namespace == "" {
 		s.Namespace = DefaultNamespace
 	}
-	if s.ImagePullPolicy == "" {
-		s.ImagePullPolicy = corev1.PullIfNotPresent
+	a := &s.Agent
+	if a.ImagePullPolicy == "" {
+		a.ImagePullPolicy = corev1.PullIfNotPresent
 	}
-	if s.Sampling == 0 {
-		s.Sampling = DefaultSampling
+	if a.Sampling == 0 {
+		a.Sampling = DefaultSampling
 	}
-	if s.CacheActiveTimeout == nil {
-		s.CacheActiveTimeout = &metav1.Duration{Duration: DefaultCacheActiveTimeout}
+	if a.CacheActiveTimeout == nil {
+		a.CacheActiveTimeout = &metav1.Duration{Duration: DefaultCacheActiveTimeout}
 	}
-	if s.CacheMaxFlows == 0 {
-		s.CacheMaxFlows = DefaultCacheMaxFlows
+	if a.CacheMaxFlows == 0 {
+		a.CacheMaxFlows = DefaultCacheMaxFlows
 	}
-	if s.ExcludeInterfaces == nil {
-		s.ExcludeInterfaces = []string{"lo"}
+	if a.ExcludeInterfaces == nil {
+		a.ExcludeInterfaces = []string{"lo"}
 	}
-	if s.Netns == nil {
-		s.Netns = []string{"host"}
+	if a.Netns == nil {
+		a.Netns = []string{"host"}
 	}
-	if s.Features == nil {
-		s.Features = []v1alpha1.Feature{v1alpha1.FeatureDrops, v1alpha1.FeatureRTT, v1alpha1.FeatureRetransmits}
+	if a.Features == nil {
+		a.Features = []v1alpha1.Feature{v1alpha1.FeatureDrops, v1alpha1.FeatureRTT, v1alpha1.FeatureRetransmits}
+	}
+	if a.Resources == nil {
+		r := DefaultResources()
+		a.Resources = &r
+	}
+	if a.LogLevel == "" {
+		a.LogLevel = DefaultLogLevel
+	}
+	if a.MetricsPort == 0 {
+		a.MetricsPort = DefaultMetricsPort
+	}
+	if a.Tolerations == nil {
+		a.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
 	}
 	if len(s.Exporters) == 0 {
 		s.Exporters = []v1alpha1.Exporter{{Type: v1alpha1.ExporterStdout}}
@@ -132,19 +146,6 @@ func WithDefaults(spec v1alpha1.FlowCollectorSpec) v1alpha1.FlowCollectorSpec {
 		if g.TLS != nil && g.TLS.CASecretRef != nil && g.TLS.CASecretRef.Key == "" {
 			g.TLS.CASecretRef.Key = DefaultCAKey
 		}
-	}
-	if s.Resources == nil {
-		r := DefaultResources()
-		s.Resources = &r
-	}
-	if s.LogLevel == "" {
-		s.LogLevel = DefaultLogLevel
-	}
-	if s.MetricsPort == 0 {
-		s.MetricsPort = DefaultMetricsPort
-	}
-	if s.Tolerations == nil {
-		s.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
 	}
 	if s.Dashboards != nil && s.Dashboards.Namespace == "" {
 		s.Dashboards.Namespace = s.Namespace
@@ -178,7 +179,7 @@ func GRPC(spec *v1alpha1.FlowCollectorSpec) *v1alpha1.GRPCExporter {
 // NeedsSetns reports whether the agent watches namespaces other than the
 // node's, and so must enter them (setns needs CAP_SYS_ADMIN).
 func NeedsSetns(spec *v1alpha1.FlowCollectorSpec) bool {
-	for _, n := range spec.Netns {
+	for _, n := range spec.Agent.Netns {
 		if n != "host" {
 			return true
 		}

@@ -64,19 +64,21 @@ func TestAgentAcceptsDefaults(t *testing.T) {
 // arrives with its value, and empty lists mean none.
 func TestAgentAcceptsEverySetting(t *testing.T) {
 	c := loadAgentConfig(t, v1alpha1.FlowCollectorSpec{
-		Sampling:           20,
-		CacheActiveTimeout: &metav1.Duration{Duration: 1500 * time.Millisecond},
-		CacheMaxFlows:      5000,
-		Interfaces:         []string{"eth0", "/^ens[0-9]{1,3}$/"},
-		ExcludeInterfaces:  []string{},
-		Netns:              []string{"host", "blue"},
-		Features:           []v1alpha1.Feature{},
+		Agent: v1alpha1.AgentSpec{
+			Sampling:           20,
+			CacheActiveTimeout: &metav1.Duration{Duration: 1500 * time.Millisecond},
+			CacheMaxFlows:      5000,
+			Interfaces:         []string{"eth0", "/^ens[0-9]{1,3}$/"},
+			ExcludeInterfaces:  []string{},
+			Netns:              []string{"host", "blue"},
+			Features:           []v1alpha1.Feature{},
+			LogLevel:           "debug",
+			MetricsPort:        19400,
+		},
 		Exporters: []v1alpha1.Exporter{
 			{Type: v1alpha1.ExporterStdout},
 			{Type: v1alpha1.ExporterGRPC, GRPC: &v1alpha1.GRPCExporter{TargetHost: "fd00::1", TargetPort: 4317, BatchSize: 250}},
 		},
-		LogLevel:    "debug",
-		MetricsPort: 19400,
 	})
 	if c.Sampling != 20 || c.CacheActiveTimeout != 1500*time.Millisecond || c.CacheMaxFlows != 5000 ||
 		!slices.Equal(c.Interfaces, []string{"eth0", "/^ens[0-9]{1,3}$/"}) || len(c.ExcludeInterfaces) != 0 ||
@@ -147,30 +149,30 @@ func TestValidate(t *testing.T) {
 		{"bad ipv6", grpc("fd00::zz"), "not a valid IP address"},
 		{"space", grpc("my collector"), "not a valid DNS name"},
 		{"underscore", grpc("flow_collector"), "not a valid DNS name"},
-		{"good patterns", v1alpha1.FlowCollectorSpec{Interfaces: []string{"/^eth[0-9]+$/"}, ExcludeInterfaces: []string{"/^veth/"}}, ""},
-		{"bad include", v1alpha1.FlowCollectorSpec{Interfaces: []string{"/eth[/"}}, `spec.interfaces: entry "/eth[/"`},
-		{"unclosed", v1alpha1.FlowCollectorSpec{ExcludeInterfaces: []string{"/veth"}}, "spec.excludeInterfaces: entry \"/veth\": a pattern must be written /regex/"},
-		{"rule interfaces", v1alpha1.FlowCollectorSpec{FlowFilter: &v1alpha1.FlowFilter{Rules: []v1alpha1.FlowFilterRule{
+		{"good patterns", v1alpha1.FlowCollectorSpec{Agent: v1alpha1.AgentSpec{Interfaces: []string{"/^eth[0-9]+$/"}, ExcludeInterfaces: []string{"/^veth/"}}}, ""},
+		{"bad include", v1alpha1.FlowCollectorSpec{Agent: v1alpha1.AgentSpec{Interfaces: []string{"/eth[/"}}}, `spec.agent.interfaces: entry "/eth[/"`},
+		{"unclosed", v1alpha1.FlowCollectorSpec{Agent: v1alpha1.AgentSpec{ExcludeInterfaces: []string{"/veth"}}}, "spec.agent.excludeInterfaces: entry \"/veth\": a pattern must be written /regex/"},
+		{"rule interfaces", v1alpha1.FlowCollectorSpec{Agent: v1alpha1.AgentSpec{FlowFilter: &v1alpha1.FlowFilter{Rules: []v1alpha1.FlowFilterRule{
 			{Action: v1alpha1.FilterAccept, Interfaces: []string{"eth0", "/^veth/"}},
 			{Action: v1alpha1.FilterAccept, Interfaces: []string{"/ens[/"}},
-		}}}, `spec.flowFilter.rules[1].interfaces "/ens[/": error parsing regexp`},
+		}}}}, `spec.agent.flowFilter.rules[1].interfaces "/ens[/": error parsing regexp`},
 		// The agent's own checks stand behind the schema's, for a spec that
 		// did not go through it.
-		{"rule drops with reject", v1alpha1.FlowCollectorSpec{FlowFilter: &v1alpha1.FlowFilter{Rules: []v1alpha1.FlowFilterRule{
+		{"rule drops with reject", v1alpha1.FlowCollectorSpec{Agent: v1alpha1.AgentSpec{FlowFilter: &v1alpha1.FlowFilter{Rules: []v1alpha1.FlowFilterRule{
 			{Action: v1alpha1.FilterReject, Drops: true},
-		}}}, `spec.flowFilter.rules[0].drops "true": needs action accept`},
-		{"drops rule without the drops feature", v1alpha1.FlowCollectorSpec{Features: []v1alpha1.Feature{v1alpha1.FeatureRTT},
-			FlowFilter: &v1alpha1.FlowFilter{Rules: []v1alpha1.FlowFilterRule{{Action: v1alpha1.FilterAccept}, {Action: v1alpha1.FilterAccept, Drops: true}}}},
-			`spec.flowFilter.rules[1].drops "true": needs the drops feature in spec.features`},
-		{"rule families", v1alpha1.FlowCollectorSpec{FlowFilter: &v1alpha1.FlowFilter{Rules: []v1alpha1.FlowFilterRule{
+		}}}}, `spec.agent.flowFilter.rules[0].drops "true": needs action accept`},
+		{"drops rule without the drops feature", v1alpha1.FlowCollectorSpec{Agent: v1alpha1.AgentSpec{Features: []v1alpha1.Feature{v1alpha1.FeatureRTT},
+			FlowFilter: &v1alpha1.FlowFilter{Rules: []v1alpha1.FlowFilterRule{{Action: v1alpha1.FilterAccept}, {Action: v1alpha1.FilterAccept, Drops: true}}}}},
+			`spec.agent.flowFilter.rules[1].drops "true": needs the drops feature in spec.agent.features`},
+		{"rule families", v1alpha1.FlowCollectorSpec{Agent: v1alpha1.AgentSpec{FlowFilter: &v1alpha1.FlowFilter{Rules: []v1alpha1.FlowFilterRule{
 			{Action: v1alpha1.FilterAccept}, {Action: v1alpha1.FilterAccept, CIDR: "10.0.0.0/8", PeerCIDR: "fd00::/8"},
-		}}}, `spec.flowFilter.rules[1].peerCIDR "fd00::/8": is IPv6 but cidr "10.0.0.0/8" is IPv4`},
-		{"rule names", v1alpha1.FlowCollectorSpec{FlowFilter: &v1alpha1.FlowFilter{Rules: []v1alpha1.FlowFilterRule{
+		}}}}, `spec.agent.flowFilter.rules[1].peerCIDR "fd00::/8": is IPv6 but cidr "10.0.0.0/8" is IPv4`},
+		{"rule names", v1alpha1.FlowCollectorSpec{Agent: v1alpha1.AgentSpec{FlowFilter: &v1alpha1.FlowFilter{Rules: []v1alpha1.FlowFilterRule{
 			{Name: "a", Action: v1alpha1.FilterAccept}, {Name: "a", Action: v1alpha1.FilterAccept},
-		}}}, `spec.flowFilter.rules[1].name "a": already the name of rule 0`},
-		{"good rules", v1alpha1.FlowCollectorSpec{FlowFilter: &v1alpha1.FlowFilter{Rules: []v1alpha1.FlowFilterRule{
+		}}}}, `spec.agent.flowFilter.rules[1].name "a": already the name of rule 0`},
+		{"good rules", v1alpha1.FlowCollectorSpec{Agent: v1alpha1.AgentSpec{FlowFilter: &v1alpha1.FlowFilter{Rules: []v1alpha1.FlowFilterRule{
 			{Action: v1alpha1.FilterAccept, CIDR: "10.0.0.0/8", Interfaces: []string{"/^eth/"}}, {Action: v1alpha1.FilterReject},
-		}}}, ""},
+		}}}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := WithDefaults(tc.spec)
@@ -185,7 +187,7 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// TestAgentConfigFilterRules: spec.flowFilter reaches the agent's
+// TestAgentConfigFilterRules: spec.agent.flowFilter reaches the agent's
 // configuration as filter_default and filter_rules, every field under its
 // snake_case key, unset fields left out, ports and protocols as strings
 // whether the spec wrote numbers or strings, and ICMP type 0 kept.
@@ -193,7 +195,7 @@ func TestAgentConfigFilterRules(t *testing.T) {
 	port := intstr.FromInt32
 	str := intstr.FromString
 	zero, three := int32(0), int32(3)
-	s := WithDefaults(v1alpha1.FlowCollectorSpec{FlowFilter: &v1alpha1.FlowFilter{
+	s := WithDefaults(v1alpha1.FlowCollectorSpec{Agent: v1alpha1.AgentSpec{FlowFilter: &v1alpha1.FlowFilter{
 		Default: v1alpha1.FilterAccept,
 		Rules: []v1alpha1.FlowFilterRule{
 			{Name: "no-health-checks", Action: v1alpha1.FilterReject, Protocol: ptr(str("tcp")), DestinationPorts: ptr(port(8080))},
@@ -204,7 +206,7 @@ func TestAgentConfigFilterRules(t *testing.T) {
 			{Action: v1alpha1.FilterAccept, CIDR: "fd00::/64", Protocol: ptr(str("icmpv6")), ICMPType: &zero, ICMPCode: &three},
 			{Action: v1alpha1.FilterAccept, Drops: true},
 		},
-	}})
+	}}})
 	data, err := AgentConfig(&s)
 	if err != nil {
 		t.Fatal(err)
@@ -264,10 +266,10 @@ filter_rules:
 		t.Errorf("agent rule 3: %+v, want drops", c.FilterRules[3])
 	}
 
-	// Without spec.flowFilter, or with neither rules nor default, no key
+	// Without spec.agent.flowFilter, or with neither rules nor default, no key
 	// at all: the configuration stays as it was before filters existed.
 	for _, f := range []*v1alpha1.FlowFilter{nil, {}} {
-		s := WithDefaults(v1alpha1.FlowCollectorSpec{FlowFilter: f})
+		s := WithDefaults(v1alpha1.FlowCollectorSpec{Agent: v1alpha1.AgentSpec{FlowFilter: f}})
 		data, err := AgentConfig(&s)
 		if err != nil {
 			t.Fatal(err)
@@ -296,21 +298,21 @@ func TestCapabilities(t *testing.T) {
 		t.Errorf("default: privileged %v caps %v", p, c)
 	}
 	for _, netns := range [][]string{{"all"}, {"host", "blue"}} {
-		if p, c := caps(v1alpha1.FlowCollectorSpec{Netns: netns}); p || !slices.Contains(c, "SYS_ADMIN") {
+		if p, c := caps(v1alpha1.FlowCollectorSpec{Agent: v1alpha1.AgentSpec{Netns: netns}}); p || !slices.Contains(c, "SYS_ADMIN") {
 			t.Errorf("netns %v: privileged %v caps %v, want SYS_ADMIN", netns, p, c)
 		}
 	}
-	if p, c := caps(v1alpha1.FlowCollectorSpec{Privileged: true}); !p || c != nil {
+	if p, c := caps(v1alpha1.FlowCollectorSpec{Agent: v1alpha1.AgentSpec{Privileged: true}}); !p || c != nil {
 		t.Errorf("privileged: privileged %v caps %v", p, c)
 	}
 }
 
 func TestImageAndScheduling(t *testing.T) {
-	objs, err := Build(collector(v1alpha1.FlowCollectorSpec{
+	objs, err := Build(collector(v1alpha1.FlowCollectorSpec{Agent: v1alpha1.AgentSpec{
 		NodeSelector:     map[string]string{"pool": "net"},
 		Tolerations:      []corev1.Toleration{},
 		ImagePullSecrets: []corev1.LocalObjectReference{{Name: "regcred"}},
-	}), Options{DefaultImage: "default/agent:1"})
+	}}), Options{DefaultImage: "default/agent:1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,12 +333,12 @@ func TestImageAndScheduling(t *testing.T) {
 		t.Errorf("namespace rendered though the operator does not own it")
 	}
 
-	objs, err = Build(collector(v1alpha1.FlowCollectorSpec{Image: "mine/agent:2"}), Options{DefaultImage: "default/agent:1", OwnNamespace: true})
+	objs, err = Build(collector(v1alpha1.FlowCollectorSpec{Agent: v1alpha1.AgentSpec{Image: "mine/agent:2"}}), Options{DefaultImage: "default/agent:1", OwnNamespace: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := *objs.DaemonSet.Spec.Template.Spec.Containers[0].Image; got != "mine/agent:2" {
-		t.Errorf("image %q, want spec.image", got)
+		t.Errorf("image %q, want spec.agent.image", got)
 	}
 	if objs.Namespace == nil || objs.Namespace.Labels[PodSecurityEnforceLabel] != "privileged" {
 		t.Errorf("owned namespace %+v: want the privileged pod security level", objs.Namespace)
@@ -359,19 +361,19 @@ func TestHash(t *testing.T) {
 	if hash(v1alpha1.FlowCollectorSpec{}) != base {
 		t.Error("hash is not stable")
 	}
-	if hash(v1alpha1.FlowCollectorSpec{Sampling: 2}) == base {
+	if hash(v1alpha1.FlowCollectorSpec{Agent: v1alpha1.AgentSpec{Sampling: 2}}) == base {
 		t.Error("hash ignores sampling")
 	}
 	rule := func(ports string) v1alpha1.FlowCollectorSpec {
 		p := intstr.FromString(ports)
-		return v1alpha1.FlowCollectorSpec{FlowFilter: &v1alpha1.FlowFilter{Rules: []v1alpha1.FlowFilterRule{
+		return v1alpha1.FlowCollectorSpec{Agent: v1alpha1.AgentSpec{FlowFilter: &v1alpha1.FlowFilter{Rules: []v1alpha1.FlowFilterRule{
 			{Action: v1alpha1.FilterAccept, Protocol: ptr(intstr.FromString("tcp")), Ports: &p},
-		}}}
+		}}}}
 	}
 	if a, b := hash(rule("80")), hash(rule("443")); a == base || a == b {
 		t.Error("hash ignores the flow filter rules")
 	}
-	if hash(v1alpha1.FlowCollectorSpec{NodeSelector: map[string]string{"a": "b"}}) != base {
+	if hash(v1alpha1.FlowCollectorSpec{Agent: v1alpha1.AgentSpec{NodeSelector: map[string]string{"a": "b"}}}) != base {
 		t.Error("hash changes with the node selector, which is not agent configuration")
 	}
 }

@@ -23,13 +23,13 @@ import (
 // leaves the running agents as they are.
 func Validate(spec *v1alpha1.FlowCollectorSpec) error {
 	var errs []error
-	if _, err := config.NewNameFilter(spec.Interfaces, nil); err != nil {
-		errs = append(errs, fmt.Errorf("spec.interfaces: %w", trimPrefix(err, "include ")))
+	if _, err := config.NewNameFilter(spec.Agent.Interfaces, nil); err != nil {
+		errs = append(errs, fmt.Errorf("spec.agent.interfaces: %w", trimPrefix(err, "include ")))
 	}
-	if _, err := config.NewNameFilter(nil, spec.ExcludeInterfaces); err != nil {
-		errs = append(errs, fmt.Errorf("spec.excludeInterfaces: %w", trimPrefix(err, "exclude ")))
+	if _, err := config.NewNameFilter(nil, spec.Agent.ExcludeInterfaces); err != nil {
+		errs = append(errs, fmt.Errorf("spec.agent.excludeInterfaces: %w", trimPrefix(err, "exclude ")))
 	}
-	if err := checkFilterRules(spec.FlowFilter); err != nil {
+	if err := checkFilterRules(spec.Agent.FlowFilter); err != nil {
 		errs = append(errs, err)
 	} else if err := checkDropsRules(spec); err != nil {
 		errs = append(errs, err)
@@ -57,14 +57,14 @@ func checkFilterRules(f *v1alpha1.FlowFilter) error {
 	}
 	data, err := yaml.Marshal(agentFilterRules(f.Rules))
 	if err != nil {
-		return fmt.Errorf("spec.flowFilter.rules: %w", err)
+		return fmt.Errorf("spec.agent.flowFilter.rules: %w", err)
 	}
 	_, err = filter.Parse(data)
 	var fe *filter.Error
 	if !errors.As(err, &fe) {
 		return err
 	}
-	path := "spec.flowFilter.rules"
+	path := "spec.agent.flowFilter.rules"
 	if fe.Rule >= 0 {
 		path += fmt.Sprintf("[%d]", fe.Rule)
 	}
@@ -80,12 +80,13 @@ func checkFilterRules(f *v1alpha1.FlowFilter) error {
 // checkDropsRules refuses a drops rule without the drops feature, as the
 // agent does at start (a drops rule keeps the flows the drop hook reports).
 func checkDropsRules(spec *v1alpha1.FlowCollectorSpec) error {
-	if spec.FlowFilter == nil || slices.Contains(spec.Features, v1alpha1.FeatureDrops) {
+	a := &spec.Agent
+	if a.FlowFilter == nil || slices.Contains(a.Features, v1alpha1.FeatureDrops) {
 		return nil
 	}
-	for i, r := range spec.FlowFilter.Rules {
+	for i, r := range a.FlowFilter.Rules {
 		if r.Drops {
-			return fmt.Errorf("spec.flowFilter.rules[%d].drops \"true\": needs the drops feature in spec.features", i)
+			return fmt.Errorf("spec.agent.flowFilter.rules[%d].drops \"true\": needs the drops feature in spec.agent.features", i)
 		}
 	}
 	return nil
