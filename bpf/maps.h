@@ -88,6 +88,13 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__type(key, __u32);
+	__type(value, struct filter_v4_entry);
+	__uint(max_entries, 1);
+} filter_v4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
 	__type(value, struct filter_port_bits);
 	__uint(max_entries, 1);
 } filter_ports SEC(".maps");

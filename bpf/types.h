@@ -76,7 +76,7 @@ enum filter_size {
 
 /* filter_used bits: the lookups the rules need (the others are not compiled in). */
 enum filter_use {
-	FILTER_USE_ADDR = 0x1,
+	FILTER_USE_ADDR = 0x1, /* IPv6 addresses: filter_addr; IPv4: filter_v4 */
 	FILTER_USE_PORTS = 0x2,
 	FILTER_USE_ICMP = 0x4,
 	FILTER_USE_TCP_FLAGS = 0x8,
@@ -173,6 +173,19 @@ struct filter_addr_key {
 struct filter_addr_bits {
 	__u64 cidr; /* rules whose cidr holds the address, or that have none */
 	__u64 peer; /* the same for peer_cidr */
+};
+
+/*
+ * filter_v4: the same bits for IPv4 addresses, as a multibit trie with
+ * strides 16, 8, 8 in one array: entry a >> 16 first; a nonzero next is
+ * the start of the 256 entries for the next byte. Two or three array reads,
+ * inlined, where the LPM trie is a helper call walking 16-byte keys.
+ */
+struct filter_v4_entry {
+	__u64 cidr;
+	__u64 peer;
+	__u32 next;
+	__u32 _pad;
 };
 
 /* filter_ports: by port number. */

@@ -125,6 +125,14 @@ const (
 	datapathFilterUseFILTER_USE_IFACES    datapathFilterUse = 16
 )
 
+type datapathFilterV4Entry struct {
+	_    structs.HostLayout
+	Cidr uint64
+	Peer uint64
+	Next uint32
+	Pad  uint32
+}
+
 type datapathFlowFlags uint32
 
 const (
@@ -249,6 +257,7 @@ const (
 	datapathMapFilterIfaces        = "filter_ifaces"
 	datapathMapFilterPorts         = "filter_ports"
 	datapathMapFilterTables        = "filter_tables"
+	datapathMapFilterV4            = "filter_v4"
 	datapathMapFlowsA              = "flows_a"
 	datapathMapFlowsB              = "flows_b"
 	datapathMapFrags               = "frags"
@@ -351,6 +360,7 @@ type datapathMapSpecs struct {
 	FilterIfaces   *ebpf.MapSpec `ebpf:"filter_ifaces"`
 	FilterPorts    *ebpf.MapSpec `ebpf:"filter_ports"`
 	FilterTables   *ebpf.MapSpec `ebpf:"filter_tables"`
+	FilterV4       *ebpf.MapSpec `ebpf:"filter_v4"`
 	FlowsA         *ebpf.MapSpec `ebpf:"flows_a"`
 	FlowsB         *ebpf.MapSpec `ebpf:"flows_b"`
 	Frags          *ebpf.MapSpec `ebpf:"frags"`
@@ -411,6 +421,7 @@ type datapathMaps struct {
 	FilterIfaces   *ebpf.Map `ebpf:"filter_ifaces"`
 	FilterPorts    *ebpf.Map `ebpf:"filter_ports"`
 	FilterTables   *ebpf.Map `ebpf:"filter_tables"`
+	FilterV4       *ebpf.Map `ebpf:"filter_v4"`
 	FlowsA         *ebpf.Map `ebpf:"flows_a"`
 	FlowsB         *ebpf.Map `ebpf:"flows_b"`
 	Frags          *ebpf.Map `ebpf:"frags"`
@@ -430,6 +441,7 @@ func (m *datapathMaps) Close() error {
 		m.FilterIfaces,
 		m.FilterPorts,
 		m.FilterTables,
+		m.FilterV4,
 		m.FlowsA,
 		m.FlowsB,
 		m.Frags,

@@ -1,7 +1,9 @@
 package datapath
 
 import (
+	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/cilium/ebpf"
 
@@ -25,12 +27,13 @@ const filterIfaceEntries = 65536
 // memory for them.
 func sizeFilter(spec *ebpf.CollectionSpec, t *filter.Table) error {
 	on, used := uint32(0), uint64(0)
-	addrs, ports, ifs := uint32(1), uint32(1), uint32(1)
+	addrs, ports, ifs, v4 := uint32(1), uint32(1), uint32(1), uint32(1)
 	if t != nil && len(t.Rules) > 0 {
 		on = 1
 		if t.Used&filter.FieldAddr != 0 {
 			used |= uint64(datapathFilterUseFILTER_USE_ADDR)
 			addrs = uint32(len(t.Addrs))
+			v4 = uint32(len(v4Table(t.Addrs)))
 		}
 		if t.Used&filter.FieldPorts != 0 {
 			used |= uint64(datapathFilterUseFILTER_USE_PORTS)
@@ -48,6 +51,8 @@ func sizeFilter(spec *ebpf.CollectionSpec, t *filter.Table) error {
 		}
 	}
 	spec.Maps[datapathMapFilterAddr].MaxEntries = addrs
+	spec.Maps[datapathMapFilterV4].MaxEntries = v4
+
 	spec.Maps[datapathMapFilterPorts].MaxEntries = ports
 	spec.Maps[datapathMapFilterIfaces].MaxEntries = ifs
 	if err := spec.Variables[datapathVarFilterOn].Set(on); err != nil {
@@ -83,6 +88,14 @@ func (m *Maps) writeFilter(t *filter.Table, sampling uint32) error {
 		return fmt.Errorf("write filter tables: %w", err)
 	}
 	if t.Used&filter.FieldAddr != 0 {
+		tbl := v4Table(t.Addrs)
+		keys := make([]uint32, len(tbl))
+		for i := range keys {
+			keys[i] = uint32(i)
+		}
+		if _, err := m.FilterV4.BatchUpdate(keys, tbl, nil); err != nil {
+			return fmt.Errorf("write filter IPv4 table: %w", err)
+		}
 		for _, e := range t.Addrs {
 			k := datapathFilterAddrKey{Prefixlen: uint32(e.Len), Addr: e.Addr}
 			if err := m.FilterAddr.Put(&k, &datapathFilterAddrBits{Cidr: e.CIDR, Peer: e.Peer}); err != nil {
@@ -117,6 +130,55 @@ func FilterRates(t *filter.Table, sampling uint32) []uint32 {
 		out = append(out, RuleRate(r.Sampling, sampling))
 	}
 	return out
+}
+
+// v4Table expands the IPv4 entries of the address trie (IPv4-mapped, length
+// 96 to 128) into bpf/filter.h's multibit trie: 65536 entries for the first
+// 16 bits, then a block of 256 for the third byte under each /16 a longer
+// prefix splits, and another for the fourth byte under each /24 a prefix
+// longer than 24 bits splits. Prefixes go in from the shortest, so a longer
+// one overwrites what a shorter one wrote, and a new block starts as a copy
+// of the entry it splits: each address ends up with the bits of its longest
+// prefix, what the LPM trie gives.
+func v4Table(addrs []filter.AddrEntry) []datapathFilterV4Entry {
+	var v4 []filter.AddrEntry
+	for _, e := range addrs {
+		if e.Len >= 96 && [12]byte(e.Addr[:12]) == [12]byte{10: 0xff, 11: 0xff} {
+			v4 = append(v4, e)
+		}
+	}
+	slices.SortStableFunc(v4, func(a, b filter.AddrEntry) int { return a.Len - b.Len })
+	tbl := make([]datapathFilterV4Entry, 1<<16)
+	// block returns the block under entry i, made as 256 copies of it.
+	block := func(i uint32) uint32 {
+		if tbl[i].Next == 0 {
+			n := uint32(len(tbl))
+			fill := tbl[i]
+			for range 256 {
+				tbl = append(tbl, fill)
+			}
+			tbl[i].Next = n
+		}
+		return tbl[i].Next
+	}
+	set := func(first, count uint32, e filter.AddrEntry) {
+		for i := first; i < first+count; i++ {
+			tbl[i].Cidr, tbl[i].Peer = e.CIDR, e.Peer
+		}
+	}
+	for _, e := range v4 {
+		a, n := binary.BigEndian.Uint32(e.Addr[12:]), uint32(e.Len-96)
+		switch {
+		case n <= 16:
+			set(a>>16, 1<<(16-n), e)
+		case n <= 24:
+			set(block(a>>16)+(a>>8)&0xff, 1<<(24-n), e)
+		default:
+			b := block(a>>16) + (a>>8)&0xff
+			set(block(b)+a&0xff, 1<<(32-n), e)
+		}
+	}
+	return tbl
 }
 
 // RuleRate is the sampling rate a rule applies: its own, or the agent's.

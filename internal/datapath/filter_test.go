@@ -28,6 +28,8 @@ const filterRules = `
 - {name: v6-host-reject, action: reject, cidr: "fd00:1::5/128"}
 - {name: icmpv6, action: accept, protocol: icmpv6, icmp_type: 128}
 - {name: dns, action: reject, ports: 53}
+- {name: a-hosts, action: accept, cidr: 10.1.2.0/30, protocol: udp}
+- {name: a-host-reject, action: reject, cidr: 10.1.2.3/32, peer_cidr: 10.2.0.0/16}
 - {name: eth-only, action: reject, interfaces: ["/^eth/"], protocol: udp}
 `
 

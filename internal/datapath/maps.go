@@ -20,7 +20,8 @@ type Maps struct {
 	RTTSeen        *ebpf.Map    // the RTT hook's per-socket memory (SK_STORAGE)
 	Frags          *ebpf.Map    // first fragments' ports (LRU), shared by every namespace's TC programs and the drop hook
 	FilterTables   *ebpf.Map    // the flow filter's classifier (bpf/filter.h, filter.go)
-	FilterAddr     *ebpf.Map    // its LPM trie of the rules' prefixes
+	FilterAddr     *ebpf.Map    // its LPM trie of the rules' prefixes (IPv6)
+	FilterV4       *ebpf.Map    // the same for IPv4, as a multibit trie in an array
 	FilterPorts    *ebpf.Map    // its per-port bits
 	FilterIfaces   *ebpf.Map    // its per-interface bits
 	FilterCounters *ebpf.Map    // per-CPU packets matched per rule
@@ -62,6 +63,7 @@ func (m *Maps) table() []struct {
 		{datapathMapFrags, &m.Frags},
 		{datapathMapFilterTables, &m.FilterTables},
 		{datapathMapFilterAddr, &m.FilterAddr},
+		{datapathMapFilterV4, &m.FilterV4},
 		{datapathMapFilterPorts, &m.FilterPorts},
 		{datapathMapFilterIfaces, &m.FilterIfaces},
 		{datapathMapFilterCounters, &m.FilterCounters},
