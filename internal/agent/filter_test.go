@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"fmt"
 	"math"
 	"net"
 	"os"
@@ -56,6 +57,33 @@ func TestFilterRulesLive(t *testing.T) {
 	if want := []uint64{2 * n, 2 * n, 2 * nSampled}; got[0] != want[0] || got[1] != want[1] || got[2] != want[2] ||
 		got[datapath.FilterDefault] != 2*n {
 		t.Errorf("rule counters %v, default %d; want %v, default %d", got[:3], got[datapath.FilterDefault], want, 2*n)
+	}
+	// The same counts, as the metric exports them.
+	mfs, err := h.A.Metrics.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	metric := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "flowlens_agent_filter_rule_packets_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var rule, action string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "rule":
+					rule = l.GetValue()
+				case "action":
+					action = l.GetValue()
+				}
+			}
+			metric[rule+"/"+action] = m.GetCounter().GetValue()
+		}
+	}
+	wantMetric := map[string]float64{"keep/accept": 2 * n, "drop-9001/reject": 2 * n, "tenth/accept": 2 * nSampled, "default/reject": 2 * n}
+	if fmt.Sprint(metric) != fmt.Sprint(wantMetric) {
+		t.Errorf("flowlens_agent_filter_rule_packets_total: %v, want %v", metric, wantMetric)
 	}
 	flows := h.Stop()
 	if pk, _, recs := sum(flows, match{src: p.ipA, dst: p.ipB, dport: 9000, proto: 17}); pk != n || recs[0].Sampling != 1 {
