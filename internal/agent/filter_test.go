@@ -3,7 +3,6 @@ package agent_test
 import (
 	"fmt"
 	"math"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -116,23 +115,7 @@ func TestFilterSamplingSplit(t *testing.T) {
 - {name: bulk, action: accept, sampling: 100}
 `)
 	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), rules, "--cache-active-timeout=1h")
-	addr := p.ipB + ":7000"
-	const size = 20 << 20
-	got := tcpSink(t, p.B, "tcp4", addr)
-	err := p.A.Do(func() error {
-		c, err := net.Dial("tcp4", addr)
-		if err != nil {
-			return err
-		}
-		if _, err := c.Write(make([]byte, size)); err != nil {
-			return err
-		}
-		return c.Close()
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	awaitReceived(t, got, size)
+	transfer(t, p, 7000, 20<<20)
 	flows := h.Stop()
 	for _, m := range []match{{src: p.ipA, dst: p.ipB, dport: 7000, proto: 6}, {src: p.ipB, dst: p.ipA, sport: 7000, proto: 6}} {
 		var full, sampled uint64
@@ -156,7 +139,7 @@ func TestFilterSamplingSplit(t *testing.T) {
 			t.Errorf("%+v: %d packets at sampling 1, want exactly the SYN (or SYN-ACK)", m, full)
 		}
 		if sampled == 0 {
-			t.Errorf("%+v: no packets at sampling 100 out of a %d-byte transfer", m, size)
+			t.Errorf("%+v: no packets at sampling 100 out of a 20 MiB transfer", m)
 		}
 	}
 }
