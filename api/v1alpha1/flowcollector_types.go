@@ -11,7 +11,7 @@ import (
 const SingletonName = "cluster"
 
 // Feature is an optional kernel measurement of the agent.
-// +kubebuilder:validation:Enum=drops;rtt;retransmits
+// +kubebuilder:validation:Enum=drops;rtt;retransmits;xlat
 type Feature string
 
 // The agent's optional measurements.
@@ -19,6 +19,10 @@ const (
 	FeatureDrops       Feature = "drops"
 	FeatureRTT         Feature = "rtt"
 	FeatureRetransmits Feature = "retransmits"
+	// FeatureXlat reports the addresses and ports of flows after conntrack
+	// NAT (a Service's virtual IP translated to its backend, SNAT,
+	// masquerade): docs/xlat.md.
+	FeatureXlat Feature = "xlat"
 )
 
 // LogLevel is the agent's log verbosity.

@@ -2,6 +2,7 @@ package flow
 
 import (
 	"encoding/hex"
+	"net/netip"
 	"strconv"
 	"time"
 )
@@ -10,8 +11,9 @@ import (
 // of the agent's JSON output, which are a public contract: src_addr,
 // dst_addr, src_port, dst_port, proto, icmp_type, icmp_code, bytes, packets,
 // tcp_flags, eth_type, dscp, src_mac, dst_mac, start_time, end_time,
-// interfaces[{name,ifindex,netns,direction}], sampling, partial, and the
-// enrichment fields. It is hand-written so that encoding a flow allocates
+// interfaces[{name,ifindex,netns,direction}], sampling, partial, the
+// enrichment fields, and for translated flows only (Translated) the xlat_*
+// fields. It is hand-written so that encoding a flow allocates
 // nothing when b has room.
 func (r *Record) AppendJSON(b []byte) []byte {
 	b = append(b, `{"src_addr":"`...)
@@ -70,12 +72,32 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	b = appendUint(b, `,"rtt_ns":`, uint64(r.RTT))
 	b = appendUint(b, `,"rtt_max_ns":`, uint64(r.RTTMax))
 	b = appendUint(b, `,"retransmits":`, r.Retransmits)
+	if r.Translated() {
+		// Like interfaces_overflow: absent unless conntrack translated the
+		// flow (feature "xlat"), so untranslated flows carry no xlat_*.
+		b = append(b, `,"xlat_src_addr":"`...)
+		b = appendAddr(b, r.XlatSrcAddr)
+		b = appendUint(b, `","xlat_src_port":`, uint64(r.XlatSrcPort))
+		b = append(b, `,"xlat_dst_addr":"`...)
+		b = appendAddr(b, r.XlatDstAddr)
+		b = appendUint(b, `","xlat_dst_port":`, uint64(r.XlatDstPort))
+		b = appendUint(b, `,"xlat_zone_id":`, uint64(r.XlatZoneID))
+	}
 	return append(b, '}')
 }
 
 func appendUint(b []byte, prefix string, v uint64) []byte {
 	b = append(b, prefix...)
 	return strconv.AppendUint(b, v, 10)
+}
+
+// appendAddr appends a as text, an IPv4-mapped IPv6 address as plain IPv4
+// (the form src_addr has); nothing for the zero Addr.
+func appendAddr(b []byte, a netip.Addr) []byte {
+	if !a.IsValid() {
+		return b
+	}
+	return a.Unmap().AppendTo(b)
 }
 
 func appendMAC(b []byte, mac [6]byte) []byte {

@@ -70,3 +70,70 @@ func TestInterfacesOverflowField(t *testing.T) {
 		t.Fatalf("interfaces_overflow not set: %v", err)
 	}
 }
+
+// Translation fields (feature "xlat") are written only for translated flows,
+// addresses as text, IPv4 (even IPv4-mapped) as plain IPv4 like src_addr.
+func TestAppendJSONXlat(t *testing.T) {
+	keys := []string{"xlat_src_addr", "xlat_src_port", "xlat_dst_addr", "xlat_dst_port", "xlat_zone_id"}
+	decode := func(r flow.Record) map[string]any {
+		t.Helper()
+		var got map[string]any
+		if err := json.Unmarshal(r.AppendJSON(nil), &got); err != nil {
+			t.Fatalf("invalid JSON: %v\n%s", err, r.AppendJSON(nil))
+		}
+		return got
+	}
+
+	r := sampleRecord()
+	r.XlatSrcPort, r.XlatDstPort, r.XlatZoneID = 1, 2, 3 // no address: not translated
+	if r.Translated() {
+		t.Fatal("Translated without an address")
+	}
+	got := decode(r)
+	for _, k := range keys {
+		if _, ok := got[k]; ok {
+			t.Errorf("untranslated flow has %s", k)
+		}
+	}
+
+	for _, c := range []struct {
+		name     string
+		src, dst netip.Addr
+		want     map[string]any
+	}{
+		{"DNAT to a backend", netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.244.1.7"),
+			map[string]any{"xlat_src_addr": "10.0.0.1", "xlat_src_port": 40000.0, "xlat_dst_addr": "10.244.1.7", "xlat_dst_port": 8080.0, "xlat_zone_id": 7.0}},
+		{"IPv4-mapped as plain IPv4", netip.MustParseAddr("::ffff:192.0.2.1"), netip.MustParseAddr("::ffff:10.244.1.7"),
+			map[string]any{"xlat_src_addr": "192.0.2.1", "xlat_src_port": 40000.0, "xlat_dst_addr": "10.244.1.7", "xlat_dst_port": 8080.0, "xlat_zone_id": 7.0}},
+		{"IPv6", netip.MustParseAddr("fd00::1"), netip.MustParseAddr("fd00:10::7"),
+			map[string]any{"xlat_src_addr": "fd00::1", "xlat_src_port": 40000.0, "xlat_dst_addr": "fd00:10::7", "xlat_dst_port": 8080.0, "xlat_zone_id": 7.0}},
+		{"only the destination", netip.Addr{}, netip.MustParseAddr("10.244.1.7"),
+			map[string]any{"xlat_src_addr": "", "xlat_src_port": 40000.0, "xlat_dst_addr": "10.244.1.7", "xlat_dst_port": 8080.0, "xlat_zone_id": 7.0}},
+	} {
+		r := sampleRecord()
+		r.XlatSrcAddr, r.XlatSrcPort, r.XlatDstAddr, r.XlatDstPort, r.XlatZoneID = c.src, 40000, c.dst, 8080, 7
+		got := decode(r)
+		for _, k := range keys {
+			if got[k] != c.want[k] {
+				t.Errorf("%s: %s = %#v, want %#v", c.name, k, got[k], c.want[k])
+			}
+		}
+		// Everything else is as for an untranslated flow.
+		for _, k := range keys {
+			delete(got, k)
+		}
+		if base := decode(sampleRecord()); !reflect.DeepEqual(got, base) {
+			t.Errorf("%s: other fields changed:\n got %v\nwant %v", c.name, got, base)
+		}
+	}
+}
+
+func TestAppendJSONXlatNoAllocs(t *testing.T) {
+	r := sampleRecord()
+	r.XlatSrcAddr, r.XlatSrcPort = netip.MustParseAddr("::ffff:10.0.0.1"), 40000
+	r.XlatDstAddr, r.XlatDstPort, r.XlatZoneID = netip.MustParseAddr("fd00:10::7"), 8080, 7
+	buf := make([]byte, 0, 2048)
+	if n := testing.AllocsPerRun(100, func() { buf = r.AppendJSON(buf[:0]) }); n != 0 {
+		t.Fatalf("%v allocations per translated record", n)
+	}
+}

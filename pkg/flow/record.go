@@ -87,6 +87,21 @@ type Record struct {
 	RTT          time.Duration
 	RTTMax       time.Duration
 	Retransmits  uint64
+
+	// Translation (feature "xlat"): the flow's source and destination after
+	// conntrack NAT (DNAT of a Service's virtual IP to a backend, SNAT or
+	// masquerade), when conntrack translated it; zero values otherwise.
+	XlatSrcAddr netip.Addr // invalid (zero) when not translated
+	XlatSrcPort uint16
+	XlatDstAddr netip.Addr
+	XlatDstPort uint16
+	XlatZoneID  uint16
+}
+
+// Translated reports whether the record carries a translation (feature
+// "xlat"): XlatSrcAddr or XlatDstAddr is set.
+func (r *Record) Translated() bool {
+	return r.XlatSrcAddr.IsValid() || r.XlatDstAddr.IsValid()
 }
 
 // TCP flag markers the datapath adds to the union of TCP flags (bits above the

@@ -318,6 +318,16 @@ type Flow struct {
 	// first fragment (which carries the ports): they are counted in this
 	// flow, under port 0.
 	FragUnmatched bool `protobuf:"varint,31,opt,name=frag_unmatched,json=fragUnmatched,proto3" json:"frag_unmatched,omitempty"`
+	// Translation (feature "xlat"): the flow's source and destination after
+	// conntrack NAT (DNAT of a Service's virtual IP to a backend, SNAT or
+	// masquerade), when conntrack translated it; all empty/zero otherwise.
+	// Addresses are 4 bytes for IPv4, 16 for IPv6, like src_addr.
+	XlatSrcAddr []byte `protobuf:"bytes,32,opt,name=xlat_src_addr,json=xlatSrcAddr,proto3" json:"xlat_src_addr,omitempty"`
+	XlatSrcPort uint32 `protobuf:"varint,33,opt,name=xlat_src_port,json=xlatSrcPort,proto3" json:"xlat_src_port,omitempty"`
+	XlatDstAddr []byte `protobuf:"bytes,34,opt,name=xlat_dst_addr,json=xlatDstAddr,proto3" json:"xlat_dst_addr,omitempty"`
+	XlatDstPort uint32 `protobuf:"varint,35,opt,name=xlat_dst_port,json=xlatDstPort,proto3" json:"xlat_dst_port,omitempty"`
+	// The conntrack zone the translation was found in (0: the default zone).
+	XlatZoneId    uint32 `protobuf:"varint,36,opt,name=xlat_zone_id,json=xlatZoneId,proto3" json:"xlat_zone_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -569,6 +579,41 @@ func (x *Flow) GetFragUnmatched() bool {
 	return false
 }
 
+func (x *Flow) GetXlatSrcAddr() []byte {
+	if x != nil {
+		return x.XlatSrcAddr
+	}
+	return nil
+}
+
+func (x *Flow) GetXlatSrcPort() uint32 {
+	if x != nil {
+		return x.XlatSrcPort
+	}
+	return 0
+}
+
+func (x *Flow) GetXlatDstAddr() []byte {
+	if x != nil {
+		return x.XlatDstAddr
+	}
+	return nil
+}
+
+func (x *Flow) GetXlatDstPort() uint32 {
+	if x != nil {
+		return x.XlatDstPort
+	}
+	return 0
+}
+
+func (x *Flow) GetXlatZoneId() uint32 {
+	if x != nil {
+		return x.XlatZoneId
+	}
+	return 0
+}
+
 var File_api_flow_v1_flow_proto protoreflect.FileDescriptor
 
 const file_api_flow_v1_flow_proto_rawDesc = "" +
@@ -584,7 +629,7 @@ const file_api_flow_v1_flow_proto_rawDesc = "" +
 	"\aifindex\x18\x02 \x01(\rR\aifindex\x12\x14\n" +
 	"\x05netns\x18\x03 \x01(\tR\x05netns\x12\x19\n" +
 	"\bnetns_id\x18\x04 \x01(\x04R\anetnsId\x129\n" +
-	"\tdirection\x18\x05 \x01(\x0e2\x1b.flowlens.flow.v1.DirectionR\tdirection\"\xe9\a\n" +
+	"\tdirection\x18\x05 \x01(\x0e2\x1b.flowlens.flow.v1.DirectionR\tdirection\"\x9b\t\n" +
 	"\x04Flow\x12\x19\n" +
 	"\bsrc_addr\x18\x01 \x01(\fR\asrcAddr\x12\x19\n" +
 	"\bdst_addr\x18\x02 \x01(\fR\adstAddr\x12\x19\n" +
@@ -623,7 +668,13 @@ const file_api_flow_v1_flow_proto_rawDesc = "" +
 	"\vretransmits\x18\x1c \x01(\x04R\vretransmits\x12\x1b\n" +
 	"\tnode_name\x18\x1d \x01(\tR\bnodeName\x12\x19\n" +
 	"\bagent_ip\x18\x1e \x01(\fR\aagentIp\x12%\n" +
-	"\x0efrag_unmatched\x18\x1f \x01(\bR\rfragUnmatched*g\n" +
+	"\x0efrag_unmatched\x18\x1f \x01(\bR\rfragUnmatched\x12\"\n" +
+	"\rxlat_src_addr\x18  \x01(\fR\vxlatSrcAddr\x12\"\n" +
+	"\rxlat_src_port\x18! \x01(\rR\vxlatSrcPort\x12\"\n" +
+	"\rxlat_dst_addr\x18\" \x01(\fR\vxlatDstAddr\x12\"\n" +
+	"\rxlat_dst_port\x18# \x01(\rR\vxlatDstPort\x12 \n" +
+	"\fxlat_zone_id\x18$ \x01(\rR\n" +
+	"xlatZoneId*g\n" +
 	"\tDirection\x12\x19\n" +
 	"\x15DIRECTION_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11DIRECTION_INGRESS\x10\x01\x12\x14\n" +

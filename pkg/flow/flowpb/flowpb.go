@@ -89,6 +89,11 @@ func ToProto(dst *flowv1.Flow, r *flow.Record, nodeName string, agentIP []byte) 
 	dst.RttNs = uint64(r.RTT)
 	dst.RttMaxNs = uint64(r.RTTMax)
 	dst.Retransmits = r.Retransmits
+	dst.XlatSrcAddr = appendAddr(dst.XlatSrcAddr[:0], r.XlatSrcAddr)
+	dst.XlatSrcPort = uint32(r.XlatSrcPort)
+	dst.XlatDstAddr = appendAddr(dst.XlatDstAddr[:0], r.XlatDstAddr)
+	dst.XlatDstPort = uint32(r.XlatDstPort)
+	dst.XlatZoneId = uint32(r.XlatZoneID)
 
 	dst.NodeName = nodeName
 	dst.AgentIp = agentIP
@@ -174,9 +179,9 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 }
 
-// Validate checks that f can be represented as a flow.Record: address and
-// MAC lengths, integer ranges of the narrower Record fields, timestamps,
-// interface count and directions.
+// Validate checks that f can be represented as a flow.Record: address
+// (translated ones too) and MAC lengths, integer ranges of the narrower
+// Record fields, timestamps, interface count and directions.
 func Validate(f *flowv1.Flow) error {
 	if f == nil {
 		return invalid("nil flow")
@@ -184,7 +189,8 @@ func Validate(f *flowv1.Flow) error {
 	for _, a := range []struct {
 		name string
 		b    []byte
-	}{{"src_addr", f.SrcAddr}, {"dst_addr", f.DstAddr}, {"agent_ip", f.AgentIp}} {
+	}{{"src_addr", f.SrcAddr}, {"dst_addr", f.DstAddr}, {"agent_ip", f.AgentIp},
+		{"xlat_src_addr", f.XlatSrcAddr}, {"xlat_dst_addr", f.XlatDstAddr}} {
 		if n := len(a.b); n != 0 && n != 4 && n != 16 {
 			return invalid("%s has %d bytes, want 4 or 16", a.name, n)
 		}
@@ -206,6 +212,8 @@ func Validate(f *flowv1.Flow) error {
 		{"proto", f.Proto, 0xff}, {"icmp_type", f.IcmpType, 0xff}, {"icmp_code", f.IcmpCode, 0xff},
 		{"tcp_flags", f.TcpFlags, 0xffff}, {"eth_type", f.EthType, 0xffff}, {"dscp", f.Dscp, 63},
 		{"drop_tcp_flags", f.DropTcpFlags, 0xffff},
+		{"xlat_src_port", f.XlatSrcPort, 0xffff}, {"xlat_dst_port", f.XlatDstPort, 0xffff},
+		{"xlat_zone_id", f.XlatZoneId, 0xffff},
 	} {
 		if v.v > v.max {
 			return invalid("%s = %d, max %d", v.name, v.v, v.max)
@@ -310,6 +318,11 @@ func toRecord(r *flow.Record, f *flowv1.Flow, ifs []flow.Interface) []flow.Inter
 	r.RTT = time.Duration(f.RttNs)
 	r.RTTMax = time.Duration(f.RttMaxNs)
 	r.Retransmits = f.Retransmits
+	r.XlatSrcAddr = addrFrom(f.XlatSrcAddr)
+	r.XlatSrcPort = uint16(f.XlatSrcPort)
+	r.XlatDstAddr = addrFrom(f.XlatDstAddr)
+	r.XlatDstPort = uint16(f.XlatDstPort)
+	r.XlatZoneID = uint16(f.XlatZoneId)
 	return ifs
 }
 

@@ -30,11 +30,17 @@ func sampleRecords() []flow.Record {
 			IfacesOverflow: true, Sampling: 1,
 			DropPackets: 1, DropBytes: 60, DropCause: "NETFILTER_DROP", DropTCPState: "SYN_SENT", DropTCPFlags: 2,
 			RTT: 1200 * time.Microsecond, RTTMax: 3 * time.Millisecond, Retransmits: 4,
+			// DNAT of a Service VIP to a backend (feature xlat).
+			XlatSrcAddr: netip.MustParseAddr("10.0.0.1"), XlatSrcPort: 40000,
+			XlatDstAddr: netip.MustParseAddr("10.244.1.7"), XlatDstPort: 8443, XlatZoneID: 3,
 		},
 		{
 			SrcAddr: netip.MustParseAddr("fd00::1"), DstAddr: netip.MustParseAddr("fd00::2"),
 			Proto: 58, IcmpType: 128, Bytes: 104, Packets: 1, EthType: 0x86dd,
 			StartTime: t0, EndTime: t0, Sampling: 1, Partial: true,
+			// SNAT of an IPv6 source, zone 0.
+			XlatSrcAddr: netip.MustParseAddr("fd00:ffff::9"), XlatSrcPort: 61000,
+			XlatDstAddr: netip.MustParseAddr("fd00::2"),
 		},
 		{}, // all zero: zero addresses and times must survive too
 	}
@@ -82,6 +88,24 @@ func TestRoundTripJSON(t *testing.T) {
 	if len(got.Flows[0].SrcAddr) != 4 || len(got.Flows[1].SrcAddr) != 16 {
 		t.Errorf("address lengths %d, %d; want 4 and 16", len(got.Flows[0].SrcAddr), len(got.Flows[1].SrcAddr))
 	}
+	// Translation fields, both ways, exactly (not only their JSON).
+	for i := range recs {
+		w, g := &recs[i], &back[i]
+		if g.XlatSrcAddr != w.XlatSrcAddr || g.XlatSrcPort != w.XlatSrcPort || g.XlatDstAddr != w.XlatDstAddr ||
+			g.XlatDstPort != w.XlatDstPort || g.XlatZoneID != w.XlatZoneID || g.Translated() != w.Translated() {
+			t.Errorf("flow %d: xlat %v:%d → %v:%d zone %d, want %v:%d → %v:%d zone %d", i,
+				g.XlatSrcAddr, g.XlatSrcPort, g.XlatDstAddr, g.XlatDstPort, g.XlatZoneID,
+				w.XlatSrcAddr, w.XlatSrcPort, w.XlatDstAddr, w.XlatDstPort, w.XlatZoneID)
+		}
+	}
+	f0, f2 := got.Flows[0], got.Flows[2]
+	if len(f0.XlatSrcAddr) != 4 || len(f0.XlatDstAddr) != 4 || len(got.Flows[1].XlatSrcAddr) != 16 ||
+		f0.XlatSrcPort != 40000 || f0.XlatDstPort != 8443 || f0.XlatZoneId != 3 {
+		t.Errorf("xlat on the wire: %x:%d → %x:%d zone %d", f0.XlatSrcAddr, f0.XlatSrcPort, f0.XlatDstAddr, f0.XlatDstPort, f0.XlatZoneId)
+	}
+	if f2.XlatSrcAddr != nil || f2.XlatDstAddr != nil || back[2].Translated() {
+		t.Errorf("untranslated flow came back with xlat %x → %x", f2.XlatSrcAddr, f2.XlatDstAddr)
+	}
 }
 
 // Re-encoding a batch no larger than one already seen allocates nothing.
@@ -112,17 +136,22 @@ func TestValidateRejects(t *testing.T) {
 		t.Fatalf("good flow rejected: %v", err)
 	}
 	for name, mut := range map[string]func(f *flowv1.Flow){
-		"5-byte address":   func(f *flowv1.Flow) { f.SrcAddr = []byte{1, 2, 3, 4, 5} },
-		"3-byte agent ip":  func(f *flowv1.Flow) { f.AgentIp = []byte{1, 2, 3} },
-		"short mac":        func(f *flowv1.Flow) { f.DstMac = []byte{1} },
-		"port > 65535":     func(f *flowv1.Flow) { f.DstPort = 70000 },
-		"proto > 255":      func(f *flowv1.Flow) { f.Proto = 256 },
-		"dscp > 63":        func(f *flowv1.Flow) { f.Dscp = 64 },
-		"bad timestamp":    func(f *flowv1.Flow) { f.EndTime = &timestamppb.Timestamp{Nanos: -1} },
-		"bad direction":    func(f *flowv1.Flow) { f.Interfaces = []*flowv1.Interface{{Direction: 9}} },
-		"null interface":   func(f *flowv1.Flow) { f.Interfaces = []*flowv1.Interface{nil} },
-		"65 interfaces":    func(f *flowv1.Flow) { f.Interfaces = make([]*flowv1.Interface, 65) },
-		"rtt out of range": func(f *flowv1.Flow) { f.RttNs = 1 << 63 },
+		"5-byte address":    func(f *flowv1.Flow) { f.SrcAddr = []byte{1, 2, 3, 4, 5} },
+		"3-byte agent ip":   func(f *flowv1.Flow) { f.AgentIp = []byte{1, 2, 3} },
+		"short mac":         func(f *flowv1.Flow) { f.DstMac = []byte{1} },
+		"port > 65535":      func(f *flowv1.Flow) { f.DstPort = 70000 },
+		"proto > 255":       func(f *flowv1.Flow) { f.Proto = 256 },
+		"dscp > 63":         func(f *flowv1.Flow) { f.Dscp = 64 },
+		"bad timestamp":     func(f *flowv1.Flow) { f.EndTime = &timestamppb.Timestamp{Nanos: -1} },
+		"bad direction":     func(f *flowv1.Flow) { f.Interfaces = []*flowv1.Interface{{Direction: 9}} },
+		"null interface":    func(f *flowv1.Flow) { f.Interfaces = []*flowv1.Interface{nil} },
+		"65 interfaces":     func(f *flowv1.Flow) { f.Interfaces = make([]*flowv1.Interface, 65) },
+		"rtt out of range":  func(f *flowv1.Flow) { f.RttNs = 1 << 63 },
+		"5-byte xlat src":   func(f *flowv1.Flow) { f.XlatSrcAddr = []byte{1, 2, 3, 4, 5} },
+		"1-byte xlat dst":   func(f *flowv1.Flow) { f.XlatDstAddr = []byte{1} },
+		"xlat port > 65535": func(f *flowv1.Flow) { f.XlatDstPort = 65536 },
+		"xlat src port":     func(f *flowv1.Flow) { f.XlatSrcPort = 1 << 20 },
+		"xlat zone > 65535": func(f *flowv1.Flow) { f.XlatZoneId = 65536 },
 	} {
 		f := good()
 		mut(f)

@@ -81,6 +81,11 @@ func AppendFlow(b []byte, r *flow.Record, nodeName string, agentIP []byte) []byt
 	b = appendString(b, 29, nodeName)
 	b = appendBytes(b, 30, agentIP)
 	b = appendBool(b, 31, r.FragUnmatched)
+	b = appendAddrField(b, 32, r.XlatSrcAddr)
+	b = appendVarint(b, 33, uint64(r.XlatSrcPort))
+	b = appendAddrField(b, 34, r.XlatDstAddr)
+	b = appendVarint(b, 35, uint64(r.XlatDstPort))
+	b = appendVarint(b, 36, uint64(r.XlatZoneID))
 	return closeMessage(b, start, 2)
 }
 
