@@ -87,6 +87,41 @@ struct sk_buff {
 	struct sock *sk;
 };
 
+/* Conntrack (feature "xlat"): a connection's two tuples and NAT status. */
+union nf_inet_addr {
+	__u32 all[4];
+	__be32 ip;
+};
+
+struct nf_conntrack_tuple {
+	struct {
+		union nf_inet_addr u3;
+		union {
+			__be16 all;
+		} u;
+	} src;
+	struct {
+		union nf_inet_addr u3;
+		union {
+			__be16 all;
+		} u;
+	} dst;
+};
+
+struct nf_conntrack_tuple_hash {
+	struct nf_conntrack_tuple tuple;
+};
+
+struct nf_conntrack_zone {
+	__u16 id;
+};
+
+struct nf_conn {
+	struct nf_conntrack_zone zone;
+	struct nf_conntrack_tuple_hash tuplehash[2]; /* [IP_CT_DIR_ORIGINAL], [IP_CT_DIR_REPLY] */
+	unsigned long status;                        /* IPS_* */
+};
+
 #pragma clang attribute pop
 
 /* The TC context's sk_buff (a kfunc the verifier inlines: no call). */

@@ -8,7 +8,8 @@
  *   flows.h        TC ingress/egress: packets -> flows (always on), with
  *                  wire.h (wire packets and bytes), frags.h (fragments in
  *                  their flow), order.h (which hook counts a packet),
- *                  filter.h (the flow filter rules)
+ *                  filter.h (the flow filter rules), xlat.h (feature
+ *                  "xlat": conntrack NAT translation, inside the TC programs)
  *   drops.h        tp_btf/kfree_skb, tracepoint fallback
  *   rtt.h          fentry/tcp_rcv_established, tp_btf/tcp_probe fallback
  *   retransmits.h  tp_btf/tcp_retransmit_skb

@@ -17,6 +17,7 @@
 #include "frags.h"
 #include "order.h"
 #include "filter.h"
+#include "xlat.h"
 
 /* Load-time configuration (rewritten by the agent before loading). */
 volatile const __u32 sampling = 1;     /* 1:N; 1 = every packet */
@@ -306,8 +307,11 @@ static __always_inline void record(struct __sk_buff *skb, void *cur, void *prev,
 		return; /* a listed hook: every second and later hook of a packet */
 	measure(skb, w);
 	if (!v) {
-		if (!insert(skb, cur, prev, w, l3))
+		if (!insert(skb, cur, prev, w, l3)) {
+			if (xlat_on)
+				xlat_lookup(skb, &w->p->key);
 			return;
+		}
 		v = bpf_map_lookup_elem(cur, &w->p->key);
 		if (!v) { /* cannot happen: the active map is never deleted from */
 			send_overflow(skb, w, -1, l3);
@@ -323,9 +327,16 @@ static __always_inline void record(struct __sk_buff *skb, void *cur, void *prev,
 		count(CNT_SAMPLING_SPLIT);
 		return;
 	}
-	if (counting)
+	if (counting) {
 		add(v, w);
-	else if (slow(skb, v, w))
+		/* Feature "xlat": conntrack, on a flow's first packets only. */
+		if (xlat_on && !(v->flags & FLOW_F_XLAT_DONE) && v->packets <= XLAT_TRIES &&
+		    xlat_lookup(skb, &w->p->key)) {
+			bpf_spin_lock(&v->lock);
+			v->flags |= FLOW_F_XLAT_DONE;
+			bpf_spin_unlock(&v->lock);
+		}
+	} else if (slow(skb, v, w))
 		count(CNT_IFACES_OVERFLOW);
 }
 

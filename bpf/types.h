@@ -51,6 +51,7 @@ enum counter {
 enum flow_flags {
 	FLOW_F_IFACES_OVERFLOW = 0x1, /* a seventh interface could not be recorded */
 	FLOW_F_FRAG_UNMATCHED = 0x2,  /* IP fragments counted here without their first fragment's ports */
+	FLOW_F_XLAT_DONE = 0x4,       /* conntrack was asked about the flow this generation (bpf/xlat.h) */
 };
 
 /*
@@ -258,7 +259,13 @@ struct enrich_value {
 	__u32 drop_cause; /* enum skb_drop_reason */
 	__u16 drop_tcp_flags;
 	__u8 drop_tcp_state;
-	__u8 _pad;
+	__u8 xlat;        /* 1: the xlat_* fields hold conntrack's translation (bpf/xlat.h) */
+	__u8 xlat_src[16]; /* the flow's source after NAT (IPv4-mapped) */
+	__u8 xlat_dst[16]; /* its destination after NAT */
+	__u16 xlat_sport;
+	__u16 xlat_dport;
+	__u16 xlat_zone;   /* the conntrack zone */
+	__u16 _pad;
 };
 
 /*

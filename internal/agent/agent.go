@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -104,10 +105,20 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// The features' hooks are known before the TC programs load: those
+	// that run inside them (Hook.TC) are switched on by load-time constants.
+	hooks := a.featureHooks(enabled)
+	tc := map[string]any{}
+	for _, h := range hooks {
+		if h.Err == nil {
+			maps.Copy(tc, h.TC)
+		}
+	}
 	a.DP, err = datapath.Load(datapath.Config{
 		MaxFlows:         uint32(cfg.CacheMaxFlows),
 		Sampling:         cfg.Sampling,
 		Filter:           filterTable,
+		TCConstants:      tc,
 		ForceLegacyTC:    opts.ForceLegacyTC,
 		Enrichment:       len(enabled) > 0,
 		SkipHookPrograms: opts.SkipHookPrograms,
@@ -119,7 +130,7 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 
 	// 2. The optional features' hooks; one the kernel refuses is reported
 	// and the others run.
-	running := a.startFeatures(enabled)
+	running := a.startFeatures(enabled, hooks)
 
 	// 3. The exporters, each behind its bounded queue.
 	if exps, err = a.exporters(); err != nil {
@@ -164,7 +175,8 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 
 // startFeatures starts the hooks of the enabled features and returns the
 // features whose hook runs.
-func (a *Agent) startFeatures(enabled []feature.Feature) []feature.Feature {
+// featureHooks asks each enabled feature for its hook on this kernel.
+func (a *Agent) featureHooks(enabled []feature.Feature) []datapath.Hook {
 	if len(enabled) == 0 {
 		return nil
 	}
@@ -176,6 +188,13 @@ func (a *Agent) startFeatures(enabled []feature.Feature) []feature.Feature {
 	hooks := make([]datapath.Hook, len(enabled))
 	for i, f := range enabled {
 		hooks[i] = f.Hook(kernel)
+	}
+	return hooks
+}
+
+func (a *Agent) startFeatures(enabled []feature.Feature, hooks []datapath.Hook) []feature.Feature {
+	if len(enabled) == 0 {
+		return nil
 	}
 	var running []feature.Feature
 	for i, st := range a.DP.StartHooks(hooks) {

@@ -54,6 +54,12 @@ type jsonFlow struct {
 	RTTNs        uint64 `json:"rtt_ns"`
 	RTTMaxNs     uint64 `json:"rtt_max_ns"`
 	Retransmits  uint64 `json:"retransmits"`
+
+	XlatSrcAddr string `json:"xlat_src_addr"`
+	XlatSrcPort uint16 `json:"xlat_src_port"`
+	XlatDstAddr string `json:"xlat_dst_addr"`
+	XlatDstPort uint16 `json:"xlat_dst_port"`
+	XlatZoneID  uint16 `json:"xlat_zone_id"`
 }
 
 func (f jsonFlow) ifaces() string {

@@ -77,6 +77,7 @@ type Features struct {
 	Drops       bool
 	RTT         bool
 	Retransmits bool
+	Xlat        bool
 }
 
 // String returns the features in --features syntax, e.g. "drops,rtt" or "none".
@@ -90,6 +91,9 @@ func (f Features) String() string {
 	}
 	if f.Retransmits {
 		names = append(names, "retransmits")
+	}
+	if f.Xlat {
+		names = append(names, "xlat")
 	}
 	if len(names) == 0 {
 		return "none"

@@ -132,7 +132,7 @@ func TestPrecedence(t *testing.T) {
 		want view
 	}{
 		{"defaults", nil, nil,
-			view{1, 5 * time.Second, nil, slog.LevelInfo, ":9400", Features{true, true, true}, "node-1"}},
+			view{1, 5 * time.Second, nil, slog.LevelInfo, ":9400", Features{Drops: true, RTT: true, Retransmits: true}, "node-1"}},
 		{"file by flag", []string{"--config", file}, nil, fileView},
 		{"file by env", nil, map[string]string{"FLOWLENS_CONFIG": file}, fileView},
 		{"env over file", []string{"--config", file}, map[string]string{
@@ -159,16 +159,16 @@ func TestPrecedence(t *testing.T) {
 			"FLOWLENS_NODE_NAME":            "node-env",
 		}, view{30, time.Minute, []string{"eth2"}, slog.LevelWarn, "", Features{RTT: true}, "node-flag"}},
 		{"repeated flag: last wins", []string{"--sampling=2", "--sampling=3"}, nil,
-			view{3, 5 * time.Second, nil, slog.LevelInfo, ":9400", Features{true, true, true}, "node-1"}},
+			view{3, 5 * time.Second, nil, slog.LevelInfo, ":9400", Features{Drops: true, RTT: true, Retransmits: true}, "node-1"}},
 		{"--config flag over FLOWLENS_CONFIG", []string{"--config", file},
 			map[string]string{"FLOWLENS_CONFIG": "testdata/missing.yaml"}, fileView},
 		{"--config= turns off FLOWLENS_CONFIG", []string{"--config="},
 			map[string]string{"FLOWLENS_CONFIG": file},
-			view{1, 5 * time.Second, nil, slog.LevelInfo, ":9400", Features{true, true, true}, "node-1"}},
+			view{1, 5 * time.Second, nil, slog.LevelInfo, ":9400", Features{Drops: true, RTT: true, Retransmits: true}, "node-1"}},
 		{"empty env var is unset", nil, map[string]string{"FLOWLENS_METRICS_ADDRESS": ""},
-			view{1, 5 * time.Second, nil, slog.LevelInfo, ":9400", Features{true, true, true}, "node-1"}},
+			view{1, 5 * time.Second, nil, slog.LevelInfo, ":9400", Features{Drops: true, RTT: true, Retransmits: true}, "node-1"}},
 		{"FLOWLENS_NODE_NAME over NODE_NAME", nil, map[string]string{"FLOWLENS_NODE_NAME": "n2"},
-			view{1, 5 * time.Second, nil, slog.LevelInfo, ":9400", Features{true, true, true}, "n2"}},
+			view{1, 5 * time.Second, nil, slog.LevelInfo, ":9400", Features{Drops: true, RTT: true, Retransmits: true}, "n2"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -24,6 +24,9 @@ type Config struct {
 	// SkipHookPrograms names hook programs StartHooks must not try, so
 	// tests can force a fallback (e.g. "drop_kfree_skb").
 	SkipHookPrograms []string
+	// TCConstants are load-time constants of the TC programs set by the
+	// features that run inside them (Hook.TC), by variable name.
+	TCConstants map[string]any
 	// Filter is the compiled flow filter (nil or no rules: every packet is
 	// accounted, 1 in Sampling).
 	Filter *filter.Table
@@ -93,6 +96,15 @@ func Load(cfg Config) (*Datapath, error) {
 	}
 	if err := sizeFilter(spec, cfg.Filter); err != nil {
 		return nil, err
+	}
+	for name, v := range cfg.TCConstants {
+		sv, ok := spec.Variables[name]
+		if !ok {
+			return nil, fmt.Errorf("TC constant %s: not in the BPF object", name)
+		}
+		if err := sv.Set(v); err != nil {
+			return nil, fmt.Errorf("set %s: %w", name, err)
+		}
 	}
 
 	d := &Datapath{cfg: cfg, log: cfg.Logger, spec: spec,

@@ -60,7 +60,13 @@ type datapathEnrichValue struct {
 	DropCause    uint32
 	DropTcpFlags uint16
 	DropTcpState uint8
-	Pad          uint8
+	Xlat         uint8
+	XlatSrc      [16]uint8
+	XlatDst      [16]uint8
+	XlatSport    uint16
+	XlatDport    uint16
+	XlatZone     uint16
+	Pad          uint16
 }
 
 type datapathFilterAddrBits struct {
@@ -138,6 +144,7 @@ type datapathFlowFlags uint32
 const (
 	datapathFlowFlagsFLOW_F_IFACES_OVERFLOW datapathFlowFlags = 1
 	datapathFlowFlagsFLOW_F_FRAG_UNMATCHED  datapathFlowFlags = 2
+	datapathFlowFlagsFLOW_F_XLAT_DONE       datapathFlowFlags = 4
 )
 
 type datapathFlowKey struct {
@@ -290,6 +297,7 @@ const (
 	datapathVarUnusedHookOrder     = "unused_hook_order"
 	datapathVarUnusedOverflowRec   = "unused_overflow_rec"
 	datapathVarUnusedTcpMarkers    = "unused_tcp_markers"
+	datapathVarXlatOn              = "xlat_on"
 )
 
 // loadDatapath returns the embedded CollectionSpec for datapath.
@@ -389,6 +397,7 @@ type datapathVariableSpecs struct {
 	UnusedHookOrder     *ebpf.VariableSpec `ebpf:"unused_hook_order"`
 	UnusedOverflowRec   *ebpf.VariableSpec `ebpf:"unused_overflow_rec"`
 	UnusedTcpMarkers    *ebpf.VariableSpec `ebpf:"unused_tcp_markers"`
+	XlatOn              *ebpf.VariableSpec `ebpf:"xlat_on"`
 }
 
 // datapathObjects contains all objects after they have been loaded into the kernel.
@@ -471,6 +480,7 @@ type datapathVariables struct {
 	UnusedHookOrder     *ebpf.Variable `ebpf:"unused_hook_order"`
 	UnusedOverflowRec   *ebpf.Variable `ebpf:"unused_overflow_rec"`
 	UnusedTcpMarkers    *ebpf.Variable `ebpf:"unused_tcp_markers"`
+	XlatOn              *ebpf.Variable `ebpf:"xlat_on"`
 }
 
 // datapathPrograms contains all programs after they have been loaded into the kernel.

@@ -21,6 +21,15 @@ type Hook struct {
 	// Constants are load-time constants (volatile const in the feature's
 	// header) set before any candidate loads, by variable name.
 	Constants map[string]any
+	// TC are load-time constants of the TC programs (feature "flows") that
+	// switch on a feature which runs inside them (e.g. xlat_on): the agent
+	// hands them to Load (Config.TCConstants). A hook with TC and no
+	// Candidates runs as part of the TC programs.
+	TC map[string]any
+	// Err, when set, is why the feature cannot run on this kernel, found
+	// before anything loads (e.g. a kfunc its BTF lacks); StartHooks
+	// reports it and loads nothing.
+	Err error
 }
 
 // A Candidate is one program of bpf/datapath.c and how to attach it.
@@ -89,7 +98,16 @@ func (d *Datapath) StartHooks(hooks []Hook) []HookStatus {
 	for _, hk := range hooks {
 		h := &hook{status: HookStatus{Name: hk.Name}}
 		var errs []error
+		switch {
+		case hk.Err != nil:
+			errs = append(errs, hk.Err)
+		case len(hk.Candidates) == 0 && len(hk.TC) > 0:
+			h.status.Running, h.status.Program = true, "tc" // loaded with the TC programs
+		}
 		for _, c := range hk.Candidates {
+			if hk.Err != nil {
+				break
+			}
 			if slices.Contains(d.cfg.SkipHookPrograms, c.Program) {
 				errs = append(errs, fmt.Errorf("%s: %w", c.Program, ErrSkipped))
 				continue

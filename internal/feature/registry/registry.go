@@ -12,6 +12,7 @@ import (
 	"github.com/flowlens/flowlens/internal/feature/drops"
 	"github.com/flowlens/flowlens/internal/feature/retransmits"
 	"github.com/flowlens/flowlens/internal/feature/rtt"
+	"github.com/flowlens/flowlens/internal/feature/xlat"
 )
 
 // New returns a fresh instance of every feature, in the order --features
@@ -21,6 +22,7 @@ func New() []feature.Feature {
 		drops.New(),
 		rtt.New(),
 		retransmits.New(),
+		xlat.New(),
 	}
 }
 

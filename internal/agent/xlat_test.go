@@ -1,0 +1,149 @@
+package agent_test
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/flowlens/flowlens/internal/agent"
+	"github.com/flowlens/flowlens/internal/testnet"
+)
+
+// natLab is a client and a backend joined through a router namespace that
+// DNATs a Service's virtual IP to the backend, as kube-proxy does for a
+// ClusterIP Service:
+//
+//	cli (10.61.0.1) -- c0 | r0 -- rtr -- r1 | b0 -- be (10.62.0.2)
+//	rtr: 10.96.0.10:80/tcp -> 10.62.0.2:8080, 10.96.0.10:53/udp -> 10.62.0.2:5353
+//
+// The agent watches the router's two interfaces.
+type natLab struct {
+	cli, rtr, be *testnet.Netns
+}
+
+const (
+	natVIP, natClient, natBackend, natRouterB = "10.96.0.10", "10.61.0.1", "10.62.0.2", "10.62.0.254"
+)
+
+func newNATLab(t *testing.T, masquerade bool) *natLab {
+	l := &natLab{cli: testnet.NewNetns(t, "cli"), rtr: testnet.NewNetns(t, "rtr"), be: testnet.NewNetns(t, "be")}
+	for _, ns := range []*testnet.Netns{l.cli, l.rtr, l.be} {
+		testnet.Quiet(t, ns)
+	}
+	if err := testnet.Sysctl(l.rtr, "net.ipv4.ip_forward", "1"); err != nil {
+		t.Fatal(err)
+	}
+	c0, r0 := testnet.Veth(t, l.cli, "c0", l.rtr, "r0")
+	r1, b0 := testnet.Veth(t, l.rtr, "r1", l.be, "b0")
+	testnet.AddAddr(t, l.cli, "c0", natClient+"/24")
+	testnet.AddAddr(t, l.rtr, "r0", "10.61.0.254/24")
+	testnet.AddAddr(t, l.rtr, "r1", natRouterB+"/24")
+	testnet.AddAddr(t, l.be, "b0", natBackend+"/24")
+	testnet.Neigh(t, l.cli, "c0", "10.61.0.254", r0.Attrs().HardwareAddr)
+	testnet.Neigh(t, l.rtr, "r0", natClient, c0.Attrs().HardwareAddr)
+	testnet.Neigh(t, l.rtr, "r1", natBackend, b0.Attrs().HardwareAddr)
+	testnet.Neigh(t, l.be, "b0", natRouterB, r1.Attrs().HardwareAddr)
+	testnet.Route(t, l.cli, "10.96.0.0/16", "10.61.0.254", "c0")
+	testnet.Route(t, l.cli, "10.62.0.0/24", "10.61.0.254", "c0")
+	testnet.Route(t, l.be, "10.61.0.0/24", natRouterB, "b0")
+	run(t, l.rtr, "nft", "add table ip svc")
+	run(t, l.rtr, "nft", "add chain ip svc pre { type nat hook prerouting priority dstnat; }")
+	run(t, l.rtr, "nft", "add rule ip svc pre ip daddr "+natVIP+" tcp dport 80 dnat to "+natBackend+":8080")
+	run(t, l.rtr, "nft", "add rule ip svc pre ip daddr "+natVIP+" udp dport 53 dnat to "+natBackend+":5353")
+	if masquerade {
+		run(t, l.rtr, "nft", "add chain ip svc post { type nat hook postrouting priority srcnat; }")
+		run(t, l.rtr, "nft", "add rule ip svc post oifname r1 masquerade")
+	}
+	return l
+}
+
+// Service DNAT (and SNAT by masquerade): the flows to the virtual IP carry
+// the backend's address and port, exactly, for TCP and UDP; their replies
+// the virtual IP they become; untranslated flows carry nothing.
+func TestXlat(t *testing.T) {
+	for _, masquerade := range []bool{false, true} {
+		name := "dnat"
+		if masquerade {
+			name = "dnat+masquerade"
+		}
+		t.Run(name, func(t *testing.T) {
+			l := newNATLab(t, masquerade)
+			got := tcpSink(t, l.be, "tcp4", natBackend+":8080")
+			mustListen(t, l.be, natBackend+":5353")
+			mustListen(t, l.be, natBackend+":9000")
+			h := startAgent(t, 2, agent.Options{}, "--netns="+l.rtr.Name, "--features=xlat")
+			const size = 64 << 10
+			var cport int
+			err := l.cli.Do(func() error {
+				c, err := net.Dial("tcp4", natVIP+":80")
+				if err != nil {
+					return err
+				}
+				cport = c.LocalAddr().(*net.TCPAddr).Port
+				if _, err := c.Write(make([]byte, size)); err != nil {
+					return err
+				}
+				return c.Close()
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			awaitReceived(t, got, size)
+			if err := testnet.UDPSend(l.cli, natClient+":4000", natVIP+":53", []byte("q"), 5); err != nil {
+				t.Fatal(err)
+			}
+			// No NAT: straight to the backend.
+			if err := testnet.UDPSend(l.cli, natClient+":4001", natBackend+":9000", []byte("u"), 5); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond)
+			flows := h.Stop()
+
+			check := func(what string, m match, src string, sport uint16, dst string, dport uint16, anySport bool) {
+				t.Helper()
+				_, _, recs := sum(flows, m)
+				if len(recs) == 0 {
+					t.Errorf("%s: no flow %+v", what, m)
+					return
+				}
+				for _, r := range recs {
+					if r.XlatDstAddr != dst || r.XlatDstPort != dport || r.XlatSrcAddr != src || (!anySport && r.XlatSrcPort != sport) || (anySport && r.XlatSrcPort == 0) {
+						t.Errorf("%s %+v: xlat %s:%d -> %s:%d, want %s:%d -> %s:%d", what, m,
+							r.XlatSrcAddr, r.XlatSrcPort, r.XlatDstAddr, r.XlatDstPort, src, sport, dst, dport)
+					}
+				}
+			}
+			srcAfter, anyPort := natClient, false
+			if masquerade {
+				srcAfter, anyPort = natRouterB, true // masquerade may pick another port
+			}
+			check("tcp to the VIP", match{src: natClient, dst: natVIP, sport: uint16(cport), dport: 80, proto: 6},
+				srcAfter, uint16(cport), natBackend, 8080, anyPort)
+			check("udp to the VIP", match{src: natClient, dst: natVIP, sport: 4000, dport: 53, proto: 17},
+				srcAfter, 4000, natBackend, 5353, anyPort)
+			// The replies, as they arrive from the backend, become the VIP's.
+			replyDst := natClient
+			if masquerade {
+				replyDst = natRouterB
+			}
+			check("tcp reply", match{src: natBackend, dst: replyDst, sport: 8080, proto: 6},
+				natVIP, 80, natClient, uint16(cport), false)
+			direct := match{src: natClient, dst: natBackend, sport: 4001, dport: 9000, proto: 17}
+			if masquerade {
+				// SNAT alone: the source becomes the router's.
+				check("udp to the backend, masqueraded", direct, natRouterB, 4001, natBackend, 9000, true)
+				return
+			}
+			// Untranslated: no xlat fields.
+			_, _, recs := sum(flows, direct)
+			if len(recs) == 0 {
+				t.Errorf("no flow %+v", direct)
+			}
+			for _, r := range recs {
+				if r.XlatSrcAddr != "" || r.XlatDstAddr != "" || r.XlatSrcPort != 0 || r.XlatDstPort != 0 {
+					t.Errorf("untranslated flow %+v has xlat %s:%d -> %s:%d", direct, r.XlatSrcAddr, r.XlatSrcPort, r.XlatDstAddr, r.XlatDstPort)
+				}
+			}
+		})
+	}
+}
