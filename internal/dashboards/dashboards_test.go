@@ -213,7 +213,7 @@ func TestInvariants(t *testing.T) {
 		"histogram_quantile(0.99,", "flowlens_collector_retransmits_total",
 		"flowlens_agent_evictions_total", "flowlens_agent_flow_map_entries", "flowlens_agent_overflow_records_total",
 		"flowlens_agent_export_errors_total", "flowlens_agent_bpf_program_runs_total", "process_cpu_seconds_total",
-		"process_resident_memory_bytes",
+		"process_resident_memory_bytes", "flowlens_collector_translated_bytes_total", "flowlens_collector_translated_flows_total",
 	} {
 		if !strings.Contains(all, need) {
 			t.Errorf("no dashboard query has %q", need)

@@ -16,6 +16,8 @@ const (
 	decodeErrors    = "flowlens_collector_decode_errors_total"
 	enrichMisses    = "flowlens_collector_enrichment_misses_total"
 	informersSynced = "flowlens_collector_informer_synced"
+	translatedBytes = "flowlens_collector_translated_bytes_total"
+	translatedFlows = "flowlens_collector_translated_flows_total"
 )
 
 // nsFilter is the label matcher of the namespace variables, for every
@@ -127,6 +129,16 @@ func traffic() spec {
 						{Legend: "{{src_node}} sent", Expr: noNode("topk($top, sum by (src_node) (rate("+nodeBytes+"[$__rate_interval])))", "src_node")},
 						{Legend: "{{dst_node}} received", Expr: noNode("topk($top, sum by (dst_node) (rate("+nodeBytes+"[$__rate_interval])))", "dst_node")},
 					}},
+			}},
+			// Feature xlat (docs/xlat.md). Both panels read 0, not "no
+			// data", when nothing is translated (agents without xlat).
+			{Title: "Service translation", Panels: []panel{
+				{Title: "Translated share of bytes", Kind: statValue, Unit: "percentunit", Width: 12, Height: 5,
+					Description: "Share of the selection's bytes on flows whose addresses conntrack NAT rewrote (a Service's virtual IP translated to a backend, SNAT, masquerade); needs the agents' xlat feature.",
+					Queries:     []query{{Legend: "translated", Expr: "(sum(" + rate(translatedBytes) + ") or vector(0)) / sum(" + bytesRate + ")"}}},
+				{Title: "Translated flow rate", Kind: statValue, Unit: "short", Width: 12, Height: 5,
+					Description: "Flow records per second (one per flow and eviction period) whose addresses conntrack NAT rewrote, in the selection; needs the agents' xlat feature.",
+					Queries:     []query{{Legend: "flows/s", Expr: "sum(" + rate(translatedFlows) + ") or vector(0)"}}},
 			}},
 		},
 	}

@@ -31,6 +31,9 @@ const (
 	MetricRetransmits = Prefix + "retransmits_total"
 	MetricFlows       = Prefix + "flows_total"
 	MetricSampling    = Prefix + "sampling"
+	// Translation (feature xlat): flows conntrack NAT rewrote.
+	MetricTranslatedBytes = Prefix + "translated_bytes_total"
+	MetricTranslatedFlows = Prefix + "translated_flows_total"
 
 	// Health metrics, always served.
 	MetricReceivedFlows    = Prefix + "received_flows_total"
@@ -44,6 +47,7 @@ const (
 var FlowMetricNames = []string{
 	MetricFlowBytes, MetricFlowPackets, MetricNodeBytes, MetricDropPackets, MetricDropBytes,
 	MetricRTT, MetricRetransmits, MetricFlows, MetricSampling,
+	MetricTranslatedBytes, MetricTranslatedFlows,
 }
 
 // HealthMetricNames are always served.
@@ -69,6 +73,13 @@ const (
 	// MaxDropCauses bounds the distinct values of the cause label (the
 	// kernel's enum skb_drop_reason has about 120).
 	MaxDropCauses = 256
+
+	// Values of the translated label: which side of the flow conntrack NAT
+	// rewrote (address or port). A DNAT to a Service's backend is "dst" on
+	// the request flow; its reply flow, un-DNATed, is "src".
+	TranslatedDst  = "dst"
+	TranslatedSrc  = "src"
+	TranslatedBoth = "both"
 )
 
 // MetricsOptions configure Metrics.
@@ -95,8 +106,8 @@ type MetricsOptions struct {
 }
 
 // Metrics derives Prometheus metrics from flows, with labels of bounded
-// cardinality: namespaces, workloads, nodes, directions, drop causes, and
-// pods only when asked. Safe for concurrent use.
+// cardinality: namespaces, workloads, nodes, directions, drop causes,
+// translated sides, and pods only when asked. Safe for concurrent use.
 type Metrics struct {
 	reg       *prometheus.Registry
 	podLabels bool
@@ -108,6 +119,7 @@ type Metrics struct {
 	retransmits            *prometheus.CounterVec
 	flows                  prometheus.Counter
 	sampling               *prometheus.GaugeVec
+	xlatBytes, xlatFlows   *prometheus.CounterVec
 	received               prometheus.Counter
 	convertErrors          atomic.Uint64
 	missSrc, missDst       prometheus.Counter
@@ -142,6 +154,10 @@ func NewMetrics(o MetricsOptions) (*Metrics, error) {
 	m.dropPackets = counterVec(MetricDropPackets, "Packets the kernel dropped, by source and destination namespace and drop cause (the kernel's drop reason).", []string{"src_namespace", "dst_namespace", "cause"})
 	m.dropBytes = counterVec(MetricDropBytes, "Bytes of the packets the kernel dropped, by source and destination namespace and drop cause.", []string{"src_namespace", "dst_namespace", "cause"})
 	m.retransmits = counterVec(MetricRetransmits, "TCP segments retransmitted, by source and destination namespace of the flow that carried them.", nsLabels)
+	xlatLabels := []string{"src_namespace", "src_workload", "dst_namespace", "dst_workload",
+		"xlat_dst_namespace", "xlat_dst_workload", "translated"}
+	m.xlatBytes = counterVec(MetricTranslatedBytes, "Bytes of flows conntrack NAT translated (feature xlat; times their sampling rate), by source and destination namespace and workload as seen (a Service's virtual IP: the Service), the namespace and workload of the translated destination (the backend), and the side translated (dst, src, both).", xlatLabels)
+	m.xlatFlows = counterVec(MetricTranslatedFlows, "Flow records conntrack NAT translated (feature xlat; one per flow per eviction period, not scaled), with the labels of translated_bytes_total.", xlatLabels)
 	if enabled[MetricRTT] {
 		m.rtt = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: MetricRTT,
 			Help:    "Smoothed TCP round-trip time, observed once per flow that reports one (its latest value in the eviction period), by source and destination namespace.",
@@ -291,6 +307,41 @@ func (m *Metrics) observe(f *Flow) {
 	if f.RTT > 0 && m.rtt != nil {
 		m.rtt.WithLabelValues(srcNS, dstNS).Observe(f.RTT.Seconds())
 	}
+	if (m.xlatBytes != nil || m.xlatFlows != nil) && (f.Bytes > 0 || f.Packets > 0) {
+		if side := translatedSide(&f.Record); side != "" {
+			// The translated destination's context; the flow's own when
+			// only the source was translated.
+			xNS, xW := dstNS, dstW
+			if f.XlatDstAddr.IsValid() {
+				xNS, xW = endpointLabels(&f.XlatDst)
+			}
+			lv := []string{srcNS, srcW, dstNS, dstW, xNS, xW, side}
+			if m.xlatBytes != nil {
+				m.xlatBytes.WithLabelValues(lv...).Add(float64(f.Bytes) * s)
+			}
+			if m.xlatFlows != nil {
+				m.xlatFlows.WithLabelValues(lv...).Inc()
+			}
+		}
+	}
+}
+
+// translatedSide is the translated label of a flow: which side conntrack
+// NAT rewrote (a translated address or port that differs from the flow's
+// own), "" when the flow carries no translation or one that changes
+// nothing.
+func translatedSide(r *flow.Record) string {
+	src := r.XlatSrcAddr.IsValid() && (r.XlatSrcAddr.Unmap() != r.SrcAddr.Unmap() || r.XlatSrcPort != r.SrcPort)
+	dst := r.XlatDstAddr.IsValid() && (r.XlatDstAddr.Unmap() != r.DstAddr.Unmap() || r.XlatDstPort != r.DstPort)
+	switch {
+	case src && dst:
+		return TranslatedBoth
+	case dst:
+		return TranslatedDst
+	case src:
+		return TranslatedSrc
+	}
+	return ""
 }
 
 // endpointLabels are the namespace and workload label values of an

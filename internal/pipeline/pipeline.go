@@ -36,13 +36,20 @@ type Flow struct {
 	// then filled (Kind external for addresses outside the cluster).
 	Enriched bool
 	Src, Dst k8smeta.Meta
+	// XlatSrc and XlatDst are the context of the translated addresses
+	// (Record.XlatSrcAddr, XlatDstAddr: feature xlat), filled like Src and
+	// Dst for an enriched flow whose address of that side is set: for a
+	// Service's virtual IP translated to a backend, XlatDst is the backend
+	// pod. Zero otherwise.
+	XlatSrc, XlatDst k8smeta.Meta
 }
 
 // AppendJSON appends f as one JSON object: the agent's (flow.Record's
 // AppendJSON, same fields and order), then node_name and agent_ip, then,
 // for an enriched flow, src_k8s and dst_k8s (k8smeta.Meta.AppendJSON: kind,
 // namespace, name, workload, workload_kind, node, subnet, empty ones left
-// out).
+// out), and for an enriched translated flow (feature xlat) xlat_src_k8s and
+// xlat_dst_k8s, each when that translated address is set.
 func (f *Flow) AppendJSON(b []byte) []byte {
 	b = f.Record.AppendJSON(b)
 	b = b[:len(b)-1] // reopen the object
@@ -58,6 +65,14 @@ func (f *Flow) AppendJSON(b []byte) []byte {
 		b = f.Src.AppendJSON(b)
 		b = append(b, `,"dst_k8s":`...)
 		b = f.Dst.AppendJSON(b)
+		if f.XlatSrcAddr.IsValid() {
+			b = append(b, `,"xlat_src_k8s":`...)
+			b = f.XlatSrc.AppendJSON(b)
+		}
+		if f.XlatDstAddr.IsValid() {
+			b = append(b, `,"xlat_dst_k8s":`...)
+			b = f.XlatDst.AppendJSON(b)
+		}
 	}
 	return append(b, '}')
 }
@@ -111,7 +126,9 @@ func (p *Pipeline) Handle(ctx context.Context, b *collector.Batch) error {
 }
 
 // Enrich fills Src and Dst of flows (nothing without a Resolver), counting
-// enrichment misses in Metrics.
+// enrichment misses in Metrics, and XlatSrc and XlatDst of translated flows
+// (their addresses are not counted as misses: a masquerading node's
+// address, say, is expected to be one).
 func (p *Pipeline) Enrich(flows []Flow) {
 	r := p.Resolver
 	if r == nil {
@@ -123,6 +140,12 @@ func (p *Pipeline) Enrich(flows []Flow) {
 		f.Src, srcIn = r.Resolve(f.SrcAddr)
 		f.Dst, dstIn = r.Resolve(f.DstAddr)
 		f.Enriched = true
+		if f.XlatSrcAddr.IsValid() {
+			f.XlatSrc, _ = r.Resolve(f.XlatSrcAddr)
+		}
+		if f.XlatDstAddr.IsValid() {
+			f.XlatDst, _ = r.Resolve(f.XlatDstAddr)
+		}
 		if r.Source != nil && p.Metrics != nil {
 			if !srcIn {
 				p.Metrics.missSrc.Inc()

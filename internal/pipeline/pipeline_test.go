@@ -555,3 +555,100 @@ func TestHTTP(t *testing.T) {
 		t.Errorf("/metrics %d %q", code, body)
 	}
 }
+
+// xl is a flow of known (see fl) with a translation (feature xlat).
+func xl(x fl, xsrc string, xsport uint16, xdst string, xdport uint16) *flowv1.Flow {
+	p := x.proto()
+	if xsrc != "" {
+		p.XlatSrcAddr = flowpb.AddrBytes(netip.MustParseAddr(xsrc))
+	}
+	if xdst != "" {
+		p.XlatDstAddr = flowpb.AddrBytes(netip.MustParseAddr(xdst))
+	}
+	p.XlatSrcPort, p.XlatDstPort, p.XlatZoneId = uint32(xsport), uint32(xdport), 0
+	return p
+}
+
+// Translated flows: bytes (scaled) and flow records by the flow's own
+// endpoints, the translated destination's (the backend) and the side
+// translated; untranslated flows and translations that change nothing do
+// not count.
+func TestTranslatedMetrics(t *testing.T) {
+	m, err := pipeline.NewMetrics(pipeline.MetricsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []pipeline.Flow
+	p := &pipeline.Pipeline{Resolver: resolver(t), Metrics: m, Sink: func(_ context.Context, f []pipeline.Flow) error { got = f; return nil }}
+	b := &collector.Batch{Flows: []*flowv1.Flow{
+		// shop/web-1 → the kube-dns Service VIP, DNATed to db-0 (the
+		// backend here), twice, sampled 1:2 the second time.
+		xl(fl{src: "10.0.0.1", dst: "10.96.0.10", bytes: 100, packets: 1, sampling: 1, dir: flow.DirEgress, node: "node-a"}, "10.0.0.1", 40000, "10.0.1.1", 5353),
+		xl(fl{src: "10.0.0.1", dst: "10.96.0.10", bytes: 100, packets: 1, sampling: 2, dir: flow.DirEgress, node: "node-a"}, "10.0.0.1", 40000, "10.0.1.1", 5353),
+		// The reply, db-0 → web-1, un-DNATed: the source becomes the VIP.
+		xl(fl{src: "10.0.1.1", dst: "10.0.0.1", bytes: 50, packets: 1, sampling: 1, dir: flow.DirIngress, node: "node-b"}, "10.96.0.10", 53, "10.0.0.1", 80),
+		// web-2 → the internet, masqueraded behind node-a's address
+		// (IPv4-mapped on the wire: still a translation of the source).
+		xl(fl{src: "10.0.0.2", dst: "8.8.8.8", bytes: 70, packets: 1, sampling: 1, dir: flow.DirEgress, node: "node-b"}, "::ffff:192.168.0.11", 61000, "8.8.8.8", 80),
+		// Both sides, destination to an address outside the cluster.
+		xl(fl{src: "10.0.0.2", dst: "10.96.0.10", bytes: 10, packets: 1, sampling: 1, dir: flow.DirEgress, node: "node-b"}, "192.168.0.11", 1000, "172.16.0.5", 53),
+		// A translation that changes nothing, and no translation at all.
+		xl(fl{src: "10.0.0.1", dst: "10.0.1.1", bytes: 1, packets: 1, sampling: 1, dir: flow.DirEgress, node: "node-a"}, "10.0.0.1", 40000, "10.0.1.1", 80),
+		known[0].proto(),
+		// A partial flow (no traffic) with a translation.
+		xl(fl{src: "10.0.0.1", dst: "10.96.0.10", node: "node-a", dropP: 1, dropB: 60, cause: "NO_SOCKET"}, "10.0.0.1", 40000, "10.0.1.1", 5353),
+	}}
+	if err := p.Handle(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP flowlens_collector_translated_bytes_total Bytes of flows conntrack NAT translated (feature xlat; times their sampling rate), by source and destination namespace and workload as seen (a Service's virtual IP: the Service), the namespace and workload of the translated destination (the backend), and the side translated (dst, src, both).
+# TYPE flowlens_collector_translated_bytes_total counter
+flowlens_collector_translated_bytes_total{dst_namespace="",dst_workload="external",src_namespace="shop",src_workload="web",translated="src",xlat_dst_namespace="",xlat_dst_workload="external"} 70
+flowlens_collector_translated_bytes_total{dst_namespace="kube-system",dst_workload="kube-dns",src_namespace="shop",src_workload="web",translated="both",xlat_dst_namespace="",xlat_dst_workload="corp"} 10
+flowlens_collector_translated_bytes_total{dst_namespace="kube-system",dst_workload="kube-dns",src_namespace="shop",src_workload="web",translated="dst",xlat_dst_namespace="db",xlat_dst_workload="db"} 300
+flowlens_collector_translated_bytes_total{dst_namespace="shop",dst_workload="web",src_namespace="db",src_workload="db",translated="src",xlat_dst_namespace="shop",xlat_dst_workload="web"} 50
+# HELP flowlens_collector_translated_flows_total Flow records conntrack NAT translated (feature xlat; one per flow per eviction period, not scaled), with the labels of translated_bytes_total.
+# TYPE flowlens_collector_translated_flows_total counter
+flowlens_collector_translated_flows_total{dst_namespace="",dst_workload="external",src_namespace="shop",src_workload="web",translated="src",xlat_dst_namespace="",xlat_dst_workload="external"} 1
+flowlens_collector_translated_flows_total{dst_namespace="kube-system",dst_workload="kube-dns",src_namespace="shop",src_workload="web",translated="both",xlat_dst_namespace="",xlat_dst_workload="corp"} 1
+flowlens_collector_translated_flows_total{dst_namespace="kube-system",dst_workload="kube-dns",src_namespace="shop",src_workload="web",translated="dst",xlat_dst_namespace="db",xlat_dst_workload="db"} 2
+flowlens_collector_translated_flows_total{dst_namespace="shop",dst_workload="web",src_namespace="db",src_workload="db",translated="src",xlat_dst_namespace="shop",xlat_dst_workload="web"} 1
+# HELP flowlens_collector_enrichment_misses_total Flow endpoints whose address is not a pod, Service or node of the cluster (enrichment on), by side.
+# TYPE flowlens_collector_enrichment_misses_total counter
+flowlens_collector_enrichment_misses_total{side="dst"} 1
+flowlens_collector_enrichment_misses_total{side="src"} 0
+`
+	if err := gatherAndCompare(t, m.Registry(), strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+
+	// The sink sees the translated endpoints' context, and so does the JSON.
+	if len(got) != len(b.Flows) || got[0].XlatDst != db0 || got[0].XlatSrc != web1 || got[3].XlatSrc != nodeA {
+		t.Fatalf("translated context: %+v / %+v / %+v", got[0].XlatSrc, got[0].XlatDst, got[3].XlatSrc)
+	}
+	if got[6].XlatSrc != (k8smeta.Meta{}) || got[6].XlatDst != (k8smeta.Meta{}) {
+		t.Errorf("untranslated flow has translated context %+v %+v", got[6].XlatSrc, got[6].XlatDst)
+	}
+	agent := string(got[0].Record.AppendJSON(nil))
+	line := string(got[0].AppendJSON(nil))
+	if !strings.Contains(agent, `"xlat_dst_addr":"10.0.1.1","xlat_dst_port":5353`) ||
+		!strings.HasSuffix(line, `,"xlat_src_k8s":{"kind":"pod","namespace":"shop","name":"web-1","workload":"web","workload_kind":"Deployment","node":"node-a"},`+
+			`"xlat_dst_k8s":{"kind":"pod","namespace":"db","name":"db-0","workload":"db","workload_kind":"StatefulSet","node":"node-b"}}`) {
+		t.Errorf("JSON of a translated flow:\n%s", line)
+	}
+	var v map[string]any
+	if err := json.Unmarshal([]byte(line), &v); err != nil {
+		t.Errorf("invalid JSON: %v", err)
+	}
+	if line := string(got[6].AppendJSON(nil)); strings.Contains(line, "xlat") {
+		t.Errorf("untranslated flow: %s", line)
+	}
+
+	// Off by the allow-list.
+	off, _ := pipeline.NewMetrics(pipeline.MetricsOptions{Enabled: []string{"flow_bytes_total"}})
+	(&pipeline.Pipeline{Resolver: resolver(t), Metrics: off}).Handle(context.Background(), b)
+	if n := seriesPerFamily(t, off); n[pipeline.MetricTranslatedBytes] != 0 || n[pipeline.MetricTranslatedFlows] != 0 {
+		t.Errorf("translated metrics served when not enabled: %v", n)
+	}
+}
