@@ -11,7 +11,7 @@ import (
 const SingletonName = "cluster"
 
 // Feature is an optional kernel measurement of the agent.
-// +kubebuilder:validation:Enum=drops;rtt;retransmits;xlat
+// +kubebuilder:validation:Enum=drops;rtt;retransmits;xlat;tls
 type Feature string
 
 // The agent's optional measurements.
@@ -23,6 +23,10 @@ const (
 	// NAT (a Service's virtual IP translated to its backend, SNAT,
 	// masquerade): docs/xlat.md.
 	FeatureXlat Feature = "xlat"
+	// FeatureTLS reports the TLS handshake seen on flows (negotiated
+	// version, cipher suite, key-share group; ClientHello; QUIC):
+	// docs/tls.md.
+	FeatureTLS Feature = "tls"
 )
 
 // LogLevel is the agent's log verbosity.

@@ -12,9 +12,11 @@ import (
 // dst_addr, src_port, dst_port, proto, icmp_type, icmp_code, bytes, packets,
 // tcp_flags, eth_type, dscp, src_mac, dst_mac, start_time, end_time,
 // interfaces[{name,ifindex,netns,direction}], sampling, partial, the
-// enrichment fields, and for translated flows only (Translated) the xlat_*
-// fields. It is hand-written so that encoding a flow allocates
-// nothing when b has room.
+// enrichment fields, for translated flows only (Translated) the xlat_*
+// fields, and for flows with TLS fields only (HasTLS) tls_version,
+// tls_cipher_suite, tls_group (names: TLSVersionName, TLSCipherSuiteName,
+// TLSGroupName), tls_client_hello and quic. It is hand-written so that
+// encoding a flow allocates nothing when b has room.
 func (r *Record) AppendJSON(b []byte) []byte {
 	b = append(b, `{"src_addr":"`...)
 	b = r.SrcAddr.AppendTo(b)
@@ -82,6 +84,21 @@ func (r *Record) AppendJSON(b []byte) []byte {
 		b = appendAddr(b, r.XlatDstAddr)
 		b = appendUint(b, `","xlat_dst_port":`, uint64(r.XlatDstPort))
 		b = appendUint(b, `,"xlat_zone_id":`, uint64(r.XlatZoneID))
+	}
+	if r.HasTLS() {
+		// Likewise only on flows with a handshake or QUIC seen (feature
+		// "tls"): names, "" for a value not seen, "0x%04x" for one the
+		// tables do not name.
+		b = append(b, `,"tls_version":`...)
+		b = appendTLSName(b, r.TLSVersion, TLSVersionName)
+		b = append(b, `,"tls_cipher_suite":`...)
+		b = appendTLSName(b, r.TLSCipherSuite, TLSCipherSuiteName)
+		b = append(b, `,"tls_group":`...)
+		b = appendTLSName(b, r.TLSGroup, TLSGroupName)
+		b = append(b, `,"tls_client_hello":`...)
+		b = strconv.AppendBool(b, r.TLSClientHello)
+		b = append(b, `,"quic":`...)
+		b = strconv.AppendBool(b, r.QUIC)
 	}
 	return append(b, '}')
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/netip"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,5 +136,101 @@ func TestAppendJSONXlatNoAllocs(t *testing.T) {
 	buf := make([]byte, 0, 2048)
 	if n := testing.AllocsPerRun(100, func() { buf = r.AppendJSON(buf[:0]) }); n != 0 {
 		t.Fatalf("%v allocations per translated record", n)
+	}
+}
+
+// TLS fields (feature "tls") are written only for flows that carry one,
+// values by name ("names in JSON, numbers in protobuf"), "" for a value not
+// seen, "0x%04x" for one the tables do not name.
+func TestAppendJSONTLS(t *testing.T) {
+	keys := []string{"tls_version", "tls_cipher_suite", "tls_group", "tls_client_hello", "quic"}
+	decode := func(r flow.Record) map[string]any {
+		t.Helper()
+		var got map[string]any
+		if err := json.Unmarshal(r.AppendJSON(nil), &got); err != nil {
+			t.Fatalf("invalid JSON: %v\n%s", err, r.AppendJSON(nil))
+		}
+		return got
+	}
+
+	r := sampleRecord()
+	if r.HasTLS() {
+		t.Fatal("HasTLS on a record without TLS fields")
+	}
+	got := decode(r)
+	for _, k := range keys {
+		if _, ok := got[k]; ok {
+			t.Errorf("flow without TLS has %s", k)
+		}
+	}
+
+	type tlsRec struct {
+		version, suite, group uint16
+		client, quic          bool
+	}
+	for _, c := range []struct {
+		name string
+		in   tlsRec
+		want map[string]any
+	}{
+		{"TLS 1.3 ServerHello", tlsRec{0x0304, 0x1301, 0x001d, false, false},
+			map[string]any{"tls_version": "TLS 1.3", "tls_cipher_suite": "TLS_AES_128_GCM_SHA256", "tls_group": "x25519", "tls_client_hello": false, "quic": false}},
+		{"TLS 1.3 hybrid post-quantum", tlsRec{0x0304, 0x1302, 0x11ec, false, false},
+			map[string]any{"tls_version": "TLS 1.3", "tls_cipher_suite": "TLS_AES_256_GCM_SHA384", "tls_group": "X25519MLKEM768", "tls_client_hello": false, "quic": false}},
+		{"TLS 1.2 without key_share", tlsRec{0x0303, 0xc02f, 0, false, false},
+			map[string]any{"tls_version": "TLS 1.2", "tls_cipher_suite": "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "tls_group": "", "tls_client_hello": false, "quic": false}},
+		{"TLS 1.0, CBC, secp384r1", tlsRec{0x0301, 0xc014, 0x0018, false, false},
+			map[string]any{"tls_version": "TLS 1.0", "tls_cipher_suite": "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA", "tls_group": "secp384r1", "tls_client_hello": false, "quic": false}},
+		{"SSL 3.0, RC4", tlsRec{0x0300, 0x0005, 0, false, false},
+			map[string]any{"tls_version": "SSL 3.0", "tls_cipher_suite": "TLS_RSA_WITH_RC4_128_SHA", "tls_group": "", "tls_client_hello": false, "quic": false}},
+		{"ClientHello only", tlsRec{0, 0, 0, true, false},
+			map[string]any{"tls_version": "", "tls_cipher_suite": "", "tls_group": "", "tls_client_hello": true, "quic": false}},
+		{"QUIC only", tlsRec{0, 0, 0, false, true},
+			map[string]any{"tls_version": "", "tls_cipher_suite": "", "tls_group": "", "tls_client_hello": false, "quic": true}},
+		{"unknown values in hex", tlsRec{0x7f1c, 0xabcd, 0x0a0b, true, true},
+			map[string]any{"tls_version": "0x7f1c", "tls_cipher_suite": "0xabcd", "tls_group": "0x0a0b", "tls_client_hello": true, "quic": true}},
+		{"group alone", tlsRec{0, 0, 0x0100, false, false},
+			map[string]any{"tls_version": "", "tls_cipher_suite": "", "tls_group": "ffdhe2048", "tls_client_hello": false, "quic": false}},
+	} {
+		r := sampleRecord()
+		r.TLSVersion, r.TLSCipherSuite, r.TLSGroup, r.TLSClientHello, r.QUIC = c.in.version, c.in.suite, c.in.group, c.in.client, c.in.quic
+		if !r.HasTLS() {
+			t.Errorf("%s: HasTLS false", c.name)
+		}
+		got := decode(r)
+		for _, k := range keys {
+			if got[k] != c.want[k] {
+				t.Errorf("%s: %s = %#v, want %#v", c.name, k, got[k], c.want[k])
+			}
+		}
+		for _, k := range keys {
+			delete(got, k)
+		}
+		if base := decode(sampleRecord()); !reflect.DeepEqual(got, base) {
+			t.Errorf("%s: other fields changed:\n got %v\nwant %v", c.name, got, base)
+		}
+	}
+
+	// After the xlat keys, in the contract's order.
+	r = sampleRecord()
+	r.XlatDstAddr, r.TLSVersion, r.QUIC = netip.MustParseAddr("10.0.0.9"), 0x0304, true
+	js := string(r.AppendJSON(nil))
+	if !strings.HasSuffix(js, `"xlat_zone_id":0,"tls_version":"TLS 1.3","tls_cipher_suite":"","tls_group":"","tls_client_hello":false,"quic":true}`) {
+		t.Errorf("TLS keys not last, in order:\n%s", js)
+	}
+}
+
+func TestAppendJSONTLSNoAllocs(t *testing.T) {
+	for _, r := range []flow.Record{sampleRecord(), sampleRecord()} {
+		r.TLSVersion, r.TLSCipherSuite, r.TLSGroup, r.TLSClientHello = 0x0303, 0xcca8, 0x11ec, true
+		buf := make([]byte, 0, 2048)
+		if n := testing.AllocsPerRun(100, func() { buf = r.AppendJSON(buf[:0]) }); n != 0 {
+			t.Fatalf("%v allocations per TLS record", n)
+		}
+		// Unknown values (hex) allocate nothing either.
+		r.TLSVersion, r.TLSCipherSuite, r.TLSGroup, r.QUIC = 0xfefd, 0xeeee, 0x9999, true
+		if n := testing.AllocsPerRun(100, func() { buf = r.AppendJSON(buf[:0]) }); n != 0 {
+			t.Fatalf("%v allocations per TLS record with unknown values", n)
+		}
 	}
 }

@@ -96,12 +96,28 @@ type Record struct {
 	XlatDstAddr netip.Addr
 	XlatDstPort uint16
 	XlatZoneID  uint16
+
+	// TLS (feature "tls"): the handshake seen on the flow. A ServerHello gives
+	// the flow it travels on (server -> client) the negotiated version, cipher
+	// suite and key-share group; a ClientHello marks the client's flow; QUIC
+	// marks a UDP flow that carried a QUIC long-header packet.
+	TLSVersion     uint16 // 0x0301 TLS 1.0 ... 0x0304 TLS 1.3; 0: no ServerHello seen
+	TLSCipherSuite uint16 // IANA cipher suite number, e.g. 0x1301
+	TLSGroup       uint16 // IANA named group of the server's key share, e.g. 0x001d (x25519); 0: none (TLS 1.2 without key_share)
+	TLSClientHello bool   // a ClientHello was seen on this flow
+	QUIC           bool
 }
 
 // Translated reports whether the record carries a translation (feature
 // "xlat"): XlatSrcAddr or XlatDstAddr is set.
 func (r *Record) Translated() bool {
 	return r.XlatSrcAddr.IsValid() || r.XlatDstAddr.IsValid()
+}
+
+// HasTLS reports whether the record carries any TLS field (feature "tls"):
+// a ServerHello's version, cipher suite or group, a ClientHello, or QUIC.
+func (r *Record) HasTLS() bool {
+	return r.TLSVersion != 0 || r.TLSCipherSuite != 0 || r.TLSGroup != 0 || r.TLSClientHello || r.QUIC
 }
 
 // TCP flag markers the datapath adds to the union of TCP flags (bits above the

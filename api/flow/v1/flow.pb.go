@@ -327,7 +327,24 @@ type Flow struct {
 	XlatDstAddr []byte `protobuf:"bytes,34,opt,name=xlat_dst_addr,json=xlatDstAddr,proto3" json:"xlat_dst_addr,omitempty"`
 	XlatDstPort uint32 `protobuf:"varint,35,opt,name=xlat_dst_port,json=xlatDstPort,proto3" json:"xlat_dst_port,omitempty"`
 	// The conntrack zone the translation was found in (0: the default zone).
-	XlatZoneId    uint32 `protobuf:"varint,36,opt,name=xlat_zone_id,json=xlatZoneId,proto3" json:"xlat_zone_id,omitempty"`
+	XlatZoneId uint32 `protobuf:"varint,36,opt,name=xlat_zone_id,json=xlatZoneId,proto3" json:"xlat_zone_id,omitempty"`
+	// TLS (feature "tls"): the handshake seen on the flow, as numbers (the
+	// agent's JSON writes their names). A ServerHello gives the flow it
+	// travels on (server -> client) the negotiated version, cipher suite and
+	// key-share group; a ClientHello marks the client's flow. All zero/false
+	// when nothing was seen.
+	// The negotiated version: 0x0300 SSL 3.0, 0x0301 TLS 1.0 ... 0x0304 TLS
+	// 1.3; 0: no ServerHello seen. At most 65535, like the two below.
+	TlsVersion uint32 `protobuf:"varint,37,opt,name=tls_version,json=tlsVersion,proto3" json:"tls_version,omitempty"`
+	// The IANA cipher suite number, e.g. 0x1301 (TLS_AES_128_GCM_SHA256).
+	TlsCipherSuite uint32 `protobuf:"varint,38,opt,name=tls_cipher_suite,json=tlsCipherSuite,proto3" json:"tls_cipher_suite,omitempty"`
+	// The IANA named group of the server's key share, e.g. 0x001d (x25519);
+	// 0: none (TLS 1.2 without key_share).
+	TlsGroup uint32 `protobuf:"varint,39,opt,name=tls_group,json=tlsGroup,proto3" json:"tls_group,omitempty"`
+	// A ClientHello was seen on this flow.
+	TlsClientHello bool `protobuf:"varint,40,opt,name=tls_client_hello,json=tlsClientHello,proto3" json:"tls_client_hello,omitempty"`
+	// A QUIC long-header packet was seen on this (UDP) flow.
+	Quic          bool `protobuf:"varint,41,opt,name=quic,proto3" json:"quic,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -614,6 +631,41 @@ func (x *Flow) GetXlatZoneId() uint32 {
 	return 0
 }
 
+func (x *Flow) GetTlsVersion() uint32 {
+	if x != nil {
+		return x.TlsVersion
+	}
+	return 0
+}
+
+func (x *Flow) GetTlsCipherSuite() uint32 {
+	if x != nil {
+		return x.TlsCipherSuite
+	}
+	return 0
+}
+
+func (x *Flow) GetTlsGroup() uint32 {
+	if x != nil {
+		return x.TlsGroup
+	}
+	return 0
+}
+
+func (x *Flow) GetTlsClientHello() bool {
+	if x != nil {
+		return x.TlsClientHello
+	}
+	return false
+}
+
+func (x *Flow) GetQuic() bool {
+	if x != nil {
+		return x.Quic
+	}
+	return false
+}
+
 var File_api_flow_v1_flow_proto protoreflect.FileDescriptor
 
 const file_api_flow_v1_flow_proto_rawDesc = "" +
@@ -629,7 +681,8 @@ const file_api_flow_v1_flow_proto_rawDesc = "" +
 	"\aifindex\x18\x02 \x01(\rR\aifindex\x12\x14\n" +
 	"\x05netns\x18\x03 \x01(\tR\x05netns\x12\x19\n" +
 	"\bnetns_id\x18\x04 \x01(\x04R\anetnsId\x129\n" +
-	"\tdirection\x18\x05 \x01(\x0e2\x1b.flowlens.flow.v1.DirectionR\tdirection\"\x9b\t\n" +
+	"\tdirection\x18\x05 \x01(\x0e2\x1b.flowlens.flow.v1.DirectionR\tdirection\"\xc1\n" +
+	"\n" +
 	"\x04Flow\x12\x19\n" +
 	"\bsrc_addr\x18\x01 \x01(\fR\asrcAddr\x12\x19\n" +
 	"\bdst_addr\x18\x02 \x01(\fR\adstAddr\x12\x19\n" +
@@ -674,7 +727,13 @@ const file_api_flow_v1_flow_proto_rawDesc = "" +
 	"\rxlat_dst_addr\x18\" \x01(\fR\vxlatDstAddr\x12\"\n" +
 	"\rxlat_dst_port\x18# \x01(\rR\vxlatDstPort\x12 \n" +
 	"\fxlat_zone_id\x18$ \x01(\rR\n" +
-	"xlatZoneId*g\n" +
+	"xlatZoneId\x12\x1f\n" +
+	"\vtls_version\x18% \x01(\rR\n" +
+	"tlsVersion\x12(\n" +
+	"\x10tls_cipher_suite\x18& \x01(\rR\x0etlsCipherSuite\x12\x1b\n" +
+	"\ttls_group\x18' \x01(\rR\btlsGroup\x12(\n" +
+	"\x10tls_client_hello\x18( \x01(\bR\x0etlsClientHello\x12\x12\n" +
+	"\x04quic\x18) \x01(\bR\x04quic*g\n" +
 	"\tDirection\x12\x19\n" +
 	"\x15DIRECTION_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11DIRECTION_INGRESS\x10\x01\x12\x14\n" +

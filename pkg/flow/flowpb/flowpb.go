@@ -94,6 +94,11 @@ func ToProto(dst *flowv1.Flow, r *flow.Record, nodeName string, agentIP []byte) 
 	dst.XlatDstAddr = appendAddr(dst.XlatDstAddr[:0], r.XlatDstAddr)
 	dst.XlatDstPort = uint32(r.XlatDstPort)
 	dst.XlatZoneId = uint32(r.XlatZoneID)
+	dst.TlsVersion = uint32(r.TLSVersion)
+	dst.TlsCipherSuite = uint32(r.TLSCipherSuite)
+	dst.TlsGroup = uint32(r.TLSGroup)
+	dst.TlsClientHello = r.TLSClientHello
+	dst.Quic = r.QUIC
 
 	dst.NodeName = nodeName
 	dst.AgentIp = agentIP
@@ -181,7 +186,8 @@ func invalid(format string, args ...any) error {
 
 // Validate checks that f can be represented as a flow.Record: address
 // (translated ones too) and MAC lengths, integer ranges of the narrower
-// Record fields, timestamps, interface count and directions.
+// Record fields (TLS values too), timestamps, interface count and
+// directions.
 func Validate(f *flowv1.Flow) error {
 	if f == nil {
 		return invalid("nil flow")
@@ -214,6 +220,8 @@ func Validate(f *flowv1.Flow) error {
 		{"drop_tcp_flags", f.DropTcpFlags, 0xffff},
 		{"xlat_src_port", f.XlatSrcPort, 0xffff}, {"xlat_dst_port", f.XlatDstPort, 0xffff},
 		{"xlat_zone_id", f.XlatZoneId, 0xffff},
+		{"tls_version", f.TlsVersion, 0xffff}, {"tls_cipher_suite", f.TlsCipherSuite, 0xffff},
+		{"tls_group", f.TlsGroup, 0xffff},
 	} {
 		if v.v > v.max {
 			return invalid("%s = %d, max %d", v.name, v.v, v.max)
@@ -323,6 +331,11 @@ func toRecord(r *flow.Record, f *flowv1.Flow, ifs []flow.Interface) []flow.Inter
 	r.XlatDstAddr = addrFrom(f.XlatDstAddr)
 	r.XlatDstPort = uint16(f.XlatDstPort)
 	r.XlatZoneID = uint16(f.XlatZoneId)
+	r.TLSVersion = uint16(f.TlsVersion)
+	r.TLSCipherSuite = uint16(f.TlsCipherSuite)
+	r.TLSGroup = uint16(f.TlsGroup)
+	r.TLSClientHello = f.TlsClientHello
+	r.QUIC = f.Quic
 	return ifs
 }
 

@@ -33,6 +33,8 @@ func sampleRecords() []flow.Record {
 			// DNAT of a Service VIP to a backend (feature xlat).
 			XlatSrcAddr: netip.MustParseAddr("10.0.0.1"), XlatSrcPort: 40000,
 			XlatDstAddr: netip.MustParseAddr("10.244.1.7"), XlatDstPort: 8443, XlatZoneID: 3,
+			// A TLS 1.3 ServerHello (feature tls).
+			TLSVersion: 0x0304, TLSCipherSuite: 0x1302, TLSGroup: 0x11ec,
 		},
 		{
 			SrcAddr: netip.MustParseAddr("fd00::1"), DstAddr: netip.MustParseAddr("fd00::2"),
@@ -41,6 +43,8 @@ func sampleRecords() []flow.Record {
 			// SNAT of an IPv6 source, zone 0.
 			XlatSrcAddr: netip.MustParseAddr("fd00:ffff::9"), XlatSrcPort: 61000,
 			XlatDstAddr: netip.MustParseAddr("fd00::2"),
+			// A ClientHello, a QUIC flag, and values no table names.
+			TLSVersion: 0xfefd, TLSCipherSuite: 0xffff, TLSClientHello: true, QUIC: true,
 		},
 		{}, // all zero: zero addresses and times must survive too
 	}
@@ -106,6 +110,24 @@ func TestRoundTripJSON(t *testing.T) {
 	if f2.XlatSrcAddr != nil || f2.XlatDstAddr != nil || back[2].Translated() {
 		t.Errorf("untranslated flow came back with xlat %x → %x", f2.XlatSrcAddr, f2.XlatDstAddr)
 	}
+	// TLS fields: numbers on the wire, both ways exactly.
+	for i := range recs {
+		w, g := &recs[i], &back[i]
+		if g.TLSVersion != w.TLSVersion || g.TLSCipherSuite != w.TLSCipherSuite || g.TLSGroup != w.TLSGroup ||
+			g.TLSClientHello != w.TLSClientHello || g.QUIC != w.QUIC || g.HasTLS() != w.HasTLS() {
+			t.Errorf("flow %d: tls %#04x %#04x %#04x client %v quic %v, want %#04x %#04x %#04x client %v quic %v", i,
+				g.TLSVersion, g.TLSCipherSuite, g.TLSGroup, g.TLSClientHello, g.QUIC,
+				w.TLSVersion, w.TLSCipherSuite, w.TLSGroup, w.TLSClientHello, w.QUIC)
+		}
+	}
+	f1 := got.Flows[1]
+	if f0.TlsVersion != 0x0304 || f0.TlsCipherSuite != 0x1302 || f0.TlsGroup != 0x11ec || f0.TlsClientHello || f0.Quic ||
+		f1.TlsVersion != 0xfefd || f1.TlsCipherSuite != 0xffff || f1.TlsGroup != 0 || !f1.TlsClientHello || !f1.Quic {
+		t.Errorf("tls on the wire: %v / %v", f0, f1)
+	}
+	if f2.TlsVersion != 0 || f2.TlsCipherSuite != 0 || f2.TlsGroup != 0 || f2.TlsClientHello || f2.Quic || back[2].HasTLS() {
+		t.Errorf("flow without TLS came back with %v", f2)
+	}
 }
 
 // Re-encoding a batch no larger than one already seen allocates nothing.
@@ -152,6 +174,9 @@ func TestValidateRejects(t *testing.T) {
 		"xlat port > 65535": func(f *flowv1.Flow) { f.XlatDstPort = 65536 },
 		"xlat src port":     func(f *flowv1.Flow) { f.XlatSrcPort = 1 << 20 },
 		"xlat zone > 65535": func(f *flowv1.Flow) { f.XlatZoneId = 65536 },
+		"tls version":       func(f *flowv1.Flow) { f.TlsVersion = 0x10304 },
+		"tls cipher suite":  func(f *flowv1.Flow) { f.TlsCipherSuite = 65536 },
+		"tls group":         func(f *flowv1.Flow) { f.TlsGroup = 1 << 31 },
 	} {
 		f := good()
 		mut(f)

@@ -86,6 +86,11 @@ func AppendFlow(b []byte, r *flow.Record, nodeName string, agentIP []byte) []byt
 	b = appendAddrField(b, 34, r.XlatDstAddr)
 	b = appendVarint(b, 35, uint64(r.XlatDstPort))
 	b = appendVarint(b, 36, uint64(r.XlatZoneID))
+	b = appendVarint(b, 37, uint64(r.TLSVersion))
+	b = appendVarint(b, 38, uint64(r.TLSCipherSuite))
+	b = appendVarint(b, 39, uint64(r.TLSGroup))
+	b = appendBool(b, 40, r.TLSClientHello)
+	b = appendBool(b, 41, r.QUIC)
 	return closeMessage(b, start, 2)
 }
 

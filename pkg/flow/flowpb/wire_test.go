@@ -109,6 +109,10 @@ func randRecords(rng *rand.Rand, n int) []flow.Record {
 			r.XlatSrcPort, r.XlatDstPort = uint16(u(0xffff)), uint16(u(0xffff))
 			r.XlatZoneID = uint16(u(0xffff))
 		}
+		if rng.IntN(2) == 0 { // a handshake or QUIC seen (feature tls), in any combination
+			r.TLSVersion, r.TLSCipherSuite, r.TLSGroup = uint16(u(0xffff)), uint16(u(0xffff)), uint16(u(0xffff))
+			r.TLSClientHello, r.QUIC = rng.IntN(2) == 0, rng.IntN(2) == 0
+		}
 	}
 	return out
 }
