@@ -18,6 +18,7 @@
 #include "order.h"
 #include "filter.h"
 #include "xlat.h"
+#include "tls.h"
 
 /* Load-time configuration (rewritten by the agent before loading). */
 volatile const __u32 sampling = 1;     /* 1:N; 1 = every packet */
@@ -388,6 +389,9 @@ static __always_inline int handle(struct __sk_buff *skb, __u32 dir, int l3)
 		}
 		w.rule = vd & 0xff;
 	}
+	/* Feature "tls": hellos and QUIC long headers, before the flow map. */
+	if (tls_on)
+		tls_inspect(skb, &p);
 	__u32 zero = 0;
 	__u32 *gen = bpf_map_lookup_elem(&control, &zero);
 	if (gen && (*gen & 1))

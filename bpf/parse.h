@@ -50,6 +50,7 @@ struct pkt {
 	__u16 tcp_flags;
 	__u8 dscp;
 	__u8 frag;    /* enum frag_kind */
+	__u16 payload; /* TCP, UDP: the L4 payload's offset from skb->data; 0: none */
 	__u32 frag_id; /* IPv4 ID / IPv6 fragment identification, when frag */
 };
 
@@ -92,7 +93,7 @@ static __always_inline __u16 tcp_flags_of(const struct tcphdr *th)
 }
 
 /* parse_l4 fills ports / ICMP type+code (set_l4 zeroed them). */
-static __always_inline int parse_l4(void *l4, void *data_end, __u8 proto, struct pkt *p)
+static __always_inline int parse_l4(void *data, void *l4, void *data_end, __u8 proto, struct pkt *p)
 {
 	switch (proto) {
 	case IPPROTO_TCP: {
@@ -103,6 +104,7 @@ static __always_inline int parse_l4(void *l4, void *data_end, __u8 proto, struct
 		p->key.src_port = bpf_ntohs(th->source);
 		p->key.dst_port = bpf_ntohs(th->dest);
 		p->tcp_flags = tcp_flags_of(th);
+		p->payload = (void *)th + th->doff * 4 - data;
 		return PARSE_OK;
 	}
 	case IPPROTO_UDP:
@@ -111,6 +113,8 @@ static __always_inline int parse_l4(void *l4, void *data_end, __u8 proto, struct
 		NEED(ports, proto == IPPROTO_UDP ? 8 : 12);
 		p->key.src_port = bpf_ntohs(ports[0]);
 		p->key.dst_port = bpf_ntohs(ports[1]);
+		if (proto == IPPROTO_UDP)
+			p->payload = (void *)ports + 8 - data;
 		return PARSE_OK;
 	}
 	case IPPROTO_ICMP:
@@ -125,7 +129,7 @@ static __always_inline int parse_l4(void *l4, void *data_end, __u8 proto, struct
 	return PARSE_OK; /* other protocols: 3-tuple flows */
 }
 
-static __always_inline int parse_ipv4(void *nh, void *data_end, struct pkt *p)
+static __always_inline int parse_ipv4(void *data, void *nh, void *data_end, struct pkt *p)
 {
 	struct iphdr *ip = nh;
 	NEED(ip, sizeof(*ip));
@@ -151,10 +155,10 @@ static __always_inline int parse_ipv4(void *nh, void *data_end, struct pkt *p)
 		}
 		p->frag = FRAG_FIRST;
 	}
-	return parse_l4(nh + hlen, data_end, ip->protocol, p);
+	return parse_l4(data, nh + hlen, data_end, ip->protocol, p);
 }
 
-static __always_inline int parse_ipv6(void *nh, void *data_end, struct pkt *p)
+static __always_inline int parse_ipv6(void *data, void *nh, void *data_end, struct pkt *p)
 {
 	struct ipv6hdr *ip6 = nh;
 	NEED(ip6, sizeof(*ip6));
@@ -213,7 +217,7 @@ static __always_inline int parse_ipv6(void *nh, void *data_end, struct pkt *p)
 		return PARSE_MALFORMED;
 	}
 	p->key.proto = nexthdr;
-	return parse_l4(cur, data_end, nexthdr, p);
+	return parse_l4(data, cur, data_end, nexthdr, p);
 }
 
 /*
@@ -244,6 +248,7 @@ static __always_inline int parse(struct __sk_buff *skb, struct pkt *p)
 	 * parse_ipv4 it cost the verifier 1300 more processed instructions. */
 	p->tcp_flags = 0;
 	p->frag = FRAG_NONE;
+	p->payload = 0;
 
 	/* Compared in network order: no byte swap per tag. */
 	__u16 proto = LOAD16(data + 12); /* eth->h_proto */
@@ -259,9 +264,9 @@ static __always_inline int parse(struct __sk_buff *skb, struct pkt *p)
 	}
 	p->eth_type = bpf_ntohs(proto);
 	if (proto == bpf_htons(ETH_P_IP))
-		return parse_ipv4(nh, data_end, p);
+		return parse_ipv4(data, nh, data_end, p);
 	if (proto == bpf_htons(ETH_P_IPV6))
-		return parse_ipv6(nh, data_end, p);
+		return parse_ipv6(data, nh, data_end, p);
 	return PARSE_NON_IP;
 }
 
@@ -277,11 +282,12 @@ static __always_inline int parse_l3(struct __sk_buff *skb, struct pkt *p)
 	__u16 proto = skb->protocol; /* network order */
 	p->tcp_flags = 0;
 	p->frag = FRAG_NONE;
+	p->payload = 0;
 	p->eth_type = bpf_ntohs(proto);
 	if (proto == bpf_htons(ETH_P_IP))
-		return parse_ipv4(data, data_end, p);
+		return parse_ipv4(data, data, data_end, p);
 	if (proto == bpf_htons(ETH_P_IPV6))
-		return parse_ipv6(data, data_end, p);
+		return parse_ipv6(data, data, data_end, p);
 	return PARSE_NON_IP;
 }
 

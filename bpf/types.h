@@ -265,7 +265,18 @@ struct enrich_value {
 	__u16 xlat_sport;
 	__u16 xlat_dport;
 	__u16 xlat_zone;   /* the conntrack zone */
-	__u16 _pad;
+	__u16 tls_version; /* negotiated (ServerHello, supported_versions) */
+	__u16 tls_cipher;  /* the ServerHello's cipher suite */
+	__u16 tls_group;   /* the ServerHello's key_share group */
+	__u8 tls_flags;    /* TLS_F_* (bpf/tls.h) */
+	__u8 _pad[3];
+};
+
+/* enrich_value.tls_flags (feature "tls", bpf/tls.h) */
+enum tls_flags {
+	TLS_F_CLIENT_HELLO = 0x1, /* a ClientHello was seen on the flow */
+	TLS_F_SERVER_HELLO = 0x2, /* a ServerHello: version, cipher and group are set */
+	TLS_F_QUIC = 0x4,         /* a QUIC long-header packet was seen on the flow (UDP) */
 };
 
 /*

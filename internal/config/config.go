@@ -78,6 +78,7 @@ type Features struct {
 	RTT         bool
 	Retransmits bool
 	Xlat        bool
+	TLS         bool
 }
 
 // String returns the features in --features syntax, e.g. "drops,rtt" or "none".
@@ -94,6 +95,9 @@ func (f Features) String() string {
 	}
 	if f.Xlat {
 		names = append(names, "xlat")
+	}
+	if f.TLS {
+		names = append(names, "tls")
 	}
 	if len(names) == 0 {
 		return "none"

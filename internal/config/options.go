@@ -81,7 +81,7 @@ var options = []*option{
 		usage: "client key for the grpc collector; needs --tls-cert",
 		set:   func(c *Config, s string) error { c.TLSKey = s; return nil }},
 	{name: "features", arg: "list", def: "drops,rtt,retransmits",
-		usage:   `optional measurements: drops, rtt, retransmits, xlat (conntrack NAT translation); "none" or empty for none`,
+		usage:   `optional measurements: drops, rtt, retransmits, xlat (conntrack NAT translation), tls (TLS handshakes, QUIC); "none" or empty for none`,
 		setList: setFeatures},
 	{name: "metrics-address", arg: "host:port", def: ":9400",
 		usage: `address to serve Prometheus metrics on; "" disables`,
@@ -116,7 +116,7 @@ func setSampling(c *Config, s string) error {
 
 var setLogLevel = cliconf.Level(func(c *Config) *slog.Level { return &c.LogLevel })
 
-const featureNames = "drops, rtt, retransmits, xlat"
+const featureNames = "drops, rtt, retransmits, xlat, tls"
 
 func setFeatures(c *Config, items []string) error {
 	var f Features
@@ -130,6 +130,8 @@ func setFeatures(c *Config, items []string) error {
 			f.Retransmits = true
 		case "xlat":
 			f.Xlat = true
+		case "tls":
+			f.TLS = true
 		case "none":
 			if len(items) > 1 {
 				return errors.New(`"none" cannot be combined with features`)

@@ -66,7 +66,11 @@ type datapathEnrichValue struct {
 	XlatSport    uint16
 	XlatDport    uint16
 	XlatZone     uint16
-	Pad          uint16
+	TlsVersion   uint16
+	TlsCipher    uint16
+	TlsGroup     uint16
+	TlsFlags     uint8
+	Pad          [3]uint8
 }
 
 type datapathFilterAddrBits struct {
@@ -250,6 +254,14 @@ const (
 	datapathTcpMarkersTCP_RST_ACK datapathTcpMarkers = 1024
 )
 
+type datapathTlsFlags uint32
+
+const (
+	datapathTlsFlagsTLS_F_CLIENT_HELLO datapathTlsFlags = 1
+	datapathTlsFlagsTLS_F_SERVER_HELLO datapathTlsFlags = 2
+	datapathTlsFlagsTLS_F_QUIC         datapathTlsFlags = 4
+)
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -286,6 +298,7 @@ const (
 	datapathVarReasonConsumed      = "reason_consumed"
 	datapathVarReasonNotSpecified  = "reason_not_specified"
 	datapathVarSampling            = "sampling"
+	datapathVarTlsOn               = "tls_on"
 	datapathVarUnusedClockSample   = "unused_clock_sample"
 	datapathVarUnusedCounter       = "unused_counter"
 	datapathVarUnusedDirection     = "unused_direction"
@@ -297,6 +310,7 @@ const (
 	datapathVarUnusedHookOrder     = "unused_hook_order"
 	datapathVarUnusedOverflowRec   = "unused_overflow_rec"
 	datapathVarUnusedTcpMarkers    = "unused_tcp_markers"
+	datapathVarUnusedTlsFlags      = "unused_tls_flags"
 	datapathVarXlatOn              = "xlat_on"
 )
 
@@ -386,6 +400,7 @@ type datapathVariableSpecs struct {
 	ReasonConsumed      *ebpf.VariableSpec `ebpf:"reason_consumed"`
 	ReasonNotSpecified  *ebpf.VariableSpec `ebpf:"reason_not_specified"`
 	Sampling            *ebpf.VariableSpec `ebpf:"sampling"`
+	TlsOn               *ebpf.VariableSpec `ebpf:"tls_on"`
 	UnusedClockSample   *ebpf.VariableSpec `ebpf:"unused_clock_sample"`
 	UnusedCounter       *ebpf.VariableSpec `ebpf:"unused_counter"`
 	UnusedDirection     *ebpf.VariableSpec `ebpf:"unused_direction"`
@@ -397,6 +412,7 @@ type datapathVariableSpecs struct {
 	UnusedHookOrder     *ebpf.VariableSpec `ebpf:"unused_hook_order"`
 	UnusedOverflowRec   *ebpf.VariableSpec `ebpf:"unused_overflow_rec"`
 	UnusedTcpMarkers    *ebpf.VariableSpec `ebpf:"unused_tcp_markers"`
+	UnusedTlsFlags      *ebpf.VariableSpec `ebpf:"unused_tls_flags"`
 	XlatOn              *ebpf.VariableSpec `ebpf:"xlat_on"`
 }
 
@@ -469,6 +485,7 @@ type datapathVariables struct {
 	ReasonConsumed      *ebpf.Variable `ebpf:"reason_consumed"`
 	ReasonNotSpecified  *ebpf.Variable `ebpf:"reason_not_specified"`
 	Sampling            *ebpf.Variable `ebpf:"sampling"`
+	TlsOn               *ebpf.Variable `ebpf:"tls_on"`
 	UnusedClockSample   *ebpf.Variable `ebpf:"unused_clock_sample"`
 	UnusedCounter       *ebpf.Variable `ebpf:"unused_counter"`
 	UnusedDirection     *ebpf.Variable `ebpf:"unused_direction"`
@@ -480,6 +497,7 @@ type datapathVariables struct {
 	UnusedHookOrder     *ebpf.Variable `ebpf:"unused_hook_order"`
 	UnusedOverflowRec   *ebpf.Variable `ebpf:"unused_overflow_rec"`
 	UnusedTcpMarkers    *ebpf.Variable `ebpf:"unused_tcp_markers"`
+	UnusedTlsFlags      *ebpf.Variable `ebpf:"unused_tls_flags"`
 	XlatOn              *ebpf.Variable `ebpf:"xlat_on"`
 }
 

@@ -86,3 +86,10 @@ const (
 
 // programClock reads jiffies and CLOCK_MONOTONIC together (Clock).
 const programClock = datapathProgFlowlensClock
+
+// EnrichValue.TlsFlags bits (enum tls_flags, bpf/tls.h).
+const (
+	TLSClientHello = uint8(datapathTlsFlagsTLS_F_CLIENT_HELLO) // a ClientHello was seen on the flow
+	TLSServerHello = uint8(datapathTlsFlagsTLS_F_SERVER_HELLO) // a ServerHello: version, cipher, group set
+	TLSQUIC        = uint8(datapathTlsFlagsTLS_F_QUIC)         // a QUIC long-header packet was seen on the flow
+)
