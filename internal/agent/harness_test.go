@@ -60,6 +60,12 @@ type jsonFlow struct {
 	XlatDstAddr string `json:"xlat_dst_addr"`
 	XlatDstPort uint16 `json:"xlat_dst_port"`
 	XlatZoneID  uint16 `json:"xlat_zone_id"`
+
+	TLSVersion     string `json:"tls_version"`
+	TLSCipherSuite string `json:"tls_cipher_suite"`
+	TLSGroup       string `json:"tls_group"`
+	TLSClientHello bool   `json:"tls_client_hello"`
+	QUIC           bool   `json:"quic"`
 }
 
 func (f jsonFlow) ifaces() string {

@@ -12,6 +12,7 @@ import (
 	"github.com/flowlens/flowlens/internal/feature/drops"
 	"github.com/flowlens/flowlens/internal/feature/retransmits"
 	"github.com/flowlens/flowlens/internal/feature/rtt"
+	"github.com/flowlens/flowlens/internal/feature/tls"
 	"github.com/flowlens/flowlens/internal/feature/xlat"
 )
 
@@ -23,6 +24,7 @@ func New() []feature.Feature {
 		rtt.New(),
 		retransmits.New(),
 		xlat.New(),
+		tls.New(),
 	}
 }
 
