@@ -18,7 +18,23 @@ const (
 	informersSynced = "flowlens_collector_informer_synced"
 	translatedBytes = "flowlens_collector_translated_bytes_total"
 	translatedFlows = "flowlens_collector_translated_flows_total"
+	tlsFlows        = "flowlens_collector_tls_flows_total"
 )
+
+// tlsFilter selects TLS handshakes by the destination namespace variable:
+// a ServerHello's flow comes from the server, which is the destination of
+// the client's connection (tls_flows_total has no client labels).
+const tlsFilter = `server_namespace=~"$dst_namespace"`
+
+// tlsOld matches the versions before TLS 1.2 (the collector's names).
+const tlsOld = `tls_version=~"SSL 3.0|TLS 1.0|TLS 1.1"`
+
+// orNone makes a query grouped by label read 0, not "no data", when it has
+// no series: one series labelled (no TLS) at 0. on() matches any series, so
+// it is added only when expr has none.
+func orNone(expr, label string) string {
+	return expr + ` or on() label_replace(vector(0), "` + label + `", "(no TLS)", "", "")`
+}
 
 // nsFilter is the label matcher of the namespace variables, for every
 // metric labelled by source and destination namespace.
@@ -139,6 +155,29 @@ func traffic() spec {
 				{Title: "Translated flow rate", Kind: statValue, Unit: "short", Width: 12, Height: 5,
 					Description: "Flow records per second (one per flow and eviction period) whose addresses conntrack NAT rewrote, in the selection; needs the agents' xlat feature.",
 					Queries:     []query{{Legend: "flows/s", Expr: "sum(" + rate(translatedFlows) + ") or vector(0)"}}},
+			}},
+			// Feature tls (docs/tls.md). Every query reads 0, not "no
+			// data", without handshakes (agents without tls).
+			{Title: "TLS", Panels: []panel{
+				{Title: "Share of TLS handshakes below 1.2", Kind: statValue, Unit: "percentunit", Width: 6, Height: 5,
+					Description: "Share of the TLS handshakes (ServerHellos) to servers in the destination namespaces that negotiated SSL 3.0, TLS 1.0 or TLS 1.1; needs the agents' tls feature.",
+					Queries: []query{{Legend: "below TLS 1.2",
+						Expr: "sum(rate(" + tlsFlows + "{" + tlsFilter + ", " + tlsOld + "}[$__rate_interval])) / (sum(rate(" + tlsFlows + "{" + tlsFilter + "}[$__rate_interval])) > 0) or vector(0)"}}},
+				{Title: "TLS handshake rate", Kind: statValue, Unit: "short", Width: 6, Height: 5,
+					Description: "TLS handshakes per second (flow records that carried a ServerHello) to servers in the destination namespaces; needs the agents' tls feature.",
+					Queries:     []query{{Legend: "handshakes/s", Expr: "sum(rate(" + tlsFlows + "{" + tlsFilter + "}[$__rate_interval])) or vector(0)"}}},
+				{Title: "TLS handshakes by version", Kind: stacked, Unit: "short", Min: &zero, Width: 12, Height: 5,
+					Description: "TLS handshakes per second by negotiated version (other: a version number without a name), to servers in the destination namespaces.",
+					Queries: []query{{Legend: "{{tls_version}}",
+						Expr: orNone("sum by (tls_version) (rate("+tlsFlows+"{"+tlsFilter+"}[$__rate_interval]))", "tls_version")}}},
+				{Title: "TLS cipher suites (handshakes over the range)", Kind: barGauge, Unit: "short",
+					Description: "Handshakes over the dashboard's time range by negotiated cipher suite (IANA name; other: a suite without one).",
+					Queries: []query{{Legend: "{{cipher_suite}}",
+						Expr: orNone("topk($top, sum by (cipher_suite) (increase("+tlsFlows+"{"+tlsFilter+"}[$__range])))", "cipher_suite")}}},
+				{Title: "Servers negotiating TLS below 1.2 (handshakes over the range)", Kind: tableView, Unit: "short",
+					Description: "Server workloads that negotiated SSL 3.0, TLS 1.0 or TLS 1.1 over the dashboard's time range, by version and cipher suite.",
+					Queries: []query{{Legend: "{{server_workload}} {{tls_version}}",
+						Expr: orNone(external("topk($top, sum by (server_namespace, server_workload, tls_version, cipher_suite) (increase("+tlsFlows+"{"+tlsFilter+", "+tlsOld+"}[$__range])))", "server_namespace"), "tls_version")}}},
 			}},
 		},
 	}

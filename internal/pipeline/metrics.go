@@ -34,6 +34,8 @@ const (
 	// Translation (feature xlat): flows conntrack NAT rewrote.
 	MetricTranslatedBytes = Prefix + "translated_bytes_total"
 	MetricTranslatedFlows = Prefix + "translated_flows_total"
+	// TLS (feature tls): flows that carried a ServerHello.
+	MetricTLSFlows = Prefix + "tls_flows_total"
 
 	// Health metrics, always served.
 	MetricReceivedFlows    = Prefix + "received_flows_total"
@@ -47,7 +49,7 @@ const (
 var FlowMetricNames = []string{
 	MetricFlowBytes, MetricFlowPackets, MetricNodeBytes, MetricDropPackets, MetricDropBytes,
 	MetricRTT, MetricRetransmits, MetricFlows, MetricSampling,
-	MetricTranslatedBytes, MetricTranslatedFlows,
+	MetricTranslatedBytes, MetricTranslatedFlows, MetricTLSFlows,
 }
 
 // HealthMetricNames are always served.
@@ -80,6 +82,11 @@ const (
 	TranslatedDst  = "dst"
 	TranslatedSrc  = "src"
 	TranslatedBoth = "both"
+
+	// TLSOther is the tls_version or cipher_suite label of a value the
+	// name tables of pkg/flow do not have (flow.TLSVersionName,
+	// flow.TLSCipherSuiteName), so agents cannot grow them without bound.
+	TLSOther = "other"
 )
 
 // MetricsOptions configure Metrics.
@@ -107,7 +114,8 @@ type MetricsOptions struct {
 
 // Metrics derives Prometheus metrics from flows, with labels of bounded
 // cardinality: namespaces, workloads, nodes, directions, drop causes,
-// translated sides, and pods only when asked. Safe for concurrent use.
+// translated sides, TLS versions and cipher suites (fixed tables), and pods
+// only when asked. Safe for concurrent use.
 type Metrics struct {
 	reg       *prometheus.Registry
 	podLabels bool
@@ -120,6 +128,7 @@ type Metrics struct {
 	flows                  prometheus.Counter
 	sampling               *prometheus.GaugeVec
 	xlatBytes, xlatFlows   *prometheus.CounterVec
+	tlsFlows               *prometheus.CounterVec
 	received               prometheus.Counter
 	convertErrors          atomic.Uint64
 	missSrc, missDst       prometheus.Counter
@@ -158,6 +167,8 @@ func NewMetrics(o MetricsOptions) (*Metrics, error) {
 		"xlat_dst_namespace", "xlat_dst_workload", "translated"}
 	m.xlatBytes = counterVec(MetricTranslatedBytes, "Bytes of flows conntrack NAT translated (feature xlat; times their sampling rate), by source and destination namespace and workload as seen (a Service's virtual IP: the Service), the namespace and workload of the translated destination (the backend), and the side translated (dst, src, both).", xlatLabels)
 	m.xlatFlows = counterVec(MetricTranslatedFlows, "Flow records conntrack NAT translated (feature xlat; one per flow per eviction period, not scaled), with the labels of translated_bytes_total.", xlatLabels)
+	m.tlsFlows = counterVec(MetricTLSFlows, "Flow records that carried a TLS ServerHello (feature tls; the server -> client flow of a handshake; not scaled), by negotiated version and cipher suite (IANA names, other for values without one) and the server's namespace and workload.",
+		[]string{"tls_version", "cipher_suite", "server_namespace", "server_workload"})
 	if enabled[MetricRTT] {
 		m.rtt = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: MetricRTT,
 			Help:    "Smoothed TCP round-trip time, observed once per flow that reports one (its latest value in the eviction period), by source and destination namespace.",
@@ -324,6 +335,25 @@ func (m *Metrics) observe(f *Flow) {
 			}
 		}
 	}
+	// A ServerHello travels from the server to the client: the flow's
+	// source is the server. ClientHello-only and QUIC-only flows carry no
+	// negotiated values and are not counted.
+	if m.tlsFlows != nil && f.TLSVersion != 0 {
+		m.tlsFlows.WithLabelValues(tlsLabel(f.TLSVersion, flow.TLSVersionName),
+			tlsLabel(f.TLSCipherSuite, flow.TLSCipherSuiteName), srcNS, srcW).Inc()
+	}
+}
+
+// tlsLabel is the label value of a TLS version or cipher suite: its name,
+// TLSOther without one ("" for 0: not seen).
+func tlsLabel(v uint16, name func(uint16) (string, bool)) string {
+	if v == 0 {
+		return ""
+	}
+	if n, ok := name(v); ok {
+		return n
+	}
+	return TLSOther
 }
 
 // translatedSide is the translated label of a flow: which side conntrack

@@ -652,3 +652,89 @@ flowlens_collector_enrichment_misses_total{side="src"} 0
 		t.Errorf("translated metrics served when not enabled: %v", n)
 	}
 }
+
+// tl is a flow of known (see fl) with TLS fields (feature tls).
+func tl(x fl, version, suite, group uint16, clientHello, quic bool) *flowv1.Flow {
+	p := x.proto()
+	p.TlsVersion, p.TlsCipherSuite, p.TlsGroup = uint32(version), uint32(suite), uint32(group)
+	p.TlsClientHello, p.Quic = clientHello, quic
+	return p
+}
+
+// Flows that carried a ServerHello, by negotiated version and cipher suite
+// name ("other" without one) and the server (the flow's source); flows with
+// only a ClientHello or QUIC, and flows without TLS, do not count.
+func TestTLSMetrics(t *testing.T) {
+	m, err := pipeline.NewMetrics(pipeline.MetricsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []pipeline.Flow
+	p := &pipeline.Pipeline{Resolver: resolver(t), Metrics: m, Sink: func(_ context.Context, f []pipeline.Flow) error { got = f; return nil }}
+	b := &collector.Batch{Flows: []*flowv1.Flow{
+		// db-0 serves web-1 TLS 1.3 twice (sampling does not scale flow
+		// records), and web-2 once with TLS 1.2.
+		tl(fl{src: "10.0.1.1", dst: "10.0.0.1", bytes: 4000, packets: 3, sampling: 1, dir: flow.DirEgress, node: "node-b"}, 0x0304, 0x1301, 0x001d, false, false),
+		tl(fl{src: "10.0.1.1", dst: "10.0.0.1", bytes: 4000, packets: 3, sampling: 4, dir: flow.DirEgress, node: "node-b"}, 0x0304, 0x1301, 0x001d, false, false),
+		tl(fl{src: "10.0.1.1", dst: "10.0.0.2", bytes: 3000, packets: 2, sampling: 1, dir: flow.DirEgress, node: "node-b"}, 0x0303, 0xc02f, 0, false, false),
+		// The client's side of that handshake: a ClientHello only.
+		tl(fl{src: "10.0.0.1", dst: "10.0.1.1", bytes: 600, packets: 2, sampling: 1, dir: flow.DirEgress, node: "node-a"}, 0, 0, 0, true, false),
+		// A server outside the cluster (subnet corp), TLS 1.0 and an
+		// unknown suite; a version nobody names.
+		tl(fl{src: "172.16.0.5", dst: "10.0.0.2", bytes: 900, packets: 1, sampling: 1, dir: flow.DirIngress, node: "node-b"}, 0x0301, 0xabcd, 0, false, false),
+		tl(fl{src: "8.8.8.8", dst: "10.0.0.2", bytes: 900, packets: 1, sampling: 1, dir: flow.DirIngress, node: "node-b"}, 0x7f1c, 0x1302, 0x11ec, false, false),
+		// QUIC only, and no TLS at all.
+		tl(fl{src: "8.8.8.8", dst: "10.0.0.1", bytes: 1200, packets: 1, sampling: 1, dir: flow.DirIngress, node: "node-a"}, 0, 0, 0, false, true),
+		known[0].proto(),
+	}}
+	if err := p.Handle(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP flowlens_collector_tls_flows_total Flow records that carried a TLS ServerHello (feature tls; the server -> client flow of a handshake; not scaled), by negotiated version and cipher suite (IANA names, other for values without one) and the server's namespace and workload.
+# TYPE flowlens_collector_tls_flows_total counter
+flowlens_collector_tls_flows_total{cipher_suite="TLS_AES_128_GCM_SHA256",server_namespace="db",server_workload="db",tls_version="TLS 1.3"} 2
+flowlens_collector_tls_flows_total{cipher_suite="TLS_AES_256_GCM_SHA384",server_namespace="",server_workload="external",tls_version="other"} 1
+flowlens_collector_tls_flows_total{cipher_suite="TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",server_namespace="db",server_workload="db",tls_version="TLS 1.2"} 1
+flowlens_collector_tls_flows_total{cipher_suite="other",server_namespace="",server_workload="corp",tls_version="TLS 1.0"} 1
+`
+	if err := gatherAndCompare(t, m.Registry(), strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+
+	// The collector's JSON has the agent's tls_* keys (names), only on
+	// flows with TLS fields.
+	if len(got) != len(b.Flows) {
+		t.Fatalf("%d flows at the sink", len(got))
+	}
+	for i, want := range map[int]string{
+		0: `"tls_version":"TLS 1.3","tls_cipher_suite":"TLS_AES_128_GCM_SHA256","tls_group":"x25519","tls_client_hello":false,"quic":false`,
+		3: `"tls_version":"","tls_cipher_suite":"","tls_group":"","tls_client_hello":true,"quic":false`,
+		4: `"tls_version":"TLS 1.0","tls_cipher_suite":"0xabcd","tls_group":"","tls_client_hello":false,"quic":false`,
+		6: `"tls_version":"","tls_cipher_suite":"","tls_group":"","tls_client_hello":false,"quic":true`,
+	} {
+		line := string(got[i].AppendJSON(nil))
+		if !strings.Contains(line, want+`,"node_name"`) {
+			t.Errorf("flow %d: JSON lacks %s:\n%s", i, want, line)
+		}
+		var v map[string]any
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Errorf("flow %d: invalid JSON: %v", i, err)
+		}
+	}
+	if line := string(got[7].AppendJSON(nil)); strings.Contains(line, "tls_") || strings.Contains(line, "quic") {
+		t.Errorf("flow without TLS: %s", line)
+	}
+
+	// Off by the allow-list.
+	off, _ := pipeline.NewMetrics(pipeline.MetricsOptions{Enabled: []string{"flow_bytes_total"}})
+	(&pipeline.Pipeline{Resolver: resolver(t), Metrics: off}).Handle(context.Background(), b)
+	if n := seriesPerFamily(t, off); n[pipeline.MetricTLSFlows] != 0 {
+		t.Errorf("tls metric served when not enabled: %v", n)
+	}
+	on, _ := pipeline.NewMetrics(pipeline.MetricsOptions{Enabled: []string{"tls_flows_total"}})
+	(&pipeline.Pipeline{Resolver: resolver(t), Metrics: on}).Handle(context.Background(), b)
+	if n := seriesPerFamily(t, on); n[pipeline.MetricTLSFlows] != 4 || n[pipeline.MetricFlowBytes] != 0 {
+		t.Errorf("tls metric alone: %v", n)
+	}
+}
