@@ -24,6 +24,11 @@
 // The flow filter rule cases (-rules, rules.go): IPv4 exist-hot with 0, 1,
 // 16 and 64 rules, the packet accepted or rejected by the last rule, against
 // the floor and the no-rule program in the same repetitions.
+//
+// The features inside the TC programs (-tc-features, features.go): tls and
+// xlat on vs off (load-time constants), IPv4, packets of the feature's kind
+// and other packets, against the floor and the "off" program in the same
+// repetitions.
 package main
 
 import (
@@ -66,11 +71,13 @@ type options struct {
 	rules      []int  // flow filter rule counts (rules.go)
 	onlyRules  bool
 	shape      ruleShape
+	tcFeatures []string // features inside the TC programs (features.go)
+	onlyFeat   bool
 }
 
 func main() {
 	var o options
-	var cards, fams, feats, paths, rules, ruleFields, ruleAddrs string
+	var cards, fams, feats, paths, rules, ruleFields, ruleAddrs, tcFeats string
 	flag.IntVar(&o.reps, "reps", 21, "repetitions per case (median and spread are over these)")
 	flag.StringVar(&cards, "flows", "1,1000,10000,100000,1000000", "flow cardinalities (prefilled active-map entries)")
 	flag.StringVar(&fams, "family", "ipv4,ipv6", "address families")
@@ -88,8 +95,13 @@ func main() {
 	flag.BoolVar(&o.onlyRules, "only-rules", false, "measure only the flow filter rule cases")
 	flag.StringVar(&ruleFields, "rule-fields", "addr,ports,flags", "fields the generated rules constrain besides protocol and direction (fewer: to attribute the cost)")
 	flag.StringVar(&ruleAddrs, "rule-addrs", "near", "the other rules' prefixes: near (nested in the matching rule's, on the packet's trie walk) or far (disjoint)")
+	flag.StringVar(&tcFeats, "tc-features", "tls,xlat", "features inside the TC programs to measure on vs off (IPv4, features.go; \"none\": skip)")
+	flag.BoolVar(&o.onlyFeat, "only-tc-features", false, "measure only the features inside the TC programs")
 	flag.Parse()
 	var err error
+	if o.tcFeatures, err = parseFeatures(tcFeats); err != nil {
+		fatalf("%v", err)
+	}
 	if o.rules, err = parseRules(rules); err != nil {
 		fatalf("%v", err)
 	}
@@ -123,7 +135,8 @@ func main() {
 	if probe, err = newStatsProbe(); err != nil {
 		fatalf("load the no-op program: %v", err)
 	}
-	if !o.onlyChoice && !o.onlyRules {
+	only := o.onlyChoice || o.onlyRules || o.onlyFeat
+	if !only {
 		for _, fam := range o.families {
 			for _, feat := range o.features {
 				for _, n := range o.cards {
@@ -137,7 +150,7 @@ func main() {
 		}
 		printDatapath(res.Datapath)
 	}
-	if len(o.rules) > 0 && !o.onlyChoice {
+	if len(o.rules) > 0 && (!only || o.onlyRules) {
 		rows, err := runRules(o, o.rules)
 		if err != nil {
 			fatalf("flow filter rules: %v", err)
@@ -145,7 +158,15 @@ func main() {
 		res.Filter = rows
 		printRules(rows, o.shape)
 	}
-	if (o.mapChoice && !o.onlyRules) || o.onlyChoice {
+	if len(o.tcFeatures) > 0 && (!only || o.onlyFeat) {
+		rows, err := runFeatures(o, o.tcFeatures)
+		if err != nil {
+			fatalf("features inside the TC programs: %v", err)
+		}
+		res.TCFeatures = rows
+		printFeatures(rows)
+	}
+	if (o.mapChoice && !only) || o.onlyChoice {
 		rows, err := runMapChoice(o)
 		if err != nil {
 			fatalf("map choice: %v", err)
@@ -159,6 +180,11 @@ func main() {
 		}
 	}
 	for _, r := range res.Filter {
+		if r.StatsOn {
+			flagged++
+		}
+	}
+	for _, r := range res.TCFeatures {
 		if r.StatsOn {
 			flagged++
 		}
@@ -220,6 +246,8 @@ type results struct {
 	MapChoice []row             `json:"map_choice,omitempty"`
 	// Filter holds the flow filter rule cases (rules.go).
 	Filter []filterRow `json:"filter_rules,omitempty"`
+	// TCFeatures holds the features inside the TC programs, on vs off (features.go).
+	TCFeatures []featRow `json:"tc_features,omitempty"`
 }
 
 // stat is a distribution of ns per packet over the repetitions.

@@ -1,0 +1,448 @@
+package main
+
+// The features inside the TC programs (issue #15): xlat (bpf/xlat.h, the
+// conntrack kfunc on a flow's first packets at its counting hook) and tls
+// (bpf/tls.h, a look at the first six bytes of every TCP/UDP payload, a
+// ServerHello parsed). Each is a load-time constant (xlat_on, tls_on), set
+// as the agent sets it (datapath.Config.TCConstants).
+//
+// IPv4, one datapath with the feature on and one with it off (today's
+// paths), both with the enrichment maps sized as the agent sizes them when
+// a feature is on; every case runs the floor, the "off" program and the
+// "on" program back to back in each repetition, so ×off is a median of
+// per-repetition ratios. The cases:
+//
+//	tls  tcp-other    exist-hot, a TCP segment with 100 bytes that are not TLS
+//	                  (the per-packet look: "other packets")
+//	tls  server-hello exist-hot, a TLS 1.3 ServerHello (supported_versions
+//	                  0x0304, TLS_AES_128_GCM_SHA256, key_share x25519),
+//	                  parsed on every run; checked in the enrichment map
+//	tls  quic         exist-hot, a UDP QUIC v1 Initial (long header), 1200 bytes
+//	xlat steady       exist-hot after the flow's first packets (a flag and
+//	                  packet-count test)
+//	xlat new          each run the first packet of a new flow (the driver
+//	                  rewrites the source address): the conntrack lookup.
+//	                  BPF_PROG_TEST_RUN's skb has no conntrack entry, so this
+//	                  is a lookup that misses (the flow is looked up again on
+//	                  its next packets, up to XLAT_TRIES).
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/flowlens/flowlens/internal/datapath"
+	frames "github.com/flowlens/flowlens/internal/testkit/packet"
+)
+
+// featRow is one feature × packet case. The embedded row carries the "on"
+// program's and the floor's figures as in "datapath".
+type featRow struct {
+	row
+	Feature string `json:"feature"` // "tls" or "xlat"
+	Case    string `json:"case"`
+	// Kind: "own" (a packet of the feature's kind: a hello, a flow's first
+	// packet) or "other" (the per-packet cost on every other packet).
+	Kind string `json:"kind"`
+	// Off is the same packets through the datapath with the feature off,
+	// in the same repetitions; VsOff the median of the per-repetition
+	// ratios on/off, VsOffMin and VsOffMax their extremes.
+	Off      stat    `json:"off"`
+	OffRatio float64 `json:"off_ratio"` // off/floor, median of per-repetition ratios
+	VsOff    float64 `json:"vs_off"`
+	VsOffMin float64 `json:"vs_off_min"`
+	VsOffMax float64 `json:"vs_off_max"`
+	// Check is what was verified after the run (enrichment entry, flags).
+	Check string `json:"check,omitempty"`
+}
+
+// featCase describes one case.
+type featCase struct {
+	feature, name, kind string
+	constant            string
+	pkt                 []byte
+	newPath             bool // each run a new flow (driver), else exist-hot
+	warm                int  // runs before measuring (exist-hot)
+	note                string
+}
+
+const (
+	flowXlatDone = 4 // FLOW_F_XLAT_DONE (bpf/types.h)
+	xlatTries    = 4 // XLAT_TRIES (bpf/xlat.h)
+)
+
+func featCases(features []string) []featCase {
+	var out []featCase
+	if slices.Contains(features, "tls") {
+		out = append(out,
+			featCase{feature: "tls", name: "tcp-other", kind: "other", constant: "tls_on", pkt: tcpPacket(100), warm: 1,
+				note: "exist-hot TCP, 100-byte payload that is not TLS"},
+			featCase{feature: "tls", name: "server-hello", kind: "own", constant: "tls_on", pkt: serverHelloPacket(), warm: 1,
+				note: "exist-hot TCP ServerHello (TLS 1.3, AES-128-GCM, x25519), parsed every run"},
+			featCase{feature: "tls", name: "quic", kind: "own", constant: "tls_on", pkt: quicPacket(), warm: 1,
+				note: "exist-hot UDP QUIC v1 Initial, 1200 bytes"})
+	}
+	if slices.Contains(features, "xlat") {
+		out = append(out,
+			featCase{feature: "xlat", name: "steady", kind: "other", constant: "xlat_on", pkt: packet("ipv4"), warm: xlatTries + 1,
+				note: "exist-hot after the flow's first packets: a flag and count test"},
+			featCase{feature: "xlat", name: "new", kind: "own", constant: "xlat_on", pkt: packet("ipv4"), newPath: true,
+				note: "each run a new flow's first packet: conntrack lookup (a miss: no conntrack entry under BPF_PROG_TEST_RUN)"})
+	}
+	return out
+}
+
+// tcpPacket is packet("ipv4") with an n-byte payload that is not TLS.
+func tcpPacket(n int) []byte {
+	tcp := frames.TCP(40000, 80, frames.PSH|frames.ACK)
+	payload := frames.Payload(n)
+	for i := range payload {
+		payload[i] = byte('a' + i%26) // an HTTP-like text body: no 0x16 0x03
+	}
+	return frames.Cat(frames.Eth(frames.EtherTypeIPv4), frames.IPv4(frames.ProtoTCP, "10.0.0.0", "10.100.0.1", len(tcp)+n), tcp, payload)
+}
+
+// TLS 1.3 ServerHello values (RFC 8446, IANA).
+const (
+	tlsVersion13   = 0x0304
+	tlsAES128GCM   = 0x1301 // TLS_AES_128_GCM_SHA256
+	tlsGroupX25519 = 0x001d
+)
+
+// serverHello builds a TLS 1.3 ServerHello record byte by byte, as a server
+// sends it (RFC 8446 4.1.3): legacy_version 0x0303, a random, the client's
+// 32-byte session id echoed, the cipher suite, null compression, then the
+// extensions key_share (x25519, a 32-byte public key) and
+// supported_versions (0x0304).
+func serverHello() []byte {
+	u16 := func(b []byte, v int) []byte { return binary.BigEndian.AppendUint16(b, uint16(v)) }
+	u24 := func(b []byte, v int) []byte { return append(b, byte(v>>16), byte(v>>8), byte(v)) }
+
+	var ext []byte
+	ext = u16(ext, 0x0033) // key_share
+	ext = u16(ext, 2+2+32) // extension length
+	ext = u16(ext, tlsGroupX25519)
+	ext = u16(ext, 32) // key_exchange length
+	for i := 0; i < 32; i++ {
+		ext = append(ext, byte(0x9f^i*7))
+	}
+	ext = u16(ext, 0x002b) // supported_versions
+	ext = u16(ext, 2)
+	ext = u16(ext, tlsVersion13)
+
+	var body []byte
+	body = u16(body, 0x0303)  // legacy_version
+	for i := 0; i < 32; i++ { // random (not the HelloRetryRequest value)
+		body = append(body, byte(0x40+i*13))
+	}
+	body = append(body, 32) // legacy_session_id_echo
+	for i := 0; i < 32; i++ {
+		body = append(body, byte(0xa0+i))
+	}
+	body = u16(body, tlsAES128GCM)
+	body = append(body, 0) // legacy_compression_method
+	body = u16(body, len(ext))
+	body = append(body, ext...)
+
+	hs := []byte{2} // handshake type server_hello
+	hs = u24(hs, len(body))
+	hs = append(hs, body...)
+
+	rec := []byte{0x16, 0x03, 0x03} // handshake record, legacy record version
+	rec = u16(rec, len(hs))
+	return append(rec, hs...)
+}
+
+// serverHelloPacket is the ServerHello from 10.100.0.1:443 to 10.0.0.0:40000.
+func serverHelloPacket() []byte {
+	tcp := frames.TCP(443, 40000, frames.PSH|frames.ACK)
+	p := serverHello()
+	return frames.Cat(frames.Eth(frames.EtherTypeIPv4), frames.IPv4(frames.ProtoTCP, "10.100.0.1", "10.0.0.0", len(tcp)+len(p)), tcp, p)
+}
+
+// quicPacket is a QUIC v1 Initial (RFC 9000 17.2.2) from 10.0.0.0:40000 to
+// 10.100.0.1:443, padded to 1200 bytes of UDP payload as a client's is.
+func quicPacket() []byte {
+	const n = 1200
+	p := []byte{0xc3, 0, 0, 0, 1}                   // long header, fixed bit, Initial, 4-byte packet number; version 1
+	p = append(p, 8, 1, 2, 3, 4, 5, 6, 7, 8)        // DCID
+	p = append(p, 8, 9, 10, 11, 12, 13, 14, 15, 16) // SCID
+	p = append(p, 0)                                // token length
+	rest := n - len(p) - 2
+	p = append(p, 0x40|byte(rest>>8), byte(rest)) // length (2-byte varint)
+	p = append(p, make([]byte, n-len(p))...)
+	for i := len(p) - rest; i < n; i++ {
+		p[i] = byte(i * 31)
+	}
+	return frames.Cat(frames.Eth(frames.EtherTypeIPv4), frames.IPv4(frames.ProtoUDP, "10.0.0.0", "10.100.0.1", frames.UDPLen+n),
+		frames.UDP(40000, 443, n)[:frames.UDPLen], p) // UDP builds the header and n zero bytes
+}
+
+// featDP is one datapath of a case: its program as measured (a driver on
+// the new path) and what the check needs.
+type featDP struct {
+	dp   *datapath.Datapath
+	prog *ebpf.Program
+	key  datapath.FlowKey // the measured flow (exist-hot) or the template key (new)
+	cur  *ebpf.Map
+	gen  uint32
+	done []func()
+}
+
+func (f *featDP) Close() {
+	for _, d := range slices.Backward(f.done) {
+		d()
+	}
+	if f.dp != nil {
+		f.dp.Close()
+	}
+}
+
+func loadFeatDP(o options, c featCase, on bool) (*featDP, error) {
+	cfg := datapath.Config{MaxFlows: uint32(o.newFlows + 16), Sampling: 1, Enrichment: true}
+	if on {
+		cfg.TCConstants = map[string]any{c.constant: uint32(1)}
+	}
+	dp, err := datapath.Load(cfg)
+	if err != nil {
+		return nil, err
+	}
+	f := &featDP{dp: dp}
+	progs, err := dp.ProgramsFor(0)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := dp.Maps.Control.Lookup(uint32(0), &f.gen); err != nil {
+		f.Close()
+		return nil, err
+	}
+	f.cur = dp.Maps.Flows[f.gen&1]
+	// The packet's flow: created by the first run, found again by the others.
+	for i := 0; i < max(c.warm, 1); i++ {
+		if _, err := progs.Ingress.Run(&ebpf.RunOptions{Data: c.pkt}); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	if err := f.cur.NextKey(nil, &f.key); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("the warm-up run created no flow: %w", err)
+	}
+	f.prog = progs.Ingress
+	if c.newPath {
+		// The template key: the driver rewrites its source address.
+		if err := f.cur.Delete(&f.key); err != nil {
+			f.Close()
+			return nil, err
+		}
+		d, closeD, err := driver(progs.Ingress, "ipv4", 1, o.newFlows)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		f.done = append(f.done, closeD)
+		f.prog = d
+	}
+	return f, nil
+}
+
+// runFeatures measures the cases of the named features.
+func runFeatures(o options, features []string) ([]featRow, error) {
+	var noop datapath.NoopObjects
+	if err := datapath.LoadNoopObjects(&noop, nil); err != nil {
+		return nil, err
+	}
+	defer noop.Close()
+	var rows []featRow
+	for _, c := range featCases(features) {
+		r, err := runFeatCase(o, c, noop.Noop)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", c.feature, c.name, err)
+		}
+		rows = append(rows, r)
+		fmt.Fprintf(os.Stderr, "  ipv4  %-4s %-12s on %7.2f ns/pkt  off %7.2f  floor %6.2f  ×%.2f  ×%.3f of off\n",
+			c.feature, c.name, r.Prog.Median, r.Off.Median, r.Floor.Median, r.Ratio, r.VsOff)
+	}
+	return rows, nil
+}
+
+func runFeatCase(o options, c featCase, floor *ebpf.Program) (featRow, error) {
+	path := "exist-hot"
+	runs := o.existRuns
+	if c.newPath {
+		path, runs = "new", o.newFlows
+	}
+	r := featRow{row: row{Family: "ipv4", Path: path, Flows: 1, Features: c.feature, Reps: o.reps, Runs: runs, Note: c.note},
+		Feature: c.feature, Case: c.name, Kind: c.kind}
+	off, err := loadFeatDP(o, c, false)
+	if err != nil {
+		return r, fmt.Errorf("load, %s off: %w", c.feature, err)
+	}
+	defer off.Close()
+	on, err := loadFeatDP(o, c, true)
+	if err != nil {
+		return r, fmt.Errorf("load, %s on: %w", c.feature, err)
+	}
+	defer on.Close()
+
+	var after func() error
+	if c.newPath {
+		ks := keys(on.key, ipv4Base, 1, 1+o.newFlows)
+		after = func() error {
+			for _, f := range []*featDP{off, on} {
+				if _, err := f.cur.BatchDelete(ks, nil); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	var before [2]datapath.Counters
+	for i, f := range []*featDP{off, on} {
+		if before[i], err = f.dp.ReadCounters(); err != nil {
+			return r, err
+		}
+	}
+	var cs caseSamples
+	total := 0
+	for attempt := 0; ; attempt++ {
+		probe.waitOff(2 * time.Minute)
+		cs, err = measureCase(floor, on.prog, c.pkt, runs, o.reps, after, off.prog, tcActUnspec)
+		total += o.reps
+		if err != nil {
+			return r, err
+		}
+		if st := probe.on(); !st || attempt == 2 {
+			r.StatsOn = st
+			break
+		}
+	}
+	// Sanity: flows created only on the new path, nothing overflowed.
+	for i, f := range []*featDP{off, on} {
+		cnt, err := f.dp.ReadCounters()
+		if err != nil {
+			return r, err
+		}
+		want := uint64(0)
+		if c.newPath {
+			want = uint64(total * o.newFlows)
+		}
+		if d := cnt[datapath.CounterNewFlows] - before[i][datapath.CounterNewFlows]; d != want {
+			return r, fmt.Errorf("%s: %d flows created, want %d", onOff(i == 1), d, want)
+		}
+		if ov := cnt[datapath.CounterOverflowRecords] + cnt[datapath.CounterOverflowLost]; ov != 0 {
+			return r, fmt.Errorf("%s: %d packets overflowed the flow map", onOff(i == 1), ov)
+		}
+	}
+	if r.Check, err = checkFeature(c, off, on); err != nil {
+		return r, err
+	}
+	r.Prog, r.Floor, r.Off = summarize(cs.pu, cs.pk), summarize(cs.fu, cs.fk), summarize(cs.nu, cs.nk)
+	r.Ratio, r.OffRatio = median(cs.ratios), median(cs.nratios)
+	r.Net = r.Prog.Median - r.Floor.Median
+	r.VsOff, r.VsOffMin, r.VsOffMax = median(cs.vs), slices.Min(cs.vs), slices.Max(cs.vs)
+	return r, nil
+}
+
+// checkFeature verifies the "on" datapath did what the case claims, and the
+// "off" one nothing of it.
+func checkFeature(c featCase, off, on *featDP) (string, error) {
+	enrich := func(f *featDP) (datapath.EnrichValue, bool) {
+		var v datapath.EnrichValue
+		err := f.dp.Maps.Enrich[f.gen&1].Lookup(&f.key, &v)
+		return v, err == nil
+	}
+	switch c.feature + "/" + c.name {
+	case "tls/tcp-other":
+		if v, ok := enrich(on); ok && v.TlsFlags != 0 {
+			return "", fmt.Errorf("a non-TLS payload set TLS flags %#x", v.TlsFlags)
+		}
+		return "no TLS flags on the flow", nil
+	case "tls/server-hello":
+		v, ok := enrich(on)
+		if !ok {
+			return "", fmt.Errorf("no enrichment entry for the ServerHello's flow")
+		}
+		if v.TlsFlags&datapath.TLSServerHello == 0 || v.TlsVersion != tlsVersion13 || v.TlsCipher != tlsAES128GCM || v.TlsGroup != tlsGroupX25519 {
+			return "", fmt.Errorf("enrichment entry: flags %#x version %#04x cipher %#04x group %#04x, want server hello, 0x0304, 0x1301, 0x001d",
+				v.TlsFlags, v.TlsVersion, v.TlsCipher, v.TlsGroup)
+		}
+		if v, ok := enrich(off); ok && v.TlsFlags != 0 {
+			return "", fmt.Errorf("tls off: TLS flags %#x", v.TlsFlags)
+		}
+		return fmt.Sprintf("enrichment: version %#04x, cipher %#04x, group %#04x", v.TlsVersion, v.TlsCipher, v.TlsGroup), nil
+	case "tls/quic":
+		v, ok := enrich(on)
+		if !ok || v.TlsFlags&datapath.TLSQUIC == 0 {
+			return "", fmt.Errorf("the QUIC packet's flow is not marked QUIC (entry %v, flags %#x)", ok, v.TlsFlags)
+		}
+		return "enrichment: quic", nil
+	case "xlat/steady":
+		var v datapath.FlowValue
+		if err := on.cur.Lookup(&on.key, &v); err != nil {
+			return "", err
+		}
+		if v.Flags&flowXlatDone != 0 {
+			return "", fmt.Errorf("conntrack found the test flow (FLOW_F_XLAT_DONE set): not the path measured")
+		}
+		if v.Packets <= xlatTries {
+			return "", fmt.Errorf("flow at %d packets: still looking up", v.Packets)
+		}
+		return fmt.Sprintf("conntrack miss (FLOW_F_XLAT_DONE clear), flow past %d packets: flag and count test only", xlatTries), nil
+	case "xlat/new":
+		if e, ok := enrich(on); ok && e.Xlat != 0 {
+			return "", fmt.Errorf("a translation recorded under BPF_PROG_TEST_RUN")
+		}
+		return "every run a new flow; conntrack lookup misses (no entry)", nil
+	}
+	return "", nil
+}
+
+func parseFeatures(s string) ([]string, error) {
+	if s == "" || s == "none" {
+		return nil, nil
+	}
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f != "tls" && f != "xlat" {
+			return nil, fmt.Errorf("bad -tc-features entry %q: tls, xlat", f)
+		}
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+func printFeatures(rows []featRow) {
+	fmt.Println("Features inside the TC programs (issue #15): IPv4, one flow, the feature on vs off (load-time")
+	fmt.Println("constant), floor, off and on programs in the same repetitions. median over repetitions [min..max];")
+	fmt.Println("×floor, ×off = medians of per-repetition ratios. own: a packet of the feature's kind; other: any other.")
+	fmt.Println()
+	fmt.Printf("%-4s %-12s %-5s %-9s | %8s %17s | %8s %6s | %8s | %6s | %6s %13s\n",
+		"feat", "case", "kind", "path", "on ns", "min..max", "off ns", "×floor", "floor ns", "×floor", "×off", "min..max")
+	fmt.Println(strings.Repeat("-", 124))
+	for _, r := range rows {
+		mark := ""
+		if r.StatsOn {
+			mark = " *"
+		}
+		fmt.Printf("%-4s %-12s %-5s %-9s | %8.2f %17s | %8.2f %6.2f | %8.2f | %6.2f | %6.3f %13s%s\n",
+			r.Feature, r.Case, r.Kind, r.Path, r.Prog.Median, fmt.Sprintf("%.2f..%.2f", r.Prog.Min, r.Prog.Max),
+			r.Off.Median, r.OffRatio, r.Floor.Median, r.Ratio, r.VsOff, fmt.Sprintf("%.3f..%.3f", r.VsOffMin, r.VsOffMax), mark)
+	}
+	fmt.Println()
+	for _, r := range rows {
+		if r.Check != "" {
+			fmt.Printf("checked, %s %s: %s\n", r.Feature, r.Case, r.Check)
+		}
+	}
+	fmt.Println()
+}
