@@ -15,8 +15,11 @@ import (
 // enrichment fields, for translated flows only (Translated) the xlat_*
 // fields, and for flows with TLS fields only (HasTLS) tls_version,
 // tls_cipher_suite, tls_group (names: TLSVersionName, TLSCipherSuiteName,
-// TLSGroupName), tls_client_hello and quic. It is hand-written so that
-// encoding a flow allocates nothing when b has room.
+// TLSGroupName), tls_client_hello and quic, and for flows with DNS fields
+// only (HasDNS) dns_id, dns_flags, dns_rcode (DNSRcodeName; "" until an
+// answer is seen), dns_name, dns_name_truncated, dns_latency_ns,
+// dns_latency_max_ns and dns_timeout. It is hand-written so that encoding a
+// flow allocates nothing when b has room.
 func (r *Record) AppendJSON(b []byte) []byte {
 	b = append(b, `{"src_addr":"`...)
 	b = r.SrcAddr.AppendTo(b)
@@ -99,6 +102,26 @@ func (r *Record) AppendJSON(b []byte) []byte {
 		b = strconv.AppendBool(b, r.TLSClientHello)
 		b = append(b, `,"quic":`...)
 		b = strconv.AppendBool(b, r.QUIC)
+	}
+	if r.HasDNS() {
+		// Only on flows with a DNS message seen (feature "dns"). dns_rcode
+		// is a name (DNSRcodeName), "" while no answer was seen (a query's
+		// rcode 0 is not NOERROR); dns_name is JSON-escaped, since a label
+		// can hold any byte.
+		b = appendUint(b, `,"dns_id":`, uint64(r.DNSID))
+		b = appendUint(b, `,"dns_flags":`, uint64(r.DNSFlags))
+		b = append(b, `,"dns_rcode":"`...)
+		if r.DNSAnswered() {
+			b = appendDNSRcodeName(b, r.DNSRcode)
+		}
+		b = append(b, `","dns_name":`...)
+		b = appendJSONString(b, r.DNSName)
+		b = append(b, `,"dns_name_truncated":`...)
+		b = strconv.AppendBool(b, r.DNSNameTruncated)
+		b = appendUint(b, `,"dns_latency_ns":`, uint64(r.DNSLatency))
+		b = appendUint(b, `,"dns_latency_max_ns":`, uint64(r.DNSLatencyMax))
+		b = append(b, `,"dns_timeout":`...)
+		b = strconv.AppendBool(b, r.DNSTimeout)
 	}
 	return append(b, '}')
 }

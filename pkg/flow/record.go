@@ -106,6 +106,18 @@ type Record struct {
 	TLSGroup       uint16 // IANA named group of the server's key share, e.g. 0x001d (x25519); 0: none (TLS 1.2 without key_share)
 	TLSClientHello bool   // a ClientHello was seen on this flow
 	QUIC           bool
+
+	// DNS (feature "dns"): the last DNS message seen on the flow (a query on
+	// the client's flow, with the answer's latency and code; or an answer on the
+	// server's flow when its query was not seen).
+	DNSID            uint16        // transaction id
+	DNSFlags         uint16        // the header's flags word (QR, opcode, AA, TC, RD, RA, rcode)
+	DNSRcode         uint8         // response code (the flags' low 4 bits of the answer)
+	DNSName          string        // the query name, dotted ("example.com"), at most 64 bytes of wire format
+	DNSNameTruncated bool          // the name was longer than what the kernel copies
+	DNSLatency       time.Duration // query to answer, last in the period; 0: no answer seen
+	DNSLatencyMax    time.Duration
+	DNSTimeout       bool // a query went unanswered longer than --dns-timeout
 }
 
 // Translated reports whether the record carries a translation (feature
@@ -118,6 +130,22 @@ func (r *Record) Translated() bool {
 // a ServerHello's version, cipher suite or group, a ClientHello, or QUIC.
 func (r *Record) HasTLS() bool {
 	return r.TLSVersion != 0 || r.TLSCipherSuite != 0 || r.TLSGroup != 0 || r.TLSClientHello || r.QUIC
+}
+
+// HasDNS reports whether the record carries any DNS field (feature "dns"):
+// a query or an answer was seen on the flow, or a query timed out.
+func (r *Record) HasDNS() bool {
+	return r.DNSID != 0 || r.DNSFlags != 0 || r.DNSRcode != 0 || r.DNSName != "" || r.DNSNameTruncated ||
+		r.DNSLatency != 0 || r.DNSLatencyMax != 0 || r.DNSTimeout
+}
+
+// DNSAnswered reports whether the record's DNS fields describe an answer:
+// the last message seen is a response (QR set in DNSFlags: an answer on the
+// server's flow), or a query whose answer was seen (DNSLatency > 0). Only
+// then does DNSRcode mean something; a query without an answer has rcode 0,
+// which is not NOERROR.
+func (r *Record) DNSAnswered() bool {
+	return r.DNSFlags&DNSFlagQR != 0 || r.DNSLatency > 0
 }
 
 // TCP flag markers the datapath adds to the union of TCP flags (bits above the

@@ -1,0 +1,176 @@
+package flow
+
+import (
+	"strconv"
+	"unicode/utf8"
+)
+
+// DNS header flag bits of Record.DNSFlags (RFC 1035 4.1.1): the flags word is
+// QR(1) Opcode(4) AA(1) TC(1) RD(1) RA(1) Z(1) AD(1) CD(1) RCODE(4).
+const (
+	DNSFlagQR uint16 = 0x8000 // a response (0: a query)
+	DNSFlagAA uint16 = 0x0400 // authoritative answer
+	DNSFlagTC uint16 = 0x0200 // truncated message
+	DNSFlagRD uint16 = 0x0100 // recursion desired
+	DNSFlagRA uint16 = 0x0080 // recursion available
+)
+
+// DNSMaxWireName is how many bytes of a query name's wire format the kernel
+// copies (feature "dns"); a longer name is reported truncated.
+const DNSMaxWireName = 64
+
+// dnsRcodeNames are the IANA DNS RCODE names for the 4-bit header code
+// (RFC 6895, DNS Stateful Operations' DSOTYPENI = 11); codes 12-15 are
+// unassigned and written "RCODE%d".
+var dnsRcodeNames = [16]string{
+	"NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN", "NOTIMP", "REFUSED",
+	"YXDOMAIN", "YXRRSET", "NXRRSET", "NOTAUTH", "NOTZONE", "DSOTYPENI",
+	"RCODE12", "RCODE13", "RCODE14", "RCODE15",
+}
+
+// DNSRcodeName is the name of a DNS response code: "NOERROR", "NXDOMAIN",
+// "SERVFAIL" ..., "DSOTYPENI" for 11, and "RCODE%d" for a code without a
+// name. The header's 4-bit codes (all the kernel reports) map to constant
+// strings, so the result is a bounded set usable as a metric label.
+func DNSRcodeName(c uint8) string {
+	if int(c) < len(dnsRcodeNames) {
+		return dnsRcodeNames[c]
+	}
+	return "RCODE" + strconv.Itoa(int(c))
+}
+
+// appendDNSRcodeName appends DNSRcodeName(c) without allocating.
+func appendDNSRcodeName(b []byte, c uint8) []byte {
+	if int(c) < len(dnsRcodeNames) {
+		return append(b, dnsRcodeNames[c]...)
+	}
+	b = append(b, "RCODE"...)
+	return strconv.AppendUint(b, uint64(c), 10)
+}
+
+// DNSNameFromWire turns the query name the kernel copied (feature "dns") into
+// its dotted text form: b holds the QNAME in wire format, length-prefixed
+// labels ending with a zero-length label, at most DNSMaxWireName bytes and
+// zero-padded after the name.
+//
+//   - "\x07example\x03com\x00" is "example.com"; "\x00" alone is "." (the
+//     root). Nothing after the terminating zero counts.
+//   - truncated is true when the name does not end within b: a label that
+//     runs past the end of b (its available bytes are kept), or no
+//     terminating zero. A compression pointer (0xc0), which cannot occur in a
+//     question's name, or another label type (0x40, 0x80) also ends the name
+//     as truncated. The labels before are kept.
+//   - An empty b is "", not truncated: nothing was copied.
+//
+// Labels are written in DNS presentation format (RFC 1035 5.1, as dig
+// prints them), so that the name is always printable ASCII (valid UTF-8 for
+// the protobuf string) and unambiguous: a '.' or '\' inside a label is
+// escaped as "\." and "\\", a byte outside '!'..'~' (space, control
+// characters, bytes >= 0x80) as "\DDD" (three decimal digits). Case is kept.
+func DNSNameFromWire(b []byte) (name string, truncated bool) {
+	if len(b) == 0 {
+		return "", false
+	}
+	// At most 4 text bytes per wire byte ("\DDD"), for any length of b.
+	var stack [4 * DNSMaxWireName]byte
+	out := stack[:0]
+	if len(b) > DNSMaxWireName {
+		out = make([]byte, 0, 4*len(b))
+	}
+	for i := 0; ; {
+		if i >= len(b) {
+			truncated = true // no terminating zero
+			break
+		}
+		l := int(b[i])
+		i++
+		if l == 0 {
+			break
+		}
+		if l&0xc0 != 0 {
+			truncated = true // compression pointer or extended label type
+			break
+		}
+		if len(out) > 0 {
+			out = append(out, '.')
+		}
+		end := i + l
+		if end > len(b) {
+			end, truncated = len(b), true
+		}
+		for _, c := range b[i:end] {
+			out = appendDNSLabelByte(out, c)
+		}
+		if truncated {
+			break
+		}
+		i = end
+	}
+	if len(out) == 0 && !truncated {
+		return ".", false
+	}
+	return string(out), truncated
+}
+
+func appendDNSLabelByte(b []byte, c byte) []byte {
+	switch {
+	case c == '.' || c == '\\':
+		return append(b, '\\', c)
+	case c < '!' || c > '~':
+		return append(b, '\\', '0'+c/100, '0'+c/10%10, '0'+c%10)
+	}
+	return append(b, c)
+}
+
+// appendJSONString appends s as a JSON string: quotes, backslashes and
+// control characters escaped (\n, \r, \t, \uXXXX), invalid UTF-8 replaced by
+// U+FFFD like encoding/json, U+2028 and U+2029 escaped; it allocates
+// nothing. strconv.AppendQuote is not JSON: it writes \x00 and \a.
+func appendJSONString(b []byte, s string) []byte {
+	const hexDigits = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
