@@ -11,7 +11,7 @@ import (
 const SingletonName = "cluster"
 
 // Feature is an optional kernel measurement of the agent.
-// +kubebuilder:validation:Enum=drops;rtt;retransmits;xlat;tls
+// +kubebuilder:validation:Enum=drops;rtt;retransmits;xlat;tls;dns
 type Feature string
 
 // The agent's optional measurements.
@@ -27,6 +27,10 @@ const (
 	// version, cipher suite, key-share group; ClientHello; QUIC):
 	// docs/tls.md.
 	FeatureTLS Feature = "tls"
+	// FeatureDNS reports the DNS messages seen on flows (transaction id,
+	// flags, response code, query name, query-to-answer latency, timeouts):
+	// docs/dns.md.
+	FeatureDNS Feature = "dns"
 )
 
 // LogLevel is the agent's log verbosity.

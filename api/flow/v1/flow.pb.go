@@ -344,7 +344,34 @@ type Flow struct {
 	// A ClientHello was seen on this flow.
 	TlsClientHello bool `protobuf:"varint,40,opt,name=tls_client_hello,json=tlsClientHello,proto3" json:"tls_client_hello,omitempty"`
 	// A QUIC long-header packet was seen on this (UDP) flow.
-	Quic          bool `protobuf:"varint,41,opt,name=quic,proto3" json:"quic,omitempty"`
+	Quic bool `protobuf:"varint,41,opt,name=quic,proto3" json:"quic,omitempty"`
+	// DNS (feature "dns"): the last DNS message seen on the flow: a query on
+	// the client's flow, with its answer's latency and response code; or an
+	// answer on the server's flow when its query was not seen. All zero/false/
+	// empty when no DNS message was seen.
+	// The transaction id (at most 65535).
+	DnsId uint32 `protobuf:"varint,42,opt,name=dns_id,json=dnsId,proto3" json:"dns_id,omitempty"`
+	// The header's flags word (QR, opcode, AA, TC, RD, RA, Z, AD, CD, rcode;
+	// at most 65535). QR (0x8000) set: the message is an answer.
+	DnsFlags uint32 `protobuf:"varint,43,opt,name=dns_flags,json=dnsFlags,proto3" json:"dns_flags,omitempty"`
+	// The answer's response code as a number (0 NOERROR, 2 SERVFAIL, 3
+	// NXDOMAIN ...; at most 255; the agent's JSON writes its name). Meaningful
+	// only when an answer was seen: dns_flags has QR, or dns_latency_ns > 0.
+	DnsRcode uint32 `protobuf:"varint,44,opt,name=dns_rcode,json=dnsRcode,proto3" json:"dns_rcode,omitempty"`
+	// The query name, dotted ("example.com", "." for the root), in DNS
+	// presentation format: a byte outside '!'..'~' in a label is "\DDD", a
+	// '.' or '\' in a label is escaped with '\'. From at most 64 bytes of
+	// wire format.
+	DnsName string `protobuf:"bytes,45,opt,name=dns_name,json=dnsName,proto3" json:"dns_name,omitempty"`
+	// The name was longer than what the kernel copies (dns_name is its start).
+	DnsNameTruncated bool `protobuf:"varint,46,opt,name=dns_name_truncated,json=dnsNameTruncated,proto3" json:"dns_name_truncated,omitempty"`
+	// Query to answer, the last in the period, in nanoseconds; 0: no answer
+	// seen.
+	DnsLatencyNs uint64 `protobuf:"varint,47,opt,name=dns_latency_ns,json=dnsLatencyNs,proto3" json:"dns_latency_ns,omitempty"`
+	// The largest query-to-answer latency in the period.
+	DnsLatencyMaxNs uint64 `protobuf:"varint,48,opt,name=dns_latency_max_ns,json=dnsLatencyMaxNs,proto3" json:"dns_latency_max_ns,omitempty"`
+	// A query went unanswered longer than the agent's --dns-timeout.
+	DnsTimeout    bool `protobuf:"varint,49,opt,name=dns_timeout,json=dnsTimeout,proto3" json:"dns_timeout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -666,6 +693,62 @@ func (x *Flow) GetQuic() bool {
 	return false
 }
 
+func (x *Flow) GetDnsId() uint32 {
+	if x != nil {
+		return x.DnsId
+	}
+	return 0
+}
+
+func (x *Flow) GetDnsFlags() uint32 {
+	if x != nil {
+		return x.DnsFlags
+	}
+	return 0
+}
+
+func (x *Flow) GetDnsRcode() uint32 {
+	if x != nil {
+		return x.DnsRcode
+	}
+	return 0
+}
+
+func (x *Flow) GetDnsName() string {
+	if x != nil {
+		return x.DnsName
+	}
+	return ""
+}
+
+func (x *Flow) GetDnsNameTruncated() bool {
+	if x != nil {
+		return x.DnsNameTruncated
+	}
+	return false
+}
+
+func (x *Flow) GetDnsLatencyNs() uint64 {
+	if x != nil {
+		return x.DnsLatencyNs
+	}
+	return 0
+}
+
+func (x *Flow) GetDnsLatencyMaxNs() uint64 {
+	if x != nil {
+		return x.DnsLatencyMaxNs
+	}
+	return 0
+}
+
+func (x *Flow) GetDnsTimeout() bool {
+	if x != nil {
+		return x.DnsTimeout
+	}
+	return false
+}
+
 var File_api_flow_v1_flow_proto protoreflect.FileDescriptor
 
 const file_api_flow_v1_flow_proto_rawDesc = "" +
@@ -681,8 +764,7 @@ const file_api_flow_v1_flow_proto_rawDesc = "" +
 	"\aifindex\x18\x02 \x01(\rR\aifindex\x12\x14\n" +
 	"\x05netns\x18\x03 \x01(\tR\x05netns\x12\x19\n" +
 	"\bnetns_id\x18\x04 \x01(\x04R\anetnsId\x129\n" +
-	"\tdirection\x18\x05 \x01(\x0e2\x1b.flowlens.flow.v1.DirectionR\tdirection\"\xc1\n" +
-	"\n" +
+	"\tdirection\x18\x05 \x01(\x0e2\x1b.flowlens.flow.v1.DirectionR\tdirection\"\xcf\f\n" +
 	"\x04Flow\x12\x19\n" +
 	"\bsrc_addr\x18\x01 \x01(\fR\asrcAddr\x12\x19\n" +
 	"\bdst_addr\x18\x02 \x01(\fR\adstAddr\x12\x19\n" +
@@ -733,7 +815,16 @@ const file_api_flow_v1_flow_proto_rawDesc = "" +
 	"\x10tls_cipher_suite\x18& \x01(\rR\x0etlsCipherSuite\x12\x1b\n" +
 	"\ttls_group\x18' \x01(\rR\btlsGroup\x12(\n" +
 	"\x10tls_client_hello\x18( \x01(\bR\x0etlsClientHello\x12\x12\n" +
-	"\x04quic\x18) \x01(\bR\x04quic*g\n" +
+	"\x04quic\x18) \x01(\bR\x04quic\x12\x15\n" +
+	"\x06dns_id\x18* \x01(\rR\x05dnsId\x12\x1b\n" +
+	"\tdns_flags\x18+ \x01(\rR\bdnsFlags\x12\x1b\n" +
+	"\tdns_rcode\x18, \x01(\rR\bdnsRcode\x12\x19\n" +
+	"\bdns_name\x18- \x01(\tR\adnsName\x12,\n" +
+	"\x12dns_name_truncated\x18. \x01(\bR\x10dnsNameTruncated\x12$\n" +
+	"\x0edns_latency_ns\x18/ \x01(\x04R\fdnsLatencyNs\x12+\n" +
+	"\x12dns_latency_max_ns\x180 \x01(\x04R\x0fdnsLatencyMaxNs\x12\x1f\n" +
+	"\vdns_timeout\x181 \x01(\bR\n" +
+	"dnsTimeout*g\n" +
 	"\tDirection\x12\x19\n" +
 	"\x15DIRECTION_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11DIRECTION_INGRESS\x10\x01\x12\x14\n" +

@@ -99,6 +99,14 @@ func ToProto(dst *flowv1.Flow, r *flow.Record, nodeName string, agentIP []byte) 
 	dst.TlsGroup = uint32(r.TLSGroup)
 	dst.TlsClientHello = r.TLSClientHello
 	dst.Quic = r.QUIC
+	dst.DnsId = uint32(r.DNSID)
+	dst.DnsFlags = uint32(r.DNSFlags)
+	dst.DnsRcode = uint32(r.DNSRcode)
+	dst.DnsName = r.DNSName
+	dst.DnsNameTruncated = r.DNSNameTruncated
+	dst.DnsLatencyNs = uint64(r.DNSLatency)
+	dst.DnsLatencyMaxNs = uint64(r.DNSLatencyMax)
+	dst.DnsTimeout = r.DNSTimeout
 
 	dst.NodeName = nodeName
 	dst.AgentIp = agentIP
@@ -186,8 +194,8 @@ func invalid(format string, args ...any) error {
 
 // Validate checks that f can be represented as a flow.Record: address
 // (translated ones too) and MAC lengths, integer ranges of the narrower
-// Record fields (TLS values too), timestamps, interface count and
-// directions.
+// Record fields (TLS and DNS values too; DNS latencies within a
+// time.Duration), timestamps, interface count and directions.
 func Validate(f *flowv1.Flow) error {
 	if f == nil {
 		return invalid("nil flow")
@@ -222,6 +230,7 @@ func Validate(f *flowv1.Flow) error {
 		{"xlat_zone_id", f.XlatZoneId, 0xffff},
 		{"tls_version", f.TlsVersion, 0xffff}, {"tls_cipher_suite", f.TlsCipherSuite, 0xffff},
 		{"tls_group", f.TlsGroup, 0xffff},
+		{"dns_id", f.DnsId, 0xffff}, {"dns_flags", f.DnsFlags, 0xffff}, {"dns_rcode", f.DnsRcode, 0xff},
 	} {
 		if v.v > v.max {
 			return invalid("%s = %d, max %d", v.name, v.v, v.max)
@@ -229,6 +238,9 @@ func Validate(f *flowv1.Flow) error {
 	}
 	if f.RttNs > 1<<63-1 || f.RttMaxNs > 1<<63-1 {
 		return invalid("rtt out of range")
+	}
+	if f.DnsLatencyNs > 1<<63-1 || f.DnsLatencyMaxNs > 1<<63-1 {
+		return invalid("dns latency out of range")
 	}
 	for _, t := range []struct {
 		name string
@@ -336,6 +348,14 @@ func toRecord(r *flow.Record, f *flowv1.Flow, ifs []flow.Interface) []flow.Inter
 	r.TLSGroup = uint16(f.TlsGroup)
 	r.TLSClientHello = f.TlsClientHello
 	r.QUIC = f.Quic
+	r.DNSID = uint16(f.DnsId)
+	r.DNSFlags = uint16(f.DnsFlags)
+	r.DNSRcode = uint8(f.DnsRcode)
+	r.DNSName = f.DnsName
+	r.DNSNameTruncated = f.DnsNameTruncated
+	r.DNSLatency = time.Duration(f.DnsLatencyNs)
+	r.DNSLatencyMax = time.Duration(f.DnsLatencyMaxNs)
+	r.DNSTimeout = f.DnsTimeout
 	return ifs
 }
 

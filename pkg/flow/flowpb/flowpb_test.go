@@ -2,6 +2,7 @@ package flowpb_test
 
 import (
 	"errors"
+	"math"
 	"net/netip"
 	"testing"
 	"time"
@@ -35,6 +36,9 @@ func sampleRecords() []flow.Record {
 			XlatDstAddr: netip.MustParseAddr("10.244.1.7"), XlatDstPort: 8443, XlatZoneID: 3,
 			// A TLS 1.3 ServerHello (feature tls).
 			TLSVersion: 0x0304, TLSCipherSuite: 0x1302, TLSGroup: 0x11ec,
+			// A query answered NXDOMAIN (feature dns).
+			DNSID: 0xbeef, DNSFlags: 0x0100, DNSRcode: 3, DNSName: `kubernetes.default.svc\.x\255`,
+			DNSLatency: 1500 * time.Microsecond, DNSLatencyMax: 4 * time.Millisecond,
 		},
 		{
 			SrcAddr: netip.MustParseAddr("fd00::1"), DstAddr: netip.MustParseAddr("fd00::2"),
@@ -45,6 +49,8 @@ func sampleRecords() []flow.Record {
 			XlatDstAddr: netip.MustParseAddr("fd00::2"),
 			// A ClientHello, a QUIC flag, and values no table names.
 			TLSVersion: 0xfefd, TLSCipherSuite: 0xffff, TLSClientHello: true, QUIC: true,
+			// An unanswered query with a truncated name, timed out.
+			DNSID: 0xffff, DNSFlags: 0xffff, DNSRcode: 255, DNSName: "www.exam", DNSNameTruncated: true, DNSTimeout: true,
 		},
 		{}, // all zero: zero addresses and times must survive too
 	}
@@ -128,6 +134,25 @@ func TestRoundTripJSON(t *testing.T) {
 	if f2.TlsVersion != 0 || f2.TlsCipherSuite != 0 || f2.TlsGroup != 0 || f2.TlsClientHello || f2.Quic || back[2].HasTLS() {
 		t.Errorf("flow without TLS came back with %v", f2)
 	}
+	// DNS fields: both ways exactly.
+	for i := range recs {
+		w, g := &recs[i], &back[i]
+		if g.DNSID != w.DNSID || g.DNSFlags != w.DNSFlags || g.DNSRcode != w.DNSRcode || g.DNSName != w.DNSName ||
+			g.DNSNameTruncated != w.DNSNameTruncated || g.DNSLatency != w.DNSLatency ||
+			g.DNSLatencyMax != w.DNSLatencyMax || g.DNSTimeout != w.DNSTimeout || g.HasDNS() != w.HasDNS() {
+			t.Errorf("flow %d: dns came back as %+v, want %+v", i, g, w)
+		}
+	}
+	if f0.DnsId != 0xbeef || f0.DnsFlags != 0x100 || f0.DnsRcode != 3 || f0.DnsName != `kubernetes.default.svc\.x\255` ||
+		f0.DnsNameTruncated || f0.DnsLatencyNs != 1500000 || f0.DnsLatencyMaxNs != 4000000 || f0.DnsTimeout ||
+		f1.DnsId != 0xffff || f1.DnsFlags != 0xffff || f1.DnsRcode != 255 || f1.DnsName != "www.exam" ||
+		!f1.DnsNameTruncated || f1.DnsLatencyNs != 0 || f1.DnsLatencyMaxNs != 0 || !f1.DnsTimeout {
+		t.Errorf("dns on the wire: %v / %v", f0, f1)
+	}
+	if f2.DnsId != 0 || f2.DnsFlags != 0 || f2.DnsRcode != 0 || f2.DnsName != "" || f2.DnsNameTruncated ||
+		f2.DnsLatencyNs != 0 || f2.DnsLatencyMaxNs != 0 || f2.DnsTimeout || back[2].HasDNS() {
+		t.Errorf("flow without DNS came back with %v", f2)
+	}
 }
 
 // Re-encoding a batch no larger than one already seen allocates nothing.
@@ -177,6 +202,11 @@ func TestValidateRejects(t *testing.T) {
 		"tls version":       func(f *flowv1.Flow) { f.TlsVersion = 0x10304 },
 		"tls cipher suite":  func(f *flowv1.Flow) { f.TlsCipherSuite = 65536 },
 		"tls group":         func(f *flowv1.Flow) { f.TlsGroup = 1 << 31 },
+		"dns id":            func(f *flowv1.Flow) { f.DnsId = 65536 },
+		"dns flags":         func(f *flowv1.Flow) { f.DnsFlags = 1 << 20 },
+		"dns rcode > 255":   func(f *flowv1.Flow) { f.DnsRcode = 256 },
+		"dns latency":       func(f *flowv1.Flow) { f.DnsLatencyNs = 1 << 63 },
+		"dns latency max":   func(f *flowv1.Flow) { f.DnsLatencyMaxNs = math.MaxUint64 },
 	} {
 		f := good()
 		mut(f)

@@ -91,6 +91,14 @@ func AppendFlow(b []byte, r *flow.Record, nodeName string, agentIP []byte) []byt
 	b = appendVarint(b, 39, uint64(r.TLSGroup))
 	b = appendBool(b, 40, r.TLSClientHello)
 	b = appendBool(b, 41, r.QUIC)
+	b = appendVarint(b, 42, uint64(r.DNSID))
+	b = appendVarint(b, 43, uint64(r.DNSFlags))
+	b = appendVarint(b, 44, uint64(r.DNSRcode))
+	b = appendString(b, 45, r.DNSName)
+	b = appendBool(b, 46, r.DNSNameTruncated)
+	b = appendVarint(b, 47, uint64(r.DNSLatency))
+	b = appendVarint(b, 48, uint64(r.DNSLatencyMax))
+	b = appendBool(b, 49, r.DNSTimeout)
 	return closeMessage(b, start, 2)
 }
 

@@ -113,6 +113,12 @@ func randRecords(rng *rand.Rand, n int) []flow.Record {
 			r.TLSVersion, r.TLSCipherSuite, r.TLSGroup = uint16(u(0xffff)), uint16(u(0xffff)), uint16(u(0xffff))
 			r.TLSClientHello, r.QUIC = rng.IntN(2) == 0, rng.IntN(2) == 0
 		}
+		if rng.IntN(2) == 0 { // a DNS message seen (feature dns), any values
+			r.DNSID, r.DNSFlags, r.DNSRcode = uint16(u(0xffff)), uint16(u(0xffff)), uint8(u(0xff))
+			r.DNSName, r.DNSNameTruncated = str(), rng.IntN(2) == 0
+			r.DNSLatency, r.DNSLatencyMax = time.Duration(u(math.MaxUint64)), time.Duration(u(math.MaxUint64))
+			r.DNSTimeout = rng.IntN(2) == 0
+		}
 	}
 	return out
 }
@@ -205,7 +211,7 @@ func TestAppendFlowInvalidUTF8(t *testing.T) {
 	r := flow.Record{
 		SrcAddr: netip.MustParseAddr("10.0.0.1"), DstAddr: netip.MustParseAddr("10.0.0.2"),
 		Interfaces: []flow.Interface{{Name: bad, Netns: "ns\x80", Direction: flow.DirIngress}},
-		DropCause:  bad, DropTCPState: "\xff",
+		DropCause:  bad, DropTCPState: "\xff", DNSName: "a.\xc0b",
 	}
 	enc := flowpb.NewEncoder(flowpb.Identity{NodeName: "node\xff"})
 	if _, err := proto.Marshal(&flowv1.FlowBatch{Flows: enc.Encode([]flow.Record{r})}); err == nil {
@@ -221,6 +227,7 @@ func TestAppendFlowInvalidUTF8(t *testing.T) {
 	clean := r
 	clean.Interfaces = []flow.Interface{{Name: fix(bad), Netns: fix("ns\x80"), Direction: flow.DirIngress}}
 	clean.DropCause, clean.DropTCPState = fix(bad), fix("\xff")
+	clean.DNSName = fix("a.\xc0b")
 	enc.SetIdentity(flowpb.Identity{NodeName: fix("node\xff")})
 	want, err := proto.Marshal(&flowv1.FlowBatch{Flows: enc.Encode([]flow.Record{clean})})
 	if err != nil {
