@@ -36,6 +36,11 @@ const (
 	MetricTranslatedFlows = Prefix + "translated_flows_total"
 	// TLS (feature tls): flows that carried a ServerHello.
 	MetricTLSFlows = Prefix + "tls_flows_total"
+	// DNS (feature dns): query-to-answer latency, answers by response
+	// code, unanswered queries.
+	MetricDNSLatency   = Prefix + "dns_latency_seconds"
+	MetricDNSResponses = Prefix + "dns_responses_total"
+	MetricDNSTimeouts  = Prefix + "dns_timeouts_total"
 
 	// Health metrics, always served.
 	MetricReceivedFlows    = Prefix + "received_flows_total"
@@ -50,6 +55,7 @@ var FlowMetricNames = []string{
 	MetricFlowBytes, MetricFlowPackets, MetricNodeBytes, MetricDropPackets, MetricDropBytes,
 	MetricRTT, MetricRetransmits, MetricFlows, MetricSampling,
 	MetricTranslatedBytes, MetricTranslatedFlows, MetricTLSFlows,
+	MetricDNSLatency, MetricDNSResponses, MetricDNSTimeouts,
 }
 
 // HealthMetricNames are always served.
@@ -61,6 +67,14 @@ var RTTBuckets = []float64{
 	50e-6, 100e-6, 250e-6, 500e-6,
 	1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3,
 	1, 2.5, 5, 10,
+}
+
+// DNSLatencyBuckets are the buckets of flowlens_collector_dns_latency_seconds:
+// 0.5 ms (a node-local cache) to 5 s (the resolvers' usual retry timeout),
+// 1-2.5-5 per decade.
+var DNSLatencyBuckets = []float64{
+	0.5e-3, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3,
+	1, 2.5, 5,
 }
 
 // Label values with a meaning.
@@ -87,6 +101,12 @@ const (
 	// name tables of pkg/flow do not have (flow.TLSVersionName,
 	// flow.TLSCipherSuiteName), so agents cannot grow them without bound.
 	TLSOther = "other"
+
+	// DNSRcodeOther is the rcode label of a response code above 15, which
+	// the 4-bit header field cannot hold (an agent that sends one is not
+	// flowlens's): codes 0-15 are flow.DNSRcodeName's, so the label has at
+	// most 17 values.
+	DNSRcodeOther = "other"
 )
 
 // MetricsOptions configure Metrics.
@@ -114,8 +134,8 @@ type MetricsOptions struct {
 
 // Metrics derives Prometheus metrics from flows, with labels of bounded
 // cardinality: namespaces, workloads, nodes, directions, drop causes,
-// translated sides, TLS versions and cipher suites (fixed tables), and pods
-// only when asked. Safe for concurrent use.
+// translated sides, TLS versions and cipher suites (fixed tables), DNS
+// response codes (never query names), and pods only when asked. Safe for concurrent use.
 type Metrics struct {
 	reg       *prometheus.Registry
 	podLabels bool
@@ -129,6 +149,9 @@ type Metrics struct {
 	sampling               *prometheus.GaugeVec
 	xlatBytes, xlatFlows   *prometheus.CounterVec
 	tlsFlows               *prometheus.CounterVec
+	dnsLatency             *prometheus.HistogramVec
+	dnsResponses           *prometheus.CounterVec
+	dnsTimeouts            *prometheus.CounterVec
 	received               prometheus.Counter
 	convertErrors          atomic.Uint64
 	missSrc, missDst       prometheus.Counter
@@ -169,6 +192,16 @@ func NewMetrics(o MetricsOptions) (*Metrics, error) {
 	m.xlatFlows = counterVec(MetricTranslatedFlows, "Flow records conntrack NAT translated (feature xlat; one per flow per eviction period, not scaled), with the labels of translated_bytes_total.", xlatLabels)
 	m.tlsFlows = counterVec(MetricTLSFlows, "Flow records that carried a TLS ServerHello (feature tls; the server -> client flow of a handshake; not scaled), by negotiated version and cipher suite (IANA names, other for values without one) and the server's namespace and workload.",
 		[]string{"tls_version", "cipher_suite", "server_namespace", "server_workload"})
+	dnsClient := []string{"client_namespace", "client_workload"}
+	m.dnsResponses = counterVec(MetricDNSResponses, "DNS answers seen (feature dns; one per flow record that carries one: the last answer of the flow in the eviction period; not scaled), by response code name (NOERROR, NXDOMAIN, SERVFAIL ...) and the client's namespace and workload (the query's sender; query names are not a label).",
+		append([]string{"rcode"}, dnsClient...))
+	m.dnsTimeouts = counterVec(MetricDNSTimeouts, "DNS queries left unanswered longer than the agent's --dns-timeout (feature dns; one per flow record that reports one), by the client's namespace and workload.", dnsClient)
+	if enabled[MetricDNSLatency] {
+		m.dnsLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: MetricDNSLatency,
+			Help:    "DNS query-to-answer latency (feature dns), observed once per flow record that reports one (its latest value in the eviction period), by the client's namespace and workload.",
+			Buckets: DNSLatencyBuckets}, dnsClient)
+		m.reg.MustRegister(m.dnsLatency)
+	}
 	if enabled[MetricRTT] {
 		m.rtt = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: MetricRTT,
 			Help:    "Smoothed TCP round-trip time, observed once per flow that reports one (its latest value in the eviction period), by source and destination namespace.",
@@ -342,6 +375,34 @@ func (m *Metrics) observe(f *Flow) {
 		m.tlsFlows.WithLabelValues(tlsLabel(f.TLSVersion, flow.TLSVersionName),
 			tlsLabel(f.TLSCipherSuite, flow.TLSCipherSuiteName), srcNS, srcW).Inc()
 	}
+	if f.HasDNS() && (m.dnsLatency != nil || m.dnsResponses != nil || m.dnsTimeouts != nil) {
+		// The client sent the query. A query (and its answer's latency
+		// and code) is reported on the client's flow, whose source is the
+		// client; an answer whose query was not seen, on the server's flow
+		// (QR set), whose destination is the client.
+		cNS, cW := srcNS, srcW
+		if f.DNSFlags&flow.DNSFlagQR != 0 {
+			cNS, cW = dstNS, dstW
+		}
+		if m.dnsResponses != nil && f.DNSAnswered() {
+			m.dnsResponses.WithLabelValues(dnsRcodeLabel(f.DNSRcode), cNS, cW).Inc()
+		}
+		if m.dnsLatency != nil && f.DNSLatency > 0 {
+			m.dnsLatency.WithLabelValues(cNS, cW).Observe(f.DNSLatency.Seconds())
+		}
+		if m.dnsTimeouts != nil && f.DNSTimeout {
+			m.dnsTimeouts.WithLabelValues(cNS, cW).Inc()
+		}
+	}
+}
+
+// dnsRcodeLabel is the rcode label of a DNS response code: its name for the
+// header's 4-bit codes, DNSRcodeOther above.
+func dnsRcodeLabel(c uint8) string {
+	if c > 15 {
+		return DNSRcodeOther
+	}
+	return flow.DNSRcodeName(c)
 }
 
 // tlsLabel is the label value of a TLS version or cipher suite: its name,

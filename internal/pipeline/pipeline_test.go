@@ -738,3 +738,143 @@ flowlens_collector_tls_flows_total{cipher_suite="other",server_namespace="",serv
 		t.Errorf("tls metric alone: %v", n)
 	}
 }
+
+// dn is a UDP flow of known (see fl) to or from port 53 with DNS fields
+// (feature dns): a query (flags without QR) goes to port 53, an answer
+// comes from it.
+func dn(x fl, id, flags uint16, rcode uint8, name string, latency time.Duration, timeout bool) *flowv1.Flow {
+	p := x.proto()
+	p.Proto = 17
+	if flags&flow.DNSFlagQR != 0 {
+		p.SrcPort, p.DstPort = 53, 40000
+	} else {
+		p.SrcPort, p.DstPort = 40000, 53
+	}
+	p.DnsId, p.DnsFlags, p.DnsRcode, p.DnsName = uint32(id), uint32(flags), uint32(rcode), name
+	p.DnsLatencyNs, p.DnsLatencyMaxNs, p.DnsTimeout = uint64(latency), uint64(latency), timeout
+	return p
+}
+
+// DNS answers by rcode name, latency and timeouts, by the client (the
+// query's source; an answer's destination); queries without an answer and
+// flows without DNS do not count; query names are no label.
+func TestDNSMetrics(t *testing.T) {
+	m, err := pipeline.NewMetrics(pipeline.MetricsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []pipeline.Flow
+	p := &pipeline.Pipeline{Resolver: resolver(t), Metrics: m, Sink: func(_ context.Context, f []pipeline.Flow) error { got = f; return nil }}
+	const rd, qr = flow.DNSFlagRD, flow.DNSFlagQR
+	lat1, lat2 := 2*time.Millisecond, 30*time.Millisecond
+	b := &collector.Batch{Flows: []*flowv1.Flow{
+		// web-1 asks kube-dns twice (sampling does not scale): NOERROR in
+		// 2 ms, NXDOMAIN in 30 ms.
+		dn(fl{src: "10.0.0.1", dst: "10.96.0.10", bytes: 80, packets: 1, sampling: 1, dir: flow.DirEgress, node: "node-a"}, 0x1234, rd, 0, "db.db.svc.cluster.local", lat1, false),
+		dn(fl{src: "10.0.0.1", dst: "10.96.0.10", bytes: 80, packets: 1, sampling: 8, dir: flow.DirEgress, node: "node-a"}, 0x1235, rd, 3, "nope.example", lat2, false),
+		// web-2's query times out.
+		dn(fl{src: "10.0.0.2", dst: "10.96.0.10", bytes: 80, packets: 1, sampling: 1, dir: flow.DirEgress, node: "node-b"}, 7, rd, 0, "slow.example", 0, true),
+		// An answer whose query was not seen, on the server's flow: an
+		// external server's SERVFAIL to web-2, and a code above 15.
+		dn(fl{src: "8.8.8.8", dst: "10.0.0.2", bytes: 120, packets: 1, sampling: 1, dir: flow.DirIngress, node: "node-b"}, 9, qr|rd|flow.DNSFlagRA|2, 2, "broken.example", 0, false),
+		dn(fl{src: "8.8.8.8", dst: "10.0.0.2", bytes: 120, packets: 1, sampling: 1, dir: flow.DirIngress, node: "node-b"}, 10, qr|rd, 200, "odd.example", 0, false),
+		// A client outside the cluster (subnet corp): REFUSED after 3 s.
+		dn(fl{src: "172.16.0.5", dst: "10.96.0.10", bytes: 80, packets: 1, sampling: 1, dir: flow.DirIngress, node: "node-a"}, 11, rd, 5, "x.corp", 3*time.Second, false),
+		// A query not answered yet (no timeout either): nothing counts.
+		dn(fl{src: "10.0.1.1", dst: "10.96.0.10", bytes: 80, packets: 1, sampling: 1, dir: flow.DirEgress, node: "node-b"}, 12, rd, 0, "pending.example", 0, false),
+		known[0].proto(),
+	}}
+	if err := p.Handle(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP flowlens_collector_dns_responses_total DNS answers seen (feature dns; one per flow record that carries one: the last answer of the flow in the eviction period; not scaled), by response code name (NOERROR, NXDOMAIN, SERVFAIL ...) and the client's namespace and workload (the query's sender; query names are not a label).
+# TYPE flowlens_collector_dns_responses_total counter
+flowlens_collector_dns_responses_total{client_namespace="",client_workload="corp",rcode="REFUSED"} 1
+flowlens_collector_dns_responses_total{client_namespace="shop",client_workload="web",rcode="NOERROR"} 1
+flowlens_collector_dns_responses_total{client_namespace="shop",client_workload="web",rcode="NXDOMAIN"} 1
+flowlens_collector_dns_responses_total{client_namespace="shop",client_workload="web",rcode="SERVFAIL"} 1
+flowlens_collector_dns_responses_total{client_namespace="shop",client_workload="web",rcode="other"} 1
+# HELP flowlens_collector_dns_timeouts_total DNS queries left unanswered longer than the agent's --dns-timeout (feature dns; one per flow record that reports one), by the client's namespace and workload.
+# TYPE flowlens_collector_dns_timeouts_total counter
+flowlens_collector_dns_timeouts_total{client_namespace="shop",client_workload="web"} 1
+# HELP flowlens_collector_dns_latency_seconds DNS query-to-answer latency (feature dns), observed once per flow record that reports one (its latest value in the eviction period), by the client's namespace and workload.
+# TYPE flowlens_collector_dns_latency_seconds histogram
+flowlens_collector_dns_latency_seconds_bucket{client_namespace="",client_workload="corp",le="0.0005"} 0
+flowlens_collector_dns_latency_seconds_bucket{client_namespace="",client_workload="corp",le="0.001"} 0
+flowlens_collector_dns_latency_seconds_bucket{client_namespace="",client_workload="corp",le="0.0025"} 0
+flowlens_collector_dns_latency_seconds_bucket{client_namespace="",client_workload="corp",le="0.005"} 0
+flowlens_collector_dns_latency_seconds_bucket{client_namespace="",client_workload="corp",le="0.01"} 0
+flowlens_collector_dns_latency_seconds_bucket{client_namespace="",client_workload="corp",le="0.025"} 0
+flowlens_collector_dns_latency_seconds_bucket{client_namespace="",client_workload="corp",le="0.05"} 0
+flowlens_collector_dns_latency_seconds_bucket{client_namespace="",client_workload="corp",le="0.1"} 0
+flowlens_collector_dns_latency_seconds_bucket{client_namespace="",client_workload="corp",le="0.25"} 0
+flowlens_collector_dns_latency_seconds_bucket{client_namespace="",client_workload="corp",le="0.5"} 0
+flowlens_collector_dns_latency_seconds_bucket{client_namespace="",client_workload="corp",le="1"} 0
+flowlens_collector_dns_latency_seconds_bucket{client_namespace="",client_workload="corp",le="2.5"} 0
+flowlens_collector_dns_latency_seconds_bucket{client_namespace="",client_workload="corp",le="5"} 1
+flowlens_collector_dns_latency_seconds_bucket{client_namespace="",client_workload="corp",le="+Inf"} 1
+flowlens_collector_dns_latency_seconds_sum{client_namespace="",client_workload="corp"} 3
+flowlens_collector_dns_latency_seconds_count{client_namespace="",client_workload="corp"} 1
+flowlens_collector_dns_latency_seconds_bucket{client_namespace="shop",client_workload="web",le="0.0005"} 0
+flowlens_collector_dns_latency_seconds_bucket{client_namespace="shop",client_workload="web",le="0.001"} 0
+flowlens_collector_dns_latency_seconds_bucket{client_namespace="shop",client_workload="web",le="0.0025"} 1
+flowlens_collector_dns_latency_seconds_bucket{client_namespace="shop",client_workload="web",le="0.005"} 1
+flowlens_collector_dns_latency_seconds_bucket{client_namespace="shop",client_workload="web",le="0.01"} 1
+flowlens_collector_dns_latency_seconds_bucket{client_namespace="shop",client_workload="web",le="0.025"} 1
+flowlens_collector_dns_latency_seconds_bucket{client_namespace="shop",client_workload="web",le="0.05"} 2
+flowlens_collector_dns_latency_seconds_bucket{client_namespace="shop",client_workload="web",le="0.1"} 2
+flowlens_collector_dns_latency_seconds_bucket{client_namespace="shop",client_workload="web",le="0.25"} 2
+flowlens_collector_dns_latency_seconds_bucket{client_namespace="shop",client_workload="web",le="0.5"} 2
+flowlens_collector_dns_latency_seconds_bucket{client_namespace="shop",client_workload="web",le="1"} 2
+flowlens_collector_dns_latency_seconds_bucket{client_namespace="shop",client_workload="web",le="2.5"} 2
+flowlens_collector_dns_latency_seconds_bucket{client_namespace="shop",client_workload="web",le="5"} 2
+flowlens_collector_dns_latency_seconds_bucket{client_namespace="shop",client_workload="web",le="+Inf"} 2
+flowlens_collector_dns_latency_seconds_sum{client_namespace="shop",client_workload="web"} ` + fmt.Sprint(lat1.Seconds()+lat2.Seconds()) + `
+flowlens_collector_dns_latency_seconds_count{client_namespace="shop",client_workload="web"} 2
+`
+	if err := gatherAndCompare(t, m.Registry(), strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+
+	// The collector's JSON has the agent's dns_* keys, only on flows with
+	// DNS fields.
+	if len(got) != len(b.Flows) {
+		t.Fatalf("%d flows at the sink", len(got))
+	}
+	for i, want := range map[int]string{
+		1: `"dns_id":4661,"dns_flags":256,"dns_rcode":"NXDOMAIN","dns_name":"nope.example","dns_name_truncated":false,"dns_latency_ns":30000000,"dns_latency_max_ns":30000000,"dns_timeout":false`,
+		2: `"dns_id":7,"dns_flags":256,"dns_rcode":"","dns_name":"slow.example","dns_name_truncated":false,"dns_latency_ns":0,"dns_latency_max_ns":0,"dns_timeout":true`,
+		3: `"dns_id":9,"dns_flags":33154,"dns_rcode":"SERVFAIL","dns_name":"broken.example","dns_name_truncated":false,"dns_latency_ns":0,"dns_latency_max_ns":0,"dns_timeout":false`,
+	} {
+		line := string(got[i].AppendJSON(nil))
+		if !strings.Contains(line, want+`,"node_name"`) {
+			t.Errorf("flow %d: JSON lacks %s:\n%s", i, want, line)
+		}
+		var v map[string]any
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Errorf("flow %d: invalid JSON: %v", i, err)
+		}
+	}
+	if line := string(got[7].AppendJSON(nil)); strings.Contains(line, "dns_") {
+		t.Errorf("flow without DNS: %s", line)
+	}
+
+	// Off by the allow-list, and each alone.
+	off, _ := pipeline.NewMetrics(pipeline.MetricsOptions{Enabled: []string{"flow_bytes_total"}})
+	(&pipeline.Pipeline{Resolver: resolver(t), Metrics: off}).Handle(context.Background(), b)
+	if n := seriesPerFamily(t, off); n[pipeline.MetricDNSLatency]+n[pipeline.MetricDNSResponses]+n[pipeline.MetricDNSTimeouts] != 0 {
+		t.Errorf("dns metrics served when not enabled: %v", n)
+	}
+	for name, series := range map[string]int{"dns_latency_seconds": 2, "dns_responses_total": 5, "dns_timeouts_total": 1} {
+		on, err := pipeline.NewMetrics(pipeline.MetricsOptions{Enabled: []string{name}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		(&pipeline.Pipeline{Resolver: resolver(t), Metrics: on}).Handle(context.Background(), b)
+		n := seriesPerFamily(t, on)
+		if n[pipeline.Prefix+name] != series || n[pipeline.MetricFlowBytes] != 0 || n[pipeline.MetricTLSFlows] != 0 {
+			t.Errorf("%s alone: %v", name, n)
+		}
+	}
+}
