@@ -215,6 +215,8 @@ func TestInvariants(t *testing.T) {
 		"flowlens_agent_export_errors_total", "flowlens_agent_bpf_program_runs_total", "process_cpu_seconds_total",
 		"process_resident_memory_bytes", "flowlens_collector_translated_bytes_total", "flowlens_collector_translated_flows_total",
 		"flowlens_collector_tls_flows_total", "SSL 3.0|TLS 1.0|TLS 1.1",
+		"flowlens_collector_dns_latency_seconds_bucket", "flowlens_collector_dns_responses_total",
+		"flowlens_collector_dns_timeouts_total", "NXDOMAIN|SERVFAIL",
 	} {
 		if !strings.Contains(all, need) {
 			t.Errorf("no dashboard query has %q", need)

@@ -19,6 +19,9 @@ const (
 	translatedBytes = "flowlens_collector_translated_bytes_total"
 	translatedFlows = "flowlens_collector_translated_flows_total"
 	tlsFlows        = "flowlens_collector_tls_flows_total"
+	dnsLatency      = "flowlens_collector_dns_latency_seconds"
+	dnsResponses    = "flowlens_collector_dns_responses_total"
+	dnsTimeouts     = "flowlens_collector_dns_timeouts_total"
 )
 
 // tlsFilter selects TLS handshakes by the destination namespace variable:
@@ -32,8 +35,28 @@ const tlsOld = `tls_version=~"SSL 3.0|TLS 1.0|TLS 1.1"`
 // orNone makes a query grouped by label read 0, not "no data", when it has
 // no series: one series labelled (no TLS) at 0. on() matches any series, so
 // it is added only when expr has none.
-func orNone(expr, label string) string {
-	return expr + ` or on() label_replace(vector(0), "` + label + `", "(no TLS)", "", "")`
+func orNone(expr, label string) string { return orNoneNamed(expr, label, "(no TLS)") }
+
+// orNoneNamed is orNone with the label value of the 0 series.
+func orNoneNamed(expr, label, name string) string {
+	return expr + ` or on() label_replace(vector(0), "` + label + `", "` + name + `", "", "")`
+}
+
+// dnsFilter selects DNS metrics by the source namespace variable: the
+// client sends the queries (the dns_* metrics have only client labels).
+const dnsFilter = `{client_namespace=~"$src_namespace"}`
+
+// dnsFailed matches the answers that mean the name did not resolve.
+const dnsFailed = `rcode=~"NXDOMAIN|SERVFAIL"`
+
+// dnsRate is rate(metric{dnsFilter}[$__rate_interval]).
+func dnsRate(metric string) string { return "rate(" + metric + dnsFilter + "[$__rate_interval])" }
+
+// dnsQuantile is the q quantile of the DNS latency in the selection, 0
+// rather than "no data" or NaN without answers (histogram_quantile of
+// buckets that did not grow is NaN: they are kept only while answers come).
+func dnsQuantile(q string) string {
+	return "histogram_quantile(" + q + ", sum by (le) (" + dnsRate(dnsLatency+"_bucket") + ") and on() (sum(" + dnsRate(dnsLatency+"_count") + ") > 0)) or vector(0)"
 }
 
 // nsFilter is the label matcher of the namespace variables, for every
@@ -178,6 +201,40 @@ func traffic() spec {
 					Description: "Server workloads that negotiated SSL 3.0, TLS 1.0 or TLS 1.1 over the dashboard's time range, by version and cipher suite.",
 					Queries: []query{{Legend: "{{server_workload}} {{tls_version}}",
 						Expr: orNone(external("topk($top, sum by (server_namespace, server_workload, tls_version, cipher_suite) (increase("+tlsFlows+"{"+tlsFilter+", "+tlsOld+"}[$__range])))", "server_namespace"), "tls_version")}}},
+			}},
+			// Feature dns (docs/dns.md), by the client (the source
+			// namespace variable). Every query reads 0, not "no data" (nor
+			// NaN), without DNS answers (agents without dns).
+			{Title: "DNS", Panels: []panel{
+				{Title: "DNS latency p50", Kind: statValue, Unit: "s", Width: 6, Height: 5,
+					Description: "Median query-to-answer latency of the DNS queries sent by clients in the source namespaces (one observation per flow and eviction period: its latest answer); needs the agents' dns feature.",
+					Queries:     []query{{Legend: "p50", Expr: dnsQuantile("0.5")}}},
+				{Title: "DNS latency p99", Kind: statValue, Unit: "s", Width: 6, Height: 5,
+					Description: "99th percentile of the query-to-answer latency of the DNS queries sent by clients in the source namespaces; needs the agents' dns feature.",
+					Queries:     []query{{Legend: "p99", Expr: dnsQuantile("0.99")}}},
+				{Title: "Share of DNS answers NXDOMAIN or SERVFAIL", Kind: statValue, Unit: "percentunit", Width: 6, Height: 5,
+					Description: "Share of the DNS answers to clients in the source namespaces whose response code is NXDOMAIN (no such name) or SERVFAIL (the server failed); needs the agents' dns feature.",
+					Queries: []query{{Legend: "NXDOMAIN or SERVFAIL",
+						Expr: "sum(rate(" + dnsResponses + `{client_namespace=~"$src_namespace", ` + dnsFailed + "}[$__rate_interval])) / (sum(" + dnsRate(dnsResponses) + ") > 0) or vector(0)"}}},
+				{Title: "DNS timeouts", Kind: statValue, Unit: "short", Width: 6, Height: 5,
+					Description: "DNS queries per second left unanswered longer than the agents' --dns-timeout, sent by clients in the source namespaces; needs the agents' dns feature.",
+					Queries:     []query{{Legend: "timeouts/s", Expr: "sum(" + dnsRate(dnsTimeouts) + ") or vector(0)"}}},
+				{Title: "DNS answers by response code", Kind: stacked, Unit: "short", Min: &zero, Width: 12, Height: 7,
+					Description: "DNS answers per second to clients in the source namespaces by response code (NOERROR, NXDOMAIN, SERVFAIL, REFUSED ...).",
+					Queries: []query{{Legend: "{{rcode}}",
+						Expr: orNoneNamed("sum by (rcode) ("+dnsRate(dnsResponses)+")", "rcode", "(no DNS)")}}},
+				{Title: "DNS latency p99 by client", Kind: timeSeries, Unit: "s", Min: &zero, Width: 12, Height: 7,
+					Description: "99th percentile of the DNS query-to-answer latency by client workload (the slowest ones), in the source namespaces.",
+					Queries: []query{{Legend: "{{client_namespace}}/{{client_workload}}",
+						Expr: orNoneNamed(external("topk($top, histogram_quantile(0.99, sum by (le, client_namespace, client_workload) ("+dnsRate(dnsLatency+"_bucket")+")) > 0)", "client_namespace"), "client_workload", "(no DNS)")}}},
+				{Title: "Clients with NXDOMAIN or SERVFAIL answers (over the range)", Kind: tableView, Unit: "short", Width: 12, Height: 7,
+					Description: "Client workloads that got NXDOMAIN or SERVFAIL answers over the dashboard's time range, by response code.",
+					Queries: []query{{Legend: "{{client_workload}} {{rcode}}",
+						Expr: orNoneNamed(external("topk($top, sum by (client_namespace, client_workload, rcode) (increase("+dnsResponses+`{client_namespace=~"$src_namespace", `+dnsFailed+"}[$__range])))", "client_namespace"), "rcode", "(no DNS)")}}},
+				{Title: "DNS timeouts by client (over the range)", Kind: barGauge, Unit: "short", Width: 12, Height: 7,
+					Description: "Client workloads whose DNS queries went unanswered over the dashboard's time range.",
+					Queries: []query{{Legend: "{{client_namespace}}/{{client_workload}}",
+						Expr: orNoneNamed(external("topk($top, sum by (client_namespace, client_workload) (increase("+dnsTimeouts+dnsFilter+"[$__range])))", "client_namespace"), "client_workload", "(no DNS)")}}},
 			}},
 		},
 	}
