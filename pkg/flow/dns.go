@@ -68,6 +68,14 @@ func appendDNSRcodeName(b []byte, c uint8) []byte {
 // escaped as "\." and "\\", a byte outside '!'..'~' (space, control
 // characters, bytes >= 0x80) as "\DDD" (three decimal digits). Case is kept.
 func DNSNameFromWire(b []byte) (name string, truncated bool) {
+	return DNSNameFromWireReuse("", b)
+}
+
+// DNSNameFromWireReuse is DNSNameFromWire that returns prev, allocating
+// nothing, when the name is prev: a caller that refills the same Record
+// passes its DNSName, so a flow that keeps asking for one name costs no
+// allocation per eviction. Otherwise the name is one allocation.
+func DNSNameFromWireReuse(prev string, b []byte) (name string, truncated bool) {
 	if len(b) == 0 {
 		return "", false
 	}
@@ -77,39 +85,46 @@ func DNSNameFromWire(b []byte) (name string, truncated bool) {
 	if len(b) > DNSMaxWireName {
 		out = make([]byte, 0, 4*len(b))
 	}
+	out, truncated = appendDNSName(out, b)
+	switch {
+	case len(out) == 0 && !truncated:
+		return ".", false
+	case string(out) == prev:
+		return prev, truncated
+	}
+	return string(out), truncated
+}
+
+// appendDNSName appends the text of wire name b (DNSNameFromWire without
+// the root's ".").
+func appendDNSName(out, b []byte) ([]byte, bool) {
 	for i := 0; ; {
 		if i >= len(b) {
-			truncated = true // no terminating zero
-			break
+			return out, true // no terminating zero
 		}
 		l := int(b[i])
 		i++
 		if l == 0 {
-			break
+			return out, false
 		}
 		if l&0xc0 != 0 {
-			truncated = true // compression pointer or extended label type
-			break
+			return out, true // compression pointer or extended label type
 		}
 		if len(out) > 0 {
 			out = append(out, '.')
 		}
 		end := i + l
 		if end > len(b) {
-			end, truncated = len(b), true
+			for _, c := range b[i:] {
+				out = appendDNSLabelByte(out, c)
+			}
+			return out, true // the label runs past the end
 		}
 		for _, c := range b[i:end] {
 			out = appendDNSLabelByte(out, c)
 		}
-		if truncated {
-			break
-		}
 		i = end
 	}
-	if len(out) == 0 && !truncated {
-		return ".", false
-	}
-	return string(out), truncated
 }
 
 func appendDNSLabelByte(b []byte, c byte) []byte {

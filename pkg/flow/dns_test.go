@@ -337,3 +337,33 @@ func TestAppendJSONDNSNoAllocs(t *testing.T) {
 		}
 	}
 }
+
+// DNSNameFromWire allocates the name once; DNSNameFromWireReuse nothing when
+// the name is the one it is given (a Record refilled for the same flow).
+func TestDNSNameFromWireAllocs(t *testing.T) {
+	in := pad(wire("kubernetes", "default", "svc", "cluster", "local"))
+	if n := testing.AllocsPerRun(100, func() { flow.DNSNameFromWire(in) }); n != 1 {
+		t.Errorf("DNSNameFromWire: %v allocations, want 1", n)
+	}
+	prev, _ := flow.DNSNameFromWire(in)
+	var got string
+	if n := testing.AllocsPerRun(100, func() { got, _ = flow.DNSNameFromWireReuse(prev, in) }); n != 0 {
+		t.Errorf("DNSNameFromWireReuse, same name: %v allocations", n)
+	}
+	if got != prev {
+		t.Errorf("got %q", got)
+	}
+	for _, c := range [][]byte{in, []byte("\x03www\x07exam"), {0}, nil, pad(wire("a.b"))} {
+		w, wt := flow.DNSNameFromWire(c)
+		for _, prev := range []string{"", "other", w} {
+			if g, gt := flow.DNSNameFromWireReuse(prev, c); g != w || gt != wt {
+				t.Errorf("DNSNameFromWireReuse(%q, %q) = %q, %v; want %q, %v", prev, c, g, gt, w, wt)
+			}
+		}
+	}
+	// Longer than the kernel copies (a caller's own buffer): still right.
+	long := []byte(wire(strings.Repeat("x", 63), strings.Repeat("y", 63)))
+	if g, tr := flow.DNSNameFromWire(long); g != strings.Repeat("x", 63)+"."+strings.Repeat("y", 63) || tr {
+		t.Errorf("long name: %q, %v", g, tr)
+	}
+}
