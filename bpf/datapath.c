@@ -10,7 +10,8 @@
  *                  their flow), order.h (which hook counts a packet),
  *                  filter.h (the flow filter rules), xlat.h (feature
  *                  "xlat": conntrack NAT translation), tls.h (feature "tls":
- *                  TLS handshakes and QUIC), both inside the TC programs
+ *                  TLS handshakes and QUIC), dns.h (feature "dns"), all three
+ *                  inside the TC programs
  *   drops.h        tp_btf/kfree_skb, tracepoint fallback
  *   rtt.h          fentry/tcp_rcv_established, tp_btf/tcp_probe fallback
  *   retransmits.h  tp_btf/tcp_retransmit_skb
@@ -42,3 +43,4 @@ const enum hook_order *unused_hook_order __attribute__((unused));
 const enum filter_size *unused_filter_size __attribute__((unused));
 const enum filter_use *unused_filter_use __attribute__((unused));
 const enum tls_flags *unused_tls_flags __attribute__((unused));
+const enum dns_state *unused_dns_state __attribute__((unused));

@@ -38,8 +38,12 @@ static __always_inline struct enrich_value *enrich_entry(const struct flow_key *
 	struct enrich_value *v = bpf_map_lookup_elem(m, key);
 	if (v)
 		return v;
-	struct enrich_value zv = {};
-	bpf_map_update_elem(m, key, &zv, BPF_NOEXIST); /* -EEXIST: another CPU won; fine */
+	/* The zero value from a map, not the stack: the value is 192 bytes,
+	 * and the TC programs' call chains have 512 for all their frames. */
+	__u32 zero = 0;
+	const struct enrich_value *zv = bpf_map_lookup_elem(&enrich_zero, &zero);
+	if (zv)
+		bpf_map_update_elem(m, key, zv, BPF_NOEXIST); /* -EEXIST: another CPU won; fine */
 	v = bpf_map_lookup_elem(m, key);
 	if (!v) {
 		__u64 *lost = bpf_map_lookup_elem(&enrich_counters, &lost_idx);

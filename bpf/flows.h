@@ -19,6 +19,7 @@
 #include "filter.h"
 #include "xlat.h"
 #include "tls.h"
+#include "dns.h"
 
 /* Load-time configuration (rewritten by the agent before loading). */
 volatile const __u32 sampling = 1;     /* 1:N; 1 = every packet */
@@ -392,6 +393,9 @@ static __always_inline int handle(struct __sk_buff *skb, __u32 dir, int l3)
 	/* Feature "tls": hellos and QUIC long headers, before the flow map. */
 	if (tls_on)
 		tls_inspect(skb, &p);
+	/* Feature "dns": messages to or from the DNS ports. */
+	if (dns_on && p.payload && (dns_port(p.key.dst_port) || dns_port(p.key.src_port)))
+		dns_inspect(skb, &p);
 	__u32 zero = 0;
 	__u32 *gen = bpf_map_lookup_elem(&control, &zero);
 	if (gen && (*gen & 1))

@@ -128,6 +128,15 @@ struct {
 DEFINE_ENRICH_MAP(enrich_a);
 DEFINE_ENRICH_MAP(enrich_b);
 
+/* One enrichment value, all zero (never written): what a new entry starts
+ * as (bpf/enrich.h), so the hooks do not build it on their stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct enrich_value);
+	__uint(max_entries, 1);
+} enrich_zero SEC(".maps");
+
 /* Per-CPU counters of the enrichment hooks, indexed by enum enrich_counter. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -135,6 +144,16 @@ struct {
 	__type(value, __u64);
 	__uint(max_entries, ENRICH_CNT_MAX);
 } enrich_counters SEC(".maps");
+
+/* DNS queries awaiting their answer (bpf/dns.h): LRU, so an unanswered
+ * query is forgotten without the agent's help. Sized at load when the dns
+ * feature is on (Hook.MapSizes), else one entry. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct dns_pending_key);
+	__type(value, __u64);
+	__uint(max_entries, 1);
+} dns_pending SEC(".maps");
 
 /* The RTT hook's per-socket memory (bpf/rtt.h). */
 struct {

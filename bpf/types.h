@@ -270,6 +270,30 @@ struct enrich_value {
 	__u16 tls_group;   /* the ServerHello's key_share group */
 	__u8 tls_flags;    /* TLS_F_* (bpf/tls.h) */
 	__u8 _pad[3];
+	/* Feature "dns" (bpf/dns.h): on the query's flow, the query and its
+	 * answer's latency; on the answer's flow, the answer. */
+	__u64 dns_query_ns;       /* CLOCK_MONOTONIC of the query's first sighting; 0: no query */
+	__u64 dns_latency_ns;     /* query to answer, last */
+	__u64 dns_latency_max_ns;
+	__u16 dns_id;
+	__u16 dns_flags;          /* the last message's flags word (the answer's, once answered) */
+	__u8 dns_state;           /* DNS_S_* */
+	__u8 _pad2[3];
+	__u8 dns_name[64];        /* the question's name as on the wire, zero-padded */
+};
+
+/* enrich_value.dns_state */
+enum dns_state {
+	DNS_S_QUERY = 0x1,    /* a query was seen on this flow */
+	DNS_S_ANSWERED = 0x2, /* its answer was seen: dns_latency_ns is set */
+	DNS_S_ANSWER = 0x4,   /* an answer was seen on this flow */
+};
+
+/* A DNS query awaiting its answer (map dns_pending, bpf/dns.h). */
+struct dns_pending_key {
+	struct flow_key key; /* the query's flow */
+	__u16 id;
+	__u8 _pad[6]; /* always 0 */
 };
 
 /* enrich_value.tls_flags (feature "tls", bpf/tls.h) */

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a build or test step needs, with apt, only when missing.
 #   hack/install-deps.sh bpf    clang, llvm, libbpf headers (make generate)
-#   hack/install-deps.sh test   iproute2, nftables, iptables (make test)
+#   hack/install-deps.sh test   iproute2, nftables, iptables, openssl, dnsmasq (make test)
 set -euo pipefail
 
 need=()
@@ -16,6 +16,8 @@ test)
 	command -v ip >/dev/null || need+=(iproute2)
 	command -v nft >/dev/null || need+=(nftables)
 	command -v iptables >/dev/null || need+=(iptables)
+	command -v openssl >/dev/null || need+=(openssl)            # the tls feature's test
+	command -v dnsmasq >/dev/null || need+=(dnsmasq-base)       # the dns feature's test
 	;;
 *)
 	echo "usage: $0 bpf|test" >&2

@@ -30,6 +30,7 @@ import (
 	grpcexp "github.com/flowlens/flowlens/internal/exporter/grpc"
 	"github.com/flowlens/flowlens/internal/exporter/stdout"
 	"github.com/flowlens/flowlens/internal/feature"
+	"github.com/flowlens/flowlens/internal/feature/dns"
 	"github.com/flowlens/flowlens/internal/feature/registry"
 	"github.com/flowlens/flowlens/internal/ifaces"
 	"github.com/flowlens/flowlens/internal/metrics"
@@ -101,6 +102,11 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, f := range enabled {
+		if d, ok := f.(*dns.Feature); ok { // the one feature with options
+			d.Ports, d.Timeout = cfg.DNSPorts, cfg.DNSTimeout
+		}
+	}
 	filterTable, err := cfg.FilterTable()
 	if err != nil {
 		return nil, err
@@ -108,10 +114,11 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 	// The features' hooks are known before the TC programs load: those
 	// that run inside them (Hook.TC) are switched on by load-time constants.
 	hooks := a.featureHooks(enabled)
-	tc := map[string]any{}
+	tc, sizes := map[string]any{}, map[string]uint32{}
 	for _, h := range hooks {
 		if h.Err == nil {
 			maps.Copy(tc, h.TC)
+			maps.Copy(sizes, h.MapSizes)
 		}
 	}
 	a.DP, err = datapath.Load(datapath.Config{
@@ -119,6 +126,7 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 		Sampling:         cfg.Sampling,
 		Filter:           filterTable,
 		TCConstants:      tc,
+		MapSizes:         sizes,
 		ForceLegacyTC:    opts.ForceLegacyTC,
 		Enrichment:       len(enabled) > 0,
 		SkipHookPrograms: opts.SkipHookPrograms,

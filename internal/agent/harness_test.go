@@ -66,6 +66,13 @@ type jsonFlow struct {
 	TLSGroup       string `json:"tls_group"`
 	TLSClientHello bool   `json:"tls_client_hello"`
 	QUIC           bool   `json:"quic"`
+
+	DNSID        uint16 `json:"dns_id"`
+	DNSFlags     uint16 `json:"dns_flags"`
+	DNSRcode     string `json:"dns_rcode"`
+	DNSName      string `json:"dns_name"`
+	DNSLatencyNs uint64 `json:"dns_latency_ns"`
+	DNSTimeout   bool   `json:"dns_timeout"`
 }
 
 func (f jsonFlow) ifaces() string {

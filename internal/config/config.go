@@ -56,6 +56,11 @@ type Config struct {
 	TLSKey  string
 
 	Features Features
+	// DNSPorts are the ports the dns feature reads DNS messages on (1 to
+	// 4); DNSTimeout is how long a query may go unanswered before its
+	// flow's record says dns_timeout.
+	DNSPorts   []uint16
+	DNSTimeout time.Duration
 
 	// MetricsAddress is where Prometheus metrics are served; "" disables.
 	MetricsAddress string
@@ -79,6 +84,7 @@ type Features struct {
 	Retransmits bool
 	Xlat        bool
 	TLS         bool
+	DNS         bool
 }
 
 // String returns the features in --features syntax, e.g. "drops,rtt" or "none".
@@ -98,6 +104,9 @@ func (f Features) String() string {
 	}
 	if f.TLS {
 		names = append(names, "tls")
+	}
+	if f.DNS {
+		names = append(names, "dns")
 	}
 	if len(names) == 0 {
 		return "none"

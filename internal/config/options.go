@@ -81,8 +81,14 @@ var options = []*option{
 		usage: "client key for the grpc collector; needs --tls-cert",
 		set:   func(c *Config, s string) error { c.TLSKey = s; return nil }},
 	{name: "features", arg: "list", def: "drops,rtt,retransmits",
-		usage:   `optional measurements: drops, rtt, retransmits, xlat (conntrack NAT translation), tls (TLS handshakes, QUIC); "none" or empty for none`,
+		usage:   `optional measurements: drops, rtt, retransmits, xlat (conntrack NAT translation), tls (TLS handshakes, QUIC), dns (DNS ids, codes, names, latency); "none" or empty for none`,
 		setList: setFeatures},
+	{name: "dns-ports", arg: "list", def: "53",
+		usage:   "ports the dns feature reads DNS messages on, UDP and TCP (1 to 4 ports)",
+		setList: setDNSPorts},
+	{name: "dns-timeout", arg: "duration", def: "5s",
+		usage: "how long a DNS query may go unanswered before its flow says dns_timeout (100ms to 1m)",
+		set:   setDuration(func(c *Config) *time.Duration { return &c.DNSTimeout })},
 	{name: "metrics-address", arg: "host:port", def: ":9400",
 		usage: `address to serve Prometheus metrics on; "" disables`,
 		set:   func(c *Config, s string) error { c.MetricsAddress = s; return nil }},
@@ -116,7 +122,7 @@ func setSampling(c *Config, s string) error {
 
 var setLogLevel = cliconf.Level(func(c *Config) *slog.Level { return &c.LogLevel })
 
-const featureNames = "drops, rtt, retransmits, xlat, tls"
+const featureNames = "drops, rtt, retransmits, xlat, tls, dns"
 
 func setFeatures(c *Config, items []string) error {
 	var f Features
@@ -132,6 +138,8 @@ func setFeatures(c *Config, items []string) error {
 			f.Xlat = true
 		case "tls":
 			f.TLS = true
+		case "dns":
+			f.DNS = true
 		case "none":
 			if len(items) > 1 {
 				return errors.New(`"none" cannot be combined with features`)
@@ -141,6 +149,22 @@ func setFeatures(c *Config, items []string) error {
 		}
 	}
 	c.Features = f
+	return nil
+}
+
+func setDNSPorts(c *Config, items []string) error {
+	if len(items) < 1 || len(items) > 4 {
+		return errors.New("must be 1 to 4 ports")
+	}
+	var ports []uint16
+	for _, it := range items {
+		n, err := strconv.ParseUint(it, 10, 16)
+		if err != nil || n == 0 {
+			return fmt.Errorf("port %q: must be a number from 1 to 65535", it)
+		}
+		ports = append(ports, uint16(n))
+	}
+	c.DNSPorts = ports
 	return nil
 }
 

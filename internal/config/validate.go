@@ -34,6 +34,9 @@ func (c *Config) Validate() error {
 		add(invalid("--sampling", strconv.FormatUint(uint64(c.Sampling), 10), errors.New("must be >= 1")))
 	}
 	add(checkFilter(c))
+	if d := c.DNSTimeout; d < 100*time.Millisecond || d > time.Minute {
+		add(invalid("--dns-timeout", d.String(), errors.New("must be from 100ms to 1m")))
+	}
 	add(checkExport(c.Export))
 	add(checkTarget(c.Target, c.Export))
 	add(checkRange("--grpc-batch-size", c.GRPCBatchSize, 1, 100_000))

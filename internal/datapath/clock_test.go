@@ -28,7 +28,9 @@ func TestClockTimebase(t *testing.T) {
 		t.Fatalf("timebase %+v", tb)
 	}
 	frame := packet.Cat(packet.Eth(packet.EtherTypeIPv4), packet.IPv4(packet.ProtoUDP, "10.0.0.1", "10.0.0.2", 8), packet.UDP(1, 2, 0))
-	for i := 0; i < 20; i++ {
+	const runs = 20
+	late := 0 // stamps more than a tick before their packet
+	for i := 0; i < runs; i++ {
 		before := monoNow()
 		runPkt(t, dp, frame, 1)
 		after := monoNow()
@@ -37,13 +39,24 @@ func TestClockTimebase(t *testing.T) {
 			t.Fatalf("%d flows", len(got))
 		}
 		stamp := int64(tb.MonoNs(got[0].v.LastSeen))
-		// At or before the packet (which ran between before and after), and
-		// at most a tick before it; 200 µs of slack for the tick
-		// interrupt's latency.
-		if stamp > after+int64(200*time.Microsecond) || stamp < before-int64(tb.Tick)-int64(200*time.Microsecond) {
+		// At or before the packet (which ran between before and after),
+		// never after it (200 µs of slack for the tick interrupt's
+		// latency), and at most a tick before it, unless the tick itself
+		// was late: on a busy VM the vCPU that advances jiffies can be
+		// descheduled for several ticks (seen: 6.5 ms at HZ 250, with two
+		// test packages running). A late tick is allowed on a few runs and
+		// up to 4 ticks; a wrong base would put every run off.
+		slack := int64(200 * time.Microsecond)
+		switch {
+		case stamp > after+slack || stamp < before-4*int64(tb.Tick)-slack:
 			t.Errorf("packet run in [%d, %d] ns, stamped %d (tick %d ns)", before, after, stamp, tb.Tick)
+		case stamp < before-int64(tb.Tick)-slack:
+			late++
 		}
 		time.Sleep(time.Duration(tb.Tick/3) + time.Duration(i)*97*time.Microsecond) // other phases of the tick
+	}
+	if late > runs/4 {
+		t.Errorf("%d of %d stamps more than a tick before their packet", late, runs)
 	}
 }
 

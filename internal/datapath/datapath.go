@@ -27,6 +27,8 @@ type Config struct {
 	// TCConstants are load-time constants of the TC programs set by the
 	// features that run inside them (Hook.TC), by variable name.
 	TCConstants map[string]any
+	// MapSizes size the maps features need (Hook.MapSizes), by name.
+	MapSizes map[string]uint32
 	// Filter is the compiled flow filter (nil or no rules: every packet is
 	// accounted, 1 in Sampling).
 	Filter *filter.Table
@@ -96,6 +98,13 @@ func Load(cfg Config) (*Datapath, error) {
 	}
 	if err := sizeFilter(spec, cfg.Filter); err != nil {
 		return nil, err
+	}
+	for name, n := range cfg.MapSizes {
+		ms, ok := spec.Maps[name]
+		if !ok {
+			return nil, fmt.Errorf("map %s: not in the BPF object", name)
+		}
+		ms.MaxEntries = n
 	}
 	for name, v := range cfg.TCConstants {
 		sv, ok := spec.Variables[name]

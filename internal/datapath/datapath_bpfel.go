@@ -43,6 +43,21 @@ const (
 	datapathDirectionDIR_BOTH    datapathDirection = 3
 )
 
+type datapathDnsPendingKey struct {
+	_   structs.HostLayout
+	Key datapathFlowKey
+	Id  uint16
+	Pad [6]uint8
+}
+
+type datapathDnsState uint32
+
+const (
+	datapathDnsStateDNS_S_QUERY    datapathDnsState = 1
+	datapathDnsStateDNS_S_ANSWERED datapathDnsState = 2
+	datapathDnsStateDNS_S_ANSWER   datapathDnsState = 4
+)
+
 type datapathEnrichCounter uint32
 
 const (
@@ -51,26 +66,34 @@ const (
 )
 
 type datapathEnrichValue struct {
-	_            structs.HostLayout
-	DropPackets  uint64
-	DropBytes    uint64
-	RttNs        uint64
-	RttMaxNs     uint64
-	Retransmits  uint64
-	DropCause    uint32
-	DropTcpFlags uint16
-	DropTcpState uint8
-	Xlat         uint8
-	XlatSrc      [16]uint8
-	XlatDst      [16]uint8
-	XlatSport    uint16
-	XlatDport    uint16
-	XlatZone     uint16
-	TlsVersion   uint16
-	TlsCipher    uint16
-	TlsGroup     uint16
-	TlsFlags     uint8
-	Pad          [3]uint8
+	_               structs.HostLayout
+	DropPackets     uint64
+	DropBytes       uint64
+	RttNs           uint64
+	RttMaxNs        uint64
+	Retransmits     uint64
+	DropCause       uint32
+	DropTcpFlags    uint16
+	DropTcpState    uint8
+	Xlat            uint8
+	XlatSrc         [16]uint8
+	XlatDst         [16]uint8
+	XlatSport       uint16
+	XlatDport       uint16
+	XlatZone        uint16
+	TlsVersion      uint16
+	TlsCipher       uint16
+	TlsGroup        uint16
+	TlsFlags        uint8
+	Pad             [3]uint8
+	DnsQueryNs      uint64
+	DnsLatencyNs    uint64
+	DnsLatencyMaxNs uint64
+	DnsId           uint16
+	DnsFlags        uint16
+	DnsState        uint8
+	Pad2            [3]uint8
+	DnsName         [64]uint8
 }
 
 type datapathFilterAddrBits struct {
@@ -268,9 +291,11 @@ const (
 const (
 	datapathMapControl             = "control"
 	datapathMapCounters            = "counters"
+	datapathMapDnsPending          = "dns_pending"
 	datapathMapEnrichA             = "enrich_a"
 	datapathMapEnrichB             = "enrich_b"
 	datapathMapEnrichCounters      = "enrich_counters"
+	datapathMapEnrichZero          = "enrich_zero"
 	datapathMapFilterAddr          = "filter_addr"
 	datapathMapFilterCounters      = "filter_counters"
 	datapathMapFilterIfaces        = "filter_ifaces"
@@ -292,6 +317,8 @@ const (
 	datapathProgRetransmit         = "retransmit"
 	datapathProgRttFentry          = "rtt_fentry"
 	datapathProgRttTcpProbe        = "rtt_tcp_probe"
+	datapathVarDnsOn               = "dns_on"
+	datapathVarDnsPorts            = "dns_ports"
 	datapathVarFilterOn            = "filter_on"
 	datapathVarFilterUsed          = "filter_used"
 	datapathVarNetnsCookie         = "netns_cookie"
@@ -302,6 +329,7 @@ const (
 	datapathVarUnusedClockSample   = "unused_clock_sample"
 	datapathVarUnusedCounter       = "unused_counter"
 	datapathVarUnusedDirection     = "unused_direction"
+	datapathVarUnusedDnsState      = "unused_dns_state"
 	datapathVarUnusedEnrichCounter = "unused_enrich_counter"
 	datapathVarUnusedEnrichValue   = "unused_enrich_value"
 	datapathVarUnusedFilterSize    = "unused_filter_size"
@@ -374,9 +402,11 @@ type datapathProgramSpecs struct {
 type datapathMapSpecs struct {
 	Control        *ebpf.MapSpec `ebpf:"control"`
 	Counters       *ebpf.MapSpec `ebpf:"counters"`
+	DnsPending     *ebpf.MapSpec `ebpf:"dns_pending"`
 	EnrichA        *ebpf.MapSpec `ebpf:"enrich_a"`
 	EnrichB        *ebpf.MapSpec `ebpf:"enrich_b"`
 	EnrichCounters *ebpf.MapSpec `ebpf:"enrich_counters"`
+	EnrichZero     *ebpf.MapSpec `ebpf:"enrich_zero"`
 	FilterAddr     *ebpf.MapSpec `ebpf:"filter_addr"`
 	FilterCounters *ebpf.MapSpec `ebpf:"filter_counters"`
 	FilterIfaces   *ebpf.MapSpec `ebpf:"filter_ifaces"`
@@ -394,6 +424,8 @@ type datapathMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type datapathVariableSpecs struct {
+	DnsOn               *ebpf.VariableSpec `ebpf:"dns_on"`
+	DnsPorts            *ebpf.VariableSpec `ebpf:"dns_ports"`
 	FilterOn            *ebpf.VariableSpec `ebpf:"filter_on"`
 	FilterUsed          *ebpf.VariableSpec `ebpf:"filter_used"`
 	NetnsCookie         *ebpf.VariableSpec `ebpf:"netns_cookie"`
@@ -404,6 +436,7 @@ type datapathVariableSpecs struct {
 	UnusedClockSample   *ebpf.VariableSpec `ebpf:"unused_clock_sample"`
 	UnusedCounter       *ebpf.VariableSpec `ebpf:"unused_counter"`
 	UnusedDirection     *ebpf.VariableSpec `ebpf:"unused_direction"`
+	UnusedDnsState      *ebpf.VariableSpec `ebpf:"unused_dns_state"`
 	UnusedEnrichCounter *ebpf.VariableSpec `ebpf:"unused_enrich_counter"`
 	UnusedEnrichValue   *ebpf.VariableSpec `ebpf:"unused_enrich_value"`
 	UnusedFilterSize    *ebpf.VariableSpec `ebpf:"unused_filter_size"`
@@ -438,9 +471,11 @@ func (o *datapathObjects) Close() error {
 type datapathMaps struct {
 	Control        *ebpf.Map `ebpf:"control"`
 	Counters       *ebpf.Map `ebpf:"counters"`
+	DnsPending     *ebpf.Map `ebpf:"dns_pending"`
 	EnrichA        *ebpf.Map `ebpf:"enrich_a"`
 	EnrichB        *ebpf.Map `ebpf:"enrich_b"`
 	EnrichCounters *ebpf.Map `ebpf:"enrich_counters"`
+	EnrichZero     *ebpf.Map `ebpf:"enrich_zero"`
 	FilterAddr     *ebpf.Map `ebpf:"filter_addr"`
 	FilterCounters *ebpf.Map `ebpf:"filter_counters"`
 	FilterIfaces   *ebpf.Map `ebpf:"filter_ifaces"`
@@ -458,9 +493,11 @@ func (m *datapathMaps) Close() error {
 	return _DatapathClose(
 		m.Control,
 		m.Counters,
+		m.DnsPending,
 		m.EnrichA,
 		m.EnrichB,
 		m.EnrichCounters,
+		m.EnrichZero,
 		m.FilterAddr,
 		m.FilterCounters,
 		m.FilterIfaces,
@@ -479,6 +516,8 @@ func (m *datapathMaps) Close() error {
 //
 // It can be passed to loadDatapathObjects or ebpf.CollectionSpec.LoadAndAssign.
 type datapathVariables struct {
+	DnsOn               *ebpf.Variable `ebpf:"dns_on"`
+	DnsPorts            *ebpf.Variable `ebpf:"dns_ports"`
 	FilterOn            *ebpf.Variable `ebpf:"filter_on"`
 	FilterUsed          *ebpf.Variable `ebpf:"filter_used"`
 	NetnsCookie         *ebpf.Variable `ebpf:"netns_cookie"`
@@ -489,6 +528,7 @@ type datapathVariables struct {
 	UnusedClockSample   *ebpf.Variable `ebpf:"unused_clock_sample"`
 	UnusedCounter       *ebpf.Variable `ebpf:"unused_counter"`
 	UnusedDirection     *ebpf.Variable `ebpf:"unused_direction"`
+	UnusedDnsState      *ebpf.Variable `ebpf:"unused_dns_state"`
 	UnusedEnrichCounter *ebpf.Variable `ebpf:"unused_enrich_counter"`
 	UnusedEnrichValue   *ebpf.Variable `ebpf:"unused_enrich_value"`
 	UnusedFilterSize    *ebpf.Variable `ebpf:"unused_filter_size"`

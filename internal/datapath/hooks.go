@@ -26,6 +26,10 @@ type Hook struct {
 	// hands them to Load (Config.TCConstants). A hook with TC and no
 	// Candidates runs as part of the TC programs.
 	TC map[string]any
+	// MapSizes are the entries of maps of bpf/maps.h only this feature
+	// uses, by map name (the agent hands them to Load, Config.MapSizes);
+	// without the feature they keep one entry.
+	MapSizes map[string]uint32
 	// Err, when set, is why the feature cannot run on this kernel, found
 	// before anything loads (e.g. a kfunc its BTF lacks); StartHooks
 	// reports it and loads nothing.

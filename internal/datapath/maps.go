@@ -25,6 +25,8 @@ type Maps struct {
 	FilterPorts    *ebpf.Map    // its per-port bits
 	FilterIfaces   *ebpf.Map    // its per-interface bits
 	FilterCounters *ebpf.Map    // per-CPU packets matched per rule
+	DNSPending     *ebpf.Map    // DNS queries awaiting their answer (LRU, feature "dns")
+	EnrichZero     *ebpf.Map    // one all-zero enrichment value: what a new entry starts as
 
 	// percpu is the buffer the per-CPU counters are read into, reused so
 	// that reading them (every flip, every pressure check, every scrape)
@@ -67,6 +69,8 @@ func (m *Maps) table() []struct {
 		{datapathMapFilterPorts, &m.FilterPorts},
 		{datapathMapFilterIfaces, &m.FilterIfaces},
 		{datapathMapFilterCounters, &m.FilterCounters},
+		{datapathMapDnsPending, &m.DNSPending},
+		{datapathMapEnrichZero, &m.EnrichZero},
 	}
 }
 

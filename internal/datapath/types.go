@@ -93,3 +93,13 @@ const (
 	TLSServerHello = uint8(datapathTlsFlagsTLS_F_SERVER_HELLO) // a ServerHello: version, cipher, group set
 	TLSQUIC        = uint8(datapathTlsFlagsTLS_F_QUIC)         // a QUIC long-header packet was seen on the flow
 )
+
+// EnrichValue.DnsState bits (enum dns_state, bpf/dns.h).
+const (
+	DNSQuery    = uint8(datapathDnsStateDNS_S_QUERY)    // a query was seen on the flow
+	DNSAnswered = uint8(datapathDnsStateDNS_S_ANSWERED) // its answer was seen: DnsLatencyNs is set
+	DNSAnswer   = uint8(datapathDnsStateDNS_S_ANSWER)   // an answer was seen on the flow
+)
+
+// MapDNSPending is the name of the dns feature's map of pending queries.
+const MapDNSPending = datapathMapDnsPending

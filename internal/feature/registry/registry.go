@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/flowlens/flowlens/internal/datapath"
 	"github.com/flowlens/flowlens/internal/feature"
+	"github.com/flowlens/flowlens/internal/feature/dns"
 	"github.com/flowlens/flowlens/internal/feature/drops"
 	"github.com/flowlens/flowlens/internal/feature/retransmits"
 	"github.com/flowlens/flowlens/internal/feature/rtt"
@@ -25,6 +26,7 @@ func New() []feature.Feature {
 		retransmits.New(),
 		xlat.New(),
 		tls.New(),
+		dns.New(),
 	}
 }
 

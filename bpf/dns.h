@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Feature "dns": DNS messages per flow, read by the TC programs from UDP and
+ * TCP packets to or from the DNS ports (dns_ports, --dns-ports): the
+ * transaction id, the flags (and so the response code), the question's name
+ * (its first 64 bytes as on the wire), and the latency from a query's first
+ * sighting to its answer's, matched by the query's flow and id in the LRU
+ * map dns_pending. The query's flow gets the query, then its answer's
+ * latency and flags; the answer's flow gets the answer. Go side:
+ * internal/feature/dns; docs/dns.md.
+ *
+ * Cost: packets to or from other ports pay a port compare, while the
+ * feature is on; off (dns_on 0) nothing is compiled in.
+ */
+#ifndef FLOWLENS_DNS_H
+#define FLOWLENS_DNS_H
+
+#include "enrich.h"
+#include "parse.h"
+
+volatile const __u32 dns_on = 0;
+volatile const __u16 dns_ports[4] = {53, 0, 0, 0}; /* 0: unused */
+
+#define DNS_QR 0x8000
+#define DNS_NAME_MAX 64
+
+struct dns_hdr {
+	__be16 id;
+	__be16 flags;
+	__be16 qdcount, ancount, nscount, arcount;
+};
+
+static __always_inline int dns_port(__u16 p)
+{
+	return p == dns_ports[0] || (dns_ports[1] && p == dns_ports[1]) ||
+	       (dns_ports[2] && p == dns_ports[2]) || (dns_ports[3] && p == dns_ports[3]);
+}
+
+/* dns_name copies the question's name (at off) into e->dns_name. */
+static __always_inline void dns_name(struct __sk_buff *skb, __u32 off, struct enrich_value *e)
+{
+	__builtin_memset(e->dns_name, 0, DNS_NAME_MAX);
+	if (skb->len <= off)
+		return;
+	/* 64-bit and clamped both ways: the verifier needs 1 <= n <= 64. */
+	__u64 n = (__u64)skb->len - off;
+	if (n > DNS_NAME_MAX)
+		n = DNS_NAME_MAX;
+	if (n < 1)
+		return;
+	bpf_skb_load_bytes(skb, off, e->dns_name, n);
+}
+
+/* dns_inspect reads a DNS message at the start of the packet's payload. */
+static __noinline void dns_inspect(struct __sk_buff *skb, const struct pkt *p)
+{
+	const struct flow_key *k = &p->key;
+	__u32 off = p->payload + (k->proto == IPPROTO_TCP ? 2 : 0); /* TCP: a length first */
+	struct dns_hdr h;
+	if (bpf_skb_load_bytes(skb, off, &h, sizeof(h)))
+		return;
+	__u16 id = bpf_ntohs(h.id), flags = bpf_ntohs(h.flags);
+	__u32 name = h.qdcount ? off + sizeof(h) : 0;
+	__u64 now = bpf_ktime_get_ns();
+	__u32 gen = generation();
+	struct dns_pending_key pk = {.id = id};
+	struct enrich_value *e;
+	if (!(flags & DNS_QR)) { /* a query: its first sighting starts the clock */
+		pk.key = *k;
+		bpf_map_update_elem(&dns_pending, &pk, &now, BPF_NOEXIST);
+		e = enrich_entry(k, gen);
+		if (!e)
+			return;
+		e->dns_id = id;
+		e->dns_flags = flags;
+		if (!e->dns_query_ns)
+			e->dns_query_ns = now;
+		e->dns_state |= DNS_S_QUERY;
+		if (name)
+			dns_name(skb, name, e);
+		return;
+	}
+	/* An answer, on its own flow. */
+	e = enrich_entry(k, gen);
+	if (e) {
+		e->dns_id = id;
+		e->dns_flags = flags;
+		e->dns_state |= DNS_S_ANSWER;
+		if (name)
+			dns_name(skb, name, e);
+	}
+	/* Its query's flow: the reverse of this one. */
+	__builtin_memcpy(pk.key.src_ip, k->dst_ip, 16);
+	__builtin_memcpy(pk.key.dst_ip, k->src_ip, 16);
+	pk.key.src_port = k->dst_port;
+	pk.key.dst_port = k->src_port;
+	pk.key.proto = k->proto;
+	__u64 *ts = bpf_map_lookup_elem(&dns_pending, &pk);
+	if (!ts)
+		return; /* its query was not seen, or a later hook already matched it */
+	__u64 lat = now - *ts;
+	bpf_map_delete_elem(&dns_pending, &pk);
+	e = enrich_entry(&pk.key, gen);
+	if (!e)
+		return;
+	e->dns_latency_ns = lat;
+	if (lat > e->dns_latency_max_ns)
+		e->dns_latency_max_ns = lat;
+	e->dns_flags = flags;
+	e->dns_state |= DNS_S_ANSWERED;
+}
+
+#endif
