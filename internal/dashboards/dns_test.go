@@ -1,14 +1,8 @@
 package dashboards_test
 
 import (
-	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"testing"
-
-	"github.com/flowlens/flowlens/internal/dashboards"
 )
 
 // The DNS row's queries (feature dns), evaluated by promtool test rules
@@ -17,29 +11,7 @@ import (
 // quantiles, the failure share, the rates and the (external) client names
 // with answers.
 func TestDNSRowValues(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Skip("promtool not installed (make deps-prometheus)")
-	}
-	m, err := dashboards.Parse(committed(t)["flowlens-traffic.json"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	vars := map[string]string{"__rate_interval": "2m", "__range": "10m", "top": "10", "src_namespace": ".*", "dst_namespace": ".*"}
-	expr := map[string]string{}
-	for _, p := range m.Panels {
-		if p.Row != "DNS" {
-			continue
-		}
-		if len(p.Targets) != 1 {
-			t.Fatalf("panel %q: %d queries", p.Title, len(p.Targets))
-		}
-		e, err := dashboards.Expand(p.Targets[0].Expr, vars)
-		if err != nil {
-			t.Fatal(err)
-		}
-		expr[p.Title] = e
-	}
+	expr := rowExprs(t, "DNS")
 	const (
 		p50      = "DNS latency p50"
 		p99      = "DNS latency p99"
@@ -60,30 +32,12 @@ func TestDNSRowValues(t *testing.T) {
 		web  = `client_namespace="shop",client_workload="web"`
 		corp = `client_namespace="",client_workload="corp"`
 	)
-	type sample struct {
-		Labels string  `json:"labels"`
-		Value  float64 `json:"value"`
-	}
-	type exprTest struct {
-		Expr     string   `json:"expr"`
-		EvalTime string   `json:"eval_time"`
-		Samples  []sample `json:"exp_samples"`
-	}
-	type series struct {
-		Series string `json:"series"`
-		Values string `json:"values"`
-	}
-	type test struct {
-		Interval string     `json:"interval"`
-		Input    []series   `json:"input_series"`
-		Exprs    []exprTest `json:"promql_expr_test"`
-	}
 	// histogram is the classic histogram series of one client: perMin
 	// answers a minute, all in the bucket ending at le (the
 	// collector's buckets); values "" : series that stopped growing.
 	les := []string{"0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "+Inf"}
-	histogram := func(client, le string, perMin int, idle bool) []series {
-		var out []series
+	histogram := func(client, le string, perMin int, idle bool) []promSeries {
+		var out []promSeries
 		in := false
 		grow := func(n int) string {
 			if idle {
@@ -97,15 +51,15 @@ func TestDNSRowValues(t *testing.T) {
 			if in {
 				n = perMin
 			}
-			out = append(out, series{lat + `_bucket{` + client + `,le="` + b + `"}`, grow(n)})
+			out = append(out, promSeries{lat + `_bucket{` + client + `,le="` + b + `"}`, grow(n)})
 		}
-		return append(out, series{lat + `_count{` + client + `}`, grow(perMin)})
+		return append(out, promSeries{lat + `_count{` + client + `}`, grow(perMin)})
 	}
-	c := func(title string, s ...sample) exprTest { return exprTest{expr[title], "15m", s} }
-	zeros := func() []exprTest {
-		return []exprTest{
-			c(p50, sample{"{}", 0}), c(p99, sample{"{}", 0}), c(share, sample{"{}", 0}),
-			c(byClient, sample{`{client_workload="(no DNS)"}`, 0}),
+	c := func(title string, s ...promSample) promExprTest { return promExprTest{expr[title], "15m", s} }
+	zeros := func() []promExprTest {
+		return []promExprTest{
+			c(p50, promSample{"{}", 0}), c(p99, promSample{"{}", 0}), c(share, promSample{"{}", 0}),
+			c(byClient, promSample{`{client_workload="(no DNS)"}`, 0}),
 		}
 	}
 
@@ -114,58 +68,43 @@ func TestDNSRowValues(t *testing.T) {
 	// timeout a second; corp: 1 SERVFAIL a second.
 	busy := append(histogram(web, "0.0025", 180, false), histogram(corp, "5", 60, false)...)
 	busy = append(busy,
-		series{resp + `{rcode="NOERROR",` + web + `}`, "0+120x20"},
-		series{resp + `{rcode="NXDOMAIN",` + web + `}`, "0+60x20"},
-		series{resp + `{rcode="SERVFAIL",` + corp + `}`, "0+60x20"},
-		series{tout + `{` + web + `}`, "0+30x20"})
+		promSeries{resp + `{rcode="NOERROR",` + web + `}`, "0+120x20"},
+		promSeries{resp + `{rcode="NXDOMAIN",` + web + `}`, "0+60x20"},
+		promSeries{resp + `{rcode="SERVFAIL",` + corp + `}`, "0+60x20"},
+		promSeries{tout + `{` + web + `}`, "0+30x20"})
 	idle := append(histogram(web, "0.0025", 180, true), histogram(corp, "5", 60, true)...)
-	idle = append(idle, series{resp + `{rcode="NXDOMAIN",` + web + `}`, "7x20"}, series{tout + `{` + web + `}`, "3x20"})
+	idle = append(idle, promSeries{resp + `{rcode="NXDOMAIN",` + web + `}`, "7x20"}, promSeries{tout + `{` + web + `}`, "3x20"})
 
-	tests := []test{
+	tests := []promTest{
 		// No DNS at all (agents without dns): every query reads 0.
-		{"1m", []series{{"flowlens_collector_flows_total", "0+60x20"}}, append(zeros(),
-			c(timeouts, sample{"{}", 0}),
-			c(byRcode, sample{`{rcode="(no DNS)"}`, 0}),
-			c(failing, sample{`{rcode="(no DNS)"}`, 0}),
-			c(toClient, sample{`{client_workload="(no DNS)"}`, 0}),
+		{"1m", []promSeries{{"flowlens_collector_flows_total", "0+60x20"}}, append(zeros(),
+			c(timeouts, promSample{"{}", 0}),
+			c(byRcode, promSample{`{rcode="(no DNS)"}`, 0}),
+			c(failing, promSample{`{rcode="(no DNS)"}`, 0}),
+			c(toClient, promSample{`{client_workload="(no DNS)"}`, 0}),
 		)},
-		{"1m", busy, []exprTest{
+		{"1m", busy, []promExprTest{
 			// 4 answers a second: the 2nd in web's bucket (2 of 3 through
 			// 1..2.5 ms), the 3.96th in corp's (0.96 through 2.5..5 s).
-			c(p50, sample{"{}", 0.002}), c(p99, sample{"{}", 4.9}),
-			c(share, sample{"{}", 0.5}), c(timeouts, sample{"{}", 0.5}),
-			c(byRcode, sample{`{rcode="NOERROR"}`, 2}, sample{`{rcode="NXDOMAIN"}`, 1}, sample{`{rcode="SERVFAIL"}`, 1}),
-			c(byClient, sample{`{client_namespace="shop",client_workload="web"}`, 0.002485},
-				sample{`{client_namespace="(external)",client_workload="corp"}`, 4.975}),
-			c(failing, sample{`{client_namespace="shop",client_workload="web",rcode="NXDOMAIN"}`, 600},
-				sample{`{client_namespace="(external)",client_workload="corp",rcode="SERVFAIL"}`, 600}),
-			c(toClient, sample{`{client_namespace="shop",client_workload="web"}`, 300}),
+			c(p50, promSample{"{}", 0.002}), c(p99, promSample{"{}", 4.9}),
+			c(share, promSample{"{}", 0.5}), c(timeouts, promSample{"{}", 0.5}),
+			c(byRcode, promSample{`{rcode="NOERROR"}`, 2}, promSample{`{rcode="NXDOMAIN"}`, 1}, promSample{`{rcode="SERVFAIL"}`, 1}),
+			c(byClient, promSample{`{client_namespace="shop",client_workload="web"}`, 0.002485},
+				promSample{`{client_namespace="(external)",client_workload="corp"}`, 4.975}),
+			c(failing, promSample{`{client_namespace="shop",client_workload="web",rcode="NXDOMAIN"}`, 600},
+				promSample{`{client_namespace="(external)",client_workload="corp",rcode="SERVFAIL"}`, 600}),
+			c(toClient, promSample{`{client_namespace="shop",client_workload="web"}`, 300}),
 		}},
 		// Only timeouts, no answer: no latency, no share.
-		{"1m", []series{{tout + `{` + web + `}`, "0+60x20"}}, append(zeros(),
-			c(timeouts, sample{"{}", 1}),
-			c(failing, sample{`{rcode="(no DNS)"}`, 0}),
+		{"1m", []promSeries{{tout + `{` + web + `}`, "0+60x20"}}, append(zeros(),
+			c(timeouts, promSample{"{}", 1}),
+			c(failing, promSample{`{rcode="(no DNS)"}`, 0}),
 		)},
 		// Series that stopped growing: 0, not NaN.
 		{"1m", idle, append(zeros(),
-			c(timeouts, sample{"{}", 0}),
-			c(failing, sample{`{client_namespace="shop",client_workload="web",rcode="NXDOMAIN"}`, 0}),
+			c(timeouts, promSample{"{}", 0}),
+			c(failing, promSample{`{client_namespace="shop",client_workload="web",rcode="NXDOMAIN"}`, 0}),
 		)},
 	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "rules.yml"), []byte("groups: []\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	js, err := json.Marshal(map[string]any{"rule_files": []string{"rules.yml"}, "evaluation_interval": "1m", "tests": tests})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "tests.yml"), js, 0o644); err != nil { // JSON is YAML
-		t.Fatal(err)
-	}
-	cmd := exec.Command(promtool, "test", "rules", "tests.yml")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("promtool test rules: %v\n%s", err, out)
-	}
+	runPromtool(t, tests)
 }
