@@ -164,19 +164,7 @@ func transfer(t *testing.T, p *pair, port, size int) {
 	t.Helper()
 	addr := net.JoinHostPort(p.ipB, strconv.Itoa(port))
 	got := tcpSink(t, p.B, "tcp", addr)
-	err := p.A.Do(func() error {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			return err
-		}
-		if _, err := c.Write(make([]byte, size)); err != nil {
-			return err
-		}
-		return c.Close()
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tcpSend(t, p.A, "tcp", addr, size)
 	awaitReceived(t, got, size)
 }
 

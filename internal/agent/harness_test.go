@@ -231,6 +231,27 @@ func pairOf(t *testing.T, nameA, nameB, ipA, ipB, prefix string, quiet func(test
 	return p
 }
 
+// tcpSend connects from ns to addr, writes size bytes and closes; it
+// returns the connection's local port.
+func tcpSend(t *testing.T, ns *testnet.Netns, network, addr string, size int) (port int) {
+	t.Helper()
+	err := ns.Do(func() error {
+		c, err := net.Dial(network, addr)
+		if err != nil {
+			return err
+		}
+		port = c.LocalAddr().(*net.TCPAddr).Port
+		if _, err := c.Write(make([]byte, size)); err != nil {
+			return err
+		}
+		return c.Close()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
 // tcpSink listens on addr in ns and reports on the returned channel how
 // many bytes its first connection carried (-1 if none came).
 func tcpSink(t *testing.T, ns *testnet.Netns, network, addr string) <-chan int64 {

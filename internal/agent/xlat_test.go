@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"net"
 	"testing"
 	"time"
 
@@ -73,21 +72,7 @@ func TestXlat(t *testing.T) {
 			mustListen(t, l.be, natBackend+":9000")
 			h := startAgent(t, 2, agent.Options{}, "--netns="+l.rtr.Name, "--features=xlat")
 			const size = 64 << 10
-			var cport int
-			err := l.cli.Do(func() error {
-				c, err := net.Dial("tcp4", natVIP+":80")
-				if err != nil {
-					return err
-				}
-				cport = c.LocalAddr().(*net.TCPAddr).Port
-				if _, err := c.Write(make([]byte, size)); err != nil {
-					return err
-				}
-				return c.Close()
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			cport := tcpSend(t, l.cli, "tcp4", natVIP+":80", size)
 			awaitReceived(t, got, size)
 			if err := testnet.UDPSend(l.cli, natClient+":4000", natVIP+":53", []byte("q"), 5); err != nil {
 				t.Fatal(err)
