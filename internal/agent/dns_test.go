@@ -121,15 +121,17 @@ func TestDNS(t *testing.T) {
 		{40003, 53, 0x3333, "a.slow.test", 0, "NOERROR", delay, false},
 		{40004, 5353, 0x4444, "nobody.test", -1, "", 0, true},
 	}
-	for _, c := range cases {
-		var rc int
-		var err error
-		for range 20 { // until dnsmasq listens
-			if rc, err = ask(p.A, fmt.Sprintf("%s:%d", p.ipA, c.sport), fmt.Sprintf("%s:%d", p.ipB, c.port), dnsQuery(c.id, c.name), time.Second); err != nil || rc == c.rcode || c.rcode == -1 {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
+	// dnsmasq is ready when it answers (from a port no case uses).
+	for i := 0; ; i++ {
+		if rc, _ := ask(p.A, p.ipA+":39999", p.ipB+":53", dnsQuery(1, "exists.test"), 200*time.Millisecond); rc == 0 {
+			break
 		}
+		if i == 50 {
+			t.Fatal("dnsmasq does not answer")
+		}
+	}
+	for _, c := range cases {
+		rc, err := ask(p.A, fmt.Sprintf("%s:%d", p.ipA, c.sport), fmt.Sprintf("%s:%d", p.ipB, c.port), dnsQuery(c.id, c.name), time.Second)
 		if err != nil || rc != c.rcode {
 			t.Fatalf("%s: rcode %d (%v), want %d", c.name, rc, err, c.rcode)
 		}
@@ -159,8 +161,8 @@ func TestDNS(t *testing.T) {
 		case !c.timeout && (lat <= c.minLat || lat > c.minLat+500*time.Millisecond):
 			t.Errorf("%s: latency %v, want in (%v, %v]", c.name, lat, c.minLat, c.minLat+500*time.Millisecond)
 		}
-		if n < 1 {
-			t.Errorf("%s: query flow has %d packets", c.name, n)
+		if n != 1 {
+			t.Errorf("%s: query flow has %d packets, want 1", c.name, n)
 		}
 		if c.timeout {
 			continue
@@ -168,10 +170,15 @@ func TestDNS(t *testing.T) {
 		// The answer's flow carries the answer.
 		am := match{src: p.ipB, dst: p.ipA, sport: uint16(c.port), dport: uint16(c.sport), proto: 17}
 		var a jsonFlow
+		var na uint64
 		for _, f := range flows {
 			if am.ok(f) {
 				a = f
+				na += f.Packets
 			}
+		}
+		if na != 1 {
+			t.Errorf("%s: answer flow has %d packets, want 1", c.name, na)
 		}
 		if a.DNSID != c.id || a.DNSRcode != c.jsonRC || a.DNSName != c.name {
 			t.Errorf("%s: answer flow id %#x rcode %q name %q", c.name, a.DNSID, a.DNSRcode, a.DNSName)
