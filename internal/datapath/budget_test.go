@@ -12,10 +12,14 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
 
 	"github.com/flowlens/flowlens/internal/datapath"
 	"github.com/flowlens/flowlens/internal/evictor"
+	"github.com/flowlens/flowlens/internal/feature/dns"
+	"github.com/flowlens/flowlens/internal/feature/tls"
+	"github.com/flowlens/flowlens/internal/feature/xlat"
 	"github.com/flowlens/flowlens/internal/maps"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
@@ -176,6 +180,9 @@ func measurePrograms(t *testing.T) map[string]progBudget {
 		out[name] = progFigures(t, p, len(spec.Programs[name].Instructions))
 	}
 	out[datapath.ProgramIngress+"+filter"] = filterFigures(t)
+	if b, ok := featuresFigures(t); ok {
+		out[datapath.ProgramIngress+"+features"] = b
+	}
 
 	// The other programs (the features' hooks): each loaded alone, as the
 	// agent does (one the kernel refuses must not take the others down);
@@ -218,6 +225,45 @@ func filterFigures(t *testing.T) progBudget {
 		t.Fatal(err)
 	}
 	return progFigures(t, progs.Ingress, len(dp.Spec().Programs[datapath.ProgramIngress].Instructions))
+}
+
+// featuresFigures measures the ingress program with the features that run
+// inside the TC programs all on (xlat, tls, dns): their load-time constants
+// and map sizes from their hooks, merged as the agent merges them. false
+// when one is refused on this kernel (xlat without the conntrack kfuncs).
+func featuresFigures(t *testing.T) (progBudget, bool) {
+	t.Helper()
+	kernel, err := btf.LoadKernelSpec()
+	if err != nil {
+		t.Logf("kernel BTF: %v (ingress+features not measured)", err)
+		return progBudget{}, false
+	}
+	tc, sizes := map[string]any{}, map[string]uint32{}
+	for _, f := range []interface {
+		Hook(*btf.Spec) datapath.Hook
+	}{xlat.New(), tls.New(), dns.New()} {
+		h := f.Hook(kernel)
+		if h.Err != nil {
+			t.Logf("feature %s refused on this kernel: %v (ingress+features not measured)", h.Name, h.Err)
+			return progBudget{}, false
+		}
+		for k, v := range h.TC {
+			tc[k] = v
+		}
+		for k, v := range h.MapSizes {
+			sizes[k] = v
+		}
+	}
+	dp, err := datapath.Load(datapath.Config{MaxFlows: 1024, Sampling: 1, Enrichment: true, TCConstants: tc, MapSizes: sizes})
+	if err != nil {
+		t.Fatalf("load datapath with xlat, tls and dns on: %v", err)
+	}
+	defer dp.Close()
+	progs, err := dp.ProgramsFor(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return progFigures(t, progs.Ingress, len(dp.Spec().Programs[datapath.ProgramIngress].Instructions)), true
 }
 
 func progFigures(t *testing.T, p *ebpf.Program, elf int) progBudget {
