@@ -25,8 +25,32 @@ package main
 //	                  BPF_PROG_TEST_RUN's skb has no conntrack entry, so this
 //	                  is a lookup that misses (the flow is looked up again on
 //	                  its next packets, up to XLAT_TRIES).
+//	dns  udp-other    exist-hot, UDP to port 8125 (not a DNS port), 64 bytes:
+//	                  the port compare only ("other packets")
+//	dns  query        exist-hot, a query 10.0.0.0:40000 → 10.100.0.1:53 (id
+//	                  0x1234, RD, "www.example.com" A IN). The first run puts
+//	                  it in dns_pending; the repeats find it there (the
+//	                  BPF_NOEXIST insert fails), then id, flags and name into
+//	                  the flow's enrichment entry: a retransmitted query's path
+//	dns  query-new    each run a new client's query (the driver rewrites the
+//	                  source, 10.0.0.i): the real insert into dns_pending and
+//	                  a new enrichment entry; the pending entries are removed
+//	                  after each repetition (runs under the LRU's size)
+//	dns  answer       exist-hot, its answer 10.100.0.1:53 → 10.0.0.0:40000
+//	                  (same id, QR RD RA NOERROR, the question and one A
+//	                  record). The warm-up sends the query then the answer,
+//	                  which matches it and deletes the pending entry, so the
+//	                  repeats measure an UNMATCHED answer (the lookup misses)
+//	dns  answer-match each run the answer to a pending query: new path, the
+//	                  driver rewrites the answer's source (the server, 10.0.0.i)
+//	                  and before every repetition the bench inserts the
+//	                  matching dns_pending entries and the query flows'
+//	                  enrichment entries; runs per repetition stay under the
+//	                  LRU's 16384 entries. Each run also creates the answer's
+//	                  flow (off does too), so ×off is diluted: read the ns.
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -36,7 +60,10 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/flowlens/flowlens/internal/datapath"
+	"github.com/flowlens/flowlens/internal/feature/dns"
 	frames "github.com/flowlens/flowlens/internal/testkit/packet"
 )
 
@@ -44,7 +71,7 @@ import (
 // program's and the floor's figures as in "datapath".
 type featRow struct {
 	row
-	Feature string `json:"feature"` // "tls" or "xlat"
+	Feature string `json:"feature"` // "tls", "xlat" or "dns"
 	Case    string `json:"case"`
 	// Kind: "own" (a packet of the feature's kind: a hello, a flow's first
 	// packet) or "other" (the per-packet cost on every other packet).
@@ -66,8 +93,11 @@ type featCase struct {
 	feature, name, kind string
 	constant            string
 	pkt                 []byte
-	newPath             bool // each run a new flow (driver), else exist-hot
-	warm                int  // runs before measuring (exist-hot)
+	pre                 []byte // sent once before the warm-up (dns answer: its query)
+	newPath             bool   // each run a new flow (driver), else exist-hot
+	dnsMatch            bool   // dns answer-match: pending queries inserted before each repetition
+	dnsNewQuery         bool   // dns query-new: the pending entries removed after each repetition
+	warm                int    // runs before measuring (exist-hot)
 	note                string
 }
 
@@ -94,7 +124,191 @@ func featCases(features []string) []featCase {
 			featCase{feature: "xlat", name: "new", kind: "own", constant: "xlat_on", pkt: packet("ipv4"), newPath: true,
 				note: "each run a new flow's first packet: conntrack lookup (a miss: no conntrack entry under BPF_PROG_TEST_RUN)"})
 	}
+	if slices.Contains(features, "dns") {
+		out = append(out,
+			featCase{feature: "dns", name: "udp-other", kind: "other", pkt: udpPacket(8125, 64), warm: 1,
+				note: "exist-hot UDP to port 8125, 64 bytes: the port compare only"},
+			featCase{feature: "dns", name: "query", kind: "own", pkt: dnsQueryPacket(), warm: 1,
+				note: "exist-hot DNS query www.example.com A (pending entry found after the first run: a retransmission's path)"},
+			featCase{feature: "dns", name: "query-new", kind: "own", pkt: dnsQueryPacket(), newPath: true, dnsNewQuery: true,
+				note: "each run a new client's query (inserted into dns_pending); new path: a new flow each run, off too"},
+			featCase{feature: "dns", name: "answer", kind: "own", pkt: dnsAnswerPacket("10.100.0.1"), pre: dnsQueryPacket(), warm: 1,
+				note: "exist-hot DNS answer; matched in the warm-up only, so the runs measure an unmatched answer"},
+			featCase{feature: "dns", name: "answer-match", kind: "own", pkt: dnsAnswerPacket("10.0.0.0"), newPath: true, dnsMatch: true,
+				note: "each run an answer matching a pending query (inserted before each repetition); new path: a new answer flow each run, off too"})
+	}
 	return out
+}
+
+// udpPacket is 10.0.0.0:40000 → 10.100.0.1:dport with n bytes of payload.
+func udpPacket(dport uint16, n int) []byte {
+	u := frames.UDP(40000, dport, n)
+	for i := frames.UDPLen; i < len(u); i++ {
+		u[i] = byte('a' + i%26)
+	}
+	return frames.Cat(frames.Eth(frames.EtherTypeIPv4), frames.IPv4(frames.ProtoUDP, "10.0.0.0", "10.100.0.1", len(u)), u)
+}
+
+// DNS message values (RFC 1035).
+const (
+	dnsID       = 0x1234
+	dnsQueryRD  = 0x0100     // a query, recursion desired
+	dnsAnswerFl = 0x8180     // QR, RD, RA, NOERROR
+	dnsPort     = 53         // the default dns_ports
+	dnsClient   = 40000      // the client's port
+	dnsAnswerIP = 0x5db8d822 // 93.184.216.34
+)
+
+// dnsQName is "www.example.com" as on the wire.
+var dnsQName = []byte("\x03www\x07example\x03com\x00")
+
+// dnsMessage builds a DNS message: the header, the question (A IN) and, for
+// an answer, one A record whose name points at the question's.
+func dnsMessage(answer bool) []byte {
+	u16 := func(b []byte, v int) []byte { return binary.BigEndian.AppendUint16(b, uint16(v)) }
+	m := u16(nil, dnsID)
+	an := 0
+	if answer {
+		m, an = u16(m, dnsAnswerFl), 1
+	} else {
+		m = u16(m, dnsQueryRD)
+	}
+	m = u16(m, 1)  // qdcount
+	m = u16(m, an) // ancount
+	m = u16(m, 0)  // nscount
+	m = u16(m, 0)  // arcount
+	m = append(m, dnsQName...)
+	m = u16(m, 1) // QTYPE A
+	m = u16(m, 1) // QCLASS IN
+	if answer {
+		m = u16(m, 0xc00c) // the name: a pointer to the question's (offset 12)
+		m = u16(m, 1)
+		m = u16(m, 1)
+		m = binary.BigEndian.AppendUint32(m, 300) // TTL
+		m = u16(m, 4)
+		m = binary.BigEndian.AppendUint32(m, dnsAnswerIP)
+	}
+	return m
+}
+
+// dnsQueryPacket is the query 10.0.0.0:40000 → 10.100.0.1:53.
+func dnsQueryPacket() []byte {
+	m := dnsMessage(false)
+	u := frames.UDP(dnsClient, dnsPort, len(m))
+	copy(u[frames.UDPLen:], m)
+	return frames.Cat(frames.Eth(frames.EtherTypeIPv4), frames.IPv4(frames.ProtoUDP, "10.0.0.0", "10.100.0.1", len(u)), u)
+}
+
+// dnsAnswerPacket is the answer from server:53 to client:40000 where the
+// client is 10.0.0.0 or 10.100.0.1 (answer-match: the driver rewrites the
+// source, the server, 10.0.0.i).
+func dnsAnswerPacket(server string) []byte {
+	client := "10.0.0.0"
+	if server == "10.0.0.0" {
+		client = "10.100.0.1"
+	}
+	m := dnsMessage(true)
+	u := frames.UDP(dnsPort, dnsClient, len(m))
+	copy(u[frames.UDPLen:], m)
+	return frames.Cat(frames.Eth(frames.EtherTypeIPv4), frames.IPv4(frames.ProtoUDP, server, client, len(u)), u)
+}
+
+// dnsPendingKey is struct dns_pending_key (bpf/types.h).
+type dnsPendingKey struct {
+	Key datapath.FlowKey
+	ID  uint16
+	Pad [6]uint8
+}
+
+// reverse is the query's flow of an answer's.
+func reverse(k datapath.FlowKey) datapath.FlowKey {
+	r := k
+	r.SrcIp, r.DstIp, r.SrcPort, r.DstPort = k.DstIp, k.SrcIp, k.DstPort, k.SrcPort
+	return r
+}
+
+// dnsPending is the answer-match state: the pending queries of the answers
+// the driver sends, re-inserted before each repetition.
+type dnsPending struct {
+	pk      []dnsPendingKey
+	qk      []datapath.FlowKey // the queries' flows
+	ak      []datapath.FlowKey // the answers' flows
+	matched int                // pending entries the runs consumed (query-new: inserted), summed
+	// newQuery: the runs are queries (query-new); ak are their flows.
+	newQuery bool
+	runs     int
+	answerd  int // query flows marked answered with a latency, summed
+}
+
+// fill inserts the pending queries and their flows' enrichment entries as
+// the queries left them.
+func (d *dnsPending) fill(f *featDP) error {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return err
+	}
+	now := uint64(ts.Nano())
+	vals := make([]uint64, len(d.pk))
+	for i := range vals {
+		vals[i] = now
+	}
+	if _, err := f.dp.Maps.DNSPending.BatchUpdate(d.pk, vals, nil); err != nil {
+		return fmt.Errorf("dns_pending: %w", err)
+	}
+	var q datapath.EnrichValue
+	q.DnsId, q.DnsFlags, q.DnsState, q.DnsQueryNs = dnsID, dnsQueryRD, datapath.DNSQuery, now
+	copy(q.DnsName[:], dnsQName)
+	ev := make([]datapath.EnrichValue, len(d.qk))
+	for i := range ev {
+		ev[i] = q
+	}
+	if _, err := f.dp.Maps.Enrich[f.gen&1].BatchUpdate(d.qk, ev, nil); err != nil {
+		return fmt.Errorf("query flows' enrichment entries: %w", err)
+	}
+	return nil
+}
+
+// tally counts what the runs did: pending entries consumed, query flows
+// answered; then removes the answers' enrichment entries.
+func (d *dnsPending) tally(f *featDP) error {
+	var ts uint64
+	if d.newQuery {
+		for i := range d.pk {
+			if err := f.dp.Maps.DNSPending.Lookup(&d.pk[i], &ts); err != nil {
+				continue
+			}
+			d.matched++
+			var v datapath.EnrichValue
+			if err := f.dp.Maps.Enrich[f.gen&1].Lookup(&d.ak[i], &v); err == nil &&
+				v.DnsState == datapath.DNSQuery && v.DnsId == dnsID && bytes.HasPrefix(v.DnsName[:], dnsQName) {
+				d.answerd++
+			}
+		}
+		d.runs += len(d.pk)
+		if _, err := f.dp.Maps.DNSPending.BatchDelete(d.pk, nil); err != nil {
+			return fmt.Errorf("pending queries: %w", err)
+		}
+		if _, err := f.dp.Maps.Enrich[f.gen&1].BatchDelete(d.ak, nil); err != nil {
+			return fmt.Errorf("queries' enrichment entries: %w", err)
+		}
+		return nil
+	}
+	for i := range d.pk {
+		if err := f.dp.Maps.DNSPending.Lookup(&d.pk[i], &ts); err == nil {
+			continue
+		}
+		d.matched++
+		var v datapath.EnrichValue
+		if err := f.dp.Maps.Enrich[f.gen&1].Lookup(&d.qk[i], &v); err == nil &&
+			v.DnsState&datapath.DNSAnswered != 0 && v.DnsLatencyNs > 0 && v.DnsFlags == dnsAnswerFl {
+			d.answerd++
+		}
+	}
+	d.runs += len(d.pk)
+	if _, err := f.dp.Maps.Enrich[f.gen&1].BatchDelete(d.ak, nil); err != nil {
+		return fmt.Errorf("answers' enrichment entries: %w", err)
+	}
+	return nil
 }
 
 // tcpPacket is packet("ipv4") with an n-byte payload that is not TLS.
@@ -189,9 +403,11 @@ type featDP struct {
 	dp   *datapath.Datapath
 	prog *ebpf.Program
 	key  datapath.FlowKey // the measured flow (exist-hot) or the template key (new)
-	cur  *ebpf.Map
-	gen  uint32
-	done []func()
+	// preKey is the flow of featCase.pre (dns answer: the query's).
+	preKey datapath.FlowKey
+	cur    *ebpf.Map
+	gen    uint32
+	done   []func()
 }
 
 func (f *featDP) Close() {
@@ -203,10 +419,27 @@ func (f *featDP) Close() {
 	}
 }
 
+// featRuns is the runs per repetition of a new-path case.
+func featRuns(o options, c featCase) int {
+	if c.dnsMatch || c.dnsNewQuery {
+		return min(o.newFlows, 8192) // half dns_pending's 16384: no LRU eviction
+	}
+	return o.newFlows
+}
+
 func loadFeatDP(o options, c featCase, on bool) (*featDP, error) {
 	cfg := datapath.Config{MaxFlows: uint32(o.newFlows + 16), Sampling: 1, Enrichment: true}
+	var tc map[string]any
+	if c.feature == "dns" {
+		// As the agent sets them (internal/feature/dns Hook): dns_on,
+		// dns_ports {53}, dns_pending sized; the size for off too.
+		h := dns.New().Hook(nil)
+		tc, cfg.MapSizes = h.TC, h.MapSizes
+	} else {
+		tc = map[string]any{c.constant: uint32(1)}
+	}
 	if on {
-		cfg.TCConstants = map[string]any{c.constant: uint32(1)}
+		cfg.TCConstants = tc
 	}
 	dp, err := datapath.Load(cfg)
 	if err != nil {
@@ -223,6 +456,17 @@ func loadFeatDP(o options, c featCase, on bool) (*featDP, error) {
 		return nil, err
 	}
 	f.cur = dp.Maps.Flows[f.gen&1]
+	var preKey datapath.FlowKey
+	if c.pre != nil {
+		if _, err := progs.Ingress.Run(&ebpf.RunOptions{Data: c.pre}); err != nil {
+			f.Close()
+			return nil, err
+		}
+		if err := f.cur.NextKey(nil, &preKey); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("the first packet created no flow: %w", err)
+		}
+	}
 	// The packet's flow: created by the first run, found again by the others.
 	for i := 0; i < max(c.warm, 1); i++ {
 		if _, err := progs.Ingress.Run(&ebpf.RunOptions{Data: c.pkt}); err != nil {
@@ -230,10 +474,18 @@ func loadFeatDP(o options, c featCase, on bool) (*featDP, error) {
 			return nil, err
 		}
 	}
-	if err := f.cur.NextKey(nil, &f.key); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("the warm-up run created no flow: %w", err)
+	var k datapath.FlowKey
+	for it := f.cur.Iterate(); it.Next(&k, new(datapath.FlowValue)); {
+		if c.pre == nil || k != preKey {
+			f.key = k
+			break
+		}
 	}
+	if f.key == (datapath.FlowKey{}) {
+		f.Close()
+		return nil, fmt.Errorf("the warm-up run created no flow")
+	}
+	f.preKey = preKey
 	f.prog = progs.Ingress
 	if c.newPath {
 		// The template key: the driver rewrites its source address.
@@ -241,7 +493,11 @@ func loadFeatDP(o options, c featCase, on bool) (*featDP, error) {
 			f.Close()
 			return nil, err
 		}
-		d, closeD, err := driver(progs.Ingress, "ipv4", 1, o.newFlows)
+		if c.dnsMatch || c.dnsNewQuery {
+			_ = dp.Maps.Enrich[f.gen&1].Delete(&f.key) // the warm-up packet's
+			_ = dp.Maps.DNSPending.Delete(&dnsPendingKey{Key: f.key, ID: dnsID})
+		}
+		d, closeD, err := driver(progs.Ingress, "ipv4", 1, featRuns(o, c))
 		if err != nil {
 			f.Close()
 			return nil, err
@@ -276,7 +532,7 @@ func runFeatCase(o options, c featCase, floor *ebpf.Program) (featRow, error) {
 	path := "exist-hot"
 	runs := o.existRuns
 	if c.newPath {
-		path, runs = "new", o.newFlows
+		path, runs = "new", featRuns(o, c)
 	}
 	r := featRow{row: row{Family: "ipv4", Path: path, Flows: 1, Features: c.feature, Reps: o.reps, Runs: runs, Note: c.note},
 		Feature: c.feature, Case: c.name, Kind: c.kind}
@@ -292,13 +548,40 @@ func runFeatCase(o options, c featCase, floor *ebpf.Program) (featRow, error) {
 	defer on.Close()
 
 	var after func() error
+	var pend *dnsPending
 	if c.newPath {
-		ks := keys(on.key, ipv4Base, 1, 1+o.newFlows)
+		ks := keys(on.key, ipv4Base, 1, 1+runs)
+		if c.dnsNewQuery {
+			pend = &dnsPending{newQuery: true, ak: ks}
+			for _, k := range ks {
+				pend.pk = append(pend.pk, dnsPendingKey{Key: k, ID: dnsID})
+			}
+		}
+		if c.dnsMatch {
+			pend = &dnsPending{ak: ks}
+			for _, k := range ks {
+				q := reverse(k)
+				pend.qk = append(pend.qk, q)
+				pend.pk = append(pend.pk, dnsPendingKey{Key: q, ID: dnsID})
+			}
+			if err := pend.fill(on); err != nil {
+				return r, err
+			}
+		}
 		after = func() error {
 			for _, f := range []*featDP{off, on} {
 				if _, err := f.cur.BatchDelete(ks, nil); err != nil {
 					return err
 				}
+			}
+			if pend != nil {
+				if err := pend.tally(on); err != nil {
+					return err
+				}
+				if pend.newQuery {
+					return nil
+				}
+				return pend.fill(on)
 			}
 			return nil
 		}
@@ -331,7 +614,7 @@ func runFeatCase(o options, c featCase, floor *ebpf.Program) (featRow, error) {
 		}
 		want := uint64(0)
 		if c.newPath {
-			want = uint64(total * o.newFlows)
+			want = uint64(total * runs)
 		}
 		if d := cnt[datapath.CounterNewFlows] - before[i][datapath.CounterNewFlows]; d != want {
 			return r, fmt.Errorf("%s: %d flows created, want %d", onOff(i == 1), d, want)
@@ -340,7 +623,18 @@ func runFeatCase(o options, c featCase, floor *ebpf.Program) (featRow, error) {
 			return r, fmt.Errorf("%s: %d packets overflowed the flow map", onOff(i == 1), ov)
 		}
 	}
-	if r.Check, err = checkFeature(c, off, on); err != nil {
+	if pend != nil && pend.newQuery {
+		if pend.matched != pend.runs || pend.answerd != pend.runs {
+			return r, fmt.Errorf("query-new: %d of %d queries pending, %d query flows recorded", pend.matched, pend.runs, pend.answerd)
+		}
+		r.Check = fmt.Sprintf("every run's query pending and recorded on its flow (%d of %d)", pend.matched, pend.runs)
+	} else if pend != nil {
+		if pend.matched != pend.runs || pend.answerd != pend.runs {
+			return r, fmt.Errorf("answer-match: %d of %d pending queries matched, %d query flows answered", pend.matched, pend.runs, pend.answerd)
+		}
+		r.Check = fmt.Sprintf("every run matched a pending query (%d of %d consumed; query flows answered with a latency, flags %#04x)",
+			pend.matched, pend.runs, dnsAnswerFl)
+	} else if r.Check, err = checkFeature(c, off, on); err != nil {
 		return r, err
 	}
 	r.Prog, r.Floor, r.Off = summarize(cs.pu, cs.pk), summarize(cs.fu, cs.fk), summarize(cs.nu, cs.nk)
@@ -400,6 +694,50 @@ func checkFeature(c featCase, off, on *featDP) (string, error) {
 			return "", fmt.Errorf("a translation recorded under BPF_PROG_TEST_RUN")
 		}
 		return "every run a new flow; conntrack lookup misses (no entry)", nil
+	case "dns/udp-other":
+		if v, ok := enrich(on); ok && v.DnsState != 0 {
+			return "", fmt.Errorf("a UDP packet to port 8125 set DNS state %#x", v.DnsState)
+		}
+		var pk dnsPendingKey
+		if err := on.dp.Maps.DNSPending.NextKey(nil, &pk); err == nil {
+			return "", fmt.Errorf("a UDP packet to port 8125 left a pending DNS query")
+		}
+		return "no DNS state on the flow, dns_pending empty", nil
+	case "dns/query":
+		v, ok := enrich(on)
+		if !ok || v.DnsState != datapath.DNSQuery || v.DnsId != dnsID || v.DnsFlags != dnsQueryRD ||
+			!bytes.HasPrefix(v.DnsName[:], dnsQName) || v.DnsQueryNs == 0 {
+			return "", fmt.Errorf("query's enrichment entry (found %v): state %#x id %#04x flags %#04x name %q", ok, v.DnsState, v.DnsId, v.DnsFlags, v.DnsName[:len(dnsQName)])
+		}
+		var ts uint64
+		if err := on.dp.Maps.DNSPending.Lookup(&dnsPendingKey{Key: on.key, ID: dnsID}, &ts); err != nil {
+			return "", fmt.Errorf("the query is not pending: %w", err)
+		}
+		if v, ok := enrich(off); ok && v.DnsState != 0 {
+			return "", fmt.Errorf("dns off: DNS state %#x", v.DnsState)
+		}
+		return fmt.Sprintf("enrichment: query, id %#04x, flags %#04x, name %q; pending in dns_pending", v.DnsId, v.DnsFlags, v.DnsName[:len(dnsQName)]), nil
+	case "dns/answer":
+		a, ok := enrich(on)
+		if !ok || a.DnsState != datapath.DNSAnswer || a.DnsId != dnsID || a.DnsFlags != dnsAnswerFl || !bytes.HasPrefix(a.DnsName[:], dnsQName) {
+			return "", fmt.Errorf("answer's enrichment entry (found %v): state %#x id %#04x flags %#04x name %q", ok, a.DnsState, a.DnsId, a.DnsFlags, a.DnsName[:len(dnsQName)])
+		}
+		var q datapath.EnrichValue
+		if err := on.dp.Maps.Enrich[on.gen&1].Lookup(&on.preKey, &q); err != nil {
+			return "", fmt.Errorf("no enrichment entry for the query's flow: %w", err)
+		}
+		if q.DnsState != datapath.DNSQuery|datapath.DNSAnswered || q.DnsLatencyNs == 0 || q.DnsFlags != dnsAnswerFl || q.DnsId != dnsID {
+			return "", fmt.Errorf("query's flow: state %#x latency %d flags %#04x id %#04x, want answered", q.DnsState, q.DnsLatencyNs, q.DnsFlags, q.DnsId)
+		}
+		var pk dnsPendingKey
+		if err := on.dp.Maps.DNSPending.NextKey(nil, &pk); err == nil {
+			return "", fmt.Errorf("a pending query is left: the runs did not measure the unmatched path")
+		}
+		if v, ok := enrich(off); ok && v.DnsState != 0 {
+			return "", fmt.Errorf("dns off: DNS state %#x", v.DnsState)
+		}
+		return fmt.Sprintf("answer flow: id %#04x flags %#04x name %q; query flow answered once (warm-up, latency %d ns), dns_pending empty: the runs are unmatched answers",
+			a.DnsId, a.DnsFlags, a.DnsName[:len(dnsQName)], q.DnsLatencyNs), nil
 	}
 	return "", nil
 }
@@ -411,8 +749,8 @@ func parseFeatures(s string) ([]string, error) {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
-		if f != "tls" && f != "xlat" {
-			return nil, fmt.Errorf("bad -tc-features entry %q: tls, xlat", f)
+		if f != "tls" && f != "xlat" && f != "dns" {
+			return nil, fmt.Errorf("bad -tc-features entry %q: tls, xlat, dns", f)
 		}
 		if !slices.Contains(out, f) {
 			out = append(out, f)

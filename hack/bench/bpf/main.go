@@ -25,8 +25,8 @@
 // 16 and 64 rules, the packet accepted or rejected by the last rule, against
 // the floor and the no-rule program in the same repetitions.
 //
-// The features inside the TC programs (-tc-features, features.go): tls and
-// xlat on vs off (load-time constants), IPv4, packets of the feature's kind
+// The features inside the TC programs (-tc-features, features.go): tls,
+// xlat and dns on vs off (load-time constants), IPv4, packets of the feature's kind
 // and other packets, against the floor and the "off" program in the same
 // repetitions.
 package main
@@ -95,7 +95,7 @@ func main() {
 	flag.BoolVar(&o.onlyRules, "only-rules", false, "measure only the flow filter rule cases")
 	flag.StringVar(&ruleFields, "rule-fields", "addr,ports,flags", "fields the generated rules constrain besides protocol and direction (fewer: to attribute the cost)")
 	flag.StringVar(&ruleAddrs, "rule-addrs", "near", "the other rules' prefixes: near (nested in the matching rule's, on the packet's trie walk) or far (disjoint)")
-	flag.StringVar(&tcFeats, "tc-features", "tls,xlat", "features inside the TC programs to measure on vs off (IPv4, features.go; \"none\": skip)")
+	flag.StringVar(&tcFeats, "tc-features", "tls,xlat,dns", "features inside the TC programs to measure on vs off (IPv4, features.go; \"none\": skip)")
 	flag.BoolVar(&o.onlyFeat, "only-tc-features", false, "measure only the features inside the TC programs")
 	flag.Parse()
 	var err error
