@@ -67,7 +67,11 @@ static __noinline void dns_inspect(struct __sk_buff *skb, const struct pkt *p)
 	struct enrich_value *e;
 	if (!(flags & DNS_QR)) { /* a query: its first sighting starts the clock */
 		pk.key = *k;
-		bpf_map_update_elem(&dns_pending, &pk, &now, BPF_NOEXIST);
+		/* Look first: an LRU update takes a free node before it finds the
+		 * key there, and a query is seen again at every later hook (and
+		 * on a retransmission). */
+		if (!bpf_map_lookup_elem(&dns_pending, &pk))
+			bpf_map_update_elem(&dns_pending, &pk, &now, BPF_NOEXIST);
 		e = enrich_entry(k, gen);
 		if (!e)
 			return;
