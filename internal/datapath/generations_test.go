@@ -2,6 +2,7 @@ package datapath_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -175,4 +176,36 @@ func TestHookRefused(t *testing.T) {
 		t.Fatalf("failure neither refused nor unsupported: %v", st[0].Err)
 	}
 	t.Logf("rtt_fentry: %v", st[0].Err)
+}
+
+// A hook that runs inside the TC programs (Hook.TC) runs only when Load
+// set its constants, and says so when it did not.
+func TestTCHook(t *testing.T) {
+	needBPF(t)
+	hook := datapath.Hook{Name: "tls", TC: map[string]any{"tls_on": uint32(1)}}
+	for _, with := range []bool{true, false} {
+		cfg := datapath.Config{MaxFlows: 16, Sampling: 1}
+		if with {
+			cfg.TCConstants = hook.TC
+		}
+		dp, err := datapath.Load(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := dp.StartHooks([]datapath.Hook{hook})[0]
+		dp.Close()
+		if with && (!st.Running || st.Program != "tc") {
+			t.Errorf("loaded with tls_on: %+v, want running in tc", st)
+		}
+		if !with && (st.Running || !errors.Is(st.Err, datapath.ErrSkipped) || !strings.Contains(st.Err.Error(), "loaded without tls_on")) {
+			t.Errorf("loaded without tls_on: %+v, want skipped, saying so", st)
+		}
+	}
+	// A feature that found its kernel lacking reports why, and loads nothing.
+	dp := load(t, 16)
+	missing := errors.New("no such kfunc")
+	st := dp.StartHooks([]datapath.Hook{{Name: "xlat", TC: map[string]any{"xlat_on": uint32(1)}, Err: missing}})[0]
+	if st.Running || !errors.Is(st.Err, missing) {
+		t.Errorf("hook with Err: %+v", st)
+	}
 }

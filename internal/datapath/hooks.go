@@ -106,7 +106,12 @@ func (d *Datapath) StartHooks(hooks []Hook) []HookStatus {
 		case hk.Err != nil:
 			errs = append(errs, hk.Err)
 		case len(hk.Candidates) == 0 && len(hk.TC) > 0:
-			h.status.Running, h.status.Program = true, "tc" // loaded with the TC programs
+			// It runs inside the TC programs if Load set its constants.
+			if err := d.tcLoadedWith(hk.TC); err != nil {
+				errs = append(errs, err)
+			} else {
+				h.status.Running, h.status.Program = true, "tc"
+			}
 		}
 		for _, c := range hk.Candidates {
 			if hk.Err != nil {
@@ -137,6 +142,16 @@ func (d *Datapath) StartHooks(hooks []Hook) []HookStatus {
 		out = append(out, h.status)
 	}
 	return out
+}
+
+// tcLoadedWith tells whether Load set these TC program constants.
+func (d *Datapath) tcLoadedWith(tc map[string]any) error {
+	for name := range tc {
+		if _, ok := d.cfg.TCConstants[name]; !ok {
+			return fmt.Errorf("tc: %w: the TC programs were loaded without %s (Config.TCConstants)", ErrSkipped, name)
+		}
+	}
+	return nil
 }
 
 // loadHook loads one program alone (so one refused program does not take
