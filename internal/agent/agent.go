@@ -28,6 +28,7 @@ import (
 	"github.com/flowlens/flowlens/internal/evictor"
 	"github.com/flowlens/flowlens/internal/exporter"
 	grpcexp "github.com/flowlens/flowlens/internal/exporter/grpc"
+	"github.com/flowlens/flowlens/internal/exporter/ipfix"
 	"github.com/flowlens/flowlens/internal/exporter/stdout"
 	"github.com/flowlens/flowlens/internal/feature"
 	"github.com/flowlens/flowlens/internal/feature/dns"
@@ -296,6 +297,13 @@ func (a *Agent) exporters() ([]exporter.Exporter, error) {
 			}
 			a.grpc = g
 			out = append(out, g)
+		case "ipfix":
+			x, err := ipfix.New(ipfix.Config{Target: a.cfg.IPFIXTarget, Transport: a.cfg.IPFIXTransport,
+				DomainID: a.cfg.IPFIXDomainID, TemplateRefresh: a.cfg.IPFIXTemplateRefresh, Logger: a.log})
+			if err != nil {
+				return out, fmt.Errorf("ipfix exporter: %w", err)
+			}
+			out = append(out, x)
 		default:
 			return out, fmt.Errorf("exporter %q is not available in this build", name)
 		}

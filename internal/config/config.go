@@ -39,11 +39,18 @@ type Config struct {
 	FilterRulesFile string
 	FilterDefault   filter.Action
 
-	// Export names the exporters ("stdout", "grpc"); Target is the grpc
-	// collector's host:port.
+	// Export names the exporters ("stdout", "grpc", "ipfix"); Target is the
+	// grpc collector's host:port.
 	Export        []string
 	Target        string
 	GRPCBatchSize int
+	// The ipfix exporter: the collector's host:port, "udp" or "tcp", the
+	// observation domain id, and how often the templates are resent over
+	// UDP (docs/export.md).
+	IPFIXTarget          string
+	IPFIXTransport       string
+	IPFIXDomainID        uint32
+	IPFIXTemplateRefresh time.Duration
 	// ExportBuffer is how many batches each exporter queue holds. When a
 	// queue is full the evictor waits for room (for up to half the eviction
 	// period in all), then drops the oldest batches, counted. 0 means

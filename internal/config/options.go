@@ -60,7 +60,7 @@ var options = []*option{
 		usage: "what happens to packets no filter rule matches; without rules every packet is kept, whatever this says",
 		set:   setFilterDefault},
 	{name: "export", arg: "list", def: "stdout",
-		usage:   "exporters: stdout, grpc",
+		usage:   "exporters: stdout, grpc, ipfix",
 		setList: func(c *Config, v []string) error { c.Export = v; return nil }},
 	{name: "target", arg: "host:port", def: "",
 		usage: "collector address for the grpc exporter; required with --export grpc",
@@ -68,6 +68,18 @@ var options = []*option{
 	{name: "grpc-batch-size", arg: "n", def: "1000",
 		usage: "flows per grpc message (1 to 100000)",
 		set:   setInt(func(c *Config) *int { return &c.GRPCBatchSize })},
+	{name: "ipfix-target", arg: "host:port", def: "",
+		usage: "IPFIX collector address; required with --export ipfix",
+		set:   func(c *Config, s string) error { c.IPFIXTarget = s; return nil }},
+	{name: "ipfix-transport", arg: "udp|tcp", def: "udp",
+		usage: "transport to the IPFIX collector",
+		set:   func(c *Config, s string) error { c.IPFIXTransport = s; return nil }},
+	{name: "ipfix-domain-id", arg: "n", def: "1",
+		usage: "IPFIX observation domain id of the exported messages (0 to 4294967295)",
+		set:   setIPFIXDomainID},
+	{name: "ipfix-template-refresh", arg: "duration", def: "1m",
+		usage: "how often the IPFIX templates are resent over UDP (1s to 1h); they are also sent in the first message",
+		set:   setDuration(func(c *Config) *time.Duration { return &c.IPFIXTemplateRefresh })},
 	{name: "export-buffer", arg: "n", def: "0",
 		usage: "batches queued per exporter; when full, eviction waits for room (up to half the eviction period per exporter), then the oldest are dropped, counted (0 to 100000; 0 = 8)",
 		set:   setInt(func(c *Config) *int { return &c.ExportBuffer })},
@@ -117,6 +129,15 @@ func setSampling(c *Config, s string) error {
 		return errors.New("must be an integer from 1 to 4294967295")
 	}
 	c.Sampling = uint32(n)
+	return nil
+}
+
+func setIPFIXDomainID(c *Config, s string) error {
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil {
+		return errors.New("must be an integer from 0 to 4294967295")
+	}
+	c.IPFIXDomainID = uint32(n)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,6 +41,7 @@ func (c *Config) Validate() error {
 	add(checkExport(c.Export))
 	add(checkTarget(c.Target, c.Export))
 	add(checkRange("--grpc-batch-size", c.GRPCBatchSize, 1, 100_000))
+	add(checkIPFIX(c))
 	add(checkRange("--export-buffer", c.ExportBuffer, 0, 100_000))
 	add(checkTLS(c))
 	if c.MetricsAddress != "" {
@@ -97,7 +99,7 @@ func checkRange(flagName string, v, lo, hi int) error {
 	return nil
 }
 
-const exporterNames = "stdout, grpc"
+const exporterNames = "stdout, grpc, ipfix"
 
 func checkExport(list []string) error {
 	if len(list) == 0 {
@@ -105,7 +107,7 @@ func checkExport(list []string) error {
 	}
 	seen := map[string]bool{}
 	for _, e := range list {
-		if e != "stdout" && e != "grpc" {
+		if e != "stdout" && e != "grpc" && e != "ipfix" {
 			return invalid("--export", e, errors.New("unknown exporter: must be one of "+exporterNames))
 		}
 		if seen[e] {
@@ -131,6 +133,41 @@ func checkTarget(target string, export []string) error {
 	_, port, _ := net.SplitHostPort(target)
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 		return invalid("--target", target, errors.New("port must be a number from 1 to 65535"))
+	}
+	return nil
+}
+
+// checkIPFIX checks the ipfix exporter's settings; the target is required
+// only when the exporter is used, the others always (they have defaults).
+func checkIPFIX(c *Config) error {
+	var errs []error
+	if c.IPFIXTarget == "" {
+		if slices.Contains(c.Export, "ipfix") {
+			errs = append(errs, errors.New("--ipfix-target is required when --export includes ipfix"))
+		}
+	} else if err := checkHostPort("--ipfix-target", c.IPFIXTarget); err != nil {
+		errs = append(errs, err)
+	}
+	if c.IPFIXTransport != "udp" && c.IPFIXTransport != "tcp" {
+		errs = append(errs, invalid("--ipfix-transport", c.IPFIXTransport, errors.New("must be udp or tcp")))
+	}
+	if d := c.IPFIXTemplateRefresh; d < time.Second || d > time.Hour {
+		errs = append(errs, invalid("--ipfix-template-refresh", d.String(), errors.New("must be from 1s to 1h")))
+	}
+	return errors.Join(errs...)
+}
+
+// checkHostPort checks a host:port with a host and a numeric port.
+func checkHostPort(flagName, addr string) error {
+	if err := splitHostPort(addr); err != nil {
+		return invalid(flagName, addr, err)
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return invalid(flagName, addr, errors.New("port must be a number from 1 to 65535"))
+	}
+	if host == "" {
+		return invalid(flagName, addr, errors.New("must name a host"))
 	}
 	return nil
 }

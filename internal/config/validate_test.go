@@ -73,9 +73,9 @@ func TestValidate(t *testing.T) {
 		}, ""},
 
 		{"export empty", func(c *Config) { c.Export = nil },
-			`invalid --export "": must list at least one of stdout, grpc`},
+			`invalid --export "": must list at least one of stdout, grpc, ipfix`},
 		{"export unknown", func(c *Config) { c.Export = []string{"stdout", "kafka"} },
-			`invalid --export "kafka": unknown exporter: must be one of stdout, grpc`},
+			`invalid --export "kafka": unknown exporter: must be one of stdout, grpc, ipfix`},
 		{"export duplicate", func(c *Config) { c.Export = []string{"stdout", "stdout"} },
 			`invalid --export "stdout,stdout": "stdout" is listed twice`},
 
@@ -90,6 +90,25 @@ func TestValidate(t *testing.T) {
 		{"target port name", func(c *Config) { c.Target = "collector:grpc" },
 			`invalid --target "collector:grpc": port must be a number from 1 to 65535`},
 		{"target ok", func(c *Config) { c.Export = []string{"stdout", "grpc"}; c.Target = "[::1]:4317" }, ""},
+
+		{"ipfix target missing", func(c *Config) { c.Export = []string{"stdout", "ipfix"} },
+			"--ipfix-target is required when --export includes ipfix"},
+		{"ipfix target no port", func(c *Config) { c.Export = []string{"ipfix"}; c.IPFIXTarget = "collector" },
+			`invalid --ipfix-target "collector": missing port in address`},
+		{"ipfix target port", func(c *Config) { c.IPFIXTarget = "collector:ipfix" },
+			`invalid --ipfix-target "collector:ipfix": port must be a number from 1 to 65535`},
+		{"ipfix target no host", func(c *Config) { c.IPFIXTarget = ":4739" },
+			`invalid --ipfix-target ":4739": must name a host`},
+		{"ipfix transport", func(c *Config) { c.IPFIXTransport = "sctp" },
+			`invalid --ipfix-transport "sctp": must be udp or tcp`},
+		{"ipfix refresh low", func(c *Config) { c.IPFIXTemplateRefresh = 999 * time.Millisecond },
+			`invalid --ipfix-template-refresh "999ms": must be from 1s to 1h`},
+		{"ipfix refresh high", func(c *Config) { c.IPFIXTemplateRefresh = 2 * time.Hour },
+			`invalid --ipfix-template-refresh "2h0m0s": must be from 1s to 1h`},
+		{"ipfix ok", func(c *Config) {
+			c.Export = []string{"grpc", "ipfix"}
+			c.Target, c.IPFIXTarget, c.IPFIXTransport, c.IPFIXDomainID = "c:1", "[::1]:4739", "tcp", 4294967295
+		}, ""},
 
 		{"batch size low", func(c *Config) { c.GRPCBatchSize = 0 },
 			`invalid --grpc-batch-size "0": must be from 1 to 100000`},

@@ -1,0 +1,453 @@
+// Package ipfix exports flows as IPFIX (RFC 7011) messages over UDP or TCP,
+// to any IPFIX collector (nfdump, goflow2, Elastiflow, ntopng, Wireshark).
+//
+// Each message carries as many flows as fit in MaxMessageBytes (1400 bytes by
+// default, under a 1500-byte path MTU with room for IP and UDP headers),
+// never one message per flow. Two templates describe the records: one for
+// IPv4 flows (TemplateIPv4) and one for IPv6 flows (TemplateIPv6), with the
+// standard IANA Information Elements only (see docs/export.md). Over UDP the
+// templates are sent in the first message and again every TemplateRefresh,
+// so a collector that restarts can decode again within that interval; over
+// TCP they are sent once at the start of each connection.
+//
+// The encoding is hand-written with encoding/binary into one reused buffer:
+// no allocation per flow in steady state.
+package ipfix
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flowlens/flowlens/pkg/flow"
+)
+
+// Defaults of Config.
+const (
+	DefaultTransport       = "udp"
+	DefaultDomainID        = 1
+	DefaultTemplateRefresh = time.Minute
+	DefaultMaxMessageBytes = 1400
+	DefaultDialTimeout     = 10 * time.Second
+)
+
+// Template ids of the data sets.
+const (
+	TemplateIPv4 uint16 = 256
+	TemplateIPv6 uint16 = 257
+)
+
+const (
+	version       = 10
+	headerLen     = 16
+	setHeaderLen  = 4
+	templateSetID = 2
+	ethHeaderLen  = 14 // destination and source MAC, ethernet type
+	minMessage    = 512
+	maxMessage    = 65535
+)
+
+// Information Element ids (IANA "IPFIX Information Elements").
+const (
+	ieOctetDeltaCount        = 1
+	iePacketDeltaCount       = 2
+	ieProtocolIdentifier     = 4
+	ieIPClassOfService       = 5
+	ieTCPControlBits         = 6
+	ieSourceTransportPort    = 7
+	ieSourceIPv4Address      = 8
+	ieDestinationTransport   = 11
+	ieDestinationIPv4Address = 12
+	ieSourceIPv6Address      = 27
+	ieDestinationIPv6Address = 28
+	ieICMPTypeCodeIPv4       = 32
+	ieSourceMacAddress       = 56
+	ieFlowDirection          = 61
+	ieDestinationMacAddress  = 80
+	ieICMPTypeCodeIPv6       = 139
+	ieFlowStartMilliseconds  = 152
+	ieFlowEndMilliseconds    = 153
+	ieEthernetType           = 256
+	ieLayer2OctetDeltaCount  = 352
+)
+
+type field struct{ id, length uint16 }
+
+// templateFields returns the template of one address family, in record order.
+func templateFields(v6 bool) []field {
+	src, dst, addrLen, icmp := uint16(ieSourceIPv4Address), uint16(ieDestinationIPv4Address), uint16(4), uint16(ieICMPTypeCodeIPv4)
+	if v6 {
+		src, dst, addrLen, icmp = ieSourceIPv6Address, ieDestinationIPv6Address, 16, ieICMPTypeCodeIPv6
+	}
+	return []field{
+		{src, addrLen},
+		{dst, addrLen},
+		{ieSourceTransportPort, 2},
+		{ieDestinationTransport, 2},
+		{ieProtocolIdentifier, 1},
+		{ieOctetDeltaCount, 8},
+		{iePacketDeltaCount, 8},
+		{ieLayer2OctetDeltaCount, 8},
+		{ieTCPControlBits, 2},
+		{ieFlowStartMilliseconds, 8},
+		{ieFlowEndMilliseconds, 8},
+		{icmp, 2},
+		{ieIPClassOfService, 1},
+		{ieSourceMacAddress, 6},
+		{ieDestinationMacAddress, 6},
+		{ieEthernetType, 2},
+		{ieFlowDirection, 1},
+	}
+}
+
+func recordLen(v6 bool) int {
+	n := 0
+	for _, f := range templateFields(v6) {
+		n += int(f.length)
+	}
+	return n
+}
+
+var (
+	recLen4 = recordLen(false)
+	recLen6 = recordLen(true)
+	// templateSet is the template set with both templates, built once.
+	templateSet = buildTemplateSet()
+)
+
+func buildTemplateSet() []byte {
+	b := binary.BigEndian.AppendUint16(nil, templateSetID)
+	b = append(b, 0, 0) // length, below
+	for i, id := range []uint16{TemplateIPv4, TemplateIPv6} {
+		fs := templateFields(i == 1)
+		b = binary.BigEndian.AppendUint16(b, id)
+		b = binary.BigEndian.AppendUint16(b, uint16(len(fs)))
+		for _, f := range fs {
+			b = binary.BigEndian.AppendUint16(b, f.id)
+			b = binary.BigEndian.AppendUint16(b, f.length)
+		}
+	}
+	binary.BigEndian.PutUint16(b[2:], uint16(len(b)))
+	return b
+}
+
+// OctetDeltaCount is the record's octets as IPFIX defines octetDeltaCount
+// (IP header and payload). Record.Bytes counts L2 frames: on a device with
+// an Ethernet header (the flow has a MAC address or an ethernet type other
+// than that of a bare IP packet) 14 bytes per packet are taken off; flows
+// seen by the _l3 programs (no L2 header: both MACs zero) are left as they
+// are. A VLAN tag counted in Bytes is not known to the record and stays in
+// (4 bytes per tagged packet too many).
+func OctetDeltaCount(r *flow.Record) uint64 {
+	if r.SrcMAC == ([6]byte{}) && r.DstMAC == ([6]byte{}) {
+		return r.Bytes
+	}
+	l2 := ethHeaderLen * r.Packets
+	if l2 > r.Bytes {
+		return 0
+	}
+	return r.Bytes - l2
+}
+
+// Config configures an Exporter.
+type Config struct {
+	// Target is the collector's host:port.
+	Target string
+	// Transport is "udp" (default) or "tcp".
+	Transport string
+	// DomainID is the observation domain id of every message.
+	DomainID uint32
+	// TemplateRefresh is how often the templates are resent over UDP
+	// (0: DefaultTemplateRefresh).
+	TemplateRefresh time.Duration
+	// MaxMessageBytes bounds each IPFIX message (0: DefaultMaxMessageBytes;
+	// 512 to 65535).
+	MaxMessageBytes int
+	// DialTimeout bounds a TCP connection attempt (0: DefaultDialTimeout).
+	DialTimeout time.Duration
+	Logger      *slog.Logger
+}
+
+// Stats are cumulative counts, safe to read concurrently.
+type Stats struct {
+	Messages  atomic.Uint64 // messages sent
+	Flows     atomic.Uint64 // data records in them
+	Bytes     atomic.Uint64 // bytes of those messages
+	Templates atomic.Uint64 // messages that carried the templates
+	Errors    atomic.Uint64 // failed sends (the message is lost)
+}
+
+// Exporter sends flows to an IPFIX collector.
+type Exporter struct {
+	cfg   Config
+	log   *slog.Logger
+	Stats Stats
+
+	mu           sync.Mutex
+	w            io.Writer // the connection; nil over TCP until (re)dialled
+	conn         net.Conn
+	buf          []byte
+	seq          uint32 // data records sent before the message being built
+	lastTemplate time.Time
+	sendTemplate bool // the next message starts with the templates
+	now          func() time.Time
+	closed       bool
+}
+
+// CheckConfig returns the first problem with cfg's target, transport or
+// sizes, without connecting.
+func CheckConfig(cfg Config) error {
+	if cfg.Target == "" {
+		return errors.New("no target (host:port)")
+	}
+	host, port, err := net.SplitHostPort(cfg.Target)
+	if err != nil {
+		return fmt.Errorf("target %q: %w", cfg.Target, err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("target %q: port must be a number from 1 to 65535", cfg.Target)
+	}
+	if host == "" {
+		return fmt.Errorf("target %q: no host", cfg.Target)
+	}
+	switch cfg.Transport {
+	case "", "udp", "tcp":
+	default:
+		return fmt.Errorf("transport %q: must be udp or tcp", cfg.Transport)
+	}
+	if m := cfg.MaxMessageBytes; m != 0 && (m < minMessage || m > maxMessage) {
+		return fmt.Errorf("max message bytes %d: must be from %d to %d", m, minMessage, maxMessage)
+	}
+	if cfg.TemplateRefresh < 0 {
+		return fmt.Errorf("template refresh %v: must not be negative", cfg.TemplateRefresh)
+	}
+	return nil
+}
+
+// New checks cfg and returns an Exporter. Over UDP the socket is connected
+// at once (resolving the target); over TCP the connection is made by the
+// first Export and remade after a failure.
+func New(cfg Config) (*Exporter, error) {
+	if err := CheckConfig(cfg); err != nil {
+		return nil, err
+	}
+	if cfg.Transport == "" {
+		cfg.Transport = DefaultTransport
+	}
+	if cfg.TemplateRefresh == 0 {
+		cfg.TemplateRefresh = DefaultTemplateRefresh
+	}
+	if cfg.MaxMessageBytes == 0 {
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = DefaultDialTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	e := &Exporter{cfg: cfg, log: cfg.Logger, buf: make([]byte, 0, cfg.MaxMessageBytes),
+		sendTemplate: true, now: time.Now}
+	if cfg.Transport == "udp" {
+		c, err := net.Dial("udp", cfg.Target)
+		if err != nil {
+			return nil, fmt.Errorf("target %q: %w", cfg.Target, err)
+		}
+		e.conn, e.w = c, c
+	}
+	return e, nil
+}
+
+// Name implements exporter.Exporter.
+func (e *Exporter) Name() string { return "ipfix" }
+
+// Export encodes the batch into as few messages as MaxMessageBytes allows
+// and sends them. Over UDP a failed send loses that message and the others
+// are still sent; the first error is returned.
+func (e *Exporter) Export(ctx context.Context, batch []flow.Record) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return errors.New("ipfix exporter closed")
+	}
+	if e.w == nil {
+		if err := e.dial(ctx); err != nil {
+			return err
+		}
+	}
+	now := e.now()
+	if e.cfg.Transport == "udp" && now.Sub(e.lastTemplate) >= e.cfg.TemplateRefresh {
+		e.sendTemplate = true
+	}
+	var firstErr error
+	e.begin(now)
+	setStart, setID, inMsg := -1, uint16(0), 0
+	for i := range batch {
+		r := &batch[i]
+		v6 := !r.SrcAddr.Is4()
+		id, n := TemplateIPv4, recLen4
+		if v6 {
+			id, n = TemplateIPv6, recLen6
+		}
+		need := n
+		if setStart < 0 || setID != id {
+			need += setHeaderLen
+		}
+		if len(e.buf)+need > e.cfg.MaxMessageBytes && inMsg > 0 {
+			e.endSet(setStart)
+			if err := e.flush(inMsg); err != nil {
+				if e.w == nil { // TCP: the connection is gone, and the rest of the batch with it
+					return err
+				}
+				if firstErr == nil {
+					firstErr = err
+				}
+			}
+			e.begin(now)
+			setStart, inMsg = -1, 0
+		}
+		if setStart < 0 || setID != id {
+			e.endSet(setStart)
+			setStart, setID = len(e.buf), id
+			e.buf = binary.BigEndian.AppendUint16(e.buf, id)
+			e.buf = append(e.buf, 0, 0)
+		}
+		e.buf = appendRecord(e.buf, r, v6)
+		inMsg++
+	}
+	if inMsg > 0 || e.sendTemplate {
+		e.endSet(setStart)
+		if err := e.flush(inMsg); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	return firstErr
+}
+
+// begin starts a message: the header (its length and sequence number set by
+// flush) and the templates when due.
+func (e *Exporter) begin(now time.Time) {
+	b := e.buf[:0]
+	b = binary.BigEndian.AppendUint16(b, version)
+	b = append(b, 0, 0)
+	b = binary.BigEndian.AppendUint32(b, uint32(now.Unix()))
+	b = binary.BigEndian.AppendUint32(b, 0)
+	b = binary.BigEndian.AppendUint32(b, e.cfg.DomainID)
+	if e.sendTemplate {
+		b = append(b, templateSet...)
+	}
+	e.buf = b
+}
+
+// endSet writes the length of the set started at start (-1: none).
+func (e *Exporter) endSet(start int) {
+	if start >= 0 {
+		binary.BigEndian.PutUint16(e.buf[start+2:], uint16(len(e.buf)-start))
+	}
+}
+
+// flush sends the message in buf, holding n data records.
+func (e *Exporter) flush(n int) error {
+	binary.BigEndian.PutUint16(e.buf[2:], uint16(len(e.buf)))
+	binary.BigEndian.PutUint32(e.buf[8:], e.seq)
+	withTemplate := e.sendTemplate
+	if _, err := e.w.Write(e.buf); err != nil {
+		e.Stats.Errors.Add(1)
+		if e.cfg.Transport == "tcp" {
+			// The stream is broken: reconnect (and resend the templates)
+			// at the next Export.
+			e.conn.Close()
+			e.conn, e.w = nil, nil
+		}
+		return fmt.Errorf("ipfix send to %s: %w", e.cfg.Target, err)
+	}
+	e.seq += uint32(n)
+	e.Stats.Messages.Add(1)
+	e.Stats.Flows.Add(uint64(n))
+	e.Stats.Bytes.Add(uint64(len(e.buf)))
+	if withTemplate {
+		e.Stats.Templates.Add(1)
+		e.sendTemplate = false
+		e.lastTemplate = e.now()
+	}
+	return nil
+}
+
+func (e *Exporter) dial(ctx context.Context) error {
+	d := net.Dialer{Timeout: e.cfg.DialTimeout}
+	c, err := d.DialContext(ctx, "tcp", e.cfg.Target)
+	if err != nil {
+		e.Stats.Errors.Add(1)
+		return fmt.Errorf("ipfix connect to %s: %w", e.cfg.Target, err)
+	}
+	e.conn, e.w = c, c
+	e.sendTemplate = true // a new connection is a new session (RFC 7011 §8.1)
+	return nil
+}
+
+// appendRecord appends r's data record in template order.
+func appendRecord(b []byte, r *flow.Record, v6 bool) []byte {
+	if v6 {
+		s, d := r.SrcAddr.As16(), r.DstAddr.As16()
+		b = append(b, s[:]...)
+		b = append(b, d[:]...)
+	} else {
+		s, d := r.SrcAddr.As4(), r.DstAddr.As4()
+		b = append(b, s[:]...)
+		b = append(b, d[:]...)
+	}
+	b = binary.BigEndian.AppendUint16(b, r.SrcPort)
+	b = binary.BigEndian.AppendUint16(b, r.DstPort)
+	b = append(b, r.Proto)
+	b = binary.BigEndian.AppendUint64(b, OctetDeltaCount(r))
+	b = binary.BigEndian.AppendUint64(b, r.Packets)
+	b = binary.BigEndian.AppendUint64(b, r.Bytes)
+	b = binary.BigEndian.AppendUint16(b, r.TCPFlags&0xff) // the header flags; our markers are not TCP bits
+	b = binary.BigEndian.AppendUint64(b, uint64(r.StartTime.UnixMilli()))
+	b = binary.BigEndian.AppendUint64(b, uint64(r.EndTime.UnixMilli()))
+	b = binary.BigEndian.AppendUint16(b, ICMPTypeCode(r))
+	b = append(b, r.DSCP<<2)
+	b = append(b, r.SrcMAC[:]...)
+	b = append(b, r.DstMAC[:]...)
+	b = binary.BigEndian.AppendUint16(b, r.EthType)
+	return append(b, FlowDirection(r))
+}
+
+// ICMPTypeCode is icmpTypeCodeIPv4/IPv6: type << 8 | code for ICMP and
+// ICMPv6 flows, 0 otherwise.
+func ICMPTypeCode(r *flow.Record) uint16 {
+	if r.Proto == 1 || r.Proto == 58 {
+		return uint16(r.IcmpType)<<8 | uint16(r.IcmpCode)
+	}
+	return 0
+}
+
+// FlowDirection is flowDirection of the flow's first interface (the one its
+// counters come from): 1 egress, 0 ingress (also when unknown).
+func FlowDirection(r *flow.Record) uint8 {
+	if len(r.Interfaces) > 0 && r.Interfaces[0].Direction == flow.DirEgress {
+		return 1
+	}
+	return 0
+}
+
+// Close closes the connection. Nothing is buffered between exports.
+func (e *Exporter) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.closed = true
+	if e.conn != nil {
+		err := e.conn.Close()
+		e.conn, e.w = nil, nil
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,443 @@
+package ipfix
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/netsampler/goflow2/v2/decoders/netflow"
+
+	"github.com/flowlens/flowlens/pkg/flow"
+)
+
+// records returns a batch mixing IPv4 TCP, IPv6 UDP, ICMP and ICMPv6 flows,
+// n of them, every field distinct from one record to the next.
+func records(n int) []flow.Record {
+	start := time.UnixMilli(1_700_000_000_123)
+	out := make([]flow.Record, n)
+	for i := range out {
+		r := &out[i]
+		r.StartTime = start.Add(time.Duration(i) * time.Millisecond)
+		r.EndTime = r.StartTime.Add(4*time.Second + 567*time.Millisecond)
+		r.Packets = uint64(10 + i)
+		r.Bytes = r.Packets*100 + uint64(i)
+		r.SrcMAC = [6]byte{0x02, 0, 0, 0, byte(i >> 8), byte(i)}
+		r.DstMAC = [6]byte{0xde, 0xad, 0xbe, 0xef, byte(i >> 8), byte(i)}
+		r.DSCP = uint8(i % 64)
+		dir := flow.DirIngress
+		if i%2 == 1 {
+			dir = flow.DirEgress
+		}
+		r.Interfaces = []flow.Interface{{Name: "eth0", Ifindex: 2, Direction: dir}}
+		switch i % 4 {
+		case 0: // IPv4 TCP
+			r.SrcAddr = netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})
+			r.DstAddr = netip.MustParseAddr("192.168.1.1")
+			r.SrcPort, r.DstPort, r.Proto = uint16(40000+i), 443, 6
+			r.TCPFlags = 0x12 | flow.TCPFlagSynAck
+			r.EthType = 0x0800
+		case 1: // IPv6 UDP
+			r.SrcAddr = netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 14: byte(i >> 8), 15: byte(i)})
+			r.DstAddr = netip.MustParseAddr("fd00::53")
+			r.SrcPort, r.DstPort, r.Proto = uint16(50000+i), 53, 17
+			r.EthType = 0x86dd
+		case 2: // ICMP echo request
+			r.SrcAddr = netip.AddrFrom4([4]byte{172, 16, byte(i >> 8), byte(i)})
+			r.DstAddr = netip.MustParseAddr("8.8.8.8")
+			r.Proto, r.IcmpType, r.IcmpCode = 1, 8, 0
+			r.EthType = 0x0800
+		case 3: // ICMPv6 destination unreachable, port
+			r.SrcAddr = netip.MustParseAddr("fe80::1")
+			r.DstAddr = netip.AddrFrom16([16]byte{0xfe, 0x80, 14: byte(i >> 8), 15: byte(i)})
+			r.Proto, r.IcmpType, r.IcmpCode = 58, 1, 4
+			r.EthType = 0x86dd
+		}
+	}
+	return out
+}
+
+// want returns the value goflow2 must decode for each standard IE of r.
+func want(r *flow.Record) map[uint16]uint64 {
+	u := func(b []byte) uint64 {
+		var v uint64
+		for _, x := range b {
+			v = v<<8 | uint64(x)
+		}
+		return v
+	}
+	dir := uint64(0)
+	if r.Interfaces[0].Direction == flow.DirEgress {
+		dir = 1
+	}
+	m := map[uint16]uint64{
+		7: uint64(r.SrcPort), 11: uint64(r.DstPort), 4: uint64(r.Proto),
+		1: r.Bytes - 14*r.Packets, 2: r.Packets, 352: r.Bytes,
+		6:   uint64(r.TCPFlags & 0xff),
+		152: uint64(r.StartTime.UnixMilli()), 153: uint64(r.EndTime.UnixMilli()),
+		5: uint64(r.DSCP) << 2, 56: u(r.SrcMAC[:]), 80: u(r.DstMAC[:]), 256: uint64(r.EthType), 61: dir,
+	}
+	icmp := uint64(0)
+	if r.Proto == 1 || r.Proto == 58 {
+		icmp = uint64(r.IcmpType)<<8 | uint64(r.IcmpCode)
+	}
+	if r.SrcAddr.Is4() {
+		m[32] = icmp
+	} else {
+		m[139] = icmp
+	}
+	return m
+}
+
+// decoded is one data record as goflow2 decoded it.
+type decoded struct {
+	template uint16
+	domain   uint32
+	values   map[uint16][]byte
+}
+
+// decode runs goflow2's decoder on one message.
+func decode(t *testing.T, ts netflow.NetFlowTemplateSystem, msg []byte) (netflow.IPFIXPacket, []decoded, error) {
+	t.Helper()
+	var p netflow.IPFIXPacket
+	var v9 netflow.NFv9Packet
+	if err := netflow.DecodeMessageVersion(bytes.NewBuffer(msg), ts, &v9, &p); err != nil {
+		return p, nil, err
+	}
+	var out []decoded
+	for _, fs := range p.FlowSets {
+		ds, ok := fs.(netflow.DataFlowSet)
+		if !ok {
+			continue
+		}
+		for _, rec := range ds.Records {
+			d := decoded{template: ds.Id, domain: p.ObservationDomainId, values: map[uint16][]byte{}}
+			for _, f := range rec.Values {
+				d.values[f.Type] = f.Value.([]byte)
+			}
+			out = append(out, d)
+		}
+	}
+	return p, out, nil
+}
+
+func check(t *testing.T, got decoded, r *flow.Record, domain uint32) {
+	t.Helper()
+	tmpl, src, dst := TemplateIPv4, uint16(8), uint16(12)
+	if !r.SrcAddr.Is4() {
+		tmpl, src, dst = TemplateIPv6, 27, 28
+	}
+	if got.template != tmpl || got.domain != domain {
+		t.Errorf("%v: template %d domain %d, want %d %d", r.SrcAddr, got.template, got.domain, tmpl, domain)
+	}
+	if a, ok := netip.AddrFromSlice(got.values[src]); !ok || a != r.SrcAddr {
+		t.Errorf("source address %x, want %v", got.values[src], r.SrcAddr)
+	}
+	if a, ok := netip.AddrFromSlice(got.values[dst]); !ok || a != r.DstAddr {
+		t.Errorf("destination address %x, want %v", got.values[dst], r.DstAddr)
+	}
+	for ie, w := range want(r) {
+		b, ok := got.values[ie]
+		if !ok {
+			t.Errorf("%v: IE %d missing", r.SrcAddr, ie)
+			continue
+		}
+		var v uint64
+		for _, x := range b {
+			v = v<<8 | uint64(x)
+		}
+		if v != w {
+			t.Errorf("%v proto %d: IE %d = %d, want %d", r.SrcAddr, r.Proto, ie, v, w)
+		}
+	}
+	if n := len(got.values); n != 17 {
+		t.Errorf("%d fields decoded, want 17", n)
+	}
+}
+
+func udpCollector(t *testing.T) *net.UDPConn {
+	t.Helper()
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// receive reads UDP messages until wantFlows data records were decoded.
+func receive(t *testing.T, c *net.UDPConn, ts netflow.NetFlowTemplateSystem, wantFlows int) (msgs [][]byte, recs []decoded) {
+	t.Helper()
+	buf := make([]byte, 65536)
+	for len(recs) < wantFlows {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, err := c.Read(buf)
+		if err != nil {
+			t.Fatalf("after %d messages, %d flows: %v", len(msgs), len(recs), err)
+		}
+		msg := bytes.Clone(buf[:n])
+		msgs = append(msgs, msg)
+		_, d, err := decode(t, ts, msg)
+		if err != nil {
+			t.Fatalf("goflow2 cannot decode message %d: %v", len(msgs), err)
+		}
+		recs = append(recs, d...)
+	}
+	return msgs, recs
+}
+
+// A batch of IPv4 TCP, IPv6 UDP, ICMP and ICMPv6 flows, sent over UDP and
+// decoded by goflow2: every standard field equals the record's, the
+// messages carry many flows each and none exceeds 1400 bytes.
+func TestUDPDecodedByGoflow2(t *testing.T) {
+	col := udpCollector(t)
+	e, err := New(Config{Target: col.LocalAddr().String(), DomainID: 42})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	batch := records(200)
+	if err := e.Export(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	ts := netflow.CreateTemplateSystem()
+	msgs, recs := receive(t, col, ts, len(batch))
+	if len(recs) != len(batch) {
+		t.Fatalf("decoded %d flows, want %d", len(recs), len(batch))
+	}
+	for i := range batch {
+		check(t, recs[i], &batch[i], 42)
+	}
+	var seq uint32
+	for i, m := range msgs {
+		if len(m) > DefaultMaxMessageBytes {
+			t.Errorf("message %d is %d bytes, over %d", i, len(m), DefaultMaxMessageBytes)
+		}
+		if s := binary.BigEndian.Uint32(m[8:]); s != seq {
+			t.Errorf("message %d: sequence %d, want %d", i, s, seq)
+		}
+		p, d, _ := decode(t, ts, m)
+		seq += uint32(len(d))
+		if p.Length != uint16(len(m)) || p.Version != 10 {
+			t.Errorf("message %d: version %d length %d (%d bytes)", i, p.Version, p.Length, len(m))
+		}
+	}
+	// 200 flows of 73 or 97 bytes: 14 full messages at least, not 200.
+	if len(msgs) > 20 || len(msgs) < 14 {
+		t.Errorf("%d messages for %d flows", len(msgs), len(batch))
+	}
+	t.Logf("%d flows in %d messages", len(batch), len(msgs))
+}
+
+// A collector that restarts (a new decoder state, no templates) cannot
+// decode until the templates come again; the refresh interval brings them
+// in the next message after it elapses.
+func TestTemplateResentAfterCollectorRestart(t *testing.T) {
+	col := udpCollector(t)
+	e, err := New(Config{Target: col.LocalAddr().String(), DomainID: DefaultDomainID, TemplateRefresh: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	now := time.Unix(1_700_000_000, 0)
+	e.now = func() time.Time { return now }
+	batch := records(4)
+	ctx := context.Background()
+
+	if err := e.Export(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, col, netflow.CreateTemplateSystem(), len(batch))
+
+	// The collector restarts: its new state knows no template.
+	restarted := netflow.CreateTemplateSystem()
+	now = now.Add(30 * time.Second) // before the refresh: data sets only
+	if err := e.Export(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 65536)
+	col.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, err := col.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := decode(t, restarted, bytes.Clone(buf[:n])); err == nil {
+		t.Fatal("a message without templates decoded by a collector that knows none")
+	}
+
+	now = now.Add(30 * time.Second) // the refresh is due
+	if err := e.Export(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	_, recs := receive(t, col, restarted, len(batch))
+	for i := range batch {
+		check(t, recs[i], &batch[i], DefaultDomainID)
+	}
+	if got := e.Stats.Templates.Load(); got != 2 {
+		t.Errorf("templates sent %d times, want 2", got)
+	}
+}
+
+// Over TCP the templates open the stream; messages are framed by their
+// length field.
+func TestTCPDecodedByGoflow2(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	batch := records(100)
+	type result struct {
+		recs []decoded
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		ts := netflow.CreateTemplateSystem()
+		var res result
+		for len(res.recs) < len(batch) {
+			hdr := make([]byte, 4)
+			if _, err := io.ReadFull(c, hdr); err != nil {
+				done <- result{err: err}
+				return
+			}
+			msg := make([]byte, binary.BigEndian.Uint16(hdr[2:]))
+			copy(msg, hdr)
+			if _, err := io.ReadFull(c, msg[4:]); err != nil {
+				done <- result{err: err}
+				return
+			}
+			var p netflow.IPFIXPacket
+			var v9 netflow.NFv9Packet
+			if err := netflow.DecodeMessageVersion(bytes.NewBuffer(msg), ts, &v9, &p); err != nil {
+				done <- result{err: fmt.Errorf("goflow2: %w", err)}
+				return
+			}
+			for _, fs := range p.FlowSets {
+				if ds, ok := fs.(netflow.DataFlowSet); ok {
+					for _, rec := range ds.Records {
+						d := decoded{template: ds.Id, domain: p.ObservationDomainId, values: map[uint16][]byte{}}
+						for _, f := range rec.Values {
+							d.values[f.Type] = f.Value.([]byte)
+						}
+						res.recs = append(res.recs, d)
+					}
+				}
+			}
+		}
+		done <- res
+	}()
+	e, err := New(Config{Target: ln.Addr().String(), Transport: "tcp", DomainID: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if err := e.Export(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	for i := range batch {
+		check(t, res.recs[i], &batch[i], 7)
+	}
+}
+
+// A TCP collector that is down: Export fails with the reason, the next one
+// tries again.
+func TestTCPCollectorDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	e, err := New(Config{Target: addr, Transport: "tcp", DialTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	err = e.Export(context.Background(), records(3))
+	var op *net.OpError
+	if !errors.As(err, &op) {
+		t.Fatalf("Export to a closed port: %v, want a connection error", err)
+	}
+}
+
+func TestOctetDeltaCount(t *testing.T) {
+	eth := flow.Record{Bytes: 1514 * 3, Packets: 3, SrcMAC: [6]byte{2}}
+	if got := OctetDeltaCount(&eth); got != 1500*3 {
+		t.Errorf("Ethernet: %d, want %d", got, 1500*3)
+	}
+	l3 := flow.Record{Bytes: 1500 * 3, Packets: 3} // _l3 programs: no MACs
+	if got := OctetDeltaCount(&l3); got != 1500*3 {
+		t.Errorf("no L2 header: %d, want %d", got, 1500*3)
+	}
+	odd := flow.Record{Bytes: 10, Packets: 3, DstMAC: [6]byte{2}}
+	if got := OctetDeltaCount(&odd); got != 0 {
+		t.Errorf("fewer bytes than headers: %d, want 0", got)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{}, "no target (host:port)"},
+		{Config{Target: "collector"}, `target "collector": address collector: missing port in address`},
+		{Config{Target: "collector:0"}, `target "collector:0": port must be a number from 1 to 65535`},
+		{Config{Target: ":4739"}, `target ":4739": no host`},
+		{Config{Target: "collector:4739", Transport: "sctp"}, `transport "sctp": must be udp or tcp`},
+		{Config{Target: "collector:4739", MaxMessageBytes: 100}, "max message bytes 100: must be from 512 to 65535"},
+	} {
+		_, err := New(tc.cfg)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("New(%+v) = %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+}
+
+// Steady state costs no allocation per flow (nor per batch).
+func TestExportAllocations(t *testing.T) {
+	col := udpCollector(t)
+	e, err := New(Config{Target: col.LocalAddr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	e.w = io.Discard
+	batch := records(1000)
+	ctx := context.Background()
+	if err := e.Export(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	if a := testing.AllocsPerRun(20, func() { _ = e.Export(ctx, batch) }); a != 0 {
+		t.Errorf("%.1f allocations per batch of %d flows, want 0", a, len(batch))
+	}
+}
+
+func BenchmarkExport(b *testing.B) {
+	e := &Exporter{cfg: Config{Transport: "udp", MaxMessageBytes: DefaultMaxMessageBytes, TemplateRefresh: time.Minute},
+		w: io.Discard, buf: make([]byte, 0, DefaultMaxMessageBytes), now: time.Now, sendTemplate: true}
+	batch := records(1000)
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = e.Export(context.Background(), batch)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch)), "ns/flow")
+}
