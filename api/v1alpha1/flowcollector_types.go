@@ -180,6 +180,27 @@ type AgentSpec struct {
 	// +optional
 	Features []Feature `json:"features"`
 
+	// DNSPorts are the ports, UDP and TCP, on which the dns feature reads
+	// DNS messages (1 to 4 ports). Used only when Features has dns.
+	// +kubebuilder:default={53}
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:items:Minimum=1
+	// +kubebuilder:validation:items:Maximum=65535
+	// +listType=atomic
+	// +optional
+	DNSPorts []int32 `json:"dnsPorts"`
+
+	// DNSTimeout is how long a DNS query may go unanswered before its flow
+	// reports a DNS timeout, as a duration such as 5s or 500ms (100ms to
+	// 1m). Used only when Features has dns.
+	// +kubebuilder:default="5s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('100ms') && duration(self) <= duration('1m')",message="must be a duration from 100ms to 1m"
+	// +optional
+	DNSTimeout *metav1.Duration `json:"dnsTimeout,omitempty"`
+
 	// Privileged runs the agent as a privileged container. When false the
 	// agent gets only the capabilities it needs: BPF, PERFMON, NET_ADMIN and
 	// SYS_RESOURCE, plus SYS_ADMIN when Netns is not just "host".

@@ -49,6 +49,16 @@ func (in *AgentSpec) DeepCopyInto(out *AgentSpec) {
 		*out = make([]Feature, len(*in))
 		copy(*out, *in)
 	}
+	if in.DNSPorts != nil {
+		in, out := &in.DNSPorts, &out.DNSPorts
+		*out = make([]int32, len(*in))
+		copy(*out, *in)
+	}
+	if in.DNSTimeout != nil {
+		in, out := &in.DNSTimeout, &out.DNSTimeout
+		*out = new(metav1.Duration)
+		**out = **in
+	}
 	if in.Resources != nil {
 		in, out := &in.Resources, &out.Resources
 		*out = new(v1.ResourceRequirements)

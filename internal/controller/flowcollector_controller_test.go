@@ -430,6 +430,15 @@ func TestSchemaRejectsInvalidSpec(t *testing.T) {
 			`"all" cannot be combined with namespace names`},
 		{"netns path", func(fc *v1alpha1.FlowCollector) { fc.Spec.Agent.Netns = []string{"../x"} },
 			`spec.agent.netns[0] in body should match '^[^/]+$'`},
+		{"dns ports: too many", func(fc *v1alpha1.FlowCollector) { fc.Spec.Agent.DNSPorts = []int32{53, 54, 55, 56, 57} },
+			"spec.agent.dnsPorts: Too many: 5: must have at most 4 items"},
+		{"dns ports: zero", func(fc *v1alpha1.FlowCollector) { fc.Spec.Agent.DNSPorts = []int32{53, 0} },
+			"spec.agent.dnsPorts[1]: Invalid value: 0: spec.agent.dnsPorts[1] in body should be greater than or equal to 1"},
+		{"dns ports: empty", func(fc *v1alpha1.FlowCollector) { fc.Spec.Agent.DNSPorts = []int32{} },
+			"spec.agent.dnsPorts: Invalid value: 0: spec.agent.dnsPorts in body should have at least 1 items"},
+		{"dns timeout", func(fc *v1alpha1.FlowCollector) {
+			fc.Spec.Agent.DNSTimeout = &metav1.Duration{Duration: 2 * time.Minute}
+		}, `spec.agent.dnsTimeout: Invalid value: "2m0s": must be a duration from 100ms to 1m`},
 		{"dashboards namespace", func(fc *v1alpha1.FlowCollector) {
 			fc.Spec.Dashboards = &v1alpha1.Dashboards{Enabled: true, Namespace: "Grafana_NS"}
 		}, `spec.dashboards.namespace in body should match`},
@@ -490,7 +499,8 @@ func TestMinimalSpec(t *testing.T) {
 			a.CacheActiveTimeout.Duration != 5*time.Second || a.MetricsPort != 9400 || a.LogLevel != "info" ||
 			a.ImagePullPolicy != corev1.PullIfNotPresent || !slices.Equal(a.ExcludeInterfaces, []string{"lo"}) ||
 			!slices.Equal(a.Netns, []string{"host"}) || len(a.Features) != 3 || len(a.Tolerations) != 1 ||
-			a.Privileged || a.FlowFilter != nil || len(fc.Spec.Exporters) != 1 {
+			a.Privileged || a.FlowFilter != nil || len(fc.Spec.Exporters) != 1 ||
+			!slices.Equal(a.DNSPorts, []int32{53}) || a.DNSTimeout == nil || a.DNSTimeout.Duration != 5*time.Second {
 			t.Errorf("%s: schema defaults not applied: %+v", manifest, fc.Spec)
 		}
 	}

@@ -39,6 +39,13 @@ type agentConfig struct {
 	// roll of every agent when the operator is upgraded).
 	FilterDefault string       `yaml:"filter_default,omitempty"`
 	FilterRules   []filterRule `yaml:"filter_rules,omitempty"`
+
+	// The dns keys are written only when the dns feature is enabled: the
+	// agent uses them for nothing else, and leaving them out keeps the
+	// configuration (and so its hash) of every other FlowCollector as it
+	// was before they existed.
+	DNSPorts   []int32 `yaml:"dns_ports,omitempty"`
+	DNSTimeout string  `yaml:"dns_timeout,omitempty"`
 }
 
 // filterRule is one entry of the agent's filter_rules: the fields of a
@@ -85,6 +92,10 @@ func AgentConfig(spec *v1alpha1.FlowCollectorSpec) ([]byte, error) {
 	}
 	for _, f := range spec.Agent.Features {
 		c.Features = append(c.Features, string(f))
+		if f == v1alpha1.FeatureDNS {
+			c.DNSPorts = spec.Agent.DNSPorts
+			c.DNSTimeout = spec.Agent.DNSTimeout.Duration.String()
+		}
 	}
 	for _, e := range spec.Exporters {
 		c.Export = append(c.Export, string(e.Type))

@@ -68,6 +68,8 @@ const (
 	DefaultSampling           = 1
 	DefaultCacheActiveTimeout = 5 * time.Second
 	DefaultCacheMaxFlows      = 100000
+	DefaultDNSPort            = 53
+	DefaultDNSTimeout         = 5 * time.Second
 	DefaultMetricsPort        = 9400
 	DefaultGRPCBatchSize      = 1000
 	DefaultLogLevel           = v1alpha1.LogLevel("info")
@@ -118,6 +120,12 @@ func WithDefaults(spec v1alpha1.FlowCollectorSpec) v1alpha1.FlowCollectorSpec {
 	}
 	if a.Features == nil {
 		a.Features = []v1alpha1.Feature{v1alpha1.FeatureDrops, v1alpha1.FeatureRTT, v1alpha1.FeatureRetransmits}
+	}
+	if a.DNSPorts == nil {
+		a.DNSPorts = []int32{DefaultDNSPort}
+	}
+	if a.DNSTimeout == nil {
+		a.DNSTimeout = &metav1.Duration{Duration: DefaultDNSTimeout}
 	}
 	if a.Resources == nil {
 		r := DefaultResources()
