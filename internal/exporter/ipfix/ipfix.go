@@ -3,9 +3,12 @@
 //
 // Each message carries as many flows as fit in MaxMessageBytes (1400 bytes by
 // default, under a 1500-byte path MTU with room for IP and UDP headers),
-// never one message per flow. Two templates describe the records: one for
-// IPv4 flows (TemplateIPv4) and one for IPv6 flows (TemplateIPv6), with the
-// standard IANA Information Elements only (see docs/export.md). Over UDP the
+// never one message per flow. Templates of standard IANA Information
+// Elements describe the records: one for IPv4 flows (TemplateIPv4), one for
+// IPv6 flows (TemplateIPv6), and for flows the xlat feature saw translated
+// the same with the post-NAT addresses and ports added (TemplateIPv4NAT,
+// TemplateIPv6NAT), so untranslated flows keep the small records (see
+// docs/export.md). Over UDP the
 // templates are sent in the first message and again every TemplateRefresh,
 // so a collector that restarts can decode again within that interval; over
 // TCP they are sent once at the start of each connection.
@@ -22,6 +25,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -39,10 +43,21 @@ const (
 	DefaultDialTimeout     = 10 * time.Second
 )
 
-// Template ids of the data sets.
+// Template ids of the data sets: 256 + the record's variant (variantV6,
+// variantNAT bits).
 const (
-	TemplateIPv4 uint16 = 256
-	TemplateIPv6 uint16 = 257
+	TemplateIPv4    uint16 = 256
+	TemplateIPv6    uint16 = 257
+	TemplateIPv4NAT uint16 = 258
+	TemplateIPv6NAT uint16 = 259
+)
+
+// A record's variant picks its template: bits of the address family and of
+// the optional field groups.
+const (
+	variantV6  = 1
+	variantNAT = 2
+	variants   = 4
 )
 
 const (
@@ -76,18 +91,25 @@ const (
 	ieFlowStartMilliseconds  = 152
 	ieFlowEndMilliseconds    = 153
 	ieEthernetType           = 256
+	iePostNATSourceIPv4      = 225
+	iePostNATDestinationIPv4 = 226
+	iePostNAPTSourcePort     = 227
+	iePostNAPTDestPort       = 228
+	iePostNATSourceIPv6      = 281
+	iePostNATDestinationIPv6 = 282
 	ieLayer2OctetDeltaCount  = 352
 )
 
 type field struct{ id, length uint16 }
 
-// templateFields returns the template of one address family, in record order.
-func templateFields(v6 bool) []field {
+// templateFields returns the template of one variant, in record order.
+func templateFields(variant int) []field {
+	v6 := variant&variantV6 != 0
 	src, dst, addrLen, icmp := uint16(ieSourceIPv4Address), uint16(ieDestinationIPv4Address), uint16(4), uint16(ieICMPTypeCodeIPv4)
 	if v6 {
 		src, dst, addrLen, icmp = ieSourceIPv6Address, ieDestinationIPv6Address, 16, ieICMPTypeCodeIPv6
 	}
-	return []field{
+	fs := []field{
 		{src, addrLen},
 		{dst, addrLen},
 		{ieSourceTransportPort, 2},
@@ -106,28 +128,43 @@ func templateFields(v6 bool) []field {
 		{ieEthernetType, 2},
 		{ieFlowDirection, 1},
 	}
+	if variant&variantNAT != 0 {
+		natSrc, natDst := uint16(iePostNATSourceIPv4), uint16(iePostNATDestinationIPv4)
+		if v6 {
+			natSrc, natDst = iePostNATSourceIPv6, iePostNATDestinationIPv6
+		}
+		fs = append(fs, field{natSrc, addrLen}, field{natDst, addrLen},
+			field{iePostNAPTSourcePort, 2}, field{iePostNAPTDestPort, 2})
+	}
+	return fs
 }
 
-func recordLen(v6 bool) int {
+func recordLen(variant int) int {
 	n := 0
-	for _, f := range templateFields(v6) {
+	for _, f := range templateFields(variant) {
 		n += int(f.length)
 	}
 	return n
 }
 
 var (
-	recLen4 = recordLen(false)
-	recLen6 = recordLen(true)
-	// templateSet is the template set with both templates, built once.
+	// recLen is the data record length of each variant.
+	recLen = func() (l [variants]int) {
+		for v := range l {
+			l[v] = recordLen(v)
+		}
+		return l
+	}()
+	// templateSet is the template set with every template, built once.
 	templateSet = buildTemplateSet()
 )
 
 func buildTemplateSet() []byte {
 	b := binary.BigEndian.AppendUint16(nil, templateSetID)
 	b = append(b, 0, 0) // length, below
-	for i, id := range []uint16{TemplateIPv4, TemplateIPv6} {
-		fs := templateFields(i == 1)
+	for v := range variants {
+		fs := templateFields(v)
+		id := TemplateIPv4 + uint16(v)
 		b = binary.BigEndian.AppendUint16(b, id)
 		b = binary.BigEndian.AppendUint16(b, uint16(len(fs)))
 		for _, f := range fs {
@@ -292,11 +329,8 @@ func (e *Exporter) Export(ctx context.Context, batch []flow.Record) error {
 	setStart, setID, inMsg := -1, uint16(0), 0
 	for i := range batch {
 		r := &batch[i]
-		v6 := !r.SrcAddr.Is4()
-		id, n := TemplateIPv4, recLen4
-		if v6 {
-			id, n = TemplateIPv6, recLen6
-		}
+		v := recordVariant(r)
+		id, n := TemplateIPv4+uint16(v), recLen[v]
 		need := n
 		if setStart < 0 || setID != id {
 			need += setHeaderLen
@@ -320,7 +354,7 @@ func (e *Exporter) Export(ctx context.Context, batch []flow.Record) error {
 			e.buf = binary.BigEndian.AppendUint16(e.buf, id)
 			e.buf = append(e.buf, 0, 0)
 		}
-		e.buf = appendRecord(e.buf, r, v6)
+		e.buf = appendRecord(e.buf, r, v)
 		inMsg++
 	}
 	if inMsg > 0 || e.sendTemplate {
@@ -393,8 +427,45 @@ func (e *Exporter) dial(ctx context.Context) error {
 	return nil
 }
 
-// appendRecord appends r's data record in template order.
-func appendRecord(b []byte, r *flow.Record, v6 bool) []byte {
+// recordVariant is the variant (so the template) of r's data record.
+func recordVariant(r *flow.Record) int {
+	v := 0
+	if !r.SrcAddr.Is4() {
+		v |= variantV6
+	}
+	if r.Translated() {
+		v |= variantNAT
+	}
+	return v
+}
+
+// PostNAT returns the source and destination after NAT as the NAT template
+// exports them: a side conntrack did not translate (its address not set)
+// keeps the flow's own address and port, as does one whose address is not
+// of the flow's family; an IPv4-mapped IPv6 address is sent as IPv4.
+func PostNAT(r *flow.Record) (src netip.Addr, srcPort uint16, dst netip.Addr, dstPort uint16) {
+	src, srcPort, dst, dstPort = r.SrcAddr, r.SrcPort, r.DstAddr, r.DstPort
+	if a := r.XlatSrcAddr.Unmap(); a.IsValid() && a.Is4() == r.SrcAddr.Is4() {
+		src, srcPort = a, r.XlatSrcPort
+	}
+	if a := r.XlatDstAddr.Unmap(); a.IsValid() && a.Is4() == r.SrcAddr.Is4() {
+		dst, dstPort = a, r.XlatDstPort
+	}
+	return
+}
+
+func appendAddr(b []byte, a netip.Addr, v6 bool) []byte {
+	if v6 {
+		x := a.As16()
+		return append(b, x[:]...)
+	}
+	x := a.As4()
+	return append(b, x[:]...)
+}
+
+// appendRecord appends r's data record in the template order of variant.
+func appendRecord(b []byte, r *flow.Record, variant int) []byte {
+	v6 := variant&variantV6 != 0
 	if v6 {
 		s, d := r.SrcAddr.As16(), r.DstAddr.As16()
 		b = append(b, s[:]...)
@@ -418,7 +489,15 @@ func appendRecord(b []byte, r *flow.Record, v6 bool) []byte {
 	b = append(b, r.SrcMAC[:]...)
 	b = append(b, r.DstMAC[:]...)
 	b = binary.BigEndian.AppendUint16(b, r.EthType)
-	return append(b, FlowDirection(r))
+	b = append(b, FlowDirection(r))
+	if variant&variantNAT != 0 {
+		src, sp, dst, dp := PostNAT(r)
+		b = appendAddr(b, src, v6)
+		b = appendAddr(b, dst, v6)
+		b = binary.BigEndian.AppendUint16(b, sp)
+		b = binary.BigEndian.AppendUint16(b, dp)
+	}
+	return b
 }
 
 // ICMPTypeCode is icmpTypeCodeIPv4/IPv6: type << 8 | code for ICMP and

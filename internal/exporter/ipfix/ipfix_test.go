@@ -130,8 +130,34 @@ func decode(t *testing.T, ts netflow.NetFlowTemplateSystem, msg []byte) (netflow
 func check(t *testing.T, got decoded, r *flow.Record, domain uint32) {
 	t.Helper()
 	tmpl, src, dst := TemplateIPv4, uint16(8), uint16(12)
+	natSrc, natDst := uint16(225), uint16(226)
 	if !r.SrcAddr.Is4() {
 		tmpl, src, dst = TemplateIPv6, 27, 28
+		natSrc, natDst = 281, 282
+	}
+	fields := 17
+	if r.Translated() {
+		tmpl += 2 // TemplateIPv4NAT, TemplateIPv6NAT
+		fields += 4
+		ws, wsp, wd, wdp := r.SrcAddr, r.SrcPort, r.DstAddr, r.DstPort
+		if r.XlatSrcAddr.IsValid() {
+			ws, wsp = r.XlatSrcAddr, r.XlatSrcPort
+		}
+		if r.XlatDstAddr.IsValid() {
+			wd, wdp = r.XlatDstAddr, r.XlatDstPort
+		}
+		if a, ok := netip.AddrFromSlice(got.values[natSrc]); !ok || a != ws {
+			t.Errorf("%v: post-NAT source %x, want %v", r.SrcAddr, got.values[natSrc], ws)
+		}
+		if a, ok := netip.AddrFromSlice(got.values[natDst]); !ok || a != wd {
+			t.Errorf("%v: post-NAT destination %x, want %v", r.SrcAddr, got.values[natDst], wd)
+		}
+		if p := got.values[227]; len(p) != 2 || binary.BigEndian.Uint16(p) != wsp {
+			t.Errorf("%v: post-NAPT source port %x, want %d", r.SrcAddr, p, wsp)
+		}
+		if p := got.values[228]; len(p) != 2 || binary.BigEndian.Uint16(p) != wdp {
+			t.Errorf("%v: post-NAPT destination port %x, want %d", r.SrcAddr, p, wdp)
+		}
 	}
 	if got.template != tmpl || got.domain != domain {
 		t.Errorf("%v: template %d domain %d, want %d %d", r.SrcAddr, got.template, got.domain, tmpl, domain)
@@ -156,8 +182,8 @@ func check(t *testing.T, got decoded, r *flow.Record, domain uint32) {
 			t.Errorf("%v proto %d: IE %d = %d, want %d", r.SrcAddr, r.Proto, ie, v, w)
 		}
 	}
-	if n := len(got.values); n != 17 {
-		t.Errorf("%d fields decoded, want 17", n)
+	if n := len(got.values); n != fields {
+		t.Errorf("%v: %d fields decoded, want %d", r.SrcAddr, n, fields)
 	}
 }
 
@@ -233,6 +259,76 @@ func TestUDPDecodedByGoflow2(t *testing.T) {
 		t.Errorf("%d messages for %d flows", len(msgs), len(batch))
 	}
 	t.Logf("%d flows in %d messages", len(batch), len(msgs))
+}
+
+// translate gives some flows of records' batch a translation, as the xlat
+// feature records it: IPv4 TCP DNAT (a Service's virtual IP to a backend),
+// IPv6 UDP SNAT and DNAT both, IPv4 SNAT only (masquerade); the others stay
+// untranslated.
+func translate(batch []flow.Record) {
+	for i := range batch {
+		r := &batch[i]
+		switch i % 12 {
+		case 0: // IPv4 TCP, DNAT
+			r.XlatDstAddr = netip.AddrFrom4([4]byte{10, 244, byte(i >> 8), byte(i)})
+			r.XlatDstPort = 8443
+		case 1: // IPv6 UDP, both sides
+			r.XlatSrcAddr = netip.AddrFrom16([16]byte{0xfd, 0x00, 0xaa, 14: byte(i >> 8), 15: byte(i)})
+			r.XlatSrcPort = uint16(30000 + i)
+			r.XlatDstAddr = netip.MustParseAddr("fd00:10::35")
+			r.XlatDstPort = 5353
+		case 4: // IPv4 TCP, SNAT only (masquerade)
+			r.XlatSrcAddr = netip.MustParseAddr("203.0.113.7")
+			r.XlatSrcPort = uint16(61000 + i)
+		}
+	}
+}
+
+// Translated flows (xlat) use the NAT templates (258, 259) with the
+// post-NAT addresses and ports, the others the small ones; goflow2 decodes
+// both kinds from one batch.
+func TestNATDecodedByGoflow2(t *testing.T) {
+	col := udpCollector(t)
+	e, err := New(Config{Target: col.LocalAddr().String(), DomainID: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	batch := records(120)
+	translate(batch)
+	if err := e.Export(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	_, recs := receive(t, col, netflow.CreateTemplateSystem(), len(batch))
+	if len(recs) != len(batch) {
+		t.Fatalf("decoded %d flows, want %d", len(recs), len(batch))
+	}
+	nat := 0
+	for i := range batch {
+		check(t, recs[i], &batch[i], 9)
+		if recs[i].template == TemplateIPv4NAT || recs[i].template == TemplateIPv6NAT {
+			nat++
+		}
+	}
+	if nat != 30 {
+		t.Errorf("%d flows in the NAT templates, want 30", nat)
+	}
+	if recLen[variantNAT] != 73+12 || recLen[variantNAT|variantV6] != 97+36 {
+		t.Errorf("NAT record lengths %d, %d", recLen[variantNAT], recLen[variantNAT|variantV6])
+	}
+}
+
+// An IPv4-mapped translated address goes out as IPv4; an address of the
+// other family (not produced by xlat) leaves that side as it was.
+func TestPostNAT(t *testing.T) {
+	r := flow.Record{SrcAddr: netip.MustParseAddr("10.0.0.1"), DstAddr: netip.MustParseAddr("10.96.0.10"),
+		SrcPort: 1234, DstPort: 53,
+		XlatSrcAddr: netip.MustParseAddr("2001:db8::1"), XlatSrcPort: 9,
+		XlatDstAddr: netip.MustParseAddr("::ffff:10.244.1.5"), XlatDstPort: 5353}
+	s, sp, d, dp := PostNAT(&r)
+	if s != r.SrcAddr || sp != 1234 || d != netip.MustParseAddr("10.244.1.5") || dp != 5353 {
+		t.Errorf("PostNAT = %v %d %v %d", s, sp, d, dp)
+	}
 }
 
 // A collector that restarts (a new decoder state, no templates) cannot
@@ -422,6 +518,7 @@ func TestExportAllocations(t *testing.T) {
 	defer e.Close()
 	e.w = io.Discard
 	batch := records(1000)
+	translate(batch)
 	ctx := context.Background()
 	if err := e.Export(ctx, batch); err != nil {
 		t.Fatal(err)
