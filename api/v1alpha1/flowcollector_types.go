@@ -38,13 +38,26 @@ const (
 type LogLevel string
 
 // ExporterType names one of the agent's exporters.
-// +kubebuilder:validation:Enum=stdout;grpc
+// +kubebuilder:validation:Enum=stdout;grpc;ipfix
 type ExporterType string
 
 // The agent's exporters.
 const (
 	ExporterStdout ExporterType = "stdout"
 	ExporterGRPC   ExporterType = "grpc"
+	// ExporterIPFIX sends flows as IPFIX (RFC 7011) to any IPFIX collector:
+	// docs/export.md.
+	ExporterIPFIX ExporterType = "ipfix"
+)
+
+// IPFIXTransport is the transport of the ipfix exporter.
+// +kubebuilder:validation:Enum=udp;tcp
+type IPFIXTransport string
+
+// The ipfix exporter's transports.
+const (
+	IPFIXUDP IPFIXTransport = "udp"
+	IPFIXTCP IPFIXTransport = "tcp"
 )
 
 // FlowCollectorSpec is the desired state of flowlens across the cluster: the
@@ -77,7 +90,7 @@ type FlowCollectorSpec struct {
 	// Exporters are where the agent sends flows: at most one of each type.
 	// +kubebuilder:default={{type: stdout}}
 	// +kubebuilder:validation:MinItems=1
-	// +kubebuilder:validation:MaxItems=2
+	// +kubebuilder:validation:MaxItems=3
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -447,14 +460,60 @@ type FlowFilterRule struct {
 
 // Exporter is one destination of the agent's flows.
 // +kubebuilder:validation:XValidation:rule="self.type == 'grpc' ? has(self.grpc) : !has(self.grpc)",message="grpc must be set for, and only for, type grpc"
+// +kubebuilder:validation:XValidation:rule="self.type == 'ipfix' ? has(self.ipfix) : !has(self.ipfix)",message="ipfix must be set for, and only for, type ipfix"
 type Exporter struct {
-	// Type is the exporter: stdout (JSON lines in the agent's log) or grpc.
+	// Type is the exporter: stdout (JSON lines in the agent's log), grpc
+	// (to a flowlens collector) or ipfix (to any IPFIX collector).
 	// +required
 	Type ExporterType `json:"type"`
 
 	// GRPC configures the grpc exporter.
 	// +optional
 	GRPC *GRPCExporter `json:"grpc,omitempty"`
+
+	// IPFIX configures the ipfix exporter.
+	// +optional
+	IPFIX *IPFIXExporter `json:"ipfix,omitempty"`
+}
+
+// IPFIXExporter sends flows as IPFIX messages (RFC 7011) to an IPFIX
+// collector (the agent's --ipfix-* flags; docs/export.md).
+type IPFIXExporter struct {
+	// TargetHost is the collector's DNS name or IP address, without a port
+	// or scheme, e.g. ipfix-collector.monitoring.svc.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	TargetHost string `json:"targetHost"`
+
+	// TargetPort is the collector's IPFIX port, typically 4739.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +required
+	TargetPort int32 `json:"targetPort"`
+
+	// Transport is how messages reach the collector: udp or tcp.
+	// +kubebuilder:default=udp
+	// +optional
+	Transport IPFIXTransport `json:"transport,omitempty"`
+
+	// DomainID is the observation domain id of the exported messages, 0 to
+	// 4294967295.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=4294967295
+	// +optional
+	DomainID *int64 `json:"domainId,omitempty"`
+
+	// TemplateRefresh is how often the agent resends its templates over UDP
+	// (they are also in the first message), as a duration such as 1m or 30s
+	// (1s to 1h).
+	// +kubebuilder:default="1m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="must be a duration from 1s to 1h"
+	// +optional
+	TemplateRefresh *metav1.Duration `json:"templateRefresh,omitempty"`
 }
 
 // GRPCExporter sends flows to a flowlens collector over gRPC.

@@ -421,6 +421,34 @@ func TestSchemaRejectsInvalidSpec(t *testing.T) {
 		{"grpc without target", func(fc *v1alpha1.FlowCollector) {
 			fc.Spec.Exporters = []v1alpha1.Exporter{{Type: v1alpha1.ExporterGRPC}}
 		}, "grpc must be set for, and only for, type grpc"},
+		{"ipfix without its settings", func(fc *v1alpha1.FlowCollector) {
+			fc.Spec.Exporters = []v1alpha1.Exporter{{Type: v1alpha1.ExporterIPFIX}}
+		}, "spec.exporters[0]: Invalid value: ipfix must be set for, and only for, type ipfix"},
+		{"ipfix settings on stdout", func(fc *v1alpha1.FlowCollector) {
+			fc.Spec.Exporters = []v1alpha1.Exporter{{Type: v1alpha1.ExporterStdout,
+				IPFIX: &v1alpha1.IPFIXExporter{TargetHost: "ipfix", TargetPort: 4739}}}
+		}, "spec.exporters[0]: Invalid value: ipfix must be set for, and only for, type ipfix"},
+		{"ipfix empty target", func(fc *v1alpha1.FlowCollector) {
+			fc.Spec.Exporters = []v1alpha1.Exporter{{Type: v1alpha1.ExporterIPFIX,
+				IPFIX: &v1alpha1.IPFIXExporter{TargetPort: 4739}}}
+		}, "spec.exporters[0].ipfix.targetHost in body should be at least 1 chars long"},
+		{"ipfix transport", func(fc *v1alpha1.FlowCollector) {
+			fc.Spec.Exporters = []v1alpha1.Exporter{{Type: v1alpha1.ExporterIPFIX,
+				IPFIX: &v1alpha1.IPFIXExporter{TargetHost: "ipfix", TargetPort: 4739, Transport: "sctp"}}}
+		}, `spec.exporters[0].ipfix.transport: Unsupported value: "sctp": supported values: "udp", "tcp"`},
+		{"ipfix refresh too short", func(fc *v1alpha1.FlowCollector) {
+			fc.Spec.Exporters = []v1alpha1.Exporter{{Type: v1alpha1.ExporterIPFIX, IPFIX: &v1alpha1.IPFIXExporter{
+				TargetHost: "ipfix", TargetPort: 4739, TemplateRefresh: &metav1.Duration{Duration: 500 * time.Millisecond}}}}
+		}, `spec.exporters[0].ipfix.templateRefresh: Invalid value: "500ms": must be a duration from 1s to 1h`},
+		{"ipfix refresh too long", func(fc *v1alpha1.FlowCollector) {
+			fc.Spec.Exporters = []v1alpha1.Exporter{{Type: v1alpha1.ExporterIPFIX, IPFIX: &v1alpha1.IPFIXExporter{
+				TargetHost: "ipfix", TargetPort: 4739, TemplateRefresh: &metav1.Duration{Duration: 2 * time.Hour}}}}
+		}, `spec.exporters[0].ipfix.templateRefresh: Invalid value: "2h0m0s": must be a duration from 1s to 1h`},
+		{"ipfix domain id", func(fc *v1alpha1.FlowCollector) {
+			id := int64(1) << 32
+			fc.Spec.Exporters = []v1alpha1.Exporter{{Type: v1alpha1.ExporterIPFIX, IPFIX: &v1alpha1.IPFIXExporter{
+				TargetHost: "ipfix", TargetPort: 4739, DomainID: &id}}}
+		}, "spec.exporters[0].ipfix.domainId in body should be less than or equal to 4294967295"},
 		{"two stdout exporters", func(fc *v1alpha1.FlowCollector) {
 			fc.Spec.Exporters = []v1alpha1.Exporter{{Type: v1alpha1.ExporterStdout}, {Type: v1alpha1.ExporterStdout}}
 		}, `spec.exporters[1]: Duplicate value: {"type":"stdout"}`},
@@ -456,6 +484,16 @@ func TestSchemaRejectsInvalidSpec(t *testing.T) {
 				t.Errorf("error %q, want an Invalid error containing %q", err, tc.want)
 			}
 		})
+	}
+
+	// An ipfix exporter without a target at all (Go always sends
+	// targetHost), as kubectl would send it.
+	raw0 := []byte(`{"apiVersion":"flowlens.io/v1alpha1","kind":"FlowCollector","metadata":{"name":"cluster"},"spec":{"exporters":[{"type":"ipfix","ipfix":{"transport":"tcp"}}]}}`)
+	err0 := k8s.Patch(ctx, newCollector(""), client.RawPatch("application/apply-patch+yaml", raw0), client.FieldOwner("test"), client.DryRunAll)
+	for _, want := range []string{"spec.exporters[0].ipfix.targetHost: Required value", "spec.exporters[0].ipfix.targetPort: Required value"} {
+		if err0 == nil || !strings.Contains(err0.Error(), want) {
+			t.Errorf("ipfix without a target: error %v, want %q", err0, want)
+		}
 	}
 
 	// Sampling 0 cannot be sent from Go (omitempty: it means "default"), so

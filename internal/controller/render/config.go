@@ -46,6 +46,14 @@ type agentConfig struct {
 	// was before they existed.
 	DNSPorts   []int32 `yaml:"dns_ports,omitempty"`
 	DNSTimeout string  `yaml:"dns_timeout,omitempty"`
+
+	// The ipfix keys are written only with the ipfix exporter, so that the
+	// configuration (and its hash) of every other FlowCollector stays as it
+	// was before they existed. The domain id is a pointer: 0 is a value.
+	IPFIXTarget          string  `yaml:"ipfix_target,omitempty"`
+	IPFIXTransport       string  `yaml:"ipfix_transport,omitempty"`
+	IPFIXDomainID        *uint32 `yaml:"ipfix_domain_id,omitempty"`
+	IPFIXTemplateRefresh string  `yaml:"ipfix_template_refresh,omitempty"`
 }
 
 // filterRule is one entry of the agent's filter_rules: the fields of a
@@ -109,6 +117,13 @@ func AgentConfig(spec *v1alpha1.FlowCollectorSpec) ([]byte, error) {
 		if g.TLS != nil && g.TLS.ClientSecretRef != nil {
 			c.TLSCert, c.TLSKey = TLSCertPath, TLSKeyPath
 		}
+	}
+	if x := IPFIX(spec); x != nil {
+		c.IPFIXTarget = net.JoinHostPort(x.TargetHost, strconv.Itoa(int(x.TargetPort)))
+		c.IPFIXTransport = string(x.Transport)
+		id := uint32(*x.DomainID) // the schema bounds it to 0..4294967295
+		c.IPFIXDomainID = &id
+		c.IPFIXTemplateRefresh = x.TemplateRefresh.Duration.String()
 	}
 	out, err := yaml.Marshal(&c)
 	if err != nil {

@@ -74,6 +74,11 @@ const (
 	DefaultGRPCBatchSize      = 1000
 	DefaultLogLevel           = v1alpha1.LogLevel("info")
 	DefaultCAKey              = "ca.crt"
+
+	// The ipfix exporter's: the agent's --ipfix-* defaults.
+	DefaultIPFIXTransport       = v1alpha1.IPFIXUDP
+	DefaultIPFIXDomainID        = 1
+	DefaultIPFIXTemplateRefresh = time.Minute
 )
 
 // DefaultResources are the agent container's resources when spec.agent.resources
@@ -144,6 +149,18 @@ func WithDefaults(spec v1alpha1.FlowCollectorSpec) v1alpha1.FlowCollectorSpec {
 		s.Exporters = []v1alpha1.Exporter{{Type: v1alpha1.ExporterStdout}}
 	}
 	for i := range s.Exporters {
+		if x := s.Exporters[i].IPFIX; x != nil {
+			if x.Transport == "" {
+				x.Transport = DefaultIPFIXTransport
+			}
+			if x.DomainID == nil {
+				id := int64(DefaultIPFIXDomainID)
+				x.DomainID = &id
+			}
+			if x.TemplateRefresh == nil {
+				x.TemplateRefresh = &metav1.Duration{Duration: DefaultIPFIXTemplateRefresh}
+			}
+		}
 		g := s.Exporters[i].GRPC
 		if g == nil {
 			continue
@@ -179,6 +196,16 @@ func GRPC(spec *v1alpha1.FlowCollectorSpec) *v1alpha1.GRPCExporter {
 	for i := range spec.Exporters {
 		if spec.Exporters[i].Type == v1alpha1.ExporterGRPC {
 			return spec.Exporters[i].GRPC
+		}
+	}
+	return nil
+}
+
+// IPFIX returns the ipfix exporter of spec, or nil.
+func IPFIX(spec *v1alpha1.FlowCollectorSpec) *v1alpha1.IPFIXExporter {
+	for i := range spec.Exporters {
+		if spec.Exporters[i].Type == v1alpha1.ExporterIPFIX {
+			return spec.Exporters[i].IPFIX
 		}
 	}
 	return nil

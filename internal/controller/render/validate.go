@@ -17,9 +17,9 @@ import (
 
 // Validate checks what the CRD schema cannot: that interface patterns compile
 // and that the flow filter rules pass the agent's checks (with the agent's own
-// parsers, so both agree), and that the gRPC target is a host the agent can
-// dial. It returns every problem found, joined, each naming the spec field at
-// fault. The reconciler reports the error in the Degraded condition and
+// parsers, so both agree), and that the gRPC and IPFIX targets are hosts the
+// agent can dial. It returns every problem found, joined, each naming the spec
+// field at fault. The reconciler reports the error in the Degraded condition and
 // leaves the running agents as they are.
 func Validate(spec *v1alpha1.FlowCollectorSpec) error {
 	var errs []error
@@ -35,11 +35,15 @@ func Validate(spec *v1alpha1.FlowCollectorSpec) error {
 		errs = append(errs, err)
 	}
 	for i, e := range spec.Exporters {
-		if e.GRPC == nil {
-			continue
+		if e.GRPC != nil {
+			if err := checkHost(e.GRPC.TargetHost); err != nil {
+				errs = append(errs, fmt.Errorf("spec.exporters[%d].grpc.targetHost %q: %w", i, e.GRPC.TargetHost, err))
+			}
 		}
-		if err := checkHost(e.GRPC.TargetHost); err != nil {
-			errs = append(errs, fmt.Errorf("spec.exporters[%d].grpc.targetHost %q: %w", i, e.GRPC.TargetHost, err))
+		if e.IPFIX != nil {
+			if err := checkHost(e.IPFIX.TargetHost); err != nil {
+				errs = append(errs, fmt.Errorf("spec.exporters[%d].ipfix.targetHost %q: %w", i, e.IPFIX.TargetHost, err))
+			}
 		}
 	}
 	return errors.Join(errs...)
