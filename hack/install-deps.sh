@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a build or test step needs, with apt, only when missing.
 #   hack/install-deps.sh bpf    clang, llvm, libbpf headers (make generate)
-#   hack/install-deps.sh test   iproute2, nftables, iptables, openssl, dnsmasq (make test)
+#   hack/install-deps.sh test   iproute2, nftables, iptables, openssl, dnsmasq, tshark (make test)
 set -euo pipefail
 
 need=()
@@ -18,6 +18,7 @@ test)
 	command -v iptables >/dev/null || need+=(iptables)
 	command -v openssl >/dev/null || need+=(openssl)            # the tls feature's test
 	command -v dnsmasq >/dev/null || need+=(dnsmasq-base)       # the dns feature's test
+	command -v tshark >/dev/null || need+=(tshark)              # the IPFIX exporter's Wireshark test
 	;;
 *)
 	echo "usage: $0 bpf|test" >&2
