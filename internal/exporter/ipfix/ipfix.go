@@ -7,8 +7,10 @@
 // Elements describe the records: one for IPv4 flows (TemplateIPv4), one for
 // IPv6 flows (TemplateIPv6), and for flows the xlat feature saw translated
 // the same with the post-NAT addresses and ports added (TemplateIPv4NAT,
-// TemplateIPv6NAT), so untranslated flows keep the small records (see
-// docs/export.md). Over UDP the
+// TemplateIPv6NAT), so untranslated flows keep the small records. Flows
+// with enrichment (drops, RTT, retransmits, partial, sampling; Enriched) use
+// the templates 260 to 263, the same plus flowlens's enterprise-specific
+// elements under EnterpriseNumber (see docs/export.md). Over UDP the
 // templates are sent in the first message and again every TemplateRefresh,
 // so a collector that restarts can decode again within that interval; over
 // TCP they are sent once at the start of each connection.
@@ -44,20 +46,53 @@ const (
 )
 
 // Template ids of the data sets: 256 + the record's variant (variantV6,
-// variantNAT bits).
+// variantNAT, variantEnriched bits).
 const (
-	TemplateIPv4    uint16 = 256
-	TemplateIPv6    uint16 = 257
-	TemplateIPv4NAT uint16 = 258
-	TemplateIPv6NAT uint16 = 259
+	TemplateIPv4            uint16 = 256
+	TemplateIPv6            uint16 = 257
+	TemplateIPv4NAT         uint16 = 258
+	TemplateIPv6NAT         uint16 = 259
+	TemplateIPv4Enriched    uint16 = 260
+	TemplateIPv6Enriched    uint16 = 261
+	TemplateIPv4NATEnriched uint16 = 262
+	TemplateIPv6NATEnriched uint16 = 263
 )
 
 // A record's variant picks its template: bits of the address family and of
 // the optional field groups.
 const (
-	variantV6  = 1
-	variantNAT = 2
-	variants   = 4
+	variantV6       = 1
+	variantNAT      = 2
+	variantEnriched = 4
+	variants        = 8
+)
+
+// EnterpriseNumber is the Private Enterprise Number (IANA) of flowlens's
+// enterprise-specific Information Elements. 32473 is the PEN IANA reserves
+// for documentation and examples (RFC 5612): a placeholder until flowlens
+// registers its own, which will then replace it (collectors that map these
+// elements by PEN must follow).
+const EnterpriseNumber uint32 = 32473
+
+// flowlens's enterprise-specific Information Elements (under
+// EnterpriseNumber; sent with the enterprise bit 0x8000 set). Their ids
+// start at 1001, away from the IANA ids in use, so a collector that ignores
+// the enterprise number (a bug, but seen) does not take them for standard
+// elements (1001 for octetDeltaCount's 1).
+const (
+	ieFlDropPackets    = 1001 // unsigned64
+	ieFlDropBytes      = 1002 // unsigned64
+	ieFlDropCause      = 1003 // string, variable length
+	ieFlRTTNanoseconds = 1004 // unsigned64
+	ieFlRetransmits    = 1005 // unsigned64
+	ieFlSampling       = 1006 // unsigned32
+	ieFlPartial        = 1007 // boolean (1 true, 2 false)
+	ieFlInterfaces     = 1008 // unsigned8
+	enterpriseBit      = 0x8000
+	variableLength     = 0xffff
+	// MaxDropCause bounds the drop cause sent (bytes): it keeps the
+	// one-byte length prefix and a record well inside the smallest message.
+	MaxDropCause = 200
 )
 
 const (
@@ -100,7 +135,10 @@ const (
 	ieLayer2OctetDeltaCount  = 352
 )
 
-type field struct{ id, length uint16 }
+type field struct {
+	id, length uint16
+	pen        uint32 // 0: an IANA element
+}
 
 // templateFields returns the template of one variant, in record order.
 func templateFields(variant int) []field {
@@ -110,39 +148,58 @@ func templateFields(variant int) []field {
 		src, dst, addrLen, icmp = ieSourceIPv6Address, ieDestinationIPv6Address, 16, ieICMPTypeCodeIPv6
 	}
 	fs := []field{
-		{src, addrLen},
-		{dst, addrLen},
-		{ieSourceTransportPort, 2},
-		{ieDestinationTransport, 2},
-		{ieProtocolIdentifier, 1},
-		{ieOctetDeltaCount, 8},
-		{iePacketDeltaCount, 8},
-		{ieLayer2OctetDeltaCount, 8},
-		{ieTCPControlBits, 2},
-		{ieFlowStartMilliseconds, 8},
-		{ieFlowEndMilliseconds, 8},
-		{icmp, 2},
-		{ieIPClassOfService, 1},
-		{ieSourceMacAddress, 6},
-		{ieDestinationMacAddress, 6},
-		{ieEthernetType, 2},
-		{ieFlowDirection, 1},
+		{src, addrLen, 0},
+		{dst, addrLen, 0},
+		{ieSourceTransportPort, 2, 0},
+		{ieDestinationTransport, 2, 0},
+		{ieProtocolIdentifier, 1, 0},
+		{ieOctetDeltaCount, 8, 0},
+		{iePacketDeltaCount, 8, 0},
+		{ieLayer2OctetDeltaCount, 8, 0},
+		{ieTCPControlBits, 2, 0},
+		{ieFlowStartMilliseconds, 8, 0},
+		{ieFlowEndMilliseconds, 8, 0},
+		{icmp, 2, 0},
+		{ieIPClassOfService, 1, 0},
+		{ieSourceMacAddress, 6, 0},
+		{ieDestinationMacAddress, 6, 0},
+		{ieEthernetType, 2, 0},
+		{ieFlowDirection, 1, 0},
 	}
 	if variant&variantNAT != 0 {
 		natSrc, natDst := uint16(iePostNATSourceIPv4), uint16(iePostNATDestinationIPv4)
 		if v6 {
 			natSrc, natDst = iePostNATSourceIPv6, iePostNATDestinationIPv6
 		}
-		fs = append(fs, field{natSrc, addrLen}, field{natDst, addrLen},
-			field{iePostNAPTSourcePort, 2}, field{iePostNAPTDestPort, 2})
+		fs = append(fs, field{natSrc, addrLen, 0}, field{natDst, addrLen, 0},
+			field{iePostNAPTSourcePort, 2, 0}, field{iePostNAPTDestPort, 2, 0})
+	}
+	if variant&variantEnriched != 0 {
+		pen := EnterpriseNumber
+		fs = append(fs,
+			field{ieFlDropPackets, 8, pen},
+			field{ieFlDropBytes, 8, pen},
+			field{ieFlDropCause, variableLength, pen},
+			field{ieFlRTTNanoseconds, 8, pen},
+			field{ieFlRetransmits, 8, pen},
+			field{ieFlSampling, 4, pen},
+			field{ieFlPartial, 1, pen},
+			field{ieFlInterfaces, 1, pen})
 	}
 	return fs
 }
 
+// recordLen is the fixed length of a variant's data records; a
+// variable-length element counts its one-byte length prefix, its content
+// is added per record.
 func recordLen(variant int) int {
 	n := 0
 	for _, f := range templateFields(variant) {
-		n += int(f.length)
+		if f.length == variableLength {
+			n++
+		} else {
+			n += int(f.length)
+		}
 	}
 	return n
 }
@@ -155,25 +212,48 @@ var (
 		}
 		return l
 	}()
-	// templateSet is the template set with every template, built once.
-	templateSet = buildTemplateSet()
+	// templateRecords are the template records of every variant, built once.
+	templateRecords = buildTemplateRecords()
 )
 
-func buildTemplateSet() []byte {
-	b := binary.BigEndian.AppendUint16(nil, templateSetID)
-	b = append(b, 0, 0) // length, below
+func buildTemplateRecords() (out [][]byte) {
 	for v := range variants {
 		fs := templateFields(v)
-		id := TemplateIPv4 + uint16(v)
-		b = binary.BigEndian.AppendUint16(b, id)
+		b := binary.BigEndian.AppendUint16(nil, TemplateIPv4+uint16(v))
 		b = binary.BigEndian.AppendUint16(b, uint16(len(fs)))
 		for _, f := range fs {
+			if f.pen != 0 {
+				b = binary.BigEndian.AppendUint16(b, f.id|enterpriseBit)
+				b = binary.BigEndian.AppendUint16(b, f.length)
+				b = binary.BigEndian.AppendUint32(b, f.pen)
+				continue
+			}
 			b = binary.BigEndian.AppendUint16(b, f.id)
 			b = binary.BigEndian.AppendUint16(b, f.length)
 		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// templateSets packs the template records into template sets, each small
+// enough to travel in a message of at most max bytes: one set with all of
+// them at the default size, more below about 950 bytes.
+func templateSets(max int) (sets [][]byte) {
+	var b []byte
+	for _, r := range templateRecords {
+		if b != nil && headerLen+len(b)+len(r) > max {
+			binary.BigEndian.PutUint16(b[2:], uint16(len(b)))
+			sets, b = append(sets, b), nil
+		}
+		if b == nil {
+			b = binary.BigEndian.AppendUint16(nil, templateSetID)
+			b = append(b, 0, 0) // length, when the set is complete
+		}
+		b = append(b, r...)
 	}
 	binary.BigEndian.PutUint16(b[2:], uint16(len(b)))
-	return b
+	return append(sets, b)
 }
 
 // OctetDeltaCount is the record's octets as IPFIX defines octetDeltaCount
@@ -234,7 +314,8 @@ type Exporter struct {
 	buf          []byte
 	seq          uint32 // data records sent before the message being built
 	lastTemplate time.Time
-	sendTemplate bool // the next message starts with the templates
+	sendTemplate bool     // the next message starts with the templates
+	templates    [][]byte // template sets (templateSets of MaxMessageBytes)
 	now          func() time.Time
 	closed       bool
 }
@@ -292,7 +373,7 @@ func New(cfg Config) (*Exporter, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	e := &Exporter{cfg: cfg, log: cfg.Logger, buf: make([]byte, 0, cfg.MaxMessageBytes),
-		sendTemplate: true, now: time.Now}
+		sendTemplate: true, now: time.Now, templates: templateSets(cfg.MaxMessageBytes)}
 	if cfg.Transport == "udp" {
 		c, err := net.Dial("udp", cfg.Target)
 		if err != nil {
@@ -325,17 +406,27 @@ func (e *Exporter) Export(ctx context.Context, batch []flow.Record) error {
 		e.sendTemplate = true
 	}
 	var firstErr error
+	if err := e.leadingTemplates(now); err != nil {
+		if e.w == nil {
+			return err
+		}
+		firstErr = err
+	}
 	e.begin(now)
 	setStart, setID, inMsg := -1, uint16(0), 0
 	for i := range batch {
 		r := &batch[i]
 		v := recordVariant(r)
 		id, n := TemplateIPv4+uint16(v), recLen[v]
+		if v&variantEnriched != 0 {
+			n += len(dropCause(r))
+		}
 		need := n
 		if setStart < 0 || setID != id {
 			need += setHeaderLen
 		}
-		if len(e.buf)+need > e.cfg.MaxMessageBytes && inMsg > 0 {
+		// Full (a message with nothing but templates is sent on its own).
+		if len(e.buf)+need > e.cfg.MaxMessageBytes && len(e.buf) > headerLen {
 			e.endSet(setStart)
 			if err := e.flush(inMsg); err != nil {
 				if e.w == nil { // TCP: the connection is gone, and the rest of the batch with it
@@ -366,19 +457,46 @@ func (e *Exporter) Export(ctx context.Context, batch []flow.Record) error {
 	return firstErr
 }
 
-// begin starts a message: the header (its length and sequence number set by
-// flush) and the templates when due.
-func (e *Exporter) begin(now time.Time) {
+// header starts a message in buf: the header, its length and sequence
+// number set by flush.
+func (e *Exporter) header(now time.Time) {
 	b := e.buf[:0]
 	b = binary.BigEndian.AppendUint16(b, version)
 	b = append(b, 0, 0)
 	b = binary.BigEndian.AppendUint32(b, uint32(now.Unix()))
 	b = binary.BigEndian.AppendUint32(b, 0)
-	b = binary.BigEndian.AppendUint32(b, e.cfg.DomainID)
+	e.buf = binary.BigEndian.AppendUint32(b, e.cfg.DomainID)
+}
+
+// begin starts a message: the header and, when due, the (last) template set.
+func (e *Exporter) begin(now time.Time) {
+	e.header(now)
 	if e.sendTemplate {
-		b = append(b, templateSet...)
+		e.buf = append(e.buf, e.templates[len(e.templates)-1]...)
 	}
-	e.buf = b
+}
+
+// leadingTemplates sends, when the templates are due and do not fit in one
+// message (MaxMessageBytes under about 950), every template set but the
+// last in messages of their own; the last one opens the first data message.
+func (e *Exporter) leadingTemplates(now time.Time) error {
+	if !e.sendTemplate {
+		return nil
+	}
+	var firstErr error
+	for _, set := range e.templates[:len(e.templates)-1] {
+		e.header(now)
+		e.buf = append(e.buf, set...)
+		if err := e.send(0); err != nil {
+			if e.w == nil {
+				return err
+			}
+			if firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
+	return firstErr
 }
 
 // endSet writes the length of the set started at start (-1: none).
@@ -388,11 +506,25 @@ func (e *Exporter) endSet(start int) {
 	}
 }
 
-// flush sends the message in buf, holding n data records.
+// flush sends the message in buf, holding n data records, and notes the
+// templates sent if it carried them.
 func (e *Exporter) flush(n int) error {
+	withTemplate := e.sendTemplate
+	if err := e.send(n); err != nil {
+		return err
+	}
+	if withTemplate {
+		e.Stats.Templates.Add(1)
+		e.sendTemplate = false
+		e.lastTemplate = e.now()
+	}
+	return nil
+}
+
+// send sends the message in buf, holding n data records.
+func (e *Exporter) send(n int) error {
 	binary.BigEndian.PutUint16(e.buf[2:], uint16(len(e.buf)))
 	binary.BigEndian.PutUint32(e.buf[8:], e.seq)
-	withTemplate := e.sendTemplate
 	if _, err := e.w.Write(e.buf); err != nil {
 		e.Stats.Errors.Add(1)
 		if e.cfg.Transport == "tcp" {
@@ -407,11 +539,6 @@ func (e *Exporter) flush(n int) error {
 	e.Stats.Messages.Add(1)
 	e.Stats.Flows.Add(uint64(n))
 	e.Stats.Bytes.Add(uint64(len(e.buf)))
-	if withTemplate {
-		e.Stats.Templates.Add(1)
-		e.sendTemplate = false
-		e.lastTemplate = e.now()
-	}
 	return nil
 }
 
@@ -436,7 +563,26 @@ func recordVariant(r *flow.Record) int {
 	if r.Translated() {
 		v |= variantNAT
 	}
+	if Enriched(r) {
+		v |= variantEnriched
+	}
 	return v
+}
+
+// Enriched reports whether r goes out with flowlens's enterprise-specific
+// elements: it has drops, an RTT, retransmits, is partial, or was sampled
+// (a rate above 1). Other flows keep the standard templates.
+func Enriched(r *flow.Record) bool {
+	return r.DropPackets != 0 || r.DropBytes != 0 || r.DropCause != "" || r.RTT != 0 ||
+		r.Retransmits != 0 || r.Partial || r.Sampling > 1
+}
+
+// dropCause is the drop cause as sent, at most MaxDropCause bytes.
+func dropCause(r *flow.Record) string {
+	if len(r.DropCause) > MaxDropCause {
+		return r.DropCause[:MaxDropCause]
+	}
+	return r.DropCause
 }
 
 // PostNAT returns the source and destination after NAT as the NAT template
@@ -496,6 +642,30 @@ func appendRecord(b []byte, r *flow.Record, variant int) []byte {
 		b = appendAddr(b, dst, v6)
 		b = binary.BigEndian.AppendUint16(b, sp)
 		b = binary.BigEndian.AppendUint16(b, dp)
+	}
+	if variant&variantEnriched != 0 {
+		b = binary.BigEndian.AppendUint64(b, r.DropPackets)
+		b = binary.BigEndian.AppendUint64(b, r.DropBytes)
+		c := dropCause(r)
+		b = append(b, byte(len(c)))
+		b = append(b, c...)
+		rtt := r.RTT
+		if rtt < 0 {
+			rtt = 0
+		}
+		b = binary.BigEndian.AppendUint64(b, uint64(rtt))
+		b = binary.BigEndian.AppendUint64(b, r.Retransmits)
+		b = binary.BigEndian.AppendUint32(b, r.Sampling)
+		partial := byte(2) // RFC 7011 §6.1.5: false
+		if r.Partial {
+			partial = 1
+		}
+		b = append(b, partial)
+		ifs := len(r.Interfaces)
+		if ifs > 255 {
+			ifs = 255
+		}
+		b = append(b, byte(ifs))
 	}
 	return b
 }

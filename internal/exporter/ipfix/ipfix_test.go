@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,7 +100,34 @@ func want(r *flow.Record) map[uint16]uint64 {
 type decoded struct {
 	template uint16
 	domain   uint32
-	values   map[uint16][]byte
+	values   map[uint16][]byte // IANA elements
+	pen      map[uint16][]byte // elements under EnterpriseNumber
+	otherPEN int               // elements under any other enterprise number
+}
+
+// dataRecords returns the data records of a message goflow2 decoded.
+func dataRecords(p netflow.IPFIXPacket) (out []decoded) {
+	for _, fs := range p.FlowSets {
+		ds, ok := fs.(netflow.DataFlowSet)
+		if !ok {
+			continue
+		}
+		for _, rec := range ds.Records {
+			d := decoded{template: ds.Id, domain: p.ObservationDomainId, values: map[uint16][]byte{}, pen: map[uint16][]byte{}}
+			for _, f := range rec.Values {
+				switch {
+				case !f.PenProvided:
+					d.values[f.Type] = f.Value.([]byte)
+				case f.Pen == EnterpriseNumber:
+					d.pen[f.Type] = f.Value.([]byte)
+				default:
+					d.otherPEN++
+				}
+			}
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // decode runs goflow2's decoder on one message.
@@ -110,21 +138,7 @@ func decode(t *testing.T, ts netflow.NetFlowTemplateSystem, msg []byte) (netflow
 	if err := netflow.DecodeMessageVersion(bytes.NewBuffer(msg), ts, &v9, &p); err != nil {
 		return p, nil, err
 	}
-	var out []decoded
-	for _, fs := range p.FlowSets {
-		ds, ok := fs.(netflow.DataFlowSet)
-		if !ok {
-			continue
-		}
-		for _, rec := range ds.Records {
-			d := decoded{template: ds.Id, domain: p.ObservationDomainId, values: map[uint16][]byte{}}
-			for _, f := range rec.Values {
-				d.values[f.Type] = f.Value.([]byte)
-			}
-			out = append(out, d)
-		}
-	}
-	return p, out, nil
+	return p, dataRecords(p), nil
 }
 
 func check(t *testing.T, got decoded, r *flow.Record, domain uint32) {
@@ -159,8 +173,8 @@ func check(t *testing.T, got decoded, r *flow.Record, domain uint32) {
 			t.Errorf("%v: post-NAPT destination port %x, want %d", r.SrcAddr, p, wdp)
 		}
 	}
-	if got.template != tmpl || got.domain != domain {
-		t.Errorf("%v: template %d domain %d, want %d %d", r.SrcAddr, got.template, got.domain, tmpl, domain)
+	if got.domain != domain {
+		t.Errorf("%v: domain %d, want %d", r.SrcAddr, got.domain, domain)
 	}
 	if a, ok := netip.AddrFromSlice(got.values[src]); !ok || a != r.SrcAddr {
 		t.Errorf("source address %x, want %v", got.values[src], r.SrcAddr)
@@ -184,6 +198,16 @@ func check(t *testing.T, got decoded, r *flow.Record, domain uint32) {
 	}
 	if n := len(got.values); n != fields {
 		t.Errorf("%v: %d fields decoded, want %d", r.SrcAddr, n, fields)
+	}
+	if got.otherPEN != 0 {
+		t.Errorf("%v: %d fields under another enterprise number", r.SrcAddr, got.otherPEN)
+	}
+	checkEnterprise(t, got, r)
+	if Enriched(r) {
+		tmpl += 4 // the Enriched templates
+	}
+	if got.template != tmpl {
+		t.Errorf("%v: template %d, want %d", r.SrcAddr, got.template, tmpl)
 	}
 }
 
@@ -318,6 +342,176 @@ func TestNATDecodedByGoflow2(t *testing.T) {
 	}
 }
 
+// enrich gives some flows of records' batch the enrichment fields: drops
+// with a cause (one longer than MaxDropCause), RTT and retransmits, partial,
+// sampling, several interfaces; the others have none.
+func enrich(batch []flow.Record) {
+	long := strings.Repeat("SKB_DROP_REASON_", 20) // 320 bytes
+	for i := range batch {
+		r := &batch[i]
+		r.Sampling = 1
+		switch i % 10 {
+		case 0:
+			r.DropPackets, r.DropBytes, r.DropCause = uint64(i+1), uint64(1500*(i+1)), "SKB_DROP_REASON_NETFILTER_DROP"
+		case 1:
+			r.RTT, r.Retransmits = time.Duration(123456+i)*time.Nanosecond, uint64(i)
+		case 2:
+			r.Partial = true
+		case 3:
+			r.Sampling = 100
+			r.Interfaces = append(r.Interfaces, flow.Interface{Name: "veth1", Ifindex: 7, Direction: flow.DirIngress},
+				flow.Interface{Name: "cni0", Ifindex: 5, Direction: flow.DirEgress})
+		case 5:
+			r.DropPackets, r.DropCause = 1, long
+		}
+	}
+}
+
+// checkEnterprise checks the enterprise-specific elements goflow2 decoded
+// for r: all eight for an enriched flow, none otherwise.
+func checkEnterprise(t *testing.T, got decoded, r *flow.Record) {
+	t.Helper()
+	if !Enriched(r) {
+		if len(got.pen) != 0 {
+			t.Errorf("%v: not enriched, %d enterprise fields", r.SrcAddr, len(got.pen))
+		}
+		return
+	}
+	u := func(id uint16, size int) uint64 {
+		b, ok := got.pen[id]
+		if !ok || len(b) != size {
+			t.Errorf("%v: enterprise field %d = %x, want %d bytes", r.SrcAddr, id, b, size)
+			return 0
+		}
+		var v uint64
+		for _, x := range b {
+			v = v<<8 | uint64(x)
+		}
+		return v
+	}
+	cause := r.DropCause
+	if len(cause) > MaxDropCause {
+		cause = cause[:MaxDropCause]
+	}
+	partial := uint64(2)
+	if r.Partial {
+		partial = 1
+	}
+	for _, c := range []struct {
+		id   uint16
+		size int
+		want uint64
+	}{
+		{1001, 8, r.DropPackets}, {1002, 8, r.DropBytes}, {1004, 8, uint64(r.RTT)}, {1005, 8, r.Retransmits},
+		{1006, 4, uint64(r.Sampling)}, {1007, 1, partial}, {1008, 1, uint64(len(r.Interfaces))},
+	} {
+		if v := u(c.id, c.size); v != c.want {
+			t.Errorf("%v: enterprise field %d = %d, want %d", r.SrcAddr, c.id, v, c.want)
+		}
+	}
+	if got := string(got.pen[1003]); got != cause {
+		t.Errorf("%v: drop cause %q, want %q", r.SrcAddr, got, cause)
+	}
+	if len(got.pen) != 8 {
+		t.Errorf("%v: %d enterprise fields, want 8", r.SrcAddr, len(got.pen))
+	}
+}
+
+// Flows with enrichment (drops, RTT, retransmits, partial, sampling) use the
+// Enriched templates (260 to 263), with flowlens's enterprise-specific
+// elements under EnterpriseNumber, translated or not; goflow2 decodes every
+// one, standard and enterprise, mixed with plain flows in one batch.
+func TestEnrichedDecodedByGoflow2(t *testing.T) {
+	col := udpCollector(t)
+	e, err := New(Config{Target: col.LocalAddr().String(), DomainID: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	batch := records(240)
+	translate(batch)
+	enrich(batch)
+	if err := e.Export(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	msgs, recs := receive(t, col, netflow.CreateTemplateSystem(), len(batch))
+	if len(recs) != len(batch) {
+		t.Fatalf("decoded %d flows, want %d", len(recs), len(batch))
+	}
+	perTemplate := map[uint16]int{}
+	for i := range batch {
+		check(t, recs[i], &batch[i], 5)
+		perTemplate[recs[i].template]++
+	}
+	for id := TemplateIPv4; id <= TemplateIPv6NATEnriched; id++ {
+		if perTemplate[id] == 0 {
+			t.Errorf("no flow in template %d (%v)", id, perTemplate)
+		}
+	}
+	for i, m := range msgs {
+		if len(m) > DefaultMaxMessageBytes {
+			t.Errorf("message %d is %d bytes", i, len(m))
+		}
+	}
+	t.Logf("%d flows in %d messages, per template %v", len(batch), len(msgs), perTemplate)
+}
+
+// With the smallest message size (512 bytes) the eight templates do not fit
+// in one message: they go in template-only messages, the last set opening
+// the first data message; goflow2 decodes everything, no message is larger.
+func TestTemplatesSplitInSmallMessages(t *testing.T) {
+	col := udpCollector(t)
+	e, err := New(Config{Target: col.LocalAddr().String(), DomainID: 3, MaxMessageBytes: minMessage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if len(e.templates) < 2 {
+		t.Fatalf("%d template sets at %d bytes, want several", len(e.templates), minMessage)
+	}
+	batch := records(60)
+	translate(batch)
+	enrich(batch)
+	if err := e.Export(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	msgs, recs := receive(t, col, netflow.CreateTemplateSystem(), len(batch))
+	for i := range batch {
+		check(t, recs[i], &batch[i], 3)
+	}
+	var seq uint32
+	templateOnly := 0
+	ts := netflow.CreateTemplateSystem()
+	for i, m := range msgs {
+		if len(m) > minMessage {
+			t.Errorf("message %d is %d bytes, over %d", i, len(m), minMessage)
+		}
+		if s := binary.BigEndian.Uint32(m[8:]); s != seq {
+			t.Errorf("message %d: sequence %d, want %d", i, s, seq)
+		}
+		_, d, err := decode(t, ts, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(d) == 0 {
+			templateOnly++
+		}
+		seq += uint32(len(d))
+	}
+	// The last set opens the first data message, or goes alone when that
+	// message has no room left for a record.
+	if templateOnly != len(e.templates)-1 && templateOnly != len(e.templates) {
+		t.Errorf("%d template-only messages for %d template sets", templateOnly, len(e.templates))
+	}
+	t.Logf("%d template sets, %d template-only messages, %d messages", len(e.templates), templateOnly, len(msgs))
+	if got := e.Stats.Templates.Load(); got != 1 {
+		t.Errorf("templates sent %d times, want 1", got)
+	}
+	if got := e.Stats.Flows.Load(); got != uint64(len(batch)) {
+		t.Errorf("%d flows counted, want %d", got, len(batch))
+	}
+}
+
 // An IPv4-mapped translated address goes out as IPv4; an address of the
 // other family (not produced by xlat) leaves that side as it was.
 func TestPostNAT(t *testing.T) {
@@ -422,17 +616,7 @@ func TestTCPDecodedByGoflow2(t *testing.T) {
 				done <- result{err: fmt.Errorf("goflow2: %w", err)}
 				return
 			}
-			for _, fs := range p.FlowSets {
-				if ds, ok := fs.(netflow.DataFlowSet); ok {
-					for _, rec := range ds.Records {
-						d := decoded{template: ds.Id, domain: p.ObservationDomainId, values: map[uint16][]byte{}}
-						for _, f := range rec.Values {
-							d.values[f.Type] = f.Value.([]byte)
-						}
-						res.recs = append(res.recs, d)
-					}
-				}
-			}
+			res.recs = append(res.recs, dataRecords(p)...)
 		}
 		done <- res
 	}()
@@ -519,6 +703,7 @@ func TestExportAllocations(t *testing.T) {
 	e.w = io.Discard
 	batch := records(1000)
 	translate(batch)
+	enrich(batch)
 	ctx := context.Background()
 	if err := e.Export(ctx, batch); err != nil {
 		t.Fatal(err)

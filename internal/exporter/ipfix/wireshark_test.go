@@ -182,7 +182,8 @@ func macString(m [6]byte) string {
 
 // Wireshark's IPFIX dissector, a decoder independent of goflow2 and of us,
 // decodes the exporter's UDP messages (written to a pcap) to every standard
-// field of IPv4 TCP, IPv6 UDP, ICMP and ICMPv6 flows, translated or not.
+// field of IPv4 TCP, IPv6 UDP, ICMP and ICMPv6 flows, translated or not,
+// enriched (enterprise-specific elements after the standard ones) or not.
 func TestDecodedByWireshark(t *testing.T) {
 	tshark, err := exec.LookPath("tshark")
 	if err != nil {
@@ -197,6 +198,7 @@ func TestDecodedByWireshark(t *testing.T) {
 	defer e.Close()
 	batch := records(200)
 	translate(batch)
+	enrich(batch)
 	if err := e.Export(context.Background(), batch); err != nil {
 		t.Fatal(err)
 	}
