@@ -211,6 +211,20 @@ func check(t *testing.T, got decoded, r *flow.Record, domain uint32) {
 	}
 }
 
+// udpExporter is an exporter of cfg sending to a new local UDP collector,
+// closed when the test ends.
+func udpExporter(t *testing.T, cfg Config) (*net.UDPConn, *Exporter) {
+	t.Helper()
+	col := udpCollector(t)
+	cfg.Target = col.LocalAddr().String()
+	e, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return col, e
+}
+
 func udpCollector(t *testing.T) *net.UDPConn {
 	t.Helper()
 	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
@@ -246,12 +260,7 @@ func receive(t *testing.T, c *net.UDPConn, ts netflow.NetFlowTemplateSystem, wan
 // decoded by goflow2: every standard field equals the record's, the
 // messages carry many flows each and none exceeds 1400 bytes.
 func TestUDPDecodedByGoflow2(t *testing.T) {
-	col := udpCollector(t)
-	e, err := New(Config{Target: col.LocalAddr().String(), DomainID: 42})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	col, e := udpExporter(t, Config{DomainID: 42})
 	batch := records(200)
 	if err := e.Export(context.Background(), batch); err != nil {
 		t.Fatal(err)
@@ -312,12 +321,7 @@ func translate(batch []flow.Record) {
 // post-NAT addresses and ports, the others the small ones; goflow2 decodes
 // both kinds from one batch.
 func TestNATDecodedByGoflow2(t *testing.T) {
-	col := udpCollector(t)
-	e, err := New(Config{Target: col.LocalAddr().String(), DomainID: 9})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	col, e := udpExporter(t, Config{DomainID: 9})
 	batch := records(120)
 	translate(batch)
 	if err := e.Export(context.Background(), batch); err != nil {
@@ -422,12 +426,7 @@ func checkEnterprise(t *testing.T, got decoded, r *flow.Record) {
 // elements under EnterpriseNumber, translated or not; goflow2 decodes every
 // one, standard and enterprise, mixed with plain flows in one batch.
 func TestEnrichedDecodedByGoflow2(t *testing.T) {
-	col := udpCollector(t)
-	e, err := New(Config{Target: col.LocalAddr().String(), DomainID: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	col, e := udpExporter(t, Config{DomainID: 5})
 	batch := records(240)
 	translate(batch)
 	enrich(batch)
@@ -460,12 +459,7 @@ func TestEnrichedDecodedByGoflow2(t *testing.T) {
 // in one message: they go in template-only messages, the last set opening
 // the first data message; goflow2 decodes everything, no message is larger.
 func TestTemplatesSplitInSmallMessages(t *testing.T) {
-	col := udpCollector(t)
-	e, err := New(Config{Target: col.LocalAddr().String(), DomainID: 3, MaxMessageBytes: minMessage})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	col, e := udpExporter(t, Config{DomainID: 3, MaxMessageBytes: minMessage})
 	if len(e.templates) < 2 {
 		t.Fatalf("%d template sets at %d bytes, want several", len(e.templates), minMessage)
 	}
@@ -529,12 +523,7 @@ func TestPostNAT(t *testing.T) {
 // decode until the templates come again; the refresh interval brings them
 // in the next message after it elapses.
 func TestTemplateResentAfterCollectorRestart(t *testing.T) {
-	col := udpCollector(t)
-	e, err := New(Config{Target: col.LocalAddr().String(), DomainID: DefaultDomainID, TemplateRefresh: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	col, e := udpExporter(t, Config{DomainID: DefaultDomainID, TemplateRefresh: time.Minute})
 	now := time.Unix(1_700_000_000, 0)
 	e.now = func() time.Time { return now }
 	batch := records(4)
@@ -694,12 +683,7 @@ func TestConfigErrors(t *testing.T) {
 
 // Steady state costs no allocation per flow (nor per batch).
 func TestExportAllocations(t *testing.T) {
-	col := udpCollector(t)
-	e, err := New(Config{Target: col.LocalAddr().String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	_, e := udpExporter(t, Config{})
 	e.w = io.Discard
 	batch := records(1000)
 	translate(batch)

@@ -190,12 +190,7 @@ func TestDecodedByWireshark(t *testing.T) {
 		t.Skip("SKIPPED: tshark is not installed, so Wireshark's IPFIX dissector was NOT checked; " +
 			"install it with `sudo hack/install-deps.sh test` (Debian's tshark)")
 	}
-	col := udpCollector(t)
-	e, err := New(Config{Target: col.LocalAddr().String(), DomainID: 42})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	col, e := udpExporter(t, Config{DomainID: 42})
 	batch := records(200)
 	translate(batch)
 	enrich(batch)
