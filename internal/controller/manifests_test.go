@@ -97,3 +97,22 @@ func TestManifestsApply(t *testing.T) {
 		}
 	}
 }
+
+// TestCollectorManifestDeclaresNoNamespace: the collector manifest declares no
+// Namespace, so `kubectl delete -f manifests/flowlens-collector.yaml` never
+// deletes the agents' namespace (which the operator creates for the
+// FlowCollector); every object it declares is namespaced in flowlens or
+// cluster-scoped RBAC.
+func TestCollectorManifestDeclaresNoNamespace(t *testing.T) {
+	for _, u := range readManifest(t, "flowlens-collector.yaml") {
+		switch u.GetKind() {
+		case "Namespace":
+			t.Errorf("flowlens-collector.yaml declares Namespace %s: deleting the collector would delete it", u.GetName())
+		case "ClusterRole", "ClusterRoleBinding":
+		default:
+			if u.GetNamespace() != "flowlens" {
+				t.Errorf("flowlens-collector.yaml: %s %s in namespace %q, want flowlens", u.GetKind(), u.GetName(), u.GetNamespace())
+			}
+		}
+	}
+}
