@@ -123,6 +123,14 @@ type AgentSpec struct {
 	// +optional
 	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
 
+	// PriorityClassName is the agent pods' PriorityClass. The default,
+	// system-node-critical, keeps the node agent scheduled (and not evicted
+	// first) on a node under pressure; the class must exist.
+	// +kubebuilder:default=system-node-critical
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+
 	// Sampling accounts 1 packet in Sampling; 1 means every packet.
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=1

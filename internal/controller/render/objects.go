@@ -257,6 +257,7 @@ func daemonSet(fc *v1alpha1.FlowCollector, opts Options, owner *metav1ac.OwnerRe
 		WithServiceAccountName(AgentName).
 		WithHostNetwork(true).
 		WithDNSPolicy(corev1.DNSClusterFirstWithHostNet).
+		WithPriorityClassName(spec.Agent.PriorityClassName).
 		WithNodeSelector(nodeSelector).
 		WithTerminationGracePeriodSeconds(30).
 		WithContainers(container).

@@ -73,6 +73,7 @@ const (
 	DefaultMetricsPort        = 9400
 	DefaultGRPCBatchSize      = 1000
 	DefaultLogLevel           = v1alpha1.LogLevel("info")
+	DefaultPriorityClassName  = "system-node-critical"
 	DefaultCAKey              = "ca.crt"
 
 	// The ipfix exporter's: the agent's --ipfix-* defaults.
@@ -107,6 +108,9 @@ func WithDefaults(spec v1alpha1.FlowCollectorSpec) v1alpha1.FlowCollectorSpec {
 	a := &s.Agent
 	if a.ImagePullPolicy == "" {
 		a.ImagePullPolicy = corev1.PullIfNotPresent
+	}
+	if a.PriorityClassName == "" {
+		a.PriorityClassName = DefaultPriorityClassName
 	}
 	if a.Sampling == 0 {
 		a.Sampling = DefaultSampling

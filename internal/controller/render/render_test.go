@@ -586,3 +586,24 @@ ipfix_template_refresh: 1m30s
 		t.Errorf("without the ipfix exporter, the configuration has ipfix keys:\n%s", base)
 	}
 }
+
+// TestPriorityClass: the agent pods get spec.agent.priorityClassName, and
+// system-node-critical when it is unset.
+func TestPriorityClass(t *testing.T) {
+	for _, c := range []struct{ set, want string }{
+		{"", DefaultPriorityClassName},
+		{"flowlens-node", "flowlens-node"},
+	} {
+		objs, err := Build(collector(v1alpha1.FlowCollectorSpec{Agent: v1alpha1.AgentSpec{PriorityClassName: c.set}}), Options{DefaultImage: "default/agent:1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := objs.DaemonSet.Spec.Template.Spec.PriorityClassName
+		if got == nil || *got != c.want {
+			t.Errorf("priorityClassName %q: rendered %v, want %q", c.set, got, c.want)
+		}
+	}
+	if DefaultPriorityClassName != "system-node-critical" {
+		t.Errorf("default priority class %q, want system-node-critical", DefaultPriorityClassName)
+	}
+}
