@@ -96,7 +96,8 @@ func Load(cfg Config) (*Datapath, error) {
 	if err := spec.Variables[datapathVarSampling].Set(cfg.Sampling); err != nil {
 		return nil, fmt.Errorf("set sampling: %w", err)
 	}
-	if err := sizeFilter(spec, cfg.Filter); err != nil {
+	v4, err := sizeFilter(spec, cfg.Filter)
+	if err != nil {
 		return nil, err
 	}
 	for name, n := range cfg.MapSizes {
@@ -122,7 +123,7 @@ func Load(cfg Config) (*Datapath, error) {
 		d.Close()
 		return nil, err
 	}
-	if err := d.Maps.writeFilter(cfg.Filter, cfg.Sampling); err != nil {
+	if err := d.Maps.writeFilter(cfg.Filter, v4, cfg.Sampling); err != nil {
 		d.Close()
 		return nil, err
 	}

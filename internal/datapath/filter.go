@@ -24,8 +24,10 @@ const filterIfaceEntries = 65536
 
 // sizeFilter sets the filter maps' sizes and the programs' filter constants
 // in spec: one entry each without rules, so a node without rules pays no
-// memory for them.
-func sizeFilter(spec *ebpf.CollectionSpec, t *filter.Table) error {
+// memory for them. It returns the IPv4 table (nil without address rules),
+// built once here and written by writeFilter.
+func sizeFilter(spec *ebpf.CollectionSpec, t *filter.Table) ([]datapathFilterV4Entry, error) {
+	var v4tbl []datapathFilterV4Entry
 	on, used := uint32(0), uint64(0)
 	addrs, ports, ifs, v4 := uint32(1), uint32(1), uint32(1), uint32(1)
 	if t != nil && len(t.Rules) > 0 {
@@ -33,7 +35,8 @@ func sizeFilter(spec *ebpf.CollectionSpec, t *filter.Table) error {
 		if t.Used&filter.FieldAddr != 0 {
 			used |= uint64(datapathFilterUseFILTER_USE_ADDR)
 			addrs = uint32(len(t.Addrs))
-			v4 = uint32(len(v4Table(t.Addrs)))
+			v4tbl = v4Table(t.Addrs)
+			v4 = uint32(len(v4tbl))
 		}
 		if t.Used&filter.FieldPorts != 0 {
 			used |= uint64(datapathFilterUseFILTER_USE_PORTS)
@@ -56,12 +59,12 @@ func sizeFilter(spec *ebpf.CollectionSpec, t *filter.Table) error {
 	spec.Maps[datapathMapFilterPorts].MaxEntries = ports
 	spec.Maps[datapathMapFilterIfaces].MaxEntries = ifs
 	if err := spec.Variables[datapathVarFilterOn].Set(on); err != nil {
-		return fmt.Errorf("set filter_on: %w", err)
+		return nil, fmt.Errorf("set filter_on: %w", err)
 	}
 	if err := spec.Variables[datapathVarFilterUsed].Set(used); err != nil {
-		return fmt.Errorf("set filter_used: %w", err)
+		return nil, fmt.Errorf("set filter_used: %w", err)
 	}
-	return nil
+	return v4tbl, nil
 }
 
 // writeFilter fills the filter maps from t; sampling is the rate of rules
@@ -69,7 +72,7 @@ func sizeFilter(spec *ebpf.CollectionSpec, t *filter.Table) error {
 // not accounted at the TC hooks: its flows are the ones the drop hook
 // reports (enrichment entries, exported as partial records when no TC
 // hook counted the flow), so it keeps exactly the flows that saw a drop.
-func (m *Maps) writeFilter(t *filter.Table, sampling uint32) error {
+func (m *Maps) writeFilter(t *filter.Table, v4 []datapathFilterV4Entry, sampling uint32) error {
 	if t == nil || len(t.Rules) == 0 {
 		return nil
 	}
@@ -88,12 +91,11 @@ func (m *Maps) writeFilter(t *filter.Table, sampling uint32) error {
 		return fmt.Errorf("write filter tables: %w", err)
 	}
 	if t.Used&filter.FieldAddr != 0 {
-		tbl := v4Table(t.Addrs)
-		keys := make([]uint32, len(tbl))
+		keys := make([]uint32, len(v4))
 		for i := range keys {
 			keys[i] = uint32(i)
 		}
-		if _, err := m.FilterV4.BatchUpdate(keys, tbl, nil); err != nil {
+		if _, err := m.FilterV4.BatchUpdate(keys, v4, nil); err != nil {
 			return fmt.Errorf("write filter IPv4 table: %w", err)
 		}
 		for _, e := range t.Addrs {
