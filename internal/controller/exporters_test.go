@@ -13,6 +13,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
@@ -313,5 +314,35 @@ func TestKafkaBrokerDegraded(t *testing.T) {
 	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: render.CollectorName}, &appsv1.Deployment{})
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("collector deployment of an invalid spec: err %v, want NotFound", err)
+	}
+}
+
+// TestKafkaSample: the Kafka sample in config/samples, which no
+// kustomization applies, is valid and renders the collectors.
+func TestKafkaSample(t *testing.T) {
+	needEnv(t)
+	objs := readYAML(t, "config/samples/flowlens_v1alpha1_flowcollector_kafka.yaml")
+	if len(objs) != 1 || objs[0].GetKind() != "FlowCollector" {
+		t.Fatalf("want one FlowCollector, got %d objects", len(objs))
+	}
+	u := objs[0]
+	if err := k8s.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u),
+		client.FieldOwner("kubectl"), client.ForceOwnership, client.DryRunAll); err != nil {
+		t.Fatalf("the API server refuses the sample: %v", err)
+	}
+	var fc v1alpha1.FlowCollector
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &fc); err != nil {
+		t.Fatal(err)
+	}
+	fc.Spec = render.WithDefaults(fc.Spec)
+	if err := render.Validate(&fc.Spec); err != nil {
+		t.Errorf("the operator refuses the sample: %v", err)
+	}
+	o, err := render.Build(&fc, render.Options{DefaultImage: testAgentImage, DefaultCollectorImage: testCollectorImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Collector == nil || *o.Collector.Deployment.Spec.Replicas != 3 {
+		t.Errorf("the sample does not render 3 Kafka collectors: %+v", o.Collector)
 	}
 }
