@@ -245,7 +245,7 @@ func TestKafkaCollector(t *testing.T) {
 		}
 	}
 	cm := waitFor(t, configMap(ns), exists)
-	if !strings.Contains(cm.Data[render.ConfigKey], "kafka_brokers:\n    - kafka-0.kafka.svc:9092\n    - kafka-1.kafka.svc:9092\n") {
+	if !strings.Contains(cm.Data[render.ConfigKey], "kafka_brokers: kafka-0.kafka.svc:9092,kafka-1.kafka.svc:9092\n") {
 		t.Errorf("agent configuration without the brokers:\n%s", cm.Data[render.ConfigKey])
 	}
 	waitCondition(t, v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonAsExpected)

@@ -58,23 +58,25 @@ type agentConfig struct {
 	IPFIXDomainID        *uint32 `yaml:"ipfix_domain_id,omitempty"`
 	IPFIXTemplateRefresh string  `yaml:"ipfix_template_refresh,omitempty"`
 
-	// The kafka and otlp keys, likewise, only with their exporter. The SASL
+	// The kafka and otlp keys, likewise, only with their exporter. The
+	// brokers are one comma-separated string, which the agent takes whether
+	// its option is a list or a plain string. The SASL
 	// username and Secret-held OTLP headers are not here: the DaemonSet sets
 	// them as environment variables from their Secrets (agentSecretEnv).
-	KafkaBrokers          []string `yaml:"kafka_brokers,omitempty"`
-	KafkaTopic            string   `yaml:"kafka_topic,omitempty"`
-	KafkaTLS              bool     `yaml:"kafka_tls,omitempty"`
-	KafkaTLSCA            string   `yaml:"kafka_tls_ca,omitempty"`
-	KafkaTLSCert          string   `yaml:"kafka_tls_cert,omitempty"`
-	KafkaTLSKey           string   `yaml:"kafka_tls_key,omitempty"`
-	KafkaSASLMechanism    string   `yaml:"kafka_sasl_mechanism,omitempty"`
-	KafkaSASLPasswordFile string   `yaml:"kafka_sasl_password_file,omitempty"`
-	KafkaCompression      string   `yaml:"kafka_compression,omitempty"`
-	KafkaLinger           string   `yaml:"kafka_linger,omitempty"`
-	KafkaMaxBatchBytes    int32    `yaml:"kafka_max_batch_bytes,omitempty"`
-	KafkaAcks             string   `yaml:"kafka_acks,omitempty"`
-	KafkaMessage          string   `yaml:"kafka_message,omitempty"`
-	KafkaBatchFlows       int32    `yaml:"kafka_batch_flows,omitempty"`
+	KafkaBrokers          string `yaml:"kafka_brokers,omitempty"`
+	KafkaTopic            string `yaml:"kafka_topic,omitempty"`
+	KafkaTLS              bool   `yaml:"kafka_tls,omitempty"`
+	KafkaTLSCA            string `yaml:"kafka_tls_ca,omitempty"`
+	KafkaTLSCert          string `yaml:"kafka_tls_cert,omitempty"`
+	KafkaTLSKey           string `yaml:"kafka_tls_key,omitempty"`
+	KafkaSASLMechanism    string `yaml:"kafka_sasl_mechanism,omitempty"`
+	KafkaSASLPasswordFile string `yaml:"kafka_sasl_password_file,omitempty"`
+	KafkaCompression      string `yaml:"kafka_compression,omitempty"`
+	KafkaLinger           string `yaml:"kafka_linger,omitempty"`
+	KafkaMaxBatchBytes    int32  `yaml:"kafka_max_batch_bytes,omitempty"`
+	KafkaAcks             string `yaml:"kafka_acks,omitempty"`
+	KafkaMessage          string `yaml:"kafka_message,omitempty"`
+	KafkaBatchFlows       int32  `yaml:"kafka_batch_flows,omitempty"`
 
 	OTLPEndpoint    string `yaml:"otlp_endpoint,omitempty"`
 	OTLPProtocol    string `yaml:"otlp_protocol,omitempty"`
@@ -157,7 +159,7 @@ func AgentConfig(spec *v1alpha1.FlowCollectorSpec) ([]byte, error) {
 		c.IPFIXTemplateRefresh = x.TemplateRefresh.Duration.String()
 	}
 	if k := Kafka(spec); k != nil {
-		c.KafkaBrokers = k.Brokers
+		c.KafkaBrokers = strings.Join(k.Brokers, ",")
 		c.KafkaTopic = k.Topic
 		c.KafkaTLS, c.KafkaTLSCA, c.KafkaTLSCert, c.KafkaTLSKey = tlsPaths(k.TLS, KafkaTLSCAPath, KafkaTLSCertPath, KafkaTLSKeyPath)
 		if k.SASL != nil {

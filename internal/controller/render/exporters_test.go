@@ -130,9 +130,7 @@ var fullKafka = &v1alpha1.KafkaExporter{
 // agent's FLOWLENS_KAFKA_SASL_USERNAME from the Secret.
 func TestAgentKafka(t *testing.T) {
 	spec := exporters(v1alpha1.Exporter{Type: v1alpha1.ExporterStdout}, v1alpha1.Exporter{Type: v1alpha1.ExporterKafka, Kafka: fullKafka})
-	want := baseConfig("stdout", "kafka") + `kafka_brokers:
-    - kafka-0.kafka.svc:9093
-    - '[fd00::9]:9093'
+	want := baseConfig("stdout", "kafka") + `kafka_brokers: kafka-0.kafka.svc:9093,[fd00::9]:9093
 kafka_topic: cluster-a.flows
 kafka_tls: true
 kafka_tls_ca: /etc/flowlens/kafka/tls/ca/ca.crt
@@ -181,8 +179,7 @@ kafka_batch_flows: 500
 func TestAgentKafkaDefaults(t *testing.T) {
 	spec := exporters(v1alpha1.Exporter{Type: v1alpha1.ExporterKafka, Kafka: &v1alpha1.KafkaExporter{
 		Brokers: []string{"kafka:9092"}, TLS: &v1alpha1.ClientTLS{}}})
-	want := baseConfig("kafka") + `kafka_brokers:
-    - kafka:9092
+	want := baseConfig("kafka") + `kafka_brokers: kafka:9092
 kafka_topic: flowlens-flows
 kafka_tls: true
 kafka_compression: lz4
