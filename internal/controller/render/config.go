@@ -60,9 +60,9 @@ type agentConfig struct {
 
 	// The kafka and otlp keys, likewise, only with their exporter. The
 	// brokers are one comma-separated string, which the agent takes whether
-	// its option is a list or a plain string. The SASL
-	// username and Secret-held OTLP headers are not here: the DaemonSet sets
-	// them as environment variables from their Secrets (agentSecretEnv).
+	// its option is a list or a plain string. The SASL username and the OTLP
+	// headers of a Secret are not here: the DaemonSet sets them as
+	// environment variables from their Secrets (secrets.go).
 	KafkaBrokers          string `yaml:"kafka_brokers,omitempty"`
 	KafkaTopic            string `yaml:"kafka_topic,omitempty"`
 	KafkaTLS              bool   `yaml:"kafka_tls,omitempty"`
