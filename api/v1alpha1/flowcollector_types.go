@@ -38,7 +38,7 @@ const (
 type LogLevel string
 
 // ExporterType names one of the agent's exporters.
-// +kubebuilder:validation:Enum=stdout;grpc;ipfix
+// +kubebuilder:validation:Enum=stdout;grpc;ipfix;kafka;otlp
 type ExporterType string
 
 // The agent's exporters.
@@ -48,6 +48,13 @@ const (
 	// ExporterIPFIX sends flows as IPFIX (RFC 7011) to any IPFIX collector:
 	// docs/export.md.
 	ExporterIPFIX ExporterType = "ipfix"
+	// ExporterKafka writes flows to a Kafka topic, which the collector
+	// Deployment the operator then runs consumes as a consumer group:
+	// docs/export.md.
+	ExporterKafka ExporterType = "kafka"
+	// ExporterOTLP sends flows as OpenTelemetry log records to an OTLP
+	// receiver: docs/export.md.
+	ExporterOTLP ExporterType = "otlp"
 )
 
 // IPFIXTransport is the transport of the ipfix exporter.
@@ -90,11 +97,18 @@ type FlowCollectorSpec struct {
 	// Exporters are where the agent sends flows: at most one of each type.
 	// +kubebuilder:default={{type: stdout}}
 	// +kubebuilder:validation:MinItems=1
-	// +kubebuilder:validation:MaxItems=3
+	// +kubebuilder:validation:MaxItems=5
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Exporters []Exporter `json:"exporters"`
+
+	// Collector configures the collector Deployment the operator runs when
+	// Exporters has a kafka exporter: collectors that consume the Kafka topic
+	// as one consumer group. Without a kafka exporter it is unused.
+	// +kubebuilder:default={}
+	// +optional
+	Collector CollectorSpec `json:"collector"`
 
 	// Dashboards has the operator deploy flowlens' Grafana dashboards as
 	// ConfigMaps for Grafana's dashboard sidecar. Unset deploys none.
@@ -274,6 +288,37 @@ type Dashboards struct {
 	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$`
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
+}
+
+// CollectorSpec configures the collector Deployment the operator runs with a
+// kafka exporter: flowlens collectors that consume the exporter's topic as
+// one Kafka consumer group, so that they share its partitions.
+type CollectorSpec struct {
+	// Replicas is the number of collector pods. Each consumes a share of
+	// the topic's partitions, so more replicas than partitions leave some
+	// idle.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// Image is the collector's container image. Empty means the image the
+	// operator was built for (its --collector-image flag).
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// ImagePullPolicy is the collector container's image pull policy.
+	// +kubebuilder:default=IfNotPresent
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	// +optional
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+
+	// Resources are the collector container's compute resources. Unset
+	// means requests of 100m CPU and 64Mi memory and a limit of 512Mi memory.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 }
 
 // FilterAction is what a flow filter rule does with the flows it matches.
@@ -469,9 +514,13 @@ type FlowFilterRule struct {
 // Exporter is one destination of the agent's flows.
 // +kubebuilder:validation:XValidation:rule="self.type == 'grpc' ? has(self.grpc) : !has(self.grpc)",message="grpc must be set for, and only for, type grpc"
 // +kubebuilder:validation:XValidation:rule="self.type == 'ipfix' ? has(self.ipfix) : !has(self.ipfix)",message="ipfix must be set for, and only for, type ipfix"
+// +kubebuilder:validation:XValidation:rule="self.type == 'kafka' ? has(self.kafka) : !has(self.kafka)",message="kafka must be set for, and only for, type kafka"
+// +kubebuilder:validation:XValidation:rule="self.type == 'otlp' ? has(self.otlp) : !has(self.otlp)",message="otlp must be set for, and only for, type otlp"
 type Exporter struct {
 	// Type is the exporter: stdout (JSON lines in the agent's log), grpc
-	// (to a flowlens collector) or ipfix (to any IPFIX collector).
+	// (to a flowlens collector), ipfix (to any IPFIX collector), kafka (to a
+	// Kafka topic, consumed by collectors the operator runs) or otlp (to an
+	// OpenTelemetry receiver).
 	// +required
 	Type ExporterType `json:"type"`
 
@@ -482,6 +531,233 @@ type Exporter struct {
 	// IPFIX configures the ipfix exporter.
 	// +optional
 	IPFIX *IPFIXExporter `json:"ipfix,omitempty"`
+
+	// Kafka configures the kafka exporter, and the collectors that consume
+	// its topic.
+	// +optional
+	Kafka *KafkaExporter `json:"kafka,omitempty"`
+
+	// OTLP configures the otlp exporter.
+	// +optional
+	OTLP *OTLPExporter `json:"otlp,omitempty"`
+}
+
+// KafkaCompression is the compression of the kafka exporter's record batches.
+// +kubebuilder:validation:Enum=none;lz4;zstd
+type KafkaCompression string
+
+// KafkaAcks is how many replicas must have a record before the broker
+// acknowledges it.
+// +kubebuilder:validation:Enum=all;leader;none
+type KafkaAcks string
+
+// KafkaMessage is what one Kafka record holds: a FlowBatch of flows, or one
+// Flow.
+// +kubebuilder:validation:Enum=batch;flow
+type KafkaMessage string
+
+// KafkaSASLMechanism is how the agent and the collectors authenticate to the
+// brokers.
+// +kubebuilder:validation:Enum=plain;scram-sha-512
+type KafkaSASLMechanism string
+
+// The kafka exporter's settings.
+const (
+	KafkaCompressionNone KafkaCompression   = "none"
+	KafkaCompressionLZ4  KafkaCompression   = "lz4"
+	KafkaCompressionZstd KafkaCompression   = "zstd"
+	KafkaAcksAll         KafkaAcks          = "all"
+	KafkaAcksLeader      KafkaAcks          = "leader"
+	KafkaAcksNone        KafkaAcks          = "none"
+	KafkaMessageBatch    KafkaMessage       = "batch"
+	KafkaMessageFlow     KafkaMessage       = "flow"
+	KafkaSASLPlain       KafkaSASLMechanism = "plain"
+	KafkaSASLScram512    KafkaSASLMechanism = "scram-sha-512"
+)
+
+// KafkaExporter writes flows to a Kafka topic (the agent's --kafka-* flags;
+// docs/export.md). The operator also runs collectors that consume the topic
+// (spec.collector), with the same brokers, topic, TLS and SASL settings.
+type KafkaExporter struct {
+	// (The brokers' shape is checked here; their hosts and ports, which a
+	// regular expression would spell badly, by the operator.)
+
+	// Brokers are the bootstrap brokers, each host:port (an IPv6 address in
+	// brackets), e.g. kafka-0.kafka.kafka.svc:9092.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=261
+	// +kubebuilder:validation:XValidation:rule=`self.all(b, b.matches('^(\\[[0-9a-fA-F:.]+\\]|[^\\[\\]/:,\\s]+):[0-9]{1,5}$'))`,message=`each broker is host:port, e.g. kafka-0.kafka.kafka.svc:9092 or [fd00::1]:9092`
+	// +listType=atomic
+	// +required
+	Brokers []string `json:"brokers"`
+
+	// Topic is the Kafka topic the agents write to and the collectors read.
+	// +kubebuilder:default=flowlens-flows
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=249
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9._-]+$`
+	// +optional
+	Topic string `json:"topic,omitempty"`
+
+	// TLS connects to the brokers with TLS; tls: {} verifies them with the
+	// image's system CAs. Unset means plaintext.
+	// +optional
+	TLS *ClientTLS `json:"tls,omitempty"`
+
+	// SASL authenticates to the brokers. Unset means no SASL.
+	// +optional
+	SASL *KafkaSASL `json:"sasl,omitempty"`
+
+	// Compression of the record batches: none, lz4 or zstd.
+	// +kubebuilder:default=lz4
+	// +optional
+	Compression KafkaCompression `json:"compression,omitempty"`
+
+	// Linger is how long the agent waits for more records before it sends a
+	// batch to a partition, as a duration such as 50ms (0s to 1m).
+	// +kubebuilder:default="50ms"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('1m')",message="must be a duration from 0s to 1m"
+	// +optional
+	Linger *metav1.Duration `json:"linger,omitempty"`
+
+	// MaxBatchBytes is the largest record batch the agent sends to one
+	// partition, in bytes (1024 to 1073741824); the brokers' message.max.bytes
+	// must allow it.
+	// +kubebuilder:default=1048576
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=1073741824
+	// +optional
+	MaxBatchBytes int32 `json:"maxBatchBytes,omitempty"`
+
+	// Acks is which replicas must have a record before the broker
+	// acknowledges it: all (the in-sync replicas), leader or none.
+	// +kubebuilder:default=all
+	// +optional
+	Acks KafkaAcks `json:"acks,omitempty"`
+
+	// Message is what one record holds: batch (a FlowBatch of up to
+	// BatchFlows flows) or flow (one Flow).
+	// +kubebuilder:default=batch
+	// +optional
+	Message KafkaMessage `json:"message,omitempty"`
+
+	// BatchFlows is the most flows in one batch record (message batch).
+	// +kubebuilder:default=1000
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	// +optional
+	BatchFlows int32 `json:"batchFlows,omitempty"`
+}
+
+// KafkaSASL authenticates the agents and the collectors to the brokers with
+// the username and password of a Secret.
+type KafkaSASL struct {
+	// Mechanism is plain (PLAIN: the password crosses the network, so use it
+	// with TLS) or scram-sha-512 (SCRAM-SHA-512).
+	// +required
+	Mechanism KafkaSASLMechanism `json:"mechanism"`
+
+	// SecretRef names a Secret with the keys username and password. The
+	// password is mounted as a file, the username read into an environment
+	// variable; the operator never reads the Secret.
+	// +required
+	SecretRef SecretRef `json:"secretRef"`
+}
+
+// OTLPProtocol is the OTLP transport: gRPC or HTTP (protobuf).
+// +kubebuilder:validation:Enum=grpc;http
+type OTLPProtocol string
+
+// OTLPCompression is the compression of the OTLP requests.
+// +kubebuilder:validation:Enum=none;gzip
+type OTLPCompression string
+
+// OTLPHeaderValue is the value of an OTLP header.
+// +kubebuilder:validation:MaxLength=1024
+type OTLPHeaderValue string
+
+// The otlp exporter's settings.
+const (
+	OTLPGRPC            OTLPProtocol    = "grpc"
+	OTLPHTTP            OTLPProtocol    = "http"
+	OTLPCompressionNone OTLPCompression = "none"
+	OTLPCompressionGzip OTLPCompression = "gzip"
+)
+
+// OTLPExporter sends flows as OpenTelemetry log records to an OTLP receiver
+// (the agent's --otlp-* flags; docs/export.md).
+// +kubebuilder:validation:XValidation:rule="!has(self.headers) || !has(self.headersSecretRef)",message="set headers or headersSecretRef, not both"
+type OTLPExporter struct {
+	// TargetHost is the receiver's DNS name or IP address, without a port
+	// or scheme, e.g. otel-collector.monitoring.svc.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	TargetHost string `json:"targetHost"`
+
+	// TargetPort is the receiver's port, typically 4317 (grpc) or 4318
+	// (http).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +required
+	TargetPort int32 `json:"targetPort"`
+
+	// Protocol is grpc or http (OTLP/HTTP with protobuf).
+	// +kubebuilder:default=grpc
+	// +optional
+	Protocol OTLPProtocol `json:"protocol,omitempty"`
+
+	// TLS connects to the receiver with TLS; tls: {} verifies it with the
+	// image's system CAs. Unset means plaintext.
+	// +optional
+	TLS *ClientTLS `json:"tls,omitempty"`
+
+	// Headers are sent with every request (gRPC metadata or HTTP headers),
+	// e.g. a tenant id. They are written in the agent's configuration
+	// ConfigMap: put credentials in HeadersSecretRef instead.
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[A-Za-z0-9._-]{1,128}$'))",message="header names are 1 to 128 letters, digits, '.', '_' or '-'"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !self[k].contains(','))",message="header values cannot contain a comma: --otlp-headers is a comma-separated key=value list"
+	// +optional
+	Headers map[string]OTLPHeaderValue `json:"headers,omitempty"`
+
+	// HeadersSecretRef names a Secret whose key headers holds the headers as
+	// the agent's --otlp-headers takes them: key=value,key=value. It is read
+	// into an environment variable of the agent; the operator never reads
+	// it.
+	// +optional
+	HeadersSecretRef *SecretRef `json:"headersSecretRef,omitempty"`
+
+	// Compression of the requests: none or gzip. Unset means the agent's
+	// default.
+	// +optional
+	Compression OTLPCompression `json:"compression,omitempty"`
+
+	// BatchFlows is the most flows (log records) in one request.
+	// +kubebuilder:default=1000
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	// +optional
+	BatchFlows int32 `json:"batchFlows,omitempty"`
+}
+
+// ClientTLS is TLS from the agent (and, for Kafka, the collectors) to a
+// server. Its Secrets, in spec.namespace, are mounted into the pods; the
+// operator never reads them.
+type ClientTLS struct {
+	// CASecretRef is a key of a Secret holding the PEM CA bundle that
+	// verifies the server's certificate. Unset means the system CAs.
+	// +optional
+	CASecretRef *SecretKeyRef `json:"caSecretRef,omitempty"`
+
+	// ClientSecretRef names a kubernetes.io/tls Secret whose tls.crt and
+	// tls.key are presented to the server (mutual TLS).
+	// +optional
+	ClientSecretRef *SecretRef `json:"clientSecretRef,omitempty"`
 }
 
 // IPFIXExporter sends flows as IPFIX messages (RFC 7011) to an IPFIX

@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	flowlens-operator [--kubeconfig FILE] [--agent-image IMAGE] [--leader-elect]
+//	flowlens-operator [--kubeconfig FILE] [--agent-image IMAGE] [--collector-image IMAGE] [--leader-elect]
 //	    [--metrics-bind-address :8080] [--health-probe-bind-address :8081]
 //	    [--zap-log-level info] [--version]
 //
@@ -43,12 +43,18 @@ var releaseVersion = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+(-rc\.[0-9]+)?$
 
 // defaultAgentImage is the agent image of the operator's own release, set at
 // build time through internal/version.
-func defaultAgentImage() string {
+func defaultAgentImage() string { return releaseImage("flowlens-agent") }
+
+// defaultCollectorImage is the collector image of the operator's own
+// release, for the Kafka collector Deployment.
+func defaultCollectorImage() string { return releaseImage("flowlens-collector") }
+
+func releaseImage(name string) string {
 	tag := version.Version
 	if !releaseVersion.MatchString(tag) {
 		tag = fallbackAgentTag
 	}
-	return "ghcr.io/flowlens/flowlens-agent:" + tag
+	return "ghcr.io/flowlens/" + name + ":" + tag
 }
 
 func main() {
@@ -75,6 +81,7 @@ func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("flowlens-operator", flag.ContinueOnError)
 	var (
 		agentImage   = fs.String("agent-image", defaultAgentImage(), "agent image used when a FlowCollector sets no spec.agent.image")
+		collImage    = fs.String("collector-image", defaultCollectorImage(), "Kafka collector image used when a FlowCollector sets no spec.collector.image")
 		metricsAddr  = fs.String("metrics-bind-address", ":8080", `address of the operator's Prometheus metrics; "0" disables`)
 		probeAddr    = fs.String("health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 		leaderElect  = fs.Bool("leader-elect", false, "elect a leader, so that only one of several replicas reconciles")
@@ -123,9 +130,10 @@ func run(args []string, stdout io.Writer) error {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
 	r := &controller.FlowCollectorReconciler{
-		Client:       mgr.GetClient(),
-		APIReader:    mgr.GetAPIReader(),
-		DefaultImage: *agentImage,
+		Client:                mgr.GetClient(),
+		APIReader:             mgr.GetAPIReader(),
+		DefaultImage:          *agentImage,
+		DefaultCollectorImage: *collImage,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the controller: %w", err)
@@ -136,6 +144,6 @@ func run(args []string, stdout io.Writer) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
-	ctrl.Log.WithName("setup").Info("starting", "version", version.Version, "agentImage", *agentImage)
+	ctrl.Log.WithName("setup").Info("starting", "version", version.Version, "agentImage", *agentImage, "collectorImage", *collImage)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"io"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/flowlens/flowlens/internal/version"
@@ -44,6 +45,10 @@ func TestDefaultAgentImage(t *testing.T) {
 		version.Version = v
 		if got := defaultAgentImage(); got != want {
 			t.Errorf("version %s: %s, want %s", v, got, want)
+		}
+		// The Kafka collector's image is the same release's collector.
+		if got, want := defaultCollectorImage(), strings.Replace(want, "flowlens-agent:", "flowlens-collector:", 1); got != want {
+			t.Errorf("version %s: collector %s, want %s", v, got, want)
 		}
 	}
 }

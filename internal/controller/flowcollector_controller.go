@@ -1,9 +1,11 @@
 // Package controller holds the FlowCollector reconciler: it renders the
 // FlowCollector into the agent's namespace, ServiceAccount, RBAC, ConfigMap,
-// metrics Service and DaemonSet, and the Grafana dashboard ConfigMaps when
-// asked (package render), applies them with server-side apply, deletes the
-// dashboard ConfigMaps no longer wanted, and reports the DaemonSet's progress
-// in the FlowCollector's status.
+// metrics Service and DaemonSet, the Kafka collector Deployment (and its
+// ServiceAccount, RBAC and metrics Service) with a kafka exporter, and the
+// Grafana dashboard ConfigMaps when asked (package render), applies them with
+// server-side apply, deletes the Kafka collector and dashboard ConfigMaps no
+// longer wanted, and reports the DaemonSet's progress in the FlowCollector's
+// status.
 package controller
 
 import (
@@ -51,15 +53,25 @@ type FlowCollectorReconciler struct {
 	APIReader client.Reader
 	// DefaultImage is the agent image when spec.agent.image is empty.
 	DefaultImage string
+	// DefaultCollectorImage is the Kafka collector's image when
+	// spec.collector.image is empty.
+	DefaultCollectorImage string
 }
 
 // +kubebuilder:rbac:groups=flowlens.io,resources=flowcollectors,verbs=get;list;watch
 // +kubebuilder:rbac:groups=flowlens.io,resources=flowcollectors/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=flowlens.io,resources=flowcollectors/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=namespaces;serviceaccounts;configmaps;services,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=delete
+// +kubebuilder:rbac:groups="",resources=configmaps;serviceaccounts;services,verbs=delete
 // +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings,verbs=get;list;watch;create;patch;delete
+//
+// The Kafka collector's ClusterRole grants these; RBAC lets the operator
+// grant only rights it holds.
+// +kubebuilder:rbac:groups="",resources=pods;services;nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=get;list;watch
 
 // Reconcile brings the agent's objects in line with the FlowCollector and
 // updates its status. An invalid spec is reported in the Degraded condition
@@ -124,15 +136,16 @@ func (r *FlowCollectorReconciler) apply(ctx context.Context, fc *v1alpha1.FlowCo
 	if err != nil {
 		return "", err
 	}
-	objs, err := render.Build(fc, render.Options{DefaultImage: r.DefaultImage, OwnNamespace: own})
+	objs, err := render.Build(fc, render.Options{DefaultImage: r.DefaultImage, DefaultCollectorImage: r.DefaultCollectorImage, OwnNamespace: own})
 	if err != nil {
 		return "", err
 	}
-	steps := []struct {
+	type step struct {
 		what string
 		obj  runtime.ApplyConfiguration
 		skip bool
-	}{
+	}
+	steps := []step{
 		{"namespace", objs.Namespace, objs.Namespace == nil},
 		{"service account", objs.ServiceAccount, false},
 		{"role", objs.Role, false},
@@ -141,12 +154,26 @@ func (r *FlowCollectorReconciler) apply(ctx context.Context, fc *v1alpha1.FlowCo
 		{"metrics service", objs.Service, false},
 		{"daemon set", objs.DaemonSet, false},
 	}
+	if c := objs.Collector; c != nil {
+		steps = append(steps, []step{
+			{"kafka collector service account", c.ServiceAccount, false},
+			{"kafka collector cluster role", c.ClusterRole, false},
+			{"kafka collector cluster role binding", c.ClusterRoleBinding, false},
+			{"kafka collector metrics service", c.Service, false},
+			{"kafka collector deployment", c.Deployment, false},
+		}...)
+	}
 	for _, s := range steps {
 		if s.skip {
 			continue
 		}
 		if err := r.Client.Apply(ctx, s.obj, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 			return "", fmt.Errorf("applying the %s: %w", s.what, err)
+		}
+	}
+	if objs.Collector == nil {
+		if err := r.deleteCollector(ctx, fc.Spec.Namespace); err != nil {
+			return "", err
 		}
 	}
 	wanted := map[client.ObjectKey]bool{}
@@ -188,6 +215,39 @@ func (r *FlowCollectorReconciler) pruneDashboards(ctx context.Context, wanted ma
 			return fmt.Errorf("deleting the dashboard config map %s: %w", key, err)
 		default:
 			log.FromContext(ctx).Info("deleted a dashboard config map no longer wanted", "configMap", key)
+		}
+	}
+	return nil
+}
+
+// deleteCollector deletes the Kafka collector's objects, which the operator
+// applied for a kafka exporter that is gone. Owner references alone would
+// leave them until the FlowCollector is deleted. Each is looked up in the
+// cache first, so that a FlowCollector without Kafka costs no API call.
+func (r *FlowCollectorReconciler) deleteCollector(ctx context.Context, ns string) error {
+	for _, obj := range []client.Object{
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: render.CollectorName}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: render.CollectorName}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: render.CollectorName}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: render.CollectorName}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: render.CollectorName}},
+	} {
+		key := client.ObjectKeyFromObject(obj)
+		switch err := r.Client.Get(ctx, key, obj); {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return fmt.Errorf("reading the kafka collector's %T %s: %w", obj, key, err)
+		}
+		if obj.GetLabels()[render.LabelComponent] != render.CollectorComponent || !obj.GetDeletionTimestamp().IsZero() {
+			continue
+		}
+		switch err := r.Client.Delete(ctx, obj); {
+		case apierrors.IsNotFound(err): // already gone; the cache was behind
+		case err != nil:
+			return fmt.Errorf("deleting the kafka collector's %T %s: %w", obj, key, err)
+		default:
+			log.FromContext(ctx).Info("deleted a kafka collector object no longer wanted", "kind", fmt.Sprintf("%T", obj), "name", key)
 		}
 	}
 	return nil
@@ -321,6 +381,9 @@ func (r *FlowCollectorReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.ConfigMap{}).
 		Owns(&corev1.Service{}).
 		Owns(&appsv1.DaemonSet{}).
+		Owns(&appsv1.Deployment{}).
+		Owns(&rbacv1.ClusterRole{}).
+		Owns(&rbacv1.ClusterRoleBinding{}).
 		Complete(r)
 }
 
@@ -330,12 +393,15 @@ func (r *FlowCollectorReconciler) SetupWithManager(mgr ctrl.Manager) error {
 func CacheByObject() map[client.Object]cache.ByObject {
 	managed := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedByValue})}
 	return map[client.Object]cache.ByObject{
-		&corev1.Namespace{}:      managed,
-		&corev1.ServiceAccount{}: managed,
-		&rbacv1.Role{}:           managed,
-		&rbacv1.RoleBinding{}:    managed,
-		&corev1.ConfigMap{}:      managed,
-		&corev1.Service{}:        managed,
-		&appsv1.DaemonSet{}:      managed,
+		&corev1.Namespace{}:          managed,
+		&corev1.ServiceAccount{}:     managed,
+		&rbacv1.Role{}:               managed,
+		&rbacv1.RoleBinding{}:        managed,
+		&corev1.ConfigMap{}:          managed,
+		&corev1.Service{}:            managed,
+		&appsv1.DaemonSet{}:          managed,
+		&appsv1.Deployment{}:         managed,
+		&rbacv1.ClusterRole{}:        managed,
+		&rbacv1.ClusterRoleBinding{}: managed,
 	}
 }

@@ -32,7 +32,10 @@ import (
 // garbage collector (tests check owner references; make e2e checks the real
 // collection).
 
-const testAgentImage = "example.com/flowlens-agent:test"
+const (
+	testAgentImage     = "example.com/flowlens-agent:test"
+	testCollectorImage = "example.com/flowlens-collector:test"
+)
 
 var (
 	scheme  = runtime.NewScheme()
@@ -87,7 +90,7 @@ func runTests(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "FAIL: creating the manager:", err)
 		return 1
 	}
-	r := &FlowCollectorReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), DefaultImage: testAgentImage}
+	r := &FlowCollectorReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), DefaultImage: testAgentImage, DefaultCollectorImage: testCollectorImage}
 	if err := r.SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL: setting up the reconciler:", err)
 		return 1

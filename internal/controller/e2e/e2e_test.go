@@ -17,6 +17,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -153,7 +154,45 @@ func TestOperatorOnKwokCluster(t *testing.T) {
 		t.Errorf("ConfigMap not updated:\n%s", cm.Data[render.ConfigKey])
 	}
 
-	// 5. Deleting the FlowCollector garbage-collects everything it owns,
+	// 5. A kafka exporter: the operator, with only its manifests' RBAC,
+	// runs the Kafka collector Deployment (granting its ClusterRole needs the
+	// rights it grants), whose pods get scheduled and ready; removing the
+	// exporter removes it.
+	patch = []byte(`{"spec":{"exporters":[{"type":"stdout"},{"type":"kafka","kafka":{"brokers":["kafka.kafka.svc:9092"]}}],"collector":{"replicas":2}}}`)
+	if err := admin.Patch(ctx, &v1alpha1.FlowCollector{ObjectMeta: metav1.ObjectMeta{Name: "cluster"}}, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(ctx, t, admin, 3)
+	collectorKey := client.ObjectKey{Namespace: agentNamespace, Name: render.CollectorName}
+	waitFor(ctx, t, "the Kafka collector's 2 replicas to be ready", func() error {
+		d := &appsv1.Deployment{}
+		if err := admin.Get(ctx, collectorKey, d); err != nil {
+			return err
+		}
+		if d.Status.ReadyReplicas != 2 {
+			return fmt.Errorf("status %+v", d.Status)
+		}
+		return nil
+	})
+	patch = []byte(`{"spec":{"exporters":[{"type":"stdout"}]}}`)
+	if err := admin.Patch(ctx, &v1alpha1.FlowCollector{ObjectMeta: metav1.ObjectMeta{Name: "cluster"}}, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(ctx, t, admin, 4)
+	waitFor(ctx, t, "the Kafka collector to be removed", func() error {
+		for _, obj := range []client.Object{&appsv1.Deployment{}, &rbacv1.ClusterRole{}} {
+			key := collectorKey
+			if _, ok := obj.(*rbacv1.ClusterRole); ok {
+				key.Namespace = ""
+			}
+			if err := admin.Get(ctx, key, obj); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("%T still there (err %v)", obj, err)
+			}
+		}
+		return nil
+	})
+
+	// 6. Deleting the FlowCollector garbage-collects everything it owns,
 	// down to the namespace the operator created.
 	if err := admin.Delete(ctx, &v1alpha1.FlowCollector{ObjectMeta: metav1.ObjectMeta{Name: "cluster"}}); err != nil {
 		t.Fatal(err)

@@ -43,6 +43,8 @@ type Objects struct {
 	ConfigMap      *corev1ac.ConfigMapApplyConfiguration
 	Service        *corev1ac.ServiceApplyConfiguration
 	DaemonSet      *appsv1ac.DaemonSetApplyConfiguration
+	// Collector is the Kafka collector, nil without a kafka exporter.
+	Collector *CollectorObjects
 	// Dashboards are the Grafana dashboard ConfigMaps (internal/dashboards), in
 	// DashboardsNamespace; empty when spec.dashboards is not enabled.
 	Dashboards []*corev1ac.ConfigMapApplyConfiguration
@@ -54,6 +56,9 @@ type Objects struct {
 type Options struct {
 	// DefaultImage is the agent image when spec.agent.image is empty.
 	DefaultImage string
+	// DefaultCollectorImage is the Kafka collector's image when
+	// spec.collector.image is empty.
+	DefaultCollectorImage string
 	// OwnNamespace says whether the operator creates (and owns) the agent
 	// namespace; false when it exists and belongs to someone else.
 	OwnNamespace bool
@@ -131,6 +136,10 @@ func Build(fc *v1alpha1.FlowCollector, opts Options) (*Objects, error) {
 				WithTargetPort(intstr.FromString("metrics"))))
 
 	o.DaemonSet = daemonSet(fc, opts, owner, o.ConfigHash)
+
+	if k := Kafka(spec); k != nil {
+		o.Collector = buildCollector(fc, k, opts, owner)
+	}
 
 	if dns := DashboardsNamespace(spec); dns != "" {
 		cms, err := dashboards.ConfigMaps(dns)
@@ -233,21 +242,25 @@ func daemonSet(fc *v1alpha1.FlowCollector, opts Options, owner *metav1ac.OwnerRe
 		hostPath("netns", NetnsDir, corev1.HostPathDirectoryOrCreate),
 		corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource().WithMedium(corev1.StorageMediumMemory)),
 	}
+	var secrets []secretMount
 	if g := GRPC(spec); g != nil && g.TLS != nil {
-		if ca := g.TLS.CASecretRef; ca != nil {
-			volumes = append(volumes, corev1ac.Volume().WithName("tls-ca").WithSecret(
-				corev1ac.SecretVolumeSource().WithSecretName(ca.Name).
-					WithItems(corev1ac.KeyToPath().WithKey(ca.Key).WithPath("ca.crt"))))
-			container.WithVolumeMounts(corev1ac.VolumeMount().WithName("tls-ca").WithMountPath(TLSCADir).WithReadOnly(true))
+		secrets = append(secrets, tlsMounts("tls", g.TLS.CASecretRef, g.TLS.ClientSecretRef, TLSCADir, TLSCertDir)...)
+	}
+	if k := Kafka(spec); k != nil {
+		secrets = append(secrets, kafkaMounts(k)...)
+		container.WithEnv(kafkaEnv(k, agentEnvPrefix)...)
+	}
+	if o := OTLP(spec); o != nil {
+		if o.TLS != nil {
+			secrets = append(secrets, tlsMounts("otlp-tls", o.TLS.CASecretRef, o.TLS.ClientSecretRef, OTLPTLSCADir, OTLPTLSCertDir)...)
 		}
-		if cl := g.TLS.ClientSecretRef; cl != nil {
-			volumes = append(volumes, corev1ac.Volume().WithName("tls-client").WithSecret(
-				corev1ac.SecretVolumeSource().WithSecretName(cl.Name).
-					WithItems(
-						corev1ac.KeyToPath().WithKey(corev1.TLSCertKey).WithPath("tls.crt"),
-						corev1ac.KeyToPath().WithKey(corev1.TLSPrivateKeyKey).WithPath("tls.key"))))
-			container.WithVolumeMounts(corev1ac.VolumeMount().WithName("tls-client").WithMountPath(TLSCertDir).WithReadOnly(true))
+		if ref := o.HeadersSecretRef; ref != nil {
+			container.WithEnv(secretEnv(agentEnvPrefix+"OTLP_HEADERS", ref.Name, OTLPHeadersKey))
 		}
+	}
+	for _, m := range secrets {
+		volumes = append(volumes, m.volume())
+		container.WithVolumeMounts(m.mount())
 	}
 
 	nodeSelector := map[string]string{corev1.LabelOSStable: "linux"}

@@ -1,9 +1,11 @@
 // Package render turns a FlowCollector into the objects that run the flowlens
 // agent: the agent's YAML configuration and server-side apply configurations
 // for its namespace, ServiceAccount, Role, RoleBinding, ConfigMap, metrics
-// Service and DaemonSet, and, when asked, the Grafana dashboard ConfigMaps. It is pure (no API calls), so every rule of what the
-// operator deploys is unit-testable; the reconciler in package controller
-// applies the result.
+// Service and DaemonSet; with a kafka exporter, the collector Deployment that
+// consumes its topic and its ServiceAccount, RBAC and metrics Service
+// (collector.go); and, when asked, the Grafana dashboard ConfigMaps. It is
+// pure (no API calls), so every rule of what the operator deploys is
+// unit-testable; the reconciler in package controller applies the result.
 package render
 
 import (
@@ -35,6 +37,26 @@ const (
 	TLSCertDir  = ConfigDir + "/tls/client"
 	TLSCertPath = TLSCertDir + "/tls.crt"
 	TLSKeyPath  = TLSCertDir + "/tls.key"
+
+	// The kafka exporter's Secrets, in the agent and collector containers.
+	KafkaTLSCADir        = ConfigDir + "/kafka/tls/ca"
+	KafkaTLSCAPath       = KafkaTLSCADir + "/ca.crt"
+	KafkaTLSCertDir      = ConfigDir + "/kafka/tls/client"
+	KafkaTLSCertPath     = KafkaTLSCertDir + "/tls.crt"
+	KafkaTLSKeyPath      = KafkaTLSCertDir + "/tls.key"
+	KafkaSASLDir         = ConfigDir + "/kafka/sasl"
+	KafkaSASLPasswordKey = "password" // key of the SASL Secret, and file name
+	KafkaSASLUsernameKey = "username" // key of the SASL Secret
+	KafkaPasswordPath    = KafkaSASLDir + "/" + KafkaSASLPasswordKey
+
+	// The otlp exporter's Secrets, in the agent container.
+	OTLPTLSCADir    = ConfigDir + "/otlp/tls/ca"
+	OTLPTLSCAPath   = OTLPTLSCADir + "/ca.crt"
+	OTLPTLSCertDir  = ConfigDir + "/otlp/tls/client"
+	OTLPTLSCertPath = OTLPTLSCertDir + "/tls.crt"
+	OTLPTLSKeyPath  = OTLPTLSCertDir + "/tls.key"
+	OTLPHeadersKey  = "headers" // key of the headers Secret
+
 	BPFFSPath   = "/sys/fs/bpf"
 	TracefsPath = "/sys/kernel/debug"
 	NetnsDir    = "/var/run/netns"
@@ -80,6 +102,21 @@ const (
 	DefaultIPFIXTransport       = v1alpha1.IPFIXUDP
 	DefaultIPFIXDomainID        = 1
 	DefaultIPFIXTemplateRefresh = time.Minute
+
+	// The kafka exporter's: the agent's --kafka-* defaults.
+	DefaultKafkaTopic         = "flowlens-flows"
+	DefaultKafkaCompression   = v1alpha1.KafkaCompressionLZ4
+	DefaultKafkaLinger        = 50 * time.Millisecond
+	DefaultKafkaMaxBatchBytes = 1048576
+	DefaultKafkaAcks          = v1alpha1.KafkaAcksAll
+	DefaultKafkaMessage       = v1alpha1.KafkaMessageBatch
+	DefaultKafkaBatchFlows    = 1000
+
+	// The otlp exporter's: the agent's --otlp-* defaults.
+	DefaultOTLPProtocol   = v1alpha1.OTLPGRPC
+	DefaultOTLPBatchFlows = 1000
+
+	DefaultCollectorReplicas = 1
 )
 
 // DefaultResources are the agent container's resources when spec.agent.resources
@@ -90,6 +127,21 @@ func DefaultResources() corev1.ResourceRequirements {
 		Requests: corev1.ResourceList{
 			corev1.ResourceCPU:    resource.MustParse("100m"),
 			corev1.ResourceMemory: resource.MustParse("128Mi"),
+		},
+		Limits: corev1.ResourceList{
+			corev1.ResourceMemory: resource.MustParse("512Mi"),
+		},
+	}
+}
+
+// DefaultCollectorResources are the Kafka collector container's resources
+// when spec.collector.resources is unset: those of
+// manifests/flowlens-collector.yaml.
+func DefaultCollectorResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("100m"),
+			corev1.ResourceMemory: resource.MustParse("64Mi"),
 		},
 		Limits: corev1.ResourceList{
 			corev1.ResourceMemory: resource.MustParse("512Mi"),
@@ -165,6 +217,20 @@ func WithDefaults(spec v1alpha1.FlowCollectorSpec) v1alpha1.FlowCollectorSpec {
 				x.TemplateRefresh = &metav1.Duration{Duration: DefaultIPFIXTemplateRefresh}
 			}
 		}
+		if k := s.Exporters[i].Kafka; k != nil {
+			kafkaDefaults(k)
+		}
+		if o := s.Exporters[i].OTLP; o != nil {
+			if o.Protocol == "" {
+				o.Protocol = DefaultOTLPProtocol
+			}
+			if o.BatchFlows == 0 {
+				o.BatchFlows = DefaultOTLPBatchFlows
+			}
+			if o.TLS != nil {
+				defaultCAKey(o.TLS.CASecretRef)
+			}
+		}
 		g := s.Exporters[i].GRPC
 		if g == nil {
 			continue
@@ -172,14 +238,58 @@ func WithDefaults(spec v1alpha1.FlowCollectorSpec) v1alpha1.FlowCollectorSpec {
 		if g.BatchSize == 0 {
 			g.BatchSize = DefaultGRPCBatchSize
 		}
-		if g.TLS != nil && g.TLS.CASecretRef != nil && g.TLS.CASecretRef.Key == "" {
-			g.TLS.CASecretRef.Key = DefaultCAKey
+		if g.TLS != nil {
+			defaultCAKey(g.TLS.CASecretRef)
 		}
+	}
+	c := &s.Collector
+	if c.Replicas == 0 {
+		c.Replicas = DefaultCollectorReplicas
+	}
+	if c.ImagePullPolicy == "" {
+		c.ImagePullPolicy = corev1.PullIfNotPresent
+	}
+	if c.Resources == nil {
+		r := DefaultCollectorResources()
+		c.Resources = &r
 	}
 	if s.Dashboards != nil && s.Dashboards.Namespace == "" {
 		s.Dashboards.Namespace = s.Namespace
 	}
 	return s
+}
+
+func kafkaDefaults(k *v1alpha1.KafkaExporter) {
+	if k.Topic == "" {
+		k.Topic = DefaultKafkaTopic
+	}
+	if k.Compression == "" {
+		k.Compression = DefaultKafkaCompression
+	}
+	if k.Linger == nil {
+		k.Linger = &metav1.Duration{Duration: DefaultKafkaLinger}
+	}
+	if k.MaxBatchBytes == 0 {
+		k.MaxBatchBytes = DefaultKafkaMaxBatchBytes
+	}
+	if k.Acks == "" {
+		k.Acks = DefaultKafkaAcks
+	}
+	if k.Message == "" {
+		k.Message = DefaultKafkaMessage
+	}
+	if k.BatchFlows == 0 {
+		k.BatchFlows = DefaultKafkaBatchFlows
+	}
+	if k.TLS != nil {
+		defaultCAKey(k.TLS.CASecretRef)
+	}
+}
+
+func defaultCAKey(ref *v1alpha1.SecretKeyRef) {
+	if ref != nil && ref.Key == "" {
+		ref.Key = DefaultCAKey
+	}
 }
 
 // DashboardsNamespace returns the namespace of the Grafana dashboard
@@ -210,6 +320,26 @@ func IPFIX(spec *v1alpha1.FlowCollectorSpec) *v1alpha1.IPFIXExporter {
 	for i := range spec.Exporters {
 		if spec.Exporters[i].Type == v1alpha1.ExporterIPFIX {
 			return spec.Exporters[i].IPFIX
+		}
+	}
+	return nil
+}
+
+// Kafka returns the kafka exporter of spec, or nil.
+func Kafka(spec *v1alpha1.FlowCollectorSpec) *v1alpha1.KafkaExporter {
+	for i := range spec.Exporters {
+		if spec.Exporters[i].Type == v1alpha1.ExporterKafka {
+			return spec.Exporters[i].Kafka
+		}
+	}
+	return nil
+}
+
+// OTLP returns the otlp exporter of spec, or nil.
+func OTLP(spec *v1alpha1.FlowCollectorSpec) *v1alpha1.OTLPExporter {
+	for i := range spec.Exporters {
+		if spec.Exporters[i].Type == v1alpha1.ExporterOTLP {
+			return spec.Exporters[i].OTLP
 		}
 	}
 	return nil

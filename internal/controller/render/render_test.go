@@ -137,12 +137,28 @@ func TestValidate(t *testing.T) {
 		return v1alpha1.FlowCollectorSpec{Exporters: []v1alpha1.Exporter{{Type: v1alpha1.ExporterIPFIX,
 			IPFIX: &v1alpha1.IPFIXExporter{TargetHost: host, TargetPort: 4739}}}}
 	}
+	kafka := func(brokers ...string) v1alpha1.FlowCollectorSpec {
+		return v1alpha1.FlowCollectorSpec{Exporters: []v1alpha1.Exporter{{Type: v1alpha1.ExporterKafka,
+			Kafka: &v1alpha1.KafkaExporter{Brokers: brokers}}}}
+	}
+	otlp := func(host string) v1alpha1.FlowCollectorSpec {
+		return v1alpha1.FlowCollectorSpec{Exporters: []v1alpha1.Exporter{{Type: v1alpha1.ExporterOTLP,
+			OTLP: &v1alpha1.OTLPExporter{TargetHost: host, TargetPort: 4317}}}}
+	}
 	for _, tc := range []struct {
 		name string
 		spec v1alpha1.FlowCollectorSpec
 		want string // "" means valid
 	}{
 		{"defaults", v1alpha1.FlowCollectorSpec{}, ""},
+		{"kafka brokers", kafka("kafka-0.kafka.svc:9092", "10.0.0.1:9093", "[fd00::1]:9094"), ""},
+		{"kafka broker without port", kafka("kafka-0:9092", "kafka-1"), `spec.exporters[0].kafka.brokers[1] "kafka-1": must be host:port, with an IPv6 address in brackets`},
+		{"kafka broker port 0", kafka("kafka:0"), `spec.exporters[0].kafka.brokers[0] "kafka:0": the port must be from 1 to 65535`},
+		{"kafka broker port too big", kafka("kafka:65536"), `spec.exporters[0].kafka.brokers[0] "kafka:65536": the port must be from 1 to 65535`},
+		{"kafka broker bad name", kafka("kafka_0:9092"), `spec.exporters[0].kafka.brokers[0] "kafka_0:9092": is not a valid DNS name`},
+		{"kafka broker bad ipv6", kafka("[fd00::zz]:9092"), `spec.exporters[0].kafka.brokers[0] "[fd00::zz]:9092": is not a valid IP address`},
+		{"otlp dns name", otlp("otel-collector.monitoring.svc"), ""},
+		{"otlp url", otlp("http://otel:4317"), `spec.exporters[0].otlp.targetHost "http://otel:4317": must be a host name or IP address, not a URL`},
 		{"dns name", grpc("flowlens-collector.flowlens.svc"), ""},
 		{"fqdn", grpc("collector.example.com."), ""},
 		{"ipv4", grpc("10.0.0.1"), ""},

@@ -3,8 +3,10 @@ package render
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -17,10 +19,10 @@ import (
 
 // Validate checks what the CRD schema cannot: that interface patterns compile
 // and that the flow filter rules pass the agent's checks (with the agent's own
-// parsers, so both agree), and that the gRPC and IPFIX targets are hosts the
-// agent can dial. It returns every problem found, joined, each naming the spec
-// field at fault. The reconciler reports the error in the Degraded condition and
-// leaves the running agents as they are.
+// parsers, so both agree), and that the gRPC, IPFIX and OTLP targets and the
+// Kafka brokers are hosts the agent can dial. It returns every problem found,
+// joined, each naming the spec field at fault. The reconciler reports the
+// error in the Degraded condition and leaves the running agents as they are.
 func Validate(spec *v1alpha1.FlowCollectorSpec) error {
 	var errs []error
 	if _, err := config.NewNameFilter(spec.Agent.Interfaces, nil); err != nil {
@@ -43,6 +45,18 @@ func Validate(spec *v1alpha1.FlowCollectorSpec) error {
 		if e.IPFIX != nil {
 			if err := checkHost(e.IPFIX.TargetHost); err != nil {
 				errs = append(errs, fmt.Errorf("spec.exporters[%d].ipfix.targetHost %q: %w", i, e.IPFIX.TargetHost, err))
+			}
+		}
+		if e.OTLP != nil {
+			if err := checkHost(e.OTLP.TargetHost); err != nil {
+				errs = append(errs, fmt.Errorf("spec.exporters[%d].otlp.targetHost %q: %w", i, e.OTLP.TargetHost, err))
+			}
+		}
+		if e.Kafka != nil {
+			for j, b := range e.Kafka.Brokers {
+				if err := checkBroker(b); err != nil {
+					errs = append(errs, fmt.Errorf("spec.exporters[%d].kafka.brokers[%d] %q: %w", i, j, b, err))
+				}
 			}
 		}
 	}
@@ -131,6 +145,25 @@ func checkHost(h string) error {
 		return fmt.Errorf("is not a valid DNS name: %s", strings.Join(msgs, "; "))
 	}
 	return nil
+}
+
+// checkBroker accepts host:port, the host as checkHost does, the port from 1
+// to 65535.
+func checkBroker(b string) error {
+	host, port, err := net.SplitHostPort(b)
+	if err != nil {
+		return errors.New("must be host:port, with an IPv6 address in brackets")
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+		return errors.New("the port must be from 1 to 65535")
+	}
+	if strings.Contains(host, ":") {
+		if _, err := netip.ParseAddr(host); err != nil {
+			return errors.New("is not a valid IP address")
+		}
+		return nil
+	}
+	return checkHost(host)
 }
 
 // trimPrefix drops the "include "/"exclude " prefix NameFilter puts before

@@ -1,0 +1,177 @@
+package render
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
+
+	"github.com/flowlens/flowlens/api/v1alpha1"
+)
+
+// The Kafka collector: with a kafka exporter, the operator runs flowlens
+// collectors that consume its topic as one consumer group (docs/operator.md
+// says why the operator owns these, while the gRPC collector is a manifest).
+const (
+	// CollectorName names the Deployment, its container's ServiceAccount,
+	// ClusterRole, ClusterRoleBinding and metrics Service. It differs from
+	// manifests/flowlens-collector.yaml's flowlens-collector, so both can run.
+	CollectorName = "flowlens-collector-kafka"
+	// CollectorComponent is the LabelComponent value of the Kafka
+	// collector's objects.
+	CollectorComponent = "collector"
+	// KafkaGroup is the collectors' Kafka consumer group: the collector's
+	// --kafka-group default.
+	KafkaGroup = "flowlens-collector"
+	// CollectorMetricsPort is where the collector serves /metrics, /healthz
+	// and /readyz: its --metrics-address default.
+	CollectorMetricsPort = 9401
+)
+
+// CollectorObjects are the Kafka collector's apply configurations.
+type CollectorObjects struct {
+	ServiceAccount     *corev1ac.ServiceAccountApplyConfiguration
+	ClusterRole        *rbacv1ac.ClusterRoleApplyConfiguration
+	ClusterRoleBinding *rbacv1ac.ClusterRoleBindingApplyConfiguration
+	Deployment         *appsv1ac.DeploymentApplyConfiguration
+	Service            *corev1ac.ServiceApplyConfiguration
+}
+
+func collectorLabels() map[string]string {
+	return map[string]string{
+		LabelName:      CollectorName,
+		LabelPartOf:    "flowlens",
+		LabelComponent: CollectorComponent,
+		LabelManagedBy: ManagedByValue,
+	}
+}
+
+// collectorSelector selects the Kafka collector pods; a Deployment's
+// selector is immutable, so these never change.
+func collectorSelector() map[string]string {
+	return map[string]string{LabelName: CollectorName, LabelPartOf: "flowlens"}
+}
+
+// buildCollector renders the Kafka collector for the kafka exporter k.
+func buildCollector(fc *v1alpha1.FlowCollector, k *v1alpha1.KafkaExporter, opts Options, owner *metav1ac.OwnerReferenceApplyConfiguration) *CollectorObjects {
+	ns := fc.Spec.Namespace
+	labels := collectorLabels()
+	o := &CollectorObjects{}
+	o.ServiceAccount = corev1ac.ServiceAccount(CollectorName, ns).
+		WithLabels(labels).
+		WithOwnerReferences(owner)
+
+	// Read-only, and only what enrichment resolves addresses with: the
+	// rules of manifests/flowlens-collector.yaml.
+	o.ClusterRole = rbacv1ac.ClusterRole(CollectorName).
+		WithLabels(labels).
+		WithOwnerReferences(owner).
+		WithRules(
+			rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("pods", "services", "nodes").WithVerbs("get", "list", "watch"),
+			rbacv1ac.PolicyRule().WithAPIGroups("apps").WithResources("replicasets").WithVerbs("get", "list", "watch"))
+	o.ClusterRoleBinding = rbacv1ac.ClusterRoleBinding(CollectorName).
+		WithLabels(labels).
+		WithOwnerReferences(owner).
+		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("ClusterRole").WithName(CollectorName)).
+		WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(CollectorName).WithNamespace(ns))
+
+	o.Service = corev1ac.Service(CollectorName, ns).
+		WithLabels(labels).
+		WithOwnerReferences(owner).
+		WithSpec(corev1ac.ServiceSpec().
+			// Headless: scrapers discover every collector's endpoint.
+			WithClusterIP(corev1.ClusterIPNone).
+			WithSelector(collectorSelector()).
+			WithPorts(corev1ac.ServicePort().
+				WithName("metrics").
+				WithProtocol(corev1.ProtocolTCP).
+				WithPort(CollectorMetricsPort).
+				WithTargetPort(intstr.FromString("metrics"))))
+
+	o.Deployment = collectorDeployment(fc, k, opts, owner)
+	return o
+}
+
+// CollectorArgs are the collector's flags for the kafka exporter k: the
+// agents' brokers, topic, TLS and SASL, the consumer group, and metrics
+// only (the flows are counted in the metrics, not printed).
+func CollectorArgs(k *v1alpha1.KafkaExporter) []string {
+	args := []string{
+		"--kafka-brokers=" + strings.Join(k.Brokers, ","),
+		"--kafka-topic=" + k.Topic,
+		"--kafka-group=" + KafkaGroup,
+	}
+	if tls, ca, cert, key := tlsPaths(k.TLS, KafkaTLSCAPath, KafkaTLSCertPath, KafkaTLSKeyPath); tls {
+		args = append(args, "--kafka-tls=true")
+		if ca != "" {
+			args = append(args, "--kafka-tls-ca="+ca)
+		}
+		if cert != "" {
+			args = append(args, "--kafka-tls-cert="+cert, "--kafka-tls-key="+key)
+		}
+	}
+	if k.SASL != nil {
+		args = append(args, "--kafka-sasl-mechanism="+string(k.SASL.Mechanism), "--kafka-sasl-password-file="+KafkaPasswordPath)
+	}
+	return append(args, "--metrics-address=:9401", "--output=none")
+}
+
+func collectorDeployment(fc *v1alpha1.FlowCollector, k *v1alpha1.KafkaExporter, opts Options, owner *metav1ac.OwnerReferenceApplyConfiguration) *appsv1ac.DeploymentApplyConfiguration {
+	c := &fc.Spec.Collector
+	image := c.Image
+	if image == "" {
+		image = opts.DefaultCollectorImage
+	}
+	probe := func(path string) *corev1ac.ProbeApplyConfiguration {
+		return corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath(path).WithPort(intstr.FromString("metrics")))
+	}
+	container := corev1ac.Container().
+		WithName("collector").
+		WithImage(image).
+		WithImagePullPolicy(c.ImagePullPolicy).
+		WithArgs(CollectorArgs(k)...).
+		WithEnv(kafkaEnv(k, collectorEnvPrefix)...).
+		WithPorts(corev1ac.ContainerPort().WithName("metrics").WithContainerPort(CollectorMetricsPort).WithProtocol(corev1.ProtocolTCP)).
+		WithResources(resources(c.Resources)).
+		WithReadinessProbe(probe("/readyz")).
+		WithLivenessProbe(probe("/healthz")).
+		WithTerminationMessagePolicy(corev1.TerminationMessageFallbackToLogsOnError).
+		WithSecurityContext(corev1ac.SecurityContext().
+			WithAllowPrivilegeEscalation(false).
+			WithReadOnlyRootFilesystem(true).
+			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
+	podSpec := corev1ac.PodSpec().
+		WithServiceAccountName(CollectorName).
+		WithSecurityContext(corev1ac.PodSecurityContext().
+			WithRunAsNonRoot(true).
+			WithRunAsUser(65532).
+			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+		WithNodeSelector(map[string]string{corev1.LabelOSStable: "linux"})
+	for _, m := range kafkaMounts(k) {
+		podSpec.WithVolumes(m.volume())
+		container.WithVolumeMounts(m.mount())
+	}
+	podSpec.WithContainers(container)
+	for _, s := range fc.Spec.Agent.ImagePullSecrets {
+		podSpec.WithImagePullSecrets(corev1ac.LocalObjectReference().WithName(s.Name))
+	}
+
+	return appsv1ac.Deployment(CollectorName, fc.Spec.Namespace).
+		WithLabels(collectorLabels()).
+		WithOwnerReferences(owner).
+		WithSpec(appsv1ac.DeploymentSpec().
+			WithReplicas(c.Replicas).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(collectorSelector())).
+			WithTemplate(corev1ac.PodTemplateSpec().
+				WithLabels(collectorLabels()).
+				WithAnnotations(map[string]string{
+					"prometheus.io/scrape": "true",
+					"prometheus.io/port":   "9401",
+				}).
+				WithSpec(podSpec)))
+}

@@ -1,0 +1,81 @@
+package render
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+
+	"github.com/flowlens/flowlens/api/v1alpha1"
+)
+
+// The prefixes of the agent's and the collector's environment variables
+// (package cliconf derives a flag's variable from its name: --kafka-sasl-username
+// is FLOWLENS_KAFKA_SASL_USERNAME for the agent). A value from a Secret goes
+// in a variable rather than in the configuration file or an argument: the
+// operator never reads Secrets, and a variable does not show in the process
+// list of the node, as arguments do.
+const (
+	agentEnvPrefix     = "FLOWLENS_"
+	collectorEnvPrefix = "FLOWLENS_COLLECTOR_"
+)
+
+// secretMount is keys of a Secret mounted as files in a directory.
+type secretMount struct {
+	name     string // volume name
+	secret   string // Secret name
+	dir      string // mount path
+	keyPaths [][2]string
+}
+
+func (m secretMount) volume() *corev1ac.VolumeApplyConfiguration {
+	src := corev1ac.SecretVolumeSource().WithSecretName(m.secret)
+	for _, kp := range m.keyPaths {
+		src.WithItems(corev1ac.KeyToPath().WithKey(kp[0]).WithPath(kp[1]))
+	}
+	return corev1ac.Volume().WithName(m.name).WithSecret(src)
+}
+
+func (m secretMount) mount() *corev1ac.VolumeMountApplyConfiguration {
+	return corev1ac.VolumeMount().WithName(m.name).WithMountPath(m.dir).WithReadOnly(true)
+}
+
+// tlsMounts mounts a CA bundle as caDir/ca.crt and a client certificate as
+// certDir/tls.crt and tls.key, in volumes named name-ca and name-client.
+func tlsMounts(name string, ca *v1alpha1.SecretKeyRef, client *v1alpha1.SecretRef, caDir, certDir string) []secretMount {
+	var out []secretMount
+	if ca != nil {
+		out = append(out, secretMount{name + "-ca", ca.Name, caDir, [][2]string{{ca.Key, "ca.crt"}}})
+	}
+	if client != nil {
+		out = append(out, secretMount{name + "-client", client.Name, certDir,
+			[][2]string{{corev1.TLSCertKey, "tls.crt"}, {corev1.TLSPrivateKeyKey, "tls.key"}}})
+	}
+	return out
+}
+
+// kafkaMounts are the kafka exporter's TLS Secrets and SASL password, the
+// same in the agent and the collector.
+func kafkaMounts(k *v1alpha1.KafkaExporter) []secretMount {
+	var out []secretMount
+	if k.TLS != nil {
+		out = tlsMounts("kafka-tls", k.TLS.CASecretRef, k.TLS.ClientSecretRef, KafkaTLSCADir, KafkaTLSCertDir)
+	}
+	if k.SASL != nil {
+		out = append(out, secretMount{"kafka-sasl", k.SASL.SecretRef.Name, KafkaSASLDir,
+			[][2]string{{KafkaSASLPasswordKey, KafkaSASLPasswordKey}}})
+	}
+	return out
+}
+
+// kafkaEnv is the SASL username, from its Secret, as the --kafka-sasl-username
+// variable of the binary whose prefix is given.
+func kafkaEnv(k *v1alpha1.KafkaExporter, prefix string) []*corev1ac.EnvVarApplyConfiguration {
+	if k.SASL == nil {
+		return nil
+	}
+	return []*corev1ac.EnvVarApplyConfiguration{secretEnv(prefix+"KAFKA_SASL_USERNAME", k.SASL.SecretRef.Name, KafkaSASLUsernameKey)}
+}
+
+func secretEnv(name, secret, key string) *corev1ac.EnvVarApplyConfiguration {
+	return corev1ac.EnvVar().WithName(name).WithValueFrom(corev1ac.EnvVarSource().
+		WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(secret).WithKey(key)))
+}
