@@ -17,9 +17,9 @@ const (
 	monitoringAPI  = "monitoring.coreos.com/v1"
 )
 
-// render runs helm template on the chart into flowlens-system, CRDs included,
+// helmTemplate runs helm template on the chart into flowlens-system, CRDs included,
 // with --set values, and returns its objects.
-func render(t *testing.T, set ...string) []*unstructured.Unstructured {
+func helmTemplate(t *testing.T, set ...string) []*unstructured.Unstructured {
 	t.Helper()
 	args := []string{"template", "flowlens", chart, "--namespace", chartNamespace, "--include-crds"}
 	for _, s := range set {
@@ -87,7 +87,7 @@ func sameObjects(t *testing.T, got, want []*unstructured.Unstructured) {
 //     manifests/flowlens-agent-daemonset.yaml declares (privileged, for the
 //     agents the operator runs there).
 func TestChartMatchesManifests(t *testing.T) {
-	got := render(t)
+	got := helmTemplate(t)
 	var want []*unstructured.Unstructured
 	for _, u := range manifestObjects(t) {
 		if u.GetKind() == "Namespace" && u.GetName() == chartNamespace {
@@ -110,14 +110,14 @@ func TestChartMatchesManifests(t *testing.T) {
 // without the collector, neither its objects nor its ServiceMonitor.
 func TestChartMonitoring(t *testing.T) {
 	var got []*unstructured.Unstructured
-	for _, u := range render(t, "serviceMonitors.enabled=true", "prometheusRule.enabled=true") {
+	for _, u := range helmTemplate(t, "serviceMonitors.enabled=true", "prometheusRule.enabled=true") {
 		if u.GetAPIVersion() == monitoringAPI {
 			got = append(got, u)
 		}
 	}
 	sameObjects(t, got, append(manifest(t, "flowlens-servicemonitors.yaml"), manifest(t, "flowlens-alerts.yaml")...))
 
-	for _, u := range render(t, "serviceMonitors.enabled=true", "collector.enabled=false") {
+	for _, u := range helmTemplate(t, "serviceMonitors.enabled=true", "collector.enabled=false") {
 		if u.GetNamespace() == "flowlens" || u.GetName() == "flowlens-collector" || u.GetKind() == "Namespace" {
 			t.Errorf("collector.enabled=false renders %s", key(u))
 		}
@@ -126,7 +126,7 @@ func TestChartMonitoring(t *testing.T) {
 
 // TestChartValues: the values an install changes reach the objects.
 func TestChartValues(t *testing.T) {
-	objs := byKey(t, "chart", render(t,
+	objs := byKey(t, "chart", helmTemplate(t,
 		"operator.image=registry.example/op:v9", "operator.agentImage=registry.example/agent:v9",
 		"collector.image=registry.example/col:v9", "collector.replicas=3", "collector.extraArgs={--pod-labels}",
 		"agentNamespace=observability", "dashboards.namespace=monitoring",
@@ -158,7 +158,7 @@ func TestChartValues(t *testing.T) {
 	if r := get("Deployment observability/flowlens-collector", "spec", "replicas"); r != int64(3) && r != float64(3) {
 		t.Errorf("collector replicas %v", r)
 	}
-	namespaceOf(t, render(t, "agentNamespace=observability"), "observability")
+	namespaceOf(t, helmTemplate(t, "agentNamespace=observability"), "observability")
 	if ns := get("ServiceMonitor flowlens-system/flowlens-agent", "spec", "namespaceSelector", "matchNames"); !reflect.DeepEqual(ns, []any{"observability"}) {
 		t.Errorf("agent ServiceMonitor matchNames %v", ns)
 	}
@@ -185,8 +185,8 @@ func TestHelmLint(t *testing.T) {
 // current (`make generate-install` writes them).
 func TestChartFilesGenerated(t *testing.T) {
 	copies := map[string]string{
-		"files/operator-role.yaml":             "config/rbac/role.yaml",
-		"files/flowlens-alerts.rules.yaml":     rulesFile,
+		"files/operator-role.yaml":         "config/rbac/role.yaml",
+		"files/flowlens-alerts.rules.yaml": rulesFile,
 	}
 	dashboards, err := filepath.Glob(filepath.Join(root(t), "manifests", "dashboards", "*.json"))
 	if err != nil || len(dashboards) == 0 {
