@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"testing"
@@ -43,10 +44,10 @@ func toUnstructured(t *testing.T, obj any) *unstructured.Unstructured {
 	return u
 }
 
-// targets returns every metrics Service of flowlens: the agents' headless
-// Service as the operator renders it for a default FlowCollector (with its
-// DaemonSet), and the Services of manifests/ with their Deployments.
-func targets(t *testing.T) []target {
+// operatorAgent returns the agents' headless metrics Service as the
+// operator renders it for a default FlowCollector, with its DaemonSet's pod
+// template.
+func operatorAgent(t *testing.T) target {
 	t.Helper()
 	fc := &v1alpha1.FlowCollector{
 		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SingletonName, UID: "uid-1"},
@@ -56,7 +57,15 @@ func targets(t *testing.T) []target {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := []target{{toUnstructured(t, objs.Service), podTemplate(t, toUnstructured(t, objs.DaemonSet))}}
+	return target{toUnstructured(t, objs.Service), podTemplate(t, toUnstructured(t, objs.DaemonSet))}
+}
+
+// targets returns the agents' metrics Service and pods of one way to run
+// them, and the Services of manifests/ (the collector's, the operator's) with
+// their Deployments' pods.
+func targets(t *testing.T, agent target) []target {
+	t.Helper()
+	ts := []target{agent}
 	workloads := map[string]*unstructured.Unstructured{}
 	var services []*unstructured.Unstructured
 	for _, u := range append(manifest(t, "flowlens-operator.yaml"), manifest(t, "flowlens-collector.yaml")...) {
@@ -77,6 +86,25 @@ func targets(t *testing.T) []target {
 		ts = append(ts, target{s, podTemplate(t, d)})
 	}
 	return ts
+}
+
+// plainAgent returns the metrics Service and the DaemonSet's pod template of
+// manifests/flowlens-agent-daemonset.yaml (the agents without the operator).
+func plainAgent(t *testing.T) target {
+	t.Helper()
+	var tg target
+	for _, u := range manifest(t, "flowlens-agent-daemonset.yaml") {
+		switch u.GetKind() {
+		case "Service":
+			tg.service = u
+		case "DaemonSet":
+			tg.pods = podTemplate(t, u)
+		}
+	}
+	if tg.service == nil || tg.pods == nil {
+		t.Fatal("manifests/flowlens-agent-daemonset.yaml: want a Service and a DaemonSet")
+	}
+	return tg
 }
 
 func podTemplate(t *testing.T, workload *unstructured.Unstructured) *unstructured.Unstructured {
@@ -117,8 +145,27 @@ func stringMap(t *testing.T, u *unstructured.Unstructured, path ...string) map[s
 // jobLabel is a label of the Service; and the jobs the alerts select are
 // the jobs the ServiceMonitors produce.
 func TestServiceMonitorsSelectServices(t *testing.T) {
-	ts := targets(t)
 	jobs := map[string]bool{}
+	for _, agent := range []target{operatorAgent(t), plainAgent(t)} {
+		checkServiceMonitors(t, targets(t, agent), jobs)
+	}
+	for _, want := range []string{"flowlens-agent", "flowlens-collector", "flowlens-operator"} {
+		if !jobs[want] {
+			t.Errorf("no ServiceMonitor produces the job %s", want)
+		}
+	}
+	// Every job an alert selects is one a ServiceMonitor produces.
+	for _, m := range regexp.MustCompile(`job="([^"]+)"`).FindAllStringSubmatch(string(readFile(t, rulesFile)), -1) {
+		if !jobs[m[1]] {
+			t.Errorf("%s selects job %q, which no ServiceMonitor produces", rulesFile, m[1])
+		}
+	}
+}
+
+// checkServiceMonitors checks each ServiceMonitor against the Services ts,
+// adding the jobs they produce to jobs.
+func checkServiceMonitors(t *testing.T, ts []target, jobs map[string]bool) {
+	t.Helper()
 	for _, sm := range manifest(t, "flowlens-servicemonitors.yaml") {
 		if sm.GetKind() != "ServiceMonitor" || sm.GetAPIVersion() != monitoringAPI {
 			t.Fatalf("%s: not a %s ServiceMonitor", key(sm), monitoringAPI)
@@ -172,16 +219,21 @@ func TestServiceMonitorsSelectServices(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"flowlens-agent", "flowlens-collector", "flowlens-operator"} {
-		if !jobs[want] {
-			t.Errorf("no ServiceMonitor produces the job %s", want)
-		}
+}
+
+// TestPlainAgentServiceMatchesOperator: the metrics Service of
+// manifests/flowlens-agent-daemonset.yaml is the operator's: same name,
+// namespace, labels the ServiceMonitor selects, and spec.
+func TestPlainAgentServiceMatchesOperator(t *testing.T) {
+	op, plain := operatorAgent(t).service, plainAgent(t).service
+	if key(op) != key(plain) {
+		t.Errorf("plain manifest's %s, operator's %s", key(plain), key(op))
 	}
-	// Every job an alert selects is one a ServiceMonitor produces.
-	for _, m := range regexp.MustCompile(`job="([^"]+)"`).FindAllStringSubmatch(string(readFile(t, rulesFile)), -1) {
-		if !jobs[m[1]] {
-			t.Errorf("%s selects job %q, which no ServiceMonitor produces", rulesFile, m[1])
-		}
+	if !selects(plain.GetLabels(), op.GetLabels()) {
+		t.Errorf("plain manifest's Service labels %v are not among the operator's %v", plain.GetLabels(), op.GetLabels())
+	}
+	if !reflect.DeepEqual(op.Object["spec"], plain.Object["spec"]) {
+		t.Errorf("Service spec: plain manifest %v, operator %v", plain.Object["spec"], op.Object["spec"])
 	}
 }
 
