@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -172,6 +173,33 @@ func TestChartValues(t *testing.T) {
 		t.Errorf("PrometheusRule label release %v", l)
 	}
 	get("ConfigMap monitoring/flowlens-dashboard-traffic", "data")
+}
+
+// TestChartRefusesBadValues: values.schema.json refuses a bad value, with
+// an error naming it.
+func TestChartRefusesBadValues(t *testing.T) {
+	for set, want := range map[string]string{
+		"collector.replicas=-1":               "/collector/replicas",
+		"collector.replicass=2":               "'replicass' not allowed",
+		"collector.imagePullPolicy=Sometimes": "/collector/imagePullPolicy",
+		"collector.extraArgs={pod-labels}":    "/collector/extraArgs/0",
+		"serviceMonitors.interval=fast":       "/serviceMonitors/interval",
+		"agentNamespace=Bad_NS":               "/agentNamespace",
+		"dashboards.namespace=-x":             "/dashboards/namespace",
+		"prometheusRule.enabled=yes-please":   "/prometheusRule/enabled",
+		"serviceMonitors.interval=1m30s":      "", // valid: accepted
+	} {
+		_, stderr, err := runHelm(t, "template", "flowlens", chart, "--set", set)
+		if want == "" {
+			if err != nil {
+				t.Errorf("--set %s: %v\n%s", set, err, stderr)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(string(stderr), want) {
+			t.Errorf("--set %s: %v, want an error naming %q; stderr:\n%s", set, err, want, stderr)
+		}
+	}
 }
 
 // TestHelmLint: helm lint --strict is clean with the default values and with

@@ -144,16 +144,24 @@ func requiredVersion(gomod, path string) (string, error) {
 // output; a failure fails the test with helm's output.
 func helm(t testing.TB, args ...string) []byte {
 	t.Helper()
+	out, stderr, err := runHelm(t, args...)
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr)
+	}
+	return out
+}
+
+// runHelm runs helm with args in the repository's root and returns its
+// standard output, its standard error and how it ended.
+func runHelm(t testing.TB, args ...string) (stdout, stderr []byte, err error) {
+	t.Helper()
 	cmd := exec.Command(helmBin(t), args...)
 	cmd.Dir = root(t)
 	// Keep helm's own configuration and cache out of the user's home.
 	home := t.TempDir()
 	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+home, "HELM_CACHE_HOME="+home, "HELM_DATA_HOME="+home)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
 	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.Bytes())
-	}
-	return out
+	return out, errb.Bytes(), err
 }
