@@ -148,6 +148,39 @@ func TestAlertsHaveRunbooks(t *testing.T) {
 	}
 }
 
+// TestAlertMetricsExist: every metric an alert reads is one flowlens serves
+// (documented in docs/metrics-agent.md or docs/metrics.md, as the dashboards'
+// are), Prometheus' up, or one of the two kube-state-metrics series of
+// FlowlensAgentNotReady.
+func TestAlertMetricsExist(t *testing.T) {
+	known := map[string]bool{
+		"up": true, // Prometheus' per target
+		"kube_daemonset_status_desired_number_scheduled": true, // kube-state-metrics
+		"kube_daemonset_status_number_ready":             true,
+	}
+	for _, doc := range []string{"docs/metrics-agent.md", "docs/metrics.md"} {
+		for _, m := range regexp.MustCompile("`(flowlens_[a-z_]+)`").FindAllStringSubmatch(string(readFile(t, doc)), -1) {
+			known[m[1]] = true
+		}
+	}
+	// Metric names: flowlens' and kube-state-metrics' by their prefixes
+	// (no label of the rules has them), and up by its selector.
+	name := regexp.MustCompile(`\b(?:flowlens|kube)_[a-z_]+\b|\bup\{`)
+	for _, r := range alerts(t) {
+		found := 0
+		for _, n := range name.FindAllString(r.Expr, -1) {
+			n = strings.TrimSuffix(n, "{")
+			found++
+			if !known[n] {
+				t.Errorf("%s reads %s, which no flowlens doc names (docs/metrics-agent.md, docs/metrics.md)", r.Alert, n)
+			}
+		}
+		if found == 0 {
+			t.Errorf("%s: no metric found in %q", r.Alert, r.Expr)
+		}
+	}
+}
+
 // TestAlertsGenerated: the PrometheusRule manifests/flowlens-alerts.yaml
 // holds exactly the rules of the rules file, and the chart's copy is the
 // rules file (both written by `make generate-install`).
