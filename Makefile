@@ -33,7 +33,7 @@ generate: deps-bpf ## regenerate BPF objects and Go bindings (bpf2go)
 	$(GO) generate ./internal/datapath/...
 
 check-generated: generate ## fail if regenerating changes any committed file
-	@git diff --exit-code --stat -- pkg/ internal/ api/ config/ manifests/ hack/bench/ || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
+	@git diff --exit-code --stat -- pkg/ internal/ api/ config/ manifests/ charts/ hack/bench/ || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
 
 vet: ## go vet, and gofmt on every committed Go file
 	$(GO) vet ./...

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a build or test step needs, with apt, only when missing.
 #   hack/install-deps.sh bpf    clang, llvm, libbpf headers (make generate)
-#   hack/install-deps.sh test   iproute2, nftables, iptables, openssl, dnsmasq, tshark (make test)
+#   hack/install-deps.sh test   iproute2, nftables, iptables, openssl, dnsmasq, tshark, promtool (make test)
 set -euo pipefail
 
 need=()
@@ -19,6 +19,9 @@ test)
 	command -v openssl >/dev/null || need+=(openssl)            # the tls feature's test
 	command -v dnsmasq >/dev/null || need+=(dnsmasq-base)       # the dns feature's test
 	command -v tshark >/dev/null || need+=(tshark)              # the IPFIX exporter's Wireshark test
+	# promtool test rules (test/install's alerts): Debian's prometheus package,
+	# installed by its own script, which keeps the package's service from starting.
+	[ -x /usr/bin/promtool ] || "$(dirname "$0")/dashboards/install-deps.sh" prometheus
 	;;
 *)
 	echo "usage: $0 bpf|test" >&2

@@ -13,7 +13,8 @@ set -euo pipefail
 need=()
 case "${1:-}" in
 prometheus)
-	[ -x /usr/bin/prometheus ] || need+=(prometheus)
+	# The package ships both: prometheus (test/dashboards), promtool (rule tests).
+	{ [ -x /usr/bin/prometheus ] && [ -x /usr/bin/promtool ]; } || need+=(prometheus)
 	;;
 render)
 	/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || need+=(python3-matplotlib)
