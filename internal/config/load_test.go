@@ -50,6 +50,9 @@ func defaultConfig() *Config {
 		IPFIXTransport:       "udp",
 		IPFIXDomainID:        1,
 		IPFIXTemplateRefresh: time.Minute,
+		OTLPProtocol:         "grpc",
+		OTLPCompression:      "none",
+		OTLPBatchFlows:       1000,
 		Features:             Features{Drops: true, RTT: true, Retransmits: true},
 		DNSPorts:             []uint16{53},
 		DNSTimeout:           5 * time.Second,
@@ -105,6 +108,9 @@ func TestExampleFile(t *testing.T) {
 		IPFIXTransport:       "udp",
 		IPFIXDomainID:        1,
 		IPFIXTemplateRefresh: time.Minute,
+		OTLPProtocol:         "grpc",
+		OTLPCompression:      "none",
+		OTLPBatchFlows:       1000,
 		Features:             Features{Drops: true, RTT: true},
 		DNSPorts:             []uint16{53},
 		DNSTimeout:           5 * time.Second,
@@ -247,6 +253,14 @@ func TestLoadErrors(t *testing.T) {
 			"--ipfix-target is required when --export includes ipfix"},
 		{"ipfix refresh", []string{"--ipfix-template-refresh=1h1m"}, nil,
 			`invalid --ipfix-template-refresh "1h1m0s": must be from 1s to 1h`},
+		{"otlp without endpoint", []string{"--export=stdout,otlp"}, nil,
+			"--otlp-endpoint is required when --export includes otlp"},
+		{"otlp tls value", []string{"--otlp-tls=maybe"}, nil, `invalid --otlp-tls "maybe": must be true or false`},
+		{"otlp header without =", []string{"--otlp-headers=a=1,token"}, nil,
+			`invalid --otlp-headers "token": must be key=value`},
+		{"otlp header name", []string{"--otlp-headers=x y=1"}, nil,
+			`invalid --otlp-headers "x y=1": the key must be a header name (letters, digits, - _ .)`},
+		{"otlp batch", []string{"--otlp-batch-flows=0"}, nil, `invalid --otlp-batch-flows "0": must be from 1 to 100000`},
 		{"bad env", nil, map[string]string{"FLOWLENS_GRPC_BATCH_SIZE": "x"},
 			`invalid FLOWLENS_GRPC_BATCH_SIZE "x": must be an integer`},
 		{"missing file by flag", []string{"--config=testdata/missing.yaml"}, nil,
@@ -266,6 +280,38 @@ func TestLoadErrors(t *testing.T) {
 				t.Errorf("error:\n got  %s\n want %s", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestOTLPFlags checks the otlp exporter's flags, as the operator renders
+// them: --otlp-tls given without a value, headers holding "=" in values,
+// and the same from the environment.
+func TestOTLPFlags(t *testing.T) {
+	got, err := Load([]string{"--export=otlp", "--otlp-endpoint=otel-collector.observability:4318", "--otlp-protocol=http",
+		"--otlp-tls", "--otlp-headers=Authorization=Basic dXNlcjpwYXNz==, x-tenant=a", "--otlp-compression=gzip",
+		"--otlp-batch-flows=250"}, withEnv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := defaultConfig()
+	want.Export = []string{"otlp"}
+	want.OTLPEndpoint, want.OTLPProtocol, want.OTLPTLS = "otel-collector.observability:4318", "http", true
+	want.OTLPHeaders = map[string]string{"authorization": "Basic dXNlcjpwYXNz==", "x-tenant": "a"}
+	want.OTLPCompression, want.OTLPBatchFlows = "gzip", 250
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+	if !got.OTLPTLSOn() {
+		t.Error("OTLPTLSOn() = false with --otlp-tls")
+	}
+
+	got, err = Load(nil, withEnv(map[string]string{"FLOWLENS_EXPORT": "otlp", "FLOWLENS_OTLP_ENDPOINT": "10.0.0.1:4317",
+		"FLOWLENS_OTLP_TLS": "false", "FLOWLENS_OTLP_HEADERS": "k=v"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.OTLPEndpoint != "10.0.0.1:4317" || got.OTLPTLS || got.OTLPTLSOn() || !reflect.DeepEqual(got.OTLPHeaders, map[string]string{"k": "v"}) {
+		t.Errorf("from the environment: %+v", got)
 	}
 }
 

@@ -1,0 +1,472 @@
+package otlp
+
+// Direct wire encoding of flows as an OTLP ExportLogsServiceRequest
+// (opentelemetry/proto/collector/logs/v1), like pkg/flow/flowpb/wire.go does
+// for our own FlowBatch: no generated messages, no reflection, reused
+// buffers, so encoding a flow allocates nothing. The request is
+//
+//	ExportLogsServiceRequest { resource_logs = 1: ResourceLogs {
+//	    resource = 1: Resource { attributes = 1 }
+//	    scope_logs = 2: ScopeLogs { scope = 1, log_records = 2 ... } } }
+//
+// with one LogRecord per flow. Field numbers are those of
+// opentelemetry-proto's logs.proto, common.proto and resource.proto; the
+// attribute names are the mapping documented in docs/export.md (OTLP).
+
+import (
+	"net/netip"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/flowlens/flowlens/pkg/flow"
+)
+
+// Field numbers (opentelemetry-proto v1).
+const (
+	fReqResourceLogs  = 1 // ExportLogsServiceRequest.resource_logs
+	fRLResource       = 1 // ResourceLogs.resource
+	fRLScopeLogs      = 2 // ResourceLogs.scope_logs
+	fResAttributes    = 1 // Resource.attributes
+	fSLScope          = 1 // ScopeLogs.scope
+	fSLLogRecords     = 2 // ScopeLogs.log_records
+	fScopeName        = 1 // InstrumentationScope.name
+	fScopeVersion     = 2 // InstrumentationScope.version
+	fLRTime           = 1 // LogRecord.time_unix_nano (fixed64)
+	fLRAttributes     = 6 // LogRecord.attributes
+	fLRObservedTime   = 11
+	fLREventName      = 12
+	fKVKey            = 1 // KeyValue.key
+	fKVValue          = 2 // KeyValue.value (AnyValue)
+	fAnyString        = 1 // AnyValue.string_value
+	fAnyBool          = 2
+	fAnyInt           = 3 // int64
+	fAnyArray         = 5 // ArrayValue { values = 1 }
+	fAnyKVList        = 6 // KeyValueList { values = 1 }
+	fArrayValues      = 1
+	fKVListValues     = 1
+	fPartialSuccess   = 1 // ExportLogsServiceResponse.partial_success
+	fPartialRejected  = 1 // ExportLogsPartialSuccess.rejected_log_records
+	fPartialErrorText = 2 // ExportLogsPartialSuccess.error_message
+)
+
+// EventName is every flow LogRecord's event_name.
+const EventName = "flowlens.flow"
+
+// ScopeName is the InstrumentationScope of the flow records.
+const ScopeName = "github.com/flowlens/flowlens/internal/exporter/otlp"
+
+// encoder builds requests into one reused buffer.
+type encoder struct {
+	// head is the constant start of ScopeLogs' and ResourceLogs' bodies:
+	// the Resource field (its attributes) and the InstrumentationScope
+	// field, encoded once.
+	resource, scope []byte
+	buf             []byte // the request: headroom, then the records
+	tmp             []byte // an attribute's text (address, MAC) before it is written
+}
+
+// headroom is room left before the records for the request's headers (the
+// resource and scope, and three tags with their lengths).
+func (e *encoder) headroom() int { return len(e.resource) + len(e.scope) + 3*(1+binaryMaxVarint) }
+
+const binaryMaxVarint = 10
+
+// newEncoder encodes the resource attributes and the scope once.
+func newEncoder(nodeName, version string) *encoder {
+	var res []byte
+	res = kvString(res, fResAttributes, "service.name", "flowlens-agent")
+	if version != "" {
+		res = kvString(res, fResAttributes, "service.version", version)
+	}
+	res = kvString(res, fResAttributes, "host.name", nodeName)
+	res = kvString(res, fResAttributes, "k8s.node.name", nodeName)
+	var sc []byte
+	sc = appendString(sc, fScopeName, ScopeName)
+	sc = appendString(sc, fScopeVersion, version)
+	e := &encoder{tmp: make([]byte, 0, 64)}
+	e.resource = protowire.AppendBytes(protowire.AppendTag(nil, fRLResource, protowire.BytesType), res)
+	e.scope = protowire.AppendBytes(protowire.AppendTag(nil, fSLScope, protowire.BytesType), sc)
+	return e
+}
+
+// begin starts a request: the records are appended after the headroom.
+func (e *encoder) begin() {
+	n := e.headroom()
+	if cap(e.buf) < n {
+		e.buf = make([]byte, n, n+64<<10)
+	}
+	e.buf = e.buf[:n]
+}
+
+// size is the size of the records appended so far.
+func (e *encoder) size() int { return len(e.buf) - e.headroom() }
+
+// finish writes the headers in front of the records and returns the whole
+// request (a part of e.buf, valid until the next begin).
+func (e *encoder) finish() []byte {
+	h := e.headroom()
+	records := len(e.buf) - h
+	slBody := len(e.scope) + records
+	rlBody := len(e.resource) + sizeField(slBody)
+	// Written backwards from the records: ScopeLogs' scope, ScopeLogs'
+	// tag and length, Resource, ResourceLogs' tag and length.
+	at := h - len(e.scope)
+	copy(e.buf[at:], e.scope)
+	at = putHeader(e.buf, at, fRLScopeLogs, slBody)
+	at -= len(e.resource)
+	copy(e.buf[at:], e.resource)
+	at = putHeader(e.buf, at, fReqResourceLogs, rlBody)
+	return e.buf[at:]
+}
+
+// sizeField is the size of a length-delimited field of a one-byte tag.
+func sizeField(n int) int { return 1 + protowire.SizeVarint(uint64(n)) + n }
+
+// putHeader writes a one-byte tag and the length n just before b[at] and
+// returns where they start.
+func putHeader(b []byte, at int, num protowire.Number, n int) int {
+	k := protowire.SizeVarint(uint64(n))
+	at -= 1 + k
+	b[at] = byte(num)<<3 | byte(protowire.BytesType)
+	protowire.AppendVarint(b[at+1:at+1], uint64(n))
+	return at
+}
+
+// appendFlow appends r as one LogRecord of ScopeLogs.log_records.
+func (e *encoder) appendFlow(r *flow.Record, observed uint64) {
+	b, start := openMessage(e.buf, fSLLogRecords, 2) // most records are 128 B to 16 KiB
+	b = appendFixed64(b, fLRTime, unixNano(r.StartTime))
+	b = appendFixed64(b, fLRObservedTime, observed)
+	b = appendString(b, fLREventName, EventName)
+	e.buf = b
+	e.attributes(r)
+	e.buf = closeMessage(e.buf, start, 2)
+}
+
+// attributes appends r's attributes (docs/export.md has the table).
+func (e *encoder) attributes(r *flow.Record) {
+	const a = fLRAttributes
+	b := e.buf
+	b = e.kvAddr(b, "source.address", r.SrcAddr)
+	b = kvInt(b, a, "source.port", int64(r.SrcPort))
+	b = e.kvAddr(b, "destination.address", r.DstAddr)
+	b = kvInt(b, a, "destination.port", int64(r.DstPort))
+	if t := transportName(r.Proto); t != "" {
+		b = kvString(b, a, "network.transport", t)
+	}
+	if r.SrcAddr.Is4() {
+		b = kvString(b, a, "network.type", "ipv4")
+	} else if r.SrcAddr.Is6() {
+		b = kvString(b, a, "network.type", "ipv6")
+	}
+	if len(r.Interfaces) > 0 {
+		it := &r.Interfaces[0]
+		b = kvString(b, a, "network.interface.name", it.Name)
+		switch it.Direction {
+		case flow.DirIngress:
+			b = kvString(b, a, "network.io.direction", "receive")
+		case flow.DirEgress:
+			b = kvString(b, a, "network.io.direction", "transmit")
+		}
+	}
+	b = kvInt(b, a, "flowlens.proto", int64(r.Proto))
+	if r.Proto == 1 || r.Proto == 58 {
+		b = kvInt(b, a, "flowlens.icmp_type", int64(r.IcmpType))
+		b = kvInt(b, a, "flowlens.icmp_code", int64(r.IcmpCode))
+	}
+	b = kvInt(b, a, "flowlens.bytes", int64(r.Bytes))
+	b = kvInt(b, a, "flowlens.packets", int64(r.Packets))
+	b = kvInt(b, a, "flowlens.tcp_flags", int64(r.TCPFlags))
+	b = kvInt(b, a, "flowlens.eth_type", int64(r.EthType))
+	b = kvInt(b, a, "flowlens.dscp", int64(r.DSCP))
+	b = e.kvMAC(b, "flowlens.src_mac", r.SrcMAC)
+	b = e.kvMAC(b, "flowlens.dst_mac", r.DstMAC)
+	b = kvInt(b, a, "flowlens.end_time_unix_nano", int64(unixNano(r.EndTime)))
+	b = appendInterfaces(b, r.Interfaces)
+	if r.IfacesOverflow {
+		b = kvBool(b, a, "flowlens.interfaces_overflow", true)
+	}
+	if r.FragUnmatched {
+		b = kvBool(b, a, "flowlens.frag_unmatched", true)
+	}
+	b = kvInt(b, a, "flowlens.sampling", int64(r.Sampling))
+	b = kvBool(b, a, "flowlens.partial", r.Partial)
+	if r.DropPackets != 0 || r.DropBytes != 0 || r.DropCause != "" {
+		b = kvInt(b, a, "flowlens.drop_packets", int64(r.DropPackets))
+		b = kvInt(b, a, "flowlens.drop_bytes", int64(r.DropBytes))
+		b = kvString(b, a, "flowlens.drop_cause", r.DropCause)
+		b = kvString(b, a, "flowlens.drop_tcp_state", r.DropTCPState)
+		b = kvInt(b, a, "flowlens.drop_tcp_flags", int64(r.DropTCPFlags))
+	}
+	if r.RTT != 0 || r.RTTMax != 0 {
+		b = kvInt(b, a, "flowlens.rtt_ns", int64(r.RTT))
+		b = kvInt(b, a, "flowlens.rtt_max_ns", int64(r.RTTMax))
+	}
+	if r.Retransmits != 0 {
+		b = kvInt(b, a, "flowlens.retransmits", int64(r.Retransmits))
+	}
+	if r.Translated() {
+		b = e.kvAddr(b, "flowlens.xlat_src_addr", r.XlatSrcAddr)
+		b = kvInt(b, a, "flowlens.xlat_src_port", int64(r.XlatSrcPort))
+		b = e.kvAddr(b, "flowlens.xlat_dst_addr", r.XlatDstAddr)
+		b = kvInt(b, a, "flowlens.xlat_dst_port", int64(r.XlatDstPort))
+		b = kvInt(b, a, "flowlens.xlat_zone_id", int64(r.XlatZoneID))
+	}
+	if r.HasTLS() {
+		b = e.tls(b, r)
+	}
+	if r.HasDNS() {
+		b = kvString(b, a, "dns.question.name", r.DNSName)
+		b = kvInt(b, a, "flowlens.dns_id", int64(r.DNSID))
+		b = kvInt(b, a, "flowlens.dns_flags", int64(r.DNSFlags))
+		if r.DNSAnswered() {
+			b = kvString(b, a, "flowlens.dns_rcode", flow.DNSRcodeName(r.DNSRcode))
+		}
+		b = kvBool(b, a, "flowlens.dns_name_truncated", r.DNSNameTruncated)
+		b = kvInt(b, a, "flowlens.dns_latency_ns", int64(r.DNSLatency))
+		b = kvInt(b, a, "flowlens.dns_latency_max_ns", int64(r.DNSLatencyMax))
+		b = kvBool(b, a, "flowlens.dns_timeout", r.DNSTimeout)
+	}
+	e.buf = b
+}
+
+// tls appends the TLS attributes: the semantic conventions' names, values
+// as they define them ("tls" and "1.3", IANA names), a number the tables do
+// not name as "0x%04x".
+func (e *encoder) tls(b []byte, r *flow.Record) []byte {
+	const a = fLRAttributes
+	if name, ver := tlsProtocol(r.TLSVersion); name != "" {
+		b = kvString(b, a, "tls.protocol.name", name)
+		b = kvString(b, a, "tls.protocol.version", ver)
+	} else if r.TLSVersion != 0 {
+		b = kvBytes(b, a, "tls.protocol.version", appendHex16(e.tmp[:0], r.TLSVersion))
+	}
+	if r.TLSCipherSuite != 0 {
+		b = e.kvTLSName(b, "tls.cipher", r.TLSCipherSuite, flow.TLSCipherSuiteName)
+	}
+	if r.TLSGroup != 0 {
+		b = e.kvTLSName(b, "tls.curve", r.TLSGroup, flow.TLSGroupName)
+	}
+	b = kvBool(b, a, "flowlens.tls_client_hello", r.TLSClientHello)
+	return kvBool(b, a, "flowlens.quic", r.QUIC)
+}
+
+func (e *encoder) kvTLSName(b []byte, key string, v uint16, name func(uint16) (string, bool)) []byte {
+	if n, ok := name(v); ok {
+		return kvString(b, fLRAttributes, key, n)
+	}
+	e.tmp = appendHex16(e.tmp[:0], v)
+	return kvBytes(b, fLRAttributes, key, e.tmp)
+}
+
+// tlsProtocol splits a TLS version number into the semantic conventions'
+// tls.protocol.name and tls.protocol.version.
+func tlsProtocol(v uint16) (name, version string) {
+	switch v {
+	case 0x0300:
+		return "ssl", "3.0"
+	case 0x0301:
+		return "tls", "1.0"
+	case 0x0302:
+		return "tls", "1.1"
+	case 0x0303:
+		return "tls", "1.2"
+	case 0x0304:
+		return "tls", "1.3"
+	}
+	return "", ""
+}
+
+// transportName is network.transport for an IP protocol number: the
+// semantic conventions' values (tcp, udp), and the protocol's IANA keyword
+// in lower case for the others they do not list; "" for the rest
+// (flowlens.proto has the number).
+func transportName(p uint8) string {
+	switch p {
+	case 6:
+		return "tcp"
+	case 17:
+		return "udp"
+	case 1:
+		return "icmp"
+	case 58:
+		return "ipv6-icmp"
+	case 132:
+		return "sctp"
+	}
+	return ""
+}
+
+// appendInterfaces appends flowlens.interfaces: an array of key-value lists
+// {name, ifindex, netns, direction}, the first-seen interface first.
+func appendInterfaces(b []byte, its []flow.Interface) []byte {
+	if len(its) == 0 {
+		return b
+	}
+	b, kv := openMessage(b, fLRAttributes, 2)
+	b = appendString(b, fKVKey, "flowlens.interfaces")
+	b, val := openMessage(b, fKVValue, 2)
+	b, arr := openMessage(b, fAnyArray, 2)
+	for i := range its {
+		it := &its[i]
+		var elem, list int
+		b, elem = openMessage(b, fArrayValues, 1)
+		b, list = openMessage(b, fAnyKVList, 1)
+		b = kvString(b, fKVListValues, "name", it.Name)
+		b = kvInt(b, fKVListValues, "ifindex", int64(it.Ifindex))
+		b = kvString(b, fKVListValues, "netns", it.Netns)
+		b = kvString(b, fKVListValues, "direction", it.Direction.String())
+		b = closeMessage(b, list, 1)
+		b = closeMessage(b, elem, 1)
+	}
+	b = closeMessage(b, arr, 2)
+	b = closeMessage(b, val, 2)
+	return closeMessage(b, kv, 2)
+}
+
+// kvAddr appends an address attribute as text, IPv4-mapped IPv6 as IPv4
+// (the JSON output's form); nothing for the zero Addr.
+func (e *encoder) kvAddr(b []byte, key string, a netip.Addr) []byte {
+	if !a.IsValid() {
+		return b
+	}
+	e.tmp = a.Unmap().AppendTo(e.tmp[:0])
+	return kvBytes(b, fLRAttributes, key, e.tmp)
+}
+
+// kvMAC appends a MAC attribute as "aa:bb:cc:dd:ee:ff".
+func (e *encoder) kvMAC(b []byte, key string, mac [6]byte) []byte {
+	const hex = "0123456789abcdef"
+	t := e.tmp[:0]
+	for i, x := range mac {
+		if i > 0 {
+			t = append(t, ':')
+		}
+		t = append(t, hex[x>>4], hex[x&15])
+	}
+	e.tmp = t
+	return kvBytes(b, fLRAttributes, key, t)
+}
+
+func appendHex16(b []byte, v uint16) []byte {
+	const hex = "0123456789abcdef"
+	return append(b, '0', 'x', hex[v>>12], hex[v>>8&15], hex[v>>4&15], hex[v&15])
+}
+
+// The key-value appenders write KeyValue field num with its sizes computed
+// up front (no length to patch afterwards).
+
+func kvString(b []byte, num protowire.Number, key, v string) []byte {
+	if !utf8.ValidString(v) {
+		// proto3 strings must be UTF-8, and receivers reject a request
+		// holding one that is not: an odd interface name or netns name
+		// (any bytes the kernel accepted) must not cost the batch.
+		v = strings.ToValidUTF8(v, "\uFFFD")
+	}
+	vlen := sizeField(len(v))
+	b = appendTag(b, num, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(sizeField(len(key))+sizeField(vlen)))
+	b = appendTag(b, fKVKey, protowire.BytesType)
+	b = protowire.AppendString(b, key)
+	b = appendTag(b, fKVValue, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(vlen))
+	b = appendTag(b, fAnyString, protowire.BytesType)
+	return protowire.AppendString(b, v)
+}
+
+// kvBytes is kvString of a value already valid UTF-8 (ASCII text).
+func kvBytes(b []byte, num protowire.Number, key string, v []byte) []byte {
+	vlen := sizeField(len(v))
+	b = appendTag(b, num, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(sizeField(len(key))+sizeField(vlen)))
+	b = appendTag(b, fKVKey, protowire.BytesType)
+	b = protowire.AppendString(b, key)
+	b = appendTag(b, fKVValue, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(vlen))
+	b = appendTag(b, fAnyString, protowire.BytesType)
+	return protowire.AppendBytes(b, v)
+}
+
+// kvInt appends an int_value attribute. An AnyValue is a oneof: its zero
+// is still written (0 is a value, not an absent field).
+func kvInt(b []byte, num protowire.Number, key string, v int64) []byte {
+	vlen := 1 + protowire.SizeVarint(uint64(v))
+	b = appendTag(b, num, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(sizeField(len(key))+sizeField(vlen)))
+	b = appendTag(b, fKVKey, protowire.BytesType)
+	b = protowire.AppendString(b, key)
+	b = appendTag(b, fKVValue, protowire.BytesType)
+	b = append(b, byte(vlen))
+	b = appendTag(b, fAnyInt, protowire.VarintType)
+	return protowire.AppendVarint(b, uint64(v))
+}
+
+func kvBool(b []byte, num protowire.Number, key string, v bool) []byte {
+	b = appendTag(b, num, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(sizeField(len(key))+sizeField(2)))
+	b = appendTag(b, fKVKey, protowire.BytesType)
+	b = protowire.AppendString(b, key)
+	b = appendTag(b, fKVValue, protowire.BytesType)
+	b = append(b, 2)
+	b = appendTag(b, fAnyBool, protowire.VarintType)
+	return protowire.AppendVarint(b, protowire.EncodeBool(v))
+}
+
+func appendString(b []byte, num protowire.Number, s string) []byte {
+	if s == "" {
+		return b
+	}
+	b = appendTag(b, num, protowire.BytesType)
+	return protowire.AppendString(b, s)
+}
+
+func appendFixed64(b []byte, num protowire.Number, v uint64) []byte {
+	b = appendTag(b, num, protowire.Fixed64Type)
+	return protowire.AppendFixed64(b, v)
+}
+
+// appendTag appends the tag of field num (below 2048); inlined, with a
+// constant num it is a constant byte or two.
+func appendTag(b []byte, num protowire.Number, typ protowire.Type) []byte {
+	t := uint64(num)<<3 | uint64(typ)
+	if t < 0x80 {
+		return append(b, byte(t))
+	}
+	return append(b, byte(t)|0x80, byte(t>>7))
+}
+
+// openMessage appends the tag of submessage field num and guess bytes for
+// its length, and returns where the body starts; closeMessage writes the
+// length, moving the body when its varint is not guess bytes long.
+func openMessage(b []byte, num protowire.Number, guess int) ([]byte, int) {
+	b = appendTag(b, num, protowire.BytesType)
+	for range guess {
+		b = append(b, 0)
+	}
+	return b, len(b)
+}
+
+func closeMessage(b []byte, start, guess int) []byte {
+	n := len(b) - start
+	k := protowire.SizeVarint(uint64(n))
+	if k != guess {
+		for range k - guess {
+			b = append(b, 0)
+		}
+		copy(b[start-guess+k:], b[start:start+n])
+		b = b[:start-guess+k+n]
+	}
+	protowire.AppendVarint(b[:start-guess], uint64(n))
+	return b
+}
+
+// unixNano is t in nanoseconds since the epoch; 0 for the zero Time.
+func unixNano(t time.Time) uint64 {
+	if t.IsZero() || t.Unix() < 0 {
+		return 0
+	}
+	return uint64(t.UnixNano())
+}
