@@ -77,12 +77,12 @@ const binaryMaxVarint = 10
 // newEncoder encodes the resource attributes and the scope once.
 func newEncoder(nodeName, version string) *encoder {
 	var res []byte
-	res = kvString(res, fResAttributes, "service.name", "flowlens-agent")
+	res = kvString(res, fResAttributes, kServiceName, "flowlens-agent")
 	if version != "" {
-		res = kvString(res, fResAttributes, "service.version", version)
+		res = kvString(res, fResAttributes, kServiceVersion, version)
 	}
-	res = kvString(res, fResAttributes, "host.name", nodeName)
-	res = kvString(res, fResAttributes, "k8s.node.name", nodeName)
+	res = kvString(res, fResAttributes, kHostName, nodeName)
+	res = kvString(res, fResAttributes, kK8sNodeName, nodeName)
 	var sc []byte
 	sc = appendString(sc, fScopeName, ScopeName)
 	sc = appendString(sc, fScopeVersion, version)
@@ -150,88 +150,151 @@ func (e *encoder) appendFlow(r *flow.Record, observed uint64) {
 func (e *encoder) attributes(r *flow.Record) {
 	const a = fLRAttributes
 	b := e.buf
-	b = e.kvAddr(b, "source.address", r.SrcAddr)
-	b = kvInt(b, a, "source.port", int64(r.SrcPort))
-	b = e.kvAddr(b, "destination.address", r.DstAddr)
-	b = kvInt(b, a, "destination.port", int64(r.DstPort))
+	b = e.kvAddr(b, kSourceAddress, r.SrcAddr)
+	b = kvInt(b, a, kSourcePort, int64(r.SrcPort))
+	b = e.kvAddr(b, kDestinationAddress, r.DstAddr)
+	b = kvInt(b, a, kDestinationPort, int64(r.DstPort))
 	if t := transportName(r.Proto); t != "" {
-		b = kvString(b, a, "network.transport", t)
+		b = kvString(b, a, kNetworkTransport, t)
 	}
 	if r.SrcAddr.Is4() {
-		b = kvString(b, a, "network.type", "ipv4")
+		b = kvString(b, a, kNetworkType, "ipv4")
 	} else if r.SrcAddr.Is6() {
-		b = kvString(b, a, "network.type", "ipv6")
+		b = kvString(b, a, kNetworkType, "ipv6")
 	}
 	if len(r.Interfaces) > 0 {
 		it := &r.Interfaces[0]
-		b = kvString(b, a, "network.interface.name", it.Name)
+		b = kvString(b, a, kNetworkInterfaceName, it.Name)
 		switch it.Direction {
 		case flow.DirIngress:
-			b = kvString(b, a, "network.io.direction", "receive")
+			b = kvString(b, a, kNetworkIoDirection, "receive")
 		case flow.DirEgress:
-			b = kvString(b, a, "network.io.direction", "transmit")
+			b = kvString(b, a, kNetworkIoDirection, "transmit")
 		}
 	}
-	b = kvInt(b, a, "flowlens.proto", int64(r.Proto))
+	b = kvInt(b, a, kFlowlensProto, int64(r.Proto))
 	if r.Proto == 1 || r.Proto == 58 {
-		b = kvInt(b, a, "flowlens.icmp_type", int64(r.IcmpType))
-		b = kvInt(b, a, "flowlens.icmp_code", int64(r.IcmpCode))
+		b = kvInt(b, a, kFlowlensIcmpType, int64(r.IcmpType))
+		b = kvInt(b, a, kFlowlensIcmpCode, int64(r.IcmpCode))
 	}
-	b = kvInt(b, a, "flowlens.bytes", int64(r.Bytes))
-	b = kvInt(b, a, "flowlens.packets", int64(r.Packets))
-	b = kvInt(b, a, "flowlens.tcp_flags", int64(r.TCPFlags))
-	b = kvInt(b, a, "flowlens.eth_type", int64(r.EthType))
-	b = kvInt(b, a, "flowlens.dscp", int64(r.DSCP))
-	b = e.kvMAC(b, "flowlens.src_mac", r.SrcMAC)
-	b = e.kvMAC(b, "flowlens.dst_mac", r.DstMAC)
-	b = kvInt(b, a, "flowlens.end_time_unix_nano", int64(unixNano(r.EndTime)))
+	b = kvInt(b, a, kFlowlensBytes, int64(r.Bytes))
+	b = kvInt(b, a, kFlowlensPackets, int64(r.Packets))
+	b = kvInt(b, a, kFlowlensTcpFlags, int64(r.TCPFlags))
+	b = kvInt(b, a, kFlowlensEthType, int64(r.EthType))
+	b = kvInt(b, a, kFlowlensDscp, int64(r.DSCP))
+	b = e.kvMAC(b, kFlowlensSrcMac, r.SrcMAC)
+	b = e.kvMAC(b, kFlowlensDstMac, r.DstMAC)
+	b = kvInt(b, a, kFlowlensEndTimeUnixNano, int64(unixNano(r.EndTime)))
 	b = appendInterfaces(b, r.Interfaces)
 	if r.IfacesOverflow {
-		b = kvBool(b, a, "flowlens.interfaces_overflow", true)
+		b = kvBool(b, a, kFlowlensInterfacesOverflow, true)
 	}
 	if r.FragUnmatched {
-		b = kvBool(b, a, "flowlens.frag_unmatched", true)
+		b = kvBool(b, a, kFlowlensFragUnmatched, true)
 	}
-	b = kvInt(b, a, "flowlens.sampling", int64(r.Sampling))
-	b = kvBool(b, a, "flowlens.partial", r.Partial)
+	b = kvInt(b, a, kFlowlensSampling, int64(r.Sampling))
+	b = kvBool(b, a, kFlowlensPartial, r.Partial)
 	if r.DropPackets != 0 || r.DropBytes != 0 || r.DropCause != "" {
-		b = kvInt(b, a, "flowlens.drop_packets", int64(r.DropPackets))
-		b = kvInt(b, a, "flowlens.drop_bytes", int64(r.DropBytes))
-		b = kvString(b, a, "flowlens.drop_cause", r.DropCause)
-		b = kvString(b, a, "flowlens.drop_tcp_state", r.DropTCPState)
-		b = kvInt(b, a, "flowlens.drop_tcp_flags", int64(r.DropTCPFlags))
+		b = kvInt(b, a, kFlowlensDropPackets, int64(r.DropPackets))
+		b = kvInt(b, a, kFlowlensDropBytes, int64(r.DropBytes))
+		b = kvString(b, a, kFlowlensDropCause, r.DropCause)
+		b = kvString(b, a, kFlowlensDropTcpState, r.DropTCPState)
+		b = kvInt(b, a, kFlowlensDropTcpFlags, int64(r.DropTCPFlags))
 	}
 	if r.RTT != 0 || r.RTTMax != 0 {
-		b = kvInt(b, a, "flowlens.rtt_ns", int64(r.RTT))
-		b = kvInt(b, a, "flowlens.rtt_max_ns", int64(r.RTTMax))
+		b = kvInt(b, a, kFlowlensRttNs, int64(r.RTT))
+		b = kvInt(b, a, kFlowlensRttMaxNs, int64(r.RTTMax))
 	}
 	if r.Retransmits != 0 {
-		b = kvInt(b, a, "flowlens.retransmits", int64(r.Retransmits))
+		b = kvInt(b, a, kFlowlensRetransmits, int64(r.Retransmits))
 	}
 	if r.Translated() {
-		b = e.kvAddr(b, "flowlens.xlat_src_addr", r.XlatSrcAddr)
-		b = kvInt(b, a, "flowlens.xlat_src_port", int64(r.XlatSrcPort))
-		b = e.kvAddr(b, "flowlens.xlat_dst_addr", r.XlatDstAddr)
-		b = kvInt(b, a, "flowlens.xlat_dst_port", int64(r.XlatDstPort))
-		b = kvInt(b, a, "flowlens.xlat_zone_id", int64(r.XlatZoneID))
+		b = e.kvAddr(b, kFlowlensXlatSrcAddr, r.XlatSrcAddr)
+		b = kvInt(b, a, kFlowlensXlatSrcPort, int64(r.XlatSrcPort))
+		b = e.kvAddr(b, kFlowlensXlatDstAddr, r.XlatDstAddr)
+		b = kvInt(b, a, kFlowlensXlatDstPort, int64(r.XlatDstPort))
+		b = kvInt(b, a, kFlowlensXlatZoneId, int64(r.XlatZoneID))
 	}
 	if r.HasTLS() {
 		b = e.tls(b, r)
 	}
 	if r.HasDNS() {
-		b = kvString(b, a, "dns.question.name", r.DNSName)
-		b = kvInt(b, a, "flowlens.dns_id", int64(r.DNSID))
-		b = kvInt(b, a, "flowlens.dns_flags", int64(r.DNSFlags))
+		b = kvString(b, a, kDnsQuestionName, r.DNSName)
+		b = kvInt(b, a, kFlowlensDnsId, int64(r.DNSID))
+		b = kvInt(b, a, kFlowlensDnsFlags, int64(r.DNSFlags))
 		if r.DNSAnswered() {
-			b = kvString(b, a, "flowlens.dns_rcode", flow.DNSRcodeName(r.DNSRcode))
+			b = kvString(b, a, kFlowlensDnsRcode, flow.DNSRcodeName(r.DNSRcode))
 		}
-		b = kvBool(b, a, "flowlens.dns_name_truncated", r.DNSNameTruncated)
-		b = kvInt(b, a, "flowlens.dns_latency_ns", int64(r.DNSLatency))
-		b = kvInt(b, a, "flowlens.dns_latency_max_ns", int64(r.DNSLatencyMax))
-		b = kvBool(b, a, "flowlens.dns_timeout", r.DNSTimeout)
+		b = kvBool(b, a, kFlowlensDnsNameTruncated, r.DNSNameTruncated)
+		b = kvInt(b, a, kFlowlensDnsLatencyNs, int64(r.DNSLatency))
+		b = kvInt(b, a, kFlowlensDnsLatencyMaxNs, int64(r.DNSLatencyMax))
+		b = kvBool(b, a, kFlowlensDnsTimeout, r.DNSTimeout)
 	}
 	e.buf = b
 }
+
+// The attribute keys, in wire form (attrKey): the whole mapping of
+// docs/export.md, in one place.
+var (
+	kSourceAddress              = newKey("source.address")
+	kSourcePort                 = newKey("source.port")
+	kDestinationAddress         = newKey("destination.address")
+	kDestinationPort            = newKey("destination.port")
+	kNetworkTransport           = newKey("network.transport")
+	kNetworkType                = newKey("network.type")
+	kNetworkInterfaceName       = newKey("network.interface.name")
+	kNetworkIoDirection         = newKey("network.io.direction")
+	kFlowlensProto              = newKey("flowlens.proto")
+	kFlowlensIcmpType           = newKey("flowlens.icmp_type")
+	kFlowlensIcmpCode           = newKey("flowlens.icmp_code")
+	kFlowlensBytes              = newKey("flowlens.bytes")
+	kFlowlensPackets            = newKey("flowlens.packets")
+	kFlowlensTcpFlags           = newKey("flowlens.tcp_flags")
+	kFlowlensEthType            = newKey("flowlens.eth_type")
+	kFlowlensDscp               = newKey("flowlens.dscp")
+	kFlowlensSrcMac             = newKey("flowlens.src_mac")
+	kFlowlensDstMac             = newKey("flowlens.dst_mac")
+	kFlowlensEndTimeUnixNano    = newKey("flowlens.end_time_unix_nano")
+	kFlowlensInterfacesOverflow = newKey("flowlens.interfaces_overflow")
+	kFlowlensFragUnmatched      = newKey("flowlens.frag_unmatched")
+	kFlowlensSampling           = newKey("flowlens.sampling")
+	kFlowlensPartial            = newKey("flowlens.partial")
+	kFlowlensDropPackets        = newKey("flowlens.drop_packets")
+	kFlowlensDropBytes          = newKey("flowlens.drop_bytes")
+	kFlowlensDropCause          = newKey("flowlens.drop_cause")
+	kFlowlensDropTcpState       = newKey("flowlens.drop_tcp_state")
+	kFlowlensDropTcpFlags       = newKey("flowlens.drop_tcp_flags")
+	kFlowlensRttNs              = newKey("flowlens.rtt_ns")
+	kFlowlensRttMaxNs           = newKey("flowlens.rtt_max_ns")
+	kFlowlensRetransmits        = newKey("flowlens.retransmits")
+	kFlowlensXlatSrcAddr        = newKey("flowlens.xlat_src_addr")
+	kFlowlensXlatSrcPort        = newKey("flowlens.xlat_src_port")
+	kFlowlensXlatDstAddr        = newKey("flowlens.xlat_dst_addr")
+	kFlowlensXlatDstPort        = newKey("flowlens.xlat_dst_port")
+	kFlowlensXlatZoneId         = newKey("flowlens.xlat_zone_id")
+	kDnsQuestionName            = newKey("dns.question.name")
+	kFlowlensDnsId              = newKey("flowlens.dns_id")
+	kFlowlensDnsFlags           = newKey("flowlens.dns_flags")
+	kFlowlensDnsRcode           = newKey("flowlens.dns_rcode")
+	kFlowlensDnsNameTruncated   = newKey("flowlens.dns_name_truncated")
+	kFlowlensDnsLatencyNs       = newKey("flowlens.dns_latency_ns")
+	kFlowlensDnsLatencyMaxNs    = newKey("flowlens.dns_latency_max_ns")
+	kFlowlensDnsTimeout         = newKey("flowlens.dns_timeout")
+	kTlsProtocolName            = newKey("tls.protocol.name")
+	kTlsProtocolVersion         = newKey("tls.protocol.version")
+	kTlsCipher                  = newKey("tls.cipher")
+	kTlsCurve                   = newKey("tls.curve")
+	kFlowlensTlsClientHello     = newKey("flowlens.tls_client_hello")
+	kFlowlensQuic               = newKey("flowlens.quic")
+	kName                       = newKey("name")
+	kIfindex                    = newKey("ifindex")
+	kNetns                      = newKey("netns")
+	kDirection                  = newKey("direction")
+	kServiceName                = newKey("service.name")
+	kServiceVersion             = newKey("service.version")
+	kHostName                   = newKey("host.name")
+	kK8sNodeName                = newKey("k8s.node.name")
+)
 
 // tls appends the TLS attributes: the semantic conventions' names, values
 // as they define them ("tls" and "1.3", IANA names), a number the tables do
@@ -239,22 +302,22 @@ func (e *encoder) attributes(r *flow.Record) {
 func (e *encoder) tls(b []byte, r *flow.Record) []byte {
 	const a = fLRAttributes
 	if name, ver := tlsProtocol(r.TLSVersion); name != "" {
-		b = kvString(b, a, "tls.protocol.name", name)
-		b = kvString(b, a, "tls.protocol.version", ver)
+		b = kvString(b, a, kTlsProtocolName, name)
+		b = kvString(b, a, kTlsProtocolVersion, ver)
 	} else if r.TLSVersion != 0 {
-		b = kvBytes(b, a, "tls.protocol.version", appendHex16(e.tmp[:0], r.TLSVersion))
+		b = kvBytes(b, a, kTlsProtocolVersion, appendHex16(e.tmp[:0], r.TLSVersion))
 	}
 	if r.TLSCipherSuite != 0 {
-		b = e.kvTLSName(b, "tls.cipher", r.TLSCipherSuite, flow.TLSCipherSuiteName)
+		b = e.kvTLSName(b, kTlsCipher, r.TLSCipherSuite, flow.TLSCipherSuiteName)
 	}
 	if r.TLSGroup != 0 {
-		b = e.kvTLSName(b, "tls.curve", r.TLSGroup, flow.TLSGroupName)
+		b = e.kvTLSName(b, kTlsCurve, r.TLSGroup, flow.TLSGroupName)
 	}
-	b = kvBool(b, a, "flowlens.tls_client_hello", r.TLSClientHello)
-	return kvBool(b, a, "flowlens.quic", r.QUIC)
+	b = kvBool(b, a, kFlowlensTlsClientHello, r.TLSClientHello)
+	return kvBool(b, a, kFlowlensQuic, r.QUIC)
 }
 
-func (e *encoder) kvTLSName(b []byte, key string, v uint16, name func(uint16) (string, bool)) []byte {
+func (e *encoder) kvTLSName(b []byte, key attrKey, v uint16, name func(uint16) (string, bool)) []byte {
 	if n, ok := name(v); ok {
 		return kvString(b, fLRAttributes, key, n)
 	}
@@ -315,10 +378,10 @@ func appendInterfaces(b []byte, its []flow.Interface) []byte {
 		var elem, list int
 		b, elem = openMessage(b, fArrayValues, 1)
 		b, list = openMessage(b, fAnyKVList, 1)
-		b = kvString(b, fKVListValues, "name", it.Name)
-		b = kvInt(b, fKVListValues, "ifindex", int64(it.Ifindex))
-		b = kvString(b, fKVListValues, "netns", it.Netns)
-		b = kvString(b, fKVListValues, "direction", it.Direction.String())
+		b = kvString(b, fKVListValues, kName, it.Name)
+		b = kvInt(b, fKVListValues, kIfindex, int64(it.Ifindex))
+		b = kvString(b, fKVListValues, kNetns, it.Netns)
+		b = kvString(b, fKVListValues, kDirection, it.Direction.String())
 		b = closeMessage(b, list, 1)
 		b = closeMessage(b, elem, 1)
 	}
@@ -329,7 +392,7 @@ func appendInterfaces(b []byte, its []flow.Interface) []byte {
 
 // kvAddr appends an address attribute as text, IPv4-mapped IPv6 as IPv4
 // (the JSON output's form); nothing for the zero Addr.
-func (e *encoder) kvAddr(b []byte, key string, a netip.Addr) []byte {
+func (e *encoder) kvAddr(b []byte, key attrKey, a netip.Addr) []byte {
 	if !a.IsValid() {
 		return b
 	}
@@ -338,7 +401,7 @@ func (e *encoder) kvAddr(b []byte, key string, a netip.Addr) []byte {
 }
 
 // kvMAC appends a MAC attribute as "aa:bb:cc:dd:ee:ff".
-func (e *encoder) kvMAC(b []byte, key string, mac [6]byte) []byte {
+func (e *encoder) kvMAC(b []byte, key attrKey, mac [6]byte) []byte {
 	const hex = "0123456789abcdef"
 	t := e.tmp[:0]
 	for i, x := range mac {
@@ -356,61 +419,66 @@ func appendHex16(b []byte, v uint16) []byte {
 	return append(b, '0', 'x', hex[v>>12], hex[v>>8&15], hex[v>>4&15], hex[v&15])
 }
 
+// attrKey is an attribute's key in wire form: KeyValue.key (tag, length,
+// bytes) and the tag of KeyValue.value, which follows it. Built once per
+// key, it is one copy per attribute.
+type attrKey string
+
+func newKey(k string) attrKey {
+	b := appendTag(nil, fKVKey, protowire.BytesType)
+	b = protowire.AppendString(b, k)
+	return attrKey(appendTag(b, fKVValue, protowire.BytesType))
+}
+
 // The key-value appenders write KeyValue field num with its sizes computed
 // up front (no length to patch afterwards).
 
-func kvString(b []byte, num protowire.Number, key, v string) []byte {
+// appendKey appends field num's tag, the KeyValue's length (its key and an
+// AnyValue of vlen bytes), the key and the value's tag and length.
+func appendKey(b []byte, num protowire.Number, k attrKey, vlen int) []byte {
+	b = appendTag(b, num, protowire.BytesType)
+	if n := len(k) + 1 + vlen; n < 0x80 && vlen < 0x80 {
+		b = append(b, byte(n))
+		b = append(b, k...)
+		return append(b, byte(vlen))
+	}
+	b = protowire.AppendVarint(b, uint64(len(k)+protowire.SizeVarint(uint64(vlen))+vlen))
+	b = append(b, k...)
+	return protowire.AppendVarint(b, uint64(vlen))
+}
+
+func kvString(b []byte, num protowire.Number, k attrKey, v string) []byte {
 	if !utf8.ValidString(v) {
 		// proto3 strings must be UTF-8, and receivers reject a request
 		// holding one that is not: an odd interface name or netns name
 		// (any bytes the kernel accepted) must not cost the batch.
 		v = strings.ToValidUTF8(v, "\uFFFD")
 	}
-	vlen := sizeField(len(v))
-	b = appendTag(b, num, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(sizeField(len(key))+sizeField(vlen)))
-	b = appendTag(b, fKVKey, protowire.BytesType)
-	b = protowire.AppendString(b, key)
-	b = appendTag(b, fKVValue, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(vlen))
+	b = appendKey(b, num, k, sizeField(len(v)))
 	b = appendTag(b, fAnyString, protowire.BytesType)
 	return protowire.AppendString(b, v)
 }
 
 // kvBytes is kvString of a value already valid UTF-8 (ASCII text).
-func kvBytes(b []byte, num protowire.Number, key string, v []byte) []byte {
-	vlen := sizeField(len(v))
-	b = appendTag(b, num, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(sizeField(len(key))+sizeField(vlen)))
-	b = appendTag(b, fKVKey, protowire.BytesType)
-	b = protowire.AppendString(b, key)
-	b = appendTag(b, fKVValue, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(vlen))
+func kvBytes(b []byte, num protowire.Number, k attrKey, v []byte) []byte {
+	b = appendKey(b, num, k, sizeField(len(v)))
 	b = appendTag(b, fAnyString, protowire.BytesType)
 	return protowire.AppendBytes(b, v)
 }
 
 // kvInt appends an int_value attribute. An AnyValue is a oneof: its zero
 // is still written (0 is a value, not an absent field).
-func kvInt(b []byte, num protowire.Number, key string, v int64) []byte {
-	vlen := 1 + protowire.SizeVarint(uint64(v))
-	b = appendTag(b, num, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(sizeField(len(key))+sizeField(vlen)))
-	b = appendTag(b, fKVKey, protowire.BytesType)
-	b = protowire.AppendString(b, key)
-	b = appendTag(b, fKVValue, protowire.BytesType)
-	b = append(b, byte(vlen))
+func kvInt(b []byte, num protowire.Number, k attrKey, v int64) []byte {
+	b = appendKey(b, num, k, 1+protowire.SizeVarint(uint64(v)))
 	b = appendTag(b, fAnyInt, protowire.VarintType)
+	if v >= 0 && v < 0x80 {
+		return append(b, byte(v))
+	}
 	return protowire.AppendVarint(b, uint64(v))
 }
 
-func kvBool(b []byte, num protowire.Number, key string, v bool) []byte {
-	b = appendTag(b, num, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(sizeField(len(key))+sizeField(2)))
-	b = appendTag(b, fKVKey, protowire.BytesType)
-	b = protowire.AppendString(b, key)
-	b = appendTag(b, fKVValue, protowire.BytesType)
-	b = append(b, 2)
+func kvBool(b []byte, num protowire.Number, k attrKey, v bool) []byte {
+	b = appendKey(b, num, k, 2)
 	b = appendTag(b, fAnyBool, protowire.VarintType)
 	return protowire.AppendVarint(b, protowire.EncodeBool(v))
 }
