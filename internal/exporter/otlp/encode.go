@@ -155,21 +155,21 @@ func (e *encoder) attributes(r *flow.Record) {
 	b = e.kvAddr(b, kDestinationAddress, r.DstAddr)
 	b = kvInt(b, a, kDestinationPort, int64(r.DstPort))
 	if t := transportName(r.Proto); t != "" {
-		b = kvString(b, a, kNetworkTransport, t)
+		b = kvText(b, a, kNetworkTransport, t)
 	}
 	if r.SrcAddr.Is4() {
-		b = kvString(b, a, kNetworkType, "ipv4")
+		b = kvText(b, a, kNetworkType, "ipv4")
 	} else if r.SrcAddr.Is6() {
-		b = kvString(b, a, kNetworkType, "ipv6")
+		b = kvText(b, a, kNetworkType, "ipv6")
 	}
 	if len(r.Interfaces) > 0 {
 		it := &r.Interfaces[0]
 		b = kvString(b, a, kNetworkInterfaceName, it.Name)
 		switch it.Direction {
 		case flow.DirIngress:
-			b = kvString(b, a, kNetworkIoDirection, "receive")
+			b = kvText(b, a, kNetworkIoDirection, "receive")
 		case flow.DirEgress:
-			b = kvString(b, a, kNetworkIoDirection, "transmit")
+			b = kvText(b, a, kNetworkIoDirection, "transmit")
 		}
 	}
 	b = kvInt(b, a, kFlowlensProto, int64(r.Proto))
@@ -223,7 +223,7 @@ func (e *encoder) attributes(r *flow.Record) {
 		b = kvInt(b, a, kFlowlensDnsId, int64(r.DNSID))
 		b = kvInt(b, a, kFlowlensDnsFlags, int64(r.DNSFlags))
 		if r.DNSAnswered() {
-			b = kvString(b, a, kFlowlensDnsRcode, flow.DNSRcodeName(r.DNSRcode))
+			b = kvText(b, a, kFlowlensDnsRcode, flow.DNSRcodeName(r.DNSRcode))
 		}
 		b = kvBool(b, a, kFlowlensDnsNameTruncated, r.DNSNameTruncated)
 		b = kvInt(b, a, kFlowlensDnsLatencyNs, int64(r.DNSLatency))
@@ -302,8 +302,8 @@ var (
 func (e *encoder) tls(b []byte, r *flow.Record) []byte {
 	const a = fLRAttributes
 	if name, ver := tlsProtocol(r.TLSVersion); name != "" {
-		b = kvString(b, a, kTlsProtocolName, name)
-		b = kvString(b, a, kTlsProtocolVersion, ver)
+		b = kvText(b, a, kTlsProtocolName, name)
+		b = kvText(b, a, kTlsProtocolVersion, ver)
 	} else if r.TLSVersion != 0 {
 		b = kvBytes(b, a, kTlsProtocolVersion, appendHex16(e.tmp[:0], r.TLSVersion))
 	}
@@ -319,7 +319,7 @@ func (e *encoder) tls(b []byte, r *flow.Record) []byte {
 
 func (e *encoder) kvTLSName(b []byte, key attrKey, v uint16, name func(uint16) (string, bool)) []byte {
 	if n, ok := name(v); ok {
-		return kvString(b, fLRAttributes, key, n)
+		return kvText(b, fLRAttributes, key, n)
 	}
 	e.tmp = appendHex16(e.tmp[:0], v)
 	return kvBytes(b, fLRAttributes, key, e.tmp)
@@ -381,7 +381,7 @@ func appendInterfaces(b []byte, its []flow.Interface) []byte {
 		b = kvString(b, fKVListValues, kName, it.Name)
 		b = kvInt(b, fKVListValues, kIfindex, int64(it.Ifindex))
 		b = kvString(b, fKVListValues, kNetns, it.Netns)
-		b = kvString(b, fKVListValues, kDirection, it.Direction.String())
+		b = kvText(b, fKVListValues, kDirection, it.Direction.String())
 		b = closeMessage(b, list, 1)
 		b = closeMessage(b, elem, 1)
 	}
@@ -454,6 +454,14 @@ func kvString(b []byte, num protowire.Number, k attrKey, v string) []byte {
 		// (any bytes the kernel accepted) must not cost the batch.
 		v = strings.ToValidUTF8(v, "\uFFFD")
 	}
+	b = appendKey(b, num, k, sizeField(len(v)))
+	b = appendTag(b, fAnyString, protowire.BytesType)
+	return protowire.AppendString(b, v)
+}
+
+// kvText is kvString of a value known to be UTF-8: a constant, or a name
+// from one of our tables.
+func kvText(b []byte, num protowire.Number, k attrKey, v string) []byte {
 	b = appendKey(b, num, k, sizeField(len(v)))
 	b = appendTag(b, fAnyString, protowire.BytesType)
 	return protowire.AppendString(b, v)

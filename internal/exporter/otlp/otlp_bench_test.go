@@ -1,13 +1,18 @@
 package otlp
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,8 +23,20 @@ import (
 
 // Benchmarks of the OTLP export path (`make bench`). The correctness
 // tests, against the OpenTelemetry Collector's receiver, are in test/otlp;
-// the receivers here only discard what they get, so that the figures are
-// the agent's side: encode + send per flow.
+// the receiver here only discards what it gets, in a child process (this
+// test binary again), so that the CPU and allocations measured are the
+// agent's side alone: encode + send per flow.
+
+// discardEnv makes the test binary a discarding receiver (TestMain).
+const discardEnv = "FLOWLENS_OTLP_BENCH_DISCARD"
+
+func TestMain(m *testing.M) {
+	if protocol := os.Getenv(discardEnv); protocol != "" {
+		serveDiscard(protocol)
+		return
+	}
+	os.Exit(m.Run())
+}
 
 func benchRecords(n int) []flow.Record {
 	out := make([]flow.Record, n)
@@ -83,7 +100,9 @@ func BenchmarkEncode(b *testing.B) {
 
 // BenchmarkExport is Export of one eviction of 100k flows (100 requests of
 // 1000) to a receiver on loopback that discards them: encode + send + wait
-// for the answer, over gRPC and HTTP, with and without gzip.
+// for the answer, over gRPC and HTTP, with and without gzip. ns/flow is
+// the wall time; cpu-ns/flow the agent's CPU time (this process: the
+// receiver is another), which is what the ≤ 1 µs target is about.
 func BenchmarkExport(b *testing.B) {
 	const n = 100_000
 	recs := benchRecords(n)
@@ -102,41 +121,74 @@ func BenchmarkExport(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
+			cpu := cpuTime()
 			for b.Loop() {
 				if err := e.Export(context.Background(), recs); err != nil {
 					b.Fatal(err)
 				}
 			}
+			b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N)/n, "cpu-ns/flow")
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/flow")
 			b.ReportMetric(float64(testing.AllocsPerRun(1, func() { e.Export(context.Background(), recs) }))/n, "allocs/flow")
 		})
 	}
 }
 
-// discardReceiver serves OTLP logs on loopback, answering every request
-// with an empty ExportLogsServiceResponse without decoding it.
+// discardReceiver starts the discarding receiver in a child process and
+// returns its address.
 func discardReceiver(b *testing.B, protocol string) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), discardEnv+"="+protocol)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
 	if err != nil {
 		b.Fatal(err)
 	}
+	stdin, err := cmd.StdinPipe() // closed when the benchmark ends: the child exits
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	addr, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		b.Fatal(err)
+	}
+	return strings.TrimSpace(addr)
+}
+
+// serveDiscard serves OTLP logs on loopback, answering every request with
+// an empty ExportLogsServiceResponse without decoding it; it prints its
+// address and runs until stdin closes.
+func serveDiscard(protocol string) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
 	if protocol == "http" {
-		srv := &httptest.Server{Listener: l, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		go http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			io.Copy(io.Discard, r.Body)
 			w.Header().Set("Content-Type", "application/x-protobuf")
-		})}}
-		srv.Start()
-		b.Cleanup(srv.Close)
-		return l.Addr().String()
+		}))
+	} else {
+		srv := grpcgo.NewServer(grpcgo.ForceServerCodecV2(rawCodec{}), grpcgo.UnknownServiceHandler(func(_ any, s grpcgo.ServerStream) error {
+			var m rawMessage
+			if err := s.RecvMsg(&m); err != nil {
+				return err
+			}
+			return s.SendMsg(&rawMessage{})
+		}))
+		go srv.Serve(l)
 	}
-	srv := grpcgo.NewServer(grpcgo.ForceServerCodecV2(rawCodec{}), grpcgo.UnknownServiceHandler(func(_ any, s grpcgo.ServerStream) error {
-		var m rawMessage
-		if err := s.RecvMsg(&m); err != nil {
-			return err
-		}
-		return s.SendMsg(&rawMessage{})
-	}))
-	go srv.Serve(l)
-	b.Cleanup(srv.Stop)
-	return l.Addr().String()
+	fmt.Println(l.Addr())
+	io.Copy(io.Discard, os.Stdin)
+}
+
+// cpuTime is the process's user + system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
