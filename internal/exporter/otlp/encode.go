@@ -14,6 +14,7 @@ package otlp
 // attribute names are the mapping documented in docs/export.md (OTLP).
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"strings"
 	"time"
@@ -60,9 +61,9 @@ const ScopeName = "github.com/flowlens/flowlens/internal/exporter/otlp"
 
 // encoder builds requests into one reused buffer.
 type encoder struct {
-	// head is the constant start of ScopeLogs' and ResourceLogs' bodies:
-	// the Resource field (its attributes) and the InstrumentationScope
-	// field, encoded once.
+	// The constant starts of ResourceLogs' and ScopeLogs' bodies: the
+	// Resource field (its attributes) and the InstrumentationScope field,
+	// encoded once.
 	resource, scope []byte
 	buf             []byte // the request: headroom, then the records
 	tmp             []byte // an attribute's text (address, MAC) before it is written
@@ -70,9 +71,9 @@ type encoder struct {
 
 // headroom is room left before the records for the request's headers (the
 // resource and scope, and three tags with their lengths).
-func (e *encoder) headroom() int { return len(e.resource) + len(e.scope) + 3*(1+binaryMaxVarint) }
-
-const binaryMaxVarint = 10
+func (e *encoder) headroom() int {
+	return len(e.resource) + len(e.scope) + 3*(1+binary.MaxVarintLen64)
+}
 
 // newEncoder encodes the resource attributes and the scope once.
 func newEncoder(nodeName, version string) *encoder {
@@ -167,23 +168,23 @@ func (e *encoder) attributes(r *flow.Record) {
 		b = kvString(b, a, kNetworkInterfaceName, it.Name)
 		switch it.Direction {
 		case flow.DirIngress:
-			b = kvText(b, a, kNetworkIoDirection, "receive")
+			b = kvText(b, a, kNetworkIODirection, "receive")
 		case flow.DirEgress:
-			b = kvText(b, a, kNetworkIoDirection, "transmit")
+			b = kvText(b, a, kNetworkIODirection, "transmit")
 		}
 	}
 	b = kvInt(b, a, kFlowlensProto, int64(r.Proto))
 	if r.Proto == 1 || r.Proto == 58 {
-		b = kvInt(b, a, kFlowlensIcmpType, int64(r.IcmpType))
-		b = kvInt(b, a, kFlowlensIcmpCode, int64(r.IcmpCode))
+		b = kvInt(b, a, kFlowlensICMPType, int64(r.IcmpType))
+		b = kvInt(b, a, kFlowlensICMPCode, int64(r.IcmpCode))
 	}
 	b = kvInt(b, a, kFlowlensBytes, int64(r.Bytes))
 	b = kvInt(b, a, kFlowlensPackets, int64(r.Packets))
-	b = kvInt(b, a, kFlowlensTcpFlags, int64(r.TCPFlags))
+	b = kvInt(b, a, kFlowlensTCPFlags, int64(r.TCPFlags))
 	b = kvInt(b, a, kFlowlensEthType, int64(r.EthType))
-	b = kvInt(b, a, kFlowlensDscp, int64(r.DSCP))
-	b = e.kvMAC(b, kFlowlensSrcMac, r.SrcMAC)
-	b = e.kvMAC(b, kFlowlensDstMac, r.DstMAC)
+	b = kvInt(b, a, kFlowlensDSCP, int64(r.DSCP))
+	b = e.kvMAC(b, kFlowlensSrcMAC, r.SrcMAC)
+	b = e.kvMAC(b, kFlowlensDstMAC, r.DstMAC)
 	b = kvInt(b, a, kFlowlensEndTimeUnixNano, int64(unixNano(r.EndTime)))
 	b = appendInterfaces(b, r.Interfaces)
 	if r.IfacesOverflow {
@@ -198,12 +199,12 @@ func (e *encoder) attributes(r *flow.Record) {
 		b = kvInt(b, a, kFlowlensDropPackets, int64(r.DropPackets))
 		b = kvInt(b, a, kFlowlensDropBytes, int64(r.DropBytes))
 		b = kvString(b, a, kFlowlensDropCause, r.DropCause)
-		b = kvString(b, a, kFlowlensDropTcpState, r.DropTCPState)
-		b = kvInt(b, a, kFlowlensDropTcpFlags, int64(r.DropTCPFlags))
+		b = kvString(b, a, kFlowlensDropTCPState, r.DropTCPState)
+		b = kvInt(b, a, kFlowlensDropTCPFlags, int64(r.DropTCPFlags))
 	}
 	if r.RTT != 0 || r.RTTMax != 0 {
-		b = kvInt(b, a, kFlowlensRttNs, int64(r.RTT))
-		b = kvInt(b, a, kFlowlensRttMaxNs, int64(r.RTTMax))
+		b = kvInt(b, a, kFlowlensRTTNs, int64(r.RTT))
+		b = kvInt(b, a, kFlowlensRTTMaxNs, int64(r.RTTMax))
 	}
 	if r.Retransmits != 0 {
 		b = kvInt(b, a, kFlowlensRetransmits, int64(r.Retransmits))
@@ -213,22 +214,22 @@ func (e *encoder) attributes(r *flow.Record) {
 		b = kvInt(b, a, kFlowlensXlatSrcPort, int64(r.XlatSrcPort))
 		b = e.kvAddr(b, kFlowlensXlatDstAddr, r.XlatDstAddr)
 		b = kvInt(b, a, kFlowlensXlatDstPort, int64(r.XlatDstPort))
-		b = kvInt(b, a, kFlowlensXlatZoneId, int64(r.XlatZoneID))
+		b = kvInt(b, a, kFlowlensXlatZoneID, int64(r.XlatZoneID))
 	}
 	if r.HasTLS() {
 		b = e.tls(b, r)
 	}
 	if r.HasDNS() {
-		b = kvString(b, a, kDnsQuestionName, r.DNSName)
-		b = kvInt(b, a, kFlowlensDnsId, int64(r.DNSID))
-		b = kvInt(b, a, kFlowlensDnsFlags, int64(r.DNSFlags))
+		b = kvString(b, a, kDNSQuestionName, r.DNSName)
+		b = kvInt(b, a, kFlowlensDNSID, int64(r.DNSID))
+		b = kvInt(b, a, kFlowlensDNSFlags, int64(r.DNSFlags))
 		if r.DNSAnswered() {
-			b = kvText(b, a, kFlowlensDnsRcode, flow.DNSRcodeName(r.DNSRcode))
+			b = kvText(b, a, kFlowlensDNSRcode, flow.DNSRcodeName(r.DNSRcode))
 		}
-		b = kvBool(b, a, kFlowlensDnsNameTruncated, r.DNSNameTruncated)
-		b = kvInt(b, a, kFlowlensDnsLatencyNs, int64(r.DNSLatency))
-		b = kvInt(b, a, kFlowlensDnsLatencyMaxNs, int64(r.DNSLatencyMax))
-		b = kvBool(b, a, kFlowlensDnsTimeout, r.DNSTimeout)
+		b = kvBool(b, a, kFlowlensDNSNameTruncated, r.DNSNameTruncated)
+		b = kvInt(b, a, kFlowlensDNSLatencyNs, int64(r.DNSLatency))
+		b = kvInt(b, a, kFlowlensDNSLatencyMaxNs, int64(r.DNSLatencyMax))
+		b = kvBool(b, a, kFlowlensDNSTimeout, r.DNSTimeout)
 	}
 	e.buf = b
 }
@@ -243,17 +244,17 @@ var (
 	kNetworkTransport           = newKey("network.transport")
 	kNetworkType                = newKey("network.type")
 	kNetworkInterfaceName       = newKey("network.interface.name")
-	kNetworkIoDirection         = newKey("network.io.direction")
+	kNetworkIODirection         = newKey("network.io.direction")
 	kFlowlensProto              = newKey("flowlens.proto")
-	kFlowlensIcmpType           = newKey("flowlens.icmp_type")
-	kFlowlensIcmpCode           = newKey("flowlens.icmp_code")
+	kFlowlensICMPType           = newKey("flowlens.icmp_type")
+	kFlowlensICMPCode           = newKey("flowlens.icmp_code")
 	kFlowlensBytes              = newKey("flowlens.bytes")
 	kFlowlensPackets            = newKey("flowlens.packets")
-	kFlowlensTcpFlags           = newKey("flowlens.tcp_flags")
+	kFlowlensTCPFlags           = newKey("flowlens.tcp_flags")
 	kFlowlensEthType            = newKey("flowlens.eth_type")
-	kFlowlensDscp               = newKey("flowlens.dscp")
-	kFlowlensSrcMac             = newKey("flowlens.src_mac")
-	kFlowlensDstMac             = newKey("flowlens.dst_mac")
+	kFlowlensDSCP               = newKey("flowlens.dscp")
+	kFlowlensSrcMAC             = newKey("flowlens.src_mac")
+	kFlowlensDstMAC             = newKey("flowlens.dst_mac")
 	kFlowlensEndTimeUnixNano    = newKey("flowlens.end_time_unix_nano")
 	kFlowlensInterfacesOverflow = newKey("flowlens.interfaces_overflow")
 	kFlowlensFragUnmatched      = newKey("flowlens.frag_unmatched")
@@ -262,30 +263,30 @@ var (
 	kFlowlensDropPackets        = newKey("flowlens.drop_packets")
 	kFlowlensDropBytes          = newKey("flowlens.drop_bytes")
 	kFlowlensDropCause          = newKey("flowlens.drop_cause")
-	kFlowlensDropTcpState       = newKey("flowlens.drop_tcp_state")
-	kFlowlensDropTcpFlags       = newKey("flowlens.drop_tcp_flags")
-	kFlowlensRttNs              = newKey("flowlens.rtt_ns")
-	kFlowlensRttMaxNs           = newKey("flowlens.rtt_max_ns")
+	kFlowlensDropTCPState       = newKey("flowlens.drop_tcp_state")
+	kFlowlensDropTCPFlags       = newKey("flowlens.drop_tcp_flags")
+	kFlowlensRTTNs              = newKey("flowlens.rtt_ns")
+	kFlowlensRTTMaxNs           = newKey("flowlens.rtt_max_ns")
 	kFlowlensRetransmits        = newKey("flowlens.retransmits")
 	kFlowlensXlatSrcAddr        = newKey("flowlens.xlat_src_addr")
 	kFlowlensXlatSrcPort        = newKey("flowlens.xlat_src_port")
 	kFlowlensXlatDstAddr        = newKey("flowlens.xlat_dst_addr")
 	kFlowlensXlatDstPort        = newKey("flowlens.xlat_dst_port")
-	kFlowlensXlatZoneId         = newKey("flowlens.xlat_zone_id")
-	kDnsQuestionName            = newKey("dns.question.name")
-	kFlowlensDnsId              = newKey("flowlens.dns_id")
-	kFlowlensDnsFlags           = newKey("flowlens.dns_flags")
-	kFlowlensDnsRcode           = newKey("flowlens.dns_rcode")
-	kFlowlensDnsNameTruncated   = newKey("flowlens.dns_name_truncated")
-	kFlowlensDnsLatencyNs       = newKey("flowlens.dns_latency_ns")
-	kFlowlensDnsLatencyMaxNs    = newKey("flowlens.dns_latency_max_ns")
-	kFlowlensDnsTimeout         = newKey("flowlens.dns_timeout")
-	kTlsProtocolName            = newKey("tls.protocol.name")
-	kTlsProtocolVersion         = newKey("tls.protocol.version")
-	kTlsCipher                  = newKey("tls.cipher")
-	kTlsCurve                   = newKey("tls.curve")
-	kFlowlensTlsClientHello     = newKey("flowlens.tls_client_hello")
-	kFlowlensQuic               = newKey("flowlens.quic")
+	kFlowlensXlatZoneID         = newKey("flowlens.xlat_zone_id")
+	kDNSQuestionName            = newKey("dns.question.name")
+	kFlowlensDNSID              = newKey("flowlens.dns_id")
+	kFlowlensDNSFlags           = newKey("flowlens.dns_flags")
+	kFlowlensDNSRcode           = newKey("flowlens.dns_rcode")
+	kFlowlensDNSNameTruncated   = newKey("flowlens.dns_name_truncated")
+	kFlowlensDNSLatencyNs       = newKey("flowlens.dns_latency_ns")
+	kFlowlensDNSLatencyMaxNs    = newKey("flowlens.dns_latency_max_ns")
+	kFlowlensDNSTimeout         = newKey("flowlens.dns_timeout")
+	kTLSProtocolName            = newKey("tls.protocol.name")
+	kTLSProtocolVersion         = newKey("tls.protocol.version")
+	kTLSCipher                  = newKey("tls.cipher")
+	kTLSCurve                   = newKey("tls.curve")
+	kFlowlensTLSClientHello     = newKey("flowlens.tls_client_hello")
+	kFlowlensQUIC               = newKey("flowlens.quic")
 	kName                       = newKey("name")
 	kIfindex                    = newKey("ifindex")
 	kNetns                      = newKey("netns")
@@ -302,19 +303,19 @@ var (
 func (e *encoder) tls(b []byte, r *flow.Record) []byte {
 	const a = fLRAttributes
 	if name, ver := tlsProtocol(r.TLSVersion); name != "" {
-		b = kvText(b, a, kTlsProtocolName, name)
-		b = kvText(b, a, kTlsProtocolVersion, ver)
+		b = kvText(b, a, kTLSProtocolName, name)
+		b = kvText(b, a, kTLSProtocolVersion, ver)
 	} else if r.TLSVersion != 0 {
-		b = kvBytes(b, a, kTlsProtocolVersion, appendHex16(e.tmp[:0], r.TLSVersion))
+		b = kvBytes(b, a, kTLSProtocolVersion, appendHex16(e.tmp[:0], r.TLSVersion))
 	}
 	if r.TLSCipherSuite != 0 {
-		b = e.kvTLSName(b, kTlsCipher, r.TLSCipherSuite, flow.TLSCipherSuiteName)
+		b = e.kvTLSName(b, kTLSCipher, r.TLSCipherSuite, flow.TLSCipherSuiteName)
 	}
 	if r.TLSGroup != 0 {
-		b = e.kvTLSName(b, kTlsCurve, r.TLSGroup, flow.TLSGroupName)
+		b = e.kvTLSName(b, kTLSCurve, r.TLSGroup, flow.TLSGroupName)
 	}
-	b = kvBool(b, a, kFlowlensTlsClientHello, r.TLSClientHello)
-	return kvBool(b, a, kFlowlensQuic, r.QUIC)
+	b = kvBool(b, a, kFlowlensTLSClientHello, r.TLSClientHello)
+	return kvBool(b, a, kFlowlensQUIC, r.QUIC)
 }
 
 func (e *encoder) kvTLSName(b []byte, key attrKey, v uint16, name func(uint16) (string, bool)) []byte {
