@@ -434,15 +434,21 @@ func newKey(k string) attrKey {
 // The key-value appenders write KeyValue field num with its sizes computed
 // up front (no length to patch afterwards).
 
-// appendKey appends field num's tag, the KeyValue's length (its key and an
-// AnyValue of vlen bytes), the key and the value's tag and length.
+// appendKey appends field num's tag (num < 16: every KeyValue field here
+// has a one-byte tag), the KeyValue's length (its key and an AnyValue of
+// vlen bytes), the key and the value's tag and length. Short enough to be
+// inlined for the common case, a KeyValue under 128 bytes.
 func appendKey(b []byte, num protowire.Number, k attrKey, vlen int) []byte {
-	b = appendTag(b, num, protowire.BytesType)
-	if n := len(k) + 1 + vlen; n < 0x80 && vlen < 0x80 {
-		b = append(b, byte(n))
+	if n := len(k) + 1 + vlen; n < 0x80 {
+		b = append(b, byte(num)<<3|byte(protowire.BytesType), byte(n))
 		b = append(b, k...)
 		return append(b, byte(vlen))
 	}
+	return appendLongKey(b, num, k, vlen)
+}
+
+func appendLongKey(b []byte, num protowire.Number, k attrKey, vlen int) []byte {
+	b = appendTag(b, num, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(len(k)+protowire.SizeVarint(uint64(vlen))+vlen))
 	b = append(b, k...)
 	return protowire.AppendVarint(b, uint64(vlen))
@@ -478,18 +484,16 @@ func kvBytes(b []byte, num protowire.Number, k attrKey, v []byte) []byte {
 // kvInt appends an int_value attribute. An AnyValue is a oneof: its zero
 // is still written (0 is a value, not an absent field).
 func kvInt(b []byte, num protowire.Number, k attrKey, v int64) []byte {
-	b = appendKey(b, num, k, 1+protowire.SizeVarint(uint64(v)))
-	b = appendTag(b, fAnyInt, protowire.VarintType)
-	if v >= 0 && v < 0x80 {
-		return append(b, byte(v))
+	if u := uint64(v); u < 0x80 {
+		return append(appendKey(b, num, k, 2), byte(fAnyInt<<3|protowire.VarintType), byte(u))
 	}
+	b = appendKey(b, num, k, 1+protowire.SizeVarint(uint64(v)))
+	b = append(b, byte(fAnyInt<<3|protowire.VarintType))
 	return protowire.AppendVarint(b, uint64(v))
 }
 
 func kvBool(b []byte, num protowire.Number, k attrKey, v bool) []byte {
-	b = appendKey(b, num, k, 2)
-	b = appendTag(b, fAnyBool, protowire.VarintType)
-	return protowire.AppendVarint(b, protowire.EncodeBool(v))
+	return append(appendKey(b, num, k, 2), byte(fAnyBool<<3|protowire.VarintType), byte(protowire.EncodeBool(v)))
 }
 
 func appendString(b []byte, num protowire.Number, s string) []byte {
