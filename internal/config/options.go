@@ -226,11 +226,12 @@ func setOTLPHeaders(c *Config, items []string) error {
 	for _, it := range items {
 		k, v, ok := strings.Cut(it, "=")
 		k = strings.TrimSpace(k)
+		// The errors show the key only: a value may be a secret.
 		if !ok || k == "" {
-			return cliconf.ItemError(it, errors.New("must be key=value"))
+			return cliconf.ItemError(k, errors.New("must be key=value"))
 		}
 		if !validHeaderName(k) {
-			return cliconf.ItemError(it, errors.New("the key must be a header name (letters, digits, - _ .)"))
+			return cliconf.ItemError(k, errors.New("not a header name (letters, digits, - _ .)"))
 		}
 		h[strings.ToLower(k)] = strings.TrimSpace(v)
 	}
