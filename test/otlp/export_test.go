@@ -296,3 +296,18 @@ func TestReceiverDownThenBack(t *testing.T) {
 		})
 	}
 }
+
+// A receiver that stays down past the retry timeout: Export gives up with
+// an error naming the last failure, and the records are counted as failed.
+func TestGiveUpCounted(t *testing.T) {
+	e := newExporter(t, otlp.Config{Endpoint: freeAddr(t), RetryTimeout: 300 * time.Millisecond})
+	sent := records()
+	err := e.Export(context.Background(), sent)
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "last failure") {
+		t.Fatalf("Export: %v; want the deadline and the last failure", err)
+	}
+	if f := e.Stats.FailedFlows.Load(); f != uint64(len(sent)) || e.Stats.Retries.Load() == 0 {
+		t.Errorf("failed %d (want %d), retries %d", f, len(sent), e.Stats.Retries.Load())
+	}
+	t.Log(err)
+}

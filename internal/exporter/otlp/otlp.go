@@ -229,7 +229,7 @@ func (e *Exporter) Export(ctx context.Context, batch []flow.Record) error {
 			if e.life.Err() != nil {
 				return ErrClosed
 			}
-			return fmt.Errorf("otlp receiver unreachable, %d flows lost (%w): %w", len(batch)-i, context.Cause(ctx), err)
+			return fmt.Errorf("otlp receiver unreachable, %d flows lost: %w", len(batch)-i, err)
 		}
 		i = j
 	}
@@ -244,6 +244,13 @@ func (e *Exporter) deliver(ctx context.Context, req []byte, n int) error {
 		ctx, c = context.WithTimeout(ctx, e.cfg.RetryTimeout)
 		defer c()
 	}
+	var last error // the last failure, for the error when giving up
+	giveUp := func() error {
+		if last == nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w; last failure: %w", ctx.Err(), last)
+	}
 	for {
 		if wait := time.Until(e.nextAttempt); wait > 0 {
 			t := time.NewTimer(wait)
@@ -251,7 +258,7 @@ func (e *Exporter) deliver(ctx context.Context, req []byte, n int) error {
 			case <-t.C:
 			case <-ctx.Done():
 				t.Stop()
-				return ctx.Err()
+				return giveUp()
 			}
 		}
 		rctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
@@ -262,8 +269,9 @@ func (e *Exporter) deliver(ctx context.Context, req []byte, n int) error {
 			return nil
 		}
 		if ctx.Err() != nil { // our own cancellation, not the receiver's doing
-			return err
+			return giveUp()
 		}
+		last = err
 		var se *sendError
 		if errors.As(err, &se) && !se.retryable {
 			e.connected.Store(true) // it answered
