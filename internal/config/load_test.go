@@ -315,6 +315,37 @@ func TestOTLPFlags(t *testing.T) {
 	}
 }
 
+// TestOTLPHeadersFile: the config file gives otlp_headers as a mapping or
+// a list; a bad entry is reported at its line, by key (never the value).
+func TestOTLPHeadersFile(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ yaml, err string }{
+		{"otlp_headers:\n  Authorization: Bearer a=b\n  x-tenant: \"7\"\n", ""},
+		{"otlp_headers: [\"Authorization=Bearer a=b\", \"x-tenant=7\"]\n", ""},
+		{"otlp_headers:\n  ok: 1\n  bad key: s3cret\n", `%s:3: invalid otlp_headers "bad key": not a header name (letters, digits, - _ .)`},
+		{"otlp_headers:\n  k: [a]\n", `%s:2: invalid otlp_headers: "k": must be a plain value`},
+	} {
+		path := filepath.Join(dir, "agent.yaml")
+		if err := os.WriteFile(path, []byte(tc.yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Load([]string{"--config", path}, withEnv(nil))
+		if tc.err != "" {
+			if want := fmt.Sprintf(tc.err, path); err == nil || err.Error() != want {
+				t.Errorf("%q: error\n got  %v\n want %s", tc.yaml, err, want)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tc.yaml, err)
+			continue
+		}
+		if want := map[string]string{"authorization": "Bearer a=b", "x-tenant": "7"}; !reflect.DeepEqual(c.OTLPHeaders, want) {
+			t.Errorf("%q: headers %v, want %v", tc.yaml, c.OTLPHeaders, want)
+		}
+	}
+}
+
 func TestFileErrors(t *testing.T) {
 	tests := []struct {
 		name string

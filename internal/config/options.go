@@ -102,8 +102,9 @@ var options = []*option{
 		usage: "client key for the OTLP receiver; needs --otlp-tls-cert",
 		set:   func(c *Config, s string) error { c.OTLPTLSKey = s; return nil }},
 	{name: "otlp-headers", arg: "list", def: "",
-		usage:   "key=value headers sent with every OTLP request (gRPC metadata or HTTP headers), e.g. authorization=Bearer x",
-		setList: setOTLPHeaders},
+		usage:   "key=value headers sent with every OTLP request (gRPC metadata or HTTP headers), e.g. authorization=Bearer x; the config file may give them as a mapping",
+		setList: setOTLPHeaders,
+		setNode: setOTLPHeadersNode},
 	{name: "otlp-compression", arg: "none|gzip", def: "none",
 		usage: "compression of the OTLP requests",
 		set:   func(c *Config, s string) error { c.OTLPCompression = s; return nil }},
@@ -240,6 +241,31 @@ func setOTLPHeaders(c *Config, items []string) error {
 	}
 	c.OTLPHeaders = h
 	return nil
+}
+
+// setOTLPHeadersNode takes otlp_headers from the config file as a YAML
+// mapping (header: value), or as a list of key=value like the flag.
+func setOTLPHeadersNode(c *Config, n *yaml.Node) error {
+	var items []string
+	for i := 0; i < len(n.Content); i++ {
+		e := n.Content[i]
+		item := e.Value
+		if n.Kind == yaml.MappingNode {
+			i++
+			v := n.Content[i]
+			if e.Kind != yaml.ScalarNode || v.Kind != yaml.ScalarNode {
+				return cliconf.AtLine(e.Line, fmt.Errorf("invalid otlp_headers: %q: must be a plain value", e.Value))
+			}
+			item = e.Value + "=" + v.Value
+		} else if e.Kind != yaml.ScalarNode {
+			return cliconf.AtLine(e.Line, errors.New("invalid otlp_headers: list entries must be plain values"))
+		}
+		if err := setOTLPHeaders(c, []string{item}); err != nil {
+			return cliconf.AtLine(e.Line, cliconf.Invalid("otlp_headers", "", err))
+		}
+		items = append(items, item)
+	}
+	return setOTLPHeaders(c, items)
 }
 
 // validHeaderName accepts what both gRPC metadata keys and HTTP header
