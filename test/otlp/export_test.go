@@ -78,7 +78,13 @@ func records() []flow.Record {
 
 	other := base("10.1.1.1", "10.1.1.2", 0, 0, 47) // GRE: no network.transport
 	other.Interfaces = []flow.Interface{{Name: "gre\xff1", Ifindex: 9, Netns: "ns-\xfe", Direction: flow.DirIngress}}
-	return []flow.Record{tcp, dns, query, icmp, icmp6, tls13, odd, nat, other}
+	// Long names: key-values and interface entries over 127 bytes (two-byte
+	// lengths, an interface entry moved when its length is written).
+	long := base("10.2.2.1", "10.2.2.2", 1, 2, 17)
+	long.Interfaces = []flow.Interface{{Name: "veth0", Ifindex: 1, Netns: "cni-" + strings.Repeat("0123456789abcdef", 16), Direction: flow.DirEgress}}
+	long.DNSID, long.DNSName = 9, strings.Repeat("label-of-sixty-three-bytes.", 9)+"example"
+	long.DropPackets, long.DropCause = 1, strings.Repeat("X", 200)
+	return []flow.Record{tcp, dns, query, icmp, icmp6, tls13, odd, nat, other, long}
 }
 
 // normalize is what the receiver should decode for r: NetnsID is not
@@ -165,7 +171,7 @@ func TestExportDecodedByCollector(t *testing.T) {
 				t.Fatalf("receiver holds %d records after Export returned, want %d", n, len(sent))
 			}
 			equalRecords(t, received(t, sink, "node-otlp"), sent)
-			if n := len(sink.AllLogs()); n != 3 { // 9 records, 4 per request
+			if n := len(sink.AllLogs()); n != 3 { // 10 records, 4 per request
 				t.Errorf("%d requests, want 3", n)
 			}
 			for _, ld := range sink.AllLogs() {

@@ -94,18 +94,18 @@ func (s *partialServer) start(t *testing.T, protocol string) string {
 func TestPartialSuccessCounted(t *testing.T) {
 	for _, protocol := range []string{"grpc", "http"} {
 		t.Run(protocol, func(t *testing.T) {
-			s := &partialServer{reject: 2}
+			s := &partialServer{reject: 3}
 			e := newExporter(t, otlp.Config{Endpoint: s.start(t, protocol), Protocol: protocol, BatchFlows: 4})
-			sent := records() // 9: requests of 4, 4 and 1 records
+			sent := records() // 10: requests of 4, 4 and 2 records
 			if err := e.Export(context.Background(), sent); err != nil {
 				t.Fatal(err)
 			}
 			if s.got != len(sent) { // Export returned: the server is done
 				t.Errorf("server got %d records, want %d", s.got, len(sent))
 			}
-			// 2 rejected of each request, 1 (all) of the last.
-			if r, a := e.Stats.RejectedFlows.Load(), e.Stats.Flows.Load(); r != 5 || a != 4 {
-				t.Errorf("rejected %d, accepted %d; want 5 and 4", r, a)
+			// 3 rejected of each request, 2 (all) of the last.
+			if r, a := e.Stats.RejectedFlows.Load(), e.Stats.Flows.Load(); r != 8 || a != 2 {
+				t.Errorf("rejected %d, accepted %d; want 8 and 2", r, a)
 			}
 		})
 	}
