@@ -317,3 +317,22 @@ func TestGiveUpCounted(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// A request stays under MaxRequestBytes (the receivers' message size
+// limit) whatever --otlp-batch-flows says: the batch is split further.
+func TestSplitBySize(t *testing.T) {
+	sink := new(consumertest.LogsSink)
+	rec := startReceiver(t, "grpc", freeAddr(t), nil, sink)
+	e := newExporter(t, otlp.Config{Endpoint: rec.addr, MaxRequestBytes: 2000})
+	sent := records()
+	if err := e.Export(context.Background(), sent); err != nil {
+		t.Fatal(err)
+	}
+	equalRecords(t, received(t, sink, "node-otlp"), sent)
+	if n := len(sink.AllLogs()); n < 4 || n == len(sent) {
+		t.Errorf("%d requests for %d records of ~900 bytes under 2000 bytes each", n, len(sent))
+	}
+	if b := e.Stats.Bytes.Load(); b/e.Stats.Requests.Load() > 2000+1500 {
+		t.Errorf("%d bytes per request", b/e.Stats.Requests.Load())
+	}
+}
