@@ -37,14 +37,19 @@ check-generated: generate ## fail if regenerating changes any committed file
 
 vet: ## go vet, and gofmt on every committed Go file
 	$(GO) vet ./...
+	$(GO) -C test/otlp vet ./...
 	@unformatted=$$(git ls-files '*.go' | xargs gofmt -l); \
 	if [ -n "$$unformatted" ]; then echo "not gofmt-formatted (run gofmt -w):"; echo "$$unformatted"; exit 1; fi
 
+# test/otlp is a module of its own (the OpenTelemetry Collector's receiver
+# and its dependencies stay out of the agent's go.mod): run it too.
 test: deps-test ## run every test (needs root: real namespaces, veths, BPF)
 	$(GO) test -count=1 -timeout 30m ./...
+	$(GO) -C test/otlp test -count=1 -timeout 10m ./...
 
 test-short: ## the tests that need no root, no kernel features and no cluster binaries (any machine, any user)
 	FLOWLENS_TEST_SHORT=1 $(GO) test -short -count=1 ./...
+	FLOWLENS_TEST_SHORT=1 $(GO) -C test/otlp test -short -count=1 ./...
 
 check-layers: ## the layering rules of docs/architecture.md: the collector links nothing of the kernel side; cross-builds
 	@bad=$$($(GO) list -deps ./cmd/flowlens-collector ./pkg/... | grep -E 'cilium/ebpf|vishvananda|/internal/(datapath|ifaces|maps|evictor)$$' || true); \

@@ -29,12 +29,14 @@ import (
 	"github.com/flowlens/flowlens/internal/exporter"
 	grpcexp "github.com/flowlens/flowlens/internal/exporter/grpc"
 	"github.com/flowlens/flowlens/internal/exporter/ipfix"
+	"github.com/flowlens/flowlens/internal/exporter/otlp"
 	"github.com/flowlens/flowlens/internal/exporter/stdout"
 	"github.com/flowlens/flowlens/internal/feature"
 	"github.com/flowlens/flowlens/internal/feature/dns"
 	"github.com/flowlens/flowlens/internal/feature/registry"
 	"github.com/flowlens/flowlens/internal/ifaces"
 	"github.com/flowlens/flowlens/internal/metrics"
+	"github.com/flowlens/flowlens/internal/version"
 )
 
 // Options are the parts of the environment an Agent writes to, so tests and
@@ -63,6 +65,7 @@ type Agent struct {
 	Metrics  *metrics.Metrics
 	resolver *evictor.Resolver
 	grpc     *grpcexp.Exporter
+	otlp     *otlp.Exporter
 	bpfStats io.Closer // BPF_ENABLE_STATS for the agent's lifetime
 
 	ready       chan struct{}
@@ -226,6 +229,12 @@ func (a *Agent) newMetrics(stats *evictor.Stats, gens *datapath.Generations) (*m
 		if a.grpc != nil && exps[i].Name == a.grpc.Name() {
 			exps[i].Connected, exps[i].Refused = a.grpc.Connected, a.grpc.Stats.Refused.Load
 		}
+		if a.otlp != nil && exps[i].Name == a.otlp.Name() {
+			st := &a.otlp.Stats
+			exps[i].Connected = a.otlp.Connected
+			exps[i].AcceptedFlows, exps[i].RejectedFlows = st.Flows.Load, st.RejectedFlows.Load
+			exps[i].FailedFlows, exps[i].Retries = st.FailedFlows.Load, st.Retries.Load
+		}
 	}
 	bpfStats := a.bpfStats != nil
 	return metrics.New(metrics.Sources{
@@ -304,6 +313,16 @@ func (a *Agent) exporters() ([]exporter.Exporter, error) {
 				return out, fmt.Errorf("ipfix exporter: %w", err)
 			}
 			out = append(out, x)
+		case "otlp":
+			o, err := otlp.New(otlp.Config{Endpoint: a.cfg.OTLPEndpoint, Protocol: a.cfg.OTLPProtocol,
+				TLS: a.cfg.OTLPTLSOn(), TLSCA: a.cfg.OTLPTLSCA, TLSCert: a.cfg.OTLPTLSCert, TLSKey: a.cfg.OTLPTLSKey,
+				Headers: a.cfg.OTLPHeaders, Compression: a.cfg.OTLPCompression, BatchFlows: a.cfg.OTLPBatchFlows,
+				NodeName: a.cfg.NodeName, Version: version.Version, Logger: a.log})
+			if err != nil {
+				return out, fmt.Errorf("otlp exporter: %w", err)
+			}
+			a.otlp = o
+			out = append(out, o)
 		default:
 			return out, fmt.Errorf("exporter %q is not available in this build", name)
 		}

@@ -39,7 +39,7 @@ type Config struct {
 	FilterRulesFile string
 	FilterDefault   filter.Action
 
-	// Export names the exporters ("stdout", "grpc", "ipfix"); Target is the
+	// Export names the exporters ("stdout", "grpc", "ipfix", "otlp"); Target is the
 	// grpc collector's host:port.
 	Export        []string
 	Target        string
@@ -51,6 +51,19 @@ type Config struct {
 	IPFIXTransport       string
 	IPFIXDomainID        uint32
 	IPFIXTemplateRefresh time.Duration
+	// The otlp exporter (docs/export.md): the receiver's host:port,
+	// "grpc" or "http", TLS (on when OTLPTLS or any file is set), headers
+	// sent with every request (lower-case keys), "none" or "gzip", and the
+	// most log records per request.
+	OTLPEndpoint    string
+	OTLPProtocol    string
+	OTLPTLS         bool
+	OTLPTLSCA       string
+	OTLPTLSCert     string
+	OTLPTLSKey      string
+	OTLPHeaders     map[string]string
+	OTLPCompression string
+	OTLPBatchFlows  int
 	// ExportBuffer is how many batches each exporter queue holds. When a
 	// queue is full the evictor waits for room (for up to half the eviction
 	// period in all), then drops the oldest batches, counted. 0 means

@@ -50,6 +50,9 @@ func defaultConfig() *Config {
 		IPFIXTransport:       "udp",
 		IPFIXDomainID:        1,
 		IPFIXTemplateRefresh: time.Minute,
+		OTLPProtocol:         "grpc",
+		OTLPCompression:      "none",
+		OTLPBatchFlows:       1000,
 		Features:             Features{Drops: true, RTT: true, Retransmits: true},
 		DNSPorts:             []uint16{53},
 		DNSTimeout:           5 * time.Second,
@@ -105,6 +108,9 @@ func TestExampleFile(t *testing.T) {
 		IPFIXTransport:       "udp",
 		IPFIXDomainID:        1,
 		IPFIXTemplateRefresh: time.Minute,
+		OTLPProtocol:         "grpc",
+		OTLPCompression:      "none",
+		OTLPBatchFlows:       1000,
 		Features:             Features{Drops: true, RTT: true},
 		DNSPorts:             []uint16{53},
 		DNSTimeout:           5 * time.Second,
@@ -247,6 +253,14 @@ func TestLoadErrors(t *testing.T) {
 			"--ipfix-target is required when --export includes ipfix"},
 		{"ipfix refresh", []string{"--ipfix-template-refresh=1h1m"}, nil,
 			`invalid --ipfix-template-refresh "1h1m0s": must be from 1s to 1h`},
+		{"otlp without endpoint", []string{"--export=stdout,otlp"}, nil,
+			"--otlp-endpoint is required when --export includes otlp"},
+		{"otlp tls value", []string{"--otlp-tls=maybe"}, nil, `invalid --otlp-tls "maybe": must be true or false`},
+		{"otlp header without =", []string{"--otlp-headers=a=1,token"}, nil,
+			`invalid --otlp-headers "token": must be key=value`},
+		{"otlp header name, value not shown", []string{"--otlp-headers=x y=s3cret"}, nil,
+			`invalid --otlp-headers "x y": not a header name (letters, digits, - _ .)`},
+		{"otlp batch", []string{"--otlp-batch-flows=0"}, nil, `invalid --otlp-batch-flows "0": must be from 1 to 100000`},
 		{"bad env", nil, map[string]string{"FLOWLENS_GRPC_BATCH_SIZE": "x"},
 			`invalid FLOWLENS_GRPC_BATCH_SIZE "x": must be an integer`},
 		{"missing file by flag", []string{"--config=testdata/missing.yaml"}, nil,
@@ -266,6 +280,69 @@ func TestLoadErrors(t *testing.T) {
 				t.Errorf("error:\n got  %s\n want %s", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestOTLPFlags checks the otlp exporter's flags, as the operator renders
+// them: --otlp-tls given without a value, headers holding "=" in values,
+// and the same from the environment.
+func TestOTLPFlags(t *testing.T) {
+	got, err := Load([]string{"--export=otlp", "--otlp-endpoint=otel-collector.observability:4318", "--otlp-protocol=http",
+		"--otlp-tls", "--otlp-headers=Authorization=Basic dXNlcjpwYXNz==, x-tenant=a", "--otlp-compression=gzip",
+		"--otlp-batch-flows=250"}, withEnv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := defaultConfig()
+	want.Export = []string{"otlp"}
+	want.OTLPEndpoint, want.OTLPProtocol, want.OTLPTLS = "otel-collector.observability:4318", "http", true
+	want.OTLPHeaders = map[string]string{"authorization": "Basic dXNlcjpwYXNz==", "x-tenant": "a"}
+	want.OTLPCompression, want.OTLPBatchFlows = "gzip", 250
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+	if !got.OTLPTLSOn() {
+		t.Error("OTLPTLSOn() = false with --otlp-tls")
+	}
+
+	got, err = Load(nil, withEnv(map[string]string{"FLOWLENS_EXPORT": "otlp", "FLOWLENS_OTLP_ENDPOINT": "10.0.0.1:4317",
+		"FLOWLENS_OTLP_TLS": "false", "FLOWLENS_OTLP_HEADERS": "k=v"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.OTLPEndpoint != "10.0.0.1:4317" || got.OTLPTLS || got.OTLPTLSOn() || !reflect.DeepEqual(got.OTLPHeaders, map[string]string{"k": "v"}) {
+		t.Errorf("from the environment: %+v", got)
+	}
+}
+
+// TestOTLPHeadersFile: the config file gives otlp_headers as a mapping or
+// a list; a bad entry is reported at its line, by key (never the value).
+func TestOTLPHeadersFile(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ yaml, err string }{
+		{"otlp_headers:\n  Authorization: Bearer a=b\n  x-tenant: \"7\"\n", ""},
+		{"otlp_headers: [\"Authorization=Bearer a=b\", \"x-tenant=7\"]\n", ""},
+		{"otlp_headers:\n  ok: 1\n  bad key: s3cret\n", `%s:3: invalid otlp_headers "bad key": not a header name (letters, digits, - _ .)`},
+		{"otlp_headers:\n  k: [a]\n", `%s:2: invalid otlp_headers: "k": must be a plain value`},
+	} {
+		path := filepath.Join(dir, "agent.yaml")
+		if err := os.WriteFile(path, []byte(tc.yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Load([]string{"--config", path}, withEnv(nil))
+		if tc.err != "" {
+			if want := fmt.Sprintf(tc.err, path); err == nil || err.Error() != want {
+				t.Errorf("%q: error\n got  %v\n want %s", tc.yaml, err, want)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tc.yaml, err)
+			continue
+		}
+		if want := map[string]string{"authorization": "Bearer a=b", "x-tenant": "7"}; !reflect.DeepEqual(c.OTLPHeaders, want) {
+			t.Errorf("%q: headers %v, want %v", tc.yaml, c.OTLPHeaders, want)
+		}
 	}
 }
 

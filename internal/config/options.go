@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -27,6 +28,8 @@ type option struct {
 	// setNode, if set, takes a YAML list or mapping from the file (see
 	// cliconf.Option.SetNode).
 	setNode func(c *Config, n *yaml.Node) error
+	// bool lets the flag be given without a value (--name is --name=true).
+	bool bool
 }
 
 // options is in the order usage lists them and Validate checks them.
@@ -60,7 +63,7 @@ var options = []*option{
 		usage: "what happens to packets no filter rule matches; without rules every packet is kept, whatever this says",
 		set:   setFilterDefault},
 	{name: "export", arg: "list", def: "stdout",
-		usage:   "exporters: stdout, grpc, ipfix",
+		usage:   "exporters: stdout, grpc, ipfix, otlp",
 		setList: func(c *Config, v []string) error { c.Export = v; return nil }},
 	{name: "target", arg: "host:port", def: "",
 		usage: "collector address for the grpc exporter; required with --export grpc",
@@ -80,6 +83,34 @@ var options = []*option{
 	{name: "ipfix-template-refresh", arg: "duration", def: "1m",
 		usage: "how often the IPFIX templates are resent over UDP (1s to 1h); they are also sent in the first message",
 		set:   setDuration(func(c *Config) *time.Duration { return &c.IPFIXTemplateRefresh })},
+	{name: "otlp-endpoint", arg: "host:port", def: "",
+		usage: "OTLP receiver address (e.g. an OpenTelemetry Collector); required with --export otlp",
+		set:   func(c *Config, s string) error { c.OTLPEndpoint = s; return nil }},
+	{name: "otlp-protocol", arg: "grpc|http", def: "grpc",
+		usage: "OTLP transport: grpc (LogsService/Export) or http (protobuf POST to /v1/logs)",
+		set:   func(c *Config, s string) error { c.OTLPProtocol = s; return nil }},
+	{name: "otlp-tls", arg: "bool", def: "false", bool: true,
+		usage: "use TLS to the OTLP receiver (implied by --otlp-tls-ca, --otlp-tls-cert, --otlp-tls-key); without --otlp-tls-ca the system's roots verify it",
+		set:   cliconf.Bool(func(c *Config) *bool { return &c.OTLPTLS })},
+	{name: "otlp-tls-ca", arg: "file", def: "",
+		usage: "CA certificate to verify the OTLP receiver",
+		set:   func(c *Config, s string) error { c.OTLPTLSCA = s; return nil }},
+	{name: "otlp-tls-cert", arg: "file", def: "",
+		usage: "client certificate for the OTLP receiver; needs --otlp-tls-key",
+		set:   func(c *Config, s string) error { c.OTLPTLSCert = s; return nil }},
+	{name: "otlp-tls-key", arg: "file", def: "",
+		usage: "client key for the OTLP receiver; needs --otlp-tls-cert",
+		set:   func(c *Config, s string) error { c.OTLPTLSKey = s; return nil }},
+	{name: "otlp-headers", arg: "list", def: "",
+		usage:   "key=value headers sent with every OTLP request (gRPC metadata or HTTP headers), e.g. authorization=Bearer x; the config file may give them as a mapping",
+		setList: setOTLPHeaders,
+		setNode: setOTLPHeadersNode},
+	{name: "otlp-compression", arg: "none|gzip", def: "none",
+		usage: "compression of the OTLP requests",
+		set:   func(c *Config, s string) error { c.OTLPCompression = s; return nil }},
+	{name: "otlp-batch-flows", arg: "n", def: "1000",
+		usage: "most flows (log records) per OTLP request (1 to 100000)",
+		set:   setInt(func(c *Config) *int { return &c.OTLPBatchFlows })},
 	{name: "export-buffer", arg: "n", def: "0",
 		usage: "batches queued per exporter; when full, eviction waits for room (up to half the eviction period per exporter), then the oldest are dropped, counted (0 to 100000; 0 = 8)",
 		set:   setInt(func(c *Config) *int { return &c.ExportBuffer })},
@@ -187,6 +218,65 @@ func setDNSPorts(c *Config, items []string) error {
 	}
 	c.DNSPorts = ports
 	return nil
+}
+
+// setOTLPHeaders parses key=value items: the key a header name, the value
+// anything (it may hold "=", as base64 tokens do).
+func setOTLPHeaders(c *Config, items []string) error {
+	h := map[string]string{}
+	for _, it := range items {
+		k, v, ok := strings.Cut(it, "=")
+		k = strings.TrimSpace(k)
+		// The errors show the key only: a value may be a secret.
+		if !ok || k == "" {
+			return cliconf.ItemError(k, errors.New("must be key=value"))
+		}
+		if !validHeaderName(k) {
+			return cliconf.ItemError(k, errors.New("not a header name (letters, digits, - _ .)"))
+		}
+		h[strings.ToLower(k)] = strings.TrimSpace(v)
+	}
+	if len(h) == 0 {
+		h = nil
+	}
+	c.OTLPHeaders = h
+	return nil
+}
+
+// setOTLPHeadersNode takes otlp_headers from the config file as a YAML
+// mapping (header: value), or as a list of key=value like the flag.
+func setOTLPHeadersNode(c *Config, n *yaml.Node) error {
+	var items []string
+	for i := 0; i < len(n.Content); i++ {
+		e := n.Content[i]
+		item := e.Value
+		if n.Kind == yaml.MappingNode {
+			i++
+			v := n.Content[i]
+			if e.Kind != yaml.ScalarNode || v.Kind != yaml.ScalarNode {
+				return cliconf.AtLine(e.Line, fmt.Errorf("invalid otlp_headers: %q: must be a plain value", e.Value))
+			}
+			item = e.Value + "=" + v.Value
+		} else if e.Kind != yaml.ScalarNode {
+			return cliconf.AtLine(e.Line, errors.New("invalid otlp_headers: list entries must be plain values"))
+		}
+		if err := setOTLPHeaders(c, []string{item}); err != nil {
+			return cliconf.AtLine(e.Line, cliconf.Invalid("otlp_headers", "", err))
+		}
+		items = append(items, item)
+	}
+	return setOTLPHeaders(c, items)
+}
+
+// validHeaderName accepts what both gRPC metadata keys and HTTP header
+// names allow (gRPC keys are lower case: headers are case-insensitive).
+func validHeaderName(k string) bool {
+	for _, r := range k {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // splitList splits a comma-separated list: see cliconf.SplitList.

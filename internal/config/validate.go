@@ -42,6 +42,7 @@ func (c *Config) Validate() error {
 	add(checkTarget(c.Target, c.Export))
 	add(checkRange("--grpc-batch-size", c.GRPCBatchSize, 1, 100_000))
 	add(checkIPFIX(c))
+	add(checkOTLP(c))
 	add(checkRange("--export-buffer", c.ExportBuffer, 0, 100_000))
 	add(checkTLS(c))
 	if c.MetricsAddress != "" {
@@ -99,7 +100,7 @@ func checkRange(flagName string, v, lo, hi int) error {
 	return nil
 }
 
-const exporterNames = "stdout, grpc, ipfix"
+const exporterNames = "stdout, grpc, ipfix, otlp"
 
 func checkExport(list []string) error {
 	if len(list) == 0 {
@@ -107,7 +108,7 @@ func checkExport(list []string) error {
 	}
 	seen := map[string]bool{}
 	for _, e := range list {
-		if e != "stdout" && e != "grpc" && e != "ipfix" {
+		if e != "stdout" && e != "grpc" && e != "ipfix" && e != "otlp" {
 			return invalid("--export", e, errors.New("unknown exporter: must be one of "+exporterNames))
 		}
 		if seen[e] {
@@ -157,6 +158,37 @@ func checkIPFIX(c *Config) error {
 	return errors.Join(errs...)
 }
 
+// checkOTLP checks the otlp exporter's settings; the endpoint is required
+// only when the exporter is used, the others always.
+func checkOTLP(c *Config) error {
+	var errs []error
+	if c.OTLPEndpoint == "" {
+		if slices.Contains(c.Export, "otlp") {
+			errs = append(errs, errors.New("--otlp-endpoint is required when --export includes otlp"))
+		}
+	} else if err := checkHostPort("--otlp-endpoint", c.OTLPEndpoint); err != nil {
+		errs = append(errs, err)
+	}
+	if c.OTLPProtocol != "grpc" && c.OTLPProtocol != "http" {
+		errs = append(errs, invalid("--otlp-protocol", c.OTLPProtocol, errors.New("must be grpc or http")))
+	}
+	if c.OTLPCompression != "none" && c.OTLPCompression != "gzip" {
+		errs = append(errs, invalid("--otlp-compression", c.OTLPCompression, errors.New("must be none or gzip")))
+	}
+	errs = append(errs, checkRange("--otlp-batch-flows", c.OTLPBatchFlows, 1, 100_000))
+	if (c.OTLPTLSCert == "") != (c.OTLPTLSKey == "") {
+		errs = append(errs, errors.New("--otlp-tls-cert and --otlp-tls-key must be given together"))
+	}
+	errs = append(errs, checkFiles([]flagFile{{"--otlp-tls-ca", c.OTLPTLSCA}, {"--otlp-tls-cert", c.OTLPTLSCert}, {"--otlp-tls-key", c.OTLPTLSKey}}))
+	return errors.Join(errs...)
+}
+
+// OTLPTLSOn reports whether the otlp exporter uses TLS: --otlp-tls, or
+// any of its TLS files.
+func (c *Config) OTLPTLSOn() bool {
+	return c.OTLPTLS || c.OTLPTLSCA != "" || c.OTLPTLSCert != "" || c.OTLPTLSKey != ""
+}
+
 // checkHostPort checks a host:port with a host and a numeric port.
 func checkHostPort(flagName, addr string) error {
 	if err := splitHostPort(addr); err != nil {
@@ -180,14 +212,20 @@ func checkTLS(c *Config) error {
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return errors.New("--tls-cert and --tls-key must be given together")
 	}
-	for _, f := range []struct{ flag, path string }{
-		{"--tls-ca", c.TLSCA}, {"--tls-cert", c.TLSCert}, {"--tls-key", c.TLSKey},
-	} {
+	return checkFiles([]flagFile{{"--tls-ca", c.TLSCA}, {"--tls-cert", c.TLSCert}, {"--tls-key", c.TLSKey}})
+}
+
+// flagFile is a file a flag names.
+type flagFile struct{ flag, path string }
+
+// checkFiles checks that each file given exists and is not a directory:
+// checked here so a typo fails at start-up rather than at the first
+// connection attempt, possibly minutes later.
+func checkFiles(files []flagFile) error {
+	for _, f := range files {
 		if f.path == "" {
 			continue
 		}
-		// Checked here so a typo fails at start-up rather than at the first
-		// connection attempt, possibly minutes later.
 		fi, err := os.Stat(f.path)
 		if err != nil {
 			return invalid(f.flag, f.path, pathReason(err))

@@ -73,9 +73,9 @@ func TestValidate(t *testing.T) {
 		}, ""},
 
 		{"export empty", func(c *Config) { c.Export = nil },
-			`invalid --export "": must list at least one of stdout, grpc, ipfix`},
+			`invalid --export "": must list at least one of stdout, grpc, ipfix, otlp`},
 		{"export unknown", func(c *Config) { c.Export = []string{"stdout", "kafka"} },
-			`invalid --export "kafka": unknown exporter: must be one of stdout, grpc, ipfix`},
+			`invalid --export "kafka": unknown exporter: must be one of stdout, grpc, ipfix, otlp`},
 		{"export duplicate", func(c *Config) { c.Export = []string{"stdout", "stdout"} },
 			`invalid --export "stdout,stdout": "stdout" is listed twice`},
 
@@ -108,6 +108,28 @@ func TestValidate(t *testing.T) {
 		{"ipfix ok", func(c *Config) {
 			c.Export = []string{"grpc", "ipfix"}
 			c.Target, c.IPFIXTarget, c.IPFIXTransport, c.IPFIXDomainID = "c:1", "[::1]:4739", "tcp", 4294967295
+		}, ""},
+
+		{"otlp endpoint missing", func(c *Config) { c.Export = []string{"otlp"} },
+			"--otlp-endpoint is required when --export includes otlp"},
+		{"otlp endpoint no host", func(c *Config) { c.OTLPEndpoint = ":4317" },
+			`invalid --otlp-endpoint ":4317": must name a host`},
+		{"otlp endpoint port", func(c *Config) { c.OTLPEndpoint = "otel:otlp" },
+			`invalid --otlp-endpoint "otel:otlp": port must be a number from 1 to 65535`},
+		{"otlp protocol", func(c *Config) { c.OTLPProtocol = "http/json" },
+			`invalid --otlp-protocol "http/json": must be grpc or http`},
+		{"otlp compression", func(c *Config) { c.OTLPCompression = "zstd" },
+			`invalid --otlp-compression "zstd": must be none or gzip`},
+		{"otlp batch high", func(c *Config) { c.OTLPBatchFlows = 100_001 },
+			`invalid --otlp-batch-flows "100001": must be from 1 to 100000`},
+		{"otlp cert without key", func(c *Config) { c.OTLPTLSCert = file },
+			`--otlp-tls-cert and --otlp-tls-key must be given together`},
+		{"otlp ca missing", func(c *Config) { c.OTLPTLSCA = missing },
+			`invalid --otlp-tls-ca "` + missing + `": no such file or directory`},
+		{"otlp ok", func(c *Config) {
+			c.Export = []string{"stdout", "otlp"}
+			c.OTLPEndpoint, c.OTLPProtocol, c.OTLPCompression = "[::1]:4318", "http", "gzip"
+			c.OTLPTLSCA, c.OTLPTLSCert, c.OTLPTLSKey = file, file, file
 		}, ""},
 
 		{"batch size low", func(c *Config) { c.GRPCBatchSize = 0 },

@@ -93,6 +93,11 @@ type Exporter struct {
 	// Refused counts messages the consumer refused after they were sent
 	// (grpc: Exporter.Stats.Refused); optional.
 	Refused func() uint64
+	// Delivery counts of an exporter whose consumer acknowledges each
+	// request (otlp: Exporter.Stats), each optional: records the consumer
+	// accepted, records it rejected (lost), records the exporter gave up
+	// on (lost), and attempts after a retryable failure.
+	AcceptedFlows, RejectedFlows, FailedFlows, Retries func() uint64
 }
 
 // Queues describes the agent's queues; add Connected and Refused to the
@@ -278,6 +283,8 @@ type agentCollector struct {
 	expDroppedBatches, expDroppedFlows, expQueue *prometheus.Desc
 	expWait                                      *prometheus.Desc
 	expConnected, expRefused                     *prometheus.Desc
+	expAccepted, expRejected, expFailed          *prometheus.Desc
+	expRetries                                   *prometheus.Desc
 	attached, hookUp, enrichLost                 *prometheus.Desc
 	progRunTime, progRuns, progMisses, progInst  *prometheus.Desc
 	mapMemory, statsEnabled, readErrors          *prometheus.Desc
@@ -334,6 +341,10 @@ func newAgentCollector(m *Metrics) *agentCollector {
 		expWait:           d("export_wait_seconds_total", "Time evictions spent waiting for room in the exporter's full queue (backpressure from a slower consumer).", "exporter"),
 		expConnected:      d("export_connected", "1 if the exporter reaches its consumer (grpc: a stream is open), 0 if not.", "exporter"),
 		expRefused:        d("export_refused_total", "Messages the consumer refused after they were sent (lost; counted as exported by export_flows_total).", "exporter"),
+		expAccepted:       d("export_accepted_flows_total", "Flows the consumer acknowledged (otlp: log records the receiver accepted).", "exporter"),
+		expRejected:       d("export_rejected_flows_total", "Flows the consumer rejected (otlp: partial success, or a request refused with a non-retryable error): lost.", "exporter"),
+		expFailed:         d("export_failed_flows_total", "Flows the exporter gave up on, the consumer unreachable at shutdown or past the retry timeout: lost.", "exporter"),
+		expRetries:        d("export_retries_total", "Requests resent after a retryable failure (consumer down, overloaded, or asking to retry later).", "exporter"),
 		attached:          d("attached_interfaces", "Interfaces the datapath is attached to."),
 		hookUp:            d("hook_up", "1 if the hook is running, 0 if it is unavailable.", "hook"),
 		enrichLost:        d("enrichment_lost_total", "Enrichment events (drops, RTT samples, retransmits) lost because their entry could not be inserted into the enrichment map (full, or the kernel's allocator failed)."),
@@ -355,7 +366,7 @@ func (c *agentCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.evictions, c.evictedFlows, c.evictReadFails, c.mapEntries, c.mapCapacity,
 		c.flowsCreated, c.overflowRecords, c.overflowLost, c.ifacesOverflow, c.nonIP, c.malformed, c.fragUnmatched,
 		c.expBatches, c.expFlows, c.expErrors, c.expDroppedBatches, c.expDroppedFlows, c.expQueue, c.expWait,
-		c.expConnected, c.expRefused, c.attached, c.hookUp, c.enrichLost, c.progRunTime, c.progRuns, c.progMisses,
+		c.expConnected, c.expRefused, c.expAccepted, c.expRejected, c.expFailed, c.expRetries, c.attached, c.hookUp, c.enrichLost, c.progRunTime, c.progRuns, c.progMisses,
 		c.progInst, c.mapMemory, c.statsEnabled, c.readErrors} {
 		ch <- d
 	}
@@ -457,6 +468,14 @@ func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if e.Refused != nil {
 			counter(ch, c.expRefused, e.Refused(), e.Name)
+		}
+		for _, x := range []struct {
+			d *prometheus.Desc
+			f func() uint64
+		}{{c.expAccepted, e.AcceptedFlows}, {c.expRejected, e.RejectedFlows}, {c.expFailed, e.FailedFlows}, {c.expRetries, e.Retries}} {
+			if x.f != nil {
+				counter(ch, x.d, x.f(), e.Name)
+			}
 		}
 	}
 

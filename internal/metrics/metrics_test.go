@@ -166,6 +166,8 @@ func TestScrapeExactValues(t *testing.T) {
 		Exporters: []metrics.Exporter{
 			{Name: "grpc", Stats: &q, Queued: func() int { return 3 }, Connected: func() bool { return connected }, Refused: func() uint64 { return 6 }},
 			{Name: "stdout", Stats: &exporter.QueueStats{}},
+			{Name: "otlp", Stats: &exporter.QueueStats{}, AcceptedFlows: func() uint64 { return 990 },
+				RejectedFlows: func() uint64 { return 7 }, FailedFlows: func() uint64 { return 3 }, Retries: func() uint64 { return 12 }},
 		},
 		Attached: func() int { return 4 },
 		Hooks:    func() map[string]bool { return map[string]bool{"tc": true, "drops": false} },
@@ -207,6 +209,13 @@ func TestScrapeExactValues(t *testing.T) {
 	expect(t, f, 1, "flowlens_agent_export_connected", "exporter=grpc")
 	expect(t, f, 6, "flowlens_agent_export_refused_total", "exporter=grpc")
 	expect(t, f, 0, "flowlens_agent_export_batches_total", "exporter=stdout")
+	expect(t, f, 990, "flowlens_agent_export_accepted_flows_total", "exporter=otlp")
+	expect(t, f, 7, "flowlens_agent_export_rejected_flows_total", "exporter=otlp")
+	expect(t, f, 3, "flowlens_agent_export_failed_flows_total", "exporter=otlp")
+	expect(t, f, 12, "flowlens_agent_export_retries_total", "exporter=otlp")
+	if _, ok := value(f, "flowlens_agent_export_retries_total", "exporter=grpc"); ok {
+		t.Error("export_retries_total reported for an exporter without the count")
+	}
 	expect(t, f, 4, "flowlens_agent_attached_interfaces")
 	expect(t, f, 1, "flowlens_agent_hook_up", "hook=tc")
 	expect(t, f, 0, "flowlens_agent_hook_up", "hook=drops")
