@@ -266,6 +266,11 @@ otlp_batch_flows: 1000
 	if volumes, _ := podSecrets(t, pod); len(volumes) != 0 {
 		t.Errorf("secret volumes %v, want none", volumes)
 	}
+	// The agent's own loader accepts it (the TLS case names files that
+	// exist only in the pod, which the loader checks).
+	if c := loadAgentConfig(t, spec); c.OTLPEndpoint != "otel.monitoring.svc:4317" || c.OTLPProtocol != "grpc" || c.OTLPBatchFlows != 1000 {
+		t.Errorf("agent loaded endpoint %q protocol %q batch %d", c.OTLPEndpoint, c.OTLPProtocol, c.OTLPBatchFlows)
+	}
 }
 
 // TestKafkaCollector: with a kafka exporter the operator renders the
