@@ -2,9 +2,11 @@ package agent_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +24,48 @@ type ipfixFlow struct {
 	proto                     uint8
 	octets, packets, l2Octets uint64
 	start, end                uint64
+	ifaces                    string // the interfaces list: "name in out" per entry (ifaceList)
+	rtt, rttMax               uint64 // flowlens's elements 1004 and 1009, 0 when the record has none
+}
+
+// ipfixPEN is the enterprise number the agent is given (--ipfix-enterprise-number).
+const ipfixPEN = 4242
+
+// ifaceList decodes an interfaces list (a subTemplateList: semantic,
+// template id, then entries of a name, ingressInterface, egressInterface)
+// into "name in out" per entry, as ifaceString writes the agent's.
+func ifaceList(b []byte) string {
+	if len(b) < 3 {
+		return fmt.Sprintf("bad list %x", b)
+	}
+	var out []string
+	for b = b[3:]; len(b) > 0; {
+		n := int(b[0])
+		if len(b) < 1+n+8 {
+			return fmt.Sprintf("bad entry %x", b)
+		}
+		out = append(out, fmt.Sprintf("%s %d %d", b[1:1+n], binary.BigEndian.Uint32(b[1+n:]), binary.BigEndian.Uint32(b[5+n:])))
+		b = b[9+n:]
+	}
+	return strings.Join(out, ",")
+}
+
+// ifaceString is a JSON flow's interfaces as the IPFIX list carries them:
+// the ifindex as ingressInterface when the interface saw the packets come
+// in, as egressInterface when it saw them go out.
+func ifaceString(f jsonFlow) string {
+	var out []string
+	for _, it := range f.Interfaces {
+		var in, eg uint32
+		if it.Direction == "ingress" || it.Direction == "both" {
+			in = it.Ifindex
+		}
+		if it.Direction == "egress" || it.Direction == "both" {
+			eg = it.Ifindex
+		}
+		out = append(out, fmt.Sprintf("%s %d %d", it.Name, in, eg))
+	}
+	return strings.Join(out, ",")
 }
 
 // ipfixCollector receives IPFIX over UDP on loopback and decodes it with
@@ -71,15 +115,28 @@ func (c *ipfixCollector) run() {
 			for _, rec := range ds.Records {
 				var f ipfixFlow
 				for _, v := range rec.Values {
-					if v.PenProvided {
-						continue // flowlens' own fields (an enterprise number): the package test checks them
-					}
 					b := v.Value.([]byte)
 					var u uint64
 					for _, x := range b {
 						u = u<<8 | uint64(x)
 					}
+					if v.PenProvided {
+						// flowlens' own fields: the package tests check them all, here the RTT.
+						switch {
+						case v.Pen != ipfixPEN:
+							c.mu.Lock()
+							c.err = fmt.Errorf("element %d under PEN %d, want %d", v.Type, v.Pen, ipfixPEN)
+							c.mu.Unlock()
+						case v.Type == 1004:
+							f.rtt = u
+						case v.Type == 1009:
+							f.rttMax = u
+						}
+						continue
+					}
 					switch v.Type {
+					case 292:
+						f.ifaces = ifaceList(b)
 					case 8, 27:
 						f.src, _ = netip.AddrFromSlice(b)
 					case 12, 28:
@@ -131,16 +188,18 @@ func (c *ipfixCollector) flows(t *testing.T, want int) []ipfixFlow {
 }
 
 // The agent exports to stdout and IPFIX at once, over real traffic on a veth
-// pair (UDP and TCP): goflow2 decodes exactly the flows the agent evicted,
-// with the same keys, packets and L2 bytes, octetDeltaCount being the bytes
-// without the Ethernet headers, and the test flows' packets equal what was
-// sent.
+// pair (UDP and TCP), with 1024-byte messages and its own enterprise
+// number: goflow2 decodes exactly the flows the agent evicted, with the same
+// keys, packets, L2 bytes, interfaces (names, ifindexes, directions) and
+// RTTs, octetDeltaCount being the bytes without the Ethernet headers, and
+// the test flows' packets equal what was sent.
 func TestIPFIXExportDecodedByGoflow2(t *testing.T) {
 	col := startIPFIXCollector(t)
 	p := newPair(t)
 	mustListen(t, p.B, p.ipB+":9000")
 	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--export=stdout,ipfix", "--cache-active-timeout=200ms",
-		"--ipfix-target="+col.conn.LocalAddr().String(), "--node-name=node-test")
+		"--ipfix-target="+col.conn.LocalAddr().String(), "--node-name=node-test",
+		"--ipfix-max-message-size=1024", fmt.Sprint("--ipfix-enterprise-number=", ipfixPEN))
 	const flows, per = 40, 5
 	for i := 0; i < flows; i++ {
 		if err := testnet.UDPSend(p.A, fmt.Sprintf("%s:%d", p.ipA, 30000+i), p.ipB+":9000", []byte("ipfix"), per); err != nil {
@@ -163,13 +222,22 @@ func TestIPFIXExportDecodedByGoflow2(t *testing.T) {
 		proto        uint8
 		packets      uint64
 		bytes        uint64
+		ifaces       string
+		rtt, rttMax  uint64
 	}
 	want := map[key]int{}
+	rtts := 0
 	for _, f := range local {
-		want[key{f.SrcAddr, f.DstAddr, f.SrcPort, f.DstPort, f.Proto, f.Packets, f.Bytes}]++
+		want[key{f.SrcAddr, f.DstAddr, f.SrcPort, f.DstPort, f.Proto, f.Packets, f.Bytes, ifaceString(f), f.RTTNs, f.RTTMaxNs}]++
+		if f.RTTNs != 0 {
+			rtts++
+		}
+	}
+	if rtts == 0 {
+		t.Error("no flow with an RTT: the enterprise elements were not checked")
 	}
 	for _, f := range got {
-		k := key{f.src.String(), f.dst.String(), f.sport, f.dport, f.proto, f.packets, f.l2Octets}
+		k := key{f.src.String(), f.dst.String(), f.sport, f.dport, f.proto, f.packets, f.l2Octets, f.ifaces, f.rtt, f.rttMax}
 		if want[k] == 0 {
 			t.Errorf("IPFIX flow %+v not among the agent's", f)
 			continue

@@ -45,12 +45,15 @@ type Config struct {
 	Target        string
 	GRPCBatchSize int
 	// The ipfix exporter: the collector's host:port, "udp" or "tcp", the
-	// observation domain id, and how often the templates are resent over
-	// UDP (docs/export.md).
-	IPFIXTarget          string
-	IPFIXTransport       string
-	IPFIXDomainID        uint32
-	IPFIXTemplateRefresh time.Duration
+	// observation domain id, how often the templates are resent over UDP,
+	// the largest message (0: the transport's default) and the enterprise
+	// number of flowlens's own elements (docs/export.md).
+	IPFIXTarget           string
+	IPFIXTransport        string
+	IPFIXDomainID         uint32
+	IPFIXTemplateRefresh  time.Duration
+	IPFIXMaxMessageSize   int
+	IPFIXEnterpriseNumber uint32
 	// ExportBuffer is how many batches each exporter queue holds. When a
 	// queue is full the evictor waits for room (for up to half the eviction
 	// period in all), then drops the oldest batches, counted. 0 means

@@ -93,6 +93,22 @@ type Exporter struct {
 	// Refused counts messages the consumer refused after they were sent
 	// (grpc: Exporter.Stats.Refused); optional.
 	Refused func() uint64
+	// Wire reads the exporter's own counts of what it sent (ipfix:
+	// Exporter.Stats); optional.
+	Wire func() WireStats
+}
+
+// WireStats are an exporter's cumulative counts of the messages it sent.
+type WireStats struct {
+	Messages  uint64 // messages sent
+	Bytes     uint64 // bytes of those messages
+	Records   uint64 // flow records in them
+	Templates uint64 // messages that carried the templates (ipfix)
+	// SendErrors counts failed sends and connection attempts.
+	SendErrors uint64
+	// LostFlows counts flows in messages that could not be sent: lost,
+	// though their batch's Export may have succeeded for the rest.
+	LostFlows uint64
 }
 
 // Queues describes the agent's queues; add Connected and Refused to the
@@ -278,6 +294,8 @@ type agentCollector struct {
 	expDroppedBatches, expDroppedFlows, expQueue *prometheus.Desc
 	expWait                                      *prometheus.Desc
 	expConnected, expRefused                     *prometheus.Desc
+	expMessages, expBytes, expRecords            *prometheus.Desc
+	expTemplates, expSendErrors, expLost         *prometheus.Desc
 	attached, hookUp, enrichLost                 *prometheus.Desc
 	progRunTime, progRuns, progMisses, progInst  *prometheus.Desc
 	mapMemory, statsEnabled, readErrors          *prometheus.Desc
@@ -334,6 +352,12 @@ func newAgentCollector(m *Metrics) *agentCollector {
 		expWait:           d("export_wait_seconds_total", "Time evictions spent waiting for room in the exporter's full queue (backpressure from a slower consumer).", "exporter"),
 		expConnected:      d("export_connected", "1 if the exporter reaches its consumer (grpc: a stream is open), 0 if not.", "exporter"),
 		expRefused:        d("export_refused_total", "Messages the consumer refused after they were sent (lost; counted as exported by export_flows_total).", "exporter"),
+		expMessages:       d("export_messages_total", "Messages the exporter sent (ipfix: IPFIX messages).", "exporter"),
+		expBytes:          d("export_message_bytes_total", "Bytes of the messages the exporter sent.", "exporter"),
+		expRecords:        d("export_records_total", "Flow records in the messages the exporter sent.", "exporter"),
+		expTemplates:      d("export_template_messages_total", "Messages that carried the templates (ipfix: first message, UDP refresh, each new TCP connection).", "exporter"),
+		expSendErrors:     d("export_send_errors_total", "Failed sends and connection attempts.", "exporter"),
+		expLost:           d("export_lost_flows_total", "Flows in messages that could not be sent (lost).", "exporter"),
 		attached:          d("attached_interfaces", "Interfaces the datapath is attached to."),
 		hookUp:            d("hook_up", "1 if the hook is running, 0 if it is unavailable.", "hook"),
 		enrichLost:        d("enrichment_lost_total", "Enrichment events (drops, RTT samples, retransmits) lost because their entry could not be inserted into the enrichment map (full, or the kernel's allocator failed)."),
@@ -355,7 +379,8 @@ func (c *agentCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.evictions, c.evictedFlows, c.evictReadFails, c.mapEntries, c.mapCapacity,
 		c.flowsCreated, c.overflowRecords, c.overflowLost, c.ifacesOverflow, c.nonIP, c.malformed, c.fragUnmatched,
 		c.expBatches, c.expFlows, c.expErrors, c.expDroppedBatches, c.expDroppedFlows, c.expQueue, c.expWait,
-		c.expConnected, c.expRefused, c.attached, c.hookUp, c.enrichLost, c.progRunTime, c.progRuns, c.progMisses,
+		c.expConnected, c.expRefused, c.expMessages, c.expBytes, c.expRecords, c.expTemplates, c.expSendErrors, c.expLost,
+		c.attached, c.hookUp, c.enrichLost, c.progRunTime, c.progRuns, c.progMisses,
 		c.progInst, c.mapMemory, c.statsEnabled, c.readErrors} {
 		ch <- d
 	}
@@ -457,6 +482,15 @@ func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if e.Refused != nil {
 			counter(ch, c.expRefused, e.Refused(), e.Name)
+		}
+		if e.Wire != nil {
+			w := e.Wire()
+			counter(ch, c.expMessages, w.Messages, e.Name)
+			counter(ch, c.expBytes, w.Bytes, e.Name)
+			counter(ch, c.expRecords, w.Records, e.Name)
+			counter(ch, c.expTemplates, w.Templates, e.Name)
+			counter(ch, c.expSendErrors, w.SendErrors, e.Name)
+			counter(ch, c.expLost, w.LostFlows, e.Name)
 		}
 	}
 

@@ -103,6 +103,7 @@ type decoded struct {
 	values   map[uint16][]byte // IANA elements
 	pen      map[uint16][]byte // elements under EnterpriseNumber
 	otherPEN int               // elements under any other enterprise number
+	pens     map[uint32]int    // elements per enterprise number
 }
 
 // dataRecords returns the data records of a message goflow2 decoded.
@@ -113,8 +114,12 @@ func dataRecords(p netflow.IPFIXPacket) (out []decoded) {
 			continue
 		}
 		for _, rec := range ds.Records {
-			d := decoded{template: ds.Id, domain: p.ObservationDomainId, values: map[uint16][]byte{}, pen: map[uint16][]byte{}}
+			d := decoded{template: ds.Id, domain: p.ObservationDomainId, values: map[uint16][]byte{}, pen: map[uint16][]byte{},
+				pens: map[uint32]int{}}
 			for _, f := range rec.Values {
+				if f.PenProvided {
+					d.pens[f.Pen]++
+				}
 				switch {
 				case !f.PenProvided:
 					d.values[f.Type] = f.Value.([]byte)
@@ -1008,4 +1013,31 @@ func TestLargestRecordFits(t *testing.T) {
 		t.Errorf("largest record %d bytes (recordLen %d), maxRecordLen %d", n, recordLen(&r, v), maxRecordLen)
 	}
 	t.Logf("largest record %d bytes", maxRecordLen)
+}
+
+// A site's own enterprise number (Config.EnterpriseNumber) replaces the
+// documentation PEN in every template: goflow2 decodes the enterprise
+// elements under it and none under 32473.
+func TestEnterpriseNumber(t *testing.T) {
+	col, e := udpExporter(t, Config{EnterpriseNumber: 4242})
+	batch := records(40)
+	enrich(batch)
+	dnsTLS(batch)
+	if err := e.Export(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	_, recs := receive(t, col, netflow.CreateTemplateSystem(), len(batch))
+	want := 0
+	for i := range batch {
+		if len(recs[i].pen) != 0 {
+			t.Fatalf("flow %d: %d elements under PEN %d", i, len(recs[i].pen), EnterpriseNumber)
+		}
+		if n := recs[i].pens[4242]; n != recs[i].otherPEN || n != len(wantEnterprise(&batch[i])) {
+			t.Errorf("flow %d: %d elements under PEN 4242 (%v), want %d", i, n, recs[i].pens, len(wantEnterprise(&batch[i])))
+		}
+		want += recs[i].otherPEN
+	}
+	if want == 0 {
+		t.Fatal("no enterprise element exported")
+	}
 }
