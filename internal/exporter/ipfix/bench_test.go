@@ -7,13 +7,16 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/exporter/exportertest"
+	"github.com/flowlens/flowlens/internal/testnet"
 )
 
 // BenchmarkEviction is the ipfix exporter's cost per flow at 100k flows per
 // eviction (exportertest.Run), messages of the default size. transport=udp:
 // to a local UDP socket nobody reads (the kernel drops what overflows its
-// buffer: each message's send is paid in full); transport=tcp: to a local
-// TCP reader that discards, each op waiting until it has read every byte.
+// buffer: each message's send is paid in full, with loopback's receive path
+// on top); transport=udp-wire: to an address behind a tun device (root);
+// transport=tcp: to a local TCP reader that discards, each op waiting until
+// it has read every byte.
 func BenchmarkEviction(b *testing.B) {
 	b.Run("transport=udp", func(b *testing.B) {
 		col, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
@@ -23,6 +26,24 @@ func BenchmarkEviction(b *testing.B) {
 		defer col.Close()
 		e, err := New(Config{Target: col.LocalAddr().String()})
 		if err != nil {
+			b.Fatal(err)
+		}
+		defer e.Close()
+		exportertest.Run(b, e, nil)
+	})
+	b.Run("transport=udp-wire", func(b *testing.B) {
+		// To a collector behind a tun device in a namespace of its own,
+		// whose queue nobody reads: each message takes the send path to a
+		// device and is dropped there, as on a NIC, without loopback's
+		// receive side.
+		ns := testnet.NewNetns(b, "ipfix-bench")
+		testnet.Tun(b, ns, "ipfix-tun0")
+		testnet.AddAddr(b, ns, "ipfix-tun0", "192.0.2.1/24")
+		var e *Exporter
+		if err := ns.Do(func() (err error) {
+			e, err = New(Config{Target: "192.0.2.2:4739"})
+			return err
+		}); err != nil {
 			b.Fatal(err)
 		}
 		defer e.Close()

@@ -1041,3 +1041,30 @@ func TestEnterpriseNumber(t *testing.T) {
 		t.Fatal("no enterprise element exported")
 	}
 }
+
+// Close ends an Export that waits for an unreachable TCP collector: the
+// exporter closed is the reason given, and the batch is counted lost.
+func TestCloseEndsReconnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	e, err := New(Config{Target: addr, Transport: "tcp", BackoffBase: time.Hour, BackoffMax: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := make(chan error, 1)
+	go func() { exported <- e.Export(context.Background(), records(5)) }()
+	for e.Stats.Errors.Load() < 1 { // refused once: now waiting an hour
+		time.Sleep(time.Millisecond)
+	}
+	e.Close()
+	if err := <-exported; !errors.Is(err, errClosed) {
+		t.Fatalf("Export after Close: %v, want %v", err, errClosed)
+	}
+	if got := e.Stats.Lost.Load(); got != 5 {
+		t.Errorf("%d flows counted lost, want 5", got)
+	}
+}

@@ -58,6 +58,17 @@ func (e *Exporter) connect(ctx context.Context) error {
 	if e.cfg.Transport != "tcp" {
 		return errClosed // UDP: only Close takes the socket away
 	}
+	// Close ends the wait and a dial in progress too (an exporter that is
+	// connected pays nothing for this).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-e.closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	var last error
 	for {
 		if e.failures > 0 {
@@ -66,10 +77,7 @@ func (e *Exporter) connect(ctx context.Context) error {
 			case <-t.C:
 			case <-ctx.Done():
 				t.Stop()
-				return errors.Join(last, ctx.Err())
-			case <-e.closed:
-				t.Stop()
-				return errors.Join(last, errClosed)
+				return e.stopped(ctx, last)
 			}
 		}
 		d := net.Dialer{Timeout: e.cfg.DialTimeout}
@@ -88,8 +96,19 @@ func (e *Exporter) connect(ctx context.Context) error {
 				"attempts", e.failures, "error", err)
 		}
 		if ctx.Err() != nil {
-			return errors.Join(last, ctx.Err())
+			return e.stopped(ctx, last)
 		}
+	}
+}
+
+// stopped is connect's error when it gives up: the last connection error
+// and why it stopped trying (the exporter closed, or ctx's error).
+func (e *Exporter) stopped(ctx context.Context, last error) error {
+	select {
+	case <-e.closed:
+		return errors.Join(last, errClosed)
+	default:
+		return errors.Join(last, ctx.Err())
 	}
 }
 
