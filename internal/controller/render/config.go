@@ -54,6 +54,10 @@ type agentConfig struct {
 	IPFIXTransport       string  `yaml:"ipfix_transport,omitempty"`
 	IPFIXDomainID        *uint32 `yaml:"ipfix_domain_id,omitempty"`
 	IPFIXTemplateRefresh string  `yaml:"ipfix_template_refresh,omitempty"`
+	// Written only when set in the FlowCollector: the agent's defaults
+	// apply otherwise.
+	IPFIXMaxMessageSize   int32  `yaml:"ipfix_max_message_size,omitempty"`
+	IPFIXEnterpriseNumber uint32 `yaml:"ipfix_enterprise_number,omitempty"`
 }
 
 // filterRule is one entry of the agent's filter_rules: the fields of a
@@ -124,6 +128,12 @@ func AgentConfig(spec *v1alpha1.FlowCollectorSpec) ([]byte, error) {
 		id := uint32(*x.DomainID) // the schema bounds it to 0..4294967295
 		c.IPFIXDomainID = &id
 		c.IPFIXTemplateRefresh = x.TemplateRefresh.Duration.String()
+		if x.MaxMessageSize != nil {
+			c.IPFIXMaxMessageSize = *x.MaxMessageSize
+		}
+		if x.EnterpriseNumber != nil {
+			c.IPFIXEnterpriseNumber = uint32(*x.EnterpriseNumber) // the schema bounds it to 1..4294967295
+		}
 	}
 	out, err := yaml.Marshal(&c)
 	if err != nil {
