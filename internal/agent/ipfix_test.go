@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/flowlens/flowlens/internal/agent"
 	"github.com/flowlens/flowlens/internal/testnet"
+	"github.com/flowlens/flowlens/pkg/flow"
 )
 
 // ipfixFlow is one data record decoded by goflow2.
@@ -26,6 +29,7 @@ type ipfixFlow struct {
 	start, end                uint64
 	ifaces                    string // the interfaces list: "name in out" per entry (ifaceList)
 	rtt, rttMax               uint64 // flowlens's elements 1004 and 1009, 0 when the record has none
+	pen                       map[uint16][]byte
 }
 
 // ipfixPEN is the enterprise number the agent is given (--ipfix-enterprise-number).
@@ -113,7 +117,7 @@ func (c *ipfixCollector) run() {
 				continue
 			}
 			for _, rec := range ds.Records {
-				var f ipfixFlow
+				f := ipfixFlow{pen: map[uint16][]byte{}}
 				for _, v := range rec.Values {
 					b := v.Value.([]byte)
 					var u uint64
@@ -127,6 +131,11 @@ func (c *ipfixCollector) run() {
 							c.mu.Lock()
 							c.err = fmt.Errorf("element %d under PEN %d, want %d", v.Type, v.Pen, ipfixPEN)
 							c.mu.Unlock()
+						default:
+							f.pen[v.Type] = b
+						}
+						switch {
+						case v.Pen != ipfixPEN:
 						case v.Type == 1004:
 							f.rtt = u
 						case v.Type == 1009:
@@ -267,4 +276,123 @@ func TestIPFIXExportDecodedByGoflow2(t *testing.T) {
 	if tcp == 0 || tcp != lp+lq {
 		t.Errorf("IPFIX has %d TCP packets, the agent counted %d", tcp, lp+lq)
 	}
+}
+
+// DNS and TLS the agent saw on real traffic (features dns and tls: a DNS
+// query answered by a responder in the other namespace, a TLS 1.3 handshake
+// between openssl's s_client and s_server) reach the IPFIX collector in the
+// DNS and TLS groups: for every flow the agent evicted with those fields,
+// goflow2 decodes the same values under the enterprise number.
+func TestIPFIXDNSAndTLSDecodedByGoflow2(t *testing.T) {
+	dir := t.TempDir()
+	keyPEM, cert := filepath.Join(dir, "k.pem"), filepath.Join(dir, "c.pem")
+	if out, err := exec.Command("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+		"-nodes", "-keyout", keyPEM, "-out", cert, "-subj", "/CN=flowlens-test", "-days", "1").CombinedOutput(); err != nil {
+		t.Fatalf("openssl req: %v\n%s", err, out)
+	}
+	col := startIPFIXCollector(t)
+	p := newPair(t)
+	slowUpstream(t, p.B, p.ipB+":53", 20*time.Millisecond) // answers NOERROR after 20 ms
+	var srv *exec.Cmd
+	if err := p.B.Do(func() error {
+		srv = exec.Command("openssl", "s_server", "-accept", p.ipB+":4433", "-cert", cert, "-key", keyPEM, "-naccept", "1", "-quiet")
+		return srv.Start()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--export=stdout,ipfix", "--features=dns,tls",
+		"--cache-active-timeout=200ms", "--ipfix-target="+col.conn.LocalAddr().String(),
+		fmt.Sprint("--ipfix-enterprise-number=", ipfixPEN))
+
+	if rc, err := ask(p.A, p.ipA+":40053", p.ipB+":53", dnsQuery(0x5151, "ipfix.example"), time.Second); err != nil || rc != 0 {
+		t.Fatalf("DNS query: rcode %d, %v", rc, err)
+	}
+	var out []byte
+	var err error
+	for range 50 { // until the server listens
+		out, err = testnet.RunIn(p.A, "openssl", "s_client", "-connect", p.ipB+":4433", "-tls1_3", "-groups", "X25519")
+		if err == nil && strings.Contains(string(out), "TLSv1.3") {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !strings.Contains(string(out), "TLSv1.3") {
+		t.Fatalf("s_client: %v\n%s", err, out)
+	}
+	time.Sleep(300 * time.Millisecond) // at least one timer eviction
+	local := h.Stop()
+	got := col.flows(t, len(local))
+	if len(got) != len(local) {
+		t.Fatalf("goflow2 decoded %d flows, the agent exported %d to stdout", len(got), len(local))
+	}
+
+	type key struct {
+		src, dst     string
+		sport, dport uint16
+		proto        uint8
+		packets      uint64
+		bytes        uint64
+	}
+	byKey := map[key][]ipfixFlow{}
+	for _, f := range got {
+		k := key{f.src.String(), f.dst.String(), f.sport, f.dport, f.proto, f.packets, f.l2Octets}
+		byKey[k] = append(byKey[k], f)
+	}
+	u := func(b []byte) uint64 {
+		var v uint64
+		for _, x := range b {
+			v = v<<8 | uint64(x)
+		}
+		return v
+	}
+	boolean := func(b []byte) bool { return len(b) == 1 && b[0] == 1 }
+	tlsName := func(b []byte, name func(uint16) (string, bool)) string {
+		v := uint16(u(b))
+		if v == 0 {
+			return ""
+		}
+		if n, ok := name(v); ok {
+			return n
+		}
+		return fmt.Sprintf("0x%04x", v)
+	}
+	dns, tls := 0, 0
+	for _, l := range local {
+		fs := byKey[key{l.SrcAddr, l.DstAddr, l.SrcPort, l.DstPort, l.Proto, l.Packets, l.Bytes}]
+		if len(fs) == 0 {
+			t.Errorf("flow %s:%d -> %s:%d not decoded by goflow2", l.SrcAddr, l.SrcPort, l.DstAddr, l.DstPort)
+			continue
+		}
+		f := fs[0]
+		if l.DNSID != 0 || l.DNSName != "" {
+			dns++
+			rcode := ""
+			if uint16(u(f.pen[1021]))&flow.DNSFlagQR != 0 || u(f.pen[1025]) > 0 {
+				rcode = flow.DNSRcodeName(uint8(u(f.pen[1022])))
+			}
+			g := fmt.Sprintln(u(f.pen[1020]), u(f.pen[1021]), rcode, string(f.pen[1023]), u(f.pen[1025]), boolean(f.pen[1027]))
+			w := fmt.Sprintln(l.DNSID, l.DNSFlags, l.DNSRcode, l.DNSName, l.DNSLatencyNs, l.DNSTimeout)
+			if g != w {
+				t.Errorf("%s:%d -> %s:%d DNS: IPFIX %q, agent %q", l.SrcAddr, l.SrcPort, l.DstAddr, l.DstPort, g, w)
+			}
+		} else if _, ok := f.pen[1020]; ok {
+			t.Errorf("%s:%d -> %s:%d: DNS group without DNS fields", l.SrcAddr, l.SrcPort, l.DstAddr, l.DstPort)
+		}
+		if l.TLSVersion != "" || l.TLSCipherSuite != "" || l.TLSClientHello || l.QUIC {
+			tls++
+			g := fmt.Sprintln(tlsName(f.pen[1030], flow.TLSVersionName), tlsName(f.pen[1031], flow.TLSCipherSuiteName),
+				tlsName(f.pen[1032], flow.TLSGroupName), boolean(f.pen[1033]), boolean(f.pen[1034]))
+			w := fmt.Sprintln(l.TLSVersion, l.TLSCipherSuite, l.TLSGroup, l.TLSClientHello, l.QUIC)
+			if g != w {
+				t.Errorf("%s:%d -> %s:%d TLS: IPFIX %q, agent %q", l.SrcAddr, l.SrcPort, l.DstAddr, l.DstPort, g, w)
+			}
+		} else if _, ok := f.pen[1030]; ok {
+			t.Errorf("%s:%d -> %s:%d: TLS group without TLS fields", l.SrcAddr, l.SrcPort, l.DstAddr, l.DstPort)
+		}
+	}
+	if dns == 0 || tls < 2 {
+		t.Errorf("%d flows with DNS, %d with TLS: want the query's and both sides of the handshake", dns, tls)
+	}
+	t.Logf("%d flows, %d with DNS, %d with TLS, decoded by goflow2", len(got), dns, tls)
 }
