@@ -113,7 +113,8 @@ type Exporter struct {
 	Stats Stats
 
 	mu           sync.Mutex
-	conn         *conn // nil over TCP until (re)connected
+	conn         *conn                // nil over TCP until (re)connected
+	live         atomic.Pointer[conn] // conn, for Connected without mu (held by a reconnecting Export)
 	buf          []byte
 	seq          uint32 // data records sent in this session before the message being built
 	lastTemplate time.Time
@@ -215,7 +216,7 @@ func New(cfg Config) (*Exporter, error) {
 		if err != nil {
 			return nil, fmt.Errorf("target %q: %w", cfg.Target, err)
 		}
-		e.conn = newConn(c, false)
+		e.setConn(newConn(c, false))
 	}
 	return e, nil
 }
@@ -226,9 +227,14 @@ func (e *Exporter) Name() string { return "ipfix" }
 // Connected reports whether the exporter has a working connection: over
 // TCP one that is open and not closed by the collector; over UDP always.
 func (e *Exporter) Connected() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.conn != nil && !e.conn.broken()
+	c := e.live.Load()
+	return c != nil && !c.broken()
+}
+
+// setConn sets the connection (nil: none).
+func (e *Exporter) setConn(c *conn) {
+	e.conn = c
+	e.live.Store(c)
 }
 
 // Export encodes the batch into as few messages as MaxMessageBytes allows
@@ -396,7 +402,7 @@ func (e *Exporter) Close() error {
 	defer e.mu.Unlock()
 	if e.conn != nil {
 		err := e.conn.Close()
-		e.conn = nil
+		e.setConn(nil)
 		return err
 	}
 	return nil

@@ -1068,3 +1068,28 @@ func TestCloseEndsReconnection(t *testing.T) {
 		t.Errorf("%d flows counted lost, want 5", got)
 	}
 }
+
+// Connected answers while an Export waits to reconnect (it holds the
+// exporter's lock for that long): a metrics scrape never blocks on it.
+func TestConnectedWhileReconnecting(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	e, err := New(Config{Target: addr, Transport: "tcp", BackoffBase: time.Hour, BackoffMax: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := make(chan error, 1)
+	go func() { exported <- e.Export(context.Background(), records(1)) }()
+	for e.Stats.Errors.Load() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	if e.Connected() {
+		t.Error("connected to a closed port")
+	}
+	e.Close()
+	<-exported
+}

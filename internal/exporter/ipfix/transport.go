@@ -83,7 +83,7 @@ func (e *Exporter) connect(ctx context.Context) error {
 		d := net.Dialer{Timeout: e.cfg.DialTimeout}
 		c, err := d.DialContext(ctx, "tcp", e.cfg.Target)
 		if err == nil {
-			e.conn = newConn(c, true)
+			e.setConn(newConn(c, true))
 			e.Stats.Connects.Add(1)
 			e.sendTemplate, e.seq = true, 0
 			return nil
@@ -115,7 +115,7 @@ func (e *Exporter) stopped(ctx context.Context, last error) error {
 // disconnect closes the TCP connection; the next message reconnects.
 func (e *Exporter) disconnect() {
 	e.conn.Close()
-	e.conn = nil
+	e.setConn(nil)
 }
 
 // backoff is the wait before the next connection attempt after failures
