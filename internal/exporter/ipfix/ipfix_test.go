@@ -1013,6 +1013,18 @@ func TestLargestRecordFits(t *testing.T) {
 		t.Errorf("largest record %d bytes (recordLen %d), maxRecordLen %d", n, recordLen(&r, v), maxRecordLen)
 	}
 	t.Logf("largest record %d bytes", maxRecordLen)
+
+	// recordLen, which sizes the messages, is the length appended.
+	batch := records(420)
+	translate(batch)
+	enrich(batch)
+	dnsTLS(batch)
+	for i := range batch {
+		v := recordVariant(&batch[i])
+		if n, want := recordLen(&batch[i], v), len(appendRecord(nil, &batch[i], v)); n != want {
+			t.Errorf("flow %d (variant %d): recordLen %d, appended %d bytes", i, v, n, want)
+		}
+	}
 }
 
 // A site's own enterprise number (Config.EnterpriseNumber) replaces the
