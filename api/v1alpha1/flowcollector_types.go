@@ -526,8 +526,9 @@ type IPFIXExporter struct {
 
 	// MaxMessageSize is the largest IPFIX message in bytes, filled with as
 	// many flows as fit: 1024 to 65507 over udp (keep it under the path MTU
-	// less 48 bytes), to 65535 over tcp. Unset: the agent's default, 1400
-	// over udp (a 1500-byte path MTU), 65535 over tcp.
+	// less 48 bytes), to 65535 over tcp. Unset: the agent's default, over
+	// udp the path MTU to the target less 100 bytes (1400 for 1500), 65535
+	// over tcp.
 	// +kubebuilder:validation:Minimum=1024
 	// +kubebuilder:validation:Maximum=65535
 	// +optional

@@ -81,7 +81,7 @@ var options = []*option{
 		usage: "how often the IPFIX templates are resent over UDP (1s to 1h); they are also sent in the first message",
 		set:   setDuration(func(c *Config) *time.Duration { return &c.IPFIXTemplateRefresh })},
 	{name: "ipfix-max-message-size", arg: "bytes", def: "0",
-		usage: "largest IPFIX message, filled with as many flows as fit: 1024 to 65507 over UDP (keep it under the path MTU less 48 bytes of IPv6 and UDP headers), to 65535 over TCP; 0 = 1400 over UDP (a 1500-byte path MTU), 65535 over TCP",
+		usage: "largest IPFIX message, filled with as many flows as fit: 1024 to 65507 over UDP (keep it under the path MTU less 48 bytes of IPv6 and UDP headers), to 65535 over TCP; 0 = over UDP the path MTU to the target less 100 bytes (1400 for 1500), 65535 over TCP",
 		set:   setInt(func(c *Config) *int { return &c.IPFIXMaxMessageSize })},
 	{name: "ipfix-enterprise-number", arg: "pen", def: "32473",
 		usage: "IANA Private Enterprise Number of flowlens's own IPFIX elements (1 to 4294967295); the default 32473 is IANA's number for documentation (RFC 5612), to be replaced by flowlens's registered number once there is one, or set to your site's",

@@ -1,9 +1,9 @@
 // Package ipfix exports flows as IPFIX (RFC 7011) messages over UDP or TCP,
 // to any IPFIX collector (nfdump, goflow2, Elastiflow, ntopng, Wireshark).
 //
-// Each message carries as many flows as fit in MaxMessageBytes (1400 bytes by
-// default over UDP, under a 1500-byte path MTU with room for IP and UDP
-// headers; 65535 over TCP), never one message per flow. Templates of
+// Each message carries as many flows as fit in MaxMessageBytes (by default
+// over UDP the path MTU less 100 bytes for the headers and an encapsulation,
+// 1400 under a 1500-byte MTU; 65535 over TCP), never one message per flow. Templates of
 // standard IANA Information Elements describe the records (templates.go):
 // one per address family, and for flows that carry them the optional groups
 // added (NAT, flowlens's enrichment, DNS and TLS elements, the last three
@@ -39,9 +39,10 @@ const (
 	DefaultTransport       = "udp"
 	DefaultDomainID        = 1
 	DefaultTemplateRefresh = time.Minute
-	// DefaultMaxMessageBytes is the message size over UDP: a 1500-byte
-	// path MTU less the IPv6 (40) and UDP (8) headers, with room for an
-	// encapsulation (VXLAN, Geneve) on the way.
+	// DefaultMaxMessageBytes is the message size over UDP when the kernel
+	// does not tell the path MTU (pathMessageBytes derives it otherwise): a
+	// 1500-byte path MTU less the IPv6 (40) and UDP (8) headers, with room
+	// for an encapsulation (VXLAN, Geneve) on the way.
 	DefaultMaxMessageBytes = 1400
 	// DefaultMaxMessageBytesTCP is the message size over TCP, where the
 	// stream splits messages into segments: the largest IPFIX message.
@@ -82,9 +83,10 @@ type Config struct {
 	// TemplateRefresh is how often the templates are resent over UDP
 	// (0: DefaultTemplateRefresh).
 	TemplateRefresh time.Duration
-	// MaxMessageBytes bounds each IPFIX message (0: DefaultMaxMessageBytes
-	// over UDP, DefaultMaxMessageBytesTCP over TCP; MinMessageBytes to
-	// MaxUDPMessageBytes over UDP, to MaxMessageBytes over TCP).
+	// MaxMessageBytes bounds each IPFIX message (0: over UDP derived from
+	// the path MTU, pathMessageBytes: 1400 for 1500; DefaultMaxMessageBytesTCP
+	// over TCP; MinMessageBytes to MaxUDPMessageBytes over UDP, to
+	// MaxMessageBytes over TCP).
 	MaxMessageBytes int
 	// DialTimeout bounds a TCP connection attempt (0: DefaultDialTimeout).
 	DialTimeout time.Duration
@@ -187,10 +189,18 @@ func New(cfg Config) (*Exporter, error) {
 	if cfg.TemplateRefresh == 0 {
 		cfg.TemplateRefresh = DefaultTemplateRefresh
 	}
+	var udp net.Conn
+	if cfg.Transport == "udp" {
+		c, err := net.Dial("udp", cfg.Target)
+		if err != nil {
+			return nil, fmt.Errorf("target %q: %w", cfg.Target, err)
+		}
+		udp = c
+	}
 	if cfg.MaxMessageBytes == 0 {
-		cfg.MaxMessageBytes = DefaultMaxMessageBytes
-		if cfg.Transport == "tcp" {
-			cfg.MaxMessageBytes = DefaultMaxMessageBytesTCP
+		cfg.MaxMessageBytes = DefaultMaxMessageBytesTCP
+		if udp != nil {
+			cfg.MaxMessageBytes = pathMessageBytes(udp)
 		}
 	}
 	if cfg.EnterpriseNumber == 0 {
@@ -211,13 +221,11 @@ func New(cfg Config) (*Exporter, error) {
 	e := &Exporter{cfg: cfg, log: cfg.Logger, buf: make([]byte, 0, cfg.MaxMessageBytes),
 		sendTemplate: true, now: time.Now, templates: templateSets(cfg.EnterpriseNumber, cfg.MaxMessageBytes),
 		closed: make(chan struct{})}
-	if cfg.Transport == "udp" {
-		c, err := net.Dial("udp", cfg.Target)
-		if err != nil {
-			return nil, fmt.Errorf("target %q: %w", cfg.Target, err)
-		}
-		e.setConn(newConn(c, false))
+	if udp != nil {
+		e.setConn(newConn(udp, false))
 	}
+	e.log.Info("ipfix exporter", "target", cfg.Target, "transport", cfg.Transport, "max_message_bytes", cfg.MaxMessageBytes,
+		"enterprise_number", cfg.EnterpriseNumber)
 	return e, nil
 }
 

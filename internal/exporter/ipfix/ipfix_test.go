@@ -272,7 +272,7 @@ func receive(t *testing.T, c *net.UDPConn, ts netflow.NetFlowTemplateSystem, wan
 // decoded by goflow2: every standard field equals the record's, the
 // messages carry many flows each and none exceeds 1400 bytes.
 func TestUDPDecodedByGoflow2(t *testing.T) {
-	col, e := udpExporter(t, Config{DomainID: 42})
+	col, e := udpExporter(t, Config{DomainID: 42, MaxMessageBytes: DefaultMaxMessageBytes})
 	batch := records(200)
 	if err := e.Export(context.Background(), batch); err != nil {
 		t.Fatal(err)
@@ -585,7 +585,7 @@ func checkInterfaces(t *testing.T, b []byte, r *flow.Record) {
 // elements under EnterpriseNumber, translated or not; goflow2 decodes every
 // one, standard and enterprise, mixed with plain flows in one batch.
 func TestEnrichedDecodedByGoflow2(t *testing.T) {
-	col, e := udpExporter(t, Config{DomainID: 5})
+	col, e := udpExporter(t, Config{DomainID: 5, MaxMessageBytes: DefaultMaxMessageBytes})
 	batch := records(240)
 	translate(batch)
 	enrich(batch)

@@ -245,7 +245,7 @@ func TestDecodedByWireshark(t *testing.T) {
 		t.Skip("SKIPPED: tshark is not installed, so Wireshark's IPFIX dissector was NOT checked; " +
 			"install it with `sudo hack/install-deps.sh test` (Debian's tshark)")
 	}
-	col, e := udpExporter(t, Config{DomainID: 42})
+	col, e := udpExporter(t, Config{DomainID: 42, MaxMessageBytes: DefaultMaxMessageBytes})
 	batch := records(200)
 	translate(batch)
 	enrich(batch)
