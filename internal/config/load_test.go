@@ -36,29 +36,30 @@ func withEnv(extra map[string]string) func(string) string {
 }
 
 func defaultConfig() *Config {
-	return &Config{
-		ExcludeInterfaces:     []string{"lo"},
-		Netns:                 []string{"host"},
-		NetnsDir:              "/var/run/netns",
-		CacheActiveTimeout:    5 * time.Second,
-		CacheMaxFlows:         100000,
-		Sampling:              1,
-		FilterDefault:         filter.Reject,
-		Export:                []string{"stdout"},
-		GRPCBatchSize:         1000,
-		ExportBuffer:          0,
-		IPFIXTransport:        "udp",
-		IPFIXDomainID:         1,
-		IPFIXTemplateRefresh:  time.Minute,
-		IPFIXEnterpriseNumber: 32473,
-		Features:              Features{Drops: true, RTT: true, Retransmits: true},
-		DNSPorts:              []uint16{53},
-		DNSTimeout:            5 * time.Second,
-		MetricsAddress:        ":9400",
-		BPFStats:              true,
-		NodeName:              "node-1",
-		LogLevel:              slog.LevelInfo,
+	c := &Config{
+		ExcludeInterfaces:    []string{"lo"},
+		Netns:                []string{"host"},
+		NetnsDir:             "/var/run/netns",
+		CacheActiveTimeout:   5 * time.Second,
+		CacheMaxFlows:        100000,
+		Sampling:             1,
+		FilterDefault:        filter.Reject,
+		Export:               []string{"stdout"},
+		GRPCBatchSize:        1000,
+		ExportBuffer:         0,
+		IPFIXTransport:       "udp",
+		IPFIXDomainID:        1,
+		IPFIXTemplateRefresh: time.Minute,
+		Features:             Features{Drops: true, RTT: true, Retransmits: true},
+		DNSPorts:             []uint16{53},
+		DNSTimeout:           5 * time.Second,
+		MetricsAddress:       ":9400",
+		BPFStats:             true,
+		NodeName:             "node-1",
+		LogLevel:             slog.LevelInfo,
 	}
+	c.IPFIXEnterpriseNumber = 32473 // the documentation PEN
+	return c
 }
 
 func TestDefaults(t *testing.T) {
@@ -91,31 +92,31 @@ func TestExampleFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &Config{
-		Interfaces:            []string{"eth0", "/^ens[0-9]{1,3}$/"},
-		ExcludeInterfaces:     []string{"lo"},
-		Netns:                 []string{"host"},
-		NetnsDir:              "/var/run/netns",
-		CacheActiveTimeout:    10 * time.Second,
-		CacheMaxFlows:         200000,
-		Sampling:              10,
-		FilterDefault:         filter.Reject,
-		Export:                []string{"stdout", "grpc"},
-		Target:                "collector.example.com:4317",
-		GRPCBatchSize:         500,
-		ExportBuffer:          32,
-		IPFIXTransport:        "udp",
-		IPFIXDomainID:         1,
-		IPFIXTemplateRefresh:  time.Minute,
-		IPFIXEnterpriseNumber: 32473,
-		Features:              Features{Drops: true, RTT: true},
-		DNSPorts:              []uint16{53},
-		DNSTimeout:            5 * time.Second,
-		MetricsAddress:        "127.0.0.1:9400",
-		BPFStats:              false,
-		NodeName:              "node-a",
-		LogLevel:              slog.LevelDebug,
-		ConfigFile:            "testdata/agent.yaml",
+		Interfaces:           []string{"eth0", "/^ens[0-9]{1,3}$/"},
+		ExcludeInterfaces:    []string{"lo"},
+		Netns:                []string{"host"},
+		NetnsDir:             "/var/run/netns",
+		CacheActiveTimeout:   10 * time.Second,
+		CacheMaxFlows:        200000,
+		Sampling:             10,
+		FilterDefault:        filter.Reject,
+		Export:               []string{"stdout", "grpc"},
+		Target:               "collector.example.com:4317",
+		GRPCBatchSize:        500,
+		ExportBuffer:         32,
+		IPFIXTransport:       "udp",
+		IPFIXDomainID:        1,
+		IPFIXTemplateRefresh: time.Minute,
+		Features:             Features{Drops: true, RTT: true},
+		DNSPorts:             []uint16{53},
+		DNSTimeout:           5 * time.Second,
+		MetricsAddress:       "127.0.0.1:9400",
+		BPFStats:             false,
+		NodeName:             "node-a",
+		LogLevel:             slog.LevelDebug,
+		ConfigFile:           "testdata/agent.yaml",
 	}
+	want.IPFIXEnterpriseNumber = 32473
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
 	}
