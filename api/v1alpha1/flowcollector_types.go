@@ -762,6 +762,7 @@ type ClientTLS struct {
 
 // IPFIXExporter sends flows as IPFIX messages (RFC 7011) to an IPFIX
 // collector (the agent's --ipfix-* flags; docs/export.md).
+// +kubebuilder:validation:XValidation:rule="!has(self.maxMessageSize) || (has(self.transport) && self.transport == 'tcp') || self.maxMessageSize <= 65507",fieldPath=".maxMessageSize",message="must be at most 65507 over udp (the largest UDP payload)"
 type IPFIXExporter struct {
 	// TargetHost is the collector's DNS name or IP address, without a port
 	// or scheme, e.g. ipfix-collector.monitoring.svc.
@@ -798,6 +799,25 @@ type IPFIXExporter struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="must be a duration from 1s to 1h"
 	// +optional
 	TemplateRefresh *metav1.Duration `json:"templateRefresh,omitempty"`
+
+	// MaxMessageSize is the largest IPFIX message in bytes, filled with as
+	// many flows as fit: 1024 to 65507 over udp (keep it under the path MTU
+	// less 48 bytes), to 65535 over tcp. Unset: the agent's default, over
+	// udp the path MTU to the target less 100 bytes (1400 for 1500), 65535
+	// over tcp.
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	MaxMessageSize *int32 `json:"maxMessageSize,omitempty"`
+
+	// EnterpriseNumber is the IANA Private Enterprise Number under which the
+	// agent exports flowlens's own IPFIX elements, 1 to 4294967295. Unset:
+	// the agent's default, 32473, IANA's number for documentation (RFC
+	// 5612), a placeholder until flowlens registers its own.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4294967295
+	// +optional
+	EnterpriseNumber *int64 `json:"enterpriseNumber,omitempty"`
 }
 
 // GRPCExporter sends flows to a flowlens collector over gRPC.

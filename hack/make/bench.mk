@@ -24,7 +24,7 @@ BENCH_COUNT ?= 6
 BENCH_TIME  ?= 1s
 # A file of earlier `make bench` output to compare with (benchstat old new).
 BENCH_BASE  ?=
-BENCH_PKGS  ?= ./internal/maps ./internal/evictor ./internal/exporter/grpc ./internal/exporter/otlp
+BENCH_PKGS  ?= ./internal/maps ./internal/evictor ./internal/exporter/grpc ./internal/exporter/ipfix ./internal/exporter/stdout ./internal/exporter/otlp
 # Extra flags for the kernel benchmark, e.g. BENCH_BPF_ARGS='-reps 11 -flows 1k,100k'.
 BENCH_BPF_ARGS ?=
 
@@ -52,7 +52,7 @@ bench-bpf: ## kernel datapath ns/packet via BPF_PROG_TEST_RUN, no-op floor in th
 	peer=$$($(GO) -C hack/bench/peer mod download -json github.com/netobserv/netobserv-ebpf-agent | sed -n 's/.*"Dir": "\(.*\)",/\1/p') && \
 	$(BENCH_OUT)/bench-bpf -peer $$peer/pkg/ebpf/bpf_$(BENCH_PEER_ARCH)_bpfel.o -json $(BENCH_OUT)/bpf.json $(BENCH_BPF_ARGS) | tee $(BENCH_OUT)/bpf.txt
 
-bench: $(BENCHSTAT) ## Go micro-benchmarks (eviction, merge, JSON, protobuf, gRPC, OTLP), -count 6, benchstat (root)
+bench: $(BENCHSTAT) ## Go micro-benchmarks (eviction, merge, JSON, protobuf, gRPC, the exporters at 100k flows per eviction), -count 6, benchstat (root)
 	@mkdir -p $(BENCH_OUT)
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -benchtime $(BENCH_TIME) -timeout 60m $(BENCH_PKGS) | tee $(BENCH_OUT)/go.txt
 	@echo; echo "== summary (benchstat) =="
@@ -61,6 +61,8 @@ bench: $(BENCHSTAT) ## Go micro-benchmarks (eviction, merge, JSON, protobuf, gRP
 	$(BENCHSTAT) -filter '.name:EvictMap' -col /reader $(BENCH_OUT)/go.txt | tee $(BENCH_OUT)/benchstat-readers.txt
 	@echo; echo "== eviction with the enrichment merge (benchstat -col /enrich) =="
 	$(BENCHSTAT) -filter '.name:Evict' -col /enrich $(BENCH_OUT)/go.txt | tee $(BENCH_OUT)/benchstat-enrich.txt
+	@echo; echo "== exporters at 100k flows per eviction: ns, CPU ns and allocations per flow (benchstat -filter Eviction) =="
+	$(BENCHSTAT) -filter '.name:Eviction' $(BENCH_OUT)/go.txt | tee $(BENCH_OUT)/benchstat-exporters.txt
 	@if [ -n "$(BENCH_BASE)" ]; then echo; echo "== $(BENCH_BASE) vs this run =="; $(BENCHSTAT) $(BENCH_BASE) $(BENCH_OUT)/go.txt; fi
 
 # Extra flags for the enrichment hooks' benchmark, e.g. BENCH_ENRICH_ARGS='-obj old.o,internal/datapath/datapath_bpfel.o -runs 7'.

@@ -66,6 +66,7 @@ type Agent struct {
 	resolver *evictor.Resolver
 	grpc     *grpcexp.Exporter
 	otlp     *otlp.Exporter
+	ipfix    *ipfix.Exporter
 	bpfStats io.Closer // BPF_ENABLE_STATS for the agent's lifetime
 
 	ready       chan struct{}
@@ -235,6 +236,9 @@ func (a *Agent) newMetrics(stats *evictor.Stats, gens *datapath.Generations) (*m
 			exps[i].AcceptedFlows, exps[i].RejectedFlows = st.Flows.Load, st.RejectedFlows.Load
 			exps[i].FailedFlows, exps[i].Retries = st.FailedFlows.Load, st.Retries.Load
 		}
+		if a.ipfix != nil && exps[i].Name == a.ipfix.Name() {
+			exps[i].Connected, exps[i].Wire = a.ipfix.Connected, a.ipfixWire
+		}
 	}
 	bpfStats := a.bpfStats != nil
 	return metrics.New(metrics.Sources{
@@ -308,10 +312,12 @@ func (a *Agent) exporters() ([]exporter.Exporter, error) {
 			out = append(out, g)
 		case "ipfix":
 			x, err := ipfix.New(ipfix.Config{Target: a.cfg.IPFIXTarget, Transport: a.cfg.IPFIXTransport,
-				DomainID: a.cfg.IPFIXDomainID, TemplateRefresh: a.cfg.IPFIXTemplateRefresh, Logger: a.log})
+				DomainID: a.cfg.IPFIXDomainID, TemplateRefresh: a.cfg.IPFIXTemplateRefresh,
+				MaxMessageBytes: a.cfg.IPFIXMaxMessageSize, EnterpriseNumber: a.cfg.IPFIXEnterpriseNumber, Logger: a.log})
 			if err != nil {
 				return out, fmt.Errorf("ipfix exporter: %w", err)
 			}
+			a.ipfix = x
 			out = append(out, x)
 		case "otlp":
 			o, err := otlp.New(otlp.Config{Endpoint: a.cfg.OTLPEndpoint, Protocol: a.cfg.OTLPProtocol,
@@ -328,6 +334,13 @@ func (a *Agent) exporters() ([]exporter.Exporter, error) {
 		}
 	}
 	return append(out, a.opts.ExtraExporters...), nil
+}
+
+// ipfixWire is the ipfix exporter's counts as the metrics show them.
+func (a *Agent) ipfixWire() metrics.WireStats {
+	s := &a.ipfix.Stats
+	return metrics.WireStats{Messages: s.Messages.Load(), Bytes: s.Bytes.Load(), Records: s.Flows.Load(),
+		Templates: s.Templates.Load(), SendErrors: s.Errors.Load(), LostFlows: s.Lost.Load()}
 }
 
 // MetricsAddr is the address the metrics server listens on ("" if none).

@@ -45,12 +45,15 @@ type Config struct {
 	Target        string
 	GRPCBatchSize int
 	// The ipfix exporter: the collector's host:port, "udp" or "tcp", the
-	// observation domain id, and how often the templates are resent over
-	// UDP (docs/export.md).
-	IPFIXTarget          string
-	IPFIXTransport       string
-	IPFIXDomainID        uint32
-	IPFIXTemplateRefresh time.Duration
+	// observation domain id, how often the templates are resent over UDP,
+	// the largest message (0: the transport's default) and the enterprise
+	// number of flowlens's own elements (docs/export.md).
+	IPFIXTarget           string
+	IPFIXTransport        string
+	IPFIXDomainID         uint32
+	IPFIXTemplateRefresh  time.Duration
+	IPFIXMaxMessageSize   int
+	IPFIXEnterpriseNumber uint32
 	// The otlp exporter (docs/export.md): the receiver's host:port,
 	// "grpc" or "http", TLS (on when OTLPTLS or any file is set), headers
 	// sent with every request (lower-case keys), "none" or "gzip", and the

@@ -36,7 +36,7 @@ func withEnv(extra map[string]string) func(string) string {
 }
 
 func defaultConfig() *Config {
-	return &Config{
+	c := &Config{
 		ExcludeInterfaces:    []string{"lo"},
 		Netns:                []string{"host"},
 		NetnsDir:             "/var/run/netns",
@@ -61,6 +61,8 @@ func defaultConfig() *Config {
 		NodeName:             "node-1",
 		LogLevel:             slog.LevelInfo,
 	}
+	c.IPFIXEnterpriseNumber = 32473 // the documentation PEN
+	return c
 }
 
 func TestDefaults(t *testing.T) {
@@ -120,6 +122,7 @@ func TestExampleFile(t *testing.T) {
 		LogLevel:             slog.LevelDebug,
 		ConfigFile:           "testdata/agent.yaml",
 	}
+	want.IPFIXEnterpriseNumber = 32473
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
 	}
@@ -261,6 +264,12 @@ func TestLoadErrors(t *testing.T) {
 		{"otlp header name, value not shown", []string{"--otlp-headers=x y=s3cret"}, nil,
 			`invalid --otlp-headers "x y": not a header name (letters, digits, - _ .)`},
 		{"otlp batch", []string{"--otlp-batch-flows=0"}, nil, `invalid --otlp-batch-flows "0": must be from 1 to 100000`},
+		{"ipfix enterprise number zero", []string{"--ipfix-enterprise-number=0"}, nil,
+			`invalid --ipfix-enterprise-number "0": must be an integer from 1 to 4294967295`},
+		{"ipfix enterprise number high", []string{"--ipfix-enterprise-number=4294967296"}, nil,
+			`invalid --ipfix-enterprise-number "4294967296": must be an integer from 1 to 4294967295`},
+		{"ipfix max message size", nil, map[string]string{"FLOWLENS_IPFIX_MAX_MESSAGE_SIZE": "9000x"},
+			`invalid FLOWLENS_IPFIX_MAX_MESSAGE_SIZE "9000x": must be an integer`},
 		{"bad env", nil, map[string]string{"FLOWLENS_GRPC_BATCH_SIZE": "x"},
 			`invalid FLOWLENS_GRPC_BATCH_SIZE "x": must be an integer`},
 		{"missing file by flag", []string{"--config=testdata/missing.yaml"}, nil,

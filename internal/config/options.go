@@ -111,6 +111,12 @@ var options = []*option{
 	{name: "otlp-batch-flows", arg: "n", def: "1000",
 		usage: "most flows (log records) per OTLP request (1 to 100000)",
 		set:   setInt(func(c *Config) *int { return &c.OTLPBatchFlows })},
+	{name: "ipfix-max-message-size", arg: "bytes", def: "0",
+		usage: "largest IPFIX message, filled with as many flows as fit: 1024 to 65507 over UDP (keep it under the path MTU less 48 bytes of IPv6 and UDP headers), to 65535 over TCP; 0 = over UDP the path MTU to the target less 100 bytes (1400 for 1500), 65535 over TCP",
+		set:   setInt(func(c *Config) *int { return &c.IPFIXMaxMessageSize })},
+	{name: "ipfix-enterprise-number", arg: "pen", def: "32473",
+		usage: "IANA Private Enterprise Number of flowlens's own IPFIX elements (1 to 4294967295); the default 32473 is IANA's number for documentation (RFC 5612), to be replaced by flowlens's registered number once there is one, or set to your site's",
+		set:   setIPFIXEnterpriseNumber},
 	{name: "export-buffer", arg: "n", def: "0",
 		usage: "batches queued per exporter; when full, eviction waits for room (up to half the eviction period per exporter), then the oldest are dropped, counted (0 to 100000; 0 = 8)",
 		set:   setInt(func(c *Config) *int { return &c.ExportBuffer })},
@@ -160,6 +166,15 @@ func setSampling(c *Config, s string) error {
 		return errors.New("must be an integer from 1 to 4294967295")
 	}
 	c.Sampling = uint32(n)
+	return nil
+}
+
+func setIPFIXEnterpriseNumber(c *Config, s string) error {
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil || n == 0 {
+		return errors.New("must be an integer from 1 to 4294967295")
+	}
+	c.IPFIXEnterpriseNumber = uint32(n)
 	return nil
 }
 

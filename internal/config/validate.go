@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/cliconf"
+	"github.com/flowlens/flowlens/internal/exporter/ipfix"
 	"github.com/flowlens/flowlens/internal/ifname"
 )
 
@@ -154,6 +155,19 @@ func checkIPFIX(c *Config) error {
 	}
 	if d := c.IPFIXTemplateRefresh; d < time.Second || d > time.Hour {
 		errs = append(errs, invalid("--ipfix-template-refresh", d.String(), errors.New("must be from 1s to 1h")))
+	}
+	if n := c.IPFIXMaxMessageSize; n != 0 {
+		hi := ipfix.MaxUDPMessageBytes
+		if c.IPFIXTransport == "tcp" {
+			hi = ipfix.MaxMessageBytes
+		}
+		if n < ipfix.MinMessageBytes || n > hi {
+			errs = append(errs, invalid("--ipfix-max-message-size", strconv.Itoa(n),
+				fmt.Errorf("must be 0 (the default) or from %d to %d over %s", ipfix.MinMessageBytes, hi, c.IPFIXTransport)))
+		}
+	}
+	if c.IPFIXEnterpriseNumber == 0 {
+		errs = append(errs, invalid("--ipfix-enterprise-number", "0", errors.New("must be an integer from 1 to 4294967295")))
 	}
 	return errors.Join(errs...)
 }

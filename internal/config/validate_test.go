@@ -105,6 +105,16 @@ func TestValidate(t *testing.T) {
 			`invalid --ipfix-template-refresh "999ms": must be from 1s to 1h`},
 		{"ipfix refresh high", func(c *Config) { c.IPFIXTemplateRefresh = 2 * time.Hour },
 			`invalid --ipfix-template-refresh "2h0m0s": must be from 1s to 1h`},
+		{"ipfix message size low", func(c *Config) { c.IPFIXMaxMessageSize = 1023 },
+			`invalid --ipfix-max-message-size "1023": must be 0 (the default) or from 1024 to 65507 over udp`},
+		{"ipfix message size over UDP", func(c *Config) { c.IPFIXMaxMessageSize = 65508 },
+			`invalid --ipfix-max-message-size "65508": must be 0 (the default) or from 1024 to 65507 over udp`},
+		{"ipfix message size over TCP", func(c *Config) { c.IPFIXTransport, c.IPFIXMaxMessageSize = "tcp", 65536 },
+			`invalid --ipfix-max-message-size "65536": must be 0 (the default) or from 1024 to 65535 over tcp`},
+		{"ipfix message size TCP max", func(c *Config) { c.IPFIXTransport, c.IPFIXMaxMessageSize = "tcp", 65535 }, ""},
+		{"ipfix message size UDP", func(c *Config) { c.IPFIXMaxMessageSize = 1024 }, ""},
+		{"ipfix enterprise number", func(c *Config) { c.IPFIXEnterpriseNumber = 0 },
+			`invalid --ipfix-enterprise-number "0": must be an integer from 1 to 4294967295`},
 		{"ipfix ok", func(c *Config) {
 			c.Export = []string{"grpc", "ipfix"}
 			c.Target, c.IPFIXTarget, c.IPFIXTransport, c.IPFIXDomainID = "c:1", "[::1]:4739", "tcp", 4294967295

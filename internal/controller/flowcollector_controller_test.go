@@ -449,6 +449,21 @@ func TestSchemaRejectsInvalidSpec(t *testing.T) {
 			fc.Spec.Exporters = []v1alpha1.Exporter{{Type: v1alpha1.ExporterIPFIX, IPFIX: &v1alpha1.IPFIXExporter{
 				TargetHost: "ipfix", TargetPort: 4739, DomainID: &id}}}
 		}, "spec.exporters[0].ipfix.domainId in body should be less than or equal to 4294967295"},
+		{"ipfix message size too small", func(fc *v1alpha1.FlowCollector) {
+			n := int32(1000)
+			fc.Spec.Exporters = []v1alpha1.Exporter{{Type: v1alpha1.ExporterIPFIX, IPFIX: &v1alpha1.IPFIXExporter{
+				TargetHost: "ipfix", TargetPort: 4739, MaxMessageSize: &n}}}
+		}, "spec.exporters[0].ipfix.maxMessageSize in body should be greater than or equal to 1024"},
+		{"ipfix message size over udp", func(fc *v1alpha1.FlowCollector) {
+			n := int32(65508)
+			fc.Spec.Exporters = []v1alpha1.Exporter{{Type: v1alpha1.ExporterIPFIX, IPFIX: &v1alpha1.IPFIXExporter{
+				TargetHost: "ipfix", TargetPort: 4739, MaxMessageSize: &n}}}
+		}, "spec.exporters[0].ipfix.maxMessageSize: Invalid value: must be at most 65507 over udp (the largest UDP payload)"},
+		{"ipfix enterprise number", func(fc *v1alpha1.FlowCollector) {
+			pen := int64(0)
+			fc.Spec.Exporters = []v1alpha1.Exporter{{Type: v1alpha1.ExporterIPFIX, IPFIX: &v1alpha1.IPFIXExporter{
+				TargetHost: "ipfix", TargetPort: 4739, EnterpriseNumber: &pen}}}
+		}, "spec.exporters[0].ipfix.enterpriseNumber in body should be greater than or equal to 1"},
 		{"two stdout exporters", func(fc *v1alpha1.FlowCollector) {
 			fc.Spec.Exporters = []v1alpha1.Exporter{{Type: v1alpha1.ExporterStdout}, {Type: v1alpha1.ExporterStdout}}
 		}, `spec.exporters[1]: Duplicate value: {"type":"stdout"}`},
@@ -493,6 +508,19 @@ func TestSchemaRejectsInvalidSpec(t *testing.T) {
 	for _, want := range []string{"spec.exporters[0].ipfix.targetHost: Required value", "spec.exporters[0].ipfix.targetPort: Required value"} {
 		if err0 == nil || !strings.Contains(err0.Error(), want) {
 			t.Errorf("ipfix without a target: error %v, want %q", err0, want)
+		}
+	}
+
+	// The bounds of the ipfix message size: 65535 over tcp, 65507 over udp
+	// (transport unset: its default, udp), with the largest PEN.
+	for _, x := range []v1alpha1.IPFIXExporter{
+		{TargetHost: "ipfix", TargetPort: 4739, Transport: v1alpha1.IPFIXTCP, MaxMessageSize: ptr(int32(65535)), EnterpriseNumber: ptr(int64(4294967295))},
+		{TargetHost: "ipfix", TargetPort: 4739, MaxMessageSize: ptr(int32(65507))},
+	} {
+		fc := newCollector("fl-never")
+		fc.Spec.Exporters = []v1alpha1.Exporter{{Type: v1alpha1.ExporterIPFIX, IPFIX: &x}}
+		if err := k8s.Create(ctx, fc, client.DryRunAll); err != nil {
+			t.Errorf("ipfix %s, message size %d: %v; want it accepted", x.Transport, *x.MaxMessageSize, err)
 		}
 	}
 
@@ -879,3 +907,5 @@ func TestDashboards(t *testing.T) {
 	waitFor(t, configMap(ns), exists)
 	waitFor(t, theirs, exists)
 }
+
+func ptr[T any](v T) *T { return &v }

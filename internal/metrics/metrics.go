@@ -98,6 +98,23 @@ type Exporter struct {
 	// accepted, records it rejected (lost), records the exporter gave up
 	// on (lost), and attempts after a retryable failure.
 	AcceptedFlows, RejectedFlows, FailedFlows, Retries func() uint64
+
+	// Wire reads the exporter's own counts of what it sent (ipfix:
+	// Exporter.Stats); optional.
+	Wire func() WireStats
+}
+
+// WireStats are an exporter's cumulative counts of the messages it sent.
+type WireStats struct {
+	Messages  uint64 // messages sent
+	Bytes     uint64 // bytes of those messages
+	Records   uint64 // flow records in them
+	Templates uint64 // messages that carried the templates (ipfix)
+	// SendErrors counts failed sends and connection attempts.
+	SendErrors uint64
+	// LostFlows counts flows in messages that could not be sent: lost,
+	// though their batch's Export may have succeeded for the rest.
+	LostFlows uint64
 }
 
 // Queues describes the agent's queues; add Connected and Refused to the
@@ -285,6 +302,8 @@ type agentCollector struct {
 	expConnected, expRefused                     *prometheus.Desc
 	expAccepted, expRejected, expFailed          *prometheus.Desc
 	expRetries                                   *prometheus.Desc
+	expMessages, expBytes, expRecords            *prometheus.Desc
+	expTemplates, expSendErrors, expLost         *prometheus.Desc
 	attached, hookUp, enrichLost                 *prometheus.Desc
 	progRunTime, progRuns, progMisses, progInst  *prometheus.Desc
 	mapMemory, statsEnabled, readErrors          *prometheus.Desc
@@ -345,6 +364,12 @@ func newAgentCollector(m *Metrics) *agentCollector {
 		expRejected:       d("export_rejected_flows_total", "Flows the consumer rejected (otlp: partial success, or a request refused with a non-retryable error): lost.", "exporter"),
 		expFailed:         d("export_failed_flows_total", "Flows the exporter gave up on, the consumer unreachable at shutdown or past the retry timeout: lost.", "exporter"),
 		expRetries:        d("export_retries_total", "Requests resent after a retryable failure (consumer down, overloaded, or asking to retry later).", "exporter"),
+		expMessages:       d("export_messages_total", "Messages the exporter sent (ipfix: IPFIX messages).", "exporter"),
+		expBytes:          d("export_message_bytes_total", "Bytes of the messages the exporter sent.", "exporter"),
+		expRecords:        d("export_records_total", "Flow records in the messages the exporter sent.", "exporter"),
+		expTemplates:      d("export_template_messages_total", "Messages that carried the templates (ipfix: first message, UDP refresh, each new TCP connection).", "exporter"),
+		expSendErrors:     d("export_send_errors_total", "Failed sends and connection attempts.", "exporter"),
+		expLost:           d("export_lost_flows_total", "Flows in messages that could not be sent (lost).", "exporter"),
 		attached:          d("attached_interfaces", "Interfaces the datapath is attached to."),
 		hookUp:            d("hook_up", "1 if the hook is running, 0 if it is unavailable.", "hook"),
 		enrichLost:        d("enrichment_lost_total", "Enrichment events (drops, RTT samples, retransmits) lost because their entry could not be inserted into the enrichment map (full, or the kernel's allocator failed)."),
@@ -366,7 +391,9 @@ func (c *agentCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.evictions, c.evictedFlows, c.evictReadFails, c.mapEntries, c.mapCapacity,
 		c.flowsCreated, c.overflowRecords, c.overflowLost, c.ifacesOverflow, c.nonIP, c.malformed, c.fragUnmatched,
 		c.expBatches, c.expFlows, c.expErrors, c.expDroppedBatches, c.expDroppedFlows, c.expQueue, c.expWait,
-		c.expConnected, c.expRefused, c.expAccepted, c.expRejected, c.expFailed, c.expRetries, c.attached, c.hookUp, c.enrichLost, c.progRunTime, c.progRuns, c.progMisses,
+		c.expConnected, c.expRefused, c.expAccepted, c.expRejected, c.expFailed, c.expRetries,
+		c.expMessages, c.expBytes, c.expRecords, c.expTemplates, c.expSendErrors, c.expLost,
+		c.attached, c.hookUp, c.enrichLost, c.progRunTime, c.progRuns, c.progMisses,
 		c.progInst, c.mapMemory, c.statsEnabled, c.readErrors} {
 		ch <- d
 	}
@@ -476,6 +503,15 @@ func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
 			if x.f != nil {
 				counter(ch, x.d, x.f(), e.Name)
 			}
+		}
+		if e.Wire != nil {
+			w := e.Wire()
+			counter(ch, c.expMessages, w.Messages, e.Name)
+			counter(ch, c.expBytes, w.Bytes, e.Name)
+			counter(ch, c.expRecords, w.Records, e.Name)
+			counter(ch, c.expTemplates, w.Templates, e.Name)
+			counter(ch, c.expSendErrors, w.SendErrors, e.Name)
+			counter(ch, c.expLost, w.LostFlows, e.Name)
 		}
 	}
 

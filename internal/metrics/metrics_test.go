@@ -168,6 +168,9 @@ func TestScrapeExactValues(t *testing.T) {
 			{Name: "stdout", Stats: &exporter.QueueStats{}},
 			{Name: "otlp", Stats: &exporter.QueueStats{}, AcceptedFlows: func() uint64 { return 990 },
 				RejectedFlows: func() uint64 { return 7 }, FailedFlows: func() uint64 { return 3 }, Retries: func() uint64 { return 12 }},
+			{Name: "ipfix", Stats: &exporter.QueueStats{}, Connected: func() bool { return false }, Wire: func() metrics.WireStats {
+				return metrics.WireStats{Messages: 21, Bytes: 28000, Records: 400, Templates: 2, SendErrors: 3, LostFlows: 17}
+			}},
 		},
 		Attached: func() int { return 4 },
 		Hooks:    func() map[string]bool { return map[string]bool{"tc": true, "drops": false} },
@@ -215,6 +218,16 @@ func TestScrapeExactValues(t *testing.T) {
 	expect(t, f, 12, "flowlens_agent_export_retries_total", "exporter=otlp")
 	if _, ok := value(f, "flowlens_agent_export_retries_total", "exporter=grpc"); ok {
 		t.Error("export_retries_total reported for an exporter without the count")
+	}
+	expect(t, f, 21, "flowlens_agent_export_messages_total", "exporter=ipfix")
+	expect(t, f, 28000, "flowlens_agent_export_message_bytes_total", "exporter=ipfix")
+	expect(t, f, 400, "flowlens_agent_export_records_total", "exporter=ipfix")
+	expect(t, f, 2, "flowlens_agent_export_template_messages_total", "exporter=ipfix")
+	expect(t, f, 3, "flowlens_agent_export_send_errors_total", "exporter=ipfix")
+	expect(t, f, 17, "flowlens_agent_export_lost_flows_total", "exporter=ipfix")
+	expect(t, f, 0, "flowlens_agent_export_connected", "exporter=ipfix")
+	if _, ok := value(f, "flowlens_agent_export_messages_total", "exporter=grpc"); ok {
+		t.Error("wire counts reported for an exporter without them")
 	}
 	expect(t, f, 4, "flowlens_agent_attached_interfaces")
 	expect(t, f, 1, "flowlens_agent_hook_up", "hook=tc")

@@ -1,7 +1,6 @@
 package flow
 
 import (
-	"encoding/hex"
 	"net/netip"
 	"strconv"
 	"time"
@@ -49,10 +48,10 @@ func (r *Record) AppendJSON(b []byte) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `{"name":`...)
-		b = strconv.AppendQuote(b, it.Name)
+		b = appendQuote(b, it.Name)
 		b = appendUint(b, `,"ifindex":`, uint64(it.Ifindex))
 		b = append(b, `,"netns":`...)
-		b = strconv.AppendQuote(b, it.Netns)
+		b = appendQuote(b, it.Netns)
 		b = append(b, `,"direction":"`...)
 		b = append(b, it.Direction.String()...)
 		b = append(b, `"}`...)
@@ -70,9 +69,9 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	b = appendUint(b, `,"drop_packets":`, r.DropPackets)
 	b = appendUint(b, `,"drop_bytes":`, r.DropBytes)
 	b = append(b, `,"drop_cause":`...)
-	b = strconv.AppendQuote(b, r.DropCause)
+	b = appendQuote(b, r.DropCause)
 	b = append(b, `,"drop_tcp_state":`...)
-	b = strconv.AppendQuote(b, r.DropTCPState)
+	b = appendQuote(b, r.DropTCPState)
 	b = appendUint(b, `,"drop_tcp_flags":`, uint64(r.DropTCPFlags))
 	b = appendUint(b, `,"rtt_ns":`, uint64(r.RTT))
 	b = appendUint(b, `,"rtt_max_ns":`, uint64(r.RTTMax))
@@ -140,12 +139,29 @@ func appendAddr(b []byte, a netip.Addr) []byte {
 	return a.Unmap().AppendTo(b)
 }
 
+// appendQuote is strconv.AppendQuote, with a fast path for the usual
+// interface names, namespaces and causes: printable ASCII with neither '"'
+// nor a backslash is appended between quotes as it is (what AppendQuote would
+// write, without its rune-by-rune escaping).
+func appendQuote(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return strconv.AppendQuote(b, s)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+const hexDigits = "0123456789abcdef"
+
 func appendMAC(b []byte, mac [6]byte) []byte {
 	for i, x := range mac {
 		if i > 0 {
 			b = append(b, ':')
 		}
-		b = hex.AppendEncode(b, []byte{x})
+		b = append(b, hexDigits[x>>4], hexDigits[x&0xf])
 	}
 	return b
 }

@@ -87,6 +87,10 @@ type agentConfig struct {
 	OTLPHeaders     string `yaml:"otlp_headers,omitempty"`
 	OTLPCompression string `yaml:"otlp_compression,omitempty"`
 	OTLPBatchFlows  int32  `yaml:"otlp_batch_flows,omitempty"`
+	// Written only when set in the FlowCollector: the agent's defaults
+	// apply otherwise.
+	IPFIXMaxMessageSize   int32  `yaml:"ipfix_max_message_size,omitempty"`
+	IPFIXEnterpriseNumber uint32 `yaml:"ipfix_enterprise_number,omitempty"`
 }
 
 // filterRule is one entry of the agent's filter_rules: the fields of a
@@ -157,6 +161,12 @@ func AgentConfig(spec *v1alpha1.FlowCollectorSpec) ([]byte, error) {
 		id := uint32(*x.DomainID) // the schema bounds it to 0..4294967295
 		c.IPFIXDomainID = &id
 		c.IPFIXTemplateRefresh = x.TemplateRefresh.Duration.String()
+		if x.MaxMessageSize != nil {
+			c.IPFIXMaxMessageSize = *x.MaxMessageSize
+		}
+		if x.EnterpriseNumber != nil {
+			c.IPFIXEnterpriseNumber = uint32(*x.EnterpriseNumber) // the schema bounds it to 1..4294967295
+		}
 	}
 	if k := Kafka(spec); k != nil {
 		c.KafkaBrokers = strings.Join(k.Brokers, ",")

@@ -539,6 +539,7 @@ func TestAgentConfigIPFIX(t *testing.T) {
 		{Type: v1alpha1.ExporterIPFIX, IPFIX: &v1alpha1.IPFIXExporter{
 			TargetHost: "fd00::2", TargetPort: 4739, Transport: v1alpha1.IPFIXTCP,
 			DomainID: ptr(int64(4294967295)), TemplateRefresh: &metav1.Duration{Duration: 90 * time.Second},
+			MaxMessageSize: ptr(int32(9000)), EnterpriseNumber: ptr(int64(4294967295)),
 		}},
 	}})
 	data, err := AgentConfig(&s)
@@ -568,13 +569,16 @@ ipfix_target: '[fd00::2]:4739'
 ipfix_transport: tcp
 ipfix_domain_id: 4294967295
 ipfix_template_refresh: 1m30s
+ipfix_max_message_size: 9000
+ipfix_enterprise_number: 4294967295
 `
 	if string(data) != want {
 		t.Errorf("agent configuration:\n%s\nwant:\n%s", data, want)
 	}
 	c := loadAgentConfig(t, s)
 	if !slices.Equal(c.Export, []string{"stdout", "ipfix"}) || c.IPFIXTarget != "[fd00::2]:4739" || c.IPFIXTransport != "tcp" ||
-		c.IPFIXDomainID != 4294967295 || c.IPFIXTemplateRefresh != 90*time.Second {
+		c.IPFIXDomainID != 4294967295 || c.IPFIXTemplateRefresh != 90*time.Second ||
+		c.IPFIXMaxMessageSize != 9000 || c.IPFIXEnterpriseNumber != 4294967295 {
 		t.Errorf("agent: export %v, ipfix %q %q %d %v; want [stdout ipfix], [fd00::2]:4739 tcp 4294967295 1m30s",
 			c.Export, c.IPFIXTarget, c.IPFIXTransport, c.IPFIXDomainID, c.IPFIXTemplateRefresh)
 	}
@@ -584,7 +588,8 @@ ipfix_template_refresh: 1m30s
 		return v1alpha1.FlowCollectorSpec{Exporters: []v1alpha1.Exporter{{Type: v1alpha1.ExporterIPFIX, IPFIX: x}}}
 	}
 	c = loadAgentConfig(t, only(&v1alpha1.IPFIXExporter{TargetHost: "ipfix.monitoring.svc", TargetPort: 4739}))
-	if c.IPFIXTarget != "ipfix.monitoring.svc:4739" || c.IPFIXTransport != "udp" || c.IPFIXDomainID != 1 || c.IPFIXTemplateRefresh != time.Minute {
+	if c.IPFIXTarget != "ipfix.monitoring.svc:4739" || c.IPFIXTransport != "udp" || c.IPFIXDomainID != 1 || c.IPFIXTemplateRefresh != time.Minute ||
+		c.IPFIXMaxMessageSize != 0 || c.IPFIXEnterpriseNumber != 32473 {
 		t.Errorf("agent from the defaults: %q %q %d %v; want ipfix.monitoring.svc:4739 udp 1 1m0s",
 			c.IPFIXTarget, c.IPFIXTransport, c.IPFIXDomainID, c.IPFIXTemplateRefresh)
 	}

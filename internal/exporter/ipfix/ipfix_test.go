@@ -103,6 +103,7 @@ type decoded struct {
 	values   map[uint16][]byte // IANA elements
 	pen      map[uint16][]byte // elements under EnterpriseNumber
 	otherPEN int               // elements under any other enterprise number
+	pens     map[uint32]int    // elements per enterprise number
 }
 
 // dataRecords returns the data records of a message goflow2 decoded.
@@ -113,8 +114,12 @@ func dataRecords(p netflow.IPFIXPacket) (out []decoded) {
 			continue
 		}
 		for _, rec := range ds.Records {
-			d := decoded{template: ds.Id, domain: p.ObservationDomainId, values: map[uint16][]byte{}, pen: map[uint16][]byte{}}
+			d := decoded{template: ds.Id, domain: p.ObservationDomainId, values: map[uint16][]byte{}, pen: map[uint16][]byte{},
+				pens: map[uint32]int{}}
 			for _, f := range rec.Values {
+				if f.PenProvided {
+					d.pens[f.Pen]++
+				}
 				switch {
 				case !f.PenProvided:
 					d.values[f.Type] = f.Value.([]byte)
@@ -149,9 +154,9 @@ func check(t *testing.T, got decoded, r *flow.Record, domain uint32) {
 		tmpl, src, dst = TemplateIPv6, 27, 28
 		natSrc, natDst = 281, 282
 	}
-	fields := 17
+	fields := 18
 	if r.Translated() {
-		tmpl += 2 // TemplateIPv4NAT, TemplateIPv6NAT
+		tmpl += variantNAT // TemplateIPv4NAT, TemplateIPv6NAT
 		fields += 4
 		ws, wsp, wd, wdp := r.SrcAddr, r.SrcPort, r.DstAddr, r.DstPort
 		if r.XlatSrcAddr.IsValid() {
@@ -202,9 +207,16 @@ func check(t *testing.T, got decoded, r *flow.Record, domain uint32) {
 	if got.otherPEN != 0 {
 		t.Errorf("%v: %d fields under another enterprise number", r.SrcAddr, got.otherPEN)
 	}
-	checkEnterprise(t, got, r)
+	checkInterfaces(t, got.values[ieSubTemplateList], r)
+	checkEnterprise(t, got.pen, r)
 	if Enriched(r) {
-		tmpl += 4 // the Enriched templates
+		tmpl += variantEnriched
+	}
+	if r.HasDNS() {
+		tmpl += variantDNS
+	}
+	if r.HasTLS() {
+		tmpl += variantTLS
 	}
 	if got.template != tmpl {
 		t.Errorf("%v: template %d, want %d", r.SrcAddr, got.template, tmpl)
@@ -260,7 +272,7 @@ func receive(t *testing.T, c *net.UDPConn, ts netflow.NetFlowTemplateSystem, wan
 // decoded by goflow2: every standard field equals the record's, the
 // messages carry many flows each and none exceeds 1400 bytes.
 func TestUDPDecodedByGoflow2(t *testing.T) {
-	col, e := udpExporter(t, Config{DomainID: 42})
+	col, e := udpExporter(t, Config{DomainID: 42, MaxMessageBytes: DefaultMaxMessageBytes})
 	batch := records(200)
 	if err := e.Export(context.Background(), batch); err != nil {
 		t.Fatal(err)
@@ -287,11 +299,45 @@ func TestUDPDecodedByGoflow2(t *testing.T) {
 			t.Errorf("message %d: version %d length %d (%d bytes)", i, p.Version, p.Length, len(m))
 		}
 	}
-	// 200 flows of 73 or 97 bytes: 14 full messages at least, not 200.
-	if len(msgs) > 20 || len(msgs) < 14 {
-		t.Errorf("%d messages for %d flows", len(msgs), len(batch))
-	}
+	checkFull(t, msgs, batch, DefaultMaxMessageBytes)
 	t.Logf("%d flows in %d messages", len(batch), len(msgs))
+}
+
+// checkFull checks that msgs, the messages of batch, carry as many flows
+// as fit: none is over max bytes, and each data message but the last had no
+// room left for the flow that opens the next one (its record, and a set
+// header unless it continues the message's last set).
+func checkFull(t *testing.T, msgs [][]byte, batch []flow.Record, max int) {
+	t.Helper()
+	ts := netflow.CreateTemplateSystem()
+	k, data := 0, 0
+	for i, m := range msgs {
+		if len(m) > max {
+			t.Errorf("message %d is %d bytes, over %d", i, len(m), max)
+		}
+		_, d, err := decode(t, ts, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k += len(d)
+		if len(d) == 0 || k == len(batch) {
+			continue
+		}
+		data++
+		r := &batch[k]
+		v := recordVariant(r)
+		need := recordLen(r, v)
+		if d[len(d)-1].template != TemplateIPv4+uint16(v) {
+			need += setHeaderLen
+		}
+		if len(m)+need <= max {
+			t.Errorf("message %d: %d bytes, %d flows, had room for the next flow's %d bytes", i, len(m), len(d), need)
+		}
+	}
+	if k != len(batch) {
+		t.Errorf("%d flows in the messages, want %d", k, len(batch))
+	}
+	t.Logf("%d flows: %d full data messages then the last, %d messages in all", len(batch), data, len(msgs))
 }
 
 // translate gives some flows of records' batch a translation, as the xlat
@@ -341,7 +387,8 @@ func TestNATDecodedByGoflow2(t *testing.T) {
 	if nat != 30 {
 		t.Errorf("%d flows in the NAT templates, want 30", nat)
 	}
-	if recLen[variantNAT] != 73+12 || recLen[variantNAT|variantV6] != 97+36 {
+	// Without the interfaces list's content: 74 and 98 bytes plain.
+	if recLen[0] != 74 || recLen[variantV6] != 98 || recLen[variantNAT] != 74+14 || recLen[variantNAT|variantV6] != 98+38 {
 		t.Errorf("NAT record lengths %d, %d", recLen[variantNAT], recLen[variantNAT|variantV6])
 	}
 }
@@ -367,57 +414,169 @@ func enrich(batch []flow.Record) {
 				flow.Interface{Name: "cni0", Ifindex: 5, Direction: flow.DirEgress})
 		case 5:
 			r.DropPackets, r.DropCause = 1, long
+			r.DropTCPState, r.DropTCPFlags = "TCP_ESTABLISHED_AND_A_STATE_NAME_TOO_LONG", 0x14
+		case 6:
+			r.RTTMax = time.Duration(2_000_000+i) * time.Nanosecond
+			r.Interfaces = append(r.Interfaces, flow.Interface{Name: "a-name-longer-than-ifnamsiz", Ifindex: 9, Direction: flow.DirBoth})
+		case 7:
+			r.IfacesOverflow = true
+			for k := range 6 {
+				r.Interfaces = append(r.Interfaces, flow.Interface{Name: fmt.Sprintf("veth%d", k), Ifindex: uint32(20 + k), Direction: flow.DirBoth})
+			}
+		}
+	}
+}
+
+// dnsTLS gives some flows of records' batch the DNS fields (a query
+// answered, one unanswered, an answer on the server's flow, a name longer
+// than MaxDNSName), others the TLS fields (a ServerHello, a ClientHello,
+// QUIC), some both; the others have neither.
+func dnsTLS(batch []flow.Record) {
+	long := strings.Repeat("label63-", 40) + "example.com" // 331 bytes
+	for i := range batch {
+		r := &batch[i]
+		switch i % 7 {
+		case 0:
+			r.DNSID, r.DNSFlags, r.DNSName = uint16(1000+i), flow.DNSFlagRD, "kubernetes.default.svc.cluster.local"
+			r.DNSLatency, r.DNSLatencyMax = time.Duration(250_000+i), time.Duration(900_000+i)
+		case 1:
+			r.DNSID, r.DNSFlags, r.DNSName, r.DNSTimeout = uint16(2000+i), flow.DNSFlagRD, "slow.example.", true
+		case 2:
+			r.DNSID, r.DNSFlags, r.DNSRcode, r.DNSName = uint16(3000+i), flow.DNSFlagQR|flow.DNSFlagRA|3, 3, "nx.example.org"
+			r.TLSVersion, r.TLSCipherSuite, r.TLSGroup = 0x0304, 0x1301, 0x001d
+		case 3:
+			r.DNSID, r.DNSName, r.DNSNameTruncated = uint16(i), long, true
+		case 4:
+			r.TLSVersion, r.TLSCipherSuite = 0x0303, 0xc02f
+		case 5:
+			r.TLSClientHello, r.QUIC = true, true
 		}
 	}
 }
 
 // checkEnterprise checks the enterprise-specific elements goflow2 decoded
-// for r: all eight for an enriched flow, none otherwise.
-func checkEnterprise(t *testing.T, got decoded, r *flow.Record) {
+// under EnterpriseNumber for r (pen): exactly those of the groups r has.
+func checkEnterprise(t *testing.T, pen map[uint16][]byte, r *flow.Record) {
 	t.Helper()
-	if !Enriched(r) {
-		if len(got.pen) != 0 {
-			t.Errorf("%v: not enriched, %d enterprise fields", r.SrcAddr, len(got.pen))
+	for id, w := range wantEnterprise(r) {
+		if got, ok := pen[id]; !ok || !bytes.Equal(got, w) {
+			t.Errorf("%v: enterprise field %d = %x, want %x", r.SrcAddr, id, got, w)
 		}
+	}
+	if len(pen) != len(wantEnterprise(r)) {
+		t.Errorf("%v: %d enterprise fields, want %d", r.SrcAddr, len(pen), len(wantEnterprise(r)))
+	}
+}
+
+// wantEnterprise returns the value (bytes) of each enterprise-specific
+// element r must carry, by element id: the NAT zone for a translated flow,
+// the enrichment group for an enriched one, the DNS and TLS groups when r
+// has those fields.
+func wantEnterprise(r *flow.Record) map[uint16][]byte {
+	be := binary.BigEndian
+	u16 := func(v uint16) []byte { return be.AppendUint16(nil, v) }
+	u64 := func(v uint64) []byte { return be.AppendUint64(nil, v) }
+	boolean := func(v bool) []byte {
+		if v {
+			return []byte{1}
+		}
+		return []byte{2}
+	}
+	m := map[uint16][]byte{}
+	if r.Translated() {
+		m[1013] = u16(r.XlatZoneID)
+	}
+	if Enriched(r) {
+		cause, state := r.DropCause, r.DropTCPState
+		if len(cause) > MaxDropCause {
+			cause = cause[:MaxDropCause]
+		}
+		if len(state) > MaxDropTCPState {
+			state = state[:MaxDropTCPState]
+		}
+		m[1001], m[1002], m[1003] = u64(r.DropPackets), u64(r.DropBytes), []byte(cause)
+		m[1004], m[1005] = u64(uint64(r.RTT)), u64(r.Retransmits)
+		m[1006] = be.AppendUint32(nil, r.Sampling)
+		m[1007], m[1008] = boolean(r.Partial), []byte{byte(len(r.Interfaces))}
+		m[1009], m[1010], m[1011] = u64(uint64(r.RTTMax)), []byte(state), u16(r.DropTCPFlags)
+		m[1012] = boolean(r.IfacesOverflow || len(r.Interfaces) > MaxInterfaces)
+	}
+	if r.HasDNS() {
+		name := r.DNSName
+		if len(name) > MaxDNSName {
+			name = name[:MaxDNSName]
+		}
+		m[1020], m[1021], m[1022] = u16(r.DNSID), u16(r.DNSFlags), []byte{r.DNSRcode}
+		m[1023], m[1024] = []byte(name), boolean(r.DNSNameTruncated || len(r.DNSName) > MaxDNSName)
+		m[1025], m[1026] = u64(uint64(r.DNSLatency)), u64(uint64(r.DNSLatencyMax))
+		m[1027] = boolean(r.DNSTimeout)
+	}
+	if r.HasTLS() {
+		m[1030], m[1031], m[1032] = u16(r.TLSVersion), u16(r.TLSCipherSuite), u16(r.TLSGroup)
+		m[1033], m[1034] = boolean(r.TLSClientHello), boolean(r.QUIC)
+	}
+	return m
+}
+
+// listEntry is one entry of the interfaces list as decoded from the wire.
+type listEntry struct {
+	name    string
+	in, out uint32
+}
+
+// parseInterfaces decodes the interfaces list (the content of a
+// subTemplateList, RFC 6313 §4.5.3, which goflow2 hands over as bytes):
+// semantic, template id, then entries of TemplateInterface's fields.
+func parseInterfaces(b []byte) (semantic uint8, template uint16, entries []listEntry, err error) {
+	if len(b) < 3 {
+		return 0, 0, nil, fmt.Errorf("list of %d bytes", len(b))
+	}
+	semantic, template, b = b[0], binary.BigEndian.Uint16(b[1:]), b[3:]
+	for len(b) > 0 {
+		n := int(b[0])
+		if len(b) < 1+n+8 {
+			return semantic, template, entries, fmt.Errorf("entry %d cut short: %x", len(entries), b)
+		}
+		entries = append(entries, listEntry{string(b[1 : 1+n]), binary.BigEndian.Uint32(b[1+n:]), binary.BigEndian.Uint32(b[5+n:])})
+		b = b[9+n:]
+	}
+	return semantic, template, entries, nil
+}
+
+// wantInterfaces is r's interfaces list as it must be decoded.
+func wantInterfaces(r *flow.Record) (out []listEntry) {
+	for i, it := range r.Interfaces {
+		if i == MaxInterfaces {
+			break
+		}
+		e := listEntry{name: it.Name}
+		if len(e.name) > MaxInterfaceName {
+			e.name = e.name[:MaxInterfaceName]
+		}
+		if it.Direction == flow.DirIngress || it.Direction == flow.DirBoth {
+			e.in = it.Ifindex
+		}
+		if it.Direction == flow.DirEgress || it.Direction == flow.DirBoth {
+			e.out = it.Ifindex
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// checkInterfaces checks the interfaces list goflow2 decoded for r.
+func checkInterfaces(t *testing.T, b []byte, r *flow.Record) {
+	t.Helper()
+	sem, tmpl, got, err := parseInterfaces(b)
+	if err != nil {
+		t.Errorf("%v: interfaces list: %v", r.SrcAddr, err)
 		return
 	}
-	u := func(id uint16, size int) uint64 {
-		b, ok := got.pen[id]
-		if !ok || len(b) != size {
-			t.Errorf("%v: enterprise field %d = %x, want %d bytes", r.SrcAddr, id, b, size)
-			return 0
-		}
-		var v uint64
-		for _, x := range b {
-			v = v<<8 | uint64(x)
-		}
-		return v
+	if sem != 4 || tmpl != TemplateInterface {
+		t.Errorf("%v: interfaces list semantic %d template %d, want 4 (ordered) %d", r.SrcAddr, sem, tmpl, TemplateInterface)
 	}
-	cause := r.DropCause
-	if len(cause) > MaxDropCause {
-		cause = cause[:MaxDropCause]
-	}
-	partial := uint64(2)
-	if r.Partial {
-		partial = 1
-	}
-	for _, c := range []struct {
-		id   uint16
-		size int
-		want uint64
-	}{
-		{1001, 8, r.DropPackets}, {1002, 8, r.DropBytes}, {1004, 8, uint64(r.RTT)}, {1005, 8, r.Retransmits},
-		{1006, 4, uint64(r.Sampling)}, {1007, 1, partial}, {1008, 1, uint64(len(r.Interfaces))},
-	} {
-		if v := u(c.id, c.size); v != c.want {
-			t.Errorf("%v: enterprise field %d = %d, want %d", r.SrcAddr, c.id, v, c.want)
-		}
-	}
-	if got := string(got.pen[1003]); got != cause {
-		t.Errorf("%v: drop cause %q, want %q", r.SrcAddr, got, cause)
-	}
-	if len(got.pen) != 8 {
-		t.Errorf("%v: %d enterprise fields, want 8", r.SrcAddr, len(got.pen))
+	if fmt.Sprint(got) != fmt.Sprint(wantInterfaces(r)) {
+		t.Errorf("%v: interfaces %v, want %v", r.SrcAddr, got, wantInterfaces(r))
 	}
 }
 
@@ -426,10 +585,11 @@ func checkEnterprise(t *testing.T, got decoded, r *flow.Record) {
 // elements under EnterpriseNumber, translated or not; goflow2 decodes every
 // one, standard and enterprise, mixed with plain flows in one batch.
 func TestEnrichedDecodedByGoflow2(t *testing.T) {
-	col, e := udpExporter(t, Config{DomainID: 5})
+	col, e := udpExporter(t, Config{DomainID: 5, MaxMessageBytes: DefaultMaxMessageBytes})
 	batch := records(240)
 	translate(batch)
 	enrich(batch)
+	dnsTLS(batch)
 	if err := e.Export(context.Background(), batch); err != nil {
 		t.Fatal(err)
 	}
@@ -442,26 +602,54 @@ func TestEnrichedDecodedByGoflow2(t *testing.T) {
 		check(t, recs[i], &batch[i], 5)
 		perTemplate[recs[i].template]++
 	}
-	for id := TemplateIPv4; id <= TemplateIPv6NATEnriched; id++ {
-		if perTemplate[id] == 0 {
-			t.Errorf("no flow in template %d (%v)", id, perTemplate)
-		}
-	}
-	for i, m := range msgs {
-		if len(m) > DefaultMaxMessageBytes {
-			t.Errorf("message %d is %d bytes", i, len(m))
-		}
-	}
+	checkFull(t, msgs, batch, DefaultMaxMessageBytes)
 	t.Logf("%d flows in %d messages, per template %v", len(batch), len(msgs), perTemplate)
+}
+
+// Every one of the 32 templates (address family × NAT × enrichment × DNS ×
+// TLS) is decoded by goflow2 to the record's values, in one batch.
+func TestEveryTemplateDecodedByGoflow2(t *testing.T) {
+	col, e := udpExporter(t, Config{DomainID: 11})
+	base := records(variants * 2)
+	var batch []flow.Record
+	for v := range variants {
+		r := base[v*2] // IPv4 TCP or ICMP
+		if v&variantV6 != 0 {
+			r = base[v*2+1] // IPv6 UDP or ICMPv6
+		}
+		if v&variantNAT != 0 {
+			r.XlatDstAddr, r.XlatDstPort, r.XlatZoneID = r.DstAddr, 8080, uint16(v)
+		}
+		if v&variantEnriched != 0 {
+			r.RTT, r.RTTMax, r.DropTCPState = time.Duration(v)*time.Microsecond, time.Millisecond, "SYN_SENT"
+		}
+		if v&variantDNS != 0 {
+			r.DNSID, r.DNSName, r.DNSLatency = uint16(v), "svc.example", time.Duration(v)*time.Millisecond
+		}
+		if v&variantTLS != 0 {
+			r.TLSVersion, r.TLSGroup, r.QUIC = 0x0304, 0x11ec, true
+		}
+		batch = append(batch, r)
+	}
+	if err := e.Export(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	_, recs := receive(t, col, netflow.CreateTemplateSystem(), len(batch))
+	for i := range batch {
+		check(t, recs[i], &batch[i], 11)
+		if want := TemplateIPv4 + uint16(i); recs[i].template != want {
+			t.Errorf("flow %d: template %d, want %d", i, recs[i].template, want)
+		}
+	}
 }
 
 // With the smallest message size (512 bytes) the eight templates do not fit
 // in one message: they go in template-only messages, the last set opening
 // the first data message; goflow2 decodes everything, no message is larger.
 func TestTemplatesSplitInSmallMessages(t *testing.T) {
-	col, e := udpExporter(t, Config{DomainID: 3, MaxMessageBytes: minMessage})
+	col, e := udpExporter(t, Config{DomainID: 3, MaxMessageBytes: MinMessageBytes})
 	if len(e.templates) < 2 {
-		t.Fatalf("%d template sets at %d bytes, want several", len(e.templates), minMessage)
+		t.Fatalf("%d template sets at %d bytes, want several", len(e.templates), MinMessageBytes)
 	}
 	batch := records(60)
 	translate(batch)
@@ -477,8 +665,8 @@ func TestTemplatesSplitInSmallMessages(t *testing.T) {
 	templateOnly := 0
 	ts := netflow.CreateTemplateSystem()
 	for i, m := range msgs {
-		if len(m) > minMessage {
-			t.Errorf("message %d is %d bytes, over %d", i, len(m), minMessage)
+		if len(m) > MinMessageBytes {
+			t.Errorf("message %d is %d bytes, over %d", i, len(m), MinMessageBytes)
 		}
 		if s := binary.BigEndian.Uint32(m[8:]); s != seq {
 			t.Errorf("message %d: sequence %d, want %d", i, s, seq)
@@ -563,52 +751,65 @@ func TestTemplateResentAfterCollectorRestart(t *testing.T) {
 	}
 }
 
+// tcpResult is what a TCP collector (tcpCollect) got: the messages and
+// their data records as goflow2 decoded them.
+type tcpResult struct {
+	msgs [][]byte
+	recs []decoded
+	err  error
+}
+
+// tcpCollect is a TCP collector: it accepts one connection on ln, decodes
+// its messages (framed by their length field) with goflow2 and a new
+// template state until want data records came, then closes the connection.
+func tcpCollect(ln net.Listener, want int) <-chan tcpResult {
+	done := make(chan tcpResult, 1)
+	go func() {
+		var res tcpResult
+		defer func() { done <- res }()
+		c, err := ln.Accept()
+		if err != nil {
+			res.err = err
+			return
+		}
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		ts := netflow.CreateTemplateSystem()
+		for len(res.recs) < want {
+			hdr := make([]byte, 4)
+			if _, res.err = io.ReadFull(c, hdr); res.err != nil {
+				return
+			}
+			msg := make([]byte, binary.BigEndian.Uint16(hdr[2:]))
+			copy(msg, hdr)
+			if _, res.err = io.ReadFull(c, msg[4:]); res.err != nil {
+				return
+			}
+			var p netflow.IPFIXPacket
+			var v9 netflow.NFv9Packet
+			if err := netflow.DecodeMessageVersion(bytes.NewBuffer(msg), ts, &v9, &p); err != nil {
+				res.err = fmt.Errorf("goflow2: %w", err)
+				return
+			}
+			res.msgs = append(res.msgs, msg)
+			res.recs = append(res.recs, dataRecords(p)...)
+		}
+	}()
+	return done
+}
+
 // Over TCP the templates open the stream; messages are framed by their
-// length field.
+// length field, and as large as the default allows (65535 bytes).
 func TestTCPDecodedByGoflow2(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	batch := records(100)
-	type result struct {
-		recs []decoded
-		err  error
-	}
-	done := make(chan result, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			done <- result{err: err}
-			return
-		}
-		defer c.Close()
-		c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		ts := netflow.CreateTemplateSystem()
-		var res result
-		for len(res.recs) < len(batch) {
-			hdr := make([]byte, 4)
-			if _, err := io.ReadFull(c, hdr); err != nil {
-				done <- result{err: err}
-				return
-			}
-			msg := make([]byte, binary.BigEndian.Uint16(hdr[2:]))
-			copy(msg, hdr)
-			if _, err := io.ReadFull(c, msg[4:]); err != nil {
-				done <- result{err: err}
-				return
-			}
-			var p netflow.IPFIXPacket
-			var v9 netflow.NFv9Packet
-			if err := netflow.DecodeMessageVersion(bytes.NewBuffer(msg), ts, &v9, &p); err != nil {
-				done <- result{err: fmt.Errorf("goflow2: %w", err)}
-				return
-			}
-			res.recs = append(res.recs, dataRecords(p)...)
-		}
-		done <- res
-	}()
+	batch := records(1000)
+	enrich(batch)
+	dnsTLS(batch)
+	done := tcpCollect(ln, len(batch))
 	e, err := New(Config{Target: ln.Addr().String(), Transport: "tcp", DomainID: 7})
 	if err != nil {
 		t.Fatal(err)
@@ -624,10 +825,74 @@ func TestTCPDecodedByGoflow2(t *testing.T) {
 	for i := range batch {
 		check(t, res.recs[i], &batch[i], 7)
 	}
+	checkFull(t, res.msgs, batch, DefaultMaxMessageBytesTCP)
 }
 
-// A TCP collector that is down: Export fails with the reason, the next one
-// tries again.
+// A TCP collector that goes away and comes back (a new goflow2 state, on
+// the same address): the exporter notices the closed stream, retries with
+// backoff while nothing listens, and on the new connection sends the
+// templates first and restarts the sequence; the new collector decodes
+// every flow of the batch exported meanwhile, none lost.
+func TestTCPReconnectsAfterCollectorRestart(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	first, second := records(50), records(80)
+	enrich(second)
+	done := tcpCollect(ln, len(first))
+	e, err := New(Config{Target: addr, Transport: "tcp", DomainID: 8,
+		BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	if err := e.Export(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-done; res.err != nil || len(res.recs) != len(first) {
+		t.Fatalf("first collector: %d flows, %v", len(res.recs), res.err)
+	}
+	ln.Close() // the collector is gone: its connection closed, nothing listens
+	for deadline := time.Now().Add(10 * time.Second); e.Connected(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the exporter did not notice the collector closing the connection")
+		}
+	}
+
+	exported := make(chan error, 1)
+	go func() { exported <- e.Export(ctx, second) }()
+	for e.Stats.Errors.Load() < 2 { // refused twice at least: backing off
+		time.Sleep(time.Millisecond)
+	}
+	ln, err = net.Listen("tcp", addr) // the collector restarts
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	res := <-tcpCollect(ln, len(second))
+	if err := <-exported; err != nil {
+		t.Fatalf("Export across the restart: %v", err)
+	}
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	for i := range second {
+		check(t, res.recs[i], &second[i], 8)
+	}
+	if s := binary.BigEndian.Uint32(res.msgs[0][8:]); s != 0 {
+		t.Errorf("first message of the new connection: sequence %d, want 0", s)
+	}
+	if c, tm, l := e.Stats.Connects.Load(), e.Stats.Templates.Load(), e.Stats.Lost.Load(); c != 2 || tm != 2 || l != 0 {
+		t.Errorf("%d connections, templates sent %d times, %d flows lost; want 2, 2, 0", c, tm, l)
+	}
+}
+
+// A TCP collector that is down: Export keeps trying, with backoff, until
+// its context ends, then fails with the connection's error; the flows are
+// counted lost.
 func TestTCPCollectorDown(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -635,15 +900,42 @@ func TestTCPCollectorDown(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	e, err := New(Config{Target: addr, Transport: "tcp", DialTimeout: time.Second})
+	e, err := New(Config{Target: addr, Transport: "tcp", DialTimeout: time.Second,
+		BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	err = e.Export(context.Background(), records(3))
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for e.Stats.Errors.Load() < 3 {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	err = e.Export(ctx, records(3))
 	var op *net.OpError
-	if !errors.As(err, &op) {
-		t.Fatalf("Export to a closed port: %v, want a connection error", err)
+	if !errors.As(err, &op) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Export to a closed port: %v, want a connection error and the cancellation", err)
+	}
+	if got := e.Stats.Lost.Load(); got != 3 {
+		t.Errorf("%d flows counted lost, want 3", got)
+	}
+	if e.Connected() {
+		t.Error("connected to a closed port")
+	}
+}
+
+// The wait before each connection attempt doubles from the base to the cap.
+func TestBackoff(t *testing.T) {
+	var got []time.Duration
+	for f := 1; f <= 8; f++ {
+		got = append(got, backoff(f, time.Second, 30*time.Second))
+	}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second,
+		30 * time.Second, 30 * time.Second, 30 * time.Second}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("backoff %v, want %v", got, want)
 	}
 }
 
@@ -672,7 +964,9 @@ func TestConfigErrors(t *testing.T) {
 		{Config{Target: "collector:0"}, `target "collector:0": port must be a number from 1 to 65535`},
 		{Config{Target: ":4739"}, `target ":4739": no host`},
 		{Config{Target: "collector:4739", Transport: "sctp"}, `transport "sctp": must be udp or tcp`},
-		{Config{Target: "collector:4739", MaxMessageBytes: 100}, "max message bytes 100: must be from 512 to 65535"},
+		{Config{Target: "collector:4739", MaxMessageBytes: 100}, "max message bytes 100: must be from 1024 to 65507 over udp"},
+		{Config{Target: "collector:4739", MaxMessageBytes: 65508}, "max message bytes 65508: must be from 1024 to 65507 over udp"},
+		{Config{Target: "collector:4739", Transport: "tcp", MaxMessageBytes: 65536}, "max message bytes 65536: must be from 1024 to 65535 over tcp"},
 	} {
 		_, err := New(tc.cfg)
 		if err == nil || err.Error() != tc.want {
@@ -681,13 +975,14 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
-// Steady state costs no allocation per flow (nor per batch).
+// Steady state costs no allocation per flow (nor per batch), every group
+// of fields included, sent over a real UDP socket.
 func TestExportAllocations(t *testing.T) {
 	_, e := udpExporter(t, Config{})
-	e.w = io.Discard
 	batch := records(1000)
 	translate(batch)
 	enrich(batch)
+	dnsTLS(batch)
 	ctx := context.Background()
 	if err := e.Export(ctx, batch); err != nil {
 		t.Fatal(err)
@@ -697,13 +992,116 @@ func TestExportAllocations(t *testing.T) {
 	}
 }
 
-func BenchmarkExport(b *testing.B) {
-	e := &Exporter{cfg: Config{Transport: "udp", MaxMessageBytes: DefaultMaxMessageBytes, TemplateRefresh: time.Minute},
-		w: io.Discard, buf: make([]byte, 0, DefaultMaxMessageBytes), now: time.Now, sendTemplate: true}
-	batch := records(1000)
-	b.ReportAllocs()
-	for b.Loop() {
-		_ = e.Export(context.Background(), batch)
+// The smallest message holds the largest record after its headers.
+func TestLargestRecordFits(t *testing.T) {
+	if n := headerLen + setHeaderLen + maxRecordLen; n > MinMessageBytes {
+		t.Errorf("largest record needs a %d-byte message, over MinMessageBytes %d", n, MinMessageBytes)
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch)), "ns/flow")
+	r := records(2)[1] // IPv6
+	r.XlatSrcAddr = netip.MustParseAddr("fd00::1")
+	r.DropCause, r.DropTCPState, r.DNSName = strings.Repeat("c", 300), strings.Repeat("s", 50), strings.Repeat("n", 300)
+	r.TLSVersion, r.Partial = 0x0304, true
+	r.Interfaces = nil
+	for range 8 {
+		r.Interfaces = append(r.Interfaces, flow.Interface{Name: strings.Repeat("i", 20), Direction: flow.DirBoth})
+	}
+	v := recordVariant(&r)
+	if v != variants-1 {
+		t.Fatalf("variant %d, want every group", v)
+	}
+	if n := len(appendRecord(nil, &r, v)); n != maxRecordLen || recordLen(&r, v) != n {
+		t.Errorf("largest record %d bytes (recordLen %d), maxRecordLen %d", n, recordLen(&r, v), maxRecordLen)
+	}
+	t.Logf("largest record %d bytes", maxRecordLen)
+
+	// recordLen, which sizes the messages, is the length appended.
+	batch := records(420)
+	translate(batch)
+	enrich(batch)
+	dnsTLS(batch)
+	for i := range batch {
+		v := recordVariant(&batch[i])
+		if n, want := recordLen(&batch[i], v), len(appendRecord(nil, &batch[i], v)); n != want {
+			t.Errorf("flow %d (variant %d): recordLen %d, appended %d bytes", i, v, n, want)
+		}
+	}
+}
+
+// A site's own enterprise number (Config.EnterpriseNumber) replaces the
+// documentation PEN in every template: goflow2 decodes the enterprise
+// elements under it and none under 32473.
+func TestEnterpriseNumber(t *testing.T) {
+	col, e := udpExporter(t, Config{EnterpriseNumber: 4242})
+	batch := records(40)
+	enrich(batch)
+	dnsTLS(batch)
+	if err := e.Export(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	_, recs := receive(t, col, netflow.CreateTemplateSystem(), len(batch))
+	want := 0
+	for i := range batch {
+		if len(recs[i].pen) != 0 {
+			t.Fatalf("flow %d: %d elements under PEN %d", i, len(recs[i].pen), EnterpriseNumber)
+		}
+		if n := recs[i].pens[4242]; n != recs[i].otherPEN || n != len(wantEnterprise(&batch[i])) {
+			t.Errorf("flow %d: %d elements under PEN 4242 (%v), want %d", i, n, recs[i].pens, len(wantEnterprise(&batch[i])))
+		}
+		want += recs[i].otherPEN
+	}
+	if want == 0 {
+		t.Fatal("no enterprise element exported")
+	}
+}
+
+// Close ends an Export that waits for an unreachable TCP collector: the
+// exporter closed is the reason given, and the batch is counted lost.
+func TestCloseEndsReconnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	e, err := New(Config{Target: addr, Transport: "tcp", BackoffBase: time.Hour, BackoffMax: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := make(chan error, 1)
+	go func() { exported <- e.Export(context.Background(), records(5)) }()
+	for e.Stats.Errors.Load() < 1 { // refused once: now waiting an hour
+		time.Sleep(time.Millisecond)
+	}
+	e.Close()
+	if err := <-exported; !errors.Is(err, errClosed) {
+		t.Fatalf("Export after Close: %v, want %v", err, errClosed)
+	}
+	if got := e.Stats.Lost.Load(); got != 5 {
+		t.Errorf("%d flows counted lost, want 5", got)
+	}
+}
+
+// Connected answers while an Export waits to reconnect (it holds the
+// exporter's lock for that long): a metrics scrape never blocks on it.
+func TestConnectedWhileReconnecting(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	e, err := New(Config{Target: addr, Transport: "tcp", BackoffBase: time.Hour, BackoffMax: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := make(chan error, 1)
+	go func() { exported <- e.Export(context.Background(), records(1)) }()
+	for e.Stats.Errors.Load() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	if e.Connected() {
+		t.Error("connected to a closed port")
+	}
+	e.Close()
+	<-exported
 }

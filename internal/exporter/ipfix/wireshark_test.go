@@ -76,7 +76,9 @@ func writePcap(path string, msgs [][]byte, at time.Time) error {
 // the number of packets tshark read.
 func tsharkFlows(t *testing.T, tshark, path string) (flows []map[string]any, packets int) {
 	t.Helper()
-	cmd := exec.Command(tshark, "-r", path, "-d", "udp.port=="+strconv.Itoa(pcapPort)+",cflow", "-T", "json")
+	// --no-duplicate-keys: the enterprise-specific elements, which tshark
+	// shows under one name, come as a list in record order.
+	cmd := exec.Command(tshark, "-r", path, "-d", "udp.port=="+strconv.Itoa(pcapPort)+",cflow", "-T", "json", "--no-duplicate-keys")
 	cmd.Env = append(os.Environ(), "TZ=UTC")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -106,14 +108,67 @@ func tsharkFlows(t *testing.T, tshark, path string) (flows []map[string]any, pac
 				continue
 			}
 			for fk, fv := range set {
-				if f, ok := fv.(map[string]any); ok && strings.HasPrefix(fk, "Flow ") {
-					f["template"] = set["cflow.flowset_id"]
-					flows = append(flows, f)
+				if !strings.HasPrefix(fk, "Flow ") {
+					continue
+				}
+				for _, x := range asList(fv) {
+					if f, ok := x.(map[string]any); ok {
+						f["template"] = set["cflow.flowset_id"]
+						flows = append(flows, f)
+					}
 				}
 			}
 		}
 	}
 	return flows, len(pkts)
+}
+
+// asList is v, a list or one value (tshark's JSON gives a key seen once its
+// value, a key seen several times a list).
+func asList(v any) []any {
+	if l, ok := v.([]any); ok {
+		return l
+	}
+	if v == nil {
+		return nil
+	}
+	return []any{v}
+}
+
+// tsharkInterfaces is the interfaces list tshark decoded in flow f (its
+// subTemplateList of TemplateInterface entries), as "semantic template
+// [name in out ...]".
+func tsharkInterfaces(f map[string]any) string {
+	l, _ := f["cflow.subtemplate_list"].(map[string]any)
+	var entries []listEntry
+	for i := 1; ; i++ {
+		it, ok := l["List Item "+strconv.Itoa(i)].(map[string]any)
+		if !ok {
+			break
+		}
+		in, _ := strconv.ParseUint(fmt.Sprint(it["cflow.inputint"]), 10, 32)
+		out, _ := strconv.ParseUint(fmt.Sprint(it["cflow.outputint"]), 10, 32)
+		entries = append(entries, listEntry{fmt.Sprint(it["cflow.if_name"]), uint32(in), uint32(out)})
+	}
+	return fmt.Sprint(l["cflow.subtemplate_semantic"], " ", l["cflow.subtemplate_id"], " ", entries)
+}
+
+// tsharkEnterprise is what tshark shows of r's enterprise-specific
+// elements (it knows no name for them under our PEN): their values in
+// template order, as colon-separated hex, an empty string left out.
+func tsharkEnterprise(r *flow.Record) (out []string) {
+	want := wantEnterprise(r)
+	for _, fl := range templateFields(recordVariant(r)) {
+		if !fl.pen || len(want[fl.id]) == 0 {
+			continue
+		}
+		var hex []string
+		for _, c := range want[fl.id] {
+			hex = append(hex, fmt.Sprintf("%02x", c))
+		}
+		out = append(out, strings.Join(hex, ":"))
+	}
+	return out
 }
 
 func keys(m map[string]any) []string {
@@ -190,10 +245,11 @@ func TestDecodedByWireshark(t *testing.T) {
 		t.Skip("SKIPPED: tshark is not installed, so Wireshark's IPFIX dissector was NOT checked; " +
 			"install it with `sudo hack/install-deps.sh test` (Debian's tshark)")
 	}
-	col, e := udpExporter(t, Config{DomainID: 42})
+	col, e := udpExporter(t, Config{DomainID: 42, MaxMessageBytes: DefaultMaxMessageBytes})
 	batch := records(200)
 	translate(batch)
 	enrich(batch)
+	dnsTLS(batch)
 	if err := e.Export(context.Background(), batch); err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +274,7 @@ func TestDecodedByWireshark(t *testing.T) {
 		}
 		byAddrs[fmt.Sprint(src, " ", dst)] = f
 	}
-	nat := 0
+	nat, dns, tls := 0, 0, 0
 	for i := range batch {
 		r := &batch[i]
 		f := byAddrs[r.SrcAddr.String()+" "+r.DstAddr.String()]
@@ -241,9 +297,24 @@ func TestDecodedByWireshark(t *testing.T) {
 				t.Errorf("%v -> %v proto %d: %s = %q, want %q", r.SrcAddr, r.DstAddr, r.Proto, k, got, w)
 			}
 		}
+		if got, w := tsharkInterfaces(f), fmt.Sprint("4 ", TemplateInterface, " ", wantInterfaces(r)); got != w {
+			t.Errorf("%v: interfaces list %s, want %s", r.SrcAddr, got, w)
+		}
+		if got, w := fmt.Sprint(asList(f["cflow.enterprise_private_entry"])), fmt.Sprint(tsharkEnterprise(r)); got != w {
+			t.Errorf("%v: enterprise elements %s, want %s", r.SrcAddr, got, w)
+		}
+		if r.HasDNS() {
+			dns++
+		}
+		if r.HasTLS() {
+			tls++
+		}
 	}
 	if nat == 0 || nat == len(batch) {
 		t.Errorf("%d translated flows of %d: both kinds must be checked", nat, len(batch))
 	}
-	t.Logf("tshark decoded %d flows (%d translated) from %d messages", len(flows), nat, len(msgs))
+	if dns == 0 || tls == 0 {
+		t.Errorf("%d flows with DNS, %d with TLS: both must be checked", dns, tls)
+	}
+	t.Logf("tshark decoded %d flows (%d translated, %d DNS, %d TLS) from %d messages", len(flows), nat, dns, tls, len(msgs))
 }

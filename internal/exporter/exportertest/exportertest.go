@@ -1,0 +1,110 @@
+// Package exportertest holds what the exporters' benchmarks share (`make
+// bench`): an eviction's worth of flows like a node's, and the loop that
+// exports them as the agent does and reports the cost per flow, so that
+// stdout, grpc and ipfix are measured alike.
+package exportertest
+
+import (
+	"context"
+	"net/netip"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/flowlens/flowlens/internal/exporter"
+	"github.com/flowlens/flowlens/pkg/flow"
+)
+
+// Eviction is the flows per eviction the benchmarks export, and Batch the
+// batches the evictor hands them over in (its default --grpc-batch-size).
+const (
+	Eviction = 100_000
+	Batch    = 1000
+)
+
+// Records returns n flows like an eviction's on a busy node: IPv4 TCP (with
+// an RTT, so enriched) and UDP, one in ten IPv6, each seen on a pod's veth
+// and the node's eth0; one in twenty UDP flows has DNS fields, one in
+// twenty TCP flows TLS fields. Every flow is distinct.
+func Records(n int) []flow.Record {
+	out := make([]flow.Record, n)
+	start := time.Date(2026, 11, 24, 4, 0, 0, 0, time.UTC)
+	for i := range out {
+		r := &out[i]
+		*r = flow.Record{
+			SrcAddr: netip.AddrFrom4([4]byte{10, 244, byte(i >> 8), byte(i)}), DstAddr: netip.AddrFrom4([4]byte{10, 96, byte(i >> 16), 10}),
+			SrcPort: uint16(30000 + i%30000), DstPort: 8080, Proto: 6,
+			Bytes: 123456, Packets: 87, TCPFlags: 0x1b | flow.TCPFlagSynAck, EthType: 0x0800, DSCP: 10,
+			SrcMAC: [6]byte{0x02, 0x42, 0xac, 0x11, 0, 2}, DstMAC: [6]byte{0x02, 0x42, 0xac, 0x11, 0, 3},
+			StartTime: start, EndTime: start.Add(4 * time.Second),
+			Interfaces: []flow.Interface{
+				{Name: "veth1a2b3c", Ifindex: 7, Netns: "host", NetnsID: 4026531840, Direction: flow.DirIngress},
+				{Name: "eth0", Ifindex: 2, Netns: "host", NetnsID: 4026531840, Direction: flow.DirEgress},
+			},
+			Sampling: 1, RTT: 150 * time.Microsecond, RTTMax: time.Millisecond,
+		}
+		if i%10 == 9 {
+			r.SrcAddr = netip.AddrFrom16([16]byte{0xfd, 0, 14: byte(i >> 8), 15: byte(i)})
+			r.DstAddr, r.EthType = netip.MustParseAddr("fd00::10"), 0x86dd
+		}
+		switch {
+		case i%4 == 3: // UDP
+			r.Proto, r.TCPFlags, r.RTT, r.RTTMax, r.DstPort = 17, 0, 0, 0, 53
+			if i%20 == 3 {
+				r.DNSID, r.DNSFlags, r.DNSName = uint16(i), flow.DNSFlagRD, "kubernetes.default.svc.cluster.local"
+				r.DNSLatency, r.DNSLatencyMax = 300*time.Microsecond, time.Millisecond
+			}
+		case i%20 == 1:
+			r.DstPort, r.TLSVersion, r.TLSCipherSuite, r.TLSGroup = 443, 0x0304, 0x1301, 0x001d
+		}
+	}
+	return out
+}
+
+// Run is the exporters' benchmark: each op exports Eviction flows to e in
+// batches of Batch, as the agent's queue does after an eviction, then calls
+// done (nil: nothing to wait for), which returns once the consumer has them
+// all. It reports per flow: ns/flow (wall time), cpu-ns/flow (the process's
+// user and system CPU: with an in-process consumer, its CPU too) and
+// allocs/flow (the process's, likewise), besides the usual per-op figures.
+func Run(b *testing.B, e exporter.Exporter, done func()) {
+	recs := Records(Eviction)
+	ctx := context.Background()
+	op := func() {
+		for i := 0; i < len(recs); i += Batch {
+			if err := e.Export(ctx, recs[i:i+Batch]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if done != nil {
+			done()
+		}
+	}
+	op() // connect, templates, buffers: the steady state is what counts
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	cpu0 := cpuTime()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		op()
+	}
+	b.StopTimer()
+	cpu := cpuTime() - cpu0
+	runtime.ReadMemStats(&m1)
+	flows := float64(b.N) * Eviction
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/flows, "ns/flow")
+	b.ReportMetric(float64(cpu.Nanoseconds())/flows, "cpu-ns/flow")
+	b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/flows, "allocs/flow")
+}
+
+// cpuTime is the user and system CPU time the process used so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
