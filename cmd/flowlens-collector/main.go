@@ -161,6 +161,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e *env) i
 		log.Error("cannot start", "error", err)
 		return 1
 	}
+	hist := startHistory(o.history, pl, srv, metrics.Registry())
 
 	// Bind both addresses first, so that a bad or busy one fails now.
 	lis, err := net.Listen("tcp", o.listen)
@@ -222,7 +223,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e *env) i
 	}
 
 	log.Info("receiving flows", "address", lis.Addr().String(), "tls", o.tlsCert != "", "mtls", o.tlsCA != "", "output", o.output,
-		"metrics", o.metricsAddr, "enrichment", enrichmentName(o, cache), "subnets", o.subnets.String())
+		"metrics", o.metricsAddr, "history", o.history.size, "enrichment", enrichmentName(o, cache), "subnets", o.subnets.String())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	close(serving)
@@ -236,6 +237,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e *env) i
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), o.grace)
 	defer cancel()
+	if hist != nil {
+		hist.Close() // ends the observers' follow streams, which a graceful stop would wait for
+	}
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("shutdown: some batches were not handled", "error", err)
 	}
