@@ -34,7 +34,6 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -341,14 +340,5 @@ func loadStatic(file string) (k8smeta.StaticSource, error) {
 	return out, nil
 }
 
-// protoNames maps --proto names to IP protocol numbers, and back for the table.
+// protoNames maps --proto names to IP protocol numbers.
 var protoNames = map[string]uint32{"icmp": 1, "tcp": 6, "udp": 17, "gre": 47, "esp": 50, "icmpv6": 58, "sctp": 132}
-
-func protoName(p uint32) string {
-	for n, v := range protoNames {
-		if v == p {
-			return n
-		}
-	}
-	return strconv.FormatUint(uint64(p), 10)
-}

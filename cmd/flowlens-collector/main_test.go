@@ -142,9 +142,9 @@ func TestTableAndFilters(t *testing.T) {
 		want []string // substrings of the expected rows, in order
 	}{
 		{nil, []string{
-			"10.0.0.1:40000        → 10.0.0.53:53          udp                   120        2  pod-a/veth1(in),eth0(out)    -                -          node-7",
-			"10.0.0.1:40001        → 192.168.7.7:443       tcp                  9000       10  eth0(both)                   1p/60B NETFILTER_DROP 1.5ms      node-7",
-			"fd00::1               → fd00::2               icmpv6:128/0          104        1  -                            -                -          node-7",
+			"10.0.0.1:40000        → 10.0.0.53:53           udp                120B         2  pod-a/veth1(in),eth0(out)     -                       -          node-7",
+			"10.0.0.1:40001        → 192.168.7.7:443        tcp              8.8KiB        10  eth0(both)                    1p/60B NETFILTER_DROP   1.5ms      node-7",
+			"fd00::1               → fd00::2                icmpv6:128/0       104B         1  -                             -                       -          node-7",
 		}},
 		{[]string{"--proto", "udp"}, []string{"10.0.0.53:53"}},
 		{[]string{"--port", "443,53"}, []string{"10.0.0.53:53", "192.168.7.7:443"}},
