@@ -43,10 +43,10 @@ func (f *filter) match(r *flow.Record) bool {
 
 // printer writes the flows of every agent stream to one output.
 type printer struct {
-	format   string
-	filter   filter
-	table    *flowtable.Table // with SRC_K8S and DST_K8S columns when enriched
-	printed  atomic.Uint64
+	format  string
+	filter  filter
+	table   *flowtable.Table // with SRC_K8S and DST_K8S columns when enriched
+	printed atomic.Uint64
 
 	mu     sync.Mutex
 	w      *bufio.Writer
