@@ -181,6 +181,9 @@ func (s *Service) GetFlows(req *flowv1.GetFlowsRequest, stream grpc.ServerStream
 	if n := req.Last; n > 0 && uint64(len(past)) > n {
 		past = past[uint64(len(past))-n:]
 	}
+	if req.Follow && req.SkipHistory {
+		past = nil
+	}
 	for _, f := range past {
 		if err := stream.Send(&flowv1.GetFlowsResponse{Response: &flowv1.GetFlowsResponse_Flow{Flow: ToProto(f)}}); err != nil {
 			return err
@@ -188,6 +191,9 @@ func (s *Service) GetFlows(req *flowv1.GetFlowsRequest, stream grpc.ServerStream
 	}
 	if fl == nil {
 		return nil
+	}
+	if err := stream.Send(&flowv1.GetFlowsResponse{Response: &flowv1.GetFlowsResponse_HistoryEnd{HistoryEnd: true}}); err != nil {
+		return err
 	}
 	ctx := stream.Context()
 	for {

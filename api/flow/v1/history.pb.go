@@ -44,7 +44,9 @@ type GetFlowsRequest struct {
 	Since *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
 	Until *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=until,proto3" json:"until,omitempty"`
 	// After the history, stream new matching flows as they arrive.
-	Follow        bool `protobuf:"varint,5,opt,name=follow,proto3" json:"follow,omitempty"`
+	Follow bool `protobuf:"varint,5,opt,name=follow,proto3" json:"follow,omitempty"`
+	// With follow: no flows of the history, only new ones.
+	SkipHistory   bool `protobuf:"varint,6,opt,name=skip_history,json=skipHistory,proto3" json:"skip_history,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -110,6 +112,13 @@ func (x *GetFlowsRequest) GetUntil() *timestamppb.Timestamp {
 func (x *GetFlowsRequest) GetFollow() bool {
 	if x != nil {
 		return x.Follow
+	}
+	return false
+}
+
+func (x *GetFlowsRequest) GetSkipHistory() bool {
+	if x != nil {
+		return x.SkipHistory
 	}
 	return false
 }
@@ -313,6 +322,7 @@ type GetFlowsResponse struct {
 	//
 	//	*GetFlowsResponse_Flow
 	//	*GetFlowsResponse_Lost
+	//	*GetFlowsResponse_HistoryEnd
 	Response      isGetFlowsResponse_Response `protobuf_oneof:"response"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -373,6 +383,15 @@ func (x *GetFlowsResponse) GetLost() uint64 {
 	return 0
 }
 
+func (x *GetFlowsResponse) GetHistoryEnd() bool {
+	if x != nil {
+		if x, ok := x.Response.(*GetFlowsResponse_HistoryEnd); ok {
+			return x.HistoryEnd
+		}
+	}
+	return false
+}
+
 type isGetFlowsResponse_Response interface {
 	isGetFlowsResponse_Response()
 }
@@ -387,9 +406,18 @@ type GetFlowsResponse_Lost struct {
 	Lost uint64 `protobuf:"varint,2,opt,name=lost,proto3,oneof"`
 }
 
+type GetFlowsResponse_HistoryEnd struct {
+	// Sent once in follow mode, after the flows of the history: the flows
+	// after it are new (a client merging several collectors by time merges
+	// their histories up to here).
+	HistoryEnd bool `protobuf:"varint,3,opt,name=history_end,json=historyEnd,proto3,oneof"`
+}
+
 func (*GetFlowsResponse_Flow) isGetFlowsResponse_Response() {}
 
 func (*GetFlowsResponse_Lost) isGetFlowsResponse_Response() {}
+
+func (*GetFlowsResponse_HistoryEnd) isGetFlowsResponse_Response() {}
 
 // HistoryFlow is a flow as the collector received and enriched it.
 type HistoryFlow struct {
@@ -580,13 +608,14 @@ var File_api_flow_v1_history_proto protoreflect.FileDescriptor
 
 const file_api_flow_v1_history_proto_rawDesc = "" +
 	"\n" +
-	"\x19api/flow/v1/history.proto\x12\x10flowlens.flow.v1\x1a\x16api/flow/v1/flow.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd9\x01\n" +
+	"\x19api/flow/v1/history.proto\x12\x10flowlens.flow.v1\x1a\x16api/flow/v1/flow.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfc\x01\n" +
 	"\x0fGetFlowsRequest\x126\n" +
 	"\afilters\x18\x01 \x03(\v2\x1c.flowlens.flow.v1.FlowFilterR\afilters\x12\x12\n" +
 	"\x04last\x18\x02 \x01(\x04R\x04last\x120\n" +
 	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
 	"\x05until\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x16\n" +
-	"\x06follow\x18\x05 \x01(\bR\x06follow\"\xc9\x03\n" +
+	"\x06follow\x18\x05 \x01(\bR\x06follow\x12!\n" +
+	"\fskip_history\x18\x06 \x01(\bR\vskipHistory\"\xc9\x03\n" +
 	"\n" +
 	"FlowFilter\x12\x10\n" +
 	"\x03not\x18\x01 \x01(\bR\x03not\x12\x1c\n" +
@@ -607,10 +636,12 @@ const file_api_flow_v1_history_proto_rawDesc = "" +
 	"drop_cause\x18\x0e \x03(\tR\tdropCause\x12\x1b\n" +
 	"\ttcp_flags\x18\x0f \x03(\rR\btcpFlags\x126\n" +
 	"\trtt_above\x18\x10 \x01(\v2\x19.google.protobuf.DurationR\brttAbove\x12\x1b\n" +
-	"\tdns_rcode\x18\x11 \x03(\rR\bdnsRcode\"i\n" +
+	"\tdns_rcode\x18\x11 \x03(\rR\bdnsRcode\"\x8c\x01\n" +
 	"\x10GetFlowsResponse\x123\n" +
 	"\x04flow\x18\x01 \x01(\v2\x1d.flowlens.flow.v1.HistoryFlowH\x00R\x04flow\x12\x14\n" +
-	"\x04lost\x18\x02 \x01(\x04H\x00R\x04lostB\n" +
+	"\x04lost\x18\x02 \x01(\x04H\x00R\x04lost\x12!\n" +
+	"\vhistory_end\x18\x03 \x01(\bH\x00R\n" +
+	"historyEndB\n" +
 	"\n" +
 	"\bresponse\"\xc3\x02\n" +
 	"\vHistoryFlow\x12*\n" +
@@ -686,6 +717,7 @@ func file_api_flow_v1_history_proto_init() {
 	file_api_flow_v1_history_proto_msgTypes[2].OneofWrappers = []any{
 		(*GetFlowsResponse_Flow)(nil),
 		(*GetFlowsResponse_Lost)(nil),
+		(*GetFlowsResponse_HistoryEnd)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -39,8 +39,8 @@ const (
 // FlowHistory answers queries over a collector's recent flows.
 type FlowHistoryClient interface {
 	// GetFlows streams the matching flows of the history, oldest first (by
-	// end_time), then, with follow, the matching flows as they arrive until
-	// the client cancels. A follower that reads too slowly has flows dropped
+	// end_time), then, with follow, a history_end mark and the matching flows
+	// as they arrive until the client cancels. A follower that reads too slowly has flows dropped
 	// rather than slowing the collector down: each GetFlowsResponse.lost
 	// says how many since the previous one.
 	GetFlows(ctx context.Context, in *GetFlowsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GetFlowsResponse], error)
@@ -80,8 +80,8 @@ type FlowHistory_GetFlowsClient = grpc.ServerStreamingClient[GetFlowsResponse]
 // FlowHistory answers queries over a collector's recent flows.
 type FlowHistoryServer interface {
 	// GetFlows streams the matching flows of the history, oldest first (by
-	// end_time), then, with follow, the matching flows as they arrive until
-	// the client cancels. A follower that reads too slowly has flows dropped
+	// end_time), then, with follow, a history_end mark and the matching flows
+	// as they arrive until the client cancels. A follower that reads too slowly has flows dropped
 	// rather than slowing the collector down: each GetFlowsResponse.lost
 	// says how many since the previous one.
 	GetFlows(*GetFlowsRequest, grpc.ServerStreamingServer[GetFlowsResponse]) error
