@@ -50,8 +50,9 @@ check-layers: ## the layering rules of docs/architecture.md: the collector links
 	@bad=$$($(GO) list -deps ./cmd/flowlens-collector ./cmd/flowlens ./pkg/... | grep -E 'cilium/ebpf|vishvananda|/internal/(datapath|ifaces|maps|evictor)$$' || true); \
 	if [ -n "$$bad" ]; then echo "the collector or pkg/ links the kernel side:"; echo "$$bad"; exit 1; fi
 	GOOS=darwin GOARCH=arm64 $(GO) build -o /dev/null ./cmd/flowlens-collector
+	GOOS=darwin GOARCH=arm64 $(GO) build -o /dev/null ./cmd/flowlens
 	GOOS=linux GOARCH=arm64 $(GO) build ./...
-	@echo "layers ok: collector and pkg/ free of the kernel side; darwin/arm64 collector and linux/arm64 builds pass"
+	@echo "layers ok: collector, flowlens and pkg/ free of the kernel side; darwin/arm64 collector and flowlens, linux/arm64 builds pass"
 
 clean:
 	rm -rf $(BIN)
