@@ -14,6 +14,7 @@ import (
 
 	grpcexp "github.com/flowlens/flowlens/internal/exporter/grpc"
 	"github.com/flowlens/flowlens/internal/testkit"
+	"github.com/flowlens/flowlens/pkg/collector/collectortest"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
@@ -109,7 +110,19 @@ func startCollector(t *testing.T, args ...string) string {
 // and returns once the collector has handled them.
 func send(t *testing.T, addr, node string, recs []flow.Record) {
 	t.Helper()
-	e, err := grpcexp.New(grpcexp.Config{Target: addr, NodeName: node, AgentIP: netip.MustParseAddr("192.0.2.1")})
+	export(t, grpcexp.Config{Target: addr, NodeName: node, AgentIP: netip.MustParseAddr("192.0.2.1")}, recs)
+}
+
+// sendTLS is send as node-a over mTLS.
+func sendTLS(t *testing.T, addr string, pki *collectortest.PKI, recs []flow.Record) {
+	t.Helper()
+	export(t, grpcexp.Config{Target: addr, NodeName: "node-a", AgentIP: netip.MustParseAddr("192.0.2.1"),
+		TLSCA: pki.CA, TLSCert: pki.ClientCert, TLSKey: pki.ClientKey}, recs)
+}
+
+func export(t *testing.T, cfg grpcexp.Config, recs []flow.Record) {
+	t.Helper()
+	e, err := grpcexp.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
