@@ -196,8 +196,18 @@ func (s *Service) GetFlows(req *flowv1.GetFlowsRequest, stream grpc.ServerStream
 		return err
 	}
 	ctx := stream.Context()
+	// Losses are reported with the next flow, or at the latest a second
+	// later when no flow comes.
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
 	for {
 		select {
+		case <-tick.C:
+			if n := fl.lost.Swap(0); n > 0 {
+				if err := stream.Send(&flowv1.GetFlowsResponse{Response: &flowv1.GetFlowsResponse_Lost{Lost: n}}); err != nil {
+					return err
+				}
+			}
 		case f := <-fl.ch:
 			if n := fl.lost.Swap(0); n > 0 {
 				if err := stream.Send(&flowv1.GetFlowsResponse{Response: &flowv1.GetFlowsResponse_Lost{Lost: n}}); err != nil {
