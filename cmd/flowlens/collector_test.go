@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -44,7 +45,11 @@ func buildCollector(t *testing.T) string {
 			return
 		}
 		collectorBin = filepath.Join(dir, "flowlens-collector")
-		cmd := exec.Command("go", "build", "-o", collectorBin, "./cmd/flowlens-collector")
+		goBin, err := exec.LookPath("go")
+		if err != nil {
+			goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		}
+		cmd := exec.Command(goBin, "build", "-o", collectorBin, "./cmd/flowlens-collector")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = err
