@@ -402,7 +402,7 @@ func printUsage(w io.Writer) {
 		if d.arg != "" {
 			name += " " + d.arg
 		}
-		line := fmt.Sprintf("  %-34s %s", name, d.usage)
+		line := fmt.Sprintf("  %-38s %s", name, d.usage)
 		if d.def != "" {
 			line += fmt.Sprintf(" (default %s)", d.def)
 		}
