@@ -14,9 +14,9 @@ all: build
 # The version every binary prints with --version (internal/version).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS ?= -X github.com/flowlens/flowlens/internal/version.Version=$(VERSION)
-CMDS    := flowlens-agent flowlens-collector flowlens-operator
+CMDS    := flowlens-agent flowlens-collector flowlens-operator flowlens
 
-build: ## build bin/flowlens-{agent,collector,operator} (no clang needed: uses the committed BPF objects)
+build: ## build bin/flowlens-{agent,collector,operator} and bin/flowlens (no clang needed: uses the committed BPF objects)
 	@for c in $(CMDS); do echo "go build -o $(BIN)/$$c ./cmd/$$c"; \
 	  $(GO) build $(GOFLAGS) -ldflags "$(LDFLAGS)" -o $(BIN)/$$c ./cmd/$$c || exit 1; done
 
@@ -52,11 +52,12 @@ test-short: ## the tests that need no root, no kernel features and no cluster bi
 	FLOWLENS_TEST_SHORT=1 $(GO) -C test/otlp test -short -count=1 ./...
 
 check-layers: ## the layering rules of docs/architecture.md: the collector links nothing of the kernel side; cross-builds
-	@bad=$$($(GO) list -deps ./cmd/flowlens-collector ./pkg/... | grep -E 'cilium/ebpf|vishvananda|/internal/(datapath|ifaces|maps|evictor)$$' || true); \
+	@bad=$$($(GO) list -deps ./cmd/flowlens-collector ./cmd/flowlens ./pkg/... | grep -E 'cilium/ebpf|vishvananda|/internal/(datapath|ifaces|maps|evictor)$$' || true); \
 	if [ -n "$$bad" ]; then echo "the collector or pkg/ links the kernel side:"; echo "$$bad"; exit 1; fi
 	GOOS=darwin GOARCH=arm64 $(GO) build -o /dev/null ./cmd/flowlens-collector
+	GOOS=darwin GOARCH=arm64 $(GO) build -o /dev/null ./cmd/flowlens
 	GOOS=linux GOARCH=arm64 $(GO) build ./...
-	@echo "layers ok: collector and pkg/ free of the kernel side; darwin/arm64 collector and linux/arm64 builds pass"
+	@echo "layers ok: collector, flowlens and pkg/ free of the kernel side; darwin/arm64 collector and flowlens, linux/arm64 builds pass"
 
 clean:
 	rm -rf $(BIN)

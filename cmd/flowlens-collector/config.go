@@ -20,6 +20,7 @@ import (
 type options struct {
 	listen  string
 	output  string
+	history historyOptions
 	filter  filter
 	tlsCert string
 	tlsKey  string
@@ -262,6 +263,7 @@ func (o *options) validate() error {
 		}
 	}
 	add(cliconf.CheckListenAddress("--listen", o.listen))
+	add(o.history.validate())
 	if (o.tlsCert == "") != (o.tlsKey == "") {
 		add(errors.New("--tls-cert and --tls-key must be given together"))
 	}

@@ -219,13 +219,13 @@ func TestTableEnriched(t *testing.T) {
 	send(t, addr, records())
 	stop()
 	lines := out.lines()
-	if len(lines) != 4 || !strings.HasSuffix(lines[0], "SRC_K8S                          DST_K8S") {
+	if len(lines) != 4 || !strings.HasSuffix(lines[0], "NODE              SRC_K8S                           DST_K8S") {
 		t.Fatalf("want a header with SRC_K8S DST_K8S and 3 rows, got:\n%s", strings.Join(lines, "\n"))
 	}
 	for i, w := range []string{
-		"node-7  shop/web-1(Deployment/web)       svc:kube-system/kube-dns",
-		"node-7  shop/web-1(Deployment/web)       ext:corp",
-		"node-7  ext                              ext",
+		"node-7            shop/web-1(Deployment/web)        svc:kube-system/kube-dns",
+		"node-7            shop/web-1(Deployment/web)        ext:corp",
+		"node-7            ext                               ext",
 	} {
 		if !strings.HasSuffix(lines[1+i], w) {
 			t.Errorf("row %d: %q does not end with %q", i, lines[1+i], w)
@@ -247,7 +247,7 @@ func TestMetricsFlags(t *testing.T) {
 		}
 	}
 	sort.Strings(flowFams)
-	if got := strings.Join(flowFams, ","); got != "decode_errors_total,drop_packets_total,enrichment_misses_total,flow_bytes_total,received_flows_total" {
+	if got := strings.Join(flowFams, ","); got != "decode_errors_total,drop_packets_total,enrichment_misses_total,flow_bytes_total,history_flows,history_follow_lost_flows_total,history_followers,received_flows_total" {
 		t.Errorf("families: %s", got)
 	}
 	expectSamples(t, fams, map[[2]string]float64{

@@ -34,7 +34,6 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -161,6 +160,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e *env) i
 		log.Error("cannot start", "error", err)
 		return 1
 	}
+	hist := startHistory(o.history, pl, srv, metrics.Registry())
 
 	// Bind both addresses first, so that a bad or busy one fails now.
 	lis, err := net.Listen("tcp", o.listen)
@@ -222,7 +222,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e *env) i
 	}
 
 	log.Info("receiving flows", "address", lis.Addr().String(), "tls", o.tlsCert != "", "mtls", o.tlsCA != "", "output", o.output,
-		"metrics", o.metricsAddr, "enrichment", enrichmentName(o, cache), "subnets", o.subnets.String())
+		"metrics", o.metricsAddr, "history", o.history.size, "enrichment", enrichmentName(o, cache), "subnets", o.subnets.String())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	close(serving)
@@ -236,6 +236,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e *env) i
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), o.grace)
 	defer cancel()
+	if hist != nil {
+		hist.Close() // ends the observers' follow streams, which a graceful stop would wait for
+	}
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("shutdown: some batches were not handled", "error", err)
 	}
@@ -337,14 +340,5 @@ func loadStatic(file string) (k8smeta.StaticSource, error) {
 	return out, nil
 }
 
-// protoNames maps --proto names to IP protocol numbers, and back for the table.
+// protoNames maps --proto names to IP protocol numbers.
 var protoNames = map[string]uint32{"icmp": 1, "tcp": 6, "udp": 17, "gre": 47, "esp": 50, "icmpv6": 58, "sctp": 132}
-
-func protoName(p uint32) string {
-	for n, v := range protoNames {
-		if v == p {
-			return n
-		}
-	}
-	return strconv.FormatUint(uint64(p), 10)
-}

@@ -142,9 +142,9 @@ func TestTableAndFilters(t *testing.T) {
 		want []string // substrings of the expected rows, in order
 	}{
 		{nil, []string{
-			"10.0.0.1:40000        → 10.0.0.53:53          udp                   120        2  pod-a/veth1(in),eth0(out)    -                -          node-7",
-			"10.0.0.1:40001        → 192.168.7.7:443       tcp                  9000       10  eth0(both)                   1p/60B NETFILTER_DROP 1.5ms      node-7",
-			"fd00::1               → fd00::2               icmpv6:128/0          104        1  -                            -                -          node-7",
+			"10.0.0.1:40000        → 10.0.0.53:53           udp                120B         2  pod-a/veth1(in),eth0(out)     -                       -          node-7",
+			"10.0.0.1:40001        → 192.168.7.7:443        tcp              8.8KiB        10  eth0(both)                    1p/60B NETFILTER_DROP   1.5ms      node-7",
+			"fd00::1               → fd00::2                icmpv6:128/0       104B         1  -                             -                       -          node-7",
 		}},
 		{[]string{"--proto", "udp"}, []string{"10.0.0.53:53"}},
 		{[]string{"--port", "443,53"}, []string{"10.0.0.53:53", "192.168.7.7:443"}},
@@ -227,6 +227,9 @@ func TestRangeChecks(t *testing.T) {
 		{[]string{"--pod-labels=yes"}, nil, `invalid --pod-labels "yes": must be true or false`},
 		{[]string{"--tls-cert", "x"}, nil, `--tls-cert and --tls-key must be given together` + "\n" + `invalid --tls-cert "x": no such file or directory`},
 		{[]string{"--kubeconfig", dir}, nil, fmt.Sprintf(`invalid --kubeconfig %q: is a directory, not a file`, dir)},
+		{[]string{"--history-size=-1"}, nil, `invalid --history-size "-1": must be 0 (no history) or more`},
+		{[]string{"--history-max-age=0s"}, nil, `invalid --history-max-age "0s": must be more than 0`},
+		{nil, map[string]string{"FLOWLENS_COLLECTOR_HISTORY_SIZE": "lots"}, `invalid FLOWLENS_COLLECTOR_HISTORY_SIZE "lots": must be an integer`},
 		{[]string{"extra"}, nil, `unexpected argument "extra": flowlens-collector takes only flags`},
 		{nil, map[string]string{"FLOWLENS_COLLECTOR_MAX_AGENTS": "-2"}, `invalid --max-agents "-2": must be -1 (unlimited) or at least 1`},
 		{nil, map[string]string{"FLOWLENS_COLLECTOR_PORT": "http"}, `invalid FLOWLENS_COLLECTOR_PORT "http": must be a port number from 0 to 65535`},

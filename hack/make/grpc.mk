@@ -26,7 +26,7 @@ PROTOC_PLUGINS     = $(abspath $(FLOWLENS_CACHE))/protoc-plugins
 PROTOC_GEN_GO      = $(PROTOC_PLUGINS)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)/protoc-gen-go
 PROTOC_GEN_GO_GRPC = $(PROTOC_PLUGINS)/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION)/protoc-gen-go-grpc
 
-FLOW_PROTO = api/flow/v1/flow.proto
+FLOW_PROTO = api/flow/v1/flow.proto api/flow/v1/history.proto
 
 .PHONY: generate-grpc deps-protoc protoc-plugins
 

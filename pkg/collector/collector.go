@@ -165,6 +165,13 @@ func New(h Handler, opts Options) (*Server, error) {
 	return s, nil
 }
 
+// RegisterService adds another gRPC service on the same server (and so
+// the same listener, TLS and limits), such as the collector's FlowHistory;
+// call it before Serve. It makes a Server a grpc.ServiceRegistrar.
+func (s *Server) RegisterService(desc *grpc.ServiceDesc, impl any) {
+	s.grpc.RegisterService(desc, impl)
+}
+
 // Serve accepts agents on l until Shutdown. It returns nil after Shutdown.
 func (s *Server) Serve(l net.Listener) error {
 	err := s.grpc.Serve(l)

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	grpcexp "github.com/flowlens/flowlens/internal/exporter/grpc"
+	"github.com/flowlens/flowlens/internal/testkit"
+	"github.com/flowlens/flowlens/pkg/collector/collectortest"
+	"github.com/flowlens/flowlens/pkg/flow"
+)
+
+// The tests run the real flowlens-collector binary, built once from this
+// tree (FLOWLENS_COLLECTOR_BIN names a prebuilt one), and send it flows
+// with the agent's real gRPC exporter.
+var (
+	buildOnce    sync.Once
+	collectorBin string
+	buildErr     error
+)
+
+func buildCollector(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		if collectorBin = os.Getenv("FLOWLENS_COLLECTOR_BIN"); collectorBin != "" {
+			return
+		}
+		root, err := testkit.ModuleRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "observe-collector-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		collectorBin = filepath.Join(dir, "flowlens-collector")
+		goBin, err := exec.LookPath("go")
+		if err != nil {
+			goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		}
+		cmd := exec.Command(goBin, "build", "-o", collectorBin, "./cmd/flowlens-collector")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = err
+			collectorBin = string(out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("go build ./cmd/flowlens-collector: %v\n%s", buildErr, collectorBin)
+	}
+	return collectorBin
+}
+
+// startCollector runs a collector on a free loopback port with args and
+// returns its gRPC address once it accepts connections; it is stopped
+// (SIGINT) when the test ends.
+func startCollector(t *testing.T, args ...string) string {
+	t.Helper()
+	bin := buildCollector(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	var log bytes.Buffer
+	cmd := exec.Command(bin, append([]string{"--listen=" + addr, "--metrics-address=", "--output=none"}, args...)...)
+	cmd.Stderr = &syncWriter{w: &log}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+			t.Errorf("collector did not stop in 15s")
+		}
+		if t.Failed() {
+			t.Logf("collector %s log:\n%s", addr, log.String())
+		}
+	})
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return addr
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("collector exited: %v\n%s", err, log.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("collector not listening after 20s:\n%s", log.String())
+		}
+	}
+}
+
+// send exports recs to the collector at addr as the agent of node does,
+// and returns once the collector has handled them.
+func send(t *testing.T, addr, node string, recs []flow.Record) {
+	t.Helper()
+	export(t, grpcexp.Config{Target: addr, NodeName: node, AgentIP: netip.MustParseAddr("192.0.2.1")}, recs)
+}
+
+// sendTLS is send as node-a over mTLS.
+func sendTLS(t *testing.T, addr string, pki *collectortest.PKI, recs []flow.Record) {
+	t.Helper()
+	export(t, grpcexp.Config{Target: addr, NodeName: "node-a", AgentIP: netip.MustParseAddr("192.0.2.1"),
+		TLSCA: pki.CA, TLSCert: pki.ClientCert, TLSKey: pki.ClientKey}, recs)
+}
+
+func export(t *testing.T, cfg grpcexp.Config, recs []flow.Record) {
+	t.Helper()
+	e, err := grpcexp.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.Export(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil { // waits for the collector's summary: all handled
+		t.Fatal(err)
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.String()
+}
