@@ -149,7 +149,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e *env) i
 		log.Error("cannot start", "error", err)
 		return 2
 	}
-	metrics.Registry().MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics.Registry().MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		version.NewCollector("flowlens_collector"))
 
 	var p *printer
 	pl := &pipeline.Pipeline{Resolver: resolver, Metrics: metrics}
@@ -192,7 +193,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e *env) i
 	}
 	if o.metricsAddr != "" {
 		h := httpserve.Handler(httpserve.Options{Gatherer: metrics.Registry(), Ready: ready, Logger: log})
-		if ms, err = httpserve.Listen(o.metricsAddr, h, log); err != nil {
+		if ms, err = httpserve.Listen(o.metricsAddr, o.webConfig, h, log); err != nil {
 			log.Error("cannot listen", "error", err)
 			return 1
 		}

@@ -331,13 +331,13 @@ func (a *Agent) Run(ctx context.Context) (runErr error) {
 		return err
 	}
 	if a.cfg.MetricsAddress != "" {
-		srv, err := a.Metrics.Listen(a.cfg.MetricsAddress)
+		srv, err := a.Metrics.Listen(a.cfg.MetricsAddress, a.cfg.WebConfigFile)
 		if err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}
 		addr := srv.Addr().String()
 		a.metricsAddr.Store(&addr)
-		a.log.Info("serving metrics", "address", addr, "paths", "/metrics /healthz /readyz")
+		a.log.Info("serving metrics", "address", addr, "paths", "/metrics /healthz /readyz", "tls", a.cfg.WebConfigFile != "")
 		defer func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
