@@ -21,8 +21,8 @@ type logRecords struct {
 }
 
 func (r *logRecords) Enabled(context.Context, slog.Level) bool { return true }
-func (r *logRecords) WithAttrs([]slog.Attr) slog.Handler      { return r } // the agent's own lines use none
-func (r *logRecords) WithGroup(string) slog.Handler           { return r }
+func (r *logRecords) WithAttrs([]slog.Attr) slog.Handler       { return r } // the agent's own lines use none
+func (r *logRecords) WithGroup(string) slog.Handler            { return r }
 
 func (r *logRecords) Handle(_ context.Context, rec slog.Record) error {
 	var b strings.Builder

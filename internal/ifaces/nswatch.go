@@ -20,13 +20,13 @@ var errNetnsGone = errors.New("network namespace deleted")
 // its netlink sockets, which keep the namespace alive: they are closed as
 // soon as it stops, so a deleted namespace is really freed.
 type nsWatcher struct {
-	tmpl    Interface // Netns, NetnsPath and NetnsCookie of every event
-	fd      int       // namespace fd; -1 for Host (no thread switching)
-	ino     uint64    // nsfs inode: the namespace's identity while it lives
-	filter  filter
-	emit    func(Event) bool
-	log     *slog.Logger
-	links   map[int]string // every link, allowed or not: ifindex -> name
+	tmpl   Interface // Netns, NetnsPath and NetnsCookie of every event
+	fd     int       // namespace fd; -1 for Host (no thread switching)
+	ino    uint64    // nsfs inode: the namespace's identity while it lives
+	filter filter
+	emit   func(Event) bool
+	log    *slog.Logger
+	links  map[int]string // every link, allowed or not: ifindex -> name
 }
 
 // newNsWatcher opens the namespace at path ("" for Host) and emits Added for
