@@ -84,9 +84,18 @@ func (w *watched) summary() string {
 		hookList = append(hookList, h)
 	}
 	slices.Sort(hookList)
-	s := fmt.Sprintf("watching %d interfaces in %d namespaces (%s): %s", n, len(nss), strings.Join(hookList, ", "), strings.Join(groups, "; "))
+	s := fmt.Sprintf("watching %s in %s (%s): %s", count(n, "interface"), count(len(nss), "namespace"),
+		strings.Join(hookList, ", "), strings.Join(groups, "; "))
 	if listed < n {
 		s += fmt.Sprintf("; … and %d more", n-listed)
 	}
 	return s
+}
+
+// count is "1 interface", "2 interfaces".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
