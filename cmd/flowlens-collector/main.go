@@ -12,7 +12,8 @@
 //
 // Enrichment is on when the collector runs in a cluster (service account)
 // or is given --kubeconfig; --k8s-enrich=false turns it off. Metrics are on
-// --metrics-address (default :9401): see docs/metrics.md.
+// --metrics-address (default :9401), over TLS with --web-config-file: see
+// docs/metrics.md.
 //
 // Every flag can also be set with a FLOWLENS_COLLECTOR_<NAME> environment
 // variable (FLOWLENS_COLLECTOR_MAX_AGENTS for --max-agents) or in a YAML
