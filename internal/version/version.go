@@ -4,9 +4,10 @@
 //
 //	go build -ldflags "-X github.com/flowlens/flowlens/internal/version.Version=v0.1.0" ./cmd/...
 //
-// (the Makefile's LDFLAGS and the Containerfile do this); a plain go build
-// leaves Version "dev". Revision defaults to the commit the Go toolchain
-// stamps into binaries built inside a git checkout (vcs.revision).
+// (the Makefile's LDFLAGS and the Containerfile do this, with
+// -X ...version.Revision=<commit> too); a plain go build leaves Version
+// "dev" and Revision to the commit the Go toolchain stamps into binaries
+// built inside a git checkout (vcs.revision; none with -buildvcs=false).
 package version
 
 import (
