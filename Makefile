@@ -11,9 +11,11 @@ help: ## list targets
 
 all: build
 
-# The version every binary prints with --version (internal/version).
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS ?= -X github.com/flowlens/flowlens/internal/version.Version=$(VERSION)
+# The version every binary prints with --version (internal/version), and the
+# commit its *_build_info metric reports.
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS  ?= -X github.com/flowlens/flowlens/internal/version.Version=$(VERSION) -X github.com/flowlens/flowlens/internal/version.Revision=$(REVISION)
 CMDS    := flowlens-agent flowlens-collector flowlens-operator flowlens
 
 build: ## build bin/flowlens-{agent,collector,operator} and bin/flowlens (no clang needed: uses the committed BPF objects)

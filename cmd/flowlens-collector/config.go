@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/cliconf"
+	"github.com/flowlens/flowlens/internal/httpserve"
 	"github.com/flowlens/flowlens/internal/k8smeta"
 	"github.com/flowlens/flowlens/internal/pipeline"
 	"github.com/flowlens/flowlens/pkg/collector"
@@ -30,6 +31,7 @@ type options struct {
 	level   slog.Level
 
 	metricsAddr string
+	webConfig   string // --web-config-file
 	metrics     pipeline.MetricsOptions
 
 	// Enrichment: enrich is the --k8s-enrich value, enrichSet whether it
@@ -100,6 +102,9 @@ var spec = &cliconf.Spec[options]{
 		{Name: "metrics-address", Arg: "host:port", Default: ":9401",
 			Usage: `address serving /metrics, /healthz and /readyz; "" disables`,
 			Set:   cliconf.String(func(o *options) *string { return &o.metricsAddr })},
+		{Name: "web-config-file", Arg: "file", Default: "",
+			Usage: "Prometheus exporter-toolkit web configuration file: serve the metrics over TLS, optionally requiring client certificates (docs/metrics.md); empty for plain HTTP",
+			Set:   cliconf.String(func(o *options) *string { return &o.webConfig })},
 		{Name: "metrics", Arg: "list", Default: "all", Repeat: true,
 			Usage:   "flow metrics to serve, by name with or without the flowlens_collector_ prefix; all, or none for only the health metrics; see docs/metrics.md",
 			SetList: setMetrics},
@@ -282,6 +287,7 @@ func (o *options) validate() error {
 	if o.metricsAddr != "" {
 		add(cliconf.CheckListenAddress("--metrics-address", o.metricsAddr))
 	}
+	add(httpserve.CheckWebConfig("--web-config-file", o.webConfig))
 	if o.static != "" && o.enrichSet && !o.enrich {
 		add(errors.New("--k8s-static needs enrichment: drop --k8s-enrich=false"))
 	}

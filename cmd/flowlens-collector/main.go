@@ -12,7 +12,8 @@
 //
 // Enrichment is on when the collector runs in a cluster (service account)
 // or is given --kubeconfig; --k8s-enrich=false turns it off. Metrics are on
-// --metrics-address (default :9401): see docs/metrics.md.
+// --metrics-address (default :9401), over TLS with --web-config-file: see
+// docs/metrics.md.
 //
 // Every flag can also be set with a FLOWLENS_COLLECTOR_<NAME> environment
 // variable (FLOWLENS_COLLECTOR_MAX_AGENTS for --max-agents) or in a YAML
@@ -148,7 +149,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e *env) i
 		log.Error("cannot start", "error", err)
 		return 2
 	}
-	metrics.Registry().MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics.Registry().MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		version.NewCollector("flowlens_collector"))
 
 	var p *printer
 	pl := &pipeline.Pipeline{Resolver: resolver, Metrics: metrics}
@@ -192,7 +194,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e *env) i
 	}
 	if o.metricsAddr != "" {
 		h := httpserve.Handler(httpserve.Options{Gatherer: metrics.Registry(), Ready: ready, Logger: log})
-		if ms, err = httpserve.Listen(o.metricsAddr, h, log); err != nil {
+		if ms, err = httpserve.Listen(o.metricsAddr, o.webConfig, h, log); err != nil {
 			log.Error("cannot listen", "error", err)
 			return 1
 		}

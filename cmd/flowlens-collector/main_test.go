@@ -223,6 +223,8 @@ func TestRangeChecks(t *testing.T) {
 		{[]string{"--listen", "9990"}, nil, `invalid --listen "9990": must be host:port, e.g. :9990 or 127.0.0.1:9990: missing port in address`},
 		{[]string{"--listen", ":99999"}, nil, `invalid --listen ":99999": port must be a number from 0 to 65535`},
 		{[]string{"--metrics-address", "9401"}, nil, `invalid --metrics-address "9401": must be host:port, e.g. :9990 or 127.0.0.1:9990: missing port in address`},
+		{[]string{"--web-config-file", filepath.Join(dir, "web.yml")}, nil,
+			fmt.Sprintf(`invalid --web-config-file %q: open %s: no such file or directory`, filepath.Join(dir, "web.yml"), filepath.Join(dir, "web.yml"))},
 		{[]string{"--k8s-enrich=maybe"}, nil, `invalid --k8s-enrich "maybe": must be true, false or auto`},
 		{[]string{"--pod-labels=yes"}, nil, `invalid --pod-labels "yes": must be true or false`},
 		{[]string{"--tls-cert", "x"}, nil, `--tls-cert and --tls-key must be given together` + "\n" + `invalid --tls-cert "x": no such file or directory`},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"io"
@@ -14,21 +15,21 @@ import (
 
 func TestFlags(t *testing.T) {
 	var out bytes.Buffer
-	if err := run([]string{"--version"}, &out); err != nil {
+	if err := run(context.Background(), []string{"--version"}, &out); err != nil {
 		t.Errorf("--version: %v", err)
 	}
 	want := "flowlens-operator " + version.Version + " (" + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH + ")\n"
 	if out.String() != want {
 		t.Errorf("--version printed %q, want %q", out.String(), want)
 	}
-	if err := run([]string{"--help"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
+	if err := run(context.Background(), []string{"--help"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("--help: %v, want flag.ErrHelp (main exits 0 on it)", err)
 	}
 	var ue usageError
-	if err := run([]string{"--no-such-flag"}, io.Discard); !errors.As(err, &ue) {
+	if err := run(context.Background(), []string{"--no-such-flag"}, io.Discard); !errors.As(err, &ue) {
 		t.Errorf("an unknown flag: %v, want a usage error (exit 2)", err)
 	}
-	if err := run([]string{"extra"}, io.Discard); !errors.As(err, &ue) {
+	if err := run(context.Background(), []string{"extra"}, io.Discard); !errors.As(err, &ue) {
 		t.Errorf("a positional argument: %v, want a usage error (exit 2)", err)
 	}
 }

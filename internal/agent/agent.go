@@ -71,6 +71,7 @@ type Agent struct {
 
 	ready       chan struct{}
 	metricsAddr atomic.Pointer[string]
+	watched     *watched // what the interface log lines say (Run's loop only)
 }
 
 // New builds the pipeline, kernel side first: the datapath (maps and TC
@@ -81,7 +82,7 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	a := &Agent{cfg: cfg, opts: opts, log: opts.Logger, resolver: evictor.NewResolver(), ready: make(chan struct{})}
+	a := &Agent{cfg: cfg, opts: opts, log: opts.Logger, resolver: evictor.NewResolver(), ready: make(chan struct{}), watched: newWatched()}
 	var exps []exporter.Exporter
 	defer func() {
 		if err != nil { // the one cleanup path
@@ -363,20 +364,21 @@ func (a *Agent) Run(ctx context.Context) (runErr error) {
 		return err
 	}
 	if a.cfg.MetricsAddress != "" {
-		srv, err := a.Metrics.Listen(a.cfg.MetricsAddress)
+		srv, err := a.Metrics.Listen(a.cfg.MetricsAddress, a.cfg.WebConfigFile)
 		if err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}
 		addr := srv.Addr().String()
 		a.metricsAddr.Store(&addr)
-		a.log.Info("serving metrics", "address", addr, "paths", "/metrics /healthz /readyz")
+		a.log.Info("serving metrics", "address", addr, "paths", "/metrics /healthz /readyz", "tls", a.cfg.WebConfigFile != "")
 		defer func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			srv.Shutdown(ctx)
 		}()
 	}
-	w := ifaces.New(ifaces.Options{Allowed: filter.Allowed, Netns: watchedNetns(a.cfg.Netns), NetnsDir: a.cfg.NetnsDir, Logger: a.log})
+	w := ifaces.New(ifaces.Options{Allowed: filter.Allowed, ReportExcluded: true,
+		Netns: watchedNetns(a.cfg.Netns), NetnsDir: a.cfg.NetnsDir, Logger: a.log})
 
 	runCtx, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -398,6 +400,11 @@ func (a *Agent) Run(ctx context.Context) (runErr error) {
 
 	readyTimer := time.NewTimer(500 * time.Millisecond) // initial listing settles quickly
 	defer readyTimer.Stop()
+	// The summary of what is watched waits until the initial listing is
+	// over: 500ms without an interface event (attaching in a new namespace
+	// loads its programs, which can take longer than that), 5s at most.
+	summary, summaryBy, summarized := time.NewTimer(500*time.Millisecond), time.Now().Add(5*time.Second), false
+	defer summary.Stop()
 loop:
 	for {
 		select {
@@ -406,6 +413,12 @@ loop:
 				break loop
 			}
 			a.handle(ev)
+			if !summarized && time.Now().Before(summaryBy) {
+				summary.Reset(500 * time.Millisecond)
+			}
+		case <-summary.C:
+			summarized = true
+			a.log.Info(a.watched.summary(), "skipped", a.watched.skipped)
 		case <-readyTimer.C:
 			close(a.ready)
 		}
@@ -438,22 +451,38 @@ loop:
 	return runErr
 }
 
+// handle attaches to an interface that appeared, detaches from one that
+// went away, and says so: one line per interface event (attached, skipped
+// and why, detached), so that a user sees what is watched.
 func (a *Agent) handle(ev ifaces.Event) {
 	it := ev.Iface
 	key := evictor.IfaceKey{Netns: it.NetnsCookie, Ifindex: uint32(it.Index)}
 	switch ev.Type {
+	case ifaces.Excluded:
+		a.watched.skipped++
+		a.log.Info("interface skipped", "interface", it.Name, "netns", it.Netns, "ifindex", it.Index,
+			"reason", "excluded by --interfaces/--exclude-interfaces")
 	case ifaces.Added:
 		a.resolver.Add(key, it.Name, it.Netns)
 		if err := a.DP.Attach(it); err != nil {
-			a.log.Warn("cannot attach; interface not observed", "interface", it.Name, "netns", it.Netns, "error", err)
+			a.watched.skipped++
+			a.log.Warn("interface skipped", "interface", it.Name, "netns", it.Netns, "ifindex", it.Index,
+				"reason", "attach failed: "+err.Error())
 			return
 		}
-		a.log.Debug("attached", "interface", it.Name, "netns", it.Netns, "ifindex", it.Index)
+		hook := a.DP.Hook(it)
+		a.watched.add(it, hook)
+		a.log.Info("attached", "interface", it.Name, "netns", it.Netns, "ifindex", it.Index, "hook", hook)
 	case ifaces.Removed:
 		a.resolver.Remove(key)
+		if !a.watched.remove(it) {
+			return // never attached (the attach failed)
+		}
 		if err := a.DP.Detach(it); err != nil {
 			a.log.Warn("detach", "interface", it.Name, "netns", it.Netns, "error", err)
+			return
 		}
+		a.log.Info("detached", "interface", it.Name, "netns", it.Netns, "ifindex", it.Index, "reason", "interface removed or renamed")
 	}
 }
 

@@ -87,6 +87,9 @@ type Config struct {
 
 	// MetricsAddress is where Prometheus metrics are served; "" disables.
 	MetricsAddress string
+	// WebConfigFile is an exporter-toolkit web configuration file (TLS,
+	// client certificates) for the metrics server; "" serves plain HTTP.
+	WebConfigFile string
 	// BPFStats keeps the kernel's BPF run-time statistics on while the
 	// agent runs, for the per-program cost metrics. They cost every BPF
 	// program on the node two clock reads per run, so they can be turned off.

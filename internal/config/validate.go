@@ -12,6 +12,7 @@ import (
 
 	"github.com/flowlens/flowlens/internal/cliconf"
 	"github.com/flowlens/flowlens/internal/exporter/ipfix"
+	"github.com/flowlens/flowlens/internal/httpserve"
 	"github.com/flowlens/flowlens/internal/ifname"
 )
 
@@ -51,6 +52,7 @@ func (c *Config) Validate() error {
 			add(invalid("--metrics-address", c.MetricsAddress, err))
 		}
 	}
+	add(httpserve.CheckWebConfig("--web-config-file", c.WebConfigFile))
 	if c.NodeName == "" {
 		add(invalid("--node-name", "", errors.New("must not be empty; set it or NODE_NAME")))
 	}

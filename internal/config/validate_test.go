@@ -166,6 +166,10 @@ func TestValidate(t *testing.T) {
 		{"metrics address", func(c *Config) { c.MetricsAddress = "9400" },
 			`invalid --metrics-address "9400": missing port in address`},
 		{"metrics disabled", func(c *Config) { c.MetricsAddress = "" }, ""},
+		{"web config missing", func(c *Config) { c.WebConfigFile = missing },
+			`invalid --web-config-file "` + missing + `": open ` + missing + `: no such file or directory`},
+		{"web config not a web config", func(c *Config) { c.WebConfigFile = file },
+			`invalid --web-config-file "` + file + "\": yaml: unmarshal errors:\n  line 1: cannot unmarshal !!str `x` into web.Config"},
 
 		{"node name", func(c *Config) { c.NodeName = "" },
 			`invalid --node-name "": must not be empty; set it or NODE_NAME`},

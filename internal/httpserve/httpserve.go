@@ -22,6 +22,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/exporter-toolkit/web"
 )
 
 // Options configure Handler.
@@ -76,12 +77,26 @@ type Server struct {
 	done chan error
 }
 
+// CheckWebConfig checks a web configuration file (its YAML, certificates,
+// keys and client CA), for the validation of flag: the error names the flag
+// and the file. An empty path (plain HTTP) is valid.
+func CheckWebConfig(flag, path string) error {
+	if err := web.Validate(path); err != nil {
+		return fmt.Errorf("invalid %s %q: %w", flag, path, err)
+	}
+	return nil
+}
+
 // Listen binds addr (so a bad or busy address fails here, at startup) and
-// serves h on it in the background until Shutdown. log (nil: slog.Default())
-// gets the server's errors.
-func Listen(addr string, h http.Handler, log *slog.Logger) (*Server, error) {
+// serves h on it in the background until Shutdown: plain HTTP when
+// webConfigFile is "", else as the file says (see the package doc; a bad
+// file fails here). log (nil: slog.Default()) gets the server's errors.
+func Listen(addr, webConfigFile string, h http.Handler, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
+	}
+	if err := web.Validate(webConfigFile); err != nil {
+		return nil, fmt.Errorf("metrics: web config %s: %w", webConfigFile, err)
 	}
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -95,7 +110,7 @@ func Listen(addr string, h http.Handler, log *slog.Logger) (*Server, error) {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}}
 	go func() {
-		err := s.srv.Serve(lis)
+		err := web.Serve(lis, s.srv, &web.FlagConfig{WebConfigFile: &webConfigFile}, log)
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil
 		}

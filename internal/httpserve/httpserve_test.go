@@ -31,7 +31,7 @@ func TestServer(t *testing.T) {
 	reg.MustRegister(c)
 	c.Add(3)
 	ready := make(chan struct{})
-	srv, err := Listen("127.0.0.1:0", Handler(Options{Gatherer: reg, Ready: ReadyWhenClosed(ready, errors.New("starting"))}), nil)
+	srv, err := Listen("127.0.0.1:0", "", Handler(Options{Gatherer: reg, Ready: ReadyWhenClosed(ready, errors.New("starting"))}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestServer(t *testing.T) {
 		t.Errorf("/other: %d", code)
 	}
 	// A busy address fails at Listen.
-	if _, err := Listen(srv.Addr().String(), http.NotFoundHandler(), nil); err == nil {
+	if _, err := Listen(srv.Addr().String(), "", http.NotFoundHandler(), nil); err == nil {
 		t.Error("listening twice on one address succeeded")
 	}
 	if err := srv.Shutdown(context.Background()); err != nil {

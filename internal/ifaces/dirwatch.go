@@ -133,7 +133,7 @@ func (d *dirWatcher) reconcile(ctx context.Context) (pending bool) {
 }
 
 func (d *dirWatcher) start(ctx context.Context, name string) error {
-	n, sub, err := newNsWatcher(name, filepath.Join(d.dir, name), d.w.opts.Allowed, d.emit, d.w.log)
+	n, sub, err := newNsWatcher(name, filepath.Join(d.dir, name), d.w.filter(), d.emit, d.w.log)
 	if err != nil {
 		return err
 	}

@@ -20,18 +20,18 @@ var errNetnsGone = errors.New("network namespace deleted")
 // its netlink sockets, which keep the namespace alive: they are closed as
 // soon as it stops, so a deleted namespace is really freed.
 type nsWatcher struct {
-	tmpl    Interface // Netns, NetnsPath and NetnsCookie of every event
-	fd      int       // namespace fd; -1 for Host (no thread switching)
-	ino     uint64    // nsfs inode: the namespace's identity while it lives
-	allowed func(string) bool
-	emit    func(Event) bool
-	log     *slog.Logger
-	links   map[int]string // every link, allowed or not: ifindex -> name
+	tmpl   Interface // Netns, NetnsPath and NetnsCookie of every event
+	fd     int       // namespace fd; -1 for Host (no thread switching)
+	ino    uint64    // nsfs inode: the namespace's identity while it lives
+	filter filter
+	emit   func(Event) bool
+	log    *slog.Logger
+	links  map[int]string // every link, allowed or not: ifindex -> name
 }
 
 // newNsWatcher opens the namespace at path ("" for Host) and emits Added for
 // its current links. The caller then runs it, or closes it on error.
-func newNsWatcher(name, path string, allowed func(string) bool, emit func(Event) bool, log *slog.Logger) (*nsWatcher, *subscription, error) {
+func newNsWatcher(name, path string, f filter, emit func(Event) bool, log *slog.Logger) (*nsWatcher, *subscription, error) {
 	fdPath := path
 	if path == "" {
 		fdPath = "/proc/thread-self/ns/net"
@@ -42,7 +42,7 @@ func newNsWatcher(name, path string, allowed func(string) bool, emit func(Event)
 	}
 	n := &nsWatcher{
 		tmpl: Interface{Netns: name, NetnsPath: path}, fd: fd,
-		allowed: allowed, emit: emit, log: log.With("netns", name),
+		filter: f, emit: emit, log: log.With("netns", name),
 		links: map[int]string{},
 	}
 	if n.ino, err = nsfsInode(fd); err != nil {
@@ -169,11 +169,14 @@ func (n *nsWatcher) remove(index int) {
 }
 
 func (n *nsWatcher) report(t EventType, index int, name string) {
-	if n.allowed != nil && !n.allowed(name) {
-		return
-	}
 	i := n.tmpl
 	i.Name, i.Index = name, index
+	if n.filter.allowed != nil && !n.filter.allowed(name) {
+		if t == Added && n.filter.reportExcluded {
+			n.emit(Event{Type: Excluded, Iface: i})
+		}
+		return
+	}
 	n.emit(Event{Type: t, Iface: i})
 }
 

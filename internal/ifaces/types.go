@@ -27,12 +27,17 @@ func (i Interface) String() string {
 	return fmt.Sprintf("%s/%s(%d)", i.Netns, i.Name, i.Index)
 }
 
-// EventType says whether an interface appeared or went away.
+// EventType says whether an interface appeared or went away, or appeared
+// and was refused by Options.Allowed.
 type EventType int
 
 const (
 	Added EventType = iota + 1
 	Removed
+	// Excluded is an interface that appeared (or was renamed) with a name
+	// Options.Allowed refuses; sent only with Options.ReportExcluded, so
+	// that the agent can say what it does not watch. No Removed follows.
+	Excluded
 )
 
 func (t EventType) String() string {
@@ -41,6 +46,8 @@ func (t EventType) String() string {
 		return "Added"
 	case Removed:
 		return "Removed"
+	case Excluded:
+		return "Excluded"
 	}
 	return fmt.Sprintf("EventType(%d)", int(t))
 }

@@ -13,6 +13,9 @@ type Options struct {
 	// Allowed reports whether an interface name is wanted; nil allows all,
 	// loopback included. It is called from several goroutines at once.
 	Allowed func(name string) bool
+	// ReportExcluded sends an Excluded event for each interface that
+	// appears with a name Allowed refuses.
+	ReportExcluded bool
 	// Netns selects namespaces: Host, All (every named namespace in
 	// NetnsDir, now and later), or namespace names in NetnsDir. Empty means
 	// Host only. A listed name that does not exist yet is picked up when it
@@ -89,7 +92,7 @@ func (w *Watcher) Run(ctx context.Context, events chan<- Event) error {
 
 	var hostIno uint64
 	if w.host {
-		n, sub, err := newNsWatcher(Host, "", w.opts.Allowed, emit, w.log)
+		n, sub, err := newNsWatcher(Host, "", w.filter(), emit, w.log)
 		if err != nil {
 			return fmt.Errorf("ifaces: watch host netns: %w", err)
 		}
@@ -108,3 +111,14 @@ func (w *Watcher) Run(ctx context.Context, events chan<- Event) error {
 }
 
 func (w *Watcher) selected(name string) bool { return w.all || w.names[name] }
+
+// filter is what a nsWatcher needs of Options: which names to report, and
+// whether to report the others as Excluded.
+func (w *Watcher) filter() filter {
+	return filter{allowed: w.opts.Allowed, reportExcluded: w.opts.ReportExcluded}
+}
+
+type filter struct {
+	allowed        func(string) bool
+	reportExcluded bool
+}

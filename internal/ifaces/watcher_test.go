@@ -211,3 +211,38 @@ func TestWatchAliases(t *testing.T) {
 	expect(t, ev, added(ifaceAt(t, nil, "lo", 1)), added(ifaceAt(t, n, "lo", 1)))
 	expectNone(t, ev, 300*time.Millisecond)
 }
+
+// ReportExcluded: an interface with a refused name is reported once as
+// Excluded when it appears (at start or later, or renamed to a refused
+// name), never as Added, and its removal is not reported.
+func TestReportExcluded(t *testing.T) {
+	testnet.Require(t)
+	a, b := testnet.NewNetns(t, "xa"), testnet.NewNetns(t, "xb")
+	testnet.Quiet(t, a)
+	testnet.Quiet(t, b)
+	a0, _ := testnet.Veth(t, a, "a0", b, "b0")
+	ev := watch(t, ifaces.Options{
+		Netns:          []string{a.Name},
+		Allowed:        func(name string) bool { return strings.HasPrefix(name, "a") },
+		ReportExcluded: true,
+	})
+	ha := handle(t, a)
+	lo := link(t, ha, "lo")
+	excluded := func(i ifaces.Interface) ifaces.Event { return ifaces.Event{Type: ifaces.Excluded, Iface: i} }
+	expect(t, ev, excluded(iface(t, a, lo)), added(iface(t, a, a0)))
+
+	sk, _ := testnet.Veth(t, a, "skip1", b, "b1")
+	expect(t, ev, excluded(iface(t, a, sk)))
+	if err := ha.LinkDel(sk); err != nil {
+		t.Fatal(err)
+	}
+	// Renamed to a refused name: Removed, then Excluded.
+	if err := ha.LinkSetDown(a0); err != nil {
+		t.Fatal(err)
+	}
+	if err := ha.LinkSetName(a0, "zz0"); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, ev, removed(iface(t, a, a0)), excluded(ifaceAt(t, a, "zz0", a0.Attrs().Index)))
+	expectNone(t, ev, 200*time.Millisecond)
+}

@@ -80,7 +80,7 @@ func Example_agentWiring() {
 	_ = ev // ... ev.Run(ctx) in a goroutine
 
 	if cfg.MetricsAddress != "" {
-		srv, err := m.Listen(cfg.MetricsAddress) // fails now if the address is busy
+		srv, err := m.Listen(cfg.MetricsAddress, "") // or a --web-config-file // fails now if the address is busy
 		if err != nil {
 			return
 		}

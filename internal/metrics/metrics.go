@@ -29,6 +29,7 @@ import (
 	"github.com/flowlens/flowlens/internal/datapath"
 	"github.com/flowlens/flowlens/internal/evictor"
 	"github.com/flowlens/flowlens/internal/exporter"
+	"github.com/flowlens/flowlens/internal/version"
 )
 
 // Namespace prefixes every agent metric.
@@ -257,7 +258,7 @@ func New(src Sources, opts Options) (*Metrics, error) {
 		m.evictionDuration.WithLabelValues(r) // exist at 0 from the start
 	}
 	m.col = newAgentCollector(m)
-	cs := []prometheus.Collector{m.evictionDuration, m.col}
+	cs := []prometheus.Collector{m.evictionDuration, m.col, version.NewCollector(Namespace)}
 	if !opts.NoRuntimeMetrics {
 		cs = append(cs, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}

@@ -97,7 +97,7 @@ func (p *fakeProg) Stats() (*ebpf.ProgramStats, error) {
 
 func serve(t *testing.T, m *metrics.Metrics) string {
 	t.Helper()
-	srv, err := m.Listen("127.0.0.1:0")
+	srv, err := m.Listen("127.0.0.1:0", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,12 +308,12 @@ func TestListenBusyAddressFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := m.Listen("127.0.0.1:0")
+	srv, err := m.Listen("127.0.0.1:0", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown(context.Background())
-	if _, err := m.Listen(srv.Addr().String()); err == nil {
+	if _, err := m.Listen(srv.Addr().String(), ""); err == nil {
 		t.Fatal("second Listen on a busy address succeeded")
 	}
 }

@@ -27,7 +27,9 @@ func ReadyWhenClosed(ch <-chan struct{}) func() error {
 type Server = httpserve.Server
 
 // Listen binds addr (so a bad or busy address fails here, at startup) and
-// serves Handler on it in the background until Shutdown.
-func (m *Metrics) Listen(addr string) (*Server, error) {
-	return httpserve.Listen(addr, m.Handler(), m.log)
+// serves Handler on it in the background until Shutdown: over plain HTTP,
+// or as the exporter-toolkit web configuration file webConfig says (TLS,
+// mTLS; --web-config-file).
+func (m *Metrics) Listen(addr, webConfig string) (*Server, error) {
+	return httpserve.Listen(addr, webConfig, m.Handler(), m.log)
 }
