@@ -29,12 +29,14 @@ import (
 	"github.com/flowlens/flowlens/internal/exporter"
 	grpcexp "github.com/flowlens/flowlens/internal/exporter/grpc"
 	"github.com/flowlens/flowlens/internal/exporter/ipfix"
+	kafkaexp "github.com/flowlens/flowlens/internal/exporter/kafka"
 	"github.com/flowlens/flowlens/internal/exporter/stdout"
 	"github.com/flowlens/flowlens/internal/feature"
 	"github.com/flowlens/flowlens/internal/feature/dns"
 	"github.com/flowlens/flowlens/internal/feature/registry"
 	"github.com/flowlens/flowlens/internal/ifaces"
 	"github.com/flowlens/flowlens/internal/metrics"
+	"github.com/flowlens/flowlens/pkg/flow/flowkafka"
 )
 
 // Options are the parts of the environment an Agent writes to, so tests and
@@ -63,6 +65,7 @@ type Agent struct {
 	Metrics  *metrics.Metrics
 	resolver *evictor.Resolver
 	grpc     *grpcexp.Exporter
+	kafka    *kafkaexp.Exporter
 	bpfStats io.Closer // BPF_ENABLE_STATS for the agent's lifetime
 
 	ready       chan struct{}
@@ -226,6 +229,11 @@ func (a *Agent) newMetrics(stats *evictor.Stats, gens *datapath.Generations) (*m
 		if a.grpc != nil && exps[i].Name == a.grpc.Name() {
 			exps[i].Connected, exps[i].Refused = a.grpc.Connected, a.grpc.Stats.Refused.Load
 		}
+		if a.kafka != nil && exps[i].Name == a.kafka.Name() {
+			st := &a.kafka.Stats
+			exps[i].Acks = &metrics.Acks{Records: st.Records.Load, Flows: st.Flows.Load,
+				FailedRecords: st.FailedRecords.Load, FailedFlows: st.FailedFlows.Load, Latency: &st.Latency}
+		}
 	}
 	bpfStats := a.bpfStats != nil
 	return metrics.New(metrics.Sources{
@@ -297,6 +305,18 @@ func (a *Agent) exporters() ([]exporter.Exporter, error) {
 			}
 			a.grpc = g
 			out = append(out, g)
+		case "kafka":
+			k := a.cfg.Kafka
+			x, err := kafkaexp.New(kafkaexp.Config{
+				Conn: flowkafka.Conn{Brokers: k.Brokers, TLS: k.TLS, TLSCA: k.TLSCA, TLSCert: k.TLSCert, TLSKey: k.TLSKey,
+					SASL: k.SASLMechanism, SASLUser: k.SASLUsername, SASLPasswordFile: k.SASLPasswordFile},
+				Topic: k.Topic, Compression: k.Compression, Linger: k.Linger, MaxBatchBytes: k.MaxBatchBytes,
+				Acks: k.Acks, Message: k.Message, BatchFlows: k.BatchFlows, NodeName: a.cfg.NodeName, Logger: a.log})
+			if err != nil {
+				return out, err
+			}
+			a.kafka = x
+			out = append(out, x)
 		case "ipfix":
 			x, err := ipfix.New(ipfix.Config{Target: a.cfg.IPFIXTarget, Transport: a.cfg.IPFIXTransport,
 				DomainID: a.cfg.IPFIXDomainID, TemplateRefresh: a.cfg.IPFIXTemplateRefresh, Logger: a.log})

@@ -20,7 +20,7 @@ var spec = &cliconf.Spec[Config]{
 func cliOptions() []*cliconf.Option[Config] {
 	out := make([]*cliconf.Option[Config], len(options))
 	for i, o := range options {
-		out[i] = &cliconf.Option[Config]{Name: o.name, Arg: o.arg, Default: o.def, Usage: o.usage, Set: o.set, SetList: o.setList, SetNode: o.setNode}
+		out[i] = &cliconf.Option[Config]{Name: o.name, Arg: o.arg, Default: o.def, Usage: o.usage, Set: o.set, SetList: o.setList, SetNode: o.setNode, Bool: o.bool}
 	}
 	return out
 }

@@ -50,6 +50,7 @@ func defaultConfig() *Config {
 		IPFIXTransport:       "udp",
 		IPFIXDomainID:        1,
 		IPFIXTemplateRefresh: time.Minute,
+		Kafka:                defaultKafka(),
 		Features:             Features{Drops: true, RTT: true, Retransmits: true},
 		DNSPorts:             []uint16{53},
 		DNSTimeout:           5 * time.Second,
@@ -58,6 +59,11 @@ func defaultConfig() *Config {
 		NodeName:             "node-1",
 		LogLevel:             slog.LevelInfo,
 	}
+}
+
+func defaultKafka() Kafka {
+	return Kafka{Topic: "flowlens-flows", SASLMechanism: "none", Compression: "lz4", Linger: 50 * time.Millisecond,
+		MaxBatchBytes: 1048576, Acks: "all", Message: "batch", BatchFlows: 1000}
 }
 
 func TestDefaults(t *testing.T) {
@@ -105,6 +111,7 @@ func TestExampleFile(t *testing.T) {
 		IPFIXTransport:       "udp",
 		IPFIXDomainID:        1,
 		IPFIXTemplateRefresh: time.Minute,
+		Kafka:                defaultKafka(),
 		Features:             Features{Drops: true, RTT: true},
 		DNSPorts:             []uint16{53},
 		DNSTimeout:           5 * time.Second,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -27,10 +28,12 @@ type option struct {
 	// setNode, if set, takes a YAML list or mapping from the file (see
 	// cliconf.Option.SetNode).
 	setNode func(c *Config, n *yaml.Node) error
+	// bool: a flag that may be given without a value (--kafka-tls).
+	bool bool
 }
 
 // options is in the order usage lists them and Validate checks them.
-var options = []*option{
+var options = slices.Concat([]*option{
 	{name: "interfaces", arg: "list", def: "",
 		usage:   "interfaces to watch: names and /regex/ patterns; empty means all",
 		setList: func(c *Config, v []string) error { c.Interfaces = v; return nil }},
@@ -60,7 +63,7 @@ var options = []*option{
 		usage: "what happens to packets no filter rule matches; without rules every packet is kept, whatever this says",
 		set:   setFilterDefault},
 	{name: "export", arg: "list", def: "stdout",
-		usage:   "exporters: stdout, grpc, ipfix",
+		usage:   "exporters: stdout, grpc, ipfix, kafka",
 		setList: func(c *Config, v []string) error { c.Export = v; return nil }},
 	{name: "target", arg: "host:port", def: "",
 		usage: "collector address for the grpc exporter; required with --export grpc",
@@ -80,6 +83,7 @@ var options = []*option{
 	{name: "ipfix-template-refresh", arg: "duration", def: "1m",
 		usage: "how often the IPFIX templates are resent over UDP (1s to 1h); they are also sent in the first message",
 		set:   setDuration(func(c *Config) *time.Duration { return &c.IPFIXTemplateRefresh })},
+}, kafkaOptions, []*option{
 	{name: "export-buffer", arg: "n", def: "0",
 		usage: "batches queued per exporter; when full, eviction waits for room (up to half the eviction period per exporter), then the oldest are dropped, counted (0 to 100000; 0 = 8)",
 		set:   setInt(func(c *Config) *int { return &c.ExportBuffer })},
@@ -113,13 +117,15 @@ var options = []*option{
 	{name: "log-level", arg: "level", def: "info",
 		usage: "debug, info, warn or error",
 		set:   setLogLevel},
-}
+})
 
 func setDuration(field func(*Config) *time.Duration) func(*Config, string) error {
 	return cliconf.Duration(field)
 }
 
 func setInt(field func(*Config) *int) func(*Config, string) error { return cliconf.Int(field) }
+
+func setBool(field func(*Config) *bool) func(*Config, string) error { return cliconf.Bool(field) }
 
 func setOnOff(field func(*Config) *bool) func(*Config, string) error { return cliconf.OnOff(field) }
 

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,6 +41,7 @@ func (c *Config) Validate() error {
 	add(checkTarget(c.Target, c.Export))
 	add(checkRange("--grpc-batch-size", c.GRPCBatchSize, 1, 100_000))
 	add(checkIPFIX(c))
+	add(checkKafka(c))
 	add(checkRange("--export-buffer", c.ExportBuffer, 0, 100_000))
 	add(checkTLS(c))
 	if c.MetricsAddress != "" {
@@ -99,7 +99,7 @@ func checkRange(flagName string, v, lo, hi int) error {
 	return nil
 }
 
-const exporterNames = "stdout, grpc, ipfix"
+const exporterNames = "stdout, grpc, ipfix, kafka"
 
 func checkExport(list []string) error {
 	if len(list) == 0 {
@@ -107,7 +107,7 @@ func checkExport(list []string) error {
 	}
 	seen := map[string]bool{}
 	for _, e := range list {
-		if e != "stdout" && e != "grpc" && e != "ipfix" {
+		if e != "stdout" && e != "grpc" && e != "ipfix" && e != "kafka" {
 			return invalid("--export", e, errors.New("unknown exporter: must be one of "+exporterNames))
 		}
 		if seen[e] {
@@ -180,23 +180,9 @@ func checkTLS(c *Config) error {
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return errors.New("--tls-cert and --tls-key must be given together")
 	}
-	for _, f := range []struct{ flag, path string }{
+	return checkFiles([]struct{ flag, path string }{
 		{"--tls-ca", c.TLSCA}, {"--tls-cert", c.TLSCert}, {"--tls-key", c.TLSKey},
-	} {
-		if f.path == "" {
-			continue
-		}
-		// Checked here so a typo fails at start-up rather than at the first
-		// connection attempt, possibly minutes later.
-		fi, err := os.Stat(f.path)
-		if err != nil {
-			return invalid(f.flag, f.path, pathReason(err))
-		}
-		if fi.IsDir() {
-			return invalid(f.flag, f.path, errors.New("is a directory, not a file"))
-		}
-	}
-	return nil
+	})
 }
 
 func checkLevel(c *Config) error { return cliconf.CheckLevel("--log-level", c.LogLevel) }

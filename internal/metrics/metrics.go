@@ -93,6 +93,17 @@ type Exporter struct {
 	// Refused counts messages the consumer refused after they were sent
 	// (grpc: Exporter.Stats.Refused); optional.
 	Refused func() uint64
+	// Acks are the exporter's per-record acknowledgements (kafka); nil
+	// for exporters without them.
+	Acks *Acks
+}
+
+// Acks are what an exporter whose consumer acknowledges each record
+// (kafka) counts of them.
+type Acks struct {
+	Records, Flows             func() uint64 // acknowledged
+	FailedRecords, FailedFlows func() uint64 // not acknowledged (final errors, or given up)
+	Latency                    *exporter.Latency
 }
 
 // Queues describes the agent's queues; add Connected and Refused to the
@@ -278,6 +289,8 @@ type agentCollector struct {
 	expDroppedBatches, expDroppedFlows, expQueue *prometheus.Desc
 	expWait                                      *prometheus.Desc
 	expConnected, expRefused                     *prometheus.Desc
+	expAckedRecords, expAckedFlows               *prometheus.Desc
+	expFailedRecords, expFailedFlows, expAckLat  *prometheus.Desc
 	attached, hookUp, enrichLost                 *prometheus.Desc
 	progRunTime, progRuns, progMisses, progInst  *prometheus.Desc
 	mapMemory, statsEnabled, readErrors          *prometheus.Desc
@@ -334,6 +347,11 @@ func newAgentCollector(m *Metrics) *agentCollector {
 		expWait:           d("export_wait_seconds_total", "Time evictions spent waiting for room in the exporter's full queue (backpressure from a slower consumer).", "exporter"),
 		expConnected:      d("export_connected", "1 if the exporter reaches its consumer (grpc: a stream is open), 0 if not.", "exporter"),
 		expRefused:        d("export_refused_total", "Messages the consumer refused after they were sent (lost; counted as exported by export_flows_total).", "exporter"),
+		expAckedRecords:   d("export_acked_records_total", "Records the consumer acknowledged (kafka: produced records the brokers acked).", "exporter"),
+		expAckedFlows:     d("export_acked_flows_total", "Flows in the acknowledged records.", "exporter"),
+		expFailedRecords:  d("export_failed_records_total", "Records that failed for good (not acknowledged; their flows are lost).", "exporter"),
+		expFailedFlows:    d("export_failed_flows_total", "Flows handed to the exporter and not acknowledged: in failed records, or given up at shutdown. With export_acked_flows_total and export_dropped_flows_total, every flow the exporter was given.", "exporter"),
+		expAckLat:         d("export_ack_latency_seconds", "Time from producing a record to its acknowledgement.", "exporter"),
 		attached:          d("attached_interfaces", "Interfaces the datapath is attached to."),
 		hookUp:            d("hook_up", "1 if the hook is running, 0 if it is unavailable.", "hook"),
 		enrichLost:        d("enrichment_lost_total", "Enrichment events (drops, RTT samples, retransmits) lost because their entry could not be inserted into the enrichment map (full, or the kernel's allocator failed)."),
@@ -355,7 +373,7 @@ func (c *agentCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.evictions, c.evictedFlows, c.evictReadFails, c.mapEntries, c.mapCapacity,
 		c.flowsCreated, c.overflowRecords, c.overflowLost, c.ifacesOverflow, c.nonIP, c.malformed, c.fragUnmatched,
 		c.expBatches, c.expFlows, c.expErrors, c.expDroppedBatches, c.expDroppedFlows, c.expQueue, c.expWait,
-		c.expConnected, c.expRefused, c.attached, c.hookUp, c.enrichLost, c.progRunTime, c.progRuns, c.progMisses,
+		c.expConnected, c.expRefused, c.expAckedRecords, c.expAckedFlows, c.expFailedRecords, c.expFailedFlows, c.expAckLat, c.attached, c.hookUp, c.enrichLost, c.progRunTime, c.progRuns, c.progMisses,
 		c.progInst, c.mapMemory, c.statsEnabled, c.readErrors} {
 		ch <- d
 	}
@@ -457,6 +475,14 @@ func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if e.Refused != nil {
 			counter(ch, c.expRefused, e.Refused(), e.Name)
+		}
+		if a := e.Acks; a != nil {
+			counter(ch, c.expAckedRecords, a.Records(), e.Name)
+			counter(ch, c.expAckedFlows, a.Flows(), e.Name)
+			counter(ch, c.expFailedRecords, a.FailedRecords(), e.Name)
+			counter(ch, c.expFailedFlows, a.FailedFlows(), e.Name)
+			n, sum, buckets := a.Latency.Snapshot()
+			ch <- prometheus.MustNewConstHistogram(c.expAckLat, n, sum, buckets, e.Name)
 		}
 	}
 

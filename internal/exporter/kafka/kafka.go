@@ -41,10 +41,9 @@ import (
 	"github.com/flowlens/flowlens/pkg/flow/flowpb"
 )
 
-// Defaults of Config (the flags' defaults).
+// Defaults of Config.
 const (
 	DefaultTopic           = "flowlens-flows"
-	DefaultLinger          = 50 * time.Millisecond
 	DefaultMaxBatchBytes   = 1 << 20
 	DefaultBatchFlows      = 1000
 	DefaultMetadataRefresh = 30 * time.Second
@@ -64,7 +63,7 @@ type Config struct {
 	// Compression is "none", "lz4" (default) or "zstd".
 	Compression string
 	// Linger is how long a partition's records wait for more before they
-	// are sent; an Export waits for its acks, not for its linger.
+	// are sent (0: none); an Export waits for its acks, not for its linger.
 	Linger time.Duration
 	// MaxBatchBytes bounds one produce batch (per partition), so one record.
 	MaxBatchBytes int
@@ -182,9 +181,6 @@ func setDefaults(c *Config) {
 	}
 	if c.Compression == "" {
 		c.Compression = "lz4"
-	}
-	if c.Linger <= 0 {
-		c.Linger = DefaultLinger
 	}
 	if c.MaxBatchBytes <= 0 {
 		c.MaxBatchBytes = DefaultMaxBatchBytes
