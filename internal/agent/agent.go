@@ -331,6 +331,15 @@ func (a *Agent) exporters() ([]exporter.Exporter, error) {
 	return append(out, a.opts.ExtraExporters...), nil
 }
 
+// KafkaStats are the kafka exporter's counts (nil without --export kafka);
+// they stay readable after Run returns.
+func (a *Agent) KafkaStats() *kafkaexp.Stats {
+	if a.kafka == nil {
+		return nil
+	}
+	return &a.kafka.Stats
+}
+
 // MetricsAddr is the address the metrics server listens on ("" if none).
 func (a *Agent) MetricsAddr() string {
 	if p := a.metricsAddr.Load(); p != nil {

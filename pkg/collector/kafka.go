@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
@@ -50,7 +51,7 @@ type ConsumerStats struct {
 	Malformed     atomic.Uint64 // records skipped: unknown content type, not decoding, invalid flows, too many flows
 	HandlerErrors atomic.Uint64 // records the Handler returned an error for (skipped)
 	Commits       atomic.Uint64 // offset commits that succeeded
-	CommitErrors  atomic.Uint64 // offset commits that failed (their records come again: duplicates)
+	CommitErrors  atomic.Uint64 // offset commits that failed for good (their records come again: duplicates)
 }
 
 // Consumer reads flows from a Kafka topic as a member of a consumer group.
@@ -137,19 +138,46 @@ func (c *Consumer) Run(ctx context.Context) error {
 			c.handle(ctx, r)
 		}
 		if len(recs) > 0 {
-			// Not cancelled by ctx: what was handled is committed even
-			// while shutting down.
-			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if err := c.cl.CommitRecords(cctx, recs...); err != nil {
-				c.Stats.CommitErrors.Add(1)
-				c.log.Warn("offset commit failed: these records will be handled again", "records", len(recs), "error", err)
-			} else {
-				c.Stats.Commits.Add(1)
-			}
-			cancel()
+			c.commit(recs)
 		}
 		c.cl.AllowRebalance()
 	}
+}
+
+// commit commits the offsets past recs, retrying while the brokers are
+// unreachable for up to the session timeout (past it the group has moved
+// the partitions on anyway). Not cancelled by Run's ctx: what was handled
+// is committed even while shutting down. A commit that fails for good is
+// counted: its records will be handled again by whoever gets the
+// partition next.
+func (c *Consumer) commit(recs []*kgo.Record) {
+	deadline := time.Now().Add(c.opts.SessionTimeout)
+	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := c.cl.CommitRecords(cctx, recs...)
+		cancel()
+		if err == nil {
+			c.Stats.Commits.Add(1)
+			return
+		}
+		if !retriableCommit(err) || time.Now().Add(wait).After(deadline) {
+			c.Stats.CommitErrors.Add(1)
+			c.log.Warn("offset commit failed: these records will be handled again", "records", len(recs), "error", err)
+			return
+		}
+		c.log.Debug("offset commit failed: retrying", "error", err, "retry_in", wait)
+		time.Sleep(wait)
+	}
+}
+
+// retriableCommit reports whether committing again may succeed: the
+// brokers were unreachable or busy, not the group's membership lost.
+func retriableCommit(err error) bool {
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Retriable
+	}
+	return !errors.Is(err, kgo.ErrClientClosed)
 }
 
 // handle decodes one record and hands its flows to the Handler.
