@@ -10,3 +10,7 @@ kafka-assets: ## fetch the Kafka broker's jars for the tests (cached; ~20 s cold
 
 # `make deps-test` (and so `make test`) fetches them.
 deps-test: kafka-assets
+
+# `make bench` runs the Kafka exporter's benchmark against a local broker.
+BENCH_PKGS += ./internal/exporter/kafka
+bench: kafka-assets
