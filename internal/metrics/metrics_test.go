@@ -149,6 +149,10 @@ func TestScrapeExactValues(t *testing.T) {
 	q.DroppedFlows.Store(200)
 	q.WaitNanos.Store(1_500_000_000)
 	connected := true
+	var lat exporter.Latency
+	lat.Observe(2 * time.Millisecond)
+	lat.Observe(40 * time.Millisecond)
+	lat.Observe(time.Minute)
 
 	ing1, ing2 := &fakeProg{runtime: 1500 * time.Millisecond, runs: 100}, &fakeProg{runtime: 500 * time.Millisecond, runs: 50}
 	egr := &fakeProg{runtime: time.Second, runs: 30}
@@ -166,6 +170,9 @@ func TestScrapeExactValues(t *testing.T) {
 		Exporters: []metrics.Exporter{
 			{Name: "grpc", Stats: &q, Queued: func() int { return 3 }, Connected: func() bool { return connected }, Refused: func() uint64 { return 6 }},
 			{Name: "stdout", Stats: &exporter.QueueStats{}},
+			{Name: "kafka", Stats: &exporter.QueueStats{}, Acks: &metrics.Acks{
+				Records: func() uint64 { return 12 }, Flows: func() uint64 { return 1200 },
+				FailedRecords: func() uint64 { return 1 }, FailedFlows: func() uint64 { return 7 }, Latency: &lat}},
 		},
 		Attached: func() int { return 4 },
 		Hooks:    func() map[string]bool { return map[string]bool{"tc": true, "drops": false} },
@@ -207,6 +214,25 @@ func TestScrapeExactValues(t *testing.T) {
 	expect(t, f, 1, "flowlens_agent_export_connected", "exporter=grpc")
 	expect(t, f, 6, "flowlens_agent_export_refused_total", "exporter=grpc")
 	expect(t, f, 0, "flowlens_agent_export_batches_total", "exporter=stdout")
+	expect(t, f, 12, "flowlens_agent_export_acked_records_total", "exporter=kafka")
+	expect(t, f, 1200, "flowlens_agent_export_acked_flows_total", "exporter=kafka")
+	expect(t, f, 1, "flowlens_agent_export_failed_records_total", "exporter=kafka")
+	expect(t, f, 7, "flowlens_agent_export_failed_flows_total", "exporter=kafka")
+	expect(t, f, 3, "flowlens_agent_export_ack_latency_seconds", "exporter=kafka")
+	if _, ok := value(f, "flowlens_agent_export_acked_records_total", "exporter=grpc"); ok {
+		t.Error("acks metrics for an exporter without acks")
+	}
+	if h := f["flowlens_agent_export_ack_latency_seconds"].Metric[0].Histogram; h.GetSampleSum() < 60.04 || h.GetSampleSum() > 60.05 {
+		t.Errorf("ack latency sum %v s, want 60.042", h.GetSampleSum())
+	} else {
+		cum := map[float64]uint64{}
+		for _, b := range h.Bucket {
+			cum[b.GetUpperBound()] = b.GetCumulativeCount()
+		}
+		if cum[.001] != 0 || cum[.0025] != 1 || cum[.05] != 2 || cum[30] != 2 {
+			t.Errorf("ack latency buckets %v: want 2ms in le=0.0025, 40ms in le=0.05, 1m above 30s", cum)
+		}
+	}
 	expect(t, f, 4, "flowlens_agent_attached_interfaces")
 	expect(t, f, 1, "flowlens_agent_hook_up", "hook=tc")
 	expect(t, f, 0, "flowlens_agent_hook_up", "hook=drops")
