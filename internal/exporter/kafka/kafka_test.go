@@ -146,7 +146,8 @@ func newExporter(t *testing.T, cfg kafka.Config) *kafka.Exporter {
 // from a real broker: every field of every flow, exactly once, each in the
 // partition of its 7-tuple; batch records hold at most BatchFlows flows;
 // flow records are keyed by the flow's hash. The flow kind goes through
-// SASL/SCRAM-SHA-512 and zstd, the batch kind through plaintext and lz4.
+// SASL/SCRAM-SHA-512 and zstd, and PLAIN; the batch kind through
+// plaintext and lz4, and mTLS.
 func TestRoundTrip(t *testing.T) {
 	b := kafkatest.Start(t)
 	pass := filepath.Join(t.TempDir(), "password")
@@ -165,6 +166,8 @@ func TestRoundTrip(t *testing.T) {
 		{"flow-plain-leader", kafka.Config{Conn: flowkafka.Conn{Brokers: []string{b.SASLAddr},
 			SASL: flowkafka.SASLPlain, SASLUser: kafkatest.User, SASLPasswordFile: pass},
 			Message: "flow", Acks: "leader", Compression: "none"}},
+		{"batch-mtls", kafka.Config{Conn: flowkafka.Conn{Brokers: []string{b.TLSAddr},
+			TLSCA: b.PKI.CA, TLSCert: b.PKI.ClientCert, TLSKey: b.PKI.ClientKey}, Message: "batch"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			topic := "roundtrip-" + tc.name

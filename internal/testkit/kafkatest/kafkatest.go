@@ -9,15 +9,18 @@
 // the version that of hack/kafka/pom.xml. Each broker gets its own temp dir
 // (config, data, log) and free ports, and is killed at the test's cleanup.
 //
-// Two listeners: Addr is plaintext without authentication; SASLAddr takes
-// SASL PLAIN and SCRAM-SHA-512 (credentials User/Password, the SCRAM ones
-// formatted into the storage, as KRaft requires) over plaintext TCP.
+// Three listeners: Addr is plaintext without authentication; SASLAddr
+// takes SASL PLAIN and SCRAM-SHA-512 (credentials User/Password, the SCRAM
+// ones formatted into the storage, as KRaft requires) over plaintext TCP;
+// TLSAddr is TLS with client certificates required (mTLS), from PKI.
 package kafkatest
 
 import (
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/base64"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -35,6 +38,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/flowlens/flowlens/internal/testkit"
+	"github.com/flowlens/flowlens/pkg/collector/collectortest"
 )
 
 // What names the need in skip and failure messages.
@@ -48,8 +52,12 @@ const (
 
 // Broker is a running (or stopped, see Stop) single-node Kafka.
 type Broker struct {
-	// Addr is the plaintext listener's host:port, SASLAddr the SASL one's.
-	Addr, SASLAddr string
+	// Addr is the plaintext listener's host:port, SASLAddr the SASL one's,
+	// TLSAddr the mTLS one's.
+	Addr, SASLAddr, TLSAddr string
+	// PKI issued the TLS listener's certificate (for 127.0.0.1) and a
+	// client certificate it accepts (ClientCert, ClientKey).
+	PKI *collectortest.PKI
 
 	t          testing.TB
 	libs, dir  string
@@ -99,10 +107,13 @@ func Start(t testing.TB) *Broker {
 	t.Helper()
 	libs, missing := Libs()
 	testkit.Need(t, What, missing)
-	ports := freePorts(t, 3)
+	ports := freePorts(t, 4)
 	b := &Broker{t: t, libs: libs, dir: t.TempDir(),
-		Addr: ports[0], controller: ports[1], SASLAddr: ports[2]}
+		Addr: ports[0], controller: ports[1], SASLAddr: ports[2], TLSAddr: ports[3], PKI: collectortest.NewPKI(t)}
 	b.conf = filepath.Join(b.dir, "server.properties")
+	if err := b.writeKeystore(); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(b.conf, []byte(b.properties()), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -122,9 +133,14 @@ func (b *Broker) properties() string {
 		"process.roles=broker,controller",
 		"node.id=1",
 		"controller.quorum.voters=1@" + b.controller,
-		"listeners=PLAINTEXT://" + b.Addr + ",CONTROLLER://" + b.controller + ",SASL_PLAINTEXT://" + b.SASLAddr,
-		"advertised.listeners=PLAINTEXT://" + b.Addr + ",SASL_PLAINTEXT://" + b.SASLAddr,
-		"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+		"listeners=PLAINTEXT://" + b.Addr + ",CONTROLLER://" + b.controller + ",SASL_PLAINTEXT://" + b.SASLAddr + ",SSL://" + b.TLSAddr,
+		"advertised.listeners=PLAINTEXT://" + b.Addr + ",SASL_PLAINTEXT://" + b.SASLAddr + ",SSL://" + b.TLSAddr,
+		"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL",
+		"listener.name.ssl.ssl.keystore.type=PEM",
+		"listener.name.ssl.ssl.keystore.location=" + filepath.Join(b.dir, "keystore.pem"),
+		"listener.name.ssl.ssl.truststore.type=PEM",
+		"listener.name.ssl.ssl.truststore.location=" + b.PKI.CA,
+		"listener.name.ssl.ssl.client.auth=required",
 		"controller.listener.names=CONTROLLER",
 		"inter.broker.listener.name=PLAINTEXT",
 		"log.dirs=" + filepath.Join(b.dir, "data"),
@@ -144,6 +160,33 @@ func (b *Broker) properties() string {
 			jaas("plain.PlainLoginModule", fmt.Sprintf(" user_%s=%q", User, Password)),
 		"listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=" + jaas("scram.ScramLoginModule", ""),
 	}, "\n") + "\n"
+}
+
+// writeKeystore writes the TLS listener's PEM keystore: the server key in
+// PKCS #8 (what Kafka reads) and its certificate.
+func (b *Broker) writeKeystore() error {
+	keyPEM, err := os.ReadFile(b.PKI.ServerKey)
+	if err != nil {
+		return err
+	}
+	blk, _ := pem.Decode(keyPEM)
+	if blk == nil {
+		return errors.New("no PEM in the server key")
+	}
+	key, err := x509.ParseECPrivateKey(blk.Bytes)
+	if err != nil {
+		return err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return err
+	}
+	cert, err := os.ReadFile(b.PKI.ServerCert)
+	if err != nil {
+		return err
+	}
+	out := append(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), cert...)
+	return os.WriteFile(filepath.Join(b.dir, "keystore.pem"), out, 0o600)
 }
 
 // java returns the command running class with args on the broker's jars,
