@@ -55,7 +55,7 @@ func startCollector(t *testing.T, bin, name string, args ...string) *collectorPr
 	c.cmd = exec.Command(bin, append([]string{"--listen=127.0.0.1:0", "--metrics-address=", "--output=json",
 		"--k8s-enrich=false", "--log-level=debug"}, args...)...)
 	c.cmd.Stdout, c.cmd.Stderr = out, logf
-	if err := c.cmd.Start(); err != nil {
+	if err := testkit.StartOwned(c.cmd); err != nil {
 		t.Fatal(err)
 	}
 	out.Close()

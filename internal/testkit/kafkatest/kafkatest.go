@@ -16,6 +16,7 @@
 package kafkatest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/x509"
@@ -197,9 +198,8 @@ func (b *Broker) java(class string, args ...string) *exec.Cmd {
 		"-cp", filepath.Join(b.libs, "*"), class}
 	cmd := exec.Command("java", append(a, args...)...)
 	cmd.Dir = b.dir
-	// Its own process group, killed whole at cleanup. No Pdeathsig: it
-	// fires when the forking OS thread exits, and tests that enter network
-	// namespaces end their locked threads.
+	// Its own process group, killed whole at cleanup (and by the kernel if
+	// the test binary dies first: see testkit.StartOwned).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd
 }
@@ -209,11 +209,17 @@ func (b *Broker) format() {
 	b.t.Helper()
 	id := make([]byte, 16)
 	_, _ = rand.Read(id)
-	out, err := b.java("kafka.tools.StorageTool", "format",
+	cmd := b.java("kafka.tools.StorageTool", "format",
 		"-t", base64.RawURLEncoding.EncodeToString(id), "-c", b.conf,
-		"--add-scram", fmt.Sprintf("SCRAM-SHA-512=[name=%s,password=%s]", User, Password)).CombinedOutput()
+		"--add-scram", fmt.Sprintf("SCRAM-SHA-512=[name=%s,password=%s]", User, Password))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := testkit.StartOwned(cmd)
+	if err == nil {
+		err = cmd.Wait()
+	}
 	if err != nil {
-		b.t.Fatalf("kafka storage format: %v\n%s", err, out)
+		b.t.Fatalf("kafka storage format: %v\n%s", err, out.String())
 	}
 }
 
@@ -230,7 +236,7 @@ func (b *Broker) Restart() {
 	}
 	cmd := b.java("kafka.Kafka", b.conf)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
+	if err := testkit.StartOwned(cmd); err != nil {
 		logFile.Close()
 		b.t.Fatalf("start kafka: %v", err)
 	}
