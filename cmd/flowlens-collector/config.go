@@ -34,6 +34,9 @@ type options struct {
 	webConfig   string // --web-config-file
 	metrics     pipeline.MetricsOptions
 
+	// kafka: consume the topic as a member of the group when brokers are set.
+	kafka collector.ConsumerOptions
+
 	// Enrichment: enrich is the --k8s-enrich value, enrichSet whether it
 	// was given as true or false (auto: on in a cluster or with --kubeconfig).
 	enrich      bool
@@ -126,6 +129,39 @@ var spec = &cliconf.Spec[options]{
 		{Name: "subnet-labels", Arg: "list", Repeat: true,
 			Usage:   "name=CIDR labels for addresses outside the cluster (longest prefix wins)",
 			SetList: setSubnets},
+		{Name: "kafka-brokers", Arg: "list",
+			Usage:   "Kafka bootstrap brokers, host:port: consume --kafka-topic as a member of --kafka-group (beside the gRPC listener)",
+			SetList: func(o *options, v []string) error { o.kafka.Brokers = v; return nil }},
+		{Name: "kafka-topic", Arg: "name", Default: "flowlens-flows",
+			Usage: "Kafka topic the agents produce flows to",
+			Set:   cliconf.String(func(o *options) *string { return &o.kafka.Topic })},
+		{Name: "kafka-group", Arg: "name", Default: collector.DefaultKafkaGroup,
+			Usage: "Kafka consumer group: the collectors of one group share the topic's partitions",
+			Set:   cliconf.String(func(o *options) *string { return &o.kafka.Group })},
+		{Name: "kafka-session-timeout", Arg: "duration", Default: collector.DefaultKafkaSessionTimeout.String(),
+			Usage: "how long the group waits for a collector that stopped (killed) before its partitions go to the others (6s to 30m, within the brokers' group.{min,max}.session.timeout.ms)",
+			Set:   cliconf.Duration(func(o *options) *time.Duration { return &o.kafka.SessionTimeout })},
+		{Name: "kafka-tls", Arg: "bool", Default: "false", Bool: true,
+			Usage: "connect to the brokers over TLS (implied by --kafka-tls-ca, --kafka-tls-cert, --kafka-tls-key)",
+			Set:   cliconf.Bool(func(o *options) *bool { return &o.kafka.TLS })},
+		{Name: "kafka-tls-ca", Arg: "file",
+			Usage: "CA certificate to verify the brokers (default: the system's roots)",
+			Set:   cliconf.String(func(o *options) *string { return &o.kafka.TLSCA })},
+		{Name: "kafka-tls-cert", Arg: "file",
+			Usage: "client certificate for the brokers; needs --kafka-tls-key",
+			Set:   cliconf.String(func(o *options) *string { return &o.kafka.TLSCert })},
+		{Name: "kafka-tls-key", Arg: "file",
+			Usage: "client key for the brokers; needs --kafka-tls-cert",
+			Set:   cliconf.String(func(o *options) *string { return &o.kafka.TLSKey })},
+		{Name: "kafka-sasl-mechanism", Arg: "name", Default: "none",
+			Usage: "SASL authentication to the brokers: none, plain or scram-sha-512",
+			Set:   cliconf.String(func(o *options) *string { return &o.kafka.SASL })},
+		{Name: "kafka-sasl-username", Arg: "name",
+			Usage: "SASL user name; required with a SASL mechanism",
+			Set:   cliconf.String(func(o *options) *string { return &o.kafka.SASLUser })},
+		{Name: "kafka-sasl-password-file", Arg: "file",
+			Usage: "file holding the SASL password (a trailing newline is ignored); required with a SASL mechanism",
+			Set:   cliconf.String(func(o *options) *string { return &o.kafka.SASLPasswordFile })},
 	},
 }
 
@@ -295,10 +331,13 @@ func (o *options) validate() error {
 		add(errors.New("--k8s-static and --kubeconfig: choose one"))
 	}
 	add(checkPositive("--k8s-sync-timeout", o.syncTimeout))
+	add(o.checkKafka())
 	// Checked here so a typo fails at start-up with the flag's name.
 	for _, f := range []struct{ flag, path string }{
 		{"--tls-cert", o.tlsCert}, {"--tls-key", o.tlsKey}, {"--tls-client-ca", o.tlsCA},
 		{"--kubeconfig", o.kubeconfig}, {"--k8s-static", o.static},
+		{"--kafka-tls-ca", o.kafka.TLSCA}, {"--kafka-tls-cert", o.kafka.TLSCert}, {"--kafka-tls-key", o.kafka.TLSKey},
+		{"--kafka-sasl-password-file", o.kafka.SASLPasswordFile},
 	} {
 		add(checkFile(f.flag, f.path))
 	}
@@ -325,4 +364,40 @@ func checkFile(flagName, path string) error {
 		return cliconf.Invalid(flagName, path, errors.New("is a directory, not a file"))
 	}
 	return nil
+}
+
+// checkKafka checks the --kafka-* settings (used when --kafka-brokers is set).
+func (o *options) checkKafka() error {
+	k := &o.kafka
+	var errs []error
+	for _, b := range k.Brokers {
+		if err := cliconf.SplitHostPort(b); err != nil {
+			errs = append(errs, cliconf.Invalid("--kafka-brokers", b, err))
+		}
+	}
+	if k.Topic == "" {
+		errs = append(errs, cliconf.Invalid("--kafka-topic", "", errors.New("must not be empty")))
+	}
+	if k.Group == "" {
+		errs = append(errs, cliconf.Invalid("--kafka-group", "", errors.New("must not be empty")))
+	}
+	if d := k.SessionTimeout; d < 6*time.Second || d > 30*time.Minute {
+		errs = append(errs, cliconf.Invalid("--kafka-session-timeout", d.String(), errors.New("must be from 6s to 30m")))
+	}
+	if (k.TLSCert == "") != (k.TLSKey == "") {
+		errs = append(errs, errors.New("--kafka-tls-cert and --kafka-tls-key must be given together"))
+	}
+	switch k.SASL {
+	case "none":
+		if k.SASLUser != "" || k.SASLPasswordFile != "" {
+			errs = append(errs, errors.New("--kafka-sasl-username and --kafka-sasl-password-file need --kafka-sasl-mechanism plain or scram-sha-512"))
+		}
+	case "plain", "scram-sha-512":
+		if k.SASLUser == "" || k.SASLPasswordFile == "" {
+			errs = append(errs, errors.New("--kafka-sasl-mechanism "+k.SASL+" needs --kafka-sasl-username and --kafka-sasl-password-file"))
+		}
+	default:
+		errs = append(errs, cliconf.Invalid("--kafka-sasl-mechanism", k.SASL, errors.New("must be none, plain or scram-sha-512")))
+	}
+	return errors.Join(errs...)
 }

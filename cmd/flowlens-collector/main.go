@@ -140,7 +140,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e *env) i
 	}
 
 	var srv *collector.Server
-	o.metrics.DecodeErrors = func() uint64 { return srv.Stats.Malformed.Load() }
+	var consumer *collector.Consumer
+	o.metrics.DecodeErrors = func() uint64 {
+		n := srv.Stats.Malformed.Load()
+		if consumer != nil {
+			n += consumer.Stats.Malformed.Load()
+		}
+		return n
+	}
 	if cache != nil {
 		o.metrics.Informers = cache.Synced
 	}
@@ -163,6 +170,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e *env) i
 		return 1
 	}
 	hist := startHistory(o.history, pl, srv, metrics.Registry())
+	if len(o.kafka.Brokers) > 0 {
+		o.kafka.MaxFlowsPerBatch, o.kafka.Logger = o.limits.MaxFlowsPerBatch, log
+		if consumer, err = collector.NewConsumer(pl.Handle, o.kafka); err != nil {
+			log.Error("cannot start", "error", err)
+			return 1
+		}
+	}
 
 	// Bind both addresses first, so that a bad or busy one fails now.
 	lis, err := net.Listen("tcp", o.listen)
@@ -227,6 +241,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e *env) i
 		"metrics", o.metricsAddr, "history", o.history.size, "enrichment", enrichmentName(o, cache), "subnets", o.subnets.String())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
+	consumed := make(chan struct{})
+	consumeCtx, stopConsuming := context.WithCancel(context.Background())
+	defer stopConsuming()
+	if consumer != nil {
+		log.Info("consuming flows from Kafka", "brokers", strings.Join(o.kafka.Brokers, ","), "topic", o.kafka.Topic, "group", o.kafka.Group)
+		go func() { consumer.Run(consumeCtx); close(consumed) }()
+	} else {
+		close(consumed)
+	}
 	close(serving)
 
 	code := 0
@@ -240,6 +263,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e *env) i
 	defer cancel()
 	if hist != nil {
 		hist.Close() // ends the observers' follow streams, which a graceful stop would wait for
+	}
+	// The consumer commits what it handled and leaves its group.
+	stopConsuming()
+	select {
+	case <-consumed:
+	case <-sctx.Done():
+		log.Warn("shutdown: the Kafka consumer did not stop in time")
 	}
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("shutdown: some batches were not handled", "error", err)
@@ -260,6 +290,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e *env) i
 	st := &srv.Stats
 	log.Info("stopped", "streams", st.StreamsTotal.Load(), "batches", st.Batches.Load(), "flows", st.Flows.Load(),
 		"printed", printed, "rejected", st.Rejected.Load())
+	if consumer != nil {
+		cs := &consumer.Stats
+		log.Info("stopped consuming", "records", cs.Records.Load(), "flows", cs.Flows.Load(), "malformed", cs.Malformed.Load(),
+			"handler_errors", cs.HandlerErrors.Load(), "commit_errors", cs.CommitErrors.Load())
+	}
 	return code
 }
 

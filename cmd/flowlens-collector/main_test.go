@@ -351,7 +351,7 @@ func TestHelpAndVersion(t *testing.T) {
 		"Usage: flowlens-collector [flags]",
 		"FLOWLENS_COLLECTOR_SOME_NAME",
 		"(or FLOWLENS_COLLECTOR_CONFIG)",
-		`--max-agents n                most agent streams served at once (-1: unlimited) (default "4096")`,
+		`--max-agents n                    most agent streams served at once (-1: unlimited) (default "4096")`,
 		"--port list", "(repeatable)", "--version",
 	} {
 		if !strings.Contains(out.String(), w) {

@@ -29,6 +29,7 @@ import (
 	"github.com/flowlens/flowlens/internal/exporter"
 	grpcexp "github.com/flowlens/flowlens/internal/exporter/grpc"
 	"github.com/flowlens/flowlens/internal/exporter/ipfix"
+	kafkaexp "github.com/flowlens/flowlens/internal/exporter/kafka"
 	"github.com/flowlens/flowlens/internal/exporter/otlp"
 	"github.com/flowlens/flowlens/internal/exporter/stdout"
 	"github.com/flowlens/flowlens/internal/feature"
@@ -37,6 +38,7 @@ import (
 	"github.com/flowlens/flowlens/internal/ifaces"
 	"github.com/flowlens/flowlens/internal/metrics"
 	"github.com/flowlens/flowlens/internal/version"
+	"github.com/flowlens/flowlens/pkg/flow/flowkafka"
 )
 
 // Options are the parts of the environment an Agent writes to, so tests and
@@ -67,6 +69,7 @@ type Agent struct {
 	grpc     *grpcexp.Exporter
 	otlp     *otlp.Exporter
 	ipfix    *ipfix.Exporter
+	kafka    *kafkaexp.Exporter
 	bpfStats io.Closer // BPF_ENABLE_STATS for the agent's lifetime
 
 	ready       chan struct{}
@@ -234,11 +237,17 @@ func (a *Agent) newMetrics(stats *evictor.Stats, gens *datapath.Generations) (*m
 		if a.otlp != nil && exps[i].Name == a.otlp.Name() {
 			st := &a.otlp.Stats
 			exps[i].Connected = a.otlp.Connected
-			exps[i].AcceptedFlows, exps[i].RejectedFlows = st.Flows.Load, st.RejectedFlows.Load
+			exps[i].AckedFlows, exps[i].RejectedFlows = st.Flows.Load, st.RejectedFlows.Load
 			exps[i].FailedFlows, exps[i].Retries = st.FailedFlows.Load, st.Retries.Load
 		}
 		if a.ipfix != nil && exps[i].Name == a.ipfix.Name() {
 			exps[i].Connected, exps[i].Wire = a.ipfix.Connected, a.ipfixWire
+			exps[i].FailedFlows = a.ipfix.Stats.Lost.Load
+		}
+		if a.kafka != nil && exps[i].Name == a.kafka.Name() {
+			st := &a.kafka.Stats
+			exps[i].AckedFlows, exps[i].FailedFlows = st.Flows.Load, st.FailedFlows.Load
+			exps[i].Acks = &metrics.Acks{Records: st.Records.Load, FailedRecords: st.FailedRecords.Load, Latency: &st.Latency}
 		}
 	}
 	bpfStats := a.bpfStats != nil
@@ -311,6 +320,18 @@ func (a *Agent) exporters() ([]exporter.Exporter, error) {
 			}
 			a.grpc = g
 			out = append(out, g)
+		case "kafka":
+			k := a.cfg.Kafka
+			x, err := kafkaexp.New(kafkaexp.Config{
+				Conn: flowkafka.Conn{Brokers: k.Brokers, TLS: k.TLS, TLSCA: k.TLSCA, TLSCert: k.TLSCert, TLSKey: k.TLSKey,
+					SASL: k.SASLMechanism, SASLUser: k.SASLUsername, SASLPasswordFile: k.SASLPasswordFile},
+				Topic: k.Topic, Compression: k.Compression, Linger: k.Linger, MaxBatchBytes: k.MaxBatchBytes,
+				Acks: k.Acks, Message: k.Message, BatchFlows: k.BatchFlows, NodeName: a.cfg.NodeName, Logger: a.log})
+			if err != nil {
+				return out, err
+			}
+			a.kafka = x
+			out = append(out, x)
 		case "ipfix":
 			x, err := ipfix.New(ipfix.Config{Target: a.cfg.IPFIXTarget, Transport: a.cfg.IPFIXTransport,
 				DomainID: a.cfg.IPFIXDomainID, TemplateRefresh: a.cfg.IPFIXTemplateRefresh,
@@ -341,7 +362,16 @@ func (a *Agent) exporters() ([]exporter.Exporter, error) {
 func (a *Agent) ipfixWire() metrics.WireStats {
 	s := &a.ipfix.Stats
 	return metrics.WireStats{Messages: s.Messages.Load(), Bytes: s.Bytes.Load(), Records: s.Flows.Load(),
-		Templates: s.Templates.Load(), SendErrors: s.Errors.Load(), LostFlows: s.Lost.Load()}
+		Templates: s.Templates.Load(), SendErrors: s.Errors.Load()}
+}
+
+// KafkaStats are the kafka exporter's counts (nil without --export kafka);
+// they stay readable after Run returns.
+func (a *Agent) KafkaStats() *kafkaexp.Stats {
+	if a.kafka == nil {
+		return nil
+	}
+	return &a.kafka.Stats
 }
 
 // MetricsAddr is the address the metrics server listens on ("" if none).

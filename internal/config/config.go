@@ -39,7 +39,7 @@ type Config struct {
 	FilterRulesFile string
 	FilterDefault   filter.Action
 
-	// Export names the exporters ("stdout", "grpc", "ipfix", "otlp"); Target is the
+	// Export names the exporters ("stdout", "grpc", "ipfix", "kafka", "otlp"); Target is the
 	// grpc collector's host:port.
 	Export        []string
 	Target        string
@@ -67,6 +67,8 @@ type Config struct {
 	OTLPHeaders     map[string]string
 	OTLPCompression string
 	OTLPBatchFlows  int
+	// The kafka exporter (--kafka-*).
+	Kafka Kafka
 	// ExportBuffer is how many batches each exporter queue holds. When a
 	// queue is full the evictor waits for room (for up to half the eviction
 	// period in all), then drops the oldest batches, counted. 0 means

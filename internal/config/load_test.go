@@ -53,6 +53,7 @@ func defaultConfig() *Config {
 		OTLPProtocol:         "grpc",
 		OTLPCompression:      "none",
 		OTLPBatchFlows:       1000,
+		Kafka:                defaultKafka(),
 		Features:             Features{Drops: true, RTT: true, Retransmits: true},
 		DNSPorts:             []uint16{53},
 		DNSTimeout:           5 * time.Second,
@@ -63,6 +64,11 @@ func defaultConfig() *Config {
 	}
 	c.IPFIXEnterpriseNumber = 32473 // the documentation PEN
 	return c
+}
+
+func defaultKafka() Kafka {
+	return Kafka{Topic: "flowlens-flows", SASLMechanism: "none", Compression: "lz4", Linger: 50 * time.Millisecond,
+		MaxBatchBytes: 1048576, Acks: "all", Message: "batch", BatchFlows: 1000}
 }
 
 func TestDefaults(t *testing.T) {
@@ -113,6 +119,7 @@ func TestExampleFile(t *testing.T) {
 		OTLPProtocol:         "grpc",
 		OTLPCompression:      "none",
 		OTLPBatchFlows:       1000,
+		Kafka:                defaultKafka(),
 		Features:             Features{Drops: true, RTT: true},
 		DNSPorts:             []uint16{53},
 		DNSTimeout:           5 * time.Second,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -33,7 +34,7 @@ type option struct {
 }
 
 // options is in the order usage lists them and Validate checks them.
-var options = []*option{
+var options = slices.Concat([]*option{
 	{name: "interfaces", arg: "list", def: "",
 		usage:   "interfaces to watch: names and /regex/ patterns; empty means all",
 		setList: func(c *Config, v []string) error { c.Interfaces = v; return nil }},
@@ -63,7 +64,7 @@ var options = []*option{
 		usage: "what happens to packets no filter rule matches; without rules every packet is kept, whatever this says",
 		set:   setFilterDefault},
 	{name: "export", arg: "list", def: "stdout",
-		usage:   "exporters: stdout, grpc, ipfix, otlp",
+		usage:   "exporters: stdout, grpc, ipfix, kafka, otlp",
 		setList: func(c *Config, v []string) error { c.Export = v; return nil }},
 	{name: "target", arg: "host:port", def: "",
 		usage: "collector address for the grpc exporter; required with --export grpc",
@@ -117,6 +118,7 @@ var options = []*option{
 	{name: "ipfix-enterprise-number", arg: "pen", def: "32473",
 		usage: "IANA Private Enterprise Number of flowlens's own IPFIX elements (1 to 4294967295); the default 32473 is IANA's number for documentation (RFC 5612), to be replaced by flowlens's registered number once there is one, or set to your site's",
 		set:   setIPFIXEnterpriseNumber},
+}, kafkaOptions, []*option{
 	{name: "export-buffer", arg: "n", def: "0",
 		usage: "batches queued per exporter; when full, eviction waits for room (up to half the eviction period per exporter), then the oldest are dropped, counted (0 to 100000; 0 = 8)",
 		set:   setInt(func(c *Config) *int { return &c.ExportBuffer })},
@@ -153,13 +155,15 @@ var options = []*option{
 	{name: "log-level", arg: "level", def: "info",
 		usage: "debug, info, warn or error",
 		set:   setLogLevel},
-}
+})
 
 func setDuration(field func(*Config) *time.Duration) func(*Config, string) error {
 	return cliconf.Duration(field)
 }
 
 func setInt(field func(*Config) *int) func(*Config, string) error { return cliconf.Int(field) }
+
+func setBool(field func(*Config) *bool) func(*Config, string) error { return cliconf.Bool(field) }
 
 func setOnOff(field func(*Config) *bool) func(*Config, string) error { return cliconf.OnOff(field) }
 

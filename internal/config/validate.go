@@ -45,6 +45,7 @@ func (c *Config) Validate() error {
 	add(checkRange("--grpc-batch-size", c.GRPCBatchSize, 1, 100_000))
 	add(checkIPFIX(c))
 	add(checkOTLP(c))
+	add(checkKafka(c))
 	add(checkRange("--export-buffer", c.ExportBuffer, 0, 100_000))
 	add(checkTLS(c))
 	if c.MetricsAddress != "" {
@@ -103,7 +104,7 @@ func checkRange(flagName string, v, lo, hi int) error {
 	return nil
 }
 
-const exporterNames = "stdout, grpc, ipfix, otlp"
+const exporterNames = "stdout, grpc, ipfix, kafka, otlp"
 
 func checkExport(list []string) error {
 	if len(list) == 0 {
@@ -111,7 +112,7 @@ func checkExport(list []string) error {
 	}
 	seen := map[string]bool{}
 	for _, e := range list {
-		if e != "stdout" && e != "grpc" && e != "ipfix" && e != "otlp" {
+		if e != "stdout" && e != "grpc" && e != "ipfix" && e != "kafka" && e != "otlp" {
 			return invalid("--export", e, errors.New("unknown exporter: must be one of "+exporterNames))
 		}
 		if seen[e] {

@@ -73,9 +73,9 @@ func TestValidate(t *testing.T) {
 		}, ""},
 
 		{"export empty", func(c *Config) { c.Export = nil },
-			`invalid --export "": must list at least one of stdout, grpc, ipfix, otlp`},
-		{"export unknown", func(c *Config) { c.Export = []string{"stdout", "kafka"} },
-			`invalid --export "kafka": unknown exporter: must be one of stdout, grpc, ipfix, otlp`},
+			`invalid --export "": must list at least one of stdout, grpc, ipfix, kafka, otlp`},
+		{"export unknown", func(c *Config) { c.Export = []string{"stdout", "nosuch"} },
+			`invalid --export "nosuch": unknown exporter: must be one of stdout, grpc, ipfix, kafka, otlp`},
 		{"export duplicate", func(c *Config) { c.Export = []string{"stdout", "stdout"} },
 			`invalid --export "stdout,stdout": "stdout" is listed twice`},
 

@@ -94,15 +94,26 @@ type Exporter struct {
 	// Refused counts messages the consumer refused after they were sent
 	// (grpc: Exporter.Stats.Refused); optional.
 	Refused func() uint64
-	// Delivery counts of an exporter whose consumer acknowledges each
-	// request (otlp: Exporter.Stats), each optional: records the consumer
-	// accepted, records it rejected (lost), records the exporter gave up
-	// on (lost), and attempts after a retryable failure.
-	AcceptedFlows, RejectedFlows, FailedFlows, Retries func() uint64
-
+	// Delivery counts of an exporter that learns what became of each flow
+	// it was handed (kafka, otlp: acknowledgements; ipfix: send results),
+	// each optional: flows the consumer acknowledged, flows it rejected
+	// (lost), flows the exporter failed to deliver or gave up on (lost),
+	// and requests resent after a retryable failure. Acknowledged, rejected,
+	// failed and the queue's dropped flows add up to every flow the
+	// exporter was given.
+	AckedFlows, RejectedFlows, FailedFlows, Retries func() uint64
+	// Acks are the per-record acknowledgements (kafka); optional.
+	Acks *Acks
 	// Wire reads the exporter's own counts of what it sent (ipfix:
 	// Exporter.Stats); optional.
 	Wire func() WireStats
+}
+
+// Acks are what an exporter whose consumer acknowledges each record
+// (kafka) counts of them.
+type Acks struct {
+	Records, FailedRecords func() uint64 // acknowledged; failed for good
+	Latency                *exporter.Latency
 }
 
 // WireStats are an exporter's cumulative counts of the messages it sent.
@@ -113,9 +124,6 @@ type WireStats struct {
 	Templates uint64 // messages that carried the templates (ipfix)
 	// SendErrors counts failed sends and connection attempts.
 	SendErrors uint64
-	// LostFlows counts flows in messages that could not be sent: lost,
-	// though their batch's Export may have succeeded for the rest.
-	LostFlows uint64
 }
 
 // Queues describes the agent's queues; add Connected and Refused to the
@@ -301,10 +309,10 @@ type agentCollector struct {
 	expDroppedBatches, expDroppedFlows, expQueue *prometheus.Desc
 	expWait                                      *prometheus.Desc
 	expConnected, expRefused                     *prometheus.Desc
-	expAccepted, expRejected, expFailed          *prometheus.Desc
-	expRetries                                   *prometheus.Desc
+	expAcked, expRejected, expFailed, expRetries *prometheus.Desc
 	expMessages, expBytes, expRecords            *prometheus.Desc
-	expTemplates, expSendErrors, expLost         *prometheus.Desc
+	expTemplates, expSendErrors                  *prometheus.Desc
+	expAckedRecords, expFailedRecords, expAckLat *prometheus.Desc
 	attached, hookUp, enrichLost                 *prometheus.Desc
 	progRunTime, progRuns, progMisses, progInst  *prometheus.Desc
 	mapMemory, statsEnabled, readErrors          *prometheus.Desc
@@ -361,16 +369,18 @@ func newAgentCollector(m *Metrics) *agentCollector {
 		expWait:           d("export_wait_seconds_total", "Time evictions spent waiting for room in the exporter's full queue (backpressure from a slower consumer).", "exporter"),
 		expConnected:      d("export_connected", "1 if the exporter reaches its consumer (grpc: a stream is open), 0 if not.", "exporter"),
 		expRefused:        d("export_refused_total", "Messages the consumer refused after they were sent (lost; counted as exported by export_flows_total).", "exporter"),
-		expAccepted:       d("export_accepted_flows_total", "Flows the consumer acknowledged (otlp: log records the receiver accepted).", "exporter"),
+		expAcked:          d("export_acked_flows_total", "Flows the consumer acknowledged (kafka: in records the brokers acked; otlp: log records the receiver accepted).", "exporter"),
 		expRejected:       d("export_rejected_flows_total", "Flows the consumer rejected (otlp: partial success, or a request refused with a non-retryable error): lost.", "exporter"),
-		expFailed:         d("export_failed_flows_total", "Flows the exporter gave up on, the consumer unreachable at shutdown or past the retry timeout: lost.", "exporter"),
+		expFailed:         d("export_failed_flows_total", "Flows handed to the exporter and not delivered: lost in failed sends or records (ipfix, kafka), or given up on, the consumer unreachable past the retry timeout or at shutdown (kafka, otlp). With the acknowledged, rejected and dropped flows, every flow the exporter was given.", "exporter"),
 		expRetries:        d("export_retries_total", "Requests resent after a retryable failure (consumer down, overloaded, or asking to retry later).", "exporter"),
 		expMessages:       d("export_messages_total", "Messages the exporter sent (ipfix: IPFIX messages).", "exporter"),
 		expBytes:          d("export_message_bytes_total", "Bytes of the messages the exporter sent.", "exporter"),
 		expRecords:        d("export_records_total", "Flow records in the messages the exporter sent.", "exporter"),
 		expTemplates:      d("export_template_messages_total", "Messages that carried the templates (ipfix: first message, UDP refresh, each new TCP connection).", "exporter"),
 		expSendErrors:     d("export_send_errors_total", "Failed sends and connection attempts.", "exporter"),
-		expLost:           d("export_lost_flows_total", "Flows in messages that could not be sent (lost).", "exporter"),
+		expAckedRecords:   d("export_acked_records_total", "Records the consumer acknowledged (kafka: produced records the brokers acked).", "exporter"),
+		expFailedRecords:  d("export_failed_records_total", "Records that failed for good (not acknowledged; their flows are lost).", "exporter"),
+		expAckLat:         d("export_ack_latency_seconds", "Time from producing a record to its acknowledgement.", "exporter"),
 		attached:          d("attached_interfaces", "Interfaces the datapath is attached to."),
 		hookUp:            d("hook_up", "1 if the hook is running, 0 if it is unavailable.", "hook"),
 		enrichLost:        d("enrichment_lost_total", "Enrichment events (drops, RTT samples, retransmits) lost because their entry could not be inserted into the enrichment map (full, or the kernel's allocator failed)."),
@@ -392,8 +402,9 @@ func (c *agentCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.evictions, c.evictedFlows, c.evictReadFails, c.mapEntries, c.mapCapacity,
 		c.flowsCreated, c.overflowRecords, c.overflowLost, c.ifacesOverflow, c.nonIP, c.malformed, c.fragUnmatched,
 		c.expBatches, c.expFlows, c.expErrors, c.expDroppedBatches, c.expDroppedFlows, c.expQueue, c.expWait,
-		c.expConnected, c.expRefused, c.expAccepted, c.expRejected, c.expFailed, c.expRetries,
-		c.expMessages, c.expBytes, c.expRecords, c.expTemplates, c.expSendErrors, c.expLost,
+		c.expConnected, c.expRefused, c.expAcked, c.expRejected, c.expFailed, c.expRetries,
+		c.expMessages, c.expBytes, c.expRecords, c.expTemplates, c.expSendErrors,
+		c.expAckedRecords, c.expFailedRecords, c.expAckLat,
 		c.attached, c.hookUp, c.enrichLost, c.progRunTime, c.progRuns, c.progMisses,
 		c.progInst, c.mapMemory, c.statsEnabled, c.readErrors} {
 		ch <- d
@@ -500,7 +511,7 @@ func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, x := range []struct {
 			d *prometheus.Desc
 			f func() uint64
-		}{{c.expAccepted, e.AcceptedFlows}, {c.expRejected, e.RejectedFlows}, {c.expFailed, e.FailedFlows}, {c.expRetries, e.Retries}} {
+		}{{c.expAcked, e.AckedFlows}, {c.expRejected, e.RejectedFlows}, {c.expFailed, e.FailedFlows}, {c.expRetries, e.Retries}} {
 			if x.f != nil {
 				counter(ch, x.d, x.f(), e.Name)
 			}
@@ -512,7 +523,12 @@ func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(ch, c.expRecords, w.Records, e.Name)
 			counter(ch, c.expTemplates, w.Templates, e.Name)
 			counter(ch, c.expSendErrors, w.SendErrors, e.Name)
-			counter(ch, c.expLost, w.LostFlows, e.Name)
+		}
+		if a := e.Acks; a != nil {
+			counter(ch, c.expAckedRecords, a.Records(), e.Name)
+			counter(ch, c.expFailedRecords, a.FailedRecords(), e.Name)
+			n, sum, buckets := a.Latency.Snapshot()
+			ch <- prometheus.MustNewConstHistogram(c.expAckLat, n, sum, buckets, e.Name)
 		}
 	}
 

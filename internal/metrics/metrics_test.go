@@ -149,6 +149,10 @@ func TestScrapeExactValues(t *testing.T) {
 	q.DroppedFlows.Store(200)
 	q.WaitNanos.Store(1_500_000_000)
 	connected := true
+	var lat exporter.Latency
+	lat.Observe(2 * time.Millisecond)
+	lat.Observe(40 * time.Millisecond)
+	lat.Observe(time.Minute)
 
 	ing1, ing2 := &fakeProg{runtime: 1500 * time.Millisecond, runs: 100}, &fakeProg{runtime: 500 * time.Millisecond, runs: 50}
 	egr := &fakeProg{runtime: time.Second, runs: 30}
@@ -166,11 +170,14 @@ func TestScrapeExactValues(t *testing.T) {
 		Exporters: []metrics.Exporter{
 			{Name: "grpc", Stats: &q, Queued: func() int { return 3 }, Connected: func() bool { return connected }, Refused: func() uint64 { return 6 }},
 			{Name: "stdout", Stats: &exporter.QueueStats{}},
-			{Name: "otlp", Stats: &exporter.QueueStats{}, AcceptedFlows: func() uint64 { return 990 },
+			{Name: "otlp", Stats: &exporter.QueueStats{}, AckedFlows: func() uint64 { return 990 },
 				RejectedFlows: func() uint64 { return 7 }, FailedFlows: func() uint64 { return 3 }, Retries: func() uint64 { return 12 }},
-			{Name: "ipfix", Stats: &exporter.QueueStats{}, Connected: func() bool { return false }, Wire: func() metrics.WireStats {
-				return metrics.WireStats{Messages: 21, Bytes: 28000, Records: 400, Templates: 2, SendErrors: 3, LostFlows: 17}
-			}},
+			{Name: "ipfix", Stats: &exporter.QueueStats{}, Connected: func() bool { return false }, FailedFlows: func() uint64 { return 17 },
+				Wire: func() metrics.WireStats {
+					return metrics.WireStats{Messages: 21, Bytes: 28000, Records: 400, Templates: 2, SendErrors: 3}
+				}},
+			{Name: "kafka", Stats: &exporter.QueueStats{}, AckedFlows: func() uint64 { return 1200 }, FailedFlows: func() uint64 { return 7 },
+				Acks: &metrics.Acks{Records: func() uint64 { return 12 }, FailedRecords: func() uint64 { return 1 }, Latency: &lat}},
 		},
 		Attached: func() int { return 4 },
 		Hooks:    func() map[string]bool { return map[string]bool{"tc": true, "drops": false} },
@@ -212,7 +219,7 @@ func TestScrapeExactValues(t *testing.T) {
 	expect(t, f, 1, "flowlens_agent_export_connected", "exporter=grpc")
 	expect(t, f, 6, "flowlens_agent_export_refused_total", "exporter=grpc")
 	expect(t, f, 0, "flowlens_agent_export_batches_total", "exporter=stdout")
-	expect(t, f, 990, "flowlens_agent_export_accepted_flows_total", "exporter=otlp")
+	expect(t, f, 990, "flowlens_agent_export_acked_flows_total", "exporter=otlp")
 	expect(t, f, 7, "flowlens_agent_export_rejected_flows_total", "exporter=otlp")
 	expect(t, f, 3, "flowlens_agent_export_failed_flows_total", "exporter=otlp")
 	expect(t, f, 12, "flowlens_agent_export_retries_total", "exporter=otlp")
@@ -224,10 +231,29 @@ func TestScrapeExactValues(t *testing.T) {
 	expect(t, f, 400, "flowlens_agent_export_records_total", "exporter=ipfix")
 	expect(t, f, 2, "flowlens_agent_export_template_messages_total", "exporter=ipfix")
 	expect(t, f, 3, "flowlens_agent_export_send_errors_total", "exporter=ipfix")
-	expect(t, f, 17, "flowlens_agent_export_lost_flows_total", "exporter=ipfix")
+	expect(t, f, 17, "flowlens_agent_export_failed_flows_total", "exporter=ipfix")
 	expect(t, f, 0, "flowlens_agent_export_connected", "exporter=ipfix")
 	if _, ok := value(f, "flowlens_agent_export_messages_total", "exporter=grpc"); ok {
 		t.Error("wire counts reported for an exporter without them")
+	}
+	expect(t, f, 12, "flowlens_agent_export_acked_records_total", "exporter=kafka")
+	expect(t, f, 1200, "flowlens_agent_export_acked_flows_total", "exporter=kafka")
+	expect(t, f, 1, "flowlens_agent_export_failed_records_total", "exporter=kafka")
+	expect(t, f, 7, "flowlens_agent_export_failed_flows_total", "exporter=kafka")
+	expect(t, f, 3, "flowlens_agent_export_ack_latency_seconds", "exporter=kafka")
+	if _, ok := value(f, "flowlens_agent_export_acked_records_total", "exporter=grpc"); ok {
+		t.Error("acks metrics for an exporter without acks")
+	}
+	if h := f["flowlens_agent_export_ack_latency_seconds"].Metric[0].Histogram; h.GetSampleSum() < 60.04 || h.GetSampleSum() > 60.05 {
+		t.Errorf("ack latency sum %v s, want 60.042", h.GetSampleSum())
+	} else {
+		cum := map[float64]uint64{}
+		for _, b := range h.Bucket {
+			cum[b.GetUpperBound()] = b.GetCumulativeCount()
+		}
+		if cum[.001] != 0 || cum[.0025] != 1 || cum[.05] != 2 || cum[30] != 2 {
+			t.Errorf("ack latency buckets %v: want 2ms in le=0.0025, 40ms in le=0.05, 1m above 30s", cum)
+		}
 	}
 	expect(t, f, 4, "flowlens_agent_attached_interfaces")
 	expect(t, f, 1, "flowlens_agent_hook_up", "hook=tc")

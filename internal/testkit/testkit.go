@@ -10,8 +10,9 @@
 //   - it is not, in CI (CI set, as GitHub Actions sets it): fail. CI never
 //     skips a kernel or cluster test silently.
 //
-// Sub-packages: packet (frames for BPF_PROG_TEST_RUN) and envtest (an
-// apiserver and etcd for a test or a TestMain).
+// Sub-packages: packet (frames for BPF_PROG_TEST_RUN), envtest (an
+// apiserver and etcd for a test or a TestMain) and kafkatest (a Kafka
+// broker). StartOwned starts a helper process that dies with the tests.
 package testkit
 
 import (

@@ -1,0 +1,139 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Kafka is the kafka exporter's configuration (--kafka-*; docs/export.md).
+type Kafka struct {
+	Brokers []string
+	Topic   string
+	// TLS is on when TLS is set or any of the files is given.
+	TLS                    bool
+	TLSCA, TLSCert, TLSKey string
+	// SASLMechanism is none, plain or scram-sha-512; the password is read
+	// from SASLPasswordFile, so no secret is on the command line.
+	SASLMechanism    string
+	SASLUsername     string
+	SASLPasswordFile string
+	Compression      string // none, lz4, zstd
+	Linger           time.Duration
+	MaxBatchBytes    int
+	Acks             string // all, leader, none
+	Message          string // batch, flow
+	BatchFlows       int
+}
+
+// kafkaOptions are the --kafka-* rows of the options table.
+var kafkaOptions = []*option{
+	{name: "kafka-brokers", arg: "list", def: "",
+		usage:   "Kafka bootstrap brokers, host:port; required with --export kafka",
+		setList: func(c *Config, v []string) error { c.Kafka.Brokers = v; return nil }},
+	{name: "kafka-topic", arg: "name", def: "flowlens-flows",
+		usage: "Kafka topic the flows are produced to (it must exist; its partitions are shared by the consuming collectors)",
+		set:   func(c *Config, s string) error { c.Kafka.Topic = s; return nil }},
+	{name: "kafka-tls", arg: "bool", def: "false", bool: true,
+		usage: "connect to the brokers over TLS (implied by --kafka-tls-ca, --kafka-tls-cert, --kafka-tls-key)",
+		set:   setBool(func(c *Config) *bool { return &c.Kafka.TLS })},
+	{name: "kafka-tls-ca", arg: "file", def: "",
+		usage: "CA certificate to verify the brokers (default: the system's roots)",
+		set:   func(c *Config, s string) error { c.Kafka.TLSCA = s; return nil }},
+	{name: "kafka-tls-cert", arg: "file", def: "",
+		usage: "client certificate for the brokers; needs --kafka-tls-key",
+		set:   func(c *Config, s string) error { c.Kafka.TLSCert = s; return nil }},
+	{name: "kafka-tls-key", arg: "file", def: "",
+		usage: "client key for the brokers; needs --kafka-tls-cert",
+		set:   func(c *Config, s string) error { c.Kafka.TLSKey = s; return nil }},
+	{name: "kafka-sasl-mechanism", arg: "name", def: "none",
+		usage: "SASL authentication to the brokers: none, plain or scram-sha-512",
+		set:   func(c *Config, s string) error { c.Kafka.SASLMechanism = s; return nil }},
+	{name: "kafka-sasl-username", arg: "name", def: "",
+		usage: "SASL user name; required with --kafka-sasl-mechanism plain or scram-sha-512",
+		set:   func(c *Config, s string) error { c.Kafka.SASLUsername = s; return nil }},
+	{name: "kafka-sasl-password-file", arg: "file", def: "",
+		usage: "file holding the SASL password (a trailing newline is ignored); required with a SASL mechanism",
+		set:   func(c *Config, s string) error { c.Kafka.SASLPasswordFile = s; return nil }},
+	{name: "kafka-compression", arg: "codec", def: "lz4",
+		usage: "compression of the produced record batches: none, lz4 or zstd",
+		set:   func(c *Config, s string) error { c.Kafka.Compression = s; return nil }},
+	{name: "kafka-linger", arg: "duration", def: "50ms",
+		usage: "how long a partition's records wait for more before they are sent (0 to 10s; an export waits for its acks, never for a full linger)",
+		set:   setDuration(func(c *Config) *time.Duration { return &c.Kafka.Linger })},
+	{name: "kafka-max-batch-bytes", arg: "n", def: "1048576",
+		usage: "largest produce batch per partition, so largest record (1024 to 268435456; keep it under the brokers' message.max.bytes)",
+		set:   setInt(func(c *Config) *int { return &c.Kafka.MaxBatchBytes })},
+	{name: "kafka-acks", arg: "all|leader|none", def: "all",
+		usage: "acknowledgement the brokers give each produce: all in-sync replicas (idempotent, no duplicates from retries), the leader, or none",
+		set:   func(c *Config, s string) error { c.Kafka.Acks = s; return nil }},
+	{name: "kafka-message", arg: "batch|flow", def: "batch",
+		usage: "record value: a FlowBatch protobuf of up to --kafka-batch-flows flows, or one Flow protobuf per record",
+		set:   func(c *Config, s string) error { c.Kafka.Message = s; return nil }},
+	{name: "kafka-batch-flows", arg: "n", def: "1000",
+		usage: "flows per FlowBatch record with --kafka-message batch (1 to 100000)",
+		set:   setInt(func(c *Config) *int { return &c.Kafka.BatchFlows })},
+}
+
+// topicName is what Kafka accepts as a topic name.
+var topicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
+
+// checkKafka checks the kafka exporter's settings; the brokers are required
+// only when the exporter is used, the others always (they have defaults).
+func checkKafka(c *Config) error {
+	k := &c.Kafka
+	var errs []error
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(k.Brokers) == 0 {
+		if slices.Contains(c.Export, "kafka") {
+			add(errors.New("--kafka-brokers is required when --export includes kafka"))
+		}
+	}
+	for _, b := range k.Brokers {
+		add(checkHostPort("--kafka-brokers", b))
+	}
+	if !topicName.MatchString(k.Topic) || k.Topic == "." || k.Topic == ".." {
+		add(invalid("--kafka-topic", k.Topic, errors.New("must be 1 to 249 of a-z A-Z 0-9 . _ -")))
+	}
+	if (k.TLSCert == "") != (k.TLSKey == "") {
+		add(errors.New("--kafka-tls-cert and --kafka-tls-key must be given together"))
+	}
+	add(checkFiles([]flagFile{
+		{"--kafka-tls-ca", k.TLSCA}, {"--kafka-tls-cert", k.TLSCert}, {"--kafka-tls-key", k.TLSKey},
+		{"--kafka-sasl-password-file", k.SASLPasswordFile}}))
+	switch k.SASLMechanism {
+	case "none":
+		if k.SASLUsername != "" || k.SASLPasswordFile != "" {
+			add(errors.New("--kafka-sasl-username and --kafka-sasl-password-file need --kafka-sasl-mechanism plain or scram-sha-512"))
+		}
+	case "plain", "scram-sha-512":
+		if k.SASLUsername == "" || k.SASLPasswordFile == "" {
+			add(fmt.Errorf("--kafka-sasl-mechanism %s needs --kafka-sasl-username and --kafka-sasl-password-file", k.SASLMechanism))
+		}
+	default:
+		add(invalid("--kafka-sasl-mechanism", k.SASLMechanism, errors.New("must be none, plain or scram-sha-512")))
+	}
+	add(checkOneOf("--kafka-compression", k.Compression, "none", "lz4", "zstd"))
+	add(checkOneOf("--kafka-acks", k.Acks, "all", "leader", "none"))
+	add(checkOneOf("--kafka-message", k.Message, "batch", "flow"))
+	if k.Linger < 0 || k.Linger > 10*time.Second {
+		add(invalid("--kafka-linger", k.Linger.String(), errors.New("must be from 0 to 10s")))
+	}
+	add(checkRange("--kafka-max-batch-bytes", k.MaxBatchBytes, 1024, 256<<20))
+	add(checkRange("--kafka-batch-flows", k.BatchFlows, 1, 100_000))
+	return errors.Join(errs...)
+}
+
+func checkOneOf(flagName, v string, allowed ...string) error {
+	if slices.Contains(allowed, v) {
+		return nil
+	}
+	return invalid(flagName, v, fmt.Errorf("must be %s or %s", strings.Join(allowed[:len(allowed)-1], ", "), allowed[len(allowed)-1]))
+}

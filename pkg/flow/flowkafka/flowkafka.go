@@ -1,0 +1,173 @@
+// Package flowkafka is flowlens' flow API over Kafka, shared by both ends:
+// the agent's exporter (internal/exporter/kafka) and the collector's
+// consumer group (pkg/collector.Consumer).
+//
+// A record's value is protobuf: a flowlens.flow.v1.FlowBatch, or one
+// flowlens.flow.v1.Flow, and its ContentType header says which (a decoder
+// cannot tell them apart from the bytes: both start with a field 1 that is
+// a message). Which partition a flow goes to is PartitionOf its 7-tuple:
+// the same flow always lands in the same partition, and one node's flows
+// spread over all of them (docs/export.md, Kafka).
+//
+// ClientOpts turns the connection settings both ends share (brokers, TLS,
+// SASL) into franz-go options.
+package flowkafka
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/flowlens/flowlens/pkg/flow"
+)
+
+// HeaderContentType is the record header naming the value's message type.
+const HeaderContentType = "content-type"
+
+// The ContentType header's values.
+const (
+	ContentTypeBatch = "application/x-protobuf; messageType=flowlens.flow.v1.FlowBatch"
+	ContentTypeFlow  = "application/x-protobuf; messageType=flowlens.flow.v1.Flow"
+)
+
+// SASL mechanisms (the --kafka-sasl-mechanism values).
+const (
+	SASLNone        = "none"
+	SASLPlain       = "plain"
+	SASLScramSHA512 = "scram-sha-512"
+)
+
+// Conn is how a client reaches the brokers.
+type Conn struct {
+	Brokers []string
+	// TLS is on when set or when any of the files is given. TLSCA
+	// verifies the brokers (empty: the system's roots); TLSCert and TLSKey
+	// are a client certificate (mTLS).
+	TLS                    bool
+	TLSCA, TLSCert, TLSKey string
+	// SASL is SASLNone (or ""), SASLPlain or SASLScramSHA512, with
+	// SASLUser and the password read from SASLPasswordFile (a file, so no
+	// secret is on a command line).
+	SASL, SASLUser, SASLPasswordFile string
+}
+
+// UsesTLS reports whether the connection is TLS.
+func (c *Conn) UsesTLS() bool { return c.TLS || c.TLSCA != "" || c.TLSCert != "" || c.TLSKey != "" }
+
+// ClientOpts returns the franz-go options for c. It reads the TLS and
+// password files now, so a bad file fails at start-up. dialed, if not nil,
+// is told every new broker connection (the agent learns its own address
+// from one).
+func (c *Conn) ClientOpts(dialed func(net.Conn)) ([]kgo.Opt, error) {
+	if len(c.Brokers) == 0 {
+		return nil, errors.New("no brokers")
+	}
+	var tc *tls.Config
+	if c.UsesTLS() {
+		var err error
+		if tc, err = c.tlsConfig(); err != nil {
+			return nil, err
+		}
+	}
+	dial := func(ctx context.Context, network, host string) (net.Conn, error) {
+		conn, err := (&net.Dialer{}).DialContext(ctx, network, host)
+		if err != nil {
+			return nil, err
+		}
+		if dialed != nil {
+			dialed(conn)
+		}
+		if tc == nil {
+			return conn, nil
+		}
+		cfg := tc.Clone()
+		if cfg.ServerName == "" {
+			cfg.ServerName, _, _ = net.SplitHostPort(host)
+		}
+		return tls.Client(conn, cfg), nil
+	}
+	opts := []kgo.Opt{kgo.SeedBrokers(c.Brokers...), kgo.Dialer(dial)}
+	switch c.SASL {
+	case "", SASLNone:
+	case SASLPlain, SASLScramSHA512:
+		if c.SASLUser == "" || c.SASLPasswordFile == "" {
+			return nil, fmt.Errorf("SASL %s needs a username and a password file", c.SASL)
+		}
+		b, err := os.ReadFile(c.SASLPasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("read the SASL password: %w", err)
+		}
+		// A trailing newline is the file's, not the password's.
+		pass := strings.TrimRight(string(b), "\r\n")
+		if c.SASL == SASLPlain {
+			opts = append(opts, kgo.SASL(plain.Auth{User: c.SASLUser, Pass: pass}.AsMechanism()))
+		} else {
+			opts = append(opts, kgo.SASL(scram.Auth{User: c.SASLUser, Pass: pass}.AsSha512Mechanism()))
+		}
+	default:
+		return nil, fmt.Errorf("unknown SASL mechanism %q: must be none, plain or scram-sha-512", c.SASL)
+	}
+	return opts, nil
+}
+
+func (c *Conn) tlsConfig() (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.TLSCA != "" {
+		pem, err := os.ReadFile(c.TLSCA)
+		if err != nil {
+			return nil, fmt.Errorf("read the TLS CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("no certificate in %s", c.TLSCA)
+		}
+		tc.RootCAs = pool
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return nil, errors.New("the TLS certificate and key must be given together")
+	}
+	if c.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("load the TLS client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+// Hash is a stable 64-bit hash (FNV-1a) of r's 7-tuple: the same on every
+// agent and release, so that every record of one flow, from any node, goes
+// to one partition.
+func Hash(r *flow.Record) uint64 {
+	const prime = 1099511628211
+	h := uint64(14695981039346656037)
+	add := func(b byte) { h = (h ^ uint64(b)) * prime }
+	s, d := r.SrcAddr.As16(), r.DstAddr.As16()
+	for _, b := range s {
+		add(b)
+	}
+	for _, b := range d {
+		add(b)
+	}
+	add(byte(r.SrcPort >> 8))
+	add(byte(r.SrcPort))
+	add(byte(r.DstPort >> 8))
+	add(byte(r.DstPort))
+	add(r.Proto)
+	add(r.IcmpType)
+	add(r.IcmpCode)
+	return h
+}
+
+// PartitionOf is the partition of r's records in a topic of n partitions.
+func PartitionOf(r *flow.Record, n int) int32 { return int32(Hash(r) % uint64(n)) }
