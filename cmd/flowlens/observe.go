@@ -3,14 +3,13 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"sync"
+
+	"github.com/flowlens/flowlens/pkg/tlsclient"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -295,24 +294,9 @@ func clientCredentials(o *options, serverName string) (credentials.TransportCred
 	if o.tlsCA == "" && o.tlsCert == "" {
 		return insecure.NewCredentials(), nil
 	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}
-	if o.tlsCA != "" {
-		pem, err := os.ReadFile(o.tlsCA)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--tls-ca %s: no certificate in it", o.tlsCA)
-		}
-		tc.RootCAs = pool
-	}
-	if o.tlsCert != "" {
-		cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
+	tc, err := tlsclient.Config(o.tlsCA, o.tlsCert, o.tlsKey, serverName)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-ca/--tls-cert/--tls-key: %w", err)
 	}
 	return credentials.NewTLS(tc), nil
 }

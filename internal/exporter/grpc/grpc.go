@@ -14,8 +14,6 @@ package grpc
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -23,10 +21,11 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/flowlens/flowlens/pkg/tlsclient"
 
 	grpcgo "google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -207,45 +206,6 @@ func setDefaults(c *Config) {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-}
-
-// transportCredentials builds plaintext, TLS or mTLS credentials.
-func transportCredentials(cfg Config) (credentials.TransportCredentials, error) {
-	if cfg.TLSCA == "" && cfg.TLSCert == "" && cfg.TLSKey == "" {
-		return insecure.NewCredentials(), nil
-	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: cfg.TLSServerName}
-	if cfg.TLSCA != "" {
-		pem, err := os.ReadFile(cfg.TLSCA)
-		if err != nil {
-			return nil, fmt.Errorf("grpc exporter: read CA: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("grpc exporter: no certificate in %s", cfg.TLSCA)
-		}
-		tc.RootCAs = pool
-	}
-	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
-		return nil, errors.New("grpc exporter: TLS certificate and key must be given together")
-	}
-	if cfg.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
-		if err != nil {
-			return nil, fmt.Errorf("grpc exporter: load client certificate: %w", err)
-		}
-		var mu sync.Mutex
-		last := &cert
-		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if c, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey); err == nil {
-				last = &c
-			}
-			return last, nil
-		}
-	}
-	return credentials.NewTLS(tc), nil
 }
 
 // dial connects and remembers the local address: the agent's IP as the
@@ -542,4 +502,16 @@ func (e *Exporter) Close() error {
 	}
 	e.connected.Store(false)
 	return e.conn.Close()
+}
+
+// transportCredentials builds plaintext, TLS or mTLS credentials.
+func transportCredentials(cfg Config) (credentials.TransportCredentials, error) {
+	if cfg.TLSCA == "" && cfg.TLSCert == "" && cfg.TLSKey == "" {
+		return insecure.NewCredentials(), nil
+	}
+	tc, err := tlsclient.Config(cfg.TLSCA, cfg.TLSCert, cfg.TLSKey, cfg.TLSServerName)
+	if err != nil {
+		return nil, fmt.Errorf("grpc exporter: %w", err)
+	}
+	return credentials.NewTLS(tc), nil
 }

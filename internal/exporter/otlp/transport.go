@@ -5,16 +5,15 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/flowlens/flowlens/pkg/tlsclient"
 
 	grpcgo "google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -30,47 +29,6 @@ import (
 // exportMethod is OTLP's logs service method (opentelemetry-proto
 // logs_service.proto).
 const exportMethod = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
-
-// tlsConfig is nil for plaintext; else TLS verifying the receiver with
-// TLSCA (or the system's roots), with the client certificate if given,
-// re-read at each handshake so rotated files are picked up.
-func tlsConfig(cfg Config) (*tls.Config, error) {
-	if !cfg.TLS && cfg.TLSCA == "" && cfg.TLSCert == "" && cfg.TLSKey == "" {
-		return nil, nil
-	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: cfg.TLSServerName}
-	if cfg.TLSCA != "" {
-		pem, err := os.ReadFile(cfg.TLSCA)
-		if err != nil {
-			return nil, fmt.Errorf("read CA: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("no certificate in %s", cfg.TLSCA)
-		}
-		tc.RootCAs = pool
-	}
-	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
-		return nil, errors.New("TLS certificate and key must be given together")
-	}
-	if cfg.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
-		if err != nil {
-			return nil, fmt.Errorf("load client certificate: %w", err)
-		}
-		var mu sync.Mutex
-		last := &cert
-		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if c, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey); err == nil {
-				last = &c
-			}
-			return last, nil
-		}
-	}
-	return tc, nil
-}
 
 // grpcSender calls LogsService/Export with the encoded request as is.
 type grpcSender struct {
@@ -355,4 +313,14 @@ func (b *sentBody) Close() error {
 	default:
 	}
 	return nil
+}
+
+// tlsConfig is nil for plaintext, else the TLS configuration: the server
+// verified with TLSCA (or the system's roots), the client certificate
+// presented if given (pkg/tlsclient).
+func tlsConfig(cfg Config) (*tls.Config, error) {
+	if !cfg.TLS && cfg.TLSCA == "" && cfg.TLSCert == "" && cfg.TLSKey == "" {
+		return nil, nil
+	}
+	return tlsclient.Config(cfg.TLSCA, cfg.TLSCert, cfg.TLSKey, cfg.TLSServerName)
 }

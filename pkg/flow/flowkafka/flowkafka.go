@@ -16,12 +16,13 @@ package flowkafka
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"strings"
+
+	"github.com/flowlens/flowlens/pkg/tlsclient"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -74,7 +75,7 @@ func (c *Conn) ClientOpts(dialed func(net.Conn)) ([]kgo.Opt, error) {
 	var tc *tls.Config
 	if c.UsesTLS() {
 		var err error
-		if tc, err = c.tlsConfig(); err != nil {
+		if tc, err = tlsclient.Config(c.TLSCA, c.TLSCert, c.TLSKey, ""); err != nil {
 			return nil, err
 		}
 	}
@@ -117,32 +118,6 @@ func (c *Conn) ClientOpts(dialed func(net.Conn)) ([]kgo.Opt, error) {
 		return nil, fmt.Errorf("unknown SASL mechanism %q: must be none, plain or scram-sha-512", c.SASL)
 	}
 	return opts, nil
-}
-
-func (c *Conn) tlsConfig() (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if c.TLSCA != "" {
-		pem, err := os.ReadFile(c.TLSCA)
-		if err != nil {
-			return nil, fmt.Errorf("read the TLS CA: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("no certificate in %s", c.TLSCA)
-		}
-		tc.RootCAs = pool
-	}
-	if (c.TLSCert == "") != (c.TLSKey == "") {
-		return nil, errors.New("the TLS certificate and key must be given together")
-	}
-	if c.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
-		if err != nil {
-			return nil, fmt.Errorf("load the TLS client certificate: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
 }
 
 // Hash is a stable 64-bit hash (FNV-1a) of r's 7-tuple: the same on every
