@@ -2,6 +2,7 @@
 # Installs what a build or test step needs, with apt, only when missing.
 #   hack/install-deps.sh bpf    clang, llvm, libbpf headers (make generate)
 #   hack/install-deps.sh test   iproute2, nftables, iptables, openssl, dnsmasq, tshark (make test)
+#   hack/install-deps.sh kubelet containerd, runc, CNI plugins, iptables (make e2e-kubelet)
 set -euo pipefail
 
 need=()
@@ -20,8 +21,15 @@ test)
 	command -v dnsmasq >/dev/null || need+=(dnsmasq-base)       # the dns feature's test
 	command -v tshark >/dev/null || need+=(tshark)              # the IPFIX exporter's Wireshark test
 	;;
+kubelet)
+	command -v containerd >/dev/null || need+=(containerd)
+	command -v runc >/dev/null || need+=(runc)
+	[ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
+	command -v iptables >/dev/null || need+=(iptables)
+	command -v mount >/dev/null || need+=(mount)
+	;;
 *)
-	echo "usage: $0 bpf|test" >&2
+	echo "usage: $0 bpf|test|kubelet" >&2
 	exit 2
 	;;
 esac
