@@ -98,3 +98,22 @@ e2e-assets: envtest-assets $(ENVTEST_ASSETS_DIR)/kube-controller-manager $(ENVTE
 e2e: e2e-assets ## kwok cluster with 3 fake nodes: deploy manifests/, run the operator, expect Ready
 	FLOWLENS_E2E_K8S_BIN=$(ENVTEST_ASSETS_DIR) FLOWLENS_E2E_KWOK_BIN=$(KWOK_DIR) \
 	  $(GO) test -count=1 -tags e2e -timeout 15m -v ./internal/controller/e2e/...
+
+# The kubelet e2e: flowlens on a real one-node cluster (the kwok e2e's
+# control plane, containerd, runc, the CNI bridge plugin, kube-proxy and a
+# kubelet; internal/controller/e2e/kubelet).
+.PHONY: e2e-kubelet e2e-kubelet-assets deps-kubelet
+
+deps-kubelet: ## install containerd, runc and the CNI plugins with apt when missing
+	@hack/install-deps.sh kubelet
+
+$(FLOWLENS_CACHE)/envtest/%/kubelet:
+	$(call build-tool,hack/tools-k8s,k8s.io/kubernetes/cmd/kubelet,$@)
+$(FLOWLENS_CACHE)/envtest/%/kube-proxy:
+	$(call build-tool,hack/tools-k8s,k8s.io/kubernetes/cmd/kube-proxy,$@)
+
+e2e-kubelet-assets: e2e-assets $(ENVTEST_ASSETS_DIR)/kubelet $(ENVTEST_ASSETS_DIR)/kube-proxy
+
+e2e-kubelet: deps-kubelet e2e-kubelet-assets ## real one-node cluster (containerd + kubelet): install flowlens as README says, real pods, exact enriched flows (root)
+	FLOWLENS_E2E_K8S_BIN=$(ENVTEST_ASSETS_DIR) FLOWLENS_E2E_KWOK_BIN=$(KWOK_DIR) \
+	  $(GO) test -count=1 -tags e2e_kubelet -timeout 15m -v ./internal/controller/e2e/kubelet/...

@@ -1,0 +1,165 @@
+//go:build e2e_kubelet
+
+package kubelet
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/flowlens/flowlens/internal/testkit"
+)
+
+// image is one image the test builds: a static Go binary at /usr/bin (as
+// in the Containerfile's targets), nothing else, like distroless/static
+// without its files.
+type image struct {
+	ref  string   // the name the manifests use, so they apply unchanged
+	pkg  string   // the Go package of the binary
+	args []string // the entrypoint's arguments
+	user string   // the image's USER, as in the Containerfile
+}
+
+// Images the manifests name (v0.1.0, the tag of manifests/), and the
+// test's own.
+const (
+	agentImage    = "ghcr.io/flowlens/flowlens-agent:v0.1.0"
+	operatorImage = "ghcr.io/flowlens/flowlens-operator:v0.1.0"
+	collectorRef  = "ghcr.io/flowlens/flowlens-collector:v0.1.0"
+	pauseImage    = "localhost/flowlens-e2e/pause:1"
+	podtoolImage  = "localhost/flowlens-e2e/podtool:1"
+)
+
+var images = []image{
+	{ref: agentImage, pkg: "./cmd/flowlens-agent"},
+	{ref: operatorImage, pkg: "./cmd/flowlens-operator", user: "65532:65532"},
+	{ref: collectorRef, pkg: "./cmd/flowlens-collector", user: "65532:65532"},
+	{ref: pauseImage, pkg: "./internal/controller/e2e/kubelet/podtool", args: []string{"pause"}},
+	{ref: podtoolImage, pkg: "./internal/controller/e2e/kubelet/podtool"},
+}
+
+// buildImages builds every image's binary as the Containerfile does
+// (CGO_ENABLED=0, -trimpath, -s -w, the version), writes each image as a
+// docker-archive tarball into dir and imports it into containerd's
+// namespace of the CRI.
+func buildImages(ctx context.Context, t *testing.T, n *node, dir string) {
+	t.Helper()
+	root, err := testkit.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	goCmd := os.Getenv("GO")
+	if goCmd == "" {
+		goCmd = "go"
+	}
+	start := time.Now()
+	for _, im := range images {
+		bin := filepath.Join(dir, filepath.Base(im.pkg))
+		if _, err := os.Stat(bin); err != nil { // podtool serves two images
+			build := exec.CommandContext(ctx, goCmd, "build", "-trimpath",
+				"-ldflags", "-s -w -X github.com/flowlens/flowlens/internal/version.Version=v0.1.0",
+				"-o", bin, im.pkg)
+			build.Dir = root
+			build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+			if out, err := build.CombinedOutput(); err != nil {
+				t.Fatalf("building %s: %v\n%s", im.pkg, err, out)
+			}
+		}
+		archive := filepath.Join(dir, filepath.Base(im.pkg)+"-"+fmt.Sprint(len(im.args))+".tar")
+		if err := writeDockerArchive(archive, im, bin); err != nil {
+			t.Fatalf("image %s: %v", im.ref, err)
+		}
+		n.ctr(ctx, t, "images", "import", archive)
+	}
+	t.Logf("images built and imported in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// writeDockerArchive writes the image as `docker save` would: a tar of
+// manifest.json, the config and one layer holding the binary at
+// /usr/bin/<name>.
+func writeDockerArchive(path string, im image, bin string) error {
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return err
+	}
+	name := filepath.Base(bin)
+	var layer bytes.Buffer
+	lw := tar.NewWriter(&layer)
+	epoch := time.Unix(0, 0)
+	for _, d := range []string{"usr/", "usr/bin/", "tmp/"} {
+		mode := int64(0o755)
+		if d == "tmp/" {
+			mode = 0o1777
+		}
+		if err := lw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: mode, ModTime: epoch}); err != nil {
+			return err
+		}
+	}
+	if err := lw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "usr/bin/" + name, Mode: 0o755, Size: int64(len(data)), ModTime: epoch}); err != nil {
+		return err
+	}
+	if _, err := lw.Write(data); err != nil {
+		return err
+	}
+	if err := lw.Close(); err != nil {
+		return err
+	}
+	diffID := sha256.Sum256(layer.Bytes())
+
+	config, err := json.Marshal(map[string]any{
+		"architecture": runtime.GOARCH,
+		"os":           "linux",
+		"config": map[string]any{
+			"Entrypoint": []string{"/usr/bin/" + name},
+			"Cmd":        im.args,
+			"User":       im.user,
+			"Env":        []string{"PATH=/usr/bin"},
+		},
+		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + hex.EncodeToString(diffID[:])}},
+	})
+	if err != nil {
+		return err
+	}
+	configSum := sha256.Sum256(config)
+	configName := hex.EncodeToString(configSum[:]) + ".json"
+	manifest, err := json.Marshal([]map[string]any{{
+		"Config":   configName,
+		"RepoTags": []string{im.ref},
+		"Layers":   []string{"layer.tar"},
+	}})
+	if err != nil {
+		return err
+	}
+
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w := tar.NewWriter(f)
+	for _, e := range []struct {
+		name string
+		data []byte
+	}{{configName, config}, {"layer.tar", layer.Bytes()}, {"manifest.json", manifest}} {
+		if err := w.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: e.name, Mode: 0o644, Size: int64(len(e.data)), ModTime: epoch}); err != nil {
+			return err
+		}
+		if _, err := w.Write(e.data); err != nil {
+			return err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	return f.Close()
+}
