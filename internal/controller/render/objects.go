@@ -23,12 +23,14 @@ import (
 //     by the drops, rtt and retransmits features, and read perf/ring buffers.
 //   - NET_ADMIN: attach TC (tcx/clsact) programs to interfaces and watch
 //     links through netlink.
-//   - SYS_RESOURCE: raise RLIMIT_MEMLOCK for map memory on kernels that
-//     still charge it (before 5.11).
 //   - SYS_ADMIN, only when spec.agent.netns is not just "host": setns(2) into
 //     other network namespaces requires it.
+//
+// Not SYS_RESOURCE: the agent never raises RLIMIT_MEMLOCK (kernels since
+// 5.11 charge BPF maps to the memory cgroup instead), and a node whose
+// runtime cannot grant it (make e2e-kubelet's) could not start the agent.
 var (
-	BaseCapabilities  = []corev1.Capability{"BPF", "PERFMON", "NET_ADMIN", "SYS_RESOURCE"}
+	BaseCapabilities  = []corev1.Capability{"BPF", "PERFMON", "NET_ADMIN"}
 	SetnsCapabilities = []corev1.Capability{"SYS_ADMIN"}
 )
 
