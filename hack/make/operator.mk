@@ -116,4 +116,4 @@ e2e-kubelet-assets: e2e-assets $(ENVTEST_ASSETS_DIR)/kubelet $(ENVTEST_ASSETS_DI
 
 e2e-kubelet: deps-kubelet e2e-kubelet-assets ## real one-node cluster (containerd + kubelet): install flowlens as README says, real pods, exact enriched flows (root)
 	FLOWLENS_E2E_K8S_BIN=$(ENVTEST_ASSETS_DIR) FLOWLENS_E2E_KWOK_BIN=$(KWOK_DIR) \
-	  $(GO) test -count=1 -tags e2e_kubelet -timeout 15m -v ./internal/controller/e2e/kubelet/...
+	  $(GO) test -count=1 -tags e2e_kubelet -timeout 15m -v ./internal/controller/e2e/kubelet

@@ -183,8 +183,13 @@ func daemonSet(fc *v1alpha1.FlowCollector, opts Options, owner *metav1ac.OwnerRe
 		if NeedsSetns(spec) {
 			caps = append(caps, SetnsCapabilities...)
 		}
+		// The runtime's default seccomp profile allows bpf(2) and
+		// perf_event_open(2) with CAP_BPF and CAP_PERFMON (make e2e-kubelet
+		// runs the agent under containerd's); privileged mode, for runtimes
+		// where something blocks the agent, runs without it.
 		sc.WithPrivileged(false).
 			WithAllowPrivilegeEscalation(false).
+			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault)).
 			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL").WithAdd(caps...))
 	}
 
@@ -257,6 +262,9 @@ func daemonSet(fc *v1alpha1.FlowCollector, opts Options, owner *metav1ac.OwnerRe
 
 	podSpec := corev1ac.PodSpec().
 		WithServiceAccountName(AgentName).
+		// The agent reads its configuration from the mounted ConfigMap and
+		// calls no API server: no token in its pods.
+		WithAutomountServiceAccountToken(false).
 		WithHostNetwork(true).
 		WithDNSPolicy(corev1.DNSClusterFirstWithHostNet).
 		WithPriorityClassName(spec.Agent.PriorityClassName).

@@ -5,6 +5,7 @@ package kubelet
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -155,7 +156,45 @@ func checkSecurityContext(ctx context.Context, t *testing.T, c client.Client, po
 	if strings.Join(added, ",") != strings.Join(base, ",") {
 		t.Errorf("agent capabilities %v, want %v", added, base)
 	}
+	if got.SeccompProfile == nil || got.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("agent seccomp profile %v, want RuntimeDefault", got.SeccompProfile)
+	}
+	if a := pod.Spec.AutomountServiceAccountToken; a == nil || *a {
+		t.Errorf("agent pod automountServiceAccountToken %v, want false", a)
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.Projected != nil {
+			t.Errorf("agent pod has a projected volume %s (a service account token?)", v.Name)
+		}
+	}
 	t.Logf("agent runs with %v", got)
+}
+
+// checkAgentProcess checks what the kernel says of the agent's process:
+// filtered by seccomp (mode 2), with exactly BPF, PERFMON and NET_ADMIN.
+func checkAgentProcess(ctx context.Context, t *testing.T, n *node, pod *corev1.Pod) {
+	t.Helper()
+	pid := n.containerPID(ctx, t, pod.Status.ContainerStatuses[0].ContainerID)
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const capNetAdmin, capPerfmon, capBPF = 12, 38, 39
+	want := fmt.Sprintf("%016x", uint64(1)<<capNetAdmin|1<<capPerfmon|1<<capBPF)
+	for _, l := range strings.Split(string(status), "\n") {
+		k, v, _ := strings.Cut(l, ":")
+		v = strings.TrimSpace(v)
+		switch k {
+		case "Seccomp":
+			if v != "2" {
+				t.Errorf("agent process %d: Seccomp %s, want 2 (filtered)", pid, v)
+			}
+		case "CapEff", "CapBnd":
+			if v != want {
+				t.Errorf("agent process %d: %s %s, want %s (BPF, PERFMON, NET_ADMIN)", pid, k, v, want)
+			}
+		}
+	}
 }
 
 func waitDeployment(ctx context.Context, t *testing.T, c client.Client, ns, name string) {

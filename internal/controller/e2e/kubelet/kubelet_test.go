@@ -5,11 +5,13 @@ package kubelet
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -20,6 +22,15 @@ import (
 )
 
 const clusterName = "flowlens-kubelet"
+
+// kwokctlConfig adds the kubernetes Service's address (the first of
+// kwokctl's service range 10.0.0.0/24) to the API server's certificate:
+// pods reach the API server through it.
+const kwokctlConfig = `apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokctlConfiguration
+options:
+  kubeApiserverCertSANs: ["10.0.0.1"]
+`
 
 func TestFlowlensOnKubelet(t *testing.T) {
 	testkit.NeedRoot(t, "containerd, a kubelet, BPF")
@@ -32,7 +43,13 @@ func TestFlowlensOnKubelet(t *testing.T) {
 	// 1. The cluster: a control plane without kwok's fake nodes, and a real
 	// node.
 	dir := t.TempDir()
-	kubeconfig := cluster.Start(ctx, t, bins, clusterName, dir, "--disable", "kwok-controller")
+	kwokConfig := filepath.Join(dir, "kwokctl.yaml")
+	writeFile(t, kwokConfig, kwokctlConfig)
+	kubeconfig := cluster.Start(ctx, t, bins, clusterName, dir, "--config", kwokConfig,
+		"--disable", "kwok-controller",
+		// The node's name does not resolve: the API server reaches the
+		// kubelet (pod logs) at its InternalIP.
+		"--extra-args", "kube-apiserver=kubelet-preferred-address-types=InternalIP")
 	n := startNode(ctx, t, dir)
 	buildImages(ctx, t, n, dir)
 	n.startKubelet(ctx, t, bins, kubeconfig)
@@ -63,6 +80,7 @@ func TestFlowlensOnKubelet(t *testing.T) {
 	installFlowCollector(ctx, t, admin)
 	agent := agentPod(ctx, t, admin)
 	checkSecurityContext(ctx, t, admin, agent)
+	checkAgentProcess(ctx, t, n, agent)
 	step("FlowCollector Ready, agent " + agent.Name + " ready")
 	installCollector(ctx, t, admin)
 	collector := collectorPod(ctx, t, admin)
@@ -79,6 +97,30 @@ func TestFlowlensOnKubelet(t *testing.T) {
 	checkUDPFlow(ctx, t, cs, collector, client1, server, datagrams, []string{clientVeth, serverVeth})
 	checkTCPFlow(ctx, t, cs, collector, client1, server)
 	step("flows exact and named")
+
+	// 4. The agent's probes passed (it is Ready); its metrics; a restart
+	// leaves nothing of the old instance and counts exactly again.
+	ours := []string{bridgeName, clientVeth, serverVeth}
+	links := checkAttached(ctx, t, ours)
+	checkMetrics(ctx, t)
+	old := programIDs(links)
+	agent = restartAgent(ctx, t, admin, agent)
+	links = checkAttached(ctx, t, ours)
+	if again := slices.DeleteFunc(programIDs(links), func(id ebpf.ProgramID) bool { return !slices.Contains(old, id) }); len(again) != 0 {
+		t.Errorf("programs %v of the old agent are attached to the new one's interfaces", again)
+	}
+	checkDetached(ctx, t, nil, old)
+	step("agent restarted as " + agent.Name + ": the old one's programs are gone")
+	client2 := workload(ctx, t, admin, clientNamespace, "client2", clientArgs(server.Status.PodIP, datagrams/2)...)
+	waitLog(ctx, t, cs, client2, "done")
+	checkUDPFlow(ctx, t, cs, collector, client2, server, datagrams/2, []string{hostVeth(ctx, t, n, client2), serverVeth})
+	step("counting resumed exactly")
+
+	// 5. Deleting the FlowCollector removes everything the operator made,
+	// and the agent's programs and links.
+	deleteFlowCollector(ctx, t, admin)
+	checkDetached(ctx, t, ours, programIDs(links))
+	step("FlowCollector deleted: nothing of flowlens left on the node")
 }
 
 // checkUDPFlow waits until the collector has counted want datagrams from

@@ -62,6 +62,15 @@ func startNode(ctx context.Context, t *testing.T, dir string) *node {
 		}
 	}
 	n.tablesBefore = nftTables(t)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		logs, _ := filepath.Glob(filepath.Join(dir, "pod-logs", "*", "*", "*.log"))
+		for _, l := range logs {
+			t.Logf("container log %s (end):\n%s", strings.TrimPrefix(l, filepath.Join(dir, "pod-logs")+"/"), tail(l, 15))
+		}
+	})
 	n.holdMountNamespace(t)
 	t.Cleanup(func() { n.removeHostState(t) })
 	n.writeCNI(t)
