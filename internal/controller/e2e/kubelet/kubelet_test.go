@@ -181,8 +181,8 @@ func checkTCPFlow(ctx context.Context, t *testing.T, cs kubernetes.Interface, co
 func checkNames(t *testing.T, recs []record, client, server *corev1.Pod, ifaces []string) {
 	t.Helper()
 	for _, r := range recs {
-		wantSrc := k8sMeta{Kind: "pod", Namespace: client.Namespace, Name: client.Name, Workload: "client", WorkloadKind: "Deployment", Node: nodeName}
-		wantDst := k8sMeta{Kind: "pod", Namespace: server.Namespace, Name: server.Name, Workload: "server", WorkloadKind: "Deployment", Node: nodeName}
+		wantSrc := k8sMeta{Kind: "pod", Namespace: client.Namespace, Name: client.Name, Workload: client.Labels["app"], WorkloadKind: "Deployment", Node: nodeName}
+		wantDst := k8sMeta{Kind: "pod", Namespace: server.Namespace, Name: server.Name, Workload: server.Labels["app"], WorkloadKind: "Deployment", Node: nodeName}
 		if r.SrcK8s != wantSrc || r.DstK8s != wantDst {
 			t.Errorf("record %+v: src_k8s %+v, dst_k8s %+v; want %+v, %+v", r, r.SrcK8s, r.DstK8s, wantSrc, wantDst)
 		}

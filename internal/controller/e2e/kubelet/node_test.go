@@ -62,6 +62,15 @@ func startNode(ctx context.Context, t *testing.T, dir string) *node {
 		}
 	}
 	n.tablesBefore = nftTables(t)
+	// containerd's shims keep their sockets under /run/containerd/s
+	// whatever the state dir: remove the directories if the node made them
+	// (os.Remove leaves them if another containerd has sockets there).
+	if _, err := os.Stat("/run/containerd"); errors.Is(err, os.ErrNotExist) {
+		t.Cleanup(func() {
+			_ = os.Remove("/run/containerd/s")
+			_ = os.Remove("/run/containerd")
+		})
+	}
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return
