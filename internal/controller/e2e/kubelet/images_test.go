@@ -28,6 +28,9 @@ type image struct {
 	pkg  string   // the Go package of the binary
 	args []string // the entrypoint's arguments
 	user string   // the image's USER, as in the Containerfile
+	// busybox, instead of pkg: /bin/busybox from this machine's
+	// busybox-static, and these applets as links to it in /bin.
+	busybox []string
 }
 
 // Images the manifests name (v0.1.0, the tag of manifests/), and the
@@ -38,8 +41,13 @@ const (
 	collectorRef  = "ghcr.io/flowlens/flowlens-collector:v0.1.0"
 	pauseImage    = "localhost/flowlens-e2e/pause:1"
 	podtoolImage  = "localhost/flowlens-e2e/podtool:1"
+	busyboxImage  = "localhost/flowlens-e2e/busybox:1"
 )
 
+// busybox is the kube-burner job's client image (sh, wget and sleep).
+var busybox = image{ref: busyboxImage, busybox: []string{"sh", "wget", "sleep"}}
+
+// images are those every run needs.
 var images = []image{
 	{ref: agentImage, pkg: "./cmd/flowlens-agent"},
 	{ref: operatorImage, pkg: "./cmd/flowlens-operator", user: "65532:65532"},
@@ -52,7 +60,7 @@ var images = []image{
 // (CGO_ENABLED=0, -trimpath, -s -w, the version), writes each image as a
 // docker-archive tarball into dir and imports it into containerd's
 // namespace of the CRI.
-func buildImages(ctx context.Context, t *testing.T, n *node, dir string) {
+func buildImages(ctx context.Context, t *testing.T, n *node, dir string, images ...image) {
 	t.Helper()
 	root, err := testkit.ModuleRoot()
 	if err != nil {
@@ -64,6 +72,14 @@ func buildImages(ctx context.Context, t *testing.T, n *node, dir string) {
 	}
 	start := time.Now()
 	for _, im := range images {
+		if im.busybox != nil {
+			archive := filepath.Join(dir, "busybox.tar")
+			if err := writeDockerArchive(archive, im, "/usr/bin/busybox"); err != nil {
+				t.Fatalf("image %s: %v", im.ref, err)
+			}
+			n.ctr(ctx, t, "images", "import", archive)
+			continue
+		}
 		bin := filepath.Join(dir, filepath.Base(im.pkg))
 		if _, err := os.Stat(bin); err != nil { // podtool serves two images
 			build := exec.CommandContext(ctx, goCmd, "build", "-trimpath",
@@ -92,11 +108,14 @@ func writeDockerArchive(path string, im image, bin string) error {
 	if err != nil {
 		return err
 	}
-	name := filepath.Base(bin)
+	name, dirs, binDir := filepath.Base(bin), []string{"usr/", "usr/bin/", "tmp/"}, "/usr/bin"
+	if im.busybox != nil {
+		dirs, binDir = []string{"bin/", "tmp/"}, "/bin"
+	}
 	var layer bytes.Buffer
 	lw := tar.NewWriter(&layer)
 	epoch := time.Unix(0, 0)
-	for _, d := range []string{"usr/", "usr/bin/", "tmp/"} {
+	for _, d := range dirs {
 		mode := int64(0o755)
 		if d == "tmp/" {
 			mode = 0o1777
@@ -105,11 +124,16 @@ func writeDockerArchive(path string, im image, bin string) error {
 			return err
 		}
 	}
-	if err := lw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "usr/bin/" + name, Mode: 0o755, Size: int64(len(data)), ModTime: epoch}); err != nil {
+	if err := lw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: binDir[1:] + "/" + name, Mode: 0o755, Size: int64(len(data)), ModTime: epoch}); err != nil {
 		return err
 	}
 	if _, err := lw.Write(data); err != nil {
 		return err
+	}
+	for _, applet := range im.busybox {
+		if err := lw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/" + applet, Linkname: "busybox", ModTime: epoch}); err != nil {
+			return err
+		}
 	}
 	if err := lw.Close(); err != nil {
 		return err
@@ -120,10 +144,10 @@ func writeDockerArchive(path string, im image, bin string) error {
 		"architecture": runtime.GOARCH,
 		"os":           "linux",
 		"config": map[string]any{
-			"Entrypoint": []string{"/usr/bin/" + name},
+			"Entrypoint": entrypoint(im, binDir+"/"+name),
 			"Cmd":        im.args,
 			"User":       im.user,
-			"Env":        []string{"PATH=/usr/bin"},
+			"Env":        []string{"PATH=" + binDir},
 		},
 		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + hex.EncodeToString(diffID[:])}},
 	})
@@ -162,4 +186,11 @@ func writeDockerArchive(path string, im image, bin string) error {
 		return err
 	}
 	return f.Close()
+}
+
+func entrypoint(im image, bin string) []string {
+	if im.busybox != nil {
+		return nil // the pod's command runs
+	}
+	return []string{bin}
 }

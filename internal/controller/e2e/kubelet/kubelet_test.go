@@ -33,8 +33,6 @@ options:
 `
 
 func TestFlowlensOnKubelet(t *testing.T) {
-	testkit.NeedRoot(t, "containerd, a kubelet, BPF")
-	bins := cluster.NeedBins(t, "e2e-kubelet", "kubelet", "kube-proxy")
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -42,35 +40,7 @@ func TestFlowlensOnKubelet(t *testing.T) {
 
 	// 1. The cluster: a control plane without kwok's fake nodes, and a real
 	// node.
-	dir := t.TempDir()
-	kwokConfig := filepath.Join(dir, "kwokctl.yaml")
-	writeFile(t, kwokConfig, kwokctlConfig)
-	kubeconfig := cluster.Start(ctx, t, bins, clusterName, dir, "--config", kwokConfig,
-		"--disable", "kwok-controller",
-		// The node's name does not resolve: the API server reaches the
-		// kubelet (pod logs) at its InternalIP.
-		"--extra-args", "kube-apiserver=kubelet-preferred-address-types=InternalIP")
-	n := startNode(ctx, t, dir)
-	buildImages(ctx, t, n, dir)
-	n.startKubelet(ctx, t, bins, kubeconfig)
-	admin := cluster.NewClient(t, kubeconfig, "")
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs := kubernetes.NewForConfigOrDie(cfg)
-	cluster.WaitFor(ctx, t, "the node to be Ready", 2*time.Minute, func() error {
-		node := &corev1.Node{}
-		if err := admin.Get(ctx, client.ObjectKey{Name: nodeName}, node); err != nil {
-			return err
-		}
-		for _, c := range node.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				return nil
-			}
-		}
-		return fmt.Errorf("conditions %+v", node.Status.Conditions)
-	})
+	n, admin, cs := startCluster(ctx, t, images...)
 	step("node " + nodeName + " Ready")
 
 	// 2. flowlens, installed as README says: the operator, the
@@ -121,6 +91,43 @@ func TestFlowlensOnKubelet(t *testing.T) {
 	deleteFlowCollector(ctx, t, admin)
 	checkDetached(ctx, t, ours, programIDs(links))
 	step("FlowCollector deleted: nothing of flowlens left on the node")
+}
+
+// startCluster starts the control plane and the node with images, and
+// waits for the node to be Ready; it returns the node and two clients.
+func startCluster(ctx context.Context, t *testing.T, images ...image) (*node, client.Client, kubernetes.Interface) {
+	t.Helper()
+	testkit.NeedRoot(t, "containerd, a kubelet, BPF")
+	bins := cluster.NeedBins(t, "e2e-kubelet", "kubelet", "kube-proxy")
+	dir := t.TempDir()
+	kwokConfig := filepath.Join(dir, "kwokctl.yaml")
+	writeFile(t, kwokConfig, kwokctlConfig)
+	kubeconfig := cluster.Start(ctx, t, bins, clusterName, dir, "--config", kwokConfig,
+		"--disable", "kwok-controller",
+		// The node's name does not resolve: the API server reaches the
+		// kubelet (pod logs) at its InternalIP.
+		"--extra-args", "kube-apiserver=kubelet-preferred-address-types=InternalIP")
+	n := startNode(ctx, t, dir)
+	buildImages(ctx, t, n, dir, images...)
+	n.startKubelet(ctx, t, bins, kubeconfig)
+	admin := cluster.NewClient(t, kubeconfig, "")
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster.WaitFor(ctx, t, "the node to be Ready", 2*time.Minute, func() error {
+		node := &corev1.Node{}
+		if err := admin.Get(ctx, client.ObjectKey{Name: nodeName}, node); err != nil {
+			return err
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("conditions %+v", node.Status.Conditions)
+	})
+	return n, admin, kubernetes.NewForConfigOrDie(cfg)
 }
 
 // checkUDPFlow waits until the collector has counted want datagrams from

@@ -108,6 +108,11 @@ hostnameOverride: %s
 clusterCIDR: %s
 healthzBindAddress: %s
 metricsBindAddress: %s
+# Pod to Service IP to a pod on the same bridge: without br_netfilter the
+# reply would go straight back over the bridge, un-NATed; SNAT sends it
+# back through the node.
+nftables:
+  masqueradeAll: true
 # 0: leave this machine's conntrack settings alone.
 conntrack:
   maxPerCore: 0

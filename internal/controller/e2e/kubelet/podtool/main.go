@@ -1,10 +1,12 @@
 // Command podtool is the one binary of the kubelet e2e's own images (no
 // image can be pulled there): the pod sandbox's pause process, and the
-// server and client of the known traffic the test sends between two pods.
+// server and client of the known traffic the test sends between two pods,
+// and the HTTP server of hack/kube-burner's job (in place of agnhost).
 //
 //	podtool pause
 //	podtool server UDPPORT TCPPORT
 //	podtool client HOST UDPPORT TCPPORT DATAGRAMS SIZE TCPBYTES
+//	podtool netexec --http-port=PORT
 //
 // The server counts what it receives and prints one line per datagram
 // batch and TCP connection; the client sends DATAGRAMS UDP datagrams of
@@ -16,9 +18,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -30,6 +34,15 @@ func main() {
 	switch args := os.Args[2:]; os.Args[1] {
 	case "pause":
 		pause()
+	case "netexec":
+		port, ok := strings.CutPrefix(strings.Join(args, " "), "--http-port=")
+		if !ok {
+			fail("usage: podtool netexec --http-port=PORT")
+		}
+		// Like agnhost netexec: 200 on every path, /healthz included.
+		check(http.ListenAndServe(":"+port, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprintln(w, "ok")
+		})))
 	case "server":
 		if len(args) != 2 {
 			fail("usage: podtool server UDPPORT TCPPORT")
