@@ -80,6 +80,9 @@ func startNode(ctx context.Context, t *testing.T, dir string) *node {
 			t.Logf("container log %s (end):\n%s", strings.TrimPrefix(l, filepath.Join(dir, "pod-logs")+"/"), tail(l, 15))
 		}
 	})
+	// The bridge plugin (isGateway) turns IPv4 forwarding on: put back
+	// this machine's setting when the node is gone.
+	t.Cleanup(saveSysctls(t, "net/ipv4/ip_forward"))
 	n.holdMountNamespace(t)
 	t.Cleanup(func() { n.removeHostState(t) })
 	n.writeCNI(t)
