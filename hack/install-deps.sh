@@ -3,6 +3,7 @@
 #   hack/install-deps.sh bpf    clang, llvm, libbpf headers (make generate)
 #   hack/install-deps.sh test   iproute2, nftables, iptables, openssl, dnsmasq, tshark (make test)
 #   hack/install-deps.sh kubelet containerd, runc, CNI plugins, iptables (make e2e-kubelet)
+#   hack/install-deps.sh bench-kubelet  busybox-static (make bench-kubelet's client image)
 set -euo pipefail
 
 need=()
@@ -28,8 +29,11 @@ kubelet)
 	command -v iptables >/dev/null || need+=(iptables)
 	command -v mount >/dev/null || need+=(mount)
 	;;
+bench-kubelet)
+	[ -x /usr/bin/busybox ] || need+=(busybox-static)
+	;;
 *)
-	echo "usage: $0 bpf|test|kubelet" >&2
+	echo "usage: $0 bpf|test|kubelet|bench-kubelet" >&2
 	exit 2
 	;;
 esac

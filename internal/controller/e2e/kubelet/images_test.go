@@ -44,8 +44,8 @@ const (
 	busyboxImage  = "localhost/flowlens-e2e/busybox:1"
 )
 
-// busybox is the kube-burner job's client image (sh, wget and sleep).
-var busybox = image{ref: busyboxImage, busybox: []string{"sh", "wget", "sleep"}}
+// busybox is the kube-burner job's client image (sh, sleep, timeout, wget).
+var busybox = image{ref: busyboxImage, busybox: []string{"sh", "sleep", "timeout", "wget"}}
 
 // images are those every run needs.
 var images = []image{
