@@ -2,6 +2,8 @@
 # Installs what a build or test step needs, with apt, only when missing.
 #   hack/install-deps.sh bpf    clang, llvm, libbpf headers (make generate)
 #   hack/install-deps.sh test   iproute2, nftables, iptables, openssl, dnsmasq, tshark, promtool (make test)
+#   hack/install-deps.sh kubelet containerd, runc, CNI plugins, iptables (make e2e-kubelet)
+#   hack/install-deps.sh bench-kubelet  busybox-static (make bench-kubelet's client image)
 set -euo pipefail
 
 need=()
@@ -23,8 +25,18 @@ test)
 	# installed by its own script, which keeps the package's service from starting.
 	[ -x /usr/bin/promtool ] || "$(dirname "$0")/dashboards/install-deps.sh" prometheus
 	;;
+kubelet)
+	command -v containerd >/dev/null || need+=(containerd)
+	command -v runc >/dev/null || need+=(runc)
+	[ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
+	command -v iptables >/dev/null || need+=(iptables)
+	command -v mount >/dev/null || need+=(mount)
+	;;
+bench-kubelet)
+	[ -x /usr/bin/busybox ] || need+=(busybox-static)
+	;;
 *)
-	echo "usage: $0 bpf|test" >&2
+	echo "usage: $0 bpf|test|kubelet|bench-kubelet" >&2
 	exit 2
 	;;
 esac

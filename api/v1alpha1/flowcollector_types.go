@@ -237,8 +237,8 @@ type AgentSpec struct {
 	DNSTimeout *metav1.Duration `json:"dnsTimeout,omitempty"`
 
 	// Privileged runs the agent as a privileged container. When false the
-	// agent gets only the capabilities it needs: BPF, PERFMON, NET_ADMIN and
-	// SYS_RESOURCE, plus SYS_ADMIN when Netns is not just "host".
+	// agent gets only the capabilities it needs: BPF, PERFMON and
+	// NET_ADMIN, plus SYS_ADMIN when Netns is not just "host".
 	// +kubebuilder:default=false
 	// +optional
 	Privileged bool `json:"privileged,omitempty"`

@@ -98,3 +98,27 @@ e2e-assets: envtest-assets $(ENVTEST_ASSETS_DIR)/kube-controller-manager $(ENVTE
 e2e: e2e-assets ## kwok cluster with 3 fake nodes: deploy manifests/, run the operator, expect Ready
 	FLOWLENS_E2E_K8S_BIN=$(ENVTEST_ASSETS_DIR) FLOWLENS_E2E_KWOK_BIN=$(KWOK_DIR) \
 	  $(GO) test -count=1 -tags e2e -timeout 15m -v ./internal/controller/e2e/...
+
+# The kubelet e2e: flowlens on a real one-node cluster (the kwok e2e's
+# control plane, containerd, runc, the CNI bridge plugin, kube-proxy and a
+# kubelet; internal/controller/e2e/kubelet).
+.PHONY: e2e-kubelet e2e-kubelet-assets deps-kubelet bench-kubelet
+
+deps-kubelet: ## install containerd, runc and the CNI plugins with apt when missing
+	@hack/install-deps.sh kubelet
+
+$(FLOWLENS_CACHE)/envtest/%/kubelet:
+	$(call build-tool,hack/tools-k8s,k8s.io/kubernetes/cmd/kubelet,$@)
+$(FLOWLENS_CACHE)/envtest/%/kube-proxy:
+	$(call build-tool,hack/tools-k8s,k8s.io/kubernetes/cmd/kube-proxy,$@)
+
+e2e-kubelet-assets: e2e-assets $(ENVTEST_ASSETS_DIR)/kubelet $(ENVTEST_ASSETS_DIR)/kube-proxy
+
+bench-kubelet: deps-kubelet deps-prometheus e2e-kubelet-assets $(KUBE_BURNER) ## hack/kube-burner's job on make e2e-kubelet's real node, Prometheus scraping the agent and cAdvisor (root; ~4 min warm)
+	@hack/install-deps.sh bench-kubelet
+	FLOWLENS_E2E_K8S_BIN=$(ENVTEST_ASSETS_DIR) FLOWLENS_E2E_KWOK_BIN=$(KWOK_DIR) FLOWLENS_KUBE_BURNER=$(KUBE_BURNER) \
+	  $(GO) test -count=1 -tags e2e_kubelet -timeout 25m -v -run TestKubeBurnerOnKubelet ./internal/controller/e2e/kubelet
+
+e2e-kubelet: deps-kubelet e2e-kubelet-assets ## real one-node cluster (containerd + kubelet): install flowlens as README says, real pods, exact enriched flows (root)
+	FLOWLENS_E2E_K8S_BIN=$(ENVTEST_ASSETS_DIR) FLOWLENS_E2E_KWOK_BIN=$(KWOK_DIR) \
+	  $(GO) test -count=1 -tags e2e_kubelet -timeout 15m -v -run TestFlowlensOnKubelet ./internal/controller/e2e/kubelet

@@ -240,9 +240,9 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, cfg string) {
 	}
 	sc := c.SecurityContext
 	if sc == nil || sc.Privileged == nil || *sc.Privileged || sc.Capabilities == nil ||
-		!slices.Equal(sc.Capabilities.Add, []corev1.Capability{"BPF", "PERFMON", "NET_ADMIN", "SYS_RESOURCE"}) ||
+		!slices.Equal(sc.Capabilities.Add, []corev1.Capability{"BPF", "PERFMON", "NET_ADMIN"}) ||
 		!slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
-		t.Errorf("security context %+v: want unprivileged with BPF, PERFMON, NET_ADMIN, SYS_RESOURCE", sc)
+		t.Errorf("security context %+v: want unprivileged with BPF, PERFMON, NET_ADMIN", sc)
 	}
 	if c.Resources.Requests.Cpu().String() != "100m" || c.Resources.Limits.Memory().String() != "512Mi" {
 		t.Errorf("resources %+v: want the defaults", c.Resources)

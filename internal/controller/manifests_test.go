@@ -116,3 +116,19 @@ func TestCollectorManifestDeclaresNoNamespace(t *testing.T) {
 		}
 	}
 }
+
+// TestCollectorManifestNoServiceLinks: the collector's pods get no Docker-link
+// variables, whose names (FLOWLENS_COLLECTOR_PORT from its own Service) are
+// the collector's FLOWLENS_COLLECTOR_ options: make e2e-kubelet's collector
+// exited with `invalid FLOWLENS_COLLECTOR_PORT "tcp://10.0.0.241:9990"`.
+func TestCollectorManifestNoServiceLinks(t *testing.T) {
+	for _, u := range readManifest(t, "flowlens-collector.yaml") {
+		if u.GetKind() != "Deployment" {
+			continue
+		}
+		links, found, err := unstructured.NestedBool(u.Object, "spec", "template", "spec", "enableServiceLinks")
+		if err != nil || !found || links {
+			t.Errorf("Deployment %s: enableServiceLinks %v (set %v, %v), want false", u.GetName(), links, found, err)
+		}
+	}
+}

@@ -3,11 +3,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,17 +20,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
+	"github.com/flowlens/flowlens/internal/controller/e2e/cluster"
 	"github.com/flowlens/flowlens/internal/controller/render"
-	"github.com/flowlens/flowlens/internal/testkit"
 )
 
 const (
@@ -46,62 +39,20 @@ const (
 )
 
 func TestOperatorOnKwokCluster(t *testing.T) {
-	k8sBin, kwokBin := os.Getenv("FLOWLENS_E2E_K8S_BIN"), os.Getenv("FLOWLENS_E2E_KWOK_BIN")
-	for _, p := range []string{
-		filepath.Join(k8sBin, "kube-apiserver"), filepath.Join(k8sBin, "kube-controller-manager"),
-		filepath.Join(k8sBin, "kube-scheduler"), filepath.Join(k8sBin, "etcd"),
-		filepath.Join(kwokBin, "kwok"), filepath.Join(kwokBin, "kwokctl"),
-	} {
-		var missing error
-		if _, err := os.Stat(p); k8sBin == "" || kwokBin == "" || err != nil {
-			missing = fmt.Errorf("missing (%s): run `make e2e`", p)
-		}
-		testkit.Need(t, "e2e binaries (kwok, kube-apiserver, etcd, ...)", missing)
-	}
+	bins := cluster.NeedBins(t, "e2e")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
-	// kwokctl keeps its state under $HOME/.kwok: give it a private HOME so
-	// the test neither reads nor writes the user's.
 	home := t.TempDir()
-	kubeconfig := filepath.Join(home, "kubeconfig")
-	kwokctl := func(args ...string) {
-		t.Helper()
-		cmd := exec.CommandContext(ctx, filepath.Join(kwokBin, "kwokctl"), append(args, "--name", clusterName)...)
-		cmd.Dir = home
-		cmd.Env = append(os.Environ(), "HOME="+home)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("kwokctl %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	// Registered first, so that a half-created cluster is stopped too: its
-	// components are processes of this machine.
-	t.Cleanup(func() {
-		if _, err := os.Stat(filepath.Join(home, ".kwok", "clusters", clusterName)); err != nil {
-			return // never created
-		}
-		cmd := exec.Command(filepath.Join(kwokBin, "kwokctl"), "delete", "cluster", "--name", clusterName)
-		cmd.Dir, cmd.Env = home, append(os.Environ(), "HOME="+home)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("deleting the kwok cluster: %v\n%s", err, out)
-		}
-	})
 	start := time.Now()
-	kwokctl("create", "cluster", "--runtime", "binary",
-		"--kube-apiserver-binary", filepath.Join(k8sBin, "kube-apiserver"),
-		"--kube-controller-manager-binary", filepath.Join(k8sBin, "kube-controller-manager"),
-		"--kube-scheduler-binary", filepath.Join(k8sBin, "kube-scheduler"),
-		"--etcd-binary", filepath.Join(k8sBin, "etcd"),
-		"--kwok-controller-binary", filepath.Join(kwokBin, "kwok"),
-		"--kubeconfig", kubeconfig,
-		"--wait", "2m")
-	kwokctl("scale", "node", "--replicas", fmt.Sprint(nodes))
+	kubeconfig := cluster.Start(ctx, t, bins, clusterName, home)
+	cluster.Kwokctl(ctx, t, bins, clusterName, home, "scale", "node", "--replicas", fmt.Sprint(nodes))
 	t.Logf("kwok cluster with %d nodes up in %v", nodes, time.Since(start).Round(time.Millisecond))
 
-	admin := newClient(t, kubeconfig, "")
+	admin := cluster.NewClient(t, kubeconfig, "")
 
 	// 1. Install the operator as a user would.
-	apply(ctx, t, admin, "flowlens-operator.yaml")
+	cluster.Apply(ctx, t, admin, "flowlens-operator.yaml", nil)
 	waitFor(ctx, t, "the CRD to be established", func() error {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := admin.Get(ctx, client.ObjectKey{Name: "flowcollectors.flowlens.io"}, crd); err != nil {
@@ -132,7 +83,7 @@ func TestOperatorOnKwokCluster(t *testing.T) {
 	defer stopOperator()
 
 	// 3. Create the sample FlowCollector; the agents roll out to every node.
-	apply(ctx, t, admin, "flowcollector.yaml")
+	cluster.Apply(ctx, t, admin, "flowcollector.yaml", nil)
 	fc := waitReady(ctx, t, admin, 1)
 	t.Logf("Ready: %s", meta.FindStatusCondition(fc.Status.Conditions, v1alpha1.ConditionReady).Message)
 	hash1 := checkAgentPods(ctx, t, admin)
@@ -206,56 +157,6 @@ func TestOperatorOnKwokCluster(t *testing.T) {
 		return fmt.Errorf("namespace %s: phase %s (err %v)", agentNamespace, ns.Status.Phase, err)
 	})
 	t.Logf("e2e done in %v", time.Since(start).Round(time.Millisecond))
-}
-
-func newScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(apiextensionsv1.AddToScheme(s))
-	utilruntime.Must(v1alpha1.AddToScheme(s))
-	return s
-}
-
-// newClient returns a client for kubeconfig, impersonating as if not empty.
-func newClient(t *testing.T, kubeconfig, as string) client.Client {
-	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.HasPrefix(cfg.Host, "https://127.0.0.1:") {
-		t.Fatalf("kwok's API server is at %s, not on loopback", cfg.Host)
-	}
-	cfg.Impersonate.UserName = as
-	c, err := client.New(cfg, client.Options{Scheme: newScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// apply server-side applies every object of a file of manifests/.
-func apply(ctx context.Context, t *testing.T, c client.Client, name string) {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "..", "manifests", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-			return
-		} else if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("kubectl"), client.ForceOwnership); err != nil {
-			t.Fatalf("%s: applying %s %s: %v", name, u.GetKind(), u.GetName(), err)
-		}
-	}
 }
 
 // runOperator builds cmd/flowlens-operator and runs it with a kubeconfig that
@@ -380,15 +281,5 @@ func checkAgentPods(ctx context.Context, t *testing.T, c client.Client) string {
 
 func waitFor(ctx context.Context, t *testing.T, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	cluster.WaitFor(ctx, t, what, 3*time.Minute, check)
 }

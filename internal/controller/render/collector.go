@@ -147,6 +147,11 @@ func collectorDeployment(fc *v1alpha1.FlowCollector, k *v1alpha1.KafkaExporter, 
 			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
 	podSpec := corev1ac.PodSpec().
 		WithServiceAccountName(CollectorName).
+		// No Docker-link variables: the Service flowlens-collector of
+		// manifests/ in the same namespace would set
+		// FLOWLENS_COLLECTOR_PORT=tcp://..., which the collector reads as
+		// its --port option and refuses (found on a real kubelet).
+		WithEnableServiceLinks(false).
 		WithSecurityContext(corev1ac.PodSecurityContext().
 			WithRunAsNonRoot(true).
 			WithRunAsUser(65532).

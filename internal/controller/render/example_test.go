@@ -78,7 +78,7 @@ func TestPlainExampleMatchesOperator(t *testing.T) {
 	if !reflect.DeepEqual(gotPod.Volumes, wantPod.Volumes) {
 		t.Errorf("volumes differ:\n%+v\n%+v", gotPod.Volumes, wantPod.Volumes)
 	}
-	if gotPod.HostNetwork != wantPod.HostNetwork || gotPod.DNSPolicy != wantPod.DNSPolicy || gotPod.PriorityClassName != wantPod.PriorityClassName ||
+	if gotPod.HostNetwork != wantPod.HostNetwork || !reflect.DeepEqual(gotPod.AutomountServiceAccountToken, wantPod.AutomountServiceAccountToken) || gotPod.DNSPolicy != wantPod.DNSPolicy || gotPod.PriorityClassName != wantPod.PriorityClassName ||
 		!reflect.DeepEqual(gotPod.Tolerations, wantPod.Tolerations) || !reflect.DeepEqual(gotPod.NodeSelector, wantPod.NodeSelector) {
 		t.Errorf("pod settings differ:\n%+v\n%+v", gotPod, wantPod)
 	}

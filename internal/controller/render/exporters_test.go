@@ -294,6 +294,9 @@ func TestKafkaCollector(t *testing.T) {
 		t.Errorf("deployment %s/%s replicas %d, want net-obs/%s 3", *d.Namespace, *d.Name, *d.Spec.Replicas, CollectorName)
 	}
 	pod := d.Spec.Template.Spec
+	if pod.EnableServiceLinks == nil || *pod.EnableServiceLinks {
+		t.Errorf("enableServiceLinks %v, want false: a Service flowlens-collector in the namespace would set FLOWLENS_COLLECTOR_PORT", pod.EnableServiceLinks)
+	}
 	ctr := pod.Containers[0]
 	wantArgs := []string{
 		"--kafka-brokers=kafka-0.kafka.svc:9093,[fd00::9]:9093",

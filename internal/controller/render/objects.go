@@ -23,12 +23,14 @@ import (
 //     by the drops, rtt and retransmits features, and read perf/ring buffers.
 //   - NET_ADMIN: attach TC (tcx/clsact) programs to interfaces and watch
 //     links through netlink.
-//   - SYS_RESOURCE: raise RLIMIT_MEMLOCK for map memory on kernels that
-//     still charge it (before 5.11).
 //   - SYS_ADMIN, only when spec.agent.netns is not just "host": setns(2) into
 //     other network namespaces requires it.
+//
+// Not SYS_RESOURCE: the agent never raises RLIMIT_MEMLOCK (kernels since
+// 5.11 charge BPF maps to the memory cgroup instead), and a node whose
+// runtime cannot grant it (make e2e-kubelet's) could not start the agent.
 var (
-	BaseCapabilities  = []corev1.Capability{"BPF", "PERFMON", "NET_ADMIN", "SYS_RESOURCE"}
+	BaseCapabilities  = []corev1.Capability{"BPF", "PERFMON", "NET_ADMIN"}
 	SetnsCapabilities = []corev1.Capability{"SYS_ADMIN"}
 )
 
@@ -190,8 +192,13 @@ func daemonSet(fc *v1alpha1.FlowCollector, opts Options, owner *metav1ac.OwnerRe
 		if NeedsSetns(spec) {
 			caps = append(caps, SetnsCapabilities...)
 		}
+		// The runtime's default seccomp profile allows bpf(2) and
+		// perf_event_open(2) with CAP_BPF and CAP_PERFMON (make e2e-kubelet
+		// runs the agent under containerd's); privileged mode, for runtimes
+		// where something blocks the agent, runs without it.
 		sc.WithPrivileged(false).
 			WithAllowPrivilegeEscalation(false).
+			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault)).
 			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL").WithAdd(caps...))
 	}
 
@@ -268,6 +275,9 @@ func daemonSet(fc *v1alpha1.FlowCollector, opts Options, owner *metav1ac.OwnerRe
 
 	podSpec := corev1ac.PodSpec().
 		WithServiceAccountName(AgentName).
+		// The agent reads its configuration from the mounted ConfigMap and
+		// calls no API server: no token in its pods.
+		WithAutomountServiceAccountToken(false).
 		WithHostNetwork(true).
 		WithDNSPolicy(corev1.DNSClusterFirstWithHostNet).
 		WithPriorityClassName(spec.Agent.PriorityClassName).

@@ -329,6 +329,29 @@ func TestCapabilities(t *testing.T) {
 	}
 }
 
+// The unprivileged agent runs under the runtime's default seccomp profile
+// (make e2e-kubelet proves it works under containerd's), the privileged one
+// without; neither pod gets a service account token.
+func TestSeccompAndToken(t *testing.T) {
+	for _, privileged := range []bool{false, true} {
+		objs, err := Build(collector(v1alpha1.FlowCollectorSpec{Agent: v1alpha1.AgentSpec{Privileged: privileged}}), Options{DefaultImage: "img"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod := objs.DaemonSet.Spec.Template.Spec
+		sc := pod.Containers[0].SecurityContext
+		switch {
+		case !privileged && (sc.SeccompProfile == nil || *sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault):
+			t.Errorf("unprivileged: seccomp profile %+v, want RuntimeDefault", sc.SeccompProfile)
+		case privileged && sc.SeccompProfile != nil:
+			t.Errorf("privileged: seccomp profile %+v, want none", sc.SeccompProfile)
+		}
+		if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+			t.Errorf("privileged %v: automountServiceAccountToken %v, want false", privileged, pod.AutomountServiceAccountToken)
+		}
+	}
+}
+
 func TestImageAndScheduling(t *testing.T) {
 	objs, err := Build(collector(v1alpha1.FlowCollectorSpec{Agent: v1alpha1.AgentSpec{
 		NodeSelector:     map[string]string{"pool": "net"},

@@ -1,0 +1,139 @@
+// Command podtool is the one binary of the kubelet e2e's own images (no
+// image can be pulled there): the pod sandbox's pause process, and the
+// server and client of the known traffic the test sends between two pods,
+// and the HTTP server of hack/kube-burner's job (in place of agnhost).
+//
+//	podtool pause
+//	podtool server UDPPORT TCPPORT
+//	podtool client HOST UDPPORT TCPPORT DATAGRAMS SIZE TCPBYTES
+//	podtool netexec --http-port=PORT
+//
+// The server counts what it receives and prints one line per datagram
+// batch and TCP connection; the client sends DATAGRAMS UDP datagrams of
+// SIZE bytes of payload, one TCP connection carrying TCPBYTES bytes, prints
+// "done" and then waits like pause, so its pod stays Running.
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fail("usage: podtool pause | server UDPPORT TCPPORT | client HOST UDPPORT TCPPORT DATAGRAMS SIZE TCPBYTES")
+	}
+	switch args := os.Args[2:]; os.Args[1] {
+	case "pause":
+		pause()
+	case "netexec":
+		port, ok := strings.CutPrefix(strings.Join(args, " "), "--http-port=")
+		if !ok {
+			fail("usage: podtool netexec --http-port=PORT")
+		}
+		// Like agnhost netexec: 200 on every path, /healthz included.
+		check(http.ListenAndServe(":"+port, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprintln(w, "ok")
+		})))
+	case "server":
+		if len(args) != 2 {
+			fail("usage: podtool server UDPPORT TCPPORT")
+		}
+		server(args[0], args[1])
+	case "client":
+		if len(args) != 6 {
+			fail("usage: podtool client HOST UDPPORT TCPPORT DATAGRAMS SIZE TCPBYTES")
+		}
+		client(args[0], args[1], args[2], atoi(args[3]), atoi(args[4]), atoi(args[5]))
+		fmt.Println("done")
+		pause()
+	default:
+		fail("unknown mode " + os.Args[1])
+	}
+}
+
+// pause waits for SIGTERM or SIGINT, as the pause container does.
+func pause() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+	<-ch
+}
+
+func server(udpPort, tcpPort string) {
+	pc, err := net.ListenPacket("udp4", ":"+udpPort)
+	check(err)
+	ln, err := net.Listen("tcp4", ":"+tcpPort)
+	check(err)
+	go func() {
+		buf := make([]byte, 65536)
+		for n := 1; ; n++ {
+			size, from, err := pc.ReadFrom(buf)
+			check(err)
+			fmt.Printf("udp %d: %d bytes from %s\n", n, size, from)
+		}
+	}()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			check(err)
+			n, err := io.Copy(io.Discard, c)
+			c.Close()
+			fmt.Printf("tcp: %d bytes from %s (%v)\n", n, c.RemoteAddr(), err)
+		}
+	}()
+	pause()
+}
+
+func client(host, udpPort, tcpPort string, datagrams, size, tcpBytes int) {
+	// The server may not listen yet when this pod starts: TCP tells, so
+	// connect first (retrying), and send the datagrams after.
+	var c net.Conn
+	var err error
+	for range 100 {
+		if c, err = net.DialTimeout("tcp4", net.JoinHostPort(host, tcpPort), 2*time.Second); err == nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	check(err)
+	_, err = c.Write(make([]byte, tcpBytes))
+	check(err)
+	check(c.Close())
+
+	u, err := net.Dial("udp4", net.JoinHostPort(host, udpPort))
+	check(err)
+	payload := make([]byte, size)
+	for range datagrams {
+		_, err := u.Write(payload)
+		check(err)
+		// Paced, so that no datagram is lost on the way (the test wants
+		// exact counts on both ends).
+		time.Sleep(5 * time.Millisecond)
+	}
+	check(u.Close())
+}
+
+func atoi(s string) int {
+	n, err := strconv.Atoi(s)
+	check(err)
+	return n
+}
+
+func check(err error) {
+	if err != nil {
+		fail(err.Error())
+	}
+}
+
+func fail(msg string) {
+	fmt.Fprintln(os.Stderr, "podtool:", msg)
+	os.Exit(2)
+}
