@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -198,6 +199,12 @@ kafka_batch_flows: 1000
 	}
 	if got := env(pod.Containers[0]); len(got) != 1 {
 		t.Errorf("agent env %v, want NODE_NAME only", got)
+	}
+	// The agent's own loader takes it, to the same values.
+	k := loadAgentConfig(t, spec).Kafka
+	if !slices.Equal(k.Brokers, []string{"kafka:9092"}) || k.Topic != "flowlens-flows" || !k.TLS || k.Compression != "lz4" ||
+		k.Linger != 50*time.Millisecond || k.MaxBatchBytes != 1048576 || k.Acks != "all" || k.Message != "batch" || k.BatchFlows != 1000 {
+		t.Errorf("agent loaded %+v", k)
 	}
 
 	// The CA key defaults to ca.crt, as grpc's.
