@@ -176,6 +176,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e *env) i
 			log.Error("cannot start", "error", err)
 			return 1
 		}
+		metrics.Registry().MustRegister(consumerMetrics(&consumer.Stats)...)
 	}
 
 	// Bind both addresses first, so that a bad or busy one fails now.
