@@ -207,10 +207,18 @@ func (b *Broker) java(class string, args ...string) *exec.Cmd {
 // format writes the KRaft metadata, with the SCRAM credentials.
 func (b *Broker) format() {
 	b.t.Helper()
-	id := make([]byte, 16)
-	_, _ = rand.Read(id)
+	// A cluster id is 16 random bytes in URL-safe base64. One starting
+	// with '-' would be read as an option by the tool's argument parser
+	// (1 run in 64 failed so: CI caught it), so draw again, as Kafka's own
+	// Uuid.randomUuid does.
+	var clusterID string
+	for clusterID == "" || clusterID[0] == '-' {
+		id := make([]byte, 16)
+		_, _ = rand.Read(id)
+		clusterID = base64.RawURLEncoding.EncodeToString(id)
+	}
 	cmd := b.java("kafka.tools.StorageTool", "format",
-		"-t", base64.RawURLEncoding.EncodeToString(id), "-c", b.conf,
+		"-t", clusterID, "-c", b.conf,
 		"--add-scram", fmt.Sprintf("SCRAM-SHA-512=[name=%s,password=%s]", User, Password))
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
