@@ -104,7 +104,7 @@ e2e: e2e-assets ## kwok cluster with 3 fake nodes: deploy manifests/, run the op
 # kubelet; internal/controller/e2e/kubelet).
 .PHONY: e2e-kubelet e2e-kubelet-assets deps-kubelet bench-kubelet
 
-deps-kubelet: ## install containerd, runc and the CNI plugins with apt when missing
+deps-kubelet: ## install containerd, runc, the CNI plugins and ethtool with apt when missing
 	@hack/install-deps.sh kubelet
 
 $(FLOWLENS_CACHE)/envtest/%/kubelet:

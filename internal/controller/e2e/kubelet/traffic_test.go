@@ -26,7 +26,8 @@ import (
 
 // The known traffic: client pods send datagrams UDP datagrams of
 // datagramSize bytes of payload to the server pod, and one TCP connection
-// carrying tcpBytes.
+// carrying tcpBytes (its packets and bytes are whatever TCP makes of it:
+// checkTCPFlow compares them with the pods' interface counters).
 const (
 	serverNamespace = "e2e-server"
 	clientNamespace = "e2e-client"
@@ -79,9 +80,11 @@ func workload(ctx context.Context, t *testing.T, c client.Client, ns, name strin
 	return &pods.Items[0]
 }
 
-// clientArgs are the arguments of a client of the server at ip.
-func clientArgs(ip string, n int) []string {
-	return []string{"client", ip, strconv.Itoa(udpPort), strconv.Itoa(tcpPort), strconv.Itoa(n), strconv.Itoa(datagramSize), strconv.Itoa(tcpBytes)}
+// clientArgs are the arguments of a client of the server at ip that sends
+// n datagrams and then, on the test's SIGUSR1, a TCP connection carrying
+// tcp bytes (none if 0).
+func clientArgs(ip string, n, tcp int) []string {
+	return []string{"client", ip, strconv.Itoa(udpPort), strconv.Itoa(tcpPort), strconv.Itoa(n), strconv.Itoa(datagramSize), strconv.Itoa(tcp)}
 }
 
 // waitLog waits until the log of pod's container has a line containing s.

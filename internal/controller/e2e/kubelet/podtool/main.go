@@ -8,10 +8,14 @@
 //	podtool client HOST UDPPORT TCPPORT DATAGRAMS SIZE TCPBYTES
 //	podtool netexec --http-port=PORT
 //
-// The server counts what it receives and prints one line per datagram
-// batch and TCP connection; the client sends DATAGRAMS UDP datagrams of
-// SIZE bytes of payload, one TCP connection carrying TCPBYTES bytes, prints
-// "done" and then waits like pause, so its pod stays Running.
+// The server prints "listening" once both sockets are bound, then counts
+// what it receives and prints one line per datagram and TCP connection.
+// The client sends DATAGRAMS UDP datagrams of SIZE bytes of payload and
+// prints "udp done"; then, if TCPBYTES is not 0, it waits for SIGUSR1 (the
+// test's go-ahead, once it has read the pods' interface counters), opens
+// one TCP connection, prints "tcp from ADDR:PORT" (its local end), sends
+// TCPBYTES bytes, closes it and prints "tcp done". Then it waits like
+// pause, so its pod stays Running.
 package main
 
 import (
@@ -53,7 +57,6 @@ func main() {
 			fail("usage: podtool client HOST UDPPORT TCPPORT DATAGRAMS SIZE TCPBYTES")
 		}
 		client(args[0], args[1], args[2], atoi(args[3]), atoi(args[4]), atoi(args[5]))
-		fmt.Println("done")
 		pause()
 	default:
 		fail("unknown mode " + os.Args[1])
@@ -72,6 +75,7 @@ func server(udpPort, tcpPort string) {
 	check(err)
 	ln, err := net.Listen("tcp4", ":"+tcpPort)
 	check(err)
+	fmt.Println("listening")
 	go func() {
 		buf := make([]byte, 65536)
 		for n := 1; ; n++ {
@@ -93,21 +97,13 @@ func server(udpPort, tcpPort string) {
 }
 
 func client(host, udpPort, tcpPort string, datagrams, size, tcpBytes int) {
-	// The server may not listen yet when this pod starts: TCP tells, so
-	// connect first (retrying), and send the datagrams after.
-	var c net.Conn
-	var err error
-	for range 100 {
-		if c, err = net.DialTimeout("tcp4", net.JoinHostPort(host, tcpPort), 2*time.Second); err == nil {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	check(err)
-	_, err = c.Write(make([]byte, tcpBytes))
-	check(err)
-	check(c.Close())
+	// Registered first: SIGUSR1's default action would kill the process.
+	goAhead := make(chan os.Signal, 1)
+	signal.Notify(goAhead, syscall.SIGUSR1)
 
+	// The test starts the client once the server prints "listening": the
+	// first datagram finds the port open (no ICMP unreachable, no
+	// ECONNREFUSED on the next write).
 	u, err := net.Dial("udp4", net.JoinHostPort(host, udpPort))
 	check(err)
 	payload := make([]byte, size)
@@ -119,6 +115,21 @@ func client(host, udpPort, tcpPort string, datagrams, size, tcpBytes int) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	check(u.Close())
+	fmt.Println("udp done")
+	if tcpBytes == 0 {
+		return
+	}
+
+	// One connection, no retries: every segment this pod sends between the
+	// test's two readings of its eth0 counters belongs to it.
+	<-goAhead
+	c, err := net.DialTimeout("tcp4", net.JoinHostPort(host, tcpPort), 5*time.Second)
+	check(err)
+	fmt.Println("tcp from", c.LocalAddr())
+	_, err = c.Write(make([]byte, tcpBytes))
+	check(err)
+	check(c.Close())
+	fmt.Println("tcp done")
 }
 
 func atoi(s string) int {
