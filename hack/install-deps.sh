@@ -2,7 +2,7 @@
 # Installs what a build or test step needs, with apt, only when missing.
 #   hack/install-deps.sh bpf    clang, llvm, libbpf headers (make generate)
 #   hack/install-deps.sh test   iproute2, nftables, iptables, openssl, dnsmasq, tshark, promtool (make test)
-#   hack/install-deps.sh kubelet containerd, runc, CNI plugins, iptables, ethtool (make e2e-kubelet)
+#   hack/install-deps.sh kubelet containerd, runc, CNI plugins, iptables, ethtool, dnsmasq (make e2e-kubelet)
 #   hack/install-deps.sh bench-kubelet  busybox-static (make bench-kubelet's client image)
 set -euo pipefail
 
@@ -32,6 +32,7 @@ kubelet)
 	command -v iptables >/dev/null || need+=(iptables)
 	command -v mount >/dev/null || need+=(mount)
 	command -v ethtool >/dev/null || need+=(ethtool)
+	command -v dnsmasq >/dev/null || need+=(dnsmasq-base)  # the node's cluster DNS (dns_test.go)
 	;;
 bench-kubelet)
 	[ -x /usr/bin/busybox ] || need+=(busybox-static)

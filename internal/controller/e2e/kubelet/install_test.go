@@ -272,16 +272,12 @@ func collectorPod(ctx context.Context, t *testing.T, c client.Client) *corev1.Po
 }
 
 // exportToCollector points the FlowCollector's exporter at the collector,
-// as README's step 3 says, and waits for the agent to roll to it. The
-// address is the Service's cluster IP (kube-proxy routes it): this cluster
-// has no DNS to resolve flowlens-collector.flowlens.svc.
+// as README's step 3 says (grpc → flowlens-collector.flowlens.svc:9990,
+// resolved by the node's DNS: dns_test.go), and waits for the agent to roll
+// to it.
 func exportToCollector(ctx context.Context, t *testing.T, c client.Client) {
 	t.Helper()
-	svc := &corev1.Service{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: "flowlens-collector"}, svc); err != nil {
-		t.Fatal(err)
-	}
-	patch := fmt.Sprintf(`{"spec":{"exporters":[{"type":"grpc","grpc":{"targetHost":%q,"targetPort":9990}}]}}`, svc.Spec.ClusterIP)
+	patch := `{"spec":{"exporters":[{"type":"grpc","grpc":{"targetHost":"flowlens-collector.flowlens.svc","targetPort":9990}}]}}`
 	if err := c.Patch(ctx, &v1alpha1.FlowCollector{ObjectMeta: metav1.ObjectMeta{Name: "cluster"}}, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
 		t.Fatal(err)
 	}

@@ -131,9 +131,13 @@ conntrack:
 	restore := saveSysctls(t, "vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
 		"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes")
 	t.Cleanup(restore)
+	n.startDNS(ctx, t, kubeconfig)
 	conf := filepath.Join(n.dir, "kubelet.yaml")
 	writeFile(t, conf, fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
+# Pods resolve Service names through the node's dnsmasq (dns_test.go).
+clusterDNS: [%[5]s]
+clusterDomain: %[6]s
 # This machine: cgroup v1, the cgroupfs driver, swap allowed.
 failCgroupV1: false
 cgroupDriver: cgroupfs
@@ -161,7 +165,7 @@ evictionHard:
   imagefs.available: "1%%"
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-`, n.sock, kubeletPort, filepath.Join(n.dir, "pod-logs"), filepath.Join(n.dir, "volume-plugins")))
+`, n.sock, kubeletPort, filepath.Join(n.dir, "pod-logs"), filepath.Join(n.dir, "volume-plugins"), n.ip, clusterDomain))
 	n.start(ctx, t, "kubelet", filepath.Join(bins.K8s, "kubelet"),
 		"--config", conf,
 		"--kubeconfig", kubeconfig,
