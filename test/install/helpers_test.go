@@ -1,7 +1,6 @@
 package install
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -101,43 +100,19 @@ func lookHelm(dir string) (string, error) {
 	if p := os.Getenv("FLOWLENS_HELM"); p != "" {
 		return p, nil
 	}
-	v, err := requiredVersion(filepath.Join(dir, "hack", "tools-helm", "go.mod"), "helm.sh/helm/v3")
+	v, err := testkit.ToolVersion(filepath.Join(dir, "hack", "tools-helm", "go.mod"), "helm.sh/helm/v3")
 	if err != nil {
 		return "", err
 	}
-	cache := os.Getenv("FLOWLENS_CACHE")
-	if cache == "" {
-		c, err := os.UserCacheDir()
-		if err != nil {
-			return "", err
-		}
-		cache = filepath.Join(c, "flowlens")
+	cache, err := testkit.CacheDir()
+	if err != nil {
+		return "", err
 	}
 	p := filepath.Join(cache, "bin", "helm-"+v)
 	if _, err := os.Stat(p); err != nil {
 		return "", fmt.Errorf("no %s: run `make helm`", p)
 	}
 	return p, nil
-}
-
-// requiredVersion returns the version a go.mod file requires of module path.
-func requiredVersion(gomod, path string) (string, error) {
-	f, err := os.Open(gomod)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(strings.TrimPrefix(strings.TrimSpace(sc.Text()), "require "))
-		if len(fields) >= 2 && fields[0] == path && strings.HasPrefix(fields[1], "v") {
-			return fields[1], nil
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return "", err
-	}
-	return "", fmt.Errorf("%s does not require %s", gomod, path)
 }
 
 // helm runs helm with args in the repository's root and returns its standard

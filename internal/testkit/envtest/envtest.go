@@ -31,12 +31,9 @@
 package envtest
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"k8s.io/client-go/rest"
@@ -144,41 +141,17 @@ func cacheDir() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	k8sVersion, err := modVersion(filepath.Join(root, "hack", "tools-k8s", "go.mod"), "k8s.io/kubernetes")
+	k8sVersion, err := testkit.ToolVersion(filepath.Join(root, "hack", "tools-k8s", "go.mod"), "k8s.io/kubernetes")
 	if err != nil {
 		return "", err
 	}
-	etcdVersion, err := modVersion(filepath.Join(root, "hack", "envtest", "go.mod"), "go.etcd.io/etcd/server/v3")
+	etcdVersion, err := testkit.ToolVersion(filepath.Join(root, "hack", "envtest", "go.mod"), "go.etcd.io/etcd/server/v3")
 	if err != nil {
 		return "", err
 	}
-	base := os.Getenv("FLOWLENS_CACHE")
-	if base == "" {
-		cache, err := os.UserCacheDir()
-		if err != nil {
-			return "", err
-		}
-		base = filepath.Join(cache, "flowlens")
+	base, err := testkit.CacheDir()
+	if err != nil {
+		return "", err
 	}
 	return filepath.Join(base, "envtest", "k8s-"+k8sVersion+"_etcd-"+etcdVersion), nil
-}
-
-// modVersion returns the version a go.mod file requires of module path.
-func modVersion(gomod, path string) (string, error) {
-	f, err := os.Open(gomod)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(strings.TrimPrefix(strings.TrimSpace(sc.Text()), "require "))
-		if len(fields) >= 2 && fields[0] == path && strings.HasPrefix(fields[1], "v") {
-			return fields[1], nil
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return "", err
-	}
-	return "", errors.New(gomod + " does not require " + path)
 }

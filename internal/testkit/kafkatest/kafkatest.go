@@ -87,13 +87,9 @@ func Libs() (string, error) {
 	if m == nil {
 		return "", errors.New("hack/kafka/pom.xml names no kafka.version")
 	}
-	base := os.Getenv("FLOWLENS_CACHE")
-	if base == "" {
-		c, err := os.UserCacheDir()
-		if err != nil {
-			return "", err
-		}
-		base = filepath.Join(c, "flowlens")
+	base, err := testkit.CacheDir()
+	if err != nil {
+		return "", err
 	}
 	dir := filepath.Join(base, "kafka", string(m[1]))
 	if _, err := os.Stat(filepath.Join(dir, ".complete")); err != nil {
