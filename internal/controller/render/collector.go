@@ -80,18 +80,7 @@ func buildCollector(fc *v1alpha1.FlowCollector, k *v1alpha1.KafkaExporter, opts 
 		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("ClusterRole").WithName(CollectorName)).
 		WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(CollectorName).WithNamespace(ns))
 
-	o.Service = corev1ac.Service(CollectorName, ns).
-		WithLabels(labels).
-		WithOwnerReferences(owner).
-		WithSpec(corev1ac.ServiceSpec().
-			// Headless: scrapers discover every collector's endpoint.
-			WithClusterIP(corev1.ClusterIPNone).
-			WithSelector(collectorSelector()).
-			WithPorts(corev1ac.ServicePort().
-				WithName("metrics").
-				WithProtocol(corev1.ProtocolTCP).
-				WithPort(CollectorMetricsPort).
-				WithTargetPort(intstr.FromString("metrics"))))
+	o.Service = metricsService(CollectorName, ns, labels, collectorSelector(), CollectorMetricsPort, owner)
 
 	o.Deployment = collectorDeployment(fc, k, opts, owner)
 	return o

@@ -124,18 +124,7 @@ func Build(fc *v1alpha1.FlowCollector, opts Options) (*Objects, error) {
 		WithOwnerReferences(owner).
 		WithData(map[string]string{ConfigKey: string(cfg)})
 
-	o.Service = corev1ac.Service(MetricsServiceName, ns).
-		WithLabels(labels).
-		WithOwnerReferences(owner).
-		WithSpec(corev1ac.ServiceSpec().
-			// Headless: scrapers discover every agent's endpoint.
-			WithClusterIP(corev1.ClusterIPNone).
-			WithSelector(selectorLabels()).
-			WithPorts(corev1ac.ServicePort().
-				WithName("metrics").
-				WithProtocol(corev1.ProtocolTCP).
-				WithPort(spec.Agent.MetricsPort).
-				WithTargetPort(intstr.FromString("metrics"))))
+	o.Service = metricsService(MetricsServiceName, ns, labels, selectorLabels(), spec.Agent.MetricsPort, owner)
 
 	o.DaemonSet = daemonSet(fc, opts, owner, o.ConfigHash)
 
@@ -351,4 +340,21 @@ func toleration(t *corev1.Toleration) *corev1ac.TolerationApplyConfiguration {
 		ac.WithTolerationSeconds(*t.TolerationSeconds)
 	}
 	return ac
+}
+
+// metricsService is a headless Service (no cluster IP, so scrapers discover
+// every pod's endpoint) whose one port, "metrics", leads to the selected
+// pods' port of that name.
+func metricsService(name, ns string, labels, selector map[string]string, port int32, owner *metav1ac.OwnerReferenceApplyConfiguration) *corev1ac.ServiceApplyConfiguration {
+	return corev1ac.Service(name, ns).
+		WithLabels(labels).
+		WithOwnerReferences(owner).
+		WithSpec(corev1ac.ServiceSpec().
+			WithClusterIP(corev1.ClusterIPNone).
+			WithSelector(selector).
+			WithPorts(corev1ac.ServicePort().
+				WithName("metrics").
+				WithProtocol(corev1.ProtocolTCP).
+				WithPort(port).
+				WithTargetPort(intstr.FromString("metrics"))))
 }
