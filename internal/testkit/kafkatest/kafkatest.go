@@ -339,7 +339,10 @@ func (b *Broker) CreateTopic(topic string, partitions int32) {
 		if err == nil {
 			err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
 			if err == nil || errors.Is(err, kerr.TopicAlreadyExists) {
-				return
+				err = hasLeaders(ctx, cl, topic, partitions)
+				if err == nil {
+					return
+				}
 			}
 		}
 		if ctx.Err() != nil {
@@ -347,6 +350,40 @@ func (b *Broker) CreateTopic(topic string, partitions int32) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// hasLeaders is nil once the broker's metadata has topic with every one of
+// its partitions led: a topic just created is not served at once, and a
+// producer that comes too early has its records fail with
+// UNKNOWN_TOPIC_OR_PARTITION once its retries are spent (CI caught it).
+func hasLeaders(ctx context.Context, cl *kgo.Client, topic string, partitions int32) error {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return err
+	}
+	if len(resp.Topics) != 1 {
+		return fmt.Errorf("metadata has %d topics", len(resp.Topics))
+	}
+	t := resp.Topics[0]
+	if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+		return err
+	}
+	if int32(len(t.Partitions)) != partitions {
+		return fmt.Errorf("topic %s has %d of %d partitions", topic, len(t.Partitions), partitions)
+	}
+	for _, p := range t.Partitions {
+		if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+			return fmt.Errorf("partition %d: %w", p.Partition, err)
+		}
+		if p.Leader < 0 {
+			return fmt.Errorf("partition %d has no leader", p.Partition)
+		}
+	}
+	return nil
 }
 
 // freePorts returns n distinct free 127.0.0.1 ports, held open until all
