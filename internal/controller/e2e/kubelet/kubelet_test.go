@@ -68,6 +68,8 @@ func TestFlowlensOnKubelet(t *testing.T) {
 	checkUDPFlow(ctx, t, cs, collector, client1, server, datagrams, []string{clientVeth, serverVeth})
 	checkTCPFlow(ctx, t, n, cs, collector, client1, server, []string{clientVeth, serverVeth})
 	step("flows exact and named")
+	checkObserve(ctx, t, n, client1, server, datagrams)
+	step("flowlens observe, through its own port-forward, has the UDP flow exactly")
 
 	// 4. The agent's probes passed (it is Ready); its metrics; a restart
 	// leaves nothing of the old instance and counts exactly again.

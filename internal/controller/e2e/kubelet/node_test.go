@@ -46,6 +46,8 @@ type node struct {
 	sock string // containerd's CRI socket
 	ip   string // the node's InternalIP: this machine's address
 	mnt  string // /proc/PID/ns/mnt of the mount namespace's holder
+	// kubeconfig is the cluster's admin kubeconfig (set by startKubelet).
+	kubeconfig string
 	// tablesBefore are the nftables tables ("family name") before the node.
 	tablesBefore []string
 }
@@ -131,6 +133,7 @@ conntrack:
 	restore := saveSysctls(t, "vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
 		"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes")
 	t.Cleanup(restore)
+	n.kubeconfig = kubeconfig
 	n.startDNS(ctx, t, kubeconfig)
 	conf := filepath.Join(n.dir, "kubelet.yaml")
 	writeFile(t, conf, fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
