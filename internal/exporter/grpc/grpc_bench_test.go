@@ -127,30 +127,8 @@ func BenchmarkExport(b *testing.B) {
 // exporter's and gRPC's transport's alone, not the collector's decoding.
 func BenchmarkExportSink(b *testing.B) {
 	const n, batch = 10000, 1000
-	var received atomic.Uint64
-	srv := grpcgo.NewServer(grpcgo.ForceServerCodecV2(sinkCodec{}))
-	srv.RegisterService(&grpcgo.ServiceDesc{
-		ServiceName: "flowlens.flow.v1.FlowCollector",
-		HandlerType: (*any)(nil),
-		Streams: []grpcgo.StreamDesc{{StreamName: "Export", ClientStreams: true,
-			Handler: func(_ any, s grpcgo.ServerStream) error {
-				for {
-					if err := s.RecvMsg(&sinkMsg{}); err == io.EOF {
-						return s.SendMsg(&flowv1.ExportSummary{})
-					} else if err != nil {
-						return err
-					}
-					received.Add(1)
-				}
-			}}},
-	}, struct{}{})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go srv.Serve(lis)
-	defer srv.Stop()
-	exp, err := flowgrpc.New(flowgrpc.Config{Target: lis.Addr().String(), NodeName: "node-1", Logger: quiet})
+	received, addr := sinkServer(b)
+	exp, err := flowgrpc.New(flowgrpc.Config{Target: addr, NodeName: "node-1", Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -202,21 +180,10 @@ func benchSend(b *testing.B, exp *flowgrpc.Exporter, n, batch int, progress func
 type sinkMsg struct{}
 
 // sinkCodec drops what it receives and marshals the reply as protobuf.
-type sinkCodec struct{}
-
-func (sinkCodec) Marshal(v any) (mem.BufferSlice, error) {
-	return encoding.GetCodecV2("proto").Marshal(v)
-}
-func (sinkCodec) Unmarshal(mem.BufferSlice, any) error { return nil }
-func (sinkCodec) Name() string                         { return "proto" }
-
-// BenchmarkEviction is the gRPC exporter's cost per flow at 100k flows per
-// eviction (exportertest.Run), to a server on loopback that counts the
-// messages without decoding them (as BenchmarkExportSink); each op waits
-// until the server has every message. The server runs in the process: its
-// CPU and allocations are in the per-flow figures too.
-func BenchmarkEviction(b *testing.B) {
-	var received atomic.Uint64
+// sinkServer serves FlowCollector/Export on loopback, counting the
+// messages it receives without decoding them, until b ends.
+func sinkServer(b *testing.B) (received *atomic.Uint64, addr string) {
+	received = new(atomic.Uint64)
 	srv := grpcgo.NewServer(grpcgo.ForceServerCodecV2(sinkCodec{}))
 	srv.RegisterService(&grpcgo.ServiceDesc{
 		ServiceName: "flowlens.flow.v1.FlowCollector",
@@ -238,8 +205,26 @@ func BenchmarkEviction(b *testing.B) {
 		b.Fatal(err)
 	}
 	go srv.Serve(lis)
-	defer srv.Stop()
-	exp, err := flowgrpc.New(flowgrpc.Config{Target: lis.Addr().String(), NodeName: "node-1", Logger: quiet})
+	b.Cleanup(srv.Stop)
+	return received, lis.Addr().String()
+}
+
+type sinkCodec struct{}
+
+func (sinkCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return encoding.GetCodecV2("proto").Marshal(v)
+}
+func (sinkCodec) Unmarshal(mem.BufferSlice, any) error { return nil }
+func (sinkCodec) Name() string                         { return "proto" }
+
+// BenchmarkEviction is the gRPC exporter's cost per flow at 100k flows per
+// eviction (exportertest.Run), to a server on loopback that counts the
+// messages without decoding them (as BenchmarkExportSink); each op waits
+// until the server has every message. The server runs in the process: its
+// CPU and allocations are in the per-flow figures too.
+func BenchmarkEviction(b *testing.B) {
+	received, addr := sinkServer(b)
+	exp, err := flowgrpc.New(flowgrpc.Config{Target: addr, NodeName: "node-1", Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}
