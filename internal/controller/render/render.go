@@ -305,42 +305,45 @@ func DashboardsNamespace(spec *v1alpha1.FlowCollectorSpec) string {
 	return spec.Dashboards.Namespace
 }
 
+// exporterOf returns spec's exporter of type t, or nil (the list holds at
+// most one of each type: the CRD's list-map key).
+func exporterOf(spec *v1alpha1.FlowCollectorSpec, t v1alpha1.ExporterType) *v1alpha1.Exporter {
+	for i := range spec.Exporters {
+		if spec.Exporters[i].Type == t {
+			return &spec.Exporters[i]
+		}
+	}
+	return nil
+}
+
 // GRPC returns the grpc exporter of spec, or nil.
 func GRPC(spec *v1alpha1.FlowCollectorSpec) *v1alpha1.GRPCExporter {
-	for i := range spec.Exporters {
-		if spec.Exporters[i].Type == v1alpha1.ExporterGRPC {
-			return spec.Exporters[i].GRPC
-		}
+	if e := exporterOf(spec, v1alpha1.ExporterGRPC); e != nil {
+		return e.GRPC
 	}
 	return nil
 }
 
 // IPFIX returns the ipfix exporter of spec, or nil.
 func IPFIX(spec *v1alpha1.FlowCollectorSpec) *v1alpha1.IPFIXExporter {
-	for i := range spec.Exporters {
-		if spec.Exporters[i].Type == v1alpha1.ExporterIPFIX {
-			return spec.Exporters[i].IPFIX
-		}
+	if e := exporterOf(spec, v1alpha1.ExporterIPFIX); e != nil {
+		return e.IPFIX
 	}
 	return nil
 }
 
 // Kafka returns the kafka exporter of spec, or nil.
 func Kafka(spec *v1alpha1.FlowCollectorSpec) *v1alpha1.KafkaExporter {
-	for i := range spec.Exporters {
-		if spec.Exporters[i].Type == v1alpha1.ExporterKafka {
-			return spec.Exporters[i].Kafka
-		}
+	if e := exporterOf(spec, v1alpha1.ExporterKafka); e != nil {
+		return e.Kafka
 	}
 	return nil
 }
 
 // OTLP returns the otlp exporter of spec, or nil.
 func OTLP(spec *v1alpha1.FlowCollectorSpec) *v1alpha1.OTLPExporter {
-	for i := range spec.Exporters {
-		if spec.Exporters[i].Type == v1alpha1.ExporterOTLP {
-			return spec.Exporters[i].OTLP
-		}
+	if e := exporterOf(spec, v1alpha1.ExporterOTLP); e != nil {
+		return e.OTLP
 	}
 	return nil
 }
