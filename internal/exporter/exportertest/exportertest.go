@@ -1,7 +1,7 @@
 // Package exportertest holds what the exporters' benchmarks share (`make
 // bench`): an eviction's worth of flows like a node's, and the loop that
 // exports them as the agent does and reports the cost per flow, so that
-// stdout, grpc and ipfix are measured alike.
+// stdout, grpc, ipfix and kafka are measured alike.
 package exportertest
 
 import (
