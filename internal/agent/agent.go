@@ -382,7 +382,8 @@ func (a *Agent) MetricsAddr() string {
 	return ""
 }
 
-// Ready is closed once the initial interfaces are attached.
+// Ready is closed once every interface present at start has been attached
+// (or skipped, and logged why): the watcher's initial listing is handled.
 func (a *Agent) Ready() <-chan struct{} { return a.ready }
 
 // Run runs the agent until ctx is done, then detaches, flushes the flows
@@ -407,7 +408,7 @@ func (a *Agent) Run(ctx context.Context) (runErr error) {
 			srv.Shutdown(ctx)
 		}()
 	}
-	w := ifaces.New(ifaces.Options{Allowed: filter.Allowed, ReportExcluded: true,
+	w := ifaces.New(ifaces.Options{Allowed: filter.Allowed, ReportExcluded: true, ReportSynced: true,
 		Netns: watchedNetns(a.cfg.Netns), NetnsDir: a.cfg.NetnsDir, Logger: a.log})
 
 	runCtx, stop := context.WithCancel(context.Background())
@@ -428,30 +429,8 @@ func (a *Agent) Run(ctx context.Context) (runErr error) {
 	evDone := make(chan error, 1)
 	go func() { evDone <- a.Evictor.Run(evCtx) }()
 
-	readyTimer := time.NewTimer(500 * time.Millisecond) // initial listing settles quickly
-	defer readyTimer.Stop()
-	// The summary of what is watched waits until the initial listing is
-	// over: 500ms without an interface event (attaching in a new namespace
-	// loads its programs, which can take longer than that), 5s at most.
-	summary, summaryBy, summarized := time.NewTimer(500*time.Millisecond), time.Now().Add(5*time.Second), false
-	defer summary.Stop()
-loop:
-	for {
-		select {
-		case ev, ok := <-events:
-			if !ok {
-				break loop
-			}
-			a.handle(ev)
-			if !summarized && time.Now().Before(summaryBy) {
-				summary.Reset(500 * time.Millisecond)
-			}
-		case <-summary.C:
-			summarized = true
-			a.log.Info(a.watched.summary(), "skipped", a.watched.skipped)
-		case <-readyTimer.C:
-			close(a.ready)
-		}
+	for ev := range events {
+		a.handle(ev)
 	}
 	if err := <-watchErr; err != nil && !errors.Is(err, context.Canceled) {
 		runErr = fmt.Errorf("interface watcher: %w", err)
@@ -488,6 +467,11 @@ func (a *Agent) handle(ev ifaces.Event) {
 	it := ev.Iface
 	key := evictor.IfaceKey{Netns: it.NetnsCookie, Ifindex: uint32(it.Index)}
 	switch ev.Type {
+	case ifaces.Synced:
+		// Every interface there at start has been handled: say what is
+		// watched, and become ready.
+		a.log.Info(a.watched.summary(), "skipped", a.watched.skipped)
+		close(a.ready)
 	case ifaces.Excluded:
 		a.watched.skipped++
 		a.log.Info("interface skipped", "interface", it.Name, "netns", it.Netns, "ifindex", it.Index,

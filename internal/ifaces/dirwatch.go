@@ -24,6 +24,7 @@ type dirWatcher struct {
 	dir     string
 	hostIno uint64 // when Host is watched too; a named alias of it is skipped
 	emit    func(Event) bool
+	synced  func() bool // reports Synced; called once, after the first reconcile
 	running map[string]*nsRun
 	warned  map[string]bool // names already logged as skipped or failing
 	wg      sync.WaitGroup
@@ -59,6 +60,7 @@ func (d *dirWatcher) run(ctx context.Context) error {
 	retry := time.NewTimer(0)
 	defer retry.Stop()
 	backoff := retryMin
+	first := true
 	for {
 		select {
 		case <-ctx.Done():
@@ -72,6 +74,12 @@ func (d *dirWatcher) run(ctx context.Context) error {
 			}
 		}
 		pending := d.reconcile(ctx)
+		if first {
+			// Every namespace there at start has been listed: each start()
+			// emitted its links before returning.
+			first = false
+			d.synced()
+		}
 		retry.Stop()
 		if pending || !watching {
 			retry.Reset(backoff)

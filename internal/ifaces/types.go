@@ -38,6 +38,10 @@ const (
 	// Options.Allowed refuses; sent only with Options.ReportExcluded, so
 	// that the agent can say what it does not watch. No Removed follows.
 	Excluded
+	// Synced marks the end of the initial listing: every interface present
+	// when Run started (in the namespaces that existed then) was reported
+	// before it. Sent once, only with Options.ReportSynced; Iface is zero.
+	Synced
 )
 
 func (t EventType) String() string {
@@ -48,6 +52,8 @@ func (t EventType) String() string {
 		return "Removed"
 	case Excluded:
 		return "Excluded"
+	case Synced:
+		return "Synced"
 	}
 	return fmt.Sprintf("EventType(%d)", int(t))
 }

@@ -16,6 +16,10 @@ type Options struct {
 	// ReportExcluded sends an Excluded event for each interface that
 	// appears with a name Allowed refuses.
 	ReportExcluded bool
+	// ReportSynced sends one Synced event once the interfaces present at
+	// start have all been reported, so that a caller knows when its initial
+	// state is complete (the agent's readiness).
+	ReportSynced bool
 	// Netns selects namespaces: Host, All (every named namespace in
 	// NetnsDir, now and later), or namespace names in NetnsDir. Empty means
 	// Host only. A listed name that does not exist yet is picked up when it
@@ -99,12 +103,15 @@ func (w *Watcher) Run(ctx context.Context, events chan<- Event) error {
 		hostIno = n.ino
 		wg.Go(func() { n.run(ctx, sub) })
 	}
+	synced := func() bool { return !w.opts.ReportSynced || emit(Event{Type: Synced}) }
 	if !w.all && len(w.names) == 0 {
-		<-ctx.Done()
+		if synced() {
+			<-ctx.Done()
+		}
 		return nil
 	}
 	d := &dirWatcher{
-		w: w, dir: w.opts.NetnsDir, hostIno: hostIno, emit: emit,
+		w: w, dir: w.opts.NetnsDir, hostIno: hostIno, emit: emit, synced: synced,
 		running: map[string]*nsRun{}, warned: map[string]bool{},
 	}
 	return d.run(ctx)

@@ -1,6 +1,7 @@
 package ifaces_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -245,4 +246,66 @@ func TestReportExcluded(t *testing.T) {
 	}
 	expect(t, ev, removed(iface(t, a, a0)), excluded(ifaceAt(t, a, "zz0", a0.Attrs().Index)))
 	expectNone(t, ev, 200*time.Millisecond)
+}
+
+// ReportSynced: one Synced event follows the interfaces present at start
+// (here in three namespaces and the host), and later ones come after it.
+func TestReportSynced(t *testing.T) {
+	testnet.Require(t)
+	dir := t.TempDir()
+	var ns []*testnet.Netns
+	for _, name := range []string{"s1", "s2", "s3"} {
+		n := testnet.NewNetnsIn(t, dir, name)
+		testnet.Quiet(t, n)
+		ns = append(ns, n)
+	}
+	ev := watch(t, ifaces.Options{
+		Netns: []string{ifaces.Host, ifaces.All}, NetnsDir: dir,
+		Allowed:      func(n string) bool { return n == "lo" },
+		ReportSynced: true,
+	})
+	want := []ifaces.Event{added(ifaceAt(t, nil, "lo", 1))}
+	for _, n := range ns {
+		want = append(want, added(ifaceAt(t, n, "lo", 1)))
+	}
+	if g, w := byNetns(untilSynced(t, ev)), byNetns(want); !slices.Equal(g, w) {
+		t.Fatalf("before Synced\n got: %s\nwant: %s", show(g), show(w))
+	}
+	late := testnet.NewNetnsIn(t, dir, "s4")
+	testnet.Quiet(t, late)
+	expect(t, ev, added(ifaceAt(t, late, "lo", 1))) // after Synced; no second Synced
+	expectNone(t, ev, 200*time.Millisecond)
+}
+
+// ReportSynced with only the host watched.
+func TestReportSyncedHostOnly(t *testing.T) {
+	testnet.Require(t)
+	ev := watch(t, ifaces.Options{Allowed: func(n string) bool { return n == "lo" }, ReportSynced: true})
+	if got, want := untilSynced(t, ev), []ifaces.Event{added(ifaceAt(t, nil, "lo", 1))}; !slices.Equal(got, want) {
+		t.Fatalf("before Synced: got %v, want %v", got, want)
+	}
+	expectNone(t, ev, 200*time.Millisecond)
+}
+
+// untilSynced returns the events before Synced, which must come within 5s
+// and carry no interface.
+func untilSynced(t *testing.T, ev <-chan ifaces.Event) []ifaces.Event {
+	t.Helper()
+	var got []ifaces.Event
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case e := <-ev:
+			if e.Type != ifaces.Synced {
+				got = append(got, e)
+				continue
+			}
+			if e.Iface != (ifaces.Interface{}) {
+				t.Errorf("Synced carries an interface: %v", e.Iface)
+			}
+			return got
+		case <-timeout:
+			t.Fatalf("no Synced in 5s; got %v", got)
+		}
+	}
 }
