@@ -31,10 +31,13 @@ type options struct {
 	serverName string
 	output     string
 	follow     bool
-	last       uint64
-	lastSet    bool
-	since      time.Time
-	until      time.Time
+	// reorderWindow: how long a followed flow waits at most for the other
+	// collectors (merger).
+	reorderWindow time.Duration
+	last          uint64
+	lastSet       bool
+	since         time.Time
+	until         time.Time
 	// filters: the positive filters in one FlowFilter (AND across flags,
 	// OR within one), then one FlowFilter per negated flag.
 	filters []*flowv1.FlowFilter
@@ -87,6 +90,15 @@ var observeFlags = []*flagDef{
 		}},
 	{name: "follow", short: "f", boolean: true, usage: "after the history, print new flows as they arrive until interrupted",
 		set: func(o *options, v string) (err error) { o.follow, err = parseBool(v); return err }},
+	{name: "reorder-window", arg: "duration", def: defaultReorderWindow.String(), usage: "with --follow and several collectors: how long a new flow waits at most for the other collectors, so that flows print in end-time order (0: no wait); above the agents' --cache-active-timeout for a strict order",
+		set: func(o *options, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				return errors.New("must be a duration such as 2s or 500ms (0: no waiting)")
+			}
+			o.reorderWindow = d
+			return nil
+		}},
 	{name: "last", arg: "N", usage: "only the last N matching flows of the history (default 20, or all with --since; with --follow, none without --since)",
 		set: func(o *options, v string) (err error) {
 			o.last, err = strconv.ParseUint(v, 10, 64)
@@ -198,7 +210,7 @@ var observeFlags = []*flagDef{
 
 // parseObserve reads observe's arguments. --help returns errHelp.
 func parseObserve(args []string, now time.Time) (*options, error) {
-	o := &options{namespace: "flowlens", output: "table"}
+	o := &options{namespace: "flowlens", output: "table", reorderWindow: defaultReorderWindow}
 	pos := &flowv1.FlowFilter{}
 	used := map[string]bool{}
 	negate := false

@@ -32,6 +32,7 @@ func TestBadFilterValues(t *testing.T) {
 		{[]string{"--not", "--not", "--drops"}, `--not --not: --not negates the next filter flag`},
 		{[]string{"-o", "yaml"}, `invalid --output "yaml": must be table, compact, json or jsonpb`},
 		{[]string{"--last", "ten"}, `invalid --last "ten": must be a number of flows (0: all)`},
+		{[]string{"--reorder-window", "-1s"}, `invalid --reorder-window "-1s": must be a duration such as 2s or 500ms (0: no waiting)`},
 		{[]string{"--since", "yesterday"}, `invalid --since "yesterday": must be a duration ago such as 5m or an RFC 3339 time such as 2026-11-24T08:00:00Z`},
 		{[]string{"--since", "1m", "--until", "5m"}, `--until`},
 		{[]string{"-f", "--until", "1m"}, `--until and --follow: choose one (followed flows have not ended yet)`},

@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/flowlens/flowlens/pkg/tlsclient"
 
@@ -82,8 +83,9 @@ func (o *options) request() *flowv1.GetFlowsRequest {
 }
 
 // item is what one collector's stream yields: a flow, the end of its
-// history, or its end (err, nil at a normal end).
+// history, a loss report, or its end (err, nil at a normal end).
 type item struct {
+	stream  int // the server's index
 	server  string
 	flow    *flowv1.HistoryFlow
 	histEnd bool
@@ -92,15 +94,13 @@ type item struct {
 	err     error
 }
 
-// query asks every server, prints their histories merged by end time (the
-// last N of all of them), then, with --follow, their new flows as they
-// come. Lost flows (a follower too slow) are reported on stderr.
+// query asks every server and prints their answers (answer).
 func query(ctx context.Context, o *options, servers []string, creds credentials.TransportCredentials, p *printer, stderr io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	items := make(chan item, 1024)
 	var wg sync.WaitGroup
-	for _, s := range servers {
+	for i, s := range servers {
 		conn, err := grpc.NewClient(s, grpc.WithTransportCredentials(creds),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20)))
 		if err != nil {
@@ -110,14 +110,29 @@ func query(ctx context.Context, o *options, servers []string, creds credentials.
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			stream(ctx, s, flowv1.NewFlowHistoryClient(conn), o.request(), items)
+			stream(ctx, i, s, flowv1.NewFlowHistoryClient(conn), o.request(), items)
 		}()
 	}
 	go func() { wg.Wait(); close(items) }()
+	return answer(ctx, o, len(servers), items, p, stderr)
+}
 
-	// The histories: until every server has sent its end (or finished).
+// answer prints what the streams send on items: their histories merged by
+// end time (the last N of all of them), then, with --follow, their new
+// flows merged by the same time (follow). Lost flows (a follower too slow)
+// are reported on stderr.
+func answer(ctx context.Context, o *options, streams int, items <-chan item, p *printer, stderr io.Writer) error {
+	m := newMerger(streams, o.reorderWindow, reorderLimit)
+	// The histories: until every stream has sent its end (or finished). A
+	// stream's flows after its end are new ones, while the others may
+	// still send their histories: they wait in m, so that --last counts
+	// history flows only, and none is printed twice or not at all.
 	var past []*flowv1.HistoryFlow
-	pending := len(servers)
+	inHistory := make([]bool, streams)
+	for i := range inHistory {
+		inHistory[i] = true
+	}
+	pending := streams
 	var errs []error
 	for pending > 0 {
 		it, ok := <-items
@@ -127,10 +142,19 @@ func query(ctx context.Context, o *options, servers []string, creds credentials.
 		switch {
 		case it.lost > 0:
 			reportLost(stderr, it)
-		case it.flow != nil:
+		case it.flow != nil && inHistory[it.stream]:
 			past = append(past, it.flow)
-		case it.histEnd, it.done:
+		case it.flow != nil:
+			m.add(it.stream, it.flow, time.Now())
+		case it.histEnd:
+			inHistory[it.stream] = false
 			pending--
+		case it.done:
+			if inHistory[it.stream] {
+				inHistory[it.stream] = false
+				pending--
+			}
+			m.end(it.stream)
 			if it.err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", it.server, it.err))
 			}
@@ -151,21 +175,7 @@ func query(ctx context.Context, o *options, servers []string, creds credentials.
 	if !o.follow {
 		return nil
 	}
-	for it := range items {
-		switch {
-		case it.lost > 0:
-			reportLost(stderr, it)
-		case it.flow != nil:
-			if err := p.print(it.flow); err != nil {
-				return err
-			}
-		case it.done:
-			if it.err != nil && ctx.Err() == nil {
-				return fmt.Errorf("%s: %w", it.server, it.err)
-			}
-		}
-	}
-	return nil
+	return follow(ctx, m, items, p, stderr)
 }
 
 func reportLost(stderr io.Writer, it item) {
@@ -173,9 +183,9 @@ func reportLost(stderr io.Writer, it item) {
 }
 
 // stream reads one collector's answer into items.
-func stream(ctx context.Context, server string, c flowv1.FlowHistoryClient, req *flowv1.GetFlowsRequest, items chan<- item) {
+func stream(ctx context.Context, i int, server string, c flowv1.FlowHistoryClient, req *flowv1.GetFlowsRequest, items chan<- item) {
 	send := func(it item) bool {
-		it.server = server
+		it.stream, it.server = i, server
 		select {
 		case items <- it:
 			return true
@@ -255,7 +265,7 @@ func (p *printer) history(flows []*flowv1.HistoryFlow) error {
 	return p.w.Flush()
 }
 
-// print writes one flow and flushes when following.
+// print writes one flow (follow flushes after each round).
 func (p *printer) print(h *flowv1.HistoryFlow) error {
 	b := p.buf[:0]
 	if p.o.output == "jsonpb" {
@@ -279,13 +289,8 @@ func (p *printer) print(h *flowv1.HistoryFlow) error {
 		}
 	}
 	p.buf = append(b, '\n')
-	if _, err := p.w.Write(p.buf); err != nil {
-		return err
-	}
-	if p.o.follow {
-		return p.w.Flush()
-	}
-	return nil
+	_, err := p.w.Write(p.buf)
+	return err
 }
 
 // clientCredentials are plaintext, TLS (--tls-ca) or mTLS (and --tls-cert,
