@@ -5,7 +5,8 @@
 // Grafana dashboard ConfigMaps when asked (package render), applies them with
 // server-side apply, deletes the Kafka collector and dashboard ConfigMaps no
 // longer wanted, and reports the DaemonSet's progress in the FlowCollector's
-// status.
+// status, with the kubelet's reason when an agent pod cannot mount a volume
+// (mountfailure.go).
 package controller
 
 import (
