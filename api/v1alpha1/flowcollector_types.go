@@ -261,6 +261,12 @@ type AgentSpec struct {
 	// +optional
 	MetricsPort int32 `json:"metricsPort,omitempty"`
 
+	// MetricsTLS serves /metrics, /healthz and /readyz on MetricsPort over
+	// HTTPS, optionally requiring client certificates, instead of plain
+	// HTTP. Unset means plain HTTP.
+	// +optional
+	MetricsTLS *MetricsTLS `json:"metricsTLS,omitempty"`
+
 	// NodeSelector restricts the agent to matching nodes; it is added to
 	// kubernetes.io/os: linux, which the operator always sets.
 	// +optional
@@ -862,11 +868,37 @@ type ExporterTLS struct {
 	ClientSecretRef *SecretRef `json:"clientSecretRef,omitempty"`
 }
 
+// MetricsTLS is the TLS of the agents' metrics endpoint. The operator writes
+// a Prometheus exporter-toolkit web configuration for it (key web-config.yml
+// of the agent's ConfigMap, the agent's web_config_file) and mounts the
+// Secrets, in spec.namespace, into the agent pods; it never reads them. The
+// agents read the certificate and key again on every TLS handshake, so a
+// renewed Secret is served without a restart.
+type MetricsTLS struct {
+	// ServerSecretRef names a kubernetes.io/tls Secret whose tls.crt (the
+	// certificate and its chain) and tls.key every agent serves. The agents
+	// are scraped at their nodes' addresses: give the certificate a DNS name
+	// and set it as serverName in the scrape's TLS configuration.
+	// +required
+	ServerSecretRef SecretRef `json:"serverSecretRef"`
+
+	// ClientCASecretRef is a key of a Secret holding the PEM CA bundle that
+	// clients' certificates must chain to. Set, the agents require such a
+	// certificate from every client (mutual TLS): the kubelet's probes have
+	// none, so they then only check that the metrics port accepts TCP
+	// connections (the agent listens once its BPF programs are loaded,
+	// shortly before /readyz would answer 200). Unset, no client certificate
+	// is asked for and the probes GET /healthz and /readyz over HTTPS.
+	// +optional
+	ClientCASecretRef *SecretKeyRef `json:"clientCASecretRef,omitempty"`
+}
+
 // SecretRef names a Secret in the agent namespace.
 type SecretRef struct {
 	// Name of the Secret.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule=`self.size() == 0 || self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')`,message=`not a Secret name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit`
 	// +required
 	Name string `json:"name"`
 }
@@ -876,6 +908,7 @@ type SecretKeyRef struct {
 	// Name of the Secret.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule=`self.size() == 0 || self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')`,message=`not a Secret name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit`
 	// +required
 	Name string `json:"name"`
 
@@ -883,6 +916,7 @@ type SecretKeyRef struct {
 	// +kubebuilder:default="ca.crt"
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^[-._a-zA-Z0-9]+$')`,message=`not a Secret key: letters, digits, '-', '_' and '.'`
 	// +optional
 	Key string `json:"key,omitempty"`
 }
@@ -901,6 +935,7 @@ const (
 	ReasonRollingOut     = "RollingOut"     // Ready=False: pods are being updated
 	ReasonAgentsNotReady = "AgentsNotReady" // Ready=False: some agents not ready
 	ReasonNoNodes        = "NoNodes"        // Ready=False: no node matches
+	ReasonMountFailed    = "MountFailed"    // Ready=False: an agent pod cannot mount a volume, e.g. a missing Secret
 	ReasonInvalidSpec    = "InvalidSpec"    // Ready=False, Degraded=True
 	ReasonApplyFailed    = "ApplyFailed"    // Degraded=True
 	ReasonAsExpected     = "AsExpected"     // Degraded=False

@@ -5,7 +5,8 @@
 // Grafana dashboard ConfigMaps when asked (package render), applies them with
 // server-side apply, deletes the Kafka collector and dashboard ConfigMaps no
 // longer wanted, and reports the DaemonSet's progress in the FlowCollector's
-// status.
+// status, with the kubelet's reason when an agent pod cannot mount a volume
+// (mountfailure.go).
 package controller
 
 import (
@@ -72,6 +73,10 @@ type FlowCollectorReconciler struct {
 // grant only rights it holds.
 // +kubebuilder:rbac:groups="",resources=pods;services;nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=get;list;watch
+//
+// The kubelet's FailedMount events of the agent pods, for the Ready
+// condition (mountfailure.go); the pods are read with the rights above.
+// +kubebuilder:rbac:groups="",resources=events,verbs=get;list;watch
 
 // Reconcile brings the agent's objects in line with the FlowCollector and
 // updates its status. An invalid spec is reported in the Degraded condition
@@ -103,6 +108,12 @@ func (r *FlowCollectorReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	case err != nil:
 		return ctrl.Result{}, err
 	}
+	if ds != nil && st.invalid == nil && st.applyErr == nil && ds.Status.NumberReady < ds.Status.DesiredNumberScheduled {
+		var err error
+		if st.mountFailure, err = r.mountFailure(ctx, spec.Namespace); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 
 	if err := r.updateStatus(ctx, fc, spec.Namespace, ds, st); err != nil {
 		if apierrors.IsConflict(err) {
@@ -126,6 +137,9 @@ type outcome struct {
 	invalid  error  // the spec failed Validate: nothing was applied
 	applyErr error  // the API server refused an object
 	hash     string // config hash of the applied DaemonSet template
+	// mountFailure is the kubelet's latest FailedMount of an agent pod
+	// that is not ready ("pod NAME: MESSAGE"), or "".
+	mountFailure string
 }
 
 // apply renders and applies every object, the namespace first and the
@@ -318,6 +332,10 @@ func conditions(ds *appsv1.DaemonSet, o outcome) (ready, degraded metav1.Conditi
 	}
 
 	ready.Status, ready.Reason, ready.Message = daemonSetReadiness(ds, o.hash)
+	if ready.Status != metav1.ConditionTrue && o.mountFailure != "" {
+		ready.Reason = v1alpha1.ReasonMountFailed
+		ready.Message += "; an agent cannot mount a volume (does the Secret exist in " + ds.Namespace + "?): " + o.mountFailure
+	}
 	return ready, degraded
 }
 
@@ -384,12 +402,14 @@ func (r *FlowCollectorReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&appsv1.Deployment{}).
 		Owns(&rbacv1.ClusterRole{}).
 		Owns(&rbacv1.ClusterRoleBinding{}).
+		Watches(failedMountEvents()).
 		Complete(r)
 }
 
 // CacheByObject restricts the manager's cache for the kinds the operator
 // owns to the objects it labelled, so that it does not hold every ConfigMap
-// or Service of the cluster in memory.
+// or Service of the cluster in memory, and its Events to the kubelet's
+// FailedMount events of pods.
 func CacheByObject() map[client.Object]cache.ByObject {
 	managed := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedByValue})}
 	return map[client.Object]cache.ByObject{
@@ -403,5 +423,6 @@ func CacheByObject() map[client.Object]cache.ByObject {
 		&appsv1.Deployment{}:         managed,
 		&rbacv1.ClusterRole{}:        managed,
 		&rbacv1.ClusterRoleBinding{}: managed,
+		&corev1.Event{}:              failedMountCache(),
 	}
 }

@@ -132,6 +132,8 @@ func TestChartValues(t *testing.T) {
 		"collector.image=registry.example/col:v9", "collector.replicas=3", "collector.extraArgs={--pod-labels}",
 		"agentNamespace=observability", "dashboards.namespace=monitoring",
 		"serviceMonitors.enabled=true", "serviceMonitors.labels.release=kps", "serviceMonitors.interval=15s",
+		"serviceMonitors.tlsConfig.agent.serverName=flowlens-agent-metrics.observability.svc",
+		"serviceMonitors.tlsConfig.agent.ca.secret.name=agent-metrics-ca", "serviceMonitors.tlsConfig.agent.ca.secret.key=ca.crt",
 		"prometheusRule.enabled=true", "prometheusRule.labels.release=kps"))
 	get := func(k string, path ...string) any {
 		t.Helper()
@@ -169,6 +171,20 @@ func TestChartValues(t *testing.T) {
 	if i := get("ServiceMonitor flowlens-system/flowlens-operator", "spec", "endpoints").([]any)[0].(map[string]any)["interval"]; i != "15s" {
 		t.Errorf("ServiceMonitor interval %v", i)
 	}
+	// The agents over HTTPS with the tlsConfig given; the others, without
+	// one, over plain HTTP.
+	agentEP := get("ServiceMonitor flowlens-system/flowlens-agent", "spec", "endpoints").([]any)[0].(map[string]any)
+	wantTLS := map[string]any{"serverName": "flowlens-agent-metrics.observability.svc",
+		"ca": map[string]any{"secret": map[string]any{"name": "agent-metrics-ca", "key": "ca.crt"}}}
+	if agentEP["scheme"] != "https" || !reflect.DeepEqual(agentEP["tlsConfig"], wantTLS) {
+		t.Errorf("agent ServiceMonitor endpoint %v, want scheme https and tlsConfig %v", agentEP, wantTLS)
+	}
+	for _, name := range []string{"flowlens-collector", "flowlens-operator"} {
+		ep := get("ServiceMonitor flowlens-system/"+name, "spec", "endpoints").([]any)[0].(map[string]any)
+		if _, ok := ep["scheme"]; ok || ep["tlsConfig"] != nil {
+			t.Errorf("%s ServiceMonitor endpoint %v, want plain HTTP", name, ep)
+		}
+	}
 	if l := get("PrometheusRule flowlens-system/flowlens", "metadata", "labels", "release"); l != "kps" {
 		t.Errorf("PrometheusRule label release %v", l)
 	}
@@ -179,15 +195,18 @@ func TestChartValues(t *testing.T) {
 // an error naming it.
 func TestChartRefusesBadValues(t *testing.T) {
 	for set, want := range map[string]string{
-		"collector.replicas=-1":               "/collector/replicas",
-		"collector.replicass=2":               "'replicass' not allowed",
-		"collector.imagePullPolicy=Sometimes": "/collector/imagePullPolicy",
-		"collector.extraArgs={pod-labels}":    "/collector/extraArgs/0",
-		"serviceMonitors.interval=fast":       "/serviceMonitors/interval",
-		"agentNamespace=Bad_NS":               "/agentNamespace",
-		"dashboards.namespace=-x":             "/dashboards/namespace",
-		"prometheusRule.enabled=yes-please":   "/prometheusRule/enabled",
-		"serviceMonitors.interval=1m30s":      "", // valid: accepted
+		"collector.replicas=-1":                                     "/collector/replicas",
+		"collector.replicass=2":                                     "'replicass' not allowed",
+		"collector.imagePullPolicy=Sometimes":                       "/collector/imagePullPolicy",
+		"collector.extraArgs={pod-labels}":                          "/collector/extraArgs/0",
+		"serviceMonitors.interval=fast":                             "/serviceMonitors/interval",
+		"agentNamespace=Bad_NS":                                     "/agentNamespace",
+		"dashboards.namespace=-x":                                   "/dashboards/namespace",
+		"prometheusRule.enabled=yes-please":                         "/prometheusRule/enabled",
+		"serviceMonitors.tlsConfig.agent.serverNam=x":               "/serviceMonitors/tlsConfig/agent",
+		"serviceMonitors.tlsConfig.kafka.serverName=x":              "'kafka' not allowed",
+		"serviceMonitors.tlsConfig.operator.insecureSkipVerify=yes": "/serviceMonitors/tlsConfig/operator/insecureSkipVerify",
+		"serviceMonitors.interval=1m30s":                            "", // valid: accepted
 	} {
 		_, stderr, err := runHelm(t, "template", "flowlens", chart, "--set", set)
 		if want == "" {

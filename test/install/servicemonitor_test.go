@@ -303,6 +303,11 @@ func TestMonitoringObjectsValid(t *testing.T) {
 	}
 	objs := append(manifest(t, "flowlens-servicemonitors.yaml"), manifest(t, "flowlens-alerts.yaml")...)
 	for _, u := range helmTemplate(t, "serviceMonitors.enabled=true", "serviceMonitors.labels.release=kps", "serviceMonitors.interval=15s",
+		"serviceMonitors.tlsConfig.agent.serverName=flowlens-agent-metrics.flowlens.svc",
+		"serviceMonitors.tlsConfig.agent.ca.secret.name=agent-metrics-ca", "serviceMonitors.tlsConfig.agent.ca.secret.key=ca.crt",
+		"serviceMonitors.tlsConfig.agent.cert.secret.name=prometheus-client", "serviceMonitors.tlsConfig.agent.cert.secret.key=tls.crt",
+		"serviceMonitors.tlsConfig.agent.keySecret.name=prometheus-client", "serviceMonitors.tlsConfig.agent.keySecret.key=tls.key",
+		"serviceMonitors.tlsConfig.operator.insecureSkipVerify=true",
 		"prometheusRule.enabled=true", "prometheusRule.labels.release=kps") {
 		if u.GetAPIVersion() == monitoringAPI {
 			objs = append(objs, u)

@@ -34,7 +34,10 @@ type agentConfig struct {
 	TLSKey             string   `yaml:"tls_key,omitempty"`
 	Features           []string `yaml:"features"`
 	MetricsAddress     string   `yaml:"metrics_address"`
-	LogLevel           string   `yaml:"log_level"`
+	// Written only with spec.agent.metricsTLS, so that the configuration
+	// (and its hash) of every other FlowCollector stays as it was.
+	WebConfigFile string `yaml:"web_config_file,omitempty"`
+	LogLevel      string `yaml:"log_level"`
 
 	// The filter keys are written only when spec.agent.flowFilter sets them: no
 	// key and no rules mean the same to the agent, and leaving them out keeps
@@ -130,6 +133,9 @@ func AgentConfig(spec *v1alpha1.FlowCollectorSpec) ([]byte, error) {
 		Features:           []string{},
 		MetricsAddress:     ":" + strconv.Itoa(int(spec.Agent.MetricsPort)),
 		LogLevel:           string(spec.Agent.LogLevel),
+	}
+	if spec.Agent.MetricsTLS != nil {
+		c.WebConfigFile = WebConfigPath
 	}
 	if f := spec.Agent.FlowFilter; f != nil {
 		c.FilterDefault = string(f.Default)

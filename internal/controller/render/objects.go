@@ -119,10 +119,18 @@ func Build(fc *v1alpha1.FlowCollector, opts Options) (*Objects, error) {
 			WithName(AgentName).
 			WithNamespace(ns))
 
+	webCfg, err := WebConfig(spec)
+	if err != nil {
+		return nil, err
+	}
+	data := map[string]string{ConfigKey: string(cfg)}
+	if webCfg != nil {
+		data[WebConfigKey] = string(webCfg)
+	}
 	o.ConfigMap = corev1ac.ConfigMap(ConfigMapName, ns).
 		WithLabels(labels).
 		WithOwnerReferences(owner).
-		WithData(map[string]string{ConfigKey: string(cfg)})
+		WithData(data)
 
 	o.Service = metricsService(MetricsServiceName, ns, labels, selectorLabels(), spec.Agent.MetricsPort, owner)
 
@@ -192,11 +200,7 @@ func daemonSet(fc *v1alpha1.FlowCollector, opts Options, owner *metav1ac.OwnerRe
 	}
 
 	probe := func(path string, period, failures int32) *corev1ac.ProbeApplyConfiguration {
-		return corev1ac.Probe().
-			WithHTTPGet(corev1ac.HTTPGetAction().WithPath(path).WithPort(intstr.FromString("metrics"))).
-			WithPeriodSeconds(period).
-			WithTimeoutSeconds(2).
-			WithFailureThreshold(failures)
+		return agentProbe(spec.Agent.MetricsTLS, path, period, failures)
 	}
 
 	container := corev1ac.Container().
@@ -238,7 +242,7 @@ func daemonSet(fc *v1alpha1.FlowCollector, opts Options, owner *metav1ac.OwnerRe
 		hostPath("netns", NetnsDir, corev1.HostPathDirectoryOrCreate),
 		corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource().WithMedium(corev1.StorageMediumMemory)),
 	}
-	var secrets []secretMount
+	secrets := metricsTLSMounts(spec.Agent.MetricsTLS)
 	if g := GRPC(spec); g != nil && g.TLS != nil {
 		secrets = append(secrets, tlsMounts("tls", g.TLS.CASecretRef, g.TLS.ClientSecretRef, TLSCADir, TLSCertDir)...)
 	}

@@ -57,6 +57,17 @@ const (
 	OTLPTLSKeyPath  = OTLPTLSCertDir + "/tls.key"
 	OTLPHeadersKey  = "headers" // key of the headers Secret
 
+	// The metrics endpoint's TLS (spec.agent.metricsTLS, metricstls.go): the
+	// web configuration is a key of the agent's ConfigMap, so it is in
+	// ConfigDir; the Secrets are mounted beneath.
+	WebConfigKey        = "web-config.yml"
+	WebConfigPath       = ConfigDir + "/" + WebConfigKey
+	MetricsTLSDir       = ConfigDir + "/metrics/tls"
+	MetricsTLSCertPath  = MetricsTLSDir + "/tls.crt"
+	MetricsTLSKeyPath   = MetricsTLSDir + "/tls.key"
+	MetricsClientCADir  = ConfigDir + "/metrics/client-ca"
+	MetricsClientCAPath = MetricsClientCADir + "/ca.crt"
+
 	BPFFSPath   = "/sys/fs/bpf"
 	TracefsPath = "/sys/kernel/debug"
 	NetnsDir    = "/var/run/netns"
@@ -197,6 +208,9 @@ func WithDefaults(spec v1alpha1.FlowCollectorSpec) v1alpha1.FlowCollectorSpec {
 	}
 	if a.MetricsPort == 0 {
 		a.MetricsPort = DefaultMetricsPort
+	}
+	if a.MetricsTLS != nil {
+		defaultCAKey(a.MetricsTLS.ClientCASecretRef)
 	}
 	if a.Tolerations == nil {
 		a.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}

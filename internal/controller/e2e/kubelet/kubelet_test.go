@@ -89,6 +89,11 @@ func TestFlowlensOnKubelet(t *testing.T) {
 	checkUDPFlow(ctx, t, cs, collector, client2, server, datagrams/2, []string{hostVeth(ctx, t, n, client2), serverVeth})
 	step("counting resumed exactly")
 
+	// The agent's metrics over TLS and mutual TLS, probed by the kubelet
+	// (metricstls_test.go).
+	agent = checkMetricsTLS(ctx, t, admin)
+	step("agent " + agent.Name + ": metrics over TLS, then mutual TLS, probed by the kubelet; a missing Secret reported")
+
 	// 5. Deleting the FlowCollector removes everything the operator made,
 	// and the agent's programs and links.
 	deleteFlowCollector(ctx, t, admin)
