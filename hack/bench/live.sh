@@ -21,7 +21,12 @@
 # e.g. make bench-live PEER=1 ROUNDS=1 LIVE_ARGS="-workloads tcp,udp -sbs-duration 4s"
 #
 # Environment: GO, BIN, OUT (results dir), ROUNDS (default 3), PEER,
-# LIVE_ARGS (extra flags for hack/bench/live, e.g. "-hey-q 200 -tcp=false").
+# LIVE_ARGS (extra flags for hack/bench/live, e.g. "-hey-q 200 -tcp=false"),
+# EXPORTS and SCALE_ROUNDS: the scale run once per export, in SCALE_ROUNDS
+# rounds (-scale-exports, -scale-rounds), e.g.
+#   make bench-live ROUNDS=0 EXPORTS="grpc kafka-batch kafka-flow" SCALE_ROUNDS=5
+# A kafka-* export runs a local Apache Kafka broker (internal/testkit/kafkatest;
+# hack/kafka/fetch.sh fetches it once, with Java if missing).
 # Bounded: about 70 s per round plus ~30 s of builds and setup; with PEER=1
 # about 2.7 min per round (4 workloads, 8 s runs: ~9 min for 3) plus the
 # builds (the first NetObserv build downloads its modules: a few minutes).
@@ -95,6 +100,15 @@ else
 	echo "note: the agent has no gRPC exporter in this tree: exporting JSON lines to a file instead"
 fi
 
+scale=()
+if [ -n "${EXPORTS:-}" ]; then
+	exports=$(echo "$EXPORTS" | tr -s ' ' ',')
+	scale+=(-scale-exports "$exports")
+	case "$exports" in *kafka*) hack/kafka/fetch.sh >/dev/null ;; esac
+fi
+scale_rounds=${SCALE_ROUNDS:-1}
+scale+=(-scale-rounds "$scale_rounds")
+
 # shellcheck disable=SC2086
-timeout --foreground 15m "$OUT/live-bin/live" -rounds "$ROUNDS" -agent "$OUT/live-bin/flowlens-agent" \
-	"${collector[@]}" -out "$OUT" ${LIVE_ARGS:-} | tee "$OUT/live.txt"
+timeout --foreground "$((15 + 3 * scale_rounds))m" "$OUT/live-bin/live" -rounds "$ROUNDS" -agent "$OUT/live-bin/flowlens-agent" \
+	"${collector[@]}" "${scale[@]}" -out "$OUT" ${LIVE_ARGS:-} | tee "$OUT/live.txt"

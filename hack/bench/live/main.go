@@ -13,6 +13,13 @@
 // per second, agent CPU per exported flow, and the exact-count check: the
 // packets in the exported flows against the lab interfaces' counters.
 //
+// Then the scale run (-scale-flows new UDP flows per eviction period, for
+// two periods): the agent's CPU per delivered flow and its peak RSS, once
+// per export of -scale-exports (grpc, stdout, kafka-batch, kafka-flow: to
+// a local Kafka broker the driver starts, kafka.go) in each of
+// -scale-rounds rounds, then per export the medians with min..max
+// (scale.go).
+//
 // With -peer-agent (make bench-live PEER=1) it runs the side-by-side
 // instead (sidebyside.go, bridgelab.go): flowlens and NetObserv's agent
 // (hack/bench/peer, pinned) on the same live traffic in a bridge lab (client
@@ -80,12 +87,16 @@ type options struct {
 	tcp          bool
 	agentBin     string
 	collBin      string
-	export       string // grpc or stdout
+	export       string // grpc or stdout; in a scale run, one of -scale-exports
 	out          string
 	cacheFlows   int
 	period       time.Duration
 	scaleFlows   int
 	scaleSink    string
+	scaleExports string
+	scaleRounds  int
+	scalePerf    bool
+	kafka        *kafkaLab // the broker of the kafka-* scale runs
 	exportBuffer int
 	goMemLimit   string
 }
@@ -110,6 +121,9 @@ func main() {
 	flag.IntVar(&o.exportBuffer, "export-buffer", 0, "agent --export-buffer (0: the agent's default)")
 	flag.IntVar(&o.scaleFlows, "scale-flows", 100000, "flows per eviction period in the scale run (agent RSS and CPU per flow at that size; 0: skip)")
 	flag.StringVar(&o.scaleSink, "scale-sink", "socket", "where the scale run's datagrams go: socket (flows differ by source port, all to one UDP socket of the server: delivered) or closed-ports (flows differ by destination port, all closed: a port scan, every flow is also a NO_SOCKET drop and so carries an enrichment entry)")
+	flag.StringVar(&o.scaleExports, "scale-exports", "", "the scale run's exports, comma-separated, each run in turn: grpc (to the -collector), stdout, kafka-batch, kafka-flow (to a local broker the driver starts: --kafka-message batch or flow) (default: grpc with -collector, else stdout)")
+	flag.IntVar(&o.scaleRounds, "scale-rounds", 1, "rounds of the scale run, each over every -scale-exports")
+	flag.BoolVar(&o.scalePerf, "scale-perf", false, "profile the agent in each scale run with perf record (call graphs, 999 Hz) into -out/perf-<export>-<pid>.data; the sampling costs the agent CPU: not for measured runs")
 	selfServe := flag.String("serve-http", "", "internal: serve HTTP on this address (run inside the server namespace)")
 	spray := flag.String("spray", "", "internal: send N new UDP flows: addr,...:N:duration:sink")
 	serveUDPAddr := flag.String("serve-udp", "", "internal: read and discard UDP datagrams on this address (run inside the server namespace)")
@@ -283,6 +297,7 @@ const (
 type lab struct {
 	cli, rtr, srv string // namespace names
 	procs         []*exec.Cmd
+	atClose       []func() // run by close first (the Kafka broker)
 }
 
 func sh(args ...string) error {
@@ -380,6 +395,10 @@ func (l *lab) start(ns string, args ...string) error {
 }
 
 func (l *lab) close() {
+	for _, f := range l.atClose {
+		f()
+	}
+	l.atClose = nil
 	for _, p := range l.procs {
 		if p.Process != nil {
 			syscall.Kill(-p.Process.Pid, syscall.SIGTERM)
@@ -533,6 +552,7 @@ type agentRun struct {
 	cmd     *exec.Cmd
 	coll    *exec.Cmd
 	flows   string // JSON lines of the exported flows
+	topic   string // Kafka topic of the exported flows (kafka-* exports)
 	stderr  *syncBuffer
 	collErr *syncBuffer
 	pid     int
@@ -581,7 +601,8 @@ func (o options) startAgent(l *lab, idx int) (*agentRun, error) {
 	a.metrics = fmt.Sprintf("127.0.0.1:%d", mport)
 	args = append(args, "--metrics-address", a.metrics)
 	var agentOut io.Writer = f
-	if o.export == "grpc" {
+	switch {
+	case o.export == "grpc":
 		port, err := freePort()
 		if err != nil {
 			return nil, err
@@ -593,7 +614,13 @@ func (o options) startAgent(l *lab, idx int) (*agentRun, error) {
 		}
 		args = append(args, "--export", "grpc", "--target", fmt.Sprintf("127.0.0.1:%d", port))
 		agentOut = io.Discard
-	} else {
+	case kafkaMessage(o.export) != "":
+		if a.topic, err = o.kafka.newTopic(); err != nil {
+			return nil, err
+		}
+		args = append(args, o.kafka.agentArgs(o.export, a.topic)...)
+		agentOut = io.Discard
+	default:
 		args = append(args, "--export", "stdout")
 	}
 	a.cmd = exec.Command(o.agentBin, args...)
@@ -685,26 +712,58 @@ type usage struct {
 }
 
 // stop sends SIGTERM (the agent detaches, flushes and exits) and returns
-// its whole-life CPU and peak RSS from the kernel's rusage.
+// its whole-life CPU from the kernel's rusage, and its peak RSS: its
+// VmHWM, read until it exits. Not rusage's maxrss: os/exec starts a child
+// with vfork, and at execve the kernel carries the high-water mark of the
+// address space the child leaves, the driver's, into the child's maxrss
+// (golang/go#32054): once the driver had consumed a Kafka scale run's
+// 200k flows, every later agent's maxrss read 140 to 255 MB.
 func (a *agentRun) stop() (usage, error) {
 	var u usage
+	hwm := vmHWM(a.pid)
 	a.cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan error, 1)
 	go func() { done <- a.cmd.Wait() }()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	kill := time.After(30 * time.Second)
 	var err error
-	select {
-	case err = <-done:
-	case <-time.After(30 * time.Second):
-		a.cmd.Process.Kill()
-		err = <-done
+wait:
+	for {
+		select {
+		case err = <-done:
+			break wait
+		case <-tick.C:
+			hwm = max(hwm, vmHWM(a.pid))
+		case <-kill:
+			a.cmd.Process.Kill()
+			err = <-done
+			break wait
+		}
 	}
 	if ru, ok := a.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		u.UserS = tv(ru.Utime)
 		u.SysS = tv(ru.Stime)
-		u.MaxRSSMB = float64(ru.Maxrss) / 1024
 	}
+	u.MaxRSSMB = hwm
 	a.stopCollector()
 	return u, err
+}
+
+// vmHWM is a live process's peak RSS in MB (VmHWM: its own address
+// space's, since its execve), 0 once it has exited.
+func vmHWM(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	return 0
 }
 
 func (a *agentRun) stopCollector() {
@@ -927,6 +986,8 @@ func (o options) runB(l *lab, round int) (result, error) {
 
 // scaleResult is the agent at a given number of flows per eviction.
 type scaleResult struct {
+	Export       string  `json:"export"`
+	Round        int     `json:"round"`
 	Flows        int     `json:"flows_sent"`
 	Window       float64 `json:"window_s"`
 	Records      int     `json:"records"`
@@ -943,6 +1004,20 @@ type scaleResult struct {
 	ExportBuffer int     `json:"export_buffer"`
 	GoMemLimit   string  `json:"gomemlimit,omitempty"`
 	Sink         string  `json:"sink"`
+	// The agent's export counters, scraped after the last eviction of
+	// the traffic. Its shutdown flush exports a few more: the records of
+	// whatever came after, e.g. the host's loopback TCP (the enrichment
+	// hooks see every socket), which the flows delivered include.
+	AgentExported float64 `json:"agent_exported_flows"`
+	AgentAcked    float64 `json:"agent_acked_flows"`  // kafka: in records the broker acked
+	AgentFailed   float64 `json:"agent_failed_flows"` // kafka: in records that failed for good
+	AgentRecords  float64 `json:"agent_acked_records"`
+	// The agent's heap allocations (Go runtime counters) between the two
+	// scrapes, per flow it exported meanwhile: timers, the pressure
+	// checks and the first scrape's own included.
+	MallocsPerFlow    float64   `json:"mallocs_per_flow"`
+	AllocBytesPerFlow float64   `json:"alloc_bytes_per_flow"`
+	Kafka             *delivery `json:"kafka,omitempty"` // what the broker holds (kafka-* exports)
 }
 
 const scaleIdx = 99
@@ -963,6 +1038,15 @@ func (o options) runScale(l *lab) (scaleResult, error) {
 		return r, err
 	}
 	u0, s0, _ := procCPU(a.pid)
+	m0, _ := scrape(a.metrics) // the allocation counters before the traffic (nil: none)
+	if o.scalePerf {
+		perf, err := o.perfRecord(a.pid)
+		if err != nil {
+			a.stop()
+			return r, err
+		}
+		defer perf.Wait() // it ends with the agent, its file written
+	}
 	self, _ := os.Executable()
 	start := time.Now()
 	dur := 2 * o.period
@@ -978,6 +1062,14 @@ func (o options) runScale(l *lab) (scaleResult, error) {
 		r.Evictions = m["flowlens_agent_evictions_total"]
 		r.DroppedFlows = m["flowlens_agent_export_dropped_flows_total"]
 		r.Overflow = m["flowlens_agent_overflow_records_total"] + m["flowlens_agent_overflow_lost_total"]
+		r.AgentExported = m["flowlens_agent_export_flows_total"]
+		r.AgentAcked = m["flowlens_agent_export_acked_flows_total"]
+		r.AgentFailed = m["flowlens_agent_export_failed_flows_total"]
+		r.AgentRecords = m["flowlens_agent_export_acked_records_total"]
+		if n := r.AgentExported - m0["flowlens_agent_export_flows_total"]; m0 != nil && n > 0 {
+			r.MallocsPerFlow = (m["go_memstats_mallocs_total"] - m0["go_memstats_mallocs_total"]) / n
+			r.AllocBytesPerFlow = (m["go_memstats_alloc_bytes_total"] - m0["go_memstats_alloc_bytes_total"]) / n
+		}
 	} else {
 		fmt.Fprintf(os.Stderr, "scale run: metrics: %v\n", err)
 	}
@@ -999,6 +1091,14 @@ func (o options) runScale(l *lab) (scaleResult, error) {
 		return r, err
 	}
 	os.Remove(a.flows)
+	if a.topic != "" { // the flows are the broker's
+		d, err := o.kafka.delivered(a.topic)
+		if err != nil {
+			return r, err
+		}
+		r.Kafka = &d
+		r.Records, pkts, bytes = d.Flows, d.Packets, d.Bytes
+	}
 	r.ExportedPkts, r.IfacePkts = pkts, tx1.Packets-tx0.Packets
 	r.Exact = pkts == tx1.Packets-tx0.Packets && bytes == tx1.Bytes-tx0.Bytes
 	r.PerEviction = float64(r.Records) / (float64(dur) / float64(o.period))
@@ -1074,6 +1174,9 @@ func run(o options) error {
 	if o.scaleSink != "socket" && o.scaleSink != "closed-ports" {
 		return fmt.Errorf("-scale-sink %q: want socket or closed-ports", o.scaleSink)
 	}
+	if _, err := o.scaleExportList(); err != nil { // before the rounds' minutes
+		return err
+	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
@@ -1121,40 +1224,19 @@ func run(o options) error {
 	if len(all) > 0 {
 		report(o, all)
 	}
-	// The scale run, with the agent's export queue as configured (its
+	// The scale runs, with the agent's export queue as configured (its
 	// default holds one full eviction; -export-buffer 64, the old default,
 	// shows a burst overflowing a smaller queue).
 	var scales []scaleResult
 	if o.scaleFlows > 0 {
-		for _, eb := range []int{o.exportBuffer} {
-			so := o
-			so.exportBuffer = eb
-			sr, err := so.runScale(l)
-			if err != nil {
-				return fmt.Errorf("scale run: %w", err)
-			}
-			scales = append(scales, sr)
-			verdict := "EXACT"
-			if !sr.Exact {
-				verdict = "MISMATCH"
-			}
-			buf := "default"
-			if eb > 0 {
-				buf = strconv.Itoa(eb)
-			}
-			fmt.Println()
-			fmt.Printf("Scale run: %d new UDP flows over %s (-scale-sink %s), --cache-max-flows %d, --export-buffer %s\n",
-				sr.Flows, 2*o.period, sr.Sink, max(o.cacheFlows, o.scaleFlows*2), buf)
-			fmt.Printf("  evictions %.0f (%.0f flows per eviction on average; the middle one holds about %d)\n", sr.Evictions, sr.PerEviction, o.scaleFlows)
-			fmt.Printf("  records exported                    %8d  (dropped by the export queue: %.0f; overflow packets: %.0f)\n", sr.Records, sr.DroppedFlows, sr.Overflow)
-			fmt.Printf("  agent CPU user+system               %8.3f s  (%.2f µs per exported flow)\n", sr.AgentCPUS, sr.CPUPerFlowUS)
-			fmt.Printf("  peak RSS (rusage maxrss)            %8.1f MB  (GOMEMLIMIT %s)\n", sr.MaxRSSMB, map[bool]string{true: "unset", false: sr.GoMemLimit}[sr.GoMemLimit == ""])
-			fmt.Printf("  exact count: exported %d packets, interfaces %d: %s\n", sr.ExportedPkts, sr.IfacePkts, verdict)
+		if scales, err = o.runScales(l); err != nil {
+			return fmt.Errorf("scale run: %w", err)
 		}
 	}
 	b, _ := json.MarshalIndent(map[string]any{"machine": machine(), "options": map[string]any{
 		"rounds": o.rounds, "hey_c": o.heyConc, "hey_q": o.heyQPS, "hey_duration_s": o.heyDur.Seconds(),
 		"keepalive": o.keepalive, "udp_rate": o.udpRate, "udp_len": o.udpLen, "export": o.export,
+		"scale_exports": o.scaleExports, "scale_rounds": o.scaleRounds,
 	}, "runs": all, "scale": scales}, "", "  ")
 	return os.WriteFile(filepath.Join(o.out, "live.json"), append(b, '\n'), 0o644)
 }
@@ -1258,7 +1340,7 @@ func report(o options, all []result) {
 		col(func(r result) float64 { return r.AgentLifeS }))
 	fmt.Printf("  BPF program time (all programs)     %8.3f s\n", kernel)
 	fmt.Printf("  host CPU the agent adds             %8.3f s = %.2f %% of one CPU over the window\n", agentCPU+kernel, (agentCPU+kernel)/window*100)
-	fmt.Printf("  peak RSS (rusage maxrss)            %8.1f MB\n", col(func(r result) float64 { return r.MaxRSSMB }))
+	fmt.Printf("  peak RSS (VmHWM)                    %8.1f MB\n", col(func(r result) float64 { return r.MaxRSSMB }))
 	fmt.Printf("  flows exported                      %8.0f  (%.0f flows/s)\n", col(func(r result) float64 { return float64(r.Records) }),
 		col(func(r result) float64 { return r.FlowsPerS }))
 	fmt.Printf("  agent CPU per exported flow         %8.2f µs\n", col(func(r result) float64 { return r.CPUPerFlowUS }))
