@@ -122,6 +122,7 @@ func TestNetnsChurn(t *testing.T) {
 		end = agentBPF(t, mapID)
 	}
 	rss1, fds1, gor1 := memStats(t)
+	shared := h.A.DP.SharedPrograms()
 	flows := h.Stop()
 
 	t.Logf("while a wave was up (peak): %s", peak)
@@ -145,7 +146,7 @@ func TestNetnsChurn(t *testing.T) {
 	}
 	// One TC set serves every namespace where the kernel allows it: the
 	// waves added links, no programs.
-	if h.A.DP.SharedPrograms() && peak.progs != start.progs {
+	if shared && peak.progs != start.progs {
 		t.Errorf("shared TC programs, yet %d programs while a wave was up, %d at start", peak.progs, start.progs)
 	}
 	// A leak check, not a timing test. Measured on the development VM:
