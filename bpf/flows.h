@@ -24,12 +24,35 @@
 /* Load-time configuration (rewritten by the agent before loading). */
 volatile const __u32 sampling = 1;     /* 1:N; 1 = every packet */
 /*
- * The network namespace cookie of the interfaces this program instance is
- * attached to: the agent loads one instance per namespace. (In tc programs,
- * bpf_get_netns_cookie(skb) gives the socket's namespace, or the initial one
- * for packets without a socket, not the device's.)
+ * An interface is (network namespace cookie, ifindex): ifindexes repeat
+ * across namespaces. The cookie is the device's namespace's net_cookie, the
+ * value SO_NETNS_COOKIE reports in user space. bpf_get_netns_cookie(skb) is
+ * not it: in tc programs it gives the namespace of the packet's socket, or
+ * the initial one for packets without a socket.
+ *
+ * netns_from_dev 1 (the agent's choice wherever this loads): the program
+ * reads skb->dev->nd_net.net->net_cookie itself, so one instance serves the
+ * interfaces of every namespace. netns_from_dev 0 (the fallback, for a
+ * kernel that refuses that read): the agent loads one instance per
+ * namespace with the cookie in netns_cookie, and the verifier drops the read.
  */
+volatile const __u32 netns_from_dev = 0;
 volatile const __u64 netns_cookie = 0;
+
+/*
+ * iface_netns is the cookie of the device the packet is at. The reads are
+ * BTF loads from the kernel's sk_buff (bpf_cast_to_kern_ctx, inlined: no
+ * call): three loads, no helper. skb->dev is always set at the tc hooks; a
+ * NULL pointer on the way would read 0 (such loads fault to zero), which
+ * names no namespace, rather than another namespace's cookie.
+ */
+static __always_inline __u64 iface_netns(struct __sk_buff *skb)
+{
+	if (!netns_from_dev)
+		return netns_cookie;
+	struct sk_buff *k = bpf_cast_to_kern_ctx(skb);
+	return k->dev->nd_net.net->net_cookie;
+}
 
 static __always_inline void count(__u32 idx)
 {
@@ -367,7 +390,7 @@ static __always_inline int handle(struct __sk_buff *skb, __u32 dir, int l3)
 
 	struct wpkt w = {
 		.p = &p,
-		.me = {.netns = netns_cookie, .ifindex = skb->ifindex, .dir = dir},
+		.me = {.netns = iface_netns(skb), .ifindex = skb->ifindex, .dir = dir},
 	};
 	if (p.frag) { /* rare: one test on the common path */
 		if (p.frag == FRAG_FIRST) {

@@ -48,6 +48,10 @@ type Options struct {
 	Logger *slog.Logger // nil: slog.Default()
 	// ForceLegacyTC attaches with clsact + cls_bpf even where tcx exists.
 	ForceLegacyTC bool
+	// ForcePerNamespacePrograms loads one TC program set per network
+	// namespace (the fallback for kernels where the programs cannot read
+	// the device's namespace) even where one shared set works.
+	ForcePerNamespacePrograms bool
 	// SkipHookPrograms makes the enrichment hooks skip these programs and
 	// use their fallbacks (tests).
 	SkipHookPrograms []string
@@ -140,6 +144,8 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 		Enrichment:       len(enabled) > 0,
 		SkipHookPrograms: opts.SkipHookPrograms,
 		Logger:           a.log,
+
+		ForcePerNamespacePrograms: opts.ForcePerNamespacePrograms,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load datapath: %w", err)

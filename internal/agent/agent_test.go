@@ -280,8 +280,23 @@ func TestBridgePathCountedOnce(t *testing.T) {
 	}
 }
 
-// Two namespaces whose interfaces have the same ifindex are two interfaces.
+// Two namespaces whose interfaces have the same ifindex are two interfaces,
+// with the TC programs shared by every namespace (reading the device's) and
+// with the fallback, one set per namespace: a flow each way, each counted
+// exactly, on the right interface in the right namespace.
 func TestSameIfindexDifferentNetns(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		opts agent.Options
+	}{
+		{"shared", agent.Options{}},
+		{"per-namespace", agent.Options{ForcePerNamespacePrograms: true}},
+	} {
+		t.Run(mode.name, func(t *testing.T) { sameIfindex(t, mode.opts) })
+	}
+}
+
+func sameIfindex(t *testing.T, opts agent.Options) {
 	a, b := testnet.NewNetns(t, "ia"), testnet.NewNetns(t, "ib")
 	testnet.Quiet(t, a)
 	testnet.Quiet(t, b)
@@ -299,20 +314,38 @@ func TestSameIfindexDifferentNetns(t *testing.T) {
 		testnet.AddAddr(t, x.ns, x.ifn, x.cidr)
 	}
 	mustListen(t, b, "10.96.0.2:9000")
-	h := startAgent(t, 2, agent.Options{}, "--netns="+a.Name+","+b.Name)
-	const n = 25
-	if err := testnet.UDPSend(a, "10.96.0.1:4000", "10.96.0.2:9000", []byte("x"), n); err != nil {
+	mustListen(t, a, "10.96.0.1:9000")
+	h := startAgent(t, 2, opts, "--netns="+a.Name+","+b.Name)
+	switch shared := h.A.DP.SharedPrograms(); {
+	case shared && opts.ForcePerNamespacePrograms:
+		t.Fatal("ForcePerNamespacePrograms, yet one shared TC set")
+	case !shared && !opts.ForcePerNamespacePrograms:
+		t.Log("this kernel refused the shared TC programs: the fallback runs")
+	}
+	const ab, ba = 25, 9
+	if err := testnet.UDPSend(a, "10.96.0.1:4000", "10.96.0.2:9000", []byte("x"), ab); err != nil {
+		t.Fatal(err)
+	}
+	if err := testnet.UDPSend(b, "10.96.0.2:4001", "10.96.0.1:9000", []byte("x"), ba); err != nil {
 		t.Fatal(err)
 	}
 	flows := h.Stop()
-	pk, _, recs := sum(flows, match{src: "10.96.0.1", dst: "10.96.0.2", proto: 17})
-	if pk != n || len(recs) != 1 {
-		t.Fatalf("packets=%d records=%d, want %d and 1", pk, len(recs), n)
-	}
-	f := recs[0]
-	if len(f.Interfaces) != 2 || f.Interfaces[0].Ifindex != 77 || f.Interfaces[1].Ifindex != 77 ||
-		f.Interfaces[0].Netns != a.Name || f.Interfaces[1].Netns != b.Name {
-		t.Fatalf("interfaces %+v", f.Interfaces)
+	for _, f := range []struct {
+		src, dst string
+		n        uint64
+		want     string
+	}{
+		{"10.96.0.1", "10.96.0.2", ab, fmt.Sprintf("%s/veth-a:egress %s/veth-b:ingress", a.Name, b.Name)},
+		{"10.96.0.2", "10.96.0.1", ba, fmt.Sprintf("%s/veth-b:egress %s/veth-a:ingress", b.Name, a.Name)},
+	} {
+		pk, _, recs := sum(flows, match{src: f.src, dst: f.dst, proto: 17})
+		if pk != f.n || len(recs) != 1 {
+			t.Fatalf("%s -> %s: packets=%d records=%d, want %d and 1", f.src, f.dst, pk, len(recs), f.n)
+		}
+		r := recs[0]
+		if got := r.ifaces(); got != f.want || r.Interfaces[0].Ifindex != 77 || r.Interfaces[1].Ifindex != 77 {
+			t.Fatalf("%s -> %s: interfaces %+v, want %s, both ifindex 77", f.src, f.dst, r.Interfaces, f.want)
+		}
 	}
 }
 

@@ -2,7 +2,6 @@ package datapath_test
 
 import (
 	"encoding/json"
-	"github.com/flowlens/flowlens/internal/filter"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -20,6 +19,7 @@ import (
 	"github.com/flowlens/flowlens/internal/feature/dns"
 	"github.com/flowlens/flowlens/internal/feature/tls"
 	"github.com/flowlens/flowlens/internal/feature/xlat"
+	"github.com/flowlens/flowlens/internal/filter"
 	"github.com/flowlens/flowlens/internal/maps"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
@@ -161,7 +161,7 @@ func TestBudget(t *testing.T) {
 	}
 }
 
-// measurePrograms loads the TC pair and every enrichment program and reads
+// measurePrograms loads the TC programs and every enrichment program and reads
 // what the kernel reports about them.
 func measurePrograms(t *testing.T) map[string]progBudget {
 	t.Helper()
@@ -176,7 +176,11 @@ func measurePrograms(t *testing.T) map[string]progBudget {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, p := range map[string]*ebpf.Program{datapath.ProgramIngress: progs.Ingress, datapath.ProgramEgress: progs.Egress} {
+	// The TC set as the agent loads it (the shared set where the kernel
+	// allows it, with its load-time constants).
+	tc := map[string]*ebpf.Program{datapath.ProgramIngress: progs.Ingress, datapath.ProgramEgress: progs.Egress,
+		datapath.ProgramIngressL3: progs.IngressL3, datapath.ProgramEgressL3: progs.EgressL3}
+	for name, p := range tc {
 		out[name] = progFigures(t, p, len(spec.Programs[name].Instructions))
 	}
 	out[datapath.ProgramIngress+"+filter"] = filterFigures(t)
@@ -188,7 +192,7 @@ func measurePrograms(t *testing.T) map[string]progBudget {
 	// agent does (one the kernel refuses must not take the others down);
 	// not attached.
 	for name, ps := range spec.Programs {
-		if name == datapath.ProgramIngress || name == datapath.ProgramEgress {
+		if tc[name] != nil {
 			continue
 		}
 		p, err := dp.LoadProgram(name)

@@ -3,12 +3,13 @@ package datapath
 import (
 	"errors"
 	"fmt"
-	"github.com/flowlens/flowlens/internal/filter"
 	"log/slog"
 	"slices"
 	"sync"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/flowlens/flowlens/internal/filter"
 )
 
 // Config is what the datapath needs at load time.
@@ -18,6 +19,10 @@ type Config struct {
 	RingBytes uint32 // overflow ring buffer size; power of two multiple of the page size (default 1 MiB)
 
 	ForceLegacyTC bool // attach with clsact + cls_bpf even where tcx exists
+	// ForcePerNamespacePrograms loads one TC program set per network
+	// namespace, the fallback, even where one shared set works (tests,
+	// benchmarks).
+	ForcePerNamespacePrograms bool
 	// Enrichment sizes the enrichment maps to MaxFlows; without it they
 	// get one entry each, so disabled hooks cost no memory.
 	Enrichment bool
@@ -35,9 +40,10 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Programs are the TC programs of one namespace (feature "flows"): the
-// ingress/egress pair for Ethernet devices, and the pair for devices
-// without a link-layer header (tun, WireGuard, ipip, gre).
+// Programs are one set of TC programs (feature "flows"): the ingress/egress
+// pair for Ethernet devices, and the pair for devices without a link-layer
+// header (tun, WireGuard, ipip, gre). One set serves every namespace, or,
+// in the fallback, each namespace has its own (Datapath.SharedPrograms).
 type Programs struct {
 	Ingress   *ebpf.Program
 	Egress    *ebpf.Program
@@ -48,10 +54,15 @@ type Programs struct {
 // tcPrograms are the names Programs holds, in its field order.
 var tcPrograms = []string{ProgramIngress, ProgramEgress, ProgramIngressL3, ProgramEgressL3}
 
-// Datapath is the loaded kernel side: the maps, the TC programs (one set
-// per network namespace with an attached interface: released with the
-// namespace's last interface) and the hooks of the enabled features. Close
-// releases everything.
+// Datapath is the loaded kernel side: the maps, the TC programs and the
+// hooks of the enabled features. Close releases everything.
+//
+// The TC programs tell interfaces apart by (namespace cookie, ifindex).
+// Where the kernel lets them read the device's namespace (skb->dev's
+// net_cookie, bpf/flows.h), one set, loaded by Load, serves every
+// namespace. Otherwise each namespace with an attached interface gets its
+// own set, with its cookie as a load-time constant, released with the
+// namespace's last interface.
 type Datapath struct {
 	cfg  Config
 	log  *slog.Logger
@@ -62,6 +73,7 @@ type Datapath struct {
 
 	mu       sync.Mutex
 	hooks    []*hook
+	shared   bool                 // one TC set for every namespace: progs[0]
 	progs    map[uint64]*Programs // by netns cookie
 	attached map[attachKey]*attachment
 }
@@ -127,10 +139,19 @@ func Load(cfg Config) (*Datapath, error) {
 		d.Close()
 		return nil, err
 	}
-	// Load the pair for cookie 0 now: it fails here, with the verifier's
-	// reason, rather than at the first attach if the kernel refuses the
-	// programs; BPF_PROG_TEST_RUN and benchmarks use it.
-	if _, err := d.programsFor(0); err != nil {
+	// Load the shared set (or the fallback's set for cookie 0) now: it
+	// fails here, with the verifier's reason, rather than at the first
+	// attach if the kernel refuses the programs; BPF_PROG_TEST_RUN and
+	// benchmarks use it.
+	d.shared = !cfg.ForcePerNamespacePrograms
+	_, err = d.programsFor(0)
+	if err != nil && d.shared {
+		d.log.Warn("the TC programs cannot read the device's network namespace on this kernel: loading one set per namespace",
+			"reason", err)
+		d.shared = false
+		_, err = d.programsFor(0)
+	}
+	if err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -183,8 +204,9 @@ func (d *Datapath) loadPrograms(names []string, constants map[string]any) (map[s
 	return out, nil
 }
 
-// ProgramsFor returns the program pair that serves interfaces of the
-// namespace with the given cookie, loading it if needed.
+// ProgramsFor returns the program set that serves interfaces of the
+// namespace with the given cookie: the shared set, or in the fallback that
+// namespace's own, loaded if needed.
 func (d *Datapath) ProgramsFor(cookie uint64) (*Programs, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -192,10 +214,17 @@ func (d *Datapath) ProgramsFor(cookie uint64) (*Programs, error) {
 }
 
 func (d *Datapath) programsFor(cookie uint64) (*Programs, error) {
+	if d.shared {
+		cookie = 0
+	}
 	if p, ok := d.progs[cookie]; ok {
 		return p, nil
 	}
-	progs, err := d.loadPrograms(tcPrograms, map[string]any{datapathVarNetnsCookie: cookie})
+	fromDev := uint32(0)
+	if d.shared {
+		fromDev = 1
+	}
+	progs, err := d.loadPrograms(tcPrograms, map[string]any{datapathVarNetnsCookie: cookie, datapathVarNetnsFromDev: fromDev})
 	if err != nil {
 		return nil, fmt.Errorf("load tc programs: %w", err)
 	}
@@ -212,8 +241,18 @@ type LoadedProgram struct {
 	Prog   *ebpf.Program
 }
 
-// Programs lists every loaded program: the TC pair of every namespace (one
-// entry per instance) and each running hook.
+// SharedPrograms says whether one set of TC programs serves every namespace
+// (they read the device's namespace); false in the fallback, one set per
+// namespace.
+func (d *Datapath) SharedPrograms() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.shared
+}
+
+// Programs lists every loaded program: each loaded TC set (the shared one,
+// or in the fallback one per namespace; one entry per program instance) and
+// each running hook.
 func (d *Datapath) Programs() []LoadedProgram {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -244,11 +283,12 @@ func (p *Programs) close() {
 	}
 }
 
-// release closes the programs of a namespace none of whose interfaces is
-// attached any more (pods come and go: programs must not pile up). The
-// cookie-0 set, loaded by Load, stays. Callers hold d.mu.
+// release closes the fallback's programs of a namespace none of whose
+// interfaces is attached any more (pods come and go: programs must not pile
+// up). The set Load loaded (cookie 0: the shared one) stays until Close.
+// Callers hold d.mu.
 func (d *Datapath) release(cookie uint64) {
-	if cookie == 0 {
+	if cookie == 0 || d.shared {
 		return
 	}
 	for k := range d.attached {

@@ -322,6 +322,7 @@ const (
 	datapathVarFilterOn            = "filter_on"
 	datapathVarFilterUsed          = "filter_used"
 	datapathVarNetnsCookie         = "netns_cookie"
+	datapathVarNetnsFromDev        = "netns_from_dev"
 	datapathVarReasonConsumed      = "reason_consumed"
 	datapathVarReasonNotSpecified  = "reason_not_specified"
 	datapathVarSampling            = "sampling"
@@ -429,6 +430,7 @@ type datapathVariableSpecs struct {
 	FilterOn            *ebpf.VariableSpec `ebpf:"filter_on"`
 	FilterUsed          *ebpf.VariableSpec `ebpf:"filter_used"`
 	NetnsCookie         *ebpf.VariableSpec `ebpf:"netns_cookie"`
+	NetnsFromDev        *ebpf.VariableSpec `ebpf:"netns_from_dev"`
 	ReasonConsumed      *ebpf.VariableSpec `ebpf:"reason_consumed"`
 	ReasonNotSpecified  *ebpf.VariableSpec `ebpf:"reason_not_specified"`
 	Sampling            *ebpf.VariableSpec `ebpf:"sampling"`
@@ -521,6 +523,7 @@ type datapathVariables struct {
 	FilterOn            *ebpf.Variable `ebpf:"filter_on"`
 	FilterUsed          *ebpf.Variable `ebpf:"filter_used"`
 	NetnsCookie         *ebpf.Variable `ebpf:"netns_cookie"`
+	NetnsFromDev        *ebpf.Variable `ebpf:"netns_from_dev"`
 	ReasonConsumed      *ebpf.Variable `ebpf:"reason_consumed"`
 	ReasonNotSpecified  *ebpf.Variable `ebpf:"reason_not_specified"`
 	Sampling            *ebpf.Variable `ebpf:"sampling"`

@@ -13,10 +13,12 @@
 // after them (Cilium's, for instance) still run and decide the packet's fate.
 //
 // Each observation carries its interface's network namespace cookie, so that
-// interfaces with the same ifindex in different namespaces stay apart. One
-// program pair is loaded per namespace, with the cookie (as SO_NETNS_COOKIE
-// reports it in user space) as a load-time constant: it costs nothing per
-// packet and works on every kernel. bpf_get_netns_cookie(skb) is no
-// substitute: in tc programs it reports the namespace of the packet's socket,
-// or the initial namespace when there is none, not the device's.
+// interfaces with the same ifindex in different namespaces stay apart. The
+// TC programs read the device's (skb->dev's net_cookie, the value
+// SO_NETNS_COOKIE reports in user space), so one set, loaded by Load, serves
+// every namespace. Where the kernel refuses that read, Load falls back to
+// one set per namespace with the cookie as a load-time constant
+// (SharedPrograms says which). bpf_get_netns_cookie(skb) is no substitute:
+// in tc programs it reports the namespace of the packet's socket, or the
+// initial namespace when there is none, not the device's.
 package datapath

@@ -8,6 +8,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/flowlens/flowlens/internal/datapath"
+	"github.com/flowlens/flowlens/internal/ifaces"
 	"github.com/flowlens/flowlens/internal/testkit/bpfrun"
 	"github.com/flowlens/flowlens/internal/testkit/packet"
 )
@@ -25,8 +26,26 @@ func load(t *testing.T, maxFlows uint32) *datapath.Datapath {
 	return dp
 }
 
-// testCookie is the netns cookie the test programs are loaded with.
+// testCookie is the netns cookie the test programs are loaded with in the
+// fallback (one set per namespace).
 const testCookie = 0xc0ffee
+
+// runNetns is the namespace cookie a BPF_PROG_TEST_RUN packet of dp's
+// programs is recorded under. BPF_PROG_TEST_RUN hands the program the
+// loopback device of the caller's namespace: the shared programs, which read
+// the device's namespace, record that one's cookie (SO_NETNS_COOKIE, which
+// this compares with); the fallback's, the cookie they were loaded with.
+func runNetns(t *testing.T, dp *datapath.Datapath) uint64 {
+	t.Helper()
+	if !dp.SharedPrograms() {
+		return testCookie
+	}
+	c, err := ifaces.NetnsCookie("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
 
 func runPkt(t *testing.T, dp *datapath.Datapath, pkt []byte, repeat uint32) {
 	t.Helper()
@@ -187,7 +206,7 @@ func TestParseValidPackets(t *testing.T) {
 			if string(e.v.SrcMac[:]) != string(packet.SrcMAC[:]) || string(e.v.DstMac[:]) != string(packet.DstMAC[:]) {
 				t.Errorf("macs %x -> %x", e.v.SrcMac, e.v.DstMac)
 			}
-			if e.v.N_ifaces != 1 || e.v.Ifaces[0].Dir != 1 || e.v.Ifaces[0].Ifindex != 1 || e.v.Ifaces[0].Netns != testCookie {
+			if e.v.N_ifaces != 1 || e.v.Ifaces[0].Dir != 1 || e.v.Ifaces[0].Ifindex != 1 || e.v.Ifaces[0].Netns != runNetns(t, dp) {
 				t.Errorf("interfaces: n=%d first=%+v", e.v.N_ifaces, e.v.Ifaces[0])
 			}
 			if c := counters(t, dp); c[datapath.CounterMalformed] != 0 || c[datapath.CounterNonIP] != 0 || c[datapath.CounterNewFlows] != 1 {

@@ -22,8 +22,9 @@ import (
 // such. A veth crossing keeps skb->sk, so a packet sent by a socket in a
 // and seen at ingress of b0 in namespace b reports a's cookie; an ARP
 // request (no socket) reports the initial namespace. Hence the datapath must
-// not use the helper as interface identity: it takes the cookie that this
-// package reports for the namespace it attached in (a per-attachment value).
+// not use the helper as interface identity: it reads the device's
+// namespace's net_cookie, which is what NetnsCookie reports (the datapath's
+// TestSameIfindexFourNamespaces compares them).
 func TestNetnsCookieVersusTCHelper(t *testing.T) {
 	testnet.Require(t)
 	a, b := testnet.NewNetns(t, "bpfa"), testnet.NewNetns(t, "bpfb")

@@ -96,7 +96,8 @@ func InNetnsFd(fd int, fn func() error) error {
 // packet carries, which survives a veth crossing (a packet from a socket in
 // namespace A reports A at ingress of a device in B), and the initial
 // namespace's cookie for packets without a socket (ARP, forwarded traffic).
-// So the datapath should be given this value per attachment instead;
+// So the datapath reads the device's namespace's net_cookie instead (or, in
+// its fallback, is given this value per namespace);
 // TestNetnsCookieVersusTCHelper pins the helper's behaviour down.
 func NetnsCookie(nsPath string) (uint64, error) {
 	var c uint64

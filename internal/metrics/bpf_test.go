@@ -84,11 +84,12 @@ func udpPacket(sport uint16) []byte {
 
 // The real datapath: the TC program's run count (summed over its
 // per-namespace instances) follows the packets exactly, and the datapath's
-// counters and maps are exported.
+// counters and maps are exported. One TC set per namespace (the fallback),
+// so that there are instances to sum.
 func TestDatapathMetrics(t *testing.T) {
 	testkit.NeedRoot(t, "BPF")
 	enableStats(t)
-	dp, err := datapath.Load(datapath.Config{MaxFlows: 64, Sampling: 1, Enrichment: true})
+	dp, err := datapath.Load(datapath.Config{MaxFlows: 64, Sampling: 1, Enrichment: true, ForcePerNamespacePrograms: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -175,8 +175,9 @@ func MapMemory(m *ebpf.Map) func() (uint64, error) {
 }
 
 // DatapathPrograms lists the agent's BPF programs from the datapath's
-// program table (datapath.Programs): the TC program pairs (one pair per
-// network namespace), "flowlens_ingress" on "tc_ingress" and
+// program table (datapath.Programs): the TC programs (one set for every
+// namespace, or one per namespace in the datapath's fallback),
+// "flowlens_ingress" on "tc_ingress" and
 // "flowlens_egress" on "tc_egress", and each running hook by program name
 // with its section as the attach point (e.g. "rtt_fentry" on
 // "fentry/tcp_rcv_established").

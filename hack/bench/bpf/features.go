@@ -48,6 +48,15 @@ package main
 //	                  enrichment entries; runs per repetition stay under the
 //	                  LRU's 16384 entries. Each run also creates the answer's
 //	                  flow (off does too), so ×off is diluted: read the ns.
+//
+// "netns" is not a feature but how the programs learn the interface's
+// namespace: "on" is the one set shared by every namespace, which reads
+// the device's (skb->dev->nd_net.net->net_cookie), "off" the fallback, one
+// set per namespace with the cookie as a constant
+// (datapath.Config.ForcePerNamespacePrograms):
+//
+//	netns exist-hot   exist-hot TCP ACK (the per-packet read)
+//	netns new         each run a new flow's first packet
 
 import (
 	"bytes"
@@ -64,6 +73,7 @@ import (
 
 	"github.com/flowlens/flowlens/internal/datapath"
 	"github.com/flowlens/flowlens/internal/feature/dns"
+	"github.com/flowlens/flowlens/internal/ifaces"
 	frames "github.com/flowlens/flowlens/internal/testkit/packet"
 )
 
@@ -136,6 +146,13 @@ func featCases(features []string) []featCase {
 				note: "exist-hot DNS answer; matched in the warm-up only, so the runs measure an unmatched answer"},
 			featCase{feature: "dns", name: "answer-match", kind: "own", pkt: dnsAnswerPacket("10.0.0.0"), newPath: true, dnsMatch: true,
 				note: "each run an answer matching a pending query (inserted before each repetition); new path: a new answer flow each run, off too"})
+	}
+	if slices.Contains(features, "netns") {
+		out = append(out,
+			featCase{feature: "netns", name: "exist-hot", kind: "other", pkt: packet("ipv4"), warm: 1,
+				note: "exist-hot TCP ACK: the device's netns cookie read (shared programs) vs a constant (one set per namespace)"},
+			featCase{feature: "netns", name: "new", kind: "other", pkt: packet("ipv4"), newPath: true,
+				note: "each run a new flow's first packet, shared programs vs one set per namespace"})
 	}
 	return out
 }
@@ -430,12 +447,15 @@ func featRuns(o options, c featCase) int {
 func loadFeatDP(o options, c featCase, on bool) (*featDP, error) {
 	cfg := datapath.Config{MaxFlows: uint32(o.newFlows + 16), Sampling: 1, Enrichment: true}
 	var tc map[string]any
-	if c.feature == "dns" {
+	switch c.feature {
+	case "netns":
+		cfg.ForcePerNamespacePrograms = !on
+	case "dns":
 		// As the agent sets them (internal/feature/dns Hook): dns_on,
 		// dns_ports {53}, dns_pending sized; the size for off too.
 		h := dns.New().Hook(nil)
 		tc, cfg.MapSizes = h.TC, h.MapSizes
-	} else {
+	default:
 		tc = map[string]any{c.constant: uint32(1)}
 	}
 	if on {
@@ -446,6 +466,10 @@ func loadFeatDP(o options, c featCase, on bool) (*featDP, error) {
 		return nil, err
 	}
 	f := &featDP{dp: dp}
+	if c.feature == "netns" && dp.SharedPrograms() != on {
+		f.Close()
+		return nil, fmt.Errorf("shared TC programs %v, want %v (this kernel refuses them?)", dp.SharedPrograms(), on)
+	}
 	progs, err := dp.ProgramsFor(0)
 	if err != nil {
 		f.Close()
@@ -689,6 +713,27 @@ func checkFeature(c featCase, off, on *featDP) (string, error) {
 			return "", fmt.Errorf("flow at %d packets: still looking up", v.Packets)
 		}
 		return fmt.Sprintf("conntrack miss (FLOW_F_XLAT_DONE clear), flow past %d packets: flag and count test only", xlatTries), nil
+	case "netns/exist-hot", "netns/new":
+		// The shared programs record the device's namespace: under
+		// BPF_PROG_TEST_RUN, the loopback of the caller's; the fallback's
+		// set of Load records the cookie it was loaded with, 0.
+		host, err := ifaces.NetnsCookie("")
+		if err != nil {
+			return "", err
+		}
+		for _, x := range []struct {
+			f    *featDP
+			want uint64
+		}{{off, 0}, {on, host}} {
+			var k datapath.FlowKey
+			var v datapath.FlowValue
+			for it := x.f.cur.Iterate(); it.Next(&k, &v); {
+				if v.Ifaces[0].Netns != x.want {
+					return "", fmt.Errorf("a flow recorded on netns %d, want %d", v.Ifaces[0].Netns, x.want)
+				}
+			}
+		}
+		return fmt.Sprintf("flows on netns %d (shared: this namespace's cookie), 0 (per-namespace set of cookie 0)", host), nil
 	case "xlat/new":
 		if e, ok := enrich(on); ok && e.Xlat != 0 {
 			return "", fmt.Errorf("a translation recorded under BPF_PROG_TEST_RUN")
@@ -749,8 +794,8 @@ func parseFeatures(s string) ([]string, error) {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
-		if f != "tls" && f != "xlat" && f != "dns" {
-			return nil, fmt.Errorf("bad -tc-features entry %q: tls, xlat, dns", f)
+		if f != "tls" && f != "xlat" && f != "dns" && f != "netns" {
+			return nil, fmt.Errorf("bad -tc-features entry %q: tls, xlat, dns, netns", f)
 		}
 		if !slices.Contains(out, f) {
 			out = append(out, f)
