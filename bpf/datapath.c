@@ -40,6 +40,7 @@ const enum direction *unused_direction __attribute__((unused));
 const enum tcp_markers *unused_tcp_markers __attribute__((unused));
 const enum flow_flags *unused_flow_flags __attribute__((unused));
 const enum hook_order *unused_hook_order __attribute__((unused));
+const enum control_slot *unused_control_slot __attribute__((unused));
 const enum filter_size *unused_filter_size __attribute__((unused));
 const enum filter_use *unused_filter_use __attribute__((unused));
 const enum tls_flags *unused_tls_flags __attribute__((unused));

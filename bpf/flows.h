@@ -226,14 +226,15 @@ static __always_inline void add(struct flow_value *v, const struct wpkt *w)
 	}
 }
 
-static __noinline void send_overflow(struct __sk_buff *skb, const struct wpkt *w, int order, int l3)
+/* send_overflow sends the packet through the ring buffer (the flow map is
+ * full), with its hook's order (enum hook_order); returns 1 when it went, 0
+ * when the ring was full (counted). */
+static __noinline int send_overflow(struct __sk_buff *skb, const struct wpkt *w, int order, int l3)
 {
-	if (order < 0)
-		order = order_of(skb, w->me.dir);
 	struct overflow_rec *r = bpf_ringbuf_reserve(&overflow, sizeof(*r), 0);
 	if (!r) {
 		count(CNT_OVERFLOW_LOST);
-		return;
+		return 0;
 	}
 	r->key = w->p->key;
 	r->iface = w->me;
@@ -252,15 +253,77 @@ static __noinline void send_overflow(struct __sk_buff *skb, const struct wpkt *w
 	__builtin_memset(r->_pad, 0, sizeof(r->_pad));
 	bpf_ringbuf_submit(r, 0);
 	count(CNT_OVERFLOW_RECORDS);
+	return 1;
+}
+
+static __always_inline int same_obs(const struct iface_obs *a, const struct iface_obs *b)
+{
+	return same_iface(a, b) && a->dir == b->dir;
+}
+
+/*
+ * gen_of is the generation whose flow map is cur: control[CTL_GEN], or one
+ * less when a flip came after this program picked cur (it goes on writing
+ * the map it picked; a second flip waits for it to end).
+ */
+static __always_inline __u32 gen_of(void *cur)
+{
+	__u32 slot = CTL_GEN;
+	__u32 *g = bpf_map_lookup_elem(&control, &slot);
+	__u32 gen = g ? *g : 0;
+	return gen - ((gen & 1) != (cur == (void *)&flows_b));
+}
+
+/*
+ * remember records in overflow_seen the counting observation that the
+ * evictor's aggregation of the ring (internal/evictor/overflow.go, add)
+ * gives the flow of a packet just sent there (not ORDER_SPLIT), by the
+ * same rule, so that the next generation's insert inherits it as it would
+ * from the previous map: a packet counted from the ring before a flip is
+ * not counted again by a later hook that finds room in the fresh map. The
+ * rule: the generation's first record of the flow makes its observation
+ * the counting one, unless the previous generation counted the flow on
+ * another (inherited: this one counts nothing), for a hook that is not
+ * certainly first; a record on the counting observation counts; a
+ * certainly-first hook counts and takes over. Not inlined: only packets
+ * that found the map full come here.
+ */
+static __noinline void remember(const struct flow_key *key, const struct iface_obs *me, int order, __u32 gen)
+{
+	struct overflow_seen *s = bpf_map_lookup_elem(&overflow_seen, key);
+	struct overflow_seen n = {.obs = *me, .gen = gen, .counted = 1};
+	if (s && s->gen == gen) {
+		if (order != ORDER_FIRST && !same_obs(&s->obs, me))
+			return; /* listed */
+		if (same_obs(&s->obs, me)) {
+			if (!s->counted)
+				s->counted = 1;
+			return;
+		}
+		/* A certainly-first hook takes over: a whole new value (an
+		 * update is atomic for a reader, a field-by-field store is not). */
+	} else {
+		if (s && order != ORDER_FIRST && s->gen == gen - 1 && s->counted && !same_obs(&s->obs, me)) {
+			n.obs = s->obs; /* inherited: this hook is listed */
+			n.counted = 0;
+		}
+		__u32 slot = CTL_OVERFLOWED + (gen & 1);
+		__u32 *o = bpf_map_lookup_elem(&control, &slot);
+		if (o && *o != gen + 1)
+			*o = gen + 1;
+	}
+	bpf_map_update_elem(&overflow_seen, key, &n, BPF_ANY);
 }
 
 /*
  * insert creates the flow of a packet new in the active map "cur". The
  * flow is counted here when this hook is the packet's first (bpf/order.h);
  * when that is unknown, by the first-seen rule: here, unless the previous
- * generation "prev" (read by the agent, not written) counted the flow on
- * another hook, which it then inherits, so a packet counted before a flip
- * is not counted again at a later hook after it. Returns 1 when another CPU
+ * generation counted the flow on another hook, which it then inherits, so
+ * a packet counted before a flip is not counted again at a later hook
+ * after it. The previous generation is its map "prev" (read by the agent,
+ * not written), or, for a flow that had no room there and went through
+ * the ring buffer, what remember kept of it. Returns 1 when another CPU
  * inserted the flow first (the caller adds the packet to it), else 0.
  * Not inlined, like slow: once per flow and generation, out of the
  * per-packet code's way.
@@ -269,13 +332,32 @@ static __noinline int insert(struct __sk_buff *skb, void *cur, void *prev, const
 {
 	const struct pkt *p = w->p;
 	const struct iface_obs *me = &w->me;
-	struct flow_value *old = bpf_map_lookup_elem(prev, &p->key);
 	/* The hook that counted the flow in the previous generation, if
 	 * any: one that counted nothing there is not inherited (a packet
 	 * in flight across the flip was counted there, so it counted),
 	 * which bounds a stale counting point to one generation. */
-	int inherit = old && old->packets && !(old->listed_only & 1) &&
-		      !(same_iface(&old->ifaces[0], me) && old->first_dir == me->dir);
+	struct iface_obs was;
+	int inherit = 0;
+	__u32 gen = gen_of(cur);
+	struct flow_value *old = bpf_map_lookup_elem(prev, &p->key);
+	if (old) {
+		if (old->packets && !(old->listed_only & 1)) {
+			was = old->ifaces[0];
+			was.dir = old->first_dir;
+			inherit = 1;
+		}
+	} else {
+		/* Did the flow go through the ring in the previous generation?
+		 * Asked only when that generation overflowed at all. */
+		__u32 slot = CTL_OVERFLOWED + ((gen - 1) & 1);
+		__u32 *o = bpf_map_lookup_elem(&control, &slot);
+		struct overflow_seen *s = gen && o && *o == gen ? bpf_map_lookup_elem(&overflow_seen, &p->key) : NULL;
+		if (s && s->gen == gen - 1 && s->counted) {
+			was = s->obs;
+			inherit = 1;
+		}
+	}
+	inherit = inherit && !same_obs(&was, me);
 	/* Only an inherited flow needs the hook's order (not a new one). */
 	int order = inherit ? order_of(skb, me->dir) : -1;
 	int counts = !inherit || order == ORDER_FIRST;
@@ -298,9 +380,8 @@ static __noinline int insert(struct __sk_buff *skb, void *cur, void *prev, const
 		nv.tcp_flags = p->tcp_flags;
 	} else if (inherit) {
 		/* Inherit the counting interface; this one is only listed. */
-		nv.ifaces[0] = old->ifaces[0];
-		nv.ifaces[0].dir = old->first_dir;
-		nv.first_dir = old->first_dir;
+		nv.ifaces[0] = was;
+		nv.first_dir = was.dir;
 		nv.ifaces[1] = *me;
 		nv.n_ifaces = 2;
 		nv.listed_only = 1 << 1;
@@ -312,7 +393,10 @@ static __noinline int insert(struct __sk_buff *skb, void *cur, void *prev, const
 	}
 	if (err == -17 /* EEXIST */)
 		return 1;
-	send_overflow(skb, w, order, l3);
+	if (order < 0)
+		order = order_of(skb, me->dir);
+	if (send_overflow(skb, w, order, l3))
+		remember(&p->key, me, order, gen);
 	return 0;
 }
 
@@ -339,7 +423,7 @@ static __always_inline void record(struct __sk_buff *skb, void *cur, void *prev,
 		}
 		v = bpf_map_lookup_elem(cur, &w->p->key);
 		if (!v) { /* cannot happen: the active map is never deleted from */
-			send_overflow(skb, w, -1, l3);
+			send_overflow(skb, w, order_of(skb, w->me.dir), l3);
 			return;
 		}
 		counting = fast(v, w);

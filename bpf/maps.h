@@ -30,11 +30,12 @@
 DEFINE_FLOW_MAP(flows_a);
 DEFINE_FLOW_MAP(flows_b);
 
+/* The slots of control: enum control_slot (bpf/types.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__type(key, __u32);
 	__type(value, __u32);
-	__uint(max_entries, 1);
+	__uint(max_entries, CTL_SLOTS);
 } control SEC(".maps");
 
 /* Per-CPU counters of the TC programs, indexed by enum counter. */
@@ -50,6 +51,33 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 20);
 } overflow SEC(".maps");
+
+/*
+ * The flows that went through the overflow ring, with the counting
+ * observation the evictor's aggregation of the ring gives them
+ * (internal/evictor/overflow.go), per generation: insert inherits it as it
+ * inherits from the previous flow map, which has no entry for such a flow
+ * (bpf/flows.h, remember). Only the latest generations matter, so an LRU
+ * forgets the rest without the agent's help. 16384 flows (about 1.8 MiB
+ * preallocated: 112-byte elements): an entry must outlive a packet's transit
+ * between two hooks (microseconds) to stop its double count, and a
+ * generation to keep the aggregation's counting point; it is pushed out only
+ * by about 16k other flows overflowing after it (fewer on a large machine:
+ * the kernel's LRU keeps up to 128 free nodes per CPU aside), the residual
+ * limit of docs/architecture.md (Eviction, Pressure).
+ */
+struct overflow_seen {
+	struct iface_obs obs; /* the counting observation (dir: its direction) */
+	__u32 gen;            /* the generation it is of */
+	__u32 counted;        /* 1 once the aggregation counted a packet on it */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct flow_key);
+	__type(value, struct overflow_seen);
+	__uint(max_entries, 16384);
+} overflow_seen SEC(".maps");
 
 /*
  * The ports of recent first fragments, so the fragments that follow count in

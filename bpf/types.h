@@ -84,6 +84,22 @@ enum filter_use {
 	FILTER_USE_IFACES = 0x10,
 };
 
+/*
+ * The slots of the "control" array. CTL_GEN is the generation counter (the
+ * agent's: internal/datapath, Generations). CTL_OVERFLOWED + g % 2 is g + 1
+ * once generation g sent a packet to the overflow ring (0: never), written
+ * by the TC programs: the next generation looks up the ring's memory
+ * (overflow_seen) only when its predecessor overflowed (bpf/flows.h,
+ * insert), so a node whose map never fills pays one array read per new
+ * flow. One slot per parity, so that a late program of the previous
+ * generation cannot overwrite the current one's.
+ */
+enum control_slot {
+	CTL_GEN = 0,
+	CTL_OVERFLOWED = 1,
+	CTL_SLOTS = 3,
+};
+
 /* Per-CPU counters of the enrichment hooks (index into "enrich_counters"). */
 enum enrich_counter {
 	ENRICH_LOST = 0, /* events whose entry could not be inserted (map full, allocator failed) */

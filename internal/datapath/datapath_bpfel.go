@@ -19,6 +19,14 @@ type datapathClockSample struct {
 	MonoNs  uint64
 }
 
+type datapathControlSlot uint32
+
+const (
+	datapathControlSlotCTL_GEN        datapathControlSlot = 0
+	datapathControlSlotCTL_OVERFLOWED datapathControlSlot = 1
+	datapathControlSlotCTL_SLOTS      datapathControlSlot = 3
+)
+
 type datapathCounter uint32
 
 const (
@@ -263,6 +271,13 @@ type datapathOverflowRec struct {
 	Pad      [4]uint8
 }
 
+type datapathOverflowSeen struct {
+	_       structs.HostLayout
+	Obs     datapathIfaceObs
+	Gen     uint32
+	Counted uint32
+}
+
 type datapathRttSample struct {
 	_      structs.HostLayout
 	SrttUs uint32
@@ -306,6 +321,7 @@ const (
 	datapathMapFlowsB              = "flows_b"
 	datapathMapFrags               = "frags"
 	datapathMapOverflow            = "overflow"
+	datapathMapOverflowSeen        = "overflow_seen"
 	datapathMapRttSeen             = "rtt_seen"
 	datapathProgDropKfreeSkb       = "drop_kfree_skb"
 	datapathProgDropTracepoint     = "drop_tracepoint"
@@ -328,6 +344,7 @@ const (
 	datapathVarSampling            = "sampling"
 	datapathVarTlsOn               = "tls_on"
 	datapathVarUnusedClockSample   = "unused_clock_sample"
+	datapathVarUnusedControlSlot   = "unused_control_slot"
 	datapathVarUnusedCounter       = "unused_counter"
 	datapathVarUnusedDirection     = "unused_direction"
 	datapathVarUnusedDnsState      = "unused_dns_state"
@@ -418,6 +435,7 @@ type datapathMapSpecs struct {
 	FlowsB         *ebpf.MapSpec `ebpf:"flows_b"`
 	Frags          *ebpf.MapSpec `ebpf:"frags"`
 	Overflow       *ebpf.MapSpec `ebpf:"overflow"`
+	OverflowSeen   *ebpf.MapSpec `ebpf:"overflow_seen"`
 	RttSeen        *ebpf.MapSpec `ebpf:"rtt_seen"`
 }
 
@@ -436,6 +454,7 @@ type datapathVariableSpecs struct {
 	Sampling            *ebpf.VariableSpec `ebpf:"sampling"`
 	TlsOn               *ebpf.VariableSpec `ebpf:"tls_on"`
 	UnusedClockSample   *ebpf.VariableSpec `ebpf:"unused_clock_sample"`
+	UnusedControlSlot   *ebpf.VariableSpec `ebpf:"unused_control_slot"`
 	UnusedCounter       *ebpf.VariableSpec `ebpf:"unused_counter"`
 	UnusedDirection     *ebpf.VariableSpec `ebpf:"unused_direction"`
 	UnusedDnsState      *ebpf.VariableSpec `ebpf:"unused_dns_state"`
@@ -488,6 +507,7 @@ type datapathMaps struct {
 	FlowsB         *ebpf.Map `ebpf:"flows_b"`
 	Frags          *ebpf.Map `ebpf:"frags"`
 	Overflow       *ebpf.Map `ebpf:"overflow"`
+	OverflowSeen   *ebpf.Map `ebpf:"overflow_seen"`
 	RttSeen        *ebpf.Map `ebpf:"rtt_seen"`
 }
 
@@ -510,6 +530,7 @@ func (m *datapathMaps) Close() error {
 		m.FlowsB,
 		m.Frags,
 		m.Overflow,
+		m.OverflowSeen,
 		m.RttSeen,
 	)
 }
@@ -529,6 +550,7 @@ type datapathVariables struct {
 	Sampling            *ebpf.Variable `ebpf:"sampling"`
 	TlsOn               *ebpf.Variable `ebpf:"tls_on"`
 	UnusedClockSample   *ebpf.Variable `ebpf:"unused_clock_sample"`
+	UnusedControlSlot   *ebpf.Variable `ebpf:"unused_control_slot"`
 	UnusedCounter       *ebpf.Variable `ebpf:"unused_counter"`
 	UnusedDirection     *ebpf.Variable `ebpf:"unused_direction"`
 	UnusedDnsState      *ebpf.Variable `ebpf:"unused_dns_state"`

@@ -12,9 +12,10 @@ import (
 // by every program the agent loads, whatever its feature.
 type Maps struct {
 	Flows          [2]*ebpf.Map // the flow double buffer; Control[0] says which one is active
-	Control        *ebpf.Map    // [0]: the generation counter (Generations owns it)
+	Control        *ebpf.Map    // [0]: the generation counter (Generations owns it); [1], [2]: written by the programs
 	Counters       *ebpf.Map    // per-CPU, indexed by Counter
 	Overflow       *ebpf.Map    // ring buffer of OverflowRec
+	OverflowSeen   *ebpf.Map    // the flows sent to Overflow, with their counting observation per generation (LRU)
 	Enrich         [2]*ebpf.Map // the enrichment double buffer, switched by Control too
 	EnrichCounters *ebpf.Map    // per-CPU counters of the enrichment hooks
 	RTTSeen        *ebpf.Map    // the RTT hook's per-socket memory (SK_STORAGE)
@@ -58,6 +59,7 @@ func (m *Maps) table() []struct {
 		{datapathMapControl, &m.Control},
 		{datapathMapCounters, &m.Counters},
 		{datapathMapOverflow, &m.Overflow},
+		{datapathMapOverflowSeen, &m.OverflowSeen},
 		{datapathMapEnrichA, &m.Enrich[0]},
 		{datapathMapEnrichB, &m.Enrich[1]},
 		{datapathMapEnrichCounters, &m.EnrichCounters},

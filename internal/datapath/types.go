@@ -69,6 +69,13 @@ const (
 	OrderSplit   = uint8(datapathHookOrderORDER_SPLIT)   // counted at the flow\'s counting hook under another sampling rate: its own record
 )
 
+// ControlOverflowed is the first of the two slots of Maps.Control (enum
+// control_slot) in which the TC programs note that a generation overflowed:
+// slot ControlOverflowed + g%2 holds g+1 once generation g sent a packet
+// to the overflow ring, and the next generation's new flows then look the
+// ring's memory up (bpf/flows.h, insert).
+const ControlOverflowed = uint32(datapathControlSlotCTL_OVERFLOWED)
+
 // The enrichment hooks' counters (enum enrich_counter).
 const (
 	enrichCounterLost = uint32(datapathEnrichCounterENRICH_LOST)

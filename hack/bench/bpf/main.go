@@ -15,6 +15,10 @@
 //	new        each run creates a flow that is in neither map
 //	carry      each run creates a flow of the previous generation (the first
 //	           packet of a continuing flow after an eviction flip)
+//	new-ovf    new, while the previous generation overflowed: each run also
+//	           looks the flow up in the overflow ring's memory (a miss), as
+//	           every new flow does on a node whose map filled up (opt-in:
+//	           -paths)
 //
 // "features on" loads the datapath with the enrichment maps sized and the
 // enrichment hooks (drops, rtt, retransmits) attached. Those are separate
@@ -469,6 +473,13 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 	if err := dp.Maps.Control.Lookup(uint32(0), &ctl); err != nil {
 		return nil, err
 	}
+	gen := ctl
+	if gen == 0 { // a generation with a previous one (new-ovf), same parity
+		gen = 2
+		if err := dp.Maps.Control.Put(uint32(0), gen); err != nil {
+			return nil, err
+		}
+	}
 	ctl &= 1
 	cur, prev := dp.Maps.Flows[ctl], dp.Maps.Flows[1-ctl]
 	if _, err := real.Run(&ebpf.RunOptions{Data: pkt}); err != nil {
@@ -552,8 +563,18 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 			}
 			defer closeF()
 			progRun, floorRun = p, f
-		case "new", "carry", "inherit":
+		case "new", "carry", "inherit", "new-ovf":
 			first, ks := n+extra, fresh
+			// new-ovf: the previous generation sent packets to the
+			// overflow ring (bpf/types.h, enum control_slot); the others:
+			// it did not.
+			mark := uint32(0)
+			if path == "new-ovf" {
+				mark = gen // (gen-1) + 1
+			}
+			if err := dp.Maps.Control.Put(datapath.ControlOverflowed+((gen-1)&1), mark); err != nil {
+				return nil, err
+			}
 			if path == "carry" {
 				first, ks = n, carry
 			}
@@ -588,7 +609,7 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 			peerRun, peerRet = pr.prog, pr.ret
 			first, count := 0, n
 			switch path {
-			case "new":
+			case "new", "new-ovf":
 				first, count = n+extra, extra
 			case "carry", "inherit":
 				first, count = n, extra
@@ -816,7 +837,7 @@ func printDatapath(rows []row) {
 		"fam", "path", "flows", "feat", "M pkts/s", "ns/pkt", "p10..p90", "floor ns", "floor M", "×floor", "net ns")
 	fmt.Println(strings.Repeat("-", 113))
 	sorted := slices.Clone(rows)
-	order := map[string]int{"exist-hot": 0, "exist-hot/stats": 1, "exist": 2, "new": 3, "carry": 4, "listed": 5, "inherit": 6}
+	order := map[string]int{"exist-hot": 0, "exist-hot/stats": 1, "exist": 2, "new": 3, "new-ovf": 4, "carry": 5, "listed": 6, "inherit": 7}
 	slices.SortStableFunc(sorted, func(a, b row) int {
 		return cmp.Or(cmp.Compare(a.Family, b.Family), cmp.Compare(order[a.Path], order[b.Path]),
 			cmp.Compare(a.Features, b.Features), cmp.Compare(a.Flows, b.Flows))
