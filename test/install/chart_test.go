@@ -108,7 +108,8 @@ func TestChartMatchesManifests(t *testing.T) {
 // TestChartMonitoring: with serviceMonitors.enabled and
 // prometheusRule.enabled the chart adds exactly the objects of
 // manifests/flowlens-servicemonitors.yaml and manifests/flowlens-alerts.yaml;
-// without the collector, neither its objects nor its ServiceMonitor.
+// without the collector, neither its objects nor its ServiceMonitor, but
+// still the Kafka collectors' (the operator runs those, not the chart).
 func TestChartMonitoring(t *testing.T) {
 	var got []*unstructured.Unstructured
 	for _, u := range helmTemplate(t, "serviceMonitors.enabled=true", "prometheusRule.enabled=true") {
@@ -118,10 +119,15 @@ func TestChartMonitoring(t *testing.T) {
 	}
 	sameObjects(t, got, append(manifest(t, "flowlens-servicemonitors.yaml"), manifest(t, "flowlens-alerts.yaml")...))
 
+	kafka := false
 	for _, u := range helmTemplate(t, "serviceMonitors.enabled=true", "collector.enabled=false") {
 		if u.GetNamespace() == "flowlens" || u.GetName() == "flowlens-collector" || u.GetKind() == "Namespace" {
 			t.Errorf("collector.enabled=false renders %s", key(u))
 		}
+		kafka = kafka || u.GetKind() == "ServiceMonitor" && u.GetName() == "flowlens-collector-kafka"
+	}
+	if !kafka {
+		t.Error("collector.enabled=false: no ServiceMonitor flowlens-collector-kafka")
 	}
 }
 

@@ -81,7 +81,7 @@ func TestHelmInstall(t *testing.T) {
 	}
 	collector := &appsv1.Deployment{}
 	must(collector, "flowlens", "flowlens-collector")
-	for _, gvk := range []string{"ServiceMonitor flowlens-agent", "ServiceMonitor flowlens-collector", "ServiceMonitor flowlens-operator", "PrometheusRule flowlens"} {
+	for _, gvk := range []string{"ServiceMonitor flowlens-agent", "ServiceMonitor flowlens-collector", "ServiceMonitor flowlens-collector-kafka", "ServiceMonitor flowlens-operator", "PrometheusRule flowlens"} {
 		u := monitoringObject(gvk)
 		must(u, chartNamespace, u.GetName())
 	}

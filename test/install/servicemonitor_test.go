@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -60,12 +61,33 @@ func operatorAgent(t *testing.T) target {
 	return target{toUnstructured(t, objs.Service), podTemplate(t, toUnstructured(t, objs.DaemonSet))}
 }
 
+// operatorKafkaCollector returns the Kafka collectors' metrics Service as
+// the operator renders it for a FlowCollector with a kafka exporter, with
+// their Deployment's pod template.
+func operatorKafkaCollector(t *testing.T) target {
+	t.Helper()
+	fc := &v1alpha1.FlowCollector{
+		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SingletonName, UID: "uid-1"},
+		Spec: render.WithDefaults(v1alpha1.FlowCollectorSpec{Exporters: []v1alpha1.Exporter{{Type: v1alpha1.ExporterKafka,
+			Kafka: &v1alpha1.KafkaExporter{Brokers: []string{"kafka-0.kafka.svc:9092"}}}}}),
+	}
+	objs, err := render.Build(fc, render.Options{DefaultImage: "ghcr.io/flowlens/flowlens-agent:v0.1.0",
+		DefaultCollectorImage: "ghcr.io/flowlens/flowlens-collector:v0.1.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if objs.Collector == nil {
+		t.Fatal("a FlowCollector with a kafka exporter: the operator renders no Kafka collector")
+	}
+	return target{toUnstructured(t, objs.Collector.Service), podTemplate(t, toUnstructured(t, objs.Collector.Deployment))}
+}
+
 // targets returns the agents' metrics Service and pods of one way to run
-// them, and the Services of manifests/ (the collector's, the operator's) with
-// their Deployments' pods.
+// them, the Kafka collectors' the operator renders, and the Services of
+// manifests/ (the collector's, the operator's) with their Deployments' pods.
 func targets(t *testing.T, agent target) []target {
 	t.Helper()
-	ts := []target{agent}
+	ts := []target{agent, operatorKafkaCollector(t)}
 	workloads := map[string]*unstructured.Unstructured{}
 	var services []*unstructured.Unstructured
 	for _, u := range append(manifest(t, "flowlens-operator.yaml"), manifest(t, "flowlens-collector.yaml")...) {
@@ -139,27 +161,55 @@ func stringMap(t *testing.T, u *unstructured.Unstructured, path ...string) map[s
 // TestServiceMonitorsSelectServices: each ServiceMonitor of
 // manifests/flowlens-servicemonitors.yaml selects exactly one Service that
 // exists (the agents': the headless flowlens-agent-metrics the operator
-// renders; the collector's and the operator's: manifests/), in a namespace
-// its namespaceSelector names; its endpoints name ports of that Service,
-// whose target port is a named port of the pods the Service selects; its
-// jobLabel is a label of the Service; and the jobs the alerts select are
-// the jobs the ServiceMonitors produce.
+// renders; the Kafka collectors': the flowlens-collector-kafka the operator
+// renders for a kafka exporter; the collector's and the operator's:
+// manifests/), in a namespace its namespaceSelector names; its endpoints
+// name ports of that Service, whose target port is a named port of the pods
+// the Service selects; its jobLabel is a label of the Service; and the jobs
+// the alerts select are the jobs the ServiceMonitors produce.
 func TestServiceMonitorsSelectServices(t *testing.T) {
 	jobs := map[string]bool{}
 	for _, agent := range []target{operatorAgent(t), plainAgent(t)} {
 		checkServiceMonitors(t, targets(t, agent), jobs)
 	}
-	for _, want := range []string{"flowlens-agent", "flowlens-collector", "flowlens-operator"} {
+	for _, want := range []string{"flowlens-agent", "flowlens-collector", render.CollectorName, "flowlens-operator"} {
 		if !jobs[want] {
 			t.Errorf("no ServiceMonitor produces the job %s", want)
 		}
 	}
 	// Every job an alert selects is one a ServiceMonitor produces.
-	for _, m := range regexp.MustCompile(`job="([^"]+)"`).FindAllStringSubmatch(string(readFile(t, rulesFile)), -1) {
-		if !jobs[m[1]] {
-			t.Errorf("%s selects job %q, which no ServiceMonitor produces", rulesFile, m[1])
+	selected := alertJobs(t, string(readFile(t, rulesFile)))
+	for _, job := range selected {
+		if !jobs[job] {
+			t.Errorf("%s selects job %q, which no ServiceMonitor produces", rulesFile, job)
 		}
 	}
+	// The collectors' down alert covers the Kafka collectors too.
+	if !slices.Contains(selected, render.CollectorName) {
+		t.Errorf("no alert of %s selects job %q", rulesFile, render.CollectorName)
+	}
+}
+
+// alertJobs returns the jobs the rules select: job="name", or
+// job=~"a|b" with literal names only (anything else is an error: the check
+// could not tell which jobs it matches).
+func alertJobs(t *testing.T, rules string) []string {
+	t.Helper()
+	var jobs []string
+	for _, m := range regexp.MustCompile(`job(=~?)"([^"]*)"`).FindAllStringSubmatch(rules, -1) {
+		names := []string{m[2]}
+		if m[1] == "=~" {
+			names = strings.Split(m[2], "|")
+		}
+		for _, n := range names {
+			if !regexp.MustCompile(`^[a-z0-9-]+$`).MatchString(n) {
+				t.Errorf("%s: job selector %s: %q is no plain job name", rulesFile, m[0], n)
+				continue
+			}
+			jobs = append(jobs, n)
+		}
+	}
+	return jobs
 }
 
 // checkServiceMonitors checks each ServiceMonitor against the Services ts,
@@ -320,8 +370,8 @@ func TestMonitoringObjectsValid(t *testing.T) {
 		}
 		kinds[u.GetKind()]++
 	}
-	if kinds["ServiceMonitor"] != 6 || kinds["PrometheusRule"] != 2 {
-		t.Errorf("validated %v, want 6 ServiceMonitors and 2 PrometheusRules (manifests/ and the chart)", kinds)
+	if kinds["ServiceMonitor"] != 8 || kinds["PrometheusRule"] != 2 {
+		t.Errorf("validated %v, want 8 ServiceMonitors and 2 PrometheusRules (manifests/ and the chart)", kinds)
 	}
 
 	// The check can fail: an unknown field is refused.
