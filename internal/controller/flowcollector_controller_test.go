@@ -658,19 +658,7 @@ func TestStatusFollowsDaemonSet(t *testing.T) {
 
 	setStatus := func(desired, updated, ready int32) {
 		t.Helper()
-		ds := waitFor(t, agentDaemonSet(ns), exists)
-		ds.Status = appsv1.DaemonSetStatus{
-			ObservedGeneration:     ds.Generation,
-			CurrentNumberScheduled: desired,
-			DesiredNumberScheduled: desired,
-			UpdatedNumberScheduled: updated,
-			NumberReady:            ready,
-			NumberAvailable:        ready,
-			NumberUnavailable:      desired - ready,
-		}
-		if err := k8s.Status().Update(context.Background(), ds); err != nil {
-			t.Fatalf("writing the DaemonSet status: %v", err)
-		}
+		setDaemonSetStatus(t, ns, desired, updated, ready)
 	}
 
 	setStatus(0, 0, 0)
