@@ -95,8 +95,18 @@ func (s *Service) Add(_ context.Context, flows []pipeline.Flow) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ring.Add(flows, s.opts.now())
+	if len(s.followers) == 0 {
+		return nil
+	}
+	// Followers get the batch by end time, as the history is sent: an
+	// agent's batch comes in its flow map's order.
+	order := make([]int, len(flows))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return flows[a].EndTime.Compare(flows[b].EndTime) })
 	for fl := range s.followers {
-		for i := range flows {
+		for _, i := range order {
 			f := &flows[i]
 			if !fl.filter.Match(f) {
 				continue

@@ -151,6 +151,17 @@ func TestGetFlowsFollow(t *testing.T) {
 	if got, lost, err := recvAll(t, st, 7); err != nil || !equalInts(got, []int{2, 3, 4, 5, 6, 8, 9}) || lost != 0 {
 		t.Fatalf("followed: %v lost %d %v", got, lost, err)
 	}
+	// A batch comes in the agent's flow map order; followers get it by
+	// end time, as the history: 20..23 end at t0+{2,0,3,1}s.
+	batch := flowsN(20, 4)
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for i, sec := range []int{2, 0, 3, 1} {
+		batch[i].EndTime = t0.Add(time.Duration(sec) * time.Second)
+	}
+	s.Add(context.Background(), batch)
+	if got, lost, err := recvAll(t, st, 4); err != nil || !equalInts(got, []int{21, 23, 20, 22}) || lost != 0 {
+		t.Fatalf("followed batch: %v lost %d %v, want [21 23 20 22] by end time", got, lost, err)
+	}
 
 	// Not reading: Add never waits; what the follower could not take is
 	// counted and reported.
