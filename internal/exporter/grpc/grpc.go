@@ -312,7 +312,8 @@ func (e *Exporter) updateIdentity() {
 		return
 	}
 	if p := e.localIP.Load(); p != nil && *p != e.identityIP {
-		e.identityIP, e.enc.AgentIP = *p, flowpb.AddrBytes(*p)
+		e.identityIP = *p
+		e.enc.SetIdentity(e.cfg.NodeName, flowpb.AddrBytes(*p))
 	}
 }
 

@@ -39,32 +39,48 @@ func AppendBatch(b []byte, batch []flow.Record, nodeName string, agentIP []byte)
 // any run of consecutive elements is a valid FlowBatch (a sender can split
 // a batch at element boundaries).
 func AppendFlow(b []byte, r *flow.Record, nodeName string, agentIP []byte) []byte {
-	return appendFlow(b, r, nodeName, agentIP, nil)
-}
-
-// Appender appends flows as AppendFlow does, for one agent (NodeName,
-// AgentIP in AddrBytes form), faster: it encodes each interface once and
-// then copies it (flow.InterfaceCache), a node's flows crossing the same
-// few interfaces over and over. Not safe for concurrent use.
-type Appender struct {
-	NodeName string
-	AgentIP  []byte
-	ifaces   *flow.InterfaceCache
-}
-
-// NewAppender returns an Appender for the agent nodeName, agentIP.
-func NewAppender(nodeName string, agentIP []byte) *Appender {
-	return &Appender{NodeName: nodeName, AgentIP: agentIP, ifaces: flow.NewInterfaceCache(appendInterface)}
-}
-
-// Append is AppendFlow(b, r, a.NodeName, a.AgentIP), byte for byte.
-func (a *Appender) Append(b []byte, r *flow.Record) []byte {
-	return appendFlow(b, r, a.NodeName, a.AgentIP, a.ifaces)
-}
-
-// appendFlow is AppendFlow, the interfaces from ifaces when not nil.
-func appendFlow(b []byte, r *flow.Record, nodeName string, agentIP []byte, ifaces *flow.InterfaceCache) []byte {
 	b, start := openMessage(b, 1, 2) // flows: most are 128 B to 16 KiB
+	b = appendHead(b, r, nil)
+	b = appendString(b, 29, nodeName)
+	b = appendBytes(b, 30, agentIP)
+	b = appendTail(b, r)
+	return closeMessage(b, start, 2)
+}
+
+// Appender appends flows as AppendFlow does, for one agent, faster: the
+// agent's identity is encoded once, and so is each interface, then copied
+// (flow.InterfaceCache: a node's flows cross the same few interfaces over
+// and over). Not safe for concurrent use.
+type Appender struct {
+	ident  []byte // node_name and agent_ip (fields 29, 30)
+	ifaces *flow.InterfaceCache
+}
+
+// NewAppender returns an Appender of flows from the agent nodeName,
+// agentIP (in AddrBytes form).
+func NewAppender(nodeName string, agentIP []byte) *Appender {
+	a := &Appender{ifaces: flow.NewInterfaceCache(appendInterface)}
+	a.SetIdentity(nodeName, agentIP)
+	return a
+}
+
+// SetIdentity changes the agent the flows are stamped with.
+func (a *Appender) SetIdentity(nodeName string, agentIP []byte) {
+	a.ident = appendBytes(appendString(a.ident[:0], 29, nodeName), 30, agentIP)
+}
+
+// Append is AppendFlow with the Appender's identity, byte for byte.
+func (a *Appender) Append(b []byte, r *flow.Record) []byte {
+	b, start := openMessage(b, 1, 2)
+	b = appendHead(b, r, a.ifaces)
+	b = append(b, a.ident...)
+	b = appendTail(b, r)
+	return closeMessage(b, start, 2)
+}
+
+// appendHead appends the Flow's fields before the identity (1 to 28), the
+// interfaces from ifaces when not nil.
+func appendHead(b []byte, r *flow.Record, ifaces *flow.InterfaceCache) []byte {
 	b = appendAddrField(b, 1, r.SrcAddr)
 	b = appendAddrField(b, 2, r.DstAddr)
 	b = appendVarint(b, 3, uint64(r.SrcPort))
@@ -77,8 +93,8 @@ func appendFlow(b []byte, r *flow.Record, nodeName string, agentIP []byte, iface
 	b = appendVarint(b, 10, uint64(r.TCPFlags))
 	b = appendVarint(b, 11, uint64(r.EthType))
 	b = appendVarint(b, 12, uint64(r.DSCP))
-	b = appendBytes(b, 13, r.SrcMAC[:]) // always 6 bytes, so always sent
-	b = appendBytes(b, 14, r.DstMAC[:])
+	b = appendMAC(b, 13, r.SrcMAC) // always 6 bytes, so always sent
+	b = appendMAC(b, 14, r.DstMAC)
 	b = appendTimestamp(b, 15, r.StartTime) // always sent, like ToProto's
 	b = appendTimestamp(b, 16, r.EndTime)
 	for i := range r.Interfaces {
@@ -98,9 +114,11 @@ func appendFlow(b []byte, r *flow.Record, nodeName string, agentIP []byte, iface
 	b = appendVarint(b, 25, uint64(r.DropTCPFlags))
 	b = appendVarint(b, 26, uint64(r.RTT))
 	b = appendVarint(b, 27, uint64(r.RTTMax))
-	b = appendVarint(b, 28, r.Retransmits)
-	b = appendString(b, 29, nodeName)
-	b = appendBytes(b, 30, agentIP)
+	return appendVarint(b, 28, r.Retransmits)
+}
+
+// appendTail appends the Flow's fields after the identity (31 to 49).
+func appendTail(b []byte, r *flow.Record) []byte {
 	b = appendBool(b, 31, r.FragUnmatched)
 	b = appendAddrField(b, 32, r.XlatSrcAddr)
 	b = appendVarint(b, 33, uint64(r.XlatSrcPort))
@@ -119,8 +137,7 @@ func appendFlow(b []byte, r *flow.Record, nodeName string, agentIP []byte, iface
 	b = appendBool(b, 46, r.DNSNameTruncated)
 	b = appendVarint(b, 47, uint64(r.DNSLatency))
 	b = appendVarint(b, 48, uint64(r.DNSLatencyMax))
-	b = appendBool(b, 49, r.DNSTimeout)
-	return closeMessage(b, start, 2)
+	return appendBool(b, 49, r.DNSTimeout)
 }
 
 // appendInterface appends it as an element of Flow.interfaces (17).
@@ -156,12 +173,16 @@ func closeMessage(b []byte, start, guess int) []byte {
 		copy(b[start-guess+k:], b[start:start+n])
 		b = b[:start-guess+k+n]
 	}
-	// b has room: this writes the k bytes in place.
-	if k == 1 {
+	// b has room: this writes the k bytes in place (one or two: a flow, an
+	// interface, here without a call).
+	switch k {
+	case 1:
 		b[start-guess] = byte(n)
-		return b
+	case 2:
+		b[start-guess], b[start-guess+1] = byte(n)|0x80, byte(n>>7)
+	default:
+		protowire.AppendVarint(b[:start-guess], uint64(n))
 	}
-	protowire.AppendVarint(b[:start-guess], uint64(n))
 	return b
 }
 
@@ -205,6 +226,11 @@ func appendBytes(b []byte, num protowire.Number, v []byte) []byte {
 	}
 	b = appendTag(b, num, protowire.BytesType)
 	return append(appendLen(b, len(v)), v...)
+}
+
+// appendMAC appends a MAC, 6 bytes (field num below 16: a one-byte tag).
+func appendMAC(b []byte, num protowire.Number, m [6]byte) []byte {
+	return append(b, byte(num)<<3|byte(protowire.BytesType), 6, m[0], m[1], m[2], m[3], m[4], m[5])
 }
 
 // appendLen appends a length-delimited field's length, inlined for the
