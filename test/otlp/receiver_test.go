@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/collector/config/configtls"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/receiver/otlpreceiver"
 	"go.opentelemetry.io/collector/receiver/receivertest"
@@ -135,6 +136,9 @@ func decode(t *testing.T, lr plog.LogRecord) flow.Record {
 	derived := map[string]string{}
 	var tlsName, tlsVer string
 	for k, v := range lr.Attributes().All() {
+		if v.Type() == pcommon.ValueTypeBool && !v.Bool() {
+			t.Errorf("attribute %s is false: a boolean is sent only when true", k)
+		}
 		i := uint64(v.Int())
 		s := v.Str()
 		b := v.Bool()

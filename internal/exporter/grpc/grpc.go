@@ -136,12 +136,12 @@ type Exporter struct {
 
 	mu             sync.Mutex
 	closed         bool
-	identityIP     netip.Addr   // the AgentIP stamped on flows
-	agentIP        []byte       // identityIP in wire form
-	buf            []byte       // the encoded batch (reused)
-	cuts           []int        // message boundaries in flows (reused)
-	offs           []int        // message boundaries in buf (reused)
-	msg            encodedBatch // the message being sent (a part of buf)
+	identityIP     netip.Addr       // the AgentIP stamped on flows
+	enc            *flowpb.Appender // stamps identityIP (wire form) and the node name
+	buf            []byte           // the encoded batch (reused)
+	cuts           []int            // message boundaries in flows (reused)
+	offs           []int            // message boundaries in buf (reused)
+	msg            encodedBatch     // the message being sent (a part of buf)
 	stream         grpcgo.ClientStreamingClient[encodedBatch, flowv1.ExportSummary]
 	streamCancel   context.CancelFunc
 	failures       int // consecutive failures, for the backoff
@@ -159,7 +159,7 @@ func New(cfg Config) (*Exporter, error) {
 	}
 	setDefaults(&cfg)
 	e := &Exporter{cfg: cfg, log: cfg.Logger.With("exporter", "grpc", "target", cfg.Target),
-		codec: newPassthroughCodec(), identityIP: cfg.AgentIP, agentIP: flowpb.AddrBytes(cfg.AgentIP)}
+		codec: newPassthroughCodec(), identityIP: cfg.AgentIP, enc: flowpb.NewAppender(cfg.NodeName, flowpb.AddrBytes(cfg.AgentIP))}
 	creds, err := transportCredentials(cfg)
 	if err != nil {
 		return nil, err
@@ -312,7 +312,8 @@ func (e *Exporter) updateIdentity() {
 		return
 	}
 	if p := e.localIP.Load(); p != nil && *p != e.identityIP {
-		e.identityIP, e.agentIP = *p, flowpb.AddrBytes(*p)
+		e.identityIP = *p
+		e.enc.SetIdentity(e.cfg.NodeName, flowpb.AddrBytes(*p))
 	}
 }
 
@@ -327,7 +328,7 @@ func (e *Exporter) encode(batch []flow.Record) (cuts, offs []int) {
 	cuts, offs = append(e.cuts[:0], 0), append(e.offs[:0], 0)
 	for i := range batch {
 		start := len(buf)
-		buf = flowpb.AppendFlow(buf, &batch[i], e.cfg.NodeName, e.agentIP)
+		buf = e.enc.Append(buf, &batch[i])
 		if start > offs[len(offs)-1] && len(buf)-offs[len(offs)-1] > e.cfg.MaxMessageBytes {
 			cuts, offs = append(cuts, i), append(offs, start)
 		}

@@ -121,8 +121,8 @@ type Exporter struct {
 
 	mu         sync.Mutex
 	identityIP netip.Addr
-	agentIP    []byte
-	partitions int // of the topic; 0 until known
+	enc        *flowpb.Appender // stamps identityIP (wire form) and the node name
+	partitions int              // of the topic; 0 until known
 	refreshed  time.Time
 	buf        []byte  // the encoded values (reused)
 	keys       []byte  // flow mode: the records' keys (reused)
@@ -131,7 +131,7 @@ type Exporter struct {
 	order      []int32 // flow indexes grouped by partition (reused)
 	next       []int32 // per partition, the next index in order (reused)
 	starts     []int32 // per partition, its first index in order (reused)
-	ends       []int   // per record, the end of its value in buf (reused)
+	values     []span  // per record, its value in buf (reused)
 	lastLog    time.Time
 }
 
@@ -139,7 +139,7 @@ type Exporter struct {
 // brokers: the first Export does.
 func New(cfg Config) (*Exporter, error) {
 	setDefaults(&cfg)
-	e := &Exporter{cfg: cfg, identityIP: cfg.AgentIP, agentIP: flowpb.AddrBytes(cfg.AgentIP)}
+	e := &Exporter{cfg: cfg, identityIP: cfg.AgentIP, enc: flowpb.NewAppender(cfg.NodeName, flowpb.AddrBytes(cfg.AgentIP))}
 	e.log = cfg.Logger.With("exporter", "kafka", "topic", cfg.Topic)
 	ct := flowkafka.ContentTypeBatch
 	switch cfg.Message {
@@ -269,11 +269,10 @@ func (e *Exporter) Export(ctx context.Context, batch []flow.Record) error {
 	e.updateIdentity()
 	recs := e.encode(batch, n)
 
-	rd := &round{done: make(chan struct{})}
+	rd := &round{done: make(chan struct{}), produced: time.Now()}
 	rd.left.Store(int64(len(recs)))
-	now := time.Now()
 	for _, s := range recs {
-		s.rec.Timestamp, s.round = now, rd
+		s.rec.Timestamp, s.round = rd.produced, rd
 		e.client.Produce(ctx, &s.rec, e.promise)
 	}
 	// Send what lingers now: this Export waits for its acks, and nothing
@@ -305,28 +304,44 @@ func (e *Exporter) Export(ctx context.Context, batch []flow.Record) error {
 	return nil
 }
 
-// round is one Export's records still waiting for their promise.
+// round is one Export's records still waiting for their promise, and
+// what the promises counted so far. franz-go calls promises serially (its
+// documented contract), so the counts are plain fields, added to Stats
+// once, by the round's last promise.
 type round struct {
 	left atomic.Int64
 	done chan struct{} // closed when left reaches 0
+	// produced is when the records were produced, with its monotonic
+	// reading: franz-go strips it from the records' Timestamp (rounded to
+	// the millisecond), and measuring from it costs half the clock reads.
+	produced time.Time
+
+	records, flows, bytes, failedRecords, failedFlows uint64
 }
 
 // acked is every record's promise: it runs on franz-go's goroutines, and
-// counts the record's flows as acknowledged or failed.
+// counts the record's flows as acknowledged or failed (in Stats once the
+// round's last record is in).
 func (e *Exporter) acked(r *kgo.Record, err error) {
 	s := r.Context.(*slot)
+	rd := s.round
 	s.err = err
 	if err == nil {
-		e.Stats.Records.Add(1)
-		e.Stats.Flows.Add(uint64(s.flows))
-		e.Stats.Bytes.Add(uint64(len(r.Value)))
-		e.Stats.Latency.Observe(time.Since(r.Timestamp))
+		rd.records++
+		rd.flows += uint64(s.flows)
+		rd.bytes += uint64(len(r.Value))
+		e.Stats.Latency.Observe(time.Since(rd.produced))
 	} else {
-		e.Stats.FailedRecords.Add(1)
-		e.Stats.FailedFlows.Add(uint64(s.flows))
+		rd.failedRecords++
+		rd.failedFlows += uint64(s.flows)
 	}
-	if s.round.left.Add(-1) == 0 {
-		close(s.round.done)
+	if rd.left.Add(-1) == 0 {
+		e.Stats.Records.Add(rd.records)
+		e.Stats.Flows.Add(rd.flows)
+		e.Stats.Bytes.Add(rd.bytes)
+		e.Stats.FailedRecords.Add(rd.failedRecords)
+		e.Stats.FailedFlows.Add(rd.failedFlows)
+		close(rd.done)
 	}
 }
 
@@ -410,30 +425,33 @@ func (e *Exporter) updateIdentity() {
 		return
 	}
 	if p := e.localIP.Load(); p != nil && *p != e.identityIP {
-		e.identityIP, e.agentIP = *p, flowpb.AddrBytes(*p)
+		e.identityIP = *p
+		e.enc.SetIdentity(e.cfg.NodeName, flowpb.AddrBytes(*p))
 	}
 }
 
 // encode writes the batch's records into e.buf and returns their slots.
 func (e *Exporter) encode(batch []flow.Record, n int) []*slot {
-	e.buf, e.ends = e.buf[:0], e.ends[:0]
+	e.buf, e.values = e.buf[:0], e.values[:0]
 	var recs []*slot
 	if e.cfg.Message == "flow" {
 		recs = e.encodeFlows(batch, n)
 	} else {
 		recs = e.encodeBatches(batch, n)
 	}
-	start := 0
 	for i, s := range recs {
-		s.rec.Value = e.buf[start:e.ends[i]:e.ends[i]]
-		start = e.ends[i]
+		v := e.values[i]
+		s.rec.Value = e.buf[v.start:v.end:v.end]
 	}
 	return recs
 }
 
+// span is where a record's value is in Exporter.buf.
+type span struct{ start, end int }
+
 // encodeFlows makes one record per flow: the Flow message alone (the
-// FlowBatch element AppendFlow writes, without its tag and length), its
-// key the flow's hash.
+// FlowBatch element flowpb.AppendFlow writes, past its tag and length), its key
+// the flow's hash.
 func (e *Exporter) encodeFlows(batch []flow.Record, n int) []*slot {
 	recs := e.slotsFor(len(batch))
 	if cap(e.keys) < 8*len(batch) {
@@ -443,12 +461,11 @@ func (e *Exporter) encodeFlows(batch []flow.Record, n int) []*slot {
 	for i := range batch {
 		r := &batch[i]
 		start := len(e.buf)
-		e.buf = flowpb.AppendFlow(e.buf, r, e.cfg.NodeName, e.agentIP)
-		// Drop the element's tag and length: shift the Flow down.
+		e.buf = e.enc.Append(e.buf, r)
+		// The value starts past the element's tag and length.
 		_, _, tn := protowire.ConsumeTag(e.buf[start:])
 		_, ln := protowire.ConsumeVarint(e.buf[start+tn:])
-		e.buf = append(e.buf[:start], e.buf[start+tn+ln:]...)
-		e.ends = append(e.ends, len(e.buf))
+		e.values = append(e.values, span{start + tn + ln, len(e.buf)})
 		h := flowkafka.Hash(r)
 		k := keys[8*i : 8*i+8 : 8*i+8]
 		binary.BigEndian.PutUint64(k, h)
@@ -488,7 +505,7 @@ func (e *Exporter) encodeBatches(batch []flow.Record, n int) []*slot {
 		flows, msgStart := 0, len(e.buf)
 		for _, i := range order[starts[p]:starts[p+1]] {
 			start := len(e.buf)
-			e.buf = flowpb.AppendFlow(e.buf, &batch[i], e.cfg.NodeName, e.agentIP)
+			e.buf = e.enc.Append(e.buf, &batch[i])
 			if flows > 0 && (flows == e.cfg.BatchFlows || len(e.buf)-msgStart > maxMsg) {
 				nrec = e.cut(nrec, int32(p), flows, start)
 				flows, msgStart = 0, start
@@ -510,7 +527,11 @@ func (e *Exporter) cut(nrec int, p int32, flows, end int) int {
 	s := e.slots[nrec]
 	s.rec, s.err = kgo.Record{Topic: e.cfg.Topic, Headers: e.headers, Context: s, Partition: p}, nil
 	s.flows = flows
-	e.ends = append(e.ends, end)
+	start := 0
+	if nrec > 0 {
+		start = e.values[nrec-1].end
+	}
+	e.values = append(e.values, span{start, end})
 	return nrec + 1
 }
 

@@ -59,14 +59,19 @@ const EventName = "flowlens.flow"
 // ScopeName is the InstrumentationScope of the flow records.
 const ScopeName = "github.com/flowlens/flowlens/internal/exporter/otlp"
 
-// encoder builds requests into one reused buffer.
+// encoder builds requests into a reused buffer (reqBuf).
 type encoder struct {
 	// The constant starts of ResourceLogs' and ScopeLogs' bodies: the
 	// Resource field (its attributes) and the InstrumentationScope field,
 	// encoded once.
 	resource, scope []byte
-	buf             []byte // the request: headroom, then the records
-	tmp             []byte // an attribute's text (address, MAC) before it is written
+	// head is what every record of the request has after its time:
+	// observed_time_unix_nano (the export's time) and event_name.
+	head   []byte
+	cur    *reqBuf // the request's buffer
+	buf    []byte  // cur's bytes while it is built: headroom, then the records
+	tmp    []byte  // an attribute's text (address, MAC) before it is written
+	ifaces ifaceCache
 }
 
 // headroom is room left before the records for the request's headers (the
@@ -87,27 +92,32 @@ func newEncoder(nodeName, version string) *encoder {
 	var sc []byte
 	sc = appendString(sc, fScopeName, ScopeName)
 	sc = appendString(sc, fScopeVersion, version)
-	e := &encoder{tmp: make([]byte, 0, 64)}
+	e := &encoder{tmp: make([]byte, 0, 64), ifaces: newIfaceCache()}
 	e.resource = protowire.AppendBytes(protowire.AppendTag(nil, fRLResource, protowire.BytesType), res)
 	e.scope = protowire.AppendBytes(protowire.AppendTag(nil, fSLScope, protowire.BytesType), sc)
 	return e
 }
 
-// begin starts a request: the records are appended after the headroom.
-func (e *encoder) begin() {
+// begin starts a request whose records were observed (exported) at
+// observed: the records are appended after the headroom.
+func (e *encoder) begin(observed uint64) {
+	e.head = appendFixed64(e.head[:0], fLRObservedTime, observed)
+	e.head = appendString(e.head, fLREventName, EventName)
 	n := e.headroom()
-	if cap(e.buf) < n {
-		e.buf = make([]byte, n, n+64<<10)
+	if e.cur == nil || e.cur.held.Load() != 0 {
+		// gRPC still holds the last request (sent when its call timed
+		// out): it is gRPC's now, freed once gRPC lets it go.
+		e.cur = &reqBuf{b: make([]byte, n, n+64<<10)}
 	}
-	e.buf = e.buf[:n]
+	e.buf = e.cur.b[:n]
 }
 
 // size is the size of the records appended so far.
 func (e *encoder) size() int { return len(e.buf) - e.headroom() }
 
-// finish writes the headers in front of the records and returns the whole
-// request (a part of e.buf, valid until the next begin).
-func (e *encoder) finish() []byte {
+// finish writes the headers in front of the records and returns the
+// buffer, the whole request in its req (valid until the next begin).
+func (e *encoder) finish() *reqBuf {
 	h := e.headroom()
 	records := len(e.buf) - h
 	slBody := len(e.scope) + records
@@ -120,7 +130,8 @@ func (e *encoder) finish() []byte {
 	at -= len(e.resource)
 	copy(e.buf[at:], e.resource)
 	at = putHeader(e.buf, at, fReqResourceLogs, rlBody)
-	return e.buf[at:]
+	e.cur.b, e.cur.req = e.buf, e.buf[at:]
+	return e.cur
 }
 
 // sizeField is the size of a length-delimited field of a one-byte tag.
@@ -137,17 +148,17 @@ func putHeader(b []byte, at int, num protowire.Number, n int) int {
 }
 
 // appendFlow appends r as one LogRecord of ScopeLogs.log_records.
-func (e *encoder) appendFlow(r *flow.Record, observed uint64) {
+func (e *encoder) appendFlow(r *flow.Record) {
 	b, start := openMessage(e.buf, fSLLogRecords, 2) // most records are 128 B to 16 KiB
 	b = appendFixed64(b, fLRTime, unixNano(r.StartTime))
-	b = appendFixed64(b, fLRObservedTime, observed)
-	b = appendString(b, fLREventName, EventName)
-	e.buf = b
+	e.buf = append(b, e.head...)
 	e.attributes(r)
 	e.buf = closeMessage(e.buf, start, 2)
 }
 
-// attributes appends r's attributes (docs/export.md has the table).
+// attributes appends r's attributes (docs/export.md has the table). A
+// boolean is sent only when true (absent is false, as in our protobuf):
+// flags are rarely set, and each one sent costs some 20 bytes per flow.
 func (e *encoder) attributes(r *flow.Record) {
 	const a = fLRAttributes
 	b := e.buf
@@ -164,14 +175,7 @@ func (e *encoder) attributes(r *flow.Record) {
 		b = kvText(b, a, kNetworkType, "ipv6")
 	}
 	if len(r.Interfaces) > 0 {
-		it := &r.Interfaces[0]
-		b = kvString(b, a, kNetworkInterfaceName, it.Name)
-		switch it.Direction {
-		case flow.DirIngress:
-			b = kvText(b, a, kNetworkIODirection, "receive")
-		case flow.DirEgress:
-			b = kvText(b, a, kNetworkIODirection, "transmit")
-		}
+		b = e.ifaces.appendFirst(b, &r.Interfaces[0])
 	}
 	b = kvInt(b, a, kFlowlensProto, int64(r.Proto))
 	if r.Proto == 1 || r.Proto == 58 {
@@ -183,10 +187,10 @@ func (e *encoder) attributes(r *flow.Record) {
 	b = kvInt(b, a, kFlowlensTCPFlags, int64(r.TCPFlags))
 	b = kvInt(b, a, kFlowlensEthType, int64(r.EthType))
 	b = kvInt(b, a, kFlowlensDSCP, int64(r.DSCP))
-	b = e.kvMAC(b, kFlowlensSrcMAC, r.SrcMAC)
-	b = e.kvMAC(b, kFlowlensDstMAC, r.DstMAC)
+	b = kvMAC(b, kFlowlensSrcMAC, r.SrcMAC)
+	b = kvMAC(b, kFlowlensDstMAC, r.DstMAC)
 	b = kvInt(b, a, kFlowlensEndTimeUnixNano, int64(unixNano(r.EndTime)))
-	b = appendInterfaces(b, r.Interfaces)
+	b = e.ifaces.appendList(b, r.Interfaces)
 	if r.IfacesOverflow {
 		b = kvBool(b, a, kFlowlensInterfacesOverflow, true)
 	}
@@ -194,7 +198,9 @@ func (e *encoder) attributes(r *flow.Record) {
 		b = kvBool(b, a, kFlowlensFragUnmatched, true)
 	}
 	b = kvInt(b, a, kFlowlensSampling, int64(r.Sampling))
-	b = kvBool(b, a, kFlowlensPartial, r.Partial)
+	if r.Partial {
+		b = kvBool(b, a, kFlowlensPartial, true)
+	}
 	if r.DropPackets != 0 || r.DropBytes != 0 || r.DropCause != "" {
 		b = kvInt(b, a, kFlowlensDropPackets, int64(r.DropPackets))
 		b = kvInt(b, a, kFlowlensDropBytes, int64(r.DropBytes))
@@ -226,10 +232,14 @@ func (e *encoder) attributes(r *flow.Record) {
 		if r.DNSAnswered() {
 			b = kvText(b, a, kFlowlensDNSRcode, flow.DNSRcodeName(r.DNSRcode))
 		}
-		b = kvBool(b, a, kFlowlensDNSNameTruncated, r.DNSNameTruncated)
+		if r.DNSNameTruncated {
+			b = kvBool(b, a, kFlowlensDNSNameTruncated, true)
+		}
 		b = kvInt(b, a, kFlowlensDNSLatencyNs, int64(r.DNSLatency))
 		b = kvInt(b, a, kFlowlensDNSLatencyMaxNs, int64(r.DNSLatencyMax))
-		b = kvBool(b, a, kFlowlensDNSTimeout, r.DNSTimeout)
+		if r.DNSTimeout {
+			b = kvBool(b, a, kFlowlensDNSTimeout, true)
+		}
 	}
 	e.buf = b
 }
@@ -287,6 +297,7 @@ var (
 	kTLSCurve                   = newKey("tls.curve")
 	kFlowlensTLSClientHello     = newKey("flowlens.tls_client_hello")
 	kFlowlensQUIC               = newKey("flowlens.quic")
+	kFlowlensInterfaces         = newKey("flowlens.interfaces")
 	kName                       = newKey("name")
 	kIfindex                    = newKey("ifindex")
 	kNetns                      = newKey("netns")
@@ -314,8 +325,13 @@ func (e *encoder) tls(b []byte, r *flow.Record) []byte {
 	if r.TLSGroup != 0 {
 		b = e.kvTLSName(b, kTLSCurve, r.TLSGroup, flow.TLSGroupName)
 	}
-	b = kvBool(b, a, kFlowlensTLSClientHello, r.TLSClientHello)
-	return kvBool(b, a, kFlowlensQUIC, r.QUIC)
+	if r.TLSClientHello {
+		b = kvBool(b, a, kFlowlensTLSClientHello, true)
+	}
+	if r.QUIC {
+		b = kvBool(b, a, kFlowlensQUIC, true)
+	}
+	return b
 }
 
 func (e *encoder) kvTLSName(b []byte, key attrKey, v uint16, name func(uint16) (string, bool)) []byte {
@@ -364,33 +380,6 @@ func transportName(p uint8) string {
 	return ""
 }
 
-// appendInterfaces appends flowlens.interfaces: an array of key-value lists
-// {name, ifindex, netns, direction}, the first-seen interface first.
-func appendInterfaces(b []byte, its []flow.Interface) []byte {
-	if len(its) == 0 {
-		return b
-	}
-	b, kv := openMessage(b, fLRAttributes, 2)
-	b = appendString(b, fKVKey, "flowlens.interfaces")
-	b, val := openMessage(b, fKVValue, 2)
-	b, arr := openMessage(b, fAnyArray, 2)
-	for i := range its {
-		it := &its[i]
-		var elem, list int
-		b, elem = openMessage(b, fArrayValues, 1)
-		b, list = openMessage(b, fAnyKVList, 1)
-		b = kvString(b, fKVListValues, kName, it.Name)
-		b = kvInt(b, fKVListValues, kIfindex, int64(it.Ifindex))
-		b = kvString(b, fKVListValues, kNetns, it.Netns)
-		b = kvText(b, fKVListValues, kDirection, it.Direction.String())
-		b = closeMessage(b, list, 1)
-		b = closeMessage(b, elem, 1)
-	}
-	b = closeMessage(b, arr, 2)
-	b = closeMessage(b, val, 2)
-	return closeMessage(b, kv, 2)
-}
-
 // kvAddr appends an address attribute as text, IPv4-mapped IPv6 as IPv4
 // (the JSON output's form); nothing for the zero Addr.
 func (e *encoder) kvAddr(b []byte, key attrKey, a netip.Addr) []byte {
@@ -401,18 +390,13 @@ func (e *encoder) kvAddr(b []byte, key attrKey, a netip.Addr) []byte {
 	return kvBytes(b, fLRAttributes, key, e.tmp)
 }
 
-// kvMAC appends a MAC attribute as "aa:bb:cc:dd:ee:ff".
-func (e *encoder) kvMAC(b []byte, key attrKey, mac [6]byte) []byte {
+// kvMAC appends a MAC attribute as "aa:bb:cc:dd:ee:ff" (17 bytes).
+func kvMAC(b []byte, key attrKey, m [6]byte) []byte {
 	const hex = "0123456789abcdef"
-	t := e.tmp[:0]
-	for i, x := range mac {
-		if i > 0 {
-			t = append(t, ':')
-		}
-		t = append(t, hex[x>>4], hex[x&15])
-	}
-	e.tmp = t
-	return kvBytes(b, fLRAttributes, key, t)
+	b = appendKey(b, fLRAttributes, key, 2+17)
+	return append(b, byte(fAnyString<<3|protowire.BytesType), 17,
+		hex[m[0]>>4], hex[m[0]&15], ':', hex[m[1]>>4], hex[m[1]&15], ':', hex[m[2]>>4], hex[m[2]&15], ':',
+		hex[m[3]>>4], hex[m[3]&15], ':', hex[m[4]>>4], hex[m[4]&15], ':', hex[m[5]>>4], hex[m[5]&15])
 }
 
 func appendHex16(b []byte, v uint16) []byte {
@@ -487,9 +471,13 @@ func kvInt(b []byte, num protowire.Number, k attrKey, v int64) []byte {
 	if u := uint64(v); u < 0x80 {
 		return append(appendKey(b, num, k, 2), byte(fAnyInt<<3|protowire.VarintType), byte(u))
 	}
-	b = appendKey(b, num, k, 1+protowire.SizeVarint(uint64(v)))
+	u := uint64(v)
+	b = appendKey(b, num, k, 1+protowire.SizeVarint(u))
 	b = append(b, byte(fAnyInt<<3|protowire.VarintType))
-	return protowire.AppendVarint(b, uint64(v))
+	for ; u >= 0x80; u >>= 7 { // the varint, here rather than a call
+		b = append(b, byte(u)|0x80)
+	}
+	return append(b, byte(u))
 }
 
 func kvBool(b []byte, num protowire.Number, k attrKey, v bool) []byte {

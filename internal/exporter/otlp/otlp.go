@@ -100,7 +100,7 @@ type Stats struct {
 // sender sends one encoded ExportLogsServiceRequest and returns the
 // receiver's partial success (records rejected and its message).
 type sender interface {
-	send(ctx context.Context, req []byte) (rejected int64, msg string, err error)
+	send(ctx context.Context, req *reqBuf) (rejected int64, msg string, err error)
 	close() error
 }
 
@@ -218,10 +218,10 @@ func (e *Exporter) Export(ctx context.Context, batch []flow.Record) error {
 
 	observed := unixNano(time.Now()) // the records' observed_time_unix_nano
 	for i := 0; i < len(batch); {
-		e.enc.begin()
+		e.enc.begin(observed)
 		j := i
 		for j < len(batch) && j-i < e.cfg.BatchFlows && e.enc.size() < e.cfg.MaxRequestBytes {
-			e.enc.appendFlow(&batch[j], observed)
+			e.enc.appendFlow(&batch[j])
 			j++
 		}
 		if err := e.deliver(ctx, e.enc.finish(), j-i); err != nil {
@@ -238,7 +238,7 @@ func (e *Exporter) Export(ctx context.Context, batch []flow.Record) error {
 
 // deliver sends one request of n records until the receiver answers it,
 // retrying what may be retried.
-func (e *Exporter) deliver(ctx context.Context, req []byte, n int) error {
+func (e *Exporter) deliver(ctx context.Context, req *reqBuf, n int) error {
 	if e.cfg.RetryTimeout > 0 {
 		var c context.CancelFunc
 		ctx, c = context.WithTimeout(ctx, e.cfg.RetryTimeout)
@@ -265,7 +265,7 @@ func (e *Exporter) deliver(ctx context.Context, req []byte, n int) error {
 		rejected, msg, err := e.sender.send(rctx, req)
 		cancel()
 		if err == nil {
-			e.accepted(n, len(req), rejected, msg)
+			e.accepted(n, len(req.req), rejected, msg)
 			return nil
 		}
 		if ctx.Err() != nil { // our own cancellation, not the receiver's doing

@@ -1,10 +1,14 @@
 package otlp
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/flowlens/flowlens/internal/exporter/exportertest"
+	"github.com/flowlens/flowlens/pkg/flow"
 )
 
 // New refuses what cannot work at startup, naming the problem; the rest
@@ -46,5 +50,41 @@ func TestRetryAfter(t *testing.T) {
 		if got := retryAfter(v) > 0; got != want {
 			t.Errorf("retryAfter(%q) = %v", v, retryAfter(v))
 		}
+	}
+}
+
+// gRPC sends a request from the encoder's own buffer (no copy): while gRPC
+// holds it (a message still queued after its call timed out), the next
+// request goes into another buffer and the held one keeps its bytes; a
+// buffer gRPC gave back is reused.
+func TestHeldRequestNotOverwritten(t *testing.T) {
+	recs := exportertest.Records(20)
+	e := newEncoder("node-1", "v1")
+	encode := func(observed uint64, recs []flow.Record) *reqBuf {
+		e.begin(observed)
+		for i := range recs {
+			e.appendFlow(&recs[i])
+		}
+		return e.finish()
+	}
+	first := encode(1, recs[:10])
+	sent := bytes.Clone(first.req)
+	held, err := rawCodec{}.Marshal(&rawMessage{req: first}) // gRPC's reference
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := encode(2, recs[10:])
+	if second == first {
+		t.Fatal("a buffer gRPC holds was reused")
+	}
+	if got := held.Materialize(); !bytes.Equal(got, sent) {
+		t.Fatal("the request gRPC holds changed")
+	}
+	held.Free()
+	if n := first.held.Load(); n != 0 {
+		t.Fatalf("%d references left after gRPC freed the request", n)
+	}
+	if third := encode(3, recs); third != second {
+		t.Error("a buffer nobody holds was not reused")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flowlens/flowlens/pkg/tlsclient"
@@ -32,9 +33,10 @@ const exportMethod = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
 
 // grpcSender calls LogsService/Export with the encoded request as is.
 type grpcSender struct {
-	conn *grpcgo.ClientConn
-	md   metadata.MD
-	opts []grpcgo.CallOption
+	conn      *grpcgo.ClientConn
+	md        metadata.MD
+	opts      []grpcgo.CallOption
+	req, resp rawMessage // reused: the exporter sends one request at a time
 }
 
 func newGRPCSender(cfg Config, tc *tls.Config) (*grpcSender, error) {
@@ -56,17 +58,17 @@ func newGRPCSender(cfg Config, tc *tls.Config) (*grpcSender, error) {
 	return s, nil
 }
 
-func (s *grpcSender) send(ctx context.Context, req []byte) (int64, string, error) {
+func (s *grpcSender) send(ctx context.Context, req *reqBuf) (int64, string, error) {
 	if len(s.md) > 0 {
 		ctx = metadata.NewOutgoingContext(ctx, s.md)
 	}
-	var resp rawMessage
+	s.req.req, s.resp.b = req, nil
 	// Not WaitForReady: while the receiver is down this fails at once
 	// (Unavailable) and the exporter's backoff paces the attempts.
-	if err := s.conn.Invoke(ctx, exportMethod, &rawMessage{req}, &resp, s.opts...); err != nil {
+	if err := s.conn.Invoke(ctx, exportMethod, &s.req, &s.resp, s.opts...); err != nil {
 		return 0, "", grpcError(err)
 	}
-	return parseResponse(resp.b)
+	return parseResponse(s.resp.b)
 }
 
 func (s *grpcSender) close() error { return s.conn.Close() }
@@ -142,15 +144,39 @@ func parseResponse(b []byte) (rejected int64, msg string, err error) {
 	return rejected, string(field(ps, fPartialErrorText, protowire.BytesType)), nil
 }
 
-// rawMessage is a protobuf message in wire form, which rawCodec sends and
-// receives as is.
-type rawMessage struct{ b []byte }
+// reqBuf is a request's buffer, reused from request to request. The gRPC
+// sender hands it to gRPC without a copy (rawCodec), and gRPC may hold it
+// after the call returned (a message still queued when the call timed
+// out): the encoder then leaves it to gRPC and takes a new one.
+type reqBuf struct {
+	b    []byte       // headroom, then the records
+	req  []byte       // the request: the end of b, from encoder.finish
+	held atomic.Int32 // references gRPC holds (rawCodec.Marshal, then Put)
+}
+
+// Put is gRPC giving back a reference to req: reqBuf is the mem.BufferPool
+// of the mem.Buffer rawCodec wraps req in.
+func (r *reqBuf) Put(*[]byte) { r.held.Add(-1) }
+
+// Get is never called: gRPC only gives a buffer back to its pool.
+func (r *reqBuf) Get(n int) *[]byte {
+	b := make([]byte, n)
+	return &b
+}
+
+// rawMessage is a protobuf message in wire form, which rawCodec sends
+// (req) and receives (b) as is.
+type rawMessage struct {
+	req *reqBuf
+	b   []byte
+}
 
 // rawCodec is the Export call's codec (set per call with ForceCodecV2, not
-// registered). It copies the request into a buffer from gRPC's pool: gRPC
-// may write it after Invoke returns (a transparent retry), and the exporter
-// reuses its buffer. Its name is "proto", so the content type is the
-// standard application/grpc+proto every receiver decodes.
+// registered). It hands the request's buffer to gRPC without a copy, held
+// (reqBuf.held) until gRPC frees it: gRPC may write it after Invoke returns
+// (a message queued when the call timed out), and the encoder takes
+// another buffer meanwhile. Its name is "proto", so the content type is
+// the standard application/grpc+proto every receiver decodes.
 type rawCodec struct{}
 
 func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
@@ -158,7 +184,15 @@ func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
 	if !ok {
 		return nil, fmt.Errorf("otlp: cannot marshal %T", v)
 	}
-	return mem.BufferSlice{mem.Copy(m.b, mem.DefaultBufferPool())}, nil
+	if m.req == nil { // a reply (the benchmark's receiver): b, which is not reused
+		return mem.BufferSlice{mem.SliceBuffer(m.b)}, nil
+	}
+	if mem.IsBelowBufferPoolingThreshold(cap(m.req.req)) {
+		// gRPC would not give such a buffer back (no Put): a copy it owns.
+		return mem.BufferSlice{mem.SliceBuffer(bytes.Clone(m.req.req))}, nil
+	}
+	m.req.held.Add(1)
+	return mem.BufferSlice{mem.NewBuffer(&m.req.req, m.req)}, nil
 }
 
 func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
@@ -212,7 +246,8 @@ func newHTTPSender(cfg Config, tc *tls.Config) (*httpSender, error) {
 	return s, nil
 }
 
-func (s *httpSender) send(ctx context.Context, req []byte) (int64, string, error) {
+func (s *httpSender) send(ctx context.Context, rb *reqBuf) (int64, string, error) {
+	req := rb.req
 	if s.gzip {
 		s.zbuf.Reset()
 		s.zw.Reset(&s.zbuf)

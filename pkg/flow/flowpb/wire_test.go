@@ -179,6 +179,36 @@ func TestAppendBatchMatchesProtoMarshal(t *testing.T) {
 	}
 }
 
+// An Appender writes what AppendFlow writes, its interface cache warm from
+// earlier flows: interfaces met before (shared between flows, as a node's
+// are), others taking their slots, names that are not UTF-8; and its
+// identity changed (the agent IP learned from a connection).
+func TestAppenderMatchesAppendFlow(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed) // rerun a failure with this seed
+	rng := rand.New(rand.NewPCG(4, seed))
+	a := flowpb.NewAppender("", nil)
+	var got, want []byte
+	for round := range 50 {
+		id := randIdentity(rng)
+		ip := flowpb.AddrBytes(id.AgentIP)
+		a.SetIdentity(id.NodeName, ip)
+		recs := randRecords(rng, 1+rng.IntN(200))
+		for i := 1; i < len(recs); i++ {
+			if rng.IntN(2) == 0 {
+				recs[i].Interfaces = recs[rng.IntN(i)].Interfaces
+			}
+		}
+		for i := range recs {
+			got = a.Append(got[:0], &recs[i])
+			want = flowpb.AppendFlow(want[:0], &recs[i], id.NodeName, ip)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("round %d, flow %d (%+v):\n got %x\nwant %x", round, i, recs[i], got, want)
+			}
+		}
+	}
+}
+
 // Any run of consecutive AppendFlow elements is a FlowBatch on its own: the
 // exporter cuts batches into messages that way.
 func TestAppendFlowElementsSplit(t *testing.T) {
