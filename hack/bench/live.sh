@@ -93,7 +93,9 @@ collector=()
 # gRPC export when the agent is built with the gRPC exporter and the
 # collector exists; otherwise JSON lines to a file (the exact-count check
 # needs the exported flows either way).
-if [ -d cmd/flowlens-collector ] && "$GO" list -deps ./cmd/flowlens-agent | grep -q '/internal/exporter/grpc$'; then
+# (The list is read whole: grep -q would stop reading early, and go list,
+# killed by SIGPIPE, would fail the pipeline under pipefail.)
+if [ -d cmd/flowlens-collector ] && "$GO" list -deps ./cmd/flowlens-agent | grep -c '/internal/exporter/grpc$' >/dev/null; then
 	"$GO" build -o "$OUT/live-bin/flowlens-collector" ./cmd/flowlens-collector
 	collector=(-collector "$OUT/live-bin/flowlens-collector")
 else
