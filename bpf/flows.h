@@ -81,6 +81,7 @@ struct wpkt {
 	__u8 flags;    /* FLOW_F_* the packet brings (FLOW_F_FRAG_UNMATCHED) */
 	__u8 rule;     /* the filter rule it was sampled under (flow_value.rule) */
 	__u32 rate;    /* that rule's sampling rate (filter_on only) */
+	__u32 gen;     /* the generation of the flow map it goes to (control[CTL_GEN]) */
 };
 
 /* measure fills the packet's wire bytes and packets and the time. */
@@ -262,19 +263,6 @@ static __always_inline int same_obs(const struct iface_obs *a, const struct ifac
 }
 
 /*
- * gen_of is the generation whose flow map is cur: control[CTL_GEN], or one
- * less when a flip came after this program picked cur (it goes on writing
- * the map it picked; a second flip waits for it to end).
- */
-static __always_inline __u32 gen_of(void *cur)
-{
-	__u32 slot = CTL_GEN;
-	__u32 *g = bpf_map_lookup_elem(&control, &slot);
-	__u32 gen = g ? *g : 0;
-	return gen - ((gen & 1) != (cur == (void *)&flows_b));
-}
-
-/*
  * remember records in overflow_seen the counting observation that the
  * evictor's aggregation of the ring (internal/evictor/overflow.go, add)
  * gives the flow of a packet just sent there (not ORDER_SPLIT), by the
@@ -338,7 +326,7 @@ static __noinline int insert(struct __sk_buff *skb, void *cur, void *prev, const
 	 * which bounds a stale counting point to one generation. */
 	struct iface_obs was;
 	int inherit = 0;
-	__u32 gen = gen_of(cur);
+	__u32 gen = w->gen;
 	struct flow_value *old = bpf_map_lookup_elem(prev, &p->key);
 	if (old) {
 		if (old->packets && !(old->listed_only & 1)) {
@@ -503,9 +491,12 @@ static __always_inline int handle(struct __sk_buff *skb, __u32 dir, int l3)
 	/* Feature "dns": messages to or from the DNS ports. */
 	if (dns_on && p.payload && (dns_port(p.key.dst_port) || dns_port(p.key.src_port)))
 		dns_inspect(skb, &p);
-	__u32 zero = 0;
-	__u32 *gen = bpf_map_lookup_elem(&control, &zero);
-	if (gen && (*gen & 1))
+	__u32 slot = CTL_GEN;
+	__u32 *gen = bpf_map_lookup_elem(&control, &slot);
+	/* The programs go on writing the map they picked here, even across
+	 * a flip (the agent waits for them): w.gen is that map's generation. */
+	w.gen = gen ? *gen : 0;
+	if (w.gen & 1)
 		record(skb, &flows_b, &flows_a, &w, l3);
 	else
 		record(skb, &flows_a, &flows_b, &w, l3);
