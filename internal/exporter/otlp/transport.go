@@ -2,7 +2,6 @@ package otlp
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -16,11 +15,11 @@ import (
 
 	"github.com/flowlens/flowlens/pkg/tlsclient"
 
+	"github.com/klauspost/compress/gzip"
 	grpcgo "google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	_ "google.golang.org/grpc/encoding/gzip" // registers the "gzip" compressor for --otlp-compression gzip
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -52,7 +51,7 @@ func newGRPCSender(cfg Config, tc *tls.Config) (*grpcSender, error) {
 		return nil, err
 	}
 	s := &grpcSender{conn: conn, md: metadata.New(cfg.Headers), opts: []grpcgo.CallOption{grpcgo.ForceCodecV2(rawCodec{})}}
-	if cfg.Compression == "gzip" {
+	if cfg.Compression == "gzip" { // klauspost/compress's, registered in gzip.go
 		s.opts = append(s.opts, grpcgo.UseCompressor("gzip"))
 	}
 	return s, nil
@@ -239,9 +238,7 @@ func newHTTPSender(cfg Config, tc *tls.Config) (*httpSender, error) {
 	s.body = &sentBody{closed: make(chan struct{}, 1)}
 	if s.gzip {
 		h.Set("Content-Encoding", "gzip")
-		// BestSpeed: most of a request is the same attribute names over
-		// and over, which the fastest level already takes out.
-		s.zw, _ = gzip.NewWriterLevel(&s.zbuf, gzip.BestSpeed)
+		s.zw, _ = gzip.NewWriterLevel(&s.zbuf, gzipLevel) // klauspost/compress: gzip.go
 	}
 	return s, nil
 }
