@@ -195,6 +195,32 @@ func TestExportDecodedByCollector(t *testing.T) {
 	}
 }
 
+// Full-size gzip requests (3 of the default 1000 flows, each many deflate
+// blocks, the compressors reused from request to request) decode, in the
+// Collector's receiver, to the records exported, over both protocols.
+func TestGzipFullRequestsDecodedByCollector(t *testing.T) {
+	kinds := records()
+	sent := make([]flow.Record, 3*otlp.DefaultBatchFlows)
+	for i := range sent {
+		sent[i] = kinds[i%len(kinds)]
+		sent[i].SrcPort = uint16(1024 + i) // every flow distinct
+	}
+	for _, protocol := range []string{"grpc", "http"} {
+		t.Run(protocol, func(t *testing.T) {
+			sink := new(consumertest.LogsSink)
+			rec := startReceiver(t, protocol, freeAddr(t), nil, sink)
+			e := newExporter(t, otlp.Config{Endpoint: rec.addr, Protocol: protocol, Compression: "gzip"})
+			if err := e.Export(context.Background(), sent); err != nil {
+				t.Fatal(err)
+			}
+			equalRecords(t, received(t, sink, "node-otlp"), sent)
+			if n := len(sink.AllLogs()); n != 3 {
+				t.Errorf("%d requests, want 3", n)
+			}
+		})
+	}
+}
+
 // A receiver whose pipeline is busy answers UNAVAILABLE (HTTP 503): the
 // exporter retries the same request until it is accepted, each record once.
 func TestRetryUntilAccepted(t *testing.T) {
