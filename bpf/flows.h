@@ -228,9 +228,11 @@ static __always_inline void add(struct flow_value *v, const struct wpkt *w)
 }
 
 /* send_overflow sends the packet through the ring buffer (the flow map is
- * full), with its hook's order (enum hook_order); returns 1 when it went, 0
- * when the ring was full (counted). */
-static __noinline int send_overflow(struct __sk_buff *skb, const struct wpkt *w, int order, int l3)
+ * full), with its hook's order (enum hook_order) and, for ORDER_INHERITED,
+ * the flow's counting observation was (else NULL); returns 1 when it went,
+ * 0 when the ring was full (counted). */
+static __noinline int send_overflow(struct __sk_buff *skb, const struct wpkt *w, int order, int l3,
+				    const struct iface_obs *was)
 {
 	struct overflow_rec *r = bpf_ringbuf_reserve(&overflow, sizeof(*r), 0);
 	if (!r) {
@@ -252,6 +254,10 @@ static __noinline int send_overflow(struct __sk_buff *skb, const struct wpkt *w,
 	r->flags = w->flags;
 	r->rule = w->rule;
 	__builtin_memset(r->_pad, 0, sizeof(r->_pad));
+	if (was)
+		r->was = *was;
+	else
+		__builtin_memset(&r->was, 0, sizeof(r->was));
 	bpf_ringbuf_submit(r, 0);
 	count(CNT_OVERFLOW_RECORDS);
 	return 1;
@@ -273,8 +279,10 @@ static __always_inline int same_obs(const struct iface_obs *a, const struct ifac
  * the counting one, unless the previous generation counted the flow on
  * another (inherited: this one counts nothing), for a hook that is not
  * certainly first; a record on the counting observation counts; a
- * certainly-first hook counts and takes over. Not inlined: only packets
- * that found the map full come here.
+ * certainly-first hook counts and takes over. (An ORDER_INHERITED record
+ * does not come here: it counts nothing, and its flow's counting
+ * observation is remembered when a record counts there.) Not inlined: only
+ * packets that found the map full come here.
  */
 static __noinline void remember(const struct flow_key *key, const struct iface_obs *me, int order, __u32 gen)
 {
@@ -383,7 +391,15 @@ static __noinline int insert(struct __sk_buff *skb, void *cur, void *prev, const
 		return 1;
 	if (order < 0)
 		order = order_of(skb, me->dir);
-	if (send_overflow(skb, w, order, l3))
+	if (!counts) {
+		/* An inherited flow's listed hook: the ring's aggregation lists
+		 * it on the counting observation (nv.ifaces[0], was). Nothing
+		 * to remember: the flow's counting observation is remembered
+		 * when a record counts there, as it would be without this one. */
+		send_overflow(skb, w, ORDER_INHERITED, l3, &nv.ifaces[0]);
+		return 0;
+	}
+	if (send_overflow(skb, w, order, l3, NULL))
 		remember(&p->key, me, order, gen);
 	return 0;
 }
@@ -411,7 +427,7 @@ static __always_inline void record(struct __sk_buff *skb, void *cur, void *prev,
 		}
 		v = bpf_map_lookup_elem(cur, &w->p->key);
 		if (!v) { /* cannot happen: the active map is never deleted from */
-			send_overflow(skb, w, order_of(skb, w->me.dir), l3);
+			send_overflow(skb, w, order_of(skb, w->me.dir), l3, NULL);
 			return;
 		}
 		counting = fast(v, w);
@@ -420,7 +436,7 @@ static __always_inline void record(struct __sk_buff *skb, void *cur, void *prev,
 		/* A flow's record has one rate, so that packets x sampling is
 		 * unbiased: a packet counted here under another one (a SYN rule
 		 * at 1 in a flow sampled 1:100) gets a record of its own. */
-		send_overflow(skb, w, ORDER_SPLIT, l3);
+		send_overflow(skb, w, ORDER_SPLIT, l3, NULL);
 		count(CNT_SAMPLING_SPLIT);
 		return;
 	}

@@ -66,6 +66,12 @@ enum hook_order {
 	 * under another sampling rate than the flow's (bpf/filter.h): it counts,
 	 * in its own record for (flow, rule). */
 	ORDER_SPLIT = 2,
+	/* An overflow record of a packet that does not count: the previous
+	 * generation's map counted its flow on another observation (the
+	 * record's "was"), where this packet was counted before the flip
+	 * (bpf/flows.h, insert). The aggregation lists it, and a flow it
+	 * creates counts on "was", as the fresh map would have. */
+	ORDER_INHERITED = 3,
 };
 
 /* Flow filter rules (bpf/filter.h): at most 64, one bit each. */
@@ -235,6 +241,7 @@ struct overflow_rec {
 	__u8 flags; /* FLOW_F_FRAG_UNMATCHED */
 	__u8 rule;  /* flow_value.rule: the filter rule it was sampled under */
 	__u8 _pad[4];
+	struct iface_obs was; /* ORDER_INHERITED: the flow's counting observation; else 0 */
 };
 
 /* Fragment memory (map "frags"): a datagram is (addresses, protocol, IP ID). */

@@ -241,9 +241,10 @@ type datapathFragL4 struct {
 type datapathHookOrder uint32
 
 const (
-	datapathHookOrderORDER_UNKNOWN datapathHookOrder = 0
-	datapathHookOrderORDER_FIRST   datapathHookOrder = 1
-	datapathHookOrderORDER_SPLIT   datapathHookOrder = 2
+	datapathHookOrderORDER_UNKNOWN   datapathHookOrder = 0
+	datapathHookOrderORDER_FIRST     datapathHookOrder = 1
+	datapathHookOrderORDER_SPLIT     datapathHookOrder = 2
+	datapathHookOrderORDER_INHERITED datapathHookOrder = 3
 )
 
 type datapathIfaceObs struct {
@@ -269,6 +270,7 @@ type datapathOverflowRec struct {
 	Flags    uint8
 	Rule     uint8
 	Pad      [4]uint8
+	Was      datapathIfaceObs
 }
 
 type datapathOverflowSeen struct {

@@ -67,6 +67,9 @@ const (
 	OrderUnknown = uint8(datapathHookOrderORDER_UNKNOWN) // the flow's first observation decides
 	OrderFirst   = uint8(datapathHookOrderORDER_FIRST)   // certainly the packet's first observed hook
 	OrderSplit   = uint8(datapathHookOrderORDER_SPLIT)   // counted at the flow\'s counting hook under another sampling rate: its own record
+	// OrderInherited: counts nothing; the flow's counting observation is
+	// OverflowRec.Was, where the previous generation counted the packet.
+	OrderInherited = uint8(datapathHookOrderORDER_INHERITED)
 )
 
 // ControlOverflowed is the first of the two slots of Maps.Control (enum

@@ -10,8 +10,9 @@ import (
 // through the ring buffer when the flow map is full, by the kernel's
 // counting rule (bpf/flows.h, docs/architecture.md, Counting): a packet
 // counts on the hook the kernel classed as its first (OverflowRec.Order),
-// or, when that is unknown, on the flow's counting observation: the first
-// seen in this period, or the one the previous period counted on.
+// not at all when the kernel found it counted before the flip (OrderInherited,
+// on OverflowRec.Was), or else on the flow's counting observation: the
+// first seen in this period, or the one the previous period counted on.
 type overflowFlow struct {
 	v datapath.FlowValue
 }
@@ -112,7 +113,12 @@ func (a *overflowAgg) add(r *datapath.OverflowRec) {
 		v.FirstDir = uint8(me.Dir)
 		v.N_ifaces = 1
 		v.Rule = r.Rule
-		if r.Order == datapath.OrderUnknown && prev != nil && prev.Packets > 0 {
+		if r.Order == datapath.OrderInherited { // the kernel's previous map counted it on Was
+			v.Ifaces[0] = r.Was
+			v.FirstDir = uint8(r.Was.Dir)
+			v.Ifaces[1] = me
+			v.N_ifaces = 2
+		} else if r.Order == datapath.OrderUnknown && prev != nil && prev.Packets > 0 {
 			if c, ok := countingObs(prev); ok && c != me { // inherit the counting observation
 				v.Ifaces[0] = c
 				v.FirstDir = uint8(c.Dir)
@@ -128,6 +134,8 @@ func (a *overflowAgg) add(r *datapath.OverflowRec) {
 	switch r.Order {
 	case datapath.OrderFirst:
 		counts = true
+	case datapath.OrderInherited:
+		counts = false
 	default:
 		c, ok := countingObs(v)
 		counts = ok && c == me

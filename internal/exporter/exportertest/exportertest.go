@@ -6,6 +6,7 @@ package exportertest
 
 import (
 	"context"
+	"math"
 	"net/netip"
 	"runtime"
 	"syscall"
@@ -107,4 +108,63 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// MaxMarginalAllocs is what NoAllocsPerFlow allows of MarginalAllocs: an
+// allocation per flow anywhere would read 1 or more, one per ten flows 0.1;
+// under it is what grows with the bytes inside the transports (HTTP/2
+// window updates and pings: about one per 40 KiB).
+const MaxMarginalAllocs = 0.01
+
+// NoAllocsPerFlow is the exporters' TestNoAllocationsPerFlow: it fails t
+// when e's MarginalAllocs exceed MaxMarginalAllocs, and logs the figure.
+func NoAllocsPerFlow(t *testing.T, e exporter.Exporter, done func()) {
+	t.Helper()
+	per := MarginalAllocs(t, e, done)
+	t.Logf("%.4f allocations per flow", per)
+	if per > MaxMarginalAllocs {
+		t.Errorf("%.4f allocations per flow, want about 0 (at most %v)", per, MaxMarginalAllocs)
+	}
+}
+
+// MarginalAllocs is the exporter's allocations per flow in steady state,
+// measured as a difference so that what is paid per request (a gRPC call,
+// an HTTP request, a Kafka produce: inside those libraries) cancels out:
+// Rounds rounds of Requests exports of Batch flows each, against as many
+// exports of Batch/10 flows, the same number of calls, requests and
+// waits (done, as for Run). An allocation per flow anywhere on the path
+// adds at least 1 per flow; what remains is what grows with the bytes
+// (HTTP/2 window updates, for one). The smallest of the rounds is
+// returned: a background allocation (the runtime's, a timer's) can only
+// add.
+func MarginalAllocs(t testing.TB, e exporter.Exporter, done func()) float64 {
+	const (
+		requests = 10
+		rounds   = 3
+	)
+	big := Records(requests * Batch)
+	small := Records(requests * Batch / 10)
+	ctx := context.Background()
+	export := func(recs []flow.Record, n int) uint64 {
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		for i := 0; i < len(recs); i += n {
+			if err := e.Export(ctx, recs[i:i+n]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if done != nil {
+			done()
+		}
+		runtime.ReadMemStats(&m1)
+		return m1.Mallocs - m0.Mallocs
+	}
+	export(big, Batch) // connections, templates, buffers at their size
+	export(small, Batch/10)
+	best := math.Inf(1)
+	for range rounds {
+		b, s := export(big, Batch), export(small, Batch/10)
+		best = min(best, (float64(b)-float64(s))/float64(len(big)-len(small)))
+	}
+	return best
 }

@@ -196,8 +196,20 @@ type sinkMsg struct{}
 // sinkCodec drops what it receives and marshals the reply as protobuf.
 // sinkServer serves FlowCollector/Export on loopback, counting the
 // messages it receives without decoding them, until b ends.
-func sinkServer(b *testing.B) (received *atomic.Uint64, addr string) {
+func sinkServer(b testing.TB) (received *atomic.Uint64, addr string) {
 	received = new(atomic.Uint64)
+	srv := newSink(received)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go srv.Serve(lis)
+	b.Cleanup(srv.Stop)
+	return received, lis.Addr().String()
+}
+
+// newSink is sinkServer's gRPC server, counting into received.
+func newSink(received *atomic.Uint64) *grpcgo.Server {
 	srv := grpcgo.NewServer(grpcgo.ForceServerCodecV2(sinkCodec{}))
 	srv.RegisterService(&grpcgo.ServiceDesc{
 		ServiceName: "flowlens.flow.v1.FlowCollector",
@@ -214,13 +226,7 @@ func sinkServer(b *testing.B) (received *atomic.Uint64, addr string) {
 				}
 			}}},
 	}, struct{}{})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go srv.Serve(lis)
-	b.Cleanup(srv.Stop)
-	return received, lis.Addr().String()
+	return srv
 }
 
 type sinkCodec struct{}

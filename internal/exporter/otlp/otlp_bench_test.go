@@ -157,7 +157,7 @@ func BenchmarkEviction(b *testing.B) {
 
 // discardReceiver starts the discarding receiver in a child process and
 // returns its address.
-func discardReceiver(b *testing.B, protocol string) string {
+func discardReceiver(b testing.TB, protocol string) string {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), discardEnv+"="+protocol)
 	cmd.Stderr = os.Stderr
