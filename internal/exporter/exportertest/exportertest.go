@@ -111,10 +111,11 @@ func cpuTime() time.Duration {
 }
 
 // MaxMarginalAllocs is what NoAllocsPerFlow allows of MarginalAllocs: an
-// allocation per flow anywhere would read 1 or more, one per ten flows 0.1;
-// under it is what grows with the bytes inside the transports (HTTP/2
-// window updates and pings: about one per 40 KiB).
-const MaxMarginalAllocs = 0.01
+// allocation per flow anywhere would read 1 or more, one per twenty flows
+// 0.05; under it is what grows with the bytes inside the transports
+// (HTTP/2 window updates and pings as the receiver's windows adapt: up to
+// 0.01 per flow of OTLP's 800 bytes in 40 runs of the tests).
+const MaxMarginalAllocs = 0.05
 
 // NoAllocsPerFlow is the exporters' TestNoAllocationsPerFlow: it fails t
 // when e's MarginalAllocs exceed MaxMarginalAllocs, and logs the figure.
