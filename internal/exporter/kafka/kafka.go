@@ -317,6 +317,7 @@ type round struct {
 	produced time.Time
 
 	records, flows, bytes, failedRecords, failedFlows uint64
+	latency                                           exporter.LatencyCounts
 }
 
 // acked is every record's promise: it runs on franz-go's goroutines, and
@@ -330,7 +331,7 @@ func (e *Exporter) acked(r *kgo.Record, err error) {
 		rd.records++
 		rd.flows += uint64(s.flows)
 		rd.bytes += uint64(len(r.Value))
-		e.Stats.Latency.Observe(time.Since(rd.produced))
+		rd.latency.Observe(time.Since(rd.produced))
 	} else {
 		rd.failedRecords++
 		rd.failedFlows += uint64(s.flows)
@@ -341,6 +342,7 @@ func (e *Exporter) acked(r *kgo.Record, err error) {
 		e.Stats.Bytes.Add(rd.bytes)
 		e.Stats.FailedRecords.Add(rd.failedRecords)
 		e.Stats.FailedFlows.Add(rd.failedFlows)
+		e.Stats.Latency.Add(&rd.latency)
 		close(rd.done)
 	}
 }

@@ -189,6 +189,10 @@ func TestRoundTrip(t *testing.T) {
 			if n := e.Stats.FailedFlows.Load(); n != 0 {
 				t.Errorf("Stats.FailedFlows = %d", n)
 			}
+			// One latency per acknowledged record, each under a minute.
+			if n, sum, _ := e.Stats.Latency.Snapshot(); n != e.Stats.Records.Load() || sum <= 0 || sum > float64(n)*60 {
+				t.Errorf("Stats.Latency: %d observations summing to %g s, want one per record (%d)", n, sum, e.Stats.Records.Load())
+			}
 
 			want := map[string]*flow.Record{}
 			for i := range recs {
