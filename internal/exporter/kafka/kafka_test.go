@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -300,5 +301,49 @@ func TestBrokerDown(t *testing.T) {
 		if i < 200 && n != 1 || n > 1 {
 			t.Errorf("flow %d consumed %d times", i, n)
 		}
+	}
+}
+
+// TestCloseAbortsExport: Close returns an Export waiting for a broker
+// that is down at once with ErrClosed (before Close itself is done: it
+// waits up to 5 s for what is buffered), and every flow is counted once,
+// as acknowledged or failed, by the time Close returns.
+func TestCloseAbortsExport(t *testing.T) {
+	b := kafkatest.Start(t)
+	b.CreateTopic("closing", 4)
+	e, err := kafka.New(kafka.Config{Conn: flowkafka.Conn{Brokers: []string{b.Addr}}, Topic: "closing",
+		NodeName: node, AgentIP: agentIP, Message: "flow"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	recs := records(150)
+	if err := e.Export(ctx, recs[:100]); err != nil { // the round reused next
+		t.Fatal(err)
+	}
+	b.Stop()
+	exported := make(chan error, 1)
+	go func() { exported <- e.Export(ctx, recs[100:]) }()
+	select {
+	case err := <-exported:
+		t.Fatalf("Export returned with the broker down: %v", err)
+	case <-time.After(time.Second):
+	}
+	closed := make(chan struct{})
+	go func() { e.Close(); close(closed) }()
+	select {
+	case err := <-exported:
+		if !errors.Is(err, kafka.ErrClosed) {
+			t.Errorf("Export after Close: %v, want ErrClosed", err)
+		}
+	case <-closed:
+		t.Fatal("Close returned before the Export it should abort")
+	}
+	<-closed
+	if n := e.Stats.Flows.Load() + e.Stats.FailedFlows.Load(); n != 150 {
+		t.Errorf("acked %d + failed %d = %d, want 150", e.Stats.Flows.Load(), e.Stats.FailedFlows.Load(), n)
+	}
+	if err := e.Export(ctx, recs[:1]); !errors.Is(err, kafka.ErrClosed) {
+		t.Errorf("Export after Close: %v, want ErrClosed", err)
 	}
 }
