@@ -223,7 +223,7 @@ func producerOpts(c Config) ([]kgo.Opt, error) {
 	case "none":
 		opts = append(opts, kgo.ProducerBatchCompression(kgo.NoCompression()))
 	case "lz4":
-		opts = append(opts, kgo.ProducerBatchCompression(kgo.Lz4Compression()))
+		opts = append(opts, kgo.WithCompressor(newLz4Compressor()))
 	case "zstd":
 		opts = append(opts, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
 	default:

@@ -77,7 +77,8 @@ type got struct {
 	flow      *flowv1.Flow
 	partition int32
 	key       []byte
-	flows     int // flows in its record
+	flows     int   // flows in its record
+	codec     uint8 // its batch's compression (kgo.RecordAttrs)
 }
 
 func consume(t *testing.T, addr, topic string, want int) []got {
@@ -110,14 +111,14 @@ func consume(t *testing.T, addr, topic string, want int) []got {
 					t.Fatal(err)
 				}
 				for _, f := range b.Flows {
-					out = append(out, got{f, r.Partition, r.Key, len(b.Flows)})
+					out = append(out, got{f, r.Partition, r.Key, len(b.Flows), r.Attrs.CompressionType()})
 				}
 			case flowkafka.ContentTypeFlow:
 				var f flowv1.Flow
 				if err := proto.Unmarshal(r.Value, &f); err != nil {
 					t.Fatal(err)
 				}
-				out = append(out, got{&f, r.Partition, r.Key, 1})
+				out = append(out, got{&f, r.Partition, r.Key, 1, r.Attrs.CompressionType()})
 			default:
 				t.Fatalf("record with content-type %q", ct)
 			}
@@ -147,8 +148,11 @@ func newExporter(t *testing.T, cfg kafka.Config) *kafka.Exporter {
 // from a real broker: every field of every flow, exactly once, each in the
 // partition of its 7-tuple; batch records hold at most BatchFlows flows;
 // flow records are keyed by the flow's hash. The flow kind goes through
-// SASL/SCRAM-SHA-512 and zstd, and PLAIN; the batch kind through
-// plaintext and lz4, and mTLS.
+// SASL/SCRAM-SHA-512 and zstd, PLAIN, and plaintext with lz4; the batch
+// kind through plaintext and lz4, and mTLS. Each record batch is
+// compressed as configured (lz4 by default: our compressor, its frames
+// without the content checksum, which the broker and franz-go's consumer
+// read).
 func TestRoundTrip(t *testing.T) {
 	b := kafkatest.Start(t)
 	pass := filepath.Join(t.TempDir(), "password")
@@ -164,6 +168,7 @@ func TestRoundTrip(t *testing.T) {
 		{"flow-scram-zstd", kafka.Config{Conn: flowkafka.Conn{Brokers: []string{b.SASLAddr},
 			SASL: flowkafka.SASLScramSHA512, SASLUser: kafkatest.User, SASLPasswordFile: pass},
 			Message: "flow", Compression: "zstd"}},
+		{"flow-lz4", kafka.Config{Conn: flowkafka.Conn{Brokers: []string{b.Addr}}, Message: "flow"}},
 		{"flow-plain-leader", kafka.Config{Conn: flowkafka.Conn{Brokers: []string{b.SASLAddr},
 			SASL: flowkafka.SASLPlain, SASLUser: kafkatest.User, SASLPasswordFile: pass},
 			Message: "flow", Acks: "leader", Compression: "none"}},
@@ -212,6 +217,9 @@ func TestRoundTrip(t *testing.T) {
 					t.Errorf("flow in partition %d, want %d (its 7-tuple's)", g.partition, p)
 				}
 				partitions[g.partition] = true
+				if want := map[string]uint8{"": 3, "none": 0, "zstd": 4}[tc.cfg.Compression]; g.codec != want {
+					t.Fatalf("record batch compression %d, want %d (%q)", g.codec, want, tc.cfg.Compression)
+				}
 				if tc.cfg.Message == "flow" {
 					if len(g.key) != 8 || binary.BigEndian.Uint64(g.key) != flowkafka.Hash(r) {
 						t.Errorf("flow record key %x, want the flow's hash %x", g.key, flowkafka.Hash(r))
