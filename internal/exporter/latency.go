@@ -18,15 +18,46 @@ type Latency struct {
 
 // Observe adds one duration.
 func (l *Latency) Observe(d time.Duration) {
+	l.counts[latencyBucket(d)].Add(1)
+	if d > 0 {
+		l.sumNs.Add(uint64(d))
+	}
+}
+
+// Add adds what c gathered.
+func (l *Latency) Add(c *LatencyCounts) {
+	for i, n := range c.counts {
+		if n > 0 {
+			l.counts[i].Add(n)
+		}
+	}
+	l.sumNs.Add(c.sumNs)
+}
+
+// LatencyCounts gathers durations for a Latency in plain fields, for one
+// goroutine (or callers that are serialized) to add at once: no atomic
+// operation per duration.
+type LatencyCounts struct {
+	counts [15]uint64
+	sumNs  uint64
+}
+
+// Observe adds one duration.
+func (c *LatencyCounts) Observe(d time.Duration) {
+	c.counts[latencyBucket(d)]++
+	if d > 0 {
+		c.sumNs += uint64(d)
+	}
+}
+
+// latencyBucket is the index of d's bucket in Latency.counts.
+func latencyBucket(d time.Duration) int {
 	s := d.Seconds()
 	i := 0
 	for i < len(LatencyBuckets) && s > LatencyBuckets[i] {
 		i++
 	}
-	l.counts[i].Add(1)
-	if d > 0 {
-		l.sumNs.Add(uint64(d))
-	}
+	return i
 }
 
 // Snapshot returns the count, the sum in seconds and the cumulative count

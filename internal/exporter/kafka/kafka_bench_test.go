@@ -16,7 +16,8 @@ import (
 // BenchmarkExport is encode + produce + ack of one eviction of 100k flows
 // (exportertest.Run: the same flows and figures as the other exporters'
 // benchmarks), in the evictor's batches of 1000, to a local broker (topic
-// of 4 partitions, acks=all, lz4), per message kind. Export returns once
+// of 4 partitions, acks=all), per message kind and compression (lz4, the
+// default, and zstd). Export returns once
 // the brokers acked, so there is nothing more to wait for. The broker runs
 // in its own process: the CPU and allocations per flow are the exporter's
 // (franz-go's included).
@@ -24,16 +25,18 @@ func BenchmarkExport(b *testing.B) {
 	br := kafkatest.Start(b)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, msg := range []string{"batch", "flow"} {
-		b.Run("message="+msg, func(b *testing.B) {
-			topic := fmt.Sprintf("bench-%s-%d", msg, time.Now().UnixNano())
-			br.CreateTopic(topic, 4)
-			e, err := kafka.New(kafka.Config{Conn: flowkafka.Conn{Brokers: []string{br.Addr}}, Topic: topic,
-				Message: msg, Linger: 5 * time.Millisecond, NodeName: "node-1", Logger: quiet})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer e.Close()
-			exportertest.Run(b, e, nil)
-		})
+		for _, comp := range []string{"lz4", "zstd"} {
+			b.Run("message="+msg+"/compression="+comp, func(b *testing.B) {
+				topic := fmt.Sprintf("bench-%s-%s-%d", msg, comp, time.Now().UnixNano())
+				br.CreateTopic(topic, 4)
+				e, err := kafka.New(kafka.Config{Conn: flowkafka.Conn{Brokers: []string{br.Addr}}, Topic: topic,
+					Message: msg, Compression: comp, Linger: 5 * time.Millisecond, NodeName: "node-1", Logger: quiet})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer e.Close()
+				exportertest.Run(b, e, nil)
+			})
+		}
 	}
 }

@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -76,7 +77,8 @@ type got struct {
 	flow      *flowv1.Flow
 	partition int32
 	key       []byte
-	flows     int // flows in its record
+	flows     int   // flows in its record
+	codec     uint8 // its batch's compression (kgo.RecordAttrs)
 }
 
 func consume(t *testing.T, addr, topic string, want int) []got {
@@ -109,14 +111,14 @@ func consume(t *testing.T, addr, topic string, want int) []got {
 					t.Fatal(err)
 				}
 				for _, f := range b.Flows {
-					out = append(out, got{f, r.Partition, r.Key, len(b.Flows)})
+					out = append(out, got{f, r.Partition, r.Key, len(b.Flows), r.Attrs.CompressionType()})
 				}
 			case flowkafka.ContentTypeFlow:
 				var f flowv1.Flow
 				if err := proto.Unmarshal(r.Value, &f); err != nil {
 					t.Fatal(err)
 				}
-				out = append(out, got{&f, r.Partition, r.Key, 1})
+				out = append(out, got{&f, r.Partition, r.Key, 1, r.Attrs.CompressionType()})
 			default:
 				t.Fatalf("record with content-type %q", ct)
 			}
@@ -146,8 +148,11 @@ func newExporter(t *testing.T, cfg kafka.Config) *kafka.Exporter {
 // from a real broker: every field of every flow, exactly once, each in the
 // partition of its 7-tuple; batch records hold at most BatchFlows flows;
 // flow records are keyed by the flow's hash. The flow kind goes through
-// SASL/SCRAM-SHA-512 and zstd, and PLAIN; the batch kind through
-// plaintext and lz4, and mTLS.
+// SASL/SCRAM-SHA-512 and zstd, PLAIN, and plaintext with lz4; the batch
+// kind through plaintext and lz4, and mTLS. Each record batch is
+// compressed as configured (lz4 by default: our compressor, its frames
+// without the content checksum, which the broker and franz-go's consumer
+// read).
 func TestRoundTrip(t *testing.T) {
 	b := kafkatest.Start(t)
 	pass := filepath.Join(t.TempDir(), "password")
@@ -163,6 +168,7 @@ func TestRoundTrip(t *testing.T) {
 		{"flow-scram-zstd", kafka.Config{Conn: flowkafka.Conn{Brokers: []string{b.SASLAddr},
 			SASL: flowkafka.SASLScramSHA512, SASLUser: kafkatest.User, SASLPasswordFile: pass},
 			Message: "flow", Compression: "zstd"}},
+		{"flow-lz4", kafka.Config{Conn: flowkafka.Conn{Brokers: []string{b.Addr}}, Message: "flow"}},
 		{"flow-plain-leader", kafka.Config{Conn: flowkafka.Conn{Brokers: []string{b.SASLAddr},
 			SASL: flowkafka.SASLPlain, SASLUser: kafkatest.User, SASLPasswordFile: pass},
 			Message: "flow", Acks: "leader", Compression: "none"}},
@@ -189,6 +195,10 @@ func TestRoundTrip(t *testing.T) {
 			if n := e.Stats.FailedFlows.Load(); n != 0 {
 				t.Errorf("Stats.FailedFlows = %d", n)
 			}
+			// One latency per acknowledged record, each under a minute.
+			if n, sum, _ := e.Stats.Latency.Snapshot(); n != e.Stats.Records.Load() || sum <= 0 || sum > float64(n)*60 {
+				t.Errorf("Stats.Latency: %d observations summing to %g s, want one per record (%d)", n, sum, e.Stats.Records.Load())
+			}
 
 			want := map[string]*flow.Record{}
 			for i := range recs {
@@ -207,6 +217,9 @@ func TestRoundTrip(t *testing.T) {
 					t.Errorf("flow in partition %d, want %d (its 7-tuple's)", g.partition, p)
 				}
 				partitions[g.partition] = true
+				if want := map[string]uint8{"": 3, "none": 0, "zstd": 4}[tc.cfg.Compression]; g.codec != want {
+					t.Fatalf("record batch compression %d, want %d (%q)", g.codec, want, tc.cfg.Compression)
+				}
 				if tc.cfg.Message == "flow" {
 					if len(g.key) != 8 || binary.BigEndian.Uint64(g.key) != flowkafka.Hash(r) {
 						t.Errorf("flow record key %x, want the flow's hash %x", g.key, flowkafka.Hash(r))
@@ -296,5 +309,49 @@ func TestBrokerDown(t *testing.T) {
 		if i < 200 && n != 1 || n > 1 {
 			t.Errorf("flow %d consumed %d times", i, n)
 		}
+	}
+}
+
+// TestCloseAbortsExport: Close returns an Export waiting for a broker
+// that is down at once with ErrClosed (before Close itself is done: it
+// waits up to 5 s for what is buffered), and every flow is counted once,
+// as acknowledged or failed, by the time Close returns.
+func TestCloseAbortsExport(t *testing.T) {
+	b := kafkatest.Start(t)
+	b.CreateTopic("closing", 4)
+	e, err := kafka.New(kafka.Config{Conn: flowkafka.Conn{Brokers: []string{b.Addr}}, Topic: "closing",
+		NodeName: node, AgentIP: agentIP, Message: "flow"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	recs := records(150)
+	if err := e.Export(ctx, recs[:100]); err != nil { // the round reused next
+		t.Fatal(err)
+	}
+	b.Stop()
+	exported := make(chan error, 1)
+	go func() { exported <- e.Export(ctx, recs[100:]) }()
+	select {
+	case err := <-exported:
+		t.Fatalf("Export returned with the broker down: %v", err)
+	case <-time.After(time.Second):
+	}
+	closed := make(chan struct{})
+	go func() { e.Close(); close(closed) }()
+	select {
+	case err := <-exported:
+		if !errors.Is(err, kafka.ErrClosed) {
+			t.Errorf("Export after Close: %v, want ErrClosed", err)
+		}
+	case <-closed:
+		t.Fatal("Close returned before the Export it should abort")
+	}
+	<-closed
+	if n := e.Stats.Flows.Load() + e.Stats.FailedFlows.Load(); n != 150 {
+		t.Errorf("acked %d + failed %d = %d, want 150", e.Stats.Flows.Load(), e.Stats.FailedFlows.Load(), n)
+	}
+	if err := e.Export(ctx, recs[:1]); !errors.Is(err, kafka.ErrClosed) {
+		t.Errorf("Export after Close: %v, want ErrClosed", err)
 	}
 }
