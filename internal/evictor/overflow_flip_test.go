@@ -53,82 +53,44 @@ func TestOverflowAcrossFlipCountedOnce(t *testing.T) {
 		{"inherited across two overflowing generations", "F|fIF|I", 2, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dp, err := datapath.Load(datapath.Config{MaxFlows: 2, Sampling: 1})
-			if err != nil {
-				t.Fatalf("load: %v", err)
-			}
-			t.Cleanup(func() { dp.Close() })
-			progs, err := dp.ProgramsFor(testCookie)
-			if err != nil {
-				t.Fatal(err)
-			}
-			gens, err := datapath.NewGenerations(&dp.Maps, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			g := newGot()
-			ev, err := evictor.New(evictor.Config{Generations: gens, Overflow: dp.Maps.Overflow, Clock: dp.Clock,
-				MaxFlows: 2, Period: time.Hour, Sampling: 1,
-				Sink: evictor.SinkFunc(func(b *flow.Batch, _ time.Time) { g.add(b); b.Release() })})
-			if err != nil {
-				t.Fatal(err)
-			}
-			frame := func(sport uint16) []byte {
-				return packet.Cat(packet.Eth(packet.EtherTypeIPv4),
-					packet.IPv4(packet.ProtoUDP, "10.1.0.1", "10.1.0.2", packet.UDPLen+10), packet.UDP(sport, 53, 10))
-			}
-			run := func(prog *ebpf.Program, sport uint16, ingressIfindex uint32) {
-				t.Helper()
-				// struct __sk_buff up to ifindex; ingress_ifindex (skb_iif)
-				// is at offset 36, and a zero ifindex means lo.
-				ctx := make([]byte, 44)
-				binary.NativeEndian.PutUint32(ctx[36:], ingressIfindex)
-				// One run per call: a single run is never restarted (bpfrun).
-				if _, err := prog.Run(&ebpf.RunOptions{Data: frame(sport), Context: ctx, Repeat: 1}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			r := newOverflowRig(t)
 			fillers := uint16(0)
 			want := map[uint16]uint64{flowPort: tc.packets}
 			for i, s := range tc.steps {
 				if i == 0 || s == 'f' { // fill the active map
 					for range 2 {
 						fillers++
-						run(progs.Ingress, fillers, 0)
+						r.run(t, r.progs.Ingress, fillers, 0)
 						want[fillers] = 1
 					}
 				}
 				switch s {
 				case 'S':
-					run(progs.Egress, flowPort, 0) // sent here: certainly first
+					r.run(t, r.progs.Egress, flowPort, 0) // sent here: certainly first
 				case 'F':
-					run(progs.Egress, flowPort, 1) // forwarded: order unknown
+					r.run(t, r.progs.Egress, flowPort, 1) // forwarded: order unknown
 				case 'I':
-					run(progs.Ingress, flowPort, 0) // lo ingress: order unknown
+					r.run(t, r.progs.Ingress, flowPort, 0) // lo ingress: order unknown
 				case '|':
-					if err := ev.Evict(evictor.ReasonTimer); err != nil {
+					if err := r.ev.Evict(evictor.ReasonTimer); err != nil {
 						t.Fatal(err)
 					}
 				}
 			}
-			if err := ev.Shutdown(); err != nil {
+			if err := r.ev.Shutdown(); err != nil {
 				t.Fatal(err)
 			}
-			c, err := dp.ReadCounters()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c[datapath.CounterOverflowRecords] != tc.ring || c[datapath.CounterOverflowLost] != 0 {
+			if ring, lost := r.ring(t); ring != tc.ring || lost != 0 {
 				t.Fatalf("ring records %d, lost %d; want %d and 0 (the steps did not overflow as planned)",
-					c[datapath.CounterOverflowRecords], c[datapath.CounterOverflowLost], tc.ring)
+					ring, lost, tc.ring)
 			}
 			for sport, n := range want {
-				if g.packets[sport] != n {
-					t.Errorf("flow from port %d: %d packets exported, want %d", sport, g.packets[sport], n)
+				if r.g.packets[sport] != n {
+					t.Errorf("flow from port %d: %d packets exported, want %d", sport, r.g.packets[sport], n)
 				}
 			}
-			if len(g.packets) != len(want) {
-				t.Errorf("flows exported %v, want %v", g.packets, want)
+			if len(r.g.packets) != len(want) {
+				t.Errorf("flows exported %v, want %v", r.g.packets, want)
 			}
 		})
 	}
@@ -144,6 +106,52 @@ func TestOverflowAcrossFlipCountedOnce(t *testing.T) {
 func TestOverflowAfterFlipOfMapCountedFlow(t *testing.T) {
 	testkit.NeedRoot(t, "BPF")
 	const flowPort = 7000
+	r := newOverflowRig(t)
+
+	r.run(t, r.progs.Egress, flowPort, 1) // forwarded: counted in the map, on lo egress
+	ended, err := r.gens.Flip()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.run(t, r.progs.Ingress, 1, 0) // fill the fresh map
+	r.run(t, r.progs.Ingress, 2, 0)
+	r.run(t, r.progs.Ingress, flowPort, 0) // the same packet's lo ingress: no room
+	var inMap uint64
+	if _, err := ended.ReadFlows(func(_ []datapath.FlowKey, vals []datapath.FlowValue) error {
+		for _, v := range vals {
+			inMap += v.Packets
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ev.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if ring, lost := r.ring(t); inMap != 1 || ring != 1 || lost != 0 {
+		t.Fatalf("ended map %d packets, ring records %d, lost %d; want 1, 1 and 0 (the steps did not run as planned)",
+			inMap, ring, lost)
+	}
+	if got := inMap + r.g.packets[flowPort]; got != 1 {
+		t.Errorf("the packet was counted %d times (map 1, ring aggregation %d), want once", got, r.g.packets[flowPort])
+	}
+	if r.g.packets[1] != 1 || r.g.packets[2] != 1 {
+		t.Errorf("fillers exported %v, want 1 packet each", r.g.packets)
+	}
+}
+
+// overflowRig is the overflow tests' set-up: the TC programs with a flow
+// map of 2 flows, their generations, and an evictor whose exported
+// packets per source port land in g.
+type overflowRig struct {
+	dp    *datapath.Datapath
+	progs *datapath.Programs
+	gens  *datapath.Generations
+	ev    *evictor.Evictor
+	g     *got
+}
+
+func newOverflowRig(t *testing.T) *overflowRig {
 	dp, err := datapath.Load(datapath.Config{MaxFlows: 2, Sampling: 1})
 	if err != nil {
 		t.Fatalf("load: %v", err)
@@ -164,49 +172,30 @@ func TestOverflowAfterFlipOfMapCountedFlow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func(prog *ebpf.Program, sport uint16, ingressIfindex uint32) {
-		t.Helper()
-		frame := packet.Cat(packet.Eth(packet.EtherTypeIPv4),
-			packet.IPv4(packet.ProtoUDP, "10.1.0.1", "10.1.0.2", packet.UDPLen+10), packet.UDP(sport, 53, 10))
-		ctx := make([]byte, 44) // struct __sk_buff up to ifindex; ingress_ifindex at 36
-		binary.NativeEndian.PutUint32(ctx[36:], ingressIfindex)
-		if _, err := prog.Run(&ebpf.RunOptions{Data: frame, Context: ctx, Repeat: 1}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	return &overflowRig{dp: dp, progs: progs, gens: gens, ev: ev, g: g}
+}
 
-	run(progs.Egress, flowPort, 1) // forwarded: counted in the map, on lo egress
-	ended, err := gens.Flip()
+// run runs prog once on a UDP packet from sport; a non-zero ingressIfindex
+// makes it a forwarded packet (order unknown at egress).
+func (r *overflowRig) run(t *testing.T, prog *ebpf.Program, sport uint16, ingressIfindex uint32) {
+	t.Helper()
+	frame := packet.Cat(packet.Eth(packet.EtherTypeIPv4),
+		packet.IPv4(packet.ProtoUDP, "10.1.0.1", "10.1.0.2", packet.UDPLen+10), packet.UDP(sport, 53, 10))
+	// struct __sk_buff up to ifindex; ingress_ifindex (skb_iif) is at
+	// offset 36, and a zero ifindex means lo.
+	ctx := make([]byte, 44)
+	binary.NativeEndian.PutUint32(ctx[36:], ingressIfindex)
+	// One run per call: a single run is never restarted (bpfrun).
+	if _, err := prog.Run(&ebpf.RunOptions{Data: frame, Context: ctx, Repeat: 1}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ring reads the overflow ring's counters: records carried and lost.
+func (r *overflowRig) ring(t *testing.T) (records, lost uint64) {
+	c, err := r.dp.ReadCounters()
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(progs.Ingress, 1, 0) // fill the fresh map
-	run(progs.Ingress, 2, 0)
-	run(progs.Ingress, flowPort, 0) // the same packet's lo ingress: no room
-	var inMap uint64
-	if _, err := ended.ReadFlows(func(_ []datapath.FlowKey, vals []datapath.FlowValue) error {
-		for _, v := range vals {
-			inMap += v.Packets
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := ev.Shutdown(); err != nil {
-		t.Fatal(err)
-	}
-	c, err := dp.ReadCounters()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if inMap != 1 || c[datapath.CounterOverflowRecords] != 1 || c[datapath.CounterOverflowLost] != 0 {
-		t.Fatalf("ended map %d packets, ring records %d, lost %d; want 1, 1 and 0 (the steps did not run as planned)",
-			inMap, c[datapath.CounterOverflowRecords], c[datapath.CounterOverflowLost])
-	}
-	if got := inMap + g.packets[flowPort]; got != 1 {
-		t.Errorf("the packet was counted %d times (map 1, ring aggregation %d), want once", got, g.packets[flowPort])
-	}
-	if g.packets[1] != 1 || g.packets[2] != 1 {
-		t.Errorf("fillers exported %v, want 1 packet each", g.packets)
-	}
+	return c[datapath.CounterOverflowRecords], c[datapath.CounterOverflowLost]
 }

@@ -5,10 +5,14 @@
 package exportertest
 
 import (
+	"bufio"
 	"context"
 	"math"
 	"net/netip"
+	"os"
+	"os/exec"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -168,4 +172,34 @@ func MarginalAllocs(t testing.TB, e exporter.Exporter, done func()) float64 {
 		best = min(best, (float64(b)-float64(s))/float64(len(big)-len(small)))
 	}
 	return best
+}
+
+// Child runs the test binary again as a server in a child process, with
+// env ("NAME=value") added to its environment for its TestMain to see,
+// and returns the first line it prints (its addresses). The child's
+// stdin is closed at tb's cleanup: it exits when it reads EOF there. A
+// receiver out of the process keeps its CPU and allocations out of the
+// figures.
+func Child(tb testing.TB, env string) string {
+	tb.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		tb.Fatalf("child server: %v", err)
+	}
+	return strings.TrimSpace(line)
 }

@@ -1,13 +1,11 @@
 package grpc_test
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -56,26 +54,7 @@ func TestNoAllocationsPerFlow(t *testing.T) {
 // childSink starts serveSink in a child process and returns its gRPC
 // address and a function reading how many messages it received.
 func childSink(t *testing.T) (addr string, received func() uint64) {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), sinkEnv+"=1")
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdin, err := cmd.StdinPipe() // closed when the test ends: the child exits
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, count, _ := strings.Cut(strings.TrimSpace(line), " ")
+	addr, count, _ := strings.Cut(exportertest.Child(t, sinkEnv+"=1"), " ")
 	return addr, func() uint64 {
 		resp, err := http.Get("http://" + count)
 		if err != nil {

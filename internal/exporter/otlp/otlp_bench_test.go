@@ -1,7 +1,6 @@
 package otlp
 
 import (
-	"bufio"
 	"bytes"
 	stdgzip "compress/gzip"
 	"fmt"
@@ -11,8 +10,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"os/exec"
-	"strings"
 	"testing"
 
 	"github.com/klauspost/compress/gzip"
@@ -158,26 +155,7 @@ func BenchmarkEviction(b *testing.B) {
 // discardReceiver starts the discarding receiver in a child process and
 // returns its address.
 func discardReceiver(b testing.TB, protocol string) string {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), discardEnv+"="+protocol)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdin, err := cmd.StdinPipe() // closed when the benchmark ends: the child exits
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { stdin.Close(); cmd.Wait() })
-	addr, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		b.Fatal(err)
-	}
-	return strings.TrimSpace(addr)
+	return exportertest.Child(b, discardEnv+"="+protocol)
 }
 
 // serveDiscard serves OTLP logs on loopback, answering every request with
