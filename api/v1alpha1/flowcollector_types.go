@@ -936,6 +936,7 @@ const (
 	ReasonAgentsNotReady = "AgentsNotReady" // Ready=False: some agents not ready
 	ReasonNoNodes        = "NoNodes"        // Ready=False: no node matches
 	ReasonMountFailed    = "MountFailed"    // Ready=False: an agent pod cannot mount a volume, e.g. a missing Secret
+	ReasonConfigFailed   = "ConfigFailed"   // Ready=False: the kubelet cannot create an agent container, e.g. a missing Secret key in an env var
 	ReasonInvalidSpec    = "InvalidSpec"    // Ready=False, Degraded=True
 	ReasonApplyFailed    = "ApplyFailed"    // Degraded=True
 	ReasonAsExpected     = "AsExpected"     // Degraded=False

@@ -6,7 +6,7 @@
 // server-side apply, deletes the Kafka collector and dashboard ConfigMaps no
 // longer wanted, and reports the DaemonSet's progress in the FlowCollector's
 // status, with the kubelet's reason when an agent pod cannot mount a volume
-// (mountfailure.go).
+// or create a container (agentfailure.go).
 package controller
 
 import (
@@ -75,7 +75,8 @@ type FlowCollectorReconciler struct {
 // +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=get;list;watch
 //
 // The kubelet's FailedMount events of the agent pods, for the Ready
-// condition (mountfailure.go); the pods are read with the rights above.
+// condition (agentfailure.go); the agent pods are read and watched, for
+// their containers' waiting reasons, with the rights above.
 // +kubebuilder:rbac:groups="",resources=events,verbs=get;list;watch
 
 // Reconcile brings the agent's objects in line with the FlowCollector and
@@ -110,7 +111,7 @@ func (r *FlowCollectorReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 	if ds != nil && st.invalid == nil && st.applyErr == nil && ds.Status.NumberReady < ds.Status.DesiredNumberScheduled {
 		var err error
-		if st.mountFailure, err = r.mountFailure(ctx, spec.Namespace); err != nil {
+		if st.configFailure, st.mountFailure, err = r.agentFailures(ctx, spec.Namespace); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -137,6 +138,10 @@ type outcome struct {
 	invalid  error  // the spec failed Validate: nothing was applied
 	applyErr error  // the API server refused an object
 	hash     string // config hash of the applied DaemonSet template
+	// configFailure is a container of an agent pod that is not ready and
+	// that the kubelet cannot create ("pod NAME: container C: MESSAGE"),
+	// or "".
+	configFailure string
 	// mountFailure is the kubelet's latest FailedMount of an agent pod
 	// that is not ready ("pod NAME: MESSAGE"), or "".
 	mountFailure string
@@ -332,7 +337,15 @@ func conditions(ds *appsv1.DaemonSet, o outcome) (ready, degraded metav1.Conditi
 	}
 
 	ready.Status, ready.Reason, ready.Message = daemonSetReadiness(ds, o.hash)
-	if ready.Status != metav1.ConditionTrue && o.mountFailure != "" {
+	// A config failure comes first: it is the pod's current status, and the
+	// kubelet creates containers only once every volume is mounted, so a
+	// FailedMount event of the same pod is from before.
+	switch {
+	case ready.Status == metav1.ConditionTrue:
+	case o.configFailure != "":
+		ready.Reason = v1alpha1.ReasonConfigFailed
+		ready.Message += "; an agent container cannot start (does the Secret and its key exist in " + ds.Namespace + "?): " + o.configFailure
+	case o.mountFailure != "":
 		ready.Reason = v1alpha1.ReasonMountFailed
 		ready.Message += "; an agent cannot mount a volume (does the Secret exist in " + ds.Namespace + "?): " + o.mountFailure
 	}
@@ -403,13 +416,14 @@ func (r *FlowCollectorReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&rbacv1.ClusterRole{}).
 		Owns(&rbacv1.ClusterRoleBinding{}).
 		Watches(failedMountEvents()).
+		Watches(agentPodChanges()).
 		Complete(r)
 }
 
 // CacheByObject restricts the manager's cache for the kinds the operator
 // owns to the objects it labelled, so that it does not hold every ConfigMap
-// or Service of the cluster in memory, and its Events to the kubelet's
-// FailedMount events of pods.
+// or Service of the cluster in memory, its Events to the kubelet's
+// FailedMount events of pods, and its Pods to the agents'.
 func CacheByObject() map[client.Object]cache.ByObject {
 	managed := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedByValue})}
 	return map[client.Object]cache.ByObject{
@@ -424,5 +438,6 @@ func CacheByObject() map[client.Object]cache.ByObject {
 		&rbacv1.ClusterRole{}:        managed,
 		&rbacv1.ClusterRoleBinding{}: managed,
 		&corev1.Event{}:              failedMountCache(),
+		&corev1.Pod{}:                agentPodCache(),
 	}
 }

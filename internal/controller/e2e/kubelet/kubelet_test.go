@@ -94,6 +94,11 @@ func TestFlowlensOnKubelet(t *testing.T) {
 	agent = checkMetricsTLS(ctx, t, admin)
 	step("agent " + agent.Name + ": metrics over TLS, then mutual TLS, probed by the kubelet; a missing Secret reported")
 
+	// An exporter's Secret key read into an environment variable, missing
+	// (configfailure_test.go).
+	agent = checkConfigFailed(ctx, t, admin)
+	step("agent " + agent.Name + ": a missing Secret, then key, of an environment variable reported")
+
 	// 5. Deleting the FlowCollector removes everything the operator made,
 	// and the agent's programs and links.
 	deleteFlowCollector(ctx, t, admin)

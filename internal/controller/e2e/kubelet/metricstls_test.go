@@ -42,7 +42,7 @@ func checkMetricsTLS(ctx context.Context, t *testing.T, c client.Client) *corev1
 	t.Helper()
 	pki := collectortest.NewPKI(t)
 	patchFlowCollector(ctx, t, c, fmt.Sprintf(`{"spec":{"agent":{"metricsTLS":{"serverSecretRef":{"name":%q}}}}}`, metricsSecret))
-	waitMountFailed(ctx, t, c, fmt.Sprintf(`secret %q not found`, metricsSecret))
+	waitNotReady(ctx, t, c, v1alpha1.ReasonMountFailed, fmt.Sprintf(`secret %q not found`, metricsSecret))
 
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: metricsSecret, Namespace: agentNamespace},
@@ -91,18 +91,18 @@ func patchFlowCollector(ctx context.Context, t *testing.T, c client.Client, patc
 	}
 }
 
-// waitMountFailed waits for the FlowCollector's Ready condition to be False,
-// MountFailed, with a message containing want.
-func waitMountFailed(ctx context.Context, t *testing.T, c client.Client, want string) {
+// waitNotReady waits for the FlowCollector's Ready condition to be False,
+// with reason (MountFailed, ConfigFailed) and a message containing want.
+func waitNotReady(ctx context.Context, t *testing.T, c client.Client, reason, want string) {
 	t.Helper()
-	cluster.WaitFor(ctx, t, "the FlowCollector to report the missing Secret", 2*time.Minute, func() error {
+	cluster.WaitFor(ctx, t, "the FlowCollector to report "+reason+": "+want, 2*time.Minute, func() error {
 		fc := &v1alpha1.FlowCollector{}
 		if err := c.Get(ctx, client.ObjectKey{Name: "cluster"}, fc); err != nil {
 			return err
 		}
 		r := meta.FindStatusCondition(fc.Status.Conditions, v1alpha1.ConditionReady)
 		if r == nil || fc.Status.ObservedGeneration != fc.Generation || r.Status != metav1.ConditionFalse ||
-			r.Reason != v1alpha1.ReasonMountFailed || !strings.Contains(r.Message, want) {
+			r.Reason != reason || !strings.Contains(r.Message, want) {
 			return fmt.Errorf("generation %d, Ready %+v%s", fc.Generation, r, podStates(ctx, c, agentNamespace))
 		}
 		t.Logf("Ready: %s: %s", r.Reason, r.Message)
