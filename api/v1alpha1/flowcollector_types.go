@@ -325,6 +325,14 @@ type CollectorSpec struct {
 	// means requests of 100m CPU and 64Mi memory and a limit of 512Mi memory.
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// MetricsTLS serves the collectors' /metrics, /healthz and /readyz on
+	// port 9401 over HTTPS, optionally requiring client certificates,
+	// instead of plain HTTP, as spec.agent.metricsTLS does the agents'. The
+	// collectors are scraped at their pods' addresses through the headless
+	// Service flowlens-collector-kafka. Unset means plain HTTP.
+	// +optional
+	MetricsTLS *MetricsTLS `json:"metricsTLS,omitempty"`
 }
 
 // FilterAction is what a flow filter rule does with the flows it matches.
@@ -868,27 +876,31 @@ type ExporterTLS struct {
 	ClientSecretRef *SecretRef `json:"clientSecretRef,omitempty"`
 }
 
-// MetricsTLS is the TLS of the agents' metrics endpoint. The operator writes
-// a Prometheus exporter-toolkit web configuration for it (key web-config.yml
-// of the agent's ConfigMap, the agent's web_config_file) and mounts the
-// Secrets, in spec.namespace, into the agent pods; it never reads them. The
-// agents read the certificate and key again on every TLS handshake, so a
-// renewed Secret is served without a restart.
+// MetricsTLS is the TLS of a metrics endpoint: the agents'
+// (spec.agent.metricsTLS) or the Kafka collectors' (spec.collector.metricsTLS).
+// The operator writes a Prometheus exporter-toolkit web configuration for it
+// (key web-config.yml of the agent's ConfigMap, the agent's web_config_file;
+// of the ConfigMap flowlens-collector-kafka, the collector's
+// --web-config-file) and mounts the Secrets, in spec.namespace, into the
+// pods; it never reads them. Both read the certificate and key again on
+// every TLS handshake, so a renewed Secret is served without a restart.
 type MetricsTLS struct {
 	// ServerSecretRef names a kubernetes.io/tls Secret whose tls.crt (the
-	// certificate and its chain) and tls.key every agent serves. The agents
-	// are scraped at their nodes' addresses: give the certificate a DNS name
-	// and set it as serverName in the scrape's TLS configuration.
+	// certificate and its chain) and tls.key every pod serves. The agents
+	// are scraped at their nodes' addresses, the collectors at their pods':
+	// give the certificate a DNS name and set it as serverName in the
+	// scrape's TLS configuration.
 	// +required
 	ServerSecretRef SecretRef `json:"serverSecretRef"`
 
 	// ClientCASecretRef is a key of a Secret holding the PEM CA bundle that
-	// clients' certificates must chain to. Set, the agents require such a
+	// clients' certificates must chain to. Set, the pods require such a
 	// certificate from every client (mutual TLS): the kubelet's probes have
 	// none, so they then only check that the metrics port accepts TCP
 	// connections (the agent listens once its BPF programs are loaded,
-	// shortly before /readyz would answer 200). Unset, no client certificate
-	// is asked for and the probes GET /healthz and /readyz over HTTPS.
+	// shortly before /readyz would answer 200; the collector as it starts).
+	// Unset, no client certificate is asked for and the probes GET /healthz
+	// and /readyz over HTTPS.
 	// +optional
 	ClientCASecretRef *SecretKeyRef `json:"clientCASecretRef,omitempty"`
 }

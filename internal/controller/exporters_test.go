@@ -193,6 +193,7 @@ func collectorObjects(ns string) []client.Object {
 	return []client.Object{
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: render.CollectorName, Namespace: ns}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: render.CollectorName, Namespace: ns}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: render.CollectorName, Namespace: ns}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: render.CollectorName, Namespace: ns}},
 		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: render.CollectorName}},
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: render.CollectorName}},
@@ -200,8 +201,8 @@ func collectorObjects(ns string) []client.Object {
 }
 
 // TestKafkaCollector: a kafka exporter makes the operator run the collector
-// Deployment with the exporter's settings and its ServiceAccount, RBAC and
-// metrics Service, all owned by the FlowCollector; spec.collector.replicas
+// Deployment with the exporter's settings and its ServiceAccount, RBAC,
+// metrics Service and ConfigMap, all owned by the FlowCollector; spec.collector.replicas
 // scales it; a Deployment deleted by hand comes back; removing the kafka
 // exporter deletes every one of them and leaves the agents.
 func TestKafkaCollector(t *testing.T) {

@@ -1,10 +1,10 @@
 // Package controller holds the FlowCollector reconciler: it renders the
 // FlowCollector into the agent's namespace, ServiceAccount, RBAC, ConfigMap,
 // metrics Service and DaemonSet, the Kafka collector Deployment (and its
-// ServiceAccount, RBAC and metrics Service) with a kafka exporter, and the
-// Grafana dashboard ConfigMaps when asked (package render), applies them with
-// server-side apply, deletes the Kafka collector and dashboard ConfigMaps no
-// longer wanted, and reports the DaemonSet's progress in the FlowCollector's
+// ServiceAccount, RBAC, metrics Service and ConfigMap) with a kafka
+// exporter, and the Grafana dashboard ConfigMaps when asked (package
+// render), applies them with server-side apply, deletes the Kafka collector
+// and dashboard ConfigMaps no longer wanted, and reports the DaemonSet's progress in the FlowCollector's
 // status, with the kubelet's reason when an agent pod cannot mount a volume
 // or create a container (agentfailure.go).
 package controller
@@ -179,6 +179,7 @@ func (r *FlowCollectorReconciler) apply(ctx context.Context, fc *v1alpha1.FlowCo
 			{"kafka collector cluster role", c.ClusterRole, false},
 			{"kafka collector cluster role binding", c.ClusterRoleBinding, false},
 			{"kafka collector metrics service", c.Service, false},
+			{"kafka collector config map", c.ConfigMap, false},
 			{"kafka collector deployment", c.Deployment, false},
 		}...)
 	}
@@ -247,6 +248,7 @@ func (r *FlowCollectorReconciler) deleteCollector(ctx context.Context, ns string
 	for _, obj := range []client.Object{
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: render.CollectorName}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: render.CollectorName}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: render.CollectorName}},
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: render.CollectorName}},
 		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: render.CollectorName}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: render.CollectorName}},

@@ -23,12 +23,18 @@ import (
 // the Ready condition of an agent whose Secret is missing.
 
 // TestMetricsTLSSchemaRejects: bad Secret references are refused with these
-// messages.
+// messages, in spec.agent.metricsTLS and spec.collector.metricsTLS alike.
 func TestMetricsTLSSchemaRejects(t *testing.T) {
 	needEnv(t)
+	for _, owner := range []string{"agent", "collector"} {
+		t.Run(owner, func(t *testing.T) { testMetricsTLSSchemaRejects(t, owner) })
+	}
+}
+
+func testMetricsTLSSchemaRejects(t *testing.T, owner string) {
 	cases := []struct {
 		name string
-		tls  string // spec.agent.metricsTLS, YAML
+		tls  string // spec.<owner>.metricsTLS, YAML
 		want string
 	}{
 		{"no server secret", `{}`,
@@ -46,27 +52,32 @@ func TestMetricsTLSSchemaRejects(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			manifest := "apiVersion: flowlens.io/v1alpha1\nkind: FlowCollector\nmetadata: {name: cluster}\nspec:\n  agent:\n    metricsTLS: " + tc.tls + "\n"
+			manifest := "apiVersion: flowlens.io/v1alpha1\nkind: FlowCollector\nmetadata: {name: cluster}\nspec:\n  " + owner + ":\n    metricsTLS: " + tc.tls + "\n"
+			want := strings.ReplaceAll(tc.want, "spec.agent.", "spec."+owner+".")
 			fc := newCollector("")
 			err := k8s.Patch(context.Background(), fc, client.RawPatch("application/apply-patch+yaml", []byte(manifest)),
 				client.FieldOwner("test"), client.DryRunAll, client.FieldValidation("Strict"))
 			if err == nil {
-				t.Fatalf("accepted; want %q", tc.want)
+				t.Fatalf("accepted; want %q", want)
 			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %q, want it to contain %q", err, tc.want)
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q, want it to contain %q", err, want)
 			}
 		})
 	}
 	// The same Secret may hold the certificate and the client CA (as
 	// cert-manager's do); the key defaults to ca.crt.
 	fc := newCollector("")
-	manifest := "apiVersion: flowlens.io/v1alpha1\nkind: FlowCollector\nmetadata: {name: cluster}\nspec:\n  agent:\n    metricsTLS: {serverSecretRef: {name: agent-metrics.tls}, clientCASecretRef: {name: agent-metrics.tls}}\n"
+	manifest := "apiVersion: flowlens.io/v1alpha1\nkind: FlowCollector\nmetadata: {name: cluster}\nspec:\n  " + owner + ":\n    metricsTLS: {serverSecretRef: {name: agent-metrics.tls}, clientCASecretRef: {name: agent-metrics.tls}}\n"
 	if err := k8s.Patch(context.Background(), fc, client.RawPatch("application/apply-patch+yaml", []byte(manifest)),
 		client.FieldOwner("test"), client.DryRunAll); err != nil {
 		t.Fatalf("a valid metricsTLS: %v", err)
 	}
-	if ca := fc.Spec.Agent.MetricsTLS.ClientCASecretRef; ca.Key != render.DefaultCAKey {
+	tls := fc.Spec.Agent.MetricsTLS
+	if owner == "collector" {
+		tls = fc.Spec.Collector.MetricsTLS
+	}
+	if ca := tls.ClientCASecretRef; ca.Key != render.DefaultCAKey {
 		t.Errorf("client CA key %q, want the default %q", ca.Key, render.DefaultCAKey)
 	}
 }
@@ -84,10 +95,9 @@ func probeOf(p *corev1.Probe) string {
 	return fmt.Sprintf("%+v", p.ProbeHandler)
 }
 
-// secretVolumes returns the agent pod's Secret volumes as
+// secretVolumes returns the Secret volumes of pod's first container as
 // "mount path <- secret/key:path,key:path" lines.
-func secretVolumes(ds *appsv1.DaemonSet) []string {
-	pod := ds.Spec.Template.Spec
+func secretVolumes(pod *corev1.PodSpec) []string {
 	paths := map[string]string{}
 	for _, m := range pod.Containers[0].VolumeMounts {
 		if !m.ReadOnly {
@@ -146,7 +156,7 @@ func TestMetricsTLS(t *testing.T) {
 			}
 			return nil
 		})
-		if got := secretVolumes(ds); strings.Join(got, "\n") != strings.Join(wantVolumes, "\n") {
+		if got := secretVolumes(&ds.Spec.Template.Spec); strings.Join(got, "\n") != strings.Join(wantVolumes, "\n") {
 			t.Errorf("%s: secret volumes\n%s\nwant\n%s", what, strings.Join(got, "\n"), strings.Join(wantVolumes, "\n"))
 		}
 		c := ds.Spec.Template.Spec.Containers[0]

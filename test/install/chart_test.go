@@ -140,6 +140,7 @@ func TestChartValues(t *testing.T) {
 		"serviceMonitors.enabled=true", "serviceMonitors.labels.release=kps", "serviceMonitors.interval=15s",
 		"serviceMonitors.tlsConfig.agent.serverName=flowlens-agent-metrics.observability.svc",
 		"serviceMonitors.tlsConfig.agent.ca.secret.name=agent-metrics-ca", "serviceMonitors.tlsConfig.agent.ca.secret.key=ca.crt",
+		"serviceMonitors.tlsConfig.collector-kafka.serverName=flowlens-collector-kafka.observability.svc",
 		"prometheusRule.enabled=true", "prometheusRule.labels.release=kps"))
 	get := func(k string, path ...string) any {
 		t.Helper()
@@ -177,13 +178,18 @@ func TestChartValues(t *testing.T) {
 	if i := get("ServiceMonitor flowlens-system/flowlens-operator", "spec", "endpoints").([]any)[0].(map[string]any)["interval"]; i != "15s" {
 		t.Errorf("ServiceMonitor interval %v", i)
 	}
-	// The agents over HTTPS with the tlsConfig given; the others, without
-	// one, over plain HTTP.
+	// The agents and the Kafka collectors over HTTPS, each with its own
+	// tlsConfig; the others, without one, over plain HTTP.
 	agentEP := get("ServiceMonitor flowlens-system/flowlens-agent", "spec", "endpoints").([]any)[0].(map[string]any)
 	wantTLS := map[string]any{"serverName": "flowlens-agent-metrics.observability.svc",
 		"ca": map[string]any{"secret": map[string]any{"name": "agent-metrics-ca", "key": "ca.crt"}}}
 	if agentEP["scheme"] != "https" || !reflect.DeepEqual(agentEP["tlsConfig"], wantTLS) {
 		t.Errorf("agent ServiceMonitor endpoint %v, want scheme https and tlsConfig %v", agentEP, wantTLS)
+	}
+	kafkaEP := get("ServiceMonitor flowlens-system/flowlens-collector-kafka", "spec", "endpoints").([]any)[0].(map[string]any)
+	wantKafkaTLS := map[string]any{"serverName": "flowlens-collector-kafka.observability.svc"}
+	if kafkaEP["scheme"] != "https" || !reflect.DeepEqual(kafkaEP["tlsConfig"], wantKafkaTLS) {
+		t.Errorf("Kafka collector ServiceMonitor endpoint %v, want scheme https and tlsConfig %v", kafkaEP, wantKafkaTLS)
 	}
 	for _, name := range []string{"flowlens-collector", "flowlens-operator"} {
 		ep := get("ServiceMonitor flowlens-system/"+name, "spec", "endpoints").([]any)[0].(map[string]any)
@@ -211,6 +217,7 @@ func TestChartRefusesBadValues(t *testing.T) {
 		"prometheusRule.enabled=yes-please":                         "/prometheusRule/enabled",
 		"serviceMonitors.tlsConfig.agent.serverNam=x":               "/serviceMonitors/tlsConfig/agent",
 		"serviceMonitors.tlsConfig.kafka.serverName=x":              "'kafka' not allowed",
+		"serviceMonitors.tlsConfig.collector-kafka.serverNam=x":     "/serviceMonitors/tlsConfig/collector-kafka",
 		"serviceMonitors.tlsConfig.operator.insecureSkipVerify=yes": "/serviceMonitors/tlsConfig/operator/insecureSkipVerify",
 		"serviceMonitors.interval=1m30s":                            "", // valid: accepted
 	} {

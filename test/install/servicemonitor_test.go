@@ -357,6 +357,8 @@ func TestMonitoringObjectsValid(t *testing.T) {
 		"serviceMonitors.tlsConfig.agent.ca.secret.name=agent-metrics-ca", "serviceMonitors.tlsConfig.agent.ca.secret.key=ca.crt",
 		"serviceMonitors.tlsConfig.agent.cert.secret.name=prometheus-client", "serviceMonitors.tlsConfig.agent.cert.secret.key=tls.crt",
 		"serviceMonitors.tlsConfig.agent.keySecret.name=prometheus-client", "serviceMonitors.tlsConfig.agent.keySecret.key=tls.key",
+		"serviceMonitors.tlsConfig.collector-kafka.serverName=flowlens-collector-kafka.flowlens.svc",
+		"serviceMonitors.tlsConfig.collector-kafka.ca.secret.name=collector-metrics-ca", "serviceMonitors.tlsConfig.collector-kafka.ca.secret.key=ca.crt",
 		"serviceMonitors.tlsConfig.operator.insecureSkipVerify=true",
 		"prometheusRule.enabled=true", "prometheusRule.labels.release=kps") {
 		if u.GetAPIVersion() == monitoringAPI {

@@ -5,7 +5,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
@@ -19,7 +18,8 @@ import (
 // says why the operator owns these, while the gRPC collector is a manifest).
 const (
 	// CollectorName names the Deployment, its container's ServiceAccount,
-	// ClusterRole, ClusterRoleBinding and metrics Service. It differs from
+	// ClusterRole, ClusterRoleBinding, metrics Service and ConfigMap (the
+	// web configuration of spec.collector.metricsTLS). It differs from
 	// manifests/flowlens-collector.yaml's flowlens-collector, so both can run.
 	CollectorName = "flowlens-collector-kafka"
 	// CollectorComponent is the LabelComponent value of the Kafka
@@ -38,8 +38,17 @@ type CollectorObjects struct {
 	ServiceAccount     *corev1ac.ServiceAccountApplyConfiguration
 	ClusterRole        *rbacv1ac.ClusterRoleApplyConfiguration
 	ClusterRoleBinding *rbacv1ac.ClusterRoleBindingApplyConfiguration
-	Deployment         *appsv1ac.DeploymentApplyConfiguration
-	Service            *corev1ac.ServiceApplyConfiguration
+	// ConfigMap holds the collector's files: WebConfigKey with
+	// spec.collector.metricsTLS, nothing without (it exists whenever the
+	// collector does, so that metricsTLS coming and going never leaves one
+	// behind).
+	ConfigMap  *corev1ac.ConfigMapApplyConfiguration
+	Deployment *appsv1ac.DeploymentApplyConfiguration
+	Service    *corev1ac.ServiceApplyConfiguration
+	// ConfigHash is the value of ConfigHashAnnotation on the Deployment's
+	// pod template: a hash of the collector's arguments and web
+	// configuration.
+	ConfigHash string
 }
 
 func collectorLabels() map[string]string {
@@ -58,7 +67,7 @@ func collectorSelector() map[string]string {
 }
 
 // buildCollector renders the Kafka collector for the kafka exporter k.
-func buildCollector(fc *v1alpha1.FlowCollector, k *v1alpha1.KafkaExporter, opts Options, owner *metav1ac.OwnerReferenceApplyConfiguration) *CollectorObjects {
+func buildCollector(fc *v1alpha1.FlowCollector, k *v1alpha1.KafkaExporter, opts Options, owner *metav1ac.OwnerReferenceApplyConfiguration) (*CollectorObjects, error) {
 	ns := fc.Spec.Namespace
 	labels := collectorLabels()
 	o := &CollectorObjects{}
@@ -82,14 +91,31 @@ func buildCollector(fc *v1alpha1.FlowCollector, k *v1alpha1.KafkaExporter, opts 
 
 	o.Service = metricsService(CollectorName, ns, labels, collectorSelector(), CollectorMetricsPort, owner)
 
-	o.Deployment = collectorDeployment(fc, k, opts, owner)
-	return o
+	tls := fc.Spec.Collector.MetricsTLS
+	web, err := WebConfig(tls, "spec.collector.metricsTLS")
+	if err != nil {
+		return nil, err
+	}
+	data := map[string]string{}
+	if web != nil {
+		data[WebConfigKey] = string(web)
+	}
+	o.ConfigMap = corev1ac.ConfigMap(CollectorName, ns).
+		WithLabels(labels).
+		WithOwnerReferences(owner).
+		WithData(data)
+
+	args := CollectorArgs(k, tls)
+	o.ConfigHash = Hash([]byte(strings.Join(args, "\n") + "\n" + string(web)))
+	o.Deployment = collectorDeployment(fc, args, k, opts, owner, o.ConfigHash)
+	return o, nil
 }
 
 // CollectorArgs are the collector's flags for the kafka exporter k: the
 // agents' brokers, topic, TLS and SASL, the consumer group, and metrics
-// only (the flows are counted in the metrics, not printed).
-func CollectorArgs(k *v1alpha1.KafkaExporter) []string {
+// only (the flows are counted in the metrics, not printed), over TLS with
+// metricsTLS (spec.collector.metricsTLS).
+func CollectorArgs(k *v1alpha1.KafkaExporter, metricsTLS *v1alpha1.MetricsTLS) []string {
 	args := []string{
 		"--kafka-brokers=" + strings.Join(k.Brokers, ","),
 		"--kafka-topic=" + k.Topic,
@@ -107,23 +133,25 @@ func CollectorArgs(k *v1alpha1.KafkaExporter) []string {
 	if k.SASL != nil {
 		args = append(args, "--kafka-sasl-mechanism="+string(k.SASL.Mechanism), "--kafka-sasl-password-file="+KafkaPasswordPath)
 	}
-	return append(args, "--metrics-address=:9401", "--output=none")
+	args = append(args, "--metrics-address=:9401")
+	if metricsTLS != nil {
+		args = append(args, "--web-config-file="+WebConfigPath)
+	}
+	return append(args, "--output=none")
 }
 
-func collectorDeployment(fc *v1alpha1.FlowCollector, k *v1alpha1.KafkaExporter, opts Options, owner *metav1ac.OwnerReferenceApplyConfiguration) *appsv1ac.DeploymentApplyConfiguration {
+func collectorDeployment(fc *v1alpha1.FlowCollector, args []string, k *v1alpha1.KafkaExporter, opts Options, owner *metav1ac.OwnerReferenceApplyConfiguration, hash string) *appsv1ac.DeploymentApplyConfiguration {
 	c := &fc.Spec.Collector
 	image := c.Image
 	if image == "" {
 		image = opts.DefaultCollectorImage
 	}
-	probe := func(path string) *corev1ac.ProbeApplyConfiguration {
-		return corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath(path).WithPort(intstr.FromString("metrics")))
-	}
+	probe := func(path string) *corev1ac.ProbeApplyConfiguration { return metricsProbe(c.MetricsTLS, path) }
 	container := corev1ac.Container().
 		WithName("collector").
 		WithImage(image).
 		WithImagePullPolicy(c.ImagePullPolicy).
-		WithArgs(CollectorArgs(k)...).
+		WithArgs(args...).
 		WithEnv(kafkaEnv(k, collectorEnvPrefix)...).
 		WithPorts(corev1ac.ContainerPort().WithName("metrics").WithContainerPort(CollectorMetricsPort).WithProtocol(corev1.ProtocolTCP)).
 		WithResources(resources(c.Resources)).
@@ -146,7 +174,20 @@ func collectorDeployment(fc *v1alpha1.FlowCollector, k *v1alpha1.KafkaExporter, 
 			WithRunAsUser(65532).
 			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
 		WithNodeSelector(map[string]string{corev1.LabelOSStable: "linux"})
-	for _, m := range kafkaMounts(k) {
+	annotations := map[string]string{
+		"prometheus.io/scrape": "true",
+		"prometheus.io/port":   "9401",
+		ConfigHashAnnotation:   hash,
+	}
+	if c.MetricsTLS != nil {
+		// The web configuration, from the collector's ConfigMap; the
+		// Secrets are mounted beneath, with kafka's.
+		podSpec.WithVolumes(corev1ac.Volume().WithName("config").WithConfigMap(
+			corev1ac.ConfigMapVolumeSource().WithName(CollectorName)))
+		container.WithVolumeMounts(corev1ac.VolumeMount().WithName("config").WithMountPath(ConfigDir).WithReadOnly(true))
+		annotations["prometheus.io/scheme"] = "https"
+	}
+	for _, m := range append(metricsTLSMounts(c.MetricsTLS), kafkaMounts(k)...) {
 		podSpec.WithVolumes(m.volume())
 		container.WithVolumeMounts(m.mount())
 	}
@@ -163,9 +204,6 @@ func collectorDeployment(fc *v1alpha1.FlowCollector, k *v1alpha1.KafkaExporter, 
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(collectorSelector())).
 			WithTemplate(corev1ac.PodTemplateSpec().
 				WithLabels(collectorLabels()).
-				WithAnnotations(map[string]string{
-					"prometheus.io/scrape": "true",
-					"prometheus.io/port":   "9401",
-				}).
+				WithAnnotations(annotations).
 				WithSpec(podSpec)))
 }

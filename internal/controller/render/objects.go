@@ -119,7 +119,7 @@ func Build(fc *v1alpha1.FlowCollector, opts Options) (*Objects, error) {
 			WithName(AgentName).
 			WithNamespace(ns))
 
-	webCfg, err := WebConfig(spec)
+	webCfg, err := WebConfig(spec.Agent.MetricsTLS, "spec.agent.metricsTLS")
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +137,9 @@ func Build(fc *v1alpha1.FlowCollector, opts Options) (*Objects, error) {
 	o.DaemonSet = daemonSet(fc, opts, owner, o.ConfigHash)
 
 	if k := Kafka(spec); k != nil {
-		o.Collector = buildCollector(fc, k, opts, owner)
+		if o.Collector, err = buildCollector(fc, k, opts, owner); err != nil {
+			return nil, err
+		}
 	}
 
 	if dns := DashboardsNamespace(spec); dns != "" {
@@ -200,7 +202,10 @@ func daemonSet(fc *v1alpha1.FlowCollector, opts Options, owner *metav1ac.OwnerRe
 	}
 
 	probe := func(path string, period, failures int32) *corev1ac.ProbeApplyConfiguration {
-		return agentProbe(spec.Agent.MetricsTLS, path, period, failures)
+		return metricsProbe(spec.Agent.MetricsTLS, path).
+			WithPeriodSeconds(period).
+			WithTimeoutSeconds(2).
+			WithFailureThreshold(failures)
 	}
 
 	container := corev1ac.Container().

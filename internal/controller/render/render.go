@@ -2,8 +2,8 @@
 // agent: the agent's YAML configuration and server-side apply configurations
 // for its namespace, ServiceAccount, Role, RoleBinding, ConfigMap, metrics
 // Service and DaemonSet; with a kafka exporter, the collector Deployment that
-// consumes its topic and its ServiceAccount, RBAC and metrics Service
-// (collector.go); and, when asked, the Grafana dashboard ConfigMaps. It is
+// consumes its topic and its ServiceAccount, RBAC, metrics Service and
+// ConfigMap (collector.go); and, when asked, the Grafana dashboard ConfigMaps. It is
 // pure (no API calls), so every rule of what the operator deploys is
 // unit-testable; the reconciler in package controller applies the result.
 package render
@@ -57,8 +57,9 @@ const (
 	OTLPTLSKeyPath  = OTLPTLSCertDir + "/tls.key"
 	OTLPHeadersKey  = "headers" // key of the headers Secret
 
-	// The metrics endpoint's TLS (spec.agent.metricsTLS, metricstls.go): the
-	// web configuration is a key of the agent's ConfigMap, so it is in
+	// The metrics endpoint's TLS (spec.agent.metricsTLS and
+	// spec.collector.metricsTLS, metricstls.go), in the agent and collector
+	// containers: the web configuration is a key of the ConfigMap mounted at
 	// ConfigDir; the Secrets are mounted beneath.
 	WebConfigKey        = "web-config.yml"
 	WebConfigPath       = ConfigDir + "/" + WebConfigKey
@@ -266,6 +267,9 @@ func WithDefaults(spec v1alpha1.FlowCollectorSpec) v1alpha1.FlowCollectorSpec {
 	if c.Resources == nil {
 		r := DefaultCollectorResources()
 		c.Resources = &r
+	}
+	if c.MetricsTLS != nil {
+		defaultCAKey(c.MetricsTLS.ClientCASecretRef)
 	}
 	if s.Dashboards != nil && s.Dashboards.Namespace == "" {
 		s.Dashboards.Namespace = s.Namespace
