@@ -37,9 +37,10 @@ generate: deps-bpf ## regenerate BPF objects and Go bindings (bpf2go)
 check-generated: generate ## fail if regenerating changes any committed file
 	@git diff --exit-code --stat -- pkg/ internal/ api/ config/ manifests/ charts/ hack/bench/ || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
 
-vet: ## go vet, and gofmt on every committed Go file
+vet: ## go vet, gofmt on every committed Go file, and go.mod tidy (both modules)
 	$(GO) vet ./...
 	$(GO) -C test/otlp vet ./...
+	@$(GO) mod tidy -diff && $(GO) -C test/otlp mod tidy -diff || { echo "go.mod is not tidy: run 'go mod tidy' (and 'go -C test/otlp mod tidy')"; exit 1; }
 	@unformatted=$$(git ls-files '*.go' | xargs gofmt -l); \
 	if [ -n "$$unformatted" ]; then echo "not gofmt-formatted (run gofmt -w):"; echo "$$unformatted"; exit 1; fi
 
