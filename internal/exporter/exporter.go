@@ -28,3 +28,12 @@ type Exporter interface {
 	// Close flushes and releases the exporter.
 	Close() error
 }
+
+// Bind returns ctx, cancelled also when life ends (an exporter's Close, so
+// that it aborts an Export in progress), and the function that releases
+// it, to defer.
+func Bind(ctx, life context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(life, cancel)
+	return ctx, func() { stop(); cancel() }
+}

@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flowlens/flowlens/internal/exporter"
 	"github.com/flowlens/flowlens/pkg/tlsclient"
 
 	grpcgo "google.golang.org/grpc"
@@ -250,10 +251,8 @@ func (e *Exporter) Export(ctx context.Context, batch []flow.Record) error {
 	if e.closed || e.life.Err() != nil {
 		return ErrClosed
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(e.life, cancel)
-	defer stop()
+	ctx, release := exporter.Bind(ctx, e.life)
+	defer release()
 	if e.cfg.RetryTimeout > 0 {
 		var c context.CancelFunc
 		ctx, c = context.WithTimeout(ctx, e.cfg.RetryTimeout)

@@ -249,13 +249,17 @@ func BenchmarkEviction(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer exp.Close()
-	exportertest.Run(b, exp, func() {
-		deadline := time.Now().Add(30 * time.Second)
-		for received.Load() < exp.Stats.Messages.Load() {
-			if time.Now().After(deadline) {
-				b.Fatalf("server received %d of %d messages", received.Load(), exp.Stats.Messages.Load())
-			}
-			time.Sleep(20 * time.Microsecond)
+	exportertest.Run(b, exp, func() { awaitMessages(b, exp, received.Load, 20*time.Microsecond) })
+}
+
+// awaitMessages returns once the server has received (its count, read
+// every poll) every message exp sent, failing tb after 30 s.
+func awaitMessages(tb testing.TB, exp *flowgrpc.Exporter, received func() uint64, poll time.Duration) {
+	deadline := time.Now().Add(30 * time.Second)
+	for received() < exp.Stats.Messages.Load() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("server received %d of %d messages", received(), exp.Stats.Messages.Load())
 		}
-	})
+		time.Sleep(poll)
+	}
 }

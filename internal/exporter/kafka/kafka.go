@@ -122,7 +122,6 @@ type Exporter struct {
 	promise    func(*kgo.Record, error)
 
 	mu         sync.Mutex
-	call       callCtx  // Export's context, kept while the caller's is the same
 	round      *round   // the last Export's, reused once all its promises ran
 	abandoned  []*round // rounds Export gave up on, their promises still due
 	identityIP netip.Addr
@@ -264,7 +263,8 @@ func (e *Exporter) Export(ctx context.Context, batch []flow.Record) error {
 		e.Stats.FailedFlows.Add(uint64(len(batch)))
 		return ErrClosed
 	}
-	ctx = e.call.get(ctx, e.life)
+	ctx, release := exporter.Bind(ctx, e.life)
+	defer release()
 
 	n, err := e.partitionCount(ctx)
 	if err != nil {
@@ -340,35 +340,6 @@ func (rd *round) start(n int) {
 	rd.latency = exporter.LatencyCounts{}
 	rd.produced = time.Now()
 	rd.left.Store(int64(n))
-}
-
-// callCtx is the context Export produces with: the caller's, also
-// cancelled by Close. It is made once and kept while the caller passes a
-// context with the same Done channel (the exporter.Queue passes one
-// context to every call), instead of two contexts and an AfterFunc per
-// Export. Only cancellation is used from it (the records carry their own
-// Context), so a caller's context with other values but the same Done
-// channel is the same to it.
-type callCtx struct {
-	parentDone <-chan struct{}
-	ctx        context.Context
-	cancel     context.CancelFunc
-	stop       func() bool
-}
-
-// get returns the context for an Export called with parent.
-func (c *callCtx) get(parent, life context.Context) context.Context {
-	if c.ctx != nil && parent.Done() == c.parentDone && c.ctx.Err() == nil {
-		return c.ctx
-	}
-	if c.ctx != nil {
-		c.stop()
-		c.cancel()
-	}
-	c.parentDone = parent.Done()
-	c.ctx, c.cancel = context.WithCancel(parent)
-	c.stop = context.AfterFunc(life, c.cancel)
-	return c.ctx
 }
 
 // acked is every record's promise: it runs on franz-go's goroutines, and

@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flowlens/flowlens/internal/exporter"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
@@ -211,10 +212,8 @@ func (e *Exporter) Export(ctx context.Context, batch []flow.Record) error {
 		e.Stats.FailedFlows.Add(uint64(len(batch)))
 		return ErrClosed
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(e.life, cancel)
-	defer stop()
+	ctx, release := exporter.Bind(ctx, e.life)
+	defer release()
 
 	observed := unixNano(time.Now()) // the records' observed_time_unix_nano
 	for i := 0; i < len(batch); {
