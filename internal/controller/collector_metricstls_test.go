@@ -41,39 +41,41 @@ func TestCollectorMetricsTLS(t *testing.T) {
 			return nil
 		})
 		checkOwner(t, cm, get(t))
+		// The Deployment is written after the ConfigMap: wait until it
+		// matches in full, not only in the argument that TLS and mutual
+		// TLS share.
 		wantArg := wantWeb != ""
 		d := waitFor(t, dep, func(d *appsv1.Deployment) error {
-			args := d.Spec.Template.Spec.Containers[0].Args
-			if has := slices.Contains(args, "--web-config-file=/etc/flowlens/web-config.yml"); has != wantArg {
-				return fmt.Errorf("%s: args %v: --web-config-file %v, want %v", what, args, has, wantArg)
+			pod := &d.Spec.Template.Spec
+			c := pod.Containers[0]
+			if has := slices.Contains(c.Args, "--web-config-file=/etc/flowlens/web-config.yml"); has != wantArg {
+				return fmt.Errorf("%s: args %v: --web-config-file %v, want %v", what, c.Args, has, wantArg)
+			}
+			if got := secretVolumes(pod); strings.Join(got, "\n") != strings.Join(wantVolumes, "\n") {
+				return fmt.Errorf("%s: secret volumes\n%s\nwant\n%s", what, strings.Join(got, "\n"), strings.Join(wantVolumes, "\n"))
+			}
+			// The web configuration: the collector's ConfigMap, read-only
+			// at the directory of --web-config-file.
+			var config []string
+			for _, v := range pod.Volumes {
+				if v.ConfigMap != nil {
+					config = append(config, v.Name+" <- "+v.ConfigMap.Name)
+				}
+			}
+			for _, m := range c.VolumeMounts {
+				if m.Name == "config" {
+					config = append(config, fmt.Sprintf("%s read-only %v", m.MountPath, m.ReadOnly))
+				}
+			}
+			if want := []string{"config <- " + render.CollectorName, "/etc/flowlens read-only true"}; !wantArg && len(config) != 0 ||
+				wantArg && !slices.Equal(config, want) {
+				return fmt.Errorf("%s: config volume %q, want %q (or none without metricsTLS)", what, config, want)
+			}
+			if got := []string{probeOf(c.LivenessProbe), probeOf(c.ReadinessProbe)}; !slices.Equal(got, wantProbes) {
+				return fmt.Errorf("%s: liveness, readiness probes %q, want %q", what, got, wantProbes)
 			}
 			return nil
 		})
-		pod := &d.Spec.Template.Spec
-		if got := secretVolumes(pod); strings.Join(got, "\n") != strings.Join(wantVolumes, "\n") {
-			t.Errorf("%s: secret volumes\n%s\nwant\n%s", what, strings.Join(got, "\n"), strings.Join(wantVolumes, "\n"))
-		}
-		// The web configuration: the collector's ConfigMap, read-only at
-		// the directory of --web-config-file.
-		var config []string
-		for _, v := range pod.Volumes {
-			if v.ConfigMap != nil {
-				config = append(config, v.Name+" <- "+v.ConfigMap.Name)
-			}
-		}
-		for _, m := range pod.Containers[0].VolumeMounts {
-			if m.Name == "config" {
-				config = append(config, fmt.Sprintf("%s read-only %v", m.MountPath, m.ReadOnly))
-			}
-		}
-		if want := []string{"config <- " + render.CollectorName, "/etc/flowlens read-only true"}; !wantArg && len(config) != 0 ||
-			wantArg && !slices.Equal(config, want) {
-			t.Errorf("%s: config volume %q, want %q (or none without metricsTLS)", what, config, want)
-		}
-		c := pod.Containers[0]
-		if got := []string{probeOf(c.LivenessProbe), probeOf(c.ReadinessProbe)}; !slices.Equal(got, wantProbes) {
-			t.Errorf("%s: liveness, readiness probes %q, want %q", what, got, wantProbes)
-		}
 		hash := d.Spec.Template.Annotations[render.ConfigHashAnnotation]
 		if hash == "" {
 			t.Errorf("%s: no %s on the pod template", what, render.ConfigHashAnnotation)
