@@ -1,12 +1,14 @@
 // Command plot draws docs/img/*.png from the benchmark results (make
 // bench-plots): bpf.json from make bench-bpf, go.txt from make bench,
 // live.json from make bench-live and live-sidebyside.json from make
-// bench-live PEER=1. A missing input skips its plots.
+// bench-live PEER=1. A missing input skips its plots; go.txt gives the
+// eviction plot and the exporters' (bench-exporters-per-flow.png).
 package main
 
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"image/color"
@@ -45,6 +47,7 @@ func main() {
 	}{
 		{"bpf.json", plotDatapath},
 		{"go.txt", plotEviction},
+		{"go.txt", plotExporters},
 		{"live.json", plotLatency},
 		{"live-sidebyside.json", plotSideBySide},
 	} {
@@ -53,7 +56,10 @@ func main() {
 			fmt.Fprintf(os.Stderr, "skipping %s: %v\n", p.file, err)
 			continue
 		}
-		if err := p.fn(src, *out); err != nil {
+		if err := p.fn(src, *out); errors.Is(err, errNoData) {
+			fmt.Fprintf(os.Stderr, "skipping a plot of %s: %v\n", p.file, err)
+			continue
+		} else if err != nil {
 			fatal(fmt.Errorf("%s: %w", p.file, err))
 		}
 		did++
@@ -62,6 +68,10 @@ func main() {
 		fatal(fmt.Errorf("no results in %s: run make bench-bpf, bench or bench-live first", *in))
 	}
 }
+
+// errNoData is a plot's input file without the lines it draws (go.txt of
+// a run of some packages only): that plot is skipped.
+var errNoData = errors.New("nothing to draw")
 
 func fatal(err error) {
 	fmt.Fprintln(os.Stderr, "plot:", err)
@@ -331,7 +341,7 @@ func plotEviction(src, outDir string) error {
 		return err
 	}
 	if len(data) == 0 {
-		return fmt.Errorf("no Evict/EvictMap ns/flow lines")
+		return fmt.Errorf("%w: no Evict/EvictMap ns/flow lines", errNoData)
 	}
 	p := plot.New()
 	p.Title.Text = "Eviction cost per flow (median of -count runs)"

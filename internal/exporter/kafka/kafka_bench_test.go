@@ -13,7 +13,7 @@ import (
 	"github.com/flowlens/flowlens/pkg/flow/flowkafka"
 )
 
-// BenchmarkExport is encode + produce + ack of one eviction of 100k flows
+// BenchmarkEviction is encode + produce + ack of one eviction of 100k flows
 // (exportertest.Run: the same flows and figures as the other exporters'
 // benchmarks), in the evictor's batches of 1000, to a local broker (topic
 // of 4 partitions, acks=all), per message kind and compression (lz4, the
@@ -21,7 +21,7 @@ import (
 // the brokers acked, so there is nothing more to wait for. The broker runs
 // in its own process: the CPU and allocations per flow are the exporter's
 // (franz-go's included).
-func BenchmarkExport(b *testing.B) {
+func BenchmarkEviction(b *testing.B) {
 	br := kafkatest.Start(b)
 	for _, msg := range []string{"batch", "flow"} {
 		for _, comp := range []string{"lz4", "zstd"} {
