@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"fmt"
 	"image/color"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -99,6 +100,7 @@ func plotExporters(src, outDir string) error {
 	p.Title.Text = "Exporters: agent CPU per flow at 100k flows per eviction (median, min..max)"
 	p.X.Label.Text = "µs of CPU per flow"
 	p.X.Min = 0
+	var xMax float64
 	meds := make(plotter.Values, len(samples))
 	names := make([]string, len(samples))
 	var spread plotter.XErrors
@@ -107,6 +109,7 @@ func plotExporters(src, outDir string) error {
 		med := median(s.cpu) / 1000
 		meds[i], names[i] = med, s.label
 		lo, hi := slices.Min(s.cpu)/1000, slices.Max(s.cpu)/1000
+		xMax = max(xMax, hi)
 		pts = append(pts, plotter.XY{X: med, Y: float64(i)})
 		spread = append(spread, struct{ Low, High float64 }{med - lo, hi - med})
 	}
@@ -127,6 +130,13 @@ func plotExporters(src, outDir string) error {
 	}
 	p.Add(errs)
 	p.NominalY(names...)
+	// A tick every 0.25 µs, past the longest error bar.
+	p.X.Max = math.Ceil(xMax*4) / 4
+	var ticks []plot.Tick
+	for x := 0.0; x <= p.X.Max+1e-9; x += 0.25 {
+		ticks = append(ticks, plot.Tick{Value: x, Label: strconv.FormatFloat(x, 'f', 2, 64)})
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	line, err := plotter.NewLine(plotter.XYs{{X: 1, Y: -0.5}, {X: 1, Y: float64(len(samples)) - 0.5}})
 	if err != nil {
 		return err
