@@ -942,19 +942,28 @@ const (
 	// to the desired state: the spec is invalid or the API server refused an
 	// object.
 	ConditionDegraded = "Degraded"
+	// ConditionCollectorReady is True when every Kafka collector runs the
+	// current configuration and is ready. It is present only while a kafka
+	// exporter makes the operator run the collectors. Ready does not
+	// include it: Ready stays the agents' condition, which scripts wait for
+	// (docs/operator.md, Status, says why).
+	ConditionCollectorReady = "CollectorReady"
 
-	ReasonAgentsReady    = "AgentsReady"    // Ready=True
-	ReasonRollingOut     = "RollingOut"     // Ready=False: pods are being updated
-	ReasonAgentsNotReady = "AgentsNotReady" // Ready=False: some agents not ready
-	ReasonNoNodes        = "NoNodes"        // Ready=False: no node matches
-	ReasonMountFailed    = "MountFailed"    // Ready=False: an agent pod cannot mount a volume, e.g. a missing Secret
-	ReasonConfigFailed   = "ConfigFailed"   // Ready=False: the kubelet cannot create an agent container, e.g. a missing Secret key in an env var
-	ReasonInvalidSpec    = "InvalidSpec"    // Ready=False, Degraded=True
-	ReasonApplyFailed    = "ApplyFailed"    // Degraded=True
-	ReasonAsExpected     = "AsExpected"     // Degraded=False
+	ReasonAgentsReady        = "AgentsReady"        // Ready=True
+	ReasonCollectorsReady    = "CollectorsReady"    // CollectorReady=True
+	ReasonRollingOut         = "RollingOut"         // Ready or CollectorReady=False: pods are being updated
+	ReasonAgentsNotReady     = "AgentsNotReady"     // Ready=False: some agents not ready
+	ReasonCollectorsNotReady = "CollectorsNotReady" // CollectorReady=False: some collectors not ready
+	ReasonNoNodes            = "NoNodes"            // Ready=False: no node matches
+	ReasonMountFailed        = "MountFailed"        // Ready or CollectorReady=False: an agent (collector) pod cannot mount a volume, e.g. a missing Secret
+	ReasonConfigFailed       = "ConfigFailed"       // Ready or CollectorReady=False: the kubelet cannot create an agent (collector) container, e.g. a missing Secret key in an env var
+	ReasonInvalidSpec        = "InvalidSpec"        // Ready and CollectorReady=False, Degraded=True
+	ReasonApplyFailed        = "ApplyFailed"        // Ready and CollectorReady=False, Degraded=True
+	ReasonAsExpected         = "AsExpected"         // Degraded=False
 )
 
-// FlowCollectorStatus is the observed state of the agents.
+// FlowCollectorStatus is the observed state of the agents and of the Kafka
+// collectors.
 type FlowCollectorStatus struct {
 	// ObservedGeneration is the spec generation the status describes.
 	// +optional
@@ -973,11 +982,26 @@ type FlowCollectorStatus struct {
 	// +optional
 	UpdatedAgents int32 `json:"updatedAgents"`
 
+	// DesiredCollectors is the number of Kafka collector pods that should
+	// run (spec.collector.replicas with a kafka exporter, else 0).
+	// +optional
+	DesiredCollectors int32 `json:"desiredCollectors"`
+
+	// ReadyCollectors is the number of ready Kafka collector pods.
+	// +optional
+	ReadyCollectors int32 `json:"readyCollectors"`
+
+	// UpdatedCollectors is the number of Kafka collector pods that run the
+	// current configuration.
+	// +optional
+	UpdatedCollectors int32 `json:"updatedCollectors"`
+
 	// Namespace is where the agents run.
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
 
-	// Conditions are Ready and Degraded.
+	// Conditions are Ready and Degraded, and CollectorReady with a kafka
+	// exporter.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -994,6 +1018,7 @@ type FlowCollectorStatus struct {
 // +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredAgents`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyAgents`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Collectors",type=string,JSONPath=`.status.conditions[?(@.type=="CollectorReady")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type FlowCollector struct {
 	metav1.TypeMeta   `json:",inline"`

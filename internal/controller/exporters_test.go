@@ -298,7 +298,7 @@ func TestKafkaCollector(t *testing.T) {
 
 // TestKafkaBrokerDegraded: a broker the schema's shape check lets through
 // but the operator's does not (a port out of range) sets Degraded, naming
-// the broker, and no collector is started.
+// the broker, and no collector is started: CollectorReady says InvalidSpec.
 func TestKafkaBrokerDegraded(t *testing.T) {
 	needEnv(t)
 	const ns = "fl-kafka-bad"
@@ -316,6 +316,7 @@ func TestKafkaBrokerDegraded(t *testing.T) {
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("collector deployment of an invalid spec: err %v, want NotFound", err)
 	}
+	waitCondition(t, v1alpha1.ConditionCollectorReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec)
 }
 
 // TestKafkaSample: the Kafka sample in config/samples, which no

@@ -4,9 +4,11 @@
 // ServiceAccount, RBAC, metrics Service and ConfigMap) with a kafka
 // exporter, and the Grafana dashboard ConfigMaps when asked (package
 // render), applies them with server-side apply, deletes the Kafka collector
-// and dashboard ConfigMaps no longer wanted, and reports the DaemonSet's progress in the FlowCollector's
-// status, with the kubelet's reason when an agent pod cannot mount a volume
-// or create a container (agentfailure.go).
+// and dashboard ConfigMaps no longer wanted, and reports the DaemonSet's
+// progress in the FlowCollector's status (Ready), and the Kafka collector
+// Deployment's (CollectorReady, collectorstatus.go), with the kubelet's
+// reason when a pod cannot mount a volume or create a container
+// (podfailure.go).
 package controller
 
 import (
@@ -74,9 +76,10 @@ type FlowCollectorReconciler struct {
 // +kubebuilder:rbac:groups="",resources=pods;services;nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=get;list;watch
 //
-// The kubelet's FailedMount events of the agent pods, for the Ready
-// condition (agentfailure.go); the agent pods are read and watched, for
-// their containers' waiting reasons, with the rights above.
+// The kubelet's FailedMount events of the agent and Kafka collector pods,
+// for the Ready and CollectorReady conditions (podfailure.go); those pods
+// are read and watched, for their containers' waiting reasons, with the
+// rights above.
 // +kubebuilder:rbac:groups="",resources=events,verbs=get;list;watch
 
 // Reconcile brings the agent's objects in line with the FlowCollector and
@@ -98,9 +101,15 @@ func (r *FlowCollectorReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	var st outcome
 	if err := render.Validate(spec); err != nil {
 		st.invalid = err
+	} else if objs, err := r.apply(ctx, defaulted); err != nil {
+		st.applyErr = err
 	} else {
-		st.hash, st.applyErr = r.apply(ctx, defaulted)
+		st.hash = objs.ConfigHash
+		if objs.Collector != nil {
+			st.collectorHash = objs.Collector.ConfigHash
+		}
 	}
+	applied := st.invalid == nil && st.applyErr == nil
 
 	ds := &appsv1.DaemonSet{}
 	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: spec.Namespace, Name: render.AgentName}, ds); {
@@ -109,14 +118,18 @@ func (r *FlowCollectorReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	case err != nil:
 		return ctrl.Result{}, err
 	}
-	if ds != nil && st.invalid == nil && st.applyErr == nil && ds.Status.NumberReady < ds.Status.DesiredNumberScheduled {
+	if ds != nil && applied && ds.Status.NumberReady < ds.Status.DesiredNumberScheduled {
 		var err error
-		if st.configFailure, st.mountFailure, err = r.agentFailures(ctx, spec.Namespace); err != nil {
+		if st.agentFailures, err = r.podFailures(ctx, spec.Namespace, agents); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
+	cs, err := r.readCollectors(ctx, spec, applied)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 
-	if err := r.updateStatus(ctx, fc, spec.Namespace, ds, st); err != nil {
+	if err := r.updateStatus(ctx, fc, spec.Namespace, ds, cs, st); err != nil {
 		if apierrors.IsConflict(err) {
 			// The FlowCollector changed since the cache saw it; the change
 			// queues a new reconcile, and this retry covers a stale cache.
@@ -135,29 +148,25 @@ func (r *FlowCollectorReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 
 // outcome is what one reconcile did, from which the status is computed.
 type outcome struct {
-	invalid  error  // the spec failed Validate: nothing was applied
-	applyErr error  // the API server refused an object
-	hash     string // config hash of the applied DaemonSet template
-	// configFailure is a container of an agent pod that is not ready and
-	// that the kubelet cannot create ("pod NAME: container C: MESSAGE"),
-	// or "".
-	configFailure string
-	// mountFailure is the kubelet's latest FailedMount of an agent pod
-	// that is not ready ("pod NAME: MESSAGE"), or "".
-	mountFailure string
+	invalid       error  // the spec failed Validate: nothing was applied
+	applyErr      error  // the API server refused an object
+	hash          string // config hash of the applied DaemonSet template
+	collectorHash string // config hash of the applied Kafka collector template, if any
+	// agentFailures are why agent pods that are not ready cannot start.
+	agentFailures podFailures
 }
 
 // apply renders and applies every object, the namespace first and the
 // dashboards last, then deletes the dashboard ConfigMaps no longer wanted. It
-// returns the config hash of the pod template it applied.
-func (r *FlowCollectorReconciler) apply(ctx context.Context, fc *v1alpha1.FlowCollector) (string, error) {
+// returns what it applied (their config hashes).
+func (r *FlowCollectorReconciler) apply(ctx context.Context, fc *v1alpha1.FlowCollector) (*render.Objects, error) {
 	own, err := r.ownsNamespace(ctx, fc)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	objs, err := render.Build(fc, render.Options{DefaultImage: r.DefaultImage, DefaultCollectorImage: r.DefaultCollectorImage, OwnNamespace: own})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	type step struct {
 		what string
@@ -188,26 +197,26 @@ func (r *FlowCollectorReconciler) apply(ctx context.Context, fc *v1alpha1.FlowCo
 			continue
 		}
 		if err := r.Client.Apply(ctx, s.obj, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-			return "", fmt.Errorf("applying the %s: %w", s.what, err)
+			return nil, fmt.Errorf("applying the %s: %w", s.what, err)
 		}
 	}
 	if objs.Collector == nil {
 		if err := r.deleteCollector(ctx, fc.Spec.Namespace); err != nil {
-			return "", err
+			return nil, err
 		}
 	}
 	wanted := map[client.ObjectKey]bool{}
 	for _, cm := range objs.Dashboards {
 		key := client.ObjectKey{Namespace: *cm.Namespace, Name: *cm.Name}
 		if err := r.Client.Apply(ctx, cm, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-			return "", fmt.Errorf("applying the dashboard config map %s: %w", key, err)
+			return nil, fmt.Errorf("applying the dashboard config map %s: %w", key, err)
 		}
 		wanted[key] = true
 	}
 	if err := r.pruneDashboards(ctx, wanted); err != nil {
-		return "", err
+		return nil, err
 	}
-	return objs.ConfigHash, nil
+	return objs, nil
 }
 
 // pruneDashboards deletes the dashboard ConfigMaps the operator applied
@@ -291,9 +300,10 @@ func (r *FlowCollectorReconciler) ownsNamespace(ctx context.Context, fc *v1alpha
 	return metav1.IsControlledBy(ns, fc), nil
 }
 
-// updateStatus writes the status computed from the outcome and the agent
-// DaemonSet (nil if absent), if it changed.
-func (r *FlowCollectorReconciler) updateStatus(ctx context.Context, fc *v1alpha1.FlowCollector, ns string, ds *appsv1.DaemonSet, o outcome) error {
+// updateStatus writes the status computed from the outcome, the agent
+// DaemonSet (nil if absent) and the Kafka collectors (nil without them), if
+// it changed.
+func (r *FlowCollectorReconciler) updateStatus(ctx context.Context, fc *v1alpha1.FlowCollector, ns string, ds *appsv1.DaemonSet, cs *collectorState, o outcome) error {
 	orig := fc.DeepCopy()
 	s := &fc.Status
 	s.ObservedGeneration = fc.Generation
@@ -308,6 +318,7 @@ func (r *FlowCollectorReconciler) updateStatus(ctx context.Context, fc *v1alpha1
 	ready.ObservedGeneration, degraded.ObservedGeneration = fc.Generation, fc.Generation
 	meta.SetStatusCondition(&s.Conditions, ready)
 	meta.SetStatusCondition(&s.Conditions, degraded)
+	setCollectorStatus(s, cs, o, ns, fc.Generation)
 
 	if equalStatus(&orig.Status, s) {
 		return nil
@@ -339,17 +350,8 @@ func conditions(ds *appsv1.DaemonSet, o outcome) (ready, degraded metav1.Conditi
 	}
 
 	ready.Status, ready.Reason, ready.Message = daemonSetReadiness(ds, o.hash)
-	// A config failure comes first: it is the pod's current status, and the
-	// kubelet creates containers only once every volume is mounted, so a
-	// FailedMount event of the same pod is from before.
-	switch {
-	case ready.Status == metav1.ConditionTrue:
-	case o.configFailure != "":
-		ready.Reason = v1alpha1.ReasonConfigFailed
-		ready.Message += "; an agent container cannot start (does the Secret and its key exist in " + ds.Namespace + "?): " + o.configFailure
-	case o.mountFailure != "":
-		ready.Reason = v1alpha1.ReasonMountFailed
-		ready.Message += "; an agent cannot mount a volume (does the Secret exist in " + ds.Namespace + "?): " + o.mountFailure
+	if ds != nil {
+		o.agentFailures.explain(&ready, agents, ds.Namespace)
 	}
 	return ready, degraded
 }
@@ -384,6 +386,7 @@ func daemonSetReadiness(ds *appsv1.DaemonSet, hash string) (metav1.ConditionStat
 func equalStatus(a, b *v1alpha1.FlowCollectorStatus) bool {
 	if a.ObservedGeneration != b.ObservedGeneration || a.Namespace != b.Namespace ||
 		a.DesiredAgents != b.DesiredAgents || a.ReadyAgents != b.ReadyAgents || a.UpdatedAgents != b.UpdatedAgents ||
+		a.DesiredCollectors != b.DesiredCollectors || a.ReadyCollectors != b.ReadyCollectors || a.UpdatedCollectors != b.UpdatedCollectors ||
 		len(a.Conditions) != len(b.Conditions) {
 		return false
 	}
@@ -418,14 +421,15 @@ func (r *FlowCollectorReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&rbacv1.ClusterRole{}).
 		Owns(&rbacv1.ClusterRoleBinding{}).
 		Watches(failedMountEvents()).
-		Watches(agentPodChanges()).
+		Watches(podChanges()).
 		Complete(r)
 }
 
 // CacheByObject restricts the manager's cache for the kinds the operator
 // owns to the objects it labelled, so that it does not hold every ConfigMap
 // or Service of the cluster in memory, its Events to the kubelet's
-// FailedMount events of pods, and its Pods to the agents'.
+// FailedMount events of pods, and its Pods to the agents' and the Kafka
+// collectors'.
 func CacheByObject() map[client.Object]cache.ByObject {
 	managed := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedByValue})}
 	return map[client.Object]cache.ByObject{
@@ -440,6 +444,6 @@ func CacheByObject() map[client.Object]cache.ByObject {
 		&rbacv1.ClusterRole{}:        managed,
 		&rbacv1.ClusterRoleBinding{}: managed,
 		&corev1.Event{}:              failedMountCache(),
-		&corev1.Pod{}:                agentPodCache(),
+		&corev1.Pod{}:                podCache(),
 	}
 }

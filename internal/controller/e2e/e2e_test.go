@@ -107,8 +107,9 @@ func TestOperatorOnKwokCluster(t *testing.T) {
 
 	// 5. A kafka exporter: the operator, with only its manifests' RBAC,
 	// runs the Kafka collector Deployment (granting its ClusterRole needs the
-	// rights it grants), whose pods get scheduled and ready; removing the
-	// exporter removes it.
+	// rights it grants), whose pods get scheduled and ready, which the
+	// FlowCollector's CollectorReady says; removing the exporter removes it
+	// and the condition.
 	patch = []byte(`{"spec":{"exporters":[{"type":"stdout"},{"type":"kafka","kafka":{"brokers":["kafka.kafka.svc:9092"]}}],"collector":{"replicas":2}}}`)
 	if err := admin.Patch(ctx, &v1alpha1.FlowCollector{ObjectMeta: metav1.ObjectMeta{Name: "cluster"}}, client.RawPatch("application/merge-patch+json", patch)); err != nil {
 		t.Fatal(err)
@@ -125,11 +126,25 @@ func TestOperatorOnKwokCluster(t *testing.T) {
 		}
 		return nil
 	})
+	waitFor(ctx, t, "the FlowCollector to report 2 ready collectors", func() error {
+		fc := &v1alpha1.FlowCollector{}
+		if err := admin.Get(ctx, client.ObjectKey{Name: "cluster"}, fc); err != nil {
+			return err
+		}
+		c, st := meta.FindStatusCondition(fc.Status.Conditions, v1alpha1.ConditionCollectorReady), fc.Status
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonCollectorsReady ||
+			st.DesiredCollectors != 2 || st.ReadyCollectors != 2 || st.UpdatedCollectors != 2 {
+			return fmt.Errorf("CollectorReady %+v, status %+v", c, st)
+		}
+		return nil
+	})
 	patch = []byte(`{"spec":{"exporters":[{"type":"stdout"}]}}`)
 	if err := admin.Patch(ctx, &v1alpha1.FlowCollector{ObjectMeta: metav1.ObjectMeta{Name: "cluster"}}, client.RawPatch("application/merge-patch+json", patch)); err != nil {
 		t.Fatal(err)
 	}
-	waitReady(ctx, t, admin, 4)
+	if fc := waitReady(ctx, t, admin, 4); meta.FindStatusCondition(fc.Status.Conditions, v1alpha1.ConditionCollectorReady) != nil {
+		t.Errorf("CollectorReady without a kafka exporter: %+v", fc.Status)
+	}
 	waitFor(ctx, t, "the Kafka collector to be removed", func() error {
 		for _, obj := range []client.Object{&appsv1.Deployment{}, &rbacv1.ClusterRole{}} {
 			key := collectorKey

@@ -99,6 +99,11 @@ func TestFlowlensOnKubelet(t *testing.T) {
 	agent = checkConfigFailed(ctx, t, admin)
 	step("agent " + agent.Name + ": a missing Secret, then key, of an environment variable reported")
 
+	// The Kafka collectors' Secret missing, then created
+	// (collectorstatus_test.go).
+	checkCollectorMountFailed(ctx, t, admin)
+	step("kafka collector: a missing Secret reported in CollectorReady, then ready")
+
 	// 5. Deleting the FlowCollector removes everything the operator made,
 	// and the agent's programs and links.
 	deleteFlowCollector(ctx, t, admin)

@@ -95,17 +95,24 @@ func patchFlowCollector(ctx context.Context, t *testing.T, c client.Client, patc
 // with reason (MountFailed, ConfigFailed) and a message containing want.
 func waitNotReady(ctx context.Context, t *testing.T, c client.Client, reason, want string) {
 	t.Helper()
-	cluster.WaitFor(ctx, t, "the FlowCollector to report "+reason+": "+want, 2*time.Minute, func() error {
+	waitCondition(ctx, t, c, v1alpha1.ConditionReady, metav1.ConditionFalse, reason, want)
+}
+
+// waitCondition waits for the FlowCollector's condition typ to have status
+// and reason, and a message containing want, for its current generation.
+func waitCondition(ctx context.Context, t *testing.T, c client.Client, typ string, status metav1.ConditionStatus, reason, want string) {
+	t.Helper()
+	cluster.WaitFor(ctx, t, "the FlowCollector to report "+typ+" "+reason+": "+want, 3*time.Minute, func() error {
 		fc := &v1alpha1.FlowCollector{}
 		if err := c.Get(ctx, client.ObjectKey{Name: "cluster"}, fc); err != nil {
 			return err
 		}
-		r := meta.FindStatusCondition(fc.Status.Conditions, v1alpha1.ConditionReady)
-		if r == nil || fc.Status.ObservedGeneration != fc.Generation || r.Status != metav1.ConditionFalse ||
+		r := meta.FindStatusCondition(fc.Status.Conditions, typ)
+		if r == nil || fc.Status.ObservedGeneration != fc.Generation || r.Status != status ||
 			r.Reason != reason || !strings.Contains(r.Message, want) {
-			return fmt.Errorf("generation %d, Ready %+v%s", fc.Generation, r, podStates(ctx, c, agentNamespace))
+			return fmt.Errorf("generation %d, %s %+v%s", fc.Generation, typ, r, podStates(ctx, c, agentNamespace))
 		}
-		t.Logf("Ready: %s: %s", r.Reason, r.Message)
+		t.Logf("%s: %s: %s", typ, r.Reason, r.Message)
 		return nil
 	})
 }
