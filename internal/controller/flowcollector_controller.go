@@ -334,18 +334,18 @@ func (r *FlowCollectorReconciler) updateStatus(ctx context.Context, fc *v1alpha1
 func conditions(ds *appsv1.DaemonSet, o outcome) (ready, degraded metav1.Condition) {
 	ready = metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse}
 	degraded = metav1.Condition{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionFalse,
-		Reason: v1alpha1.ReasonAsExpected, Message: "the agents' objects are applied"}
+		Reason: v1alpha1.ReasonAsExpected, Message: "every object is applied"}
 
 	switch {
 	case o.invalid != nil:
 		degraded.Status, degraded.Reason = metav1.ConditionTrue, v1alpha1.ReasonInvalidSpec
-		degraded.Message = "invalid spec, the running agents are left as they are: " + o.invalid.Error()
+		degraded.Message = "invalid spec, the running agents and collectors are left as they are: " + o.invalid.Error()
 		ready.Reason, ready.Message = v1alpha1.ReasonInvalidSpec, "the spec is invalid: see the Degraded condition"
 		return ready, degraded
 	case o.applyErr != nil:
 		degraded.Status, degraded.Reason = metav1.ConditionTrue, v1alpha1.ReasonApplyFailed
 		degraded.Message = o.applyErr.Error()
-		ready.Reason, ready.Message = v1alpha1.ReasonApplyFailed, "the agents' objects could not be applied: see the Degraded condition"
+		ready.Reason, ready.Message = v1alpha1.ReasonApplyFailed, "the objects could not be applied: see the Degraded condition"
 		return ready, degraded
 	}
 
