@@ -296,15 +296,29 @@ func TestRTTAcrossEvictions(t *testing.T) {
 		{src: p.ipB, dst: p.ipA, sport: 7201, proto: 6}, // A's srtt
 		{src: p.ipA, dst: p.ipB, dport: 7201, proto: 6}, // B's srtt (the ACKs of its messages)
 	} {
-		periods := 0
-		for _, f := range flows {
-			if !m.ok(f) || f.Packets == 0 {
+		_, _, recs := sum(flows, m)
+		periods, straddled := 0, 0
+		for i, f := range recs {
+			if f.Packets == 0 {
 				continue
 			}
 			periods++
-			if f.RTTNs == 0 {
-				t.Errorf("%s:%d -> %s:%d, period ending %s: %d packets, rtt_ns 0", f.SrcAddr, f.SrcPort, f.DstAddr, f.DstPort, f.EndTime, f.Packets)
+			if f.RTTNs != 0 {
+				continue
 			}
+			// The one legitimate miss: the eviction flipped while the
+			// packet went from the sender's TC hook (which counted it in
+			// generation g) to the receiver's tcp_probe (which wrote the
+			// RTT in g+1), so the RTT is the next period's, in a partial
+			// record. A flip within those microseconds is rare: CI saw
+			// it once.
+			if i+1 < len(recs) && recs[i+1].Packets == 0 && recs[i+1].RTTNs != 0 && straddled == 0 {
+				straddled++
+				t.Logf("%s:%d -> %s:%d, period ending %s: rtt_ns in the next period's partial record (ending %s): the flip fell within the packet's transit",
+					f.SrcAddr, f.SrcPort, f.DstAddr, f.DstPort, f.EndTime, recs[i+1].EndTime)
+				continue
+			}
+			t.Errorf("%s:%d -> %s:%d, period ending %s: %d packets, rtt_ns 0", f.SrcAddr, f.SrcPort, f.DstAddr, f.DstPort, f.EndTime, f.Packets)
 		}
 		if periods < 10 {
 			t.Errorf("%+v: records in %d periods, want at least 10", m, periods)
