@@ -21,5 +21,8 @@ func consumerMetrics(st *collector.ConsumerStats) []prometheus.Collector {
 		c("handler_errors_total", "Kafka records the pipeline failed to handle (skipped).", &st.HandlerErrors),
 		c("commits_total", "Offset commits that succeeded.", &st.Commits),
 		c("commit_errors_total", "Offset commits that failed for good: their records come again to the group (duplicates).", &st.CommitErrors),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "flowlens_collector_kafka_assigned_partitions",
+			Help: "Partitions of the topic the consumer group gives this collector now (the group's members together hold all of them)."},
+			func() float64 { return float64(st.Partitions.Load()) }),
 	}
 }

@@ -18,7 +18,7 @@ import (
 
 // TestKafkaConsumerMetrics: with --kafka-brokers the collector prints the
 // flows of the topic's records and its /metrics counts them exactly, the
-// malformed record included (a real broker).
+// malformed record included, and the partition it holds (a real broker).
 func TestKafkaConsumerMetrics(t *testing.T) {
 	b := kafkatest.Start(t)
 	const topic = "collector-metrics"
@@ -66,6 +66,8 @@ func TestKafkaConsumerMetrics(t *testing.T) {
 		{"flowlens_collector_kafka_handler_errors_total", ""}:    0,
 		{"flowlens_collector_kafka_commit_errors_total", ""}:     0,
 		{"flowlens_collector_decode_errors_total", ""}:           1,
+		// The group's only member holds the topic's one partition.
+		{"flowlens_collector_kafka_assigned_partitions", ""}: 1,
 	})
 	if n := len(out.lines()); n != 3 {
 		t.Errorf("printed %d flows, want 3", n)

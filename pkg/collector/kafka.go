@@ -52,6 +52,10 @@ type ConsumerStats struct {
 	HandlerErrors atomic.Uint64 // records the Handler returned an error for (skipped)
 	Commits       atomic.Uint64 // offset commits that succeeded
 	CommitErrors  atomic.Uint64 // offset commits that failed for good (their records come again: duplicates)
+	// Partitions is how many of the topic's partitions the group gives
+	// this member now: 0 before it joins, after it leaves or loses them.
+	// The group's members together hold every partition when it consumes.
+	Partitions atomic.Int64
 }
 
 // Consumer reads flows from a Kafka topic as a member of a consumer group.
@@ -73,6 +77,11 @@ type Consumer struct {
 	log   *slog.Logger
 	cl    *kgo.Client
 	Stats ConsumerStats
+
+	// held is the partitions of the topic the group gives this member,
+	// changed only by franz-go's OnPartitions callbacks, which it runs
+	// one at a time.
+	held map[int32]bool
 }
 
 // NewConsumer prepares a Consumer; Run joins the group.
@@ -95,7 +104,7 @@ func NewConsumer(h Handler, opts ConsumerOptions) (*Consumer, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	c := &Consumer{h: h, opts: opts, log: opts.Logger.With("topic", opts.Topic, "group", opts.Group)}
+	c := &Consumer{h: h, opts: opts, log: opts.Logger.With("topic", opts.Topic, "group", opts.Group), held: map[int32]bool{}}
 	base, err := opts.ClientOpts(nil)
 	if err != nil {
 		return nil, fmt.Errorf("collector: kafka: %w", err)
@@ -112,11 +121,32 @@ func NewConsumer(h Handler, opts ConsumerOptions) (*Consumer, error) {
 		kgo.SessionTimeout(opts.SessionTimeout),
 		kgo.HeartbeatInterval(min(3*time.Second, opts.SessionTimeout/3)),
 		kgo.ClientID("flowlens-collector"),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { c.hold(m, true) }),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { c.hold(m, false) }),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { c.hold(m, false) }),
 	)...)
 	if err != nil {
 		return nil, fmt.Errorf("collector: kafka: %w", err)
 	}
 	return c, nil
+}
+
+// hold records that the group gave this member (held) or took from it
+// the partitions of the topic in m, and logs the change.
+func (c *Consumer) hold(m map[string][]int32, held bool) {
+	ps := m[c.opts.Topic]
+	if len(ps) == 0 {
+		return
+	}
+	for _, p := range ps {
+		if held {
+			c.held[p] = true
+		} else {
+			delete(c.held, p)
+		}
+	}
+	c.Stats.Partitions.Store(int64(len(c.held)))
+	c.log.Info("partitions", "assigned", held, "changed", ps, "held", len(c.held))
 }
 
 // Run consumes until ctx ends, then commits what it handled, leaves the

@@ -132,3 +132,41 @@ func TestConsumer(t *testing.T) {
 		}
 	}
 }
+
+// TestConsumerPartitions: Stats.Partitions follows what the group gives
+// each member: all 4 partitions to a lone member, a split of the 4 between
+// two members (each some), all 4 to the one left when the other stops, and
+// 0 once a member has left.
+func TestConsumerPartitions(t *testing.T) {
+	b := kafkatest.Start(t)
+	const topic, group = "partitions-test", "partitions-test-group"
+	b.CreateTopic(topic, 4)
+	held := func(rs ...*consumerRun) []int64 {
+		n := make([]int64, len(rs))
+		for i, r := range rs {
+			n[i] = r.c.Stats.Partitions.Load()
+		}
+		return n
+	}
+	waitHeld := func(what string, ok func([]int64) bool, rs ...*consumerRun) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); !ok(held(rs...)); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: partitions held %v", what, held(rs...))
+			}
+		}
+	}
+	c1 := runConsumer(t, b.Addr, topic, group)
+	waitHeld("one member", func(n []int64) bool { return n[0] == 4 }, c1)
+	c2 := runConsumer(t, b.Addr, topic, group)
+	waitHeld("two members", func(n []int64) bool { return n[0] > 0 && n[1] > 0 && n[0]+n[1] == 4 }, c1, c2)
+	c2.stop()
+	if n := c2.c.Stats.Partitions.Load(); n != 0 {
+		t.Errorf("a member that left holds %d partitions", n)
+	}
+	waitHeld("the other member left", func(n []int64) bool { return n[0] == 4 }, c1)
+	c1.stop()
+	if n := c1.c.Stats.Partitions.Load(); n != 0 {
+		t.Errorf("a member that left holds %d partitions", n)
+	}
+}
