@@ -66,12 +66,9 @@ func setCollectorStatus(s *v1alpha1.FlowCollectorStatus, cs *collectorState, o o
 		s.ReadyCollectors, s.UpdatedCollectors = cs.dep.Status.ReadyReplicas, cs.dep.Status.UpdatedReplicas
 	}
 	c := metav1.Condition{Type: v1alpha1.ConditionCollectorReady, Status: metav1.ConditionFalse, ObservedGeneration: gen}
-	switch {
-	case o.invalid != nil:
-		c.Reason, c.Message = v1alpha1.ReasonInvalidSpec, "the spec is invalid: see the Degraded condition"
-	case o.applyErr != nil:
-		c.Reason, c.Message = v1alpha1.ReasonApplyFailed, "the objects could not be applied: see the Degraded condition"
-	default:
+	if !o.applied() {
+		c.Reason, c.Message = o.notApplied()
+	} else {
 		c.Status, c.Reason, c.Message = deploymentReadiness(cs.dep, cs.replicas, o.collectorHash)
 		cs.failures.explain(&c, collectors, ns)
 	}

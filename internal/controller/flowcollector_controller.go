@@ -109,7 +109,7 @@ func (r *FlowCollectorReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			st.collectorHash = objs.Collector.ConfigHash
 		}
 	}
-	applied := st.invalid == nil && st.applyErr == nil
+	applied := st.applied()
 
 	ds := &appsv1.DaemonSet{}
 	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: spec.Namespace, Name: render.AgentName}, ds); {
@@ -154,6 +154,18 @@ type outcome struct {
 	collectorHash string // config hash of the applied Kafka collector template, if any
 	// agentFailures are why agent pods that are not ready cannot start.
 	agentFailures podFailures
+}
+
+// applied reports whether the reconcile applied the objects.
+func (o outcome) applied() bool { return o.invalid == nil && o.applyErr == nil }
+
+// notApplied is the reason and message of a readiness condition (Ready,
+// CollectorReady) when the reconcile applied nothing: Degraded says why.
+func (o outcome) notApplied() (reason, message string) {
+	if o.invalid != nil {
+		return v1alpha1.ReasonInvalidSpec, "the spec is invalid: see the Degraded condition"
+	}
+	return v1alpha1.ReasonApplyFailed, "the objects could not be applied: see the Degraded condition"
 }
 
 // apply renders and applies every object, the namespace first and the
@@ -340,12 +352,12 @@ func conditions(ds *appsv1.DaemonSet, o outcome) (ready, degraded metav1.Conditi
 	case o.invalid != nil:
 		degraded.Status, degraded.Reason = metav1.ConditionTrue, v1alpha1.ReasonInvalidSpec
 		degraded.Message = "invalid spec, the running agents and collectors are left as they are: " + o.invalid.Error()
-		ready.Reason, ready.Message = v1alpha1.ReasonInvalidSpec, "the spec is invalid: see the Degraded condition"
+		ready.Reason, ready.Message = o.notApplied()
 		return ready, degraded
 	case o.applyErr != nil:
 		degraded.Status, degraded.Reason = metav1.ConditionTrue, v1alpha1.ReasonApplyFailed
 		degraded.Message = o.applyErr.Error()
-		ready.Reason, ready.Message = v1alpha1.ReasonApplyFailed, "the objects could not be applied: see the Degraded condition"
+		ready.Reason, ready.Message = o.notApplied()
 		return ready, degraded
 	}
 
