@@ -11,11 +11,11 @@ help: ## list targets
 
 all: build
 
-# The version every binary prints with --version (internal/version), and the
+# The version every binary prints with --version (internal/shared/version), and the
 # commit its *_build_info metric reports.
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
-LDFLAGS  ?= -X github.com/flowlens/flowlens/internal/version.Version=$(VERSION) -X github.com/flowlens/flowlens/internal/version.Revision=$(REVISION)
+LDFLAGS  ?= -X github.com/flowlens/flowlens/internal/shared/version.Version=$(VERSION) -X github.com/flowlens/flowlens/internal/shared/version.Revision=$(REVISION)
 CMDS    := flowlens-agent flowlens-collector flowlens-operator flowlens
 
 build: ## build bin/flowlens-{agent,collector,operator} and bin/flowlens (no clang needed: uses the committed BPF objects)
@@ -32,7 +32,7 @@ deps-test: ## install the tools the tests drive (iproute2, nftables, iptables)
 	@hack/install-deps.sh test
 
 generate: deps-bpf ## regenerate BPF objects and Go bindings (bpf2go)
-	$(GO) generate ./internal/datapath/...
+	$(GO) generate ./internal/agent/datapath/...
 
 check-generated: generate ## fail if regenerating changes any committed file
 	@git diff --exit-code --stat -- pkg/ internal/ api/ config/ manifests/ charts/ hack/bench/ || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
@@ -54,9 +54,11 @@ test-short: ## the tests that need no root, no kernel features and no cluster bi
 	FLOWLENS_TEST_SHORT=1 $(GO) test -short -count=1 ./...
 	FLOWLENS_TEST_SHORT=1 $(GO) -C test/otlp test -short -count=1 ./...
 
-check-layers: ## the layering rules of docs/architecture.md: the collector links nothing of the kernel side; cross-builds
-	@bad=$$($(GO) list -deps ./cmd/flowlens-collector ./cmd/flowlens ./pkg/... | grep -E 'cilium/ebpf|vishvananda|/internal/(datapath|ifaces|maps|evictor)$$' || true); \
-	if [ -n "$$bad" ]; then echo "the collector or pkg/ links the kernel side:"; echo "$$bad"; exit 1; fi
+check-layers: ## the layering rules of docs/architecture.md: the collector links nothing of the agent or the kernel; pkg/ nothing internal; cross-builds
+	@bad=$$($(GO) list -deps ./cmd/flowlens-collector ./cmd/flowlens | grep -E 'cilium/ebpf|vishvananda|/internal/(agent|operator)(/|$$)' || true); \
+	if [ -n "$$bad" ]; then echo "the collector or flowlens links the agent, the operator or the kernel side:"; echo "$$bad"; exit 1; fi
+	@bad=$$($(GO) list -deps ./pkg/... | grep -E 'cilium/ebpf|vishvananda|flowlens/flowlens/internal/' || true); \
+	if [ -n "$$bad" ]; then echo "pkg/ links internal packages or the kernel side:"; echo "$$bad"; exit 1; fi
 	GOOS=darwin GOARCH=arm64 $(GO) build -o /dev/null ./cmd/flowlens-collector
 	GOOS=darwin GOARCH=arm64 $(GO) build -o /dev/null ./cmd/flowlens
 	GOOS=linux GOARCH=arm64 $(GO) build ./...

@@ -8,7 +8,7 @@
  * also moves once per tick.
  *
  * flowlens_clock reads jiffies and CLOCK_MONOTONIC at once for the agent
- * (internal/datapath/clock.go), which runs it with BPF_PROG_TEST_RUN on a
+ * (internal/agent/datapath/clock.go), which runs it with BPF_PROG_TEST_RUN on a
  * dummy frame and reads them from the frame it returns. The kernel
  * advances jiffies from CLOCK_MONOTONIC (jiffy j begins at base +
  * j * TICK_NSEC), so the agent, running it until jiffies moves twice,

@@ -2,7 +2,7 @@
 /*
  * The flowlens datapath: one BPF object holding every feature's programs,
  * all sharing the maps of maps.h. Each feature has its own header and its
- * own Go package (internal/feature/<name>), and the agent loads each program
+ * own Go package (internal/agent/feature/<name>), and the agent loads each program
  * on its own, so a program the kernel refuses takes nothing else down.
  *
  *   flows.h        TC ingress/egress: packets -> flows (always on), with
@@ -18,7 +18,7 @@
  *   clock.h        syscall program: jiffies and CLOCK_MONOTONIC, for the agent
  *
  * A new feature adds its header here and its Go package to
- * internal/feature/registry.
+ * internal/agent/feature/registry.
  */
 #include "types.h"
 #include "maps.h"
@@ -30,7 +30,7 @@
 
 char __license[] SEC("license") = "Dual BSD/GPL";
 
-/* Make bpf2go emit the shared types and constants (-type in internal/datapath/gen.go). */
+/* Make bpf2go emit the shared types and constants (-type in internal/agent/datapath/gen.go). */
 const struct overflow_rec *unused_overflow_rec __attribute__((unused));
 const struct enrich_value *unused_enrich_value __attribute__((unused));
 const struct clock_sample *unused_clock_sample __attribute__((unused));

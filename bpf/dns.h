@@ -7,7 +7,7 @@
  * sighting to its answer's, matched by the query's flow and id in the LRU
  * map dns_pending. The query's flow gets the query, then its answer's
  * latency and flags; the answer's flow gets the answer. Go side:
- * internal/feature/dns; docs/dns.md.
+ * internal/agent/feature/dns; docs/dns.md.
  *
  * Cost: packets to or from other ports pay a port compare, while the
  * feature is on; off (dns_on 0) nothing is compiled in.

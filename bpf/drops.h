@@ -2,7 +2,7 @@
 /*
  * Feature "drops": packets the kernel drops (kfree_skb with a drop reason),
  * counted on the flow of the dropped packet with the latest reason, and for
- * TCP the socket state and flags. Go side: internal/feature/drops.
+ * TCP the socket state and flags. Go side: internal/agent/feature/drops.
  */
 #ifndef FLOWLENS_DROPS_H
 #define FLOWLENS_DROPS_H

@@ -2,7 +2,7 @@
 /*
  * Feature "flows", the flow filter: which packets the TC programs account,
  * and at which sampling rate, from up to 64 rules (docs/filters.md for the
- * rules, internal/filter for their compilation into these tables).
+ * rules, internal/agent/flowrules for their compilation into these tables).
  *
  * A bit-vector classifier: each field the rules use is one lookup giving
  * the set of rules that field allows (bit i = the rule of precedence i);

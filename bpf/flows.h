@@ -270,7 +270,7 @@ static __always_inline int same_obs(const struct iface_obs *a, const struct ifac
 
 /*
  * remember records in overflow_seen the counting observation that the
- * evictor's aggregation of the ring (internal/evictor/overflow.go, add)
+ * evictor's aggregation of the ring (internal/agent/evictor/overflow.go, add)
  * gives the flow of a packet just sent there (not ORDER_SPLIT), by the
  * same rule, so that the next generation's insert inherits it as it would
  * from the previous map: a packet counted from the ring before a flip is

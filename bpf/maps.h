@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * Every map of the flowlens datapath, declared once. The agent creates each
- * of them once (internal/datapath, maps.go: the one table of maps) and hands
+ * of them once (internal/agent/datapath, maps.go: the one table of maps) and hands
  * the same map to every program it loads, whatever feature the program
  * belongs to.
  *
@@ -55,7 +55,7 @@ struct {
 /*
  * The flows that went through the overflow ring, with the counting
  * observation the evictor's aggregation of the ring gives them
- * (internal/evictor/overflow.go), per generation: insert inherits it as it
+ * (internal/agent/evictor/overflow.go), per generation: insert inherits it as it
  * inherits from the previous flow map, which has no entry for such a flow
  * (bpf/flows.h, remember). Only the latest generations matter, so an LRU
  * forgets the rest without the agent's help. 16384 flows (about 1.8 MiB

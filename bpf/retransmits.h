@@ -2,7 +2,7 @@
 /*
  * Feature "retransmits": TCP retransmitted segments, counted on the flow that
  * carries them (local -> remote of the retransmitting socket). Go side:
- * internal/feature/retransmits.
+ * internal/agent/feature/retransmits.
  */
 #ifndef FLOWLENS_RETRANSMITS_H
 #define FLOWLENS_RETRANSMITS_H

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * Feature "rtt": the smoothed RTT of TCP sockets, recorded on the flow of the
- * packets the socket receives (remote -> local). Go side: internal/feature/rtt.
+ * packets the socket receives (remote -> local). Go side: internal/agent/feature/rtt.
  */
 #ifndef FLOWLENS_RTT_H
 #define FLOWLENS_RTT_H

@@ -5,7 +5,7 @@
  * negotiated version (its supported_versions extension for TLS 1.3, else its
  * legacy version), the cipher suite and the key-share group; a ClientHello
  * marks the client's flow; a QUIC long-header packet marks a UDP flow. No
- * payload is kept. Go side: internal/feature/tls; docs/tls.md.
+ * payload is kept. Go side: internal/agent/feature/tls; docs/tls.md.
  *
  * Cost: on every TCP or UDP packet with a payload, while the feature is on,
  * a look at its first six bytes (a TLS handshake record starts 0x16 0x03; a

@@ -2,7 +2,7 @@
 /*
  * Shared kernel/user-space types and constants of the flowlens datapath.
  *
- * Everything here reaches Go through bpf2go (-type, internal/datapath/gen.go):
+ * Everything here reaches Go through bpf2go (-type, internal/agent/datapath/gen.go):
  * the structs as generated Go types, the enums as generated constants, so no
  * number is written twice. Struct field order leaves no implicit padding
  * holes (explicit _pad fields are always zero): a hole would make the key
@@ -17,7 +17,7 @@
 #define MAX_IFACES 6
 
 /* Directions (pkg/flow's Direction has the same values: checked at compile
- * time in internal/evictor). BOTH: one interface saw the flow both ways. */
+ * time in internal/agent/evictor). BOTH: one interface saw the flow both ways. */
 enum direction {
 	DIR_INGRESS = 1,
 	DIR_EGRESS = 2,
@@ -25,7 +25,7 @@ enum direction {
 };
 
 /* TCP flag markers above the eight header flags (pkg/flow.TCPFlagSynAck...,
- * checked at compile time in internal/evictor). */
+ * checked at compile time in internal/agent/evictor). */
 enum tcp_markers {
 	TCP_SYN_ACK = 0x100,
 	TCP_FIN_ACK = 0x200,
@@ -92,7 +92,7 @@ enum filter_use {
 
 /*
  * The slots of the "control" array. CTL_GEN is the generation counter (the
- * agent's: internal/datapath, Generations). CTL_OVERFLOWED + g % 2 is g + 1
+ * agent's: internal/agent/datapath, Generations). CTL_OVERFLOWED + g % 2 is g + 1
  * once generation g sent a packet to the overflow ring (0: never), written
  * by the TC programs: the next generation looks up the ring's memory
  * (overflow_seen) only when its predecessor overflowed (bpf/flows.h,
@@ -166,7 +166,7 @@ struct flow_value {
 };
 
 /*
- * The flow filter's classifier tables (bpf/filter.h; internal/filter
+ * The flow filter's classifier tables (bpf/filter.h; internal/agent/flowrules
  * compiles them). Bit i of every mask is the rule of precedence i; a rule
  * that does not constrain a field has its bit set for every value of it.
  */

@@ -4,7 +4,7 @@
  * addresses conntrack rewrites (kube-proxy's DNAT of a Service's virtual IP
  * to a backend, SNAT, masquerade), the flow's enrichment entry gets the
  * source and destination the packets have after NAT. Go side:
- * internal/feature/xlat; docs/xlat.md.
+ * internal/agent/feature/xlat; docs/xlat.md.
  *
  * Where: inside the TC programs, through the conntrack kfunc
  * bpf_skb_ct_lookup, which finds the connection of the packet's own tuple
@@ -50,7 +50,7 @@ extern struct nf_conn *bpf_skb_ct_lookup(struct __sk_buff *skb, struct bpf_sock_
 extern void bpf_ct_release(struct nf_conn *ct) __ksym __weak;
 /* Weak: on a kernel without them the loader poisons the calls, which
  * xlat_on 0 leaves unreachable; the agent sets xlat_on only when the
- * kernel's BTF has bpf_skb_ct_lookup (internal/feature/xlat). */
+ * kernel's BTF has bpf_skb_ct_lookup (internal/agent/feature/xlat). */
 
 static __always_inline int is_v4mapped(const __u8 *a)
 {

@@ -1,7 +1,7 @@
 // Command flowlens-agent is the flowlens node agent: it attaches the TC
 // datapath to the node's interfaces and exports the flows it aggregates.
 // --help lists its settings (flags, FLOWLENS_* variables, YAML file: see
-// internal/config); --version prints the version.
+// internal/agent/config); --version prints the version.
 package main
 
 import (
@@ -16,8 +16,8 @@ import (
 	"syscall"
 
 	"github.com/flowlens/flowlens/internal/agent"
-	"github.com/flowlens/flowlens/internal/config"
-	"github.com/flowlens/flowlens/internal/version"
+	"github.com/flowlens/flowlens/internal/agent/config"
+	"github.com/flowlens/flowlens/internal/shared/version"
 )
 
 func main() {

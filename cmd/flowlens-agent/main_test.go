@@ -17,7 +17,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
-	"github.com/flowlens/flowlens/internal/testnet"
+	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
 func buildAgent(t *testing.T) string {
@@ -83,16 +83,16 @@ func TestBadConfigExits(t *testing.T) {
 // SIGTERM while traffic runs: the process exits 0 after flushing the flows
 // still in the kernel, and leaves no tcx program on the interfaces.
 func TestSIGTERMFlushesAndDetaches(t *testing.T) {
-	testnet.Require(t) // before the build: a skipped test builds nothing
+	netlab.Require(t) // before the build: a skipped test builds nothing
 	bin := buildAgent(t)
-	a, b := testnet.NewNetns(t, "ta"), testnet.NewNetns(t, "tb")
-	testnet.Quiet(t, a)
-	testnet.Quiet(t, b)
-	la, lb := testnet.Veth(t, a, "veth-a", b, "veth-b")
-	testnet.AddAddr(t, a, "veth-a", "10.95.0.1/24")
-	testnet.AddAddr(t, b, "veth-b", "10.95.0.2/24")
-	testnet.Neigh(t, a, "veth-a", "10.95.0.2", lb.Attrs().HardwareAddr)
-	testnet.Neigh(t, b, "veth-b", "10.95.0.1", la.Attrs().HardwareAddr)
+	a, b := netlab.NewNetns(t, "ta"), netlab.NewNetns(t, "tb")
+	netlab.Quiet(t, a)
+	netlab.Quiet(t, b)
+	la, lb := netlab.Veth(t, a, "veth-a", b, "veth-b")
+	netlab.AddAddr(t, a, "veth-a", "10.95.0.1/24")
+	netlab.AddAddr(t, b, "veth-b", "10.95.0.2/24")
+	netlab.Neigh(t, a, "veth-a", "10.95.0.2", lb.Attrs().HardwareAddr)
+	netlab.Neigh(t, b, "veth-b", "10.95.0.1", la.Attrs().HardwareAddr)
 
 	cmd := exec.Command(bin, "--netns="+a.Name+","+b.Name, "--cache-active-timeout=1h", "--metrics-address=", "--log-level=debug")
 	var stdout, stderr bytes.Buffer
@@ -115,7 +115,7 @@ func TestSIGTERMFlushesAndDetaches(t *testing.T) {
 				return
 			default:
 			}
-			if err := testnet.UDPSend(a, "10.95.0.1:4000", "10.95.0.2:9000", []byte("payload"), 10); err != nil {
+			if err := netlab.UDPSend(a, "10.95.0.1:4000", "10.95.0.2:9000", []byte("payload"), 10); err != nil {
 				done <- err
 				return
 			}
@@ -161,7 +161,7 @@ func TestSIGTERMFlushesAndDetaches(t *testing.T) {
 		t.Fatalf("flushed %d packets; %d were sent before SIGTERM, %d in all", packets, sentBefore, sent.Load())
 	}
 	for _, x := range []struct {
-		ns  *testnet.Netns
+		ns  *netlab.Netns
 		idx int
 	}{{a, la.Attrs().Index}, {b, lb.Attrs().Index}} {
 		if n := tcxPrograms(t, x.ns, x.idx); n != 0 {
@@ -171,7 +171,7 @@ func TestSIGTERMFlushesAndDetaches(t *testing.T) {
 	t.Logf("sent %d before SIGTERM, %d in all; flushed %d", sentBefore, sent.Load(), packets)
 }
 
-func tcxPrograms(t *testing.T, ns *testnet.Netns, ifindex int) int {
+func tcxPrograms(t *testing.T, ns *netlab.Netns, ifindex int) int {
 	t.Helper()
 	n := 0
 	err := ns.Do(func() error {
@@ -190,7 +190,7 @@ func tcxPrograms(t *testing.T, ns *testnet.Netns, ifindex int) int {
 	return n
 }
 
-func waitAttached(t *testing.T, ns *testnet.Netns, ifindex int, stderr *bytes.Buffer) {
+func waitAttached(t *testing.T, ns *netlab.Netns, ifindex int, stderr *bytes.Buffer) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for tcxPrograms(t, ns, ifindex) < 2 {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flowlens/flowlens/internal/version"
+	"github.com/flowlens/flowlens/internal/shared/version"
 )
 
 // --version prints the version on stdout and exits 0, whatever else is

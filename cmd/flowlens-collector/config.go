@@ -10,11 +10,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flowlens/flowlens/internal/cliconf"
-	"github.com/flowlens/flowlens/internal/httpserve"
-	"github.com/flowlens/flowlens/internal/k8smeta"
-	"github.com/flowlens/flowlens/internal/pipeline"
-	"github.com/flowlens/flowlens/pkg/collector"
+	"github.com/flowlens/flowlens/internal/collector/enrich"
+	"github.com/flowlens/flowlens/internal/collector/k8smeta"
+	"github.com/flowlens/flowlens/internal/shared/cliconf"
+	"github.com/flowlens/flowlens/internal/shared/httpserve"
+	"github.com/flowlens/flowlens/pkg/receiver"
 )
 
 // options is the collector's whole configuration, filled in by parseFlags.
@@ -26,16 +26,16 @@ type options struct {
 	tlsCert string
 	tlsKey  string
 	tlsCA   string
-	limits  collector.Options
+	limits  receiver.Options
 	grace   time.Duration
 	level   slog.Level
 
 	metricsAddr string
 	webConfig   string // --web-config-file
-	metrics     pipeline.MetricsOptions
+	metrics     enrich.MetricsOptions
 
 	// kafka: consume the topic as a member of the group when brokers are set.
-	kafka collector.ConsumerOptions
+	kafka receiver.ConsumerOptions
 
 	// Enrichment: enrich is the --k8s-enrich value, enrichSet whether it
 	// was given as true or false (auto: on in a cluster or with --kubeconfig).
@@ -87,13 +87,13 @@ var spec = &cliconf.Spec[options]{
 		{Name: "tls-client-ca", Arg: "file",
 			Usage: "CA that agents' client certificates must chain to (mTLS); needs --tls-cert",
 			Set:   cliconf.String(func(o *options) *string { return &o.tlsCA })},
-		{Name: "max-message-bytes", Arg: "n", Default: strconv.Itoa(collector.DefaultMaxMessageBytes),
+		{Name: "max-message-bytes", Arg: "n", Default: strconv.Itoa(receiver.DefaultMaxMessageBytes),
 			Usage: "largest message accepted (bytes); larger ones get ResourceExhausted (1024 to 1073741824)",
 			Set:   cliconf.Int(func(o *options) *int { return &o.limits.MaxMessageBytes })},
-		{Name: "max-flows-per-batch", Arg: "n", Default: strconv.Itoa(collector.DefaultMaxFlowsPerBatch),
+		{Name: "max-flows-per-batch", Arg: "n", Default: strconv.Itoa(receiver.DefaultMaxFlowsPerBatch),
 			Usage: "most flows accepted in one message (at least 1)",
 			Set:   cliconf.Int(func(o *options) *int { return &o.limits.MaxFlowsPerBatch })},
-		{Name: "max-agents", Arg: "n", Default: strconv.Itoa(collector.DefaultMaxStreams),
+		{Name: "max-agents", Arg: "n", Default: strconv.Itoa(receiver.DefaultMaxStreams),
 			Usage: "most agent streams served at once (-1: unlimited)",
 			Set:   cliconf.Int(func(o *options) *int { return &o.limits.MaxStreams })},
 		{Name: "shutdown-grace", Arg: "duration", Default: "10s",
@@ -135,10 +135,10 @@ var spec = &cliconf.Spec[options]{
 		{Name: "kafka-topic", Arg: "name", Default: "flowlens-flows",
 			Usage: "Kafka topic the agents produce flows to",
 			Set:   cliconf.String(func(o *options) *string { return &o.kafka.Topic })},
-		{Name: "kafka-group", Arg: "name", Default: collector.DefaultKafkaGroup,
+		{Name: "kafka-group", Arg: "name", Default: receiver.DefaultKafkaGroup,
 			Usage: "Kafka consumer group: the collectors of one group share the topic's partitions",
 			Set:   cliconf.String(func(o *options) *string { return &o.kafka.Group })},
-		{Name: "kafka-session-timeout", Arg: "duration", Default: collector.DefaultKafkaSessionTimeout.String(),
+		{Name: "kafka-session-timeout", Arg: "duration", Default: receiver.DefaultKafkaSessionTimeout.String(),
 			Usage: "how long the group waits for a collector that stopped (killed) before its partitions go to the others (6s to 30m, within the brokers' group.{min,max}.session.timeout.ms)",
 			Set:   cliconf.Duration(func(o *options) *time.Duration { return &o.kafka.SessionTimeout })},
 		{Name: "kafka-tls", Arg: "bool", Default: "false", Bool: true,
@@ -245,13 +245,13 @@ func setMetrics(o *options, items []string) error {
 			continue
 		}
 		full := m
-		if !strings.HasPrefix(full, pipeline.Prefix) {
-			full = pipeline.Prefix + m
+		if !strings.HasPrefix(full, enrich.Prefix) {
+			full = enrich.Prefix + m
 		}
-		if !slices.Contains(pipeline.FlowMetricNames, full) && !slices.Contains(pipeline.HealthMetricNames, full) {
+		if !slices.Contains(enrich.FlowMetricNames, full) && !slices.Contains(enrich.HealthMetricNames, full) {
 			var names []string
-			for _, n := range pipeline.FlowMetricNames {
-				names = append(names, strings.TrimPrefix(n, pipeline.Prefix))
+			for _, n := range enrich.FlowMetricNames {
+				names = append(names, strings.TrimPrefix(n, enrich.Prefix))
 			}
 			return cliconf.ItemError(m, errors.New("unknown metric: must be all, none or some of "+strings.Join(names, ", ")))
 		}

@@ -9,10 +9,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
-	"github.com/flowlens/flowlens/internal/cliconf"
-	"github.com/flowlens/flowlens/internal/history"
-	"github.com/flowlens/flowlens/internal/pipeline"
-	"github.com/flowlens/flowlens/pkg/collector"
+	"github.com/flowlens/flowlens/internal/collector/enrich"
+	"github.com/flowlens/flowlens/internal/collector/history"
+	"github.com/flowlens/flowlens/internal/shared/cliconf"
+	"github.com/flowlens/flowlens/pkg/receiver"
 )
 
 // historyOptions are --history-size and --history-max-age.
@@ -48,13 +48,13 @@ func (h *historyOptions) validate() error {
 
 // startHistory puts the flow history (nil with --history-size 0) after the
 // pipeline's sink, serves it on srv and its metrics on reg.
-func startHistory(o historyOptions, pl *pipeline.Pipeline, srv *collector.Server, reg prometheus.Registerer) *history.Service {
+func startHistory(o historyOptions, pl *enrich.Pipeline, srv *receiver.Server, reg prometheus.Registerer) *history.Service {
 	if o.size == 0 {
 		return nil
 	}
 	h := history.NewService(history.Options{Size: o.size, MaxAge: o.maxAge})
 	if next := pl.Sink; next != nil {
-		pl.Sink = func(ctx context.Context, flows []pipeline.Flow) error {
+		pl.Sink = func(ctx context.Context, flows []enrich.Flow) error {
 			h.Add(ctx, flows)
 			return next(ctx, flows)
 		}

@@ -3,12 +3,12 @@ package main
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/flowlens/flowlens/pkg/collector"
+	"github.com/flowlens/flowlens/pkg/receiver"
 )
 
 // consumerMetrics are the Kafka consumer's counts as Prometheus counters,
 // read from its Stats at each scrape (docs/metrics.md).
-func consumerMetrics(st *collector.ConsumerStats) []prometheus.Collector {
+func consumerMetrics(st *receiver.ConsumerStats) []prometheus.Collector {
 	c := func(name, help string, v interface{ Load() uint64 }) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "flowlens_collector_kafka_" + name, Help: help},
 			func() float64 { return float64(v.Load()) })

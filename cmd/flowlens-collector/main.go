@@ -5,7 +5,7 @@
 // field names, plus node_name, agent_ip, src_k8s and dst_k8s) or as a
 // one-line-per-flow table, optionally filtered by address, port and
 // protocol. It is the reference consumer of the flow API (api/flow/v1),
-// built on pkg/collector, internal/pipeline and internal/k8smeta.
+// built on pkg/receiver, internal/collector/enrich and internal/collector/k8smeta.
 //
 //	flowlens-collector --listen :9990 --output table --proto tcp --port 443
 //	flowlens-agent --export grpc --target collector-host:9990
@@ -44,12 +44,12 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/flowlens/flowlens/internal/cliconf"
-	"github.com/flowlens/flowlens/internal/httpserve"
-	"github.com/flowlens/flowlens/internal/k8smeta"
-	"github.com/flowlens/flowlens/internal/pipeline"
-	"github.com/flowlens/flowlens/internal/version"
-	"github.com/flowlens/flowlens/pkg/collector"
+	"github.com/flowlens/flowlens/internal/collector/enrich"
+	"github.com/flowlens/flowlens/internal/collector/k8smeta"
+	"github.com/flowlens/flowlens/internal/shared/cliconf"
+	"github.com/flowlens/flowlens/internal/shared/httpserve"
+	"github.com/flowlens/flowlens/internal/shared/version"
+	"github.com/flowlens/flowlens/pkg/receiver"
 )
 
 func main() {
@@ -101,7 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e *env) i
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.level}))
 	o.limits.Logger = log
 	if o.tlsCert != "" {
-		if o.limits.TLS, err = collector.ServerTLS(o.tlsCert, o.tlsKey, o.tlsCA); err != nil {
+		if o.limits.TLS, err = receiver.ServerTLS(o.tlsCert, o.tlsKey, o.tlsCA); err != nil {
 			log.Error("cannot start", "error", err)
 			return 1
 		}
@@ -139,8 +139,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e *env) i
 		resolver = &k8smeta.Resolver{Source: source, Subnets: o.subnets}
 	}
 
-	var srv *collector.Server
-	var consumer *collector.Consumer
+	var srv *receiver.Server
+	var consumer *receiver.Consumer
 	o.metrics.DecodeErrors = func() uint64 {
 		n := srv.Stats.Malformed.Load()
 		if consumer != nil {
@@ -151,7 +151,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e *env) i
 	if cache != nil {
 		o.metrics.Informers = cache.Synced
 	}
-	metrics, err := pipeline.NewMetrics(o.metrics)
+	metrics, err := enrich.NewMetrics(o.metrics)
 	if err != nil { // names checked by parseFlags
 		log.Error("cannot start", "error", err)
 		return 2
@@ -160,19 +160,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e *env) i
 		version.NewCollector("flowlens_collector"))
 
 	var p *printer
-	pl := &pipeline.Pipeline{Resolver: resolver, Metrics: metrics}
+	pl := &enrich.Pipeline{Resolver: resolver, Metrics: metrics}
 	if o.output != "none" {
 		p = newPrinter(stdout, o.output, o.filter, resolver != nil)
 		pl.Sink = p.write
 	}
-	if srv, err = collector.New(pl.Handle, o.limits); err != nil {
+	if srv, err = receiver.New(pl.Handle, o.limits); err != nil {
 		log.Error("cannot start", "error", err)
 		return 1
 	}
 	hist := startHistory(o.history, pl, srv, metrics.Registry())
 	if len(o.kafka.Brokers) > 0 {
 		o.kafka.MaxFlowsPerBatch, o.kafka.Logger = o.limits.MaxFlowsPerBatch, log
-		if consumer, err = collector.NewConsumer(pl.Handle, o.kafka); err != nil {
+		if consumer, err = receiver.NewConsumer(pl.Handle, o.kafka); err != nil {
 			log.Error("cannot start", "error", err)
 			return 1
 		}

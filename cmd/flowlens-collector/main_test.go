@@ -16,8 +16,8 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	grpcexp "github.com/flowlens/flowlens/internal/exporter/grpc"
-	"github.com/flowlens/flowlens/internal/version"
+	grpcexp "github.com/flowlens/flowlens/internal/agent/exporter/grpc"
+	"github.com/flowlens/flowlens/internal/shared/version"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flowlens/flowlens/internal/httpserve/httpservetest"
-	"github.com/flowlens/flowlens/internal/version"
-	"github.com/flowlens/flowlens/pkg/collector/collectortest"
+	"github.com/flowlens/flowlens/internal/shared/httpserve/httpservetest"
+	"github.com/flowlens/flowlens/internal/shared/version"
+	"github.com/flowlens/flowlens/pkg/receiver/receivertest"
 )
 
 // The collector's /metrics carries flowlens_collector_build_info.
@@ -24,7 +24,7 @@ func TestBuildInfo(t *testing.T) {
 // CA and a client certificate gets the metrics, plain HTTP and a client
 // without a certificate do not.
 func TestMetricsOverMutualTLS(t *testing.T) {
-	pki := collectortest.NewPKI(t)
+	pki := receivertest.NewPKI(t)
 	a, _, _ := startFull(t, "--output", "none", "--web-config-file", httpservetest.WebConfig(t, pki, true))
 	url := "https://" + a.Metrics.String()
 

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/flowlens/flowlens/internal/flowtable"
-	"github.com/flowlens/flowlens/internal/pipeline"
+	"github.com/flowlens/flowlens/internal/collector/enrich"
+	"github.com/flowlens/flowlens/internal/shared/textfmt"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
@@ -45,7 +45,7 @@ func (f *filter) match(r *flow.Record) bool {
 type printer struct {
 	format  string
 	filter  filter
-	table   *flowtable.Table // with SRC_K8S and DST_K8S columns when enriched
+	table   *textfmt.Table // with SRC_K8S and DST_K8S columns when enriched
 	printed atomic.Uint64
 
 	mu     sync.Mutex
@@ -56,12 +56,12 @@ type printer struct {
 }
 
 func newPrinter(w io.Writer, format string, f filter, enriched bool) *printer {
-	return &printer{format: format, filter: f, table: flowtable.NewTable(false, enriched), w: bufio.NewWriterSize(w, 64<<10), buf: make([]byte, 0, 2048)}
+	return &printer{format: format, filter: f, table: textfmt.NewTable(false, enriched), w: bufio.NewWriterSize(w, 64<<10), buf: make([]byte, 0, 2048)}
 }
 
 // write is the pipeline's Sink: prints the batch's matching flows and
 // flushes, so each batch shows at once.
-func (p *printer) write(_ context.Context, flows []pipeline.Flow) error {
+func (p *printer) write(_ context.Context, flows []enrich.Flow) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.err != nil {

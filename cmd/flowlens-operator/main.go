@@ -16,7 +16,7 @@
 // --metrics-client-ca, only for clients presenting a certificate of that CA.
 //
 // A bad flag exits with status 2; --version prints the version
-// (internal/version) and exits 0.
+// (internal/shared/version) and exits 0.
 package main
 
 import (
@@ -44,8 +44,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
-	"github.com/flowlens/flowlens/internal/controller"
-	"github.com/flowlens/flowlens/internal/version"
+	"github.com/flowlens/flowlens/internal/operator/controller"
+	"github.com/flowlens/flowlens/internal/shared/version"
 )
 
 // fallbackAgentTag is the agent image tag of a build that is not a release
@@ -55,7 +55,7 @@ const fallbackAgentTag = "v0.1.0"
 var releaseVersion = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+(-rc\.[0-9]+)?$`)
 
 // defaultAgentImage is the agent image of the operator's own release, set at
-// build time through internal/version.
+// build time through internal/shared/version.
 func defaultAgentImage() string { return releaseImage("flowlens-agent") }
 
 // defaultCollectorImage is the collector image of the operator's own

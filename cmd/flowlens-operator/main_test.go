@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flowlens/flowlens/internal/version"
+	"github.com/flowlens/flowlens/internal/shared/version"
 )
 
 func TestFlags(t *testing.T) {

@@ -16,10 +16,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/flowlens/flowlens/internal/httpserve/httpservetest"
+	"github.com/flowlens/flowlens/internal/shared/httpserve/httpservetest"
+	"github.com/flowlens/flowlens/internal/shared/version"
 	"github.com/flowlens/flowlens/internal/testkit/envtest"
-	"github.com/flowlens/flowlens/internal/version"
-	"github.com/flowlens/flowlens/pkg/collector/collectortest"
+	"github.com/flowlens/flowlens/pkg/receiver/receivertest"
 )
 
 // startOperator runs the operator's run against a real API server (envtest)
@@ -91,9 +91,9 @@ func buildInfoLine() string {
 // scrape with the CA and a client certificate gets the metrics, with
 // flowlens_operator_build_info; plain HTTP, no client certificate, or one
 // of another CA do not. (Plain HTTP is controller-runtime's default, served
-// in internal/controller's envtest suite.)
+// in internal/operator/controller's envtest suite.)
 func TestMetricsSecure(t *testing.T) {
-	pki := collectortest.NewPKI(t)
+	pki := receivertest.NewPKI(t)
 	certDir := t.TempDir()
 	for src, dst := range map[string]string{pki.ServerCert: "tls.crt", pki.ServerKey: "tls.key"} {
 		b, err := os.ReadFile(src)

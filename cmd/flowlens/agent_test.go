@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
-	"github.com/flowlens/flowlens/internal/config"
-	"github.com/flowlens/flowlens/internal/k8smeta"
-	"github.com/flowlens/flowlens/internal/testnet"
+	"github.com/flowlens/flowlens/internal/agent/config"
+	"github.com/flowlens/flowlens/internal/collector/k8smeta"
+	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
 // The lab: a client namespace (pod shop/client-1) and a server namespace
@@ -76,16 +76,16 @@ func byKey(fs []observedFlow) map[string]uint64 {
 }
 
 func TestObserveRealAgent(t *testing.T) {
-	testnet.Require(t)
-	cl := testnet.NewNetns(t, "observe-cl")
-	sv := testnet.NewNetns(t, "observe-sv")
-	testnet.Quiet(t, cl)
-	testnet.Quiet(t, sv)
-	testnet.QuietIPv6(t, cl)
-	testnet.QuietIPv6(t, sv)
-	testnet.Veth(t, cl, "obs-cl0", sv, "obs-sv0")
-	testnet.AddAddr(t, cl, "obs-cl0", clientIP+"/24")
-	testnet.AddAddr(t, sv, "obs-sv0", serverIP+"/24")
+	netlab.Require(t)
+	cl := netlab.NewNetns(t, "observe-cl")
+	sv := netlab.NewNetns(t, "observe-sv")
+	netlab.Quiet(t, cl)
+	netlab.Quiet(t, sv)
+	netlab.QuietIPv6(t, cl)
+	netlab.QuietIPv6(t, sv)
+	netlab.Veth(t, cl, "obs-cl0", sv, "obs-sv0")
+	netlab.AddAddr(t, cl, "obs-cl0", clientIP+"/24")
+	netlab.AddAddr(t, sv, "obs-sv0", serverIP+"/24")
 
 	static := filepath.Join(t.TempDir(), "cluster.json")
 	js, _ := json.Marshal(map[string]k8smeta.Meta{
@@ -130,15 +130,15 @@ func TestObserveRealAgent(t *testing.T) {
 
 	// Traffic: 10 datagrams to a listener, 3 to a closed port (dropped:
 	// no socket), one TCP connection.
-	udp, err := testnet.UDPListen(sv, serverIP+":7001")
+	udp, err := netlab.UDPListen(sv, serverIP+":7001")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer udp.Close()
-	if err := testnet.UDPSend(cl, clientIP+":5001", serverIP+":7001", make([]byte, 100), 10); err != nil {
+	if err := netlab.UDPSend(cl, clientIP+":5001", serverIP+":7001", make([]byte, 100), 10); err != nil {
 		t.Fatal(err)
 	}
-	if err := testnet.UDPSend(cl, clientIP+":5002", serverIP+":7002", make([]byte, 100), 3); err != nil {
+	if err := netlab.UDPSend(cl, clientIP+":5002", serverIP+":7002", make([]byte, 100), 3); err != nil {
 		t.Fatal(err)
 	}
 	var ln net.Listener
@@ -275,11 +275,11 @@ func TestObserveRealAgent(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(200 * time.Millisecond)                                                                   // not a timing assertion: lets the stream open before the traffic
-	if err := testnet.UDPSend(cl, clientIP+":5009", serverIP+":7009", make([]byte, 10), 2); err != nil { // filtered out
+	time.Sleep(200 * time.Millisecond)                                                                  // not a timing assertion: lets the stream open before the traffic
+	if err := netlab.UDPSend(cl, clientIP+":5009", serverIP+":7009", make([]byte, 10), 2); err != nil { // filtered out
 		t.Fatal(err)
 	}
-	if err := testnet.UDPSend(cl, clientIP+":5008", serverIP+":7001", make([]byte, 10), 2); err != nil {
+	if err := netlab.UDPSend(cl, clientIP+":5008", serverIP+":7001", make([]byte, 10), 2); err != nil {
 		t.Fatal(err)
 	}
 	select {

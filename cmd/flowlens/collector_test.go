@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	grpcexp "github.com/flowlens/flowlens/internal/exporter/grpc"
+	grpcexp "github.com/flowlens/flowlens/internal/agent/exporter/grpc"
 	"github.com/flowlens/flowlens/internal/testkit"
-	"github.com/flowlens/flowlens/pkg/collector/collectortest"
 	"github.com/flowlens/flowlens/pkg/flow"
+	"github.com/flowlens/flowlens/pkg/receiver/receivertest"
 )
 
 // The tests run the real flowlens-collector binary, built once from this
@@ -119,7 +119,7 @@ func send(t *testing.T, addr, node string, recs []flow.Record) {
 }
 
 // sendTLS is send as node-a over mTLS.
-func sendTLS(t *testing.T, addr string, pki *collectortest.PKI, recs []flow.Record) {
+func sendTLS(t *testing.T, addr string, pki *receivertest.PKI, recs []flow.Record) {
 	t.Helper()
 	export(t, grpcexp.Config{Target: addr, NodeName: "node-a", AgentIP: netip.MustParseAddr("192.0.2.1"),
 		TLSCA: pki.CA, TLSCert: pki.ClientCert, TLSKey: pki.ClientKey}, recs)

@@ -13,9 +13,9 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
-	"github.com/flowlens/flowlens/internal/cliconf"
-	"github.com/flowlens/flowlens/internal/flowtable"
-	"github.com/flowlens/flowlens/internal/history"
+	"github.com/flowlens/flowlens/internal/collector/history"
+	"github.com/flowlens/flowlens/internal/shared/cliconf"
+	"github.com/flowlens/flowlens/internal/shared/textfmt"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
@@ -137,7 +137,7 @@ var observeFlags = []*flagDef{
 	{name: "protocol", arg: "list", usage: "IP protocol: tcp, udp, icmp, icmpv6, sctp, gre, esp or a number",
 		filter: func(ff *flowv1.FlowFilter, v []string) error {
 			for _, s := range v {
-				n, ok := flowtable.Protocols[strings.ToLower(s)]
+				n, ok := textfmt.Protocols[strings.ToLower(s)]
 				if !ok {
 					p, err := strconv.ParseUint(s, 10, 8)
 					if err != nil {
@@ -169,7 +169,7 @@ var observeFlags = []*flagDef{
 				var mask uint32
 				for _, name := range strings.Split(s, "|") {
 					bit := uint16(0)
-					for _, f := range flowtable.TCPFlags {
+					for _, f := range textfmt.TCPFlags {
 						if strings.EqualFold(f.Name, strings.TrimSpace(name)) {
 							bit = f.Bit
 						}

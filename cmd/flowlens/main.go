@@ -22,7 +22,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/flowlens/flowlens/internal/version"
+	"github.com/flowlens/flowlens/internal/shared/version"
 )
 
 func main() {

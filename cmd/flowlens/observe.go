@@ -19,9 +19,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
-	"github.com/flowlens/flowlens/internal/flowtable"
-	"github.com/flowlens/flowlens/internal/history"
-	"github.com/flowlens/flowlens/internal/pipeline"
+	"github.com/flowlens/flowlens/internal/collector/enrich"
+	"github.com/flowlens/flowlens/internal/collector/history"
+	"github.com/flowlens/flowlens/internal/shared/textfmt"
 )
 
 // observe is the observe subcommand. It returns the exit code.
@@ -229,7 +229,7 @@ func stream(ctx context.Context, i int, server string, c flowv1.FlowHistoryClien
 type printer struct {
 	o     *options
 	w     *bufio.Writer
-	table *flowtable.Table
+	table *textfmt.Table
 	buf   []byte
 }
 
@@ -240,7 +240,7 @@ var jsonpb = protojson.MarshalOptions{UseProtoNames: true}
 func (p *printer) history(flows []*flowv1.HistoryFlow) error {
 	if p.o.output == "table" {
 		enriched := false
-		decoded := make([]pipeline.Flow, len(flows))
+		decoded := make([]enrich.Flow, len(flows))
 		for i, h := range flows {
 			f, err := history.FromProto(h)
 			if err != nil {
@@ -251,7 +251,7 @@ func (p *printer) history(flows []*flowv1.HistoryFlow) error {
 		}
 		// Without a flow to tell, assume the collector enriches (in a
 		// cluster it does).
-		p.table = flowtable.NewTable(true, enriched || len(flows) == 0)
+		p.table = textfmt.NewTable(true, enriched || len(flows) == 0)
 		for i := range decoded {
 			p.table.Widen(&decoded[i])
 		}
@@ -283,7 +283,7 @@ func (p *printer) print(h *flowv1.HistoryFlow) error {
 		case "json":
 			b = f.AppendJSON(b)
 		case "compact":
-			b = flowtable.AppendCompact(b, &f)
+			b = textfmt.AppendCompact(b, &f)
 		default:
 			b = p.table.AppendRow(b, &f)
 		}

@@ -15,9 +15,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
-	"github.com/flowlens/flowlens/internal/history"
-	"github.com/flowlens/flowlens/internal/k8smeta"
-	"github.com/flowlens/flowlens/internal/pipeline"
+	"github.com/flowlens/flowlens/internal/collector/enrich"
+	"github.com/flowlens/flowlens/internal/collector/history"
+	"github.com/flowlens/flowlens/internal/collector/k8smeta"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
@@ -193,7 +193,7 @@ func TestObserveFilters(t *testing.T) {
 func TestObserveJSONIsTheCollectors(t *testing.T) {
 	servers, a, _ := startLab(t)
 	out := observeOut(t, "--server", servers, "-o", "json", "--from-port", "40001")
-	f := pipeline.Flow{Record: a[1], NodeName: "node-a", AgentIP: netip.MustParseAddr("192.0.2.1"), Enriched: true,
+	f := enrich.Flow{Record: a[1], NodeName: "node-a", AgentIP: netip.MustParseAddr("192.0.2.1"), Enriched: true,
 		Src: cluster["10.0.0.1"], Dst: cluster["10.96.0.10"]}
 	if want := string(f.AppendJSON(nil)) + "\n"; out != want {
 		t.Errorf("got  %s\nwant %s", out, want)

@@ -5,14 +5,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flowlens/flowlens/pkg/collector/collectortest"
+	"github.com/flowlens/flowlens/pkg/receiver/receivertest"
 )
 
 // The history is served with the receiver's TLS: a collector with mTLS
 // answers observe with the CA and a client certificate, and refuses it
 // without one.
 func TestObserveMTLS(t *testing.T) {
-	pki := collectortest.NewPKI(t)
+	pki := receivertest.NewPKI(t)
 	col := startCollector(t, "--tls-cert="+pki.ServerCert, "--tls-key="+pki.ServerKey, "--tls-client-ca="+pki.CA)
 	a, _ := lab()
 	// In as an agent would: the gRPC exporter over mTLS.

@@ -1,4 +1,4 @@
-// Command dashboards writes flowlens' Grafana dashboards (internal/dashboards) to
+// Command dashboards writes flowlens' Grafana dashboards (internal/operator/dashboards) to
 // a directory: one JSON file per dashboard and their ConfigMap form. Files
 // named flowlens-*.json there that are no longer generated are removed.
 //
@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 
-	"github.com/flowlens/flowlens/internal/dashboards"
+	"github.com/flowlens/flowlens/internal/operator/dashboards"
 )
 
 func main() {

@@ -1,7 +1,7 @@
 # Benchmarks (docs/benchmarks.md). Included by the top-level Makefile, which
 # defines GO and BIN. Every target here needs root (BPF, network namespaces).
 # None of them runs in `make test`; only check-budget (also part of
-# `make test`, as internal/datapath's TestBudget) is deterministic enough for CI.
+# `make test`, as internal/agent/datapath's TestBudget) is deterministic enough for CI.
 #
 #   make bench-bpf      kernel datapath through BPF_PROG_TEST_RUN (~3 min)
 #   make bench          Go micro-benchmarks, -count 6, benchstat (~10 min)
@@ -24,7 +24,7 @@ BENCH_COUNT ?= 6
 BENCH_TIME  ?= 1s
 # A file of earlier `make bench` output to compare with (benchstat old new).
 BENCH_BASE  ?=
-BENCH_PKGS  ?= ./internal/maps ./internal/evictor ./internal/exporter/grpc ./internal/exporter/ipfix ./internal/exporter/stdout ./internal/exporter/otlp
+BENCH_PKGS  ?= ./internal/agent/datapath/batchread ./internal/agent/evictor ./internal/agent/exporter/grpc ./internal/agent/exporter/ipfix ./internal/agent/exporter/stdout ./internal/agent/exporter/otlp
 # Extra flags for the kernel benchmark, e.g. BENCH_BPF_ARGS='-reps 11 -flows 1k,100k'.
 BENCH_BPF_ARGS ?=
 
@@ -35,7 +35,7 @@ BENCHSTAT          = $(abspath $(BIN))/tools/benchstat-$(BENCHSTAT_VERSION)/benc
 .PHONY: bench-bpf bench bench-enrich bench-live bench-plots check-budget budget-update benchstat generate-bench
 
 # The benchmark's own BPF objects (driver, map choice, lock-free experiment)
-# are committed like internal/datapath's; `make generate` rebuilds them too.
+# are committed like internal/agent/datapath's; `make generate` rebuilds them too.
 generate: generate-bench
 generate-bench: deps-bpf
 	$(GO) generate ./hack/bench/bpf/...
@@ -65,7 +65,7 @@ bench: $(BENCHSTAT) ## Go micro-benchmarks (eviction, merge, JSON, protobuf, gRP
 	$(BENCHSTAT) -filter '.name:Eviction' $(BENCH_OUT)/go.txt | tee $(BENCH_OUT)/benchstat-exporters.txt
 	@if [ -n "$(BENCH_BASE)" ]; then echo; echo "== $(BENCH_BASE) vs this run =="; $(BENCHSTAT) $(BENCH_BASE) $(BENCH_OUT)/go.txt; fi
 
-# Extra flags for the enrichment hooks' benchmark, e.g. BENCH_ENRICH_ARGS='-obj old.o,internal/datapath/datapath_bpfel.o -runs 7'.
+# Extra flags for the enrichment hooks' benchmark, e.g. BENCH_ENRICH_ARGS='-obj old.o,internal/agent/datapath/datapath_bpfel.o -runs 7'.
 BENCH_ENRICH_ARGS ?=
 
 bench-enrich: ## enrichment hooks' ns per run on real TCP (with loss) and UDP drops, bpf_stats (root; iperf3, nft)
@@ -84,10 +84,10 @@ bench-plots: ## docs/img/*.png from $(BENCH_OUT)/{bpf.json,go.txt,live.json,live
 	$(GO) -C hack/bench/plot run . -in $(abspath $(BENCH_OUT)) -out $(abspath docs/img)
 
 check-budget: ## fail if a BPF program's instruction counts/sizes or the eviction's allocations grew past bpf/budget.json (root)
-	$(GO) test -count=1 -run '^TestBudget$$' -v ./internal/datapath/
+	$(GO) test -count=1 -run '^TestBudget$$' -v ./internal/agent/datapath/
 
 budget-update: ## rewrite bpf/budget.json with this machine's figures (commit it with the reason)
-	FLOWLENS_BUDGET_UPDATE=1 $(GO) test -count=1 -run '^TestBudget$$' ./internal/datapath/
+	FLOWLENS_BUDGET_UPDATE=1 $(GO) test -count=1 -run '^TestBudget$$' ./internal/agent/datapath/
 	@git diff --stat -- bpf/budget.json
 
 # kube-burner, built from its own tools module (hack/kube-burner/tools: the

@@ -3,7 +3,7 @@
 # (so check-generated diffs manifests/dashboards/) and `test` on
 # deps-prometheus (so CI has the Prometheus the panel-query test drives).
 #
-#   make generate-dashboards  manifests/dashboards/*.json and the sidecar ConfigMap, from internal/dashboards
+#   make generate-dashboards  manifests/dashboards/*.json and the sidecar ConfigMap, from internal/operator/dashboards
 #   make test-dashboards      every panel's queries against a real Prometheus, agent and collector (root, ~40 s)
 #   make dashboards-render    the same lab run, then docs/img/dashboards/*.png (python3-matplotlib)
 #
@@ -22,7 +22,7 @@ DASHBOARDS_OUT ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/flowlens/dashboards
 generate: generate-dashboards
 test: deps-prometheus
 
-generate-dashboards: ## write manifests/dashboards/ (Grafana JSON + sidecar ConfigMap) from internal/dashboards
+generate-dashboards: ## write manifests/dashboards/ (Grafana JSON + sidecar ConfigMap) from internal/operator/dashboards
 	$(GO) run ./hack/dashboards -out manifests/dashboards
 
 deps-prometheus: ## install Debian's prometheus with apt when missing (the panel-query test)
@@ -32,7 +32,7 @@ deps-render: ## install python3-matplotlib with apt when missing (dashboards-ren
 	@hack/dashboards/install-deps.sh render
 
 test-dashboards: deps-prometheus deps-test ## prove every dashboard panel returns data from a real Prometheus (root)
-	$(GO) test -count=1 ./internal/dashboards/
+	$(GO) test -count=1 ./internal/operator/dashboards/
 	$(GO) test -count=1 -v -run 'TestPanels' ./test/dashboards/
 
 dashboards-render: deps-prometheus deps-test deps-render ## lab run, then docs/img/dashboards/*.png from its query results (root)

@@ -12,5 +12,5 @@ kafka-assets: ## fetch the Kafka broker's jars for the tests (cached; ~20 s cold
 deps-test: kafka-assets
 
 # `make bench` runs the Kafka exporter's benchmark against a local broker.
-BENCH_PKGS += ./internal/exporter/kafka
+BENCH_PKGS += ./internal/agent/exporter/kafka
 bench: kafka-assets

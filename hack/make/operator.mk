@@ -21,7 +21,7 @@ KUSTOMIZE_VERSION        := $(call modversion,hack/tools-k8s/kustomize,sigs.k8s.
 KWOK_VERSION             := $(call modversion,hack/kwok,sigs.k8s.io/kwok)
 
 # The envtest tests find kube-apiserver and etcd here through
-# KUBEBUILDER_ASSETS (internal/controller's TestMain computes the same path
+# KUBEBUILDER_ASSETS (internal/operator/controller's TestMain computes the same path
 # when the variable is unset).
 ENVTEST_ASSETS_DIR = $(FLOWLENS_CACHE)/envtest/k8s-$(K8S_VERSION)_etcd-$(ETCD_VERSION)
 KWOK_DIR           = $(FLOWLENS_CACHE)/kwok/$(KWOK_VERSION)
@@ -57,7 +57,7 @@ $(FLOWLENS_CACHE)/bin/kustomize-%:
 generate-operator: $(CONTROLLER_GEN) ## regenerate FlowCollector deep-copy code, CRD and operator RBAC (controller-gen)
 	$(CONTROLLER_GEN) object paths=./api/v1alpha1/...
 	$(CONTROLLER_GEN) crd:allowDangerousTypes=false paths=./api/v1alpha1/... output:crd:artifacts:config=config/crd/bases
-	$(CONTROLLER_GEN) rbac:roleName=flowlens-operator paths=./internal/controller/... output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=flowlens-operator paths=./internal/operator/controller/... output:rbac:artifacts:config=config/rbac
 
 manifests: generate-operator $(KUSTOMIZE) ## render config/ into manifests/ (ready-to-apply YAML)
 	@mkdir -p manifests
@@ -85,7 +85,7 @@ $(FLOWLENS_CACHE)/kwok/%/kwok:
 $(FLOWLENS_CACHE)/kwok/%/kwokctl:
 	$(call build-tool,hack/kwok,sigs.k8s.io/kwok/cmd/kwokctl,$@)
 
-OPERATOR_PKGS = ./api/v1alpha1/... ./cmd/flowlens-operator/... ./internal/controller/...
+OPERATOR_PKGS = ./api/v1alpha1/... ./cmd/flowlens-operator/... ./internal/operator/controller/...
 
 test-operator: envtest-assets ## run the operator's unit and envtest tests against a real kube-apiserver + etcd
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS_DIR) $(GO) test -count=1 $(OPERATOR_PKGS)
@@ -97,11 +97,11 @@ e2e-assets: envtest-assets $(ENVTEST_ASSETS_DIR)/kube-controller-manager $(ENVTE
 
 e2e: e2e-assets ## kwok cluster with 3 fake nodes: deploy manifests/, run the operator, expect Ready
 	FLOWLENS_E2E_K8S_BIN=$(ENVTEST_ASSETS_DIR) FLOWLENS_E2E_KWOK_BIN=$(KWOK_DIR) \
-	  $(GO) test -count=1 -tags e2e -timeout 15m -v ./internal/controller/e2e/...
+	  $(GO) test -count=1 -tags e2e -timeout 15m -v ./test/e2e/...
 
 # The kubelet e2e: flowlens on a real one-node cluster (the kwok e2e's
 # control plane, containerd, runc, the CNI bridge plugin, kube-proxy and a
-# kubelet; internal/controller/e2e/kubelet).
+# kubelet; test/e2e/kubelet).
 .PHONY: e2e-kubelet e2e-kubelet-assets deps-kubelet bench-kubelet
 
 deps-kubelet: ## install containerd, runc, the CNI plugins and ethtool with apt when missing
@@ -117,8 +117,8 @@ e2e-kubelet-assets: e2e-assets $(ENVTEST_ASSETS_DIR)/kubelet $(ENVTEST_ASSETS_DI
 bench-kubelet: deps-kubelet deps-prometheus e2e-kubelet-assets $(KUBE_BURNER) ## hack/kube-burner's job on make e2e-kubelet's real node, Prometheus scraping the agent and cAdvisor (root; ~4 min warm)
 	@hack/install-deps.sh bench-kubelet
 	FLOWLENS_E2E_K8S_BIN=$(ENVTEST_ASSETS_DIR) FLOWLENS_E2E_KWOK_BIN=$(KWOK_DIR) FLOWLENS_KUBE_BURNER=$(KUBE_BURNER) \
-	  $(GO) test -count=1 -tags e2e_kubelet -timeout 25m -v -run TestKubeBurnerOnKubelet ./internal/controller/e2e/kubelet
+	  $(GO) test -count=1 -tags e2e_kubelet -timeout 25m -v -run TestKubeBurnerOnKubelet ./test/e2e/kubelet
 
 e2e-kubelet: deps-kubelet e2e-kubelet-assets ## real one-node cluster (containerd + kubelet): install flowlens as README says, real pods, exact enriched flows (root)
 	FLOWLENS_E2E_K8S_BIN=$(ENVTEST_ASSETS_DIR) FLOWLENS_E2E_KWOK_BIN=$(KWOK_DIR) \
-	  $(GO) test -count=1 -tags e2e_kubelet -timeout 15m -v -run TestFlowlensOnKubelet ./internal/controller/e2e/kubelet
+	  $(GO) test -count=1 -tags e2e_kubelet -timeout 15m -v -run TestFlowlensOnKubelet ./test/e2e/kubelet

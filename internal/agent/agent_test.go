@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/flowlens/flowlens/internal/agent"
-	"github.com/flowlens/flowlens/internal/testnet"
+	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
 // N UDP datagrams from A to B: one flow, exact packets, and bytes equal to
@@ -32,15 +32,15 @@ func TestUDPExactCounts(t *testing.T) {
 			p := newPair(t)
 			mustListen(t, p.B, p.ipB+":9000")
 			h := startAgent(t, 2, mode.opts, p.netnsArg(), "--cache-active-timeout=1s")
-			before, _ := testnet.ReadLinkStats(p.A, p.ifA)
+			before, _ := netlab.ReadLinkStats(p.A, p.ifA)
 			const n, size = 50, 100
-			if err := testnet.UDPSend(p.A, p.ipA+":4000", p.ipB+":9000", make([]byte, size), n); err != nil {
+			if err := netlab.UDPSend(p.A, p.ipA+":4000", p.ipB+":9000", make([]byte, size), n); err != nil {
 				t.Fatal(err)
 			}
-			after, _ := testnet.ReadLinkStats(p.A, p.ifA)
+			after, _ := netlab.ReadLinkStats(p.A, p.ifA)
 			flows := h.Stop()
 			for _, x := range []struct {
-				ns  *testnet.Netns
+				ns  *netlab.Netns
 				ifn string
 			}{{p.A, p.ifA}, {p.B, p.ifB}} {
 				if q := qdiscs(t, x.ns, x.ifn); q != "" {
@@ -83,11 +83,11 @@ func TestUDPExactCounts(t *testing.T) {
 func TestTCPTransfer(t *testing.T) {
 	p := newPair(t)
 	h := startAgent(t, 2, agent.Options{}, p.netnsArg())
-	before, _ := testnet.ReadLinkStats(p.A, p.ifA)
+	before, _ := netlab.ReadLinkStats(p.A, p.ifA)
 	const size = 4 << 20
 	transfer(t, p, 8080, size)
 	time.Sleep(200 * time.Millisecond) // let the final FIN/ACK exchange finish
-	after, _ := testnet.ReadLinkStats(p.A, p.ifA)
+	after, _ := netlab.ReadLinkStats(p.A, p.ifA)
 	flows := h.Stop()
 
 	upP, upB, up := sum(flows, match{src: p.ipA, dst: p.ipB, dport: 8080, proto: 6})
@@ -164,18 +164,18 @@ func TestICMPEcho(t *testing.T) {
 
 // IPv6 UDP: addresses in text form, eth_type 0x86dd, exact counts.
 func TestIPv6UDP(t *testing.T) {
-	a, b := testnet.NewNetns(t, "a6"), testnet.NewNetns(t, "b6")
-	testnet.QuietIPv6(t, a)
-	testnet.QuietIPv6(t, b)
-	la, lb := testnet.Veth(t, a, "veth-a", b, "veth-b")
-	testnet.AddAddr(t, a, "veth-a", "fd00:99::1/64")
-	testnet.AddAddr(t, b, "veth-b", "fd00:99::2/64")
-	testnet.Neigh(t, a, "veth-a", "fd00:99::2", lb.Attrs().HardwareAddr)
-	testnet.Neigh(t, b, "veth-b", "fd00:99::1", la.Attrs().HardwareAddr)
+	a, b := netlab.NewNetns(t, "a6"), netlab.NewNetns(t, "b6")
+	netlab.QuietIPv6(t, a)
+	netlab.QuietIPv6(t, b)
+	la, lb := netlab.Veth(t, a, "veth-a", b, "veth-b")
+	netlab.AddAddr(t, a, "veth-a", "fd00:99::1/64")
+	netlab.AddAddr(t, b, "veth-b", "fd00:99::2/64")
+	netlab.Neigh(t, a, "veth-a", "fd00:99::2", lb.Attrs().HardwareAddr)
+	netlab.Neigh(t, b, "veth-b", "fd00:99::1", la.Attrs().HardwareAddr)
 	mustListen(t, b, "[fd00:99::2]:9000")
 	h := startAgent(t, 2, agent.Options{}, "--netns="+a.Name+","+b.Name)
 	const n, size = 20, 64
-	if err := testnet.UDPSend(a, "[fd00:99::1]:4000", "[fd00:99::2]:9000", make([]byte, size), n); err != nil {
+	if err := netlab.UDPSend(a, "[fd00:99::1]:4000", "[fd00:99::2]:9000", make([]byte, size), n); err != nil {
 		t.Fatal(err)
 	}
 	flows := h.Stop()
@@ -199,7 +199,7 @@ func TestVLANTaggedFrames(t *testing.T) {
 	ip := []byte{0x45, 0, 0, 20 + 8 + 4, 0, 0, 0, 0, 64, 17, 0, 0, 10, 99, 0, 1, 10, 99, 0, 2}
 	frame = append(append(frame, ip...), 0x0f, 0xa0, 0x23, 0x28, 0, 12, 0, 0, 'v', 'l', 'a', 'n') // udp 4000 -> 9000
 	const n = 12
-	before, _ := testnet.ReadLinkStats(p.A, p.ifA)
+	before, _ := netlab.ReadLinkStats(p.A, p.ifA)
 	err := p.A.Do(func() error {
 		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
@@ -217,7 +217,7 @@ func TestVLANTaggedFrames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	after, _ := testnet.ReadLinkStats(p.A, p.ifA)
+	after, _ := netlab.ReadLinkStats(p.A, p.ifA)
 	flows := h.Stop()
 	pk, by, recs := sum(flows, match{src: p.ipA, dst: p.ipB, sport: 4000, dport: 9000, proto: 17})
 	if pk != n || by != n*uint64(len(frame)) || len(recs) != 1 {
@@ -232,9 +232,9 @@ func TestVLANTaggedFrames(t *testing.T) {
 	}
 }
 
-func link(t *testing.T, ns *testnet.Netns, name string) netlink.Link {
+func link(t *testing.T, ns *netlab.Netns, name string) netlink.Link {
 	t.Helper()
-	hd, err := testnet.Handle(ns)
+	hd, err := netlab.Handle(ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,23 +250,23 @@ func link(t *testing.T, ns *testnet.Netns, name string) netlink.Link {
 // namespace) -> veth -> B. One flow, counted once, every interface listed in
 // order of first sight.
 func TestBridgePathCountedOnce(t *testing.T) {
-	a, r, b := testnet.NewNetns(t, "a"), testnet.NewNetns(t, "r"), testnet.NewNetns(t, "b")
-	for _, ns := range []*testnet.Netns{a, r, b} {
-		testnet.Quiet(t, ns)
+	a, r, b := netlab.NewNetns(t, "a"), netlab.NewNetns(t, "r"), netlab.NewNetns(t, "b")
+	for _, ns := range []*netlab.Netns{a, r, b} {
+		netlab.Quiet(t, ns)
 	}
-	la, _ := testnet.Veth(t, a, "eth0", r, "port-a")
-	lb, _ := testnet.Veth(t, b, "eth0", r, "port-b")
-	testnet.Bridge(t, r, "br0")
-	testnet.SetMaster(t, r, "port-a", "br0")
-	testnet.SetMaster(t, r, "port-b", "br0")
-	testnet.AddAddr(t, a, "eth0", "10.97.0.1/24")
-	testnet.AddAddr(t, b, "eth0", "10.97.0.2/24")
-	testnet.Neigh(t, a, "eth0", "10.97.0.2", lb.Attrs().HardwareAddr)
-	testnet.Neigh(t, b, "eth0", "10.97.0.1", la.Attrs().HardwareAddr)
+	la, _ := netlab.Veth(t, a, "eth0", r, "port-a")
+	lb, _ := netlab.Veth(t, b, "eth0", r, "port-b")
+	netlab.Bridge(t, r, "br0")
+	netlab.SetMaster(t, r, "port-a", "br0")
+	netlab.SetMaster(t, r, "port-b", "br0")
+	netlab.AddAddr(t, a, "eth0", "10.97.0.1/24")
+	netlab.AddAddr(t, b, "eth0", "10.97.0.2/24")
+	netlab.Neigh(t, a, "eth0", "10.97.0.2", lb.Attrs().HardwareAddr)
+	netlab.Neigh(t, b, "eth0", "10.97.0.1", la.Attrs().HardwareAddr)
 	mustListen(t, b, "10.97.0.2:9000")
 	h := startAgent(t, 1+3+1, agent.Options{}, "--netns="+a.Name+","+r.Name+","+b.Name)
 	const n, size = 30, 200
-	if err := testnet.UDPSend(a, "10.97.0.1:4000", "10.97.0.2:9000", make([]byte, size), n); err != nil {
+	if err := netlab.UDPSend(a, "10.97.0.1:4000", "10.97.0.2:9000", make([]byte, size), n); err != nil {
 		t.Fatal(err)
 	}
 	flows := h.Stop()
@@ -297,21 +297,21 @@ func TestSameIfindexDifferentNetns(t *testing.T) {
 }
 
 func sameIfindex(t *testing.T, opts agent.Options) {
-	a, b := testnet.NewNetns(t, "ia"), testnet.NewNetns(t, "ib")
-	testnet.Quiet(t, a)
-	testnet.Quiet(t, b)
-	out, err := testnet.RunIn(a, "ip", "link", "add", "veth-a", "index", "77", "type", "veth", "peer", "name", "veth-b", "index", "77", "netns", b.Path)
+	a, b := netlab.NewNetns(t, "ia"), netlab.NewNetns(t, "ib")
+	netlab.Quiet(t, a)
+	netlab.Quiet(t, b)
+	out, err := netlab.RunIn(a, "ip", "link", "add", "veth-a", "index", "77", "type", "veth", "peer", "name", "veth-b", "index", "77", "netns", b.Path)
 	if err != nil {
 		t.Fatalf("create veth with equal ifindexes: %v: %s", err, out)
 	}
 	for _, x := range []struct {
-		ns        *testnet.Netns
+		ns        *netlab.Netns
 		ifn, cidr string
 	}{{a, "veth-a", "10.96.0.1/24"}, {b, "veth-b", "10.96.0.2/24"}} {
-		if out, err := testnet.RunIn(x.ns, "ip", "link", "set", x.ifn, "up"); err != nil {
+		if out, err := netlab.RunIn(x.ns, "ip", "link", "set", x.ifn, "up"); err != nil {
 			t.Fatalf("%v: %s", err, out)
 		}
-		testnet.AddAddr(t, x.ns, x.ifn, x.cidr)
+		netlab.AddAddr(t, x.ns, x.ifn, x.cidr)
 	}
 	mustListen(t, b, "10.96.0.2:9000")
 	mustListen(t, a, "10.96.0.1:9000")
@@ -323,10 +323,10 @@ func sameIfindex(t *testing.T, opts agent.Options) {
 		t.Log("this kernel refused the shared TC programs: the fallback runs")
 	}
 	const ab, ba = 25, 9
-	if err := testnet.UDPSend(a, "10.96.0.1:4000", "10.96.0.2:9000", []byte("x"), ab); err != nil {
+	if err := netlab.UDPSend(a, "10.96.0.1:4000", "10.96.0.2:9000", []byte("x"), ab); err != nil {
 		t.Fatal(err)
 	}
-	if err := testnet.UDPSend(b, "10.96.0.2:4001", "10.96.0.1:9000", []byte("x"), ba); err != nil {
+	if err := netlab.UDPSend(b, "10.96.0.2:4001", "10.96.0.1:9000", []byte("x"), ba); err != nil {
 		t.Fatal(err)
 	}
 	flows := h.Stop()
@@ -356,16 +356,16 @@ func TestContinuousTrafficAcrossEvictions(t *testing.T) {
 	p := newPair(t)
 	mustListen(t, p.B, p.ipB+":9000")
 	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--cache-active-timeout=100ms")
-	before, _ := testnet.ReadLinkStats(p.A, p.ifA)
+	before, _ := netlab.ReadLinkStats(p.A, p.ifA)
 	var sent atomic.Int64
 	deadline := time.Now().Add(1500 * time.Millisecond)
 	for time.Now().Before(deadline) {
-		if err := testnet.UDPSend(p.A, p.ipA+":4000", p.ipB+":9000", make([]byte, 60), 50); err != nil {
+		if err := netlab.UDPSend(p.A, p.ipA+":4000", p.ipB+":9000", make([]byte, 60), 50); err != nil {
 			t.Fatal(err)
 		}
 		sent.Add(50)
 	}
-	after, _ := testnet.ReadLinkStats(p.A, p.ifA)
+	after, _ := netlab.ReadLinkStats(p.A, p.ifA)
 	flows := h.Stop()
 	evictions := h.A.Evictor.Stats.Evictions[0].Load()
 	if evictions < 5 {
@@ -387,7 +387,7 @@ func TestMapFullOverflow(t *testing.T) {
 	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--cache-max-flows=8", "--cache-active-timeout=1h")
 	const flowsN, per = 100, 3
 	for i := 0; i < flowsN; i++ {
-		if err := testnet.UDPSend(p.A, fmt.Sprintf("%s:%d", p.ipA, 20000+i), p.ipB+":9000", []byte("abc"), per); err != nil {
+		if err := netlab.UDPSend(p.A, fmt.Sprintf("%s:%d", p.ipA, 20000+i), p.ipB+":9000", []byte("abc"), per); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -423,10 +423,10 @@ func TestMapFullOverflow(t *testing.T) {
 }
 
 // qdiscs lists the clsact qdiscs and tcx programs on an interface ("" if none).
-func qdiscs(t *testing.T, ns *testnet.Netns, name string) string {
+func qdiscs(t *testing.T, ns *netlab.Netns, name string) string {
 	t.Helper()
 	l := link(t, ns, name)
-	hd, err := testnet.Handle(ns)
+	hd, err := netlab.Handle(ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,17 +464,17 @@ func qdiscs(t *testing.T, ns *testnet.Netns, name string) string {
 func TestInterfacesComeAndGo(t *testing.T) {
 	p := newPair(t)
 	h := startAgent(t, 2, agent.Options{}, p.netnsArg())
-	la, lb := testnet.Veth(t, p.A, "late-a", p.B, "late-b")
-	testnet.AddAddr(t, p.A, "late-a", "10.94.0.1/24")
-	testnet.AddAddr(t, p.B, "late-b", "10.94.0.2/24")
-	testnet.Neigh(t, p.A, "late-a", "10.94.0.2", lb.Attrs().HardwareAddr)
-	testnet.Neigh(t, p.B, "late-b", "10.94.0.1", la.Attrs().HardwareAddr)
+	la, lb := netlab.Veth(t, p.A, "late-a", p.B, "late-b")
+	netlab.AddAddr(t, p.A, "late-a", "10.94.0.1/24")
+	netlab.AddAddr(t, p.B, "late-b", "10.94.0.2/24")
+	netlab.Neigh(t, p.A, "late-a", "10.94.0.2", lb.Attrs().HardwareAddr)
+	netlab.Neigh(t, p.B, "late-b", "10.94.0.1", la.Attrs().HardwareAddr)
 	waitAttached(t, h, 4)
 	mustListen(t, p.B, "10.94.0.2:9000")
-	if err := testnet.UDPSend(p.A, "10.94.0.1:4000", "10.94.0.2:9000", []byte("late"), 7); err != nil {
+	if err := netlab.UDPSend(p.A, "10.94.0.1:4000", "10.94.0.2:9000", []byte("late"), 7); err != nil {
 		t.Fatal(err)
 	}
-	hd, err := testnet.Handle(p.A)
+	hd, err := netlab.Handle(p.A)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -508,7 +508,7 @@ func TestSampling(t *testing.T) {
 	mustListen(t, p.B, p.ipB+":9000")
 	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--sampling=4")
 	const n = 4000
-	if err := testnet.UDPSend(p.A, p.ipA+":4000", p.ipB+":9000", []byte("s"), n); err != nil {
+	if err := netlab.UDPSend(p.A, p.ipA+":4000", p.ipB+":9000", []byte("s"), n); err != nil {
 		t.Fatal(err)
 	}
 	flows := h.Stop()

@@ -15,7 +15,7 @@ import (
 	ebpflink "github.com/cilium/ebpf/link"
 
 	"github.com/flowlens/flowlens/internal/agent"
-	"github.com/flowlens/flowlens/internal/testnet"
+	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
 // Namespace churn under --netns=all: 100 namespaces with veths (some
@@ -29,16 +29,16 @@ func TestNetnsChurn(t *testing.T) {
 	// namespace: --netns=all); --interfaces keeps it to the test's links,
 	// so it neither attaches to the host's interfaces nor depends on them.
 	dir := t.TempDir()
-	a, b := testnet.NewNetnsIn(t, dir, "fa"), testnet.NewNetnsIn(t, dir, "fb")
-	hub := testnet.NewNetnsIn(t, dir, "hub")
-	for _, ns := range []*testnet.Netns{a, b, hub} {
-		testnet.Quiet(t, ns)
+	a, b := netlab.NewNetnsIn(t, dir, "fa"), netlab.NewNetnsIn(t, dir, "fb")
+	hub := netlab.NewNetnsIn(t, dir, "hub")
+	for _, ns := range []*netlab.Netns{a, b, hub} {
+		netlab.Quiet(t, ns)
 	}
-	la, lb := testnet.Veth(t, a, "fx-a", b, "fx-b")
-	testnet.AddAddr(t, a, "fx-a", "10.98.0.1/24")
-	testnet.AddAddr(t, b, "fx-b", "10.98.0.2/24")
-	testnet.Neigh(t, a, "fx-a", "10.98.0.2", lb.Attrs().HardwareAddr)
-	testnet.Neigh(t, b, "fx-b", "10.98.0.1", la.Attrs().HardwareAddr)
+	la, lb := netlab.Veth(t, a, "fx-a", b, "fx-b")
+	netlab.AddAddr(t, a, "fx-a", "10.98.0.1/24")
+	netlab.AddAddr(t, b, "fx-b", "10.98.0.2/24")
+	netlab.Neigh(t, a, "fx-a", "10.98.0.2", lb.Attrs().HardwareAddr)
+	netlab.Neigh(t, b, "fx-b", "10.98.0.1", la.Attrs().HardwareAddr)
 	received := countUDP(t, mustListen(t, b, "10.98.0.2:9000"))
 
 	h := startAgent(t, 2, agent.Options{}, "--netns=all", "--netns-dir="+dir, `--interfaces=/^(fx|ch|hb)-/`,
@@ -58,18 +58,18 @@ func TestNetnsChurn(t *testing.T) {
 	next := 0
 	wave := func(n int) bpfObjects {
 		t.Helper()
-		var nss []*testnet.Netns
+		var nss []*netlab.Netns
 		for i := 0; i < n; i++ {
-			ns := testnet.NewNetnsIn(t, dir, fmt.Sprintf("c%d", next+i))
-			testnet.Quiet(t, ns)
+			ns := netlab.NewNetnsIn(t, dir, fmt.Sprintf("c%d", next+i))
+			netlab.Quiet(t, ns)
 			nss = append(nss, ns)
 		}
 		paired := n / 2 &^ 1
 		for i := 0; i < paired; i += 2 {
-			testnet.Veth(t, nss[i], fmt.Sprintf("ch-%d", next+i), nss[i+1], fmt.Sprintf("ch-%d", next+i+1))
+			netlab.Veth(t, nss[i], fmt.Sprintf("ch-%d", next+i), nss[i+1], fmt.Sprintf("ch-%d", next+i+1))
 		}
 		for i := paired; i < n; i++ {
-			testnet.Veth(t, nss[i], fmt.Sprintf("ch-%d", next+i), hub, fmt.Sprintf("hb-%d", next+i))
+			netlab.Veth(t, nss[i], fmt.Sprintf("ch-%d", next+i), hub, fmt.Sprintf("hb-%d", next+i))
 		}
 		next += n
 		waitAttached(t, h, base+paired+2*(n-paired))
@@ -83,7 +83,7 @@ func TestNetnsChurn(t *testing.T) {
 		return up
 	}
 
-	before, err := testnet.ReadLinkStats(a, "fx-a")
+	before, err := netlab.ReadLinkStats(a, "fx-a")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestNetnsChurn(t *testing.T) {
 	if got := received.wait(sent); got != sent {
 		t.Fatalf("sent %d datagrams, fx-b's listener received %d", sent, got)
 	}
-	after, err := testnet.ReadLinkStats(a, "fx-a")
+	after, err := netlab.ReadLinkStats(a, "fx-a")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
-	"github.com/flowlens/flowlens/internal/testnet"
+	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
 // dnsQuery is a DNS query for name (type A, class IN), id given.
@@ -26,7 +26,7 @@ func dnsQuery(id uint16, name string) []byte {
 
 // ask sends one query from src to dst and waits up to wait for an answer;
 // it returns the answer's rcode, or -1 when none came.
-func ask(ns *testnet.Netns, src, dst string, q []byte, wait time.Duration) (rcode int, err error) {
+func ask(ns *netlab.Netns, src, dst string, q []byte, wait time.Duration) (rcode int, err error) {
 	rcode = -1
 	err = ns.Do(func() error {
 		la, _ := net.ResolveUDPAddr("udp", src)
@@ -55,7 +55,7 @@ func ask(ns *testnet.Netns, src, dst string, q []byte, wait time.Duration) (rcod
 
 // slowUpstream answers every query on addr after delay, with NOERROR and no
 // records: the upstream dnsmasq forwards slow.test to.
-func slowUpstream(t *testing.T, ns *testnet.Netns, addr string, delay time.Duration) {
+func slowUpstream(t *testing.T, ns *netlab.Netns, addr string, delay time.Duration) {
 	t.Helper()
 	var c *net.UDPConn
 	if err := ns.Do(func() (err error) {

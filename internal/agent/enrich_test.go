@@ -10,14 +10,14 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
-	"github.com/flowlens/flowlens/internal/datapath"
-	"github.com/flowlens/flowlens/internal/testnet"
+	"github.com/flowlens/flowlens/internal/agent/datapath"
+	"github.com/flowlens/flowlens/internal/testkit/netlab"
 	"golang.org/x/sys/unix"
 )
 
-func run(t *testing.T, ns *testnet.Netns, args ...string) {
+func run(t *testing.T, ns *netlab.Netns, args ...string) {
 	t.Helper()
-	if out, err := testnet.RunIn(ns, args[0], args[1:]...); err != nil {
+	if out, err := netlab.RunIn(ns, args[0], args[1:]...); err != nil {
 		t.Fatalf("%v: %v\n%s", args, err, out)
 	}
 }
@@ -64,7 +64,7 @@ func TestDropNoSocket(t *testing.T) {
 				t.Fatalf("drops hook %+v, want running %s", st, tc.program)
 			}
 			const n, size = 17, 50
-			if err := testnet.UDPSend(p.A, p.ipA+":4000", p.ipB+":9999", make([]byte, size), n); err != nil {
+			if err := netlab.UDPSend(p.A, p.ipA+":4000", p.ipB+":9999", make([]byte, size), n); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(50 * time.Millisecond)
@@ -95,7 +95,7 @@ func hookStatus(h *harness, name string) datapath.HookStatus {
 // machine may not have it mounted; the agent's docs say so).
 func mountTracefs(t *testing.T) {
 	t.Helper()
-	testnet.Require(t) // the gate (internal/testkit): mounting needs root
+	netlab.Require(t) // the gate (internal/testkit): mounting needs root
 	if _, err := os.Stat("/sys/kernel/tracing/events"); err == nil {
 		return
 	}
@@ -142,10 +142,10 @@ func TestDropNetfilter(t *testing.T) {
 	mustListen(t, p.B, p.ipB+":9002")
 	h := startAgent(t, 2, agent.Options{}, p.netnsArg())
 	const n, size = 23, 80
-	if err := testnet.UDPSend(p.A, p.ipA+":4000", p.ipB+":9001", make([]byte, size), n); err != nil {
+	if err := netlab.UDPSend(p.A, p.ipA+":4000", p.ipB+":9001", make([]byte, size), n); err != nil {
 		t.Fatal(err)
 	}
-	if err := testnet.UDPSend(p.A, p.ipA+":4000", p.ipB+":9002", make([]byte, size), n); err != nil {
+	if err := netlab.UDPSend(p.A, p.ipA+":4000", p.ipB+":9002", make([]byte, size), n); err != nil {
 		t.Fatal(err)
 	}
 	flows := h.Stop()
@@ -231,13 +231,13 @@ func TestPartialFlowFromDropsOnly(t *testing.T) {
 	run(t, p.A, "nft", "add", "rule", "inet", "fltest", "out", "udp", "dport", "9003", "drop")
 	h := startAgent(t, 2, agent.Options{}, p.netnsArg())
 	const n, size = 9, 40
-	err := testnet.UDPSend(p.A, p.ipA+":4000", p.ipB+":9003", make([]byte, size), n)
+	err := netlab.UDPSend(p.A, p.ipA+":4000", p.ipB+":9003", make([]byte, size), n)
 	if err == nil || !strings.Contains(err.Error(), "operation not permitted") {
 		t.Fatalf("send through an output drop rule: %v, want EPERM", err)
 	}
 	// The first send fails; send the others one by one.
 	for i := 1; i < n; i++ {
-		_ = testnet.UDPSend(p.A, p.ipA+":4000", p.ipB+":9003", make([]byte, size), 1)
+		_ = netlab.UDPSend(p.A, p.ipA+":4000", p.ipB+":9003", make([]byte, size), 1)
 	}
 	flows := h.Stop()
 	m := match{src: p.ipA, dst: p.ipB, sport: 4000, dport: 9003, proto: 17}

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
-	"github.com/flowlens/flowlens/internal/testnet"
-	"github.com/flowlens/flowlens/pkg/collector"
-	"github.com/flowlens/flowlens/pkg/collector/collectortest"
+	"github.com/flowlens/flowlens/internal/testkit/netlab"
+	"github.com/flowlens/flowlens/pkg/receiver"
+	"github.com/flowlens/flowlens/pkg/receiver/receivertest"
 )
 
 // The agent exports to stdout and over gRPC at once; a real collector on
@@ -22,24 +22,24 @@ import (
 func TestGRPCExportExact(t *testing.T) {
 	for _, tlsMode := range []string{"plaintext", "mtls"} {
 		t.Run(tlsMode, func(t *testing.T) {
-			var opts collector.Options
+			var opts receiver.Options
 			args := []string{"--export=stdout,grpc", "--cache-active-timeout=200ms", "--grpc-batch-size=7"}
 			if tlsMode == "mtls" {
-				pki := collectortest.NewPKI(t)
-				cfg, err := collector.ServerTLS(pki.ServerCert, pki.ServerKey, pki.CA)
+				pki := receivertest.NewPKI(t)
+				cfg, err := receiver.ServerTLS(pki.ServerCert, pki.ServerKey, pki.CA)
 				if err != nil {
 					t.Fatal(err)
 				}
 				opts.TLS = cfg
 				args = append(args, "--tls-ca="+pki.CA, "--tls-cert="+pki.ClientCert, "--tls-key="+pki.ClientKey)
 			}
-			rec := collectortest.Start(t, opts)
+			rec := receivertest.Start(t, opts)
 			p := newPair(t)
 			mustListen(t, p.B, p.ipB+":9000")
 			h := startAgent(t, 2, agent.Options{}, append(args, p.netnsArg(), "--target="+rec.Addr, "--node-name=node-test")...)
 			const flows, per = 40, 5
 			for i := 0; i < flows; i++ {
-				if err := testnet.UDPSend(p.A, fmt.Sprintf("%s:%d", p.ipA, 30000+i), p.ipB+":9000", []byte("grpc"), per); err != nil {
+				if err := netlab.UDPSend(p.A, fmt.Sprintf("%s:%d", p.ipA, 30000+i), p.ipB+":9000", []byte("grpc"), per); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -54,7 +54,7 @@ func TestGRPCExportExact(t *testing.T) {
 				lp += f.Packets
 				lb += f.Bytes
 			}
-			rb, rp := collectortest.Sums(got)
+			rb, rp := receivertest.Sums(got)
 			if rp != lp || rb != lb {
 				t.Fatalf("collector sums %d packets / %d bytes, stdout %d / %d", rp, rb, lp, lb)
 			}
@@ -81,7 +81,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	mustListen(t, p.B, p.ipB+":9000")
 	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--metrics-address=127.0.0.1:0", "--cache-active-timeout=100ms")
 	const n = 30
-	if err := testnet.UDPSend(p.A, p.ipA+":4000", p.ipB+":9000", []byte("m"), n); err != nil {
+	if err := netlab.UDPSend(p.A, p.ipA+":4000", p.ipB+":9000", []byte("m"), n); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(400 * time.Millisecond) // a few evictions
@@ -171,7 +171,7 @@ func TestBPFStatsOff(t *testing.T) {
 	mustListen(t, p.B, p.ipB+":9000")
 	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--metrics-address=127.0.0.1:0", "--bpf-stats=off")
 	const n = 7
-	if err := testnet.UDPSend(p.A, p.ipA+":4000", p.ipB+":9000", []byte("s"), n); err != nil {
+	if err := netlab.UDPSend(p.A, p.ipA+":4000", p.ipB+":9000", []byte("s"), n); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := http.Get("http://" + h.A.MetricsAddr() + "/metrics")

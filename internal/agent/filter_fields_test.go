@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
-	"github.com/flowlens/flowlens/internal/testnet"
+	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
 // The live traffic of the filter field tests, on a veth pair (a, b):
@@ -57,7 +57,7 @@ func runFilterCases(t *testing.T, v6 bool) {
 			p := newPair(t)
 			icmp, echo, reply, host, network := "icmp", 8, 0, "32", "ip4:icmp"
 			if v6 {
-				p = pairOf(t, "fa6", "fb6", "fd00:97::1", "fd00:97::2", "/64", testnet.QuietIPv6)
+				p = pairOf(t, "fa6", "fb6", "fd00:97::1", "fd00:97::2", "/64", netlab.QuietIPv6)
 				icmp, echo, reply, host, network = "icmpv6", 128, 129, "128", "ip6:ipv6-icmp"
 			}
 			text := strings.NewReplacer("{A}", p.ipA, "{B}", p.ipB, "{ICMP}", icmp, "{ECHO}", fmt.Sprint(echo), "{HOST}", host).Replace(tc.rules)
@@ -65,10 +65,10 @@ func runFilterCases(t *testing.T, v6 bool) {
 			mustListen(t, p.B, net.JoinHostPort(p.ipB, "9000"))
 			mustListen(t, p.A, net.JoinHostPort(p.ipA, "9100"))
 			h := startAgent(t, 2, agent.Options{}, append([]string{p.netnsArg(), rules}, tc.extra...)...)
-			if err := testnet.UDPSend(p.A, net.JoinHostPort(p.ipA, "4000"), net.JoinHostPort(p.ipB, "9000"), []byte("ab"), nAB); err != nil {
+			if err := netlab.UDPSend(p.A, net.JoinHostPort(p.ipA, "4000"), net.JoinHostPort(p.ipB, "9000"), []byte("ab"), nAB); err != nil {
 				t.Fatal(err)
 			}
-			if err := testnet.UDPSend(p.B, net.JoinHostPort(p.ipB, "5000"), net.JoinHostPort(p.ipA, "9100"), []byte("ba"), nBA); err != nil {
+			if err := netlab.UDPSend(p.B, net.JoinHostPort(p.ipB, "5000"), net.JoinHostPort(p.ipA, "9100"), []byte("ba"), nBA); err != nil {
 				t.Fatal(err)
 			}
 			if err := ping(p, network, v6, nEcho); err != nil {

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
-	"github.com/flowlens/flowlens/internal/config"
-	"github.com/flowlens/flowlens/internal/datapath"
-	"github.com/flowlens/flowlens/internal/testnet"
+	"github.com/flowlens/flowlens/internal/agent/config"
+	"github.com/flowlens/flowlens/internal/agent/datapath"
+	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
 func writeRules(t *testing.T, rules string) string {
@@ -43,7 +43,7 @@ func TestFilterRulesLive(t *testing.T) {
 		port string
 		n    int
 	}{{"9000", n}, {"9001", n}, {"9002", n}, {"9003", nSampled}} {
-		if err := testnet.UDPSend(p.A, p.ipA+":4000", p.ipB+":"+s.port, []byte("f"), s.n); err != nil {
+		if err := netlab.UDPSend(p.A, p.ipA+":4000", p.ipB+":"+s.port, []byte("f"), s.n); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -158,7 +158,7 @@ func TestFilterDropsOnly(t *testing.T) {
 	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), rules, "--features=drops")
 	const n, size = 13, 50
 	for _, port := range []string{"9000", "9999"} {
-		if err := testnet.UDPSend(p.A, p.ipA+":4000", p.ipB+":"+port, make([]byte, size), n); err != nil {
+		if err := netlab.UDPSend(p.A, p.ipA+":4000", p.ipB+":"+port, make([]byte, size), n); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -13,8 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/flowlens/flowlens/internal/agent"
+	"github.com/flowlens/flowlens/internal/testkit/netlab"
 	"github.com/flowlens/flowlens/internal/testkit/packet"
-	"github.com/flowlens/flowlens/internal/testnet"
 )
 
 // IP fragments in their flow (issue 12): every fragment of a datagram
@@ -60,7 +60,7 @@ func fragWire(ipPayload, mtu, ipHdr, fragHdr int) (frags, bytes int) {
 // fragSend sends n datagrams of size bytes from src to dst out of a UDP
 // socket in ns. IPv4: IP_PMTUDISC_DONT, so the kernel fragments (no DF,
 // no EMSGSIZE); IPv6 fragments at the source by default.
-func fragSend(t *testing.T, ns *testnet.Netns, src, dst string, size, n int) {
+func fragSend(t *testing.T, ns *netlab.Netns, src, dst string, size, n int) {
 	t.Helper()
 	la, err := net.ResolveUDPAddr("udp", src)
 	if err != nil {
@@ -126,7 +126,7 @@ func fragPair(t *testing.T, v6 bool) *pair {
 	if !v6 {
 		return newPair(t)
 	}
-	return pairOf(t, "fa6", "fb6", "fd00:98::1", "fd00:98::2", "/64", testnet.QuietIPv6)
+	return pairOf(t, "fa6", "fb6", "fd00:98::1", "fd00:98::2", "/64", netlab.QuietIPv6)
 }
 
 // UDP datagrams of 3000 bytes over a 1500-byte MTU, IPv4 and IPv6: every
@@ -149,10 +149,10 @@ func TestFragments(t *testing.T) {
 			if l := link(t, p.A, p.ifA); l.Attrs().MTU != mtu {
 				t.Fatalf("%s MTU %d, want %d", p.ifA, l.Attrs().MTU, mtu)
 			}
-			before, _ := testnet.ReadLinkStats(p.A, p.ifA)
+			before, _ := netlab.ReadLinkStats(p.A, p.ifA)
 			fragSend(t, p.A, net.JoinHostPort(p.ipA, "4000"), net.JoinHostPort(p.ipB, "9000"), size, n)
 			fragReceive(t, ln, size, n)
-			after, _ := testnet.ReadLinkStats(p.A, p.ifA)
+			after, _ := netlab.ReadLinkStats(p.A, p.ifA)
 			unmatched := fragMetric(t, h, fragUnmatchedMetric)
 			h.Stop()
 			flows := wireCounted(parseFlows(t, h.out.String()))
@@ -232,9 +232,9 @@ func TestFragments(t *testing.T) {
 						packet.Payload(data)))
 				}
 			}
-			before, _ := testnet.ReadLinkStats(p.A, p.ifA)
+			before, _ := netlab.ReadLinkStats(p.A, p.ifA)
 			wireSendFrames(t, p.A, la.Attrs().Index, frames)
-			after, _ := testnet.ReadLinkStats(p.A, p.ifA)
+			after, _ := netlab.ReadLinkStats(p.A, p.ifA)
 			unmatched := fragMetric(t, h, fragUnmatchedMetric)
 			h.Stop()
 			flows := wireCounted(parseFlows(t, h.out.String()))

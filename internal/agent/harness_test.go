@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
-	"github.com/flowlens/flowlens/internal/config"
-	"github.com/flowlens/flowlens/internal/testnet"
+	"github.com/flowlens/flowlens/internal/agent/config"
+	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
 // jsonFlow is one line of the agent's JSON output, decoded with the public
@@ -205,35 +205,35 @@ func sum(flows []jsonFlow, m match) (packets, bytes uint64, recs []jsonFlow) {
 // pair is two namespaces joined by a veth, with static neighbours and IPv6
 // off, so the veth counters see only the test's traffic.
 type pair struct {
-	A, B     *testnet.Netns
+	A, B     *netlab.Netns
 	ifA, ifB string
 	ipA, ipB string
 }
 
 func newPair(t *testing.T) *pair {
 	t.Helper()
-	return pairOf(t, "a", "b", "10.99.0.1", "10.99.0.2", "/24", testnet.Quiet)
+	return pairOf(t, "a", "b", "10.99.0.1", "10.99.0.2", "/24", netlab.Quiet)
 }
 
 // pairOf joins two new namespaces with a veth pair (veth-a, veth-b)
 // addressed ipA and ipB (prefix: "/24"), with static neighbours; quiet
 // silences each namespace's own traffic.
-func pairOf(t *testing.T, nameA, nameB, ipA, ipB, prefix string, quiet func(testing.TB, *testnet.Netns)) *pair {
+func pairOf(t *testing.T, nameA, nameB, ipA, ipB, prefix string, quiet func(testing.TB, *netlab.Netns)) *pair {
 	t.Helper()
-	p := &pair{A: testnet.NewNetns(t, nameA), B: testnet.NewNetns(t, nameB), ifA: "veth-a", ifB: "veth-b", ipA: ipA, ipB: ipB}
+	p := &pair{A: netlab.NewNetns(t, nameA), B: netlab.NewNetns(t, nameB), ifA: "veth-a", ifB: "veth-b", ipA: ipA, ipB: ipB}
 	quiet(t, p.A)
 	quiet(t, p.B)
-	la, lb := testnet.Veth(t, p.A, p.ifA, p.B, p.ifB)
-	testnet.AddAddr(t, p.A, p.ifA, p.ipA+prefix)
-	testnet.AddAddr(t, p.B, p.ifB, p.ipB+prefix)
-	testnet.Neigh(t, p.A, p.ifA, p.ipB, lb.Attrs().HardwareAddr)
-	testnet.Neigh(t, p.B, p.ifB, p.ipA, la.Attrs().HardwareAddr)
+	la, lb := netlab.Veth(t, p.A, p.ifA, p.B, p.ifB)
+	netlab.AddAddr(t, p.A, p.ifA, p.ipA+prefix)
+	netlab.AddAddr(t, p.B, p.ifB, p.ipB+prefix)
+	netlab.Neigh(t, p.A, p.ifA, p.ipB, lb.Attrs().HardwareAddr)
+	netlab.Neigh(t, p.B, p.ifB, p.ipA, la.Attrs().HardwareAddr)
 	return p
 }
 
 // tcpSend connects from ns to addr, writes size bytes and closes; it
 // returns the connection's local port.
-func tcpSend(t *testing.T, ns *testnet.Netns, network, addr string, size int) (port int) {
+func tcpSend(t *testing.T, ns *netlab.Netns, network, addr string, size int) (port int) {
 	t.Helper()
 	err := ns.Do(func() error {
 		c, err := net.Dial(network, addr)
@@ -254,7 +254,7 @@ func tcpSend(t *testing.T, ns *testnet.Netns, network, addr string, size int) (p
 
 // tcpSink listens on addr in ns and reports on the returned channel how
 // many bytes its first connection carried (-1 if none came).
-func tcpSink(t *testing.T, ns *testnet.Netns, network, addr string) <-chan int64 {
+func tcpSink(t *testing.T, ns *netlab.Netns, network, addr string) <-chan int64 {
 	t.Helper()
 	var ln net.Listener
 	if err := ns.Do(func() (err error) { ln, err = net.Listen(network, addr); return }); err != nil {
@@ -277,9 +277,9 @@ func tcpSink(t *testing.T, ns *testnet.Netns, network, addr string) <-chan int64
 
 func (p *pair) netnsArg() string { return "--netns=" + p.A.Name + "," + p.B.Name }
 
-func mustListen(t *testing.T, ns *testnet.Netns, addr string) *net.UDPConn {
+func mustListen(t *testing.T, ns *netlab.Netns, addr string) *net.UDPConn {
 	t.Helper()
-	c, err := testnet.UDPListen(ns, addr)
+	c, err := netlab.UDPListen(ns, addr)
 	if err != nil {
 		t.Fatal(err)
 	}

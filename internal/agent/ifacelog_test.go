@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
-	"github.com/flowlens/flowlens/internal/testnet"
+	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
 // logRecords is a slog.Handler keeping every record as one line, "msg
@@ -74,23 +74,23 @@ func TestInterfaceLog(t *testing.T) {
 		hook := map[bool]string{false: "tcx", true: "clsact"}[legacy]
 		t.Run(hook, func(t *testing.T) {
 			dir := t.TempDir()
-			a, b := testnet.NewNetnsIn(t, dir, "la"), testnet.NewNetnsIn(t, dir, "lb")
-			la, lb := testnet.Veth(t, a, "fl-a0", b, "fl-b0")
-			sa, sb := testnet.Veth(t, a, "sk-a1", b, "sk-b1")
+			a, b := netlab.NewNetnsIn(t, dir, "la"), netlab.NewNetnsIn(t, dir, "lb")
+			la, lb := netlab.Veth(t, a, "fl-a0", b, "fl-b0")
+			sa, sb := netlab.Veth(t, a, "sk-a1", b, "sk-b1")
 			rec := &logRecords{}
 			startAgent(t, 2, agent.Options{Logger: slog.New(rec), ForceLegacyTC: legacy},
 				"--netns="+a.Name+","+b.Name, "--netns-dir="+dir, "--exclude-interfaces=lo,/^sk-/")
-			attached := func(ns *testnet.Netns, name string, index int) string {
+			attached := func(ns *netlab.Netns, name string, index int) string {
 				return fmt.Sprintf("INFO attached interface=%s netns=%s ifindex=%d hook=%s", name, ns.Name, index, hook)
 			}
-			skipped := func(ns *testnet.Netns, name string, index int) string {
+			skipped := func(ns *netlab.Netns, name string, index int) string {
 				return fmt.Sprintf("INFO interface skipped interface=%s netns=%s ifindex=%d reason=excluded by --interfaces/--exclude-interfaces", name, ns.Name, index)
 			}
 			first, second := a, b
 			if b.Name < a.Name {
 				first, second = b, a
 			}
-			firstIf, secondIf := map[*testnet.Netns]string{a: "fl-a0", b: "fl-b0"}[first], map[*testnet.Netns]string{a: "fl-a0", b: "fl-b0"}[second]
+			firstIf, secondIf := map[*netlab.Netns]string{a: "fl-a0", b: "fl-b0"}[first], map[*netlab.Netns]string{a: "fl-a0", b: "fl-b0"}[second]
 			waitLogged(t, rec,
 				attached(a, "fl-a0", la.Attrs().Index), attached(b, "fl-b0", lb.Attrs().Index),
 				skipped(a, "sk-a1", sa.Attrs().Index), skipped(b, "sk-b1", sb.Attrs().Index),
@@ -98,9 +98,9 @@ func TestInterfaceLog(t *testing.T) {
 				fmt.Sprintf("INFO watching 2 interfaces in 2 namespaces (%s): %s: %s; %s: %s skipped=4", hook, first.Name, firstIf, second.Name, secondIf))
 
 			// As interfaces come and go.
-			na, nb := testnet.Veth(t, a, "fl-a2", b, "fl-b2")
+			na, nb := netlab.Veth(t, a, "fl-a2", b, "fl-b2")
 			waitLogged(t, rec, attached(a, "fl-a2", na.Attrs().Index), attached(b, "fl-b2", nb.Attrs().Index))
-			h2, err := testnet.Handle(a)
+			h2, err := netlab.Handle(a)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,7 +108,7 @@ func TestInterfaceLog(t *testing.T) {
 			if err := h2.LinkDel(na); err != nil { // both ends go
 				t.Fatal(err)
 			}
-			detached := func(ns *testnet.Netns, name string, index int) string {
+			detached := func(ns *netlab.Netns, name string, index int) string {
 				return fmt.Sprintf("INFO detached interface=%s netns=%s ifindex=%d reason=interface removed or renamed", name, ns.Name, index)
 			}
 			waitLogged(t, rec, detached(a, "fl-a2", na.Attrs().Index), detached(b, "fl-b2", nb.Attrs().Index))

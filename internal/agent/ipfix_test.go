@@ -16,7 +16,7 @@ import (
 	"github.com/netsampler/goflow2/v2/decoders/netflow"
 
 	"github.com/flowlens/flowlens/internal/agent"
-	"github.com/flowlens/flowlens/internal/testnet"
+	"github.com/flowlens/flowlens/internal/testkit/netlab"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
@@ -211,7 +211,7 @@ func TestIPFIXExportDecodedByGoflow2(t *testing.T) {
 		"--ipfix-max-message-size=1024", fmt.Sprint("--ipfix-enterprise-number=", ipfixPEN))
 	const flows, per = 40, 5
 	for i := 0; i < flows; i++ {
-		if err := testnet.UDPSend(p.A, fmt.Sprintf("%s:%d", p.ipA, 30000+i), p.ipB+":9000", []byte("ipfix"), per); err != nil {
+		if err := netlab.UDPSend(p.A, fmt.Sprintf("%s:%d", p.ipA, 30000+i), p.ipB+":9000", []byte("ipfix"), per); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -311,7 +311,7 @@ func TestIPFIXDNSAndTLSDecodedByGoflow2(t *testing.T) {
 	var out []byte
 	var err error
 	for range 50 { // until the server listens
-		out, err = testnet.RunIn(p.A, "openssl", "s_client", "-connect", p.ipB+":4433", "-tls1_3", "-groups", "X25519")
+		out, err = netlab.RunIn(p.A, "openssl", "s_client", "-connect", p.ipB+":4433", "-tls1_3", "-groups", "X25519")
 		if err == nil && strings.Contains(string(out), "TLSv1.3") {
 			break
 		}

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
-	"github.com/flowlens/flowlens/internal/config"
-	"github.com/flowlens/flowlens/internal/exporter"
-	"github.com/flowlens/flowlens/internal/testnet"
+	"github.com/flowlens/flowlens/internal/agent/config"
+	"github.com/flowlens/flowlens/internal/agent/exporter"
+	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
 // blackhole is a collector that is down the nasty way: it accepts TCP
@@ -109,7 +109,7 @@ func TestDeadGRPCExporterDoesNotMakeStdoutDrop(t *testing.T) {
 	const flows, per = 4000, 3
 	start := time.Now()
 	for i := 0; i < flows; i++ {
-		if err := testnet.UDPSend(p.A, fmt.Sprintf("%s:%d", p.ipA, 20000+i), p.ipB+":9000", []byte("iso"), per); err != nil {
+		if err := netlab.UDPSend(p.A, fmt.Sprintf("%s:%d", p.ipA, 20000+i), p.ipB+":9000", []byte("iso"), per); err != nil {
 			t.Fatal(err)
 		}
 		if i%1000 == 999 {

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
-	"github.com/flowlens/flowlens/internal/exporter"
+	"github.com/flowlens/flowlens/internal/agent/exporter"
 	"github.com/flowlens/flowlens/internal/testkit"
 	"github.com/flowlens/flowlens/internal/testkit/kafkatest"
-	"github.com/flowlens/flowlens/internal/testnet"
+	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
 // collectorProc is a flowlens-collector process consuming the topic, its
@@ -156,7 +156,7 @@ func TestKafkaEndToEnd(t *testing.T) {
 	send := func(n int) {
 		t.Helper()
 		for range n {
-			if err := testnet.UDPSend(p.A, fmt.Sprintf("%s:%d", p.ipA, port), p.ipB+":9000", []byte("kafka"), per); err != nil {
+			if err := netlab.UDPSend(p.A, fmt.Sprintf("%s:%d", p.ipA, port), p.ipB+":9000", []byte("kafka"), per); err != nil {
 				t.Fatal(err)
 			}
 			port++

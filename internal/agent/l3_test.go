@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
+	"github.com/flowlens/flowlens/internal/testkit/netlab"
 	"github.com/flowlens/flowlens/internal/testkit/packet"
-	"github.com/flowlens/flowlens/internal/testnet"
 )
 
 // A tun device (link/none: no link-layer header, skb->data is the IP
@@ -39,24 +39,24 @@ func TestTunDevice(t *testing.T) {
 }
 
 func testTun(t *testing.T, opts agent.Options) {
-	ns := testnet.NewNetns(t, "tun")
-	testnet.QuietIPv6(t, ns)
+	ns := netlab.NewNetns(t, "tun")
+	netlab.QuietIPv6(t, ns)
 	// No link-local address on the tun (addr_gen_mode none): with the
 	// sysctls of QuietIPv6 it then sends nothing of its own.
-	if err := testnet.Sysctl(ns, "net.ipv6.conf.default.addr_gen_mode", "1"); err != nil {
+	if err := netlab.Sysctl(ns, "net.ipv6.conf.default.addr_gen_mode", "1"); err != nil {
 		t.Fatal(err)
 	}
 	const dev = "tun0"
-	q, _ := testnet.Tun(t, ns, dev)
-	testnet.AddAddr(t, ns, dev, "10.201.0.1/24")
-	testnet.AddAddr(t, ns, dev, "fd00:201::1/64")
+	q, _ := netlab.Tun(t, ns, dev)
+	netlab.AddAddr(t, ns, dev, "10.201.0.1/24")
+	netlab.AddAddr(t, ns, dev, "fd00:201::1/64")
 	l4 := mustListen(t, ns, "10.201.0.1:9000")
 	l6 := mustListen(t, ns, "[fd00:201::1]:9006")
 	out := readTun(t, q)
 	time.Sleep(300 * time.Millisecond) // whatever the kernel sends on address add has left before the counters are read
 
 	h := startAgent(t, 1, opts, "--netns="+ns.Name, "--metrics-address=127.0.0.1:0")
-	before, err := testnet.ReadLinkStats(ns, dev)
+	before, err := netlab.ReadLinkStats(ns, dev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,10 +82,10 @@ func testTun(t *testing.T, opts agent.Options) {
 	}
 	// Egress: a socket in the namespace, routed out through the tun.
 	const e4, esize4, e6, esize6 = 20, 50, 10, 33
-	if err := testnet.UDPSend(ns, "10.201.0.1:7000", "10.201.0.9:7001", make([]byte, esize4), e4); err != nil {
+	if err := netlab.UDPSend(ns, "10.201.0.1:7000", "10.201.0.9:7001", make([]byte, esize4), e4); err != nil {
 		t.Fatal(err)
 	}
-	if err := testnet.UDPSend(ns, "[fd00:201::1]:7006", "[fd00:201::9]:7007", make([]byte, esize6), e6); err != nil {
+	if err := netlab.UDPSend(ns, "[fd00:201::1]:7006", "[fd00:201::9]:7007", make([]byte, esize6), e6); err != nil {
 		t.Fatal(err)
 	}
 	// Every packet got where it was going: the listeners received the
@@ -98,7 +98,7 @@ func testTun(t *testing.T, opts agent.Options) {
 		t.Fatalf("listener [fd00:201::1]:9006 received %d of %d datagrams", got, n6)
 	}
 	out.wait(t, map[string]int{"10.201.0.1:7000>10.201.0.9:7001": e4, "[fd00:201::1]:7006>[fd00:201::9]:7007": e6})
-	after, err := testnet.ReadLinkStats(ns, dev)
+	after, err := netlab.ReadLinkStats(ns, dev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,8 +153,8 @@ func testTun(t *testing.T, opts agent.Options) {
 		}
 	}
 	// The tun counts the IP packets it received and sent: the same numbers.
-	if d := (testnet.Stats{RxPackets: after.RxPackets - before.RxPackets, RxBytes: after.RxBytes - before.RxBytes,
-		TxPackets: after.TxPackets - before.TxPackets, TxBytes: after.TxBytes - before.TxBytes}); d != (testnet.Stats{RxPackets: rxP, RxBytes: rxB, TxPackets: txP, TxBytes: txB}) {
+	if d := (netlab.Stats{RxPackets: after.RxPackets - before.RxPackets, RxBytes: after.RxBytes - before.RxBytes,
+		TxPackets: after.TxPackets - before.TxPackets, TxBytes: after.TxBytes - before.TxBytes}); d != (netlab.Stats{RxPackets: rxP, RxBytes: rxB, TxPackets: txP, TxBytes: txB}) {
 		t.Errorf("flows: rx %d packets / %d bytes, tx %d / %d; %s's counters: rx %d / %d, tx %d / %d",
 			rxP, rxB, txP, txB, dev, d.RxPackets, d.RxBytes, d.TxPackets, d.TxBytes)
 	}

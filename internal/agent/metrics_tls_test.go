@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/flowlens/flowlens/internal/agent"
-	"github.com/flowlens/flowlens/internal/httpserve/httpservetest"
-	"github.com/flowlens/flowlens/internal/version"
-	"github.com/flowlens/flowlens/pkg/collector/collectortest"
+	"github.com/flowlens/flowlens/internal/shared/httpserve/httpservetest"
+	"github.com/flowlens/flowlens/internal/shared/version"
+	"github.com/flowlens/flowlens/pkg/receiver/receivertest"
 )
 
 // A real agent with --web-config-file requiring client certificates: a
@@ -18,7 +18,7 @@ import (
 // get nothing.
 func TestMetricsOverMutualTLS(t *testing.T) {
 	p := newPair(t)
-	pki := collectortest.NewPKI(t)
+	pki := receivertest.NewPKI(t)
 	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--metrics-address=127.0.0.1:0",
 		"--web-config-file="+httpservetest.WebConfig(t, pki, true))
 	url := "https://" + h.A.MetricsAddr() + "/metrics"

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
-	"github.com/flowlens/flowlens/internal/testnet"
+	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
 // A continuing flow that changes path. src sends from an address on its lo
@@ -54,9 +54,9 @@ func testPathChange(t *testing.T, atFlip bool) {
 	received := countUDP(t, recv)
 
 	h := startAgent(t, 2+3+1, agent.Options{}, "--netns="+src.Name+","+rtr.Name+","+dst.Name, "--cache-active-timeout=300ms")
-	stats := func(ifn string) testnet.Stats {
+	stats := func(ifn string) netlab.Stats {
 		t.Helper()
-		s, err := testnet.ReadLinkStats(src, ifn)
+		s, err := netlab.ReadLinkStats(src, ifn)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +174,7 @@ type pacedSender struct {
 	wg   sync.WaitGroup
 }
 
-func startPacedSender(t *testing.T, ns *testnet.Netns, from, to string, size, burst int, gap time.Duration) *pacedSender {
+func startPacedSender(t *testing.T, ns *netlab.Netns, from, to string, size, burst int, gap time.Duration) *pacedSender {
 	t.Helper()
 	la, err := net.ResolveUDPAddr("udp", from)
 	if err != nil {
@@ -252,48 +252,48 @@ func (u *udpCounter) wait(want int64) int64 {
 // via(n) routes src -> dst and rtr's return route over link n (link 1 at
 // the start).
 type pathLab struct {
-	src, rtr, dst *testnet.Netns
+	src, rtr, dst *netlab.Netns
 	via           func(link int)
 }
 
 func newPathLab(t *testing.T) *pathLab {
-	src, rtr, dst := testnet.NewNetns(t, "src"), testnet.NewNetns(t, "rtr"), testnet.NewNetns(t, "dst")
-	for _, ns := range []*testnet.Netns{src, rtr, dst} {
-		testnet.Quiet(t, ns)
+	src, rtr, dst := netlab.NewNetns(t, "src"), netlab.NewNetns(t, "rtr"), netlab.NewNetns(t, "dst")
+	for _, ns := range []*netlab.Netns{src, rtr, dst} {
+		netlab.Quiet(t, ns)
 		// No reverse-path filtering (a namespace may inherit the host's):
 		// rtr receives 10.200.0.1 on r2 a moment before its own return
 		// route follows src's change.
 		for _, k := range []string{"net.ipv4.conf.all.rp_filter", "net.ipv4.conf.default.rp_filter"} {
-			if err := testnet.Sysctl(ns, k, "0"); err != nil {
+			if err := netlab.Sysctl(ns, k, "0"); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	if err := testnet.Sysctl(rtr, "net.ipv4.ip_forward", "1"); err != nil {
+	if err := netlab.Sysctl(rtr, "net.ipv4.ip_forward", "1"); err != nil {
 		t.Fatal(err)
 	}
-	l1, r1 := testnet.Veth(t, src, "l1", rtr, "r1")
-	l2, r2 := testnet.Veth(t, src, "l2", rtr, "r2")
-	rd, d0 := testnet.Veth(t, rtr, "rd", dst, "d0")
-	testnet.AddAddr(t, src, "lo", "10.200.0.1/32")
-	testnet.AddAddr(t, src, "l1", "10.201.1.1/30")
-	testnet.AddAddr(t, rtr, "r1", "10.201.1.2/30")
-	testnet.AddAddr(t, src, "l2", "10.201.2.1/30")
-	testnet.AddAddr(t, rtr, "r2", "10.201.2.2/30")
-	testnet.AddAddr(t, rtr, "rd", "10.201.3.1/30")
-	testnet.AddAddr(t, dst, "d0", "10.201.3.2/30")
+	l1, r1 := netlab.Veth(t, src, "l1", rtr, "r1")
+	l2, r2 := netlab.Veth(t, src, "l2", rtr, "r2")
+	rd, d0 := netlab.Veth(t, rtr, "rd", dst, "d0")
+	netlab.AddAddr(t, src, "lo", "10.200.0.1/32")
+	netlab.AddAddr(t, src, "l1", "10.201.1.1/30")
+	netlab.AddAddr(t, rtr, "r1", "10.201.1.2/30")
+	netlab.AddAddr(t, src, "l2", "10.201.2.1/30")
+	netlab.AddAddr(t, rtr, "r2", "10.201.2.2/30")
+	netlab.AddAddr(t, rtr, "rd", "10.201.3.1/30")
+	netlab.AddAddr(t, dst, "d0", "10.201.3.2/30")
 	// Static neighbours: no ARP on any link, so the veth counters and the
 	// flows hold only the test's datagrams.
-	testnet.Neigh(t, src, "l1", "10.201.1.2", r1.Attrs().HardwareAddr)
-	testnet.Neigh(t, rtr, "r1", "10.201.1.1", l1.Attrs().HardwareAddr)
-	testnet.Neigh(t, src, "l2", "10.201.2.2", r2.Attrs().HardwareAddr)
-	testnet.Neigh(t, rtr, "r2", "10.201.2.1", l2.Attrs().HardwareAddr)
-	testnet.Neigh(t, rtr, "rd", "10.201.3.2", d0.Attrs().HardwareAddr)
-	testnet.Neigh(t, dst, "d0", "10.201.3.1", rd.Attrs().HardwareAddr)
-	testnet.Route(t, dst, "10.200.0.1/32", "10.201.3.1", "d0")
+	netlab.Neigh(t, src, "l1", "10.201.1.2", r1.Attrs().HardwareAddr)
+	netlab.Neigh(t, rtr, "r1", "10.201.1.1", l1.Attrs().HardwareAddr)
+	netlab.Neigh(t, src, "l2", "10.201.2.2", r2.Attrs().HardwareAddr)
+	netlab.Neigh(t, rtr, "r2", "10.201.2.1", l2.Attrs().HardwareAddr)
+	netlab.Neigh(t, rtr, "rd", "10.201.3.2", d0.Attrs().HardwareAddr)
+	netlab.Neigh(t, dst, "d0", "10.201.3.1", rd.Attrs().HardwareAddr)
+	netlab.Route(t, dst, "10.200.0.1/32", "10.201.3.1", "d0")
 	via := func(link int) {
-		testnet.Route(t, src, "10.201.3.0/30", fmt.Sprintf("10.201.%d.2", link), fmt.Sprintf("l%d", link))
-		testnet.Route(t, rtr, "10.200.0.1/32", fmt.Sprintf("10.201.%d.1", link), fmt.Sprintf("r%d", link))
+		netlab.Route(t, src, "10.201.3.0/30", fmt.Sprintf("10.201.%d.2", link), fmt.Sprintf("l%d", link))
+		netlab.Route(t, rtr, "10.200.0.1/32", fmt.Sprintf("10.201.%d.1", link), fmt.Sprintf("r%d", link))
 	}
 	via(1)
 	return &pathLab{src: src, rtr: rtr, dst: dst, via: via}

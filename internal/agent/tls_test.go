@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
-	"github.com/flowlens/flowlens/internal/testnet"
+	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
 // TLS handshakes between openssl's s_client and s_server in two
@@ -52,7 +52,7 @@ func TestTLS(t *testing.T) {
 			var out []byte
 			var err error
 			for range 50 { // until the server listens
-				out, err = testnet.RunIn(p.A, "openssl", append([]string{"s_client", "-connect", fmt.Sprintf("%s:%d", p.ipB, tc.port)}, tc.client...)...)
+				out, err = netlab.RunIn(p.A, "openssl", append([]string{"s_client", "-connect", fmt.Sprintf("%s:%d", p.ipB, tc.port)}, tc.client...)...)
 				if err == nil && strings.Contains(string(out), tc.protocol) {
 					break
 				}
@@ -106,11 +106,11 @@ func TestTLS(t *testing.T) {
 		// A QUIC v1 Initial's first bytes: long header, fixed bit, type 0;
 		// version 1; then anything.
 		initial := append([]byte{0xc3, 0, 0, 0, 1}, make([]byte, 40)...)
-		if err := testnet.UDPSend(p.A, p.ipA+":5000", p.ipB+":443", initial, 3); err != nil {
+		if err := netlab.UDPSend(p.A, p.ipA+":5000", p.ipB+":443", initial, 3); err != nil {
 			t.Fatal(err)
 		}
 		other := append([]byte{0xc3, 0x12, 0x34, 0x56, 0x78}, make([]byte, 40)...) // no QUIC version
-		if err := testnet.UDPSend(p.A, p.ipA+":5001", p.ipB+":8443", other, 3); err != nil {
+		if err := netlab.UDPSend(p.A, p.ipA+":5001", p.ipB+":8443", other, 3); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(50 * time.Millisecond)

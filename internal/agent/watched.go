@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/flowlens/flowlens/internal/ifaces"
+	"github.com/flowlens/flowlens/internal/agent/ifaces"
 )
 
 // watched is what the agent says it watches: the interfaces attached, by

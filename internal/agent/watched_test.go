@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flowlens/flowlens/internal/ifaces"
+	"github.com/flowlens/flowlens/internal/agent/ifaces"
 )
 
 func TestWatchedSummary(t *testing.T) {

@@ -15,9 +15,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/flowlens/flowlens/internal/agent"
-	"github.com/flowlens/flowlens/internal/datapath"
+	"github.com/flowlens/flowlens/internal/agent/datapath"
+	"github.com/flowlens/flowlens/internal/testkit/netlab"
 	"github.com/flowlens/flowlens/internal/testkit/packet"
-	"github.com/flowlens/flowlens/internal/testnet"
 )
 
 // Wire-exact counts (issue 12): a GSO/GRO buffer counts as the segments it
@@ -28,7 +28,7 @@ import (
 // snmp, "TcpExt:" in netstat) of /proc/net/<file> in ns. /proc/thread-self:
 // Do switches only the calling thread into ns (/proc/self/net would show
 // the namespace of the process's main thread).
-func gsoMIB(t *testing.T, ns *testnet.Netns, file, prefix string) map[string]uint64 {
+func gsoMIB(t *testing.T, ns *netlab.Netns, file, prefix string) map[string]uint64 {
 	t.Helper()
 	var text []byte
 	if err := ns.Do(func() (err error) { text, err = os.ReadFile("/proc/thread-self/net/" + file); return }); err != nil {
@@ -64,12 +64,12 @@ func gsoMIB(t *testing.T, ns *testnet.Netns, file, prefix string) map[string]uin
 type gsoTCPState struct {
 	a, b       map[string]uint64
 	aExt, bExt map[string]uint64
-	veth       testnet.Stats
+	veth       netlab.Stats
 }
 
 func gsoRead(t *testing.T, p *pair) gsoTCPState {
 	t.Helper()
-	s, err := testnet.ReadLinkStats(p.A, p.ifA)
+	s, err := netlab.ReadLinkStats(p.A, p.ifA)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,10 +218,10 @@ func TestGSOBulkTCP(t *testing.T) {
 			// spurious: TCPSACKReorder, TCPDSACKUndo). So loss is declared
 			// after 300 duplicate ACKs (no RACK, no tail loss probe), or
 			// by the RTO, which a lab without loss does not reach.
-			for _, ns := range []*testnet.Netns{p.A, p.B} {
+			for _, ns := range []*netlab.Netns{p.A, p.B} {
 				for k, v := range map[string]string{"net.ipv4.tcp_recovery": "0", "net.ipv4.tcp_reordering": "300",
 					"net.ipv4.tcp_early_retrans": "0"} {
-					if err := testnet.Sysctl(ns, k, v); err != nil {
+					if err := netlab.Sysctl(ns, k, v); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -358,15 +358,15 @@ func TestVLANTagInMetadata(t *testing.T) {
 	// A packet socket on B's veth sees the frames where tc ingress does,
 	// after the untagging: it proves the tag is in the skb's metadata there.
 	tap := wireTap(t, p.B, lb.Attrs().Index)
-	beforeA, _ := testnet.ReadLinkStats(p.A, p.ifA)
-	beforeB, _ := testnet.ReadLinkStats(p.B, p.ifB)
+	beforeA, _ := netlab.ReadLinkStats(p.A, p.ifA)
+	beforeB, _ := netlab.ReadLinkStats(p.B, p.ifB)
 	frames := make([][]byte, n)
 	for i := range frames {
 		frames[i] = frame
 	}
 	wireSendFrames(t, p.A, la.Attrs().Index, frames)
-	afterA, _ := testnet.ReadLinkStats(p.A, p.ifA)
-	afterB, _ := testnet.ReadLinkStats(p.B, p.ifB)
+	afterA, _ := netlab.ReadLinkStats(p.A, p.ifA)
+	afterB, _ := netlab.ReadLinkStats(p.B, p.ifB)
 	for i := 0; i < n; i++ {
 		l, vlan, tci := tap.next(t)
 		if l != len(frame)-packet.TagLen || !vlan || tci != 100 {
@@ -394,7 +394,7 @@ func TestVLANTagInMetadata(t *testing.T) {
 // wireSendFrames writes frames, in order, on the interface ifindex of ns
 // through an AF_PACKET socket (through the qdisc layer, so tc egress sees
 // them).
-func wireSendFrames(t *testing.T, ns *testnet.Netns, ifindex int, frames [][]byte) {
+func wireSendFrames(t *testing.T, ns *netlab.Netns, ifindex int, frames [][]byte) {
 	t.Helper()
 	err := ns.Do(func() error {
 		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
@@ -420,7 +420,7 @@ func wireSendFrames(t *testing.T, ns *testnet.Netns, ifindex int, frames [][]byt
 // (PACKET_AUXDATA).
 type wireTapSock struct{ fd int }
 
-func wireTap(t *testing.T, ns *testnet.Netns, ifindex int) *wireTapSock {
+func wireTap(t *testing.T, ns *netlab.Netns, ifindex int) *wireTapSock {
 	t.Helper()
 	var fd int
 	err := ns.Do(func() (err error) {
@@ -498,7 +498,7 @@ func TestOverflowGSO(t *testing.T) {
 	mustListen(t, p.B, p.ipB+":9000")
 	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--cache-max-flows=8", "--cache-active-timeout=1h")
 	for i := 0; i < 16; i++ { // fill the map
-		if err := testnet.UDPSend(p.A, fmt.Sprintf("%s:%d", p.ipA, 21000+i), p.ipB+":9000", []byte("x"), 1); err != nil {
+		if err := netlab.UDPSend(p.A, fmt.Sprintf("%s:%d", p.ipA, 21000+i), p.ipB+":9000", []byte("x"), 1); err != nil {
 			t.Fatal(err)
 		}
 	}

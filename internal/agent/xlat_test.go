@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
-	"github.com/flowlens/flowlens/internal/testnet"
+	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
 // natLab is a client and a backend joined through a router namespace that
@@ -17,7 +17,7 @@ import (
 //
 // The agent watches the router's two interfaces.
 type natLab struct {
-	cli, rtr, be *testnet.Netns
+	cli, rtr, be *netlab.Netns
 }
 
 const (
@@ -25,26 +25,26 @@ const (
 )
 
 func newNATLab(t *testing.T, masquerade bool) *natLab {
-	l := &natLab{cli: testnet.NewNetns(t, "cli"), rtr: testnet.NewNetns(t, "rtr"), be: testnet.NewNetns(t, "be")}
-	for _, ns := range []*testnet.Netns{l.cli, l.rtr, l.be} {
-		testnet.Quiet(t, ns)
+	l := &natLab{cli: netlab.NewNetns(t, "cli"), rtr: netlab.NewNetns(t, "rtr"), be: netlab.NewNetns(t, "be")}
+	for _, ns := range []*netlab.Netns{l.cli, l.rtr, l.be} {
+		netlab.Quiet(t, ns)
 	}
-	if err := testnet.Sysctl(l.rtr, "net.ipv4.ip_forward", "1"); err != nil {
+	if err := netlab.Sysctl(l.rtr, "net.ipv4.ip_forward", "1"); err != nil {
 		t.Fatal(err)
 	}
-	c0, r0 := testnet.Veth(t, l.cli, "c0", l.rtr, "r0")
-	r1, b0 := testnet.Veth(t, l.rtr, "r1", l.be, "b0")
-	testnet.AddAddr(t, l.cli, "c0", natClient+"/24")
-	testnet.AddAddr(t, l.rtr, "r0", "10.61.0.254/24")
-	testnet.AddAddr(t, l.rtr, "r1", natRouterB+"/24")
-	testnet.AddAddr(t, l.be, "b0", natBackend+"/24")
-	testnet.Neigh(t, l.cli, "c0", "10.61.0.254", r0.Attrs().HardwareAddr)
-	testnet.Neigh(t, l.rtr, "r0", natClient, c0.Attrs().HardwareAddr)
-	testnet.Neigh(t, l.rtr, "r1", natBackend, b0.Attrs().HardwareAddr)
-	testnet.Neigh(t, l.be, "b0", natRouterB, r1.Attrs().HardwareAddr)
-	testnet.Route(t, l.cli, "10.96.0.0/16", "10.61.0.254", "c0")
-	testnet.Route(t, l.cli, "10.62.0.0/24", "10.61.0.254", "c0")
-	testnet.Route(t, l.be, "10.61.0.0/24", natRouterB, "b0")
+	c0, r0 := netlab.Veth(t, l.cli, "c0", l.rtr, "r0")
+	r1, b0 := netlab.Veth(t, l.rtr, "r1", l.be, "b0")
+	netlab.AddAddr(t, l.cli, "c0", natClient+"/24")
+	netlab.AddAddr(t, l.rtr, "r0", "10.61.0.254/24")
+	netlab.AddAddr(t, l.rtr, "r1", natRouterB+"/24")
+	netlab.AddAddr(t, l.be, "b0", natBackend+"/24")
+	netlab.Neigh(t, l.cli, "c0", "10.61.0.254", r0.Attrs().HardwareAddr)
+	netlab.Neigh(t, l.rtr, "r0", natClient, c0.Attrs().HardwareAddr)
+	netlab.Neigh(t, l.rtr, "r1", natBackend, b0.Attrs().HardwareAddr)
+	netlab.Neigh(t, l.be, "b0", natRouterB, r1.Attrs().HardwareAddr)
+	netlab.Route(t, l.cli, "10.96.0.0/16", "10.61.0.254", "c0")
+	netlab.Route(t, l.cli, "10.62.0.0/24", "10.61.0.254", "c0")
+	netlab.Route(t, l.be, "10.61.0.0/24", natRouterB, "b0")
 	run(t, l.rtr, "nft", "add table ip svc")
 	run(t, l.rtr, "nft", "add chain ip svc pre { type nat hook prerouting priority dstnat; }")
 	run(t, l.rtr, "nft", "add rule ip svc pre ip daddr "+natVIP+" tcp dport 80 dnat to "+natBackend+":8080")
@@ -74,11 +74,11 @@ func TestXlat(t *testing.T) {
 			const size = 64 << 10
 			cport := tcpSend(t, l.cli, "tcp4", natVIP+":80", size)
 			awaitReceived(t, got, size)
-			if err := testnet.UDPSend(l.cli, natClient+":4000", natVIP+":53", []byte("q"), 5); err != nil {
+			if err := netlab.UDPSend(l.cli, natClient+":4000", natVIP+":53", []byte("q"), 5); err != nil {
 				t.Fatal(err)
 			}
 			// No NAT: straight to the backend.
-			if err := testnet.UDPSend(l.cli, natClient+":4001", natBackend+":9000", []byte("u"), 5); err != nil {
+			if err := netlab.UDPSend(l.cli, natClient+":4001", natBackend+":9000", []byte("u"), 5); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(50 * time.Millisecond)

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowlens/flowlens/internal/testnet"
+	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
 // lab is three "workloads", each in its own network namespace, on one
@@ -22,7 +22,7 @@ import (
 //	backend  10.99.0.2 ─┼─ br0 10.99.0.254 (switch namespace: the "outside")
 //	database 10.99.0.3 ─┘
 type lab struct {
-	frontend, backend, database, outside *testnet.Netns
+	frontend, backend, database, outside *netlab.Netns
 }
 
 const (
@@ -36,31 +36,31 @@ const (
 // them as addresses outside a cluster (enrichment off): workload labels.
 const subnetLabels = "frontend=" + frontendIP + "/32,backend=" + backendIP + "/32,database=" + databaseIP + "/32"
 
-func run(t *testing.T, ns *testnet.Netns, args ...string) {
+func run(t *testing.T, ns *netlab.Netns, args ...string) {
 	t.Helper()
-	if out, err := testnet.RunIn(ns, args[0], args[1:]...); err != nil {
+	if out, err := netlab.RunIn(ns, args[0], args[1:]...); err != nil {
 		t.Fatalf("%s: %v: %v\n%s", ns, args, err, out)
 	}
 }
 
 func newLab(t *testing.T) *lab {
 	t.Helper()
-	sw := testnet.NewNetns(t, "switch")
-	testnet.Quiet(t, sw)
-	testnet.Bridge(t, sw, "br0")
-	testnet.AddAddr(t, sw, "br0", outsideIP+"/24")
+	sw := netlab.NewNetns(t, "switch")
+	netlab.Quiet(t, sw)
+	netlab.Bridge(t, sw, "br0")
+	netlab.AddAddr(t, sw, "br0", outsideIP+"/24")
 	l := &lab{outside: sw}
 	for _, e := range []struct {
-		ns   **testnet.Netns
+		ns   **netlab.Netns
 		name string
 		ip   string
 	}{{&l.frontend, "frontend", frontendIP}, {&l.backend, "backend", backendIP}, {&l.database, "database", databaseIP}} {
-		ns := testnet.NewNetns(t, e.name)
-		testnet.Quiet(t, ns)
+		ns := netlab.NewNetns(t, e.name)
+		netlab.Quiet(t, ns)
 		port := "p-" + e.name[:4]
-		testnet.Veth(t, ns, "eth0", sw, port)
-		testnet.SetMaster(t, sw, port, "br0")
-		testnet.AddAddr(t, ns, "eth0", e.ip+"/24")
+		netlab.Veth(t, ns, "eth0", sw, port)
+		netlab.SetMaster(t, sw, port, "br0")
+		netlab.AddAddr(t, ns, "eth0", e.ip+"/24")
 		*e.ns = ns
 	}
 	// Drops: nftables rules in the receivers' namespaces. The database
@@ -145,7 +145,7 @@ func (tr *traffic) wait() error {
 }
 
 // listenTCP opens a TCP listener in ns and serves each connection with fn.
-func (tr *traffic) listenTCP(ns *testnet.Netns, addr string, fn func(net.Conn)) error {
+func (tr *traffic) listenTCP(ns *netlab.Netns, addr string, fn func(net.Conn)) error {
 	var ln net.Listener
 	if err := ns.Do(func() (err error) { ln, err = net.Listen("tcp", addr); return }); err != nil {
 		return err
@@ -167,7 +167,7 @@ func (tr *traffic) listenTCP(ns *testnet.Netns, addr string, fn func(net.Conn)) 
 	return nil
 }
 
-func dialTCP(ns *testnet.Netns, addr string) (c net.Conn, err error) {
+func dialTCP(ns *netlab.Netns, addr string) (c net.Conn, err error) {
 	err = ns.Do(func() error { c, err = net.DialTimeout("tcp", addr, 5*time.Second); return err })
 	return c, err
 }
@@ -245,7 +245,7 @@ func (l *lab) startTraffic(ctx context.Context) (*traffic, error) {
 	})
 
 	// UDP: accepted, firewalled, and a port scan.
-	statsd, err := testnet.UDPListen(l.database, databaseIP+":8125")
+	statsd, err := netlab.UDPListen(l.database, databaseIP+":8125")
 	if err != nil {
 		return nil, err
 	}

@@ -20,9 +20,9 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
-	"github.com/flowlens/flowlens/internal/config"
-	"github.com/flowlens/flowlens/internal/dashboards"
-	"github.com/flowlens/flowlens/internal/testnet"
+	"github.com/flowlens/flowlens/internal/agent/config"
+	"github.com/flowlens/flowlens/internal/operator/dashboards"
+	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
 const repoRoot = "../.."
@@ -50,7 +50,7 @@ const (
 // returns data from a real Prometheus scraping a real agent and collector
 // in a lab with traffic and drops (see the package doc).
 func TestPanels(t *testing.T) {
-	testnet.Require(t)
+	netlab.Require(t)
 	prom := findPrometheus(t)
 	boards := loadDashboards(t)
 	resultsPath := os.Getenv("FLOWLENS_DASHBOARDS_RESULTS")

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
-	"github.com/flowlens/flowlens/internal/controller/render"
+	"github.com/flowlens/flowlens/internal/operator/render"
 	"github.com/flowlens/flowlens/internal/testkit"
 	"github.com/flowlens/flowlens/internal/testkit/envtest"
 )

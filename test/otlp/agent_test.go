@@ -18,9 +18,9 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumertest"
 
 	"github.com/flowlens/flowlens/internal/agent"
-	"github.com/flowlens/flowlens/internal/config"
-	"github.com/flowlens/flowlens/internal/exporter"
-	"github.com/flowlens/flowlens/internal/testnet"
+	"github.com/flowlens/flowlens/internal/agent/config"
+	"github.com/flowlens/flowlens/internal/agent/exporter"
+	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
 // syncBuffer is the agent's stdout, written by its exporter goroutine.
@@ -152,22 +152,22 @@ func TestAgentReceiverDownThenBack(t *testing.T) {
 
 // lab is two namespaces joined by a veth pair, quiet so that only the
 // test's packets flow, with a UDP listener on b:9000.
-type lab struct{ a, b *testnet.Netns }
+type lab struct{ a, b *netlab.Netns }
 
 const ipA, ipB = "10.98.0.1", "10.98.0.2"
 
 func newLab(t *testing.T) *lab {
-	testnet.Require(t)
+	netlab.Require(t)
 	// otlp- names: testnet makes them unique, the prefix says whose they are.
-	l := &lab{a: testnet.NewNetns(t, "otlp-a"), b: testnet.NewNetns(t, "otlp-b")}
-	testnet.Quiet(t, l.a)
-	testnet.Quiet(t, l.b)
-	la, lb := testnet.Veth(t, l.a, "otlp-va", l.b, "otlp-vb")
-	testnet.AddAddr(t, l.a, "otlp-va", ipA+"/24")
-	testnet.AddAddr(t, l.b, "otlp-vb", ipB+"/24")
-	testnet.Neigh(t, l.a, "otlp-va", ipB, lb.Attrs().HardwareAddr)
-	testnet.Neigh(t, l.b, "otlp-vb", ipA, la.Attrs().HardwareAddr)
-	ln, err := testnet.UDPListen(l.b, ipB+":9000")
+	l := &lab{a: netlab.NewNetns(t, "otlp-a"), b: netlab.NewNetns(t, "otlp-b")}
+	netlab.Quiet(t, l.a)
+	netlab.Quiet(t, l.b)
+	la, lb := netlab.Veth(t, l.a, "otlp-va", l.b, "otlp-vb")
+	netlab.AddAddr(t, l.a, "otlp-va", ipA+"/24")
+	netlab.AddAddr(t, l.b, "otlp-vb", ipB+"/24")
+	netlab.Neigh(t, l.a, "otlp-va", ipB, lb.Attrs().HardwareAddr)
+	netlab.Neigh(t, l.b, "otlp-vb", ipA, la.Attrs().HardwareAddr)
+	ln, err := netlab.UDPListen(l.b, ipB+":9000")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func newLab(t *testing.T) *lab {
 func (l *lab) udpFlows(t *testing.T, port, n, per, payload int) {
 	t.Helper()
 	for i := range n {
-		if err := testnet.UDPSend(l.a, fmt.Sprintf("%s:%d", ipA, port+i), ipB+":9000", make([]byte, payload), per); err != nil {
+		if err := netlab.UDPSend(l.a, fmt.Sprintf("%s:%d", ipA, port+i), ipB+":9000", make([]byte, payload), per); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -277,7 +277,7 @@ func (r *runningAgent) metric(t *testing.T, name string) uint64 {
 
 // tcpTransfer sends size bytes from namespace a to a listener at addr in b
 // and waits until all arrived.
-func tcpTransfer(t *testing.T, a, b *testnet.Netns, addr string, size int) {
+func tcpTransfer(t *testing.T, a, b *netlab.Netns, addr string, size int) {
 	t.Helper()
 	var ln net.Listener
 	if err := b.Do(func() (err error) { ln, err = net.Listen("tcp4", addr); return }); err != nil {

@@ -1,4 +1,4 @@
-// Package otlp_test checks the agent's OTLP exporter (internal/exporter/otlp)
+// Package otlp_test checks the agent's OTLP exporter (internal/agent/exporter/otlp)
 // against the OpenTelemetry Collector's own OTLP receiver, run in process:
 // what the receiver decodes must be, attribute by attribute, the records
 // the agent exported, over gRPC and HTTP, with TLS and gzip, through
@@ -22,10 +22,10 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 
-	"github.com/flowlens/flowlens/internal/exporter"
-	"github.com/flowlens/flowlens/internal/exporter/otlp"
-	"github.com/flowlens/flowlens/pkg/collector/collectortest"
+	"github.com/flowlens/flowlens/internal/agent/exporter"
+	"github.com/flowlens/flowlens/internal/agent/exporter/otlp"
 	"github.com/flowlens/flowlens/pkg/flow"
+	"github.com/flowlens/flowlens/pkg/receiver/receivertest"
 )
 
 // records is one of every kind of flow the agent exports: every field set
@@ -140,7 +140,7 @@ func newExporter(t *testing.T, cfg otlp.Config) *otlp.Exporter {
 // (mTLS for HTTP), with and without gzip, headers included; a batch larger
 // than --otlp-batch-flows goes as several requests.
 func TestExportDecodedByCollector(t *testing.T) {
-	pki := collectortest.NewPKI(t)
+	pki := receivertest.NewPKI(t)
 	for _, tc := range []struct {
 		name, protocol, compression string
 		tls                         *tlsServer

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/flowlens/flowlens/internal/exporter/otlp"
+	"github.com/flowlens/flowlens/internal/agent/exporter/otlp"
 )
 
 // partialServer accepts each request but the last `reject` records of

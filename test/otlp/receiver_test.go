@@ -24,7 +24,7 @@ import (
 	"go.opentelemetry.io/collector/receiver/otlpreceiver"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
-	"github.com/flowlens/flowlens/internal/exporter/otlp"
+	"github.com/flowlens/flowlens/internal/agent/exporter/otlp"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 

@@ -10,15 +10,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowlens/flowlens/internal/datapath"
-	"github.com/flowlens/flowlens/internal/evictor"
-	"github.com/flowlens/flowlens/internal/exporter"
-	grpcexp "github.com/flowlens/flowlens/internal/exporter/grpc"
+	"github.com/flowlens/flowlens/internal/agent/datapath"
+	"github.com/flowlens/flowlens/internal/agent/evictor"
+	"github.com/flowlens/flowlens/internal/agent/exporter"
+	grpcexp "github.com/flowlens/flowlens/internal/agent/exporter/grpc"
 	"github.com/flowlens/flowlens/internal/testkit"
 	"github.com/flowlens/flowlens/internal/testkit/bpfrun"
 	"github.com/flowlens/flowlens/internal/testkit/packet"
-	"github.com/flowlens/flowlens/pkg/collector"
-	"github.com/flowlens/flowlens/pkg/collector/collectortest"
+	"github.com/flowlens/flowlens/pkg/receiver"
+	"github.com/flowlens/flowlens/pkg/receiver/receivertest"
 )
 
 // udp4 is an IPv4 UDP frame 10.9.0.1:sport → 10.9.0.2:5353 with n bytes of payload.
@@ -34,14 +34,14 @@ func udp4(sport uint16, n int) []byte {
 // with the packet and byte counts the datapath counted.
 func TestOnePacketToTheGRPCMessage(t *testing.T) {
 	testkit.NeedRoot(t, "BPF programs and maps")
-	// 1. The datapath: maps and the TC programs (internal/datapath, bpf/flows.h).
+	// 1. The datapath: maps and the TC programs (internal/agent/datapath, bpf/flows.h).
 	dp, err := datapath.Load(datapath.Config{MaxFlows: 4096, Sampling: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer dp.Close()
-	// 2. A collector, and the gRPC exporter behind its bounded queue (internal/exporter).
-	rec := collectortest.Start(t, collector.Options{})
+	// 2. A collector, and the gRPC exporter behind its bounded queue (internal/agent/exporter).
+	rec := receivertest.Start(t, receiver.Options{})
 	exp, err := grpcexp.New(grpcexp.Config{Target: rec.Addr, NodeName: "node-a",
 		BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond, ConnectTimeout: time.Second})
 	if err != nil {
@@ -50,7 +50,7 @@ func TestOnePacketToTheGRPCMessage(t *testing.T) {
 	defer exp.Close()
 	q := exporter.NewQueue(exp, 64, nil)
 	go q.Run(context.Background())
-	// 3. The evictor between them (internal/evictor), over the datapath's
+	// 3. The evictor between them (internal/agent/evictor), over the datapath's
 	// eviction protocol (datapath.Generations).
 	gens, err := datapath.NewGenerations(&dp.Maps, nil)
 	if err != nil {
@@ -97,7 +97,7 @@ func TestOnePacketToTheGRPCMessage(t *testing.T) {
 	if len(got) != flows {
 		t.Fatalf("collector received %d flows, want %d", len(got), flows)
 	}
-	bytes, packets := collectortest.Sums(got)
+	bytes, packets := receivertest.Sums(got)
 	if packets != wantPackets || bytes != wantBytes {
 		t.Fatalf("collector sums packets=%d bytes=%d, want %d and %d", packets, bytes, wantPackets, wantBytes)
 	}

@@ -71,9 +71,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/flowlens/flowlens/internal/datapath"
-	"github.com/flowlens/flowlens/internal/feature/dns"
-	"github.com/flowlens/flowlens/internal/ifaces"
+	"github.com/flowlens/flowlens/internal/agent/datapath"
+	"github.com/flowlens/flowlens/internal/agent/feature/dns"
+	"github.com/flowlens/flowlens/internal/agent/ifaces"
 	frames "github.com/flowlens/flowlens/internal/testkit/packet"
 )
 
@@ -451,7 +451,7 @@ func loadFeatDP(o options, c featCase, on bool) (*featDP, error) {
 	case "netns":
 		cfg.ForcePerNamespacePrograms = !on
 	case "dns":
-		// As the agent sets them (internal/feature/dns Hook): dns_on,
+		// As the agent sets them (internal/agent/feature/dns Hook): dns_on,
 		// dns_ports {53}, dns_pending sized; the size for off too.
 		h := dns.New().Hook(nil)
 		tc, cfg.MapSizes = h.TC, h.MapSizes

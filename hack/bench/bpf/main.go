@@ -53,8 +53,8 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
-	"github.com/flowlens/flowlens/internal/datapath"
-	"github.com/flowlens/flowlens/internal/feature/registry"
+	"github.com/flowlens/flowlens/internal/agent/datapath"
+	"github.com/flowlens/flowlens/internal/agent/feature/registry"
 	frames "github.com/flowlens/flowlens/internal/testkit/packet"
 )
 

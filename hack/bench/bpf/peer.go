@@ -6,7 +6,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/flowlens/flowlens/internal/datapath"
+	"github.com/flowlens/flowlens/internal/agent/datapath"
 )
 
 // The peer: NetObserv's TC flow program, run beside flowlens' in the same

@@ -22,8 +22,8 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/flowlens/flowlens/internal/datapath"
-	"github.com/flowlens/flowlens/internal/filter"
+	"github.com/flowlens/flowlens/internal/agent/datapath"
+	"github.com/flowlens/flowlens/internal/agent/flowrules"
 	frames "github.com/flowlens/flowlens/internal/testkit/packet"
 )
 
@@ -91,16 +91,16 @@ func parseShape(fields, addrs string) (ruleShape, error) {
 	return sh, nil
 }
 
-func (sh ruleShape) fields() filter.Fields {
-	f := filter.FieldProto | filter.FieldDir
+func (sh ruleShape) fields() flowrules.Fields {
+	f := flowrules.FieldProto | flowrules.FieldDir
 	if sh.addr {
-		f |= filter.FieldAddr
+		f |= flowrules.FieldAddr
 	}
 	if sh.ports {
-		f |= filter.FieldPorts
+		f |= flowrules.FieldPorts
 	}
 	if sh.flags {
-		f |= filter.FieldTCPFlags
+		f |= flowrules.FieldTCPFlags
 	}
 	return f
 }
@@ -122,15 +122,15 @@ func (sh ruleShape) String() string {
 
 // benchRules returns n rules whose last-precedence rule, and no other,
 // matches the measured packet, with the given action.
-func benchRules(n int, last filter.Action, sh ruleShape) []filter.Rule {
+func benchRules(n int, last flowrules.Action, sh ruleShape) []flowrules.Rule {
 	u8 := func(v uint8) *uint8 { return &v }
-	flags := []filter.TCPFlags{filter.SYN, filter.FIN, filter.RST | filter.ACK, filter.SYN | filter.ACK, filter.PSH | filter.ACK}
-	var rules []filter.Rule
+	flags := []flowrules.TCPFlags{flowrules.SYN, flowrules.FIN, flowrules.RST | flowrules.ACK, flowrules.SYN | flowrules.ACK, flowrules.PSH | flowrules.ACK}
+	var rules []flowrules.Rule
 	for i := 0; i < n-1; i++ {
-		r := filter.Rule{
+		r := flowrules.Rule{
 			Name:      fmt.Sprintf("filler-%d", i),
-			Action:    []filter.Action{filter.Accept, filter.Reject}[i%2],
-			Direction: []filter.Direction{filter.AnyDirection, filter.Ingress, filter.Egress}[i%3],
+			Action:    []flowrules.Action{flowrules.Accept, flowrules.Reject}[i%2],
+			Direction: []flowrules.Direction{flowrules.AnyDirection, flowrules.Ingress, flowrules.Egress}[i%3],
 		}
 		if sh.addr && sh.far { // disjoint from the packet's addresses and the target's prefixes
 			r.CIDR = netip.PrefixFrom(netip.AddrFrom4([4]byte{172, 16, byte(i), 0}), 24)
@@ -140,58 +140,58 @@ func benchRules(n int, last filter.Action, sh ruleShape) []filter.Rule {
 			r.PeerCIDR = netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 100, byte(i + 1), 0}), 24)
 		}
 		if sh.ports {
-			r.SourcePorts = []filter.PortRange{{First: uint16(20000 + 100*i), Last: uint16(20000 + 100*i + 49)}}
-			r.DestinationPorts = []filter.PortRange{{First: uint16(1000 + i), Last: uint16(1000 + i)}}
+			r.SourcePorts = []flowrules.PortRange{{First: uint16(20000 + 100*i), Last: uint16(20000 + 100*i + 49)}}
+			r.DestinationPorts = []flowrules.PortRange{{First: uint16(1000 + i), Last: uint16(1000 + i)}}
 		}
 		switch {
 		case i%4 == 3:
-			r.Protocol = u8(filter.UDP)
+			r.Protocol = u8(flowrules.UDP)
 		case sh.flags:
-			r.Protocol = u8(filter.TCP)
-			r.TCPFlags = []filter.TCPFlags{flags[i%len(flags)]}
+			r.Protocol = u8(flowrules.TCP)
+			r.TCPFlags = []flowrules.TCPFlags{flags[i%len(flags)]}
 		default: // not TCP: without flags, a TCP rule could match the packet
-			r.Protocol = u8([]uint8{filter.SCTP, filter.ICMP, 47 /* GRE */}[i%4])
+			r.Protocol = u8([]uint8{flowrules.SCTP, flowrules.ICMP, 47 /* GRE */}[i%4])
 		}
-		if sh.ports && !slices.Contains([]uint8{filter.TCP, filter.UDP, filter.SCTP}, *r.Protocol) {
-			r.Protocol = u8(filter.SCTP)
+		if sh.ports && !slices.Contains([]uint8{flowrules.TCP, flowrules.UDP, flowrules.SCTP}, *r.Protocol) {
+			r.Protocol = u8(flowrules.SCTP)
 		}
 		rules = append(rules, r)
 	}
-	t := filter.Rule{
+	t := flowrules.Rule{
 		Name:      "target",
 		Action:    last,
-		Direction: filter.Ingress,
-		Protocol:  u8(filter.TCP),
+		Direction: flowrules.Ingress,
+		Protocol:  u8(flowrules.TCP),
 	}
 	if sh.addr {
 		t.CIDR, t.PeerCIDR = netip.MustParsePrefix("10.0.0.0/16"), netip.MustParsePrefix("10.100.0.0/16")
 	}
 	if sh.ports {
-		t.SourcePorts = []filter.PortRange{{First: 32768, Last: 60999}}
-		t.DestinationPorts = []filter.PortRange{{First: 80, Last: 80}, {First: 443, Last: 443}}
+		t.SourcePorts = []flowrules.PortRange{{First: 32768, Last: 60999}}
+		t.DestinationPorts = []flowrules.PortRange{{First: 80, Last: 80}, {First: 443, Last: 443}}
 	}
 	if sh.flags {
-		t.TCPFlags = []filter.TCPFlags{filter.ACK}
+		t.TCPFlags = []flowrules.TCPFlags{flowrules.ACK}
 	}
 	return append(rules, t)
 }
 
 // benchTable compiles benchRules and checks, with the Go reference, that
 // the packet picks the last rule.
-func benchTable(n int, action filter.Action, sh ruleShape) (*filter.Table, error) {
-	def := filter.Reject
-	if action == filter.Reject {
-		def = filter.Accept
+func benchTable(n int, action flowrules.Action, sh ruleShape) (*flowrules.Table, error) {
+	def := flowrules.Reject
+	if action == flowrules.Reject {
+		def = flowrules.Accept
 	}
-	t, err := filter.Compile(benchRules(n, action, sh), def)
+	t, err := flowrules.Compile(benchRules(n, action, sh), def)
 	if err != nil {
 		return nil, err
 	}
-	if want := sh.fields(); t.Used&^filter.FieldProto != want&^filter.FieldProto {
+	if want := sh.fields(); t.Used&^flowrules.FieldProto != want&^flowrules.FieldProto {
 		return nil, fmt.Errorf("%d rules use %v, want %v", n, t.Used, want)
 	}
-	p := filter.Packet{Src: benchSrc, Dst: benchDst, Proto: filter.TCP, SrcPort: benchSPort, DstPort: benchDPort,
-		TCPFlags: uint8(frames.ACK), Direction: filter.Ingress}
+	p := flowrules.Packet{Src: benchSrc, Dst: benchDst, Proto: flowrules.TCP, SrcPort: benchSPort, DstPort: benchDPort,
+		TCPFlags: uint8(frames.ACK), Direction: flowrules.Ingress}
 	got, ok := t.Match(p)
 	if !ok || got != n-1 || t.Rules[got].Name != "target" || t.Action(p) != action {
 		return nil, fmt.Errorf("%d rules: the packet matches rule %d (%v), want the target at %d, %v", n, got, ok, n-1, action)
@@ -208,7 +208,7 @@ func runRules(o options, counts []int) ([]filterRow, error) {
 		return nil, err
 	}
 	defer noop.Close()
-	load := func(t *filter.Table) (*datapath.Datapath, *ebpf.Program, error) {
+	load := func(t *flowrules.Table) (*datapath.Datapath, *ebpf.Program, error) {
 		dp, err := datapath.Load(datapath.Config{MaxFlows: uint32(1 + o.newFlows), Sampling: 1, Filter: t})
 		if err != nil {
 			return nil, nil, err
@@ -234,9 +234,9 @@ func runRules(o options, counts []int) ([]filterRow, error) {
 
 	var rows []filterRow
 	for _, n := range counts {
-		actions := []filter.Action{filter.Accept, filter.Reject}
+		actions := []flowrules.Action{flowrules.Accept, flowrules.Reject}
 		if n == 0 {
-			actions = []filter.Action{0}
+			actions = []flowrules.Action{0}
 		}
 		for _, action := range actions {
 			r := filterRow{row: row{Family: "ipv4", Path: "exist-hot", Flows: 1, Features: "off", Reps: o.reps, Runs: o.existRuns},
@@ -302,7 +302,7 @@ func runRules(o options, counts []int) ([]filterRow, error) {
 
 // checkRules verifies the case did what it claims: no flow created, every
 // run counted under the target rule, rejected ones counted as rejected.
-func checkRules(dp *datapath.Datapath, n int, action filter.Action, before datapath.Counters, fbefore []uint64, runs uint64) error {
+func checkRules(dp *datapath.Datapath, n int, action flowrules.Action, before datapath.Counters, fbefore []uint64, runs uint64) error {
 	cnt, err := dp.ReadCounters()
 	if err != nil {
 		return err
@@ -311,7 +311,7 @@ func checkRules(dp *datapath.Datapath, n int, action filter.Action, before datap
 		return fmt.Errorf("%d flows created, want 0", d)
 	}
 	rejected := cnt[datapath.CounterFilterRejected] - before[datapath.CounterFilterRejected]
-	if want := map[bool]uint64{true: runs, false: 0}[action == filter.Reject]; rejected != want {
+	if want := map[bool]uint64{true: runs, false: 0}[action == flowrules.Reject]; rejected != want {
 		return fmt.Errorf("%d packets rejected, want %d", rejected, want)
 	}
 	if n == 0 {
@@ -340,8 +340,8 @@ func parseRules(s string) ([]int, error) {
 	var out []int
 	for _, f := range strings.Split(s, ",") {
 		n, err := parseCount(f)
-		if err != nil || n < 0 || n > filter.MaxRules {
-			return nil, fmt.Errorf("bad -rules entry %q: 0 to %d", f, filter.MaxRules)
+		if err != nil || n < 0 || n > flowrules.MaxRules {
+			return nil, fmt.Errorf("bad -rules entry %q: 0 to %d", f, flowrules.MaxRules)
 		}
 		if !slices.Contains(out, n) {
 			out = append(out, n)

@@ -10,7 +10,7 @@
 // the machine hits them alike; it prints each run and the medians. Root only;
 // needs iperf3, ip and nft. It deletes its namespaces on exit.
 //
-//	go run ./hack/bench/enrich -obj old.o,internal/datapath/datapath_bpfel.o -runs 7
+//	go run ./hack/bench/enrich -obj old.o,internal/agent/datapath/datapath_bpfel.o -runs 7
 package main
 
 import (
@@ -44,7 +44,7 @@ func fatalf(format string, args ...any) {
 }
 
 func main() {
-	objs := flag.String("obj", "internal/datapath/datapath_bpfel.o", "comma-separated enrichment objects to compare")
+	objs := flag.String("obj", "internal/agent/datapath/datapath_bpfel.o", "comma-separated enrichment objects to compare")
 	runs := flag.Int("runs", 5, "runs per object")
 	secs := flag.Int("secs", 4, "seconds of traffic per run")
 	loss := flag.Int("loss", 10, "per mille of the data segments dropped (nftables on the receiver)")

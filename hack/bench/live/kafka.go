@@ -4,7 +4,7 @@ package main
 // kafka-batch,kafka-flow): one local broker for the whole benchmark
 // (internal/testkit/kafkatest, the tests' broker), a fresh topic per run,
 // and after the agent exits, what the broker holds: its records (the
-// partitions' end offsets) and, consumed through pkg/collector's Kafka
+// partitions' end offsets) and, consumed through pkg/receiver's Kafka
 // consumer, their flows, packets and bytes. The scale run checks those
 // against the agent's counters and the lab interfaces', as it checks the
 // collector's JSON for gRPC: the CPU per flow is per delivered flow.
@@ -27,12 +27,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/flowlens/flowlens/internal/testkit/kafkatest"
-	"github.com/flowlens/flowlens/pkg/collector"
 	"github.com/flowlens/flowlens/pkg/flow/flowkafka"
+	"github.com/flowlens/flowlens/pkg/receiver"
 )
 
 // kafkaPartitions is each topic's partition count: the exporter benchmark's
-// (internal/exporter/kafka), so one node's flows spread over several
+// (internal/agent/exporter/kafka), so one node's flows spread over several
 // partitions as in a cluster.
 const kafkaPartitions = 4
 
@@ -104,7 +104,7 @@ type delivery struct {
 }
 
 // delivered reads topic back: its end offsets, then every record through
-// collector.Consumer (decoding and validation as the collector's), until
+// receiver.Consumer (decoding and validation as the collector's), until
 // it has them all.
 func (k *kafkaLab) delivered(topic string) (delivery, error) {
 	var d delivery
@@ -115,7 +115,7 @@ func (k *kafkaLab) delivered(topic string) (delivery, error) {
 		return d, err
 	}
 	var flows, packets, bytes atomic.Uint64
-	count := func(_ context.Context, b *collector.Batch) error {
+	count := func(_ context.Context, b *receiver.Batch) error {
 		flows.Add(uint64(len(b.Flows)))
 		for _, f := range b.Flows {
 			packets.Add(f.GetPackets())
@@ -123,7 +123,7 @@ func (k *kafkaLab) delivered(topic string) (delivery, error) {
 		}
 		return nil
 	}
-	c, err := collector.NewConsumer(count, collector.ConsumerOptions{
+	c, err := receiver.NewConsumer(count, receiver.ConsumerOptions{
 		Conn: flowkafka.Conn{Brokers: []string{k.broker.Addr}}, Topic: topic, Group: "bench-" + topic,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {

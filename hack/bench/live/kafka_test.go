@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowlens/flowlens/internal/exporter/exportertest"
-	"github.com/flowlens/flowlens/internal/exporter/kafka"
+	"github.com/flowlens/flowlens/internal/agent/exporter/exportertest"
+	"github.com/flowlens/flowlens/internal/agent/exporter/kafka"
 	"github.com/flowlens/flowlens/internal/testkit"
 	"github.com/flowlens/flowlens/internal/testkit/kafkatest"
 	"github.com/flowlens/flowlens/pkg/flow/flowkafka"

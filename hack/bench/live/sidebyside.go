@@ -52,7 +52,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/flowlens/flowlens/pkg/collector"
+	"github.com/flowlens/flowlens/pkg/receiver"
 )
 
 type sbsOptions struct {
@@ -185,13 +185,13 @@ func writeTotals(path string, t sinkTotals) error {
 	return os.Rename(tmp, path)
 }
 
-// runFlowlensSink receives flowlens' gRPC export (pkg/collector) and only
+// runFlowlensSink receives flowlens' gRPC export (pkg/receiver) and only
 // sums it, like hack/bench/peer/sink does for NetObserv.
 func runFlowlensSink(addr, file string) error {
 	var mu sync.Mutex
 	var t sinkTotals
 	changed := false
-	srv, err := collector.New(func(_ context.Context, b *collector.Batch) error {
+	srv, err := receiver.New(func(_ context.Context, b *receiver.Batch) error {
 		var pkts, byts uint64
 		for _, f := range b.Flows {
 			pkts += f.GetPackets()
@@ -206,7 +206,7 @@ func runFlowlensSink(addr, file string) error {
 		changed = true
 		mu.Unlock()
 		return nil
-	}, collector.Options{MaxMessageBytes: 256 << 20})
+	}, receiver.Options{MaxMessageBytes: 256 << 20})
 	if err != nil {
 		return err
 	}

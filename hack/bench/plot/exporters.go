@@ -29,7 +29,7 @@ type exporterSample struct {
 }
 
 // readExporters reads go.txt's BenchmarkEviction lines of the packages
-// under internal/exporter (a "pkg:" line names the package of the lines
+// under internal/agent/exporter (a "pkg:" line names the package of the lines
 // after it), keyed "exporter sub-benchmark values", in first-seen order.
 func readExporters(src string) ([]*exporterSample, error) {
 	f, err := os.Open(src)
@@ -45,7 +45,7 @@ func readExporters(src string) ([]*exporterSample, error) {
 		line := sc.Text()
 		if p, ok := strings.CutPrefix(line, "pkg: "); ok {
 			pkg = ""
-			if rest, ok := strings.CutPrefix(p, "github.com/flowlens/flowlens/internal/exporter/"); ok {
+			if rest, ok := strings.CutPrefix(p, "github.com/flowlens/flowlens/internal/agent/exporter/"); ok {
 				pkg = rest
 			}
 			continue
@@ -90,7 +90,7 @@ func plotExporters(src, outDir string) error {
 		return err
 	}
 	if len(samples) == 0 {
-		return fmt.Errorf("%w: no BenchmarkEviction cpu-ns/flow lines of internal/exporter packages", errNoData)
+		return fmt.Errorf("%w: no BenchmarkEviction cpu-ns/flow lines of internal/agent/exporter packages", errNoData)
 	}
 	// Cheapest at the bottom.
 	slices.SortStableFunc(samples, func(a, b *exporterSample) int {

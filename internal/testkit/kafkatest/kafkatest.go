@@ -39,7 +39,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/flowlens/flowlens/internal/testkit"
-	"github.com/flowlens/flowlens/pkg/collector/collectortest"
+	"github.com/flowlens/flowlens/pkg/receiver/receivertest"
 )
 
 // What names the need in skip and failure messages.
@@ -58,7 +58,7 @@ type Broker struct {
 	Addr, SASLAddr, TLSAddr string
 	// PKI issued the TLS listener's certificate (for 127.0.0.1) and a
 	// client certificate it accepts (ClientCert, ClientKey).
-	PKI *collectortest.PKI
+	PKI *receivertest.PKI
 
 	t          testing.TB
 	libs, dir  string
@@ -106,7 +106,7 @@ func Start(t testing.TB) *Broker {
 	testkit.Need(t, What, missing)
 	ports := freePorts(t, 4)
 	b := &Broker{t: t, libs: libs, dir: t.TempDir(),
-		Addr: ports[0], controller: ports[1], SASLAddr: ports[2], TLSAddr: ports[3], PKI: collectortest.NewPKI(t)}
+		Addr: ports[0], controller: ports[1], SASLAddr: ports[2], TLSAddr: ports[3], PKI: receivertest.NewPKI(t)}
 	b.conf = filepath.Join(b.dir, "server.properties")
 	if err := b.writeKeystore(); err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@
 // does not match, or change a byte after building it.
 //
 // An untagged IPv4 UDP frame, 10.9.0.1:sport → 10.9.0.2:5353 with n bytes of
-// zero payload and all-zero MAC addresses (internal/exporter/grpc's frame):
+// zero payload and all-zero MAC addresses (internal/agent/exporter/grpc's frame):
 //
 //	frame := packet.Cat(
 //		packet.Eth(packet.EtherTypeIPv4, packet.MACs(packet.MAC{}, packet.MAC{})),

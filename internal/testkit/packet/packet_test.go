@@ -71,7 +71,7 @@ func oldTCP(sport, dport uint16, flags uint8, doff uint8) []byte {
 	return b
 }
 
-// internal/metrics' udpPacket.
+// internal/agent/metrics' udpPacket.
 func oldMetricsUDP(sport uint16) []byte {
 	b := make([]byte, 14+20+8)
 	copy(b[0:6], []byte{2, 0, 0, 0, 0, 0xb})
@@ -91,7 +91,7 @@ func oldMetricsUDP(sport uint16) []byte {
 	return b
 }
 
-// internal/exporter/grpc's udp4.
+// internal/agent/exporter/grpc's udp4.
 func oldGRPCUDP4(sport uint16, payload int) []byte {
 	b := make([]byte, 14+20+8+payload)
 	binary.BigEndian.PutUint16(b[12:], 0x0800)

@@ -1,6 +1,6 @@
 // Package flowkafka is flowlens' flow API over Kafka, shared by both ends:
-// the agent's exporter (internal/exporter/kafka) and the collector's
-// consumer group (pkg/collector.Consumer).
+// the agent's exporter (internal/agent/exporter/kafka) and the collector's
+// consumer group (pkg/receiver.Consumer).
 //
 // A record's value is protobuf: a flowlens.flow.v1.FlowBatch, or one
 // flowlens.flow.v1.Flow, and its ContentType header says which (a decoder

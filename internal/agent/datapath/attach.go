@@ -1,0 +1,275 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/flowlens/flowlens/internal/agent/ifaces"
+)
+
+// Legacy cls_bpf filters get this priority and handle, so the agent finds
+// (and removes) exactly its own filters. Priority 1 runs them first.
+const (
+	legacyPriority = 1
+	legacyHandle   = 0xf10e
+)
+
+type attachKey struct {
+	netns   uint64
+	ifindex int
+}
+
+// attachment is one interface's pair of hooks: two tcx links, or two
+// cls_bpf filters (and maybe a clsact qdisc we created).
+type attachment struct {
+	iface      ifaces.Interface
+	links      []link.Link
+	legacy     bool
+	addedQdisc bool
+	l3         bool // no Ethernet header: the _l3 programs
+}
+
+// Attach hooks the programs to the interface's ingress and egress. Attaching
+// an already attached interface is a no-op.
+func (d *Datapath) Attach(iface ifaces.Interface) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	key := attachKey{iface.NetnsCookie, iface.Index}
+	if _, ok := d.attached[key]; ok {
+		return nil
+	}
+	progs, err := d.programsFor(iface.NetnsCookie)
+	if err != nil {
+		return err
+	}
+	// The interface's rule bits go in before its programs: a packet never
+	// sees the interface without them.
+	if err := d.filterAttach(iface); err != nil {
+		d.release(iface.NetnsCookie)
+		return err
+	}
+	a := &attachment{iface: iface}
+	err = ifaces.InNetns(iface.NetnsPath, func() error {
+		l, err := netlink.LinkByIndex(iface.Index)
+		if err != nil {
+			return fmt.Errorf("link: %w", err)
+		}
+		a.l3 = !hasEthernetHeader(l)
+		if !d.cfg.ForceLegacyTC {
+			err := attachTCX(a, progs)
+			if !errors.Is(err, ebpf.ErrNotSupported) {
+				return err
+			}
+			d.log.Info("tcx not supported by this kernel: attaching with clsact + cls_bpf", "interface", iface.Name)
+		}
+		return attachLegacy(a, progs)
+	})
+	if err != nil {
+		d.filterDetach(iface)
+		d.release(iface.NetnsCookie)
+		return fmt.Errorf("attach to %s (netns %s): %w", iface.Name, iface.Netns, err)
+	}
+	d.attached[key] = a
+	return nil
+}
+
+// hasEthernetHeader says whether the device's frames start with an Ethernet
+// header at the TC hooks. Devices without one (tun, WireGuard: link/none;
+// ipip, sit, gre, ip6tnl) get the _l3 programs, which parse from the IP
+// header. Loopback frames carry a (zeroed) Ethernet header.
+func hasEthernetHeader(l netlink.Link) bool {
+	switch l.Attrs().EncapType {
+	case "ether", "loopback":
+		return true
+	}
+	return false
+}
+
+// pair is the ingress and egress program an attachment uses.
+func (a *attachment) pair(p *Programs) (ingress, egress *ebpf.Program) {
+	if a.l3 {
+		return p.IngressL3, p.EgressL3
+	}
+	return p.Ingress, p.Egress
+}
+
+func attachTCX(a *attachment, p *Programs) error {
+	ingress, egress := a.pair(p)
+	for _, h := range []struct {
+		prog *ebpf.Program
+		typ  ebpf.AttachType
+	}{{ingress, ebpf.AttachTCXIngress}, {egress, ebpf.AttachTCXEgress}} {
+		// Head: see every packet before another program can redirect or drop it.
+		l, err := link.AttachTCX(link.TCXOptions{Interface: a.iface.Index, Program: h.prog, Attach: h.typ, Anchor: link.Head()})
+		if err != nil {
+			for _, l := range a.links {
+				l.Close()
+			}
+			a.links = nil
+			return err
+		}
+		a.links = append(a.links, l)
+	}
+	return nil
+}
+
+func legacyFilter(ifindex int, parent uint32, prog *ebpf.Program) *netlink.BpfFilter {
+	name := "flowlens_ingress"
+	if parent == netlink.HANDLE_MIN_EGRESS {
+		name = "flowlens_egress"
+	}
+	fd := -1 // deleting needs no program
+	if prog != nil {
+		fd = prog.FD()
+	}
+	return &netlink.BpfFilter{
+		FilterAttrs: netlink.FilterAttrs{
+			LinkIndex: ifindex,
+			Parent:    parent,
+			Handle:    legacyHandle,
+			Protocol:  unix.ETH_P_ALL,
+			Priority:  legacyPriority,
+		},
+		Fd:           fd,
+		Name:         name,
+		DirectAction: true,
+	}
+}
+
+func attachLegacy(a *attachment, p *Programs) error {
+	a.legacy = true
+	qdisc := &netlink.GenericQdisc{
+		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: a.iface.Index, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT},
+		QdiscType:  "clsact",
+	}
+	if err := netlink.QdiscAdd(qdisc); err == nil {
+		a.addedQdisc = true
+	} else if !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("add clsact qdisc: %w", err)
+	}
+	ingress, egress := a.pair(p)
+	for _, f := range []*netlink.BpfFilter{
+		legacyFilter(a.iface.Index, netlink.HANDLE_MIN_INGRESS, ingress),
+		legacyFilter(a.iface.Index, netlink.HANDLE_MIN_EGRESS, egress),
+	} {
+		if err := netlink.FilterReplace(f); err != nil {
+			detachLegacy(a)
+			return fmt.Errorf("add cls_bpf filter: %w", err)
+		}
+	}
+	return nil
+}
+
+// detachLegacy removes our filters, and the clsact qdisc if we added it and
+// nobody else's filter is left on it. Runs inside the interface's netns.
+func detachLegacy(a *attachment) error {
+	var errs []error
+	for _, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
+		f := legacyFilter(a.iface.Index, parent, nil)
+		if err := netlink.FilterDel(f); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENODEV) {
+			errs = append(errs, fmt.Errorf("delete filter: %w", err))
+		}
+	}
+	if a.addedQdisc {
+		l, err := netlink.LinkByIndex(a.iface.Index)
+		if err == nil && noFilters(l) {
+			qdisc := &netlink.GenericQdisc{
+				QdiscAttrs: netlink.QdiscAttrs{LinkIndex: a.iface.Index, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT},
+				QdiscType:  "clsact",
+			}
+			if err := netlink.QdiscDel(qdisc); err != nil && !errors.Is(err, unix.ENOENT) {
+				errs = append(errs, fmt.Errorf("delete clsact qdisc: %w", err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func noFilters(l netlink.Link) bool {
+	for _, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
+		fs, err := netlink.FilterList(l, parent)
+		if err != nil || len(fs) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Detach removes the interface's hooks. An interface that has gone away
+// (its hooks went with it) detaches without error.
+func (d *Datapath) Detach(iface ifaces.Interface) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	key := attachKey{iface.NetnsCookie, iface.Index}
+	a, ok := d.attached[key]
+	if !ok {
+		return nil
+	}
+	delete(d.attached, key)
+	err := d.detach(a)
+	d.filterDetach(iface)
+	d.release(key.netns)
+	return err
+}
+
+func (d *Datapath) detach(a *attachment) error {
+	var errs []error
+	for _, l := range a.links {
+		if err := l.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if a.legacy {
+		err := ifaces.InNetns(a.iface.NetnsPath, func() error { return detachLegacy(a) })
+		if err != nil && !errors.Is(err, unix.ENOENT) { // ENOENT: the namespace is gone, and our filters with it
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("detach from %s (netns %s): %w", a.iface.Name, a.iface.Netns, err)
+	}
+	return nil
+}
+
+// Hook says how the interface is attached: "tcx" (tcx links), "clsact"
+// (clsact qdisc and cls_bpf filters, on kernels without tcx or with
+// ForceLegacyTC), or "" when it is not attached.
+func (d *Datapath) Hook(iface ifaces.Interface) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	a, ok := d.attached[attachKey{iface.NetnsCookie, iface.Index}]
+	switch {
+	case !ok:
+		return ""
+	case a.legacy:
+		return "clsact"
+	}
+	return "tcx"
+}
+
+// Attached returns how many interfaces are attached.
+func (d *Datapath) Attached() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.attached)
+}
+
+// DetachAll detaches every interface.
+func (d *Datapath) DetachAll() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var errs []error
+	for k, a := range d.attached {
+		if err := d.detach(a); err != nil {
+			errs = append(errs, err)
+		}
+		delete(d.attached, k)
+		d.release(k.netns)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,341 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/flowlens/flowlens/internal/agent/flowrules"
+)
+
+// Config is what the datapath needs at load time.
+type Config struct {
+	MaxFlows  uint32 // entries of each flow map
+	Sampling  uint32 // 1:N; 0 or 1 = every packet
+	RingBytes uint32 // overflow ring buffer size; power of two multiple of the page size (default 1 MiB)
+
+	ForceLegacyTC bool // attach with clsact + cls_bpf even where tcx exists
+	// ForcePerNamespacePrograms loads one TC program set per network
+	// namespace, the fallback, even where one shared set works (tests,
+	// benchmarks).
+	ForcePerNamespacePrograms bool
+	// Enrichment sizes the enrichment maps to MaxFlows; without it they
+	// get one entry each, so disabled hooks cost no memory.
+	Enrichment bool
+	// SkipHookPrograms names hook programs StartHooks must not try, so
+	// tests can force a fallback (e.g. "drop_kfree_skb").
+	SkipHookPrograms []string
+	// TCConstants are load-time constants of the TC programs set by the
+	// features that run inside them (Hook.TC), by variable name.
+	TCConstants map[string]any
+	// MapSizes size the maps features need (Hook.MapSizes), by name.
+	MapSizes map[string]uint32
+	// Filter is the compiled flow filter (nil or no rules: every packet is
+	// accounted, 1 in Sampling).
+	Filter *flowrules.Table
+	Logger *slog.Logger
+}
+
+// Programs are one set of TC programs (feature "flows"): the ingress/egress
+// pair for Ethernet devices, and the pair for devices without a link-layer
+// header (tun, WireGuard, ipip, gre). One set serves every namespace, or,
+// in the fallback, each namespace has its own (Datapath.SharedPrograms).
+type Programs struct {
+	Ingress   *ebpf.Program
+	Egress    *ebpf.Program
+	IngressL3 *ebpf.Program
+	EgressL3  *ebpf.Program
+}
+
+// tcPrograms are the names Programs holds, in its field order.
+var tcPrograms = []string{ProgramIngress, ProgramEgress, ProgramIngressL3, ProgramEgressL3}
+
+// Datapath is the loaded kernel side: the maps, the TC programs and the
+// hooks of the enabled features. Close releases everything.
+//
+// The TC programs tell interfaces apart by (namespace cookie, ifindex).
+// Where the kernel lets them read the device's namespace (skb->dev's
+// net_cookie, bpf/flows.h), one set, loaded by Load, serves every
+// namespace. Otherwise each namespace with an attached interface gets its
+// own set, with its cookie as a load-time constant, released with the
+// namespace's last interface.
+type Datapath struct {
+	cfg  Config
+	log  *slog.Logger
+	spec *ebpf.CollectionSpec // bpf/datapath.c, map sizes set
+	Maps Maps
+	// Clock converts the maps' timestamps (jiffies) to CLOCK_MONOTONIC.
+	Clock *Clock
+
+	mu       sync.Mutex
+	hooks    []*hook
+	shared   bool                 // one TC set for every namespace: progs[0]
+	progs    map[uint64]*Programs // by netns cookie
+	attached map[attachKey]*attachment
+}
+
+// Load creates the maps and loads the TC programs.
+func Load(cfg Config) (*Datapath, error) {
+	if cfg.MaxFlows == 0 {
+		return nil, errors.New("datapath: MaxFlows must be > 0")
+	}
+	if cfg.Sampling == 0 {
+		cfg.Sampling = 1
+	}
+	if cfg.RingBytes == 0 {
+		cfg.RingBytes = 1 << 20
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	spec, err := loadDatapath()
+	if err != nil {
+		return nil, err
+	}
+	spec.Maps[datapathMapFlowsA].MaxEntries = cfg.MaxFlows
+	spec.Maps[datapathMapFlowsB].MaxEntries = cfg.MaxFlows
+	spec.Maps[datapathMapOverflow].MaxEntries = cfg.RingBytes
+	enrichSize := uint32(1)
+	if cfg.Enrichment {
+		enrichSize = cfg.MaxFlows
+	}
+	spec.Maps[datapathMapEnrichA].MaxEntries = enrichSize
+	spec.Maps[datapathMapEnrichB].MaxEntries = enrichSize
+	if err := spec.Variables[datapathVarSampling].Set(cfg.Sampling); err != nil {
+		return nil, fmt.Errorf("set sampling: %w", err)
+	}
+	v4, err := sizeFilter(spec, cfg.Filter)
+	if err != nil {
+		return nil, err
+	}
+	for name, n := range cfg.MapSizes {
+		ms, ok := spec.Maps[name]
+		if !ok {
+			return nil, fmt.Errorf("map %s: not in the BPF object", name)
+		}
+		ms.MaxEntries = n
+	}
+	for name, v := range cfg.TCConstants {
+		sv, ok := spec.Variables[name]
+		if !ok {
+			return nil, fmt.Errorf("TC constant %s: not in the BPF object", name)
+		}
+		if err := sv.Set(v); err != nil {
+			return nil, fmt.Errorf("set %s: %w", name, err)
+		}
+	}
+
+	d := &Datapath{cfg: cfg, log: cfg.Logger, spec: spec,
+		progs: map[uint64]*Programs{}, attached: map[attachKey]*attachment{}}
+	if err := d.Maps.create(spec); err != nil {
+		d.Close()
+		return nil, err
+	}
+	if err := d.Maps.writeFilter(cfg.Filter, v4, cfg.Sampling); err != nil {
+		d.Close()
+		return nil, err
+	}
+	// Load the shared set (or the fallback's set for cookie 0) now: it
+	// fails here, with the verifier's reason, rather than at the first
+	// attach if the kernel refuses the programs; BPF_PROG_TEST_RUN and
+	// benchmarks use it.
+	d.shared = !cfg.ForcePerNamespacePrograms
+	_, err = d.programsFor(0)
+	if err != nil && d.shared {
+		d.log.Warn("the TC programs cannot read the device's network namespace on this kernel: loading one set per namespace",
+			"reason", err)
+		d.shared = false
+		_, err = d.programsFor(0)
+	}
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	clk, err := d.loadPrograms([]string{programClock}, nil)
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("load the clock program: %w", err)
+	}
+	if d.Clock, err = newClock(clk[programClock]); err != nil {
+		clk[programClock].Close()
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// loadPrograms loads the named programs, and only those, from a copy of
+// the object with the given load-time constants, handing them the
+// datapath's maps (so no map but the constants' own is created).
+func (d *Datapath) loadPrograms(names []string, constants map[string]any) (map[string]*ebpf.Program, error) {
+	spec := d.spec.Copy()
+	for name := range spec.Programs {
+		if !slices.Contains(names, name) {
+			delete(spec.Programs, name)
+		}
+	}
+	for _, name := range names {
+		if _, ok := spec.Programs[name]; !ok {
+			return nil, fmt.Errorf("program %s missing from the BPF object", name)
+		}
+	}
+	for name, v := range constants {
+		sv, ok := spec.Variables[name]
+		if !ok {
+			return nil, fmt.Errorf("constant %s missing from the BPF object", name)
+		}
+		if err := sv.Set(v); err != nil {
+			return nil, fmt.Errorf("set %s: %w", name, err)
+		}
+	}
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: d.Maps.replacements()})
+	if err != nil {
+		return nil, err
+	}
+	defer coll.Close()
+	out := make(map[string]*ebpf.Program, len(names))
+	for _, name := range names {
+		out[name] = coll.DetachProgram(name)
+	}
+	return out, nil
+}
+
+// ProgramsFor returns the program set that serves interfaces of the
+// namespace with the given cookie: the shared set, or in the fallback that
+// namespace's own, loaded if needed.
+func (d *Datapath) ProgramsFor(cookie uint64) (*Programs, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.programsFor(cookie)
+}
+
+func (d *Datapath) programsFor(cookie uint64) (*Programs, error) {
+	if d.shared {
+		cookie = 0
+	}
+	if p, ok := d.progs[cookie]; ok {
+		return p, nil
+	}
+	fromDev := uint32(0)
+	if d.shared {
+		fromDev = 1
+	}
+	progs, err := d.loadPrograms(tcPrograms, map[string]any{datapathVarNetnsCookie: cookie, datapathVarNetnsFromDev: fromDev})
+	if err != nil {
+		return nil, fmt.Errorf("load tc programs: %w", err)
+	}
+	p := &Programs{Ingress: progs[ProgramIngress], Egress: progs[ProgramEgress],
+		IngressL3: progs[ProgramIngressL3], EgressL3: progs[ProgramEgressL3]}
+	d.progs[cookie] = p
+	return p, nil
+}
+
+// LoadedProgram is one loaded program instance and where it is attached.
+type LoadedProgram struct {
+	Name   string // its name in the object, e.g. "flowlens_ingress", "rtt_tcp_probe"
+	Attach string // "tc_ingress", "tc_egress", or a hook's section, e.g. "tp_btf/tcp_probe"
+	Prog   *ebpf.Program
+}
+
+// SharedPrograms says whether one set of TC programs serves every namespace
+// (they read the device's namespace); false in the fallback, one set per
+// namespace.
+func (d *Datapath) SharedPrograms() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.shared
+}
+
+// Programs lists every loaded program: each loaded TC set (the shared one,
+// or in the fallback one per namespace; one entry per program instance) and
+// each running hook.
+func (d *Datapath) Programs() []LoadedProgram {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]LoadedProgram, 0, 4*len(d.progs)+len(d.hooks))
+	for _, p := range d.progs {
+		out = append(out, LoadedProgram{ProgramIngress, "tc_ingress", p.Ingress},
+			LoadedProgram{ProgramEgress, "tc_egress", p.Egress},
+			LoadedProgram{ProgramIngressL3, "tc_ingress", p.IngressL3},
+			LoadedProgram{ProgramEgressL3, "tc_egress", p.EgressL3})
+	}
+	for _, h := range d.hooks {
+		if h.prog != nil {
+			attach := "tracing"
+			if ps, ok := d.spec.Programs[h.status.Program]; ok && ps.SectionName != "" {
+				attach = ps.SectionName
+			}
+			out = append(out, LoadedProgram{h.status.Program, attach, h.prog})
+		}
+	}
+	return out
+}
+
+func (p *Programs) close() {
+	for _, prog := range []*ebpf.Program{p.Ingress, p.Egress, p.IngressL3, p.EgressL3} {
+		if prog != nil {
+			prog.Close()
+		}
+	}
+}
+
+// release closes the fallback's programs of a namespace none of whose
+// interfaces is attached any more (pods come and go: programs must not pile
+// up). The set Load loaded (cookie 0: the shared one) stays until Close.
+// Callers hold d.mu.
+func (d *Datapath) release(cookie uint64) {
+	if cookie == 0 || d.shared {
+		return
+	}
+	for k := range d.attached {
+		if k.netns == cookie {
+			return
+		}
+	}
+	if p, ok := d.progs[cookie]; ok {
+		p.close()
+		delete(d.progs, cookie)
+	}
+}
+
+// Close detaches every attachment and releases programs and maps.
+func (d *Datapath) Close() error {
+	errs := d.DetachAll()
+	d.closeHooks()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for k, p := range d.progs {
+		p.close()
+		delete(d.progs, k)
+	}
+	if d.Clock != nil {
+		errs = errors.Join(errs, d.Clock.close())
+		d.Clock = nil
+	}
+	return errors.Join(errs, d.Maps.close())
+}
+
+// ReadCounters sums the TC programs' per-CPU counters.
+func (d *Datapath) ReadCounters() (Counters, error) { return d.Maps.ReadCounters() }
+
+// ReadEnrichmentLost sums the enrichment events lost because their entry
+// could not be inserted (see Maps.ReadEnrichmentLost).
+func (d *Datapath) ReadEnrichmentLost() (uint64, error) { return d.Maps.ReadEnrichmentLost() }
+
+// Spec returns a copy of the object's spec, with this datapath's sizes.
+func (d *Datapath) Spec() *ebpf.CollectionSpec { return d.spec.Copy() }
+
+// LoadProgram loads one program of the object alone, unattached, with the
+// datapath's maps and the object's default constants (budget checks and
+// benchmarks). The caller closes it.
+func (d *Datapath) LoadProgram(name string) (*ebpf.Program, error) {
+	progs, err := d.loadPrograms([]string{name}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return progs[name], nil
+}

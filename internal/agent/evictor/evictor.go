@@ -1,0 +1,447 @@
+// Package evictor turns the kernel's flow and enrichment maps into batches
+// of flow records: every --cache-active-timeout (or early, when the active
+// map fills up) it ends the datapath's current generation
+// (datapath.Generations), converts the ended generation's entries into
+// pkg/flow records (names resolved, clocks converted), merges each flow
+// with its enrichment entry through the running features, adds the
+// packets that overflowed into the ring buffer, and hands the records on
+// in recycled batches to a Sink.
+package evictor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/flowlens/flowlens/internal/agent/datapath"
+	"github.com/flowlens/flowlens/internal/agent/feature"
+	"github.com/flowlens/flowlens/pkg/flow"
+)
+
+// Eviction reasons (the "reason" label of the evictions metric).
+const (
+	ReasonTimer    = "timer"
+	ReasonPressure = "pressure"
+	ReasonShutdown = "shutdown"
+)
+
+// A Sink receives the evictor's batches: the export queues
+// (exporter.Fanout), or anything else that consumes records.
+type Sink interface {
+	// Push takes over one reference to b: it must Release it once
+	// (directly, or through the consumers it Retains it for) and must not
+	// modify the records. Push may block, which makes the evictor wait for
+	// slower consumers instead of buffering a whole eviction (the maps it
+	// reads are no longer written, so the kernel side does not wait). All
+	// the Pushes of one eviction get the same until: until minus the
+	// eviction's start is the wait budget of each consumer (ExportWait);
+	// a consumer that has spent its budget must not block.
+	Push(b *flow.Batch, until time.Time)
+}
+
+// SinkFunc adapts a function to a Sink (tests, benchmarks, embedders).
+type SinkFunc func(b *flow.Batch, until time.Time)
+
+// Push calls f.
+func (f SinkFunc) Push(b *flow.Batch, until time.Time) { f(b, until) }
+
+// An Observer is told about every eviction (the agent's metrics).
+type Observer interface {
+	ObserveEviction(reason string, flows int, d time.Duration)
+}
+
+// Config configures an Evictor.
+type Config struct {
+	// Generations is the datapath's eviction protocol (flip, grace period,
+	// reads); Overflow its ring buffer of packets that found the map full
+	// (nil: none).
+	Generations *datapath.Generations
+	Overflow    *ebpf.Map
+	// Clock converts the datapath's timestamps (jiffies) to wall time.
+	Clock    *datapath.Clock
+	MaxFlows uint32
+	Period   time.Duration // cache-active-timeout
+	// PressureFill is the fraction of MaxFlows new flows at which an
+	// eviction starts before the period ends (default 0.8).
+	PressureFill float64
+	Sampling     uint32
+	// Rates are the sampling rates of the flow filter's rules by
+	// FlowValue.Rule (0: the default action's, Sampling); nil without rules.
+	Rates     []uint32
+	BatchSize int // records per batch handed to the Sink (default 1000)
+	Resolver  *Resolver
+	Sink      Sink
+	// Observer, when set, is told about each eviction.
+	Observer Observer
+	// Stats, when set, is where the evictor counts (so the metrics can be
+	// built before the evictor); else Evictor.Stats points to its own.
+	Stats *Stats
+	// ExportWait bounds how long one eviction may wait in Sink for each
+	// consumer (default Period/2): a consumer that is slower than that
+	// loses batches (its queue drops them, counted) rather than holding up
+	// evictions, and spends only its own budget (exporter.Fanout).
+	ExportWait time.Duration
+	// Features are the running enrichment features: the evictor reads the
+	// enrichment maps when there is at least one, and each fills its
+	// fields of the records with an enrichment entry.
+	Features []feature.Feature
+	Logger   *slog.Logger
+}
+
+// Stats are cumulative counts, safe to read concurrently.
+type Stats struct {
+	Evictions     [3]atomic.Uint64 // timer, pressure, shutdown
+	Flows         atomic.Uint64    // records produced from the flow maps
+	OverflowFlows atomic.Uint64    // records produced from overflow records
+	PartialFlows  atomic.Uint64    // enrichment entries with no flow entry
+	LastDuration  atomic.Int64     // ns
+	// ReadFailures counts evictions whose read of an ended generation
+	// failed after the flip: the generation was kept, and the next
+	// eviction reads what was not exported before it flips again.
+	ReadFailures atomic.Uint64
+}
+
+// Evictor periodically moves the flows out of the kernel into records.
+type Evictor struct {
+	cfg  Config
+	log  *slog.Logger
+	gens *datapath.Generations
+	// pending indexes, by key, the enrichment entries of the eviction in
+	// progress (in enrichVals) until they are merged into their flow. Both
+	// are reused, so steady state allocates nothing; the values stay in a
+	// slice so the features get a pointer to them without a copy escaping.
+	pending    map[datapath.FlowKey]int32
+	enrichVals []datapath.EnrichValue
+	names      nameCache  // reused by every eviction
+	pool       *flow.Pool // the record batches handed to the Sink
+	over       *overflowAgg
+	ring       *ringbuf.Reader
+	ringWG     sync.WaitGroup
+	// unread is the generation being read, kept when its read fails after
+	// the flip (see Evict); unreadFlows counts its flow entries handed on.
+	unread      datapath.Ended
+	unreadFlows int
+	kept        bool // unread is a generation whose read failed
+	// Stats are the evictor's cumulative counts (Config.Stats, or its own).
+	Stats *Stats
+}
+
+// New prepares an Evictor; Run starts it.
+func New(cfg Config) (*Evictor, error) {
+	if cfg.Generations == nil || cfg.Sink == nil {
+		return nil, errors.New("evictor: Generations and Sink are required")
+	}
+	if cfg.Clock == nil {
+		return nil, errors.New("evictor: Clock is required")
+	}
+	if cfg.PressureFill <= 0 || cfg.PressureFill > 1 {
+		cfg.PressureFill = 0.8
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 1000
+	}
+	if cfg.Sampling == 0 {
+		cfg.Sampling = 1
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Resolver == nil {
+		cfg.Resolver = NewResolver()
+	}
+	if cfg.ExportWait <= 0 {
+		cfg.ExportWait = cfg.Period / 2
+	}
+	if cfg.Stats == nil {
+		cfg.Stats = &Stats{}
+	}
+	e := &Evictor{Stats: cfg.Stats, cfg: cfg, log: cfg.Logger, gens: cfg.Generations, over: newOverflowAgg(),
+		pool: flow.NewPool(cfg.BatchSize), pending: map[datapath.FlowKey]int32{}}
+	if cfg.Overflow != nil {
+		rd, err := ringbuf.NewReader(cfg.Overflow)
+		if err != nil {
+			return nil, fmt.Errorf("open overflow ring buffer: %w", err)
+		}
+		e.ring = rd
+		e.ringWG.Add(1)
+		go e.readOverflow()
+	}
+	return e, nil
+}
+
+func (e *Evictor) readOverflow() {
+	defer e.ringWG.Done()
+	var rec ringbuf.Record
+	for {
+		err := e.ring.ReadInto(&rec)
+		if err != nil {
+			if errors.Is(err, ringbuf.ErrFlushed) || errors.Is(err, ringbuf.ErrClosed) {
+				return
+			}
+			e.log.Warn("reading overflow ring buffer", "error", err)
+			continue
+		}
+		if len(rec.RawSample) < int(unsafe.Sizeof(datapath.OverflowRec{})) {
+			continue
+		}
+		e.over.add((*datapath.OverflowRec)(unsafe.Pointer(&rec.RawSample[0])))
+	}
+}
+
+// Run evicts every Period, and early under pressure, until ctx is done. It
+// does not evict on return: call Shutdown once the programs are detached.
+func (e *Evictor) Run(ctx context.Context) error {
+	period := time.NewTicker(e.cfg.Period)
+	defer period.Stop()
+	pressure := time.NewTicker(min(e.cfg.Period/4, 250*time.Millisecond))
+	defer pressure.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-period.C:
+			if err := e.Evict(ReasonTimer); err != nil {
+				e.log.Error("eviction failed", "error", err)
+			}
+		case <-pressure.C:
+			if e.underPressure() {
+				if err := e.Evict(ReasonPressure); err != nil {
+					e.log.Error("eviction failed", "error", err)
+				}
+				period.Reset(e.cfg.Period)
+			}
+		}
+	}
+}
+
+// underPressure reports whether the active map is nearly full (new flows
+// since the last flip).
+func (e *Evictor) underPressure() bool {
+	n, err := e.gens.Entries()
+	return err == nil && float64(n) >= e.cfg.PressureFill*float64(e.cfg.MaxFlows)
+}
+
+// Shutdown drains the overflow ring buffer, evicts everything that is left
+// and stops. Call it after the programs are detached.
+func (e *Evictor) Shutdown() error {
+	if e.ring != nil {
+		e.ring.Flush() // ReadInto returns every pending record, then ErrFlushed
+		e.ringWG.Wait()
+		e.ring.Close()
+		e.ring = nil
+	}
+	return e.Evict(ReasonShutdown)
+}
+
+// Evict runs one eviction cycle. Not safe for concurrent use (Run and
+// Shutdown call it from one goroutine at a time).
+//
+// A failure after the flip (reading the ended generation's maps) does not
+// discard the generation: what was read is handed on, the generation is
+// kept (unread; counted in Stats.ReadFailures, logged) and the next
+// eviction reads the rest of it before it flips, so the Flip that would
+// empty its flow map comes only once the map has been read. The rest is
+// exact: the enrichment map is emptied as it is read, so a second read
+// returns only the entries not read yet (those read stay in e.pending); the
+// flow map is not, so the second read skips as many entries as the first
+// one handed on. Both walks see the same entries in the same order (a hash
+// map's buckets in turn): no program writes an ended map (they only look it
+// up) and nothing deletes from it until that Flip. While the read keeps
+// failing, no eviction flips: the active map goes on filling (and then
+// overflows into the ring buffer, counted) rather than losing a generation.
+func (e *Evictor) Evict(reason string) error {
+	start := time.Now()
+	out := e.newOutput(reason)
+	if e.kept {
+		if err := e.read(out); err != nil {
+			return e.keep(out, err)
+		}
+		e.partial(out) // its enrichment entries without a flow entry
+		e.kept = false
+	}
+	ended, err := e.gens.Flip()
+	if err != nil {
+		out.flush()
+		return err
+	}
+	e.unread, e.unreadFlows = ended, 0
+	clear(e.pending)
+	e.enrichVals = e.enrichVals[:0]
+	if err := e.read(out); err != nil {
+		return e.keep(out, err)
+	}
+	for k, f := range e.over.take() {
+		out.add(&k, &f.v)
+		e.Stats.OverflowFlows.Add(1)
+	}
+	for k, f := range e.over.takeSplit() {
+		out.add(&k.key, &f.v)
+		e.Stats.OverflowFlows.Add(1)
+	}
+	e.partial(out)
+	out.flush()
+	e.cfg.Resolver.Tick()
+	d := time.Since(start)
+	e.Stats.LastDuration.Store(int64(d))
+	switch reason {
+	case ReasonTimer:
+		e.Stats.Evictions[0].Add(1)
+	case ReasonPressure:
+		e.Stats.Evictions[1].Add(1)
+	case ReasonShutdown:
+		e.Stats.Evictions[2].Add(1)
+	}
+	if e.cfg.Observer != nil {
+		e.cfg.Observer.ObserveEviction(reason, out.n, d)
+	}
+	return nil
+}
+
+// read reads what is left of the ended generation e.unread into out: its
+// enrichment entries into e.pending, then its flow entries, each merged
+// with its enrichment entry, skipping the e.unreadFlows handed on before.
+func (e *Evictor) read(out *output) error {
+	if len(e.cfg.Features) > 0 {
+		_, err := e.unread.ReadEnrich(func(keys []datapath.FlowKey, vals []datapath.EnrichValue) error {
+			for i := range keys {
+				e.pending[keys[i]] = int32(len(e.enrichVals))
+				e.enrichVals = append(e.enrichVals, vals[i])
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	skip, n := e.unreadFlows, out.n
+	_, err := e.unread.ReadFlows(func(keys []datapath.FlowKey, vals []datapath.FlowValue) error {
+		if skip >= len(keys) {
+			skip -= len(keys)
+			return nil
+		}
+		keys, vals = keys[skip:], vals[skip:]
+		skip = 0
+		for i := range keys {
+			out.add(&keys[i], &vals[i])
+		}
+		e.unreadFlows += len(keys)
+		return nil
+	})
+	e.Stats.Flows.Add(uint64(out.n - n))
+	return err
+}
+
+// keep hands on what a failed read produced and keeps the generation for
+// the next eviction.
+func (e *Evictor) keep(out *output, err error) error {
+	out.flush()
+	e.kept = true
+	e.Stats.ReadFailures.Add(1)
+	e.log.Warn("reading the ended generation failed: kept for the next eviction, not discarded",
+		"flows_handed_on", e.unreadFlows, "error", err)
+	return fmt.Errorf("ended generation kept for the next eviction: %w", err)
+}
+
+// rate is the sampling rate of the packets of a flow under filter rule
+// position rule-1 (0: the default action's).
+func (e *Evictor) rate(rule uint8) uint32 {
+	if int(rule) < len(e.cfg.Rates) {
+		return e.cfg.Rates[rule]
+	}
+	return e.cfg.Sampling
+}
+
+// partial hands on the enrichment entries left without a flow entry as
+// partial records.
+func (e *Evictor) partial(out *output) {
+	now := time.Now()
+	for k, i := range e.pending {
+		r := out.next()
+		r.Sampling, r.Partial, r.StartTime, r.EndTime = e.cfg.Sampling, true, now, now
+		fillKey(r, &k)
+		e.enrich(r, &e.enrichVals[i])
+		e.Stats.PartialFlows.Add(1)
+		out.done()
+	}
+	clear(e.pending)
+}
+
+// enrich lets every running feature fill its fields from v.
+func (e *Evictor) enrich(r *flow.Record, v *datapath.EnrichValue) {
+	for _, f := range e.cfg.Features {
+		f.Fill(r, v)
+	}
+}
+
+// output fills batches with one eviction's records and hands them to the
+// Sink as they fill up.
+type output struct {
+	e     *Evictor
+	b     *flow.Batch
+	clk   Clock
+	names *nameCache
+	until time.Time // the Sink's wait budget, per consumer: until minus now
+	n     int       // records produced
+}
+
+func (e *Evictor) newOutput(reason string) *output {
+	o := &output{e: e, clk: NewClock(e.cfg.Clock.Timebase()), names: &e.names}
+	o.names.reset(e.cfg.Resolver)
+	o.until = time.Now().Add(e.cfg.ExportWait)
+	if reason == ReasonShutdown {
+		// The last eviction may use the whole export wait: nothing follows it.
+		o.until = time.Now().Add(max(e.cfg.ExportWait, 5*time.Second))
+	}
+	return o
+}
+
+// next returns a zeroed record at the end of the current batch; call done
+// once it is filled.
+func (o *output) next() *flow.Record {
+	if o.b == nil {
+		o.b = o.e.pool.Get()
+	}
+	o.n++
+	return o.b.Next()
+}
+
+// done hands the batch on once it is full.
+func (o *output) done() {
+	if o.b.Full() {
+		o.flush()
+	}
+}
+
+func (o *output) flush() {
+	if o.b == nil {
+		return
+	}
+	if o.b.Len() == 0 {
+		o.b.Release()
+	} else {
+		o.e.cfg.Sink.Push(o.b, o.until)
+	}
+	o.b = nil
+}
+
+// add converts one flow map entry and merges its enrichment entry, if any.
+func (o *output) add(k *datapath.FlowKey, v *datapath.FlowValue) {
+	r := o.next()
+	r.Sampling = o.e.rate(v.Rule)
+	fromValue(r, k, v, o.clk, o.names, o.b)
+	if pending := o.e.pending; len(pending) > 0 {
+		if i, ok := pending[*k]; ok {
+			o.e.enrich(r, &o.e.enrichVals[i])
+			delete(pending, *k)
+		}
+	}
+	o.done()
+}

@@ -1,0 +1,97 @@
+package metrics_test
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/flowlens/flowlens/internal/agent/datapath"
+	"github.com/flowlens/flowlens/internal/agent/evictor"
+	"github.com/flowlens/flowlens/internal/agent/exporter"
+	grpcexp "github.com/flowlens/flowlens/internal/agent/exporter/grpc"
+	"github.com/flowlens/flowlens/internal/agent/metrics"
+)
+
+// How the agent wires the grpc exporter and the metrics (compiled, not run:
+// it needs a kernel). cfg stands for the agent's config.Config.
+func Example_agentWiring() {
+	log := slog.Default()
+	cfg := struct {
+		Target, TLSCA, TLSCert, TLSKey, NodeName, MetricsAddress string
+		CacheMaxFlows, GRPCBatchSize, ExportBuffer               int
+	}{Target: "collector:9990", NodeName: "node-1", MetricsAddress: ":9400", CacheMaxFlows: 100000, GRPCBatchSize: 1000, ExportBuffer: 64}
+
+	// Kernel program statistics for the agent's lifetime.
+	stats, err := metrics.EnableBPFStats()
+	if err != nil {
+		log.Warn("BPF program run time statistics unavailable", "error", err)
+	}
+
+	dp, err := datapath.Load(datapath.Config{MaxFlows: uint32(cfg.CacheMaxFlows)})
+	if err != nil {
+		return
+	}
+	defer dp.Close()
+
+	// --export grpc
+	g, err := grpcexp.New(grpcexp.Config{
+		Target: cfg.Target, TLSCA: cfg.TLSCA, TLSCert: cfg.TLSCert, TLSKey: cfg.TLSKey,
+		NodeName: cfg.NodeName, Logger: log, // AgentIP: learned from the connection
+	})
+	if err != nil {
+		return
+	}
+	queues := exporter.Fanout{exporter.NewQueue(g, cfg.ExportBuffer, log)}
+	gens, err := datapath.NewGenerations(&dp.Maps, log)
+	if err != nil {
+		return
+	}
+	evStats := &evictor.Stats{} // the evictor counts here, the metrics read here
+
+	exps := metrics.Queues(queues)
+	for i := range exps {
+		if exps[i].Name == g.Name() {
+			exps[i].Connected = g.Connected
+			exps[i].Refused = g.Stats.Refused.Load
+		}
+	}
+	ready := make(chan struct{}) // the agent's a.ready
+	m, err := metrics.New(metrics.Sources{
+		Evictor:         evStats,
+		Counters:        dp.ReadCounters,
+		FlowMapCapacity: uint64(cfg.CacheMaxFlows),
+		FlowMapEntries:  gens.Entries,
+		Exporters:       exps,
+		Attached:        dp.Attached,
+		Hooks:           metrics.DatapathHooks(dp),
+		Programs:        metrics.DatapathPrograms(dp),
+		Maps:            metrics.DatapathMaps(&dp.Maps),
+		BPFStatsEnabled: func() bool { return stats != nil },
+	}, metrics.Options{Ready: metrics.ReadyWhenClosed(ready), Logger: log})
+	if err != nil {
+		return
+	}
+	ev, err := evictor.New(evictor.Config{Generations: gens, Clock: dp.Clock, Overflow: dp.Maps.Overflow,
+		MaxFlows: uint32(cfg.CacheMaxFlows), Period: 5 * time.Second, BatchSize: cfg.GRPCBatchSize,
+		Sink: queues, Observer: m, Stats: evStats, Logger: log})
+	if err != nil {
+		return
+	}
+	_ = ev // ... ev.Run(ctx) in a goroutine
+
+	if cfg.MetricsAddress != "" {
+		srv, err := m.Listen(cfg.MetricsAddress, "") // or a --web-config-file // fails now if the address is busy
+		if err != nil {
+			return
+		}
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			srv.Shutdown(ctx)
+		}()
+	}
+	// ... run; at the very end, after dp.Close():
+	if stats != nil {
+		stats.Close()
+	}
+}

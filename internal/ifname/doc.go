@@ -1,6 +1,0 @@
-// Package ifname matches interface names against a list of entries, each an
-// exact name or a /regex/ pattern: the syntax of --interfaces,
-// --exclude-interfaces and a filter rule's interfaces. It lives apart from
-// the agent's configuration so that every place that reads the syntax
-// (internal/config, internal/filter) parses it the same way.
-package ifname

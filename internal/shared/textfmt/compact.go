@@ -1,0 +1,63 @@
+package textfmt
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/flowlens/flowlens/internal/collector/enrich"
+	"github.com/flowlens/flowlens/pkg/flow"
+)
+
+// AppendCompact appends f as one line (no newline), only what it carries:
+//
+//	07:08:58.123 node-a shop/web-1(Deployment/web) 10.0.0.1:40000 -> data/db-0 10.0.0.2:5432 tcp 1.5KiB 3p flags=SYN|ACK drops=1p/60B:NETFILTER_DROP rtt=3ms
+//
+// The Kubernetes context of an end comes before its address when the flow
+// is enriched.
+func AppendCompact(b []byte, f *enrich.Flow) []byte {
+	b = append(b, f.EndTime.Local().Format("15:04:05.000")...)
+	b = append(b, ' ')
+	b = append(b, dash(f.NodeName)...)
+	icmp := f.Proto == 1 || f.Proto == 58
+	b = append(b, ' ')
+	if f.Enriched {
+		b = append(b, K8sName(&f.Src)...)
+		b = append(b, ' ')
+	}
+	b = append(b, Endpoint(f.SrcAddr, f.SrcPort, icmp)...)
+	b = append(b, " -> "...)
+	if f.Enriched {
+		b = append(b, K8sName(&f.Dst)...)
+		b = append(b, ' ')
+	}
+	b = append(b, Endpoint(f.DstAddr, f.DstPort, icmp)...)
+	b = append(b, ' ')
+	b = append(b, ProtoName(f.Proto)...)
+	if icmp {
+		b = append(b, ":"+strconv.FormatUint(uint64(f.IcmpType), 10)+"/"+strconv.FormatUint(uint64(f.IcmpCode), 10)...)
+	}
+	b = append(b, ' ')
+	b = append(b, HumanBytes(f.Bytes)...)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, f.Packets, 10)
+	b = append(b, 'p')
+	if f.Proto == 6 && f.TCPFlags != 0 {
+		b = append(b, " flags="+TCPFlagNames(f.TCPFlags)...)
+	}
+	if f.DropPackets > 0 || f.DropBytes > 0 {
+		b = append(b, " drops="+strconv.FormatUint(f.DropPackets, 10)+"p/"+HumanBytes(f.DropBytes)...)
+		if f.DropCause != "" {
+			b = append(b, ":"+f.DropCause...)
+		}
+	}
+	if f.RTT > 0 {
+		b = append(b, " rtt="+f.RTT.Round(time.Microsecond).String()...)
+	}
+	if f.DNSName != "" {
+		b = append(b, " dns="+f.DNSName...)
+	}
+	if f.DNSAnswered() {
+		b = append(b, " rcode="+flow.DNSRcodeName(f.DNSRcode)...)
+	}
+	return b
+}

@@ -1,0 +1,214 @@
+//go:build e2e_kubelet
+
+package kubelet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	ebpflink "github.com/cilium/ebpf/link"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flowlens/flowlens/api/v1alpha1"
+	"github.com/flowlens/flowlens/internal/operator/render"
+	"github.com/flowlens/flowlens/test/e2e/cluster"
+)
+
+// attached lists, as the kernel has them, the tcx links on the interfaces
+// ifaces (this node's, which no other test touches): each link's program
+// ID, by "interface/attach type".
+func attached(t *testing.T, ifaces []string) map[string][]ebpf.ProgramID {
+	t.Helper()
+	names := map[uint32]string{}
+	for _, name := range ifaces {
+		if i, err := net.InterfaceByName(name); err == nil {
+			names[uint32(i.Index)] = name
+		}
+	}
+	out := map[string][]ebpf.ProgramID{}
+	it := new(ebpflink.Iterator)
+	defer it.Close()
+	for it.Next() {
+		info, err := it.Link.Info()
+		if err != nil || info.Type != ebpflink.TCXType {
+			continue // detached meanwhile, or not tcx
+		}
+		if name, ok := names[info.TCX().Ifindex]; ok {
+			k := fmt.Sprintf("%s/%v", name, info.TCX().AttachType)
+			out[k] = append(out[k], info.Program)
+		}
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// loaded returns those of ids the kernel still has.
+func loaded(ids []ebpf.ProgramID) []ebpf.ProgramID {
+	var left []ebpf.ProgramID
+	for _, id := range ids {
+		p, err := ebpf.NewProgramFromID(id)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err == nil {
+			p.Close()
+		}
+		left = append(left, id)
+	}
+	return left
+}
+
+func programIDs(links map[string][]ebpf.ProgramID) []ebpf.ProgramID {
+	var ids []ebpf.ProgramID
+	for _, l := range links {
+		ids = append(ids, l...)
+	}
+	return ids
+}
+
+// checkAttached checks that each of ifaces has the agent's programs
+// attached once per direction (ingress, egress), and returns them.
+func checkAttached(ctx context.Context, t *testing.T, ifaces []string) map[string][]ebpf.ProgramID {
+	t.Helper()
+	var links map[string][]ebpf.ProgramID
+	cluster.WaitFor(ctx, t, "the agent's programs on "+strings.Join(ifaces, ", "), time.Minute, func() error {
+		links = attached(t, ifaces)
+		for _, iface := range ifaces {
+			for _, dir := range []string{"BPF_TCX_INGRESS", "BPF_TCX_EGRESS"} {
+				if n := len(links[iface+"/"+dir]); n != 1 {
+					return fmt.Errorf("%d programs at %s %s; all: %v", n, iface, dir, links)
+				}
+			}
+		}
+		if len(links) != 2*len(ifaces) {
+			return fmt.Errorf("links %v, want ingress and egress on %v only", links, ifaces)
+		}
+		return nil
+	})
+	return links
+}
+
+// scrape gets the agent's /metrics on the node's network, where its port is.
+func scrape(ctx context.Context, t *testing.T, path string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", agentMetricsPort, path), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s %v\n%s", path, resp.Status, err, body)
+	}
+	return string(body)
+}
+
+// checkMetrics scrapes the agent and checks it reports interfaces
+// attached.
+func checkMetrics(ctx context.Context, t *testing.T) {
+	t.Helper()
+	m := scrape(ctx, t, "/metrics")
+	const want = "flowlens_agent_attached_interfaces "
+	if !strings.Contains(m, want) || strings.Contains(m, want+"0\n") {
+		var lines []string
+		for _, l := range strings.Split(m, "\n") {
+			if strings.HasPrefix(l, "flowlens_agent_attached") {
+				lines = append(lines, l)
+			}
+		}
+		t.Errorf("metrics lack %q: %v", want, lines)
+	}
+}
+
+// restartAgent deletes the agent pod and waits for the DaemonSet's new one
+// to be ready.
+func restartAgent(ctx context.Context, t *testing.T, c client.Client, old *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	if err := c.Delete(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	var pod *corev1.Pod
+	cluster.WaitFor(ctx, t, "a new agent pod", 2*time.Minute, func() error {
+		pod = agentPod(ctx, t, c)
+		if pod.UID == old.UID {
+			return errors.New("still the old pod")
+		}
+		return nil
+	})
+	return pod
+}
+
+// deleteFlowCollector deletes the FlowCollector and waits until
+// everything the operator made is gone: the agent namespace (with the
+// collector in it) and the dashboards' ConfigMaps, labelled as its.
+func deleteFlowCollector(ctx context.Context, t *testing.T, c client.Client) {
+	t.Helper()
+	if err := c.Delete(ctx, &v1alpha1.FlowCollector{ObjectMeta: metav1.ObjectMeta{Name: "cluster"}}); err != nil {
+		t.Fatal(err)
+	}
+	cluster.WaitFor(ctx, t, "the agent namespace to be gone", 3*time.Minute, func() error {
+		ns := &corev1.Namespace{}
+		err := c.Get(ctx, client.ObjectKey{Name: agentNamespace}, ns)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("namespace %s: phase %s (err %v)%s", agentNamespace, ns.Status.Phase, err, podStates(ctx, c, agentNamespace))
+	})
+	managed := client.MatchingLabels{render.LabelManagedBy: render.ManagedByValue}
+	for _, list := range []client.ObjectList{&corev1.ConfigMapList{}, &corev1.ServiceList{}, &corev1.ServiceAccountList{}, &corev1.PodList{}} {
+		if err := c.List(ctx, list, managed); err != nil {
+			t.Fatal(err)
+		}
+		if n := metaLen(list); n != 0 {
+			t.Errorf("%d %T left labelled managed-by %s", n, list, render.ManagedByValue)
+		}
+	}
+}
+
+func metaLen(list client.ObjectList) int {
+	switch l := list.(type) {
+	case *corev1.ConfigMapList:
+		return len(l.Items)
+	case *corev1.ServiceList:
+		return len(l.Items)
+	case *corev1.ServiceAccountList:
+		return len(l.Items)
+	case *corev1.PodList:
+		return len(l.Items)
+	}
+	return -1
+}
+
+// checkDetached waits until no tcx link is left on ifaces and none of the
+// programs ids is loaded.
+func checkDetached(ctx context.Context, t *testing.T, ifaces []string, ids []ebpf.ProgramID) {
+	t.Helper()
+	cluster.WaitFor(ctx, t, "the agent's links and programs to be gone", time.Minute, func() error {
+		if links := attached(t, ifaces); len(links) != 0 {
+			return fmt.Errorf("links left: %v", links)
+		}
+		if left := loaded(ids); len(left) != 0 {
+			return fmt.Errorf("programs left: %v", slices.Sorted(slices.Values(left)))
+		}
+		return nil
+	})
+}
