@@ -65,7 +65,9 @@ type fl struct {
 func (x fl) proto() *flowv1.Flow {
 	r := flow.Record{SrcAddr: netip.MustParseAddr(x.src), DstAddr: netip.MustParseAddr(x.dst), SrcPort: 40000, DstPort: 80, Proto: 6,
 		Bytes: x.bytes, Packets: x.packets, Sampling: x.sampling, StartTime: t0, EndTime: t0.Add(time.Second),
-		RTT: x.rtt, RTTMax: x.rtt, Retransmits: x.retransmits, DropPackets: x.dropP, DropBytes: x.dropB, DropCause: x.cause}
+		RTTFields:         flow.RTTFields{RTT: x.rtt, RTTMax: x.rtt},
+		RetransmitsFields: flow.RetransmitsFields{Retransmits: x.retransmits},
+		DropsFields:       flow.DropsFields{DropPackets: x.dropP, DropBytes: x.dropB, DropCause: x.cause}}
 	if x.dir != 0 {
 		r.Interfaces = []flow.Interface{{Name: "eth0", Ifindex: 2, Netns: "host", Direction: x.dir}, {Name: "veth1", Ifindex: 7, Netns: "host", Direction: flow.DirIngress}}
 	} else {

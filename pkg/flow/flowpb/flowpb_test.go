@@ -29,28 +29,26 @@ func sampleRecords() []flow.Record {
 				{Name: "eth0", Ifindex: 2, Netns: "host", NetnsID: 1, Direction: flow.DirBoth},
 			},
 			IfacesOverflow: true, Sampling: 1,
-			DropPackets: 1, DropBytes: 60, DropCause: "NETFILTER_DROP", DropTCPState: "SYN_SENT", DropTCPFlags: 2,
-			RTT: 1200 * time.Microsecond, RTTMax: 3 * time.Millisecond, Retransmits: 4,
-			// DNAT of a Service VIP to a backend (feature xlat).
-			XlatSrcAddr: netip.MustParseAddr("10.0.0.1"), XlatSrcPort: 40000,
-			XlatDstAddr: netip.MustParseAddr("10.244.1.7"), XlatDstPort: 8443, XlatZoneID: 3,
-			// A TLS 1.3 ServerHello (feature tls).
-			TLSVersion: 0x0304, TLSCipherSuite: 0x1302, TLSGroup: 0x11ec,
-			// A query answered NXDOMAIN (feature dns).
-			DNSID: 0xbeef, DNSFlags: 0x0100, DNSRcode: 3, DNSName: `kubernetes.default.svc\.x\255`,
-			DNSLatency: 1500 * time.Microsecond, DNSLatencyMax: 4 * time.Millisecond,
+			DropsFields:       flow.DropsFields{DropPackets: 1, DropBytes: 60, DropCause: "NETFILTER_DROP", DropTCPState: "SYN_SENT", DropTCPFlags: 2},
+			RTTFields:         flow.RTTFields{RTT: 1200 * time.Microsecond, RTTMax: 3 * time.Millisecond},
+			RetransmitsFields: flow.RetransmitsFields{Retransmits: 4},
+			XlatFields: flow.XlatFields{ // DNAT of a Service VIP to a backend (feature xlat).
+				XlatSrcAddr: netip.MustParseAddr("10.0.0.1"), XlatSrcPort: 40000, XlatDstAddr: netip.MustParseAddr("10.244.1.7"), XlatDstPort: 8443, XlatZoneID: 3},
+			TLSFields: flow.TLSFields{ // A TLS 1.3 ServerHello (feature tls).
+				TLSVersion: 0x0304, TLSCipherSuite: 0x1302, TLSGroup: 0x11ec},
+			DNSFields: flow.DNSFields{ // A query answered NXDOMAIN (feature dns).
+				DNSID: 0xbeef, DNSFlags: 0x0100, DNSRcode: 3, DNSName: `kubernetes.default.svc\.x\255`, DNSLatency: 1500 * time.Microsecond, DNSLatencyMax: 4 * time.Millisecond},
 		},
 		{
 			SrcAddr: netip.MustParseAddr("fd00::1"), DstAddr: netip.MustParseAddr("fd00::2"),
 			Proto: 58, IcmpType: 128, Bytes: 104, Packets: 1, EthType: 0x86dd,
 			StartTime: t0, EndTime: t0, Sampling: 1, Partial: true,
-			// SNAT of an IPv6 source, zone 0.
-			XlatSrcAddr: netip.MustParseAddr("fd00:ffff::9"), XlatSrcPort: 61000,
-			XlatDstAddr: netip.MustParseAddr("fd00::2"),
-			// A ClientHello, a QUIC flag, and values no table names.
-			TLSVersion: 0xfefd, TLSCipherSuite: 0xffff, TLSClientHello: true, QUIC: true,
-			// An unanswered query with a truncated name, timed out.
-			DNSID: 0xffff, DNSFlags: 0xffff, DNSRcode: 255, DNSName: "www.exam", DNSNameTruncated: true, DNSTimeout: true,
+			XlatFields: flow.XlatFields{ // SNAT of an IPv6 source, zone 0.
+				XlatSrcAddr: netip.MustParseAddr("fd00:ffff::9"), XlatSrcPort: 61000, XlatDstAddr: netip.MustParseAddr("fd00::2")},
+			TLSFields: flow.TLSFields{ // A ClientHello, a QUIC flag, and values no table names.
+				TLSVersion: 0xfefd, TLSCipherSuite: 0xffff, TLSClientHello: true, QUIC: true},
+			DNSFields: flow.DNSFields{ // An unanswered query with a truncated name, timed out.
+				DNSID: 0xffff, DNSFlags: 0xffff, DNSRcode: 255, DNSName: "www.exam", DNSNameTruncated: true, DNSTimeout: true},
 		},
 		{}, // all zero: zero addresses and times must survive too
 	}

@@ -1,0 +1,19 @@
+package flow
+
+// RetransmitsFields are the "retransmits" feature's part of a Record: the TCP
+// segments the kernel retransmitted on the flow in the period.
+type RetransmitsFields struct {
+	Retransmits uint64
+}
+
+var retransmitsGroup = Group{
+	Name:       "retransmits",
+	JSONFields: []string{"retransmits"},
+	Sample:     func(r *Record) { r.RetransmitsFields = RetransmitsFields{Retransmits: 4} },
+	appendJSON: func(r *Record, b []byte) []byte { return r.RetransmitsFields.appendJSON(b) },
+}
+
+// appendJSON appends retransmits, always (0 when none).
+func (g *RetransmitsFields) appendJSON(b []byte) []byte {
+	return appendUint(b, `,"retransmits":`, g.Retransmits)
+}
