@@ -29,7 +29,6 @@ var dnsGroup = Group{
 			DNSName: "example.com", DNSNameTruncated: true, DNSLatency: 2 * time.Millisecond,
 			DNSLatencyMax: 5 * time.Millisecond, DNSTimeout: true}
 	},
-	appendJSON: func(r *Record, b []byte) []byte { return r.DNSFields.appendJSON(b) },
 }
 
 // HasDNS reports whether the record carries any DNS field (feature "dns"):

@@ -16,7 +16,6 @@ var dropsGroup = Group{
 	Sample: func(r *Record) {
 		r.DropsFields = DropsFields{DropPackets: 2, DropBytes: 100, DropCause: "NO_SOCKET", DropTCPState: "ESTABLISHED", DropTCPFlags: 0x10}
 	},
-	appendJSON: func(r *Record, b []byte) []byte { return r.DropsFields.appendJSON(b) },
 }
 
 // appendJSON appends the drop fields, always (zero when nothing dropped).

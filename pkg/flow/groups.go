@@ -12,12 +12,11 @@ type Group struct {
 	// Sample sets every field of the group in r to a value other than its
 	// zero: the record a test encodes to see each field come out.
 	Sample func(r *Record)
-	// appendJSON appends the group's JSON fields (each after a comma).
-	appendJSON func(r *Record, b []byte) []byte
 }
 
 // Groups are the feature groups of a Record, in the order their fields
-// follow the core fields in the JSON output. A new feature adds its line.
+// follow the core fields in the JSON output. A new feature adds its line,
+// and its appender's call in AppendJSON.
 var Groups = []Group{dropsGroup, rttGroup, retransmitsGroup, xlatGroup, tlsGroup, dnsGroup}
 
 // GroupNamed returns the group of feature name.

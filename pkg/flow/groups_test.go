@@ -85,11 +85,25 @@ func TestGroupSampleSetsItsGroup(t *testing.T) {
 }
 
 // Each group's JSON keys are its JSONFields, in order, and a group writes
-// no other key.
+// no other key; the groups follow each other in Groups' order.
 func TestGroupJSONFields(t *testing.T) {
 	base := sampleRecord()
 	base.DropsFields, base.RTTFields, base.RetransmitsFields = flow.DropsFields{}, flow.RTTFields{}, flow.RetransmitsFields{}
 	core := jsonKeys(t, base.AppendJSON(nil))
+	all, want := base, []string(nil)
+	for _, g := range flow.Groups {
+		g.Sample(&all)
+		want = append(want, g.JSONFields...)
+	}
+	var got []string
+	for _, k := range jsonKeys(t, all.AppendJSON(nil)) {
+		if slices.Contains(want, k) {
+			got = append(got, k)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("groups' JSON keys %v, want them in Groups' order %v", got, want)
+	}
 	for _, g := range flow.Groups {
 		r := base
 		g.Sample(&r)

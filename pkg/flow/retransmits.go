@@ -10,7 +10,6 @@ var retransmitsGroup = Group{
 	Name:       "retransmits",
 	JSONFields: []string{"retransmits"},
 	Sample:     func(r *Record) { r.RetransmitsFields = RetransmitsFields{Retransmits: 4} },
-	appendJSON: func(r *Record, b []byte) []byte { return r.RetransmitsFields.appendJSON(b) },
 }
 
 // appendJSON appends retransmits, always (0 when none).

@@ -15,7 +15,6 @@ var rttGroup = Group{
 	Sample: func(r *Record) {
 		r.RTTFields = RTTFields{RTT: 150 * time.Microsecond, RTTMax: time.Millisecond}
 	},
-	appendJSON: func(r *Record, b []byte) []byte { return r.RTTFields.appendJSON(b) },
 }
 
 // appendJSON appends the RTT fields, always (0 when none was measured).

@@ -21,7 +21,6 @@ var tlsGroup = Group{
 	Sample: func(r *Record) {
 		r.TLSFields = TLSFields{TLSVersion: 0x0304, TLSCipherSuite: 0x1301, TLSGroup: 0x001d, TLSClientHello: true, QUIC: true}
 	},
-	appendJSON: func(r *Record, b []byte) []byte { return r.TLSFields.appendJSON(b) },
 }
 
 // HasTLS reports whether the record carries any TLS field (feature "tls"):

@@ -21,7 +21,6 @@ var xlatGroup = Group{
 		r.XlatFields = XlatFields{XlatSrcAddr: netip.MustParseAddr("192.0.2.10"), XlatSrcPort: 40000,
 			XlatDstAddr: netip.MustParseAddr("10.244.1.7"), XlatDstPort: 8080, XlatZoneID: 3}
 	},
-	appendJSON: func(r *Record, b []byte) []byte { return r.XlatFields.appendJSON(b) },
 }
 
 // Translated reports whether the record carries a translation (feature

@@ -37,32 +37,32 @@ var dnsGroup = group{
 		if m == nil {
 			return nil
 		}
-		for _, err := range []error{
+		if err := firstErr(
 			checkMax("dns_id", m.DnsId, 0xffff), checkMax("dns_flags", m.DnsFlags, 0xffff),
 			checkMax("dns_rcode", m.DnsRcode, 0xff),
-		} {
-			if err != nil {
-				return err
-			}
+		); err != nil {
+			return err
 		}
 		if m.DnsLatencyNs > 1<<63-1 || m.DnsLatencyMaxNs > 1<<63-1 {
 			return invalid("dns latency out of range")
 		}
 		return nil
 	},
-	appendWire: func(b []byte, r *flow.Record) []byte {
-		if !r.HasDNS() {
-			return b
-		}
-		b, start := openMessage(b, 55, 1)
-		b = appendVarint(b, 1, uint64(r.DNSID))
-		b = appendVarint(b, 2, uint64(r.DNSFlags))
-		b = appendVarint(b, 3, uint64(r.DNSRcode))
-		b = appendString(b, 4, r.DNSName)
-		b = appendBool(b, 5, r.DNSNameTruncated)
-		b = appendVarint(b, 6, uint64(r.DNSLatency))
-		b = appendVarint(b, 7, uint64(r.DNSLatencyMax))
-		b = appendBool(b, 8, r.DNSTimeout)
-		return closeMessage(b, start, 1)
-	},
+}
+
+// appendDNS appends Flow.dns of r (wire.go).
+func appendDNS(b []byte, r *flow.Record) []byte {
+	if !r.HasDNS() {
+		return b
+	}
+	b, start := openMessage(b, 55, 1)
+	b = appendVarint(b, 1, uint64(r.DNSID))
+	b = appendVarint(b, 2, uint64(r.DNSFlags))
+	b = appendVarint(b, 3, uint64(r.DNSRcode))
+	b = appendString(b, 4, r.DNSName)
+	b = appendBool(b, 5, r.DNSNameTruncated)
+	b = appendVarint(b, 6, uint64(r.DNSLatency))
+	b = appendVarint(b, 7, uint64(r.DNSLatencyMax))
+	b = appendBool(b, 8, r.DNSTimeout)
+	return closeMessage(b, start, 1)
 }

@@ -29,16 +29,18 @@ var dropsGroup = group{
 	validate: func(f *flowv1.Flow) error {
 		return checkMax("drop_tcp_flags", f.GetDrops().GetDropTcpFlags(), 0xffff)
 	},
-	appendWire: func(b []byte, r *flow.Record) []byte {
-		if r.DropsFields == (flow.DropsFields{}) {
-			return b
-		}
-		b, start := openMessage(b, 50, 1)
-		b = appendVarint(b, 1, r.DropPackets)
-		b = appendVarint(b, 2, r.DropBytes)
-		b = appendString(b, 3, r.DropCause)
-		b = appendString(b, 4, r.DropTCPState)
-		b = appendVarint(b, 5, uint64(r.DropTCPFlags))
-		return closeMessage(b, start, 1)
-	},
+}
+
+// appendDrops appends Flow.drops of r (wire.go).
+func appendDrops(b []byte, r *flow.Record) []byte {
+	if r.DropsFields == (flow.DropsFields{}) {
+		return b
+	}
+	b, start := openMessage(b, 50, 1)
+	b = appendVarint(b, 1, r.DropPackets)
+	b = appendVarint(b, 2, r.DropBytes)
+	b = appendString(b, 3, r.DropCause)
+	b = appendString(b, 4, r.DropTCPState)
+	b = appendVarint(b, 5, uint64(r.DropTCPFlags))
+	return closeMessage(b, start, 1)
 }

@@ -11,8 +11,10 @@ import (
 // group is the protobuf side of one feature's group of Record fields (see
 // pkg/flow's Groups): its message field of Flow, named after the feature
 // and set only when the record carries the group (some field not zero),
-// its conversions both ways, its validation and its wire encoding. Each
-// lives in the file named after the feature (dns.go ...).
+// its conversions both ways and its validation. Each lives in the file
+// named after the feature (dns.go ...), with the group's wire encoding,
+// which appends the message field as proto.Marshal of toProto's message
+// does (nothing for an unset group).
 type group struct {
 	name string           // the feature's name, also the Flow field's name
 	num  protowire.Number // the Flow field
@@ -24,13 +26,11 @@ type group struct {
 	toRecord func(r *flow.Record, f *flowv1.Flow)
 	// validate checks what Validate checks, for the group's message.
 	validate func(f *flowv1.Flow) error
-	// appendWire appends the group's message field of r, as proto.Marshal
-	// of toProto's message does: nothing for an unset group.
-	appendWire func(b []byte, r *flow.Record) []byte
 }
 
 // groups are the feature groups in Flow field-number order, the order the
-// wire encoder appends them in. A new feature adds its line.
+// wire encoder appends them in. A new feature adds its line, and its
+// appender's call in appendTail.
 var groups = []group{dropsGroup, rttGroup, retransmitsGroup, xlatGroup, tlsGroup, dnsGroup}
 
 // GroupField returns the field of Flow that carries feature name's group
@@ -81,6 +81,17 @@ func checkMax(name string, v, max uint32) error {
 func checkAddr(name string, b []byte) error {
 	if n := len(b); n != 0 && n != 4 && n != 16 {
 		return invalid("%s has %d bytes, want 4 or 16", name, n)
+	}
+	return nil
+}
+
+// firstErr returns the first error that is not nil (the checks of one
+// group, in field order).
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }

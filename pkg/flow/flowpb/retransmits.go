@@ -22,12 +22,14 @@ var retransmitsGroup = group{
 		}
 	},
 	validate: func(*flowv1.Flow) error { return nil }, // a uint64, like the Record's
-	appendWire: func(b []byte, r *flow.Record) []byte {
-		if r.Retransmits == 0 {
-			return b
-		}
-		b, start := openMessage(b, 52, 1)
-		b = appendVarint(b, 1, r.Retransmits)
-		return closeMessage(b, start, 1)
-	},
+}
+
+// appendRetransmits appends Flow.retransmits of r (wire.go).
+func appendRetransmits(b []byte, r *flow.Record) []byte {
+	if r.Retransmits == 0 {
+		return b
+	}
+	b, start := openMessage(b, 52, 1)
+	b = appendVarint(b, 1, r.Retransmits)
+	return closeMessage(b, start, 1)
 }

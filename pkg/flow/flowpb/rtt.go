@@ -30,13 +30,15 @@ var rttGroup = group{
 		}
 		return nil
 	},
-	appendWire: func(b []byte, r *flow.Record) []byte {
-		if r.RTTFields == (flow.RTTFields{}) {
-			return b
-		}
-		b, start := openMessage(b, 51, 1)
-		b = appendVarint(b, 1, uint64(r.RTT))
-		b = appendVarint(b, 2, uint64(r.RTTMax))
-		return closeMessage(b, start, 1)
-	},
+}
+
+// appendRTT appends Flow.rtt of r (wire.go).
+func appendRTT(b []byte, r *flow.Record) []byte {
+	if r.RTTFields == (flow.RTTFields{}) {
+		return b
+	}
+	b, start := openMessage(b, 51, 1)
+	b = appendVarint(b, 1, uint64(r.RTT))
+	b = appendVarint(b, 2, uint64(r.RTTMax))
+	return closeMessage(b, start, 1)
 }

@@ -31,26 +31,23 @@ var tlsGroup = group{
 		if m == nil {
 			return nil
 		}
-		for _, err := range []error{
+		return firstErr(
 			checkMax("tls_version", m.TlsVersion, 0xffff), checkMax("tls_cipher_suite", m.TlsCipherSuite, 0xffff),
 			checkMax("tls_group", m.TlsGroup, 0xffff),
-		} {
-			if err != nil {
-				return err
-			}
-		}
-		return nil
+		)
 	},
-	appendWire: func(b []byte, r *flow.Record) []byte {
-		if !r.HasTLS() {
-			return b
-		}
-		b, start := openMessage(b, 54, 1)
-		b = appendVarint(b, 1, uint64(r.TLSVersion))
-		b = appendVarint(b, 2, uint64(r.TLSCipherSuite))
-		b = appendVarint(b, 3, uint64(r.TLSGroup))
-		b = appendBool(b, 4, r.TLSClientHello)
-		b = appendBool(b, 5, r.QUIC)
-		return closeMessage(b, start, 1)
-	},
+}
+
+// appendTLS appends Flow.tls of r (wire.go).
+func appendTLS(b []byte, r *flow.Record) []byte {
+	if !r.HasTLS() {
+		return b
+	}
+	b, start := openMessage(b, 54, 1)
+	b = appendVarint(b, 1, uint64(r.TLSVersion))
+	b = appendVarint(b, 2, uint64(r.TLSCipherSuite))
+	b = appendVarint(b, 3, uint64(r.TLSGroup))
+	b = appendBool(b, 4, r.TLSClientHello)
+	b = appendBool(b, 5, r.QUIC)
+	return closeMessage(b, start, 1)
 }

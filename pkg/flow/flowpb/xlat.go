@@ -31,27 +31,24 @@ var xlatGroup = group{
 		if m == nil {
 			return nil
 		}
-		for _, err := range []error{
+		return firstErr(
 			checkAddr("xlat_src_addr", m.XlatSrcAddr), checkAddr("xlat_dst_addr", m.XlatDstAddr),
 			checkMax("xlat_src_port", m.XlatSrcPort, 0xffff), checkMax("xlat_dst_port", m.XlatDstPort, 0xffff),
 			checkMax("xlat_zone_id", m.XlatZoneId, 0xffff),
-		} {
-			if err != nil {
-				return err
-			}
-		}
-		return nil
+		)
 	},
-	appendWire: func(b []byte, r *flow.Record) []byte {
-		if r.XlatFields == (flow.XlatFields{}) {
-			return b
-		}
-		b, start := openMessage(b, 53, 1)
-		b = appendAddrField(b, 1, r.XlatSrcAddr)
-		b = appendVarint(b, 2, uint64(r.XlatSrcPort))
-		b = appendAddrField(b, 3, r.XlatDstAddr)
-		b = appendVarint(b, 4, uint64(r.XlatDstPort))
-		b = appendVarint(b, 5, uint64(r.XlatZoneID))
-		return closeMessage(b, start, 1)
-	},
+}
+
+// appendXlat appends Flow.xlat of r (wire.go).
+func appendXlat(b []byte, r *flow.Record) []byte {
+	if r.XlatFields == (flow.XlatFields{}) {
+		return b
+	}
+	b, start := openMessage(b, 53, 1)
+	b = appendAddrField(b, 1, r.XlatSrcAddr)
+	b = appendVarint(b, 2, uint64(r.XlatSrcPort))
+	b = appendAddrField(b, 3, r.XlatDstAddr)
+	b = appendVarint(b, 4, uint64(r.XlatDstPort))
+	b = appendVarint(b, 5, uint64(r.XlatZoneID))
+	return closeMessage(b, start, 1)
 }

@@ -8,24 +8,25 @@ import (
 
 // block is an optional part of a data record, sent only by the flows that
 // have it (its variant bit picks the templates with it): its template
-// fields and its data, in the file of the feature it carries (xlat.go,
+// fields, and beside it in the file of the feature it carries (xlat.go,
 // dns.go, tls.go; enriched.go for the drops, rtt and retransmits groups,
-// which share one block with flowlens's own extra fields).
+// which share one block with flowlens's own extra fields) its data and
+// the length of its variable fields. Those are called directly from
+// recordVariant, recordLen and appendRecord, not through blocks: an
+// indirect call per block and flow cost a fifth of the encoding.
 type block struct {
 	bit int // its variant bit
 	has func(r *flow.Record) bool
 	// fields are the block's template fields (v6: of an IPv6 flow).
 	fields func(v6 bool) []field
-	// append appends the block's data, in fields' order.
-	append func(b []byte, r *flow.Record, v6 bool) []byte
-	// varLen is the content of the block's variable-length fields for r
-	// (nil: none), maxVarLen its bound.
-	varLen    func(r *flow.Record) int
+	// maxVarLen bounds the content of its variable-length fields.
 	maxVarLen int
 }
 
 // blocks are the optional blocks, in the order of their bits and of their
-// fields in a record.
+// fields in a record. A new block adds its line, and its calls in
+// recordVariant, recordLen and appendRecord (TestGroupElements and
+// TestBlocksInRecords fail without them).
 var blocks = []block{natBlock, enrichedBlock, dnsBlock, tlsBlock}
 
 // group is the IPFIX side of one feature's group of Record fields (see

@@ -33,18 +33,22 @@ var dnsBlock = block{
 			{ieFlDNSLatencyMaxNanosec, 8, true},
 			{ieFlDNSTimeout, 1, true}}
 	},
-	append: func(b []byte, r *flow.Record, _ bool) []byte {
-		b = binary.BigEndian.AppendUint16(b, r.DNSID)
-		b = binary.BigEndian.AppendUint16(b, r.DNSFlags)
-		b = append(b, r.DNSRcode)
-		b = appendString(b, cut(r.DNSName, MaxDNSName))
-		b = appendBool(b, r.DNSNameTruncated || len(r.DNSName) > MaxDNSName)
-		b = appendNanos(b, int64(r.DNSLatency))
-		b = appendNanos(b, int64(r.DNSLatencyMax))
-		return appendBool(b, r.DNSTimeout)
-	},
-	varLen:    func(r *flow.Record) int { return len(cut(r.DNSName, MaxDNSName)) },
 	maxVarLen: MaxDNSName,
+}
+
+// dnsVarLen is the content of the block's variable-length fields of r.
+func dnsVarLen(r *flow.Record) int { return len(cut(r.DNSName, MaxDNSName)) }
+
+// appendDNS appends the block's data of r, in its fields' order.
+func appendDNS(b []byte, r *flow.Record) []byte {
+	b = binary.BigEndian.AppendUint16(b, r.DNSID)
+	b = binary.BigEndian.AppendUint16(b, r.DNSFlags)
+	b = append(b, r.DNSRcode)
+	b = appendString(b, cut(r.DNSName, MaxDNSName))
+	b = appendBool(b, r.DNSNameTruncated || len(r.DNSName) > MaxDNSName)
+	b = appendNanos(b, int64(r.DNSLatency))
+	b = appendNanos(b, int64(r.DNSLatencyMax))
+	return appendBool(b, r.DNSTimeout)
 }
 
 var dnsGroup = group{name: "dns", block: &dnsBlock}

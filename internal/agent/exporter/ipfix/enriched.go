@@ -36,24 +36,28 @@ var enrichedBlock = block{
 			{ieFlDropTCPFlags, 2, true},
 			{ieFlInterfacesOverflow, 1, true}}
 	},
-	append: func(b []byte, r *flow.Record, _ bool) []byte {
-		b = binary.BigEndian.AppendUint64(b, r.DropPackets)
-		b = binary.BigEndian.AppendUint64(b, r.DropBytes)
-		b = appendString(b, cut(r.DropCause, MaxDropCause))
-		b = appendNanos(b, int64(r.RTT))
-		b = binary.BigEndian.AppendUint64(b, r.Retransmits)
-		b = binary.BigEndian.AppendUint32(b, r.Sampling)
-		b = appendBool(b, r.Partial)
-		b = append(b, byte(min(len(r.Interfaces), 255)))
-		b = appendNanos(b, int64(r.RTTMax))
-		b = appendString(b, cut(r.DropTCPState, MaxDropTCPState))
-		b = binary.BigEndian.AppendUint16(b, r.DropTCPFlags)
-		return appendBool(b, r.IfacesOverflow || len(r.Interfaces) > MaxInterfaces)
-	},
-	varLen: func(r *flow.Record) int {
-		return len(cut(r.DropCause, MaxDropCause)) + len(cut(r.DropTCPState, MaxDropTCPState))
-	},
 	maxVarLen: MaxDropCause + MaxDropTCPState,
+}
+
+// appendEnriched appends the block's data of r, in its fields' order.
+func appendEnriched(b []byte, r *flow.Record) []byte {
+	b = binary.BigEndian.AppendUint64(b, r.DropPackets)
+	b = binary.BigEndian.AppendUint64(b, r.DropBytes)
+	b = appendString(b, cut(r.DropCause, MaxDropCause))
+	b = appendNanos(b, int64(r.RTT))
+	b = binary.BigEndian.AppendUint64(b, r.Retransmits)
+	b = binary.BigEndian.AppendUint32(b, r.Sampling)
+	b = appendBool(b, r.Partial)
+	b = append(b, byte(min(len(r.Interfaces), 255)))
+	b = appendNanos(b, int64(r.RTTMax))
+	b = appendString(b, cut(r.DropTCPState, MaxDropTCPState))
+	b = binary.BigEndian.AppendUint16(b, r.DropTCPFlags)
+	return appendBool(b, r.IfacesOverflow || len(r.Interfaces) > MaxInterfaces)
+}
+
+// enrichedVarLen is the content of the block's variable-length fields of r.
+func enrichedVarLen(r *flow.Record) int {
+	return len(cut(r.DropCause, MaxDropCause)) + len(cut(r.DropTCPState, MaxDropTCPState))
 }
 
 // Enriched reports whether r goes out with flowlens's enrichment elements

@@ -56,3 +56,24 @@ func TestGroupElements(t *testing.T) {
 		t.Errorf("variants = %d for %d blocks", variants, len(blocks))
 	}
 }
+
+// Every block is in the records of the flows that have it: its bit in the
+// variant, its data and variable lengths in the record (the record is as
+// long as its template says).
+func TestBlocksInRecords(t *testing.T) {
+	for _, g := range groups {
+		fg, _ := flow.GroupNamed(g.name)
+		for _, src := range []string{"10.0.0.1", "fd00::1"} {
+			a := netip.MustParseAddr(src)
+			r := flow.Record{SrcAddr: a, DstAddr: a.Next(), Sampling: 1}
+			fg.Sample(&r)
+			v := recordVariant(&r)
+			if !g.block.has(&r) || v&g.block.bit == 0 {
+				t.Errorf("%s (%s): variant %#x lacks its block's bit %#x", g.name, src, v, g.block.bit)
+			}
+			if n := len(appendRecord(nil, &r, v)); n != recordLen(&r, v) {
+				t.Errorf("%s (%s): record of %d bytes, its template says %d", g.name, src, n, recordLen(&r, v))
+			}
+		}
+	}
+}

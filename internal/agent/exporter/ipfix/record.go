@@ -33,10 +33,17 @@ func recordVariant(r *flow.Record) int {
 	if !r.SrcAddr.Is4() {
 		v |= variantV6
 	}
-	for i := range blocks {
-		if blocks[i].has(r) {
-			v |= blocks[i].bit
-		}
+	if r.Translated() {
+		v |= variantNAT
+	}
+	if Enriched(r) {
+		v |= variantEnriched
+	}
+	if r.HasDNS() {
+		v |= variantDNS
+	}
+	if r.HasTLS() {
+		v |= variantTLS
 	}
 	return v
 }
@@ -70,10 +77,11 @@ func interfacesListLen(r *flow.Record) int {
 // recordLen is the length of r's data record in variant v.
 func recordLen(r *flow.Record, v int) int {
 	n := recLen[v] + interfacesListLen(r)
-	for i := range blocks {
-		if v&blocks[i].bit != 0 && blocks[i].varLen != nil {
-			n += blocks[i].varLen(r)
-		}
+	if v&variantEnriched != 0 {
+		n += enrichedVarLen(r)
+	}
+	if v&variantDNS != 0 {
+		n += dnsVarLen(r)
 	}
 	return n
 }
@@ -143,10 +151,17 @@ func appendRecord(b []byte, r *flow.Record, variant int) []byte {
 	b = binary.BigEndian.AppendUint16(b, r.EthType)
 	b = append(b, FlowDirection(r))
 	b = appendInterfaces(b, r)
-	for i := range blocks {
-		if variant&blocks[i].bit != 0 {
-			b = blocks[i].append(b, r, v6)
-		}
+	if variant&variantNAT != 0 {
+		b = appendNAT(b, r, v6)
+	}
+	if variant&variantEnriched != 0 {
+		b = appendEnriched(b, r)
+	}
+	if variant&variantDNS != 0 {
+		b = appendDNS(b, r)
+	}
+	if variant&variantTLS != 0 {
+		b = appendTLS(b, r)
 	}
 	return b
 }

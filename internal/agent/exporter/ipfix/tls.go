@@ -27,13 +27,15 @@ var tlsBlock = block{
 			{ieFlTLSClientHello, 1, true},
 			{ieFlQUIC, 1, true}}
 	},
-	append: func(b []byte, r *flow.Record, _ bool) []byte {
-		b = binary.BigEndian.AppendUint16(b, r.TLSVersion)
-		b = binary.BigEndian.AppendUint16(b, r.TLSCipherSuite)
-		b = binary.BigEndian.AppendUint16(b, r.TLSGroup)
-		b = appendBool(b, r.TLSClientHello)
-		return appendBool(b, r.QUIC)
-	},
+}
+
+// appendTLS appends the block's data of r, in its fields' order.
+func appendTLS(b []byte, r *flow.Record) []byte {
+	b = binary.BigEndian.AppendUint16(b, r.TLSVersion)
+	b = binary.BigEndian.AppendUint16(b, r.TLSCipherSuite)
+	b = binary.BigEndian.AppendUint16(b, r.TLSGroup)
+	b = appendBool(b, r.TLSClientHello)
+	return appendBool(b, r.QUIC)
 }
 
 var tlsGroup = group{name: "tls", block: &tlsBlock}

@@ -26,14 +26,16 @@ var natBlock = block{
 			{iePostNAPTSourcePort, 2, false}, {iePostNAPTDestPort, 2, false},
 			{ieFlXlatZoneID, 2, true}}
 	},
-	append: func(b []byte, r *flow.Record, v6 bool) []byte {
-		src, sp, dst, dp := PostNAT(r)
-		b = appendAddr(b, src, v6)
-		b = appendAddr(b, dst, v6)
-		b = binary.BigEndian.AppendUint16(b, sp)
-		b = binary.BigEndian.AppendUint16(b, dp)
-		return binary.BigEndian.AppendUint16(b, r.XlatZoneID)
-	},
+}
+
+// appendNAT appends the block's data of r, in its fields' order.
+func appendNAT(b []byte, r *flow.Record, v6 bool) []byte {
+	src, sp, dst, dp := PostNAT(r)
+	b = appendAddr(b, src, v6)
+	b = appendAddr(b, dst, v6)
+	b = binary.BigEndian.AppendUint16(b, sp)
+	b = binary.BigEndian.AppendUint16(b, dp)
+	return binary.BigEndian.AppendUint16(b, r.XlatZoneID)
 }
 
 var xlatGroup = group{name: "xlat", block: &natBlock}

@@ -15,7 +15,10 @@ var (
 	kFlowlensDNSTimeout       = newKey("flowlens.dns_timeout")
 )
 
-var dnsGroup = group{name: "dns", attributes: func(_ *encoder, b []byte, r *flow.Record) []byte {
+var dnsGroup = group{name: "dns", attributes: dnsAttributes}
+
+// dnsAttributes appends the group's attributes of r.
+func dnsAttributes(_ *encoder, b []byte, r *flow.Record) []byte {
 	if !r.HasDNS() {
 		return b
 	}
@@ -35,4 +38,4 @@ var dnsGroup = group{name: "dns", attributes: func(_ *encoder, b []byte, r *flow
 		b = kvBool(b, a, kFlowlensDNSTimeout, true)
 	}
 	return b
-}}
+}

@@ -11,7 +11,10 @@ var (
 	kFlowlensDropTCPFlags = newKey("flowlens.drop_tcp_flags")
 )
 
-var dropsGroup = group{name: "drops", attributes: func(_ *encoder, b []byte, r *flow.Record) []byte {
+var dropsGroup = group{name: "drops", attributes: dropsAttributes}
+
+// dropsAttributes appends the group's attributes of r.
+func dropsAttributes(_ *encoder, b []byte, r *flow.Record) []byte {
 	if r.DropPackets == 0 && r.DropBytes == 0 && r.DropCause == "" {
 		return b
 	}
@@ -21,4 +24,4 @@ var dropsGroup = group{name: "drops", attributes: func(_ *encoder, b []byte, r *
 	b = kvString(b, a, kFlowlensDropCause, r.DropCause)
 	b = kvString(b, a, kFlowlensDropTCPState, r.DropTCPState)
 	return kvInt(b, a, kFlowlensDropTCPFlags, int64(r.DropTCPFlags))
-}}
+}

@@ -17,7 +17,7 @@ type group struct {
 }
 
 // groups are the feature groups in the order their attributes follow the
-// core ones. A new feature adds its line.
+// core ones. A new feature adds its line, and its call in attributes.
 var groups = []group{dropsGroup, rttGroup, retransmitsGroup, xlatGroup, tlsGroup, dnsGroup}
 
 // GroupAttributes returns the keys of the attributes feature name's group
@@ -29,20 +29,24 @@ func GroupAttributes(name string, r *flow.Record) ([]string, bool) {
 		if g.name != name {
 			continue
 		}
-		var keys []string
-		b := g.attributes(newEncoder("node", ""), nil, r)
-		for len(b) > 0 { // LogRecord.attributes elements: KeyValue{key, value}
-			_, _, n := protowire.ConsumeTag(b)
-			kv, m := protowire.ConsumeBytes(b[n:])
-			if m < 0 {
-				return keys, true // not reached: the encoder wrote it
-			}
-			_, _, n = protowire.ConsumeTag(kv)
-			key, _ := protowire.ConsumeString(kv[n:])
-			keys = append(keys, key)
-			b = b[n+m:]
-		}
-		return keys, true
+		return attributeKeys(g.attributes(newEncoder("node", ""), nil, r)), true
 	}
 	return nil, false
+}
+
+// attributeKeys returns the keys of the LogRecord.attributes elements b
+// holds (KeyValue{key, value} each), in order.
+func attributeKeys(b []byte) (keys []string) {
+	for len(b) > 0 {
+		_, _, n := protowire.ConsumeTag(b)
+		kv, m := protowire.ConsumeBytes(b[n:])
+		if m < 0 {
+			return keys // not reached: the encoder wrote b
+		}
+		_, _, k := protowire.ConsumeTag(kv)
+		key, _ := protowire.ConsumeString(kv[k:])
+		keys = append(keys, key)
+		b = b[n+m:]
+	}
+	return keys
 }

@@ -38,6 +38,24 @@ func TestGroupAttributes(t *testing.T) {
 			t.Errorf("%s: attributes %v without the group", g.Name, keys)
 		}
 	}
+	// A flow's attributes have every group's, in groups' order.
+	var all flow.Record
+	var order []string
+	for _, g := range groups {
+		flow.Groups[slices.IndexFunc(flow.Groups, func(fg flow.Group) bool { return fg.Name == g.name })].Sample(&all)
+		order = append(order, want[g.name]...)
+	}
+	e := newEncoder("node", "")
+	e.attributes(&all)
+	var got []string
+	for _, k := range attributeKeys(e.buf) {
+		if slices.Contains(order, k) {
+			got = append(got, k)
+		}
+	}
+	if !slices.Equal(got, order) {
+		t.Errorf("a flow's group attributes %v, want %v", got, order)
+	}
 	if _, ok := GroupAttributes("nope", &flow.Record{}); ok {
 		t.Error(`GroupAttributes("nope") found a group`)
 	}

@@ -8,10 +8,13 @@ var (
 	kFlowlensRTTMaxNs = newKey("flowlens.rtt_max_ns")
 )
 
-var rttGroup = group{name: "rtt", attributes: func(_ *encoder, b []byte, r *flow.Record) []byte {
+var rttGroup = group{name: "rtt", attributes: rttAttributes}
+
+// rttAttributes appends the group's attributes of r.
+func rttAttributes(_ *encoder, b []byte, r *flow.Record) []byte {
 	if r.RTT == 0 && r.RTTMax == 0 {
 		return b
 	}
 	b = kvInt(b, fLRAttributes, kFlowlensRTTNs, int64(r.RTT))
 	return kvInt(b, fLRAttributes, kFlowlensRTTMaxNs, int64(r.RTTMax))
-}}
+}

@@ -14,12 +14,15 @@ var (
 	kFlowlensQUIC           = newKey("flowlens.quic")
 )
 
-var tlsGroup = group{name: "tls", attributes: func(e *encoder, b []byte, r *flow.Record) []byte {
+var tlsGroup = group{name: "tls", attributes: tlsAttributes}
+
+// tlsAttributes appends the group's attributes of r.
+func tlsAttributes(e *encoder, b []byte, r *flow.Record) []byte {
 	if !r.HasTLS() {
 		return b
 	}
 	return e.tls(b, r)
-}}
+}
 
 // tls appends the TLS attributes: the semantic conventions' names, values
 // as they define them ("tls" and "1.3", IANA names), a number the tables do

@@ -11,7 +11,10 @@ var (
 	kFlowlensXlatZoneID  = newKey("flowlens.xlat_zone_id")
 )
 
-var xlatGroup = group{name: "xlat", attributes: func(e *encoder, b []byte, r *flow.Record) []byte {
+var xlatGroup = group{name: "xlat", attributes: xlatAttributes}
+
+// xlatAttributes appends the group's attributes of r.
+func xlatAttributes(e *encoder, b []byte, r *flow.Record) []byte {
 	if !r.Translated() {
 		return b
 	}
@@ -21,4 +24,4 @@ var xlatGroup = group{name: "xlat", attributes: func(e *encoder, b []byte, r *fl
 	b = e.kvAddr(b, kFlowlensXlatDstAddr, r.XlatDstAddr)
 	b = kvInt(b, a, kFlowlensXlatDstPort, int64(r.XlatDstPort))
 	return kvInt(b, a, kFlowlensXlatZoneID, int64(r.XlatZoneID))
-}}
+}
