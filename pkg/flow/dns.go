@@ -33,7 +33,10 @@ var dnsGroup = Group{
 
 // HasDNS reports whether the record carries any DNS field (feature "dns"):
 // a query or an answer was seen on the flow, or a query timed out.
-func (g *DNSFields) HasDNS() bool { return *g != DNSFields{} }
+func (g *DNSFields) HasDNS() bool {
+	return g.DNSID != 0 || g.DNSFlags != 0 || g.DNSRcode != 0 || g.DNSName != "" || g.DNSNameTruncated ||
+		g.DNSLatency != 0 || g.DNSLatencyMax != 0 || g.DNSTimeout
+}
 
 // DNSAnswered reports whether the record's DNS fields describe an answer:
 // the last message seen is a response (QR set in DNSFlags: an answer on the

@@ -18,6 +18,13 @@ var dropsGroup = Group{
 	},
 }
 
+// HasDrops reports whether the record carries any drop field (feature
+// "drops"). Field by field, like the other groups' Has: comparing the
+// struct with its zero value is a call per flow (its strings).
+func (g *DropsFields) HasDrops() bool {
+	return g.DropPackets != 0 || g.DropBytes != 0 || g.DropCause != "" || g.DropTCPState != "" || g.DropTCPFlags != 0
+}
+
 // appendJSON appends the drop fields, always (zero when nothing dropped).
 func (g *DropsFields) appendJSON(b []byte) []byte {
 	b = appendUint(b, `,"drop_packets":`, g.DropPackets)

@@ -1,6 +1,7 @@
 // Package flow holds the flow record model that every stage after the kernel
-// shares: Record (record.go) with its JSON form (json.go), and the batches
-// that carry records from the evictor to the exporters (batch.go).
+// shares: Record (record.go) with its JSON form (json.go), the batches that
+// carry records from the evictor to the exporters (batch.go), and the cache
+// of interfaces' encoded forms the encoders share (ifacecache.go).
 //
 // A Record is the core fields every flow has plus one group per kernel
 // feature, each in a file named after the feature (drops.go, rtt.go,
@@ -11,8 +12,9 @@
 // internal/agent/exporter/otlp (GroupAttributes) and
 // internal/agent/exporter/ipfix (GroupElements). A conformance test walks the
 // feature registry and, for each feature, encodes Group.Sample with each of
-// them; so a new feature adds its group file here and one in each encoder,
-// and one line in each encoder's table of groups.
+// them. So a new feature adds its group file here and one in each encoder,
+// and in each (here too) one line in the table of groups and one call
+// where a record is encoded, which tests ask for.
 package flow
 
 import (

@@ -12,6 +12,10 @@ var retransmitsGroup = Group{
 	Sample:     func(r *Record) { r.RetransmitsFields = RetransmitsFields{Retransmits: 4} },
 }
 
+// HasRetransmits reports whether the record carries retransmits (feature
+// "retransmits").
+func (g *RetransmitsFields) HasRetransmits() bool { return g.Retransmits != 0 }
+
 // appendJSON appends retransmits, always (0 when none).
 func (g *RetransmitsFields) appendJSON(b []byte) []byte {
 	return appendUint(b, `,"retransmits":`, g.Retransmits)

@@ -17,6 +17,9 @@ var rttGroup = Group{
 	},
 }
 
+// HasRTT reports whether the record carries an RTT (feature "rtt").
+func (g *RTTFields) HasRTT() bool { return g.RTT != 0 || g.RTTMax != 0 }
+
 // appendJSON appends the RTT fields, always (0 when none was measured).
 func (g *RTTFields) appendJSON(b []byte) []byte {
 	b = appendUint(b, `,"rtt_ns":`, uint64(g.RTT))

@@ -25,7 +25,9 @@ var tlsGroup = Group{
 
 // HasTLS reports whether the record carries any TLS field (feature "tls"):
 // a ServerHello's version, cipher suite or group, a ClientHello, or QUIC.
-func (g *TLSFields) HasTLS() bool { return *g != TLSFields{} }
+func (g *TLSFields) HasTLS() bool {
+	return g.TLSVersion != 0 || g.TLSCipherSuite != 0 || g.TLSGroup != 0 || g.TLSClientHello || g.QUIC
+}
 
 // appendJSON appends the tls_* fields and quic of a flow with a handshake
 // or QUIC seen only: names, "" for a value not seen, "0x%04x" for one the

@@ -29,6 +29,13 @@ func (g *XlatFields) Translated() bool {
 	return g.XlatSrcAddr.IsValid() || g.XlatDstAddr.IsValid()
 }
 
+// HasXlat reports whether the record carries any field of the "xlat"
+// group: a translation (Translated), or a port or zone without its address
+// (which the protobuf keeps, the JSON does not write).
+func (g *XlatFields) HasXlat() bool {
+	return g.Translated() || g.XlatSrcPort != 0 || g.XlatDstPort != 0 || g.XlatZoneID != 0
+}
+
 // appendJSON appends the xlat_* fields of a translated flow only (like
 // interfaces_overflow: untranslated flows carry no xlat_*).
 func (g *XlatFields) appendJSON(b []byte) []byte {

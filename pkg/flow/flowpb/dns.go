@@ -55,7 +55,7 @@ func appendDNS(b []byte, r *flow.Record) []byte {
 	if !r.HasDNS() {
 		return b
 	}
-	b, start := openMessage(b, 55, 1)
+	b, start := openGroup(b, 55)
 	b = appendVarint(b, 1, uint64(r.DNSID))
 	b = appendVarint(b, 2, uint64(r.DNSFlags))
 	b = appendVarint(b, 3, uint64(r.DNSRcode))
@@ -64,5 +64,5 @@ func appendDNS(b []byte, r *flow.Record) []byte {
 	b = appendVarint(b, 6, uint64(r.DNSLatency))
 	b = appendVarint(b, 7, uint64(r.DNSLatencyMax))
 	b = appendBool(b, 8, r.DNSTimeout)
-	return closeMessage(b, start, 1)
+	return closeGroup(b, start)
 }

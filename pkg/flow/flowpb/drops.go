@@ -10,7 +10,7 @@ var dropsGroup = group{
 	name: "drops",
 	num:  50,
 	toProto: func(dst, spare *flowv1.Flow, r *flow.Record) {
-		m := groupMessage(dst, spare, func(f *flowv1.Flow) **flowv1.Drops { return &f.Drops }, r.DropsFields != flow.DropsFields{})
+		m := groupMessage(dst, spare, func(f *flowv1.Flow) **flowv1.Drops { return &f.Drops }, r.HasDrops())
 		if m == nil {
 			return
 		}
@@ -33,14 +33,14 @@ var dropsGroup = group{
 
 // appendDrops appends Flow.drops of r (wire.go).
 func appendDrops(b []byte, r *flow.Record) []byte {
-	if r.DropsFields == (flow.DropsFields{}) {
+	if !r.HasDrops() {
 		return b
 	}
-	b, start := openMessage(b, 50, 1)
+	b, start := openGroup(b, 50)
 	b = appendVarint(b, 1, r.DropPackets)
 	b = appendVarint(b, 2, r.DropBytes)
 	b = appendString(b, 3, r.DropCause)
 	b = appendString(b, 4, r.DropTCPState)
 	b = appendVarint(b, 5, uint64(r.DropTCPFlags))
-	return closeMessage(b, start, 1)
+	return closeGroup(b, start)
 }

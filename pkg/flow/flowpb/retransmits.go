@@ -10,7 +10,7 @@ var retransmitsGroup = group{
 	name: "retransmits",
 	num:  52,
 	toProto: func(dst, spare *flowv1.Flow, r *flow.Record) {
-		m := groupMessage(dst, spare, func(f *flowv1.Flow) **flowv1.Retransmits { return &f.Retransmits }, r.Retransmits != 0)
+		m := groupMessage(dst, spare, func(f *flowv1.Flow) **flowv1.Retransmits { return &f.Retransmits }, r.HasRetransmits())
 		if m == nil {
 			return
 		}
@@ -26,10 +26,10 @@ var retransmitsGroup = group{
 
 // appendRetransmits appends Flow.retransmits of r (wire.go).
 func appendRetransmits(b []byte, r *flow.Record) []byte {
-	if r.Retransmits == 0 {
+	if !r.HasRetransmits() {
 		return b
 	}
-	b, start := openMessage(b, 52, 1)
+	b, start := openGroup(b, 52)
 	b = appendVarint(b, 1, r.Retransmits)
-	return closeMessage(b, start, 1)
+	return closeGroup(b, start)
 }

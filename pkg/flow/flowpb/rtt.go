@@ -12,7 +12,7 @@ var rttGroup = group{
 	name: "rtt",
 	num:  51,
 	toProto: func(dst, spare *flowv1.Flow, r *flow.Record) {
-		m := groupMessage(dst, spare, func(f *flowv1.Flow) **flowv1.RTT { return &f.Rtt }, r.RTTFields != flow.RTTFields{})
+		m := groupMessage(dst, spare, func(f *flowv1.Flow) **flowv1.RTT { return &f.Rtt }, r.HasRTT())
 		if m == nil {
 			return
 		}
@@ -34,11 +34,11 @@ var rttGroup = group{
 
 // appendRTT appends Flow.rtt of r (wire.go).
 func appendRTT(b []byte, r *flow.Record) []byte {
-	if r.RTTFields == (flow.RTTFields{}) {
+	if !r.HasRTT() {
 		return b
 	}
-	b, start := openMessage(b, 51, 1)
+	b, start := openGroup(b, 51)
 	b = appendVarint(b, 1, uint64(r.RTT))
 	b = appendVarint(b, 2, uint64(r.RTTMax))
-	return closeMessage(b, start, 1)
+	return closeGroup(b, start)
 }

@@ -43,11 +43,11 @@ func appendTLS(b []byte, r *flow.Record) []byte {
 	if !r.HasTLS() {
 		return b
 	}
-	b, start := openMessage(b, 54, 1)
+	b, start := openGroup(b, 54)
 	b = appendVarint(b, 1, uint64(r.TLSVersion))
 	b = appendVarint(b, 2, uint64(r.TLSCipherSuite))
 	b = appendVarint(b, 3, uint64(r.TLSGroup))
 	b = appendBool(b, 4, r.TLSClientHello)
 	b = appendBool(b, 5, r.QUIC)
-	return closeMessage(b, start, 1)
+	return closeGroup(b, start)
 }

@@ -134,6 +134,22 @@ func appendInterface(b []byte, it *flow.Interface) []byte {
 	return closeMessage(b, start, 1)
 }
 
+// openGroup and closeGroup are openMessage and closeMessage of a feature
+// group's message, with a one-byte length guess, and for the usual body
+// under 128 bytes no more than that byte to write.
+func openGroup(b []byte, num protowire.Number) ([]byte, int) {
+	b = append(appendTag(b, num, protowire.BytesType), 0)
+	return b, len(b)
+}
+
+func closeGroup(b []byte, start int) []byte {
+	if n := len(b) - start; n < 0x80 {
+		b[start-1] = byte(n)
+		return b
+	}
+	return closeMessage(b, start, 1)
+}
+
 // openMessage appends the tag of submessage field num and room for its
 // length (guess bytes: the size of the varint expected), and returns where
 // the submessage's body starts.

@@ -10,7 +10,7 @@ var xlatGroup = group{
 	name: "xlat",
 	num:  53,
 	toProto: func(dst, spare *flowv1.Flow, r *flow.Record) {
-		m := groupMessage(dst, spare, func(f *flowv1.Flow) **flowv1.Xlat { return &f.Xlat }, r.XlatFields != flow.XlatFields{})
+		m := groupMessage(dst, spare, func(f *flowv1.Flow) **flowv1.Xlat { return &f.Xlat }, r.HasXlat())
 		if m == nil {
 			return
 		}
@@ -41,14 +41,14 @@ var xlatGroup = group{
 
 // appendXlat appends Flow.xlat of r (wire.go).
 func appendXlat(b []byte, r *flow.Record) []byte {
-	if r.XlatFields == (flow.XlatFields{}) {
+	if !r.HasXlat() {
 		return b
 	}
-	b, start := openMessage(b, 53, 1)
+	b, start := openGroup(b, 53)
 	b = appendAddrField(b, 1, r.XlatSrcAddr)
 	b = appendVarint(b, 2, uint64(r.XlatSrcPort))
 	b = appendAddrField(b, 3, r.XlatDstAddr)
 	b = appendVarint(b, 4, uint64(r.XlatDstPort))
 	b = appendVarint(b, 5, uint64(r.XlatZoneID))
-	return closeMessage(b, start, 1)
+	return closeGroup(b, start)
 }

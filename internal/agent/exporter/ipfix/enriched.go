@@ -65,6 +65,5 @@ func enrichedVarLen(r *flow.Record) int {
 // sampled (a rate above 1), or crossed more interfaces than recorded. Other
 // flows keep the templates without them.
 func Enriched(r *flow.Record) bool {
-	return r.DropsFields != (flow.DropsFields{}) || r.RTTFields != (flow.RTTFields{}) || r.Retransmits != 0 ||
-		r.Partial || r.Sampling > 1 || r.IfacesOverflow || len(r.Interfaces) > MaxInterfaces
+	return r.HasDrops() || r.HasRTT() || r.HasRetransmits() || r.Partial || r.Sampling > 1 || r.IfacesOverflow || len(r.Interfaces) > MaxInterfaces
 }
