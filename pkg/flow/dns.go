@@ -29,6 +29,7 @@ var dnsGroup = Group{
 			DNSName: "example.com", DNSNameTruncated: true, DNSLatency: 2 * time.Millisecond,
 			DNSLatencyMax: 5 * time.Millisecond, DNSTimeout: true}
 	},
+	Has: func(r *Record) bool { return r.HasDNS() },
 }
 
 // HasDNS reports whether the record carries any DNS field (feature "dns"):

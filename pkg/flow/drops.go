@@ -16,6 +16,7 @@ var dropsGroup = Group{
 	Sample: func(r *Record) {
 		r.DropsFields = DropsFields{DropPackets: 2, DropBytes: 100, DropCause: "NO_SOCKET", DropTCPState: "ESTABLISHED", DropTCPFlags: 0x10}
 	},
+	Has: func(r *Record) bool { return r.HasDrops() },
 }
 
 // HasDrops reports whether the record carries any drop field (feature

@@ -12,6 +12,8 @@ type Group struct {
 	// Sample sets every field of the group in r to a value other than its
 	// zero: the record a test encodes to see each field come out.
 	Sample func(r *Record)
+	// Has reports whether r carries the group: any of its fields is set.
+	Has func(r *Record) bool
 }
 
 // Groups are the feature groups of a Record, in the order their fields

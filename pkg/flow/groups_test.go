@@ -65,6 +65,23 @@ func TestGroupSampleSetsItsGroup(t *testing.T) {
 		if set != 1 {
 			t.Errorf("%s: Sample sets %d groups, want 1", g.Name, set)
 		}
+		// Has sees each field of the group alone.
+		for i := range rv.NumField() {
+			f := rv.Field(i)
+			if f.IsZero() {
+				continue
+			}
+			for j := range f.NumField() {
+				var one flow.Record
+				reflect.ValueOf(&one).Elem().Field(i).Field(j).Set(f.Field(j))
+				if !g.Has(&one) {
+					t.Errorf("%s: Has misses %s", g.Name, f.Type().Field(j).Name)
+				}
+			}
+		}
+		if g.Has(&flow.Record{}) {
+			t.Errorf("%s: Has on a zero record", g.Name)
+		}
 	}
 	// Every group of the Record is listed once.
 	groups := 0

@@ -10,6 +10,7 @@ var retransmitsGroup = Group{
 	Name:       "retransmits",
 	JSONFields: []string{"retransmits"},
 	Sample:     func(r *Record) { r.RetransmitsFields = RetransmitsFields{Retransmits: 4} },
+	Has:        func(r *Record) bool { return r.HasRetransmits() },
 }
 
 // HasRetransmits reports whether the record carries retransmits (feature

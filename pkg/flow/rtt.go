@@ -15,6 +15,7 @@ var rttGroup = Group{
 	Sample: func(r *Record) {
 		r.RTTFields = RTTFields{RTT: 150 * time.Microsecond, RTTMax: time.Millisecond}
 	},
+	Has: func(r *Record) bool { return r.HasRTT() },
 }
 
 // HasRTT reports whether the record carries an RTT (feature "rtt").

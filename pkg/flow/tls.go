@@ -21,6 +21,7 @@ var tlsGroup = Group{
 	Sample: func(r *Record) {
 		r.TLSFields = TLSFields{TLSVersion: 0x0304, TLSCipherSuite: 0x1301, TLSGroup: 0x001d, TLSClientHello: true, QUIC: true}
 	},
+	Has: func(r *Record) bool { return r.HasTLS() },
 }
 
 // HasTLS reports whether the record carries any TLS field (feature "tls"):

@@ -21,6 +21,7 @@ var xlatGroup = Group{
 		r.XlatFields = XlatFields{XlatSrcAddr: netip.MustParseAddr("192.0.2.10"), XlatSrcPort: 40000,
 			XlatDstAddr: netip.MustParseAddr("10.244.1.7"), XlatDstPort: 8080, XlatZoneID: 3}
 	},
+	Has: func(r *Record) bool { return r.HasXlat() },
 }
 
 // Translated reports whether the record carries a translation (feature
