@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flowlens/flowlens/internal/agent/exporter/ipfix"
+	"github.com/flowlens/flowlens/internal/agent/ipfixsize"
 	"github.com/flowlens/flowlens/internal/agent/ifname"
 	"github.com/flowlens/flowlens/internal/shared/cliconf"
 	"github.com/flowlens/flowlens/internal/shared/httpserve"
@@ -159,15 +159,8 @@ func checkIPFIX(c *Config) error {
 	if d := c.IPFIXTemplateRefresh; d < time.Second || d > time.Hour {
 		errs = append(errs, invalid("--ipfix-template-refresh", d.String(), errors.New("must be from 1s to 1h")))
 	}
-	if n := c.IPFIXMaxMessageSize; n != 0 {
-		hi := ipfix.MaxUDPMessageBytes
-		if c.IPFIXTransport == "tcp" {
-			hi = ipfix.MaxMessageBytes
-		}
-		if n < ipfix.MinMessageBytes || n > hi {
-			errs = append(errs, invalid("--ipfix-max-message-size", strconv.Itoa(n),
-				fmt.Errorf("must be 0 (the default) or from %d to %d over %s", ipfix.MinMessageBytes, hi, c.IPFIXTransport)))
-		}
+	if err := ipfixsize.Check(c.IPFIXMaxMessageSize, c.IPFIXTransport); err != nil {
+		errs = append(errs, invalid("--ipfix-max-message-size", strconv.Itoa(c.IPFIXMaxMessageSize), err))
 	}
 	if c.IPFIXEnterpriseNumber == 0 {
 		errs = append(errs, invalid("--ipfix-enterprise-number", "0", errors.New("must be an integer from 1 to 4294967295")))
