@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flowlens/flowlens/internal/agent/ipfixsize"
 	"github.com/flowlens/flowlens/internal/agent/ifname"
+	"github.com/flowlens/flowlens/internal/agent/ipfixsize"
 	"github.com/flowlens/flowlens/internal/shared/cliconf"
 	"github.com/flowlens/flowlens/internal/shared/httpserve"
 )
