@@ -30,15 +30,15 @@ func (c *Config) Validate() error {
 	add(checkNameList("--exclude-interfaces", c.ExcludeInterfaces))
 	add(checkNetns(c.Netns, c.NetnsDir))
 	if d := c.CacheActiveTimeout; d < 100*time.Millisecond || d > time.Hour {
-		add(invalid("--cache-active-timeout", d.String(), errors.New("must be from 100ms to 1h")))
+		add(cliconf.Invalid("--cache-active-timeout", d.String(), errors.New("must be from 100ms to 1h")))
 	}
 	add(checkRange("--cache-max-flows", c.CacheMaxFlows, 1, 10_000_000))
 	if c.Sampling < 1 {
-		add(invalid("--sampling", strconv.FormatUint(uint64(c.Sampling), 10), errors.New("must be >= 1")))
+		add(cliconf.Invalid("--sampling", strconv.FormatUint(uint64(c.Sampling), 10), errors.New("must be >= 1")))
 	}
 	add(checkFilter(c))
 	if d := c.DNSTimeout; d < 100*time.Millisecond || d > time.Minute {
-		add(invalid("--dns-timeout", d.String(), errors.New("must be from 100ms to 1m")))
+		add(cliconf.Invalid("--dns-timeout", d.String(), errors.New("must be from 100ms to 1m")))
 	}
 	add(checkExport(c.Export))
 	add(checkTarget(c.Target, c.Export))
@@ -50,12 +50,12 @@ func (c *Config) Validate() error {
 	add(checkTLS(c))
 	if c.MetricsAddress != "" {
 		if err := splitHostPort(c.MetricsAddress); err != nil {
-			add(invalid("--metrics-address", c.MetricsAddress, err))
+			add(cliconf.Invalid("--metrics-address", c.MetricsAddress, err))
 		}
 	}
 	add(httpserve.CheckWebConfig("--web-config-file", c.WebConfigFile))
 	if c.NodeName == "" {
-		add(invalid("--node-name", "", errors.New("must not be empty; set it or NODE_NAME")))
+		add(cliconf.Invalid("--node-name", "", errors.New("must not be empty; set it or NODE_NAME")))
 	}
 	add(checkLevel(c))
 	return errors.Join(errs...)
@@ -65,7 +65,7 @@ func (c *Config) Validate() error {
 func checkNameList(flagName string, entries []string) error {
 	for _, e := range entries {
 		if _, err := ifname.CompileEntry(e); err != nil {
-			return invalid(flagName, e, err)
+			return cliconf.Invalid(flagName, e, err)
 		}
 	}
 	return nil
@@ -73,7 +73,7 @@ func checkNameList(flagName string, entries []string) error {
 
 func checkNetns(list []string, dir string) error {
 	if len(list) == 0 {
-		return invalid("--netns", "", errors.New(`must list "host", "all" or namespace names`))
+		return cliconf.Invalid("--netns", "", errors.New(`must list "host", "all" or namespace names`))
 	}
 	var all, named bool
 	for _, e := range list {
@@ -83,23 +83,23 @@ func checkNetns(list []string, dir string) error {
 			all = true
 		case strings.Contains(e, "/") || e == "." || e == "..":
 			// Names are joined to --netns-dir; a path would escape it.
-			return invalid("--netns", e, errors.New("must be a namespace name under --netns-dir, not a path"))
+			return cliconf.Invalid("--netns", e, errors.New("must be a namespace name under --netns-dir, not a path"))
 		default:
 			named = true
 		}
 	}
 	if all && named {
-		return invalid("--netns", strings.Join(list, ","), errors.New(`"all" cannot be combined with namespace names`))
+		return cliconf.Invalid("--netns", strings.Join(list, ","), errors.New(`"all" cannot be combined with namespace names`))
 	}
 	if (all || named) && dir == "" {
-		return invalid("--netns-dir", "", errors.New("must be set to watch named namespaces"))
+		return cliconf.Invalid("--netns-dir", "", errors.New("must be set to watch named namespaces"))
 	}
 	return nil
 }
 
 func checkRange(flagName string, v, lo, hi int) error {
 	if v < lo || v > hi {
-		return invalid(flagName, strconv.Itoa(v), fmt.Errorf("must be from %d to %d", lo, hi))
+		return cliconf.Invalid(flagName, strconv.Itoa(v), fmt.Errorf("must be from %d to %d", lo, hi))
 	}
 	return nil
 }
@@ -108,15 +108,15 @@ const exporterNames = "stdout, grpc, ipfix, kafka, otlp"
 
 func checkExport(list []string) error {
 	if len(list) == 0 {
-		return invalid("--export", "", errors.New("must list at least one of "+exporterNames))
+		return cliconf.Invalid("--export", "", errors.New("must list at least one of "+exporterNames))
 	}
 	seen := map[string]bool{}
 	for _, e := range list {
 		if e != "stdout" && e != "grpc" && e != "ipfix" && e != "kafka" && e != "otlp" {
-			return invalid("--export", e, errors.New("unknown exporter: must be one of "+exporterNames))
+			return cliconf.Invalid("--export", e, errors.New("unknown exporter: must be one of "+exporterNames))
 		}
 		if seen[e] {
-			return invalid("--export", strings.Join(list, ","), fmt.Errorf("%q is listed twice", e))
+			return cliconf.Invalid("--export", strings.Join(list, ","), fmt.Errorf("%q is listed twice", e))
 		}
 		seen[e] = true
 	}
@@ -133,11 +133,11 @@ func checkTarget(target string, export []string) error {
 		return nil
 	}
 	if err := splitHostPort(target); err != nil {
-		return invalid("--target", target, err)
+		return cliconf.Invalid("--target", target, err)
 	}
 	_, port, _ := net.SplitHostPort(target)
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return invalid("--target", target, errors.New("port must be a number from 1 to 65535"))
+		return cliconf.Invalid("--target", target, errors.New("port must be a number from 1 to 65535"))
 	}
 	return nil
 }
@@ -154,16 +154,16 @@ func checkIPFIX(c *Config) error {
 		errs = append(errs, err)
 	}
 	if c.IPFIXTransport != "udp" && c.IPFIXTransport != "tcp" {
-		errs = append(errs, invalid("--ipfix-transport", c.IPFIXTransport, errors.New("must be udp or tcp")))
+		errs = append(errs, cliconf.Invalid("--ipfix-transport", c.IPFIXTransport, errors.New("must be udp or tcp")))
 	}
 	if d := c.IPFIXTemplateRefresh; d < time.Second || d > time.Hour {
-		errs = append(errs, invalid("--ipfix-template-refresh", d.String(), errors.New("must be from 1s to 1h")))
+		errs = append(errs, cliconf.Invalid("--ipfix-template-refresh", d.String(), errors.New("must be from 1s to 1h")))
 	}
 	if err := ipfixsize.Check(c.IPFIXMaxMessageSize, c.IPFIXTransport); err != nil {
-		errs = append(errs, invalid("--ipfix-max-message-size", strconv.Itoa(c.IPFIXMaxMessageSize), err))
+		errs = append(errs, cliconf.Invalid("--ipfix-max-message-size", strconv.Itoa(c.IPFIXMaxMessageSize), err))
 	}
 	if c.IPFIXEnterpriseNumber == 0 {
-		errs = append(errs, invalid("--ipfix-enterprise-number", "0", errors.New("must be an integer from 1 to 4294967295")))
+		errs = append(errs, cliconf.Invalid("--ipfix-enterprise-number", "0", errors.New("must be an integer from 1 to 4294967295")))
 	}
 	return errors.Join(errs...)
 }
@@ -180,10 +180,10 @@ func checkOTLP(c *Config) error {
 		errs = append(errs, err)
 	}
 	if c.OTLPProtocol != "grpc" && c.OTLPProtocol != "http" {
-		errs = append(errs, invalid("--otlp-protocol", c.OTLPProtocol, errors.New("must be grpc or http")))
+		errs = append(errs, cliconf.Invalid("--otlp-protocol", c.OTLPProtocol, errors.New("must be grpc or http")))
 	}
 	if c.OTLPCompression != "none" && c.OTLPCompression != "gzip" {
-		errs = append(errs, invalid("--otlp-compression", c.OTLPCompression, errors.New("must be none or gzip")))
+		errs = append(errs, cliconf.Invalid("--otlp-compression", c.OTLPCompression, errors.New("must be none or gzip")))
 	}
 	errs = append(errs, checkRange("--otlp-batch-flows", c.OTLPBatchFlows, 1, 100_000))
 	if (c.OTLPTLSCert == "") != (c.OTLPTLSKey == "") {
@@ -202,14 +202,14 @@ func (c *Config) OTLPTLSOn() bool {
 // checkHostPort checks a host:port with a host and a numeric port.
 func checkHostPort(flagName, addr string) error {
 	if err := splitHostPort(addr); err != nil {
-		return invalid(flagName, addr, err)
+		return cliconf.Invalid(flagName, addr, err)
 	}
 	host, port, _ := net.SplitHostPort(addr)
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return invalid(flagName, addr, errors.New("port must be a number from 1 to 65535"))
+		return cliconf.Invalid(flagName, addr, errors.New("port must be a number from 1 to 65535"))
 	}
 	if host == "" {
-		return invalid(flagName, addr, errors.New("must name a host"))
+		return cliconf.Invalid(flagName, addr, errors.New("must name a host"))
 	}
 	return nil
 }
@@ -238,10 +238,10 @@ func checkFiles(files []flagFile) error {
 		}
 		fi, err := os.Stat(f.path)
 		if err != nil {
-			return invalid(f.flag, f.path, pathReason(err))
+			return cliconf.Invalid(f.flag, f.path, cliconf.PathReason(err))
 		}
 		if fi.IsDir() {
-			return invalid(f.flag, f.path, errors.New("is a directory, not a file"))
+			return cliconf.Invalid(f.flag, f.path, errors.New("is a directory, not a file"))
 		}
 	}
 	return nil

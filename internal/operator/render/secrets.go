@@ -9,7 +9,7 @@ import (
 
 // The prefixes of the agent's and the collector's environment variables
 // (package cliconf derives a flag's variable from its name: --kafka-sasl-username
-// is FLOWLENS_KAFKA_SASL_USERNAME for the agent). A value from a Secret goes
+// is FLOWLENS_AGENT_KAFKA_SASL_USERNAME for the agent). A value from a Secret goes
 // in a variable rather than in the configuration file or an argument: the
 // operator never reads Secrets, and a variable does not show in the process
 // list of the node, as arguments do.

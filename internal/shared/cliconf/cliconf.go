@@ -6,7 +6,7 @@
 //
 // Every option is defined once, in a Spec's Options. Its flag name is the only
 // spelling written down; the environment variable (Spec.EnvPrefix plus the
-// name in upper case with "_" for "-": FLOWLENS_CACHE_ACTIVE_TIMEOUT for
+// name in upper case with "_" for "-": FLOWLENS_AGENT_CACHE_ACTIVE_TIMEOUT for
 // --cache-active-timeout when the prefix is "FLOWLENS_") and the YAML key
 // (cache_active_timeout) are derived from it, so the three spellings cannot
 // drift apart. The file is named by --config or <prefix>CONFIG.
@@ -38,6 +38,10 @@ type Option[C any] struct {
 	Arg     string // placeholder for the value in the help, e.g. "duration"
 	Default string // default, parsed like a user's value so the help cannot lie
 	Usage   string
+	// Section is the heading the help lists the option under (the
+	// component it configures, e.g. "Kafka exporter"); options are listed in
+	// table order, a heading each time the section changes. See InSection.
+	Section string
 
 	// Bool lets the flag be given without a value: --name means --name=true.
 	Bool bool
