@@ -152,7 +152,7 @@ func collectorDeployment(fc *v1alpha1.FlowCollector, args []string, k *v1alpha1.
 		WithImage(image).
 		WithImagePullPolicy(c.ImagePullPolicy).
 		WithArgs(args...).
-		WithEnv(kafkaEnv(k, collectorEnvPrefix)...).
+		WithEnv(kafkaEnv(k, collectorKafkaUsernameEnv)...).
 		WithPorts(corev1ac.ContainerPort().WithName("metrics").WithContainerPort(CollectorMetricsPort).WithProtocol(corev1.ProtocolTCP)).
 		WithResources(resources(c.Resources)).
 		WithReadinessProbe(probe("/readyz")).

@@ -45,7 +45,7 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultTopic           = "flowlens-flows"
+	DefaultTopic           = flowkafka.DefaultTopic
 	DefaultMaxBatchBytes   = 1 << 20
 	DefaultBatchFlows      = 1000
 	DefaultMetadataRefresh = 30 * time.Second
