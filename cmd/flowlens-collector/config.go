@@ -14,7 +14,6 @@ import (
 	"github.com/flowlens/flowlens/internal/collector/k8smeta"
 	"github.com/flowlens/flowlens/internal/shared/cliconf"
 	"github.com/flowlens/flowlens/internal/shared/httpserve"
-	"github.com/flowlens/flowlens/pkg/flow/flowkafka"
 	"github.com/flowlens/flowlens/pkg/receiver"
 )
 
@@ -91,7 +90,7 @@ var spec = &cliconf.Spec[options]{
 			{Name: "kafka-brokers", Arg: "list",
 				Usage:   "Kafka bootstrap brokers, host:port: consume --kafka-topic as a member of --kafka-group (beside the gRPC listener)",
 				SetList: func(o *options, v []string) error { o.kafka.Brokers = v; return nil }},
-			{Name: "kafka-topic", Arg: "name", Default: flowkafka.DefaultTopic,
+			{Name: "kafka-topic", Arg: "name", Default: "flowlens-flows",
 				Usage: "Kafka topic the agents produce flows to",
 				Set:   cliconf.String(func(o *options) *string { return &o.kafka.Topic })},
 			{Name: "kafka-group", Arg: "name", Default: receiver.DefaultKafkaGroup,

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/shared/cliconf"
-	"github.com/flowlens/flowlens/pkg/flow/flowkafka"
 )
 
 // Defaults of the options another program also writes: the operator renders
@@ -32,7 +31,7 @@ const (
 	DefaultIPFIXDomainID        = 1
 	DefaultIPFIXTemplateRefresh = time.Minute
 
-	DefaultKafkaTopic         = flowkafka.DefaultTopic
+	DefaultKafkaTopic         = "flowlens-flows" // the collector's --kafka-topic too (its TestOperatorArgs)
 	DefaultKafkaCompression   = "lz4"
 	DefaultKafkaLinger        = 50 * time.Millisecond
 	DefaultKafkaMaxBatchBytes = 1 << 20

@@ -32,10 +32,6 @@ import (
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
-// DefaultTopic is the topic the agents produce to and the collectors
-// consume, unless both are told another (--kafka-topic).
-const DefaultTopic = "flowlens-flows"
-
 // HeaderContentType is the record header naming the value's message type.
 const HeaderContentType = "content-type"
 

@@ -45,7 +45,7 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultTopic           = flowkafka.DefaultTopic
+	DefaultTopic           = "flowlens-flows"
 	DefaultMaxBatchBytes   = 1 << 20
 	DefaultBatchFlows      = 1000
 	DefaultMetadataRefresh = 30 * time.Second
