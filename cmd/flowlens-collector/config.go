@@ -4,7 +4,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/netip"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -86,10 +85,7 @@ var spec = &cliconf.Spec[options]{
 				Usage: "most agent streams served at once (-1: unlimited)",
 				Set:   cliconf.Int(func(o *options) *int { return &o.limits.MaxStreams })},
 		}),
-		cliconf.InSection("Kafka consumer", []*cliconf.Option[options]{
-			{Name: "kafka-brokers", Arg: "list",
-				Usage:   "Kafka bootstrap brokers, host:port: consume --kafka-topic as a member of --kafka-group (beside the gRPC listener)",
-				SetList: func(o *options, v []string) error { o.kafka.Brokers = v; return nil }},
+		cliconf.InSection("Kafka consumer", kafkaConn.Options(), []*cliconf.Option[options]{
 			{Name: "kafka-topic", Arg: "name", Default: "flowlens-flows",
 				Usage: "Kafka topic the agents produce flows to",
 				Set:   cliconf.String(func(o *options) *string { return &o.kafka.Topic })},
@@ -99,27 +95,6 @@ var spec = &cliconf.Spec[options]{
 			{Name: "kafka-session-timeout", Arg: "duration", Default: receiver.DefaultKafkaSessionTimeout.String(),
 				Usage: "how long the group waits for a collector that stopped (killed) before its partitions go to the others (6s to 30m, within the brokers' group.{min,max}.session.timeout.ms)",
 				Set:   cliconf.Duration(func(o *options) *time.Duration { return &o.kafka.SessionTimeout })},
-			{Name: "kafka-tls", Arg: "bool", Default: "false", Bool: true,
-				Usage: "connect to the brokers over TLS (implied by --kafka-tls-ca, --kafka-tls-cert, --kafka-tls-key)",
-				Set:   cliconf.Bool(func(o *options) *bool { return &o.kafka.TLS })},
-			{Name: "kafka-tls-ca", Arg: "file",
-				Usage: "CA certificate to verify the brokers (default: the system's roots)",
-				Set:   cliconf.String(func(o *options) *string { return &o.kafka.TLSCA })},
-			{Name: "kafka-tls-cert", Arg: "file",
-				Usage: "client certificate for the brokers; needs --kafka-tls-key",
-				Set:   cliconf.String(func(o *options) *string { return &o.kafka.TLSCert })},
-			{Name: "kafka-tls-key", Arg: "file",
-				Usage: "client key for the brokers; needs --kafka-tls-cert",
-				Set:   cliconf.String(func(o *options) *string { return &o.kafka.TLSKey })},
-			{Name: "kafka-sasl-mechanism", Arg: "name", Default: "none",
-				Usage: "SASL authentication to the brokers: none, plain or scram-sha-512",
-				Set:   cliconf.String(func(o *options) *string { return &o.kafka.SASL })},
-			{Name: "kafka-sasl-username", Arg: "name",
-				Usage: "SASL user name; required with a SASL mechanism",
-				Set:   cliconf.String(func(o *options) *string { return &o.kafka.SASLUser })},
-			{Name: "kafka-sasl-password-file", Arg: "file",
-				Usage: "file holding the SASL password (a trailing newline is ignored); required with a SASL mechanism",
-				Set:   cliconf.String(func(o *options) *string { return &o.kafka.SASLPasswordFile })},
 		}),
 		cliconf.InSection("Output", []*cliconf.Option[options]{
 			{Name: "output", Arg: "format", Default: "json",
@@ -349,10 +324,8 @@ func (o *options) validate() error {
 	for _, f := range []struct{ flag, path string }{
 		{"--tls-cert", o.tlsCert}, {"--tls-key", o.tlsKey}, {"--tls-client-ca", o.tlsCA},
 		{"--kubeconfig", o.kubeconfig}, {"--k8s-static", o.static},
-		{"--kafka-tls-ca", o.kafka.TLSCA}, {"--kafka-tls-cert", o.kafka.TLSCert}, {"--kafka-tls-key", o.kafka.TLSKey},
-		{"--kafka-sasl-password-file", o.kafka.SASLPasswordFile},
 	} {
-		add(checkFile(f.flag, f.path))
+		add(cliconf.CheckFile(f.flag, f.path))
 	}
 	return errors.Join(errs...)
 }
@@ -364,30 +337,25 @@ func checkPositive(flagName string, d time.Duration) error {
 	return nil
 }
 
-// checkFile checks that path ("" = not given) names a readable file.
-func checkFile(flagName, path string) error {
-	if path == "" {
-		return nil
-	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return cliconf.Invalid(flagName, path, cliconf.PathReason(err))
-	}
-	if fi.IsDir() {
-		return cliconf.Invalid(flagName, path, errors.New("is a directory, not a file"))
-	}
-	return nil
+// kafkaConn is the connection to the brokers, a group the agent's kafka
+// exporter shares (package cliconf).
+var kafkaConn = cliconf.KafkaConn[options]{
+	BrokersUsage: "Kafka bootstrap brokers, host:port: consume --kafka-topic as a member of --kafka-group (beside the gRPC listener)",
+	Brokers:      func(o *options) *[]string { return &o.kafka.Brokers },
+	TLS: cliconf.ClientTLS[options]{Prefix: "kafka-", Peer: "brokers", CAUsage: " (default: the system's roots)",
+		On:   func(o *options) *bool { return &o.kafka.TLS },
+		CA:   func(o *options) *string { return &o.kafka.TLSCA },
+		Cert: func(o *options) *string { return &o.kafka.TLSCert },
+		Key:  func(o *options) *string { return &o.kafka.TLSKey }},
+	Mechanism:    func(o *options) *string { return &o.kafka.SASL },
+	Username:     func(o *options) *string { return &o.kafka.SASLUser },
+	PasswordFile: func(o *options) *string { return &o.kafka.SASLPasswordFile },
 }
 
 // checkKafka checks the --kafka-* settings (used when --kafka-brokers is set).
 func (o *options) checkKafka() error {
 	k := &o.kafka
-	var errs []error
-	for _, b := range k.Brokers {
-		if err := cliconf.SplitHostPort(b); err != nil {
-			errs = append(errs, cliconf.Invalid("--kafka-brokers", b, err))
-		}
-	}
+	errs := []error{kafkaConn.Check(o)}
 	if k.Topic == "" {
 		errs = append(errs, cliconf.Invalid("--kafka-topic", "", errors.New("must not be empty")))
 	}
@@ -396,21 +364,6 @@ func (o *options) checkKafka() error {
 	}
 	if d := k.SessionTimeout; d < 6*time.Second || d > 30*time.Minute {
 		errs = append(errs, cliconf.Invalid("--kafka-session-timeout", d.String(), errors.New("must be from 6s to 30m")))
-	}
-	if (k.TLSCert == "") != (k.TLSKey == "") {
-		errs = append(errs, errors.New("--kafka-tls-cert and --kafka-tls-key must be given together"))
-	}
-	switch k.SASL {
-	case "none":
-		if k.SASLUser != "" || k.SASLPasswordFile != "" {
-			errs = append(errs, errors.New("--kafka-sasl-username and --kafka-sasl-password-file need --kafka-sasl-mechanism plain or scram-sha-512"))
-		}
-	case "plain", "scram-sha-512":
-		if k.SASLUser == "" || k.SASLPasswordFile == "" {
-			errs = append(errs, errors.New("--kafka-sasl-mechanism "+k.SASL+" needs --kafka-sasl-username and --kafka-sasl-password-file"))
-		}
-	default:
-		errs = append(errs, cliconf.Invalid("--kafka-sasl-mechanism", k.SASL, errors.New("must be none, plain or scram-sha-512")))
 	}
 	return errors.Join(errs...)
 }

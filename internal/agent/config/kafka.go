@@ -31,35 +31,27 @@ type Kafka struct {
 	BatchFlows       int
 }
 
-// kafkaOptions are the --kafka-* rows of the options table.
-var kafkaOptions = []*cliconf.Option[Config]{
-	{Name: "kafka-brokers", Arg: "list", Default: "",
-		Usage:   "Kafka bootstrap brokers, host:port; required with --export kafka",
-		SetList: func(c *Config, v []string) error { c.Kafka.Brokers = v; return nil }},
+// kafkaConn is the connection to the brokers, a group the collector's
+// consumer shares (package cliconf).
+var kafkaConn = cliconf.KafkaConn[Config]{
+	BrokersUsage: "Kafka bootstrap brokers, host:port; required with --export kafka",
+	Brokers:      func(c *Config) *[]string { return &c.Kafka.Brokers },
+	TLS: cliconf.ClientTLS[Config]{Prefix: "kafka-", Peer: "brokers", CAUsage: " (default: the system's roots)",
+		On:   func(c *Config) *bool { return &c.Kafka.TLS },
+		CA:   func(c *Config) *string { return &c.Kafka.TLSCA },
+		Cert: func(c *Config) *string { return &c.Kafka.TLSCert },
+		Key:  func(c *Config) *string { return &c.Kafka.TLSKey }},
+	Mechanism:    func(c *Config) *string { return &c.Kafka.SASLMechanism },
+	Username:     func(c *Config) *string { return &c.Kafka.SASLUsername },
+	PasswordFile: func(c *Config) *string { return &c.Kafka.SASLPasswordFile },
+}
+
+// kafkaOptions are the --kafka-* rows of the options table: the connection,
+// then the exporter's own.
+var kafkaOptions = append(kafkaConn.Options(), []*cliconf.Option[Config]{
 	{Name: "kafka-topic", Arg: "name", Default: DefaultKafkaTopic,
 		Usage: "Kafka topic the flows are produced to (it must exist; its partitions are shared by the consuming collectors)",
 		Set:   func(c *Config, s string) error { c.Kafka.Topic = s; return nil }},
-	{Name: "kafka-tls", Arg: "bool", Default: "false", Bool: true,
-		Usage: "connect to the brokers over TLS (implied by --kafka-tls-ca, --kafka-tls-cert, --kafka-tls-key)",
-		Set:   cliconf.Bool(func(c *Config) *bool { return &c.Kafka.TLS })},
-	{Name: "kafka-tls-ca", Arg: "file", Default: "",
-		Usage: "CA certificate to verify the brokers (default: the system's roots)",
-		Set:   func(c *Config, s string) error { c.Kafka.TLSCA = s; return nil }},
-	{Name: "kafka-tls-cert", Arg: "file", Default: "",
-		Usage: "client certificate for the brokers; needs --kafka-tls-key",
-		Set:   func(c *Config, s string) error { c.Kafka.TLSCert = s; return nil }},
-	{Name: "kafka-tls-key", Arg: "file", Default: "",
-		Usage: "client key for the brokers; needs --kafka-tls-cert",
-		Set:   func(c *Config, s string) error { c.Kafka.TLSKey = s; return nil }},
-	{Name: "kafka-sasl-mechanism", Arg: "name", Default: "none",
-		Usage: "SASL authentication to the brokers: none, plain or scram-sha-512",
-		Set:   func(c *Config, s string) error { c.Kafka.SASLMechanism = s; return nil }},
-	{Name: "kafka-sasl-username", Arg: "name", Default: "",
-		Usage: "SASL user name; required with --kafka-sasl-mechanism plain or scram-sha-512",
-		Set:   func(c *Config, s string) error { c.Kafka.SASLUsername = s; return nil }},
-	{Name: "kafka-sasl-password-file", Arg: "file", Default: "",
-		Usage: "file holding the SASL password (a trailing newline is ignored); required with a SASL mechanism",
-		Set:   func(c *Config, s string) error { c.Kafka.SASLPasswordFile = s; return nil }},
 	{Name: "kafka-compression", Arg: "codec", Default: DefaultKafkaCompression,
 		Usage: "compression of the produced record batches: none, lz4 or zstd",
 		Set:   func(c *Config, s string) error { c.Kafka.Compression = s; return nil }},
@@ -78,7 +70,7 @@ var kafkaOptions = []*cliconf.Option[Config]{
 	{Name: "kafka-batch-flows", Arg: "n", Default: itoa(DefaultKafkaBatchFlows),
 		Usage: "flows per FlowBatch record with --kafka-message batch (1 to 100000)",
 		Set:   cliconf.Int(func(c *Config) *int { return &c.Kafka.BatchFlows })},
-}
+}...)
 
 // topicName is what Kafka accepts as a topic name.
 var topicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
@@ -98,29 +90,9 @@ func checkKafka(c *Config) error {
 			add(errors.New("--kafka-brokers is required when --export includes kafka"))
 		}
 	}
-	for _, b := range k.Brokers {
-		add(checkHostPort("--kafka-brokers", b))
-	}
+	add(kafkaConn.Check(c))
 	if !topicName.MatchString(k.Topic) || k.Topic == "." || k.Topic == ".." {
 		add(cliconf.Invalid("--kafka-topic", k.Topic, errors.New("must be 1 to 249 of a-z A-Z 0-9 . _ -")))
-	}
-	if (k.TLSCert == "") != (k.TLSKey == "") {
-		add(errors.New("--kafka-tls-cert and --kafka-tls-key must be given together"))
-	}
-	add(checkFiles([]flagFile{
-		{"--kafka-tls-ca", k.TLSCA}, {"--kafka-tls-cert", k.TLSCert}, {"--kafka-tls-key", k.TLSKey},
-		{"--kafka-sasl-password-file", k.SASLPasswordFile}}))
-	switch k.SASLMechanism {
-	case "none":
-		if k.SASLUsername != "" || k.SASLPasswordFile != "" {
-			add(errors.New("--kafka-sasl-username and --kafka-sasl-password-file need --kafka-sasl-mechanism plain or scram-sha-512"))
-		}
-	case "plain", "scram-sha-512":
-		if k.SASLUsername == "" || k.SASLPasswordFile == "" {
-			add(fmt.Errorf("--kafka-sasl-mechanism %s needs --kafka-sasl-username and --kafka-sasl-password-file", k.SASLMechanism))
-		}
-	default:
-		add(cliconf.Invalid("--kafka-sasl-mechanism", k.SASLMechanism, errors.New("must be none, plain or scram-sha-512")))
 	}
 	add(checkOneOf("--kafka-compression", k.Compression, "none", "lz4", "zstd"))
 	add(checkOneOf("--kafka-acks", k.Acks, "all", "leader", "none"))

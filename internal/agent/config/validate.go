@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,9 +46,9 @@ func (c *Config) Validate() error {
 	add(checkOTLP(c))
 	add(checkKafka(c))
 	add(checkRange("--export-buffer", c.ExportBuffer, 0, 100_000))
-	add(checkTLS(c))
+	add(grpcTLS.Check(c))
 	if c.MetricsAddress != "" {
-		if err := splitHostPort(c.MetricsAddress); err != nil {
+		if err := cliconf.SplitHostPort(c.MetricsAddress); err != nil {
 			add(cliconf.Invalid("--metrics-address", c.MetricsAddress, err))
 		}
 	}
@@ -132,7 +131,7 @@ func checkTarget(target string, export []string) error {
 		}
 		return nil
 	}
-	if err := splitHostPort(target); err != nil {
+	if err := cliconf.SplitHostPort(target); err != nil {
 		return cliconf.Invalid("--target", target, err)
 	}
 	_, port, _ := net.SplitHostPort(target)
@@ -150,7 +149,7 @@ func checkIPFIX(c *Config) error {
 		if slices.Contains(c.Export, "ipfix") {
 			errs = append(errs, errors.New("--ipfix-target is required when --export includes ipfix"))
 		}
-	} else if err := checkHostPort("--ipfix-target", c.IPFIXTarget); err != nil {
+	} else if err := cliconf.CheckHostPort("--ipfix-target", c.IPFIXTarget); err != nil {
 		errs = append(errs, err)
 	}
 	if c.IPFIXTransport != "udp" && c.IPFIXTransport != "tcp" {
@@ -176,7 +175,7 @@ func checkOTLP(c *Config) error {
 		if slices.Contains(c.Export, "otlp") {
 			errs = append(errs, errors.New("--otlp-endpoint is required when --export includes otlp"))
 		}
-	} else if err := checkHostPort("--otlp-endpoint", c.OTLPEndpoint); err != nil {
+	} else if err := cliconf.CheckHostPort("--otlp-endpoint", c.OTLPEndpoint); err != nil {
 		errs = append(errs, err)
 	}
 	if c.OTLPProtocol != "grpc" && c.OTLPProtocol != "http" {
@@ -186,10 +185,7 @@ func checkOTLP(c *Config) error {
 		errs = append(errs, cliconf.Invalid("--otlp-compression", c.OTLPCompression, errors.New("must be none or gzip")))
 	}
 	errs = append(errs, checkRange("--otlp-batch-flows", c.OTLPBatchFlows, 1, 100_000))
-	if (c.OTLPTLSCert == "") != (c.OTLPTLSKey == "") {
-		errs = append(errs, errors.New("--otlp-tls-cert and --otlp-tls-key must be given together"))
-	}
-	errs = append(errs, checkFiles([]flagFile{{"--otlp-tls-ca", c.OTLPTLSCA}, {"--otlp-tls-cert", c.OTLPTLSCert}, {"--otlp-tls-key", c.OTLPTLSKey}}))
+	errs = append(errs, otlpTLS.Check(c))
 	return errors.Join(errs...)
 }
 
@@ -199,52 +195,17 @@ func (c *Config) OTLPTLSOn() bool {
 	return c.OTLPTLS || c.OTLPTLSCA != "" || c.OTLPTLSCert != "" || c.OTLPTLSKey != ""
 }
 
-// checkHostPort checks a host:port with a host and a numeric port.
-func checkHostPort(flagName, addr string) error {
-	if err := splitHostPort(addr); err != nil {
-		return cliconf.Invalid(flagName, addr, err)
-	}
-	host, port, _ := net.SplitHostPort(addr)
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return cliconf.Invalid(flagName, addr, errors.New("port must be a number from 1 to 65535"))
-	}
-	if host == "" {
-		return cliconf.Invalid(flagName, addr, errors.New("must name a host"))
-	}
-	return nil
-}
-
-// splitHostPort returns net.SplitHostPort's reason without the address,
-// which the caller's message already shows.
-func splitHostPort(addr string) error { return cliconf.SplitHostPort(addr) }
-
-func checkTLS(c *Config) error {
-	if (c.TLSCert == "") != (c.TLSKey == "") {
-		return errors.New("--tls-cert and --tls-key must be given together")
-	}
-	return checkFiles([]flagFile{{"--tls-ca", c.TLSCA}, {"--tls-cert", c.TLSCert}, {"--tls-key", c.TLSKey}})
-}
-
-// flagFile is a file a flag names.
-type flagFile struct{ flag, path string }
-
-// checkFiles checks that each file given exists and is not a directory:
-// checked here so a typo fails at start-up rather than at the first
-// connection attempt, possibly minutes later.
-func checkFiles(files []flagFile) error {
-	for _, f := range files {
-		if f.path == "" {
-			continue
-		}
-		fi, err := os.Stat(f.path)
-		if err != nil {
-			return cliconf.Invalid(f.flag, f.path, cliconf.PathReason(err))
-		}
-		if fi.IsDir() {
-			return cliconf.Invalid(f.flag, f.path, errors.New("is a directory, not a file"))
-		}
-	}
-	return nil
-}
-
 func checkLevel(c *Config) error { return cliconf.CheckLevel("--log-level", c.LogLevel) }
+
+// The exporters' TLS clients, groups written once in package cliconf.
+var (
+	grpcTLS = cliconf.ClientTLS[Config]{Peer: "grpc collector",
+		CA:   func(c *Config) *string { return &c.TLSCA },
+		Cert: func(c *Config) *string { return &c.TLSCert },
+		Key:  func(c *Config) *string { return &c.TLSKey }}
+	otlpTLS = cliconf.ClientTLS[Config]{Prefix: "otlp-", Peer: "OTLP receiver", CAUsage: " (default: the system's roots)",
+		On:   func(c *Config) *bool { return &c.OTLPTLS },
+		CA:   func(c *Config) *string { return &c.OTLPTLSCA },
+		Cert: func(c *Config) *string { return &c.OTLPTLSCert },
+		Key:  func(c *Config) *string { return &c.OTLPTLSKey }}
+)
