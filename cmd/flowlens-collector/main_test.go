@@ -232,7 +232,7 @@ func TestRangeChecks(t *testing.T) {
 		{[]string{"--history-size=-1"}, nil, `invalid --history-size "-1": must be 0 (no history) or more`},
 		{[]string{"--history-max-age=0s"}, nil, `invalid --history-max-age "0s": must be more than 0`},
 		{nil, map[string]string{"FLOWLENS_COLLECTOR_HISTORY_SIZE": "lots"}, `invalid FLOWLENS_COLLECTOR_HISTORY_SIZE "lots": must be an integer`},
-		{[]string{"extra"}, nil, `unexpected argument "extra": flowlens-collector takes only flags`},
+		{[]string{"extra"}, nil, `unexpected argument "extra": flowlens-collector takes only flags (--help lists them)`},
 		{nil, map[string]string{"FLOWLENS_COLLECTOR_MAX_AGENTS": "-2"}, `invalid --max-agents "-2": must be -1 (unlimited) or at least 1`},
 		{nil, map[string]string{"FLOWLENS_COLLECTOR_PORT": "http"}, `invalid FLOWLENS_COLLECTOR_PORT "http": must be a port number from 0 to 65535`},
 		{nil, map[string]string{"FLOWLENS_COLLECTOR_CONFIG": filepath.Join(dir, "missing.yaml")},

@@ -238,9 +238,9 @@ func TestLoadErrors(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{"unknown flag", []string{"--nope"}, nil, "flag provided but not defined: -nope"},
-		{"missing value", []string{"--sampling"}, nil, "flag needs an argument: -sampling"},
-		{"positional", []string{"eth0"}, nil, `unexpected argument "eth0": flowlens takes only flags`},
+		{"unknown flag", []string{"--nope"}, nil, "unknown flag --nope (--help lists them)"},
+		{"missing value", []string{"--sampling"}, nil, "--sampling needs a value (n)"},
+		{"positional", []string{"eth0"}, nil, `unexpected argument "eth0": flowlens takes only flags (--help lists them)`},
 		{"dns ports: too many", []string{"--dns-ports=1,2,3,4,5"}, nil, `invalid --dns-ports "1,2,3,4,5": must be 1 to 4 ports`},
 		{"dns ports: zero", []string{"--dns-ports=0"}, nil, `invalid --dns-ports "0": port "0": must be a number from 1 to 65535`},
 		{"dns ports: empty", []string{"--dns-ports="}, nil, `invalid --dns-ports "": must be 1 to 4 ports`},

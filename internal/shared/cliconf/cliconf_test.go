@@ -97,7 +97,7 @@ func TestLoadErrors(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{[]string{"extra"}, nil, `unexpected argument "extra": toy takes only flags`},
+		{[]string{"extra"}, nil, `unexpected argument "extra": toy takes only flags (--help lists them)`},
 		{[]string{"--port", "1,70000"}, nil, `invalid --port "70000": must be a port number from 0 to 65535`},
 		{[]string{"--port", "1", "--port", "x"}, nil, `invalid --port "x": must be a port number from 0 to 65535`},
 		{nil, map[string]string{"TOY_WAIT": "soon"}, `invalid TOY_WAIT "soon": must be a duration such as 5s or 500ms`},
@@ -259,5 +259,44 @@ func TestEmbed(t *testing.T) {
 	spec.Usage(&b)
 	if !strings.Contains(b.String(), "\nPart:\n  --wait duration  a wait (default \"1s\")\n") {
 		t.Errorf("usage lacks the embedded row under its section:\n%s", b.String())
+	}
+}
+
+// A one-letter alias sets its option; a flag's errors name it as the help
+// does; an AsIs error is returned as it is, not as a bad value.
+func TestShortFlagsAndErrors(t *testing.T) {
+	type sconf struct {
+		Name  string
+		Marks int
+	}
+	spec := &Spec[sconf]{Program: "toy", EnvPrefix: "TOY_", Options: []*Option[sconf]{
+		{Name: "name", Short: "n", Arg: "name", Usage: "a name", Set: String(func(c *sconf) *string { return &c.Name })},
+		{Name: "mark", Arg: "bool", Bool: true, Usage: "once", Set: func(c *sconf, _ string) error {
+			if c.Marks++; c.Marks > 1 {
+				return AsIs(errors.New("--mark given twice: give it once"))
+			}
+			return nil
+		}},
+	}}
+	if c, err := spec.Load([]string{"-n", "a"}, nil); err != nil || c.Name != "a" {
+		t.Errorf("-n a: %+v, %v", c, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--nope"}, "unknown flag --nope (--help lists them)"},
+		{[]string{"-x"}, "unknown flag -x (--help lists them)"},
+		{[]string{"-n"}, "--name needs a value (name)"},
+		{[]string{"--mark", "--mark"}, "--mark given twice: give it once"},
+	} {
+		if _, err := spec.Load(tc.args, nil); err == nil || err.Error() != tc.want {
+			t.Errorf("%v: error %v, want %s", tc.args, err, tc.want)
+		}
+	}
+	var b bytes.Buffer
+	spec.Usage(&b)
+	if !strings.Contains(b.String(), "\n  -n, --name name  a name\n") {
+		t.Errorf("usage lacks -n:\n%s", b.String())
 	}
 }

@@ -43,7 +43,11 @@ func (s *Spec[C]) Usage(w io.Writer) {
 		if o.Default != "" {
 			usage += fmt.Sprintf(" (default %q)", o.Default)
 		}
-		fmt.Fprintf(tw, "  --%s %s\t%s\n", o.Name, o.Arg, usage)
+		name := "--" + o.Name
+		if o.Short != "" {
+			name = "-" + o.Short + ", " + name
+		}
+		fmt.Fprintf(tw, "  %s %s\t%s\n", name, o.Arg, usage)
 	}
 	tw.Flush()
 }
