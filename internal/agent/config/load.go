@@ -9,7 +9,7 @@ import (
 // spec is the agent's configuration for package cliconf, built from the
 // options table.
 var spec = &cliconf.Spec[Config]{
-	Program:   "flowlens",
+	Program:   "flowlens-agent",
 	EnvPrefix: "FLOWLENS_AGENT_",
 	Options:   options,
 	Init:      initNodeName,

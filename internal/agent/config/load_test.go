@@ -240,7 +240,7 @@ func TestLoadErrors(t *testing.T) {
 	}{
 		{"unknown flag", []string{"--nope"}, nil, "unknown flag --nope (--help lists them)"},
 		{"missing value", []string{"--sampling"}, nil, "--sampling needs a value (n)"},
-		{"positional", []string{"eth0"}, nil, `unexpected argument "eth0": flowlens takes only flags (--help lists them)`},
+		{"positional", []string{"eth0"}, nil, `unexpected argument "eth0": flowlens-agent takes only flags (--help lists them)`},
 		{"dns ports: too many", []string{"--dns-ports=1,2,3,4,5"}, nil, `invalid --dns-ports "1,2,3,4,5": must be 1 to 4 ports`},
 		{"dns ports: zero", []string{"--dns-ports=0"}, nil, `invalid --dns-ports "0": port "0": must be a number from 1 to 65535`},
 		{"dns ports: empty", []string{"--dns-ports="}, nil, `invalid --dns-ports "": must be 1 to 4 ports`},
@@ -455,7 +455,7 @@ func TestUsage(t *testing.T) {
 	Usage(&b)
 	out := b.String()
 	for _, want := range []string{
-		"Usage: flowlens [flags]",
+		"Usage: flowlens-agent [flags]",
 		"--config file",
 		"\nFlow cache:\n" + `  --cache-active-timeout duration  how often flows are evicted from the kernel (100ms to 1h) (default "5s")`,
 		`(default "drops,rtt,retransmits")`,
