@@ -114,7 +114,7 @@ func (o *options) filterFor(name string) (*flowv1.FlowFilter, error) {
 // grouped as the help lists them. Filter flags are applied in command-line
 // order, so that --not negates the next one.
 var observeFlags = slices.Concat(
-	cliconf.InSection("Collectors", settings(collectorTLS.Options()), []*cliconf.Option[options]{
+	cliconf.InSection("Collectors", []*cliconf.Option[options]{
 		setting(&cliconf.Option[options]{Name: "server", Arg: "host:port", Usage: "collector to ask (repeatable or comma list: several are merged by time); without it, every collector pod of the cluster through a port-forward",
 			Set: func(o *options, v string) error {
 				for _, s := range cliconf.SplitList(v) {
@@ -131,6 +131,7 @@ var observeFlags = slices.Concat(
 			Set: func(o *options, v string) error { o.kubeCtx = v; return nil }}),
 		setting(&cliconf.Option[options]{Name: "collector-namespace", Short: "n", Arg: "namespace", Default: "flowlens", Usage: "namespace of the collector pods (label app.kubernetes.io/name=flowlens-collector)",
 			Set: func(o *options, v string) error { o.namespace = v; return nil }}),
+	}, settings(collectorTLS.Options()), []*cliconf.Option[options]{
 		setting(&cliconf.Option[options]{Name: "tls-server-name", Arg: "name", Usage: "name to verify the collector's certificate against (default: the host of --server; through a port-forward: flowlens-collector.<namespace>.svc)",
 			Set: func(o *options, v string) error { o.serverName = v; return nil }}),
 	}),

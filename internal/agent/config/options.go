@@ -70,14 +70,14 @@ var options = slices.Concat(
 			Usage: "batches queued per exporter; when full, eviction waits for room (up to half the eviction period per exporter), then the oldest are dropped, counted (0 to 100000; 0 = 8)",
 			Set:   cliconf.Int(func(c *Config) *int { return &c.ExportBuffer })},
 	}),
-	cliconf.InSection("gRPC exporter", grpcTLS.Options(), []*cliconf.Option[Config]{
+	cliconf.InSection("gRPC exporter", []*cliconf.Option[Config]{
 		{Name: "target", Arg: "host:port", Default: "",
 			Usage: "collector address for the grpc exporter; required with --export grpc",
 			Set:   func(c *Config, s string) error { c.Target = s; return nil }},
 		{Name: "grpc-batch-size", Arg: "n", Default: itoa(DefaultGRPCBatchSize),
 			Usage: "flows per grpc message (1 to 100000)",
 			Set:   cliconf.Int(func(c *Config) *int { return &c.GRPCBatchSize })},
-	}),
+	}, grpcTLS.Options()),
 	cliconf.InSection("IPFIX exporter", []*cliconf.Option[Config]{
 		{Name: "ipfix-target", Arg: "host:port", Default: "",
 			Usage: "IPFIX collector address; required with --export ipfix",
@@ -99,7 +99,7 @@ var options = slices.Concat(
 			Set:   setIPFIXEnterpriseNumber},
 	}),
 	cliconf.InSection("Kafka exporter", kafkaOptions),
-	cliconf.InSection("OTLP exporter", otlpTLS.Options(), []*cliconf.Option[Config]{
+	cliconf.InSection("OTLP exporter", []*cliconf.Option[Config]{
 		{Name: "otlp-endpoint", Arg: "host:port", Default: "",
 			Usage: "OTLP receiver address (e.g. an OpenTelemetry Collector); required with --export otlp",
 			Set:   func(c *Config, s string) error { c.OTLPEndpoint = s; return nil }},
@@ -116,7 +116,7 @@ var options = slices.Concat(
 		{Name: "otlp-batch-flows", Arg: "n", Default: itoa(DefaultOTLPBatchFlows),
 			Usage: "most flows (log records) per OTLP request (1 to 100000)",
 			Set:   cliconf.Int(func(c *Config) *int { return &c.OTLPBatchFlows })},
-	}),
+	}, otlpTLS.Options()),
 	cliconf.InSection("Metrics", []*cliconf.Option[Config]{
 		{Name: "metrics-address", Arg: "host:port", Default: ":" + itoa(DefaultMetricsPort),
 			Usage: `address to serve Prometheus metrics on; "" disables`,
