@@ -7,9 +7,18 @@
 // Every option is defined once, in a Spec's Options. Its flag name is the only
 // spelling written down; the environment variable (Spec.EnvPrefix plus the
 // name in upper case with "_" for "-": FLOWLENS_AGENT_CACHE_ACTIVE_TIMEOUT for
-// --cache-active-timeout when the prefix is "FLOWLENS_") and the YAML key
-// (cache_active_timeout) are derived from it, so the three spellings cannot
-// drift apart. The file is named by --config or <prefix>CONFIG.
+// --cache-active-timeout when the prefix is "FLOWLENS_AGENT_") and the YAML
+// key (cache_active_timeout) are derived from it, so the three spellings
+// cannot drift apart. The file is named by --config or <prefix>CONFIG. Each
+// binary's prefix is FLOWLENS_<BINARY>_: AGENT, COLLECTOR, OPERATOR, and
+// OBSERVE for `flowlens observe`.
+//
+// A table is built from rows written where they belong (compose.go): Embed
+// places rows written over a part of the configuration (a package's own
+// options struct, e.g. a feature's) into a binary's table; InSection puts
+// rows under a heading of the help, which lists them by component. Groups
+// several binaries need are written once (groups.go): ClientTLS, KafkaConn,
+// with their checks.
 //
 // Flags are parsed with Go's flag package, so -name works like --name, and
 // -h, --help and --version are built in: Load returns flag.ErrHelp or
