@@ -1,7 +1,9 @@
 // Package k8smeta resolves IP addresses to Kubernetes context: the pod,
 // Service or node that holds an address, the pod's owner workload
 // (Deployment through its ReplicaSet, StatefulSet, DaemonSet, Job...), its
-// node, and for addresses outside the cluster an optional subnet label.
+// node, and for addresses outside the cluster an optional subnet label:
+// an enriched.K8sContext (internal/shared/enriched: the flow model the
+// collector and `flowlens observe` share).
 //
 // Cache keeps what it needs of Pods, ReplicaSets, Services and Nodes in
 // shared informers whose transform function strips every other field
