@@ -1,5 +1,6 @@
-// Package docs_test keeps docs/architecture.md true: its package table must
-// name exactly the module's packages.
+// Package docs_test keeps docs/architecture.md true and a map: its package
+// table must name exactly the module's packages (TestPackageTable), and it
+// stays short, its design pages linked and present (TestArchitectureIsAMap).
 package docs_test
 
 import (
