@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/flowlens/flowlens/internal/testkit"
 )
 
 // maxMapLines bounds docs/architecture.md: it is the map (layers, the
@@ -24,16 +22,9 @@ var mdLink = regexp.MustCompile(`\]\(([^)#:\s]*)(#[^)\s]*)?\)`)
 // not linked from it, or when a relative link of the map or of a design
 // page points to a missing file or to a heading its page lacks.
 func TestArchitectureIsAMap(t *testing.T) {
-	root, err := testkit.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, b := readMap(t)
 	docs := filepath.Join(root, "docs")
 	mapDoc := filepath.Join(docs, "architecture.md")
-	b, err := os.ReadFile(mapDoc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if n := strings.Count(string(b), "\n"); n > maxMapLines {
 		t.Errorf("docs/architecture.md has %d lines, more than %d: move what is not the map to docs/design/", n, maxMapLines)
 	}
