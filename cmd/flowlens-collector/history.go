@@ -12,6 +12,7 @@ import (
 	"github.com/flowlens/flowlens/internal/collector/enrich"
 	"github.com/flowlens/flowlens/internal/collector/history"
 	"github.com/flowlens/flowlens/internal/shared/cliconf"
+	"github.com/flowlens/flowlens/internal/shared/enriched"
 	"github.com/flowlens/flowlens/pkg/receiver"
 )
 
@@ -51,7 +52,7 @@ func startHistory(o historyOptions, pl *enrich.Pipeline, srv *receiver.Server, r
 	}
 	h := history.NewService(history.Options{Size: o.size, MaxAge: o.maxAge})
 	if next := pl.Sink; next != nil {
-		pl.Sink = func(ctx context.Context, flows []enrich.Flow) error {
+		pl.Sink = func(ctx context.Context, flows []enriched.Flow) error {
 			h.Add(ctx, flows)
 			return next(ctx, flows)
 		}

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
-	"github.com/flowlens/flowlens/internal/collector/history"
 	"github.com/flowlens/flowlens/internal/shared/cliconf"
+	"github.com/flowlens/flowlens/internal/shared/flowquery"
 	"github.com/flowlens/flowlens/internal/shared/textfmt"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
@@ -320,7 +320,7 @@ func (o *options) validate(now time.Time) error {
 	if o.pos != nil && proto.Size(o.pos) > 0 {
 		o.filters = append([]*flowv1.FlowFilter{o.pos}, o.filters...)
 	}
-	if _, err := history.Compile(o.filters); err != nil {
+	if _, err := flowquery.Compile(o.filters); err != nil {
 		return err
 	}
 	errs := []error{collectorTLS.Check(o), cliconf.CheckFile("--kubeconfig", o.kubeconfig)}
@@ -370,7 +370,7 @@ var nowFunc = time.Now
 func cidrs(field func(*flowv1.FlowFilter) *[]string) func(*flowv1.FlowFilter, []string) error {
 	return func(ff *flowv1.FlowFilter, v []string) error {
 		for _, s := range v {
-			if _, err := history.ParsePrefixes([]string{s}); err != nil {
+			if _, err := flowquery.ParsePrefixes([]string{s}); err != nil {
 				return cliconf.ItemError(s, errors.New("must be an IP address or CIDR, such as 10.0.0.1 or 10.0.0.0/8"))
 			}
 		}
