@@ -47,9 +47,9 @@ type options struct {
 	pos    *flowv1.FlowFilter
 	negate bool
 	used   map[string]bool
-	// loading is false while the defaults are applied, true from then on
+	// defaulted is false while the defaults are applied, true from then on
 	// (observeSpec.Init): an empty filter then is an error.
-	loading bool
+	defaulted bool
 }
 
 // setting is a row of observe's table that is not a filter: --not must not
@@ -58,7 +58,7 @@ type options struct {
 func setting(o *cliconf.Option[options]) *cliconf.Option[options] {
 	set := o.Set
 	o.Set = func(opts *options, v string) error {
-		if !opts.loading && v == "" {
+		if !opts.defaulted && v == "" {
 			return nil // the empty default: unset
 		}
 		if opts.negate {
@@ -76,7 +76,7 @@ func filter(name, arg, usage string, add func(ff *flowv1.FlowFilter, items []str
 	return &cliconf.Option[options]{Name: name, Arg: arg, Usage: usage,
 		SetList: func(o *options, items []string) error {
 			if len(items) == 0 {
-				if !o.loading {
+				if !o.defaulted {
 					return nil // the empty default: no filter
 				}
 				return errors.New("needs at least one value")
@@ -293,7 +293,7 @@ var observeSpec = &cliconf.Spec[options]{
 		"--not negates the next filter flag. See docs/observe.md.",
 	EnvPrefix: "FLOWLENS_OBSERVE_",
 	Options:   observeFlags,
-	Init:      func(o *options, _ func(string) string) { o.loading = true },
+	Init:      func(o *options, _ func(string) string) { o.defaulted = true },
 	Validate:  func(o *options) error { return o.validate(nowFunc()) },
 }
 
