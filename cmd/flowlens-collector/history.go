@@ -12,6 +12,7 @@ import (
 	"github.com/flowlens/flowlens/internal/collector/enrich"
 	"github.com/flowlens/flowlens/internal/collector/history"
 	"github.com/flowlens/flowlens/internal/shared/cliconf"
+	"github.com/flowlens/flowlens/internal/shared/enriched"
 	"github.com/flowlens/flowlens/pkg/receiver"
 )
 
@@ -21,7 +22,8 @@ type historyOptions struct {
 	maxAge time.Duration
 }
 
-// historyFlags are the flow history's rows of the flag table (spec).
+// historyFlags are the flow history's rows of the options table (spec,
+// which lists them under their heading).
 var historyFlags = []*cliconf.Option[options]{
 	{Name: "history-size", Arg: "n", Default: strconv.Itoa(history.DefaultSize),
 		Usage: "most recent flows kept in memory for `flowlens observe` (FlowHistory.GetFlows on --listen); 0 keeps none",
@@ -30,10 +32,6 @@ var historyFlags = []*cliconf.Option[options]{
 		Usage: "how long a flow stays in the history after it was received",
 		Set:   cliconf.Duration(func(o *options) *time.Duration { return &o.history.maxAge })},
 }
-
-// The history's flags go at the end of the table (kept here, beside
-// their use).
-func init() { spec.Options = append(spec.Options, historyFlags...) }
 
 func (h *historyOptions) validate() error {
 	var errs []error
@@ -54,7 +52,7 @@ func startHistory(o historyOptions, pl *enrich.Pipeline, srv *receiver.Server, r
 	}
 	h := history.NewService(history.Options{Size: o.size, MaxAge: o.maxAge})
 	if next := pl.Sink; next != nil {
-		pl.Sink = func(ctx context.Context, flows []enrich.Flow) error {
+		pl.Sink = func(ctx context.Context, flows []enriched.Flow) error {
 			h.Add(ctx, flows)
 			return next(ctx, flows)
 		}

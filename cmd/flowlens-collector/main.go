@@ -47,6 +47,7 @@ import (
 	"github.com/flowlens/flowlens/internal/collector/enrich"
 	"github.com/flowlens/flowlens/internal/collector/k8smeta"
 	"github.com/flowlens/flowlens/internal/shared/cliconf"
+	"github.com/flowlens/flowlens/internal/shared/enriched"
 	"github.com/flowlens/flowlens/internal/shared/httpserve"
 	"github.com/flowlens/flowlens/internal/shared/version"
 	"github.com/flowlens/flowlens/pkg/receiver"
@@ -352,13 +353,13 @@ func kubeConfig(o *options, inCluster func() (*rest.Config, error), log *slog.Lo
 }
 
 // loadStatic reads a --k8s-static file: a JSON object from addresses to
-// contexts (k8smeta.Meta's JSON fields).
+// contexts (enriched.K8sContext's JSON fields).
 func loadStatic(file string) (k8smeta.StaticSource, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("--k8s-static: %w", err)
 	}
-	var raw map[string]k8smeta.Meta
+	var raw map[string]enriched.K8sContext
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, fmt.Errorf("--k8s-static %s: %w", file, err)
 	}
@@ -369,7 +370,7 @@ func loadStatic(file string) (k8smeta.StaticSource, error) {
 			return nil, fmt.Errorf("--k8s-static %s: %q is not an address", file, ip)
 		}
 		switch m.Kind {
-		case k8smeta.KindPod, k8smeta.KindService, k8smeta.KindNode:
+		case enriched.KindPod, enriched.KindService, enriched.KindNode:
 		default:
 			return nil, fmt.Errorf("--k8s-static %s: %s: kind %q, want pod, service or node", file, ip, m.Kind)
 		}

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/flowlens/flowlens/internal/collector/enrich"
+	"github.com/flowlens/flowlens/internal/shared/enriched"
 	"github.com/flowlens/flowlens/internal/shared/textfmt"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
@@ -61,7 +61,7 @@ func newPrinter(w io.Writer, format string, f filter, enriched bool) *printer {
 
 // write is the pipeline's Sink: prints the batch's matching flows and
 // flushes, so each batch shows at once.
-func (p *printer) write(_ context.Context, flows []enrich.Flow) error {
+func (p *printer) write(_ context.Context, flows []enriched.Flow) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.err != nil {
