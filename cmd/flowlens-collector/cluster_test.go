@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/flowlens/flowlens/internal/collector"
 	"github.com/flowlens/flowlens/internal/testkit/envtest"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
@@ -45,13 +46,13 @@ func TestInClusterEnrichment(t *testing.T) {
 	out, errOut := &syncBuffer{}, &syncBuffer{}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	addrCh := make(chan addrs, 1)
+	addrCh := make(chan collector.Addrs, 1)
 	code := make(chan int, 1)
 	go func() {
 		code <- run(rctx, []string{"--listen", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--subnet-labels", "internet=0.0.0.0/0"}, out, errOut,
-			&env{ready: func(a addrs) { addrCh <- a }, inCluster: func() (*rest.Config, error) { return rest.CopyConfig(cfg), nil }})
+			&env{Options: collector.Options{Ready: func(a collector.Addrs) { addrCh <- a }, InCluster: func() (*rest.Config, error) { return rest.CopyConfig(cfg), nil }}})
 	}()
-	var a addrs
+	var a collector.Addrs
 	select {
 	case a = <-addrCh:
 	case c := <-code:

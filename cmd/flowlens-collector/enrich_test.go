@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
+	"github.com/flowlens/flowlens/internal/collector"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
@@ -61,7 +60,7 @@ func httpGet(t *testing.T, url string) (int, string) {
 }
 
 // scrape parses the collector's /metrics.
-func scrape(t *testing.T, a addrs) map[string]*dto.MetricFamily {
+func scrape(t *testing.T, a collector.Addrs) map[string]*dto.MetricFamily {
 	t.Helper()
 	code, body := httpGet(t, "http://"+a.Metrics.String()+"/metrics")
 	if code != 200 {
@@ -274,16 +273,16 @@ func TestUnreachableClusterDegrades(t *testing.T) {
 	out, errOut := &syncBuffer{}, &syncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	addrCh := make(chan addrs, 1)
+	addrCh := make(chan collector.Addrs, 1)
 	code := make(chan int, 1)
 	inCluster := func() (*rest.Config, error) {
 		return &rest.Config{Host: "http://127.0.0.1:1", Timeout: time.Second}, nil
 	}
 	go func() {
 		code <- run(ctx, []string{"--listen", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--k8s-sync-timeout", "300ms"}, out, errOut,
-			&env{ready: func(a addrs) { addrCh <- a }, inCluster: inCluster})
+			&env{Options: collector.Options{Ready: func(a collector.Addrs) { addrCh <- a }, InCluster: inCluster}})
 	}()
-	var a addrs
+	var a collector.Addrs
 	select {
 	case a = <-addrCh:
 	case c := <-code:
@@ -322,62 +321,14 @@ func TestUnreachableClusterDegrades(t *testing.T) {
 	}
 }
 
-// When enrichment is on: in a cluster, with --kubeconfig, or asked for;
-// --k8s-enrich=false wins.
-func TestEnrichmentChoice(t *testing.T) {
+// --k8s-enrich asked for, with nothing to connect to: exit 1 (the choice
+// itself is internal/collector's TestEnrichmentChoice).
+func TestEnrichmentAskedOutsideCluster(t *testing.T) {
 	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "missing"))
 	t.Setenv("HOME", t.TempDir())
-	kubeconfig := writeFile(t, "kubeconfig", `apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://192.0.2.10:6443"}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-`)
-	inside := func() (*rest.Config, error) { return &rest.Config{Host: "https://10.96.0.1:443"}, nil }
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	for _, tc := range []struct {
-		args      []string
-		inCluster func() (*rest.Config, error)
-		host      string // "" = off
-		err       bool
-	}{
-		{nil, notInCluster, "", false},
-		{nil, inside, "https://10.96.0.1:443", false},
-		{[]string{"--k8s-enrich=false"}, inside, "", false},
-		{[]string{"--kubeconfig", kubeconfig}, notInCluster, "https://192.0.2.10:6443", false},
-		{[]string{"--kubeconfig", kubeconfig}, inside, "https://192.0.2.10:6443", false},
-		{[]string{"--kubeconfig", kubeconfig, "--k8s-enrich=false"}, inside, "", false},
-		{[]string{"--k8s-enrich"}, notInCluster, "", true}, // nothing to connect to
-		{nil, func() (*rest.Config, error) { return nil, fmt.Errorf("no token") }, "", false},
-		{[]string{"--k8s-enrich"}, func() (*rest.Config, error) { return nil, fmt.Errorf("no token") }, "", true},
-	} {
-		name := strings.Join(tc.args, " ")
-		o, err := parseFlags(tc.args, nil)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		cfg, err := kubeConfig(o, tc.inCluster, log)
-		if (err != nil) != tc.err {
-			t.Errorf("%s: error %v, want error %v", name, err, tc.err)
-			continue
-		}
-		host := ""
-		if cfg != nil {
-			host = cfg.Host
-			if cfg.ContentType != "application/vnd.kubernetes.protobuf" {
-				t.Errorf("%s: content type %q", name, cfg.ContentType)
-			}
-		}
-		if host != tc.host {
-			t.Errorf("%s: host %q, want %q", name, host, tc.host)
-		}
-	}
-
-	// Asked for, with nothing to connect to: exit 1.
 	var errOut syncBuffer
 	if code := run(context.Background(), []string{"--listen", "127.0.0.1:0", "--metrics-address", "", "--k8s-enrich"}, io.Discard, &errOut,
-		&env{inCluster: notInCluster}); code != 1 {
+		&env{Options: collector.Options{InCluster: notInCluster}}); code != 1 {
 		t.Errorf("--k8s-enrich outside a cluster: exit %d (%s)", code, errOut.b.String())
 	}
 }
@@ -390,14 +341,14 @@ func TestBadEnrichmentAndMetricsFlags(t *testing.T) {
 		{"--metrics-address", "9401"}, {"--output", "yaml"},
 	} {
 		var errOut syncBuffer
-		if code := run(context.Background(), args, io.Discard, &errOut, &env{inCluster: notInCluster}); code != 2 {
+		if code := run(context.Background(), args, io.Discard, &errOut, &env{Options: collector.Options{InCluster: notInCluster}}); code != 2 {
 			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errOut.b.String())
 		}
 	}
 	for _, content := range []string{`[]`, `{"10.0.0.300": {"kind": "pod"}}`, `{"10.0.0.1": {"kind": "external"}}`} {
 		var errOut syncBuffer
 		file := writeFile(t, "bad.json", content)
-		if code := run(context.Background(), []string{"--k8s-static", file, "--metrics-address", ""}, io.Discard, &errOut, &env{inCluster: notInCluster}); code != 1 {
+		if code := run(context.Background(), []string{"--k8s-static", file, "--metrics-address", ""}, io.Discard, &errOut, &env{Options: collector.Options{InCluster: notInCluster}}); code != 1 {
 			t.Errorf("%s: exit %d, want 1 (%s)", content, code, errOut.b.String())
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	grpcexp "github.com/flowlens/flowlens/internal/agent/exporter/grpc"
+	"github.com/flowlens/flowlens/internal/collector"
 	"github.com/flowlens/flowlens/internal/shared/version"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
@@ -69,16 +70,16 @@ func start(t *testing.T, args ...string) (addr string, out *syncBuffer, stop fun
 	return a.GRPC.String(), out, stop
 }
 
-func startFull(t *testing.T, args ...string) (a addrs, out *syncBuffer, stop func() int) {
+func startFull(t *testing.T, args ...string) (a collector.Addrs, out *syncBuffer, stop func() int) {
 	t.Helper()
 	out = &syncBuffer{}
 	errOut := &syncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
-	addrCh := make(chan addrs, 1)
+	addrCh := make(chan collector.Addrs, 1)
 	code := make(chan int, 1)
 	go func() {
 		code <- run(ctx, append([]string{"--listen", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0"}, args...), out, errOut,
-			&env{ready: func(a addrs) { addrCh <- a }, inCluster: notInCluster})
+			&env{Options: collector.Options{Ready: func(a collector.Addrs) { addrCh <- a }, InCluster: notInCluster}})
 	}()
 	select {
 	case a = <-addrCh:
@@ -239,7 +240,7 @@ func TestRangeChecks(t *testing.T) {
 			fmt.Sprintf(`invalid FLOWLENS_COLLECTOR_CONFIG %q: no such file or directory`, filepath.Join(dir, "missing.yaml"))},
 	} {
 		var errOut bytes.Buffer
-		env := &env{inCluster: notInCluster, getenv: func(k string) string { return tc.env[k] }}
+		env := &env{Options: collector.Options{InCluster: notInCluster}, getenv: func(k string) string { return tc.env[k] }}
 		if code := run(context.Background(), tc.args, &bytes.Buffer{}, &errOut, env); code != 2 {
 			t.Errorf("%v %v: exit %d, want 2 (%s)", tc.args, tc.env, code, errOut.String())
 			continue
@@ -327,7 +328,7 @@ log_level: debug
 		t.Fatal(err)
 	}
 	var errOut bytes.Buffer
-	if code := run(context.Background(), []string{"--config", bad}, &bytes.Buffer{}, &errOut, &env{inCluster: notInCluster}); code != 2 ||
+	if code := run(context.Background(), []string{"--config", bad}, &bytes.Buffer{}, &errOut, &env{Options: collector.Options{InCluster: notInCluster}}); code != 2 ||
 		errOut.String() != fmt.Sprintf("flowlens-collector: %s:2: unknown key \"max_streams\"\n", bad) {
 		t.Errorf("unknown key: exit %d, %q", code, errOut.String())
 	}
