@@ -70,11 +70,8 @@ type Agent struct {
 	Queues   exporter.Fanout
 	Metrics  *metrics.Metrics
 	resolver *evictor.Resolver
-	grpc     *grpcexp.Exporter
-	otlp     *otlp.Exporter
-	ipfix    *ipfix.Exporter
-	kafka    *kafkaexp.Exporter
-	bpfStats io.Closer // BPF_ENABLE_STATS for the agent's lifetime
+	kafka    *kafkaexp.Exporter // for KafkaStats
+	bpfStats io.Closer          // BPF_ENABLE_STATS for the agent's lifetime
 
 	ready       chan struct{}
 	metricsAddr atomic.Pointer[string]
@@ -235,34 +232,12 @@ func (a *Agent) startFeatures(enabled []feature.Feature, hooks []datapath.Hook) 
 }
 
 func (a *Agent) newMetrics(stats *evictor.Stats, gens *datapath.Generations) (*metrics.Metrics, error) {
-	exps := metrics.Queues(a.Queues)
-	for i := range exps {
-		if a.grpc != nil && exps[i].Name == a.grpc.Name() {
-			exps[i].Connected, exps[i].Refused = a.grpc.Connected, a.grpc.Stats.Refused.Load
-		}
-		if a.otlp != nil && exps[i].Name == a.otlp.Name() {
-			st := &a.otlp.Stats
-			exps[i].Connected = a.otlp.Connected
-			exps[i].AckedFlows, exps[i].RejectedFlows = st.Flows.Load, st.RejectedFlows.Load
-			exps[i].FailedFlows, exps[i].Retries = st.FailedFlows.Load, st.Retries.Load
-		}
-		if a.ipfix != nil && exps[i].Name == a.ipfix.Name() {
-			exps[i].Connected, exps[i].Wire = a.ipfix.Connected, a.ipfixWire
-			exps[i].FailedFlows = a.ipfix.Stats.Lost.Load
-		}
-		if a.kafka != nil && exps[i].Name == a.kafka.Name() {
-			st := &a.kafka.Stats
-			exps[i].AckedFlows, exps[i].FailedFlows = st.Flows.Load, st.FailedFlows.Load
-			exps[i].Acks = &metrics.Acks{Records: st.Records.Load, FailedRecords: st.FailedRecords.Load, Latency: &st.Latency}
-		}
-	}
 	bpfStats := a.bpfStats != nil
-	return metrics.New(metrics.Sources{
+	m, err := metrics.New(metrics.Sources{
 		Evictor:         stats,
 		Counters:        a.DP.ReadCounters,
 		FlowMapCapacity: uint64(a.cfg.CacheMaxFlows),
 		FlowMapEntries:  gens.Entries,
-		Exporters:       exps,
 		Attached:        a.DP.Attached,
 		Hooks:           metrics.DatapathHooks(a.DP),
 		Programs:        metrics.DatapathPrograms(a.DP),
@@ -271,6 +246,14 @@ func (a *Agent) newMetrics(stats *evictor.Stats, gens *datapath.Generations) (*m
 		EnrichmentLost:  a.DP.ReadEnrichmentLost,
 		FilterRules:     a.filterRuleCounts(),
 	}, metrics.Options{Ready: metrics.ReadyWhenClosed(a.ready), Logger: a.log})
+	if err != nil {
+		return nil, err
+	}
+	// Each stage registers its own collectors.
+	if err := m.Registry().Register(exporter.NewCollector(metrics.Namespace, a.Queues)); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // filterRuleCounts reads the packets each filter rule matched, labelled by
@@ -324,7 +307,6 @@ func (a *Agent) exporters() ([]exporter.Exporter, error) {
 			if err != nil {
 				return out, fmt.Errorf("grpc exporter: %w", err)
 			}
-			a.grpc = g
 			out = append(out, g)
 		case "kafka":
 			k := a.cfg.Kafka
@@ -345,7 +327,6 @@ func (a *Agent) exporters() ([]exporter.Exporter, error) {
 			if err != nil {
 				return out, fmt.Errorf("ipfix exporter: %w", err)
 			}
-			a.ipfix = x
 			out = append(out, x)
 		case "otlp":
 			o, err := otlp.New(otlp.Config{Endpoint: a.cfg.OTLPEndpoint, Protocol: a.cfg.OTLPProtocol,
@@ -355,20 +336,12 @@ func (a *Agent) exporters() ([]exporter.Exporter, error) {
 			if err != nil {
 				return out, fmt.Errorf("otlp exporter: %w", err)
 			}
-			a.otlp = o
 			out = append(out, o)
 		default:
 			return out, fmt.Errorf("exporter %q is not available in this build", name)
 		}
 	}
 	return append(out, a.opts.ExtraExporters...), nil
-}
-
-// ipfixWire is the ipfix exporter's counts as the metrics show them.
-func (a *Agent) ipfixWire() metrics.WireStats {
-	s := &a.ipfix.Stats
-	return metrics.WireStats{Messages: s.Messages.Load(), Bytes: s.Bytes.Load(), Records: s.Flows.Load(),
-		Templates: s.Templates.Load(), SendErrors: s.Errors.Load()}
 }
 
 // KafkaStats are the kafka exporter's counts (nil without --export kafka);

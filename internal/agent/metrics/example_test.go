@@ -48,20 +48,12 @@ func Example_agentWiring() {
 	}
 	evStats := &evictor.Stats{} // the evictor counts here, the metrics read here
 
-	exps := metrics.Queues(queues)
-	for i := range exps {
-		if exps[i].Name == g.Name() {
-			exps[i].Connected = g.Connected
-			exps[i].Refused = g.Stats.Refused.Load
-		}
-	}
 	ready := make(chan struct{}) // the agent's a.ready
 	m, err := metrics.New(metrics.Sources{
 		Evictor:         evStats,
 		Counters:        dp.ReadCounters,
 		FlowMapCapacity: uint64(cfg.CacheMaxFlows),
 		FlowMapEntries:  gens.Entries,
-		Exporters:       exps,
 		Attached:        dp.Attached,
 		Hooks:           metrics.DatapathHooks(dp),
 		Programs:        metrics.DatapathPrograms(dp),
@@ -71,6 +63,8 @@ func Example_agentWiring() {
 	if err != nil {
 		return
 	}
+	// The exporters register their own metrics (queue and delivery counts).
+	m.Registry().MustRegister(exporter.NewCollector(metrics.Namespace, queues))
 	ev, err := evictor.New(evictor.Config{Generations: gens, Clock: dp.Clock, Overflow: dp.Maps.Overflow,
 		MaxFlows: uint32(cfg.CacheMaxFlows), Period: 5 * time.Second, BatchSize: cfg.GRPCBatchSize,
 		Sink: queues, Observer: m, Stats: evStats, Logger: log})

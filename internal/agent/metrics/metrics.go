@@ -28,7 +28,6 @@ import (
 
 	"github.com/flowlens/flowlens/internal/agent/datapath"
 	"github.com/flowlens/flowlens/internal/agent/evictor"
-	"github.com/flowlens/flowlens/internal/agent/exporter"
 	"github.com/flowlens/flowlens/internal/shared/version"
 )
 
@@ -52,8 +51,6 @@ type Sources struct {
 	// minus its value at the last ObserveEviction), the fill the evictor's
 	// pressure check uses.
 	FlowMapEntries func() (uint64, error)
-	// Exporters are the export queues, one per exporter.
-	Exporters []Exporter
 	// Attached returns how many interfaces are attached (Datapath.Attached).
 	Attached func() int
 	// Hooks returns, per hook name, whether it runs (true) or is
@@ -80,60 +77,6 @@ type RuleCount struct {
 	Rule    string // its name, else its index in the list; "default" for the default action
 	Action  string // accept or reject
 	Packets uint64
-}
-
-// Exporter is one exporter's queue, as the metrics see it.
-type Exporter struct {
-	Name  string
-	Stats *exporter.QueueStats
-	// Queued returns the batches waiting (Queue.Len); optional.
-	Queued func() int
-	// Connected reports whether the exporter reaches its consumer
-	// (grpc: a stream is open); optional.
-	Connected func() bool
-	// Refused counts messages the consumer refused after they were sent
-	// (grpc: Exporter.Stats.Refused); optional.
-	Refused func() uint64
-	// Delivery counts of an exporter that learns what became of each flow
-	// it was handed (kafka, otlp: acknowledgements; ipfix: send results),
-	// each optional: flows the consumer acknowledged, flows it rejected
-	// (lost), flows the exporter failed to deliver or gave up on (lost),
-	// and requests resent after a retryable failure. Acknowledged, rejected,
-	// failed and the queue's dropped flows add up to every flow the
-	// exporter was given.
-	AckedFlows, RejectedFlows, FailedFlows, Retries func() uint64
-	// Acks are the per-record acknowledgements (kafka); optional.
-	Acks *Acks
-	// Wire reads the exporter's own counts of what it sent (ipfix:
-	// Exporter.Stats); optional.
-	Wire func() WireStats
-}
-
-// Acks are what an exporter whose consumer acknowledges each record
-// (kafka) counts of them.
-type Acks struct {
-	Records, FailedRecords func() uint64 // acknowledged; failed for good
-	Latency                *exporter.Latency
-}
-
-// WireStats are an exporter's cumulative counts of the messages it sent.
-type WireStats struct {
-	Messages  uint64 // messages sent
-	Bytes     uint64 // bytes of those messages
-	Records   uint64 // flow records in them
-	Templates uint64 // messages that carried the templates (ipfix)
-	// SendErrors counts failed sends and connection attempts.
-	SendErrors uint64
-}
-
-// Queues describes the agent's queues; add Connected and Refused to the
-// grpc one by hand.
-func Queues(qs []*exporter.Queue) []Exporter {
-	out := make([]Exporter, 0, len(qs))
-	for _, q := range qs {
-		out = append(out, Exporter{Name: q.Name(), Stats: &q.Stats, Queued: q.Len})
-	}
-	return out
 }
 
 // ProgramStatter is what the metrics need of a BPF program; *ebpf.Program
@@ -298,25 +241,17 @@ func (m *Metrics) ObserveEviction(reason string, _ int, d time.Duration) {
 type agentCollector struct {
 	m *Metrics
 
-	evictions, evictedFlows                      *prometheus.Desc
-	evictReadFails                               *prometheus.Desc
-	mapEntries, mapCapacity                      *prometheus.Desc
-	flowsCreated, overflowRecords, overflowLost  *prometheus.Desc
-	ifacesOverflow, nonIP, malformed             *prometheus.Desc
-	fragUnmatched                                *prometheus.Desc
-	filterRejected, sampledOut, samplingSplit    *prometheus.Desc
-	filterRule                                   *prometheus.Desc
-	expBatches, expFlows, expErrors              *prometheus.Desc
-	expDroppedBatches, expDroppedFlows, expQueue *prometheus.Desc
-	expWait                                      *prometheus.Desc
-	expConnected, expRefused                     *prometheus.Desc
-	expAcked, expRejected, expFailed, expRetries *prometheus.Desc
-	expMessages, expBytes, expRecords            *prometheus.Desc
-	expTemplates, expSendErrors                  *prometheus.Desc
-	expAckedRecords, expFailedRecords, expAckLat *prometheus.Desc
-	attached, hookUp, enrichLost                 *prometheus.Desc
-	progRunTime, progRuns, progMisses, progInst  *prometheus.Desc
-	mapMemory, statsEnabled, readErrors          *prometheus.Desc
+	evictions, evictedFlows                     *prometheus.Desc
+	evictReadFails                              *prometheus.Desc
+	mapEntries, mapCapacity                     *prometheus.Desc
+	flowsCreated, overflowRecords, overflowLost *prometheus.Desc
+	ifacesOverflow, nonIP, malformed            *prometheus.Desc
+	fragUnmatched                               *prometheus.Desc
+	filterRejected, sampledOut, samplingSplit   *prometheus.Desc
+	filterRule                                  *prometheus.Desc
+	attached, hookUp, enrichLost                *prometheus.Desc
+	progRunTime, progRuns, progMisses, progInst *prometheus.Desc
+	mapMemory, statsEnabled, readErrors         *prometheus.Desc
 
 	mu        sync.Mutex
 	progs     map[ProgramStatter]progSample // last reading per live instance
@@ -344,68 +279,43 @@ func newAgentCollector(m *Metrics) *agentCollector {
 		return prometheus.NewDesc(Namespace+"_"+name, help, labels, nil)
 	}
 	return &agentCollector{
-		m:                 m,
-		evictions:         d("evictions_total", "Evictions of the in-kernel flow map, by reason: timer (every --cache-active-timeout), pressure (map filling up), shutdown.", "reason"),
-		evictedFlows:      d("evicted_flows_total", "Flow records produced by evictions, by source: map (the flow map), overflow (aggregated from overflow ring buffer records), partial (enrichment entries with no flow entry).", "source"),
-		evictReadFails:    d("eviction_read_failures_total", "Evictions whose read of the ended generation failed after the flip: the generation was kept, not discarded, and the next eviction read the rest of it before flipping again."),
-		mapEntries:        d("flow_map_entries", "Flows in the active in-kernel flow map."),
-		mapCapacity:       d("flow_map_capacity", "Capacity of the in-kernel flow map (--cache-max-flows)."),
-		flowsCreated:      d("flows_created_total", "Flow entries created in the in-kernel flow maps."),
-		overflowRecords:   d("overflow_records_total", "Packets sent to the overflow ring buffer because the flow map was full."),
-		overflowLost:      d("overflow_lost_total", "Packets lost because the flow map and the overflow ring buffer were both full."),
-		ifacesOverflow:    d("interfaces_overflow_flows_total", "Flows that crossed more interfaces than the kernel records (six); the extra ones are not listed."),
-		filterRejected:    d("filter_rejected_packets_total", "Packets a flow filter rule, or the default action, rejected (not accounted), once per hook that saw them."),
-		sampledOut:        d("sampled_out_packets_total", "Packets the flow filter accepted that their rule's sampling rate left out, once per hook."),
-		samplingSplit:     d("sampling_split_packets_total", "Packets counted under another sampling rate than their flow's (a rule on TCP flags with its own rate): exported in a record of their own, with their rate."),
-		filterRule:        d("filter_rule_packets_total", "Packets each flow filter rule matched (rule: its name, else its index; default: no rule matched), with the rule's action, once per hook that saw them.", "rule", "action"),
-		fragUnmatched:     d("frag_unmatched_packets_total", "Sightings of IP fragments whose first fragment (with the ports) was not seen, once per hook that saw one; counted in their flow under port 0."),
-		nonIP:             d("non_ip_packets_total", "Frames that are not IPv4 or IPv6 (ignored)."),
-		malformed:         d("malformed_packets_total", "Packets with truncated or invalid headers (skipped)."),
-		expBatches:        d("export_batches_total", "Batches an exporter exported.", "exporter"),
-		expFlows:          d("export_flows_total", "Flows an exporter exported.", "exporter"),
-		expErrors:         d("export_errors_total", "Export calls that failed (the batch is lost).", "exporter"),
-		expDroppedBatches: d("export_dropped_batches_total", "Batches dropped, oldest first, because the exporter's queue was full (slow or absent consumer).", "exporter"),
-		expDroppedFlows:   d("export_dropped_flows_total", "Flows in the batches dropped for backpressure.", "exporter"),
-		expQueue:          d("export_queue_batches", "Batches waiting in the exporter's queue.", "exporter"),
-		expWait:           d("export_wait_seconds_total", "Time evictions spent waiting for room in the exporter's full queue (backpressure from a slower consumer).", "exporter"),
-		expConnected:      d("export_connected", "1 if the exporter reaches its consumer (grpc: a stream is open), 0 if not.", "exporter"),
-		expRefused:        d("export_refused_total", "Messages the consumer refused after they were sent (lost; counted as exported by export_flows_total).", "exporter"),
-		expAcked:          d("export_acked_flows_total", "Flows the consumer acknowledged (kafka: in records the brokers acked; otlp: log records the receiver accepted).", "exporter"),
-		expRejected:       d("export_rejected_flows_total", "Flows the consumer rejected (otlp: partial success, or a request refused with a non-retryable error): lost.", "exporter"),
-		expFailed:         d("export_failed_flows_total", "Flows handed to the exporter and not delivered: lost in failed sends or records (ipfix, kafka), or given up on, the consumer unreachable past the retry timeout or at shutdown (kafka, otlp). With the acknowledged, rejected and dropped flows, every flow the exporter was given.", "exporter"),
-		expRetries:        d("export_retries_total", "Requests resent after a retryable failure (consumer down, overloaded, or asking to retry later).", "exporter"),
-		expMessages:       d("export_messages_total", "Messages the exporter sent (ipfix: IPFIX messages).", "exporter"),
-		expBytes:          d("export_message_bytes_total", "Bytes of the messages the exporter sent.", "exporter"),
-		expRecords:        d("export_records_total", "Flow records in the messages the exporter sent.", "exporter"),
-		expTemplates:      d("export_template_messages_total", "Messages that carried the templates (ipfix: first message, UDP refresh, each new TCP connection).", "exporter"),
-		expSendErrors:     d("export_send_errors_total", "Failed sends and connection attempts.", "exporter"),
-		expAckedRecords:   d("export_acked_records_total", "Records the consumer acknowledged (kafka: produced records the brokers acked).", "exporter"),
-		expFailedRecords:  d("export_failed_records_total", "Records that failed for good (not acknowledged; their flows are lost).", "exporter"),
-		expAckLat:         d("export_ack_latency_seconds", "Time from producing a record to its acknowledgement.", "exporter"),
-		attached:          d("attached_interfaces", "Interfaces the datapath is attached to."),
-		hookUp:            d("hook_up", "1 if the hook is running, 0 if it is unavailable.", "hook"),
-		enrichLost:        d("enrichment_lost_total", "Enrichment events (drops, RTT samples, retransmits) lost because their entry could not be inserted into the enrichment map (full, or the kernel's allocator failed)."),
-		progRunTime:       d("bpf_program_run_time_seconds_total", "Cumulative run time of the agent's BPF program in the kernel (run_time_ns), summed over its instances.", "program", "attach"),
-		progRuns:          d("bpf_program_runs_total", "Times the agent's BPF program ran (run_cnt), summed over its instances.", "program", "attach"),
-		progMisses:        d("bpf_program_recursion_misses_total", "Times the kernel skipped the program because of recursion.", "program", "attach"),
-		progInst:          d("bpf_program_instances", "Loaded instances of the program (one per network namespace where the kernel needs it).", "program", "attach"),
-		mapMemory:         d("bpf_map_memory_bytes", "Memory of the agent's BPF map (memlock).", "map"),
-		statsEnabled:      d("bpf_stats_enabled", "1 if the kernel collects BPF program run time statistics (BPF_ENABLE_STATS held by the agent)."),
-		readErrors:        d("metrics_read_errors_total", "Scrapes whose reading of a source failed (its metrics were left out), by source.", "source"),
-		progs:             map[ProgramStatter]progSample{},
-		retired:           map[progLabels]progSample{},
-		readErrs:          map[string]uint64{},
-		lastWarnd:         map[string]time.Time{},
+		m:               m,
+		evictions:       d("evictions_total", "Evictions of the in-kernel flow map, by reason: timer (every --cache-active-timeout), pressure (map filling up), shutdown.", "reason"),
+		evictedFlows:    d("evicted_flows_total", "Flow records produced by evictions, by source: map (the flow map), overflow (aggregated from overflow ring buffer records), partial (enrichment entries with no flow entry).", "source"),
+		evictReadFails:  d("eviction_read_failures_total", "Evictions whose read of the ended generation failed after the flip: the generation was kept, not discarded, and the next eviction read the rest of it before flipping again."),
+		mapEntries:      d("flow_map_entries", "Flows in the active in-kernel flow map."),
+		mapCapacity:     d("flow_map_capacity", "Capacity of the in-kernel flow map (--cache-max-flows)."),
+		flowsCreated:    d("flows_created_total", "Flow entries created in the in-kernel flow maps."),
+		overflowRecords: d("overflow_records_total", "Packets sent to the overflow ring buffer because the flow map was full."),
+		overflowLost:    d("overflow_lost_total", "Packets lost because the flow map and the overflow ring buffer were both full."),
+		ifacesOverflow:  d("interfaces_overflow_flows_total", "Flows that crossed more interfaces than the kernel records (six); the extra ones are not listed."),
+		filterRejected:  d("filter_rejected_packets_total", "Packets a flow filter rule, or the default action, rejected (not accounted), once per hook that saw them."),
+		sampledOut:      d("sampled_out_packets_total", "Packets the flow filter accepted that their rule's sampling rate left out, once per hook."),
+		samplingSplit:   d("sampling_split_packets_total", "Packets counted under another sampling rate than their flow's (a rule on TCP flags with its own rate): exported in a record of their own, with their rate."),
+		filterRule:      d("filter_rule_packets_total", "Packets each flow filter rule matched (rule: its name, else its index; default: no rule matched), with the rule's action, once per hook that saw them.", "rule", "action"),
+		fragUnmatched:   d("frag_unmatched_packets_total", "Sightings of IP fragments whose first fragment (with the ports) was not seen, once per hook that saw one; counted in their flow under port 0."),
+		nonIP:           d("non_ip_packets_total", "Frames that are not IPv4 or IPv6 (ignored)."),
+		malformed:       d("malformed_packets_total", "Packets with truncated or invalid headers (skipped)."),
+		attached:        d("attached_interfaces", "Interfaces the datapath is attached to."),
+		hookUp:          d("hook_up", "1 if the hook is running, 0 if it is unavailable.", "hook"),
+		enrichLost:      d("enrichment_lost_total", "Enrichment events (drops, RTT samples, retransmits) lost because their entry could not be inserted into the enrichment map (full, or the kernel's allocator failed)."),
+		progRunTime:     d("bpf_program_run_time_seconds_total", "Cumulative run time of the agent's BPF program in the kernel (run_time_ns), summed over its instances.", "program", "attach"),
+		progRuns:        d("bpf_program_runs_total", "Times the agent's BPF program ran (run_cnt), summed over its instances.", "program", "attach"),
+		progMisses:      d("bpf_program_recursion_misses_total", "Times the kernel skipped the program because of recursion.", "program", "attach"),
+		progInst:        d("bpf_program_instances", "Loaded instances of the program (one per network namespace where the kernel needs it).", "program", "attach"),
+		mapMemory:       d("bpf_map_memory_bytes", "Memory of the agent's BPF map (memlock).", "map"),
+		statsEnabled:    d("bpf_stats_enabled", "1 if the kernel collects BPF program run time statistics (BPF_ENABLE_STATS held by the agent)."),
+		readErrors:      d("metrics_read_errors_total", "Scrapes whose reading of a source failed (its metrics were left out), by source.", "source"),
+		progs:           map[ProgramStatter]progSample{},
+		retired:         map[progLabels]progSample{},
+		readErrs:        map[string]uint64{},
+		lastWarnd:       map[string]time.Time{},
 	}
 }
 
 func (c *agentCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.evictions, c.evictedFlows, c.evictReadFails, c.mapEntries, c.mapCapacity,
 		c.flowsCreated, c.overflowRecords, c.overflowLost, c.ifacesOverflow, c.nonIP, c.malformed, c.fragUnmatched,
-		c.expBatches, c.expFlows, c.expErrors, c.expDroppedBatches, c.expDroppedFlows, c.expQueue, c.expWait,
-		c.expConnected, c.expRefused, c.expAcked, c.expRejected, c.expFailed, c.expRetries,
-		c.expMessages, c.expBytes, c.expRecords, c.expTemplates, c.expSendErrors,
-		c.expAckedRecords, c.expFailedRecords, c.expAckLat,
 		c.attached, c.hookUp, c.enrichLost, c.progRunTime, c.progRuns, c.progMisses,
 		c.progInst, c.mapMemory, c.statsEnabled, c.readErrors} {
 		ch <- d
@@ -489,48 +399,6 @@ func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if src.FlowMapCapacity > 0 {
 		gauge(ch, c.mapCapacity, float64(src.FlowMapCapacity))
-	}
-
-	for _, e := range src.Exporters {
-		if e.Stats != nil {
-			counter(ch, c.expBatches, e.Stats.Batches.Load(), e.Name)
-			counter(ch, c.expFlows, e.Stats.Flows.Load(), e.Name)
-			counter(ch, c.expErrors, e.Stats.Errors.Load(), e.Name)
-			counter(ch, c.expDroppedBatches, e.Stats.DroppedBatches.Load(), e.Name)
-			counter(ch, c.expDroppedFlows, e.Stats.DroppedFlows.Load(), e.Name)
-			ch <- prometheus.MustNewConstMetric(c.expWait, prometheus.CounterValue, float64(e.Stats.WaitNanos.Load())/1e9, e.Name)
-		}
-		if e.Queued != nil {
-			gauge(ch, c.expQueue, float64(e.Queued()), e.Name)
-		}
-		if e.Connected != nil {
-			gauge(ch, c.expConnected, b2f(e.Connected()), e.Name)
-		}
-		if e.Refused != nil {
-			counter(ch, c.expRefused, e.Refused(), e.Name)
-		}
-		for _, x := range []struct {
-			d *prometheus.Desc
-			f func() uint64
-		}{{c.expAcked, e.AckedFlows}, {c.expRejected, e.RejectedFlows}, {c.expFailed, e.FailedFlows}, {c.expRetries, e.Retries}} {
-			if x.f != nil {
-				counter(ch, x.d, x.f(), e.Name)
-			}
-		}
-		if e.Wire != nil {
-			w := e.Wire()
-			counter(ch, c.expMessages, w.Messages, e.Name)
-			counter(ch, c.expBytes, w.Bytes, e.Name)
-			counter(ch, c.expRecords, w.Records, e.Name)
-			counter(ch, c.expTemplates, w.Templates, e.Name)
-			counter(ch, c.expSendErrors, w.SendErrors, e.Name)
-		}
-		if a := e.Acks; a != nil {
-			counter(ch, c.expAckedRecords, a.Records(), e.Name)
-			counter(ch, c.expFailedRecords, a.FailedRecords(), e.Name)
-			n, sum, buckets := a.Latency.Snapshot()
-			ch <- prometheus.MustNewConstHistogram(c.expAckLat, n, sum, buckets, e.Name)
-		}
 	}
 
 	if src.Attached != nil {

@@ -236,8 +236,8 @@ func TestReconnectAfterCollectorRestart(t *testing.T) {
 	if n := exp.Stats.StreamsOpened.Load(); n != 2 {
 		t.Fatalf("%d streams opened, want 2", n)
 	}
-	if exp.Stats.Retries.Load() == 0 || exp.Stats.StreamErrors.Load() != 1 {
-		t.Fatalf("retries=%d stream_errors=%d", exp.Stats.Retries.Load(), exp.Stats.StreamErrors.Load())
+	if exp.Stats.Retries.Load() == 0 || exp.Stats.SendErrors.Load() != 1 {
+		t.Fatalf("retries=%d stream_errors=%d", exp.Stats.Retries.Load(), exp.Stats.SendErrors.Load())
 	}
 }
 
