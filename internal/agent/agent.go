@@ -65,13 +65,15 @@ type Agent struct {
 	opts Options
 	log  *slog.Logger
 
-	DP       *datapath.Datapath
-	Evictor  *evictor.Evictor
-	Queues   exporter.Fanout
-	Metrics  *metrics.Metrics
-	resolver *evictor.Resolver
-	kafka    *kafkaexp.Exporter // for KafkaStats
-	bpfStats io.Closer          // BPF_ENABLE_STATS for the agent's lifetime
+	DP      *datapath.Datapath
+	Evictor *evictor.Evictor
+	Queues  exporter.Fanout
+	Metrics *metrics.Metrics
+	// evictorMetrics times the evictions (the evictor's Observer).
+	evictorMetrics *evictor.Metrics
+	resolver       *evictor.Resolver
+	kafka          *kafkaexp.Exporter // for KafkaStats
+	bpfStats       io.Closer          // BPF_ENABLE_STATS for the agent's lifetime
 
 	ready       chan struct{}
 	metricsAddr atomic.Pointer[string]
@@ -182,7 +184,7 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 		BatchSize:   cfg.GRPCBatchSize,
 		Resolver:    a.resolver,
 		Sink:        a.Queues,
-		Observer:    a.Metrics,
+		Observer:    a.evictorMetrics,
 		Stats:       stats,
 		Features:    running,
 		Logger:      a.log,
@@ -234,7 +236,6 @@ func (a *Agent) startFeatures(enabled []feature.Feature, hooks []datapath.Hook) 
 func (a *Agent) newMetrics(stats *evictor.Stats, gens *datapath.Generations) (*metrics.Metrics, error) {
 	bpfStats := a.bpfStats != nil
 	m, err := metrics.New(metrics.Sources{
-		Evictor:         stats,
 		Counters:        a.DP.ReadCounters,
 		FlowMapCapacity: uint64(a.cfg.CacheMaxFlows),
 		FlowMapEntries:  gens.Entries,
@@ -250,8 +251,11 @@ func (a *Agent) newMetrics(stats *evictor.Stats, gens *datapath.Generations) (*m
 		return nil, err
 	}
 	// Each stage registers its own collectors.
-	if err := m.Registry().Register(exporter.NewCollector(metrics.Namespace, a.Queues)); err != nil {
-		return nil, err
+	a.evictorMetrics = evictor.NewMetrics(metrics.Namespace, stats)
+	for _, c := range append(a.evictorMetrics.Collectors(), exporter.NewCollector(metrics.Namespace, a.Queues)) {
+		if err := m.Registry().Register(c); err != nil {
+			return nil, err
+		}
 	}
 	return m, nil
 }

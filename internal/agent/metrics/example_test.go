@@ -50,7 +50,6 @@ func Example_agentWiring() {
 
 	ready := make(chan struct{}) // the agent's a.ready
 	m, err := metrics.New(metrics.Sources{
-		Evictor:         evStats,
 		Counters:        dp.ReadCounters,
 		FlowMapCapacity: uint64(cfg.CacheMaxFlows),
 		FlowMapEntries:  gens.Entries,
@@ -63,11 +62,13 @@ func Example_agentWiring() {
 	if err != nil {
 		return
 	}
-	// The exporters register their own metrics (queue and delivery counts).
-	m.Registry().MustRegister(exporter.NewCollector(metrics.Namespace, queues))
+	// The stages register their own metrics: the evictor's counts and
+	// durations, the exporters' queue and delivery counts.
+	evMetrics := evictor.NewMetrics(metrics.Namespace, evStats)
+	m.Registry().MustRegister(append(evMetrics.Collectors(), exporter.NewCollector(metrics.Namespace, queues))...)
 	ev, err := evictor.New(evictor.Config{Generations: gens, Clock: dp.Clock, Overflow: dp.Maps.Overflow,
 		MaxFlows: uint32(cfg.CacheMaxFlows), Period: 5 * time.Second, BatchSize: cfg.GRPCBatchSize,
-		Sink: queues, Observer: m, Stats: evStats, Logger: log})
+		Sink: queues, Observer: evMetrics, Stats: evStats, Logger: log})
 	if err != nil {
 		return
 	}

@@ -1,16 +1,17 @@
-// Package metrics exposes the agent's Prometheus metrics, and /healthz and
-// /readyz, over HTTP.
+// Package metrics is the agent's Prometheus registry, served with /healthz
+// and /readyz over HTTP (internal/shared/httpserve), and the datapath's
+// metrics: its per-CPU counters, flow map fill, hooks, filter rules, and
+// the kernel's BPF program and map info.
 //
-// Every value is read when Prometheus scrapes (custom Collectors over the
-// counters the stages already keep: evictor.Stats, the datapath's per-CPU
-// counters, each Queue's QueueStats, the kernel's BPF program and map
-// info); nothing polls in the background. The one pushed metric is the
-// eviction duration histogram, fed by ObserveEviction (*Metrics is the
-// evictor's Observer).
+// The other stages register their own collectors in the registry
+// (Registry): the evictor (evictor.Metrics) and the exporters
+// (exporter.NewCollector); internal/agent wires them. Every value is read
+// when Prometheus scrapes; nothing polls in the background.
 //
-// New takes its sources as plain funcs and small interfaces, so it is
-// testable without a kernel; DatapathPrograms, DatapathMaps and Queues
-// adapt the agent's real stages. docs/metrics-agent.md lists every metric.
+// New takes the datapath's sources as plain funcs and small interfaces, so
+// it is testable without a kernel; DatapathPrograms, DatapathMaps and
+// DatapathHooks adapt the real datapath. docs/metrics-agent.md lists every
+// metric.
 package metrics
 
 import (
@@ -27,7 +28,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/flowlens/flowlens/internal/agent/datapath"
-	"github.com/flowlens/flowlens/internal/agent/evictor"
 	"github.com/flowlens/flowlens/internal/shared/version"
 )
 
@@ -40,16 +40,14 @@ type Counters = datapath.Counters
 // Sources are where the metrics are read from at scrape time. Every field
 // is optional: a nil one leaves its metrics out.
 type Sources struct {
-	// Evictor is the evictor's cumulative stats (&evictor.Stats).
-	Evictor *evictor.Stats
 	// Counters reads the datapath's counters (Datapath.ReadCounters).
 	Counters func() (Counters, error)
 	// FlowMapCapacity is the entries of one flow map (--cache-max-flows).
 	FlowMapCapacity uint64
 	// FlowMapEntries returns the active flow map's entries. When nil they
 	// are the flows created since the last eviction (the new-flows counter
-	// minus its value at the last ObserveEviction), the fill the evictor's
-	// pressure check uses.
+	// minus its value at the last ObserveEviction: then make *Metrics the
+	// evictor's Observer), the fill the evictor's pressure check uses.
 	FlowMapEntries func() (uint64, error)
 	// Attached returns how many interfaces are attached (Datapath.Attached).
 	Attached func() int
@@ -189,7 +187,6 @@ type Metrics struct {
 	src  Sources
 	col  *agentCollector
 
-	evictionDuration *prometheus.HistogramVec
 	// newFlowsAtEviction is CNT_NEW_FLOWS after the last eviction.
 	newFlowsAtEviction atomic.Uint64
 }
@@ -200,17 +197,8 @@ func New(src Sources, opts Options) (*Metrics, error) {
 		opts.Logger = slog.Default()
 	}
 	m := &Metrics{reg: prometheus.NewRegistry(), opts: opts, log: opts.Logger, src: src}
-	m.evictionDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: Namespace,
-		Name:      "eviction_duration_seconds",
-		Help:      "Duration of evictions (flip the flow maps, wait for readers, read and convert the flows, hand them to the exporters), by reason.",
-		Buckets:   []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
-	}, []string{"reason"})
-	for _, r := range []string{evictor.ReasonTimer, evictor.ReasonPressure, evictor.ReasonShutdown} {
-		m.evictionDuration.WithLabelValues(r) // exist at 0 from the start
-	}
 	m.col = newAgentCollector(m)
-	cs := []prometheus.Collector{m.evictionDuration, m.col, version.NewCollector(Namespace)}
+	cs := []prometheus.Collector{m.col, version.NewCollector(Namespace)}
 	if !opts.NoRuntimeMetrics {
 		cs = append(cs, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
@@ -226,10 +214,10 @@ func New(src Sources, opts Options) (*Metrics, error) {
 // on it if needed.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
-// ObserveEviction records one eviction: *Metrics is an evictor.Observer
-// (evictor.Config.Observer).
-func (m *Metrics) ObserveEviction(reason string, _ int, d time.Duration) {
-	m.evictionDuration.WithLabelValues(reason).Observe(d.Seconds())
+// ObserveEviction notes where the new-flows counter stood at an eviction,
+// for flow_map_entries without Sources.FlowMapEntries: *Metrics is then an
+// evictor.Observer (the eviction's own metrics are evictor.Metrics').
+func (m *Metrics) ObserveEviction(string, int, time.Duration) {
 	if m.src.Counters != nil && m.src.FlowMapEntries == nil {
 		if c, err := m.src.Counters(); err == nil {
 			m.newFlowsAtEviction.Store(c[datapath.CounterNewFlows])
@@ -280,9 +268,6 @@ func newAgentCollector(m *Metrics) *agentCollector {
 	}
 	return &agentCollector{
 		m:               m,
-		evictions:       d("evictions_total", "Evictions of the in-kernel flow map, by reason: timer (every --cache-active-timeout), pressure (map filling up), shutdown.", "reason"),
-		evictedFlows:    d("evicted_flows_total", "Flow records produced by evictions, by source: map (the flow map), overflow (aggregated from overflow ring buffer records), partial (enrichment entries with no flow entry).", "source"),
-		evictReadFails:  d("eviction_read_failures_total", "Evictions whose read of the ended generation failed after the flip: the generation was kept, not discarded, and the next eviction read the rest of it before flipping again."),
 		mapEntries:      d("flow_map_entries", "Flows in the active in-kernel flow map."),
 		mapCapacity:     d("flow_map_capacity", "Capacity of the in-kernel flow map (--cache-max-flows)."),
 		flowsCreated:    d("flows_created_total", "Flow entries created in the in-kernel flow maps."),
@@ -314,7 +299,7 @@ func newAgentCollector(m *Metrics) *agentCollector {
 }
 
 func (c *agentCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.evictions, c.evictedFlows, c.evictReadFails, c.mapEntries, c.mapCapacity,
+	for _, d := range []*prometheus.Desc{c.mapEntries, c.mapCapacity,
 		c.flowsCreated, c.overflowRecords, c.overflowLost, c.ifacesOverflow, c.nonIP, c.malformed, c.fragUnmatched,
 		c.attached, c.hookUp, c.enrichLost, c.progRunTime, c.progRuns, c.progMisses,
 		c.progInst, c.mapMemory, c.statsEnabled, c.readErrors} {
@@ -351,16 +336,6 @@ func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	src := &c.m.src
-
-	if ev := src.Evictor; ev != nil {
-		for i, r := range []string{evictor.ReasonTimer, evictor.ReasonPressure, evictor.ReasonShutdown} {
-			counter(ch, c.evictions, ev.Evictions[i].Load(), r)
-		}
-		counter(ch, c.evictedFlows, ev.Flows.Load(), "map")
-		counter(ch, c.evictedFlows, ev.OverflowFlows.Load(), "overflow")
-		counter(ch, c.evictedFlows, ev.PartialFlows.Load(), "partial")
-		counter(ch, c.evictReadFails, ev.ReadFailures.Load())
-	}
 
 	if src.Counters != nil {
 		if cnt, err := src.Counters(); err != nil {

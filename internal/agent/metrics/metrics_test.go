@@ -86,15 +86,9 @@ func get(t *testing.T, url string) (int, string) {
 }
 
 // Every source feeds its metrics with exact values, read at scrape time
-// (the exporters' own: exporter.TestCollectorExactValues).
+// (the exporters' and the evictor's own: exporter.TestCollectorExactValues,
+// evictor.TestMetricsExactValues).
 func TestScrapeExactValues(t *testing.T) {
-	var ev evictor.Stats
-	ev.Evictions[0].Store(7)
-	ev.Evictions[1].Store(2)
-	ev.Flows.Store(1234)
-	ev.OverflowFlows.Store(5)
-	ev.PartialFlows.Store(8)
-	ev.ReadFailures.Store(2)
 
 	cnt := metrics.Counters{}
 	cnt[datapath.CounterNonIP] = 11
@@ -115,7 +109,6 @@ func TestScrapeExactValues(t *testing.T) {
 	ready := errors.New("attaching")
 
 	m, err := metrics.New(metrics.Sources{
-		Evictor:         &ev,
 		Counters:        func() (metrics.Counters, error) { return cnt, cntErr },
 		FlowMapCapacity: 1000,
 		Attached:        func() int { return 4 },
@@ -133,13 +126,6 @@ func TestScrapeExactValues(t *testing.T) {
 	base := serve(t, m)
 
 	f := scrape(t, base)
-	expect(t, f, 7, "flowlens_agent_evictions_total", "reason=timer")
-	expect(t, f, 2, "flowlens_agent_evictions_total", "reason=pressure")
-	expect(t, f, 0, "flowlens_agent_evictions_total", "reason=shutdown")
-	expect(t, f, 1234, "flowlens_agent_evicted_flows_total", "source=map")
-	expect(t, f, 5, "flowlens_agent_evicted_flows_total", "source=overflow")
-	expect(t, f, 8, "flowlens_agent_evicted_flows_total", "source=partial")
-	expect(t, f, 2, "flowlens_agent_eviction_read_failures_total")
 	expect(t, f, 500, "flowlens_agent_flow_map_entries") // no eviction yet: every created flow is in the map
 	expect(t, f, 1000, "flowlens_agent_flow_map_capacity")
 	expect(t, f, 500, "flowlens_agent_flows_created_total")
@@ -158,7 +144,6 @@ func TestScrapeExactValues(t *testing.T) {
 	expect(t, f, 30, "flowlens_agent_bpf_program_runs_total", "attach=tc_egress", "program=flowlens_egress")
 	expect(t, f, 4096, "flowlens_agent_bpf_map_memory_bytes", "map=flows_a")
 	expect(t, f, 1, "flowlens_agent_bpf_stats_enabled")
-	expect(t, f, 0, "flowlens_agent_eviction_duration_seconds", "reason=timer")
 	if _, ok := value(f, "go_goroutines"); !ok {
 		t.Error("go runtime metrics missing")
 	}
@@ -166,7 +151,8 @@ func TestScrapeExactValues(t *testing.T) {
 		t.Error("read errors reported without any")
 	}
 
-	// An eviction: histogram observed, the map's fill restarts from there.
+	// An eviction (observed as the evictor's Observer): the map's fill
+	// restarts from there.
 	m.ObserveEviction(evictor.ReasonTimer, 480, 3*time.Millisecond)
 	m.ObserveEviction(evictor.ReasonPressure, 20, 30*time.Millisecond)
 	cnt[datapath.CounterNewFlows] = 620
@@ -176,8 +162,6 @@ func TestScrapeExactValues(t *testing.T) {
 	ing2.runs, ing2.runtime = 60, 600*time.Millisecond
 
 	f = scrape(t, base)
-	expect(t, f, 1, "flowlens_agent_eviction_duration_seconds", "reason=timer")
-	expect(t, f, 1, "flowlens_agent_eviction_duration_seconds", "reason=pressure")
 	expect(t, f, 120, "flowlens_agent_flow_map_entries")
 	expect(t, f, 160, "flowlens_agent_bpf_program_runs_total", "attach=tc_ingress", "program=flowlens_ingress")
 	expect(t, f, 2.1, "flowlens_agent_bpf_program_run_time_seconds_total", "attach=tc_ingress", "program=flowlens_ingress")
@@ -193,7 +177,7 @@ func TestScrapeExactValues(t *testing.T) {
 	expect(t, f, 1, "flowlens_agent_metrics_read_errors_total", "source=datapath_counters")
 	expect(t, f, 1, "flowlens_agent_metrics_read_errors_total", "source=bpf_program_stats")
 	expect(t, f, 160, "flowlens_agent_bpf_program_runs_total", "attach=tc_ingress", "program=flowlens_ingress")
-	expect(t, f, 7, "flowlens_agent_evictions_total", "reason=timer")
+	expect(t, f, 4, "flowlens_agent_attached_interfaces")
 
 	// Health and readiness.
 	if code, body := get(t, base+"/healthz"); code != 200 || body != "ok\n" {
