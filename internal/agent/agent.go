@@ -102,7 +102,7 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 	// agent's lifetime (not a global sysctl left behind), unless turned off:
 	// they cost every BPF program on the node two clock reads per run.
 	if cfg.BPFStats {
-		if st, err := metrics.EnableBPFStats(); err != nil {
+		if st, err := datapath.EnableBPFStats(); err != nil {
 			a.log.Warn("BPF program run time statistics unavailable", "error", err)
 		} else {
 			a.bpfStats = st
@@ -233,54 +233,48 @@ func (a *Agent) startFeatures(enabled []feature.Feature, hooks []datapath.Hook) 
 	return running
 }
 
+// newMetrics builds the registry; each stage brings its own collectors.
 func (a *Agent) newMetrics(stats *evictor.Stats, gens *datapath.Generations) (*metrics.Metrics, error) {
 	bpfStats := a.bpfStats != nil
-	m, err := metrics.New(metrics.Sources{
+	dpMetrics := datapath.NewMetrics(metrics.Namespace, datapath.MetricSources{
 		Counters:        a.DP.ReadCounters,
 		FlowMapCapacity: uint64(a.cfg.CacheMaxFlows),
 		FlowMapEntries:  gens.Entries,
 		Attached:        a.DP.Attached,
-		Hooks:           metrics.DatapathHooks(a.DP),
-		Programs:        metrics.DatapathPrograms(a.DP),
-		Maps:            metrics.DatapathMaps(&a.DP.Maps),
+		Hooks:           datapath.MetricHooks(a.DP),
+		Programs:        datapath.MetricPrograms(a.DP),
+		Maps:            datapath.MetricMaps(&a.DP.Maps),
 		BPFStatsEnabled: func() bool { return bpfStats },
 		EnrichmentLost:  a.DP.ReadEnrichmentLost,
 		FilterRules:     a.filterRuleCounts(),
-	}, metrics.Options{Ready: metrics.ReadyWhenClosed(a.ready), Logger: a.log})
-	if err != nil {
-		return nil, err
-	}
-	// Each stage registers its own collectors.
+	}, a.log)
 	a.evictorMetrics = evictor.NewMetrics(metrics.Namespace, stats)
-	for _, c := range append(a.evictorMetrics.Collectors(), exporter.NewCollector(metrics.Namespace, a.Queues)) {
-		if err := m.Registry().Register(c); err != nil {
-			return nil, err
-		}
-	}
-	return m, nil
+	cs := append(dpMetrics.Collectors(), a.evictorMetrics.Collectors()...)
+	cs = append(cs, exporter.NewCollector(metrics.Namespace, a.Queues))
+	return metrics.New(metrics.Options{Ready: metrics.ReadyWhenClosed(a.ready), Logger: a.log}, cs...)
 }
 
 // filterRuleCounts reads the packets each filter rule matched, labelled by
 // rule name (or list index) and action; nil without rules.
-func (a *Agent) filterRuleCounts() func() ([]metrics.RuleCount, error) {
+func (a *Agent) filterRuleCounts() func() ([]datapath.RuleCount, error) {
 	t := a.DP.Filter()
 	if t == nil || len(t.Rules) == 0 {
 		return nil
 	}
-	return func() ([]metrics.RuleCount, error) {
+	return func() ([]datapath.RuleCount, error) {
 		n, err := a.DP.ReadFilterCounters()
 		if err != nil {
 			return nil, err
 		}
-		out := make([]metrics.RuleCount, 0, len(t.Rules)+1)
+		out := make([]datapath.RuleCount, 0, len(t.Rules)+1)
 		for i, r := range t.Rules {
 			name := r.Name
 			if name == "" {
 				name = strconv.Itoa(r.Index)
 			}
-			out = append(out, metrics.RuleCount{Rule: name, Action: r.Action.String(), Packets: n[i]})
+			out = append(out, datapath.RuleCount{Rule: name, Action: r.Action.String(), Packets: n[i]})
 		}
-		return append(out, metrics.RuleCount{Rule: "default", Action: t.Default.String(),
+		return append(out, datapath.RuleCount{Rule: "default", Action: t.Default.String(),
 			Packets: n[datapath.FilterDefault]}), nil
 	}
 }

@@ -22,7 +22,7 @@ func Example_agentWiring() {
 	}{Target: "collector:9990", NodeName: "node-1", MetricsAddress: ":9400", CacheMaxFlows: 100000, GRPCBatchSize: 1000, ExportBuffer: 64}
 
 	// Kernel program statistics for the agent's lifetime.
-	stats, err := metrics.EnableBPFStats()
+	stats, err := datapath.EnableBPFStats()
 	if err != nil {
 		log.Warn("BPF program run time statistics unavailable", "error", err)
 	}
@@ -48,24 +48,27 @@ func Example_agentWiring() {
 	}
 	evStats := &evictor.Stats{} // the evictor counts here, the metrics read here
 
-	ready := make(chan struct{}) // the agent's a.ready
-	m, err := metrics.New(metrics.Sources{
+	// Each stage brings its own collectors: the datapath's counters,
+	// programs and maps, the evictor's counts and durations, the exporters'
+	// queue and delivery counts.
+	dpMetrics := datapath.NewMetrics(metrics.Namespace, datapath.MetricSources{
 		Counters:        dp.ReadCounters,
 		FlowMapCapacity: uint64(cfg.CacheMaxFlows),
 		FlowMapEntries:  gens.Entries,
 		Attached:        dp.Attached,
-		Hooks:           metrics.DatapathHooks(dp),
-		Programs:        metrics.DatapathPrograms(dp),
-		Maps:            metrics.DatapathMaps(&dp.Maps),
+		Hooks:           datapath.MetricHooks(dp),
+		Programs:        datapath.MetricPrograms(dp),
+		Maps:            datapath.MetricMaps(&dp.Maps),
 		BPFStatsEnabled: func() bool { return stats != nil },
-	}, metrics.Options{Ready: metrics.ReadyWhenClosed(ready), Logger: log})
+	}, log)
+	evMetrics := evictor.NewMetrics(metrics.Namespace, evStats)
+	cs := append(dpMetrics.Collectors(), evMetrics.Collectors()...)
+	cs = append(cs, exporter.NewCollector(metrics.Namespace, queues))
+	ready := make(chan struct{}) // the agent's a.ready
+	m, err := metrics.New(metrics.Options{Ready: metrics.ReadyWhenClosed(ready), Logger: log}, cs...)
 	if err != nil {
 		return
 	}
-	// The stages register their own metrics: the evictor's counts and
-	// durations, the exporters' queue and delivery counts.
-	evMetrics := evictor.NewMetrics(metrics.Namespace, evStats)
-	m.Registry().MustRegister(append(evMetrics.Collectors(), exporter.NewCollector(metrics.Namespace, queues))...)
 	ev, err := evictor.New(evictor.Config{Generations: gens, Clock: dp.Clock, Overflow: dp.Maps.Overflow,
 		MaxFlows: uint32(cfg.CacheMaxFlows), Period: 5 * time.Second, BatchSize: cfg.GRPCBatchSize,
 		Sink: queues, Observer: evMetrics, Stats: evStats, Logger: log})
