@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/collector/enrich"
+	"github.com/flowlens/flowlens/internal/testkit"
 	"github.com/flowlens/flowlens/pkg/receiver"
 )
 
@@ -21,17 +22,6 @@ func config() Config {
 		Limits: receiver.Options{MaxMessageBytes: receiver.DefaultMaxMessageBytes, MaxFlowsPerBatch: receiver.DefaultMaxFlowsPerBatch,
 			MaxStreams: receiver.DefaultMaxStreams},
 		History: History{Size: 10, MaxAge: time.Minute}}
-}
-
-// freeAddr is a local address nothing listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // When New fails after binding the gRPC address (the metrics address is
@@ -45,7 +35,7 @@ func TestShutdownReleasesWhatWasBuilt(t *testing.T) {
 	}
 	defer busy.Close()
 	cfg := config()
-	cfg.Listen, cfg.MetricsAddress = freeAddr(t), busy.Addr().String()
+	cfg.Listen, cfg.MetricsAddress = testkit.FreeAddr(t), busy.Addr().String()
 	var logs bytes.Buffer
 	c, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err == nil || c != nil {
@@ -54,7 +44,7 @@ func TestShutdownReleasesWhatWasBuilt(t *testing.T) {
 	if strings.Contains(logs.String(), "msg=stopped") {
 		t.Errorf("a collector that never ran logged its totals:\n%s", logs.String())
 	}
-	cfg.MetricsAddress = freeAddr(t)
+	cfg.MetricsAddress = testkit.FreeAddr(t)
 	c, err = New(cfg, Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatalf("New on the released gRPC address: %v", err)
