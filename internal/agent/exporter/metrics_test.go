@@ -11,9 +11,9 @@ import (
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
-// fakeExp is an exporter keeping the delivery counts keeps (wrapped in
-// delivering; bare, as "plain", it keeps none: not
-// Delivering), connected or not (nil: not a Connector).
+// fakeExp is an exporter. Bare (the "plain" one) it is neither
+// Delivering nor a Connector; wrapped in delivering it keeps the counts
+// keeps; wrapped in connecting it also reports *up.
 type fakeExp struct {
 	name  string
 	stats exporter.DeliveryStats
