@@ -4,8 +4,8 @@
  * interfaces into flows keyed on the 7-tuple, in the active flow map (one
  * shared hash, a spin lock per value), each packet counted once, as the
  * wire packets and bytes it stands for (bpf/wire.h), on the first observed
- * hook of its way through the node (bpf/order.h). See docs/architecture.md
- * (Counting) for the rule and its proof, and Eviction for the generations.
+ * hook of its way through the node (bpf/order.h). See docs/design/
+ * counting.md for the rule and its proof, and eviction.md for the generations.
  */
 #ifndef FLOWLENS_FLOWS_H
 #define FLOWLENS_FLOWS_H

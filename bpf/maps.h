@@ -9,7 +9,7 @@
  * maps (enrich_a, enrich_b). control[0] is a generation counter the agent
  * increments at each eviction; its parity picks the active map of each pair
  * (odd: the _b maps). The agent reads the inactive pair only after an RCU
- * grace period, when no program writes it (docs/architecture.md, Eviction).
+ * grace period, when no program writes it (docs/design/eviction.md).
  */
 #ifndef FLOWLENS_MAPS_H
 #define FLOWLENS_MAPS_H
@@ -64,7 +64,7 @@ struct {
  * generation to keep the aggregation's counting point; it is pushed out only
  * by about 16k other flows overflowing after it (fewer on a large machine:
  * the kernel's LRU keeps up to 128 free nodes per CPU aside), the residual
- * limit of docs/architecture.md (Eviction, Pressure).
+ * limit of docs/design/eviction.md (Pressure).
  */
 struct overflow_seen {
 	struct iface_obs obs; /* the counting observation (dir: its direction) */

@@ -3,8 +3,8 @@
  * Feature "flows", dedup: whether a hook is certainly the first observed
  * hook of a packet's way through the node, from facts about the packet and
  * the device rather than about the flow, so the answer holds for every
- * packet, across generation flips and path changes (docs/architecture.md,
- * Counting, states the rule and its proof):
+ * packet, across generation flips and path changes (docs/design/counting.md
+ * states the rule and its proof):
  *
  *   egress of a packet this namespace did not receive (skb_iif 0: sent by a
  *   local socket, or re-emitted by a tunnel under a new outer header), on a

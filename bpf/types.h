@@ -155,7 +155,7 @@ struct flow_value {
 	 * under: its index + 1, or 0 for the default action's traffic. */
 	__u8 rule;
 	__u8 _pad[2];
-	__u64 bytes;   /* wire bytes of the counted packets (docs/architecture.md, Counting) */
+	__u64 bytes;   /* wire bytes of the counted packets (docs/design/counting.md) */
 	__u64 packets; /* wire packets counted (a GSO/GRO buffer counts as its segments) */
 	__u64 last_seen; /* jiffies (bpf/clock.h) */
 	struct iface_obs ifaces[MAX_IFACES]; /* ifaces[0]: the counting observation */

@@ -5,7 +5,7 @@
  * of them, each carrying its own copy of the headers, so the wire bytes are
  * skb->len plus the headers repeated for every segment after the first. A
  * VLAN tag the kernel holds in the skb (not in the frame) is on the wire in
- * every segment. docs/architecture.md (Counting) states the rule.
+ * every segment. docs/design/counting.md states the rule.
  */
 #ifndef FLOWLENS_WIRE_H
 #define FLOWLENS_WIRE_H

@@ -15,7 +15,7 @@ import (
 
 	"github.com/flowlens/flowlens/internal/agent"
 	"github.com/flowlens/flowlens/internal/agent/config"
-	"github.com/flowlens/flowlens/internal/collector/k8smeta"
+	"github.com/flowlens/flowlens/internal/shared/enriched"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
@@ -88,9 +88,9 @@ func TestObserveRealAgent(t *testing.T) {
 	netlab.AddAddr(t, sv, "obs-sv0", serverIP+"/24")
 
 	static := filepath.Join(t.TempDir(), "cluster.json")
-	js, _ := json.Marshal(map[string]k8smeta.Meta{
-		clientIP: {Kind: k8smeta.KindPod, Namespace: "shop", Name: "client-1", Workload: "client", WorkloadKind: "Deployment", Node: "node-obs"},
-		serverIP: {Kind: k8smeta.KindPod, Namespace: "data", Name: "server-0", Workload: "server", WorkloadKind: "StatefulSet", Node: "node-obs"},
+	js, _ := json.Marshal(map[string]enriched.K8sContext{
+		clientIP: {Kind: enriched.KindPod, Namespace: "shop", Name: "client-1", Workload: "client", WorkloadKind: "Deployment", Node: "node-obs"},
+		serverIP: {Kind: enriched.KindPod, Namespace: "data", Name: "server-0", Workload: "server", WorkloadKind: "StatefulSet", Node: "node-obs"},
 	})
 	if err := os.WriteFile(static, js, 0o644); err != nil {
 		t.Fatal(err)

@@ -13,8 +13,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
-	"github.com/flowlens/flowlens/internal/collector/history"
 	"github.com/flowlens/flowlens/internal/shared/cliconf"
+	"github.com/flowlens/flowlens/internal/shared/flowquery"
 	"github.com/flowlens/flowlens/internal/shared/textfmt"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
@@ -280,7 +280,7 @@ func parseObserve(args []string, now time.Time) (*options, error) {
 		o.filters = append([]*flowv1.FlowFilter{pos}, o.filters...)
 	}
 	// The server checks the filters again; the same checks here name the flag.
-	if _, err := history.Compile(o.filters); err != nil {
+	if _, err := flowquery.Compile(o.filters); err != nil {
 		return nil, err
 	}
 	return o, o.validate(now)
@@ -368,7 +368,7 @@ var nowFunc = time.Now
 func cidrs(field func(*flowv1.FlowFilter) *[]string) func(*flowv1.FlowFilter, []string) error {
 	return func(ff *flowv1.FlowFilter, v []string) error {
 		for _, s := range v {
-			if _, err := history.ParsePrefixes([]string{s}); err != nil {
+			if _, err := flowquery.ParsePrefixes([]string{s}); err != nil {
 				return cliconf.ItemError(s, errors.New("must be an IP address or CIDR, such as 10.0.0.1 or 10.0.0.0/8"))
 			}
 		}

@@ -19,8 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
-	"github.com/flowlens/flowlens/internal/collector/enrich"
-	"github.com/flowlens/flowlens/internal/collector/history"
+	"github.com/flowlens/flowlens/internal/shared/enriched"
 	"github.com/flowlens/flowlens/internal/shared/textfmt"
 )
 
@@ -239,19 +238,19 @@ var jsonpb = protojson.MarshalOptions{UseProtoNames: true}
 // them and prints its header.
 func (p *printer) history(flows []*flowv1.HistoryFlow) error {
 	if p.o.output == "table" {
-		enriched := false
-		decoded := make([]enrich.Flow, len(flows))
+		anyEnriched := false
+		decoded := make([]enriched.Flow, len(flows))
 		for i, h := range flows {
-			f, err := history.FromProto(h)
+			f, err := enriched.FromProto(h)
 			if err != nil {
 				return err
 			}
 			decoded[i] = f
-			enriched = enriched || f.Enriched
+			anyEnriched = anyEnriched || f.Enriched
 		}
 		// Without a flow to tell, assume the collector enriches (in a
 		// cluster it does).
-		p.table = textfmt.NewTable(true, enriched || len(flows) == 0)
+		p.table = textfmt.NewTable(true, anyEnriched || len(flows) == 0)
 		for i := range decoded {
 			p.table.Widen(&decoded[i])
 		}
@@ -275,7 +274,7 @@ func (p *printer) print(h *flowv1.HistoryFlow) error {
 		}
 		b = append(b, js...)
 	} else {
-		f, err := history.FromProto(h)
+		f, err := enriched.FromProto(h)
 		if err != nil {
 			return err
 		}

@@ -15,17 +15,15 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
-	"github.com/flowlens/flowlens/internal/collector/enrich"
-	"github.com/flowlens/flowlens/internal/collector/history"
-	"github.com/flowlens/flowlens/internal/collector/k8smeta"
+	"github.com/flowlens/flowlens/internal/shared/enriched"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
 // cluster is the collectors' --k8s-static table.
-var cluster = map[string]k8smeta.Meta{
-	"10.0.0.1":   {Kind: k8smeta.KindPod, Namespace: "shop", Name: "web-1", Workload: "web", WorkloadKind: "Deployment", Node: "node-a"},
-	"10.0.1.1":   {Kind: k8smeta.KindPod, Namespace: "data", Name: "db-0", Workload: "db", WorkloadKind: "StatefulSet", Node: "node-b"},
-	"10.96.0.10": {Kind: k8smeta.KindService, Namespace: "kube-system", Name: "kube-dns", Workload: "kube-dns", WorkloadKind: "Service"},
+var cluster = map[string]enriched.K8sContext{
+	"10.0.0.1":   {Kind: enriched.KindPod, Namespace: "shop", Name: "web-1", Workload: "web", WorkloadKind: "Deployment", Node: "node-a"},
+	"10.0.1.1":   {Kind: enriched.KindPod, Namespace: "data", Name: "db-0", Workload: "db", WorkloadKind: "StatefulSet", Node: "node-b"},
+	"10.96.0.10": {Kind: enriched.KindService, Namespace: "kube-system", Name: "kube-dns", Workload: "kube-dns", WorkloadKind: "Service"},
 }
 
 var t0 = time.Date(2026, 11, 24, 7, 0, 0, 0, time.UTC)
@@ -193,7 +191,7 @@ func TestObserveFilters(t *testing.T) {
 func TestObserveJSONIsTheCollectors(t *testing.T) {
 	servers, a, _ := startLab(t)
 	out := observeOut(t, "--server", servers, "-o", "json", "--from-port", "40001")
-	f := enrich.Flow{Record: a[1], NodeName: "node-a", AgentIP: netip.MustParseAddr("192.0.2.1"), Enriched: true,
+	f := enriched.Flow{Record: a[1], NodeName: "node-a", AgentIP: netip.MustParseAddr("192.0.2.1"), Enriched: true,
 		Src: cluster["10.0.0.1"], Dst: cluster["10.96.0.10"]}
 	if want := string(f.AppendJSON(nil)) + "\n"; out != want {
 		t.Errorf("got  %s\nwant %s", out, want)
@@ -204,8 +202,8 @@ func TestObserveJSONIsTheCollectors(t *testing.T) {
 	if err := protojson.Unmarshal([]byte(out), &h); err != nil || !strings.Contains(out, `"dns_name":`) {
 		t.Fatalf("jsonpb: %v\n%s", err, out)
 	}
-	if !proto.Equal(&h, history.ToProto(&f)) {
-		t.Errorf("jsonpb:\n got %v\nwant %v", &h, history.ToProto(&f))
+	if !proto.Equal(&h, enriched.ToProto(&f)) {
+		t.Errorf("jsonpb:\n got %v\nwant %v", &h, enriched.ToProto(&f))
 	}
 	// compact: one line with what the flow carries.
 	out = observeOut(t, "--server", servers, "-o", "compact", "--from-port", "40001")

@@ -12,9 +12,9 @@ import (
 // A path change whose new path is entered through a hook that is not
 // certainly the packet's first: src's link2 is not observed
 // (--exclude-interfaces=l2), so the new path's first observed hook is rtr's
-// r2 ingress, a veth's (never certainly first, docs/architecture.md,
-// Counting). The rule bounds what is lost: the rest of the generation of
-// the change, and the next one, which inherits the old counting hook; the
+// r2 ingress, a veth's (never certainly first, docs/design/counting.md).
+// The rule bounds what is lost: the rest of the generation of the change,
+// and the next one, which inherits the old counting hook; the
 // one after inherits nothing (the old hook counted nothing) and counts on
 // r2. Checked exactly: every record that starts two eviction periods after
 // the change counts exactly the datagrams sent in its time span, what is

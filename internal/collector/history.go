@@ -8,6 +8,7 @@ import (
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
 	"github.com/flowlens/flowlens/internal/collector/enrich"
 	"github.com/flowlens/flowlens/internal/collector/history"
+	"github.com/flowlens/flowlens/internal/shared/enriched"
 	"github.com/flowlens/flowlens/pkg/receiver"
 )
 
@@ -19,7 +20,7 @@ func startHistory(o History, pl *enrich.Pipeline, srv *receiver.Server, reg prom
 	}
 	h := history.NewService(history.Options{Size: o.Size, MaxAge: o.MaxAge})
 	if next := pl.Sink; next != nil {
-		pl.Sink = func(ctx context.Context, flows []enrich.Flow) error {
+		pl.Sink = func(ctx context.Context, flows []enriched.Flow) error {
 			h.Add(ctx, flows)
 			return next(ctx, flows)
 		}

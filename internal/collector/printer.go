@@ -7,7 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/flowlens/flowlens/internal/collector/enrich"
+	"github.com/flowlens/flowlens/internal/shared/enriched"
 	"github.com/flowlens/flowlens/internal/shared/textfmt"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
@@ -26,13 +26,13 @@ type printer struct {
 	err    error
 }
 
-func newPrinter(w io.Writer, format string, match func(*flow.Record) bool, enriched bool) *printer {
-	return &printer{format: format, match: match, table: textfmt.NewTable(false, enriched), w: bufio.NewWriterSize(w, 64<<10), buf: make([]byte, 0, 2048)}
+func newPrinter(w io.Writer, format string, match func(*flow.Record) bool, withK8s bool) *printer {
+	return &printer{format: format, match: match, table: textfmt.NewTable(false, withK8s), w: bufio.NewWriterSize(w, 64<<10), buf: make([]byte, 0, 2048)}
 }
 
 // write is the pipeline's Sink: prints the batch's matching flows and
 // flushes, so each batch shows at once.
-func (p *printer) write(_ context.Context, flows []enrich.Flow) error {
+func (p *printer) write(_ context.Context, flows []enriched.Flow) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.err != nil {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/flowlens/flowlens/internal/collector/k8smeta"
+	"github.com/flowlens/flowlens/internal/shared/enriched"
 )
 
 // newResolver builds the enrichment's source (a static file, a cluster's
@@ -98,13 +99,13 @@ func kubeConfig(e *Enrichment, inCluster func() (*rest.Config, error), log *slog
 }
 
 // loadStatic reads a --k8s-static file: a JSON object from addresses to
-// contexts (k8smeta.Meta's JSON fields).
+// contexts (enriched.K8sContext's JSON fields).
 func loadStatic(file string) (k8smeta.StaticSource, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("--k8s-static: %w", err)
 	}
-	var raw map[string]k8smeta.Meta
+	var raw map[string]enriched.K8sContext
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, fmt.Errorf("--k8s-static %s: %w", file, err)
 	}
@@ -115,7 +116,7 @@ func loadStatic(file string) (k8smeta.StaticSource, error) {
 			return nil, fmt.Errorf("--k8s-static %s: %q is not an address", file, ip)
 		}
 		switch m.Kind {
-		case k8smeta.KindPod, k8smeta.KindService, k8smeta.KindNode:
+		case enriched.KindPod, enriched.KindService, enriched.KindNode:
 		default:
 			return nil, fmt.Errorf("--k8s-static %s: %s: kind %q, want pod, service or node", file, ip, m.Kind)
 		}

@@ -509,7 +509,7 @@ func startCollector(t *testing.T, bin string) *collectorProc {
 	}
 }
 
-// staticPods is the lab's "cluster" for --k8s-static (k8smeta.Meta's JSON).
+// staticPods is the lab's "cluster" for --k8s-static (enriched.K8sContext's JSON).
 var staticPods = map[string]map[string]string{
 	frontendIP: {"kind": "pod", "namespace": "shop", "name": "frontend-5d8f7c9b4-x2lqp", "workload": "frontend", "workload_kind": "Deployment", "node": "node-a"},
 	backendIP:  {"kind": "pod", "namespace": "shop", "name": "backend-6b7d9f8c5-9kzvw", "workload": "backend", "workload_kind": "Deployment", "node": "node-b"},

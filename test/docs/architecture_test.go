@@ -1,5 +1,6 @@
-// Package docs_test keeps docs/architecture.md true: its package table must
-// name exactly the module's packages.
+// Package docs_test keeps docs/architecture.md true and a map: its package
+// table must name exactly the module's packages (TestPackageTable), and it
+// stays short, its design pages linked and present (TestArchitectureIsAMap).
 package docs_test
 
 import (
@@ -19,14 +20,7 @@ const module = "github.com/flowlens/flowlens"
 // TestPackageTable fails when `go list ./...` has a package the table in
 // docs/architecture.md does not name, or the table names one that is gone.
 func TestPackageTable(t *testing.T) {
-	root, err := testkit.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := os.ReadFile(filepath.Join(root, "docs", "architecture.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, doc := readMap(t)
 	cmd := exec.Command("go", "list", "./...")
 	cmd.Dir = root
 	out, err := cmd.Output()
@@ -56,4 +50,18 @@ func TestPackageTable(t *testing.T) {
 			t.Errorf("docs/architecture.md's package table names %s, which is not a package of the module", p)
 		}
 	}
+}
+
+// readMap returns the module's root and docs/architecture.md.
+func readMap(t *testing.T) (root string, doc []byte) {
+	t.Helper()
+	root, err := testkit.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err = os.ReadFile(filepath.Join(root, "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root, doc
 }

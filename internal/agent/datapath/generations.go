@@ -29,7 +29,7 @@ import (
 //
 // The ended flow map stays in place until the next Flip because the TC
 // programs look it up: a packet counted on its first interface just before
-// a flip is recognised on its next interface after it (docs/architecture.md).
+// a flip is recognised on its next interface after it (docs/design/eviction.md).
 // The ended enrichment map is not looked up by any program, so ReadEnrich
 // empties it as it reads.
 //

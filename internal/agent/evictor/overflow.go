@@ -8,7 +8,7 @@ import (
 
 // overflowFlow aggregates the single-packet records the datapath sends
 // through the ring buffer when the flow map is full, by the kernel's
-// counting rule (bpf/flows.h, docs/architecture.md, Counting): a packet
+// counting rule (bpf/flows.h, docs/design/counting.md): a packet
 // counts on the hook the kernel classed as its first (OverflowRec.Order),
 // not at all when the kernel found it counted before the flip (OrderInherited,
 // on OverflowRec.Was), or else on the flow's counting observation: the

@@ -1,10 +1,10 @@
 // Package enrich is what flowlens-collector does with the flows it
 // receives: convert each to a flow.Record, resolve its source and
 // destination addresses to Kubernetes context (k8smeta), derive Prometheus
-// metrics of bounded cardinality (Metrics), and hand the enriched flows to
-// a sink (the command prints them as JSON lines or a table).
+// metrics of bounded cardinality (Metrics), and hand the enriched flows
+// (internal/shared/enriched.Flow) to a sink: the history, the printer.
 //
-//	m, _ := enrich.NewMetrics(pipeline.MetricsOptions{DecodeErrors: srv.Stats.Malformed.Load})
+//	m, _ := enrich.NewMetrics(enrich.MetricsOptions{DecodeErrors: srv.Stats.Malformed.Load})
 //	p := &enrich.Pipeline{Resolver: &k8smeta.Resolver{Source: cache}, Metrics: m, Sink: print}
 //	srv, _ := receiver.New(p.Handle, receiver.Options{})
 //	http.ListenAndServe(":9401", m.Handler(ready))
@@ -14,72 +14,19 @@ package enrich
 
 import (
 	"context"
-	"net/netip"
-	"strconv"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/flowlens/flowlens/internal/collector/k8smeta"
-	"github.com/flowlens/flowlens/pkg/flow"
+	"github.com/flowlens/flowlens/internal/shared/enriched"
 	"github.com/flowlens/flowlens/pkg/flow/flowpb"
 	"github.com/flowlens/flowlens/pkg/receiver"
 )
 
-// Flow is one received flow: the agent's record, the agent's identity, and
-// when enrichment is on, the Kubernetes context of both ends.
-type Flow struct {
-	flow.Record
-	NodeName string     // the agent's node
-	AgentIP  netip.Addr // the agent's address (zero: unknown)
-	// Enriched is set when the pipeline has a Resolver: Src and Dst are
-	// then filled (Kind external for addresses outside the cluster).
-	Enriched bool
-	Src, Dst k8smeta.Meta
-	// XlatSrc and XlatDst are the context of the translated addresses
-	// (Record.XlatSrcAddr, XlatDstAddr: feature xlat), filled like Src and
-	// Dst for an enriched flow whose address of that side is set: for a
-	// Service's virtual IP translated to a backend, XlatDst is the backend
-	// pod. Zero otherwise.
-	XlatSrc, XlatDst k8smeta.Meta
-}
-
-// AppendJSON appends f as one JSON object: the agent's (flow.Record's
-// AppendJSON, same fields and order), then node_name and agent_ip, then,
-// for an enriched flow, src_k8s and dst_k8s (k8smeta.Meta.AppendJSON: kind,
-// namespace, name, workload, workload_kind, node, subnet, empty ones left
-// out), and for an enriched translated flow (feature xlat) xlat_src_k8s and
-// xlat_dst_k8s, each when that translated address is set.
-func (f *Flow) AppendJSON(b []byte) []byte {
-	b = f.Record.AppendJSON(b)
-	b = b[:len(b)-1] // reopen the object
-	b = append(b, `,"node_name":`...)
-	b = strconv.AppendQuote(b, f.NodeName)
-	b = append(b, `,"agent_ip":"`...)
-	if f.AgentIP.IsValid() {
-		b = f.AgentIP.AppendTo(b)
-	}
-	b = append(b, '"')
-	if f.Enriched {
-		b = append(b, `,"src_k8s":`...)
-		b = f.Src.AppendJSON(b)
-		b = append(b, `,"dst_k8s":`...)
-		b = f.Dst.AppendJSON(b)
-		if f.XlatSrcAddr.IsValid() {
-			b = append(b, `,"xlat_src_k8s":`...)
-			b = f.XlatSrc.AppendJSON(b)
-		}
-		if f.XlatDstAddr.IsValid() {
-			b = append(b, `,"xlat_dst_k8s":`...)
-			b = f.XlatDst.AppendJSON(b)
-		}
-	}
-	return append(b, '}')
-}
-
 // Sink receives each batch's flows after enrichment and metrics. It is
 // called concurrently for different agent streams. It may keep the slice.
-type Sink func(ctx context.Context, flows []Flow) error
+type Sink func(ctx context.Context, flows []enriched.Flow) error
 
 // Pipeline processes the batches of a receiver.Server: its Handle is the
 // server's Handler. Every field is optional.
@@ -108,7 +55,7 @@ func (p *Pipeline) Handle(ctx context.Context, b *receiver.Batch) error {
 		}
 		return status.Errorf(codes.InvalidArgument, "collector: %v", err)
 	}
-	flows := make([]Flow, len(recs))
+	flows := make([]enriched.Flow, len(recs))
 	for i := range recs {
 		f := &flows[i]
 		f.Record = recs[i]
@@ -129,7 +76,7 @@ func (p *Pipeline) Handle(ctx context.Context, b *receiver.Batch) error {
 // enrichment misses in Metrics, and XlatSrc and XlatDst of translated flows
 // (their addresses are not counted as misses: a masquerading node's
 // address, say, is expected to be one).
-func (p *Pipeline) Enrich(flows []Flow) {
+func (p *Pipeline) Enrich(flows []enriched.Flow) {
 	r := p.Resolver
 	if r == nil {
 		return

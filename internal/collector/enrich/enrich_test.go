@@ -18,6 +18,7 @@ import (
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
 	"github.com/flowlens/flowlens/internal/collector/enrich"
 	"github.com/flowlens/flowlens/internal/collector/k8smeta"
+	"github.com/flowlens/flowlens/internal/shared/enriched"
 	"github.com/flowlens/flowlens/pkg/flow"
 	"github.com/flowlens/flowlens/pkg/flow/flowpb"
 	"github.com/flowlens/flowlens/pkg/receiver"
@@ -25,11 +26,11 @@ import (
 
 // A small static cluster.
 var (
-	web1   = k8smeta.Meta{Kind: k8smeta.KindPod, Namespace: "shop", Name: "web-1", Workload: "web", WorkloadKind: "Deployment", Node: "node-a"}
-	web2   = k8smeta.Meta{Kind: k8smeta.KindPod, Namespace: "shop", Name: "web-2", Workload: "web", WorkloadKind: "Deployment", Node: "node-b"}
-	db0    = k8smeta.Meta{Kind: k8smeta.KindPod, Namespace: "db", Name: "db-0", Workload: "db", WorkloadKind: "StatefulSet", Node: "node-b"}
-	dns    = k8smeta.Meta{Kind: k8smeta.KindService, Namespace: "kube-system", Name: "kube-dns", Workload: "kube-dns", WorkloadKind: "Service"}
-	nodeA  = k8smeta.Meta{Kind: k8smeta.KindNode, Name: "node-a", Workload: "node-a", WorkloadKind: "Node", Node: "node-a"}
+	web1   = enriched.K8sContext{Kind: enriched.KindPod, Namespace: "shop", Name: "web-1", Workload: "web", WorkloadKind: "Deployment", Node: "node-a"}
+	web2   = enriched.K8sContext{Kind: enriched.KindPod, Namespace: "shop", Name: "web-2", Workload: "web", WorkloadKind: "Deployment", Node: "node-b"}
+	db0    = enriched.K8sContext{Kind: enriched.KindPod, Namespace: "db", Name: "db-0", Workload: "db", WorkloadKind: "StatefulSet", Node: "node-b"}
+	dns    = enriched.K8sContext{Kind: enriched.KindService, Namespace: "kube-system", Name: "kube-dns", Workload: "kube-dns", WorkloadKind: "Service"}
+	nodeA  = enriched.K8sContext{Kind: enriched.KindNode, Name: "node-a", Workload: "node-a", WorkloadKind: "Node", Node: "node-a"}
 	static = k8smeta.StaticSource{
 		netip.MustParseAddr("10.0.0.1"):     web1,
 		netip.MustParseAddr("10.0.0.2"):     web2,
@@ -301,7 +302,7 @@ func TestCardinalityWithinLabelSets(t *testing.T) {
 		for w := range workloads {
 			for p := range podsPer {
 				ip := netip.AddrFrom4([4]byte{10, byte(n), byte(w), byte(p + 1)})
-				src[ip] = k8smeta.Meta{Kind: k8smeta.KindPod, Namespace: fmt.Sprintf("ns-%d", n), Name: fmt.Sprintf("w%d-pod-%d", w, p),
+				src[ip] = enriched.K8sContext{Kind: enriched.KindPod, Namespace: fmt.Sprintf("ns-%d", n), Name: fmt.Sprintf("w%d-pod-%d", w, p),
 					Workload: fmt.Sprintf("w%d", w), WorkloadKind: "Deployment", Node: fmt.Sprintf("node-%d", i%nodes)}
 				addrs = append(addrs, ip.String())
 				i++
@@ -458,13 +459,13 @@ func sorted(s []string) []string {
 func TestWithoutCluster(t *testing.T) {
 	m, _ := enrich.NewMetrics(enrich.MetricsOptions{})
 	subnets, _ := k8smeta.ParseSubnets("corp=172.16.0.0/12")
-	var got []enrich.Flow
+	var got []enriched.Flow
 	p := &enrich.Pipeline{Resolver: &k8smeta.Resolver{Subnets: subnets}, Metrics: m,
-		Sink: func(_ context.Context, f []enrich.Flow) error { got = f; return nil }}
+		Sink: func(_ context.Context, f []enriched.Flow) error { got = f; return nil }}
 	if err := p.Handle(context.Background(), batch(known[4])); err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || !got[0].Enriched || got[0].Src != (k8smeta.Meta{Kind: k8smeta.KindExternal, Subnet: "corp"}) || got[0].Dst != (k8smeta.Meta{Kind: k8smeta.KindExternal}) {
+	if len(got) != 1 || !got[0].Enriched || got[0].Src != (enriched.K8sContext{Kind: enriched.KindExternal, Subnet: "corp"}) || got[0].Dst != (enriched.K8sContext{Kind: enriched.KindExternal}) {
 		t.Fatalf("flows %+v", got)
 	}
 	want := `
@@ -481,11 +482,11 @@ flowlens_collector_enrichment_misses_total{side="src"} 0
 	}
 
 	got = nil
-	p = &enrich.Pipeline{Sink: func(_ context.Context, f []enrich.Flow) error { got = f; return nil }}
+	p = &enrich.Pipeline{Sink: func(_ context.Context, f []enriched.Flow) error { got = f; return nil }}
 	if err := p.Handle(context.Background(), batch(known[4])); err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || got[0].Enriched || got[0].Src != (k8smeta.Meta{}) {
+	if len(got) != 1 || got[0].Enriched || got[0].Src != (enriched.K8sContext{}) {
 		t.Fatalf("not enriched: %+v", got)
 	}
 }
@@ -493,8 +494,8 @@ flowlens_collector_enrichment_misses_total{side="src"} 0
 // JSON: the agent's object, node_name and agent_ip, then src_k8s/dst_k8s
 // when enriched; valid JSON either way.
 func TestFlowJSON(t *testing.T) {
-	var got []enrich.Flow
-	p := &enrich.Pipeline{Resolver: resolver(t), Sink: func(_ context.Context, f []enrich.Flow) error { got = f; return nil }}
+	var got []enriched.Flow
+	p := &enrich.Pipeline{Resolver: resolver(t), Sink: func(_ context.Context, f []enriched.Flow) error { got = f; return nil }}
 	if err := p.Handle(context.Background(), batch(known[0], known[4])); err != nil {
 		t.Fatal(err)
 	}
@@ -521,7 +522,7 @@ func TestFlowJSON(t *testing.T) {
 }
 
 func TestSinkErrorEndsStream(t *testing.T) {
-	p := &enrich.Pipeline{Sink: func(context.Context, []enrich.Flow) error { return errors.New("stdout gone") }}
+	p := &enrich.Pipeline{Sink: func(context.Context, []enriched.Flow) error { return errors.New("stdout gone") }}
 	if err := p.Handle(context.Background(), batch(known[0])); err == nil {
 		t.Fatal("sink error not returned")
 	}
@@ -578,8 +579,8 @@ func TestTranslatedMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []enrich.Flow
-	p := &enrich.Pipeline{Resolver: resolver(t), Metrics: m, Sink: func(_ context.Context, f []enrich.Flow) error { got = f; return nil }}
+	var got []enriched.Flow
+	p := &enrich.Pipeline{Resolver: resolver(t), Metrics: m, Sink: func(_ context.Context, f []enriched.Flow) error { got = f; return nil }}
 	b := &receiver.Batch{Flows: []*flowv1.Flow{
 		// shop/web-1 → the kube-dns Service VIP, DNATed to db-0 (the
 		// backend here), twice, sampled 1:2 the second time.
@@ -627,7 +628,7 @@ flowlens_collector_enrichment_misses_total{side="src"} 0
 	if len(got) != len(b.Flows) || got[0].XlatDst != db0 || got[0].XlatSrc != web1 || got[3].XlatSrc != nodeA {
 		t.Fatalf("translated context: %+v / %+v / %+v", got[0].XlatSrc, got[0].XlatDst, got[3].XlatSrc)
 	}
-	if got[6].XlatSrc != (k8smeta.Meta{}) || got[6].XlatDst != (k8smeta.Meta{}) {
+	if got[6].XlatSrc != (enriched.K8sContext{}) || got[6].XlatDst != (enriched.K8sContext{}) {
 		t.Errorf("untranslated flow has translated context %+v %+v", got[6].XlatSrc, got[6].XlatDst)
 	}
 	agent := string(got[0].Record.AppendJSON(nil))
@@ -669,8 +670,8 @@ func TestTLSMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []enrich.Flow
-	p := &enrich.Pipeline{Resolver: resolver(t), Metrics: m, Sink: func(_ context.Context, f []enrich.Flow) error { got = f; return nil }}
+	var got []enriched.Flow
+	p := &enrich.Pipeline{Resolver: resolver(t), Metrics: m, Sink: func(_ context.Context, f []enriched.Flow) error { got = f; return nil }}
 	b := &receiver.Batch{Flows: []*flowv1.Flow{
 		// db-0 serves web-1 TLS 1.3 twice (sampling does not scale flow
 		// records), and web-2 once with TLS 1.2.
@@ -763,8 +764,8 @@ func TestDNSMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []enrich.Flow
-	p := &enrich.Pipeline{Resolver: resolver(t), Metrics: m, Sink: func(_ context.Context, f []enrich.Flow) error { got = f; return nil }}
+	var got []enriched.Flow
+	p := &enrich.Pipeline{Resolver: resolver(t), Metrics: m, Sink: func(_ context.Context, f []enriched.Flow) error { got = f; return nil }}
 	const rd, qr = flow.DNSFlagRD, flow.DNSFlagQR
 	lat1, lat2 := 2*time.Millisecond, 30*time.Millisecond
 	b := &receiver.Batch{Flows: []*flowv1.Flow{

@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/flowlens/flowlens/internal/collector/k8smeta"
+	"github.com/flowlens/flowlens/internal/shared/enriched"
 	"github.com/flowlens/flowlens/internal/shared/httpserve"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
@@ -280,7 +280,7 @@ func (m *Metrics) Handler(ready func() error) http.Handler {
 // Observe adds flows to the metrics. Flows from the pipeline carry their
 // endpoints' context (Src, Dst); without it (Kind ""), an endpoint counts
 // as external.
-func (m *Metrics) Observe(flows []Flow) {
+func (m *Metrics) Observe(flows []enriched.Flow) {
 	var lastNode string
 	var lastSampling uint32
 	for i := range flows {
@@ -300,7 +300,7 @@ func samplingOf(s uint32) uint32 {
 	return s
 }
 
-func (m *Metrics) observe(f *Flow) {
+func (m *Metrics) observe(f *enriched.Flow) {
 	if m.flows != nil {
 		m.flows.Inc()
 	}
@@ -439,9 +439,9 @@ func translatedSide(r *flow.Record) string {
 // endpoint: the cluster's for pods, Services and nodes (namespace "" for
 // nodes), and for external addresses namespace "" and the subnet label, or
 // "external".
-func endpointLabels(m *k8smeta.Meta) (namespace, workload string) {
+func endpointLabels(m *enriched.K8sContext) (namespace, workload string) {
 	switch m.Kind {
-	case k8smeta.KindPod, k8smeta.KindService, k8smeta.KindNode:
+	case enriched.KindPod, enriched.KindService, enriched.KindNode:
 		return m.Namespace, m.Workload
 	}
 	if m.Subnet != "" {
@@ -450,8 +450,8 @@ func endpointLabels(m *k8smeta.Meta) (namespace, workload string) {
 	return "", WorkloadExternal
 }
 
-func podName(m *k8smeta.Meta) string {
-	if m.Kind == k8smeta.KindPod {
+func podName(m *enriched.K8sContext) string {
+	if m.Kind == enriched.KindPod {
 		return m.Name
 	}
 	return ""

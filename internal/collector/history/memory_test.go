@@ -10,6 +10,7 @@ import (
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
 	"github.com/flowlens/flowlens/internal/collector/enrich"
 	"github.com/flowlens/flowlens/internal/collector/k8smeta"
+	"github.com/flowlens/flowlens/internal/shared/enriched"
 	"github.com/flowlens/flowlens/pkg/flow"
 	"github.com/flowlens/flowlens/pkg/flow/flowpb"
 	"github.com/flowlens/flowlens/pkg/receiver"
@@ -24,7 +25,7 @@ func fillHistory(tb testing.TB, s *Service, n int) {
 	static := k8smeta.StaticSource{}
 	for i := range 256 {
 		a := netip.AddrFrom4([4]byte{10, 244, 0, byte(i)})
-		static[a] = k8smeta.Meta{Kind: k8smeta.KindPod, Namespace: "shop", Name: "web-" + a.String(), Workload: "web", WorkloadKind: "Deployment", Node: "node-a"}
+		static[a] = enriched.K8sContext{Kind: enriched.KindPod, Namespace: "shop", Name: "web-" + a.String(), Workload: "web", WorkloadKind: "Deployment", Node: "node-a"}
 	}
 	pl := &enrich.Pipeline{Resolver: &k8smeta.Resolver{Source: static}, Sink: s.Add}
 	enc := flowpb.NewEncoder(flowpb.Identity{NodeName: "node-a", AgentIP: netip.MustParseAddr("192.0.2.1")})

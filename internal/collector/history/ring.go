@@ -1,13 +1,13 @@
 // Package history is the collector's flow history: a bounded ring of the
 // recent enriched flows (Ring: at most a number of flows, none older than a
-// maximum age), the filters of a query over it (Compile), the gRPC
-// FlowHistory service that answers `flowlens observe` from it, with follow
-// mode and bounded per-follower buffers (Service), and the conversions of a
-// flow to and from its wire form (ToProto, FromProto).
+// maximum age) and the gRPC FlowHistory service that answers `flowlens
+// observe` from it, with follow mode and bounded per-follower buffers
+// (Service). The query it answers is internal/shared/flowquery's, the flows
+// it sends internal/shared/enriched's wire form.
 //
 //	h := history.NewService(history.Options{Size: 100000, MaxAge: time.Hour})
 //	pl := &enrich.Pipeline{Resolver: r, Sink: h.Add}
-//	srv, _ := collector.New(pl.Handle, collector.Options{})
+//	srv, _ := receiver.New(pl.Handle, receiver.Options{})
 //	flowv1.RegisterFlowHistoryServer(srv, h)
 //	defer h.Close() // ends the followers before srv.Shutdown
 package history
@@ -15,13 +15,13 @@ package history
 import (
 	"time"
 
-	"github.com/flowlens/flowlens/internal/collector/enrich"
+	"github.com/flowlens/flowlens/internal/shared/enriched"
 )
 
 // entry is one flow and when the collector received it (max age counts
 // from there: agents' clocks need not agree with the collector's).
 type entry struct {
-	f  *enrich.Flow
+	f  *enriched.Flow
 	at time.Time
 }
 
@@ -48,7 +48,7 @@ func (r *Ring) Len() int { return r.n }
 
 // Add appends flows received at now, overwriting the oldest when full, and
 // expires the flows older than the maximum age.
-func (r *Ring) Add(flows []enrich.Flow, now time.Time) {
+func (r *Ring) Add(flows []enriched.Flow, now time.Time) {
 	for i := range flows {
 		e := entry{f: &flows[i], at: now}
 		if r.n < len(r.buf) {
@@ -76,7 +76,7 @@ func (r *Ring) Expire(now time.Time) {
 }
 
 // Each calls fn for every flow held, oldest received first.
-func (r *Ring) Each(fn func(*enrich.Flow)) {
+func (r *Ring) Each(fn func(*enriched.Flow)) {
 	for i := 0; i < r.n; i++ {
 		fn(r.buf[(r.head+i)%len(r.buf)].f)
 	}

@@ -5,12 +5,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowlens/flowlens/internal/collector/enrich"
+	"github.com/flowlens/flowlens/internal/shared/enriched"
 )
 
 // flowsN returns n flows with source ports from first on.
-func flowsN(first, n int) []enrich.Flow {
-	out := make([]enrich.Flow, n)
+func flowsN(first, n int) []enriched.Flow {
+	out := make([]enriched.Flow, n)
 	for i := range out {
 		out[i].SrcAddr = netip.MustParseAddr("10.0.0.1")
 		out[i].DstAddr = netip.MustParseAddr("10.0.0.2")
@@ -22,7 +22,7 @@ func flowsN(first, n int) []enrich.Flow {
 
 func ports(r *Ring) []int {
 	var out []int
-	r.Each(func(f *enrich.Flow) { out = append(out, int(f.SrcPort)) })
+	r.Each(func(f *enriched.Flow) { out = append(out, int(f.SrcPort)) })
 	return out
 }
 

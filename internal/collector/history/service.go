@@ -12,7 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
-	"github.com/flowlens/flowlens/internal/collector/enrich"
+	"github.com/flowlens/flowlens/internal/shared/enriched"
+	"github.com/flowlens/flowlens/internal/shared/flowquery"
 )
 
 // Defaults of Options.
@@ -58,9 +59,9 @@ type Service struct {
 
 // follower is one GetFlows call in follow mode.
 type follower struct {
-	filter Filter
-	ch     chan *enrich.Flow
-	lost   atomic.Uint64 // dropped since the last report to the client
+	query flowquery.Query
+	ch    chan *enriched.Flow
+	lost  atomic.Uint64 // dropped since the last report to the client
 }
 
 // NewService returns a Service with an empty history.
@@ -91,7 +92,7 @@ func (s *Service) Len() int {
 // Add stores flows and hands the matching ones to every follower, never
 // waiting for one: a follower whose buffer is full loses the flow (counted).
 // It is a enrich.Sink; it keeps flows, which the pipeline never reuses.
-func (s *Service) Add(_ context.Context, flows []enrich.Flow) error {
+func (s *Service) Add(_ context.Context, flows []enriched.Flow) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ring.Add(flows, s.opts.now())
@@ -108,7 +109,7 @@ func (s *Service) Add(_ context.Context, flows []enrich.Flow) error {
 	for fl := range s.followers {
 		for _, i := range order {
 			f := &flows[i]
-			if !fl.filter.Match(f) {
+			if !fl.query.Match(f) {
 				continue
 			}
 			select {
@@ -133,7 +134,7 @@ var errClosed = status.Error(codes.Unavailable, "collector: shutting down")
 // GetFlows implements flowv1.FlowHistoryServer.
 func (s *Service) GetFlows(req *flowv1.GetFlowsRequest, stream grpc.ServerStreamingServer[flowv1.GetFlowsResponse]) error {
 	s.Stats.Queries.Add(1)
-	filter, err := Compile(req.Filters)
+	query, err := flowquery.Compile(req.Filters)
 	if err != nil {
 		return status.Errorf(codes.InvalidArgument, "GetFlows: %v", err)
 	}
@@ -150,7 +151,7 @@ func (s *Service) GetFlows(req *flowv1.GetFlowsRequest, stream grpc.ServerStream
 		}
 		until = req.Until.AsTime()
 	}
-	inTime := func(f *enrich.Flow) bool {
+	inTime := func(f *enriched.Flow) bool {
 		return (since.IsZero() || !f.EndTime.Before(since)) && (until.IsZero() || !f.EndTime.After(until))
 	}
 	select {
@@ -162,16 +163,16 @@ func (s *Service) GetFlows(req *flowv1.GetFlowsRequest, stream grpc.ServerStream
 	// The history and, in follow mode, the registration in one critical
 	// section: no flow is missed or sent twice between the two.
 	var fl *follower
-	var past []*enrich.Flow
+	var past []*enriched.Flow
 	s.mu.Lock()
 	s.ring.Expire(s.opts.now())
-	s.ring.Each(func(f *enrich.Flow) {
-		if inTime(f) && filter.Match(f) {
+	s.ring.Each(func(f *enriched.Flow) {
+		if inTime(f) && query.Match(f) {
 			past = append(past, f)
 		}
 	})
 	if req.Follow {
-		fl = &follower{filter: filter, ch: make(chan *enrich.Flow, s.opts.FollowBuffer)}
+		fl = &follower{query: query, ch: make(chan *enriched.Flow, s.opts.FollowBuffer)}
 		s.followers[fl] = struct{}{}
 		s.Stats.Followers.Add(1)
 	}
@@ -187,7 +188,7 @@ func (s *Service) GetFlows(req *flowv1.GetFlowsRequest, stream grpc.ServerStream
 
 	// Oldest first by end time: flows of different agents arrive in
 	// eviction order, not in time order.
-	slices.SortStableFunc(past, func(a, b *enrich.Flow) int { return a.EndTime.Compare(b.EndTime) })
+	slices.SortStableFunc(past, func(a, b *enriched.Flow) int { return a.EndTime.Compare(b.EndTime) })
 	if n := req.Last; n > 0 && uint64(len(past)) > n {
 		past = past[uint64(len(past))-n:]
 	}
@@ -195,7 +196,7 @@ func (s *Service) GetFlows(req *flowv1.GetFlowsRequest, stream grpc.ServerStream
 		past = nil
 	}
 	for _, f := range past {
-		if err := stream.Send(&flowv1.GetFlowsResponse{Response: &flowv1.GetFlowsResponse_Flow{Flow: ToProto(f)}}); err != nil {
+		if err := stream.Send(&flowv1.GetFlowsResponse{Response: &flowv1.GetFlowsResponse_Flow{Flow: enriched.ToProto(f)}}); err != nil {
 			return err
 		}
 	}
@@ -227,7 +228,7 @@ func (s *Service) GetFlows(req *flowv1.GetFlowsRequest, stream grpc.ServerStream
 			if !inTime(f) {
 				continue
 			}
-			if err := stream.Send(&flowv1.GetFlowsResponse{Response: &flowv1.GetFlowsResponse_Flow{Flow: ToProto(f)}}); err != nil {
+			if err := stream.Send(&flowv1.GetFlowsResponse{Response: &flowv1.GetFlowsResponse_Flow{Flow: enriched.ToProto(f)}}); err != nil {
 				return err
 			}
 		case <-ctx.Done():

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -13,12 +12,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
-	"github.com/flowlens/flowlens/internal/collector/enrich"
-	"github.com/flowlens/flowlens/internal/collector/k8smeta"
 	"github.com/flowlens/flowlens/pkg/receiver"
 )
 
@@ -180,65 +176,5 @@ func TestGetFlowsFollow(t *testing.T) {
 	s.Close()
 	if _, err := st.Recv(); status.Code(err) != codes.Unavailable {
 		t.Fatalf("after Close: %v, want Unavailable", err)
-	}
-}
-
-// Each filter field against flows that differ in just that field.
-func TestFilterFields(t *testing.T) {
-	pod := func(ns, name, wl string) k8smeta.Meta {
-		return k8smeta.Meta{Kind: k8smeta.KindPod, Namespace: ns, Name: name, Workload: wl, WorkloadKind: "Deployment", Node: "n"}
-	}
-	base := enrich.Flow{NodeName: "node-a", Enriched: true, Src: pod("shop", "web-1", "web"), Dst: pod("data", "db-0", "db")}
-	base.SrcAddr, base.DstAddr = netip.MustParseAddr("10.1.0.1"), netip.MustParseAddr("10.2.0.1")
-	base.SrcPort, base.DstPort, base.Proto = 40000, 5432, 6
-	base.TCPFlags = 0x02 | 0x10
-	base.RTT = 3 * time.Millisecond
-	base.DropPackets, base.DropCause = 1, "NETFILTER_DROP"
-	dns := base
-	dns.Proto, dns.DNSFlags, dns.DNSRcode, dns.DNSLatency = 17, 0x8003, 3, time.Millisecond
-	for _, tc := range []struct {
-		ff   *flowv1.FlowFilter
-		f    *enrich.Flow
-		want bool
-	}{
-		{&flowv1.FlowFilter{Namespace: []string{"data"}}, &base, true},
-		{&flowv1.FlowFilter{Namespace: []string{"kube-system"}}, &base, false},
-		{&flowv1.FlowFilter{Pod: []string{"db-0"}}, &base, true},
-		{&flowv1.FlowFilter{Pod: []string{"shop/web-1"}}, &base, true},
-		{&flowv1.FlowFilter{Pod: []string{"data/web-1"}}, &base, false},
-		{&flowv1.FlowFilter{Workload: []string{"shop/web", "x"}}, &base, true},
-		{&flowv1.FlowFilter{Workload: []string{"web-1"}}, &base, false},
-		{&flowv1.FlowFilter{Node: []string{"node-a"}}, &base, true},
-		{&flowv1.FlowFilter{Node: []string{"n"}}, &base, false},
-		{&flowv1.FlowFilter{Ip: []string{"10.2.0.0/16"}}, &base, true},
-		{&flowv1.FlowFilter{FromIp: []string{"10.2.0.0/16"}}, &base, false},
-		{&flowv1.FlowFilter{ToIp: []string{"10.2.0.1"}}, &base, true},
-		{&flowv1.FlowFilter{Port: []uint32{40000}}, &base, true},
-		{&flowv1.FlowFilter{FromPort: []uint32{5432}}, &base, false},
-		{&flowv1.FlowFilter{ToPort: []uint32{5432}}, &base, true},
-		{&flowv1.FlowFilter{Protocol: []uint32{17}}, &base, false},
-		{&flowv1.FlowFilter{Drops: true}, &base, true},
-		{&flowv1.FlowFilter{DropCause: []string{"NO_SOCKET"}}, &base, false},
-		{&flowv1.FlowFilter{DropCause: []string{"netfilter_drop"}}, &base, true},
-		{&flowv1.FlowFilter{TcpFlags: []uint32{0x12}}, &base, true},
-		{&flowv1.FlowFilter{TcpFlags: []uint32{0x04, 0x01}}, &base, false},
-		{&flowv1.FlowFilter{RttAbove: durationpb.New(2 * time.Millisecond)}, &base, true},
-		{&flowv1.FlowFilter{RttAbove: durationpb.New(3 * time.Millisecond)}, &base, false},
-		{&flowv1.FlowFilter{DnsRcode: []uint32{3}}, &dns, true},
-		{&flowv1.FlowFilter{DnsRcode: []uint32{0}}, &base, false},
-		{&flowv1.FlowFilter{Namespace: []string{"data"}, Port: []uint32{1}}, &base, false},
-	} {
-		f, err := Compile([]*flowv1.FlowFilter{tc.ff})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := f.Match(tc.f); got != tc.want {
-			t.Errorf("%v: %v, want %v", tc.ff, got, tc.want)
-		}
-		tc.ff.Not = true
-		f, _ = Compile([]*flowv1.FlowFilter{tc.ff})
-		if got := f.Match(tc.f); got == tc.want {
-			t.Errorf("not %v: %v, want %v", tc.ff, got, !tc.want)
-		}
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/flowlens/flowlens/internal/shared/enriched"
 )
 
 // Resources the Cache watches, as named in Synced and in the
@@ -114,7 +116,7 @@ func (c *Cache) Synced() map[string]bool {
 }
 
 // Lookup implements Source.
-func (c *Cache) Lookup(ip netip.Addr) (Meta, bool) {
+func (c *Cache) Lookup(ip netip.Addr) (enriched.K8sContext, bool) {
 	key := ip.Unmap().String()
 	if objs, _ := c.pods.GetIndexer().ByIndex(indexIP, key); len(objs) > 0 {
 		if p := bestPod(objs); p != nil {
@@ -123,7 +125,7 @@ func (c *Cache) Lookup(ip netip.Addr) (Meta, bool) {
 	}
 	if objs, _ := c.svcs.GetIndexer().ByIndex(indexIP, key); len(objs) > 0 {
 		if s := firstByKey[*corev1.Service](objs); s != nil {
-			return Meta{Kind: KindService, Namespace: s.Namespace, Name: s.Name, Workload: s.Name, WorkloadKind: WorkloadService}, true
+			return enriched.K8sContext{Kind: enriched.KindService, Namespace: s.Namespace, Name: s.Name, Workload: s.Name, WorkloadKind: enriched.WorkloadService}, true
 		}
 	}
 	if objs, _ := c.nodes.GetIndexer().ByIndex(indexIP, key); len(objs) > 0 {
@@ -136,18 +138,18 @@ func (c *Cache) Lookup(ip netip.Addr) (Meta, bool) {
 			return nodeMeta(p.Spec.NodeName), true
 		}
 	}
-	return Meta{}, false
+	return enriched.K8sContext{}, false
 }
 
-func nodeMeta(name string) Meta {
-	return Meta{Kind: KindNode, Name: name, Workload: name, WorkloadKind: WorkloadNode, Node: name}
+func nodeMeta(name string) enriched.K8sContext {
+	return enriched.K8sContext{Kind: enriched.KindNode, Name: name, Workload: name, WorkloadKind: enriched.WorkloadNode, Node: name}
 }
 
 // podMeta is a pod's context, its owner resolved through the ReplicaSet
 // cache.
-func (c *Cache) podMeta(p *corev1.Pod) Meta {
-	m := Meta{Kind: KindPod, Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName,
-		Workload: p.Name, WorkloadKind: WorkloadPod}
+func (c *Cache) podMeta(p *corev1.Pod) enriched.K8sContext {
+	m := enriched.K8sContext{Kind: enriched.KindPod, Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName,
+		Workload: p.Name, WorkloadKind: enriched.WorkloadPod}
 	ref := controllerOf(&p.ObjectMeta)
 	if ref == nil {
 		return m

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/flowlens/flowlens/internal/collector/k8smeta"
+	"github.com/flowlens/flowlens/internal/shared/enriched"
 )
 
 const syncTimeout = 30 * time.Second
@@ -160,7 +161,7 @@ func setPodStatus(t *testing.T, p *corev1.Pod, phase corev1.PodPhase, ips ...str
 }
 
 // expect waits until every address resolves to its context.
-func expect(t *testing.T, r *k8smeta.Resolver, want map[string]k8smeta.Meta) {
+func expect(t *testing.T, r *k8smeta.Resolver, want map[string]enriched.K8sContext) {
 	t.Helper()
 	eventually(t, syncTimeout, func() error {
 		for ip, w := range want {
@@ -168,7 +169,7 @@ func expect(t *testing.T, r *k8smeta.Resolver, want map[string]k8smeta.Meta) {
 			if got != w {
 				return fmt.Errorf("%s: got %+v, want %+v", ip, got, w)
 			}
-			if in != (w.Kind != k8smeta.KindExternal) {
+			if in != (w.Kind != enriched.KindExternal) {
 				return fmt.Errorf("%s: in cluster = %v for %+v", ip, in, got)
 			}
 		}
@@ -269,35 +270,35 @@ func TestResolveClusterObjects(t *testing.T) {
 	// A pod without an address yet resolves nothing.
 	mkPod(t, ns, "pending", podOpts{phase: corev1.PodPending})
 
-	web := k8smeta.Meta{Kind: k8smeta.KindPod, Namespace: ns, Name: "web-5d4f8b-x7k2p", Workload: "web", WorkloadKind: "Deployment", Node: "node-a"}
-	nodeA := k8smeta.Meta{Kind: k8smeta.KindNode, Name: "node-a", Workload: "node-a", WorkloadKind: "Node", Node: "node-a"}
-	nodeB := k8smeta.Meta{Kind: k8smeta.KindNode, Name: "node-b", Workload: "node-b", WorkloadKind: "Node", Node: "node-b"}
-	expect(t, r, map[string]k8smeta.Meta{
+	web := enriched.K8sContext{Kind: enriched.KindPod, Namespace: ns, Name: "web-5d4f8b-x7k2p", Workload: "web", WorkloadKind: "Deployment", Node: "node-a"}
+	nodeA := enriched.K8sContext{Kind: enriched.KindNode, Name: "node-a", Workload: "node-a", WorkloadKind: "Node", Node: "node-a"}
+	nodeB := enriched.K8sContext{Kind: enriched.KindNode, Name: "node-b", Workload: "node-b", WorkloadKind: "Node", Node: "node-b"}
+	expect(t, r, map[string]enriched.K8sContext{
 		"10.244.1.10":          web,
 		"fd00:10:244:1::a":     web,
 		"::ffff:10.244.1.10":   web, // IPv4-mapped
-		"10.244.1.11":          {Kind: k8smeta.KindPod, Namespace: ns, Name: "api-7c9dd-q2w3e", Workload: "api", WorkloadKind: "Deployment", Node: "node-a"},
-		"10.244.2.15":          {Kind: k8smeta.KindPod, Namespace: ns, Name: "lone-abcde", Workload: "lone", WorkloadKind: "ReplicaSet", Node: "node-b"},
-		"10.244.1.12":          {Kind: k8smeta.KindPod, Namespace: ns, Name: "db-0", Workload: "db", WorkloadKind: "StatefulSet", Node: "node-a"},
-		"10.244.2.13":          {Kind: k8smeta.KindPod, Namespace: ns, Name: "logs-9xk2m", Workload: "logs", WorkloadKind: "DaemonSet", Node: "node-b"},
-		"10.244.2.14":          {Kind: k8smeta.KindPod, Namespace: ns, Name: "backup-7hj4k", Workload: "backup", WorkloadKind: "Job", Node: "node-b"},
-		"10.244.2.16":          {Kind: k8smeta.KindPod, Namespace: ns, Name: "debug", Workload: "debug", WorkloadKind: "Pod", Node: "node-b"},
-		svc.Spec.ClusterIP:     {Kind: k8smeta.KindService, Namespace: ns, Name: "web", Workload: "web", WorkloadKind: "Service"},
+		"10.244.1.11":          {Kind: enriched.KindPod, Namespace: ns, Name: "api-7c9dd-q2w3e", Workload: "api", WorkloadKind: "Deployment", Node: "node-a"},
+		"10.244.2.15":          {Kind: enriched.KindPod, Namespace: ns, Name: "lone-abcde", Workload: "lone", WorkloadKind: "ReplicaSet", Node: "node-b"},
+		"10.244.1.12":          {Kind: enriched.KindPod, Namespace: ns, Name: "db-0", Workload: "db", WorkloadKind: "StatefulSet", Node: "node-a"},
+		"10.244.2.13":          {Kind: enriched.KindPod, Namespace: ns, Name: "logs-9xk2m", Workload: "logs", WorkloadKind: "DaemonSet", Node: "node-b"},
+		"10.244.2.14":          {Kind: enriched.KindPod, Namespace: ns, Name: "backup-7hj4k", Workload: "backup", WorkloadKind: "Job", Node: "node-b"},
+		"10.244.2.16":          {Kind: enriched.KindPod, Namespace: ns, Name: "debug", Workload: "debug", WorkloadKind: "Pod", Node: "node-b"},
+		svc.Spec.ClusterIP:     {Kind: enriched.KindService, Namespace: ns, Name: "web", Workload: "web", WorkloadKind: "Service"},
 		"192.168.50.11":        nodeA,
 		"203.0.113.11":         nodeA,
 		"192.168.50.12":        nodeB,
 		"192.168.60.12":        nodeB, // host-network pod proxy-b
-		"172.16.5.9":           {Kind: k8smeta.KindExternal, Subnet: "lab"},
-		"172.17.0.1":           {Kind: k8smeta.KindExternal, Subnet: "corp"},
-		"8.8.8.8":              {Kind: k8smeta.KindExternal, Subnet: "internet"},
-		"2001:db8::1":          {Kind: k8smeta.KindExternal},
-		"10.244.9.9":           {Kind: k8smeta.KindExternal, Subnet: "internet"},
-		"::ffff:198.51.100.77": {Kind: k8smeta.KindExternal, Subnet: "internet"},
+		"172.16.5.9":           {Kind: enriched.KindExternal, Subnet: "lab"},
+		"172.17.0.1":           {Kind: enriched.KindExternal, Subnet: "corp"},
+		"8.8.8.8":              {Kind: enriched.KindExternal, Subnet: "internet"},
+		"2001:db8::1":          {Kind: enriched.KindExternal},
+		"10.244.9.9":           {Kind: enriched.KindExternal, Subnet: "internet"},
+		"::ffff:198.51.100.77": {Kind: enriched.KindExternal, Subnet: "internet"},
 	})
 
 	// Without subnet labels an unknown address is external with no label.
 	bare := &k8smeta.Resolver{Source: c}
-	if m, in := bare.Resolve(netip.MustParseAddr("8.8.8.8")); in || m != (k8smeta.Meta{Kind: k8smeta.KindExternal}) {
+	if m, in := bare.Resolve(netip.MustParseAddr("8.8.8.8")); in || m != (enriched.K8sContext{Kind: enriched.KindExternal}) {
 		t.Errorf("8.8.8.8 without subnets: %+v, %v", m, in)
 	}
 
@@ -314,10 +315,10 @@ func TestResolveClusterObjects(t *testing.T) {
 	if _, err := k8s.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	expect(t, r, map[string]k8smeta.Meta{
-		svc.Spec.ClusterIP: {Kind: k8smeta.KindExternal, Subnet: "internet"},
+	expect(t, r, map[string]enriched.K8sContext{
+		svc.Spec.ClusterIP: {Kind: enriched.KindExternal, Subnet: "internet"},
 		"192.168.50.22":    nodeB,
-		"192.168.50.12":    {Kind: k8smeta.KindExternal, Subnet: "internet"},
+		"192.168.50.12":    {Kind: enriched.KindExternal, Subnet: "internet"},
 	})
 }
 
@@ -329,29 +330,29 @@ func TestPodIPReuse(t *testing.T) {
 	ns := mkNamespace(t, "reuse")
 	c := startCache(t)
 	r := &k8smeta.Resolver{Source: c}
-	pod := func(name, node string) k8smeta.Meta {
-		return k8smeta.Meta{Kind: k8smeta.KindPod, Namespace: ns, Name: name, Workload: name, WorkloadKind: "Pod", Node: node}
+	pod := func(name, node string) enriched.K8sContext {
+		return enriched.K8sContext{Kind: enriched.KindPod, Namespace: ns, Name: name, Workload: name, WorkloadKind: "Pod", Node: node}
 	}
-	external := k8smeta.Meta{Kind: k8smeta.KindExternal}
+	external := enriched.K8sContext{Kind: enriched.KindExternal}
 	now := metav1.DeleteOptions{GracePeriodSeconds: new(int64)}
 
 	// Delete, then add: between the two the address is unknown.
 	old := mkPod(t, ns, "old", podOpts{node: "node-1", ips: []string{"10.250.0.1"}})
-	expect(t, r, map[string]k8smeta.Meta{"10.250.0.1": pod("old", "node-1")})
+	expect(t, r, map[string]enriched.K8sContext{"10.250.0.1": pod("old", "node-1")})
 	if err := k8s.CoreV1().Pods(ns).Delete(ctx, old.Name, now); err != nil {
 		t.Fatal(err)
 	}
-	expect(t, r, map[string]k8smeta.Meta{"10.250.0.1": external})
+	expect(t, r, map[string]enriched.K8sContext{"10.250.0.1": external})
 	mkPod(t, ns, "new", podOpts{node: "node-2", ips: []string{"10.250.0.1"}})
-	expect(t, r, map[string]k8smeta.Meta{"10.250.0.1": pod("new", "node-2")})
+	expect(t, r, map[string]enriched.K8sContext{"10.250.0.1": pod("new", "node-2")})
 
 	// Add, then delete: the old pod is still there (not yet deleted, then
 	// terminating) when the new one claims its address.
 	mkPod(t, ns, "a", podOpts{node: "node-1", ips: []string{"10.250.0.2"}})
-	expect(t, r, map[string]k8smeta.Meta{"10.250.0.2": pod("a", "node-1")})
+	expect(t, r, map[string]enriched.K8sContext{"10.250.0.2": pod("a", "node-1")})
 	time.Sleep(1100 * time.Millisecond) // creation timestamps have one-second resolution
 	mkPod(t, ns, "b", podOpts{node: "node-2", ips: []string{"10.250.0.2"}})
-	expect(t, r, map[string]k8smeta.Meta{"10.250.0.2": pod("b", "node-2")})
+	expect(t, r, map[string]enriched.K8sContext{"10.250.0.2": pod("b", "node-2")})
 	// Graceful deletion: with no kubelet the pod stays, terminating.
 	if err := k8s.CoreV1().Pods(ns).Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -363,11 +364,11 @@ func TestPodIPReuse(t *testing.T) {
 		}
 		return nil
 	})
-	expect(t, r, map[string]k8smeta.Meta{"10.250.0.2": pod("b", "node-2")})
+	expect(t, r, map[string]enriched.K8sContext{"10.250.0.2": pod("b", "node-2")})
 	if err := k8s.CoreV1().Pods(ns).Delete(ctx, "a", now); err != nil {
 		t.Fatal(err)
 	}
-	expect(t, r, map[string]k8smeta.Meta{"10.250.0.2": pod("b", "node-2")})
+	expect(t, r, map[string]enriched.K8sContext{"10.250.0.2": pod("b", "node-2")})
 
 	// A terminating pod loses to a pod that is not, even an older one:
 	// d exists (Pending, another address) before c; c is deleted
@@ -375,22 +376,22 @@ func TestPodIPReuse(t *testing.T) {
 	mkPod(t, ns, "d", podOpts{node: "node-2", phase: corev1.PodPending, ips: []string{"10.250.0.4"}})
 	time.Sleep(1100 * time.Millisecond)
 	mkPod(t, ns, "c", podOpts{node: "node-1", ips: []string{"10.250.0.3"}})
-	expect(t, r, map[string]k8smeta.Meta{"10.250.0.3": pod("c", "node-1"), "10.250.0.4": pod("d", "node-2")})
+	expect(t, r, map[string]enriched.K8sContext{"10.250.0.3": pod("c", "node-1"), "10.250.0.4": pod("d", "node-2")})
 	if err := k8s.CoreV1().Pods(ns).Delete(ctx, "c", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	setPodStatus(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "d"}}, corev1.PodRunning, "10.250.0.3")
-	expect(t, r, map[string]k8smeta.Meta{"10.250.0.3": pod("d", "node-2"), "10.250.0.4": external})
+	expect(t, r, map[string]enriched.K8sContext{"10.250.0.3": pod("d", "node-2"), "10.250.0.4": external})
 
 	// A finished pod keeps its podIP in its status, but the address is
 	// free: a running pod with it wins, even an older one.
 	mkPod(t, ns, "e", podOpts{node: "node-1", ips: []string{"10.250.0.5"}})
 	time.Sleep(1100 * time.Millisecond)
 	mkPod(t, ns, "job-done", podOpts{node: "node-1", phase: corev1.PodSucceeded, ips: []string{"10.250.0.5"}})
-	expect(t, r, map[string]k8smeta.Meta{"10.250.0.5": pod("e", "node-1")})
+	expect(t, r, map[string]enriched.K8sContext{"10.250.0.5": pod("e", "node-1")})
 	// Alone, a finished pod still resolves (a flow evicted just after it ended).
 	mkPod(t, ns, "job-alone", podOpts{node: "node-1", phase: corev1.PodSucceeded, ips: []string{"10.250.0.6"}})
-	expect(t, r, map[string]k8smeta.Meta{"10.250.0.6": pod("job-alone", "node-1")})
+	expect(t, r, map[string]enriched.K8sContext{"10.250.0.6": pod("job-alone", "node-1")})
 }
 
 // A cache started after the objects exist finds them in its initial list,
@@ -414,7 +415,7 @@ func TestInitialListAndTransform(t *testing.T) {
 
 	c := startCache(t)
 	r := &k8smeta.Resolver{Source: c}
-	expect(t, r, map[string]k8smeta.Meta{"10.251.0.1": {Kind: k8smeta.KindPod, Namespace: ns, Name: "fat", Workload: "fat", WorkloadKind: "Pod", Node: "node-9"}})
+	expect(t, r, map[string]enriched.K8sContext{"10.251.0.1": {Kind: enriched.KindPod, Namespace: ns, Name: "fat", Workload: "fat", WorkloadKind: "Pod", Node: "node-9"}})
 
 	// What the informer stores.
 	obj, ok := k8smeta.StoredPod(c, ns+"/fat")

@@ -1,36 +1,13 @@
 package k8smeta_test
 
 import (
-	"encoding/json"
 	"net/netip"
 	"strings"
 	"testing"
 
 	"github.com/flowlens/flowlens/internal/collector/k8smeta"
+	"github.com/flowlens/flowlens/internal/shared/enriched"
 )
-
-func TestMetaJSON(t *testing.T) {
-	for _, m := range []k8smeta.Meta{
-		{},
-		{Kind: k8smeta.KindExternal},
-		{Kind: k8smeta.KindExternal, Subnet: "corp"},
-		{Kind: k8smeta.KindPod, Namespace: "shop", Name: "web-1", Workload: "web", WorkloadKind: "Deployment", Node: "node-a"},
-		{Kind: k8smeta.KindService, Namespace: "a\"b", Name: "é\n"},
-	} {
-		want, err := json.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := m.AppendJSON(nil); string(got) != string(want) {
-			t.Errorf("got %s, want %s", got, want)
-		}
-	}
-	m := k8smeta.Meta{Kind: k8smeta.KindPod, Namespace: "shop", Name: "web-1", Workload: "web", WorkloadKind: "Deployment", Node: "node-a"}
-	buf := make([]byte, 0, 256)
-	if n := testing.AllocsPerRun(100, func() { buf = m.AppendJSON(buf[:0]) }); n != 0 {
-		t.Errorf("AppendJSON allocates %v times", n)
-	}
-}
 
 func TestSubnets(t *testing.T) {
 	s, err := k8smeta.ParseSubnets(" internet=0.0.0.0/0,corp=10.0.0.0/8, lab=10.1.2.0/24,corp=fd00::/8,v6=::/0,mapped=::ffff:192.0.2.0/120")
@@ -60,20 +37,20 @@ func TestSubnets(t *testing.T) {
 }
 
 func TestResolverStatic(t *testing.T) {
-	pod := k8smeta.Meta{Kind: k8smeta.KindPod, Namespace: "ns", Name: "p", Workload: "p", WorkloadKind: "Pod"}
+	pod := enriched.K8sContext{Kind: enriched.KindPod, Namespace: "ns", Name: "p", Workload: "p", WorkloadKind: "Pod"}
 	subnets, _ := k8smeta.ParseSubnets("corp=10.0.0.0/8")
 	r := &k8smeta.Resolver{Source: k8smeta.StaticSource{netip.MustParseAddr("10.0.0.1"): pod}, Subnets: subnets}
 	if m, in := r.Resolve(netip.MustParseAddr("::ffff:10.0.0.1")); !in || m != pod {
 		t.Errorf("pod: %+v %v", m, in)
 	}
-	if m, in := r.Resolve(netip.MustParseAddr("10.0.0.2")); in || m != (k8smeta.Meta{Kind: k8smeta.KindExternal, Subnet: "corp"}) {
+	if m, in := r.Resolve(netip.MustParseAddr("10.0.0.2")); in || m != (enriched.K8sContext{Kind: enriched.KindExternal, Subnet: "corp"}) {
 		t.Errorf("external: %+v %v", m, in)
 	}
-	if m, in := r.Resolve(netip.Addr{}); in || m.Kind != k8smeta.KindExternal {
+	if m, in := r.Resolve(netip.Addr{}); in || m.Kind != enriched.KindExternal {
 		t.Errorf("zero address: %+v %v", m, in)
 	}
 	var off k8smeta.Resolver // no source, no subnets
-	if m, in := off.Resolve(netip.MustParseAddr("10.0.0.1")); in || m != (k8smeta.Meta{Kind: k8smeta.KindExternal}) {
+	if m, in := off.Resolve(netip.MustParseAddr("10.0.0.1")); in || m != (enriched.K8sContext{Kind: enriched.KindExternal}) {
 		t.Errorf("no source: %+v %v", m, in)
 	}
 }

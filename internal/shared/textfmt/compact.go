@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/flowlens/flowlens/internal/collector/enrich"
+	"github.com/flowlens/flowlens/internal/shared/enriched"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
@@ -14,7 +14,7 @@ import (
 //
 // The Kubernetes context of an end comes before its address when the flow
 // is enriched.
-func AppendCompact(b []byte, f *enrich.Flow) []byte {
+func AppendCompact(b []byte, f *enriched.Flow) []byte {
 	b = append(b, f.EndTime.Local().Format("15:04:05.000")...)
 	b = append(b, ' ')
 	b = append(b, dash(f.NodeName)...)

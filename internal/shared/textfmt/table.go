@@ -12,8 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/flowlens/flowlens/internal/collector/enrich"
-	"github.com/flowlens/flowlens/internal/collector/k8smeta"
+	"github.com/flowlens/flowlens/internal/shared/enriched"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
@@ -54,7 +53,7 @@ func NewTable(withTime, enriched bool) *Table {
 }
 
 // Widen grows the columns so that f's values fit uncut.
-func (t *Table) Widen(f *enrich.Flow) {
+func (t *Table) Widen(f *enriched.Flow) {
 	t.cells = t.fill(t.cells[:0], f)
 	for i, c := range t.cells {
 		if n := utf8.RuneCountInString(c); n > t.cols[i].width {
@@ -73,7 +72,7 @@ func (t *Table) AppendHeader(b []byte) []byte {
 }
 
 // AppendRow appends f's line (no newline).
-func (t *Table) AppendRow(b []byte, f *enrich.Flow) []byte {
+func (t *Table) AppendRow(b []byte, f *enriched.Flow) []byte {
 	t.cells = t.fill(t.cells[:0], f)
 	return t.appendCells(b, t.cells)
 }
@@ -117,7 +116,7 @@ func cut(s string, width int) string {
 	return string(r[:width-1]) + "…"
 }
 
-func (t *Table) fill(cells []string, f *enrich.Flow) []string {
+func (t *Table) fill(cells []string, f *enriched.Flow) []string {
 	if t.time {
 		cells = append(cells, f.EndTime.Local().Format("15:04:05.000"))
 	}
@@ -134,7 +133,7 @@ func (t *Table) fill(cells []string, f *enrich.Flow) []string {
 	return cells
 }
 
-func ifaces(f *enrich.Flow) string {
+func ifaces(f *enriched.Flow) string {
 	parts := make([]string, 0, len(f.Interfaces))
 	for _, it := range f.Interfaces {
 		s := it.Name
@@ -150,7 +149,7 @@ func ifaces(f *enrich.Flow) string {
 	return dash(s)
 }
 
-func drops(f *enrich.Flow) string {
+func drops(f *enriched.Flow) string {
 	if f.DropPackets == 0 && f.DropBytes == 0 {
 		return "-"
 	}
@@ -161,7 +160,7 @@ func drops(f *enrich.Flow) string {
 	return s
 }
 
-func rtt(f *enrich.Flow) string {
+func rtt(f *enriched.Flow) string {
 	if f.RTT <= 0 {
 		return "-"
 	}
@@ -193,17 +192,17 @@ func HumanBytes(n uint64) string {
 
 // K8sName is an endpoint's context in one word: namespace/pod (workload
 // Kind/name) for a pod, svc:namespace/name, node:name, ext[:subnet].
-func K8sName(m *k8smeta.Meta) string {
+func K8sName(m *enriched.K8sContext) string {
 	switch m.Kind {
-	case k8smeta.KindPod:
+	case enriched.KindPod:
 		s := m.Namespace + "/" + m.Name
-		if m.WorkloadKind != k8smeta.WorkloadPod {
+		if m.WorkloadKind != enriched.WorkloadPod {
 			s += "(" + m.WorkloadKind + "/" + m.Workload + ")"
 		}
 		return s
-	case k8smeta.KindService:
+	case enriched.KindService:
 		return "svc:" + m.Namespace + "/" + m.Name
-	case k8smeta.KindNode:
+	case enriched.KindNode:
 		return "node:" + m.Name
 	}
 	if m.Subnet != "" {

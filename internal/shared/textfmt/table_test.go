@@ -7,8 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/flowlens/flowlens/internal/collector/enrich"
-	"github.com/flowlens/flowlens/internal/collector/k8smeta"
+	"github.com/flowlens/flowlens/internal/shared/enriched"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
@@ -32,7 +31,7 @@ func starts(t *testing.T, header string, names []string) []int {
 // many interfaces), every column of every row starts where its header
 // does; a value wider than its column is cut with "…".
 func TestTableStaysAligned(t *testing.T) {
-	short := enrich.Flow{NodeName: "n", Enriched: true, Src: k8smeta.Meta{Kind: k8smeta.KindExternal}, Dst: k8smeta.Meta{Kind: k8smeta.KindExternal}}
+	short := enriched.Flow{NodeName: "n", Enriched: true, Src: enriched.K8sContext{Kind: enriched.KindExternal}, Dst: enriched.K8sContext{Kind: enriched.KindExternal}}
 	short.SrcAddr, short.DstAddr, short.Proto = netip.MustParseAddr("1.1.1.1"), netip.MustParseAddr("2.2.2.2"), 17
 	long := short
 	long.SrcAddr, long.DstAddr = netip.MustParseAddr("2001:db8:1234:5678:9abc:def0:1234:5678"), netip.MustParseAddr("fd00::2")
@@ -42,13 +41,13 @@ func TestTableStaysAligned(t *testing.T) {
 	long.RTT = 1234567 * time.Microsecond
 	long.NodeName = "a-very-long-node-name-in-a-cloud.example.internal"
 	long.Interfaces = []flow.Interface{{Name: "veth0123456789ab", Netns: "cni-1234-5678", Direction: flow.DirIngress}, {Name: "eth0", Direction: flow.DirBoth}}
-	long.Src = k8smeta.Meta{Kind: k8smeta.KindPod, Namespace: "a-long-namespace", Name: "a-long-pod-name-7d9f8c6b5-abcde", Workload: "a-long-pod-name", WorkloadKind: "Deployment"}
+	long.Src = enriched.K8sContext{Kind: enriched.KindPod, Namespace: "a-long-namespace", Name: "a-long-pod-name-7d9f8c6b5-abcde", Workload: "a-long-pod-name", WorkloadKind: "Deployment"}
 	for _, withTime := range []bool{false, true} {
 		tb := NewTable(withTime, true)
 		header := string(tb.AppendHeader(nil))
 		names := []string{"DST", "PROTO", "IFACES", "DROPS", "RTT", "NODE", "SRC_K8S", "DST_K8S"}
 		want := starts(t, header, names)
-		for _, f := range []*enrich.Flow{&short, &long} {
+		for _, f := range []*enriched.Flow{&short, &long} {
 			row := []rune(string(tb.AppendRow(nil, f)))
 			for i, at := range want {
 				if at > len(row) || row[at-1] != ' ' || row[at] == ' ' {
@@ -57,7 +56,7 @@ func TestTableStaysAligned(t *testing.T) {
 			}
 		}
 		// BYTES and PKTS are right-aligned: values end where the header does.
-		for _, f := range []*enrich.Flow{&short, &long} {
+		for _, f := range []*enriched.Flow{&short, &long} {
 			for _, col := range []string{"BYTES", "PKTS"} {
 				end := strings.Index(header, col) + len(col)
 				row := string(tb.AppendRow(nil, f))

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * The enrichment map choice (docs/architecture.md, bpf/drops.h (enrich_entry: bpf/enrich.h)): the drop
+ * The enrichment map choice (docs/design/enrichment.md, bpf/drops.h (enrich_entry: bpf/enrich.h)): the drop
  * counters live in one shared hash updated with atomic adds. The alternative
  * is a per-CPU hash with plain adds. These programs do exactly the map part
  * of record_drop() (look up, insert on a miss, add to the two counters,

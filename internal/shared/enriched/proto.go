@@ -1,14 +1,12 @@
-package history
+package enriched
 
 import (
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
-	"github.com/flowlens/flowlens/internal/collector/enrich"
-	"github.com/flowlens/flowlens/internal/collector/k8smeta"
 	"github.com/flowlens/flowlens/pkg/flow/flowpb"
 )
 
-// ToProto is f in wire form.
-func ToProto(f *enrich.Flow) *flowv1.HistoryFlow {
+// ToProto is f in wire form (the FlowHistory API's HistoryFlow).
+func ToProto(f *Flow) *flowv1.HistoryFlow {
 	var agentIP []byte
 	if f.AgentIP.IsValid() {
 		agentIP = flowpb.AddrBytes(f.AgentIP)
@@ -29,8 +27,8 @@ func ToProto(f *enrich.Flow) *flowv1.HistoryFlow {
 
 // FromProto is the flow h carries; an invalid flow is an error
 // (flowpb.Validate's).
-func FromProto(h *flowv1.HistoryFlow) (enrich.Flow, error) {
-	var f enrich.Flow
+func FromProto(h *flowv1.HistoryFlow) (Flow, error) {
+	var f Flow
 	if h.GetFlow() == nil {
 		return f, flowpb.ErrInvalid
 	}
@@ -45,15 +43,15 @@ func FromProto(h *flowv1.HistoryFlow) (enrich.Flow, error) {
 	return f, nil
 }
 
-func metaToProto(m *k8smeta.Meta) *flowv1.K8SContext {
+func metaToProto(m *K8sContext) *flowv1.K8SContext {
 	return &flowv1.K8SContext{Kind: string(m.Kind), Namespace: m.Namespace, Name: m.Name, Workload: m.Workload,
 		WorkloadKind: m.WorkloadKind, Node: m.Node, Subnet: m.Subnet}
 }
 
-func metaFromProto(c *flowv1.K8SContext) k8smeta.Meta {
+func metaFromProto(c *flowv1.K8SContext) K8sContext {
 	if c == nil {
-		return k8smeta.Meta{}
+		return K8sContext{}
 	}
-	return k8smeta.Meta{Kind: k8smeta.Kind(c.Kind), Namespace: c.Namespace, Name: c.Name, Workload: c.Workload,
+	return K8sContext{Kind: Kind(c.Kind), Namespace: c.Namespace, Name: c.Name, Workload: c.Workload,
 		WorkloadKind: c.WorkloadKind, Node: c.Node, Subnet: c.Subnet}
 }
