@@ -20,6 +20,7 @@ import (
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
 	"github.com/flowlens/flowlens/internal/collector"
+	"github.com/flowlens/flowlens/internal/testkit/promtest"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
@@ -77,36 +78,12 @@ func scrape(t *testing.T, a collector.Addrs) map[string]*dto.MetricFamily {
 // sample is the value of the series of family name with exactly labels
 // ("k=v,k=v"); for a histogram, its count. ok is false when absent.
 func sample(fams map[string]*dto.MetricFamily, name, labels string) (float64, bool) {
-	mf := fams[name]
-	if mf == nil {
-		return 0, false
+	var want []string
+	if labels != "" {
+		want = strings.Split(labels, ",")
 	}
-	for _, m := range mf.GetMetric() {
-		var ls []string
-		for _, lp := range m.GetLabel() {
-			ls = append(ls, lp.GetName()+"="+lp.GetValue())
-		}
-		sort.Strings(ls)
-		want := strings.Split(labels, ",")
-		if labels == "" {
-			want = nil
-		}
-		sort.Strings(want)
-		if strings.Join(ls, ",") != strings.Join(want, ",") {
-			continue
-		}
-		switch {
-		case m.Counter != nil:
-			return m.Counter.GetValue(), true
-		case m.Gauge != nil:
-			return m.Gauge.GetValue(), true
-		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount()), true
-		case m.Untyped != nil:
-			return m.Untyped.GetValue(), true
-		}
-	}
-	return 0, false
+	sort.Strings(want)
+	return promtest.Value(fams, name, want...)
 }
 
 func expectSamples(t *testing.T, fams map[string]*dto.MetricFamily, want map[[2]string]float64) {

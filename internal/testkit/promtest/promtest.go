@@ -61,6 +61,8 @@ func Value(fams map[string]*dto.MetricFamily, name string, labels ...string) (fl
 			return m.Gauge.GetValue(), true
 		case m.Histogram != nil:
 			return float64(m.Histogram.GetSampleCount()), true
+		case m.Untyped != nil:
+			return m.Untyped.GetValue(), true
 		}
 	}
 	return 0, false
