@@ -20,6 +20,7 @@ import (
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
 	"github.com/flowlens/flowlens/internal/collector"
+	"github.com/flowlens/flowlens/internal/collector/collectortest"
 	"github.com/flowlens/flowlens/internal/testkit/promtest"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
@@ -39,9 +40,9 @@ func writeFile(t *testing.T, name, content string) string {
 	return p
 }
 
-// sampledRecords are records() with the TCP flow sampled 1 in 10.
+// sampledRecords are collectortest.Records() with the TCP flow sampled 1 in 10.
 func sampledRecords() []flow.Record {
-	recs := records()
+	recs := collectortest.Records()
 	recs[1].Sampling = 10
 	return recs
 }
@@ -120,7 +121,7 @@ func TestEndToEndEnrichedJSONAndMetrics(t *testing.T) {
 		t.Errorf("/healthz: %d %q", code, body)
 	}
 	recs := sampledRecords()
-	send(t, a.GRPC.String(), recs)
+	collectortest.Send(t, a.GRPC.String(), recs)
 
 	// A malformed message counts as a decode error.
 	conn, err := grpc.NewClient(a.GRPC.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -171,7 +172,7 @@ func TestEndToEndEnrichedJSONAndMetrics(t *testing.T) {
 	if code := stop(); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
-	lines := out.lines()
+	lines := out.Lines()
 	if len(lines) != len(recs) {
 		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(recs), strings.Join(lines, "\n"))
 	}
@@ -192,9 +193,9 @@ func TestEndToEndEnrichedJSONAndMetrics(t *testing.T) {
 func TestTableEnriched(t *testing.T) {
 	static := writeFile(t, "cluster.json", staticCluster)
 	addr, out, stop := start(t, "--k8s-static", static, "--subnet-labels", "corp=192.168.0.0/16", "--output", "table")
-	send(t, addr, records())
+	collectortest.Send(t, addr, collectortest.Records())
 	stop()
-	lines := out.lines()
+	lines := out.Lines()
 	if len(lines) != 4 || !strings.HasSuffix(lines[0], "NODE              SRC_K8S                           DST_K8S") {
 		t.Fatalf("want a header with SRC_K8S DST_K8S and 3 rows, got:\n%s", strings.Join(lines, "\n"))
 	}
@@ -214,7 +215,7 @@ func TestTableEnriched(t *testing.T) {
 func TestMetricsFlags(t *testing.T) {
 	static := writeFile(t, "cluster.json", staticCluster)
 	a, out, stop := startFull(t, "--k8s-static", static, "--output", "none", "--metrics", "flow_bytes_total,flowlens_collector_drop_packets_total", "--pod-labels")
-	send(t, a.GRPC.String(), records())
+	collectortest.Send(t, a.GRPC.String(), collectortest.Records())
 	fams := scrape(t, a)
 	var flowFams []string
 	for n := range fams {
@@ -231,7 +232,7 @@ func TestMetricsFlags(t *testing.T) {
 		{"flowlens_collector_received_flows_total", ""}: 3,
 	})
 	stop()
-	if lines := out.lines(); len(lines) != 0 {
+	if lines := out.Lines(); len(lines) != 0 {
 		t.Errorf("--output none printed:\n%s", strings.Join(lines, "\n"))
 	}
 
@@ -247,7 +248,7 @@ func TestMetricsFlags(t *testing.T) {
 // receives flows anyway (ready), enriches them as external, and
 // informer_synced says the caches are not synced.
 func TestUnreachableClusterDegrades(t *testing.T) {
-	out, errOut := &syncBuffer{}, &syncBuffer{}
+	out, errOut := &collectortest.SyncBuffer{}, &collectortest.SyncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	addrCh := make(chan collector.Addrs, 1)
@@ -263,12 +264,12 @@ func TestUnreachableClusterDegrades(t *testing.T) {
 	select {
 	case a = <-addrCh:
 	case c := <-code:
-		t.Fatalf("collector exited with %d: %s", c, errOut.b.String())
+		t.Fatalf("collector exited with %d: %s", c, errOut.String())
 	}
 	if code, body := httpGet(t, "http://"+a.Metrics.String()+"/readyz"); code != 503 || !strings.Contains(body, "not synced") {
 		t.Errorf("/readyz while syncing: %d %s", code, body)
 	}
-	send(t, a.GRPC.String(), records()[:1])
+	collectortest.Send(t, a.GRPC.String(), collectortest.Records()[:1])
 	fams := scrape(t, a)
 	expectSamples(t, fams, map[[2]string]float64{
 		{"flowlens_collector_informer_synced", "resource=pods"}:        0,
@@ -285,16 +286,16 @@ func TestUnreachableClusterDegrades(t *testing.T) {
 	select {
 	case c := <-code:
 		if c != 0 {
-			t.Errorf("exit %d: %s", c, errOut.b.String())
+			t.Errorf("exit %d: %s", c, errOut.String())
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("collector did not stop")
 	}
-	if l := out.lines(); len(l) != 1 || !strings.Contains(l[0], `"src_k8s":{"kind":"external"}`) {
+	if l := out.Lines(); len(l) != 1 || !strings.Contains(l[0], `"src_k8s":{"kind":"external"}`) {
 		t.Errorf("output: %v", l)
 	}
-	if !strings.Contains(errOut.b.String(), "Kubernetes caches not synced") {
-		t.Errorf("no warning about the caches:\n%s", errOut.b.String())
+	if !strings.Contains(errOut.String(), "Kubernetes caches not synced") {
+		t.Errorf("no warning about the caches:\n%s", errOut.String())
 	}
 }
 
@@ -303,10 +304,10 @@ func TestUnreachableClusterDegrades(t *testing.T) {
 func TestEnrichmentAskedOutsideCluster(t *testing.T) {
 	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "missing"))
 	t.Setenv("HOME", t.TempDir())
-	var errOut syncBuffer
+	var errOut collectortest.SyncBuffer
 	if code := run(context.Background(), []string{"--listen", "127.0.0.1:0", "--metrics-address", "", "--k8s-enrich"}, io.Discard, &errOut,
 		&env{Options: collector.Options{InCluster: notInCluster}}); code != 1 {
-		t.Errorf("--k8s-enrich outside a cluster: exit %d (%s)", code, errOut.b.String())
+		t.Errorf("--k8s-enrich outside a cluster: exit %d (%s)", code, errOut.String())
 	}
 }
 
@@ -317,16 +318,16 @@ func TestBadEnrichmentAndMetricsFlags(t *testing.T) {
 		{"--k8s-static", static, "--k8s-enrich=false"}, {"--k8s-static", static, "--kubeconfig", "x"},
 		{"--metrics-address", "9401"}, {"--output", "yaml"},
 	} {
-		var errOut syncBuffer
+		var errOut collectortest.SyncBuffer
 		if code := run(context.Background(), args, io.Discard, &errOut, &env{Options: collector.Options{InCluster: notInCluster}}); code != 2 {
-			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errOut.b.String())
+			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errOut.String())
 		}
 	}
 	for _, content := range []string{`[]`, `{"10.0.0.300": {"kind": "pod"}}`, `{"10.0.0.1": {"kind": "external"}}`} {
-		var errOut syncBuffer
+		var errOut collectortest.SyncBuffer
 		file := writeFile(t, "bad.json", content)
 		if code := run(context.Background(), []string{"--k8s-static", file, "--metrics-address", ""}, io.Discard, &errOut, &env{Options: collector.Options{InCluster: notInCluster}}); code != 1 {
-			t.Errorf("%s: exit %d, want 1 (%s)", content, code, errOut.b.String())
+			t.Errorf("%s: exit %d, want 1 (%s)", content, code, errOut.String())
 		}
 	}
 }

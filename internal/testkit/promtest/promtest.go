@@ -25,7 +25,13 @@ func Gather(t testing.TB, cs ...prometheus.Collector) Families {
 			t.Fatal(err)
 		}
 	}
-	fams, err := reg.Gather()
+	return GatherFrom(t, reg)
+}
+
+// GatherFrom gathers g: a registry a program built.
+func GatherFrom(t testing.TB, g prometheus.Gatherer) Families {
+	t.Helper()
+	fams, err := g.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
