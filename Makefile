@@ -54,11 +54,13 @@ test-short: ## the tests that need no root, no kernel features and no cluster bi
 	FLOWLENS_TEST_SHORT=1 $(GO) test -short -count=1 ./...
 	FLOWLENS_TEST_SHORT=1 $(GO) -C test/otlp test -short -count=1 ./...
 
-check-layers: ## the layering rules of docs/architecture.md: the collector links nothing of the agent or the kernel; flowlens nothing of the collector; shared nothing of the programs; pkg/ nothing internal; cross-builds
+check-layers: ## the layering rules of docs/architecture.md: the collector links nothing of the agent or the kernel; flowlens nothing of the collector; the operator no kernel side and no exporter; shared nothing of the programs; pkg/ nothing internal; cross-builds
 	@bad=$$($(GO) list -deps ./cmd/flowlens-collector ./cmd/flowlens | grep -E 'cilium/ebpf|vishvananda|/internal/(agent|operator)(/|$$)' || true); \
 	if [ -n "$$bad" ]; then echo "the collector or flowlens links the agent, the operator or the kernel side:"; echo "$$bad"; exit 1; fi
 	@bad=$$($(GO) list -deps ./cmd/flowlens | grep -E '/internal/collector(/|$$)' || true); \
 	if [ -n "$$bad" ]; then echo "flowlens links the collector (observe needs only internal/shared: enriched, flowquery, textfmt):"; echo "$$bad"; exit 1; fi
+	@bad=$$($(GO) list -deps ./cmd/flowlens-operator | grep -E 'cilium/ebpf|vishvananda|/internal/agent/(datapath|evictor|ifaces|metrics|feature|exporter)(/|$$)' || true); \
+	if [ -n "$$bad" ]; then echo "the operator links the kernel side or an exporter:"; echo "$$bad"; exit 1; fi
 	@bad=$$($(GO) list -deps ./internal/shared/... | grep -E '/internal/(agent|collector|operator)(/|$$)' || true); \
 	if [ -n "$$bad" ]; then echo "internal/shared links a program's packages (shared is below the agent, the collector and the operator):"; echo "$$bad"; exit 1; fi
 	@bad=$$($(GO) list -deps ./pkg/... | grep -E 'cilium/ebpf|vishvananda|flowlens/flowlens/internal/' || true); \
@@ -66,7 +68,7 @@ check-layers: ## the layering rules of docs/architecture.md: the collector links
 	GOOS=darwin GOARCH=arm64 $(GO) build -o /dev/null ./cmd/flowlens-collector
 	GOOS=darwin GOARCH=arm64 $(GO) build -o /dev/null ./cmd/flowlens
 	GOOS=linux GOARCH=arm64 $(GO) build ./...
-	@echo "layers ok: collector, flowlens and pkg/ free of the kernel side; flowlens free of the collector, shared of the programs; darwin/arm64 collector and flowlens, linux/arm64 builds pass"
+	@echo "layers ok: collector, flowlens and pkg/ free of the kernel side; flowlens free of the collector, shared of the programs; the operator free of the kernel side and of the exporters; darwin/arm64 collector and flowlens, linux/arm64 builds pass"
 
 clean:
 	rm -rf $(BIN)

@@ -1,6 +1,6 @@
 // Command flowlens-agent is the flowlens node agent: it attaches the TC
 // datapath to the node's interfaces and exports the flows it aggregates.
-// --help lists its settings (flags, FLOWLENS_* variables, YAML file: see
+// --help lists its settings (flags, FLOWLENS_AGENT_* variables, YAML file: see
 // internal/agent/config); --version prints the version.
 package main
 

@@ -54,7 +54,7 @@ func TestBadConfigExits(t *testing.T) {
 		{[]string{"--export=kafka"}, "", "--export"},
 		{[]string{"--interfaces=/eth[/"}, "", "--interfaces"},
 		{[]string{"--log-level=loud"}, "", "--log-level"},
-		{nil, "FLOWLENS_CACHE_MAX_FLOWS=0", "--cache-max-flows"},
+		{nil, "FLOWLENS_AGENT_CACHE_MAX_FLOWS=0", "--cache-max-flows"},
 		{[]string{"--no-such-flag"}, "", "no-such-flag"},
 		{[]string{"--filter-rules", badRules}, "",
 			`invalid --filter-rules "` + badRules + `": line 2: filter rule 1 ("no-health"): destination_ports "100-80": range is upside down`},

@@ -20,7 +20,7 @@ func TestVersionAndHelp(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	if code := run([]string{"--help"}, &out, &bytes.Buffer{}); code != 0 || !strings.HasPrefix(out.String(), "Usage: flowlens [flags]") ||
+	if code := run([]string{"--help"}, &out, &bytes.Buffer{}); code != 0 || !strings.HasPrefix(out.String(), "Usage: flowlens-agent [flags]") ||
 		!strings.Contains(out.String(), "--version") {
 		t.Errorf("--help: exit %d, stdout:\n%s", code, out.String())
 	}

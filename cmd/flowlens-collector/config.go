@@ -4,7 +4,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/netip"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,107 +61,96 @@ var spec = &cliconf.Spec[options]{
 	Summary:   "Receives flows from flowlens agents (--export grpc --target host:port), enriches them with Kubernetes context, serves Prometheus metrics and prints them on stdout.",
 	EnvPrefix: "FLOWLENS_COLLECTOR_",
 	Validate:  (*options).validate,
-	Options: []*cliconf.Option[options]{
-		{Name: "listen", Arg: "host:port", Default: ":9990",
-			Usage: "address to receive flows on",
-			Set:   cliconf.String(func(o *options) *string { return &o.listen })},
-		{Name: "output", Arg: "format", Default: "json",
-			Usage: "output format: json (one object per line), table (one line per flow) or none (metrics only)",
-			Set:   setOutput},
-		{Name: "ip", Arg: "list", Repeat: true,
-			Usage:   "only print flows with one of these source or destination addresses or CIDRs (metrics count every flow)",
-			SetList: setIPs},
-		{Name: "port", Arg: "list", Repeat: true,
-			Usage:   "only print flows with one of these source or destination ports",
-			SetList: setPorts},
-		{Name: "proto", Arg: "list", Repeat: true,
-			Usage:   "only print flows of these protocols: tcp, udp, icmp, icmpv6, sctp, gre, esp or a number",
-			SetList: setProtos},
-		{Name: "tls-cert", Arg: "file",
-			Usage: "server certificate (serve TLS); needs --tls-key",
-			Set:   cliconf.String(func(o *options) *string { return &o.tlsCert })},
-		{Name: "tls-key", Arg: "file",
-			Usage: "server key",
-			Set:   cliconf.String(func(o *options) *string { return &o.tlsKey })},
-		{Name: "tls-client-ca", Arg: "file",
-			Usage: "CA that agents' client certificates must chain to (mTLS); needs --tls-cert",
-			Set:   cliconf.String(func(o *options) *string { return &o.tlsCA })},
-		{Name: "max-message-bytes", Arg: "n", Default: strconv.Itoa(receiver.DefaultMaxMessageBytes),
-			Usage: "largest message accepted (bytes); larger ones get ResourceExhausted (1024 to 1073741824)",
-			Set:   cliconf.Int(func(o *options) *int { return &o.limits.MaxMessageBytes })},
-		{Name: "max-flows-per-batch", Arg: "n", Default: strconv.Itoa(receiver.DefaultMaxFlowsPerBatch),
-			Usage: "most flows accepted in one message (at least 1)",
-			Set:   cliconf.Int(func(o *options) *int { return &o.limits.MaxFlowsPerBatch })},
-		{Name: "max-agents", Arg: "n", Default: strconv.Itoa(receiver.DefaultMaxStreams),
-			Usage: "most agent streams served at once (-1: unlimited)",
-			Set:   cliconf.Int(func(o *options) *int { return &o.limits.MaxStreams })},
-		{Name: "shutdown-grace", Arg: "duration", Default: "10s",
-			Usage: "how long shutdown waits for batches being handled",
-			Set:   cliconf.Duration(func(o *options) *time.Duration { return &o.grace })},
-		{Name: "log-level", Arg: "level", Default: "info",
-			Usage: "debug, info, warn or error (logs go to stderr)",
-			Set:   cliconf.Level(func(o *options) *slog.Level { return &o.level })},
-		{Name: "metrics-address", Arg: "host:port", Default: ":9401",
-			Usage: `address serving /metrics, /healthz and /readyz; "" disables`,
-			Set:   cliconf.String(func(o *options) *string { return &o.metricsAddr })},
-		{Name: "web-config-file", Arg: "file", Default: "",
-			Usage: "Prometheus exporter-toolkit web configuration file: serve the metrics over TLS, optionally requiring client certificates (docs/metrics.md); empty for plain HTTP",
-			Set:   cliconf.String(func(o *options) *string { return &o.webConfig })},
-		{Name: "metrics", Arg: "list", Default: "all", Repeat: true,
-			Usage:   "flow metrics to serve, by name with or without the flowlens_collector_ prefix; all, or none for only the health metrics; see docs/metrics.md",
-			SetList: setMetrics},
-		{Name: "pod-labels", Arg: "bool", Default: "false", Bool: true,
-			Usage: "add src_pod and dst_pod labels to flow_bytes_total and flow_packets_total (cardinality grows with pods)",
-			Set:   cliconf.Bool(func(o *options) *bool { return &o.metrics.PodLabels })},
-		{Name: "k8s-enrich", Arg: "true|false|auto", Default: "auto", Bool: true,
-			Usage: "resolve addresses to Kubernetes context; auto: on in a cluster or with --kubeconfig",
-			Set:   setEnrich},
-		{Name: "kubeconfig", Arg: "file",
-			Usage: "kubeconfig file for enrichment (default: the in-cluster service account)",
-			Set:   cliconf.String(func(o *options) *string { return &o.kubeconfig })},
-		{Name: "k8s-sync-timeout", Arg: "duration", Default: "1m",
-			Usage: "how long to wait for the Kubernetes caches before receiving flows anyway",
-			Set:   cliconf.Duration(func(o *options) *time.Duration { return &o.syncTimeout })},
-		{Name: "k8s-static", Arg: "file",
-			Usage: `resolve addresses from this JSON file instead of a cluster: {"10.0.0.1": {"kind": "pod", "namespace": "shop", "name": "web-1", "workload": "web", "workload_kind": "Deployment", "node": "node-a"}, ...}`,
-			Set:   cliconf.String(func(o *options) *string { return &o.static })},
-		{Name: "subnet-labels", Arg: "list", Repeat: true,
-			Usage:   "name=CIDR labels for addresses outside the cluster (longest prefix wins)",
-			SetList: setSubnets},
-		{Name: "kafka-brokers", Arg: "list",
-			Usage:   "Kafka bootstrap brokers, host:port: consume --kafka-topic as a member of --kafka-group (beside the gRPC listener)",
-			SetList: func(o *options, v []string) error { o.kafka.Brokers = v; return nil }},
-		{Name: "kafka-topic", Arg: "name", Default: "flowlens-flows",
-			Usage: "Kafka topic the agents produce flows to",
-			Set:   cliconf.String(func(o *options) *string { return &o.kafka.Topic })},
-		{Name: "kafka-group", Arg: "name", Default: receiver.DefaultKafkaGroup,
-			Usage: "Kafka consumer group: the collectors of one group share the topic's partitions",
-			Set:   cliconf.String(func(o *options) *string { return &o.kafka.Group })},
-		{Name: "kafka-session-timeout", Arg: "duration", Default: receiver.DefaultKafkaSessionTimeout.String(),
-			Usage: "how long the group waits for a collector that stopped (killed) before its partitions go to the others (6s to 30m, within the brokers' group.{min,max}.session.timeout.ms)",
-			Set:   cliconf.Duration(func(o *options) *time.Duration { return &o.kafka.SessionTimeout })},
-		{Name: "kafka-tls", Arg: "bool", Default: "false", Bool: true,
-			Usage: "connect to the brokers over TLS (implied by --kafka-tls-ca, --kafka-tls-cert, --kafka-tls-key)",
-			Set:   cliconf.Bool(func(o *options) *bool { return &o.kafka.TLS })},
-		{Name: "kafka-tls-ca", Arg: "file",
-			Usage: "CA certificate to verify the brokers (default: the system's roots)",
-			Set:   cliconf.String(func(o *options) *string { return &o.kafka.TLSCA })},
-		{Name: "kafka-tls-cert", Arg: "file",
-			Usage: "client certificate for the brokers; needs --kafka-tls-key",
-			Set:   cliconf.String(func(o *options) *string { return &o.kafka.TLSCert })},
-		{Name: "kafka-tls-key", Arg: "file",
-			Usage: "client key for the brokers; needs --kafka-tls-cert",
-			Set:   cliconf.String(func(o *options) *string { return &o.kafka.TLSKey })},
-		{Name: "kafka-sasl-mechanism", Arg: "name", Default: "none",
-			Usage: "SASL authentication to the brokers: none, plain or scram-sha-512",
-			Set:   cliconf.String(func(o *options) *string { return &o.kafka.SASL })},
-		{Name: "kafka-sasl-username", Arg: "name",
-			Usage: "SASL user name; required with a SASL mechanism",
-			Set:   cliconf.String(func(o *options) *string { return &o.kafka.SASLUser })},
-		{Name: "kafka-sasl-password-file", Arg: "file",
-			Usage: "file holding the SASL password (a trailing newline is ignored); required with a SASL mechanism",
-			Set:   cliconf.String(func(o *options) *string { return &o.kafka.SASLPasswordFile })},
-	},
+	Options: slices.Concat(
+		cliconf.InSection("Receiving from agents", []*cliconf.Option[options]{
+			{Name: "listen", Arg: "host:port", Default: ":9990",
+				Usage: "address to receive flows on",
+				Set:   cliconf.String(func(o *options) *string { return &o.listen })},
+			{Name: "tls-cert", Arg: "file",
+				Usage: "server certificate (serve TLS); needs --tls-key",
+				Set:   cliconf.String(func(o *options) *string { return &o.tlsCert })},
+			{Name: "tls-key", Arg: "file",
+				Usage: "server key",
+				Set:   cliconf.String(func(o *options) *string { return &o.tlsKey })},
+			{Name: "tls-client-ca", Arg: "file",
+				Usage: "CA that agents' client certificates must chain to (mTLS); needs --tls-cert",
+				Set:   cliconf.String(func(o *options) *string { return &o.tlsCA })},
+			{Name: "max-message-bytes", Arg: "n", Default: strconv.Itoa(receiver.DefaultMaxMessageBytes),
+				Usage: "largest message accepted (bytes); larger ones get ResourceExhausted (1024 to 1073741824)",
+				Set:   cliconf.Int(func(o *options) *int { return &o.limits.MaxMessageBytes })},
+			{Name: "max-flows-per-batch", Arg: "n", Default: strconv.Itoa(receiver.DefaultMaxFlowsPerBatch),
+				Usage: "most flows accepted in one message (at least 1)",
+				Set:   cliconf.Int(func(o *options) *int { return &o.limits.MaxFlowsPerBatch })},
+			{Name: "max-agents", Arg: "n", Default: strconv.Itoa(receiver.DefaultMaxStreams),
+				Usage: "most agent streams served at once (-1: unlimited)",
+				Set:   cliconf.Int(func(o *options) *int { return &o.limits.MaxStreams })},
+		}),
+		cliconf.InSection("Kafka consumer", kafkaConn.Options(), []*cliconf.Option[options]{
+			{Name: "kafka-topic", Arg: "name", Default: "flowlens-flows",
+				Usage: "Kafka topic the agents produce flows to",
+				Set:   cliconf.String(func(o *options) *string { return &o.kafka.Topic })},
+			{Name: "kafka-group", Arg: "name", Default: receiver.DefaultKafkaGroup,
+				Usage: "Kafka consumer group: the collectors of one group share the topic's partitions",
+				Set:   cliconf.String(func(o *options) *string { return &o.kafka.Group })},
+			{Name: "kafka-session-timeout", Arg: "duration", Default: receiver.DefaultKafkaSessionTimeout.String(),
+				Usage: "how long the group waits for a collector that stopped (killed) before its partitions go to the others (6s to 30m, within the brokers' group.{min,max}.session.timeout.ms)",
+				Set:   cliconf.Duration(func(o *options) *time.Duration { return &o.kafka.SessionTimeout })},
+		}),
+		cliconf.InSection("Output", []*cliconf.Option[options]{
+			{Name: "output", Arg: "format", Default: "json",
+				Usage: "output format: json (one object per line), table (one line per flow) or none (metrics only)",
+				Set:   setOutput},
+			{Name: "ip", Arg: "list", Repeat: true,
+				Usage:   "only print flows with one of these source or destination addresses or CIDRs (metrics count every flow)",
+				SetList: setIPs},
+			{Name: "port", Arg: "list", Repeat: true,
+				Usage:   "only print flows with one of these source or destination ports",
+				SetList: setPorts},
+			{Name: "proto", Arg: "list", Repeat: true,
+				Usage:   "only print flows of these protocols: tcp, udp, icmp, icmpv6, sctp, gre, esp or a number",
+				SetList: setProtos},
+		}),
+		cliconf.InSection("Kubernetes enrichment", []*cliconf.Option[options]{
+			{Name: "k8s-enrich", Arg: "true|false|auto", Default: "auto", Bool: true,
+				Usage: "resolve addresses to Kubernetes context; auto: on in a cluster or with --kubeconfig",
+				Set:   setEnrich},
+			{Name: "kubeconfig", Arg: "file",
+				Usage: "kubeconfig file for enrichment (default: the in-cluster service account)",
+				Set:   cliconf.String(func(o *options) *string { return &o.kubeconfig })},
+			{Name: "k8s-sync-timeout", Arg: "duration", Default: "1m",
+				Usage: "how long to wait for the Kubernetes caches before receiving flows anyway",
+				Set:   cliconf.Duration(func(o *options) *time.Duration { return &o.syncTimeout })},
+			{Name: "k8s-static", Arg: "file",
+				Usage: `resolve addresses from this JSON file instead of a cluster: {"10.0.0.1": {"kind": "pod", "namespace": "shop", "name": "web-1", "workload": "web", "workload_kind": "Deployment", "node": "node-a"}, ...}`,
+				Set:   cliconf.String(func(o *options) *string { return &o.static })},
+			{Name: "subnet-labels", Arg: "list", Repeat: true,
+				Usage:   "name=CIDR labels for addresses outside the cluster (longest prefix wins)",
+				SetList: setSubnets},
+		}),
+		cliconf.InSection("Metrics", []*cliconf.Option[options]{
+			{Name: "metrics-address", Arg: "host:port", Default: ":9401",
+				Usage: `address serving /metrics, /healthz and /readyz; "" disables`,
+				Set:   cliconf.String(func(o *options) *string { return &o.metricsAddr })},
+			{Name: "web-config-file", Arg: "file", Default: "",
+				Usage: "Prometheus exporter-toolkit web configuration file: serve the metrics over TLS, optionally requiring client certificates (docs/metrics.md); empty for plain HTTP",
+				Set:   cliconf.String(func(o *options) *string { return &o.webConfig })},
+			{Name: "metrics", Arg: "list", Default: "all", Repeat: true,
+				Usage:   "flow metrics to serve, by name with or without the flowlens_collector_ prefix; all, or none for only the health metrics; see docs/metrics.md",
+				SetList: setMetrics},
+			{Name: "pod-labels", Arg: "bool", Default: "false", Bool: true,
+				Usage: "add src_pod and dst_pod labels to flow_bytes_total and flow_packets_total (cardinality grows with pods)",
+				Set:   cliconf.Bool(func(o *options) *bool { return &o.metrics.PodLabels })},
+		}),
+		cliconf.InSection("Flow history", historyFlags),
+		cliconf.InSection("Collector", []*cliconf.Option[options]{
+			{Name: "shutdown-grace", Arg: "duration", Default: "10s",
+				Usage: "how long shutdown waits for batches being handled",
+				Set:   cliconf.Duration(func(o *options) *time.Duration { return &o.grace })},
+			{Name: "log-level", Arg: "level", Default: "info",
+				Usage: "debug, info, warn or error (logs go to stderr)",
+				Set:   cliconf.Level(func(o *options) *slog.Level { return &o.level })},
+		}),
+	),
 }
 
 // parseFlags builds the configuration from args, the FLOWLENS_COLLECTOR_*
@@ -336,10 +324,8 @@ func (o *options) validate() error {
 	for _, f := range []struct{ flag, path string }{
 		{"--tls-cert", o.tlsCert}, {"--tls-key", o.tlsKey}, {"--tls-client-ca", o.tlsCA},
 		{"--kubeconfig", o.kubeconfig}, {"--k8s-static", o.static},
-		{"--kafka-tls-ca", o.kafka.TLSCA}, {"--kafka-tls-cert", o.kafka.TLSCert}, {"--kafka-tls-key", o.kafka.TLSKey},
-		{"--kafka-sasl-password-file", o.kafka.SASLPasswordFile},
 	} {
-		add(checkFile(f.flag, f.path))
+		add(cliconf.CheckFile(f.flag, f.path))
 	}
 	return errors.Join(errs...)
 }
@@ -351,30 +337,25 @@ func checkPositive(flagName string, d time.Duration) error {
 	return nil
 }
 
-// checkFile checks that path ("" = not given) names a readable file.
-func checkFile(flagName, path string) error {
-	if path == "" {
-		return nil
-	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return cliconf.Invalid(flagName, path, cliconf.PathReason(err))
-	}
-	if fi.IsDir() {
-		return cliconf.Invalid(flagName, path, errors.New("is a directory, not a file"))
-	}
-	return nil
+// kafkaConn is the connection to the brokers, a group the agent's kafka
+// exporter shares (package cliconf).
+var kafkaConn = cliconf.KafkaConn[options]{
+	BrokersUsage: "Kafka bootstrap brokers, host:port: consume --kafka-topic as a member of --kafka-group (beside the gRPC listener)",
+	Brokers:      func(o *options) *[]string { return &o.kafka.Brokers },
+	TLS: cliconf.ClientTLS[options]{Prefix: "kafka-", Peer: "brokers", CAUsage: " (default: the system's roots)",
+		On:   func(o *options) *bool { return &o.kafka.TLS },
+		CA:   func(o *options) *string { return &o.kafka.TLSCA },
+		Cert: func(o *options) *string { return &o.kafka.TLSCert },
+		Key:  func(o *options) *string { return &o.kafka.TLSKey }},
+	Mechanism:    func(o *options) *string { return &o.kafka.SASL },
+	Username:     func(o *options) *string { return &o.kafka.SASLUser },
+	PasswordFile: func(o *options) *string { return &o.kafka.SASLPasswordFile },
 }
 
 // checkKafka checks the --kafka-* settings (used when --kafka-brokers is set).
 func (o *options) checkKafka() error {
 	k := &o.kafka
-	var errs []error
-	for _, b := range k.Brokers {
-		if err := cliconf.SplitHostPort(b); err != nil {
-			errs = append(errs, cliconf.Invalid("--kafka-brokers", b, err))
-		}
-	}
+	errs := []error{kafkaConn.Check(o)}
 	if k.Topic == "" {
 		errs = append(errs, cliconf.Invalid("--kafka-topic", "", errors.New("must not be empty")))
 	}
@@ -383,21 +364,6 @@ func (o *options) checkKafka() error {
 	}
 	if d := k.SessionTimeout; d < 6*time.Second || d > 30*time.Minute {
 		errs = append(errs, cliconf.Invalid("--kafka-session-timeout", d.String(), errors.New("must be from 6s to 30m")))
-	}
-	if (k.TLSCert == "") != (k.TLSKey == "") {
-		errs = append(errs, errors.New("--kafka-tls-cert and --kafka-tls-key must be given together"))
-	}
-	switch k.SASL {
-	case "none":
-		if k.SASLUser != "" || k.SASLPasswordFile != "" {
-			errs = append(errs, errors.New("--kafka-sasl-username and --kafka-sasl-password-file need --kafka-sasl-mechanism plain or scram-sha-512"))
-		}
-	case "plain", "scram-sha-512":
-		if k.SASLUser == "" || k.SASLPasswordFile == "" {
-			errs = append(errs, errors.New("--kafka-sasl-mechanism "+k.SASL+" needs --kafka-sasl-username and --kafka-sasl-password-file"))
-		}
-	default:
-		errs = append(errs, cliconf.Invalid("--kafka-sasl-mechanism", k.SASL, errors.New("must be none, plain or scram-sha-512")))
 	}
 	return errors.Join(errs...)
 }

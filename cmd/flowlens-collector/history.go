@@ -15,7 +15,8 @@ type historyOptions struct {
 	maxAge time.Duration
 }
 
-// historyFlags are the flow history's rows of the flag table (spec).
+// historyFlags are the flow history's rows of the options table (spec,
+// which lists them under their heading).
 var historyFlags = []*cliconf.Option[options]{
 	{Name: "history-size", Arg: "n", Default: strconv.Itoa(history.DefaultSize),
 		Usage: "most recent flows kept in memory for `flowlens observe` (FlowHistory.GetFlows on --listen); 0 keeps none",
@@ -24,10 +25,6 @@ var historyFlags = []*cliconf.Option[options]{
 		Usage: "how long a flow stays in the history after it was received",
 		Set:   cliconf.Duration(func(o *options) *time.Duration { return &o.history.maxAge })},
 }
-
-// The history's flags go at the end of the table (kept here, beside
-// their use).
-func init() { spec.Options = append(spec.Options, historyFlags...) }
 
 func (h *historyOptions) validate() error {
 	var errs []error

@@ -178,7 +178,7 @@ func TestRangeChecks(t *testing.T) {
 		{[]string{"--history-size=-1"}, nil, `invalid --history-size "-1": must be 0 (no history) or more`},
 		{[]string{"--history-max-age=0s"}, nil, `invalid --history-max-age "0s": must be more than 0`},
 		{nil, map[string]string{"FLOWLENS_COLLECTOR_HISTORY_SIZE": "lots"}, `invalid FLOWLENS_COLLECTOR_HISTORY_SIZE "lots": must be an integer`},
-		{[]string{"extra"}, nil, `unexpected argument "extra": flowlens-collector takes only flags`},
+		{[]string{"extra"}, nil, `unexpected argument "extra": flowlens-collector takes only flags (--help lists them)`},
 		{nil, map[string]string{"FLOWLENS_COLLECTOR_MAX_AGENTS": "-2"}, `invalid --max-agents "-2": must be -1 (unlimited) or at least 1`},
 		{nil, map[string]string{"FLOWLENS_COLLECTOR_PORT": "http"}, `invalid FLOWLENS_COLLECTOR_PORT "http": must be a port number from 0 to 65535`},
 		{nil, map[string]string{"FLOWLENS_COLLECTOR_CONFIG": filepath.Join(dir, "missing.yaml")},
@@ -297,7 +297,9 @@ func TestHelpAndVersion(t *testing.T) {
 		"Usage: flowlens-collector [flags]",
 		"FLOWLENS_COLLECTOR_SOME_NAME",
 		"(or FLOWLENS_COLLECTOR_CONFIG)",
-		`--max-agents n                    most agent streams served at once (-1: unlimited) (default "4096")`,
+		"Receiving from agents:\n" + `  --listen host:port       address to receive flows on (default ":9990")`,
+		`--max-agents n           most agent streams served at once (-1: unlimited) (default "4096")`,
+		"\nFlow history:\n  --history-size n ",
 		"--port list", "(repeatable)", "--version",
 	} {
 		if !strings.Contains(out.String(), w) {

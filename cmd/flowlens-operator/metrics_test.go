@@ -44,7 +44,7 @@ func startOperator(t *testing.T, args ...string) string {
 	done := make(chan error, 1) // holds run's result until read
 	go func() {
 		done <- run(ctx, append([]string{"--kubeconfig", kubeconfig, "--metrics-bind-address", metricsAddr,
-			"--health-probe-bind-address", probeAddr}, args...), io.Discard)
+			"--health-probe-bind-address", probeAddr}, args...), nil, io.Discard)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -127,7 +127,7 @@ func TestMetricsFlagErrors(t *testing.T) {
 			`invalid --metrics-cert-path "` + dir + `": stat ` + filepath.Join(dir, "tls.crt") + `: no such file or directory`},
 		{[]string{"--metrics-secure", "--metrics-client-ca", notPEM}, `invalid --metrics-client-ca "` + notPEM + `": no PEM certificate in it`},
 	} {
-		err := run(context.Background(), tc.args, io.Discard)
+		err := run(context.Background(), tc.args, nil, io.Discard)
 		var ue usageError
 		if !errors.As(err, &ue) || err.Error() != tc.want {
 			t.Errorf("%v: %v, want usage error %q", tc.args, err, tc.want)

@@ -258,7 +258,7 @@ func TestObserveRealAgent(t *testing.T) {
 	defer cancel()
 	done := make(chan int, 1)
 	go func() {
-		done <- run(fctx, []string{"observe", srv, "--ip=10.177.43.0/24", "-f", "-o", "json", "--to-port=7001"}, pw, io.Discard)
+		done <- run(fctx, []string{"observe", srv, "--ip=10.177.43.0/24", "-f", "-o", "json", "--to-port=7001"}, nil, pw, io.Discard)
 		pw.Close()
 	}()
 	lines := make(chan string, 16)

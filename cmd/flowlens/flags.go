@@ -3,8 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
-	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,7 +18,7 @@ import (
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
-// options is observe's configuration, filled in by parseObserve.
+// options is observe's configuration, filled in by observeSpec.Load.
 type options struct {
 	servers    []string
 	kubeconfig string
@@ -41,256 +40,290 @@ type options struct {
 	// filters: the positive filters in one FlowFilter (AND across flags,
 	// OR within one), then one FlowFilter per negated flag.
 	filters []*flowv1.FlowFilter
+
+	// While the flags are applied, in command-line order: the positive
+	// filter (nil until a filter flag), --not waiting for its filter flag,
+	// and the filter flags given positively.
+	pos    *flowv1.FlowFilter
+	negate bool
+	used   map[string]bool
+	// defaulted is false while the defaults are applied, true from then on
+	// (observeSpec.Init): an empty filter then is an error.
+	defaulted bool
 }
 
-// flagDef is one flag of observe: a filter flag adds to a FlowFilter (the
-// positive one, or a negated one after --not), an option sets options.
-type flagDef struct {
-	name, short, arg, usage string
-	boolean                 bool
-	filter                  func(ff *flowv1.FlowFilter, items []string) error // a filter flag
-	set                     func(o *options, v string) error                  // an option
-	def                     string
+// setting is a row of observe's table that is not a filter: --not must not
+// come before it, and an empty default leaves it unset (--last, --since:
+// "" is no value for them).
+func setting(o *cliconf.Option[options]) *cliconf.Option[options] {
+	set := o.Set
+	o.Set = func(opts *options, v string) error {
+		if !opts.defaulted && v == "" {
+			return nil // the empty default: unset
+		}
+		if opts.negate {
+			return cliconf.AsIs(fmt.Errorf("--not must be followed by a filter flag, not --%s", o.Name))
+		}
+		return set(opts, v)
+	}
+	return o
 }
 
-// observeFlags is the flag table (docs/observe.md describes each).
-var observeFlags = []*flagDef{
-	{name: "server", arg: "host:port", usage: "collector to ask (repeatable or comma list: several are merged by time); without it, every collector pod of the cluster through a port-forward",
-		set: func(o *options, v string) error {
-			for _, s := range split(v) {
-				if err := cliconf.CheckListenAddress("--server", s); err != nil || strings.HasPrefix(s, ":") {
-					return cliconf.ItemError(s, errors.New("must be host:port, such as flowlens-collector.flowlens.svc:9990"))
+// filter is a filter flag's row: each occurrence, in command-line order,
+// adds its values to the positive FlowFilter (AND across flags, OR within
+// one), or to a FlowFilter of its own after --not.
+func filter(name, arg, usage string, add func(ff *flowv1.FlowFilter, items []string) error) *cliconf.Option[options] {
+	return &cliconf.Option[options]{Name: name, Arg: arg, Usage: usage,
+		SetList: func(o *options, items []string) error {
+			if len(items) == 0 {
+				if !o.defaulted {
+					return nil // the empty default: no filter
 				}
-				o.servers = append(o.servers, s)
+				return errors.New("needs at least one value")
 			}
-			return nil
-		}},
-	{name: "kubeconfig", arg: "file", usage: "kubeconfig to find the collector pods with (default: $KUBECONFIG, ~/.kube/config)",
-		set: func(o *options, v string) error { o.kubeconfig = v; return nil }},
-	{name: "context", arg: "name", usage: "kubeconfig context (default: the current one)",
-		set: func(o *options, v string) error { o.kubeCtx = v; return nil }},
-	{name: "collector-namespace", short: "n", arg: "namespace", def: "flowlens", usage: "namespace of the collector pods (label app.kubernetes.io/name=flowlens-collector)",
-		set: func(o *options, v string) error { o.namespace = v; return nil }},
-	{name: "tls-ca", arg: "file", usage: "CA certificate to verify the collector (serve TLS: the collector's --tls-cert)",
-		set: func(o *options, v string) error { o.tlsCA = v; return nil }},
-	{name: "tls-cert", arg: "file", usage: "client certificate (mTLS: the collector's --tls-client-ca); needs --tls-key",
-		set: func(o *options, v string) error { o.tlsCert = v; return nil }},
-	{name: "tls-key", arg: "file", usage: "client key; needs --tls-cert",
-		set: func(o *options, v string) error { o.tlsKey = v; return nil }},
-	{name: "tls-server-name", arg: "name", usage: "name to verify the collector's certificate against (default: the host of --server; through a port-forward: flowlens-collector.<namespace>.svc)",
-		set: func(o *options, v string) error { o.serverName = v; return nil }},
-	{name: "output", short: "o", arg: "format", def: "table", usage: "table, compact (one line per flow), json (the collector's JSON lines) or jsonpb (protobuf JSON of HistoryFlow)",
-		set: func(o *options, v string) error {
-			switch v {
-			case "table", "compact", "json", "jsonpb":
-				o.output = v
-				return nil
-			}
-			return errors.New("must be table, compact, json or jsonpb")
-		}},
-	{name: "follow", short: "f", boolean: true, usage: "after the history, print new flows as they arrive until interrupted",
-		set: func(o *options, v string) (err error) { o.follow, err = parseBool(v); return err }},
-	{name: "reorder-window", arg: "duration", def: defaultReorderWindow.String(), usage: "with --follow and several collectors: how long a new flow waits at most for the other collectors, so that flows print in end-time order (0: no wait); above the agents' --cache-active-timeout for a strict order",
-		set: func(o *options, v string) error {
-			d, err := time.ParseDuration(v)
-			if err != nil || d < 0 {
-				return errors.New("must be a duration such as 2s or 500ms (0: no waiting)")
-			}
-			o.reorderWindow = d
-			return nil
-		}},
-	{name: "last", arg: "N", usage: "only the last N matching flows of the history (default 20, or all with --since; with --follow, none without --since)",
-		set: func(o *options, v string) (err error) {
-			o.last, err = strconv.ParseUint(v, 10, 64)
+			ff, err := o.filterFor(name)
 			if err != nil {
-				return errors.New("must be a number of flows (0: all)")
+				return err
 			}
-			o.lastSet = true
-			return nil
-		}},
-	{name: "since", arg: "time", usage: "only flows that ended at or after this: a duration ago (5m, 1h30m) or an RFC 3339 time",
-		set: func(o *options, v string) (err error) { o.since, err = parseTime(v); return err }},
-	{name: "until", arg: "time", usage: "only flows that ended at or before this: a duration ago or an RFC 3339 time",
-		set: func(o *options, v string) (err error) { o.until, err = parseTime(v); return err }},
+			return add(ff, items)
+		}}
+}
 
-	{name: "not", boolean: true, usage: "negate the next filter flag: --not --namespace kube-system"},
-	{name: "namespace", arg: "list", usage: "src or dst pod or Service in one of these namespaces",
-		filter: func(ff *flowv1.FlowFilter, v []string) error { ff.Namespace = append(ff.Namespace, v...); return nil }},
-	{name: "pod", arg: "list", usage: "src or dst pod: name or namespace/name",
-		filter: func(ff *flowv1.FlowFilter, v []string) error { ff.Pod = append(ff.Pod, v...); return nil }},
-	{name: "workload", arg: "list", usage: "src or dst workload (Deployment, StatefulSet, DaemonSet, Service...): name or namespace/name",
-		filter: func(ff *flowv1.FlowFilter, v []string) error { ff.Workload = append(ff.Workload, v...); return nil }},
-	{name: "node", arg: "list", usage: "observed by the agent of one of these nodes",
-		filter: func(ff *flowv1.FlowFilter, v []string) error { ff.Node = append(ff.Node, v...); return nil }},
-	{name: "ip", arg: "list", usage: "src or dst address in one of these CIDRs or addresses",
-		filter: cidrs(func(ff *flowv1.FlowFilter) *[]string { return &ff.Ip })},
-	{name: "from-ip", arg: "list", usage: "src address in one of these CIDRs or addresses",
-		filter: cidrs(func(ff *flowv1.FlowFilter) *[]string { return &ff.FromIp })},
-	{name: "to-ip", arg: "list", usage: "dst address in one of these CIDRs or addresses",
-		filter: cidrs(func(ff *flowv1.FlowFilter) *[]string { return &ff.ToIp })},
-	{name: "port", arg: "list", usage: "src or dst port one of these",
-		filter: ports(func(ff *flowv1.FlowFilter) *[]uint32 { return &ff.Port })},
-	{name: "from-port", arg: "list", usage: "src port one of these",
-		filter: ports(func(ff *flowv1.FlowFilter) *[]uint32 { return &ff.FromPort })},
-	{name: "to-port", arg: "list", usage: "dst port one of these",
-		filter: ports(func(ff *flowv1.FlowFilter) *[]uint32 { return &ff.ToPort })},
-	{name: "protocol", arg: "list", usage: "IP protocol: tcp, udp, icmp, icmpv6, sctp, gre, esp or a number",
-		filter: func(ff *flowv1.FlowFilter, v []string) error {
-			for _, s := range v {
-				n, ok := textfmt.Protocols[strings.ToLower(s)]
-				if !ok {
-					p, err := strconv.ParseUint(s, 10, 8)
-					if err != nil {
-						return cliconf.ItemError(s, errors.New("must be tcp, udp, icmp, icmpv6, sctp, gre, esp or a protocol number from 0 to 255"))
+// filterFor is the FlowFilter the filter flag name adds to.
+func (o *options) filterFor(name string) (*flowv1.FlowFilter, error) {
+	if o.negate {
+		o.negate = false
+		ff := &flowv1.FlowFilter{Not: true}
+		o.filters = append(o.filters, ff)
+		return ff, nil
+	}
+	if name == "rtt-above" && o.used[name] {
+		return nil, cliconf.AsIs(errors.New("--rtt-above given twice: give it once"))
+	}
+	if o.used == nil {
+		o.used = map[string]bool{}
+	}
+	o.used[name] = true
+	if o.pos == nil {
+		o.pos = &flowv1.FlowFilter{}
+	}
+	return o.pos, nil
+}
+
+// observeFlags is observe's options table (docs/observe.md describes each),
+// grouped as the help lists them. Filter flags are applied in command-line
+// order, so that --not negates the next one.
+var observeFlags = slices.Concat(
+	cliconf.InSection("Collectors", []*cliconf.Option[options]{
+		setting(&cliconf.Option[options]{Name: "server", Arg: "host:port", Usage: "collector to ask (repeatable or comma list: several are merged by time); without it, every collector pod of the cluster through a port-forward",
+			Set: func(o *options, v string) error {
+				for _, s := range cliconf.SplitList(v) {
+					if err := cliconf.CheckListenAddress("--server", s); err != nil || strings.HasPrefix(s, ":") {
+						return cliconf.ItemError(s, errors.New("must be host:port, such as flowlens-collector.flowlens.svc:9990"))
 					}
-					n = uint8(p)
+					o.servers = append(o.servers, s)
 				}
-				ff.Protocol = append(ff.Protocol, uint32(n))
-			}
-			return nil
-		}},
-	{name: "drops", boolean: true, usage: "flows with dropped packets",
-		filter: func(ff *flowv1.FlowFilter, v []string) (err error) { ff.Drops, err = parseBool(v[0]); return err }},
-	{name: "drop-cause", arg: "list", usage: "flows with packets dropped for one of these kernel drop reasons (NETFILTER_DROP, NO_SOCKET...)",
-		filter: func(ff *flowv1.FlowFilter, v []string) error {
-			for _, s := range v {
-				if s == "" || strings.ContainsFunc(s, func(r rune) bool {
-					return !(r == '_' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
-				}) {
-					return cliconf.ItemError(s, errors.New("must be a kernel drop reason name such as NETFILTER_DROP"))
+				return nil
+			}}),
+		setting(&cliconf.Option[options]{Name: "kubeconfig", Arg: "file", Usage: "kubeconfig to find the collector pods with (default: $KUBECONFIG, ~/.kube/config)",
+			Set: func(o *options, v string) error { o.kubeconfig = v; return nil }}),
+		setting(&cliconf.Option[options]{Name: "context", Arg: "name", Usage: "kubeconfig context (default: the current one)",
+			Set: func(o *options, v string) error { o.kubeCtx = v; return nil }}),
+		setting(&cliconf.Option[options]{Name: "collector-namespace", Short: "n", Arg: "namespace", Default: "flowlens", Usage: "namespace of the collector pods (label app.kubernetes.io/name=flowlens-collector)",
+			Set: func(o *options, v string) error { o.namespace = v; return nil }}),
+	}, settings(collectorTLS.Options()), []*cliconf.Option[options]{
+		setting(&cliconf.Option[options]{Name: "tls-server-name", Arg: "name", Usage: "name to verify the collector's certificate against (default: the host of --server; through a port-forward: flowlens-collector.<namespace>.svc)",
+			Set: func(o *options, v string) error { o.serverName = v; return nil }}),
+	}),
+	cliconf.InSection("Output", []*cliconf.Option[options]{
+		setting(&cliconf.Option[options]{Name: "output", Short: "o", Arg: "format", Default: "table", Usage: "table, compact (one line per flow), json (the collector's JSON lines) or jsonpb (protobuf JSON of HistoryFlow)",
+			Set: func(o *options, v string) error {
+				switch v {
+				case "table", "compact", "json", "jsonpb":
+					o.output = v
+					return nil
 				}
-			}
-			ff.DropCause = append(ff.DropCause, v...)
-			return nil
-		}},
-	{name: "tcp-flags", arg: "list", usage: "TCP flows with all the flags of one of these: SYN, SYN|ACK, RST... (FIN SYN RST PSH ACK URG ECE CWR SYN_ACK FIN_ACK RST_ACK)",
-		filter: func(ff *flowv1.FlowFilter, v []string) error {
-			for _, s := range v {
-				var mask uint32
-				for _, name := range strings.Split(s, "|") {
-					bit := uint16(0)
-					for _, f := range textfmt.TCPFlags {
-						if strings.EqualFold(f.Name, strings.TrimSpace(name)) {
-							bit = f.Bit
+				return errors.New("must be table, compact, json or jsonpb")
+			}}),
+		setting(&cliconf.Option[options]{Name: "follow", Short: "f", Arg: "bool", Default: "false", Bool: true, Usage: "after the history, print new flows as they arrive until interrupted",
+			Set: func(o *options, v string) (err error) { o.follow, err = parseBool(v); return err }}),
+		setting(&cliconf.Option[options]{Name: "reorder-window", Arg: "duration", Default: defaultReorderWindow.String(), Usage: "with --follow and several collectors: how long a new flow waits at most for the other collectors, so that flows print in end-time order (0: no wait); above the agents' --cache-active-timeout for a strict order",
+			Set: func(o *options, v string) error {
+				d, err := time.ParseDuration(v)
+				if err != nil || d < 0 {
+					return errors.New("must be a duration such as 2s or 500ms (0: no waiting)")
+				}
+				o.reorderWindow = d
+				return nil
+			}}),
+		setting(&cliconf.Option[options]{Name: "last", Arg: "N", Usage: "only the last N matching flows of the history (default 20, or all with --since; with --follow, none without --since)",
+			Set: func(o *options, v string) (err error) {
+				o.last, err = strconv.ParseUint(v, 10, 64)
+				if err != nil {
+					return errors.New("must be a number of flows (0: all)")
+				}
+				o.lastSet = true
+				return nil
+			}}),
+		setting(&cliconf.Option[options]{Name: "since", Arg: "time", Usage: "only flows that ended at or after this: a duration ago (5m, 1h30m) or an RFC 3339 time",
+			Set: func(o *options, v string) (err error) { o.since, err = parseTime(v); return err }}),
+		setting(&cliconf.Option[options]{Name: "until", Arg: "time", Usage: "only flows that ended at or before this: a duration ago or an RFC 3339 time",
+			Set: func(o *options, v string) (err error) { o.until, err = parseTime(v); return err }}),
+	}),
+	cliconf.InSection("Filters", []*cliconf.Option[options]{
+		{Name: "not", Arg: "", Default: "false", Bool: true, Usage: "negate the next filter flag: --not --namespace kube-system",
+			Set: func(o *options, v string) error {
+				if b, err := parseBool(v); err != nil || !b {
+					return err
+				}
+				if o.negate {
+					return cliconf.AsIs(errors.New("--not --not: --not negates the next filter flag"))
+				}
+				o.negate = true
+				return nil
+			}},
+		filter("namespace", "list", "src or dst pod or Service in one of these namespaces",
+			func(ff *flowv1.FlowFilter, v []string) error { ff.Namespace = append(ff.Namespace, v...); return nil }),
+		filter("pod", "list", "src or dst pod: name or namespace/name",
+			func(ff *flowv1.FlowFilter, v []string) error { ff.Pod = append(ff.Pod, v...); return nil }),
+		filter("workload", "list", "src or dst workload (Deployment, StatefulSet, DaemonSet, Service...): name or namespace/name",
+			func(ff *flowv1.FlowFilter, v []string) error { ff.Workload = append(ff.Workload, v...); return nil }),
+		filter("node", "list", "observed by the agent of one of these nodes",
+			func(ff *flowv1.FlowFilter, v []string) error { ff.Node = append(ff.Node, v...); return nil }),
+		filter("ip", "list", "src or dst address in one of these CIDRs or addresses",
+			cidrs(func(ff *flowv1.FlowFilter) *[]string { return &ff.Ip })),
+		filter("from-ip", "list", "src address in one of these CIDRs or addresses",
+			cidrs(func(ff *flowv1.FlowFilter) *[]string { return &ff.FromIp })),
+		filter("to-ip", "list", "dst address in one of these CIDRs or addresses",
+			cidrs(func(ff *flowv1.FlowFilter) *[]string { return &ff.ToIp })),
+		filter("port", "list", "src or dst port one of these",
+			ports(func(ff *flowv1.FlowFilter) *[]uint32 { return &ff.Port })),
+		filter("from-port", "list", "src port one of these",
+			ports(func(ff *flowv1.FlowFilter) *[]uint32 { return &ff.FromPort })),
+		filter("to-port", "list", "dst port one of these",
+			ports(func(ff *flowv1.FlowFilter) *[]uint32 { return &ff.ToPort })),
+		filter("protocol", "list", "IP protocol: tcp, udp, icmp, icmpv6, sctp, gre, esp or a number",
+			func(ff *flowv1.FlowFilter, v []string) error {
+				for _, s := range v {
+					n, ok := textfmt.Protocols[strings.ToLower(s)]
+					if !ok {
+						p, err := strconv.ParseUint(s, 10, 8)
+						if err != nil {
+							return cliconf.ItemError(s, errors.New("must be tcp, udp, icmp, icmpv6, sctp, gre, esp or a protocol number from 0 to 255"))
 						}
+						n = uint8(p)
 					}
-					if bit == 0 {
-						return cliconf.ItemError(s, errors.New("must be TCP flag names joined with |: FIN, SYN, RST, PSH, ACK, URG, ECE, CWR, SYN_ACK, FIN_ACK, RST_ACK"))
+					ff.Protocol = append(ff.Protocol, uint32(n))
+				}
+				return nil
+			}),
+		boolean(filter("drops", "bool", "flows with dropped packets",
+			func(ff *flowv1.FlowFilter, v []string) (err error) { ff.Drops, err = parseBool(v[0]); return err })),
+		filter("drop-cause", "list", "flows with packets dropped for one of these kernel drop reasons (NETFILTER_DROP, NO_SOCKET...)",
+			func(ff *flowv1.FlowFilter, v []string) error {
+				for _, s := range v {
+					if s == "" || strings.ContainsFunc(s, func(r rune) bool {
+						return !(r == '_' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
+					}) {
+						return cliconf.ItemError(s, errors.New("must be a kernel drop reason name such as NETFILTER_DROP"))
 					}
-					mask |= uint32(bit)
 				}
-				ff.TcpFlags = append(ff.TcpFlags, mask)
-			}
-			return nil
-		}},
-	{name: "rtt-above", arg: "duration", usage: "flows whose largest TCP RTT in the period is above this (10ms)",
-		filter: func(ff *flowv1.FlowFilter, v []string) error {
-			if len(v) != 1 {
-				return errors.New("takes one duration")
-			}
-			d, err := time.ParseDuration(v[0])
-			if err != nil || d < 0 {
-				return errors.New("must be a duration such as 10ms or 1.5s")
-			}
-			ff.RttAbove = durationpb.New(d)
-			return nil
-		}},
-	{name: "dns-rcode", arg: "list", usage: "flows with a DNS answer of one of these response codes: NOERROR, NXDOMAIN, SERVFAIL... or a number",
-		filter: func(ff *flowv1.FlowFilter, v []string) error {
-			for _, s := range v {
-				c, ok := rcode(s)
-				if !ok {
-					return cliconf.ItemError(s, errors.New("must be a DNS response code: NOERROR, FORMERR, SERVFAIL, NXDOMAIN, NOTIMP, REFUSED... or a number from 0 to 15"))
+				ff.DropCause = append(ff.DropCause, v...)
+				return nil
+			}),
+		filter("tcp-flags", "list", "TCP flows with all the flags of one of these: SYN, SYN|ACK, RST... (FIN SYN RST PSH ACK URG ECE CWR SYN_ACK FIN_ACK RST_ACK)",
+			func(ff *flowv1.FlowFilter, v []string) error {
+				for _, s := range v {
+					var mask uint32
+					for _, name := range strings.Split(s, "|") {
+						bit := uint16(0)
+						for _, f := range textfmt.TCPFlags {
+							if strings.EqualFold(f.Name, strings.TrimSpace(name)) {
+								bit = f.Bit
+							}
+						}
+						if bit == 0 {
+							return cliconf.ItemError(s, errors.New("must be TCP flag names joined with |: FIN, SYN, RST, PSH, ACK, URG, ECE, CWR, SYN_ACK, FIN_ACK, RST_ACK"))
+						}
+						mask |= uint32(bit)
+					}
+					ff.TcpFlags = append(ff.TcpFlags, mask)
 				}
-				ff.DnsRcode = append(ff.DnsRcode, c)
-			}
-			return nil
-		}},
+				return nil
+			}),
+		filter("rtt-above", "duration", "flows whose largest TCP RTT in the period is above this (10ms)",
+			func(ff *flowv1.FlowFilter, v []string) error {
+				if len(v) != 1 {
+					return errors.New("takes one duration")
+				}
+				d, err := time.ParseDuration(v[0])
+				if err != nil || d < 0 {
+					return errors.New("must be a duration such as 10ms or 1.5s")
+				}
+				ff.RttAbove = durationpb.New(d)
+				return nil
+			}),
+		filter("dns-rcode", "list", "flows with a DNS answer of one of these response codes: NOERROR, NXDOMAIN, SERVFAIL... or a number",
+			func(ff *flowv1.FlowFilter, v []string) error {
+				for _, s := range v {
+					c, ok := rcode(s)
+					if !ok {
+						return cliconf.ItemError(s, errors.New("must be a DNS response code: NOERROR, FORMERR, SERVFAIL, NXDOMAIN, NOTIMP, REFUSED... or a number from 0 to 15"))
+					}
+					ff.DnsRcode = append(ff.DnsRcode, c)
+				}
+				return nil
+			}),
+	}),
+)
+
+// collectorTLS is the client's TLS to the collectors, a group written once
+// (package cliconf).
+var collectorTLS = cliconf.ClientTLS[options]{Peer: "collector", CAUsage: " (when it serves TLS: its --tls-cert)",
+	CA:   func(o *options) *string { return &o.tlsCA },
+	Cert: func(o *options) *string { return &o.tlsCert },
+	Key:  func(o *options) *string { return &o.tlsKey }}
+
+// observeSpec is observe's configuration: flags, FLOWLENS_OBSERVE_<NAME>
+// variables and a YAML file (--config), as every flowlens program's.
+var observeSpec = &cliconf.Spec[options]{
+	Program: "flowlens observe",
+	Summary: "Prints flows of flowlens collectors' history (and with --follow, new ones), filtered in the collector. " +
+		"Filters combine with AND across flags and OR within one flag (repeat it or give a comma list); " +
+		"--not negates the next filter flag. See docs/observe.md.",
+	EnvPrefix: "FLOWLENS_OBSERVE_",
+	Options:   observeFlags,
+	Init:      func(o *options, _ func(string) string) { o.defaulted = true },
+	Validate:  func(o *options) error { return o.validate(nowFunc()) },
 }
 
-// parseObserve reads observe's arguments. --help returns errHelp.
-func parseObserve(args []string, now time.Time) (*options, error) {
-	o := &options{namespace: "flowlens", output: "table", reorderWindow: defaultReorderWindow}
-	pos := &flowv1.FlowFilter{}
-	used := map[string]bool{}
-	negate := false
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "-h" || a == "--help" || a == "-help" {
-			return nil, errHelp
-		}
-		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !strings.HasPrefix(a, "-") || name == "" {
-			return nil, fmt.Errorf("unexpected argument %q: observe takes only flags (--help lists them)", a)
-		}
-		d := lookup(name, strings.HasPrefix(a, "--"))
-		if d == nil {
-			return nil, fmt.Errorf("unknown flag %s (--help lists them)", a)
-		}
-		key := "--" + d.name
-		if !d.boolean && !hasValue {
-			if i+1 == len(args) {
-				return nil, fmt.Errorf("%s needs a value (%s)", key, d.arg)
-			}
-			i++
-			value = args[i]
-		} else if d.boolean && !hasValue {
-			value = "true"
-		}
-		if d.name == "not" {
-			if negate {
-				return nil, errors.New("--not --not: --not negates the next filter flag")
-			}
-			negate = true
-			continue
-		}
-		if d.filter == nil {
-			if negate {
-				return nil, fmt.Errorf("--not must be followed by a filter flag, not %s", key)
-			}
-			if err := d.set(o, value); err != nil {
-				return nil, cliconf.Invalid(key, value, err)
-			}
-			continue
-		}
-		ff := pos
-		if negate {
-			ff = &flowv1.FlowFilter{Not: true}
-			o.filters = append(o.filters, ff)
-			negate = false
-		} else if d.name == "rtt-above" && used[d.name] {
-			return nil, fmt.Errorf("--rtt-above given twice: give it once")
-		}
-		used[d.name] = true
-		items := split(value)
-		if d.boolean {
-			items = []string{value}
-		}
-		if len(items) == 0 {
-			return nil, cliconf.Invalid(key, value, errors.New("needs at least one value"))
-		}
-		if err := d.filter(ff, items); err != nil {
-			return nil, cliconf.Invalid(key, value, err)
-		}
+// settings are rows that are not filters (see setting).
+func settings(rows []*cliconf.Option[options]) []*cliconf.Option[options] {
+	for _, r := range rows {
+		setting(r)
 	}
-	if negate {
-		return nil, errors.New("--not must be followed by a filter flag")
-	}
-	if proto.Size(pos) > 0 {
-		o.filters = append([]*flowv1.FlowFilter{pos}, o.filters...)
-	}
-	// The server checks the filters again; the same checks here name the flag.
-	if _, err := flowquery.Compile(o.filters); err != nil {
-		return nil, err
-	}
-	return o, o.validate(now)
+	return rows
 }
 
+// boolean makes a filter row a flag given without a value (--drops).
+func boolean(o *cliconf.Option[options]) *cliconf.Option[options] {
+	o.Bool, o.Default = true, "false"
+	return o
+}
+
+// validate ends the command line's filters, checks them as the server
+// will (naming the flag), then the settings' combinations.
 func (o *options) validate(now time.Time) error {
-	var errs []error
-	if (o.tlsCert == "") != (o.tlsKey == "") {
-		errs = append(errs, errors.New("--tls-cert and --tls-key must be given together"))
+	if o.negate {
+		return errors.New("--not must be followed by a filter flag")
 	}
+	if o.pos != nil && proto.Size(o.pos) > 0 {
+		o.filters = append([]*flowv1.FlowFilter{o.pos}, o.filters...)
+	}
+	if _, err := flowquery.Compile(o.filters); err != nil {
+		return err
+	}
+	errs := []error{collectorTLS.Check(o), cliconf.CheckFile("--kubeconfig", o.kubeconfig)}
 	if !o.since.IsZero() && !o.until.IsZero() && o.until.Before(o.since) {
 		errs = append(errs, fmt.Errorf("--until %s is before --since %s", o.until.Format(time.RFC3339), o.since.Format(time.RFC3339)))
 	}
@@ -299,16 +332,6 @@ func (o *options) validate(now time.Time) error {
 	}
 	if len(o.servers) > 0 && (o.kubeconfig != "" || o.kubeCtx != "") {
 		errs = append(errs, errors.New("--server and --kubeconfig/--context: choose one"))
-	}
-	for _, f := range []struct{ flag, path string }{{"--tls-ca", o.tlsCA}, {"--tls-cert", o.tlsCert}, {"--tls-key", o.tlsKey}, {"--kubeconfig", o.kubeconfig}} {
-		if f.path == "" {
-			continue
-		}
-		if fi, err := os.Stat(f.path); err != nil {
-			errs = append(errs, cliconf.Invalid(f.flag, f.path, cliconf.PathReason(err)))
-		} else if fi.IsDir() {
-			errs = append(errs, cliconf.Invalid(f.flag, f.path, errors.New("is a directory, not a file")))
-		}
 	}
 	if !o.lastSet {
 		switch {
@@ -320,27 +343,6 @@ func (o *options) validate(now time.Time) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-var errHelp = errors.New("help")
-
-func lookup(name string, long bool) *flagDef {
-	for _, d := range observeFlags {
-		if long && d.name == name || !long && d.short == name || !long && d.name == name && len(name) > 1 {
-			return d
-		}
-	}
-	return nil
-}
-
-func split(v string) []string {
-	var out []string
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 func parseBool(v string) (bool, error) {
@@ -401,23 +403,4 @@ func rcode(s string) (uint32, bool) {
 		return 0, false
 	}
 	return uint32(n), true
-}
-
-// printUsage writes observe's flags.
-func printUsage(w io.Writer) {
-	fmt.Fprint(w, "Usage: flowlens observe [flags]\n\nPrints flows of flowlens collectors' history (and with --follow, new ones), filtered in the collector.\nFilters combine with AND across flags and OR within one flag (repeat it or give a comma list);\n--not negates the next filter flag. See docs/observe.md.\n\nFlags:\n")
-	for _, d := range observeFlags {
-		name := "--" + d.name
-		if d.short != "" {
-			name = "-" + d.short + ", " + name
-		}
-		if d.arg != "" {
-			name += " " + d.arg
-		}
-		line := fmt.Sprintf("  %-38s %s", name, d.usage)
-		if d.def != "" {
-			line += fmt.Sprintf(" (default %s)", d.def)
-		}
-		fmt.Fprintln(w, line)
-	}
 }

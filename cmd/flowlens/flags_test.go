@@ -42,11 +42,11 @@ func TestBadFilterValues(t *testing.T) {
 		{[]string{"--tls-ca", "/nonexistent/ca.pem"}, `invalid --tls-ca "/nonexistent/ca.pem"`},
 		{[]string{"--bogus"}, `unknown flag --bogus (--help lists them)`},
 		{[]string{"--port"}, `--port needs a value (list)`},
-		{[]string{"shop"}, `unexpected argument "shop": observe takes only flags (--help lists them)`},
+		{[]string{"shop"}, `unexpected argument "shop": flowlens observe takes only flags (--help lists them)`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var out, errOut strings.Builder
-			code := run(context.Background(), append([]string{"observe"}, tc.args...), &out, &errOut)
+			code := run(context.Background(), append([]string{"observe"}, tc.args...), nil, &out, &errOut)
 			if code != 2 || !strings.HasPrefix(errOut.String(), "flowlens observe: "+tc.want) || out.Len() != 0 {
 				t.Errorf("exit %d, stderr %q, stdout %q; want exit 2 and %q", code, errOut.String(), out.String(), "flowlens observe: "+tc.want)
 			}
@@ -57,16 +57,38 @@ func TestBadFilterValues(t *testing.T) {
 // --help lists every flag; the command names its subcommand.
 func TestHelp(t *testing.T) {
 	var out, errOut strings.Builder
-	if code := run(context.Background(), []string{"observe", "--help"}, &out, &errOut); code != 0 {
+	if code := run(context.Background(), []string{"observe", "--help"}, nil, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
+	for _, w := range []string{"\nCollectors:\n", "\nOutput:\n", "\nFilters:\n", "  -n, --collector-namespace namespace ", "  -o, --output format ", "FLOWLENS_OBSERVE_SOME_NAME"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("--help lacks %q:\n%s", w, out.String())
+		}
+	}
 	for _, d := range observeFlags {
-		if !strings.Contains(out.String(), "--"+d.name) {
-			t.Errorf("--help lacks --%s", d.name)
+		if !strings.Contains(out.String(), "--"+d.Name) {
+			t.Errorf("--help lacks --%s", d.Name)
 		}
 	}
 	out.Reset()
-	if code := run(context.Background(), []string{"bogus"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), `unknown command "bogus"`) {
+	if code := run(context.Background(), []string{"bogus"}, nil, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), `unknown command "bogus"`) {
 		t.Errorf("bogus command: exit %d, %q", code, errOut.String())
+	}
+}
+
+// Observe's settings also come from FLOWLENS_OBSERVE_* variables; filters
+// given there and on the command line add up, and a bad value names the
+// variable.
+func TestObserveEnv(t *testing.T) {
+	env := map[string]string{"FLOWLENS_OBSERVE_OUTPUT": "json", "FLOWLENS_OBSERVE_NAMESPACE": "shop"}
+	o, err := observeSpec.Load([]string{"--port", "53"}, func(k string) string { return env[k] })
+	if err != nil || o.output != "json" || len(o.filters) != 1 ||
+		strings.Join(o.filters[0].Namespace, ",") != "shop" || len(o.filters[0].Port) != 1 || o.filters[0].Port[0] != 53 {
+		t.Errorf("got %+v, %v", o, err)
+	}
+	env["FLOWLENS_OBSERVE_OUTPUT"] = "yaml"
+	_, err = observeSpec.Load(nil, func(k string) string { return env[k] })
+	if want := `invalid FLOWLENS_OBSERVE_OUTPUT "yaml": must be table, compact, json or jsonpb`; err == nil || err.Error() != want {
+		t.Errorf("error %v, want %s", err, want)
 	}
 }

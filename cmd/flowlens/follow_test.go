@@ -34,7 +34,7 @@ func startFollow(t *testing.T, args ...string) *followRun {
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &followRun{t: t, cancel: cancel, done: make(chan int, 1), lines: bufio.NewScanner(pr), stderr: &syncWriter{w: &bytes.Buffer{}}}
 	go func() {
-		f.done <- run(ctx, append([]string{"observe"}, args...), pw, f.stderr)
+		f.done <- run(ctx, append([]string{"observe"}, args...), nil, pw, f.stderr)
 		pw.Close()
 	}()
 	t.Cleanup(cancel)

@@ -10,8 +10,10 @@
 //	flowlens observe --server collector:9990 --namespace shop --drops --last 100
 //	flowlens observe -n flowlens --pod shop/checkout-7d9f8 -f -o compact
 //
-// docs/observe.md has every flag and the filter semantics. Bad flags exit
-// with status 2 and a message naming the flag.
+// docs/observe.md has every flag and the filter semantics; the flags are
+// also FLOWLENS_OBSERVE_* variables and keys of a --config file (package
+// cliconf, as every flowlens binary). Bad settings exit
+// with status 2 and a message naming the setting.
 package main
 
 import (
@@ -28,7 +30,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
 
 const usage = `Usage: flowlens <command> [flags]
@@ -39,15 +41,16 @@ Commands:
 flowlens observe --help lists its flags; --version prints the version.
 `
 
-// run is main without the process. It returns the exit code.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// run is main without the process (env looks up environment variables).
+// It returns the exit code.
+func run(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
 	switch args[0] {
 	case "observe":
-		return observe(ctx, args[1:], stdout, stderr)
+		return observe(ctx, args[1:], env, stdout, stderr)
 	case "-h", "--help", "-help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

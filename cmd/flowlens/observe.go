@@ -4,13 +4,12 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/flowlens/flowlens/pkg/tlsclient"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -19,16 +18,23 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
+	"github.com/flowlens/flowlens/internal/shared/cliconf"
 	"github.com/flowlens/flowlens/internal/shared/enriched"
 	"github.com/flowlens/flowlens/internal/shared/textfmt"
+	"github.com/flowlens/flowlens/internal/shared/version"
+	"github.com/flowlens/flowlens/pkg/tlsclient"
 )
 
-// observe is the observe subcommand. It returns the exit code.
-func observe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	o, err := parseObserve(args, nowFunc())
+// observe is the observe subcommand: env looks up its FLOWLENS_OBSERVE_*
+// variables. It returns the exit code.
+func observe(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) int {
+	o, err := observeSpec.Load(args, env)
 	switch {
-	case errors.Is(err, errHelp):
-		printUsage(stdout)
+	case errors.Is(err, flag.ErrHelp):
+		observeSpec.Usage(stdout)
+		return 0
+	case errors.Is(err, cliconf.ErrVersion):
+		fmt.Fprintln(stdout, version.String("flowlens"))
 		return 0
 	case err != nil:
 		fmt.Fprintf(stderr, "flowlens observe: %v\n", err)

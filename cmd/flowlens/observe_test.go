@@ -87,7 +87,7 @@ func startLab(t *testing.T) (servers string, a, b []flow.Record) {
 func observeOut(t *testing.T, args ...string) string {
 	t.Helper()
 	var out, errOut strings.Builder
-	if code := run(context.Background(), append([]string{"observe"}, args...), &out, &errOut); code != 0 {
+	if code := run(context.Background(), append([]string{"observe"}, args...), nil, &out, &errOut); code != 0 {
 		t.Fatalf("observe %s: exit %d: %s", strings.Join(args, " "), code, errOut.String())
 	}
 	return out.String()

@@ -69,12 +69,12 @@ func TestFindCollectorPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errOut strings.Builder
-	code := run(ctx, []string{"observe", "--kubeconfig", file, "--context", "lab"}, &out, &errOut)
+	code := run(ctx, []string{"observe", "--kubeconfig", file, "--context", "lab"}, nil, &out, &errOut)
 	if code != 1 || !strings.Contains(errOut.String(), "flowlens observe: port-forward to flowlens/collector-0: ") {
 		t.Errorf("exit %d, stderr %q; want 1 and the port-forward to flowlens/collector-0 refused (no kubelet)", code, errOut.String())
 	}
 	errOut.Reset()
-	code = run(ctx, []string{"observe", "--kubeconfig", file, "--context", "lab", "-n", "shop"}, &out, &errOut)
+	code = run(ctx, []string{"observe", "--kubeconfig", file, "--context", "lab", "-n", "shop"}, nil, &out, &errOut)
 	if want := "flowlens observe: no running collector pod (app.kubernetes.io/name=flowlens-collector) in namespace shop: install manifests/flowlens-collector.yaml, or give --server or -n\n"; code != 1 || errOut.String() != want {
 		t.Errorf("-n shop: exit %d, stderr %q, want %q", code, errOut.String(), want)
 	}

@@ -22,7 +22,7 @@ func TestObserveMTLS(t *testing.T) {
 		t.Errorf("over mTLS: %q", got)
 	}
 	var stdout, stderr strings.Builder
-	if code := run(context.Background(), []string{"observe", "--server", col, "--tls-ca", pki.CA}, &stdout, &stderr); code != 1 || stdout.Len() != 0 {
+	if code := run(context.Background(), []string{"observe", "--server", col, "--tls-ca", pki.CA}, nil, &stdout, &stderr); code != 1 || stdout.Len() != 0 {
 		t.Errorf("without a client certificate: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
 	}
 }

@@ -1,5 +1,5 @@
 // Package config holds the agent's single configuration struct, Config, and
-// everything that fills it in: defaults, an optional YAML file, FLOWLENS_*
+// everything that fills it in: defaults, an optional YAML file, FLOWLENS_AGENT_*
 // environment variables and command-line flags, in that order of precedence.
 // It also holds Validate, which rejects bad settings with an error naming the
 // flag at fault; NameFilter, which applies the --interfaces and
@@ -8,7 +8,15 @@
 // by package filter and compiled by Config.FilterTable.
 //
 // Every option is defined once, in the options table; its flag name gives the
-// environment variable (FLOWLENS_CACHE_ACTIVE_TIMEOUT for
+// environment variable (FLOWLENS_AGENT_CACHE_ACTIVE_TIMEOUT for
 // --cache-active-timeout) and the YAML key (cache_active_timeout), so the three
-// spellings cannot drift apart.
+// spellings cannot drift apart. The help lists the options by component
+// (sections); the exporters' TLS and Kafka connection rows are groups shared
+// with the collector (package cliconf).
+//
+// The Default* constants are the defaults the operator also writes when it
+// renders this configuration from a FlowCollector: internal/operator/render
+// imports them, so each is written once, here. The operator links this
+// package, so it imports no exporter and nothing of the kernel side (make
+// check-layers).
 package config

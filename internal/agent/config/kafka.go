@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/flowlens/flowlens/internal/shared/cliconf"
 )
 
 // Kafka is the kafka exporter's configuration (--kafka-*; docs/export.md).
@@ -29,54 +31,46 @@ type Kafka struct {
 	BatchFlows       int
 }
 
-// kafkaOptions are the --kafka-* rows of the options table.
-var kafkaOptions = []*option{
-	{name: "kafka-brokers", arg: "list", def: "",
-		usage:   "Kafka bootstrap brokers, host:port; required with --export kafka",
-		setList: func(c *Config, v []string) error { c.Kafka.Brokers = v; return nil }},
-	{name: "kafka-topic", arg: "name", def: "flowlens-flows",
-		usage: "Kafka topic the flows are produced to (it must exist; its partitions are shared by the consuming collectors)",
-		set:   func(c *Config, s string) error { c.Kafka.Topic = s; return nil }},
-	{name: "kafka-tls", arg: "bool", def: "false", bool: true,
-		usage: "connect to the brokers over TLS (implied by --kafka-tls-ca, --kafka-tls-cert, --kafka-tls-key)",
-		set:   setBool(func(c *Config) *bool { return &c.Kafka.TLS })},
-	{name: "kafka-tls-ca", arg: "file", def: "",
-		usage: "CA certificate to verify the brokers (default: the system's roots)",
-		set:   func(c *Config, s string) error { c.Kafka.TLSCA = s; return nil }},
-	{name: "kafka-tls-cert", arg: "file", def: "",
-		usage: "client certificate for the brokers; needs --kafka-tls-key",
-		set:   func(c *Config, s string) error { c.Kafka.TLSCert = s; return nil }},
-	{name: "kafka-tls-key", arg: "file", def: "",
-		usage: "client key for the brokers; needs --kafka-tls-cert",
-		set:   func(c *Config, s string) error { c.Kafka.TLSKey = s; return nil }},
-	{name: "kafka-sasl-mechanism", arg: "name", def: "none",
-		usage: "SASL authentication to the brokers: none, plain or scram-sha-512",
-		set:   func(c *Config, s string) error { c.Kafka.SASLMechanism = s; return nil }},
-	{name: "kafka-sasl-username", arg: "name", def: "",
-		usage: "SASL user name; required with --kafka-sasl-mechanism plain or scram-sha-512",
-		set:   func(c *Config, s string) error { c.Kafka.SASLUsername = s; return nil }},
-	{name: "kafka-sasl-password-file", arg: "file", def: "",
-		usage: "file holding the SASL password (a trailing newline is ignored); required with a SASL mechanism",
-		set:   func(c *Config, s string) error { c.Kafka.SASLPasswordFile = s; return nil }},
-	{name: "kafka-compression", arg: "codec", def: "lz4",
-		usage: "compression of the produced record batches: none, lz4 or zstd",
-		set:   func(c *Config, s string) error { c.Kafka.Compression = s; return nil }},
-	{name: "kafka-linger", arg: "duration", def: "50ms",
-		usage: "how long a partition's records wait for more before they are sent (0 to 10s; an export waits for its acks, never for a full linger)",
-		set:   setDuration(func(c *Config) *time.Duration { return &c.Kafka.Linger })},
-	{name: "kafka-max-batch-bytes", arg: "n", def: "1048576",
-		usage: "largest produce batch per partition, so largest record (1024 to 268435456; keep it under the brokers' message.max.bytes)",
-		set:   setInt(func(c *Config) *int { return &c.Kafka.MaxBatchBytes })},
-	{name: "kafka-acks", arg: "all|leader|none", def: "all",
-		usage: "acknowledgement the brokers give each produce: all in-sync replicas (idempotent, no duplicates from retries), the leader, or none",
-		set:   func(c *Config, s string) error { c.Kafka.Acks = s; return nil }},
-	{name: "kafka-message", arg: "batch|flow", def: "batch",
-		usage: "record value: a FlowBatch protobuf of up to --kafka-batch-flows flows, or one Flow protobuf per record",
-		set:   func(c *Config, s string) error { c.Kafka.Message = s; return nil }},
-	{name: "kafka-batch-flows", arg: "n", def: "1000",
-		usage: "flows per FlowBatch record with --kafka-message batch (1 to 100000)",
-		set:   setInt(func(c *Config) *int { return &c.Kafka.BatchFlows })},
+// kafkaConn is the connection to the brokers, a group the collector's
+// consumer shares (package cliconf).
+var kafkaConn = cliconf.KafkaConn[Config]{
+	BrokersUsage: "Kafka bootstrap brokers, host:port; required with --export kafka",
+	Brokers:      func(c *Config) *[]string { return &c.Kafka.Brokers },
+	TLS: cliconf.ClientTLS[Config]{Prefix: "kafka-", Peer: "brokers", CAUsage: " (default: the system's roots)",
+		On:   func(c *Config) *bool { return &c.Kafka.TLS },
+		CA:   func(c *Config) *string { return &c.Kafka.TLSCA },
+		Cert: func(c *Config) *string { return &c.Kafka.TLSCert },
+		Key:  func(c *Config) *string { return &c.Kafka.TLSKey }},
+	Mechanism:    func(c *Config) *string { return &c.Kafka.SASLMechanism },
+	Username:     func(c *Config) *string { return &c.Kafka.SASLUsername },
+	PasswordFile: func(c *Config) *string { return &c.Kafka.SASLPasswordFile },
 }
+
+// kafkaOptions are the --kafka-* rows of the options table: the connection,
+// then the exporter's own.
+var kafkaOptions = append(kafkaConn.Options(), []*cliconf.Option[Config]{
+	{Name: "kafka-topic", Arg: "name", Default: DefaultKafkaTopic,
+		Usage: "Kafka topic the flows are produced to (it must exist; its partitions are shared by the consuming collectors)",
+		Set:   func(c *Config, s string) error { c.Kafka.Topic = s; return nil }},
+	{Name: "kafka-compression", Arg: "codec", Default: DefaultKafkaCompression,
+		Usage: "compression of the produced record batches: none, lz4 or zstd",
+		Set:   func(c *Config, s string) error { c.Kafka.Compression = s; return nil }},
+	{Name: "kafka-linger", Arg: "duration", Default: DefaultKafkaLinger.String(),
+		Usage: "how long a partition's records wait for more before they are sent (0 to 10s; an export waits for its acks, never for a full linger)",
+		Set:   cliconf.Duration(func(c *Config) *time.Duration { return &c.Kafka.Linger })},
+	{Name: "kafka-max-batch-bytes", Arg: "n", Default: itoa(DefaultKafkaMaxBatchBytes),
+		Usage: "largest produce batch per partition, so largest record (1024 to 268435456; keep it under the brokers' message.max.bytes)",
+		Set:   cliconf.Int(func(c *Config) *int { return &c.Kafka.MaxBatchBytes })},
+	{Name: "kafka-acks", Arg: "all|leader|none", Default: DefaultKafkaAcks,
+		Usage: "acknowledgement the brokers give each produce: all in-sync replicas (idempotent, no duplicates from retries), the leader, or none",
+		Set:   func(c *Config, s string) error { c.Kafka.Acks = s; return nil }},
+	{Name: "kafka-message", Arg: "batch|flow", Default: DefaultKafkaMessage,
+		Usage: "record value: a FlowBatch protobuf of up to --kafka-batch-flows flows, or one Flow protobuf per record",
+		Set:   func(c *Config, s string) error { c.Kafka.Message = s; return nil }},
+	{Name: "kafka-batch-flows", Arg: "n", Default: itoa(DefaultKafkaBatchFlows),
+		Usage: "flows per FlowBatch record with --kafka-message batch (1 to 100000)",
+		Set:   cliconf.Int(func(c *Config) *int { return &c.Kafka.BatchFlows })},
+}...)
 
 // topicName is what Kafka accepts as a topic name.
 var topicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
@@ -96,35 +90,15 @@ func checkKafka(c *Config) error {
 			add(errors.New("--kafka-brokers is required when --export includes kafka"))
 		}
 	}
-	for _, b := range k.Brokers {
-		add(checkHostPort("--kafka-brokers", b))
-	}
+	add(kafkaConn.Check(c))
 	if !topicName.MatchString(k.Topic) || k.Topic == "." || k.Topic == ".." {
-		add(invalid("--kafka-topic", k.Topic, errors.New("must be 1 to 249 of a-z A-Z 0-9 . _ -")))
-	}
-	if (k.TLSCert == "") != (k.TLSKey == "") {
-		add(errors.New("--kafka-tls-cert and --kafka-tls-key must be given together"))
-	}
-	add(checkFiles([]flagFile{
-		{"--kafka-tls-ca", k.TLSCA}, {"--kafka-tls-cert", k.TLSCert}, {"--kafka-tls-key", k.TLSKey},
-		{"--kafka-sasl-password-file", k.SASLPasswordFile}}))
-	switch k.SASLMechanism {
-	case "none":
-		if k.SASLUsername != "" || k.SASLPasswordFile != "" {
-			add(errors.New("--kafka-sasl-username and --kafka-sasl-password-file need --kafka-sasl-mechanism plain or scram-sha-512"))
-		}
-	case "plain", "scram-sha-512":
-		if k.SASLUsername == "" || k.SASLPasswordFile == "" {
-			add(fmt.Errorf("--kafka-sasl-mechanism %s needs --kafka-sasl-username and --kafka-sasl-password-file", k.SASLMechanism))
-		}
-	default:
-		add(invalid("--kafka-sasl-mechanism", k.SASLMechanism, errors.New("must be none, plain or scram-sha-512")))
+		add(cliconf.Invalid("--kafka-topic", k.Topic, errors.New("must be 1 to 249 of a-z A-Z 0-9 . _ -")))
 	}
 	add(checkOneOf("--kafka-compression", k.Compression, "none", "lz4", "zstd"))
 	add(checkOneOf("--kafka-acks", k.Acks, "all", "leader", "none"))
 	add(checkOneOf("--kafka-message", k.Message, "batch", "flow"))
 	if k.Linger < 0 || k.Linger > 10*time.Second {
-		add(invalid("--kafka-linger", k.Linger.String(), errors.New("must be from 0 to 10s")))
+		add(cliconf.Invalid("--kafka-linger", k.Linger.String(), errors.New("must be from 0 to 10s")))
 	}
 	add(checkRange("--kafka-max-batch-bytes", k.MaxBatchBytes, 1024, 256<<20))
 	add(checkRange("--kafka-batch-flows", k.BatchFlows, 1, 100_000))
@@ -135,5 +109,5 @@ func checkOneOf(flagName, v string, allowed ...string) error {
 	if slices.Contains(allowed, v) {
 		return nil
 	}
-	return invalid(flagName, v, fmt.Errorf("must be %s or %s", strings.Join(allowed[:len(allowed)-1], ", "), allowed[len(allowed)-1]))
+	return cliconf.Invalid(flagName, v, fmt.Errorf("must be %s or %s", strings.Join(allowed[:len(allowed)-1], ", "), allowed[len(allowed)-1]))
 }

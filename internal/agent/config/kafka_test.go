@@ -51,8 +51,8 @@ func TestKafkaSettings(t *testing.T) {
 		t.Errorf("file:\n got  %+v\n want %+v", c.Kafka, want)
 	}
 
-	c, err = Load(nil, withEnv(map[string]string{"FLOWLENS_EXPORT": "kafka", "FLOWLENS_KAFKA_BROKERS": "k1:9092",
-		"FLOWLENS_KAFKA_MESSAGE": "flow", "FLOWLENS_KAFKA_TLS": "true"}))
+	c, err = Load(nil, withEnv(map[string]string{"FLOWLENS_AGENT_EXPORT": "kafka", "FLOWLENS_AGENT_KAFKA_BROKERS": "k1:9092",
+		"FLOWLENS_AGENT_KAFKA_MESSAGE": "flow", "FLOWLENS_AGENT_KAFKA_TLS": "true"}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,20 +9,12 @@ import (
 // spec is the agent's configuration for package cliconf, built from the
 // options table.
 var spec = &cliconf.Spec[Config]{
-	Program:   "flowlens",
-	EnvPrefix: "FLOWLENS_",
-	Options:   cliOptions(),
+	Program:   "flowlens-agent",
+	EnvPrefix: "FLOWLENS_AGENT_",
+	Options:   options,
 	Init:      initNodeName,
 	FileRead:  func(c *Config, path string) { c.ConfigFile = path },
 	Validate:  (*Config).Validate,
-}
-
-func cliOptions() []*cliconf.Option[Config] {
-	out := make([]*cliconf.Option[Config], len(options))
-	for i, o := range options {
-		out[i] = &cliconf.Option[Config]{Name: o.name, Arg: o.arg, Default: o.def, Usage: o.usage, Bool: o.bool, Set: o.set, SetList: o.setList, SetNode: o.setNode}
-	}
-	return out
 }
 
 // ErrVersion is Load's error for --version: the caller prints the version
@@ -30,7 +22,7 @@ func cliOptions() []*cliconf.Option[Config] {
 var ErrVersion = cliconf.ErrVersion
 
 // Load builds the configuration from, lowest precedence first: the defaults,
-// the YAML file named by --config or FLOWLENS_CONFIG, FLOWLENS_<NAME>
+// the YAML file named by --config or FLOWLENS_AGENT_CONFIG, FLOWLENS_AGENT_<NAME>
 // environment variables, and the flags in args (a flag given twice takes its
 // last value). It then runs Validate.
 //
@@ -56,10 +48,3 @@ func initNodeName(c *Config, env func(string) string) {
 		c.NodeName, _ = os.Hostname()
 	}
 }
-
-// invalid formats every bad-value error the same way, naming the setting as
-// the user wrote it: `invalid --sampling "0": must be >= 1`.
-func invalid(key, value string, reason error) error { return cliconf.Invalid(key, value, reason) }
-
-// pathReason drops the path from a file error, since invalid already shows it.
-func pathReason(err error) error { return cliconf.PathReason(err) }

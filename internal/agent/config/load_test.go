@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent/flowrules"
+	"github.com/flowlens/flowlens/internal/shared/cliconf"
 )
 
 // envOf returns an env lookup function over m, so tests need no process state.
@@ -160,14 +161,14 @@ func TestPrecedence(t *testing.T) {
 		{"defaults", nil, nil,
 			view{1, 5 * time.Second, nil, slog.LevelInfo, ":9400", Features{Drops: true, RTT: true, Retransmits: true}, "node-1"}},
 		{"file by flag", []string{"--config", file}, nil, fileView},
-		{"file by env", nil, map[string]string{"FLOWLENS_CONFIG": file}, fileView},
+		{"file by env", nil, map[string]string{"FLOWLENS_AGENT_CONFIG": file}, fileView},
 		{"env over file", []string{"--config", file}, map[string]string{
-			"FLOWLENS_SAMPLING":             "20",
-			"FLOWLENS_CACHE_ACTIVE_TIMEOUT": "30s",
-			"FLOWLENS_INTERFACES":           "eth1,/^veth/",
-			"FLOWLENS_LOG_LEVEL":            "warn",
-			"FLOWLENS_FEATURES":             "none",
-			"FLOWLENS_NODE_NAME":            "node-env",
+			"FLOWLENS_AGENT_SAMPLING":             "20",
+			"FLOWLENS_AGENT_CACHE_ACTIVE_TIMEOUT": "30s",
+			"FLOWLENS_AGENT_INTERFACES":           "eth1,/^veth/",
+			"FLOWLENS_AGENT_LOG_LEVEL":            "warn",
+			"FLOWLENS_AGENT_FEATURES":             "none",
+			"FLOWLENS_AGENT_NODE_NAME":            "node-env",
 		}, view{20, 30 * time.Second, []string{"eth1", "/^veth/"}, slog.LevelWarn, "127.0.0.1:9400", Features{}, "node-env"}},
 		{"flags over env over file", []string{
 			"--config", file,
@@ -178,22 +179,22 @@ func TestPrecedence(t *testing.T) {
 			"--features=rtt",
 			"--node-name", "node-flag",
 		}, map[string]string{
-			"FLOWLENS_SAMPLING":             "20",
-			"FLOWLENS_CACHE_ACTIVE_TIMEOUT": "30s",
-			"FLOWLENS_INTERFACES":           "eth1",
-			"FLOWLENS_LOG_LEVEL":            "warn",
-			"FLOWLENS_NODE_NAME":            "node-env",
+			"FLOWLENS_AGENT_SAMPLING":             "20",
+			"FLOWLENS_AGENT_CACHE_ACTIVE_TIMEOUT": "30s",
+			"FLOWLENS_AGENT_INTERFACES":           "eth1",
+			"FLOWLENS_AGENT_LOG_LEVEL":            "warn",
+			"FLOWLENS_AGENT_NODE_NAME":            "node-env",
 		}, view{30, time.Minute, []string{"eth2"}, slog.LevelWarn, "", Features{RTT: true}, "node-flag"}},
 		{"repeated flag: last wins", []string{"--sampling=2", "--sampling=3"}, nil,
 			view{3, 5 * time.Second, nil, slog.LevelInfo, ":9400", Features{Drops: true, RTT: true, Retransmits: true}, "node-1"}},
-		{"--config flag over FLOWLENS_CONFIG", []string{"--config", file},
-			map[string]string{"FLOWLENS_CONFIG": "testdata/missing.yaml"}, fileView},
-		{"--config= turns off FLOWLENS_CONFIG", []string{"--config="},
-			map[string]string{"FLOWLENS_CONFIG": file},
+		{"--config flag over FLOWLENS_AGENT_CONFIG", []string{"--config", file},
+			map[string]string{"FLOWLENS_AGENT_CONFIG": "testdata/missing.yaml"}, fileView},
+		{"--config= turns off FLOWLENS_AGENT_CONFIG", []string{"--config="},
+			map[string]string{"FLOWLENS_AGENT_CONFIG": file},
 			view{1, 5 * time.Second, nil, slog.LevelInfo, ":9400", Features{Drops: true, RTT: true, Retransmits: true}, "node-1"}},
-		{"empty env var is unset", nil, map[string]string{"FLOWLENS_METRICS_ADDRESS": ""},
+		{"empty env var is unset", nil, map[string]string{"FLOWLENS_AGENT_METRICS_ADDRESS": ""},
 			view{1, 5 * time.Second, nil, slog.LevelInfo, ":9400", Features{Drops: true, RTT: true, Retransmits: true}, "node-1"}},
-		{"FLOWLENS_NODE_NAME over NODE_NAME", nil, map[string]string{"FLOWLENS_NODE_NAME": "n2"},
+		{"FLOWLENS_AGENT_NODE_NAME over NODE_NAME", nil, map[string]string{"FLOWLENS_AGENT_NODE_NAME": "n2"},
 			view{1, 5 * time.Second, nil, slog.LevelInfo, ":9400", Features{Drops: true, RTT: true, Retransmits: true}, "n2"}},
 	}
 	for _, tt := range tests {
@@ -224,8 +225,8 @@ func TestListSyntax(t *testing.T) {
 		{"/unclosed,lo", []string{"/unclosed", "lo"}},
 	}
 	for _, tt := range tests {
-		if got := splitList(tt.in); !reflect.DeepEqual(got, tt.want) {
-			t.Errorf("splitList(%q) = %q, want %q", tt.in, got, tt.want)
+		if got := cliconf.SplitList(tt.in); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("cliconf.SplitList(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }
@@ -237,9 +238,9 @@ func TestLoadErrors(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{"unknown flag", []string{"--nope"}, nil, "flag provided but not defined: -nope"},
-		{"missing value", []string{"--sampling"}, nil, "flag needs an argument: -sampling"},
-		{"positional", []string{"eth0"}, nil, `unexpected argument "eth0": flowlens takes only flags`},
+		{"unknown flag", []string{"--nope"}, nil, "unknown flag --nope (--help lists them)"},
+		{"missing value", []string{"--sampling"}, nil, "--sampling needs a value (n)"},
+		{"positional", []string{"eth0"}, nil, `unexpected argument "eth0": flowlens-agent takes only flags (--help lists them)`},
 		{"dns ports: too many", []string{"--dns-ports=1,2,3,4,5"}, nil, `invalid --dns-ports "1,2,3,4,5": must be 1 to 4 ports`},
 		{"dns ports: zero", []string{"--dns-ports=0"}, nil, `invalid --dns-ports "0": port "0": must be a number from 1 to 65535`},
 		{"dns ports: empty", []string{"--dns-ports="}, nil, `invalid --dns-ports "": must be 1 to 4 ports`},
@@ -275,16 +276,16 @@ func TestLoadErrors(t *testing.T) {
 			`invalid --ipfix-enterprise-number "0": must be an integer from 1 to 4294967295`},
 		{"ipfix enterprise number high", []string{"--ipfix-enterprise-number=4294967296"}, nil,
 			`invalid --ipfix-enterprise-number "4294967296": must be an integer from 1 to 4294967295`},
-		{"ipfix max message size", nil, map[string]string{"FLOWLENS_IPFIX_MAX_MESSAGE_SIZE": "9000x"},
-			`invalid FLOWLENS_IPFIX_MAX_MESSAGE_SIZE "9000x": must be an integer`},
-		{"bad env", nil, map[string]string{"FLOWLENS_GRPC_BATCH_SIZE": "x"},
-			`invalid FLOWLENS_GRPC_BATCH_SIZE "x": must be an integer`},
+		{"ipfix max message size", nil, map[string]string{"FLOWLENS_AGENT_IPFIX_MAX_MESSAGE_SIZE": "9000x"},
+			`invalid FLOWLENS_AGENT_IPFIX_MAX_MESSAGE_SIZE "9000x": must be an integer`},
+		{"bad env", nil, map[string]string{"FLOWLENS_AGENT_GRPC_BATCH_SIZE": "x"},
+			`invalid FLOWLENS_AGENT_GRPC_BATCH_SIZE "x": must be an integer`},
 		{"missing file by flag", []string{"--config=testdata/missing.yaml"}, nil,
 			`invalid --config "testdata/missing.yaml": no such file or directory`},
-		{"missing file by env", nil, map[string]string{"FLOWLENS_CONFIG": "testdata/missing.yaml"},
-			`invalid FLOWLENS_CONFIG "testdata/missing.yaml": no such file or directory`},
+		{"missing file by env", nil, map[string]string{"FLOWLENS_AGENT_CONFIG": "testdata/missing.yaml"},
+			`invalid FLOWLENS_AGENT_CONFIG "testdata/missing.yaml": no such file or directory`},
 		// Load runs Validate, whose errors name the flag whatever the source.
-		{"validation", nil, map[string]string{"FLOWLENS_SAMPLING": "0"}, `invalid --sampling "0": must be >= 1`},
+		{"validation", nil, map[string]string{"FLOWLENS_AGENT_SAMPLING": "0"}, `invalid --sampling "0": must be >= 1`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -321,8 +322,8 @@ func TestOTLPFlags(t *testing.T) {
 		t.Error("OTLPTLSOn() = false with --otlp-tls")
 	}
 
-	got, err = Load(nil, withEnv(map[string]string{"FLOWLENS_EXPORT": "otlp", "FLOWLENS_OTLP_ENDPOINT": "10.0.0.1:4317",
-		"FLOWLENS_OTLP_TLS": "false", "FLOWLENS_OTLP_HEADERS": "k=v"}))
+	got, err = Load(nil, withEnv(map[string]string{"FLOWLENS_AGENT_EXPORT": "otlp", "FLOWLENS_AGENT_OTLP_ENDPOINT": "10.0.0.1:4317",
+		"FLOWLENS_AGENT_OTLP_TLS": "false", "FLOWLENS_AGENT_OTLP_HEADERS": "k=v"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,18 +455,25 @@ func TestUsage(t *testing.T) {
 	Usage(&b)
 	out := b.String()
 	for _, want := range []string{
-		"Usage: flowlens [flags]",
+		"Usage: flowlens-agent [flags]",
 		"--config file",
-		`--cache-active-timeout duration    how often flows are evicted from the kernel (100ms to 1h) (default "5s")`,
+		"\nFlow cache:\n" + `  --cache-active-timeout duration  how often flows are evicted from the kernel (100ms to 1h) (default "5s")`,
 		`(default "drops,rtt,retransmits")`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("usage lacks %q:\n%s", want, out)
 		}
 	}
+	// Every option is listed under the heading of its component.
 	for _, o := range options {
-		if !strings.Contains(out, "--"+o.name+" ") {
-			t.Errorf("usage lacks --%s", o.name)
+		if o.Section == "" {
+			t.Errorf("--%s has no section", o.Name)
+			continue
+		}
+		heading := strings.Index(out, "\n"+o.Section+":\n")
+		row := strings.Index(out, "\n  --"+o.Name+" ")
+		if heading < 0 || row < heading || strings.Contains(out[heading+1:row], "\n\n") {
+			t.Errorf("usage lacks --%s under %q", o.Name, o.Section)
 		}
 	}
 }

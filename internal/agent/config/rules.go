@@ -38,7 +38,7 @@ func setFilterRulesFile(c *Config, path string) error {
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return pathReason(err)
+		return cliconf.PathReason(err)
 	}
 	rules, err := flowrules.Parse(data)
 	if err != nil {
@@ -90,7 +90,7 @@ func checkFilter(c *Config) error {
 		if c.FilterDefault != 0 {
 			value = c.FilterDefault.String()
 		}
-		return invalid("--filter-default", value, errors.New("must be accept or reject"))
+		return cliconf.Invalid("--filter-default", value, errors.New("must be accept or reject"))
 	}
 	if err := flowrules.Check(c.FilterRules); err != nil {
 		return err

@@ -65,7 +65,7 @@ func TestFilterRulesLoad(t *testing.T) {
 	}{
 		{"flag", []string{"--filter-rules", rulesFile}, nil, rulesFile, wantGoodRules, flowrules.Reject, false},
 		{"JSON", []string{"--filter-rules", jsonFile}, nil, jsonFile, wantGoodRules, flowrules.Reject, false},
-		{"environment", nil, map[string]string{"FLOWLENS_FILTER_RULES": rulesFile, "FLOWLENS_FILTER_DEFAULT": "ACCEPT"},
+		{"environment", nil, map[string]string{"FLOWLENS_AGENT_FILTER_RULES": rulesFile, "FLOWLENS_AGENT_FILTER_DEFAULT": "ACCEPT"},
 			rulesFile, wantGoodRules, flowrules.Accept, false},
 		{"inline", []string{"--config", inline}, nil, "", wantGoodRules, flowrules.Accept, false},
 		{"a path in the config file", []string{"--config", byPath}, nil, rulesFile, wantGoodRules, flowrules.Reject, false},
@@ -73,7 +73,7 @@ func TestFilterRulesLoad(t *testing.T) {
 			rulesFile, wantGoodRules, flowrules.Reject, false},
 		{"the last flag wins", []string{"--filter-rules", jsonFile, "--filter-rules", rulesFile}, nil,
 			rulesFile, wantGoodRules, flowrules.Reject, false},
-		{"--filter-rules= drops an earlier file", nil, map[string]string{"FLOWLENS_FILTER_RULES": rulesFile},
+		{"--filter-rules= drops an earlier file", nil, map[string]string{"FLOWLENS_AGENT_FILTER_RULES": rulesFile},
 			"", nil, flowrules.Reject, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -148,8 +148,8 @@ func TestFilterRulesErrors(t *testing.T) {
 	}{
 		{"bad rule in the file", []string{"--filter-rules", badFile}, nil,
 			`invalid --filter-rules "` + badFile + `": line 4: filter rule 1 ("no-health"): destination_ports "100-80": range is upside down`},
-		{"bad rule in the file named by the environment", nil, map[string]string{"FLOWLENS_FILTER_RULES": badFile},
-			`invalid FLOWLENS_FILTER_RULES "` + badFile + `": line 4: filter rule 1 ("no-health"): destination_ports "100-80": range is upside down`},
+		{"bad rule in the file named by the environment", nil, map[string]string{"FLOWLENS_AGENT_FILTER_RULES": badFile},
+			`invalid FLOWLENS_AGENT_FILTER_RULES "` + badFile + `": line 4: filter rule 1 ("no-health"): destination_ports "100-80": range is upside down`},
 		{"bad inline rule", []string{"--config", badInline}, nil,
 			badInline + `:6: filter rule 1 ("no-health"): destination_ports "100-80": range is upside down`},
 		{"inline rules are not a list", []string{"--config", notList}, nil,

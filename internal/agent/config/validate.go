@@ -4,14 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/flowlens/flowlens/internal/agent/exporter/ipfix"
 	"github.com/flowlens/flowlens/internal/agent/ifname"
+	"github.com/flowlens/flowlens/internal/agent/ipfixsize"
 	"github.com/flowlens/flowlens/internal/shared/cliconf"
 	"github.com/flowlens/flowlens/internal/shared/httpserve"
 )
@@ -30,15 +29,15 @@ func (c *Config) Validate() error {
 	add(checkNameList("--exclude-interfaces", c.ExcludeInterfaces))
 	add(checkNetns(c.Netns, c.NetnsDir))
 	if d := c.CacheActiveTimeout; d < 100*time.Millisecond || d > time.Hour {
-		add(invalid("--cache-active-timeout", d.String(), errors.New("must be from 100ms to 1h")))
+		add(cliconf.Invalid("--cache-active-timeout", d.String(), errors.New("must be from 100ms to 1h")))
 	}
 	add(checkRange("--cache-max-flows", c.CacheMaxFlows, 1, 10_000_000))
 	if c.Sampling < 1 {
-		add(invalid("--sampling", strconv.FormatUint(uint64(c.Sampling), 10), errors.New("must be >= 1")))
+		add(cliconf.Invalid("--sampling", strconv.FormatUint(uint64(c.Sampling), 10), errors.New("must be >= 1")))
 	}
 	add(checkFilter(c))
 	if d := c.DNSTimeout; d < 100*time.Millisecond || d > time.Minute {
-		add(invalid("--dns-timeout", d.String(), errors.New("must be from 100ms to 1m")))
+		add(cliconf.Invalid("--dns-timeout", d.String(), errors.New("must be from 100ms to 1m")))
 	}
 	add(checkExport(c.Export))
 	add(checkTarget(c.Target, c.Export))
@@ -47,15 +46,15 @@ func (c *Config) Validate() error {
 	add(checkOTLP(c))
 	add(checkKafka(c))
 	add(checkRange("--export-buffer", c.ExportBuffer, 0, 100_000))
-	add(checkTLS(c))
+	add(grpcTLS.Check(c))
 	if c.MetricsAddress != "" {
-		if err := splitHostPort(c.MetricsAddress); err != nil {
-			add(invalid("--metrics-address", c.MetricsAddress, err))
+		if err := cliconf.SplitHostPort(c.MetricsAddress); err != nil {
+			add(cliconf.Invalid("--metrics-address", c.MetricsAddress, err))
 		}
 	}
 	add(httpserve.CheckWebConfig("--web-config-file", c.WebConfigFile))
 	if c.NodeName == "" {
-		add(invalid("--node-name", "", errors.New("must not be empty; set it or NODE_NAME")))
+		add(cliconf.Invalid("--node-name", "", errors.New("must not be empty; set it or NODE_NAME")))
 	}
 	add(checkLevel(c))
 	return errors.Join(errs...)
@@ -65,7 +64,7 @@ func (c *Config) Validate() error {
 func checkNameList(flagName string, entries []string) error {
 	for _, e := range entries {
 		if _, err := ifname.CompileEntry(e); err != nil {
-			return invalid(flagName, e, err)
+			return cliconf.Invalid(flagName, e, err)
 		}
 	}
 	return nil
@@ -73,7 +72,7 @@ func checkNameList(flagName string, entries []string) error {
 
 func checkNetns(list []string, dir string) error {
 	if len(list) == 0 {
-		return invalid("--netns", "", errors.New(`must list "host", "all" or namespace names`))
+		return cliconf.Invalid("--netns", "", errors.New(`must list "host", "all" or namespace names`))
 	}
 	var all, named bool
 	for _, e := range list {
@@ -83,23 +82,23 @@ func checkNetns(list []string, dir string) error {
 			all = true
 		case strings.Contains(e, "/") || e == "." || e == "..":
 			// Names are joined to --netns-dir; a path would escape it.
-			return invalid("--netns", e, errors.New("must be a namespace name under --netns-dir, not a path"))
+			return cliconf.Invalid("--netns", e, errors.New("must be a namespace name under --netns-dir, not a path"))
 		default:
 			named = true
 		}
 	}
 	if all && named {
-		return invalid("--netns", strings.Join(list, ","), errors.New(`"all" cannot be combined with namespace names`))
+		return cliconf.Invalid("--netns", strings.Join(list, ","), errors.New(`"all" cannot be combined with namespace names`))
 	}
 	if (all || named) && dir == "" {
-		return invalid("--netns-dir", "", errors.New("must be set to watch named namespaces"))
+		return cliconf.Invalid("--netns-dir", "", errors.New("must be set to watch named namespaces"))
 	}
 	return nil
 }
 
 func checkRange(flagName string, v, lo, hi int) error {
 	if v < lo || v > hi {
-		return invalid(flagName, strconv.Itoa(v), fmt.Errorf("must be from %d to %d", lo, hi))
+		return cliconf.Invalid(flagName, strconv.Itoa(v), fmt.Errorf("must be from %d to %d", lo, hi))
 	}
 	return nil
 }
@@ -108,15 +107,15 @@ const exporterNames = "stdout, grpc, ipfix, kafka, otlp"
 
 func checkExport(list []string) error {
 	if len(list) == 0 {
-		return invalid("--export", "", errors.New("must list at least one of "+exporterNames))
+		return cliconf.Invalid("--export", "", errors.New("must list at least one of "+exporterNames))
 	}
 	seen := map[string]bool{}
 	for _, e := range list {
 		if e != "stdout" && e != "grpc" && e != "ipfix" && e != "kafka" && e != "otlp" {
-			return invalid("--export", e, errors.New("unknown exporter: must be one of "+exporterNames))
+			return cliconf.Invalid("--export", e, errors.New("unknown exporter: must be one of "+exporterNames))
 		}
 		if seen[e] {
-			return invalid("--export", strings.Join(list, ","), fmt.Errorf("%q is listed twice", e))
+			return cliconf.Invalid("--export", strings.Join(list, ","), fmt.Errorf("%q is listed twice", e))
 		}
 		seen[e] = true
 	}
@@ -132,12 +131,12 @@ func checkTarget(target string, export []string) error {
 		}
 		return nil
 	}
-	if err := splitHostPort(target); err != nil {
-		return invalid("--target", target, err)
+	if err := cliconf.SplitHostPort(target); err != nil {
+		return cliconf.Invalid("--target", target, err)
 	}
 	_, port, _ := net.SplitHostPort(target)
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return invalid("--target", target, errors.New("port must be a number from 1 to 65535"))
+		return cliconf.Invalid("--target", target, errors.New("port must be a number from 1 to 65535"))
 	}
 	return nil
 }
@@ -150,27 +149,20 @@ func checkIPFIX(c *Config) error {
 		if slices.Contains(c.Export, "ipfix") {
 			errs = append(errs, errors.New("--ipfix-target is required when --export includes ipfix"))
 		}
-	} else if err := checkHostPort("--ipfix-target", c.IPFIXTarget); err != nil {
+	} else if err := cliconf.CheckHostPort("--ipfix-target", c.IPFIXTarget); err != nil {
 		errs = append(errs, err)
 	}
 	if c.IPFIXTransport != "udp" && c.IPFIXTransport != "tcp" {
-		errs = append(errs, invalid("--ipfix-transport", c.IPFIXTransport, errors.New("must be udp or tcp")))
+		errs = append(errs, cliconf.Invalid("--ipfix-transport", c.IPFIXTransport, errors.New("must be udp or tcp")))
 	}
 	if d := c.IPFIXTemplateRefresh; d < time.Second || d > time.Hour {
-		errs = append(errs, invalid("--ipfix-template-refresh", d.String(), errors.New("must be from 1s to 1h")))
+		errs = append(errs, cliconf.Invalid("--ipfix-template-refresh", d.String(), errors.New("must be from 1s to 1h")))
 	}
-	if n := c.IPFIXMaxMessageSize; n != 0 {
-		hi := ipfix.MaxUDPMessageBytes
-		if c.IPFIXTransport == "tcp" {
-			hi = ipfix.MaxMessageBytes
-		}
-		if n < ipfix.MinMessageBytes || n > hi {
-			errs = append(errs, invalid("--ipfix-max-message-size", strconv.Itoa(n),
-				fmt.Errorf("must be 0 (the default) or from %d to %d over %s", ipfix.MinMessageBytes, hi, c.IPFIXTransport)))
-		}
+	if err := ipfixsize.Check(c.IPFIXMaxMessageSize, c.IPFIXTransport); err != nil {
+		errs = append(errs, cliconf.Invalid("--ipfix-max-message-size", strconv.Itoa(c.IPFIXMaxMessageSize), err))
 	}
 	if c.IPFIXEnterpriseNumber == 0 {
-		errs = append(errs, invalid("--ipfix-enterprise-number", "0", errors.New("must be an integer from 1 to 4294967295")))
+		errs = append(errs, cliconf.Invalid("--ipfix-enterprise-number", "0", errors.New("must be an integer from 1 to 4294967295")))
 	}
 	return errors.Join(errs...)
 }
@@ -183,20 +175,17 @@ func checkOTLP(c *Config) error {
 		if slices.Contains(c.Export, "otlp") {
 			errs = append(errs, errors.New("--otlp-endpoint is required when --export includes otlp"))
 		}
-	} else if err := checkHostPort("--otlp-endpoint", c.OTLPEndpoint); err != nil {
+	} else if err := cliconf.CheckHostPort("--otlp-endpoint", c.OTLPEndpoint); err != nil {
 		errs = append(errs, err)
 	}
 	if c.OTLPProtocol != "grpc" && c.OTLPProtocol != "http" {
-		errs = append(errs, invalid("--otlp-protocol", c.OTLPProtocol, errors.New("must be grpc or http")))
+		errs = append(errs, cliconf.Invalid("--otlp-protocol", c.OTLPProtocol, errors.New("must be grpc or http")))
 	}
 	if c.OTLPCompression != "none" && c.OTLPCompression != "gzip" {
-		errs = append(errs, invalid("--otlp-compression", c.OTLPCompression, errors.New("must be none or gzip")))
+		errs = append(errs, cliconf.Invalid("--otlp-compression", c.OTLPCompression, errors.New("must be none or gzip")))
 	}
 	errs = append(errs, checkRange("--otlp-batch-flows", c.OTLPBatchFlows, 1, 100_000))
-	if (c.OTLPTLSCert == "") != (c.OTLPTLSKey == "") {
-		errs = append(errs, errors.New("--otlp-tls-cert and --otlp-tls-key must be given together"))
-	}
-	errs = append(errs, checkFiles([]flagFile{{"--otlp-tls-ca", c.OTLPTLSCA}, {"--otlp-tls-cert", c.OTLPTLSCert}, {"--otlp-tls-key", c.OTLPTLSKey}}))
+	errs = append(errs, otlpTLS.Check(c))
 	return errors.Join(errs...)
 }
 
@@ -206,52 +195,17 @@ func (c *Config) OTLPTLSOn() bool {
 	return c.OTLPTLS || c.OTLPTLSCA != "" || c.OTLPTLSCert != "" || c.OTLPTLSKey != ""
 }
 
-// checkHostPort checks a host:port with a host and a numeric port.
-func checkHostPort(flagName, addr string) error {
-	if err := splitHostPort(addr); err != nil {
-		return invalid(flagName, addr, err)
-	}
-	host, port, _ := net.SplitHostPort(addr)
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return invalid(flagName, addr, errors.New("port must be a number from 1 to 65535"))
-	}
-	if host == "" {
-		return invalid(flagName, addr, errors.New("must name a host"))
-	}
-	return nil
-}
-
-// splitHostPort returns net.SplitHostPort's reason without the address,
-// which the caller's message already shows.
-func splitHostPort(addr string) error { return cliconf.SplitHostPort(addr) }
-
-func checkTLS(c *Config) error {
-	if (c.TLSCert == "") != (c.TLSKey == "") {
-		return errors.New("--tls-cert and --tls-key must be given together")
-	}
-	return checkFiles([]flagFile{{"--tls-ca", c.TLSCA}, {"--tls-cert", c.TLSCert}, {"--tls-key", c.TLSKey}})
-}
-
-// flagFile is a file a flag names.
-type flagFile struct{ flag, path string }
-
-// checkFiles checks that each file given exists and is not a directory:
-// checked here so a typo fails at start-up rather than at the first
-// connection attempt, possibly minutes later.
-func checkFiles(files []flagFile) error {
-	for _, f := range files {
-		if f.path == "" {
-			continue
-		}
-		fi, err := os.Stat(f.path)
-		if err != nil {
-			return invalid(f.flag, f.path, pathReason(err))
-		}
-		if fi.IsDir() {
-			return invalid(f.flag, f.path, errors.New("is a directory, not a file"))
-		}
-	}
-	return nil
-}
-
 func checkLevel(c *Config) error { return cliconf.CheckLevel("--log-level", c.LogLevel) }
+
+// The exporters' TLS clients, groups written once in package cliconf.
+var (
+	grpcTLS = cliconf.ClientTLS[Config]{Peer: "grpc collector",
+		CA:   func(c *Config) *string { return &c.TLSCA },
+		Cert: func(c *Config) *string { return &c.TLSCert },
+		Key:  func(c *Config) *string { return &c.TLSKey }}
+	otlpTLS = cliconf.ClientTLS[Config]{Prefix: "otlp-", Peer: "OTLP receiver", CAUsage: " (default: the system's roots)",
+		On:   func(c *Config) *bool { return &c.OTLPTLS },
+		CA:   func(c *Config) *string { return &c.OTLPTLSCA },
+		Cert: func(c *Config) *string { return &c.OTLPTLSCert },
+		Key:  func(c *Config) *string { return &c.OTLPTLSKey }}
+)

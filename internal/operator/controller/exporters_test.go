@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
+	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/operator/render"
 )
 
@@ -165,13 +166,13 @@ spec:
 	if k == nil || o == nil {
 		t.Fatalf("exporters %+v", fc.Spec.Exporters)
 	}
-	if k.Topic != render.DefaultKafkaTopic || k.Compression != render.DefaultKafkaCompression || k.Linger == nil ||
-		k.Linger.Duration != render.DefaultKafkaLinger || k.MaxBatchBytes != render.DefaultKafkaMaxBatchBytes ||
-		k.Acks != render.DefaultKafkaAcks || k.Message != render.DefaultKafkaMessage || k.BatchFlows != render.DefaultKafkaBatchFlows ||
+	if k.Topic != config.DefaultKafkaTopic || k.Compression != config.DefaultKafkaCompression || k.Linger == nil ||
+		k.Linger.Duration != config.DefaultKafkaLinger || k.MaxBatchBytes != config.DefaultKafkaMaxBatchBytes ||
+		k.Acks != config.DefaultKafkaAcks || k.Message != config.DefaultKafkaMessage || k.BatchFlows != config.DefaultKafkaBatchFlows ||
 		k.TLS.CASecretRef.Key != render.DefaultCAKey {
 		t.Errorf("kafka schema defaults %+v, want the render defaults", *k)
 	}
-	if o.Protocol != render.DefaultOTLPProtocol || o.BatchFlows != render.DefaultOTLPBatchFlows || o.Compression != "" {
+	if o.Protocol != config.DefaultOTLPProtocol || o.BatchFlows != config.DefaultOTLPBatchFlows || o.Compression != "" {
 		t.Errorf("otlp schema defaults %+v, want the render defaults", *o)
 	}
 	if c.Replicas != render.DefaultCollectorReplicas || c.ImagePullPolicy != corev1.PullIfNotPresent || c.Resources != nil || c.Image != "" {

@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -145,6 +146,16 @@ func TestCreate(t *testing.T) {
 		len(fc.Spec.Agent.Features) != 3 || len(fc.Spec.Exporters) != 1 || fc.Spec.Exporters[0].Type != v1alpha1.ExporterStdout ||
 		len(fc.Spec.Agent.Tolerations) != 1 || fc.Spec.Agent.Tolerations[0].Operator != corev1.TolerationOpExists {
 		t.Errorf("schema defaults not applied: %+v", fc.Spec)
+	}
+	// The schema's defaults (the kubebuilder markers) are the operator's,
+	// render.WithDefaults, which takes the agent's own (render's
+	// TestRenderedDefaults): one value each, whoever fills the field in.
+	// Only the containers' resources are the operator's alone: the schema
+	// leaves them unset, the renderer fills them in.
+	want := render.WithDefaults(newCollector(ns).Spec)
+	want.Agent.Resources, want.Collector.Resources = nil, nil
+	if !equality.Semantic.DeepEqual(fc.Spec, want) {
+		t.Errorf("the schema's defaults differ from render.WithDefaults:\n got  %+v\n want %+v", fc.Spec, want)
 	}
 
 	nsObj := waitFor(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, exists)

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -133,7 +134,7 @@ func CollectorArgs(k *v1alpha1.KafkaExporter, metricsTLS *v1alpha1.MetricsTLS) [
 	if k.SASL != nil {
 		args = append(args, "--kafka-sasl-mechanism="+string(k.SASL.Mechanism), "--kafka-sasl-password-file="+KafkaPasswordPath)
 	}
-	args = append(args, "--metrics-address=:9401")
+	args = append(args, "--metrics-address=:"+strconv.Itoa(CollectorMetricsPort))
 	if metricsTLS != nil {
 		args = append(args, "--web-config-file="+WebConfigPath)
 	}
@@ -152,7 +153,7 @@ func collectorDeployment(fc *v1alpha1.FlowCollector, args []string, k *v1alpha1.
 		WithImage(image).
 		WithImagePullPolicy(c.ImagePullPolicy).
 		WithArgs(args...).
-		WithEnv(kafkaEnv(k, collectorEnvPrefix)...).
+		WithEnv(kafkaEnv(k, collectorKafkaUsernameEnv)...).
 		WithPorts(corev1ac.ContainerPort().WithName("metrics").WithContainerPort(CollectorMetricsPort).WithProtocol(corev1.ProtocolTCP)).
 		WithResources(resources(c.Resources)).
 		WithReadinessProbe(probe("/readyz")).

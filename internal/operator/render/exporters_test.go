@@ -128,7 +128,7 @@ var fullKafka = &v1alpha1.KafkaExporter{
 
 // TestAgentKafka: every field of the kafka exporter reaches its agent key,
 // its Secrets are mounted where the keys point, and the SASL username is the
-// agent's FLOWLENS_KAFKA_SASL_USERNAME from the Secret.
+// agent's FLOWLENS_AGENT_KAFKA_SASL_USERNAME from the Secret.
 func TestAgentKafka(t *testing.T) {
 	spec := exporters(v1alpha1.Exporter{Type: v1alpha1.ExporterStdout}, v1alpha1.Exporter{Type: v1alpha1.ExporterKafka, Kafka: fullKafka})
 	want := baseConfig("stdout", "kafka") + `kafka_brokers: kafka-0.kafka.svc:9093,[fd00::9]:9093
@@ -165,7 +165,7 @@ kafka_batch_flows: 500
 	if !maps.Equal(volumes, wantVolumes) || !maps.Equal(mounts, wantMounts) {
 		t.Errorf("agent secret volumes %v mounts %v\nwant %v\nand  %v", volumes, mounts, wantVolumes, wantMounts)
 	}
-	wantEnv := map[string]string{"NODE_NAME": "(from the pod)", "FLOWLENS_KAFKA_SASL_USERNAME": "secret kafka-user/username"}
+	wantEnv := map[string]string{"NODE_NAME": "(from the pod)", "FLOWLENS_AGENT_KAFKA_SASL_USERNAME": "secret kafka-user/username"}
 	if got := env(pod.Containers[0]); !maps.Equal(got, wantEnv) {
 		t.Errorf("agent env %v, want %v", got, wantEnv)
 	}
@@ -226,7 +226,7 @@ kafka_batch_flows: 1000
 
 // TestAgentOTLP: every field of the otlp exporter reaches its agent key,
 // headers sorted as key=value,...; TLS Secrets mounted; Secret-held headers
-// are the agent's FLOWLENS_OTLP_HEADERS, not in the ConfigMap.
+// are the agent's FLOWLENS_AGENT_OTLP_HEADERS, not in the ConfigMap.
 func TestAgentOTLP(t *testing.T) {
 	spec := exporters(v1alpha1.Exporter{Type: v1alpha1.ExporterOTLP, OTLP: &v1alpha1.OTLPExporter{
 		TargetHost: "fd00::7", TargetPort: 4318, Protocol: v1alpha1.OTLPHTTP,
@@ -266,7 +266,7 @@ otlp_batch_flows: 1000
 		t.Errorf("agent configuration:\n%s\nwant:\n%s", got, want)
 	}
 	pod = build(t, spec).DaemonSet.Spec.Template.Spec
-	wantEnv := map[string]string{"NODE_NAME": "(from the pod)", "FLOWLENS_OTLP_HEADERS": "secret otel-auth/headers"}
+	wantEnv := map[string]string{"NODE_NAME": "(from the pod)", "FLOWLENS_AGENT_OTLP_HEADERS": "secret otel-auth/headers"}
 	if got := env(pod.Containers[0]); !maps.Equal(got, wantEnv) {
 		t.Errorf("agent env %v, want %v", got, wantEnv)
 	}

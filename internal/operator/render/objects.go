@@ -14,6 +14,7 @@ import (
 	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
+	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/operator/dashboards"
 )
 
@@ -253,14 +254,14 @@ func daemonSet(fc *v1alpha1.FlowCollector, opts Options, owner *metav1ac.OwnerRe
 	}
 	if k := Kafka(spec); k != nil {
 		secrets = append(secrets, kafkaMounts(k)...)
-		container.WithEnv(kafkaEnv(k, agentEnvPrefix)...)
+		container.WithEnv(kafkaEnv(k, config.EnvName("kafka-sasl-username"))...)
 	}
 	if o := OTLP(spec); o != nil {
 		if o.TLS != nil {
 			secrets = append(secrets, tlsMounts("otlp-tls", o.TLS.CASecretRef, o.TLS.ClientSecretRef, OTLPTLSCADir, OTLPTLSCertDir)...)
 		}
 		if ref := o.HeadersSecretRef; ref != nil {
-			container.WithEnv(secretEnv(agentEnvPrefix+"OTLP_HEADERS", ref.Name, OTLPHeadersKey))
+			container.WithEnv(secretEnv(config.EnvName("otlp-headers"), ref.Name, OTLPHeadersKey))
 		}
 	}
 	for _, m := range secrets {

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
+	"github.com/flowlens/flowlens/internal/agent/config"
 )
 
 // Names of the objects the operator manages, in the agent namespace.
@@ -71,7 +72,7 @@ const (
 
 	BPFFSPath   = "/sys/fs/bpf"
 	TracefsPath = "/sys/kernel/debug"
-	NetnsDir    = "/var/run/netns"
+	NetnsDir    = config.DefaultNetnsDir
 )
 
 // Labels and annotations.
@@ -96,38 +97,16 @@ const (
 
 // Defaults the operator applies when a field is unset. The API server's
 // schema defaults normally fill the spec in first; these cover objects that
-// bypassed it (and unit tests), and must match the kubebuilder markers.
+// bypassed it (and unit tests), and must match the kubebuilder markers. A
+// field that is an agent option takes the agent's own default
+// (internal/agent/config's Default*), written there once; the ones here are
+// the operator's own.
 const (
-	DefaultNamespace          = "flowlens"
-	DefaultSampling           = 1
-	DefaultCacheActiveTimeout = 5 * time.Second
-	DefaultCacheMaxFlows      = 100000
-	DefaultDNSPort            = 53
-	DefaultDNSTimeout         = 5 * time.Second
-	DefaultMetricsPort        = 9400
-	DefaultGRPCBatchSize      = 1000
-	DefaultLogLevel           = v1alpha1.LogLevel("info")
-	DefaultPriorityClassName  = "system-node-critical"
-	DefaultCAKey              = "ca.crt"
-
-	// The ipfix exporter's: the agent's --ipfix-* defaults.
-	DefaultIPFIXTransport       = v1alpha1.IPFIXUDP
-	DefaultIPFIXDomainID        = 1
-	DefaultIPFIXTemplateRefresh = time.Minute
-
-	// The kafka exporter's: the agent's --kafka-* defaults.
-	DefaultKafkaTopic         = "flowlens-flows"
-	DefaultKafkaCompression   = v1alpha1.KafkaCompressionLZ4
-	DefaultKafkaLinger        = 50 * time.Millisecond
-	DefaultKafkaMaxBatchBytes = 1048576
-	DefaultKafkaAcks          = v1alpha1.KafkaAcksAll
-	DefaultKafkaMessage       = v1alpha1.KafkaMessageBatch
-	DefaultKafkaBatchFlows    = 1000
-
-	// The otlp exporter's: the agent's --otlp-* defaults.
-	DefaultOTLPProtocol   = v1alpha1.OTLPGRPC
-	DefaultOTLPBatchFlows = 1000
-
+	DefaultNamespace         = "flowlens"
+	DefaultDNSPort           = 53
+	DefaultDNSTimeout        = 5 * time.Second
+	DefaultPriorityClassName = "system-node-critical"
+	DefaultCAKey             = "ca.crt"
 	DefaultCollectorReplicas = 1
 )
 
@@ -177,19 +156,19 @@ func WithDefaults(spec v1alpha1.FlowCollectorSpec) v1alpha1.FlowCollectorSpec {
 		a.PriorityClassName = DefaultPriorityClassName
 	}
 	if a.Sampling == 0 {
-		a.Sampling = DefaultSampling
+		a.Sampling = config.DefaultSampling
 	}
 	if a.CacheActiveTimeout == nil {
-		a.CacheActiveTimeout = &metav1.Duration{Duration: DefaultCacheActiveTimeout}
+		a.CacheActiveTimeout = &metav1.Duration{Duration: config.DefaultCacheActiveTimeout}
 	}
 	if a.CacheMaxFlows == 0 {
-		a.CacheMaxFlows = DefaultCacheMaxFlows
+		a.CacheMaxFlows = config.DefaultCacheMaxFlows
 	}
 	if a.ExcludeInterfaces == nil {
-		a.ExcludeInterfaces = []string{"lo"}
+		a.ExcludeInterfaces = []string{config.DefaultExcludeInterfaces}
 	}
 	if a.Netns == nil {
-		a.Netns = []string{"host"}
+		a.Netns = []string{config.DefaultNetns}
 	}
 	if a.Features == nil {
 		a.Features = []v1alpha1.Feature{v1alpha1.FeatureDrops, v1alpha1.FeatureRTT, v1alpha1.FeatureRetransmits}
@@ -205,10 +184,10 @@ func WithDefaults(spec v1alpha1.FlowCollectorSpec) v1alpha1.FlowCollectorSpec {
 		a.Resources = &r
 	}
 	if a.LogLevel == "" {
-		a.LogLevel = DefaultLogLevel
+		a.LogLevel = config.DefaultLogLevel
 	}
 	if a.MetricsPort == 0 {
-		a.MetricsPort = DefaultMetricsPort
+		a.MetricsPort = config.DefaultMetricsPort
 	}
 	if a.MetricsTLS != nil {
 		defaultCAKey(a.MetricsTLS.ClientCASecretRef)
@@ -217,19 +196,19 @@ func WithDefaults(spec v1alpha1.FlowCollectorSpec) v1alpha1.FlowCollectorSpec {
 		a.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
 	}
 	if len(s.Exporters) == 0 {
-		s.Exporters = []v1alpha1.Exporter{{Type: v1alpha1.ExporterStdout}}
+		s.Exporters = []v1alpha1.Exporter{{Type: config.DefaultExport}}
 	}
 	for i := range s.Exporters {
 		if x := s.Exporters[i].IPFIX; x != nil {
 			if x.Transport == "" {
-				x.Transport = DefaultIPFIXTransport
+				x.Transport = config.DefaultIPFIXTransport
 			}
 			if x.DomainID == nil {
-				id := int64(DefaultIPFIXDomainID)
+				id := int64(config.DefaultIPFIXDomainID)
 				x.DomainID = &id
 			}
 			if x.TemplateRefresh == nil {
-				x.TemplateRefresh = &metav1.Duration{Duration: DefaultIPFIXTemplateRefresh}
+				x.TemplateRefresh = &metav1.Duration{Duration: config.DefaultIPFIXTemplateRefresh}
 			}
 		}
 		if k := s.Exporters[i].Kafka; k != nil {
@@ -237,10 +216,10 @@ func WithDefaults(spec v1alpha1.FlowCollectorSpec) v1alpha1.FlowCollectorSpec {
 		}
 		if o := s.Exporters[i].OTLP; o != nil {
 			if o.Protocol == "" {
-				o.Protocol = DefaultOTLPProtocol
+				o.Protocol = config.DefaultOTLPProtocol
 			}
 			if o.BatchFlows == 0 {
-				o.BatchFlows = DefaultOTLPBatchFlows
+				o.BatchFlows = config.DefaultOTLPBatchFlows
 			}
 			if o.TLS != nil {
 				defaultCAKey(o.TLS.CASecretRef)
@@ -251,7 +230,7 @@ func WithDefaults(spec v1alpha1.FlowCollectorSpec) v1alpha1.FlowCollectorSpec {
 			continue
 		}
 		if g.BatchSize == 0 {
-			g.BatchSize = DefaultGRPCBatchSize
+			g.BatchSize = config.DefaultGRPCBatchSize
 		}
 		if g.TLS != nil {
 			defaultCAKey(g.TLS.CASecretRef)
@@ -279,25 +258,25 @@ func WithDefaults(spec v1alpha1.FlowCollectorSpec) v1alpha1.FlowCollectorSpec {
 
 func kafkaDefaults(k *v1alpha1.KafkaExporter) {
 	if k.Topic == "" {
-		k.Topic = DefaultKafkaTopic
+		k.Topic = config.DefaultKafkaTopic
 	}
 	if k.Compression == "" {
-		k.Compression = DefaultKafkaCompression
+		k.Compression = config.DefaultKafkaCompression
 	}
 	if k.Linger == nil {
-		k.Linger = &metav1.Duration{Duration: DefaultKafkaLinger}
+		k.Linger = &metav1.Duration{Duration: config.DefaultKafkaLinger}
 	}
 	if k.MaxBatchBytes == 0 {
-		k.MaxBatchBytes = DefaultKafkaMaxBatchBytes
+		k.MaxBatchBytes = config.DefaultKafkaMaxBatchBytes
 	}
 	if k.Acks == "" {
-		k.Acks = DefaultKafkaAcks
+		k.Acks = config.DefaultKafkaAcks
 	}
 	if k.Message == "" {
-		k.Message = DefaultKafkaMessage
+		k.Message = config.DefaultKafkaMessage
 	}
 	if k.BatchFlows == 0 {
-		k.BatchFlows = DefaultKafkaBatchFlows
+		k.BatchFlows = config.DefaultKafkaBatchFlows
 	}
 	if k.TLS != nil {
 		defaultCAKey(k.TLS.CASecretRef)

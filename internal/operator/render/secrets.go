@@ -7,16 +7,14 @@ import (
 	"github.com/flowlens/flowlens/api/v1alpha1"
 )
 
-// The prefixes of the agent's and the collector's environment variables
-// (package cliconf derives a flag's variable from its name: --kafka-sasl-username
-// is FLOWLENS_KAFKA_SASL_USERNAME for the agent). A value from a Secret goes
-// in a variable rather than in the configuration file or an argument: the
-// operator never reads Secrets, and a variable does not show in the process
-// list of the node, as arguments do.
-const (
-	agentEnvPrefix     = "FLOWLENS_"
-	collectorEnvPrefix = "FLOWLENS_COLLECTOR_"
-)
+// The variables a value from a Secret goes in: a variable rather than the
+// configuration file or an argument, since the operator never reads Secrets
+// and a variable does not show in the process list of the node, as
+// arguments do. The agent's are named by its configuration (config.EnvName);
+// the collector's follow package cliconf's rule, its prefix and the flag's
+// name (--kafka-sasl-username is FLOWLENS_COLLECTOR_KAFKA_SASL_USERNAME),
+// and cmd/flowlens-collector's TestOperatorArgs loads them.
+const collectorKafkaUsernameEnv = "FLOWLENS_COLLECTOR_KAFKA_SASL_USERNAME"
 
 // secretMount is keys of a Secret mounted as files in a directory.
 type secretMount struct {
@@ -66,13 +64,13 @@ func kafkaMounts(k *v1alpha1.KafkaExporter) []secretMount {
 	return out
 }
 
-// kafkaEnv is the SASL username, from its Secret, as the --kafka-sasl-username
-// variable of the binary whose prefix is given.
-func kafkaEnv(k *v1alpha1.KafkaExporter, prefix string) []*corev1ac.EnvVarApplyConfiguration {
+// kafkaEnv is the SASL username, from its Secret, as the binary's
+// --kafka-sasl-username variable, name.
+func kafkaEnv(k *v1alpha1.KafkaExporter, name string) []*corev1ac.EnvVarApplyConfiguration {
 	if k.SASL == nil {
 		return nil
 	}
-	return []*corev1ac.EnvVarApplyConfiguration{secretEnv(prefix+"KAFKA_SASL_USERNAME", k.SASL.SecretRef.Name, KafkaSASLUsernameKey)}
+	return []*corev1ac.EnvVarApplyConfiguration{secretEnv(name, k.SASL.SecretRef.Name, KafkaSASLUsernameKey)}
 }
 
 func secretEnv(name, secret, key string) *corev1ac.EnvVarApplyConfiguration {

@@ -6,10 +6,19 @@
 //
 // Every option is defined once, in a Spec's Options. Its flag name is the only
 // spelling written down; the environment variable (Spec.EnvPrefix plus the
-// name in upper case with "_" for "-": FLOWLENS_CACHE_ACTIVE_TIMEOUT for
-// --cache-active-timeout when the prefix is "FLOWLENS_") and the YAML key
-// (cache_active_timeout) are derived from it, so the three spellings cannot
-// drift apart. The file is named by --config or <prefix>CONFIG.
+// name in upper case with "_" for "-": FLOWLENS_AGENT_CACHE_ACTIVE_TIMEOUT for
+// --cache-active-timeout when the prefix is "FLOWLENS_AGENT_") and the YAML
+// key (cache_active_timeout) are derived from it, so the three spellings
+// cannot drift apart. The file is named by --config or <prefix>CONFIG. Each
+// binary's prefix is FLOWLENS_<BINARY>_: AGENT, COLLECTOR, OPERATOR, and
+// OBSERVE for `flowlens observe`.
+//
+// A table is built from rows written where they belong (compose.go): Embed
+// places rows written over a part of the configuration (a package's own
+// options struct, e.g. a feature's) into a binary's table; InSection puts
+// rows under a heading of the help, which lists them by component. Groups
+// several binaries need are written once (groups.go): ClientTLS, KafkaConn,
+// with their checks.
 //
 // Flags are parsed with Go's flag package, so -name works like --name, and
 // -h, --help and --version are built in: Load returns flag.ErrHelp or
@@ -38,6 +47,12 @@ type Option[C any] struct {
 	Arg     string // placeholder for the value in the help, e.g. "duration"
 	Default string // default, parsed like a user's value so the help cannot lie
 	Usage   string
+	// Short, if set, is a one-letter alias: -n for --collector-namespace.
+	Short string
+	// Section is the heading the help lists the option under (the
+	// component it configures, e.g. "Kafka exporter"); options are listed in
+	// table order, a heading each time the section changes. See InSection.
+	Section string
 
 	// Bool lets the flag be given without a value: --name means --name=true.
 	Bool bool
@@ -131,18 +146,22 @@ func (s *Spec[C]) Load(args []string, env func(string) string) (*C, error) {
 	fset.SetOutput(io.Discard)
 	var given []flagValue[C]
 	for _, o := range s.Options {
-		fset.Var(&recorder[C]{opt: o, given: &given}, o.Name, o.Usage)
+		r := &recorder[C]{opt: o, given: &given}
+		fset.Var(r, o.Name, o.Usage)
+		if o.Short != "" {
+			fset.Var(r, o.Short, o.Usage)
+		}
 	}
 	configFlag := fset.String("config", "", "YAML configuration file")
 	versionFlag := fset.Bool("version", false, "print the version and exit")
 	if err := fset.Parse(args); err != nil {
-		return nil, err
+		return nil, s.parseError(err)
 	}
 	if *versionFlag {
 		return nil, ErrVersion
 	}
 	if fset.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q: %s takes only flags", fset.Arg(0), s.Program)
+		return nil, fmt.Errorf("unexpected argument %q: %s takes only flags (--help lists them)", fset.Arg(0), s.Program)
 	}
 
 	c := s.defaults(env)
@@ -204,6 +223,33 @@ func (s *Spec[C]) Load(args []string, env func(string) string) (*C, error) {
 	return c, nil
 }
 
+// parseError says the flag package's errors in the words of the options:
+// `unknown flag --nope (--help lists them)`, `--sampling needs a value (n)`.
+// (The flag package's messages are stable: its tests spell them.)
+func (s *Spec[C]) parseError(err error) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return fmt.Errorf("unknown flag %s (--help lists them)", dashes(name))
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		for _, o := range s.Options {
+			if o.Name == name || o.Short == name {
+				return fmt.Errorf("--%s needs a value (%s)", o.Name, o.Arg)
+			}
+		}
+		return fmt.Errorf("%s needs a value", dashes(name))
+	}
+	return err
+}
+
+// dashes spells a flag name as the help does: -n, --name.
+func dashes(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
 // defaults returns the configuration before any file, variable or flag.
 func (s *Spec[C]) defaults(env func(string) string) *C {
 	c := new(C)
@@ -241,12 +287,26 @@ func (r *recorder[C]) Set(s string) error {
 // the user wrote it: `invalid --sampling "0": must be >= 1`. When reason
 // is an ItemError, the value shown is the bad list entry alone.
 func Invalid(key, value string, reason error) error {
+	var whole *asIs
+	if errors.As(reason, &whole) {
+		return whole.err
+	}
 	var ie *itemError
 	if errors.As(reason, &ie) {
 		value, reason = ie.item, ie.reason
 	}
 	return fmt.Errorf("invalid %s %q: %w", key, value, reason)
 }
+
+// AsIs is a setter's error that is about the command line's shape rather
+// than the value (`--not --not: ...`): Load returns it as it is, not as
+// `invalid --flag "value": ...`.
+func AsIs(err error) error { return &asIs{err} }
+
+type asIs struct{ err error }
+
+func (e *asIs) Error() string { return e.err.Error() }
+func (e *asIs) Unwrap() error { return e.err }
 
 // ItemError is a SetList error about one entry of the list: Invalid shows
 // that entry rather than the whole list, e.g. `invalid --port "70000": must

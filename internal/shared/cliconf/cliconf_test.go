@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -42,12 +43,13 @@ func testSpec() *Spec[conf] {
 		Program:   "toy",
 		Summary:   "Toy does nothing.",
 		EnvPrefix: "TOY_",
-		Options: []*Option[conf]{
+		Options: slices.Concat([]*Option[conf]{
 			{Name: "name", Arg: "name", Default: "x", Usage: "a name", Set: String(func(c *conf) *string { return &c.Name })},
 			{Name: "wait", Arg: "duration", Default: "1s", Usage: "a wait", Set: Duration(func(c *conf) *time.Duration { return &c.Wait })},
 			{Name: "verbose", Arg: "bool", Default: "false", Usage: "talk", Bool: true, Set: Bool(func(c *conf) *bool { return &c.Verbose })},
+		}, InSection("Network", []*Option[conf]{
 			{Name: "port", Arg: "list", Usage: "ports", Repeat: true, SetList: setPorts},
-		},
+		})),
 		FileRead: func(c *conf, path string) { c.File = path },
 		Validate: func(c *conf) error {
 			if c.Wait <= 0 {
@@ -95,7 +97,7 @@ func TestLoadErrors(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{[]string{"extra"}, nil, `unexpected argument "extra": toy takes only flags`},
+		{[]string{"extra"}, nil, `unexpected argument "extra": toy takes only flags (--help lists them)`},
 		{[]string{"--port", "1,70000"}, nil, `invalid --port "70000": must be a port number from 0 to 65535`},
 		{[]string{"--port", "1", "--port", "x"}, nil, `invalid --port "x": must be a port number from 0 to 65535`},
 		{nil, map[string]string{"TOY_WAIT": "soon"}, `invalid TOY_WAIT "soon": must be a duration such as 5s or 500ms`},
@@ -143,11 +145,13 @@ marked (repeatable) adds up when given more than once.
 
 Flags:
   --config file    YAML configuration file
+  --version        print the version and exit
   --name name      a name (default "x")
   --wait duration  a wait (default "1s")
   --verbose bool   talk (default "false")
-  --port list      ports (repeatable)
-  --version        print the version and exit
+
+Network:
+  --port list  ports (repeatable)
 `
 	if got := b.String(); got != want {
 		t.Errorf("usage:\n%s\nwant:\n%s", got, want)
@@ -218,5 +222,81 @@ func TestStructuredOption(t *testing.T) {
 	want := worse + ":2: yaml: unmarshal errors:\n  line 2: cannot unmarshal !!seq into cliconf.rule"
 	if _, err := spec.Load([]string{"--config", worse}, nil); err == nil || err.Error() != want {
 		t.Errorf("error %v, want %s", err, want)
+	}
+}
+
+// Rows written over a part of the configuration (a group, a package's own
+// options) set that part once embedded, from every source.
+func TestEmbed(t *testing.T) {
+	type part struct{ Wait time.Duration }
+	type whole struct {
+		Name string
+		P    part
+	}
+	rows := []*Option[part]{{Name: "wait", Arg: "duration", Default: "1s", Usage: "a wait", Section: "Part",
+		Set: Duration(func(p *part) *time.Duration { return &p.Wait })}}
+	spec := &Spec[whole]{Program: "toy", EnvPrefix: "TOY_", Options: slices.Concat(
+		[]*Option[whole]{{Name: "name", Arg: "name", Set: String(func(c *whole) *string { return &c.Name })}},
+		Embed(func(c *whole) *part { return &c.P }, rows))}
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want time.Duration
+	}{
+		{nil, nil, time.Second},
+		{[]string{"--wait=3s"}, nil, 3 * time.Second},
+		{nil, map[string]string{"TOY_WAIT": "4s"}, 4 * time.Second},
+	} {
+		got, err := spec.Load(tc.args, env(tc.env))
+		if err != nil || got.P.Wait != tc.want {
+			t.Errorf("%v %v: got %+v, %v; want wait %v", tc.args, tc.env, got, err, tc.want)
+		}
+	}
+	if _, err := spec.Load([]string{"--wait=soon"}, nil); err == nil || err.Error() != `invalid --wait "soon": must be a duration such as 5s or 500ms` {
+		t.Errorf("error %v", err)
+	}
+	var b bytes.Buffer
+	spec.Usage(&b)
+	if !strings.Contains(b.String(), "\nPart:\n  --wait duration  a wait (default \"1s\")\n") {
+		t.Errorf("usage lacks the embedded row under its section:\n%s", b.String())
+	}
+}
+
+// A one-letter alias sets its option; a flag's errors name it as the help
+// does; an AsIs error is returned as it is, not as a bad value.
+func TestShortFlagsAndErrors(t *testing.T) {
+	type sconf struct {
+		Name  string
+		Marks int
+	}
+	spec := &Spec[sconf]{Program: "toy", EnvPrefix: "TOY_", Options: []*Option[sconf]{
+		{Name: "name", Short: "n", Arg: "name", Usage: "a name", Set: String(func(c *sconf) *string { return &c.Name })},
+		{Name: "mark", Arg: "bool", Bool: true, Usage: "once", Set: func(c *sconf, _ string) error {
+			if c.Marks++; c.Marks > 1 {
+				return AsIs(errors.New("--mark given twice: give it once"))
+			}
+			return nil
+		}},
+	}}
+	if c, err := spec.Load([]string{"-n", "a"}, nil); err != nil || c.Name != "a" {
+		t.Errorf("-n a: %+v, %v", c, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--nope"}, "unknown flag --nope (--help lists them)"},
+		{[]string{"-x"}, "unknown flag -x (--help lists them)"},
+		{[]string{"-n"}, "--name needs a value (name)"},
+		{[]string{"--mark", "--mark"}, "--mark given twice: give it once"},
+	} {
+		if _, err := spec.Load(tc.args, nil); err == nil || err.Error() != tc.want {
+			t.Errorf("%v: error %v, want %s", tc.args, err, tc.want)
+		}
+	}
+	var b bytes.Buffer
+	spec.Usage(&b)
+	if !strings.Contains(b.String(), "\n  -n, --name name  a name\n") {
+		t.Errorf("usage lacks -n:\n%s", b.String())
 	}
 }

@@ -27,7 +27,15 @@ func (s *Spec[C]) Usage(w io.Writer) {
 	fmt.Fprintf(w, "%s\n\nFlags:\n", wrap(about, 76))
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintf(tw, "  --config file\tYAML configuration file\n")
+	fmt.Fprintf(tw, "  --version\tprint the version and exit\n")
+	section := ""
 	for _, o := range s.Options {
+		if o.Section != section {
+			// A line without a tab ends tabwriter's column block: each
+			// section is aligned on its own.
+			section = o.Section
+			fmt.Fprintf(tw, "\n%s:\n", section)
+		}
 		usage := o.Usage
 		if o.Repeat {
 			usage += " (repeatable)"
@@ -35,9 +43,12 @@ func (s *Spec[C]) Usage(w io.Writer) {
 		if o.Default != "" {
 			usage += fmt.Sprintf(" (default %q)", o.Default)
 		}
-		fmt.Fprintf(tw, "  --%s %s\t%s\n", o.Name, o.Arg, usage)
+		name := "--" + o.Name
+		if o.Short != "" {
+			name = "-" + o.Short + ", " + name
+		}
+		fmt.Fprintf(tw, "  %s %s\t%s\n", name, o.Arg, usage)
 	}
-	fmt.Fprintf(tw, "  --version\tprint the version and exit\n")
 	tw.Flush()
 }
 

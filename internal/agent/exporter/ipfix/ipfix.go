@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent/exporter"
+	"github.com/flowlens/flowlens/internal/agent/ipfixsize"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
@@ -47,20 +48,10 @@ const (
 	DefaultMaxMessageBytes = 1400
 	// DefaultMaxMessageBytesTCP is the message size over TCP, where the
 	// stream splits messages into segments: the largest IPFIX message.
-	DefaultMaxMessageBytesTCP = MaxMessageBytes
+	DefaultMaxMessageBytesTCP = ipfixsize.Max
 	DefaultDialTimeout        = 10 * time.Second
 	DefaultBackoffBase        = time.Second
 	DefaultBackoffMax         = 30 * time.Second
-)
-
-// Bounds of Config.MaxMessageBytes. MinMessageBytes leaves room for the
-// largest data record (every group, every variable field at its bound)
-// after the message and set headers; MaxUDPMessageBytes is the largest UDP
-// payload over IPv4.
-const (
-	MinMessageBytes    = 1024
-	MaxMessageBytes    = 65535
-	MaxUDPMessageBytes = 65507
 )
 
 const (
@@ -86,8 +77,8 @@ type Config struct {
 	TemplateRefresh time.Duration
 	// MaxMessageBytes bounds each IPFIX message (0: over UDP derived from
 	// the path MTU, pathMessageBytes: 1400 for 1500; DefaultMaxMessageBytesTCP
-	// over TCP; MinMessageBytes to MaxUDPMessageBytes over UDP, to
-	// MaxMessageBytes over TCP).
+	// over TCP; ipfixsize.Min to ipfixsize.MaxUDP over UDP, to
+	// ipfixsize.Max over TCP).
 	MaxMessageBytes int
 	// DialTimeout bounds a TCP connection attempt (0: DefaultDialTimeout).
 	DialTimeout time.Duration
@@ -165,24 +156,11 @@ func CheckConfig(cfg Config) error {
 	default:
 		return fmt.Errorf("transport %q: must be udp or tcp", cfg.Transport)
 	}
-	if err := CheckMaxMessageBytes(cfg.MaxMessageBytes, cfg.Transport); err != nil {
-		return err
+	if err := ipfixsize.Check(cfg.MaxMessageBytes, cfg.Transport); err != nil {
+		return fmt.Errorf("max message bytes %d: %w", cfg.MaxMessageBytes, err)
 	}
 	if cfg.TemplateRefresh < 0 {
 		return fmt.Errorf("template refresh %v: must not be negative", cfg.TemplateRefresh)
-	}
-	return nil
-}
-
-// CheckMaxMessageBytes checks a message size for a transport (0: the
-// transport's default).
-func CheckMaxMessageBytes(n int, transport string) error {
-	hi := MaxUDPMessageBytes
-	if transport == "tcp" {
-		hi = MaxMessageBytes
-	}
-	if n != 0 && (n < MinMessageBytes || n > hi) {
-		return fmt.Errorf("max message bytes %d: must be from %d to %d over %s", n, MinMessageBytes, hi, transportName(transport))
 	}
 	return nil
 }
@@ -329,7 +307,7 @@ func (e *Exporter) fill(batch []flow.Record, now time.Time) int {
 		if setID != id {
 			need += setHeaderLen
 		}
-		// Full. A message without a record always takes one: MinMessageBytes
+		// Full. A message without a record always takes one: ipfixsize.Min
 		// leaves room for the largest after the headers (maxRecordLen).
 		if len(e.buf)+need > e.cfg.MaxMessageBytes && (n > 0 || e.sendTemplate) {
 			break

@@ -15,6 +15,7 @@ import (
 
 	"github.com/netsampler/goflow2/v2/decoders/netflow"
 
+	"github.com/flowlens/flowlens/internal/agent/ipfixsize"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
@@ -647,9 +648,9 @@ func TestEveryTemplateDecodedByGoflow2(t *testing.T) {
 // in one message: they go in template-only messages, the last set opening
 // the first data message; goflow2 decodes everything, no message is larger.
 func TestTemplatesSplitInSmallMessages(t *testing.T) {
-	col, e := udpExporter(t, Config{DomainID: 3, MaxMessageBytes: MinMessageBytes})
+	col, e := udpExporter(t, Config{DomainID: 3, MaxMessageBytes: ipfixsize.Min})
 	if len(e.templates) < 2 {
-		t.Fatalf("%d template sets at %d bytes, want several", len(e.templates), MinMessageBytes)
+		t.Fatalf("%d template sets at %d bytes, want several", len(e.templates), ipfixsize.Min)
 	}
 	batch := records(60)
 	translate(batch)
@@ -665,8 +666,8 @@ func TestTemplatesSplitInSmallMessages(t *testing.T) {
 	templateOnly := 0
 	ts := netflow.CreateTemplateSystem()
 	for i, m := range msgs {
-		if len(m) > MinMessageBytes {
-			t.Errorf("message %d is %d bytes, over %d", i, len(m), MinMessageBytes)
+		if len(m) > ipfixsize.Min {
+			t.Errorf("message %d is %d bytes, over %d", i, len(m), ipfixsize.Min)
 		}
 		if s := binary.BigEndian.Uint32(m[8:]); s != seq {
 			t.Errorf("message %d: sequence %d, want %d", i, s, seq)
@@ -964,9 +965,9 @@ func TestConfigErrors(t *testing.T) {
 		{Config{Target: "collector:0"}, `target "collector:0": port must be a number from 1 to 65535`},
 		{Config{Target: ":4739"}, `target ":4739": no host`},
 		{Config{Target: "collector:4739", Transport: "sctp"}, `transport "sctp": must be udp or tcp`},
-		{Config{Target: "collector:4739", MaxMessageBytes: 100}, "max message bytes 100: must be from 1024 to 65507 over udp"},
-		{Config{Target: "collector:4739", MaxMessageBytes: 65508}, "max message bytes 65508: must be from 1024 to 65507 over udp"},
-		{Config{Target: "collector:4739", Transport: "tcp", MaxMessageBytes: 65536}, "max message bytes 65536: must be from 1024 to 65535 over tcp"},
+		{Config{Target: "collector:4739", MaxMessageBytes: 100}, "max message bytes 100: must be 0 (the default) or from 1024 to 65507 over udp"},
+		{Config{Target: "collector:4739", MaxMessageBytes: 65508}, "max message bytes 65508: must be 0 (the default) or from 1024 to 65507 over udp"},
+		{Config{Target: "collector:4739", Transport: "tcp", MaxMessageBytes: 65536}, "max message bytes 65536: must be 0 (the default) or from 1024 to 65535 over tcp"},
 	} {
 		_, err := New(tc.cfg)
 		if err == nil || err.Error() != tc.want {
@@ -994,8 +995,8 @@ func TestExportAllocations(t *testing.T) {
 
 // The smallest message holds the largest record after its headers.
 func TestLargestRecordFits(t *testing.T) {
-	if n := headerLen + setHeaderLen + maxRecordLen; n > MinMessageBytes {
-		t.Errorf("largest record needs a %d-byte message, over MinMessageBytes %d", n, MinMessageBytes)
+	if n := headerLen + setHeaderLen + maxRecordLen; n > ipfixsize.Min {
+		t.Errorf("largest record needs a %d-byte message, over ipfixsize.Min %d", n, ipfixsize.Min)
 	}
 	r := records(2)[1] // IPv6
 	r.XlatSrcAddr = netip.MustParseAddr("fd00::1")

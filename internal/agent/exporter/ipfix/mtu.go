@@ -4,6 +4,8 @@ import (
 	"net"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/flowlens/flowlens/internal/agent/ipfixsize"
 )
 
 // mtuMargin is what the message size derived from the path MTU leaves
@@ -15,14 +17,14 @@ const mtuMargin = 100
 // the kernel knows for the connected socket c (IP_MTU / IPV6_MTU: the
 // route's MTU, or a smaller one path MTU discovery found): the MTU less
 // mtuMargin (a 1500-byte MTU gives DefaultMaxMessageBytes, 1400), within
-// MinMessageBytes to MaxUDPMessageBytes. DefaultMaxMessageBytes when the
+// ipfixsize.Min to ipfixsize.MaxUDP. DefaultMaxMessageBytes when the
 // kernel does not say.
 func pathMessageBytes(c net.Conn) int {
 	mtu := pathMTU(c)
 	if mtu <= 0 {
 		return DefaultMaxMessageBytes
 	}
-	return min(max(mtu-mtuMargin, MinMessageBytes), MaxUDPMessageBytes)
+	return min(max(mtu-mtuMargin, ipfixsize.Min), ipfixsize.MaxUDP)
 }
 
 // pathMTU is the path MTU the kernel has for the connected UDP socket c,

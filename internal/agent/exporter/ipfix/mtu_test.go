@@ -3,6 +3,7 @@ package ipfix
 import (
 	"testing"
 
+	"github.com/flowlens/flowlens/internal/agent/ipfixsize"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
@@ -18,7 +19,7 @@ func TestMessageSizeFromPathMTU(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.Close()
-	if n := e.cfg.MaxMessageBytes; n < 65536-mtuMargin-1 || n > MaxUDPMessageBytes {
+	if n := e.cfg.MaxMessageBytes; n < 65536-mtuMargin-1 || n > ipfixsize.MaxUDP {
 		t.Errorf("loopback: %d bytes, want its MTU (65535 or 65536) less %d", n, mtuMargin)
 	}
 
@@ -40,7 +41,7 @@ func TestMessageSizeFromPathMTU(t *testing.T) {
 		{9000, "192.0.2.2:4739", 8900},
 		{9000, "[2001:db8::2]:4739", 8900},
 		{1280, "[2001:db8::2]:4739", 1180},
-		{1100, "192.0.2.2:4739", MinMessageBytes}, // last: IPv6 needs 1280
+		{1100, "192.0.2.2:4739", ipfixsize.Min}, // last: IPv6 needs 1280
 	} {
 		if err := h.LinkSetMTU(tun, tc.mtu); err != nil {
 			t.Fatal(err)
