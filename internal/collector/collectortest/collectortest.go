@@ -72,7 +72,14 @@ func Records() []flow.Record {
 // 192.0.2.1 would, and returns once the collector handled them all.
 func Send(t testing.TB, addr string, recs []flow.Record) {
 	t.Helper()
-	e, err := grpcexp.New(grpcexp.Config{Target: addr, NodeName: "node-7", AgentIP: netip.MustParseAddr("192.0.2.1")})
+	Export(t, grpcexp.Config{Target: addr, NodeName: "node-7", AgentIP: netip.MustParseAddr("192.0.2.1")}, recs)
+}
+
+// Export exports recs with an agent's gRPC exporter configured by cfg,
+// and returns once the collector handled them all.
+func Export(t testing.TB, cfg grpcexp.Config, recs []flow.Record) {
+	t.Helper()
+	e, err := grpcexp.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
