@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/flowlens/flowlens/internal/collector"
+	"github.com/flowlens/flowlens/internal/collector/collectortest"
 	"github.com/flowlens/flowlens/internal/testkit/envtest"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
@@ -42,20 +44,20 @@ func TestInClusterEnrichment(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	out, errOut := &syncBuffer{}, &syncBuffer{}
+	out, errOut := &collectortest.SyncBuffer{}, &collectortest.SyncBuffer{}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	addrCh := make(chan addrs, 1)
+	addrCh := make(chan collector.Addrs, 1)
 	code := make(chan int, 1)
 	go func() {
 		code <- run(rctx, []string{"--listen", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--subnet-labels", "internet=0.0.0.0/0"}, out, errOut,
-			&env{ready: func(a addrs) { addrCh <- a }, inCluster: func() (*rest.Config, error) { return rest.CopyConfig(cfg), nil }})
+			&env{Options: collector.Options{Ready: func(a collector.Addrs) { addrCh <- a }, InCluster: func() (*rest.Config, error) { return rest.CopyConfig(cfg), nil }}})
 	}()
-	var a addrs
+	var a collector.Addrs
 	select {
 	case a = <-addrCh:
 	case c := <-code:
-		t.Fatalf("collector exited with %d: %s", c, errOut.b.String())
+		t.Fatalf("collector exited with %d: %s", c, errOut.String())
 	}
 	// Ready once the caches have synced.
 	deadline := time.Now().Add(30 * time.Second)
@@ -65,12 +67,12 @@ func TestInClusterEnrichment(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("/readyz: %d %s\n%s", c, body, errOut.b.String())
+			t.Fatalf("/readyz: %d %s\n%s", c, body, errOut.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	send(t, a.GRPC.String(), []flow.Record{{SrcAddr: netip.MustParseAddr("10.244.0.7"), DstAddr: netip.MustParseAddr("8.8.8.8"), SrcPort: 5000, DstPort: 53, Proto: 17,
+	collectortest.Send(t, a.GRPC.String(), []flow.Record{{SrcAddr: netip.MustParseAddr("10.244.0.7"), DstAddr: netip.MustParseAddr("8.8.8.8"), SrcPort: 5000, DstPort: 53, Proto: 17,
 		Bytes: 80, Packets: 1, Sampling: 1, StartTime: t0, EndTime: t0,
 		Interfaces: []flow.Interface{{Name: "eth0", Ifindex: 2, Netns: "host", Direction: flow.DirEgress}}}})
 	fams := scrape(t, a)
@@ -86,9 +88,9 @@ func TestInClusterEnrichment(t *testing.T) {
 	})
 	cancel()
 	if c := <-code; c != 0 {
-		t.Fatalf("exit %d: %s", c, errOut.b.String())
+		t.Fatalf("exit %d: %s", c, errOut.String())
 	}
-	lines := out.lines()
+	lines := out.Lines()
 	want := `"src_k8s":{"kind":"pod","namespace":"shop","name":"web-1","workload":"web-1","workload_kind":"Pod","node":"node-a"},"dst_k8s":{"kind":"external","subnet":"internet"}}`
 	if len(lines) != 1 || !strings.HasSuffix(lines[0], want) {
 		t.Errorf("output:\n%s\nwant a line ending with %s", strings.Join(lines, "\n"), want)

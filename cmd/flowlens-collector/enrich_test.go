@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,6 +19,9 @@ import (
 	"k8s.io/client-go/rest"
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
+	"github.com/flowlens/flowlens/internal/collector"
+	"github.com/flowlens/flowlens/internal/collector/collectortest"
+	"github.com/flowlens/flowlens/internal/testkit/promtest"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
@@ -39,9 +40,9 @@ func writeFile(t *testing.T, name, content string) string {
 	return p
 }
 
-// sampledRecords are records() with the TCP flow sampled 1 in 10.
+// sampledRecords are collectortest.Records() with the TCP flow sampled 1 in 10.
 func sampledRecords() []flow.Record {
-	recs := records()
+	recs := collectortest.Records()
 	recs[1].Sampling = 10
 	return recs
 }
@@ -61,7 +62,7 @@ func httpGet(t *testing.T, url string) (int, string) {
 }
 
 // scrape parses the collector's /metrics.
-func scrape(t *testing.T, a addrs) map[string]*dto.MetricFamily {
+func scrape(t *testing.T, a collector.Addrs) map[string]*dto.MetricFamily {
 	t.Helper()
 	code, body := httpGet(t, "http://"+a.Metrics.String()+"/metrics")
 	if code != 200 {
@@ -78,36 +79,12 @@ func scrape(t *testing.T, a addrs) map[string]*dto.MetricFamily {
 // sample is the value of the series of family name with exactly labels
 // ("k=v,k=v"); for a histogram, its count. ok is false when absent.
 func sample(fams map[string]*dto.MetricFamily, name, labels string) (float64, bool) {
-	mf := fams[name]
-	if mf == nil {
-		return 0, false
+	var want []string
+	if labels != "" {
+		want = strings.Split(labels, ",")
 	}
-	for _, m := range mf.GetMetric() {
-		var ls []string
-		for _, lp := range m.GetLabel() {
-			ls = append(ls, lp.GetName()+"="+lp.GetValue())
-		}
-		sort.Strings(ls)
-		want := strings.Split(labels, ",")
-		if labels == "" {
-			want = nil
-		}
-		sort.Strings(want)
-		if strings.Join(ls, ",") != strings.Join(want, ",") {
-			continue
-		}
-		switch {
-		case m.Counter != nil:
-			return m.Counter.GetValue(), true
-		case m.Gauge != nil:
-			return m.Gauge.GetValue(), true
-		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount()), true
-		case m.Untyped != nil:
-			return m.Untyped.GetValue(), true
-		}
-	}
-	return 0, false
+	sort.Strings(want)
+	return promtest.Value(fams, name, want...)
 }
 
 func expectSamples(t *testing.T, fams map[string]*dto.MetricFamily, want map[[2]string]float64) {
@@ -144,7 +121,7 @@ func TestEndToEndEnrichedJSONAndMetrics(t *testing.T) {
 		t.Errorf("/healthz: %d %q", code, body)
 	}
 	recs := sampledRecords()
-	send(t, a.GRPC.String(), recs)
+	collectortest.Send(t, a.GRPC.String(), recs)
 
 	// A malformed message counts as a decode error.
 	conn, err := grpc.NewClient(a.GRPC.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -195,7 +172,7 @@ func TestEndToEndEnrichedJSONAndMetrics(t *testing.T) {
 	if code := stop(); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
-	lines := out.lines()
+	lines := out.Lines()
 	if len(lines) != len(recs) {
 		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(recs), strings.Join(lines, "\n"))
 	}
@@ -216,9 +193,9 @@ func TestEndToEndEnrichedJSONAndMetrics(t *testing.T) {
 func TestTableEnriched(t *testing.T) {
 	static := writeFile(t, "cluster.json", staticCluster)
 	addr, out, stop := start(t, "--k8s-static", static, "--subnet-labels", "corp=192.168.0.0/16", "--output", "table")
-	send(t, addr, records())
+	collectortest.Send(t, addr, collectortest.Records())
 	stop()
-	lines := out.lines()
+	lines := out.Lines()
 	if len(lines) != 4 || !strings.HasSuffix(lines[0], "NODE              SRC_K8S                           DST_K8S") {
 		t.Fatalf("want a header with SRC_K8S DST_K8S and 3 rows, got:\n%s", strings.Join(lines, "\n"))
 	}
@@ -238,7 +215,7 @@ func TestTableEnriched(t *testing.T) {
 func TestMetricsFlags(t *testing.T) {
 	static := writeFile(t, "cluster.json", staticCluster)
 	a, out, stop := startFull(t, "--k8s-static", static, "--output", "none", "--metrics", "flow_bytes_total,flowlens_collector_drop_packets_total", "--pod-labels")
-	send(t, a.GRPC.String(), records())
+	collectortest.Send(t, a.GRPC.String(), collectortest.Records())
 	fams := scrape(t, a)
 	var flowFams []string
 	for n := range fams {
@@ -255,7 +232,7 @@ func TestMetricsFlags(t *testing.T) {
 		{"flowlens_collector_received_flows_total", ""}: 3,
 	})
 	stop()
-	if lines := out.lines(); len(lines) != 0 {
+	if lines := out.Lines(); len(lines) != 0 {
 		t.Errorf("--output none printed:\n%s", strings.Join(lines, "\n"))
 	}
 
@@ -271,28 +248,28 @@ func TestMetricsFlags(t *testing.T) {
 // receives flows anyway (ready), enriches them as external, and
 // informer_synced says the caches are not synced.
 func TestUnreachableClusterDegrades(t *testing.T) {
-	out, errOut := &syncBuffer{}, &syncBuffer{}
+	out, errOut := &collectortest.SyncBuffer{}, &collectortest.SyncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	addrCh := make(chan addrs, 1)
+	addrCh := make(chan collector.Addrs, 1)
 	code := make(chan int, 1)
 	inCluster := func() (*rest.Config, error) {
 		return &rest.Config{Host: "http://127.0.0.1:1", Timeout: time.Second}, nil
 	}
 	go func() {
 		code <- run(ctx, []string{"--listen", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--k8s-sync-timeout", "300ms"}, out, errOut,
-			&env{ready: func(a addrs) { addrCh <- a }, inCluster: inCluster})
+			&env{Options: collector.Options{Ready: func(a collector.Addrs) { addrCh <- a }, InCluster: inCluster}})
 	}()
-	var a addrs
+	var a collector.Addrs
 	select {
 	case a = <-addrCh:
 	case c := <-code:
-		t.Fatalf("collector exited with %d: %s", c, errOut.b.String())
+		t.Fatalf("collector exited with %d: %s", c, errOut.String())
 	}
 	if code, body := httpGet(t, "http://"+a.Metrics.String()+"/readyz"); code != 503 || !strings.Contains(body, "not synced") {
 		t.Errorf("/readyz while syncing: %d %s", code, body)
 	}
-	send(t, a.GRPC.String(), records()[:1])
+	collectortest.Send(t, a.GRPC.String(), collectortest.Records()[:1])
 	fams := scrape(t, a)
 	expectSamples(t, fams, map[[2]string]float64{
 		{"flowlens_collector_informer_synced", "resource=pods"}:        0,
@@ -309,76 +286,28 @@ func TestUnreachableClusterDegrades(t *testing.T) {
 	select {
 	case c := <-code:
 		if c != 0 {
-			t.Errorf("exit %d: %s", c, errOut.b.String())
+			t.Errorf("exit %d: %s", c, errOut.String())
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("collector did not stop")
 	}
-	if l := out.lines(); len(l) != 1 || !strings.Contains(l[0], `"src_k8s":{"kind":"external"}`) {
+	if l := out.Lines(); len(l) != 1 || !strings.Contains(l[0], `"src_k8s":{"kind":"external"}`) {
 		t.Errorf("output: %v", l)
 	}
-	if !strings.Contains(errOut.b.String(), "Kubernetes caches not synced") {
-		t.Errorf("no warning about the caches:\n%s", errOut.b.String())
+	if !strings.Contains(errOut.String(), "Kubernetes caches not synced") {
+		t.Errorf("no warning about the caches:\n%s", errOut.String())
 	}
 }
 
-// When enrichment is on: in a cluster, with --kubeconfig, or asked for;
-// --k8s-enrich=false wins.
-func TestEnrichmentChoice(t *testing.T) {
+// --k8s-enrich asked for, with nothing to connect to: exit 1 (the choice
+// itself is internal/collector's TestEnrichmentChoice).
+func TestEnrichmentAskedOutsideCluster(t *testing.T) {
 	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "missing"))
 	t.Setenv("HOME", t.TempDir())
-	kubeconfig := writeFile(t, "kubeconfig", `apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://192.0.2.10:6443"}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-`)
-	inside := func() (*rest.Config, error) { return &rest.Config{Host: "https://10.96.0.1:443"}, nil }
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	for _, tc := range []struct {
-		args      []string
-		inCluster func() (*rest.Config, error)
-		host      string // "" = off
-		err       bool
-	}{
-		{nil, notInCluster, "", false},
-		{nil, inside, "https://10.96.0.1:443", false},
-		{[]string{"--k8s-enrich=false"}, inside, "", false},
-		{[]string{"--kubeconfig", kubeconfig}, notInCluster, "https://192.0.2.10:6443", false},
-		{[]string{"--kubeconfig", kubeconfig}, inside, "https://192.0.2.10:6443", false},
-		{[]string{"--kubeconfig", kubeconfig, "--k8s-enrich=false"}, inside, "", false},
-		{[]string{"--k8s-enrich"}, notInCluster, "", true}, // nothing to connect to
-		{nil, func() (*rest.Config, error) { return nil, fmt.Errorf("no token") }, "", false},
-		{[]string{"--k8s-enrich"}, func() (*rest.Config, error) { return nil, fmt.Errorf("no token") }, "", true},
-	} {
-		name := strings.Join(tc.args, " ")
-		o, err := parseFlags(tc.args, nil)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		cfg, err := kubeConfig(o, tc.inCluster, log)
-		if (err != nil) != tc.err {
-			t.Errorf("%s: error %v, want error %v", name, err, tc.err)
-			continue
-		}
-		host := ""
-		if cfg != nil {
-			host = cfg.Host
-			if cfg.ContentType != "application/vnd.kubernetes.protobuf" {
-				t.Errorf("%s: content type %q", name, cfg.ContentType)
-			}
-		}
-		if host != tc.host {
-			t.Errorf("%s: host %q, want %q", name, host, tc.host)
-		}
-	}
-
-	// Asked for, with nothing to connect to: exit 1.
-	var errOut syncBuffer
+	var errOut collectortest.SyncBuffer
 	if code := run(context.Background(), []string{"--listen", "127.0.0.1:0", "--metrics-address", "", "--k8s-enrich"}, io.Discard, &errOut,
-		&env{inCluster: notInCluster}); code != 1 {
-		t.Errorf("--k8s-enrich outside a cluster: exit %d (%s)", code, errOut.b.String())
+		&env{Options: collector.Options{InCluster: notInCluster}}); code != 1 {
+		t.Errorf("--k8s-enrich outside a cluster: exit %d (%s)", code, errOut.String())
 	}
 }
 
@@ -389,16 +318,16 @@ func TestBadEnrichmentAndMetricsFlags(t *testing.T) {
 		{"--k8s-static", static, "--k8s-enrich=false"}, {"--k8s-static", static, "--kubeconfig", "x"},
 		{"--metrics-address", "9401"}, {"--output", "yaml"},
 	} {
-		var errOut syncBuffer
-		if code := run(context.Background(), args, io.Discard, &errOut, &env{inCluster: notInCluster}); code != 2 {
-			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errOut.b.String())
+		var errOut collectortest.SyncBuffer
+		if code := run(context.Background(), args, io.Discard, &errOut, &env{Options: collector.Options{InCluster: notInCluster}}); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errOut.String())
 		}
 	}
 	for _, content := range []string{`[]`, `{"10.0.0.300": {"kind": "pod"}}`, `{"10.0.0.1": {"kind": "external"}}`} {
-		var errOut syncBuffer
+		var errOut collectortest.SyncBuffer
 		file := writeFile(t, "bad.json", content)
-		if code := run(context.Background(), []string{"--k8s-static", file, "--metrics-address", ""}, io.Discard, &errOut, &env{inCluster: notInCluster}); code != 1 {
-			t.Errorf("%s: exit %d, want 1 (%s)", content, code, errOut.b.String())
+		if code := run(context.Background(), []string{"--k8s-static", file, "--metrics-address", ""}, io.Discard, &errOut, &env{Options: collector.Options{InCluster: notInCluster}}); code != 1 {
+			t.Errorf("%s: exit %d, want 1 (%s)", content, code, errOut.String())
 		}
 	}
 }

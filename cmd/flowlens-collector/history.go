@@ -1,19 +1,12 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"strconv"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
-	"github.com/flowlens/flowlens/internal/collector/enrich"
 	"github.com/flowlens/flowlens/internal/collector/history"
 	"github.com/flowlens/flowlens/internal/shared/cliconf"
-	"github.com/flowlens/flowlens/internal/shared/enriched"
-	"github.com/flowlens/flowlens/pkg/receiver"
 )
 
 // historyOptions are --history-size and --history-max-age.
@@ -42,24 +35,4 @@ func (h *historyOptions) validate() error {
 		errs = append(errs, cliconf.Invalid("--history-max-age", h.maxAge.String(), errors.New("must be more than 0")))
 	}
 	return errors.Join(errs...)
-}
-
-// startHistory puts the flow history (nil with --history-size 0) after the
-// pipeline's sink, serves it on srv and its metrics on reg.
-func startHistory(o historyOptions, pl *enrich.Pipeline, srv *receiver.Server, reg prometheus.Registerer) *history.Service {
-	if o.size == 0 {
-		return nil
-	}
-	h := history.NewService(history.Options{Size: o.size, MaxAge: o.maxAge})
-	if next := pl.Sink; next != nil {
-		pl.Sink = func(ctx context.Context, flows []enriched.Flow) error {
-			h.Add(ctx, flows)
-			return next(ctx, flows)
-		}
-	} else {
-		pl.Sink = h.Add
-	}
-	flowv1.RegisterFlowHistoryServer(srv, h)
-	reg.MustRegister(h.Collectors()...)
-	return h
 }

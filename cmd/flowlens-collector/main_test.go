@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -16,75 +15,37 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	grpcexp "github.com/flowlens/flowlens/internal/agent/exporter/grpc"
+	"github.com/flowlens/flowlens/internal/collector"
+	"github.com/flowlens/flowlens/internal/collector/collectortest"
 	"github.com/flowlens/flowlens/internal/shared/version"
-	"github.com/flowlens/flowlens/pkg/flow"
 )
-
-// syncBuffer is an io.Writer tests can read while the collector writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) lines() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := strings.Split(strings.TrimRight(s.b.String(), "\n"), "\n")
-	if len(out) == 1 && out[0] == "" {
-		return nil
-	}
-	return out
-}
-
-func records() []flow.Record {
-	t0 := time.Date(2025, 1, 2, 3, 4, 5, 6000, time.UTC)
-	return []flow.Record{
-		{SrcAddr: netip.MustParseAddr("10.0.0.1"), DstAddr: netip.MustParseAddr("10.0.0.53"), SrcPort: 40000, DstPort: 53, Proto: 17,
-			Bytes: 120, Packets: 2, StartTime: t0, EndTime: t0.Add(time.Millisecond), Sampling: 1, EthType: 0x800,
-			Interfaces: []flow.Interface{{Name: "veth1", Ifindex: 9, Netns: "pod-a", Direction: flow.DirIngress}, {Name: "eth0", Ifindex: 2, Netns: "host", Direction: flow.DirEgress}}},
-		{SrcAddr: netip.MustParseAddr("10.0.0.1"), DstAddr: netip.MustParseAddr("192.168.7.7"), SrcPort: 40001, DstPort: 443, Proto: 6,
-			Bytes: 9000, Packets: 10, StartTime: t0, EndTime: t0.Add(time.Second), Sampling: 1,
-			RTTFields:   flow.RTTFields{RTT: 1500 * time.Microsecond},
-			DropsFields: flow.DropsFields{DropPackets: 1, DropBytes: 60, DropCause: "NETFILTER_DROP"},
-			Interfaces:  []flow.Interface{{Name: "eth0", Ifindex: 2, Netns: "host", Direction: flow.DirBoth}}},
-		{SrcAddr: netip.MustParseAddr("fd00::1"), DstAddr: netip.MustParseAddr("fd00::2"), Proto: 58, IcmpType: 128,
-			Bytes: 104, Packets: 1, StartTime: t0, EndTime: t0, Sampling: 1},
-	}
-}
 
 // notInCluster is the in-cluster configuration outside a cluster.
 func notInCluster() (*rest.Config, error) { return nil, rest.ErrNotInCluster }
 
 // start runs the collector with args on free loopback ports (flows and
 // metrics), as outside a cluster.
-func start(t *testing.T, args ...string) (addr string, out *syncBuffer, stop func() int) {
+func start(t *testing.T, args ...string) (addr string, out *collectortest.SyncBuffer, stop func() int) {
 	t.Helper()
 	a, out, stop := startFull(t, args...)
 	return a.GRPC.String(), out, stop
 }
 
-func startFull(t *testing.T, args ...string) (a addrs, out *syncBuffer, stop func() int) {
+func startFull(t *testing.T, args ...string) (a collector.Addrs, out *collectortest.SyncBuffer, stop func() int) {
 	t.Helper()
-	out = &syncBuffer{}
-	errOut := &syncBuffer{}
+	out = &collectortest.SyncBuffer{}
+	errOut := &collectortest.SyncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
-	addrCh := make(chan addrs, 1)
+	addrCh := make(chan collector.Addrs, 1)
 	code := make(chan int, 1)
 	go func() {
 		code <- run(ctx, append([]string{"--listen", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0"}, args...), out, errOut,
-			&env{ready: func(a addrs) { addrCh <- a }, inCluster: notInCluster})
+			&env{Options: collector.Options{Ready: func(a collector.Addrs) { addrCh <- a }, InCluster: notInCluster}})
 	}()
 	select {
 	case a = <-addrCh:
 	case c := <-code:
-		t.Fatalf("collector exited with %d: %s", c, errOut.b.String())
+		t.Fatalf("collector exited with %d: %s", c, errOut.String())
 	}
 	var once sync.Once
 	res := 0
@@ -95,36 +56,20 @@ func startFull(t *testing.T, args ...string) (a addrs, out *syncBuffer, stop fun
 	t.Cleanup(func() {
 		stop()
 		if t.Failed() {
-			t.Logf("collector log:\n%s", errOut.b.String())
+			t.Logf("collector log:\n%s", errOut.String())
 		}
 	})
 	return a, out, stop
 }
 
-func send(t *testing.T, addr string, recs []flow.Record) {
-	t.Helper()
-	e, err := grpcexp.New(grpcexp.Config{Target: addr, NodeName: "node-7", AgentIP: netip.MustParseAddr("192.0.2.1")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := e.Export(ctx, recs); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Close(); err != nil { // waits for the collector's summary: all handled
-		t.Fatal(err)
-	}
-}
-
 func TestJSONLinesAreTheAgentsPlusIdentity(t *testing.T) {
 	addr, out, stop := start(t)
-	recs := records()
-	send(t, addr, recs)
+	recs := collectortest.Records()
+	collectortest.Send(t, addr, recs)
 	if code := stop(); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
-	lines := out.lines()
+	lines := out.Lines()
 	if len(lines) != len(recs) {
 		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(recs), strings.Join(lines, "\n"))
 	}
@@ -155,9 +100,9 @@ func TestTableAndFilters(t *testing.T) {
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			addr, out, stop := start(t, append([]string{"--output", "table"}, tc.args...)...)
-			send(t, addr, records())
+			collectortest.Send(t, addr, collectortest.Records())
 			stop()
-			lines := out.lines()
+			lines := out.Lines()
 			if len(tc.want) == 0 {
 				if len(lines) != 0 {
 					t.Fatalf("want no output, got:\n%s", strings.Join(lines, "\n"))
@@ -240,7 +185,7 @@ func TestRangeChecks(t *testing.T) {
 			fmt.Sprintf(`invalid FLOWLENS_COLLECTOR_CONFIG %q: no such file or directory`, filepath.Join(dir, "missing.yaml"))},
 	} {
 		var errOut bytes.Buffer
-		env := &env{inCluster: notInCluster, getenv: func(k string) string { return tc.env[k] }}
+		env := &env{Options: collector.Options{InCluster: notInCluster}, getenv: func(k string) string { return tc.env[k] }}
 		if code := run(context.Background(), tc.args, &bytes.Buffer{}, &errOut, env); code != 2 {
 			t.Errorf("%v %v: exit %d, want 2 (%s)", tc.args, tc.env, code, errOut.String())
 			continue
@@ -328,7 +273,7 @@ log_level: debug
 		t.Fatal(err)
 	}
 	var errOut bytes.Buffer
-	if code := run(context.Background(), []string{"--config", bad}, &bytes.Buffer{}, &errOut, &env{inCluster: notInCluster}); code != 2 ||
+	if code := run(context.Background(), []string{"--config", bad}, &bytes.Buffer{}, &errOut, &env{Options: collector.Options{InCluster: notInCluster}}); code != 2 ||
 		errOut.String() != fmt.Sprintf("flowlens-collector: %s:2: unknown key \"max_streams\"\n", bad) {
 		t.Errorf("unknown key: exit %d, %q", code, errOut.String())
 	}

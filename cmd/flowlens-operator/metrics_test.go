@@ -18,6 +18,7 @@ import (
 
 	"github.com/flowlens/flowlens/internal/shared/httpserve/httpservetest"
 	"github.com/flowlens/flowlens/internal/shared/version"
+	"github.com/flowlens/flowlens/internal/testkit"
 	"github.com/flowlens/flowlens/internal/testkit/envtest"
 	"github.com/flowlens/flowlens/pkg/receiver/receivertest"
 )
@@ -38,7 +39,7 @@ func startOperator(t *testing.T, args ...string) string {
 	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
+	metricsAddr, probeAddr := testkit.FreeAddr(t), testkit.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1) // holds run's result until read
 	go func() {
@@ -69,18 +70,6 @@ func startOperator(t *testing.T, args ...string) string {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// freeAddr is a loopback address with a port free now (controller-runtime
-// does not tell the port it chose for :0).
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func buildInfoLine() string {

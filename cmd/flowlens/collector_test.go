@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"net"
 	"net/netip"
 	"os"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	grpcexp "github.com/flowlens/flowlens/internal/agent/exporter/grpc"
+	"github.com/flowlens/flowlens/internal/collector/collectortest"
 	"github.com/flowlens/flowlens/internal/testkit"
 	"github.com/flowlens/flowlens/pkg/flow"
 	"github.com/flowlens/flowlens/pkg/receiver/receivertest"
@@ -68,15 +67,10 @@ func buildCollector(t *testing.T) string {
 func startCollector(t *testing.T, args ...string) string {
 	t.Helper()
 	bin := buildCollector(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	var log bytes.Buffer
+	addr := testkit.FreeAddr(t)
+	log := &collectortest.SyncBuffer{}
 	cmd := exec.Command(bin, append([]string{"--listen=" + addr, "--metrics-address=", "--output=none"}, args...)...)
-	cmd.Stderr = &syncWriter{w: &log}
+	cmd.Stderr = log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -115,45 +109,12 @@ func startCollector(t *testing.T, args ...string) string {
 // and returns once the collector has handled them.
 func send(t *testing.T, addr, node string, recs []flow.Record) {
 	t.Helper()
-	export(t, grpcexp.Config{Target: addr, NodeName: node, AgentIP: netip.MustParseAddr("192.0.2.1")}, recs)
+	collectortest.Export(t, grpcexp.Config{Target: addr, NodeName: node, AgentIP: netip.MustParseAddr("192.0.2.1")}, recs)
 }
 
 // sendTLS is send as node-a over mTLS.
 func sendTLS(t *testing.T, addr string, pki *receivertest.PKI, recs []flow.Record) {
 	t.Helper()
-	export(t, grpcexp.Config{Target: addr, NodeName: "node-a", AgentIP: netip.MustParseAddr("192.0.2.1"),
+	collectortest.Export(t, grpcexp.Config{Target: addr, NodeName: "node-a", AgentIP: netip.MustParseAddr("192.0.2.1"),
 		TLSCA: pki.CA, TLSCert: pki.ClientCert, TLSKey: pki.ClientKey}, recs)
-}
-
-func export(t *testing.T, cfg grpcexp.Config, recs []flow.Record) {
-	t.Helper()
-	e, err := grpcexp.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := e.Export(ctx, recs); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Close(); err != nil { // waits for the collector's summary: all handled
-		t.Fatal(err)
-	}
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
-}
-
-func (s *syncWriter) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.String()
 }

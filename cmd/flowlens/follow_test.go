@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
+	"github.com/flowlens/flowlens/internal/collector/collectortest"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
@@ -24,7 +25,7 @@ type followRun struct {
 	cancel context.CancelFunc
 	done   chan int
 	lines  *bufio.Scanner
-	stderr *syncWriter
+	stderr *collectortest.SyncBuffer
 }
 
 // startFollow runs flowlens observe with args until stop.
@@ -32,7 +33,7 @@ func startFollow(t *testing.T, args ...string) *followRun {
 	t.Helper()
 	pr, pw := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &followRun{t: t, cancel: cancel, done: make(chan int, 1), lines: bufio.NewScanner(pr), stderr: &syncWriter{w: &bytes.Buffer{}}}
+	f := &followRun{t: t, cancel: cancel, done: make(chan int, 1), lines: bufio.NewScanner(pr), stderr: &collectortest.SyncBuffer{}}
 	go func() {
 		f.done <- run(ctx, append([]string{"observe"}, args...), nil, pw, f.stderr)
 		pw.Close()

@@ -65,16 +65,15 @@ type Agent struct {
 	opts Options
 	log  *slog.Logger
 
-	DP       *datapath.Datapath
-	Evictor  *evictor.Evictor
-	Queues   exporter.Fanout
-	Metrics  *metrics.Metrics
-	resolver *evictor.Resolver
-	grpc     *grpcexp.Exporter
-	otlp     *otlp.Exporter
-	ipfix    *ipfix.Exporter
-	kafka    *kafkaexp.Exporter
-	bpfStats io.Closer // BPF_ENABLE_STATS for the agent's lifetime
+	DP      *datapath.Datapath
+	Evictor *evictor.Evictor
+	Queues  exporter.Fanout
+	Metrics *metrics.Metrics
+	// evictorMetrics times the evictions (the evictor's Observer).
+	evictorMetrics *evictor.Metrics
+	resolver       *evictor.Resolver
+	kafka          *kafkaexp.Exporter // for KafkaStats
+	bpfStats       io.Closer          // BPF_ENABLE_STATS for the agent's lifetime
 
 	ready       chan struct{}
 	metricsAddr atomic.Pointer[string]
@@ -103,7 +102,7 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 	// agent's lifetime (not a global sysctl left behind), unless turned off:
 	// they cost every BPF program on the node two clock reads per run.
 	if cfg.BPFStats {
-		if st, err := metrics.EnableBPFStats(); err != nil {
+		if st, err := datapath.EnableBPFStats(); err != nil {
 			a.log.Warn("BPF program run time statistics unavailable", "error", err)
 		} else {
 			a.bpfStats = st
@@ -185,7 +184,7 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 		BatchSize:   cfg.GRPCBatchSize,
 		Resolver:    a.resolver,
 		Sink:        a.Queues,
-		Observer:    a.Metrics,
+		Observer:    a.evictorMetrics,
 		Stats:       stats,
 		Features:    running,
 		Logger:      a.log,
@@ -234,66 +233,48 @@ func (a *Agent) startFeatures(enabled []feature.Feature, hooks []datapath.Hook) 
 	return running
 }
 
+// newMetrics builds the registry; each stage brings its own collectors.
 func (a *Agent) newMetrics(stats *evictor.Stats, gens *datapath.Generations) (*metrics.Metrics, error) {
-	exps := metrics.Queues(a.Queues)
-	for i := range exps {
-		if a.grpc != nil && exps[i].Name == a.grpc.Name() {
-			exps[i].Connected, exps[i].Refused = a.grpc.Connected, a.grpc.Stats.Refused.Load
-		}
-		if a.otlp != nil && exps[i].Name == a.otlp.Name() {
-			st := &a.otlp.Stats
-			exps[i].Connected = a.otlp.Connected
-			exps[i].AckedFlows, exps[i].RejectedFlows = st.Flows.Load, st.RejectedFlows.Load
-			exps[i].FailedFlows, exps[i].Retries = st.FailedFlows.Load, st.Retries.Load
-		}
-		if a.ipfix != nil && exps[i].Name == a.ipfix.Name() {
-			exps[i].Connected, exps[i].Wire = a.ipfix.Connected, a.ipfixWire
-			exps[i].FailedFlows = a.ipfix.Stats.Lost.Load
-		}
-		if a.kafka != nil && exps[i].Name == a.kafka.Name() {
-			st := &a.kafka.Stats
-			exps[i].AckedFlows, exps[i].FailedFlows = st.Flows.Load, st.FailedFlows.Load
-			exps[i].Acks = &metrics.Acks{Records: st.Records.Load, FailedRecords: st.FailedRecords.Load, Latency: &st.Latency}
-		}
-	}
 	bpfStats := a.bpfStats != nil
-	return metrics.New(metrics.Sources{
-		Evictor:         stats,
+	dpMetrics := datapath.NewMetrics(metrics.Namespace, datapath.MetricSources{
 		Counters:        a.DP.ReadCounters,
 		FlowMapCapacity: uint64(a.cfg.CacheMaxFlows),
 		FlowMapEntries:  gens.Entries,
-		Exporters:       exps,
 		Attached:        a.DP.Attached,
-		Hooks:           metrics.DatapathHooks(a.DP),
-		Programs:        metrics.DatapathPrograms(a.DP),
-		Maps:            metrics.DatapathMaps(&a.DP.Maps),
+		Hooks:           datapath.MetricHooks(a.DP),
+		Programs:        datapath.MetricPrograms(a.DP),
+		Maps:            datapath.MetricMaps(&a.DP.Maps),
 		BPFStatsEnabled: func() bool { return bpfStats },
 		EnrichmentLost:  a.DP.ReadEnrichmentLost,
 		FilterRules:     a.filterRuleCounts(),
-	}, metrics.Options{Ready: metrics.ReadyWhenClosed(a.ready), Logger: a.log})
+	}, a.log)
+	a.evictorMetrics = evictor.NewMetrics(metrics.Namespace, stats)
+	cs := append(dpMetrics.Collectors(), a.evictorMetrics.Collectors()...)
+	cs = append(cs, exporter.NewCollector(metrics.Namespace, a.Queues))
+	return metrics.New(metrics.Options{Ready: metrics.ReadyWhenClosed(a.ready), Logger: a.log}, cs...)
 }
 
 // filterRuleCounts reads the packets each filter rule matched, labelled by
 // rule name (or list index) and action; nil without rules.
-func (a *Agent) filterRuleCounts() func() ([]metrics.RuleCount, error) {
+func (a *Agent) filterRuleCounts() func() ([]datapath.RuleCount, error) {
 	t := a.DP.Filter()
 	if t == nil || len(t.Rules) == 0 {
 		return nil
 	}
-	return func() ([]metrics.RuleCount, error) {
+	return func() ([]datapath.RuleCount, error) {
 		n, err := a.DP.ReadFilterCounters()
 		if err != nil {
 			return nil, err
 		}
-		out := make([]metrics.RuleCount, 0, len(t.Rules)+1)
+		out := make([]datapath.RuleCount, 0, len(t.Rules)+1)
 		for i, r := range t.Rules {
 			name := r.Name
 			if name == "" {
 				name = strconv.Itoa(r.Index)
 			}
-			out = append(out, metrics.RuleCount{Rule: name, Action: r.Action.String(), Packets: n[i]})
+			out = append(out, datapath.RuleCount{Rule: name, Action: r.Action.String(), Packets: n[i]})
 		}
-		return append(out, metrics.RuleCount{Rule: "default", Action: t.Default.String(),
+		return append(out, datapath.RuleCount{Rule: "default", Action: t.Default.String(),
 			Packets: n[datapath.FilterDefault]}), nil
 	}
 }
@@ -324,7 +305,6 @@ func (a *Agent) exporters() ([]exporter.Exporter, error) {
 			if err != nil {
 				return out, fmt.Errorf("grpc exporter: %w", err)
 			}
-			a.grpc = g
 			out = append(out, g)
 		case "kafka":
 			k := a.cfg.Kafka
@@ -345,7 +325,6 @@ func (a *Agent) exporters() ([]exporter.Exporter, error) {
 			if err != nil {
 				return out, fmt.Errorf("ipfix exporter: %w", err)
 			}
-			a.ipfix = x
 			out = append(out, x)
 		case "otlp":
 			o, err := otlp.New(otlp.Config{Endpoint: a.cfg.OTLPEndpoint, Protocol: a.cfg.OTLPProtocol,
@@ -355,20 +334,12 @@ func (a *Agent) exporters() ([]exporter.Exporter, error) {
 			if err != nil {
 				return out, fmt.Errorf("otlp exporter: %w", err)
 			}
-			a.otlp = o
 			out = append(out, o)
 		default:
 			return out, fmt.Errorf("exporter %q is not available in this build", name)
 		}
 	}
 	return append(out, a.opts.ExtraExporters...), nil
-}
-
-// ipfixWire is the ipfix exporter's counts as the metrics show them.
-func (a *Agent) ipfixWire() metrics.WireStats {
-	s := &a.ipfix.Stats
-	return metrics.WireStats{Messages: s.Messages.Load(), Bytes: s.Bytes.Load(), Records: s.Flows.Load(),
-		Templates: s.Templates.Load(), SendErrors: s.Errors.Load()}
 }
 
 // KafkaStats are the kafka exporter's counts (nil without --export kafka);

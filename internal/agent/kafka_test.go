@@ -223,8 +223,8 @@ func TestKafkaEndToEnd(t *testing.T) {
 		}
 	}
 	st := h.A.KafkaStats()
-	ackedAtRestart := st.Flows.Load()
-	for deadline := time.Now().Add(90 * time.Second); q.Len() > 0 || st.Flows.Load() == ackedAtRestart; {
+	ackedAtRestart := st.AckedFlows.Load()
+	for deadline := time.Now().Add(90 * time.Second); q.Len() > 0 || st.AckedFlows.Load() == ackedAtRestart; {
 		if time.Now().After(deadline) {
 			t.Fatalf("the kafka exporter did not catch up after the broker restart: %d batches queued", q.Len())
 		}
@@ -235,7 +235,7 @@ func TestKafkaEndToEnd(t *testing.T) {
 	waitFor("phase 3 delivered", func(all []jsonFlow) bool { return packetsOf(all, last-20, last) == 20*per })
 
 	local := h.Stop() // flushes the last flows, acked before it returns
-	dropped, failed, acked := q.Stats.DroppedFlows.Load(), st.FailedFlows.Load(), st.Flows.Load()
+	dropped, failed, acked := q.Stats.DroppedFlows.Load(), st.FailedFlows.Load(), st.AckedFlows.Load()
 
 	// Every record the agent evicted (its stdout) was acked by the broker
 	// or counted as dropped or failed.

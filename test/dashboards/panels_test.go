@@ -22,6 +22,7 @@ import (
 	"github.com/flowlens/flowlens/internal/agent"
 	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/operator/dashboards"
+	"github.com/flowlens/flowlens/internal/testkit"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
@@ -454,7 +455,7 @@ func startCollector(t *testing.T, bin string) *collectorProc {
 			t.Fatalf("flowlens-collector has no --%s flag: the collector's Prometheus metrics (issue 7) are not in this tree\n%s", flag, help)
 		}
 	}
-	c := &collectorProc{grpcAddr: freeAddr(t), metricsAddr: freeAddr(t)}
+	c := &collectorProc{grpcAddr: testkit.FreeAddr(t), metricsAddr: testkit.FreeAddr(t)}
 	args := []string{"--listen=" + c.grpcAddr, "--metrics-address=" + c.metricsAddr, "--output=json"}
 	if bytes.Contains(help, []byte("-k8s-static")) {
 		c.static = true

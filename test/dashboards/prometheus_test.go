@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -46,17 +45,6 @@ func lookPrometheus() (string, error) {
 	return "", errors.New("not found (Debian's prometheus package): run `make deps-prometheus` (hack/dashboards/install-deps.sh prometheus)")
 }
 
-// freeAddr returns 127.0.0.1:port with a port free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // prometheus is a Prometheus server started by the test.
 type prometheus struct {
 	URL string
@@ -79,7 +67,7 @@ func startPrometheus(t *testing.T, bin string, jobs map[string]string) *promethe
 	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	p := &prometheus{URL: "http://" + addr, log: &bytes.Buffer{}}
 	p.cmd = exec.Command(bin,
 		"--config.file="+cfgPath,

@@ -185,8 +185,8 @@ func TestExportDecodedByCollector(t *testing.T) {
 					t.Errorf("header %s: receiver saw %q per request, want %q", h[0], got, h[1])
 				}
 			}
-			if e.Stats.Flows.Load() != uint64(len(sent)) || e.Stats.Requests.Load() != 3 || e.Stats.RejectedFlows.Load() != 0 {
-				t.Errorf("stats: %d flows in %d requests, %d rejected", e.Stats.Flows.Load(), e.Stats.Requests.Load(), e.Stats.RejectedFlows.Load())
+			if e.Stats.AckedFlows.Load() != uint64(len(sent)) || e.Stats.Messages.Load() != 3 || e.Stats.RejectedFlows.Load() != 0 {
+				t.Errorf("stats: %d flows in %d requests, %d rejected", e.Stats.AckedFlows.Load(), e.Stats.Messages.Load(), e.Stats.RejectedFlows.Load())
 			}
 			if !e.Connected() {
 				t.Error("not connected after a success")
@@ -258,8 +258,8 @@ func TestRefusalCounted(t *testing.T) {
 			if got := e.Stats.RejectedFlows.Load(); got != uint64(len(sent)) {
 				t.Errorf("%d rejected, want %d", got, len(sent))
 			}
-			if e.Stats.Retries.Load() != 0 || e.Stats.Flows.Load() != 0 {
-				t.Errorf("%d retries, %d accepted, want none", e.Stats.Retries.Load(), e.Stats.Flows.Load())
+			if e.Stats.Retries.Load() != 0 || e.Stats.AckedFlows.Load() != 0 {
+				t.Errorf("%d retries, %d accepted, want none", e.Stats.Retries.Load(), e.Stats.AckedFlows.Load())
 			}
 		})
 	}
@@ -322,8 +322,8 @@ func TestReceiverDownThenBack(t *testing.T) {
 			if dropped == 0 || len(got) < 3*per {
 				t.Errorf("want the oldest dropped and at least the queue's 3 batches delivered: dropped %d, delivered %d", dropped, len(got))
 			}
-			if e.Stats.Flows.Load() != uint64(len(got)) {
-				t.Errorf("exporter counted %d accepted, the receiver has %d", e.Stats.Flows.Load(), len(got))
+			if e.Stats.AckedFlows.Load() != uint64(len(got)) {
+				t.Errorf("exporter counted %d accepted, the receiver has %d", e.Stats.AckedFlows.Load(), len(got))
 			}
 		})
 	}
@@ -358,7 +358,7 @@ func TestSplitBySize(t *testing.T) {
 	if n := len(sink.AllLogs()); n < 4 || n == len(sent) {
 		t.Errorf("%d requests for %d records of ~900 bytes under 2000 bytes each", n, len(sent))
 	}
-	if b := e.Stats.Bytes.Load(); b/e.Stats.Requests.Load() > 2000+1500 {
-		t.Errorf("%d bytes per request", b/e.Stats.Requests.Load())
+	if b := e.Stats.Bytes.Load(); b/e.Stats.Messages.Load() > 2000+1500 {
+		t.Errorf("%d bytes per request", b/e.Stats.Messages.Load())
 	}
 }

@@ -104,7 +104,7 @@ func TestPartialSuccessCounted(t *testing.T) {
 				t.Errorf("server got %d records, want %d", s.got, len(sent))
 			}
 			// 3 rejected of each request, 2 (all) of the last.
-			if r, a := e.Stats.RejectedFlows.Load(), e.Stats.Flows.Load(); r != 8 || a != 2 {
+			if r, a := e.Stats.RejectedFlows.Load(), e.Stats.AckedFlows.Load(); r != 8 || a != 2 {
 				t.Errorf("rejected %d, accepted %d; want 8 and 2", r, a)
 			}
 		})
@@ -127,7 +127,7 @@ func TestThrottling(t *testing.T) {
 			if err := e.Export(context.Background(), sent); err != nil {
 				t.Fatal(err)
 			}
-			retries, rejected, accepted := e.Stats.Retries.Load(), e.Stats.RejectedFlows.Load(), e.Stats.Flows.Load()
+			retries, rejected, accepted := e.Stats.Retries.Load(), e.Stats.RejectedFlows.Load(), e.Stats.AckedFlows.Load()
 			if tc.retried && (retries != 2 || rejected != 0 || accepted != uint64(len(sent))) ||
 				!tc.retried && (retries != 0 || rejected != uint64(len(sent)) || accepted != 0) {
 				t.Errorf("retries %d, rejected %d, accepted %d", retries, rejected, accepted)

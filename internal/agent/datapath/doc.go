@@ -3,7 +3,8 @@
 // creates its maps once from one table (maps.go) and hands them to every
 // program it loads, attaches the TC programs to interfaces (attach.go),
 // starts the features' hooks (hooks.go), and owns the eviction protocol over
-// the double-buffered maps (generations.go). types.go gives the generated Go
+// the double-buffered maps (generations.go); metrics.go reads its counts,
+// programs and maps for Prometheus. types.go gives the generated Go
 // mirrors of bpf/types.h (FlowKey, FlowValue, EnrichValue, the counters,
 // directions and flags) their Go names.
 //

@@ -22,7 +22,7 @@ func Example_agentWiring() {
 	}{Target: "collector:9990", NodeName: "node-1", MetricsAddress: ":9400", CacheMaxFlows: 100000, GRPCBatchSize: 1000, ExportBuffer: 64}
 
 	// Kernel program statistics for the agent's lifetime.
-	stats, err := metrics.EnableBPFStats()
+	stats, err := datapath.EnableBPFStats()
 	if err != nil {
 		log.Warn("BPF program run time statistics unavailable", "error", err)
 	}
@@ -48,32 +48,30 @@ func Example_agentWiring() {
 	}
 	evStats := &evictor.Stats{} // the evictor counts here, the metrics read here
 
-	exps := metrics.Queues(queues)
-	for i := range exps {
-		if exps[i].Name == g.Name() {
-			exps[i].Connected = g.Connected
-			exps[i].Refused = g.Stats.Refused.Load
-		}
-	}
-	ready := make(chan struct{}) // the agent's a.ready
-	m, err := metrics.New(metrics.Sources{
-		Evictor:         evStats,
+	// Each stage brings its own collectors: the datapath's counters,
+	// programs and maps, the evictor's counts and durations, the exporters'
+	// queue and delivery counts.
+	dpMetrics := datapath.NewMetrics(metrics.Namespace, datapath.MetricSources{
 		Counters:        dp.ReadCounters,
 		FlowMapCapacity: uint64(cfg.CacheMaxFlows),
 		FlowMapEntries:  gens.Entries,
-		Exporters:       exps,
 		Attached:        dp.Attached,
-		Hooks:           metrics.DatapathHooks(dp),
-		Programs:        metrics.DatapathPrograms(dp),
-		Maps:            metrics.DatapathMaps(&dp.Maps),
+		Hooks:           datapath.MetricHooks(dp),
+		Programs:        datapath.MetricPrograms(dp),
+		Maps:            datapath.MetricMaps(&dp.Maps),
 		BPFStatsEnabled: func() bool { return stats != nil },
-	}, metrics.Options{Ready: metrics.ReadyWhenClosed(ready), Logger: log})
+	}, log)
+	evMetrics := evictor.NewMetrics(metrics.Namespace, evStats)
+	cs := append(dpMetrics.Collectors(), evMetrics.Collectors()...)
+	cs = append(cs, exporter.NewCollector(metrics.Namespace, queues))
+	ready := make(chan struct{}) // the agent's a.ready
+	m, err := metrics.New(metrics.Options{Ready: metrics.ReadyWhenClosed(ready), Logger: log}, cs...)
 	if err != nil {
 		return
 	}
 	ev, err := evictor.New(evictor.Config{Generations: gens, Clock: dp.Clock, Overflow: dp.Maps.Overflow,
 		MaxFlows: uint32(cfg.CacheMaxFlows), Period: 5 * time.Second, BatchSize: cfg.GRPCBatchSize,
-		Sink: queues, Observer: m, Stats: evStats, Logger: log})
+		Sink: queues, Observer: evMetrics, Stats: evStats, Logger: log})
 	if err != nil {
 		return
 	}

@@ -5,20 +5,17 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
 	"github.com/flowlens/flowlens/internal/agent/datapath"
-	"github.com/flowlens/flowlens/internal/agent/evictor"
-	"github.com/flowlens/flowlens/internal/agent/exporter"
 	"github.com/flowlens/flowlens/internal/agent/metrics"
+	"github.com/flowlens/flowlens/internal/testkit/promtest"
 )
 
 // scrape GETs /metrics from a running server and parses it.
@@ -41,59 +38,10 @@ func scrape(t *testing.T, base string) map[string]*dto.MetricFamily {
 	return fams
 }
 
-// value returns the value of the series of family name whose labels are
-// exactly labels ("k=v" pairs); ok is false when there is none.
-func value(fams map[string]*dto.MetricFamily, name string, labels ...string) (float64, bool) {
-	f := fams[name]
-	if f == nil {
-		return 0, false
-	}
-	want := strings.Join(labels, ",")
-	for _, m := range f.Metric {
-		var ls []string
-		for _, l := range m.Label {
-			ls = append(ls, l.GetName()+"="+l.GetValue())
-		}
-		sort.Strings(ls)
-		if strings.Join(ls, ",") != want {
-			continue
-		}
-		switch {
-		case m.Counter != nil:
-			return m.Counter.GetValue(), true
-		case m.Gauge != nil:
-			return m.Gauge.GetValue(), true
-		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount()), true
-		}
-	}
-	return 0, false
-}
-
-func expect(t *testing.T, fams map[string]*dto.MetricFamily, want float64, name string, labels ...string) {
-	t.Helper()
-	got, ok := value(fams, name, labels...)
-	if !ok {
-		t.Errorf("%s{%s}: missing", name, strings.Join(labels, ","))
-		return
-	}
-	if got != want {
-		t.Errorf("%s{%s} = %v, want %v", name, strings.Join(labels, ","), got, want)
-	}
-}
-
-type fakeProg struct {
-	runtime time.Duration
-	runs    uint64
-	err     error
-}
-
-func (p *fakeProg) Stats() (*ebpf.ProgramStats, error) {
-	if p.err != nil {
-		return nil, p.err
-	}
-	return &ebpf.ProgramStats{Runtime: p.runtime, RunCount: p.runs}, nil
-}
+var (
+	value  = promtest.Value
+	expect = promtest.Expect
+)
 
 func serve(t *testing.T, m *metrics.Metrics) string {
 	t.Helper()
@@ -122,187 +70,25 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// Every source feeds its metrics with exact values, read at scrape time.
-func TestScrapeExactValues(t *testing.T) {
-	var ev evictor.Stats
-	ev.Evictions[0].Store(7)
-	ev.Evictions[1].Store(2)
-	ev.Flows.Store(1234)
-	ev.OverflowFlows.Store(5)
-	ev.PartialFlows.Store(8)
-	ev.ReadFailures.Store(2)
-
-	cnt := metrics.Counters{}
-	cnt[datapath.CounterNonIP] = 11
-	cnt[datapath.CounterMalformed] = 3
-	cnt[datapath.CounterIfacesOverflow] = 1
-	cnt[datapath.CounterOverflowRecords] = 40
-	cnt[datapath.CounterOverflowLost] = 4
-	cnt[datapath.CounterNewFlows] = 500
-	var cntErr error
-
-	var q exporter.QueueStats
-	q.Batches.Store(9)
-	q.Flows.Store(900)
-	q.Errors.Store(1)
-	q.DroppedBatches.Store(2)
-	q.DroppedFlows.Store(200)
-	q.WaitNanos.Store(1_500_000_000)
-	connected := true
-	var lat exporter.Latency
-	lat.Observe(2 * time.Millisecond)
-	lat.Observe(40 * time.Millisecond)
-	lat.Observe(time.Minute)
-
-	ing1, ing2 := &fakeProg{runtime: 1500 * time.Millisecond, runs: 100}, &fakeProg{runtime: 500 * time.Millisecond, runs: 50}
-	egr := &fakeProg{runtime: time.Second, runs: 30}
-	progs := []metrics.Program{
-		{Name: "flowlens_ingress", Attach: "tc_ingress", Prog: ing1},
-		{Name: "flowlens_ingress", Attach: "tc_ingress", Prog: ing2},
-		{Name: "flowlens_egress", Attach: "tc_egress", Prog: egr},
-	}
+// The registry serves the stages' collectors it is given, the build info
+// and the Go runtime's metrics, with health and readiness.
+func TestServes(t *testing.T) {
 	ready := errors.New("attaching")
-
-	m, err := metrics.New(metrics.Sources{
-		Evictor:         &ev,
-		Counters:        func() (metrics.Counters, error) { return cnt, cntErr },
-		FlowMapCapacity: 1000,
-		Exporters: []metrics.Exporter{
-			{Name: "grpc", Stats: &q, Queued: func() int { return 3 }, Connected: func() bool { return connected }, Refused: func() uint64 { return 6 }},
-			{Name: "stdout", Stats: &exporter.QueueStats{}},
-			{Name: "otlp", Stats: &exporter.QueueStats{}, AckedFlows: func() uint64 { return 990 },
-				RejectedFlows: func() uint64 { return 7 }, FailedFlows: func() uint64 { return 3 }, Retries: func() uint64 { return 12 }},
-			{Name: "ipfix", Stats: &exporter.QueueStats{}, Connected: func() bool { return false }, FailedFlows: func() uint64 { return 17 },
-				Wire: func() metrics.WireStats {
-					return metrics.WireStats{Messages: 21, Bytes: 28000, Records: 400, Templates: 2, SendErrors: 3}
-				}},
-			{Name: "kafka", Stats: &exporter.QueueStats{}, AckedFlows: func() uint64 { return 1200 }, FailedFlows: func() uint64 { return 7 },
-				Acks: &metrics.Acks{Records: func() uint64 { return 12 }, FailedRecords: func() uint64 { return 1 }, Latency: &lat}},
-		},
-		Attached: func() int { return 4 },
-		Hooks:    func() map[string]bool { return map[string]bool{"tc": true, "drops": false} },
-		Programs: func() []metrics.Program { return progs },
-		Maps: func() []metrics.Map {
-			return []metrics.Map{{Name: "flows_a", Memory: func() (uint64, error) { return 4096, nil }}}
-		},
-		BPFStatsEnabled: func() bool { return true },
-		EnrichmentLost:  func() (uint64, error) { return 13, nil },
-	}, metrics.Options{Ready: func() error { return ready }})
+	dp := datapath.NewMetrics(metrics.Namespace, datapath.MetricSources{Attached: func() int { return 4 }}, nil)
+	m, err := metrics.New(metrics.Options{Ready: func() error { return ready }}, dp.Collectors()...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	base := serve(t, m)
 
 	f := scrape(t, base)
-	expect(t, f, 7, "flowlens_agent_evictions_total", "reason=timer")
-	expect(t, f, 2, "flowlens_agent_evictions_total", "reason=pressure")
-	expect(t, f, 0, "flowlens_agent_evictions_total", "reason=shutdown")
-	expect(t, f, 1234, "flowlens_agent_evicted_flows_total", "source=map")
-	expect(t, f, 5, "flowlens_agent_evicted_flows_total", "source=overflow")
-	expect(t, f, 8, "flowlens_agent_evicted_flows_total", "source=partial")
-	expect(t, f, 2, "flowlens_agent_eviction_read_failures_total")
-	expect(t, f, 500, "flowlens_agent_flow_map_entries") // no eviction yet: every created flow is in the map
-	expect(t, f, 1000, "flowlens_agent_flow_map_capacity")
-	expect(t, f, 500, "flowlens_agent_flows_created_total")
-	expect(t, f, 40, "flowlens_agent_overflow_records_total")
-	expect(t, f, 4, "flowlens_agent_overflow_lost_total")
-	expect(t, f, 1, "flowlens_agent_interfaces_overflow_flows_total")
-	expect(t, f, 11, "flowlens_agent_non_ip_packets_total")
-	expect(t, f, 3, "flowlens_agent_malformed_packets_total")
-	expect(t, f, 9, "flowlens_agent_export_batches_total", "exporter=grpc")
-	expect(t, f, 900, "flowlens_agent_export_flows_total", "exporter=grpc")
-	expect(t, f, 1, "flowlens_agent_export_errors_total", "exporter=grpc")
-	expect(t, f, 2, "flowlens_agent_export_dropped_batches_total", "exporter=grpc")
-	expect(t, f, 200, "flowlens_agent_export_dropped_flows_total", "exporter=grpc")
-	expect(t, f, 1.5, "flowlens_agent_export_wait_seconds_total", "exporter=grpc")
-	expect(t, f, 3, "flowlens_agent_export_queue_batches", "exporter=grpc")
-	expect(t, f, 1, "flowlens_agent_export_connected", "exporter=grpc")
-	expect(t, f, 6, "flowlens_agent_export_refused_total", "exporter=grpc")
-	expect(t, f, 0, "flowlens_agent_export_batches_total", "exporter=stdout")
-	expect(t, f, 990, "flowlens_agent_export_acked_flows_total", "exporter=otlp")
-	expect(t, f, 7, "flowlens_agent_export_rejected_flows_total", "exporter=otlp")
-	expect(t, f, 3, "flowlens_agent_export_failed_flows_total", "exporter=otlp")
-	expect(t, f, 12, "flowlens_agent_export_retries_total", "exporter=otlp")
-	if _, ok := value(f, "flowlens_agent_export_retries_total", "exporter=grpc"); ok {
-		t.Error("export_retries_total reported for an exporter without the count")
-	}
-	expect(t, f, 21, "flowlens_agent_export_messages_total", "exporter=ipfix")
-	expect(t, f, 28000, "flowlens_agent_export_message_bytes_total", "exporter=ipfix")
-	expect(t, f, 400, "flowlens_agent_export_records_total", "exporter=ipfix")
-	expect(t, f, 2, "flowlens_agent_export_template_messages_total", "exporter=ipfix")
-	expect(t, f, 3, "flowlens_agent_export_send_errors_total", "exporter=ipfix")
-	expect(t, f, 17, "flowlens_agent_export_failed_flows_total", "exporter=ipfix")
-	expect(t, f, 0, "flowlens_agent_export_connected", "exporter=ipfix")
-	if _, ok := value(f, "flowlens_agent_export_messages_total", "exporter=grpc"); ok {
-		t.Error("wire counts reported for an exporter without them")
-	}
-	expect(t, f, 12, "flowlens_agent_export_acked_records_total", "exporter=kafka")
-	expect(t, f, 1200, "flowlens_agent_export_acked_flows_total", "exporter=kafka")
-	expect(t, f, 1, "flowlens_agent_export_failed_records_total", "exporter=kafka")
-	expect(t, f, 7, "flowlens_agent_export_failed_flows_total", "exporter=kafka")
-	expect(t, f, 3, "flowlens_agent_export_ack_latency_seconds", "exporter=kafka")
-	if _, ok := value(f, "flowlens_agent_export_acked_records_total", "exporter=grpc"); ok {
-		t.Error("acks metrics for an exporter without acks")
-	}
-	if h := f["flowlens_agent_export_ack_latency_seconds"].Metric[0].Histogram; h.GetSampleSum() < 60.04 || h.GetSampleSum() > 60.05 {
-		t.Errorf("ack latency sum %v s, want 60.042", h.GetSampleSum())
-	} else {
-		cum := map[float64]uint64{}
-		for _, b := range h.Bucket {
-			cum[b.GetUpperBound()] = b.GetCumulativeCount()
-		}
-		if cum[.001] != 0 || cum[.0025] != 1 || cum[.05] != 2 || cum[30] != 2 {
-			t.Errorf("ack latency buckets %v: want 2ms in le=0.0025, 40ms in le=0.05, 1m above 30s", cum)
-		}
-	}
 	expect(t, f, 4, "flowlens_agent_attached_interfaces")
-	expect(t, f, 1, "flowlens_agent_hook_up", "hook=tc")
-	expect(t, f, 0, "flowlens_agent_hook_up", "hook=drops")
-	expect(t, f, 13, "flowlens_agent_enrichment_lost_total")
-	expect(t, f, 150, "flowlens_agent_bpf_program_runs_total", "attach=tc_ingress", "program=flowlens_ingress")
-	expect(t, f, 2, "flowlens_agent_bpf_program_run_time_seconds_total", "attach=tc_ingress", "program=flowlens_ingress")
-	expect(t, f, 2, "flowlens_agent_bpf_program_instances", "attach=tc_ingress", "program=flowlens_ingress")
-	expect(t, f, 30, "flowlens_agent_bpf_program_runs_total", "attach=tc_egress", "program=flowlens_egress")
-	expect(t, f, 4096, "flowlens_agent_bpf_map_memory_bytes", "map=flows_a")
-	expect(t, f, 1, "flowlens_agent_bpf_stats_enabled")
-	expect(t, f, 0, "flowlens_agent_eviction_duration_seconds", "reason=timer")
 	if _, ok := value(f, "go_goroutines"); !ok {
 		t.Error("go runtime metrics missing")
 	}
-	if _, ok := value(f, "flowlens_agent_metrics_read_errors_total", "source=datapath_counters"); ok {
-		t.Error("read errors reported without any")
+	if f["flowlens_agent_build_info"] == nil {
+		t.Error("flowlens_agent_build_info missing")
 	}
-
-	// An eviction: histogram observed, the map's fill restarts from there.
-	m.ObserveEviction(evictor.ReasonTimer, 480, 3*time.Millisecond)
-	m.ObserveEviction(evictor.ReasonPressure, 20, 30*time.Millisecond)
-	cnt[datapath.CounterNewFlows] = 620
-	// An instance unloaded (its namespace went away), another ran more:
-	// the sums never go down.
-	progs = progs[1:]
-	ing2.runs, ing2.runtime = 60, 600*time.Millisecond
-	connected = false
-
-	f = scrape(t, base)
-	expect(t, f, 1, "flowlens_agent_eviction_duration_seconds", "reason=timer")
-	expect(t, f, 1, "flowlens_agent_eviction_duration_seconds", "reason=pressure")
-	expect(t, f, 120, "flowlens_agent_flow_map_entries")
-	expect(t, f, 160, "flowlens_agent_bpf_program_runs_total", "attach=tc_ingress", "program=flowlens_ingress")
-	expect(t, f, 2.1, "flowlens_agent_bpf_program_run_time_seconds_total", "attach=tc_ingress", "program=flowlens_ingress")
-	expect(t, f, 1, "flowlens_agent_bpf_program_instances", "attach=tc_ingress", "program=flowlens_ingress")
-	expect(t, f, 0, "flowlens_agent_export_connected", "exporter=grpc")
-
-	// A source failing: its metrics go, the rest stays, the error counts.
-	cntErr = errors.New("map gone")
-	ing2.err = errors.New("prog gone")
-	f = scrape(t, base)
-	if _, ok := value(f, "flowlens_agent_non_ip_packets_total"); ok {
-		t.Error("counters served although reading them failed")
-	}
-	expect(t, f, 1, "flowlens_agent_metrics_read_errors_total", "source=datapath_counters")
-	expect(t, f, 1, "flowlens_agent_metrics_read_errors_total", "source=bpf_program_stats")
-	expect(t, f, 160, "flowlens_agent_bpf_program_runs_total", "attach=tc_ingress", "program=flowlens_ingress")
-	expect(t, f, 7, "flowlens_agent_evictions_total", "reason=timer")
 
 	// Health and readiness.
 	if code, body := get(t, base+"/healthz"); code != 200 || body != "ok\n" {
@@ -330,7 +116,7 @@ func TestReadyWhenClosed(t *testing.T) {
 }
 
 func TestListenBusyAddressFails(t *testing.T) {
-	m, err := metrics.New(metrics.Sources{}, metrics.Options{NoRuntimeMetrics: true})
+	m, err := metrics.New(metrics.Options{NoRuntimeMetrics: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,19 +106,32 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Stats are cumulative counts, safe to read concurrently.
+// Stats are cumulative counts, safe to read concurrently: the delivery
+// statistics every exporter keeps (Messages, Bytes, Records: the FlowBatch
+// messages sent, their protobuf bytes and flows; SendErrors: streams that
+// failed and were reopened; Retries: attempts after a failure; Refused:
+// streams the collector ended with a status retrying cannot fix, such as
+// InvalidArgument, ResourceExhausted or PermissionDenied, so a message
+// already sent is lost while the Queue counted it as exported: delivery
+// is at-most-once), and the streams opened.
 type Stats struct {
+	exporter.DeliveryStats
 	StreamsOpened atomic.Uint64 // streams opened (1 + reconnections)
-	StreamErrors  atomic.Uint64 // streams that failed (and were reopened)
-	Messages      atomic.Uint64 // messages sent
-	Flows         atomic.Uint64 // flows in those messages
-	Bytes         atomic.Uint64 // protobuf bytes of those messages
-	Retries       atomic.Uint64 // attempts after a failure
-	// Refused counts streams the collector ended with a status retrying
-	// cannot fix (InvalidArgument, ResourceExhausted, PermissionDenied...):
-	// it refused a message already sent, which is lost. The Queue counted
-	// that message as exported: delivery is at-most-once.
-	Refused atomic.Uint64
+}
+
+// gRPCCounts are the delivery counts a gRPC exporter learns: the
+// collector does not acknowledge flows.
+const gRPCCounts = exporter.CountMessages | exporter.CountSendErrors | exporter.CountRetries | exporter.CountRefused
+
+// The metrics read the exporter through these (exporter.NewCollector).
+var (
+	_ exporter.Delivering = (*Exporter)(nil)
+	_ exporter.Connector  = (*Exporter)(nil)
+)
+
+// Delivery is the exporter's delivery statistics (exporter.Delivering).
+func (e *Exporter) Delivery() (*exporter.DeliveryStats, exporter.Counts) {
+	return &e.Stats.DeliveryStats, gRPCCounts
 }
 
 // Exporter sends batches to a collector. Safe for concurrent use; Export
@@ -289,7 +302,7 @@ func (e *Exporter) Export(ctx context.Context, batch []flow.Record) error {
 			continue // resend the same message on a new stream
 		}
 		e.Stats.Messages.Add(1)
-		e.Stats.Flows.Add(uint64(cuts[i+1] - cuts[i]))
+		e.Stats.Records.Add(uint64(cuts[i+1] - cuts[i]))
 		e.Stats.Bytes.Add(uint64(offs[i+1] - offs[i]))
 		i++
 	}
@@ -419,7 +432,7 @@ func (e *Exporter) streamFailed(sendErr error) error {
 		}
 	}
 	e.dropStream()
-	e.Stats.StreamErrors.Add(1)
+	e.Stats.SendErrors.Add(1)
 	e.failed(err)
 	return err
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"net/netip"
 	"runtime"
 	"sort"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/flowlens/flowlens/internal/agent/exporter"
 	grpcexp "github.com/flowlens/flowlens/internal/agent/exporter/grpc"
+	"github.com/flowlens/flowlens/internal/testkit"
 	"github.com/flowlens/flowlens/pkg/flow"
 	"github.com/flowlens/flowlens/pkg/flow/flowpb"
 	"github.com/flowlens/flowlens/pkg/receiver"
@@ -236,24 +236,14 @@ func TestReconnectAfterCollectorRestart(t *testing.T) {
 	if n := exp.Stats.StreamsOpened.Load(); n != 2 {
 		t.Fatalf("%d streams opened, want 2", n)
 	}
-	if exp.Stats.Retries.Load() == 0 || exp.Stats.StreamErrors.Load() != 1 {
-		t.Fatalf("retries=%d stream_errors=%d", exp.Stats.Retries.Load(), exp.Stats.StreamErrors.Load())
+	if exp.Stats.Retries.Load() == 0 || exp.Stats.SendErrors.Load() != 1 {
+		t.Fatalf("retries=%d stream_errors=%d", exp.Stats.Retries.Load(), exp.Stats.SendErrors.Load())
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // No collector at start: batches wait in the queue and go out once it is up.
 func TestCollectorDownAtStart(t *testing.T) {
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	exp := newExporter(t, grpcexp.Config{Target: addr})
 	q := exporter.NewQueue(exp, 64, nil)
 	go q.Run(context.Background())
@@ -396,7 +386,7 @@ func TestRefusalCostsOnlyTheRefusedMessage(t *testing.T) {
 
 // Close aborts an Export blocked on an unreachable collector.
 func TestCloseAbortsBlockedExport(t *testing.T) {
-	exp := newExporter(t, grpcexp.Config{Target: freeAddr(t)})
+	exp := newExporter(t, grpcexp.Config{Target: testkit.FreeAddr(t)})
 	done := make(chan error, 1)
 	go func() { done <- exp.Export(context.Background(), batch(0, 10)) }()
 	time.Sleep(200 * time.Millisecond)

@@ -37,6 +37,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flowlens/flowlens/internal/agent/exporter"
 	"github.com/flowlens/flowlens/internal/agent/ipfixsize"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
@@ -94,15 +95,30 @@ type Config struct {
 	Logger                  *slog.Logger
 }
 
-// Stats are cumulative counts, safe to read concurrently.
+// Stats are cumulative counts, safe to read concurrently: the delivery
+// statistics every exporter keeps (Messages, Bytes, Records: the IPFIX
+// messages sent, their bytes and data records; Templates: messages that
+// carried the templates; SendErrors: failed sends and TCP connection
+// attempts; FailedFlows: flows in messages that could not be sent), and
+// the TCP connections made.
 type Stats struct {
-	Messages  atomic.Uint64 // messages sent
-	Flows     atomic.Uint64 // data records in them
-	Bytes     atomic.Uint64 // bytes of those messages
-	Templates atomic.Uint64 // messages that carried the templates
-	Errors    atomic.Uint64 // failed sends and TCP connection attempts
-	Lost      atomic.Uint64 // flows in messages that could not be sent
-	Connects  atomic.Uint64 // TCP connections made
+	exporter.DeliveryStats
+	Connects atomic.Uint64
+}
+
+// ipfixCounts are the delivery counts an IPFIX exporter learns: what it
+// sent, and what failed to leave; IPFIX has no acknowledgements.
+const ipfixCounts = exporter.CountMessages | exporter.CountTemplates | exporter.CountSendErrors | exporter.CountFailed
+
+// The metrics read the exporter through these (exporter.NewCollector).
+var (
+	_ exporter.Delivering = (*Exporter)(nil)
+	_ exporter.Connector  = (*Exporter)(nil)
+)
+
+// Delivery is the exporter's delivery statistics (exporter.Delivering).
+func (e *Exporter) Delivery() (*exporter.DeliveryStats, exporter.Counts) {
+	return &e.Stats.DeliveryStats, ipfixCounts
 }
 
 // Exporter sends flows to an IPFIX collector.
@@ -231,7 +247,7 @@ func (e *Exporter) setConn(c *conn) {
 
 // Export encodes the batch into as few messages as MaxMessageBytes allows
 // and sends them. Over UDP a failed send loses that message (counted in
-// Stats.Lost) and the others are still sent. Over TCP a lost connection is
+// Stats.FailedFlows) and the others are still sent. Over TCP a lost connection is
 // remade, with backoff, and the rest of the batch sent on the new one
 // (after the templates): Export blocks meanwhile, until ctx ends or the
 // exporter is closed. The first error is returned.
@@ -247,7 +263,7 @@ func (e *Exporter) Export(ctx context.Context, batch []flow.Record) error {
 	now := e.now()
 	for i := 0; i < len(batch); {
 		if err := e.connect(ctx); err != nil {
-			e.Stats.Lost.Add(uint64(len(batch) - i))
+			e.Stats.FailedFlows.Add(uint64(len(batch) - i))
 			return errors.Join(firstErr, err)
 		}
 		if e.cfg.Transport == "udp" && now.Sub(e.lastTemplate) >= e.cfg.TemplateRefresh {
@@ -262,7 +278,7 @@ func (e *Exporter) Export(ctx context.Context, batch []flow.Record) error {
 		n := e.fill(batch[i:], now)
 		if err := e.flush(n); err != nil {
 			note(err)
-			e.Stats.Lost.Add(uint64(n))
+			e.Stats.FailedFlows.Add(uint64(n))
 		}
 		i += n
 	}
@@ -371,7 +387,7 @@ func (e *Exporter) send(n int) error {
 	binary.BigEndian.PutUint16(e.buf[2:], uint16(len(e.buf)))
 	binary.BigEndian.PutUint32(e.buf[8:], e.seq)
 	if _, err := e.conn.Write(e.buf); err != nil {
-		e.Stats.Errors.Add(1)
+		e.Stats.SendErrors.Add(1)
 		if e.cfg.Transport == "tcp" {
 			e.failures++
 			e.disconnect()
@@ -381,7 +397,7 @@ func (e *Exporter) send(n int) error {
 	e.seq += uint32(n)
 	e.failures = 0
 	e.Stats.Messages.Add(1)
-	e.Stats.Flows.Add(uint64(n))
+	e.Stats.Records.Add(uint64(n))
 	e.Stats.Bytes.Add(uint64(len(e.buf)))
 	return nil
 }

@@ -690,7 +690,7 @@ func TestTemplatesSplitInSmallMessages(t *testing.T) {
 	if got := e.Stats.Templates.Load(); got != 1 {
 		t.Errorf("templates sent %d times, want 1", got)
 	}
-	if got := e.Stats.Flows.Load(); got != uint64(len(batch)) {
+	if got := e.Stats.Records.Load(); got != uint64(len(batch)) {
 		t.Errorf("%d flows counted, want %d", got, len(batch))
 	}
 }
@@ -864,7 +864,7 @@ func TestTCPReconnectsAfterCollectorRestart(t *testing.T) {
 
 	exported := make(chan error, 1)
 	go func() { exported <- e.Export(ctx, second) }()
-	for e.Stats.Errors.Load() < 2 { // refused twice at least: backing off
+	for e.Stats.SendErrors.Load() < 2 { // refused twice at least: backing off
 		time.Sleep(time.Millisecond)
 	}
 	ln, err = net.Listen("tcp", addr) // the collector restarts
@@ -885,7 +885,7 @@ func TestTCPReconnectsAfterCollectorRestart(t *testing.T) {
 	if s := binary.BigEndian.Uint32(res.msgs[0][8:]); s != 0 {
 		t.Errorf("first message of the new connection: sequence %d, want 0", s)
 	}
-	if c, tm, l := e.Stats.Connects.Load(), e.Stats.Templates.Load(), e.Stats.Lost.Load(); c != 2 || tm != 2 || l != 0 {
+	if c, tm, l := e.Stats.Connects.Load(), e.Stats.Templates.Load(), e.Stats.FailedFlows.Load(); c != 2 || tm != 2 || l != 0 {
 		t.Errorf("%d connections, templates sent %d times, %d flows lost; want 2, 2, 0", c, tm, l)
 	}
 }
@@ -908,7 +908,7 @@ func TestTCPCollectorDown(t *testing.T) {
 	defer e.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		for e.Stats.Errors.Load() < 3 {
+		for e.Stats.SendErrors.Load() < 3 {
 			time.Sleep(time.Millisecond)
 		}
 		cancel()
@@ -918,7 +918,7 @@ func TestTCPCollectorDown(t *testing.T) {
 	if !errors.As(err, &op) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Export to a closed port: %v, want a connection error and the cancellation", err)
 	}
-	if got := e.Stats.Lost.Load(); got != 3 {
+	if got := e.Stats.FailedFlows.Load(); got != 3 {
 		t.Errorf("%d flows counted lost, want 3", got)
 	}
 	if e.Connected() {
@@ -1069,14 +1069,14 @@ func TestCloseEndsReconnection(t *testing.T) {
 	}
 	exported := make(chan error, 1)
 	go func() { exported <- e.Export(context.Background(), records(5)) }()
-	for e.Stats.Errors.Load() < 1 { // refused once: now waiting an hour
+	for e.Stats.SendErrors.Load() < 1 { // refused once: now waiting an hour
 		time.Sleep(time.Millisecond)
 	}
 	e.Close()
 	if err := <-exported; !errors.Is(err, errClosed) {
 		t.Fatalf("Export after Close: %v, want %v", err, errClosed)
 	}
-	if got := e.Stats.Lost.Load(); got != 5 {
+	if got := e.Stats.FailedFlows.Load(); got != 5 {
 		t.Errorf("%d flows counted lost, want 5", got)
 	}
 }
@@ -1096,7 +1096,7 @@ func TestConnectedWhileReconnecting(t *testing.T) {
 	}
 	exported := make(chan error, 1)
 	go func() { exported <- e.Export(context.Background(), records(1)) }()
-	for e.Stats.Errors.Load() < 1 {
+	for e.Stats.SendErrors.Load() < 1 {
 		time.Sleep(time.Millisecond)
 	}
 	if e.Connected() {

@@ -88,7 +88,7 @@ func (e *Exporter) connect(ctx context.Context) error {
 			e.sendTemplate, e.seq = true, 0
 			return nil
 		}
-		e.Stats.Errors.Add(1)
+		e.Stats.SendErrors.Add(1)
 		e.failures++
 		last = fmt.Errorf("ipfix connect to %s: %w", e.cfg.Target, err)
 		if e.failures == 1 || e.failures%10 == 0 {

@@ -9,7 +9,7 @@
 // waits, then drops the oldest batches, counted. franz-go reconnects and
 // retries by itself; with acks=all the producer is idempotent, so its
 // retries write no duplicates. Every flow handed to Export is counted
-// either as acknowledged (Stats.Flows) or as failed (Stats.FailedFlows).
+// either as acknowledged (Stats.AckedFlows) or as failed (Stats.FailedFlows).
 //
 // Partitions: every flow goes to flowkafka.PartitionOf its 7-tuple, so one
 // flow's records always land in one partition (one collector sees all of
@@ -84,17 +84,27 @@ type Config struct {
 	Logger          *slog.Logger
 }
 
-// Stats are cumulative counts, safe to read concurrently.
-type Stats struct {
-	Records       atomic.Uint64 // records the broker acknowledged
-	Flows         atomic.Uint64 // flows in them
-	Bytes         atomic.Uint64 // their values' bytes (before compression)
-	FailedRecords atomic.Uint64 // records that failed (not retried: the error is final)
-	// FailedFlows are flows handed to Export that were not acknowledged:
-	// in failed records, or never produced (Export gave up first).
-	FailedFlows atomic.Uint64
-	// Latency is each record's time from Produce to its acknowledgement.
-	Latency exporter.Latency
+// Stats are cumulative counts, safe to read concurrently, in the delivery
+// statistics every exporter keeps: AckedRecords the brokers acknowledged,
+// AckedFlows in them, Bytes their values' bytes (before compression),
+// FailedRecords that failed (not retried: the error is final), FailedFlows
+// handed to Export and not acknowledged (in failed records, or never
+// produced: Export gave up first), Latency each record's time from
+// Produce to its acknowledgement.
+type Stats = exporter.DeliveryStats
+
+// kafkaCounts are the delivery counts a Kafka exporter learns from the
+// brokers' acknowledgements.
+const kafkaCounts = exporter.CountAcked | exporter.CountFailed | exporter.CountRecordAcks
+
+// The metrics read the exporter through these (exporter.NewCollector).
+var (
+	_ exporter.Delivering = (*Exporter)(nil)
+)
+
+// Delivery is the exporter's delivery statistics (exporter.Delivering).
+func (e *Exporter) Delivery() (*exporter.DeliveryStats, exporter.Counts) {
+	return &e.Stats, kafkaCounts
 }
 
 // slot is one record of an Export and what its promise learns. The
@@ -250,7 +260,7 @@ func (e *Exporter) Name() string { return "kafka" }
 
 // Export produces the batch's records and returns once every one was
 // acknowledged (nil) or failed (an error), or ctx ended or Close was
-// called (an error). Every flow is counted once, in Stats.Flows or
+// called (an error). Every flow is counted once, in Stats.AckedFlows or
 // Stats.FailedFlows: those of records still buffered when Export gave up
 // are counted when franz-go acks or fails them (at the latest by Close).
 func (e *Exporter) Export(ctx context.Context, batch []flow.Record) error {
@@ -359,8 +369,8 @@ func (e *Exporter) acked(r *kgo.Record, err error) {
 		rd.failedFlows += uint64(s.flows)
 	}
 	if rd.left.Add(-1) == 0 {
-		e.Stats.Records.Add(rd.records)
-		e.Stats.Flows.Add(rd.flows)
+		e.Stats.AckedRecords.Add(rd.records)
+		e.Stats.AckedFlows.Add(rd.flows)
 		e.Stats.Bytes.Add(rd.bytes)
 		e.Stats.FailedRecords.Add(rd.failedRecords)
 		e.Stats.FailedFlows.Add(rd.failedFlows)

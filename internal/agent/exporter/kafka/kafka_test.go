@@ -188,15 +188,15 @@ func TestRoundTrip(t *testing.T) {
 			if err := e.Export(ctx, recs[100:]); err != nil {
 				t.Fatal(err)
 			}
-			if n := e.Stats.Flows.Load(); n != uint64(len(recs)) {
-				t.Errorf("Stats.Flows = %d, want %d", n, len(recs))
+			if n := e.Stats.AckedFlows.Load(); n != uint64(len(recs)) {
+				t.Errorf("Stats.AckedFlows = %d, want %d", n, len(recs))
 			}
 			if n := e.Stats.FailedFlows.Load(); n != 0 {
 				t.Errorf("Stats.FailedFlows = %d", n)
 			}
 			// One latency per acknowledged record, each under a minute.
-			if n, sum, _ := e.Stats.Latency.Snapshot(); n != e.Stats.Records.Load() || sum <= 0 || sum > float64(n)*60 {
-				t.Errorf("Stats.Latency: %d observations summing to %g s, want one per record (%d)", n, sum, e.Stats.Records.Load())
+			if n, sum, _ := e.Stats.Latency.Snapshot(); n != e.Stats.AckedRecords.Load() || sum <= 0 || sum > float64(n)*60 {
+				t.Errorf("Stats.Latency: %d observations summing to %g s, want one per record (%d)", n, sum, e.Stats.AckedRecords.Load())
 			}
 
 			want := map[string]*flow.Record{}
@@ -230,8 +230,8 @@ func TestRoundTrip(t *testing.T) {
 			if len(partitions) != 4 {
 				t.Errorf("flows landed in %d partitions, want all 4", len(partitions))
 			}
-			if tc.cfg.MaxBatchBytes > 0 && e.Stats.Records.Load() < 20 {
-				t.Errorf("%d records under MaxBatchBytes %d, want the batches split", e.Stats.Records.Load(), tc.cfg.MaxBatchBytes)
+			if tc.cfg.MaxBatchBytes > 0 && e.Stats.AckedRecords.Load() < 20 {
+				t.Errorf("%d records under MaxBatchBytes %d, want the batches split", e.Stats.AckedRecords.Load(), tc.cfg.MaxBatchBytes)
 			}
 		})
 	}
@@ -289,13 +289,13 @@ func TestBrokerDown(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Export after the broker came back: %v", err)
 	}
-	for e.Stats.Flows.Load()+e.Stats.FailedFlows.Load() < 205 {
+	for e.Stats.AckedFlows.Load()+e.Stats.FailedFlows.Load() < 205 {
 		if ctx.Err() != nil {
-			t.Fatalf("flows acked %d + failed %d, want 205 in all", e.Stats.Flows.Load(), e.Stats.FailedFlows.Load())
+			t.Fatalf("flows acked %d + failed %d, want 205 in all", e.Stats.AckedFlows.Load(), e.Stats.FailedFlows.Load())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	acked := int(e.Stats.Flows.Load())
+	acked := int(e.Stats.AckedFlows.Load())
 	if n := acked + int(e.Stats.FailedFlows.Load()); n != 205 {
 		t.Fatalf("acked %d + failed %d = %d, want 205", acked, e.Stats.FailedFlows.Load(), n)
 	}
@@ -347,8 +347,8 @@ func TestCloseAbortsExport(t *testing.T) {
 		t.Fatal("Close returned before the Export it should abort")
 	}
 	<-closed
-	if n := e.Stats.Flows.Load() + e.Stats.FailedFlows.Load(); n != 150 {
-		t.Errorf("acked %d + failed %d = %d, want 150", e.Stats.Flows.Load(), e.Stats.FailedFlows.Load(), n)
+	if n := e.Stats.AckedFlows.Load() + e.Stats.FailedFlows.Load(); n != 150 {
+		t.Errorf("acked %d + failed %d = %d, want 150", e.Stats.AckedFlows.Load(), e.Stats.FailedFlows.Load(), n)
 	}
 	if err := e.Export(ctx, recs[:1]); !errors.Is(err, kafka.ErrClosed) {
 		t.Errorf("Export after Close: %v, want ErrClosed", err)

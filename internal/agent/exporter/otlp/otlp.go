@@ -92,15 +92,27 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Stats are cumulative counts, safe to read concurrently.
-type Stats struct {
-	Requests      atomic.Uint64 // requests the receiver accepted
-	Flows         atomic.Uint64 // log records it accepted
-	Bytes         atomic.Uint64 // encoded (uncompressed) bytes of those requests
-	Retries       atomic.Uint64 // attempts after a retryable failure
-	RejectedFlows atomic.Uint64 // records the receiver rejected (partial success, or a request refused for good): lost
-	FailedFlows   atomic.Uint64 // records Export gave up on (ctx, RetryTimeout, Close): lost
-}
+// Stats are cumulative counts, safe to read concurrently, in the delivery
+// statistics every exporter keeps: Messages are the requests the receiver
+// accepted, Bytes their encoded (uncompressed) bytes, Records the log
+// records in them, AckedFlows those it accepted, RejectedFlows those it
+// rejected (partial success, or a request refused for good: lost),
+// FailedFlows those Export gave up on (ctx, RetryTimeout, Close: lost),
+// Retries the attempts after a retryable failure.
+type Stats = exporter.DeliveryStats
+
+// otlpCounts are the delivery counts an OTLP exporter learns from the
+// receiver's answers.
+const otlpCounts = exporter.CountMessages | exporter.CountRetries | exporter.CountAcked | exporter.CountRejected | exporter.CountFailed
+
+// The metrics read the exporter through these (exporter.NewCollector).
+var (
+	_ exporter.Delivering = (*Exporter)(nil)
+	_ exporter.Connector  = (*Exporter)(nil)
+)
+
+// Delivery is the exporter's delivery statistics (exporter.Delivering).
+func (e *Exporter) Delivery() (*exporter.DeliveryStats, exporter.Counts) { return &e.Stats, otlpCounts }
 
 // sender sends one encoded ExportLogsServiceRequest and returns the
 // receiver's partial success (records rejected and its message).
@@ -290,8 +302,9 @@ func (e *Exporter) deliver(ctx context.Context, req *reqBuf, n int) error {
 // partial.
 func (e *Exporter) accepted(n, size int, rejected int64, msg string) {
 	rejected = min(max(rejected, 0), int64(n))
-	e.Stats.Requests.Add(1)
-	e.Stats.Flows.Add(uint64(n) - uint64(rejected))
+	e.Stats.Messages.Add(1)
+	e.Stats.Records.Add(uint64(n))
+	e.Stats.AckedFlows.Add(uint64(n) - uint64(rejected))
 	e.Stats.Bytes.Add(uint64(size))
 	if e.failures > 0 || !e.connected.Load() {
 		e.log.Info("sending flows to the OTLP receiver", "after_failures", e.failures)

@@ -1,4 +1,4 @@
-package metrics_test
+package datapath_test
 
 import (
 	"testing"
@@ -8,15 +8,15 @@ import (
 
 	"github.com/flowlens/flowlens/internal/agent/datapath"
 	"github.com/flowlens/flowlens/internal/agent/feature/registry"
-	"github.com/flowlens/flowlens/internal/agent/metrics"
 	"github.com/flowlens/flowlens/internal/testkit"
 	"github.com/flowlens/flowlens/internal/testkit/bpfrun"
 	"github.com/flowlens/flowlens/internal/testkit/packet"
+	"github.com/flowlens/flowlens/internal/testkit/promtest"
 )
 
 func enableStats(t *testing.T) {
 	t.Helper()
-	c, err := metrics.EnableBPFStats()
+	c, err := datapath.EnableBPFStats()
 	if err != nil {
 		t.Fatalf("BPF_ENABLE_STATS: %v", err)
 	}
@@ -38,29 +38,25 @@ func TestBPFProgramStatsExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer prog.Close()
-	m, err := metrics.New(metrics.Sources{
-		Programs: func() []metrics.Program {
-			return []metrics.Program{{Name: "stats_test", Attach: "test_run", Prog: prog}}
+	m := datapath.NewMetrics("flowlens_agent", datapath.MetricSources{
+		Programs: func() []datapath.Program {
+			return []datapath.Program{{Name: "stats_test", Attach: "test_run", Prog: prog}}
 		},
 		BPFStatsEnabled: func() bool { return true },
-	}, metrics.Options{NoRuntimeMetrics: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := serve(t, m)
+	}, nil)
 	labels := []string{"attach=test_run", "program=stats_test"}
 
-	f := scrape(t, base)
-	expect(t, f, 0, "flowlens_agent_bpf_program_runs_total", labels...)
-	expect(t, f, 0, "flowlens_agent_bpf_program_run_time_seconds_total", labels...)
+	f := promtest.Gather(t, m.Collectors()...)
+	promtest.Expect(t, f, 0, "flowlens_agent_bpf_program_runs_total", labels...)
+	promtest.Expect(t, f, 0, "flowlens_agent_bpf_program_run_time_seconds_total", labels...)
 
 	pkt := make([]byte, 64)
 	if _, err := bpfrun.Exactly(prog, pkt, 1000); err != nil {
 		t.Fatal(err)
 	}
-	f = scrape(t, base)
-	expect(t, f, 1000, "flowlens_agent_bpf_program_runs_total", labels...)
-	rt1, _ := value(f, "flowlens_agent_bpf_program_run_time_seconds_total", labels...)
+	f = promtest.Gather(t, m.Collectors()...)
+	promtest.Expect(t, f, 1000, "flowlens_agent_bpf_program_runs_total", labels...)
+	rt1, _ := promtest.Value(f, "flowlens_agent_bpf_program_run_time_seconds_total", labels...)
 	if rt1 <= 0 {
 		t.Fatalf("run time %v after 1000 runs", rt1)
 	}
@@ -68,9 +64,9 @@ func TestBPFProgramStatsExact(t *testing.T) {
 	if _, err := bpfrun.Exactly(prog, pkt, 234); err != nil {
 		t.Fatal(err)
 	}
-	f = scrape(t, base)
-	expect(t, f, 1234, "flowlens_agent_bpf_program_runs_total", labels...)
-	if rt2, _ := value(f, "flowlens_agent_bpf_program_run_time_seconds_total", labels...); rt2 <= rt1 {
+	f = promtest.Gather(t, m.Collectors()...)
+	promtest.Expect(t, f, 1234, "flowlens_agent_bpf_program_runs_total", labels...)
+	if rt2, _ := promtest.Value(f, "flowlens_agent_bpf_program_run_time_seconds_total", labels...); rt2 <= rt1 {
 		t.Fatalf("run time did not grow: %v then %v", rt1, rt2)
 	}
 }
@@ -99,19 +95,15 @@ func TestDatapathMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	hooks := dp.StartHooks(all)
-	m, err := metrics.New(metrics.Sources{
+	m := datapath.NewMetrics("flowlens_agent", datapath.MetricSources{
 		Counters:        dp.ReadCounters,
 		FlowMapCapacity: 64,
 		Attached:        dp.Attached,
-		Hooks:           metrics.DatapathHooks(dp),
-		Programs:        metrics.DatapathPrograms(dp),
-		Maps:            metrics.DatapathMaps(&dp.Maps),
+		Hooks:           datapath.MetricHooks(dp),
+		Programs:        datapath.MetricPrograms(dp),
+		Maps:            datapath.MetricMaps(&dp.Maps),
 		EnrichmentLost:  dp.ReadEnrichmentLost,
-	}, metrics.Options{NoRuntimeMetrics: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := serve(t, m)
+	}, nil)
 	ingress := []string{"attach=tc_ingress", "program=flowlens_ingress"}
 	egress := []string{"attach=tc_egress", "program=flowlens_egress"}
 
@@ -133,52 +125,52 @@ func TestDatapathMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	f := scrape(t, base)
-	expect(t, f, 15, "flowlens_agent_bpf_program_runs_total", ingress...)
-	expect(t, f, 2, "flowlens_agent_bpf_program_instances", ingress...)
-	expect(t, f, 0, "flowlens_agent_bpf_program_runs_total", egress...)
-	expect(t, f, 2, "flowlens_agent_bpf_program_instances", egress...)
-	if rt, _ := value(f, "flowlens_agent_bpf_program_run_time_seconds_total", ingress...); rt <= 0 {
+	f := promtest.Gather(t, m.Collectors()...)
+	promtest.Expect(t, f, 15, "flowlens_agent_bpf_program_runs_total", ingress...)
+	promtest.Expect(t, f, 2, "flowlens_agent_bpf_program_instances", ingress...)
+	promtest.Expect(t, f, 0, "flowlens_agent_bpf_program_runs_total", egress...)
+	promtest.Expect(t, f, 2, "flowlens_agent_bpf_program_instances", egress...)
+	if rt, _ := promtest.Value(f, "flowlens_agent_bpf_program_run_time_seconds_total", ingress...); rt <= 0 {
 		t.Errorf("ingress run time %v", rt)
 	}
-	expect(t, f, 2, "flowlens_agent_flows_created_total") // two 5-tuples
-	expect(t, f, 2, "flowlens_agent_flow_map_entries")
-	expect(t, f, 64, "flowlens_agent_flow_map_capacity")
-	expect(t, f, 0, "flowlens_agent_malformed_packets_total")
-	expect(t, f, 0, "flowlens_agent_attached_interfaces")
-	if _, ok := value(f, "flowlens_agent_enrichment_lost_total"); !ok { // its value depends on the machine's other drops
+	promtest.Expect(t, f, 2, "flowlens_agent_flows_created_total") // two 5-tuples
+	promtest.Expect(t, f, 2, "flowlens_agent_flow_map_entries")
+	promtest.Expect(t, f, 64, "flowlens_agent_flow_map_capacity")
+	promtest.Expect(t, f, 0, "flowlens_agent_malformed_packets_total")
+	promtest.Expect(t, f, 0, "flowlens_agent_attached_interfaces")
+	if _, ok := promtest.Value(f, "flowlens_agent_enrichment_lost_total"); !ok { // its value depends on the machine's other drops
 		t.Error("flowlens_agent_enrichment_lost_total missing")
 	}
 	for _, name := range []string{"flows_a", "flows_b", "control", "counters", "overflow"} {
-		if v, ok := value(f, "flowlens_agent_bpf_map_memory_bytes", "map="+name); !ok || v <= 0 {
+		if v, ok := promtest.Value(f, "flowlens_agent_bpf_map_memory_bytes", "map="+name); !ok || v <= 0 {
 			t.Errorf("map %s memory: %v (present: %v)", name, v, ok)
 		}
 	}
-	if v, _ := value(f, "flowlens_agent_bpf_map_memory_bytes", "map=overflow"); v < 1<<20 {
+	if v, _ := promtest.Value(f, "flowlens_agent_bpf_map_memory_bytes", "map=overflow"); v < 1<<20 {
 		t.Errorf("overflow ring buffer memory %v < its 1 MiB", v)
 	}
 
 	// Enrichment hooks: status per hook, and each running program's cost
 	// under its attach point.
-	expect(t, f, 1, "flowlens_agent_hook_up", "hook=tc")
+	promtest.Expect(t, f, 1, "flowlens_agent_hook_up", "hook=tc")
 	attach := map[string]string{
 		"drop_kfree_skb": "tp_btf/kfree_skb", "drop_tracepoint": "tracepoint/skb/kfree_skb",
 		"rtt_fentry": "fentry/tcp_rcv_established", "rtt_tcp_probe": "tp_btf/tcp_probe",
 		"retransmit": "tp_btf/tcp_retransmit_skb",
 	}
 	for _, h := range hooks {
-		expect(t, f, map[bool]float64{true: 1, false: 0}[h.Running], "flowlens_agent_hook_up", "hook="+h.Name)
+		promtest.Expect(t, f, map[bool]float64{true: 1, false: 0}[h.Running], "flowlens_agent_hook_up", "hook="+h.Name)
 		if !h.Running {
 			t.Logf("hook %s unavailable here: %v", h.Name, h.Err)
 			continue
 		}
-		expect(t, f, 1, "flowlens_agent_bpf_program_instances", "attach="+attach[h.Program], "program="+h.Program)
-		if _, ok := value(f, "flowlens_agent_bpf_program_runs_total", "attach="+attach[h.Program], "program="+h.Program); !ok {
+		promtest.Expect(t, f, 1, "flowlens_agent_bpf_program_instances", "attach="+attach[h.Program], "program="+h.Program)
+		if _, ok := promtest.Value(f, "flowlens_agent_bpf_program_runs_total", "attach="+attach[h.Program], "program="+h.Program); !ok {
 			t.Errorf("no run count for hook program %s", h.Program)
 		}
 	}
 	for _, name := range []string{"enrich_a", "enrich_b"} {
-		if v, ok := value(f, "flowlens_agent_bpf_map_memory_bytes", "map="+name); !ok || v <= 0 {
+		if v, ok := promtest.Value(f, "flowlens_agent_bpf_map_memory_bytes", "map="+name); !ok || v <= 0 {
 			t.Errorf("map %s memory: %v (present: %v)", name, v, ok)
 		}
 	}
@@ -190,7 +182,7 @@ func TestDatapathMetrics(t *testing.T) {
 	if _, err := p0.Egress.Run(&ebpf.RunOptions{Data: udpPacket(1000), Repeat: 1}); err != nil {
 		t.Fatal(err)
 	}
-	f = scrape(t, base)
-	expect(t, f, 115, "flowlens_agent_bpf_program_runs_total", ingress...)
-	expect(t, f, 1, "flowlens_agent_bpf_program_runs_total", egress...)
+	f = promtest.Gather(t, m.Collectors()...)
+	promtest.Expect(t, f, 115, "flowlens_agent_bpf_program_runs_total", ingress...)
+	promtest.Expect(t, f, 1, "flowlens_agent_bpf_program_runs_total", egress...)
 }

@@ -1,10 +1,9 @@
-package main
+package collector
 
 import (
 	"bufio"
 	"context"
 	"io"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 
@@ -13,39 +12,11 @@ import (
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
-// filter keeps flows matching every given criterion (any of its values):
-// address (source or destination in a prefix), port (source or
-// destination), protocol.
-type filter struct {
-	prefixes []netip.Prefix
-	ports    map[uint32]bool
-	protos   map[uint32]bool
-}
-
-func (f *filter) match(r *flow.Record) bool {
-	if f.protos != nil && !f.protos[uint32(r.Proto)] {
-		return false
-	}
-	if f.ports != nil && !f.ports[uint32(r.SrcPort)] && !f.ports[uint32(r.DstPort)] {
-		return false
-	}
-	if f.prefixes != nil {
-		src, dst := r.SrcAddr.Unmap(), r.DstAddr.Unmap()
-		for _, p := range f.prefixes {
-			if p.Contains(src) || p.Contains(dst) {
-				return true
-			}
-		}
-		return false
-	}
-	return true
-}
-
 // printer writes the flows of every agent stream to one output.
 type printer struct {
 	format  string
-	filter  filter
-	table   *textfmt.Table // with SRC_K8S and DST_K8S columns when enriched
+	match   func(*flow.Record) bool // nil: every flow
+	table   *textfmt.Table          // with SRC_K8S and DST_K8S columns when enriched
 	printed atomic.Uint64
 
 	mu     sync.Mutex
@@ -55,8 +26,8 @@ type printer struct {
 	err    error
 }
 
-func newPrinter(w io.Writer, format string, f filter, enriched bool) *printer {
-	return &printer{format: format, filter: f, table: textfmt.NewTable(false, enriched), w: bufio.NewWriterSize(w, 64<<10), buf: make([]byte, 0, 2048)}
+func newPrinter(w io.Writer, format string, match func(*flow.Record) bool, withK8s bool) *printer {
+	return &printer{format: format, match: match, table: textfmt.NewTable(false, withK8s), w: bufio.NewWriterSize(w, 64<<10), buf: make([]byte, 0, 2048)}
 }
 
 // write is the pipeline's Sink: prints the batch's matching flows and
@@ -70,7 +41,7 @@ func (p *printer) write(_ context.Context, flows []enriched.Flow) error {
 	n := 0
 	for i := range flows {
 		f := &flows[i]
-		if !p.filter.match(&f.Record) {
+		if p.match != nil && !p.match(&f.Record) {
 			continue
 		}
 		if p.format == "table" {

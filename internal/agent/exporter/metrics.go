@@ -1,0 +1,113 @@
+package exporter
+
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// queueCollector reads the exporters' metrics at scrape time, one series
+// per exporter label: every Queue's counts, whether a Connector reaches
+// its consumer, and the DeliveryStats counts a Delivering exporter keeps.
+type queueCollector struct {
+	queues []*Queue
+
+	batches, flows, errors, droppedBatches, droppedFlows, queued, wait *prometheus.Desc
+	connected, refused, acked, rejected, failed, retries               *prometheus.Desc
+	messages, bytes, records, templates, sendErrors                    *prometheus.Desc
+	ackedRecords, failedRecords, ackLatency                            *prometheus.Desc
+}
+
+// NewCollector is the metrics of the exporters behind qs, named
+// <namespace>_export_* (docs/metrics-agent.md).
+func NewCollector(namespace string, qs []*Queue) prometheus.Collector {
+	d := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(namespace+"_export_"+name, help, []string{"exporter"}, nil)
+	}
+	return &queueCollector{
+		queues:         qs,
+		batches:        d("batches_total", "Batches an exporter exported."),
+		flows:          d("flows_total", "Flows an exporter exported."),
+		errors:         d("errors_total", "Export calls that failed (the batch is lost)."),
+		droppedBatches: d("dropped_batches_total", "Batches dropped, oldest first, because the exporter's queue was full (slow or absent consumer)."),
+		droppedFlows:   d("dropped_flows_total", "Flows in the batches dropped for backpressure."),
+		queued:         d("queue_batches", "Batches waiting in the exporter's queue."),
+		wait:           d("wait_seconds_total", "Time evictions spent waiting for room in the exporter's full queue (backpressure from a slower consumer)."),
+		connected:      d("connected", "1 if the exporter reaches its consumer (grpc: a stream is open), 0 if not."),
+		refused:        d("refused_total", "Messages the consumer refused after they were sent (lost; counted as exported by export_flows_total)."),
+		acked:          d("acked_flows_total", "Flows the consumer acknowledged (kafka: in records the brokers acked; otlp: log records the receiver accepted)."),
+		rejected:       d("rejected_flows_total", "Flows the consumer rejected (otlp: partial success, or a request refused with a non-retryable error): lost."),
+		failed:         d("failed_flows_total", "Flows handed to the exporter and not delivered: lost in failed sends or records (ipfix, kafka), or given up on, the consumer unreachable past the retry timeout or at shutdown (kafka, otlp). With the acknowledged, rejected and dropped flows, every flow the exporter was given."),
+		retries:        d("retries_total", "Requests resent after a retryable failure (consumer down, overloaded, or asking to retry later)."),
+		messages:       d("messages_total", "Messages the exporter sent (grpc: FlowBatch messages; ipfix: IPFIX messages; otlp: requests the receiver accepted)."),
+		bytes:          d("message_bytes_total", "Bytes of the messages the exporter sent."),
+		records:        d("records_total", "Flow records in the messages the exporter sent."),
+		templates:      d("template_messages_total", "Messages that carried the templates (ipfix: first message, UDP refresh, each new TCP connection)."),
+		sendErrors:     d("send_errors_total", "Failed sends and connection attempts (grpc: streams that failed and were reopened)."),
+		ackedRecords:   d("acked_records_total", "Records the consumer acknowledged (kafka: produced records the brokers acked)."),
+		failedRecords:  d("failed_records_total", "Records that failed for good (not acknowledged; their flows are lost)."),
+		ackLatency:     d("ack_latency_seconds", "Time from producing a record to its acknowledgement."),
+	}
+}
+
+func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.batches, c.flows, c.errors, c.droppedBatches, c.droppedFlows, c.queued, c.wait,
+		c.connected, c.refused, c.acked, c.rejected, c.failed, c.retries,
+		c.messages, c.bytes, c.records, c.templates, c.sendErrors, c.ackedRecords, c.failedRecords, c.ackLatency} {
+		ch <- d
+	}
+}
+
+func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, q := range c.queues {
+		name := q.Name()
+		counter := func(d *prometheus.Desc, v uint64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), name)
+		}
+		st := &q.Stats
+		counter(c.batches, st.Batches.Load())
+		counter(c.flows, st.Flows.Load())
+		counter(c.errors, st.Errors.Load())
+		counter(c.droppedBatches, st.DroppedBatches.Load())
+		counter(c.droppedFlows, st.DroppedFlows.Load())
+		ch <- prometheus.MustNewConstMetric(c.wait, prometheus.CounterValue, float64(st.WaitNanos.Load())/1e9, name)
+		ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(q.Len()), name)
+		if e, ok := q.exp.(Connector); ok {
+			up := 0.0
+			if e.Connected() {
+				up = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.connected, prometheus.GaugeValue, up, name)
+		}
+		if e, ok := q.exp.(Delivering); ok {
+			c.collectDelivery(ch, name, e)
+		}
+	}
+}
+
+// collectDelivery shows the counts e keeps.
+func (c *queueCollector) collectDelivery(ch chan<- prometheus.Metric, name string, e Delivering) {
+	st, keeps := e.Delivery()
+	counter := func(d *prometheus.Desc, v *atomic.Uint64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v.Load()), name)
+	}
+	for _, x := range []struct {
+		count Counts
+		d     *prometheus.Desc
+		v     *atomic.Uint64
+	}{
+		{CountMessages, c.messages, &st.Messages}, {CountMessages, c.bytes, &st.Bytes}, {CountMessages, c.records, &st.Records},
+		{CountTemplates, c.templates, &st.Templates}, {CountSendErrors, c.sendErrors, &st.SendErrors},
+		{CountRetries, c.retries, &st.Retries}, {CountRefused, c.refused, &st.Refused},
+		{CountAcked, c.acked, &st.AckedFlows}, {CountRejected, c.rejected, &st.RejectedFlows}, {CountFailed, c.failed, &st.FailedFlows},
+		{CountRecordAcks, c.ackedRecords, &st.AckedRecords}, {CountRecordAcks, c.failedRecords, &st.FailedRecords},
+	} {
+		if keeps&x.count != 0 {
+			counter(x.d, x.v)
+		}
+	}
+	if keeps&CountRecordAcks != 0 {
+		n, sum, buckets := st.Latency.Snapshot()
+		ch <- prometheus.MustNewConstHistogram(c.ackLatency, n, sum, buckets, name)
+	}
+}

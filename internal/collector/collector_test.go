@@ -1,0 +1,73 @@
+package collector
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flowlens/flowlens/internal/collector/enrich"
+	"github.com/flowlens/flowlens/internal/testkit"
+	"github.com/flowlens/flowlens/pkg/receiver"
+)
+
+// config is a collector on free local ports, printing JSON, with a
+// history, without enrichment.
+func config() Config {
+	return Config{Listen: "127.0.0.1:0", Output: "json", ShutdownGrace: 5 * time.Second, MetricsAddress: "127.0.0.1:0",
+		Limits: receiver.Options{MaxMessageBytes: receiver.DefaultMaxMessageBytes, MaxFlowsPerBatch: receiver.DefaultMaxFlowsPerBatch,
+			MaxStreams: receiver.DefaultMaxStreams},
+		History: History{Size: 10, MaxAge: time.Minute}}
+}
+
+// When New fails after binding the gRPC address (the metrics address is
+// busy), the one shutdown path releases what was built: the gRPC address
+// is free again, and nothing logs totals of a collector that never ran.
+// Run's shutdown releases both addresses.
+func TestShutdownReleasesWhatWasBuilt(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	cfg := config()
+	cfg.Listen, cfg.MetricsAddress = testkit.FreeAddr(t), busy.Addr().String()
+	var logs bytes.Buffer
+	c, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err == nil || c != nil {
+		t.Fatalf("New with a busy metrics address: %v, %v; want an error", c, err)
+	}
+	if strings.Contains(logs.String(), "msg=stopped") {
+		t.Errorf("a collector that never ran logged its totals:\n%s", logs.String())
+	}
+	cfg.MetricsAddress = testkit.FreeAddr(t)
+	c, err = New(cfg, Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatalf("New on the released gRPC address: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := c.Run(ctx); err != nil {
+		t.Fatalf("Run, cancelled: %v", err)
+	}
+	for _, a := range []string{cfg.Listen, cfg.MetricsAddress} {
+		l, err := net.Listen("tcp", a)
+		if err != nil {
+			t.Fatalf("%s still bound after Run: %v", a, err)
+		}
+		l.Close()
+	}
+}
+
+// A metric name the enrichment does not know is the Config's fault.
+func TestUnknownMetricIsConfigError(t *testing.T) {
+	cfg := config()
+	cfg.Metrics = enrich.MetricsOptions{Enabled: []string{"no_such_metric"}}
+	if _, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler)}); !errors.Is(err, ErrConfig) {
+		t.Fatalf("unknown metric: %v, want ErrConfig", err)
+	}
+}

@@ -1,0 +1,33 @@
+package collector
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
+	"github.com/flowlens/flowlens/internal/collector/enrich"
+	"github.com/flowlens/flowlens/internal/collector/history"
+	"github.com/flowlens/flowlens/internal/shared/enriched"
+	"github.com/flowlens/flowlens/pkg/receiver"
+)
+
+// startHistory puts the flow history (nil with Size 0) after the
+// pipeline's sink, serves it on srv and its metrics on reg.
+func startHistory(o History, pl *enrich.Pipeline, srv *receiver.Server, reg prometheus.Registerer) *history.Service {
+	if o.Size == 0 {
+		return nil
+	}
+	h := history.NewService(history.Options{Size: o.Size, MaxAge: o.MaxAge})
+	if next := pl.Sink; next != nil {
+		pl.Sink = func(ctx context.Context, flows []enriched.Flow) error {
+			h.Add(ctx, flows)
+			return next(ctx, flows)
+		}
+	} else {
+		pl.Sink = h.Add
+	}
+	flowv1.RegisterFlowHistoryServer(srv, h)
+	reg.MustRegister(h.Collectors()...)
+	return h
+}

@@ -1,0 +1,96 @@
+// Package promtest reads Prometheus metrics in tests: a stage's collectors
+// gathered in a registry of their own, and one series' value by its exact
+// labels, so that each stage's test asserts the values its collectors
+// report without an HTTP server.
+package promtest
+
+import (
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Families is gathered metrics by family name.
+type Families map[string]*dto.MetricFamily
+
+// Gather registers cs in a new registry and gathers it.
+func Gather(t testing.TB, cs ...prometheus.Collector) Families {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return GatherFrom(t, reg)
+}
+
+// GatherFrom gathers g: a registry a program built.
+func GatherFrom(t testing.TB, g prometheus.Gatherer) Families {
+	t.Helper()
+	fams, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := Families{}
+	for _, f := range fams {
+		out[f.GetName()] = f
+	}
+	return out
+}
+
+// Value returns the value of the series of family name whose labels are
+// exactly labels ("k=v" pairs, sorted); ok is false when there is none. A
+// histogram's value is its sample count.
+func Value(fams map[string]*dto.MetricFamily, name string, labels ...string) (float64, bool) {
+	f := fams[name]
+	if f == nil {
+		return 0, false
+	}
+	want := strings.Join(labels, ",")
+	for _, m := range f.Metric {
+		var ls []string
+		for _, l := range m.Label {
+			ls = append(ls, l.GetName()+"="+l.GetValue())
+		}
+		sort.Strings(ls)
+		if strings.Join(ls, ",") != want {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue(), true
+		case m.Gauge != nil:
+			return m.Gauge.GetValue(), true
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount()), true
+		case m.Untyped != nil:
+			return m.Untyped.GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+// Expect fails t unless the series exists with the value want.
+func Expect(t testing.TB, fams map[string]*dto.MetricFamily, want float64, name string, labels ...string) {
+	t.Helper()
+	got, ok := Value(fams, name, labels...)
+	if !ok {
+		t.Errorf("%s{%s}: missing", name, strings.Join(labels, ","))
+		return
+	}
+	if got != want {
+		t.Errorf("%s{%s} = %v, want %v", name, strings.Join(labels, ","), got, want)
+	}
+}
+
+// Absent fails t when the series exists.
+func Absent(t testing.TB, fams map[string]*dto.MetricFamily, name string, labels ...string) {
+	t.Helper()
+	if _, ok := Value(fams, name, labels...); ok {
+		t.Errorf("%s{%s} reported, want none", name, strings.Join(labels, ","))
+	}
+}
