@@ -2,8 +2,75 @@ package flow
 
 import (
 	"strconv"
+	"time"
 	"unicode/utf8"
 )
+
+// DNSFields are the "dns" feature's part of a Record: the last DNS message
+// seen on the flow (a query on the client's flow, with the answer's latency
+// and code; or an answer on the server's flow when its query was not seen).
+type DNSFields struct {
+	DNSID            uint16        // transaction id
+	DNSFlags         uint16        // the header's flags word (QR, opcode, AA, TC, RD, RA, rcode)
+	DNSRcode         uint8         // response code (the flags' low 4 bits of the answer)
+	DNSName          string        // the query name, dotted ("example.com"), at most 64 bytes of wire format
+	DNSNameTruncated bool          // the name was longer than what the kernel copies
+	DNSLatency       time.Duration // query to answer, last in the period; 0: no answer seen
+	DNSLatencyMax    time.Duration
+	DNSTimeout       bool // a query went unanswered longer than --dns-timeout
+}
+
+var dnsGroup = Group{
+	Name: "dns",
+	JSONFields: []string{"dns_id", "dns_flags", "dns_rcode", "dns_name", "dns_name_truncated",
+		"dns_latency_ns", "dns_latency_max_ns", "dns_timeout"},
+	Sample: func(r *Record) {
+		r.DNSFields = DNSFields{DNSID: 0x1234, DNSFlags: DNSFlagQR | DNSFlagRD | DNSFlagRA | 3, DNSRcode: 3,
+			DNSName: "example.com", DNSNameTruncated: true, DNSLatency: 2 * time.Millisecond,
+			DNSLatencyMax: 5 * time.Millisecond, DNSTimeout: true}
+	},
+	Has: func(r *Record) bool { return r.HasDNS() },
+}
+
+// HasDNS reports whether the record carries any DNS field (feature "dns"):
+// a query or an answer was seen on the flow, or a query timed out.
+func (g *DNSFields) HasDNS() bool {
+	return g.DNSID != 0 || g.DNSFlags != 0 || g.DNSRcode != 0 || g.DNSName != "" || g.DNSNameTruncated ||
+		g.DNSLatency != 0 || g.DNSLatencyMax != 0 || g.DNSTimeout
+}
+
+// DNSAnswered reports whether the record's DNS fields describe an answer:
+// the last message seen is a response (QR set in DNSFlags: an answer on the
+// server's flow), or a query whose answer was seen (DNSLatency > 0). Only
+// then does DNSRcode mean something; a query without an answer has rcode 0,
+// which is not NOERROR.
+func (g *DNSFields) DNSAnswered() bool {
+	return g.DNSFlags&DNSFlagQR != 0 || g.DNSLatency > 0
+}
+
+// appendJSON appends the dns_* fields of a flow with a DNS message seen
+// only. dns_rcode is a name (DNSRcodeName), "" while no answer was seen (a
+// query's rcode 0 is not NOERROR); dns_name is JSON-escaped, since a label
+// can hold any byte.
+func (g *DNSFields) appendJSON(b []byte) []byte {
+	if !g.HasDNS() {
+		return b
+	}
+	b = appendUint(b, `,"dns_id":`, uint64(g.DNSID))
+	b = appendUint(b, `,"dns_flags":`, uint64(g.DNSFlags))
+	b = append(b, `,"dns_rcode":"`...)
+	if g.DNSAnswered() {
+		b = appendDNSRcodeName(b, g.DNSRcode)
+	}
+	b = append(b, `","dns_name":`...)
+	b = appendJSONString(b, g.DNSName)
+	b = append(b, `,"dns_name_truncated":`...)
+	b = strconv.AppendBool(b, g.DNSNameTruncated)
+	b = appendUint(b, `,"dns_latency_ns":`, uint64(g.DNSLatency))
+	b = appendUint(b, `,"dns_latency_max_ns":`, uint64(g.DNSLatencyMax))
+	b = append(b, `,"dns_timeout":`...)
+	return strconv.AppendBool(b, g.DNSTimeout)
+}
 
 // DNS header flag bits of Record.DNSFlags (RFC 1035 4.1.1): the flags word is
 // QR(1) Opcode(4) AA(1) TC(1) RD(1) RA(1) Z(1) AD(1) CD(1) RCODE(4).

@@ -23,8 +23,10 @@ func sampleRecord() flow.Record {
 			{Name: "eth0", Ifindex: 2, Netns: "host", Direction: flow.DirIngress},
 			{Name: `we"ird`, Ifindex: 7, Netns: "pod-a", Direction: flow.DirBoth},
 		},
-		Sampling: 1, DropPackets: 2, DropBytes: 100, DropCause: "NO_SOCKET", DropTCPState: "ESTABLISHED",
-		DropTCPFlags: 0x10, RTT: 150 * time.Microsecond, RTTMax: time.Millisecond, Retransmits: 4,
+		Sampling:          1,
+		DropsFields:       flow.DropsFields{DropPackets: 2, DropBytes: 100, DropCause: "NO_SOCKET", DropTCPState: "ESTABLISHED", DropTCPFlags: 0x10},
+		RTTFields:         flow.RTTFields{RTT: 150 * time.Microsecond, RTTMax: time.Millisecond},
+		RetransmitsFields: flow.RetransmitsFields{Retransmits: 4},
 	}
 }
 

@@ -1,6 +1,20 @@
 // Package flow holds the flow record model that every stage after the kernel
-// shares, the conversion from the kernel's map values into records, and the
-// eviction loop that turns the in-kernel flow maps into batches of records.
+// shares: Record (record.go) with its JSON form (json.go), the batches that
+// carry records from the evictor to the exporters (batch.go), and the cache
+// of interfaces' encoded forms the encoders share (ifacecache.go).
+//
+// A Record is the core fields every flow has plus one group per kernel
+// feature, each in a file named after the feature (drops.go, rtt.go,
+// retransmits.go, xlat.go, tls.go, dns.go): the group's struct, its JSON
+// appender and its entry of Groups (groups.go). Each encoder of records
+// follows the same convention, one file per group named after the feature
+// and a lookup by feature name: pkg/flow/flowpb (GroupField),
+// internal/agent/exporter/otlp (GroupAttributes) and
+// internal/agent/exporter/ipfix (GroupElements). A conformance test walks the
+// feature registry and, for each feature, encodes Group.Sample with each of
+// them. So a new feature adds its group file here and one in each encoder,
+// and in each (here too) one line in the table of groups and one call
+// where a record is encoded, which tests ask for.
 package flow
 
 import (
@@ -78,74 +92,17 @@ type Record struct {
 	Sampling uint32 // 1 = every packet was looked at
 	Partial  bool   // an enrichment entry with no matching flow entry
 
-	// Enrichment (filled by the drop, RTT and retransmit hooks).
-	DropPackets  uint64
-	DropBytes    uint64
-	DropCause    string
-	DropTCPState string
-	DropTCPFlags uint16
-	RTT          time.Duration
-	RTTMax       time.Duration
-	Retransmits  uint64
-
-	// Translation (feature "xlat"): the flow's source and destination after
-	// conntrack NAT (DNAT of a Service's virtual IP to a backend, SNAT or
-	// masquerade), when conntrack translated it; zero values otherwise.
-	XlatSrcAddr netip.Addr // invalid (zero) when not translated
-	XlatSrcPort uint16
-	XlatDstAddr netip.Addr
-	XlatDstPort uint16
-	XlatZoneID  uint16
-
-	// TLS (feature "tls"): the handshake seen on the flow. A ServerHello gives
-	// the flow it travels on (server -> client) the negotiated version, cipher
-	// suite and key-share group; a ClientHello marks the client's flow; QUIC
-	// marks a UDP flow that carried a QUIC long-header packet.
-	TLSVersion     uint16 // 0x0301 TLS 1.0 ... 0x0304 TLS 1.3; 0: no ServerHello seen
-	TLSCipherSuite uint16 // IANA cipher suite number, e.g. 0x1301
-	TLSGroup       uint16 // IANA named group of the server's key share, e.g. 0x001d (x25519); 0: none (TLS 1.2 without key_share)
-	TLSClientHello bool   // a ClientHello was seen on this flow
-	QUIC           bool
-
-	// DNS (feature "dns"): the last DNS message seen on the flow (a query on
-	// the client's flow, with the answer's latency and code; or an answer on the
-	// server's flow when its query was not seen).
-	DNSID            uint16        // transaction id
-	DNSFlags         uint16        // the header's flags word (QR, opcode, AA, TC, RD, RA, rcode)
-	DNSRcode         uint8         // response code (the flags' low 4 bits of the answer)
-	DNSName          string        // the query name, dotted ("example.com"), at most 64 bytes of wire format
-	DNSNameTruncated bool          // the name was longer than what the kernel copies
-	DNSLatency       time.Duration // query to answer, last in the period; 0: no answer seen
-	DNSLatencyMax    time.Duration
-	DNSTimeout       bool // a query went unanswered longer than --dns-timeout
-}
-
-// Translated reports whether the record carries a translation (feature
-// "xlat"): XlatSrcAddr or XlatDstAddr is set.
-func (r *Record) Translated() bool {
-	return r.XlatSrcAddr.IsValid() || r.XlatDstAddr.IsValid()
-}
-
-// HasTLS reports whether the record carries any TLS field (feature "tls"):
-// a ServerHello's version, cipher suite or group, a ClientHello, or QUIC.
-func (r *Record) HasTLS() bool {
-	return r.TLSVersion != 0 || r.TLSCipherSuite != 0 || r.TLSGroup != 0 || r.TLSClientHello || r.QUIC
-}
-
-// HasDNS reports whether the record carries any DNS field (feature "dns"):
-// a query or an answer was seen on the flow, or a query timed out.
-func (r *Record) HasDNS() bool {
-	return r.DNSID != 0 || r.DNSFlags != 0 || r.DNSRcode != 0 || r.DNSName != "" || r.DNSNameTruncated ||
-		r.DNSLatency != 0 || r.DNSLatencyMax != 0 || r.DNSTimeout
-}
-
-// DNSAnswered reports whether the record's DNS fields describe an answer:
-// the last message seen is a response (QR set in DNSFlags: an answer on the
-// server's flow), or a query whose answer was seen (DNSLatency > 0). Only
-// then does DNSRcode mean something; a query without an answer has rcode 0,
-// which is not NOERROR.
-func (r *Record) DNSAnswered() bool {
-	return r.DNSFlags&DNSFlagQR != 0 || r.DNSLatency > 0
+	// The feature groups: each kernel feature's fields, in a struct of its
+	// own file (drops.go, rtt.go ...). They are embedded, so a field reads
+	// as before (r.DNSName, r.RTT) and keeps the name of its JSON and
+	// protobuf field, while the group is one value a feature fills, copies
+	// or compares whole (r.DNSFields). Groups lists them with their JSON.
+	DropsFields
+	RTTFields
+	RetransmitsFields
+	XlatFields
+	TLSFields
+	DNSFields
 }
 
 // TCP flag markers the datapath adds to the union of TCP flags (bits above the

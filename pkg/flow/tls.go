@@ -1,5 +1,54 @@
 package flow
 
+import "strconv"
+
+// TLSFields are the "tls" feature's part of a Record: the handshake seen on
+// the flow. A ServerHello gives the flow it travels on (server -> client)
+// the negotiated version, cipher suite and key-share group; a ClientHello
+// marks the client's flow; QUIC marks a UDP flow that carried a QUIC
+// long-header packet.
+type TLSFields struct {
+	TLSVersion     uint16 // 0x0301 TLS 1.0 ... 0x0304 TLS 1.3; 0: no ServerHello seen
+	TLSCipherSuite uint16 // IANA cipher suite number, e.g. 0x1301
+	TLSGroup       uint16 // IANA named group of the server's key share, e.g. 0x001d (x25519); 0: none (TLS 1.2 without key_share)
+	TLSClientHello bool   // a ClientHello was seen on this flow
+	QUIC           bool
+}
+
+var tlsGroup = Group{
+	Name:       "tls",
+	JSONFields: []string{"tls_version", "tls_cipher_suite", "tls_group", "tls_client_hello", "quic"},
+	Sample: func(r *Record) {
+		r.TLSFields = TLSFields{TLSVersion: 0x0304, TLSCipherSuite: 0x1301, TLSGroup: 0x001d, TLSClientHello: true, QUIC: true}
+	},
+	Has: func(r *Record) bool { return r.HasTLS() },
+}
+
+// HasTLS reports whether the record carries any TLS field (feature "tls"):
+// a ServerHello's version, cipher suite or group, a ClientHello, or QUIC.
+func (g *TLSFields) HasTLS() bool {
+	return g.TLSVersion != 0 || g.TLSCipherSuite != 0 || g.TLSGroup != 0 || g.TLSClientHello || g.QUIC
+}
+
+// appendJSON appends the tls_* fields and quic of a flow with a handshake
+// or QUIC seen only: names, "" for a value not seen, "0x%04x" for one the
+// tables do not name.
+func (g *TLSFields) appendJSON(b []byte) []byte {
+	if !g.HasTLS() {
+		return b
+	}
+	b = append(b, `,"tls_version":`...)
+	b = appendTLSName(b, g.TLSVersion, TLSVersionName)
+	b = append(b, `,"tls_cipher_suite":`...)
+	b = appendTLSName(b, g.TLSCipherSuite, TLSCipherSuiteName)
+	b = append(b, `,"tls_group":`...)
+	b = appendTLSName(b, g.TLSGroup, TLSGroupName)
+	b = append(b, `,"tls_client_hello":`...)
+	b = strconv.AppendBool(b, g.TLSClientHello)
+	b = append(b, `,"quic":`...)
+	return strconv.AppendBool(b, g.QUIC)
+}
+
 // Names of the TLS handshake values of a Record (feature "tls"): the JSON
 // output writes them (tls_version, tls_cipher_suite, tls_group), the
 // protobuf carries the numbers. The tables are fixed, so the names are a

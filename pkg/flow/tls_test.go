@@ -91,7 +91,7 @@ func TestTLSNameTables(t *testing.T) {
 		if _, ok := flow.TLSGroupName(v); ok {
 			continue
 		}
-		r := flow.Record{TLSGroup: v}
+		r := flow.Record{TLSFields: flow.TLSFields{TLSGroup: v}}
 		want := fmt.Sprintf(`"tls_group":"0x%04x"`, v)
 		if js := string(r.AppendJSON(nil)); !strings.Contains(js, want) {
 			t.Errorf("group 0x%04x: %s lacks %s", v, js, want)

@@ -36,7 +36,7 @@ func flows(n int, port uint32) *flowv1.FlowBatch {
 		b.Flows = append(b.Flows, &flowv1.Flow{
 			SrcAddr: []byte{10, 0, 0, 1}, DstAddr: []byte{10, 0, 0, 2}, SrcPort: uint32(i % 65536), DstPort: port, Proto: 17,
 			Bytes: 100, Packets: 1, StartTime: timestamppb.Now(), EndTime: timestamppb.Now(), Sampling: 1,
-			DropCause: "padding-padding-padding-padding-padding-padding-padding-padding",
+			Drops: &flowv1.Drops{DropCause: "padding-padding-padding-padding-padding-padding-padding-padding"},
 		})
 	}
 	return b

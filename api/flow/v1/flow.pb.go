@@ -2,8 +2,10 @@
 //
 // An agent (one per node) streams the flows it evicts from the kernel to a
 // collector. Every field of the agent's JSON output has a field here, with
-// the same name (see pkg/flow/json.go); a collector can turn a Flow back into
-// exactly the JSON line the agent would have printed.
+// the same name (see pkg/flow/json.go): the core fields in Flow, each
+// feature's fields in its group message (Flow.dns.dns_name); a collector
+// can turn a Flow back into exactly the JSON line the agent would have
+// printed.
 //
 // Generated Go code is committed beside this file: `make generate-grpc`
 // (hack/make/grpc.mk) regenerates it with pinned generators.
@@ -300,15 +302,6 @@ type Flow struct {
 	Sampling uint32 `protobuf:"varint,19,opt,name=sampling,proto3" json:"sampling,omitempty"`
 	// An enrichment entry with no matching flow entry.
 	Partial bool `protobuf:"varint,20,opt,name=partial,proto3" json:"partial,omitempty"`
-	// Enrichment (drop, RTT and retransmit hooks).
-	DropPackets  uint64 `protobuf:"varint,21,opt,name=drop_packets,json=dropPackets,proto3" json:"drop_packets,omitempty"`
-	DropBytes    uint64 `protobuf:"varint,22,opt,name=drop_bytes,json=dropBytes,proto3" json:"drop_bytes,omitempty"`
-	DropCause    string `protobuf:"bytes,23,opt,name=drop_cause,json=dropCause,proto3" json:"drop_cause,omitempty"`
-	DropTcpState string `protobuf:"bytes,24,opt,name=drop_tcp_state,json=dropTcpState,proto3" json:"drop_tcp_state,omitempty"`
-	DropTcpFlags uint32 `protobuf:"varint,25,opt,name=drop_tcp_flags,json=dropTcpFlags,proto3" json:"drop_tcp_flags,omitempty"`
-	RttNs        uint64 `protobuf:"varint,26,opt,name=rtt_ns,json=rttNs,proto3" json:"rtt_ns,omitempty"`
-	RttMaxNs     uint64 `protobuf:"varint,27,opt,name=rtt_max_ns,json=rttMaxNs,proto3" json:"rtt_max_ns,omitempty"`
-	Retransmits  uint64 `protobuf:"varint,28,opt,name=retransmits,proto3" json:"retransmits,omitempty"`
 	// Agent identity: the node's name and the agent's IP address (4 or 16
 	// bytes; empty when unknown). Carried per flow so a flow stays
 	// self-describing when a consumer forwards it alone.
@@ -318,60 +311,17 @@ type Flow struct {
 	// first fragment (which carries the ports): they are counted in this
 	// flow, under port 0.
 	FragUnmatched bool `protobuf:"varint,31,opt,name=frag_unmatched,json=fragUnmatched,proto3" json:"frag_unmatched,omitempty"`
-	// Translation (feature "xlat"): the flow's source and destination after
-	// conntrack NAT (DNAT of a Service's virtual IP to a backend, SNAT or
-	// masquerade), when conntrack translated it; all empty/zero otherwise.
-	// Addresses are 4 bytes for IPv4, 16 for IPv6, like src_addr.
-	XlatSrcAddr []byte `protobuf:"bytes,32,opt,name=xlat_src_addr,json=xlatSrcAddr,proto3" json:"xlat_src_addr,omitempty"`
-	XlatSrcPort uint32 `protobuf:"varint,33,opt,name=xlat_src_port,json=xlatSrcPort,proto3" json:"xlat_src_port,omitempty"`
-	XlatDstAddr []byte `protobuf:"bytes,34,opt,name=xlat_dst_addr,json=xlatDstAddr,proto3" json:"xlat_dst_addr,omitempty"`
-	XlatDstPort uint32 `protobuf:"varint,35,opt,name=xlat_dst_port,json=xlatDstPort,proto3" json:"xlat_dst_port,omitempty"`
-	// The conntrack zone the translation was found in (0: the default zone).
-	XlatZoneId uint32 `protobuf:"varint,36,opt,name=xlat_zone_id,json=xlatZoneId,proto3" json:"xlat_zone_id,omitempty"`
-	// TLS (feature "tls"): the handshake seen on the flow, as numbers (the
-	// agent's JSON writes their names). A ServerHello gives the flow it
-	// travels on (server -> client) the negotiated version, cipher suite and
-	// key-share group; a ClientHello marks the client's flow. All zero/false
-	// when nothing was seen.
-	// The negotiated version: 0x0300 SSL 3.0, 0x0301 TLS 1.0 ... 0x0304 TLS
-	// 1.3; 0: no ServerHello seen. At most 65535, like the two below.
-	TlsVersion uint32 `protobuf:"varint,37,opt,name=tls_version,json=tlsVersion,proto3" json:"tls_version,omitempty"`
-	// The IANA cipher suite number, e.g. 0x1301 (TLS_AES_128_GCM_SHA256).
-	TlsCipherSuite uint32 `protobuf:"varint,38,opt,name=tls_cipher_suite,json=tlsCipherSuite,proto3" json:"tls_cipher_suite,omitempty"`
-	// The IANA named group of the server's key share, e.g. 0x001d (x25519);
-	// 0: none (TLS 1.2 without key_share).
-	TlsGroup uint32 `protobuf:"varint,39,opt,name=tls_group,json=tlsGroup,proto3" json:"tls_group,omitempty"`
-	// A ClientHello was seen on this flow.
-	TlsClientHello bool `protobuf:"varint,40,opt,name=tls_client_hello,json=tlsClientHello,proto3" json:"tls_client_hello,omitempty"`
-	// A QUIC long-header packet was seen on this (UDP) flow.
-	Quic bool `protobuf:"varint,41,opt,name=quic,proto3" json:"quic,omitempty"`
-	// DNS (feature "dns"): the last DNS message seen on the flow: a query on
-	// the client's flow, with its answer's latency and response code; or an
-	// answer on the server's flow when its query was not seen. All zero/false/
-	// empty when no DNS message was seen.
-	// The transaction id (at most 65535).
-	DnsId uint32 `protobuf:"varint,42,opt,name=dns_id,json=dnsId,proto3" json:"dns_id,omitempty"`
-	// The header's flags word (QR, opcode, AA, TC, RD, RA, Z, AD, CD, rcode;
-	// at most 65535). QR (0x8000) set: the message is an answer.
-	DnsFlags uint32 `protobuf:"varint,43,opt,name=dns_flags,json=dnsFlags,proto3" json:"dns_flags,omitempty"`
-	// The answer's response code as a number (0 NOERROR, 2 SERVFAIL, 3
-	// NXDOMAIN ...; at most 255; the agent's JSON writes its name). Meaningful
-	// only when an answer was seen: dns_flags has QR, or dns_latency_ns > 0.
-	DnsRcode uint32 `protobuf:"varint,44,opt,name=dns_rcode,json=dnsRcode,proto3" json:"dns_rcode,omitempty"`
-	// The query name, dotted ("example.com", "." for the root), in DNS
-	// presentation format: a byte outside '!'..'~' in a label is "\DDD", a
-	// '.' or '\' in a label is escaped with '\'. From at most 64 bytes of
-	// wire format.
-	DnsName string `protobuf:"bytes,45,opt,name=dns_name,json=dnsName,proto3" json:"dns_name,omitempty"`
-	// The name was longer than what the kernel copies (dns_name is its start).
-	DnsNameTruncated bool `protobuf:"varint,46,opt,name=dns_name_truncated,json=dnsNameTruncated,proto3" json:"dns_name_truncated,omitempty"`
-	// Query to answer, the last in the period, in nanoseconds; 0: no answer
-	// seen.
-	DnsLatencyNs uint64 `protobuf:"varint,47,opt,name=dns_latency_ns,json=dnsLatencyNs,proto3" json:"dns_latency_ns,omitempty"`
-	// The largest query-to-answer latency in the period.
-	DnsLatencyMaxNs uint64 `protobuf:"varint,48,opt,name=dns_latency_max_ns,json=dnsLatencyMaxNs,proto3" json:"dns_latency_max_ns,omitempty"`
-	// A query went unanswered longer than the agent's --dns-timeout.
-	DnsTimeout    bool `protobuf:"varint,49,opt,name=dns_timeout,json=dnsTimeout,proto3" json:"dns_timeout,omitempty"`
+	// The feature groups: each kernel feature's fields in a message of its
+	// own, named after the feature (see pkg/flow's Groups), unset when the
+	// flow carries none of them (every field zero). Inside, fields keep the
+	// names of the agent's JSON output. A new feature adds its message and
+	// one field here.
+	Drops         *Drops       `protobuf:"bytes,50,opt,name=drops,proto3" json:"drops,omitempty"`
+	Rtt           *RTT         `protobuf:"bytes,51,opt,name=rtt,proto3" json:"rtt,omitempty"`
+	Retransmits   *Retransmits `protobuf:"bytes,52,opt,name=retransmits,proto3" json:"retransmits,omitempty"`
+	Xlat          *Xlat        `protobuf:"bytes,53,opt,name=xlat,proto3" json:"xlat,omitempty"`
+	Tls           *TLS         `protobuf:"bytes,54,opt,name=tls,proto3" json:"tls,omitempty"`
+	Dns           *DNS         `protobuf:"bytes,55,opt,name=dns,proto3" json:"dns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -546,62 +496,6 @@ func (x *Flow) GetPartial() bool {
 	return false
 }
 
-func (x *Flow) GetDropPackets() uint64 {
-	if x != nil {
-		return x.DropPackets
-	}
-	return 0
-}
-
-func (x *Flow) GetDropBytes() uint64 {
-	if x != nil {
-		return x.DropBytes
-	}
-	return 0
-}
-
-func (x *Flow) GetDropCause() string {
-	if x != nil {
-		return x.DropCause
-	}
-	return ""
-}
-
-func (x *Flow) GetDropTcpState() string {
-	if x != nil {
-		return x.DropTcpState
-	}
-	return ""
-}
-
-func (x *Flow) GetDropTcpFlags() uint32 {
-	if x != nil {
-		return x.DropTcpFlags
-	}
-	return 0
-}
-
-func (x *Flow) GetRttNs() uint64 {
-	if x != nil {
-		return x.RttNs
-	}
-	return 0
-}
-
-func (x *Flow) GetRttMaxNs() uint64 {
-	if x != nil {
-		return x.RttMaxNs
-	}
-	return 0
-}
-
-func (x *Flow) GetRetransmits() uint64 {
-	if x != nil {
-		return x.Retransmits
-	}
-	return 0
-}
-
 func (x *Flow) GetNodeName() string {
 	if x != nil {
 		return x.NodeName
@@ -623,126 +517,511 @@ func (x *Flow) GetFragUnmatched() bool {
 	return false
 }
 
-func (x *Flow) GetXlatSrcAddr() []byte {
+func (x *Flow) GetDrops() *Drops {
+	if x != nil {
+		return x.Drops
+	}
+	return nil
+}
+
+func (x *Flow) GetRtt() *RTT {
+	if x != nil {
+		return x.Rtt
+	}
+	return nil
+}
+
+func (x *Flow) GetRetransmits() *Retransmits {
+	if x != nil {
+		return x.Retransmits
+	}
+	return nil
+}
+
+func (x *Flow) GetXlat() *Xlat {
+	if x != nil {
+		return x.Xlat
+	}
+	return nil
+}
+
+func (x *Flow) GetTls() *TLS {
+	if x != nil {
+		return x.Tls
+	}
+	return nil
+}
+
+func (x *Flow) GetDns() *DNS {
+	if x != nil {
+		return x.Dns
+	}
+	return nil
+}
+
+// Drops (feature "drops"): the flow's packets the kernel dropped in the
+// period, and why.
+type Drops struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	DropPackets uint64                 `protobuf:"varint,1,opt,name=drop_packets,json=dropPackets,proto3" json:"drop_packets,omitempty"`
+	DropBytes   uint64                 `protobuf:"varint,2,opt,name=drop_bytes,json=dropBytes,proto3" json:"drop_bytes,omitempty"`
+	// The kernel's drop reason ("NO_SOCKET").
+	DropCause string `protobuf:"bytes,3,opt,name=drop_cause,json=dropCause,proto3" json:"drop_cause,omitempty"`
+	// The TCP state of the socket at the last drop ("ESTABLISHED").
+	DropTcpState string `protobuf:"bytes,4,opt,name=drop_tcp_state,json=dropTcpState,proto3" json:"drop_tcp_state,omitempty"`
+	// The TCP flags of the last dropped packet (at most 65535).
+	DropTcpFlags  uint32 `protobuf:"varint,5,opt,name=drop_tcp_flags,json=dropTcpFlags,proto3" json:"drop_tcp_flags,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Drops) Reset() {
+	*x = Drops{}
+	mi := &file_api_flow_v1_flow_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Drops) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Drops) ProtoMessage() {}
+
+func (x *Drops) ProtoReflect() protoreflect.Message {
+	mi := &file_api_flow_v1_flow_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Drops.ProtoReflect.Descriptor instead.
+func (*Drops) Descriptor() ([]byte, []int) {
+	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Drops) GetDropPackets() uint64 {
+	if x != nil {
+		return x.DropPackets
+	}
+	return 0
+}
+
+func (x *Drops) GetDropBytes() uint64 {
+	if x != nil {
+		return x.DropBytes
+	}
+	return 0
+}
+
+func (x *Drops) GetDropCause() string {
+	if x != nil {
+		return x.DropCause
+	}
+	return ""
+}
+
+func (x *Drops) GetDropTcpState() string {
+	if x != nil {
+		return x.DropTcpState
+	}
+	return ""
+}
+
+func (x *Drops) GetDropTcpFlags() uint32 {
+	if x != nil {
+		return x.DropTcpFlags
+	}
+	return 0
+}
+
+// RTT (feature "rtt"): the TCP smoothed round-trip time of the flow's
+// socket.
+type RTT struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The latest in the period, in nanoseconds.
+	RttNs uint64 `protobuf:"varint,1,opt,name=rtt_ns,json=rttNs,proto3" json:"rtt_ns,omitempty"`
+	// The largest in the period.
+	RttMaxNs      uint64 `protobuf:"varint,2,opt,name=rtt_max_ns,json=rttMaxNs,proto3" json:"rtt_max_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RTT) Reset() {
+	*x = RTT{}
+	mi := &file_api_flow_v1_flow_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RTT) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RTT) ProtoMessage() {}
+
+func (x *RTT) ProtoReflect() protoreflect.Message {
+	mi := &file_api_flow_v1_flow_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RTT.ProtoReflect.Descriptor instead.
+func (*RTT) Descriptor() ([]byte, []int) {
+	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RTT) GetRttNs() uint64 {
+	if x != nil {
+		return x.RttNs
+	}
+	return 0
+}
+
+func (x *RTT) GetRttMaxNs() uint64 {
+	if x != nil {
+		return x.RttMaxNs
+	}
+	return 0
+}
+
+// Retransmits (feature "retransmits"): TCP segments retransmitted in the
+// period.
+type Retransmits struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Retransmits   uint64                 `protobuf:"varint,1,opt,name=retransmits,proto3" json:"retransmits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Retransmits) Reset() {
+	*x = Retransmits{}
+	mi := &file_api_flow_v1_flow_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Retransmits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Retransmits) ProtoMessage() {}
+
+func (x *Retransmits) ProtoReflect() protoreflect.Message {
+	mi := &file_api_flow_v1_flow_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Retransmits.ProtoReflect.Descriptor instead.
+func (*Retransmits) Descriptor() ([]byte, []int) {
+	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Retransmits) GetRetransmits() uint64 {
+	if x != nil {
+		return x.Retransmits
+	}
+	return 0
+}
+
+// Xlat (feature "xlat", translation): the flow's source and destination
+// after conntrack NAT (DNAT of a Service's virtual IP to a backend, SNAT or
+// masquerade), when conntrack translated it.
+type Xlat struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Addresses are 4 bytes for IPv4, 16 for IPv6, like src_addr.
+	XlatSrcAddr []byte `protobuf:"bytes,1,opt,name=xlat_src_addr,json=xlatSrcAddr,proto3" json:"xlat_src_addr,omitempty"`
+	XlatSrcPort uint32 `protobuf:"varint,2,opt,name=xlat_src_port,json=xlatSrcPort,proto3" json:"xlat_src_port,omitempty"`
+	XlatDstAddr []byte `protobuf:"bytes,3,opt,name=xlat_dst_addr,json=xlatDstAddr,proto3" json:"xlat_dst_addr,omitempty"`
+	XlatDstPort uint32 `protobuf:"varint,4,opt,name=xlat_dst_port,json=xlatDstPort,proto3" json:"xlat_dst_port,omitempty"`
+	// The conntrack zone the translation was found in (0: the default zone).
+	XlatZoneId    uint32 `protobuf:"varint,5,opt,name=xlat_zone_id,json=xlatZoneId,proto3" json:"xlat_zone_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Xlat) Reset() {
+	*x = Xlat{}
+	mi := &file_api_flow_v1_flow_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Xlat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Xlat) ProtoMessage() {}
+
+func (x *Xlat) ProtoReflect() protoreflect.Message {
+	mi := &file_api_flow_v1_flow_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Xlat.ProtoReflect.Descriptor instead.
+func (*Xlat) Descriptor() ([]byte, []int) {
+	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Xlat) GetXlatSrcAddr() []byte {
 	if x != nil {
 		return x.XlatSrcAddr
 	}
 	return nil
 }
 
-func (x *Flow) GetXlatSrcPort() uint32 {
+func (x *Xlat) GetXlatSrcPort() uint32 {
 	if x != nil {
 		return x.XlatSrcPort
 	}
 	return 0
 }
 
-func (x *Flow) GetXlatDstAddr() []byte {
+func (x *Xlat) GetXlatDstAddr() []byte {
 	if x != nil {
 		return x.XlatDstAddr
 	}
 	return nil
 }
 
-func (x *Flow) GetXlatDstPort() uint32 {
+func (x *Xlat) GetXlatDstPort() uint32 {
 	if x != nil {
 		return x.XlatDstPort
 	}
 	return 0
 }
 
-func (x *Flow) GetXlatZoneId() uint32 {
+func (x *Xlat) GetXlatZoneId() uint32 {
 	if x != nil {
 		return x.XlatZoneId
 	}
 	return 0
 }
 
-func (x *Flow) GetTlsVersion() uint32 {
+// TLS (feature "tls"): the handshake seen on the flow, as numbers (the
+// agent's JSON writes their names). A ServerHello gives the flow it travels
+// on (server -> client) the negotiated version, cipher suite and key-share
+// group; a ClientHello marks the client's flow.
+type TLS struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The negotiated version: 0x0300 SSL 3.0, 0x0301 TLS 1.0 ... 0x0304 TLS
+	// 1.3; 0: no ServerHello seen. At most 65535, like the two below.
+	TlsVersion uint32 `protobuf:"varint,1,opt,name=tls_version,json=tlsVersion,proto3" json:"tls_version,omitempty"`
+	// The IANA cipher suite number, e.g. 0x1301 (TLS_AES_128_GCM_SHA256).
+	TlsCipherSuite uint32 `protobuf:"varint,2,opt,name=tls_cipher_suite,json=tlsCipherSuite,proto3" json:"tls_cipher_suite,omitempty"`
+	// The IANA named group of the server's key share, e.g. 0x001d (x25519);
+	// 0: none (TLS 1.2 without key_share).
+	TlsGroup uint32 `protobuf:"varint,3,opt,name=tls_group,json=tlsGroup,proto3" json:"tls_group,omitempty"`
+	// A ClientHello was seen on this flow.
+	TlsClientHello bool `protobuf:"varint,4,opt,name=tls_client_hello,json=tlsClientHello,proto3" json:"tls_client_hello,omitempty"`
+	// A QUIC long-header packet was seen on this (UDP) flow.
+	Quic          bool `protobuf:"varint,5,opt,name=quic,proto3" json:"quic,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TLS) Reset() {
+	*x = TLS{}
+	mi := &file_api_flow_v1_flow_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TLS) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TLS) ProtoMessage() {}
+
+func (x *TLS) ProtoReflect() protoreflect.Message {
+	mi := &file_api_flow_v1_flow_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TLS.ProtoReflect.Descriptor instead.
+func (*TLS) Descriptor() ([]byte, []int) {
+	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *TLS) GetTlsVersion() uint32 {
 	if x != nil {
 		return x.TlsVersion
 	}
 	return 0
 }
 
-func (x *Flow) GetTlsCipherSuite() uint32 {
+func (x *TLS) GetTlsCipherSuite() uint32 {
 	if x != nil {
 		return x.TlsCipherSuite
 	}
 	return 0
 }
 
-func (x *Flow) GetTlsGroup() uint32 {
+func (x *TLS) GetTlsGroup() uint32 {
 	if x != nil {
 		return x.TlsGroup
 	}
 	return 0
 }
 
-func (x *Flow) GetTlsClientHello() bool {
+func (x *TLS) GetTlsClientHello() bool {
 	if x != nil {
 		return x.TlsClientHello
 	}
 	return false
 }
 
-func (x *Flow) GetQuic() bool {
+func (x *TLS) GetQuic() bool {
 	if x != nil {
 		return x.Quic
 	}
 	return false
 }
 
-func (x *Flow) GetDnsId() uint32 {
+// DNS (feature "dns"): the last DNS message seen on the flow: a query on the
+// client's flow, with its answer's latency and response code; or an answer
+// on the server's flow when its query was not seen.
+type DNS struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The transaction id (at most 65535).
+	DnsId uint32 `protobuf:"varint,1,opt,name=dns_id,json=dnsId,proto3" json:"dns_id,omitempty"`
+	// The header's flags word (QR, opcode, AA, TC, RD, RA, Z, AD, CD, rcode;
+	// at most 65535). QR (0x8000) set: the message is an answer.
+	DnsFlags uint32 `protobuf:"varint,2,opt,name=dns_flags,json=dnsFlags,proto3" json:"dns_flags,omitempty"`
+	// The answer's response code as a number (0 NOERROR, 2 SERVFAIL, 3
+	// NXDOMAIN ...; at most 255; the agent's JSON writes its name). Meaningful
+	// only when an answer was seen: dns_flags has QR, or dns_latency_ns > 0.
+	DnsRcode uint32 `protobuf:"varint,3,opt,name=dns_rcode,json=dnsRcode,proto3" json:"dns_rcode,omitempty"`
+	// The query name, dotted ("example.com", "." for the root), in DNS
+	// presentation format: a byte outside '!'..'~' in a label is "\DDD", a
+	// '.' or '\' in a label is escaped with '\'. From at most 64 bytes of
+	// wire format.
+	DnsName string `protobuf:"bytes,4,opt,name=dns_name,json=dnsName,proto3" json:"dns_name,omitempty"`
+	// The name was longer than what the kernel copies (dns_name is its start).
+	DnsNameTruncated bool `protobuf:"varint,5,opt,name=dns_name_truncated,json=dnsNameTruncated,proto3" json:"dns_name_truncated,omitempty"`
+	// Query to answer, the last in the period, in nanoseconds; 0: no answer
+	// seen.
+	DnsLatencyNs uint64 `protobuf:"varint,6,opt,name=dns_latency_ns,json=dnsLatencyNs,proto3" json:"dns_latency_ns,omitempty"`
+	// The largest query-to-answer latency in the period.
+	DnsLatencyMaxNs uint64 `protobuf:"varint,7,opt,name=dns_latency_max_ns,json=dnsLatencyMaxNs,proto3" json:"dns_latency_max_ns,omitempty"`
+	// A query went unanswered longer than the agent's --dns-timeout.
+	DnsTimeout    bool `protobuf:"varint,8,opt,name=dns_timeout,json=dnsTimeout,proto3" json:"dns_timeout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DNS) Reset() {
+	*x = DNS{}
+	mi := &file_api_flow_v1_flow_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DNS) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DNS) ProtoMessage() {}
+
+func (x *DNS) ProtoReflect() protoreflect.Message {
+	mi := &file_api_flow_v1_flow_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DNS.ProtoReflect.Descriptor instead.
+func (*DNS) Descriptor() ([]byte, []int) {
+	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *DNS) GetDnsId() uint32 {
 	if x != nil {
 		return x.DnsId
 	}
 	return 0
 }
 
-func (x *Flow) GetDnsFlags() uint32 {
+func (x *DNS) GetDnsFlags() uint32 {
 	if x != nil {
 		return x.DnsFlags
 	}
 	return 0
 }
 
-func (x *Flow) GetDnsRcode() uint32 {
+func (x *DNS) GetDnsRcode() uint32 {
 	if x != nil {
 		return x.DnsRcode
 	}
 	return 0
 }
 
-func (x *Flow) GetDnsName() string {
+func (x *DNS) GetDnsName() string {
 	if x != nil {
 		return x.DnsName
 	}
 	return ""
 }
 
-func (x *Flow) GetDnsNameTruncated() bool {
+func (x *DNS) GetDnsNameTruncated() bool {
 	if x != nil {
 		return x.DnsNameTruncated
 	}
 	return false
 }
 
-func (x *Flow) GetDnsLatencyNs() uint64 {
+func (x *DNS) GetDnsLatencyNs() uint64 {
 	if x != nil {
 		return x.DnsLatencyNs
 	}
 	return 0
 }
 
-func (x *Flow) GetDnsLatencyMaxNs() uint64 {
+func (x *DNS) GetDnsLatencyMaxNs() uint64 {
 	if x != nil {
 		return x.DnsLatencyMaxNs
 	}
 	return 0
 }
 
-func (x *Flow) GetDnsTimeout() bool {
+func (x *DNS) GetDnsTimeout() bool {
 	if x != nil {
 		return x.DnsTimeout
 	}
@@ -764,7 +1043,7 @@ const file_api_flow_v1_flow_proto_rawDesc = "" +
 	"\aifindex\x18\x02 \x01(\rR\aifindex\x12\x14\n" +
 	"\x05netns\x18\x03 \x01(\tR\x05netns\x12\x19\n" +
 	"\bnetns_id\x18\x04 \x01(\x04R\anetnsId\x129\n" +
-	"\tdirection\x18\x05 \x01(\x0e2\x1b.flowlens.flow.v1.DirectionR\tdirection\"\xcf\f\n" +
+	"\tdirection\x18\x05 \x01(\x0e2\x1b.flowlens.flow.v1.DirectionR\tdirection\"\x88\b\n" +
 	"\x04Flow\x12\x19\n" +
 	"\bsrc_addr\x18\x01 \x01(\fR\asrcAddr\x12\x19\n" +
 	"\bdst_addr\x18\x02 \x01(\fR\adstAddr\x12\x19\n" +
@@ -789,41 +1068,53 @@ const file_api_flow_v1_flow_proto_rawDesc = "" +
 	"interfaces\x12/\n" +
 	"\x13interfaces_overflow\x18\x12 \x01(\bR\x12interfacesOverflow\x12\x1a\n" +
 	"\bsampling\x18\x13 \x01(\rR\bsampling\x12\x18\n" +
-	"\apartial\x18\x14 \x01(\bR\apartial\x12!\n" +
-	"\fdrop_packets\x18\x15 \x01(\x04R\vdropPackets\x12\x1d\n" +
-	"\n" +
-	"drop_bytes\x18\x16 \x01(\x04R\tdropBytes\x12\x1d\n" +
-	"\n" +
-	"drop_cause\x18\x17 \x01(\tR\tdropCause\x12$\n" +
-	"\x0edrop_tcp_state\x18\x18 \x01(\tR\fdropTcpState\x12$\n" +
-	"\x0edrop_tcp_flags\x18\x19 \x01(\rR\fdropTcpFlags\x12\x15\n" +
-	"\x06rtt_ns\x18\x1a \x01(\x04R\x05rttNs\x12\x1c\n" +
-	"\n" +
-	"rtt_max_ns\x18\x1b \x01(\x04R\brttMaxNs\x12 \n" +
-	"\vretransmits\x18\x1c \x01(\x04R\vretransmits\x12\x1b\n" +
+	"\apartial\x18\x14 \x01(\bR\apartial\x12\x1b\n" +
 	"\tnode_name\x18\x1d \x01(\tR\bnodeName\x12\x19\n" +
 	"\bagent_ip\x18\x1e \x01(\fR\aagentIp\x12%\n" +
-	"\x0efrag_unmatched\x18\x1f \x01(\bR\rfragUnmatched\x12\"\n" +
-	"\rxlat_src_addr\x18  \x01(\fR\vxlatSrcAddr\x12\"\n" +
-	"\rxlat_src_port\x18! \x01(\rR\vxlatSrcPort\x12\"\n" +
-	"\rxlat_dst_addr\x18\" \x01(\fR\vxlatDstAddr\x12\"\n" +
-	"\rxlat_dst_port\x18# \x01(\rR\vxlatDstPort\x12 \n" +
-	"\fxlat_zone_id\x18$ \x01(\rR\n" +
-	"xlatZoneId\x12\x1f\n" +
-	"\vtls_version\x18% \x01(\rR\n" +
+	"\x0efrag_unmatched\x18\x1f \x01(\bR\rfragUnmatched\x12-\n" +
+	"\x05drops\x182 \x01(\v2\x17.flowlens.flow.v1.DropsR\x05drops\x12'\n" +
+	"\x03rtt\x183 \x01(\v2\x15.flowlens.flow.v1.RTTR\x03rtt\x12?\n" +
+	"\vretransmits\x184 \x01(\v2\x1d.flowlens.flow.v1.RetransmitsR\vretransmits\x12*\n" +
+	"\x04xlat\x185 \x01(\v2\x16.flowlens.flow.v1.XlatR\x04xlat\x12'\n" +
+	"\x03tls\x186 \x01(\v2\x15.flowlens.flow.v1.TLSR\x03tls\x12'\n" +
+	"\x03dns\x187 \x01(\v2\x15.flowlens.flow.v1.DNSR\x03dnsJ\x04\b\x15\x10\x1dJ\x04\b \x102\"\xb4\x01\n" +
+	"\x05Drops\x12!\n" +
+	"\fdrop_packets\x18\x01 \x01(\x04R\vdropPackets\x12\x1d\n" +
+	"\n" +
+	"drop_bytes\x18\x02 \x01(\x04R\tdropBytes\x12\x1d\n" +
+	"\n" +
+	"drop_cause\x18\x03 \x01(\tR\tdropCause\x12$\n" +
+	"\x0edrop_tcp_state\x18\x04 \x01(\tR\fdropTcpState\x12$\n" +
+	"\x0edrop_tcp_flags\x18\x05 \x01(\rR\fdropTcpFlags\":\n" +
+	"\x03RTT\x12\x15\n" +
+	"\x06rtt_ns\x18\x01 \x01(\x04R\x05rttNs\x12\x1c\n" +
+	"\n" +
+	"rtt_max_ns\x18\x02 \x01(\x04R\brttMaxNs\"/\n" +
+	"\vRetransmits\x12 \n" +
+	"\vretransmits\x18\x01 \x01(\x04R\vretransmits\"\xb8\x01\n" +
+	"\x04Xlat\x12\"\n" +
+	"\rxlat_src_addr\x18\x01 \x01(\fR\vxlatSrcAddr\x12\"\n" +
+	"\rxlat_src_port\x18\x02 \x01(\rR\vxlatSrcPort\x12\"\n" +
+	"\rxlat_dst_addr\x18\x03 \x01(\fR\vxlatDstAddr\x12\"\n" +
+	"\rxlat_dst_port\x18\x04 \x01(\rR\vxlatDstPort\x12 \n" +
+	"\fxlat_zone_id\x18\x05 \x01(\rR\n" +
+	"xlatZoneId\"\xab\x01\n" +
+	"\x03TLS\x12\x1f\n" +
+	"\vtls_version\x18\x01 \x01(\rR\n" +
 	"tlsVersion\x12(\n" +
-	"\x10tls_cipher_suite\x18& \x01(\rR\x0etlsCipherSuite\x12\x1b\n" +
-	"\ttls_group\x18' \x01(\rR\btlsGroup\x12(\n" +
-	"\x10tls_client_hello\x18( \x01(\bR\x0etlsClientHello\x12\x12\n" +
-	"\x04quic\x18) \x01(\bR\x04quic\x12\x15\n" +
-	"\x06dns_id\x18* \x01(\rR\x05dnsId\x12\x1b\n" +
-	"\tdns_flags\x18+ \x01(\rR\bdnsFlags\x12\x1b\n" +
-	"\tdns_rcode\x18, \x01(\rR\bdnsRcode\x12\x19\n" +
-	"\bdns_name\x18- \x01(\tR\adnsName\x12,\n" +
-	"\x12dns_name_truncated\x18. \x01(\bR\x10dnsNameTruncated\x12$\n" +
-	"\x0edns_latency_ns\x18/ \x01(\x04R\fdnsLatencyNs\x12+\n" +
-	"\x12dns_latency_max_ns\x180 \x01(\x04R\x0fdnsLatencyMaxNs\x12\x1f\n" +
-	"\vdns_timeout\x181 \x01(\bR\n" +
+	"\x10tls_cipher_suite\x18\x02 \x01(\rR\x0etlsCipherSuite\x12\x1b\n" +
+	"\ttls_group\x18\x03 \x01(\rR\btlsGroup\x12(\n" +
+	"\x10tls_client_hello\x18\x04 \x01(\bR\x0etlsClientHello\x12\x12\n" +
+	"\x04quic\x18\x05 \x01(\bR\x04quic\"\x93\x02\n" +
+	"\x03DNS\x12\x15\n" +
+	"\x06dns_id\x18\x01 \x01(\rR\x05dnsId\x12\x1b\n" +
+	"\tdns_flags\x18\x02 \x01(\rR\bdnsFlags\x12\x1b\n" +
+	"\tdns_rcode\x18\x03 \x01(\rR\bdnsRcode\x12\x19\n" +
+	"\bdns_name\x18\x04 \x01(\tR\adnsName\x12,\n" +
+	"\x12dns_name_truncated\x18\x05 \x01(\bR\x10dnsNameTruncated\x12$\n" +
+	"\x0edns_latency_ns\x18\x06 \x01(\x04R\fdnsLatencyNs\x12+\n" +
+	"\x12dns_latency_max_ns\x18\a \x01(\x04R\x0fdnsLatencyMaxNs\x12\x1f\n" +
+	"\vdns_timeout\x18\b \x01(\bR\n" +
 	"dnsTimeout*g\n" +
 	"\tDirection\x12\x19\n" +
 	"\x15DIRECTION_UNSPECIFIED\x10\x00\x12\x15\n" +
@@ -846,28 +1137,40 @@ func file_api_flow_v1_flow_proto_rawDescGZIP() []byte {
 }
 
 var file_api_flow_v1_flow_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_api_flow_v1_flow_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_api_flow_v1_flow_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_api_flow_v1_flow_proto_goTypes = []any{
 	(Direction)(0),                // 0: flowlens.flow.v1.Direction
 	(*FlowBatch)(nil),             // 1: flowlens.flow.v1.FlowBatch
 	(*ExportSummary)(nil),         // 2: flowlens.flow.v1.ExportSummary
 	(*Interface)(nil),             // 3: flowlens.flow.v1.Interface
 	(*Flow)(nil),                  // 4: flowlens.flow.v1.Flow
-	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
+	(*Drops)(nil),                 // 5: flowlens.flow.v1.Drops
+	(*RTT)(nil),                   // 6: flowlens.flow.v1.RTT
+	(*Retransmits)(nil),           // 7: flowlens.flow.v1.Retransmits
+	(*Xlat)(nil),                  // 8: flowlens.flow.v1.Xlat
+	(*TLS)(nil),                   // 9: flowlens.flow.v1.TLS
+	(*DNS)(nil),                   // 10: flowlens.flow.v1.DNS
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
 }
 var file_api_flow_v1_flow_proto_depIdxs = []int32{
-	4, // 0: flowlens.flow.v1.FlowBatch.flows:type_name -> flowlens.flow.v1.Flow
-	0, // 1: flowlens.flow.v1.Interface.direction:type_name -> flowlens.flow.v1.Direction
-	5, // 2: flowlens.flow.v1.Flow.start_time:type_name -> google.protobuf.Timestamp
-	5, // 3: flowlens.flow.v1.Flow.end_time:type_name -> google.protobuf.Timestamp
-	3, // 4: flowlens.flow.v1.Flow.interfaces:type_name -> flowlens.flow.v1.Interface
-	1, // 5: flowlens.flow.v1.FlowCollector.Export:input_type -> flowlens.flow.v1.FlowBatch
-	2, // 6: flowlens.flow.v1.FlowCollector.Export:output_type -> flowlens.flow.v1.ExportSummary
-	6, // [6:7] is the sub-list for method output_type
-	5, // [5:6] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	4,  // 0: flowlens.flow.v1.FlowBatch.flows:type_name -> flowlens.flow.v1.Flow
+	0,  // 1: flowlens.flow.v1.Interface.direction:type_name -> flowlens.flow.v1.Direction
+	11, // 2: flowlens.flow.v1.Flow.start_time:type_name -> google.protobuf.Timestamp
+	11, // 3: flowlens.flow.v1.Flow.end_time:type_name -> google.protobuf.Timestamp
+	3,  // 4: flowlens.flow.v1.Flow.interfaces:type_name -> flowlens.flow.v1.Interface
+	5,  // 5: flowlens.flow.v1.Flow.drops:type_name -> flowlens.flow.v1.Drops
+	6,  // 6: flowlens.flow.v1.Flow.rtt:type_name -> flowlens.flow.v1.RTT
+	7,  // 7: flowlens.flow.v1.Flow.retransmits:type_name -> flowlens.flow.v1.Retransmits
+	8,  // 8: flowlens.flow.v1.Flow.xlat:type_name -> flowlens.flow.v1.Xlat
+	9,  // 9: flowlens.flow.v1.Flow.tls:type_name -> flowlens.flow.v1.TLS
+	10, // 10: flowlens.flow.v1.Flow.dns:type_name -> flowlens.flow.v1.DNS
+	1,  // 11: flowlens.flow.v1.FlowCollector.Export:input_type -> flowlens.flow.v1.FlowBatch
+	2,  // 12: flowlens.flow.v1.FlowCollector.Export:output_type -> flowlens.flow.v1.ExportSummary
+	12, // [12:13] is the sub-list for method output_type
+	11, // [11:12] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_api_flow_v1_flow_proto_init() }
@@ -881,7 +1184,7 @@ func file_api_flow_v1_flow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_flow_v1_flow_proto_rawDesc), len(file_api_flow_v1_flow_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   4,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -2,8 +2,10 @@
 //
 // An agent (one per node) streams the flows it evicts from the kernel to a
 // collector. Every field of the agent's JSON output has a field here, with
-// the same name (see pkg/flow/json.go); a collector can turn a Flow back into
-// exactly the JSON line the agent would have printed.
+// the same name (see pkg/flow/json.go): the core fields in Flow, each
+// feature's fields in its group message (Flow.dns.dns_name); a collector
+// can turn a Flow back into exactly the JSON line the agent would have
+// printed.
 //
 // Generated Go code is committed beside this file: `make generate-grpc`
 // (hack/make/grpc.mk) regenerates it with pinned generators.

@@ -189,7 +189,9 @@ func benchRecord() flow.Record {
 			{Name: "veth1a2b3c", Ifindex: 7, Netns: "host", NetnsID: benchCookie, Direction: flow.DirIngress},
 			{Name: "eth0", Ifindex: 2, Netns: "host", NetnsID: benchCookie, Direction: flow.DirEgress},
 		},
-		Sampling: 1, RTT: 150 * time.Microsecond, RTTMax: time.Millisecond, Retransmits: 1,
+		Sampling:          1,
+		RTTFields:         flow.RTTFields{RTT: 150 * time.Microsecond, RTTMax: time.Millisecond},
+		RetransmitsFields: flow.RetransmitsFields{Retransmits: 1},
 	}
 }
 

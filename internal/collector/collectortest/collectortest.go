@@ -60,9 +60,10 @@ func Records() []flow.Record {
 			Bytes: 120, Packets: 2, StartTime: t0, EndTime: t0.Add(time.Millisecond), Sampling: 1, EthType: 0x800,
 			Interfaces: []flow.Interface{{Name: "veth1", Ifindex: 9, Netns: "pod-a", Direction: flow.DirIngress}, {Name: "eth0", Ifindex: 2, Netns: "host", Direction: flow.DirEgress}}},
 		{SrcAddr: netip.MustParseAddr("10.0.0.1"), DstAddr: netip.MustParseAddr("192.168.7.7"), SrcPort: 40001, DstPort: 443, Proto: 6,
-			Bytes: 9000, Packets: 10, StartTime: t0, EndTime: t0.Add(time.Second), Sampling: 1, RTT: 1500 * time.Microsecond,
-			DropPackets: 1, DropBytes: 60, DropCause: "NETFILTER_DROP",
-			Interfaces: []flow.Interface{{Name: "eth0", Ifindex: 2, Netns: "host", Direction: flow.DirBoth}}},
+			Bytes: 9000, Packets: 10, StartTime: t0, EndTime: t0.Add(time.Second), Sampling: 1,
+			RTTFields:   flow.RTTFields{RTT: 1500 * time.Microsecond},
+			DropsFields: flow.DropsFields{DropPackets: 1, DropBytes: 60, DropCause: "NETFILTER_DROP"},
+			Interfaces:  []flow.Interface{{Name: "eth0", Ifindex: 2, Netns: "host", Direction: flow.DirBoth}}},
 		{SrcAddr: netip.MustParseAddr("fd00::1"), DstAddr: netip.MustParseAddr("fd00::2"), Proto: 58, IcmpType: 128,
 			Bytes: 104, Packets: 1, StartTime: t0, EndTime: t0, Sampling: 1},
 	}

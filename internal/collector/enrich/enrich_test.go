@@ -66,7 +66,9 @@ type fl struct {
 func (x fl) proto() *flowv1.Flow {
 	r := flow.Record{SrcAddr: netip.MustParseAddr(x.src), DstAddr: netip.MustParseAddr(x.dst), SrcPort: 40000, DstPort: 80, Proto: 6,
 		Bytes: x.bytes, Packets: x.packets, Sampling: x.sampling, StartTime: t0, EndTime: t0.Add(time.Second),
-		RTT: x.rtt, RTTMax: x.rtt, Retransmits: x.retransmits, DropPackets: x.dropP, DropBytes: x.dropB, DropCause: x.cause}
+		RTTFields:         flow.RTTFields{RTT: x.rtt, RTTMax: x.rtt},
+		RetransmitsFields: flow.RetransmitsFields{Retransmits: x.retransmits},
+		DropsFields:       flow.DropsFields{DropPackets: x.dropP, DropBytes: x.dropB, DropCause: x.cause}}
 	if x.dir != 0 {
 		r.Interfaces = []flow.Interface{{Name: "eth0", Ifindex: 2, Netns: "host", Direction: x.dir}, {Name: "veth1", Ifindex: 7, Netns: "host", Direction: flow.DirIngress}}
 	} else {
@@ -560,13 +562,13 @@ func TestHTTP(t *testing.T) {
 // xl is a flow of known (see fl) with a translation (feature xlat).
 func xl(x fl, xsrc string, xsport uint16, xdst string, xdport uint16) *flowv1.Flow {
 	p := x.proto()
+	p.Xlat = &flowv1.Xlat{XlatSrcPort: uint32(xsport), XlatDstPort: uint32(xdport)}
 	if xsrc != "" {
-		p.XlatSrcAddr = flowpb.AddrBytes(netip.MustParseAddr(xsrc))
+		p.Xlat.XlatSrcAddr = flowpb.AddrBytes(netip.MustParseAddr(xsrc))
 	}
 	if xdst != "" {
-		p.XlatDstAddr = flowpb.AddrBytes(netip.MustParseAddr(xdst))
+		p.Xlat.XlatDstAddr = flowpb.AddrBytes(netip.MustParseAddr(xdst))
 	}
-	p.XlatSrcPort, p.XlatDstPort, p.XlatZoneId = uint32(xsport), uint32(xdport), 0
 	return p
 }
 
@@ -657,8 +659,8 @@ flowlens_collector_enrichment_misses_total{side="src"} 0
 // tl is a flow of known (see fl) with TLS fields (feature tls).
 func tl(x fl, version, suite, group uint16, clientHello, quic bool) *flowv1.Flow {
 	p := x.proto()
-	p.TlsVersion, p.TlsCipherSuite, p.TlsGroup = uint32(version), uint32(suite), uint32(group)
-	p.TlsClientHello, p.Quic = clientHello, quic
+	p.Tls = &flowv1.TLS{TlsVersion: uint32(version), TlsCipherSuite: uint32(suite), TlsGroup: uint32(group),
+		TlsClientHello: clientHello, Quic: quic}
 	return p
 }
 
@@ -751,8 +753,8 @@ func dn(x fl, id, flags uint16, rcode uint8, name string, latency time.Duration,
 	} else {
 		p.SrcPort, p.DstPort = 40000, 53
 	}
-	p.DnsId, p.DnsFlags, p.DnsRcode, p.DnsName = uint32(id), uint32(flags), uint32(rcode), name
-	p.DnsLatencyNs, p.DnsLatencyMaxNs, p.DnsTimeout = uint64(latency), uint64(latency), timeout
+	p.Dns = &flowv1.DNS{DnsId: uint32(id), DnsFlags: uint32(flags), DnsRcode: uint32(rcode), DnsName: name,
+		DnsLatencyNs: uint64(latency), DnsLatencyMaxNs: uint64(latency), DnsTimeout: timeout}
 	return p
 }
 

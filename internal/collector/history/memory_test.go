@@ -36,8 +36,10 @@ func fillHistory(tb testing.TB, s *Service, n int) {
 			k := sent + i
 			batch[i] = flow.Record{SrcAddr: netip.AddrFrom4([4]byte{10, 244, 0, byte(k)}), DstAddr: netip.AddrFrom4([4]byte{10, 244, 0, byte(k >> 8)}),
 				SrcPort: uint16(k), DstPort: 443, Proto: 6, Bytes: 1500, Packets: 1, TCPFlags: 0x18, EthType: 0x800, Sampling: 1,
-				StartTime: t0, EndTime: t0, RTT: time.Millisecond, DropPackets: uint64(k % 2), DropCause: "NETFILTER_DROP",
-				Interfaces: []flow.Interface{{Name: "eth0", Ifindex: 2, Netns: "host", Direction: flow.DirIngress}, {Name: "veth1a2b3c", Ifindex: 7, Netns: "host", Direction: flow.DirEgress}}}
+				StartTime: t0, EndTime: t0,
+				RTTFields:   flow.RTTFields{RTT: time.Millisecond},
+				DropsFields: flow.DropsFields{DropPackets: uint64(k % 2), DropCause: "NETFILTER_DROP"},
+				Interfaces:  []flow.Interface{{Name: "eth0", Ifindex: 2, Netns: "host", Direction: flow.DirIngress}, {Name: "veth1a2b3c", Ifindex: 7, Netns: "host", Direction: flow.DirEgress}}}
 		}
 		// Fresh messages per batch, as the gRPC server decodes them.
 		msgs := make([]*flowv1.Flow, len(batch))

@@ -11,6 +11,11 @@
 //
 // AppendFlow and AppendBatch (wire.go) skip the messages altogether: they
 // encode Records straight into FlowBatch wire bytes, for the exporter.
+//
+// Each feature group of a Record (pkg/flow's Groups) is a message field of
+// Flow named after the feature; its conversions, validation and wire
+// encoding live in the file named after the feature (dns.go ...), listed
+// in groups (groups.go). GroupField finds a feature's field by name.
 package flowpb
 
 import (
@@ -36,9 +41,16 @@ type Identity struct {
 const MaxInterfaces = 64
 
 // ToProto fills dst from r, reusing dst's byte slices, timestamps and
-// interface messages. agentIP is the identity's address in wire form (see
+// interface and group messages. A feature group r does not carry leaves its
+// message unset (nil). agentIP is the identity's address in wire form (see
 // AddrBytes); it is shared, not copied: callers must not modify it.
 func ToProto(dst *flowv1.Flow, r *flow.Record, nodeName string, agentIP []byte) {
+	toProto(dst, nil, r, nodeName, agentIP)
+}
+
+// toProto is ToProto parking the group messages it unsets in spare (when
+// not nil), for the next record that has the group.
+func toProto(dst, spare *flowv1.Flow, r *flow.Record, nodeName string, agentIP []byte) {
 	dst.SrcAddr = appendAddr(dst.SrcAddr[:0], r.SrcAddr)
 	dst.DstAddr = appendAddr(dst.DstAddr[:0], r.DstAddr)
 	dst.SrcPort = uint32(r.SrcPort)
@@ -81,32 +93,9 @@ func ToProto(dst *flowv1.Flow, r *flow.Record, nodeName string, agentIP []byte) 
 
 	dst.Sampling = r.Sampling
 	dst.Partial = r.Partial
-	dst.DropPackets = r.DropPackets
-	dst.DropBytes = r.DropBytes
-	dst.DropCause = r.DropCause
-	dst.DropTcpState = r.DropTCPState
-	dst.DropTcpFlags = uint32(r.DropTCPFlags)
-	dst.RttNs = uint64(r.RTT)
-	dst.RttMaxNs = uint64(r.RTTMax)
-	dst.Retransmits = r.Retransmits
-	dst.XlatSrcAddr = appendAddr(dst.XlatSrcAddr[:0], r.XlatSrcAddr)
-	dst.XlatSrcPort = uint32(r.XlatSrcPort)
-	dst.XlatDstAddr = appendAddr(dst.XlatDstAddr[:0], r.XlatDstAddr)
-	dst.XlatDstPort = uint32(r.XlatDstPort)
-	dst.XlatZoneId = uint32(r.XlatZoneID)
-	dst.TlsVersion = uint32(r.TLSVersion)
-	dst.TlsCipherSuite = uint32(r.TLSCipherSuite)
-	dst.TlsGroup = uint32(r.TLSGroup)
-	dst.TlsClientHello = r.TLSClientHello
-	dst.Quic = r.QUIC
-	dst.DnsId = uint32(r.DNSID)
-	dst.DnsFlags = uint32(r.DNSFlags)
-	dst.DnsRcode = uint32(r.DNSRcode)
-	dst.DnsName = r.DNSName
-	dst.DnsNameTruncated = r.DNSNameTruncated
-	dst.DnsLatencyNs = uint64(r.DNSLatency)
-	dst.DnsLatencyMaxNs = uint64(r.DNSLatencyMax)
-	dst.DnsTimeout = r.DNSTimeout
+	for i := range groups {
+		groups[i].toProto(dst, spare, r)
+	}
 
 	dst.NodeName = nodeName
 	dst.AgentIp = agentIP
@@ -145,6 +134,9 @@ type Encoder struct {
 	nodeName string
 	agentIP  []byte
 	pool     []*flowv1.Flow
+	// spare[i] keeps the group messages pool[i] had for a record with the
+	// group and then lost to a record without (ToProto leaves them unset).
+	spare []flowv1.Flow
 }
 
 // NewEncoder returns an Encoder stamping id on every flow.
@@ -168,10 +160,11 @@ func (e *Encoder) Encode(batch []flow.Record) []*flowv1.Flow {
 			grown[len(e.pool)+i] = &fresh[i]
 		}
 		e.pool = grown
+		e.spare = append(e.spare, make([]flowv1.Flow, len(batch)-len(e.spare))...)
 	}
 	out := e.pool[:len(batch)]
 	for i := range batch {
-		ToProto(out[i], &batch[i], e.nodeName, e.agentIP)
+		toProto(out[i], &e.spare[i], &batch[i], e.nodeName, e.agentIP)
 	}
 	return out
 }
@@ -182,6 +175,7 @@ func (e *Encoder) Trim(n int) {
 	if n < len(e.pool) {
 		clear(e.pool[n:])
 		e.pool = e.pool[:n:n]
+		e.spare = e.spare[:n:n]
 	}
 }
 
@@ -193,9 +187,10 @@ func invalid(format string, args ...any) error {
 }
 
 // Validate checks that f can be represented as a flow.Record: address
-// (translated ones too) and MAC lengths, integer ranges of the narrower
-// Record fields (TLS and DNS values too; DNS latencies within a
-// time.Duration), timestamps, interface count and directions.
+// and MAC lengths, integer ranges of the narrower Record fields,
+// timestamps, interface count and directions, and each feature group's
+// own (translated addresses, TLS and DNS values, durations within a
+// time.Duration).
 func Validate(f *flowv1.Flow) error {
 	if f == nil {
 		return invalid("nil flow")
@@ -203,10 +198,9 @@ func Validate(f *flowv1.Flow) error {
 	for _, a := range []struct {
 		name string
 		b    []byte
-	}{{"src_addr", f.SrcAddr}, {"dst_addr", f.DstAddr}, {"agent_ip", f.AgentIp},
-		{"xlat_src_addr", f.XlatSrcAddr}, {"xlat_dst_addr", f.XlatDstAddr}} {
-		if n := len(a.b); n != 0 && n != 4 && n != 16 {
-			return invalid("%s has %d bytes, want 4 or 16", a.name, n)
+	}{{"src_addr", f.SrcAddr}, {"dst_addr", f.DstAddr}, {"agent_ip", f.AgentIp}} {
+		if err := checkAddr(a.name, a.b); err != nil {
+			return err
 		}
 	}
 	for _, m := range []struct {
@@ -225,22 +219,15 @@ func Validate(f *flowv1.Flow) error {
 		{"src_port", f.SrcPort, 0xffff}, {"dst_port", f.DstPort, 0xffff},
 		{"proto", f.Proto, 0xff}, {"icmp_type", f.IcmpType, 0xff}, {"icmp_code", f.IcmpCode, 0xff},
 		{"tcp_flags", f.TcpFlags, 0xffff}, {"eth_type", f.EthType, 0xffff}, {"dscp", f.Dscp, 63},
-		{"drop_tcp_flags", f.DropTcpFlags, 0xffff},
-		{"xlat_src_port", f.XlatSrcPort, 0xffff}, {"xlat_dst_port", f.XlatDstPort, 0xffff},
-		{"xlat_zone_id", f.XlatZoneId, 0xffff},
-		{"tls_version", f.TlsVersion, 0xffff}, {"tls_cipher_suite", f.TlsCipherSuite, 0xffff},
-		{"tls_group", f.TlsGroup, 0xffff},
-		{"dns_id", f.DnsId, 0xffff}, {"dns_flags", f.DnsFlags, 0xffff}, {"dns_rcode", f.DnsRcode, 0xff},
 	} {
-		if v.v > v.max {
-			return invalid("%s = %d, max %d", v.name, v.v, v.max)
+		if err := checkMax(v.name, v.v, v.max); err != nil {
+			return err
 		}
 	}
-	if f.RttNs > 1<<63-1 || f.RttMaxNs > 1<<63-1 {
-		return invalid("rtt out of range")
-	}
-	if f.DnsLatencyNs > 1<<63-1 || f.DnsLatencyMaxNs > 1<<63-1 {
-		return invalid("dns latency out of range")
+	for i := range groups {
+		if err := groups[i].validate(f); err != nil {
+			return err
+		}
 	}
 	for _, t := range []struct {
 		name string
@@ -330,32 +317,9 @@ func toRecord(r *flow.Record, f *flowv1.Flow, ifs []flow.Interface) []flow.Inter
 	r.FragUnmatched = f.FragUnmatched
 	r.Sampling = f.Sampling
 	r.Partial = f.Partial
-	r.DropPackets = f.DropPackets
-	r.DropBytes = f.DropBytes
-	r.DropCause = f.DropCause
-	r.DropTCPState = f.DropTcpState
-	r.DropTCPFlags = uint16(f.DropTcpFlags)
-	r.RTT = time.Duration(f.RttNs)
-	r.RTTMax = time.Duration(f.RttMaxNs)
-	r.Retransmits = f.Retransmits
-	r.XlatSrcAddr = addrFrom(f.XlatSrcAddr)
-	r.XlatSrcPort = uint16(f.XlatSrcPort)
-	r.XlatDstAddr = addrFrom(f.XlatDstAddr)
-	r.XlatDstPort = uint16(f.XlatDstPort)
-	r.XlatZoneID = uint16(f.XlatZoneId)
-	r.TLSVersion = uint16(f.TlsVersion)
-	r.TLSCipherSuite = uint16(f.TlsCipherSuite)
-	r.TLSGroup = uint16(f.TlsGroup)
-	r.TLSClientHello = f.TlsClientHello
-	r.QUIC = f.Quic
-	r.DNSID = uint16(f.DnsId)
-	r.DNSFlags = uint16(f.DnsFlags)
-	r.DNSRcode = uint8(f.DnsRcode)
-	r.DNSName = f.DnsName
-	r.DNSNameTruncated = f.DnsNameTruncated
-	r.DNSLatency = time.Duration(f.DnsLatencyNs)
-	r.DNSLatencyMax = time.Duration(f.DnsLatencyMaxNs)
-	r.DNSTimeout = f.DnsTimeout
+	for i := range groups {
+		groups[i].toRecord(r, f)
+	}
 	return ifs
 }
 

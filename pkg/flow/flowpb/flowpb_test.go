@@ -29,28 +29,26 @@ func sampleRecords() []flow.Record {
 				{Name: "eth0", Ifindex: 2, Netns: "host", NetnsID: 1, Direction: flow.DirBoth},
 			},
 			IfacesOverflow: true, Sampling: 1,
-			DropPackets: 1, DropBytes: 60, DropCause: "NETFILTER_DROP", DropTCPState: "SYN_SENT", DropTCPFlags: 2,
-			RTT: 1200 * time.Microsecond, RTTMax: 3 * time.Millisecond, Retransmits: 4,
-			// DNAT of a Service VIP to a backend (feature xlat).
-			XlatSrcAddr: netip.MustParseAddr("10.0.0.1"), XlatSrcPort: 40000,
-			XlatDstAddr: netip.MustParseAddr("10.244.1.7"), XlatDstPort: 8443, XlatZoneID: 3,
-			// A TLS 1.3 ServerHello (feature tls).
-			TLSVersion: 0x0304, TLSCipherSuite: 0x1302, TLSGroup: 0x11ec,
-			// A query answered NXDOMAIN (feature dns).
-			DNSID: 0xbeef, DNSFlags: 0x0100, DNSRcode: 3, DNSName: `kubernetes.default.svc\.x\255`,
-			DNSLatency: 1500 * time.Microsecond, DNSLatencyMax: 4 * time.Millisecond,
+			DropsFields:       flow.DropsFields{DropPackets: 1, DropBytes: 60, DropCause: "NETFILTER_DROP", DropTCPState: "SYN_SENT", DropTCPFlags: 2},
+			RTTFields:         flow.RTTFields{RTT: 1200 * time.Microsecond, RTTMax: 3 * time.Millisecond},
+			RetransmitsFields: flow.RetransmitsFields{Retransmits: 4},
+			XlatFields: flow.XlatFields{ // DNAT of a Service VIP to a backend (feature xlat).
+				XlatSrcAddr: netip.MustParseAddr("10.0.0.1"), XlatSrcPort: 40000, XlatDstAddr: netip.MustParseAddr("10.244.1.7"), XlatDstPort: 8443, XlatZoneID: 3},
+			TLSFields: flow.TLSFields{ // A TLS 1.3 ServerHello (feature tls).
+				TLSVersion: 0x0304, TLSCipherSuite: 0x1302, TLSGroup: 0x11ec},
+			DNSFields: flow.DNSFields{ // A query answered NXDOMAIN (feature dns).
+				DNSID: 0xbeef, DNSFlags: 0x0100, DNSRcode: 3, DNSName: `kubernetes.default.svc\.x\255`, DNSLatency: 1500 * time.Microsecond, DNSLatencyMax: 4 * time.Millisecond},
 		},
 		{
 			SrcAddr: netip.MustParseAddr("fd00::1"), DstAddr: netip.MustParseAddr("fd00::2"),
 			Proto: 58, IcmpType: 128, Bytes: 104, Packets: 1, EthType: 0x86dd,
 			StartTime: t0, EndTime: t0, Sampling: 1, Partial: true,
-			// SNAT of an IPv6 source, zone 0.
-			XlatSrcAddr: netip.MustParseAddr("fd00:ffff::9"), XlatSrcPort: 61000,
-			XlatDstAddr: netip.MustParseAddr("fd00::2"),
-			// A ClientHello, a QUIC flag, and values no table names.
-			TLSVersion: 0xfefd, TLSCipherSuite: 0xffff, TLSClientHello: true, QUIC: true,
-			// An unanswered query with a truncated name, timed out.
-			DNSID: 0xffff, DNSFlags: 0xffff, DNSRcode: 255, DNSName: "www.exam", DNSNameTruncated: true, DNSTimeout: true,
+			XlatFields: flow.XlatFields{ // SNAT of an IPv6 source, zone 0.
+				XlatSrcAddr: netip.MustParseAddr("fd00:ffff::9"), XlatSrcPort: 61000, XlatDstAddr: netip.MustParseAddr("fd00::2")},
+			TLSFields: flow.TLSFields{ // A ClientHello, a QUIC flag, and values no table names.
+				TLSVersion: 0xfefd, TLSCipherSuite: 0xffff, TLSClientHello: true, QUIC: true},
+			DNSFields: flow.DNSFields{ // An unanswered query with a truncated name, timed out.
+				DNSID: 0xffff, DNSFlags: 0xffff, DNSRcode: 255, DNSName: "www.exam", DNSNameTruncated: true, DNSTimeout: true},
 		},
 		{}, // all zero: zero addresses and times must survive too
 	}
@@ -109,12 +107,13 @@ func TestRoundTripJSON(t *testing.T) {
 		}
 	}
 	f0, f2 := got.Flows[0], got.Flows[2]
-	if len(f0.XlatSrcAddr) != 4 || len(f0.XlatDstAddr) != 4 || len(got.Flows[1].XlatSrcAddr) != 16 ||
-		f0.XlatSrcPort != 40000 || f0.XlatDstPort != 8443 || f0.XlatZoneId != 3 {
-		t.Errorf("xlat on the wire: %x:%d → %x:%d zone %d", f0.XlatSrcAddr, f0.XlatSrcPort, f0.XlatDstAddr, f0.XlatDstPort, f0.XlatZoneId)
+	x0, x1, x2 := f0.GetXlat(), got.Flows[1].GetXlat(), f2.GetXlat()
+	if len(x0.GetXlatSrcAddr()) != 4 || len(x0.GetXlatDstAddr()) != 4 || len(x1.GetXlatSrcAddr()) != 16 ||
+		x0.GetXlatSrcPort() != 40000 || x0.GetXlatDstPort() != 8443 || x0.GetXlatZoneId() != 3 {
+		t.Errorf("xlat on the wire: %x:%d → %x:%d zone %d", x0.GetXlatSrcAddr(), x0.GetXlatSrcPort(), x0.GetXlatDstAddr(), x0.GetXlatDstPort(), x0.GetXlatZoneId())
 	}
-	if f2.XlatSrcAddr != nil || f2.XlatDstAddr != nil || back[2].Translated() {
-		t.Errorf("untranslated flow came back with xlat %x → %x", f2.XlatSrcAddr, f2.XlatDstAddr)
+	if x2.GetXlatSrcAddr() != nil || x2.GetXlatDstAddr() != nil || back[2].Translated() {
+		t.Errorf("untranslated flow came back with xlat %x → %x", x2.GetXlatSrcAddr(), x2.GetXlatDstAddr())
 	}
 	// TLS fields: numbers on the wire, both ways exactly.
 	for i := range recs {
@@ -127,11 +126,12 @@ func TestRoundTripJSON(t *testing.T) {
 		}
 	}
 	f1 := got.Flows[1]
-	if f0.TlsVersion != 0x0304 || f0.TlsCipherSuite != 0x1302 || f0.TlsGroup != 0x11ec || f0.TlsClientHello || f0.Quic ||
-		f1.TlsVersion != 0xfefd || f1.TlsCipherSuite != 0xffff || f1.TlsGroup != 0 || !f1.TlsClientHello || !f1.Quic {
+	t0, t1, t2 := f0.GetTls(), f1.GetTls(), f2.GetTls()
+	if t0.GetTlsVersion() != 0x0304 || t0.GetTlsCipherSuite() != 0x1302 || t0.GetTlsGroup() != 0x11ec || t0.GetTlsClientHello() || t0.GetQuic() ||
+		t1.GetTlsVersion() != 0xfefd || t1.GetTlsCipherSuite() != 0xffff || t1.GetTlsGroup() != 0 || !t1.GetTlsClientHello() || !t1.GetQuic() {
 		t.Errorf("tls on the wire: %v / %v", f0, f1)
 	}
-	if f2.TlsVersion != 0 || f2.TlsCipherSuite != 0 || f2.TlsGroup != 0 || f2.TlsClientHello || f2.Quic || back[2].HasTLS() {
+	if t2.GetTlsVersion() != 0 || t2.GetTlsCipherSuite() != 0 || t2.GetTlsGroup() != 0 || t2.GetTlsClientHello() || t2.GetQuic() || back[2].HasTLS() {
 		t.Errorf("flow without TLS came back with %v", f2)
 	}
 	// DNS fields: both ways exactly.
@@ -143,14 +143,15 @@ func TestRoundTripJSON(t *testing.T) {
 			t.Errorf("flow %d: dns came back as %+v, want %+v", i, g, w)
 		}
 	}
-	if f0.DnsId != 0xbeef || f0.DnsFlags != 0x100 || f0.DnsRcode != 3 || f0.DnsName != `kubernetes.default.svc\.x\255` ||
-		f0.DnsNameTruncated || f0.DnsLatencyNs != 1500000 || f0.DnsLatencyMaxNs != 4000000 || f0.DnsTimeout ||
-		f1.DnsId != 0xffff || f1.DnsFlags != 0xffff || f1.DnsRcode != 255 || f1.DnsName != "www.exam" ||
-		!f1.DnsNameTruncated || f1.DnsLatencyNs != 0 || f1.DnsLatencyMaxNs != 0 || !f1.DnsTimeout {
+	d0, d1, d2 := f0.GetDns(), f1.GetDns(), f2.GetDns()
+	if d0.GetDnsId() != 0xbeef || d0.GetDnsFlags() != 0x100 || d0.GetDnsRcode() != 3 || d0.GetDnsName() != `kubernetes.default.svc\.x\255` ||
+		d0.GetDnsNameTruncated() || d0.GetDnsLatencyNs() != 1500000 || d0.GetDnsLatencyMaxNs() != 4000000 || d0.GetDnsTimeout() ||
+		d1.GetDnsId() != 0xffff || d1.GetDnsFlags() != 0xffff || d1.GetDnsRcode() != 255 || d1.GetDnsName() != "www.exam" ||
+		!d1.GetDnsNameTruncated() || d1.GetDnsLatencyNs() != 0 || d1.GetDnsLatencyMaxNs() != 0 || !d1.GetDnsTimeout() {
 		t.Errorf("dns on the wire: %v / %v", f0, f1)
 	}
-	if f2.DnsId != 0 || f2.DnsFlags != 0 || f2.DnsRcode != 0 || f2.DnsName != "" || f2.DnsNameTruncated ||
-		f2.DnsLatencyNs != 0 || f2.DnsLatencyMaxNs != 0 || f2.DnsTimeout || back[2].HasDNS() {
+	if d2.GetDnsId() != 0 || d2.GetDnsFlags() != 0 || d2.GetDnsRcode() != 0 || d2.GetDnsName() != "" || d2.GetDnsNameTruncated() ||
+		d2.GetDnsLatencyNs() != 0 || d2.GetDnsLatencyMaxNs() != 0 || d2.GetDnsTimeout() || back[2].HasDNS() {
 		t.Errorf("flow without DNS came back with %v", f2)
 	}
 }
@@ -193,20 +194,20 @@ func TestValidateRejects(t *testing.T) {
 		"bad direction":     func(f *flowv1.Flow) { f.Interfaces = []*flowv1.Interface{{Direction: 9}} },
 		"null interface":    func(f *flowv1.Flow) { f.Interfaces = []*flowv1.Interface{nil} },
 		"65 interfaces":     func(f *flowv1.Flow) { f.Interfaces = make([]*flowv1.Interface, 65) },
-		"rtt out of range":  func(f *flowv1.Flow) { f.RttNs = 1 << 63 },
-		"5-byte xlat src":   func(f *flowv1.Flow) { f.XlatSrcAddr = []byte{1, 2, 3, 4, 5} },
-		"1-byte xlat dst":   func(f *flowv1.Flow) { f.XlatDstAddr = []byte{1} },
-		"xlat port > 65535": func(f *flowv1.Flow) { f.XlatDstPort = 65536 },
-		"xlat src port":     func(f *flowv1.Flow) { f.XlatSrcPort = 1 << 20 },
-		"xlat zone > 65535": func(f *flowv1.Flow) { f.XlatZoneId = 65536 },
-		"tls version":       func(f *flowv1.Flow) { f.TlsVersion = 0x10304 },
-		"tls cipher suite":  func(f *flowv1.Flow) { f.TlsCipherSuite = 65536 },
-		"tls group":         func(f *flowv1.Flow) { f.TlsGroup = 1 << 31 },
-		"dns id":            func(f *flowv1.Flow) { f.DnsId = 65536 },
-		"dns flags":         func(f *flowv1.Flow) { f.DnsFlags = 1 << 20 },
-		"dns rcode > 255":   func(f *flowv1.Flow) { f.DnsRcode = 256 },
-		"dns latency":       func(f *flowv1.Flow) { f.DnsLatencyNs = 1 << 63 },
-		"dns latency max":   func(f *flowv1.Flow) { f.DnsLatencyMaxNs = math.MaxUint64 },
+		"rtt out of range":  func(f *flowv1.Flow) { f.Rtt = &flowv1.RTT{RttNs: 1 << 63} },
+		"5-byte xlat src":   func(f *flowv1.Flow) { f.Xlat = &flowv1.Xlat{XlatSrcAddr: []byte{1, 2, 3, 4, 5}} },
+		"1-byte xlat dst":   func(f *flowv1.Flow) { f.Xlat = &flowv1.Xlat{XlatDstAddr: []byte{1}} },
+		"xlat port > 65535": func(f *flowv1.Flow) { f.Xlat = &flowv1.Xlat{XlatDstPort: 65536} },
+		"xlat src port":     func(f *flowv1.Flow) { f.Xlat = &flowv1.Xlat{XlatSrcPort: 1 << 20} },
+		"xlat zone > 65535": func(f *flowv1.Flow) { f.Xlat = &flowv1.Xlat{XlatZoneId: 65536} },
+		"tls version":       func(f *flowv1.Flow) { f.Tls = &flowv1.TLS{TlsVersion: 0x10304} },
+		"tls cipher suite":  func(f *flowv1.Flow) { f.Tls = &flowv1.TLS{TlsCipherSuite: 65536} },
+		"tls group":         func(f *flowv1.Flow) { f.Tls = &flowv1.TLS{TlsGroup: 1 << 31} },
+		"dns id":            func(f *flowv1.Flow) { f.Dns = &flowv1.DNS{DnsId: 65536} },
+		"dns flags":         func(f *flowv1.Flow) { f.Dns = &flowv1.DNS{DnsFlags: 1 << 20} },
+		"dns rcode > 255":   func(f *flowv1.Flow) { f.Dns = &flowv1.DNS{DnsRcode: 256} },
+		"dns latency":       func(f *flowv1.Flow) { f.Dns = &flowv1.DNS{DnsLatencyNs: 1 << 63} },
+		"dns latency max":   func(f *flowv1.Flow) { f.Dns = &flowv1.DNS{DnsLatencyMaxNs: math.MaxUint64} },
 	} {
 		f := good()
 		mut(f)

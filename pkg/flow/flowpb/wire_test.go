@@ -240,8 +240,9 @@ func TestAppendFlowInvalidUTF8(t *testing.T) {
 	bad := "eth\xff\xfe0\xc3"
 	r := flow.Record{
 		SrcAddr: netip.MustParseAddr("10.0.0.1"), DstAddr: netip.MustParseAddr("10.0.0.2"),
-		Interfaces: []flow.Interface{{Name: bad, Netns: "ns\x80", Direction: flow.DirIngress}},
-		DropCause:  bad, DropTCPState: "\xff", DNSName: "a.\xc0b",
+		Interfaces:  []flow.Interface{{Name: bad, Netns: "ns\x80", Direction: flow.DirIngress}},
+		DropsFields: flow.DropsFields{DropCause: bad, DropTCPState: "\xff"},
+		DNSFields:   flow.DNSFields{DNSName: "a.\xc0b"},
 	}
 	enc := flowpb.NewEncoder(flowpb.Identity{NodeName: "node\xff"})
 	if _, err := proto.Marshal(&flowv1.FlowBatch{Flows: enc.Encode([]flow.Record{r})}); err == nil {

@@ -47,7 +47,8 @@ func Records(n int) []flow.Record {
 				{Name: "veth1a2b3c", Ifindex: 7, Netns: "host", NetnsID: 4026531840, Direction: flow.DirIngress},
 				{Name: "eth0", Ifindex: 2, Netns: "host", NetnsID: 4026531840, Direction: flow.DirEgress},
 			},
-			Sampling: 1, RTT: 150 * time.Microsecond, RTTMax: time.Millisecond,
+			Sampling:  1,
+			RTTFields: flow.RTTFields{RTT: 150 * time.Microsecond, RTTMax: time.Millisecond},
 		}
 		if i%10 == 9 {
 			r.SrcAddr = netip.AddrFrom16([16]byte{0xfd, 0, 14: byte(i >> 8), 15: byte(i)})

@@ -43,7 +43,9 @@ func benchRecords(n int) []flow.Record {
 				{Name: "veth1a2b3c", Ifindex: 7, Netns: "host", NetnsID: 4026531840, Direction: flow.DirIngress},
 				{Name: "eth0", Ifindex: 2, Netns: "host", NetnsID: 4026531840, Direction: flow.DirEgress},
 			},
-			Sampling: 1, RTT: 150 * time.Microsecond, RTTMax: time.Millisecond, Retransmits: 1,
+			Sampling:          1,
+			RTTFields:         flow.RTTFields{RTT: 150 * time.Microsecond, RTTMax: time.Millisecond},
+			RetransmitsFields: flow.RetransmitsFields{Retransmits: 1},
 		}
 	}
 	return out

@@ -17,6 +17,12 @@
 //
 // The encoding is hand-written with encoding/binary into one reused buffer
 // (record.go): no allocation per flow in steady state.
+//
+// A data record is the core fields, then the optional blocks the flow has
+// (blocks.go), each in the file of the feature it carries (xlat.go,
+// dns.go, tls.go; enriched.go for the drops, rtt and retransmits groups).
+// Each feature group names its block and elements in its file (drops.go
+// ...); GroupElements lists a feature's elements by name.
 package ipfix
 
 import (

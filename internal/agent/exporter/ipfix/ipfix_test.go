@@ -700,8 +700,7 @@ func TestTemplatesSplitInSmallMessages(t *testing.T) {
 func TestPostNAT(t *testing.T) {
 	r := flow.Record{SrcAddr: netip.MustParseAddr("10.0.0.1"), DstAddr: netip.MustParseAddr("10.96.0.10"),
 		SrcPort: 1234, DstPort: 53,
-		XlatSrcAddr: netip.MustParseAddr("2001:db8::1"), XlatSrcPort: 9,
-		XlatDstAddr: netip.MustParseAddr("::ffff:10.244.1.5"), XlatDstPort: 5353}
+		XlatFields: flow.XlatFields{XlatSrcAddr: netip.MustParseAddr("2001:db8::1"), XlatSrcPort: 9, XlatDstAddr: netip.MustParseAddr("::ffff:10.244.1.5"), XlatDstPort: 5353}}
 	s, sp, d, dp := PostNAT(&r)
 	if s != r.SrcAddr || sp != 1234 || d != netip.MustParseAddr("10.244.1.5") || dp != 5353 {
 		t.Errorf("PostNAT = %v %d %v %d", s, sp, d, dp)

@@ -48,16 +48,6 @@ func recordVariant(r *flow.Record) int {
 	return v
 }
 
-// Enriched reports whether r goes out with flowlens's enrichment elements
-// (1001 to 1012): it has drops, an RTT, retransmits, is partial, was
-// sampled (a rate above 1), or crossed more interfaces than recorded. Other
-// flows keep the templates without them.
-func Enriched(r *flow.Record) bool {
-	return r.DropPackets != 0 || r.DropBytes != 0 || r.DropCause != "" || r.DropTCPState != "" ||
-		r.DropTCPFlags != 0 || r.RTT != 0 || r.RTTMax != 0 || r.Retransmits != 0 || r.Partial ||
-		r.Sampling > 1 || r.IfacesOverflow || len(r.Interfaces) > MaxInterfaces
-}
-
 // cut is s at most n bytes long.
 func cut(s string, n int) string {
 	if len(s) > n {
@@ -88,27 +78,12 @@ func interfacesListLen(r *flow.Record) int {
 func recordLen(r *flow.Record, v int) int {
 	n := recLen[v] + interfacesListLen(r)
 	if v&variantEnriched != 0 {
-		n += len(cut(r.DropCause, MaxDropCause)) + len(cut(r.DropTCPState, MaxDropTCPState))
+		n += enrichedVarLen(r)
 	}
 	if v&variantDNS != 0 {
-		n += len(cut(r.DNSName, MaxDNSName))
+		n += dnsVarLen(r)
 	}
 	return n
-}
-
-// PostNAT returns the source and destination after NAT as the NAT template
-// exports them: a side conntrack did not translate (its address not set)
-// keeps the flow's own address and port, as does one whose address is not
-// of the flow's family; an IPv4-mapped IPv6 address is sent as IPv4.
-func PostNAT(r *flow.Record) (src netip.Addr, srcPort uint16, dst netip.Addr, dstPort uint16) {
-	src, srcPort, dst, dstPort = r.SrcAddr, r.SrcPort, r.DstAddr, r.DstPort
-	if a := r.XlatSrcAddr.Unmap(); a.IsValid() && a.Is4() == r.SrcAddr.Is4() {
-		src, srcPort = a, r.XlatSrcPort
-	}
-	if a := r.XlatDstAddr.Unmap(); a.IsValid() && a.Is4() == r.SrcAddr.Is4() {
-		dst, dstPort = a, r.XlatDstPort
-	}
-	return
 }
 
 func appendAddr(b []byte, a netip.Addr, v6 bool) []byte {
@@ -134,10 +109,6 @@ func appendBool(b []byte, v bool) []byte {
 	return append(b, 2)
 }
 
-func appendNanos(b []byte, ns int64) []byte {
-	return binary.BigEndian.AppendUint64(b, uint64(max(ns, 0)))
-}
-
 // appendInterfaces appends r's interfaces list: a subTemplateList (RFC
 // 6313) of TemplateInterface entries, ordered, the first-seen first.
 func appendInterfaces(b []byte, r *flow.Record) []byte {
@@ -158,7 +129,8 @@ func appendInterfaces(b []byte, r *flow.Record) []byte {
 	return b
 }
 
-// appendRecord appends r's data record in the template order of variant.
+// appendRecord appends r's data record in the template order of variant:
+// the core fields, then each block of the variant.
 func appendRecord(b []byte, r *flow.Record, variant int) []byte {
 	v6 := variant&variantV6 != 0
 	b = appendAddr(b, r.SrcAddr, v6)
@@ -180,43 +152,16 @@ func appendRecord(b []byte, r *flow.Record, variant int) []byte {
 	b = append(b, FlowDirection(r))
 	b = appendInterfaces(b, r)
 	if variant&variantNAT != 0 {
-		src, sp, dst, dp := PostNAT(r)
-		b = appendAddr(b, src, v6)
-		b = appendAddr(b, dst, v6)
-		b = binary.BigEndian.AppendUint16(b, sp)
-		b = binary.BigEndian.AppendUint16(b, dp)
-		b = binary.BigEndian.AppendUint16(b, r.XlatZoneID)
+		b = appendNAT(b, r, v6)
 	}
 	if variant&variantEnriched != 0 {
-		b = binary.BigEndian.AppendUint64(b, r.DropPackets)
-		b = binary.BigEndian.AppendUint64(b, r.DropBytes)
-		b = appendString(b, cut(r.DropCause, MaxDropCause))
-		b = appendNanos(b, int64(r.RTT))
-		b = binary.BigEndian.AppendUint64(b, r.Retransmits)
-		b = binary.BigEndian.AppendUint32(b, r.Sampling)
-		b = appendBool(b, r.Partial)
-		b = append(b, byte(min(len(r.Interfaces), 255)))
-		b = appendNanos(b, int64(r.RTTMax))
-		b = appendString(b, cut(r.DropTCPState, MaxDropTCPState))
-		b = binary.BigEndian.AppendUint16(b, r.DropTCPFlags)
-		b = appendBool(b, r.IfacesOverflow || len(r.Interfaces) > MaxInterfaces)
+		b = appendEnriched(b, r)
 	}
 	if variant&variantDNS != 0 {
-		b = binary.BigEndian.AppendUint16(b, r.DNSID)
-		b = binary.BigEndian.AppendUint16(b, r.DNSFlags)
-		b = append(b, r.DNSRcode)
-		b = appendString(b, cut(r.DNSName, MaxDNSName))
-		b = appendBool(b, r.DNSNameTruncated || len(r.DNSName) > MaxDNSName)
-		b = appendNanos(b, int64(r.DNSLatency))
-		b = appendNanos(b, int64(r.DNSLatencyMax))
-		b = appendBool(b, r.DNSTimeout)
+		b = appendDNS(b, r)
 	}
 	if variant&variantTLS != 0 {
-		b = binary.BigEndian.AppendUint16(b, r.TLSVersion)
-		b = binary.BigEndian.AppendUint16(b, r.TLSCipherSuite)
-		b = binary.BigEndian.AppendUint16(b, r.TLSGroup)
-		b = appendBool(b, r.TLSClientHello)
-		b = appendBool(b, r.QUIC)
+		b = appendTLS(b, r)
 	}
 	return b
 }

@@ -19,15 +19,13 @@ const (
 	TemplateInterface       uint16 = 288
 )
 
-// A record's variant picks its template: bits of the address family and of
-// the optional field groups, so that a flow pays only for the groups it has.
+// A record's variant picks its template: the bit of the address family
+// (variantV6) and one bit per optional block of fields (blocks: variantNAT,
+// variantEnriched, variantDNS, variantTLS, in their files), so that a flow
+// pays only for the blocks it has.
 const (
-	variantV6       = 1
-	variantNAT      = 2
-	variantEnriched = 4
-	variantDNS      = 8
-	variantTLS      = 16
-	variants        = 32
+	variantV6 = 1
+	variants  = 2 << 4 // the family and the four blocks
 )
 
 // EnterpriseNumber is the default Private Enterprise Number (IANA) of
@@ -38,41 +36,17 @@ const (
 // follow).
 const EnterpriseNumber uint32 = 32473
 
-// flowlens's enterprise-specific Information Elements (under the enterprise
-// number; sent with the enterprise bit 0x8000 set). Their ids start at 1001,
-// away from the IANA ids in use, so a collector that ignores the enterprise
-// number (a bug, but seen) does not take them for standard elements (1001
-// for octetDeltaCount's 1). Groups: 1001-1012 enrichment, 1013 NAT,
-// 1020-1027 DNS, 1030-1034 TLS.
+// flowlens's enterprise-specific Information Elements are sent under the
+// enterprise number with the enterprise bit 0x8000 set. Their ids start at
+// 1001, away from the IANA ids in use, so a collector that ignores the
+// enterprise number (a bug, but seen) does not take them for standard
+// elements (1001 for octetDeltaCount's 1). Each block's are in its file,
+// in ranges: 1001-1012 enrichment (drops.go, rtt.go, retransmits.go,
+// enriched.go), 1013 NAT (xlat.go), 1020-1027 DNS (dns.go), 1030-1034 TLS
+// (tls.go).
 const (
-	ieFlDropPackets          = 1001 // unsigned64
-	ieFlDropBytes            = 1002 // unsigned64
-	ieFlDropCause            = 1003 // string, variable length
-	ieFlRTTNanoseconds       = 1004 // unsigned64
-	ieFlRetransmits          = 1005 // unsigned64
-	ieFlSampling             = 1006 // unsigned32
-	ieFlPartial              = 1007 // boolean (1 true, 2 false)
-	ieFlInterfaces           = 1008 // unsigned8
-	ieFlRTTMaxNanoseconds    = 1009 // unsigned64
-	ieFlDropTCPState         = 1010 // string, variable length
-	ieFlDropTCPFlags         = 1011 // unsigned16
-	ieFlInterfacesOverflow   = 1012 // boolean
-	ieFlXlatZoneID           = 1013 // unsigned16
-	ieFlDNSID                = 1020 // unsigned16
-	ieFlDNSFlags             = 1021 // unsigned16
-	ieFlDNSRcode             = 1022 // unsigned8
-	ieFlDNSName              = 1023 // string, variable length
-	ieFlDNSNameTruncated     = 1024 // boolean
-	ieFlDNSLatencyNanosecs   = 1025 // unsigned64
-	ieFlDNSLatencyMaxNanosec = 1026 // unsigned64
-	ieFlDNSTimeout           = 1027 // boolean
-	ieFlTLSVersion           = 1030 // unsigned16
-	ieFlTLSCipherSuite       = 1031 // unsigned16
-	ieFlTLSGroup             = 1032 // unsigned16
-	ieFlTLSClientHello       = 1033 // boolean
-	ieFlQUIC                 = 1034 // boolean
-	enterpriseBit            = 0x8000
-	variableLength           = 0xffff
+	enterpriseBit  = 0x8000
+	variableLength = 0xffff
 )
 
 // Bounds of the variable-length fields (bytes). They keep a one-byte length
@@ -174,48 +148,10 @@ func templateFields(variant int) []field {
 		{ieFlowDirection, 1, false},
 		{ieSubTemplateList, variableLength, false}, // the interfaces list
 	}
-	if variant&variantNAT != 0 {
-		natSrc, natDst := uint16(iePostNATSourceIPv4), uint16(iePostNATDestinationIPv4)
-		if v6 {
-			natSrc, natDst = iePostNATSourceIPv6, iePostNATDestinationIPv6
+	for i := range blocks {
+		if variant&blocks[i].bit != 0 {
+			fs = append(fs, blocks[i].fields(v6)...)
 		}
-		fs = append(fs, field{natSrc, addrLen, false}, field{natDst, addrLen, false},
-			field{iePostNAPTSourcePort, 2, false}, field{iePostNAPTDestPort, 2, false},
-			field{ieFlXlatZoneID, 2, true})
-	}
-	if variant&variantEnriched != 0 {
-		fs = append(fs,
-			field{ieFlDropPackets, 8, true},
-			field{ieFlDropBytes, 8, true},
-			field{ieFlDropCause, variableLength, true},
-			field{ieFlRTTNanoseconds, 8, true},
-			field{ieFlRetransmits, 8, true},
-			field{ieFlSampling, 4, true},
-			field{ieFlPartial, 1, true},
-			field{ieFlInterfaces, 1, true},
-			field{ieFlRTTMaxNanoseconds, 8, true},
-			field{ieFlDropTCPState, variableLength, true},
-			field{ieFlDropTCPFlags, 2, true},
-			field{ieFlInterfacesOverflow, 1, true})
-	}
-	if variant&variantDNS != 0 {
-		fs = append(fs,
-			field{ieFlDNSID, 2, true},
-			field{ieFlDNSFlags, 2, true},
-			field{ieFlDNSRcode, 1, true},
-			field{ieFlDNSName, variableLength, true},
-			field{ieFlDNSNameTruncated, 1, true},
-			field{ieFlDNSLatencyNanosecs, 8, true},
-			field{ieFlDNSLatencyMaxNanosec, 8, true},
-			field{ieFlDNSTimeout, 1, true})
-	}
-	if variant&variantTLS != 0 {
-		fs = append(fs,
-			field{ieFlTLSVersion, 2, true},
-			field{ieFlTLSCipherSuite, 2, true},
-			field{ieFlTLSGroup, 2, true},
-			field{ieFlTLSClientHello, 1, true},
-			field{ieFlQUIC, 1, true})
 	}
 	return fs
 }
@@ -246,10 +182,15 @@ var (
 	}()
 	// interfaceEntryLen is an interfaces list entry without its name.
 	interfaceEntryLen = fixedLen(interfaceFields)
-	// maxRecordLen is the longest data record: every group, every
+	// maxRecordLen is the longest data record: every block, every
 	// variable-length field at its bound.
-	maxRecordLen = recLen[variants-1] + MaxDropCause + MaxDropTCPState + MaxDNSName +
-		listHeaderLen + MaxInterfaces*(interfaceEntryLen+MaxInterfaceName)
+	maxRecordLen = func() int {
+		n := recLen[variants-1] + listHeaderLen + MaxInterfaces*(interfaceEntryLen+MaxInterfaceName)
+		for i := range blocks {
+			n += blocks[i].maxVarLen
+		}
+		return n
+	}()
 )
 
 // listHeaderLen is a subTemplateList's semantic and template id.

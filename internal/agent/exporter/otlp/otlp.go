@@ -15,6 +15,10 @@
 // the receiver rejects (partial success, or a request refused for good) are
 // counted in Stats.RejectedFlows, records given up on in Stats.FailedFlows:
 // nothing is lost without a counter.
+//
+// A flow's attributes are the core fields' (encode.go), then each feature
+// group's, from the file named after the feature (dns.go ...) listed in
+// groups (groups.go); GroupAttributes lists a feature's keys by name.
 package otlp
 
 import (
