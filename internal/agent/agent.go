@@ -198,7 +198,7 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 // startFeatures starts the hooks of the enabled features and returns the
 // features whose hook runs.
 // featureHooks asks each enabled feature for its hook on this kernel.
-func (a *Agent) featureHooks(enabled []feature.Feature) []datapath.Hook {
+func (a *Agent) featureHooks(enabled []feature.Feature) []datapath.Plan {
 	if len(enabled) == 0 {
 		return nil
 	}
@@ -207,14 +207,14 @@ func (a *Agent) featureHooks(enabled []feature.Feature) []datapath.Hook {
 		a.log.Warn("kernel BTF unreadable: drop reasons and TCP states will be numbers", "error", err)
 		kernel = nil
 	}
-	hooks := make([]datapath.Hook, len(enabled))
+	hooks := make([]datapath.Plan, len(enabled))
 	for i, f := range enabled {
-		hooks[i] = f.Hook(kernel)
+		hooks[i] = f.Plan(kernel)
 	}
 	return hooks
 }
 
-func (a *Agent) startFeatures(enabled []feature.Feature, hooks []datapath.Hook) []feature.Feature {
+func (a *Agent) startFeatures(enabled []feature.Feature, hooks []datapath.Plan) []feature.Feature {
 	if len(enabled) == 0 {
 		return nil
 	}
@@ -461,7 +461,7 @@ func (a *Agent) handle(ev ifaces.Event) {
 				"reason", "attach failed: "+err.Error())
 			return
 		}
-		hook := a.DP.Hook(it)
+		hook := a.DP.AttachMode(it)
 		a.watched.add(it, hook)
 		a.log.Info("attached", "interface", it.Name, "netns", it.Netns, "ifindex", it.Index, "hook", hook)
 	case ifaces.Removed:

@@ -29,10 +29,10 @@ type Feature interface {
 	Name() string
 	// Doc says in one line what the feature adds to a flow.
 	Doc() string
-	// Hook prepares the feature for this kernel and returns its programs
+	// Plan prepares the feature for this kernel and returns its programs
 	// and fallbacks. kernel is the running kernel's BTF, nil when it cannot
 	// be read (the feature then uses its defaults). Called once, at start.
-	Hook(kernel *btf.Spec) datapath.Hook
+	Plan(kernel *btf.Spec) datapath.Plan
 	// Fields are the JSON names of the record fields Fill sets.
 	Fields() []string
 	// Fill copies the feature's part of a flow's enrichment entry into r.

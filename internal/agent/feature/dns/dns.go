@@ -37,14 +37,14 @@ func (*Feature) Doc() string {
 	return "DNS per flow: id, flags, response code, query name, query-to-answer latency, timeouts"
 }
 
-// Hook switches the reading on inside the TC programs, on the ports.
-func (f *Feature) Hook(*btf.Spec) datapath.Hook {
+// Plan switches the reading on inside the TC programs, on the ports.
+func (f *Feature) Plan(*btf.Spec) datapath.Plan {
 	ports := [4]uint16{53}
 	if len(f.Ports) > 0 {
 		ports = [4]uint16{}
 		copy(ports[:], f.Ports)
 	}
-	return datapath.Hook{Name: "dns",
+	return datapath.Plan{Name: "dns",
 		TC:       map[string]any{"dns_on": uint32(1), "dns_ports": ports},
 		MapSizes: map[string]uint32{datapath.MapDNSPending: pendingQueries}}
 }

@@ -61,7 +61,7 @@ func Select(names []string) ([]feature.Feature, error) {
 // Hooks returns the hooks of the named features (every feature when none is
 // named) for the running kernel: tests and tools that start hooks without
 // an agent.
-func Hooks(names ...string) ([]datapath.Hook, error) {
+func Hooks(names ...string) ([]datapath.Plan, error) {
 	if len(names) == 0 {
 		names = Names()
 	}
@@ -73,9 +73,9 @@ func Hooks(names ...string) ([]datapath.Hook, error) {
 	if err != nil {
 		kernel = nil // the features' defaults
 	}
-	out := make([]datapath.Hook, len(fs))
+	out := make([]datapath.Plan, len(fs))
 	for i, f := range fs {
-		out[i] = f.Hook(kernel)
+		out[i] = f.Plan(kernel)
 	}
 	return out, nil
 }

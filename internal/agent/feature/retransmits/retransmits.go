@@ -20,8 +20,8 @@ func (*Feature) Name() string { return "retransmits" }
 
 func (*Feature) Doc() string { return "TCP retransmitted segments on the flow that carries them" }
 
-func (*Feature) Hook(*btf.Spec) datapath.Hook {
-	return datapath.Hook{Name: "retransmits", Candidates: []datapath.Candidate{
+func (*Feature) Plan(*btf.Spec) datapath.Plan {
+	return datapath.Plan{Name: "retransmits", Candidates: []datapath.Candidate{
 		{Program: "retransmit", Attach: datapath.Tracing}, // tp_btf/tcp_retransmit_skb
 	}}
 }

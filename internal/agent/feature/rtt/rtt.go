@@ -24,10 +24,10 @@ func (*Feature) Doc() string {
 	return "TCP smoothed RTT (latest and max of the period) on the flow of the received packets"
 }
 
-// Hook: fentry costs less than a tracepoint but is refused on some kernels;
+// Plan: fentry costs less than a tracepoint but is refused on some kernels;
 // tp_btf/tcp_probe fires in the same place.
-func (*Feature) Hook(*btf.Spec) datapath.Hook {
-	return datapath.Hook{Name: "rtt", Candidates: []datapath.Candidate{
+func (*Feature) Plan(*btf.Spec) datapath.Plan {
+	return datapath.Plan{Name: "rtt", Candidates: []datapath.Candidate{
 		{Program: "rtt_fentry", Attach: datapath.Tracing},    // fentry/tcp_rcv_established
 		{Program: "rtt_tcp_probe", Attach: datapath.Tracing}, // tp_btf/tcp_probe
 	}}

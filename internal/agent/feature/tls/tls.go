@@ -25,10 +25,10 @@ func (*Feature) Doc() string {
 	return "TLS handshakes (version, cipher suite, key-share group) and QUIC, per flow"
 }
 
-// Hook switches the inspection on inside the TC programs; it needs nothing
+// Plan switches the inspection on inside the TC programs; it needs nothing
 // the TC programs do not already use.
-func (*Feature) Hook(*btf.Spec) datapath.Hook {
-	return datapath.Hook{Name: "tls", TC: map[string]any{"tls_on": uint32(1)}}
+func (*Feature) Plan(*btf.Spec) datapath.Plan {
+	return datapath.Plan{Name: "tls", TC: map[string]any{"tls_on": uint32(1)}}
 }
 
 func (*Feature) Fields() []string {

@@ -31,10 +31,10 @@ func (*Feature) Doc() string {
 	return "conntrack NAT translation (Service DNAT, SNAT): the flow's addresses and ports after NAT"
 }
 
-// Hook switches the lookup on inside the TC programs when the kernel has
+// Plan switches the lookup on inside the TC programs when the kernel has
 // the conntrack kfunc (built in, or nf_conntrack loaded).
-func (*Feature) Hook(kernel *btf.Spec) datapath.Hook {
-	h := datapath.Hook{Name: "xlat"}
+func (*Feature) Plan(kernel *btf.Spec) datapath.Plan {
+	h := datapath.Plan{Name: "xlat"}
 	if err := hasKfunc(kernel); err != nil {
 		h.Err = err
 		return h
