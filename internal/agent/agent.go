@@ -16,7 +16,6 @@ import (
 	"log/slog"
 	"maps"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,7 +32,6 @@ import (
 	"github.com/flowlens/flowlens/internal/agent/exporter/otlp"
 	"github.com/flowlens/flowlens/internal/agent/exporter/stdout"
 	"github.com/flowlens/flowlens/internal/agent/feature"
-	"github.com/flowlens/flowlens/internal/agent/feature/dns"
 	"github.com/flowlens/flowlens/internal/agent/feature/registry"
 	"github.com/flowlens/flowlens/internal/agent/ifaces"
 	"github.com/flowlens/flowlens/internal/agent/metrics"
@@ -110,14 +108,9 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 	}
 
 	// 1. The datapath: every map, and the TC programs (feature "flows").
-	enabled, err := registry.Select(featureNames(cfg.Features))
+	enabled, err := registry.Enabled(cfg) // each configured from its own options
 	if err != nil {
 		return nil, err
-	}
-	for _, f := range enabled {
-		if d, ok := f.(*dns.Feature); ok { // the one feature with options
-			d.Ports, d.Timeout = cfg.DNSPorts, cfg.DNSTimeout
-		}
 	}
 	filterTable, err := cfg.FilterTable()
 	if err != nil {
@@ -490,13 +483,4 @@ func watchedNetns(list []string) []string {
 		out = append(out, ifaces.Host)
 	}
 	return out
-}
-
-// featureNames maps --features to feature names (Features.String is the
-// flag's own syntax: "drops,rtt" or "none").
-func featureNames(f config.Features) []string {
-	if s := f.String(); s != "none" {
-		return strings.Split(s, ",")
-	}
-	return nil
 }

@@ -7,6 +7,8 @@ package dns
 import (
 	"time"
 
+	"github.com/flowlens/flowlens/internal/agent/config"
+
 	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
 
@@ -31,7 +33,16 @@ type Feature struct {
 // New returns the feature with the default port and timeout.
 func New() *Feature { return &Feature{} }
 
-func (*Feature) Name() string { return "dns" }
+// name is the feature's --features value.
+const name = "dns"
+
+func (*Feature) Name() string { return name }
+
+func (*Feature) DocPage() string { return "docs/dns.md" }
+
+func (*Feature) Config() config.Feature {
+	return config.Feature{Brief: "DNS ids, codes, names, latency", Options: options, Validate: validate}
+}
 
 func (*Feature) Doc() string {
 	return "DNS per flow: id, flags, response code, query name, query-to-answer latency, timeouts"
@@ -52,6 +63,12 @@ func (f *Feature) Plan(*btf.Spec) datapath.Plan {
 func (*Feature) Fields() []string {
 	return []string{"dns_id", "dns_flags", "dns_rcode", "dns_name", "dns_name_truncated",
 		"dns_latency_ns", "dns_latency_max_ns", "dns_timeout"}
+}
+
+// Configure takes the ports and the timeout from the configuration.
+func (f *Feature) Configure(c *config.Config) {
+	o := OptionsOf(c)
+	f.Ports, f.Timeout = o.Ports, o.Timeout
 }
 
 // Fill copies the flow's DNS message. A query still unanswered Timeout

@@ -7,6 +7,9 @@ package drops
 import (
 	"strconv"
 
+	"github.com/flowlens/flowlens/internal/agent/config"
+	"github.com/flowlens/flowlens/internal/agent/feature"
+
 	"github.com/cilium/ebpf/btf"
 
 	"github.com/flowlens/flowlens/internal/agent/datapath"
@@ -17,6 +20,7 @@ import (
 // drop_tcp_flags. Plan reads the reason and state names from the kernel's
 // BTF; until then (or without BTF) causes are numbers.
 type Feature struct {
+	feature.NoOptions
 	names *Names
 }
 
@@ -24,6 +28,12 @@ type Feature struct {
 func New() *Feature { return &Feature{} }
 
 func (*Feature) Name() string { return "drops" }
+
+func (*Feature) DocPage() string {
+	return "README.md#enrichment-drops-rtt-retransmits-nat-translation-tls-dns"
+}
+
+func (*Feature) Config() config.Feature { return config.Feature{Default: true} }
 
 func (*Feature) Doc() string {
 	return "packets and bytes the kernel dropped, with the latest drop reason (and TCP state and flags)"

@@ -6,6 +6,9 @@ package rtt
 import (
 	"time"
 
+	"github.com/flowlens/flowlens/internal/agent/config"
+	"github.com/flowlens/flowlens/internal/agent/feature"
+
 	"github.com/cilium/ebpf/btf"
 
 	"github.com/flowlens/flowlens/internal/agent/datapath"
@@ -13,12 +16,18 @@ import (
 )
 
 // Feature records rtt_ns (latest smoothed RTT of the period) and rtt_max_ns.
-type Feature struct{}
+type Feature struct{ feature.NoOptions }
 
 // New returns the feature.
 func New() *Feature { return &Feature{} }
 
 func (*Feature) Name() string { return "rtt" }
+
+func (*Feature) DocPage() string {
+	return "README.md#enrichment-drops-rtt-retransmits-nat-translation-tls-dns"
+}
+
+func (*Feature) Config() config.Feature { return config.Feature{Default: true} }
 
 func (*Feature) Doc() string {
 	return "TCP smoothed RTT (latest and max of the period) on the flow of the received packets"

@@ -10,6 +10,9 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/flowlens/flowlens/internal/agent/config"
+	"github.com/flowlens/flowlens/internal/agent/feature"
+
 	"github.com/cilium/ebpf/btf"
 
 	"github.com/flowlens/flowlens/internal/agent/datapath"
@@ -20,12 +23,16 @@ import (
 const lookupKfunc = "bpf_skb_ct_lookup"
 
 // Feature records NAT translations.
-type Feature struct{}
+type Feature struct{ feature.NoOptions }
 
 // New returns the feature.
 func New() *Feature { return &Feature{} }
 
 func (*Feature) Name() string { return "xlat" }
+
+func (*Feature) DocPage() string { return "docs/xlat.md" }
+
+func (*Feature) Config() config.Feature { return config.Feature{Brief: "conntrack NAT translation"} }
 
 func (*Feature) Doc() string {
 	return "conntrack NAT translation (Service DNAT, SNAT): the flow's addresses and ports after NAT"
