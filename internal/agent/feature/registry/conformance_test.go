@@ -1,0 +1,253 @@
+package registry_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/flowlens/flowlens/api/v1alpha1"
+	"github.com/flowlens/flowlens/internal/agent/feature"
+	"github.com/flowlens/flowlens/internal/agent/feature/registry"
+)
+
+// root is the repository, from this package's folder.
+const root = "../../../.."
+
+// maxRegistrations is the target of docs/architecture.md ("One shape per
+// kernel feature"): a new kernel feature is its folder(s), its BPF header
+// and at most five one-line registrations (the BPF include, the registry,
+// the proto group field, the CRD enum, the docs index).
+const maxRegistrations = 5
+
+// A touch is one file a feature touches: a file of its own (kind "own"),
+// or one line of a shared file that registers it (kind "registration";
+// Line is that line).
+type touch struct {
+	Kind, What, Path string
+	Line             int // 1-based; registrations only
+	Text             string
+}
+
+// ownFiles are the files named after the feature, in order: what a new
+// feature adds. The record group and its encodings are one file each
+// (pkg/flow, flowpb, OTLP, IPFIX).
+func ownFiles(f feature.Feature) []touch {
+	n := f.Name()
+	out := []touch{
+		{Kind: "own", What: "kernel side (options, plan, Fill, tests)", Path: "internal/agent/feature/" + n},
+		{Kind: "own", What: "BPF header", Path: "bpf/" + n + ".h"},
+		{Kind: "own", What: "record group and its JSON", Path: "pkg/flow/" + n + ".go"},
+		{Kind: "own", What: "protobuf encoding", Path: "pkg/flow/flowpb/" + n + ".go"},
+		{Kind: "own", What: "OTLP encoding", Path: "internal/agent/exporter/otlp/" + n + ".go"},
+		{Kind: "own", What: "IPFIX encoding", Path: "internal/agent/exporter/ipfix/" + n + ".go"},
+	}
+	page, _, _ := strings.Cut(f.DocPage(), "#")
+	if page == "docs/"+n+".md" {
+		out = append(out, touch{Kind: "own", What: "doc page", Path: page})
+	}
+	return out
+}
+
+// pendingOwn are own files the record model's regrouping (branch "record",
+// issue #26) adds: not on main yet. The test fails when one appears, so
+// that the list only shrinks; it is empty once that work is merged.
+var pendingOwn = map[string]bool{}
+
+func init() {
+	for _, n := range []string{"drops", "rtt", "retransmits", "xlat", "tls", "dns"} {
+		for _, p := range []string{"pkg/flow/flowpb/", "internal/agent/exporter/otlp/", "internal/agent/exporter/ipfix/"} {
+			pendingOwn[p+n+".go"] = true
+		}
+		if n != "tls" && n != "dns" { // pkg/flow/tls.go and dns.go exist already
+			pendingOwn["pkg/flow/"+n+".go"] = true
+		}
+	}
+}
+
+// registrations finds the one-line registrations of f in shared files.
+// Each is looked up by what it must say; a missing one is returned with
+// Line 0.
+func registrations(f feature.Feature) []touch {
+	n := f.Name()
+	var out []touch
+	find := func(what string, files []string, re *regexp.Regexp) {
+		for _, p := range files {
+			data, err := os.ReadFile(filepath.Join(root, p))
+			if err != nil {
+				continue
+			}
+			for i, l := range strings.Split(string(data), "\n") {
+				if re.MatchString(l) {
+					out = append(out, touch{Kind: "registration", What: what, Path: p, Line: i + 1, Text: strings.TrimSpace(l)})
+					return
+				}
+			}
+		}
+		out = append(out, touch{Kind: "registration", What: what, Path: strings.Join(files, " or ")})
+	}
+	bpf, _ := filepath.Glob(filepath.Join(root, "bpf", "*.[ch]"))
+	for i := range bpf {
+		bpf[i], _ = filepath.Rel(root, bpf[i])
+	}
+	find("BPF include", bpf, regexp.MustCompile(`^#include "`+n+`\.h"`))
+	find("registry", []string{"internal/agent/feature/registry/registry.go"}, regexp.MustCompile(`^\s+`+n+`\.New\(\),$`))
+	find("proto group field", []string{"api/flow/v1/flow.proto"}, regexp.MustCompile(`^\s+[A-Z]\w* `+n+` = \d+;`))
+	if f.Config().Default { // the CRD's default list; the enum itself is generated (crdgen)
+		find("CRD default", []string{"api/v1alpha1/flowcollector_types.go"}, regexp.MustCompile(`\+kubebuilder:default=\{[^}]*\b`+n+`\b`))
+	}
+	if page, _, _ := strings.Cut(f.DocPage(), "#"); page == "docs/"+n+".md" {
+		find("docs index", []string{"README.md"}, regexp.MustCompile(`\(docs/`+n+`\.md\)`))
+	}
+	return out
+}
+
+// pendingRegistrations are registrations the record branch adds (the
+// proto group fields); the test fails when one appears, as pendingOwn.
+var pendingRegistrations = map[string]bool{"proto group field": true}
+
+// TestFeatureConformance walks the registry: every feature has its own
+// files, its registrations, at most maxRegistrations of them, its doc page
+// and its CRD value. With -v it lists the files each feature touches (the
+// list the issue's closing note quotes).
+func TestFeatureConformance(t *testing.T) {
+	crd := crdFeatures(t)
+	for _, f := range registry.New() {
+		t.Run(f.Name(), func(t *testing.T) {
+			var lines []string
+			for _, o := range ownFiles(f) {
+				_, err := os.Stat(filepath.Join(root, o.Path))
+				switch {
+				case err != nil && !pendingOwn[o.Path]:
+					t.Errorf("missing its %s: %s", o.What, o.Path)
+				case err == nil && pendingOwn[o.Path]:
+					t.Errorf("%s exists: remove it from pendingOwn", o.Path)
+				}
+				state := ""
+				if pendingOwn[o.Path] {
+					state = " (pending: branch record)"
+				}
+				lines = append(lines, fmt.Sprintf("  own           %-40s %s%s", o.Path, o.What, state))
+			}
+			regs := registrations(f)
+			count := 0
+			for _, r := range regs {
+				switch {
+				case r.Line == 0 && !pendingRegistrations[r.What]:
+					t.Errorf("missing its %s in %s", r.What, r.Path)
+				case r.Line != 0 && pendingRegistrations[r.What]:
+					t.Errorf("%s found (%s:%d): remove it from pendingRegistrations", r.What, r.Path, r.Line)
+				}
+				count++
+				lines = append(lines, fmt.Sprintf("  registration  %s:%d  %s: %s", r.Path, r.Line, r.What, r.Text))
+			}
+			if count > maxRegistrations {
+				t.Errorf("%d registrations, the target is at most %d", count, maxRegistrations)
+			}
+			checkDocPage(t, f)
+			if !slices.Contains(crd.Enum, f.Name()) {
+				t.Errorf("the CRD's features enum %v lacks %s: run make generate", crd.Enum, f.Name())
+			}
+			lines = append(lines, "  generated     api/v1alpha1/zz_generated.features.go, config/crd/bases (make generate): CRD enum value")
+			t.Logf("feature %s touches:\n%s", f.Name(), strings.Join(lines, "\n"))
+		})
+	}
+	// The CRD's enum and default are the registry's, in its order.
+	var defaults []string
+	for _, f := range registry.New() {
+		if f.Config().Default {
+			defaults = append(defaults, f.Name())
+		}
+	}
+	if !slices.Equal(crd.Enum, registry.Names()) || !slices.Equal(crd.Default, defaults) {
+		t.Errorf("CRD features: enum %v default %v; registry: %v default %v (run make generate)", crd.Enum, crd.Default, registry.Names(), defaults)
+	}
+	var generated []string
+	for _, d := range v1alpha1.DefaultFeatures {
+		generated = append(generated, string(d))
+	}
+	if !slices.Equal(generated, defaults) {
+		t.Errorf("v1alpha1.DefaultFeatures %v, registry defaults %v (run make generate)", generated, defaults)
+	}
+}
+
+// checkDocPage: the page exists, and the section, when one is named, is a
+// heading of it (as GitHub spells its anchor).
+func checkDocPage(t *testing.T, f feature.Feature) {
+	page, section, _ := strings.Cut(f.DocPage(), "#")
+	data, err := os.ReadFile(filepath.Join(root, page))
+	if err != nil {
+		t.Errorf("doc page: %v", err)
+		return
+	}
+	if section == "" {
+		return
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if h, ok := strings.CutPrefix(l, "#"); ok && anchor(strings.TrimLeft(h, "#")) == section {
+			return
+		}
+	}
+	t.Errorf("doc page %s: no heading with anchor #%s", page, section)
+}
+
+// anchor is a heading's GitHub anchor: lower case, spaces to dashes, and
+// only letters, digits, dashes and underscores kept.
+func anchor(h string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(h)) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9':
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// crdFeatures reads spec.agent.features from the generated CRD.
+func crdFeatures(t *testing.T) (out struct{ Enum, Default []string }) {
+	data, err := os.ReadFile(filepath.Join(root, "config/crd/bases/flowlens.io_flowcollectors.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd struct {
+		Spec struct {
+			Versions []struct {
+				Schema struct {
+					OpenAPIV3Schema struct {
+						Properties struct {
+							Spec struct {
+								Properties struct {
+									Agent struct {
+										Properties struct {
+											Features struct {
+												Default []string
+												Items   struct{ Enum []string }
+											}
+										}
+									}
+								}
+							}
+						}
+					} `yaml:"openAPIV3Schema"`
+				}
+			}
+		}
+	}
+	if err := yaml.Unmarshal(data, &crd); err != nil || len(crd.Spec.Versions) != 1 {
+		t.Fatalf("CRD: %v, %d versions", err, len(crd.Spec.Versions))
+	}
+	feats := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties.Spec.Properties.Agent.Properties.Features
+	out.Enum, out.Default = feats.Items.Enum, feats.Default
+	if len(out.Enum) == 0 {
+		t.Fatal("CRD: no spec.agent.features enum")
+	}
+	return out
+}
