@@ -475,7 +475,7 @@ func (s sbsOptions) startSbsAgentOnce(o options, l *lab, kind string, idx int) (
 		time.Sleep(200 * time.Millisecond)
 		ids, err := progIDsOf(a.pid)
 		if err == nil {
-			hooks, err := tcxProgs(l.rtr)
+			hooks, err := tcxProgs(l.mid)
 			if err != nil {
 				a.stop()
 				return nil, err
@@ -601,7 +601,7 @@ func (s sbsOptions) runAgent(o options, l *lab, w string, r *sbsRun, idx int) (e
 		}
 		os.Remove(a.totals)
 	}()
-	hooks, err := tcxProgs(l.rtr)
+	hooks, err := tcxProgs(l.mid)
 	if err != nil {
 		return err
 	}
@@ -664,7 +664,7 @@ func (s sbsOptions) runAgent(o options, l *lab, w string, r *sbsRun, idx int) (e
 	if !tot.Final {
 		fmt.Fprintf(os.Stderr, "warning: %s sink did not write its final totals: %s\n", r.Agent, tail(a.collErr.String(), 5))
 	}
-	if after, err := tcxProgs(l.rtr); err == nil {
+	if after, err := tcxProgs(l.mid); err == nil {
 		for _, ids := range after {
 			for _, id := range ids {
 				if slices.Contains(a.progIDs, id) {

@@ -237,7 +237,7 @@ func NewPair(t *testing.T) *Pair {
 // PairOf joins two new namespaces with a veth pair (veth-a, veth-b)
 // addressed ipA and ipB (prefix: "/24"), with static neighbours; quiet
 // silences each namespace's own traffic.
-func PairOf(t *testing.T, nameA, nameB, ipA, ipB, prefix string, quiet func(testing.TB, *netlab.Netns)) *Pair {
+func PairOf(t *testing.T, nameA, nameB, ipA, ipB, prefix string, quiet func(netlab.T, *netlab.Netns)) *Pair {
 	t.Helper()
 	p := &Pair{A: netlab.NewNetns(t, nameA), B: netlab.NewNetns(t, nameB), IfA: "veth-a", IfB: "veth-b", IPA: ipA, IPB: ipB}
 	quiet(t, p.A)

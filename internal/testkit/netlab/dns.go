@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"net"
 	"strings"
-	"testing"
 	"time"
 )
 
@@ -50,7 +49,7 @@ func AskDNS(ns *Netns, src, dst string, q []byte, wait time.Duration) (rcode int
 
 // SlowDNS answers every query on addr after delay, with NOERROR and no
 // records: a slow upstream server (a dnsmasq forwards to it).
-func SlowDNS(t testing.TB, ns *Netns, addr string, delay time.Duration) {
+func SlowDNS(t T, ns *Netns, addr string, delay time.Duration) {
 	t.Helper()
 	var c *net.UDPConn
 	if err := ns.Do(func() (err error) {

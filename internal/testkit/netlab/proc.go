@@ -5,14 +5,13 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"testing"
 )
 
 // NetCounters reads the counters of the lines starting with prefix ("Tcp:" in
 // snmp, "TcpExt:" in netstat) of /proc/net/<file> in ns. /proc/thread-self:
 // Do switches only the calling thread into ns (/proc/self/net would show
 // the namespace of the process's main thread).
-func NetCounters(t testing.TB, ns *Netns, file, prefix string) map[string]uint64 {
+func NetCounters(t T, ns *Netns, file, prefix string) map[string]uint64 {
 	t.Helper()
 	var text []byte
 	if err := ns.Do(func() (err error) { text, err = os.ReadFile("/proc/thread-self/net/" + file); return }); err != nil {

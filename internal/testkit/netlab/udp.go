@@ -3,7 +3,6 @@ package netlab
 import (
 	"net"
 	"os/exec"
-	"testing"
 )
 
 // UDPListen opens a UDP socket bound to addr ("10.0.0.2:9000") inside ns.
@@ -68,7 +67,7 @@ func RunIn(ns *Netns, name string, args ...string) ([]byte, error) {
 
 // Run runs an external command inside ns (RunIn) and fails t, with the
 // command's output, when it fails: the lab set-up steps of tests (nft, tc).
-func Run(t testing.TB, ns *Netns, name string, args ...string) {
+func Run(t T, ns *Netns, name string, args ...string) {
 	t.Helper()
 	if out, err := RunIn(ns, name, args...); err != nil {
 		t.Fatalf("%s: %s %v: %v\n%s", ns, name, args, err, out)
