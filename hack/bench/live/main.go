@@ -67,13 +67,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/flowlens/flowlens/internal/testkit"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
@@ -546,8 +546,8 @@ type agentRun struct {
 	coll    *exec.Cmd
 	flows   string // JSON lines of the exported flows
 	topic   string // Kafka topic of the exported flows (kafka-* exports)
-	stderr  *syncBuffer
-	collErr *syncBuffer
+	stderr  *testkit.SyncBuffer
+	collErr *testkit.SyncBuffer
 	pid     int
 	progIDs []ebpf.ProgramID
 }
@@ -575,7 +575,7 @@ func (o options) startAgentRetry(l *lab, idx int) (*agentRun, error) {
 }
 
 func (o options) startAgent(l *lab, idx int) (*agentRun, error) {
-	a := &agentRun{flows: filepath.Join(o.out, fmt.Sprintf("live-flows-%d.jsonl", idx)), stderr: &syncBuffer{}, collErr: &syncBuffer{}}
+	a := &agentRun{flows: filepath.Join(o.out, fmt.Sprintf("live-flows-%d.jsonl", idx)), stderr: &testkit.SyncBuffer{}, collErr: &testkit.SyncBuffer{}}
 	f, err := os.Create(a.flows)
 	if err != nil {
 		return nil, err
@@ -646,24 +646,6 @@ func (o options) startAgent(l *lab, idx int) (*agentRun, error) {
 	}
 	a.progIDs = ids
 	return a, nil
-}
-
-// syncBuffer is a bytes.Buffer safe to read while a process writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // scrape reads the agent's metrics, summing each metric over its labels.

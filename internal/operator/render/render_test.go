@@ -9,14 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowlens/flowlens/internal/agent/feature/dns"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
 	"github.com/flowlens/flowlens/internal/agent/config"
+	"github.com/flowlens/flowlens/internal/agent/feature/dns"
 	"github.com/flowlens/flowlens/internal/agent/flowrules"
 	"github.com/flowlens/flowlens/internal/operator/dashboards"
 )

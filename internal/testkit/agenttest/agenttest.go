@@ -9,16 +9,16 @@ package agenttest
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/flowlens/flowlens/internal/testkit"
 
 	"github.com/flowlens/flowlens/internal/agent"
 	"github.com/flowlens/flowlens/internal/agent/config"
@@ -93,24 +93,6 @@ func (f JSONFlow) Ifaces() string {
 	return strings.Join(s, " ")
 }
 
-// syncBuffer is an io.Writer safe for the exporter goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // ParseFlows decodes the agent's JSON lines, failing t on a line that lacks
 // the contract fields.
 func ParseFlows(t *testing.T, out string) []JSONFlow {
@@ -139,7 +121,7 @@ func ParseFlows(t *testing.T, out string) []JSONFlow {
 type Harness struct {
 	t      *testing.T
 	A      *agent.Agent
-	out    *syncBuffer
+	out    *testkit.SyncBuffer
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -152,7 +134,7 @@ func Start(t *testing.T, want int, opts agent.Options, args ...string) *Harness 
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	out := &syncBuffer{}
+	out := &testkit.SyncBuffer{}
 	opts.Stdout = out
 	a, err := agent.New(cfg, opts)
 	if err != nil {

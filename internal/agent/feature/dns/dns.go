@@ -7,11 +7,10 @@ package dns
 import (
 	"time"
 
-	"github.com/flowlens/flowlens/internal/agent/config"
-
 	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
 
+	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/agent/datapath"
 	"github.com/flowlens/flowlens/pkg/flow"
 )

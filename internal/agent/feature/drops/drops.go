@@ -7,12 +7,11 @@ package drops
 import (
 	"strconv"
 
-	"github.com/flowlens/flowlens/internal/agent/config"
-	"github.com/flowlens/flowlens/internal/agent/feature"
-
 	"github.com/cilium/ebpf/btf"
 
+	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/agent/datapath"
+	"github.com/flowlens/flowlens/internal/agent/feature"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 

@@ -11,6 +11,7 @@ import (
 	"fmt"
 
 	"github.com/cilium/ebpf/btf"
+
 	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/agent/datapath"
 	"github.com/flowlens/flowlens/internal/agent/feature"

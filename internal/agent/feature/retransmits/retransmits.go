@@ -5,10 +5,10 @@ package retransmits
 
 import (
 	"github.com/cilium/ebpf/btf"
-	"github.com/flowlens/flowlens/internal/agent/config"
-	"github.com/flowlens/flowlens/internal/agent/feature"
 
+	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/agent/datapath"
+	"github.com/flowlens/flowlens/internal/agent/feature"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 

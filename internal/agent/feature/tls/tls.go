@@ -8,10 +8,10 @@ package tls
 
 import (
 	"github.com/cilium/ebpf/btf"
-	"github.com/flowlens/flowlens/internal/agent/config"
-	"github.com/flowlens/flowlens/internal/agent/feature"
 
+	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/agent/datapath"
+	"github.com/flowlens/flowlens/internal/agent/feature"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 

@@ -10,12 +10,11 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/flowlens/flowlens/internal/agent/config"
-	"github.com/flowlens/flowlens/internal/agent/feature"
-
 	"github.com/cilium/ebpf/btf"
 
+	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/agent/datapath"
+	"github.com/flowlens/flowlens/internal/agent/feature"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
