@@ -116,11 +116,11 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 	if err != nil {
 		return nil, err
 	}
-	// The features' hooks are known before the TC programs load: those
-	// that run inside them (Hook.TC) are switched on by load-time constants.
-	hooks := a.featureHooks(enabled)
+	// The features' plans are known before the TC programs load: those
+	// that run inside them (Plan.TC) are switched on by load-time constants.
+	plans := a.featurePlans(enabled)
 	tc, sizes := map[string]any{}, map[string]uint32{}
-	for _, h := range hooks {
+	for _, h := range plans {
 		if h.Err == nil {
 			maps.Copy(tc, h.TC)
 			maps.Copy(sizes, h.MapSizes)
@@ -145,7 +145,7 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 
 	// 2. The optional features' hooks; one the kernel refuses is reported
 	// and the others run.
-	running := a.startFeatures(enabled, hooks)
+	running := a.startFeatures(enabled, plans)
 
 	// 3. The exporters, each behind its bounded queue.
 	if exps, err = a.exporters(); err != nil {
@@ -188,10 +188,8 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 	return a, nil
 }
 
-// startFeatures starts the hooks of the enabled features and returns the
-// features whose hook runs.
-// featureHooks asks each enabled feature for its hook on this kernel.
-func (a *Agent) featureHooks(enabled []feature.Feature) []datapath.Plan {
+// featurePlans asks each enabled feature for its plan on this kernel.
+func (a *Agent) featurePlans(enabled []feature.Feature) []datapath.Plan {
 	if len(enabled) == 0 {
 		return nil
 	}
@@ -200,19 +198,21 @@ func (a *Agent) featureHooks(enabled []feature.Feature) []datapath.Plan {
 		a.log.Warn("kernel BTF unreadable: drop reasons and TCP states will be numbers", "error", err)
 		kernel = nil
 	}
-	hooks := make([]datapath.Plan, len(enabled))
+	plans := make([]datapath.Plan, len(enabled))
 	for i, f := range enabled {
-		hooks[i] = f.Plan(kernel)
+		plans[i] = f.Plan(kernel)
 	}
-	return hooks
+	return plans
 }
 
-func (a *Agent) startFeatures(enabled []feature.Feature, hooks []datapath.Plan) []feature.Feature {
+// startFeatures starts the hooks of the enabled features (their plans) and
+// returns the features whose hook runs.
+func (a *Agent) startFeatures(enabled []feature.Feature, plans []datapath.Plan) []feature.Feature {
 	if len(enabled) == 0 {
 		return nil
 	}
 	var running []feature.Feature
-	for i, st := range a.DP.StartHooks(hooks) {
+	for i, st := range a.DP.StartHooks(plans) {
 		switch {
 		case st.Running:
 			running = append(running, enabled[i])
