@@ -89,7 +89,11 @@ func registrations(f feature.Feature) []touch {
 				}
 			}
 		}
-		out = append(out, touch{Kind: "registration", What: what, Path: strings.Join(files, " or ")})
+		where := strings.Join(files, " or ")
+		if len(files) > 3 {
+			where = filepath.Dir(files[0]) + "/"
+		}
+		out = append(out, touch{Kind: "registration", What: what, Path: where})
 	}
 	bpf, _ := filepath.Glob(filepath.Join(root, "bpf", "*.[ch]"))
 	for i := range bpf {
@@ -148,6 +152,9 @@ func TestFeatureConformance(t *testing.T) {
 			}
 			if count > maxRegistrations {
 				t.Errorf("%d registrations, the target is at most %d", count, maxRegistrations)
+			}
+			if tests, _ := filepath.Glob(filepath.Join(root, "internal/agent/feature", f.Name(), "*_test.go")); len(tests) == 0 {
+				t.Errorf("no tests in internal/agent/feature/%s: a feature's tests live beside it (internal/testkit/agenttest)", f.Name())
 			}
 			checkDocPage(t, f)
 			if !slices.Contains(crd.Enum, f.Name()) {
