@@ -2,6 +2,7 @@ package registry_test
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,8 +13,12 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
+	"github.com/flowlens/flowlens/internal/agent/exporter/ipfix"
+	"github.com/flowlens/flowlens/internal/agent/exporter/otlp"
 	"github.com/flowlens/flowlens/internal/agent/feature"
 	"github.com/flowlens/flowlens/internal/agent/feature/registry"
+	"github.com/flowlens/flowlens/pkg/flow"
+	"github.com/flowlens/flowlens/pkg/flow/flowpb"
 )
 
 // root is the repository, from this package's folder.
@@ -52,22 +57,6 @@ func ownFiles(f feature.Feature) []touch {
 		out = append(out, touch{Kind: "own", What: "doc page", Path: page})
 	}
 	return out
-}
-
-// pendingOwn are own files the record model's regrouping (branch "record",
-// issue #26) adds: not on main yet. The test fails when one appears, so
-// that the list only shrinks; it is empty once that work is merged.
-var pendingOwn = map[string]bool{}
-
-func init() {
-	for _, n := range []string{"drops", "rtt", "retransmits", "xlat", "tls", "dns"} {
-		for _, p := range []string{"pkg/flow/flowpb/", "internal/agent/exporter/otlp/", "internal/agent/exporter/ipfix/"} {
-			pendingOwn[p+n+".go"] = true
-		}
-		if n != "tls" && n != "dns" { // pkg/flow/tls.go and dns.go exist already
-			pendingOwn["pkg/flow/"+n+".go"] = true
-		}
-	}
 }
 
 // registrations finds the one-line registrations of f in shared files.
@@ -111,13 +100,9 @@ func registrations(f feature.Feature) []touch {
 	return out
 }
 
-// pendingRegistrations are registrations the record branch adds (the
-// proto group fields); the test fails when one appears, as pendingOwn.
-var pendingRegistrations = map[string]bool{"proto group field": true}
-
 // TestFeatureConformance walks the registry: every feature has its own
-// files, its registrations, at most maxRegistrations of them, its doc page
-// and its CRD value. With -v it lists the files each feature touches (the
+// files, its registrations, at most maxRegistrations of them, its tests, its
+// record group carried by every encoding, its doc page and its CRD value. With -v it lists the files each feature touches (the
 // list the issue's closing note quotes).
 func TestFeatureConformance(t *testing.T) {
 	crd := crdFeatures(t)
@@ -125,27 +110,16 @@ func TestFeatureConformance(t *testing.T) {
 		t.Run(f.Name(), func(t *testing.T) {
 			var lines []string
 			for _, o := range ownFiles(f) {
-				_, err := os.Stat(filepath.Join(root, o.Path))
-				switch {
-				case err != nil && !pendingOwn[o.Path]:
+				if _, err := os.Stat(filepath.Join(root, o.Path)); err != nil {
 					t.Errorf("missing its %s: %s", o.What, o.Path)
-				case err == nil && pendingOwn[o.Path]:
-					t.Errorf("%s exists: remove it from pendingOwn", o.Path)
 				}
-				state := ""
-				if pendingOwn[o.Path] {
-					state = " (pending: branch record)"
-				}
-				lines = append(lines, fmt.Sprintf("  own           %-40s %s%s", o.Path, o.What, state))
+				lines = append(lines, fmt.Sprintf("  own           %-44s %s", o.Path, o.What))
 			}
 			regs := registrations(f)
 			count := 0
 			for _, r := range regs {
-				switch {
-				case r.Line == 0 && !pendingRegistrations[r.What]:
+				if r.Line == 0 {
 					t.Errorf("missing its %s in %s", r.What, r.Path)
-				case r.Line != 0 && pendingRegistrations[r.What]:
-					t.Errorf("%s found (%s:%d): remove it from pendingRegistrations", r.What, r.Path, r.Line)
 				}
 				count++
 				lines = append(lines, fmt.Sprintf("  registration  %s:%d  %s: %s", r.Path, r.Line, r.What, r.Text))
@@ -156,6 +130,7 @@ func TestFeatureConformance(t *testing.T) {
 			if tests, _ := filepath.Glob(filepath.Join(root, "internal/agent/feature", f.Name(), "*_test.go")); len(tests) == 0 {
 				t.Errorf("no tests in internal/agent/feature/%s: a feature's tests live beside it (internal/testkit/agenttest)", f.Name())
 			}
+			checkEncodings(t, f)
 			checkDocPage(t, f)
 			if !slices.Contains(crd.Enum, f.Name()) {
 				t.Errorf("the CRD's features enum %v lacks %s: run make generate", crd.Enum, f.Name())
@@ -180,6 +155,38 @@ func TestFeatureConformance(t *testing.T) {
 	}
 	if !slices.Equal(generated, defaults) {
 		t.Errorf("v1alpha1.DefaultFeatures %v, registry defaults %v (run make generate)", generated, defaults)
+	}
+}
+
+// checkEncodings: the feature's record group exists (pkg/flow), holds
+// exactly the JSON fields the feature says it fills, and a record carrying
+// it comes out of the JSON, protobuf, OTLP and IPFIX encodings with the
+// group's fields, looked up by the feature's name in each.
+func checkEncodings(t *testing.T, f feature.Feature) {
+	g, ok := flow.GroupNamed(f.Name())
+	if !ok {
+		t.Errorf("no record group %q in pkg/flow (flow.Groups)", f.Name())
+		return
+	}
+	if !slices.Equal(g.JSONFields, f.Fields()) {
+		t.Errorf("record group's JSON fields %v, the feature fills %v", g.JSONFields, f.Fields())
+	}
+	r := flow.Record{SrcAddr: netip.MustParseAddr("10.0.0.1"), DstAddr: netip.MustParseAddr("10.0.0.2"), Sampling: 1}
+	g.Sample(&r)
+	js := string(r.AppendJSON(nil))
+	for _, k := range g.JSONFields {
+		if !strings.Contains(js, `"`+k+`":`) {
+			t.Errorf("JSON of a record with the group lacks %q: %s", k, js)
+		}
+	}
+	if fd, ok := flowpb.GroupField(f.Name()); !ok || fd.Message() == nil {
+		t.Errorf("protobuf: no message field %q of Flow (flowpb.GroupField)", f.Name())
+	}
+	if keys, ok := otlp.GroupAttributes(f.Name(), &r); !ok || len(keys) == 0 {
+		t.Errorf("OTLP: group %q encodes %v (%v)", f.Name(), keys, ok)
+	}
+	if ids, ok := ipfix.GroupElements(f.Name(), &r); !ok || len(ids) == 0 {
+		t.Errorf("IPFIX: group %q exports %v (%v)", f.Name(), ids, ok)
 	}
 }
 
