@@ -10,29 +10,6 @@ import (
 // per node, so one resource describes the whole cluster.
 const SingletonName = "cluster"
 
-// Feature is an optional kernel measurement of the agent.
-// +kubebuilder:validation:Enum=drops;rtt;retransmits;xlat;tls;dns
-type Feature string
-
-// The agent's optional measurements.
-const (
-	FeatureDrops       Feature = "drops"
-	FeatureRTT         Feature = "rtt"
-	FeatureRetransmits Feature = "retransmits"
-	// FeatureXlat reports the addresses and ports of flows after conntrack
-	// NAT (a Service's virtual IP translated to its backend, SNAT,
-	// masquerade): docs/xlat.md.
-	FeatureXlat Feature = "xlat"
-	// FeatureTLS reports the TLS handshake seen on flows (negotiated
-	// version, cipher suite, key-share group; ClientHello; QUIC):
-	// docs/tls.md.
-	FeatureTLS Feature = "tls"
-	// FeatureDNS reports the DNS messages seen on flows (transaction id,
-	// flags, response code, query name, query-to-answer latency, timeouts):
-	// docs/dns.md.
-	FeatureDNS Feature = "dns"
-)
-
 // LogLevel is the agent's log verbosity.
 // +kubebuilder:validation:Enum=debug;info;warn;error
 type LogLevel string

@@ -55,6 +55,7 @@ $(FLOWLENS_CACHE)/bin/kustomize-%:
 	$(call build-tool,hack/tools-k8s/kustomize,sigs.k8s.io/kustomize/kustomize/v5,$@)
 
 generate-operator: $(CONTROLLER_GEN) ## regenerate FlowCollector deep-copy code, CRD and operator RBAC (controller-gen)
+	$(GO) run ./internal/agent/feature/registry/crdgen api/v1alpha1/zz_generated.features.go
 	$(CONTROLLER_GEN) object paths=./api/v1alpha1/...
 	$(CONTROLLER_GEN) crd:allowDangerousTypes=false paths=./api/v1alpha1/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=flowlens-operator paths=./internal/operator/controller/... output:rbac:artifacts:config=config/rbac

@@ -16,7 +16,6 @@ import (
 	"log/slog"
 	"maps"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,7 +32,6 @@ import (
 	"github.com/flowlens/flowlens/internal/agent/exporter/otlp"
 	"github.com/flowlens/flowlens/internal/agent/exporter/stdout"
 	"github.com/flowlens/flowlens/internal/agent/feature"
-	"github.com/flowlens/flowlens/internal/agent/feature/dns"
 	"github.com/flowlens/flowlens/internal/agent/feature/registry"
 	"github.com/flowlens/flowlens/internal/agent/ifaces"
 	"github.com/flowlens/flowlens/internal/agent/metrics"
@@ -110,24 +108,19 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 	}
 
 	// 1. The datapath: every map, and the TC programs (feature "flows").
-	enabled, err := registry.Select(featureNames(cfg.Features))
+	enabled, err := registry.Enabled(cfg) // each configured from its own options
 	if err != nil {
 		return nil, err
-	}
-	for _, f := range enabled {
-		if d, ok := f.(*dns.Feature); ok { // the one feature with options
-			d.Ports, d.Timeout = cfg.DNSPorts, cfg.DNSTimeout
-		}
 	}
 	filterTable, err := cfg.FilterTable()
 	if err != nil {
 		return nil, err
 	}
-	// The features' hooks are known before the TC programs load: those
-	// that run inside them (Hook.TC) are switched on by load-time constants.
-	hooks := a.featureHooks(enabled)
+	// The features' plans are known before the TC programs load: those
+	// that run inside them (Plan.TC) are switched on by load-time constants.
+	plans := a.featurePlans(enabled)
 	tc, sizes := map[string]any{}, map[string]uint32{}
-	for _, h := range hooks {
+	for _, h := range plans {
 		if h.Err == nil {
 			maps.Copy(tc, h.TC)
 			maps.Copy(sizes, h.MapSizes)
@@ -152,7 +145,7 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 
 	// 2. The optional features' hooks; one the kernel refuses is reported
 	// and the others run.
-	running := a.startFeatures(enabled, hooks)
+	running := a.startFeatures(enabled, plans)
 
 	// 3. The exporters, each behind its bounded queue.
 	if exps, err = a.exporters(); err != nil {
@@ -195,10 +188,8 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 	return a, nil
 }
 
-// startFeatures starts the hooks of the enabled features and returns the
-// features whose hook runs.
-// featureHooks asks each enabled feature for its hook on this kernel.
-func (a *Agent) featureHooks(enabled []feature.Feature) []datapath.Hook {
+// featurePlans asks each enabled feature for its plan on this kernel.
+func (a *Agent) featurePlans(enabled []feature.Feature) []datapath.Plan {
 	if len(enabled) == 0 {
 		return nil
 	}
@@ -207,19 +198,21 @@ func (a *Agent) featureHooks(enabled []feature.Feature) []datapath.Hook {
 		a.log.Warn("kernel BTF unreadable: drop reasons and TCP states will be numbers", "error", err)
 		kernel = nil
 	}
-	hooks := make([]datapath.Hook, len(enabled))
+	plans := make([]datapath.Plan, len(enabled))
 	for i, f := range enabled {
-		hooks[i] = f.Hook(kernel)
+		plans[i] = f.Plan(kernel)
 	}
-	return hooks
+	return plans
 }
 
-func (a *Agent) startFeatures(enabled []feature.Feature, hooks []datapath.Hook) []feature.Feature {
+// startFeatures starts the hooks of the enabled features (their plans) and
+// returns the features whose hook runs.
+func (a *Agent) startFeatures(enabled []feature.Feature, plans []datapath.Plan) []feature.Feature {
 	if len(enabled) == 0 {
 		return nil
 	}
 	var running []feature.Feature
-	for i, st := range a.DP.StartHooks(hooks) {
+	for i, st := range a.DP.StartHooks(plans) {
 		switch {
 		case st.Running:
 			running = append(running, enabled[i])
@@ -461,7 +454,7 @@ func (a *Agent) handle(ev ifaces.Event) {
 				"reason", "attach failed: "+err.Error())
 			return
 		}
-		hook := a.DP.Hook(it)
+		hook := a.DP.AttachMode(it)
 		a.watched.add(it, hook)
 		a.log.Info("attached", "interface", it.Name, "netns", it.Netns, "ifindex", it.Index, "hook", hook)
 	case ifaces.Removed:
@@ -490,13 +483,4 @@ func watchedNetns(list []string) []string {
 		out = append(out, ifaces.Host)
 	}
 	return out
-}
-
-// featureNames maps --features to feature names (Features.String is the
-// flag's own syntax: "drops,rtt" or "none").
-func featureNames(f config.Features) []string {
-	if s := f.String(); s != "none" {
-		return strings.Split(s, ",")
-	}
-	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/flowlens/flowlens/internal/agent"
+	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
@@ -29,38 +30,38 @@ func TestUDPExactCounts(t *testing.T) {
 		{"clsact", agent.Options{ForceLegacyTC: true}},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
-			p := newPair(t)
-			mustListen(t, p.B, p.ipB+":9000")
-			h := startAgent(t, 2, mode.opts, p.netnsArg(), "--cache-active-timeout=1s")
-			before, _ := netlab.ReadLinkStats(p.A, p.ifA)
+			p := agenttest.NewPair(t)
+			agenttest.MustListen(t, p.B, p.IPB+":9000")
+			h := agenttest.Start(t, 2, mode.opts, p.NetnsArg(), "--cache-active-timeout=1s")
+			before, _ := netlab.ReadLinkStats(p.A, p.IfA)
 			const n, size = 50, 100
-			if err := netlab.UDPSend(p.A, p.ipA+":4000", p.ipB+":9000", make([]byte, size), n); err != nil {
+			if err := netlab.UDPSend(p.A, p.IPA+":4000", p.IPB+":9000", make([]byte, size), n); err != nil {
 				t.Fatal(err)
 			}
-			after, _ := netlab.ReadLinkStats(p.A, p.ifA)
+			after, _ := netlab.ReadLinkStats(p.A, p.IfA)
 			flows := h.Stop()
 			for _, x := range []struct {
 				ns  *netlab.Netns
 				ifn string
-			}{{p.A, p.ifA}, {p.B, p.ifB}} {
+			}{{p.A, p.IfA}, {p.B, p.IfB}} {
 				if q := qdiscs(t, x.ns, x.ifn); q != "" {
 					t.Fatalf("left behind on %s/%s: %s", x.ns, x.ifn, q)
 				}
 			}
 
-			pk, by, recs := sum(flows, match{src: p.ipA, dst: p.ipB, sport: 4000, dport: 9000, proto: 17})
+			pk, by, recs := agenttest.Sum(flows, agenttest.Match{Src: p.IPA, Dst: p.IPB, Sport: 4000, Dport: 9000, Proto: 17})
 			if pk != n || by != n*(14+20+8+size) {
 				t.Fatalf("packets=%d bytes=%d, want %d and %d (records: %+v)", pk, by, n, n*(14+20+8+size), recs)
 			}
 			if dp, db := after.TxPackets-before.TxPackets, after.TxBytes-before.TxBytes; pk != dp || by != db {
-				t.Fatalf("flow says %d packets / %d bytes, %s's counters say %d / %d", pk, by, p.ifA, dp, db)
+				t.Fatalf("flow says %d packets / %d bytes, %s's counters say %d / %d", pk, by, p.IfA, dp, db)
 			}
 			if len(recs) != 1 {
 				t.Fatalf("%d records, want 1", len(recs))
 			}
 			f := recs[0]
-			want := fmt.Sprintf("%s/%s:egress %s/%s:ingress", p.A.Name, p.ifA, p.B.Name, p.ifB)
-			if got := f.ifaces(); got != want {
+			want := fmt.Sprintf("%s/%s:egress %s/%s:ingress", p.A.Name, p.IfA, p.B.Name, p.IfB)
+			if got := f.Ifaces(); got != want {
 				t.Fatalf("interfaces %q, want %q", got, want)
 			}
 			if f.EthType != 0x0800 || f.Sampling != 1 || *f.Partial || f.SrcMAC == "00:00:00:00:00:00" {
@@ -81,25 +82,25 @@ func TestUDPExactCounts(t *testing.T) {
 // direction has no GSO: it equals the receive counters exactly.
 // (TestGSOBulkTCP checks packets against the sender's own TcpOutSegs.)
 func TestTCPTransfer(t *testing.T) {
-	p := newPair(t)
-	h := startAgent(t, 2, agent.Options{}, p.netnsArg())
-	before, _ := netlab.ReadLinkStats(p.A, p.ifA)
+	p := agenttest.NewPair(t)
+	h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg())
+	before, _ := netlab.ReadLinkStats(p.A, p.IfA)
 	const size = 4 << 20
-	transfer(t, p, 8080, size)
+	p.Transfer(t, 8080, size)
 	time.Sleep(200 * time.Millisecond) // let the final FIN/ACK exchange finish
-	after, _ := netlab.ReadLinkStats(p.A, p.ifA)
+	after, _ := netlab.ReadLinkStats(p.A, p.IfA)
 	flows := h.Stop()
 
-	upP, upB, up := sum(flows, match{src: p.ipA, dst: p.ipB, dport: 8080, proto: 6})
-	downP, downB, _ := sum(flows, match{src: p.ipB, dst: p.ipA, sport: 8080, proto: 6})
+	upP, upB, up := agenttest.Sum(flows, agenttest.Match{Src: p.IPA, Dst: p.IPB, Dport: 8080, Proto: 6})
+	downP, downB, _ := agenttest.Sum(flows, agenttest.Match{Src: p.IPB, Dst: p.IPA, Sport: 8080, Proto: 6})
 	const hdr = 14 + 20 + 32
 	skbs, skbBytes := after.TxPackets-before.TxPackets, after.TxBytes-before.TxBytes
 	if upP <= skbs || upB != skbBytes+(upP-skbs)*hdr {
 		t.Fatalf("A->B flow %d packets / %d bytes; %s tx counters %d skbs / %d bytes (want more packets, and bytes = %d + extra segments * %d)",
-			upP, upB, p.ifA, skbs, skbBytes, skbBytes, hdr)
+			upP, upB, p.IfA, skbs, skbBytes, skbBytes, hdr)
 	}
 	if downP != after.RxPackets-before.RxPackets || downB != after.RxBytes-before.RxBytes {
-		t.Fatalf("B->A flow %d packets / %d bytes; %s rx counters %d / %d", downP, downB, p.ifA, after.RxPackets-before.RxPackets, after.RxBytes-before.RxBytes)
+		t.Fatalf("B->A flow %d packets / %d bytes; %s rx counters %d / %d", downP, downB, p.IfA, after.RxPackets-before.RxPackets, after.RxBytes-before.RxBytes)
 	}
 	if upB < size {
 		t.Fatalf("A->B flow carried %d bytes, less than the %d sent", upB, size)
@@ -127,18 +128,18 @@ func icmpEcho(seq uint16) []byte {
 
 // ICMP echo requests and the kernel's replies: two flows keyed on ICMP type.
 func TestICMPEcho(t *testing.T) {
-	p := newPair(t)
-	h := startAgent(t, 2, agent.Options{}, p.netnsArg())
+	p := agenttest.NewPair(t)
+	h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg())
 	const n = 5
 	err := p.A.Do(func() error {
-		c, err := net.ListenPacket("ip4:icmp", p.ipA)
+		c, err := net.ListenPacket("ip4:icmp", p.IPA)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
 		buf := make([]byte, 1500)
 		for i := 0; i < n; i++ {
-			if _, err := c.WriteTo(icmpEcho(uint16(i)), &net.IPAddr{IP: net.ParseIP(p.ipB)}); err != nil {
+			if _, err := c.WriteTo(icmpEcho(uint16(i)), &net.IPAddr{IP: net.ParseIP(p.IPB)}); err != nil {
 				return err
 			}
 			c.SetReadDeadline(time.Now().Add(2 * time.Second))
@@ -152,8 +153,8 @@ func TestICMPEcho(t *testing.T) {
 		t.Fatal(err)
 	}
 	flows := h.Stop()
-	reqP, reqB, req := sum(flows, match{src: p.ipA, dst: p.ipB, proto: 1})
-	repP, _, rep := sum(flows, match{src: p.ipB, dst: p.ipA, proto: 1})
+	reqP, reqB, req := agenttest.Sum(flows, agenttest.Match{Src: p.IPA, Dst: p.IPB, Proto: 1})
+	repP, _, rep := agenttest.Sum(flows, agenttest.Match{Src: p.IPB, Dst: p.IPA, Proto: 1})
 	if reqP != n || repP != n || reqB != n*(14+20+12) {
 		t.Fatalf("echo requests %d (%d bytes), replies %d; want %d each", reqP, reqB, repP, n)
 	}
@@ -172,14 +173,14 @@ func TestIPv6UDP(t *testing.T) {
 	netlab.AddAddr(t, b, "veth-b", "fd00:99::2/64")
 	netlab.Neigh(t, a, "veth-a", "fd00:99::2", lb.Attrs().HardwareAddr)
 	netlab.Neigh(t, b, "veth-b", "fd00:99::1", la.Attrs().HardwareAddr)
-	mustListen(t, b, "[fd00:99::2]:9000")
-	h := startAgent(t, 2, agent.Options{}, "--netns="+a.Name+","+b.Name)
+	agenttest.MustListen(t, b, "[fd00:99::2]:9000")
+	h := agenttest.Start(t, 2, agent.Options{}, "--netns="+a.Name+","+b.Name)
 	const n, size = 20, 64
 	if err := netlab.UDPSend(a, "[fd00:99::1]:4000", "[fd00:99::2]:9000", make([]byte, size), n); err != nil {
 		t.Fatal(err)
 	}
 	flows := h.Stop()
-	pk, by, recs := sum(flows, match{src: "fd00:99::1", dst: "fd00:99::2", sport: 4000, dport: 9000, proto: 17})
+	pk, by, recs := agenttest.Sum(flows, agenttest.Match{Src: "fd00:99::1", Dst: "fd00:99::2", Sport: 4000, Dport: 9000, Proto: 17})
 	if pk != n || by != n*(14+40+8+size) {
 		t.Fatalf("packets=%d bytes=%d, want %d and %d", pk, by, n, n*(14+40+8+size))
 	}
@@ -191,15 +192,15 @@ func TestIPv6UDP(t *testing.T) {
 // 802.1Q-tagged frames written raw on the veth (this kernel has no VLAN
 // devices): keyed on the inner IP header, counted once, bytes include the tag.
 func TestVLANTaggedFrames(t *testing.T) {
-	p := newPair(t)
-	h := startAgent(t, 2, agent.Options{}, p.netnsArg())
-	la, lb := link(t, p.A, p.ifA), link(t, p.B, p.ifB)
+	p := agenttest.NewPair(t)
+	h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg())
+	la, lb := link(t, p.A, p.IfA), link(t, p.B, p.IfB)
 	frame := append(append([]byte{}, lb.Attrs().HardwareAddr...), la.Attrs().HardwareAddr...)
 	frame = append(frame, 0x81, 0x00, 0x00, 0x64, 0x08, 0x00) // 802.1Q VLAN 100, then IPv4
 	ip := []byte{0x45, 0, 0, 20 + 8 + 4, 0, 0, 0, 0, 64, 17, 0, 0, 10, 99, 0, 1, 10, 99, 0, 2}
 	frame = append(append(frame, ip...), 0x0f, 0xa0, 0x23, 0x28, 0, 12, 0, 0, 'v', 'l', 'a', 'n') // udp 4000 -> 9000
 	const n = 12
-	before, _ := netlab.ReadLinkStats(p.A, p.ifA)
+	before, _ := netlab.ReadLinkStats(p.A, p.IfA)
 	err := p.A.Do(func() error {
 		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
@@ -217,17 +218,17 @@ func TestVLANTaggedFrames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	after, _ := netlab.ReadLinkStats(p.A, p.ifA)
+	after, _ := netlab.ReadLinkStats(p.A, p.IfA)
 	flows := h.Stop()
-	pk, by, recs := sum(flows, match{src: p.ipA, dst: p.ipB, sport: 4000, dport: 9000, proto: 17})
+	pk, by, recs := agenttest.Sum(flows, agenttest.Match{Src: p.IPA, Dst: p.IPB, Sport: 4000, Dport: 9000, Proto: 17})
 	if pk != n || by != n*uint64(len(frame)) || len(recs) != 1 {
 		t.Fatalf("packets=%d bytes=%d records=%d, want %d, %d, 1", pk, by, len(recs), n, n*len(frame))
 	}
 	if by != after.TxBytes-before.TxBytes {
-		t.Fatalf("flow bytes %d, %s counters %d", by, p.ifA, after.TxBytes-before.TxBytes)
+		t.Fatalf("flow bytes %d, %s counters %d", by, p.IfA, after.TxBytes-before.TxBytes)
 	}
-	want := fmt.Sprintf("%s/%s:egress %s/%s:ingress", p.A.Name, p.ifA, p.B.Name, p.ifB)
-	if got := recs[0].ifaces(); got != want || recs[0].EthType != 0x0800 {
+	want := fmt.Sprintf("%s/%s:egress %s/%s:ingress", p.A.Name, p.IfA, p.B.Name, p.IfB)
+	if got := recs[0].Ifaces(); got != want || recs[0].EthType != 0x0800 {
 		t.Fatalf("interfaces %q eth_type %#x, want %q 0x800", got, recs[0].EthType, want)
 	}
 }
@@ -263,19 +264,19 @@ func TestBridgePathCountedOnce(t *testing.T) {
 	netlab.AddAddr(t, b, "eth0", "10.97.0.2/24")
 	netlab.Neigh(t, a, "eth0", "10.97.0.2", lb.Attrs().HardwareAddr)
 	netlab.Neigh(t, b, "eth0", "10.97.0.1", la.Attrs().HardwareAddr)
-	mustListen(t, b, "10.97.0.2:9000")
-	h := startAgent(t, 1+3+1, agent.Options{}, "--netns="+a.Name+","+r.Name+","+b.Name)
+	agenttest.MustListen(t, b, "10.97.0.2:9000")
+	h := agenttest.Start(t, 1+3+1, agent.Options{}, "--netns="+a.Name+","+r.Name+","+b.Name)
 	const n, size = 30, 200
 	if err := netlab.UDPSend(a, "10.97.0.1:4000", "10.97.0.2:9000", make([]byte, size), n); err != nil {
 		t.Fatal(err)
 	}
 	flows := h.Stop()
-	pk, by, recs := sum(flows, match{src: "10.97.0.1", dst: "10.97.0.2", proto: 17})
+	pk, by, recs := agenttest.Sum(flows, agenttest.Match{Src: "10.97.0.1", Dst: "10.97.0.2", Proto: 17})
 	if pk != n || by != n*(14+20+8+size) || len(recs) != 1 {
 		t.Fatalf("packets=%d bytes=%d records=%d, want %d, %d, 1", pk, by, len(recs), n, n*(14+20+8+size))
 	}
 	want := fmt.Sprintf("%s/eth0:egress %s/port-a:ingress %s/port-b:egress %s/eth0:ingress", a.Name, r.Name, r.Name, b.Name)
-	if got := recs[0].ifaces(); got != want {
+	if got := recs[0].Ifaces(); got != want {
 		t.Fatalf("interfaces %q\nwant %q", got, want)
 	}
 }
@@ -313,9 +314,9 @@ func sameIfindex(t *testing.T, opts agent.Options) {
 		}
 		netlab.AddAddr(t, x.ns, x.ifn, x.cidr)
 	}
-	mustListen(t, b, "10.96.0.2:9000")
-	mustListen(t, a, "10.96.0.1:9000")
-	h := startAgent(t, 2, opts, "--netns="+a.Name+","+b.Name)
+	agenttest.MustListen(t, b, "10.96.0.2:9000")
+	agenttest.MustListen(t, a, "10.96.0.1:9000")
+	h := agenttest.Start(t, 2, opts, "--netns="+a.Name+","+b.Name)
 	switch shared := h.A.DP.SharedPrograms(); {
 	case shared && opts.ForcePerNamespacePrograms:
 		t.Fatal("ForcePerNamespacePrograms, yet one shared TC set")
@@ -338,12 +339,12 @@ func sameIfindex(t *testing.T, opts agent.Options) {
 		{"10.96.0.1", "10.96.0.2", ab, fmt.Sprintf("%s/veth-a:egress %s/veth-b:ingress", a.Name, b.Name)},
 		{"10.96.0.2", "10.96.0.1", ba, fmt.Sprintf("%s/veth-b:egress %s/veth-a:ingress", b.Name, a.Name)},
 	} {
-		pk, _, recs := sum(flows, match{src: f.src, dst: f.dst, proto: 17})
+		pk, _, recs := agenttest.Sum(flows, agenttest.Match{Src: f.src, Dst: f.dst, Proto: 17})
 		if pk != f.n || len(recs) != 1 {
 			t.Fatalf("%s -> %s: packets=%d records=%d, want %d and 1", f.src, f.dst, pk, len(recs), f.n)
 		}
 		r := recs[0]
-		if got := r.ifaces(); got != f.want || r.Interfaces[0].Ifindex != 77 || r.Interfaces[1].Ifindex != 77 {
+		if got := r.Ifaces(); got != f.want || r.Interfaces[0].Ifindex != 77 || r.Interfaces[1].Ifindex != 77 {
 			t.Fatalf("%s -> %s: interfaces %+v, want %s, both ifindex 77", f.src, f.dst, r.Interfaces, f.want)
 		}
 	}
@@ -353,28 +354,28 @@ func sameIfindex(t *testing.T, opts agent.Options) {
 // veth: the sum over every exported record equals what was sent, so no
 // packet racing with a flip is lost or counted twice.
 func TestContinuousTrafficAcrossEvictions(t *testing.T) {
-	p := newPair(t)
-	mustListen(t, p.B, p.ipB+":9000")
-	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--cache-active-timeout=100ms")
-	before, _ := netlab.ReadLinkStats(p.A, p.ifA)
+	p := agenttest.NewPair(t)
+	agenttest.MustListen(t, p.B, p.IPB+":9000")
+	h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg(), "--cache-active-timeout=100ms")
+	before, _ := netlab.ReadLinkStats(p.A, p.IfA)
 	var sent atomic.Int64
 	deadline := time.Now().Add(1500 * time.Millisecond)
 	for time.Now().Before(deadline) {
-		if err := netlab.UDPSend(p.A, p.ipA+":4000", p.ipB+":9000", make([]byte, 60), 50); err != nil {
+		if err := netlab.UDPSend(p.A, p.IPA+":4000", p.IPB+":9000", make([]byte, 60), 50); err != nil {
 			t.Fatal(err)
 		}
 		sent.Add(50)
 	}
-	after, _ := netlab.ReadLinkStats(p.A, p.ifA)
+	after, _ := netlab.ReadLinkStats(p.A, p.IfA)
 	flows := h.Stop()
 	evictions := h.A.Evictor.Stats.Evictions[0].Load()
 	if evictions < 5 {
 		t.Fatalf("only %d timer evictions", evictions)
 	}
-	pk, by, recs := sum(flows, match{src: p.ipA, dst: p.ipB, proto: 17})
+	pk, by, recs := agenttest.Sum(flows, agenttest.Match{Src: p.IPA, Dst: p.IPB, Proto: 17})
 	if pk != uint64(sent.Load()) || by != after.TxBytes-before.TxBytes {
 		t.Fatalf("exported %d packets / %d bytes in %d records; sent %d packets, %s counted %d bytes",
-			pk, by, len(recs), sent.Load(), p.ifA, after.TxBytes-before.TxBytes)
+			pk, by, len(recs), sent.Load(), p.IfA, after.TxBytes-before.TxBytes)
 	}
 	t.Logf("%d packets in %d records over %d evictions", pk, len(recs), evictions)
 }
@@ -382,12 +383,12 @@ func TestContinuousTrafficAcrossEvictions(t *testing.T) {
 // A flow map far smaller than the number of flows: every packet is still
 // accounted for (map + overflow ring buffer), and the overflow is counted.
 func TestMapFullOverflow(t *testing.T) {
-	p := newPair(t)
-	mustListen(t, p.B, p.ipB+":9000")
-	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--cache-max-flows=8", "--cache-active-timeout=1h")
+	p := agenttest.NewPair(t)
+	agenttest.MustListen(t, p.B, p.IPB+":9000")
+	h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg(), "--cache-max-flows=8", "--cache-active-timeout=1h")
 	const flowsN, per = 100, 3
 	for i := 0; i < flowsN; i++ {
-		if err := netlab.UDPSend(p.A, fmt.Sprintf("%s:%d", p.ipA, 20000+i), p.ipB+":9000", []byte("abc"), per); err != nil {
+		if err := netlab.UDPSend(p.A, fmt.Sprintf("%s:%d", p.IPA, 20000+i), p.IPB+":9000", []byte("abc"), per); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -396,7 +397,7 @@ func TestMapFullOverflow(t *testing.T) {
 		t.Fatal(err)
 	}
 	flows := h.Stop()
-	pk, by, recs := sum(flows, match{src: p.ipA, dst: p.ipB, dport: 9000, proto: 17})
+	pk, by, recs := agenttest.Sum(flows, agenttest.Match{Src: p.IPA, Dst: p.IPB, Dport: 9000, Proto: 17})
 	if pk != flowsN*per || by != flowsN*per*(14+20+8+3) {
 		t.Fatalf("packets=%d bytes=%d in %d records; want %d and %d", pk, by, len(recs), flowsN*per, flowsN*per*(14+20+8+3))
 	}
@@ -462,15 +463,15 @@ func qdiscs(t *testing.T, ns *netlab.Netns, name string) string {
 // Interfaces that appear after start are attached and observed; those that
 // go away are detached.
 func TestInterfacesComeAndGo(t *testing.T) {
-	p := newPair(t)
-	h := startAgent(t, 2, agent.Options{}, p.netnsArg())
+	p := agenttest.NewPair(t)
+	h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg())
 	la, lb := netlab.Veth(t, p.A, "late-a", p.B, "late-b")
 	netlab.AddAddr(t, p.A, "late-a", "10.94.0.1/24")
 	netlab.AddAddr(t, p.B, "late-b", "10.94.0.2/24")
 	netlab.Neigh(t, p.A, "late-a", "10.94.0.2", lb.Attrs().HardwareAddr)
 	netlab.Neigh(t, p.B, "late-b", "10.94.0.1", la.Attrs().HardwareAddr)
 	waitAttached(t, h, 4)
-	mustListen(t, p.B, "10.94.0.2:9000")
+	agenttest.MustListen(t, p.B, "10.94.0.2:9000")
 	if err := netlab.UDPSend(p.A, "10.94.0.1:4000", "10.94.0.2:9000", []byte("late"), 7); err != nil {
 		t.Fatal(err)
 	}
@@ -484,13 +485,13 @@ func TestInterfacesComeAndGo(t *testing.T) {
 	}
 	waitAttached(t, h, 2)
 	flows := h.Stop()
-	pk, _, recs := sum(flows, match{src: "10.94.0.1", dst: "10.94.0.2", proto: 17})
+	pk, _, recs := agenttest.Sum(flows, agenttest.Match{Src: "10.94.0.1", Dst: "10.94.0.2", Proto: 17})
 	if pk != 7 || len(recs) != 1 || recs[0].Interfaces[0].Name != "late-a" || recs[0].Interfaces[1].Name != "late-b" {
 		t.Fatalf("late interfaces: %d packets in %+v", pk, recs)
 	}
 }
 
-func waitAttached(t *testing.T, h *harness, want int) {
+func waitAttached(t *testing.T, h *agenttest.Harness, want int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for h.A.DP.Attached() != want {
@@ -504,15 +505,15 @@ func waitAttached(t *testing.T, h *harness, want int) {
 // --sampling=4 looks at one packet in four (chosen at random per packet):
 // the count is binomial, the record says its sampling rate.
 func TestSampling(t *testing.T) {
-	p := newPair(t)
-	mustListen(t, p.B, p.ipB+":9000")
-	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--sampling=4")
+	p := agenttest.NewPair(t)
+	agenttest.MustListen(t, p.B, p.IPB+":9000")
+	h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg(), "--sampling=4")
 	const n = 4000
-	if err := netlab.UDPSend(p.A, p.ipA+":4000", p.ipB+":9000", []byte("s"), n); err != nil {
+	if err := netlab.UDPSend(p.A, p.IPA+":4000", p.IPB+":9000", []byte("s"), n); err != nil {
 		t.Fatal(err)
 	}
 	flows := h.Stop()
-	pk, _, recs := sum(flows, match{src: p.ipA, dst: p.ipB, proto: 17})
+	pk, _, recs := agenttest.Sum(flows, agenttest.Match{Src: p.IPA, Dst: p.IPB, Proto: 17})
 	// mean 1000, standard deviation ~27: ±250 is more than 9 sigma.
 	if pk < 750 || pk > 1250 || recs[0].Sampling != 4 {
 		t.Fatalf("sampled %d of %d packets (sampling=%d), want about 1000", pk, n, recs[0].Sampling)

@@ -15,6 +15,7 @@ import (
 	ebpflink "github.com/cilium/ebpf/link"
 
 	"github.com/flowlens/flowlens/internal/agent"
+	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
@@ -39,9 +40,9 @@ func TestNetnsChurn(t *testing.T) {
 	netlab.AddAddr(t, b, "fx-b", "10.98.0.2/24")
 	netlab.Neigh(t, a, "fx-a", "10.98.0.2", lb.Attrs().HardwareAddr)
 	netlab.Neigh(t, b, "fx-b", "10.98.0.1", la.Attrs().HardwareAddr)
-	received := countUDP(t, mustListen(t, b, "10.98.0.2:9000"))
+	received := countUDP(t, agenttest.MustListen(t, b, "10.98.0.2:9000"))
 
-	h := startAgent(t, 2, agent.Options{}, "--netns=all", "--netns-dir="+dir, `--interfaces=/^(fx|ch|hb)-/`,
+	h := agenttest.Start(t, 2, agent.Options{}, "--netns=all", "--netns-dir="+dir, `--interfaces=/^(fx|ch|hb)-/`,
 		"--cache-active-timeout=500ms")
 	const base = 2 // fx-a, fx-b
 	mapID := flowsMapID(t, h)
@@ -129,7 +130,7 @@ func TestNetnsChurn(t *testing.T) {
 	t.Logf("after %d namespaces: %s", total, end)
 	t.Logf("RSS %d kB -> %d kB (%+d kB); fds %d -> %d; goroutines %d -> %d", rss0, rss1, rss1-rss0, fds0, fds1, gor0, gor1)
 
-	pk, by, recs := sum(flows, match{src: "10.98.0.1", dst: "10.98.0.2", sport: 4000, dport: 9000, proto: 17})
+	pk, by, recs := agenttest.Sum(flows, agenttest.Match{Src: "10.98.0.1", Dst: "10.98.0.2", Sport: 4000, Dport: 9000, Proto: 17})
 	dp, db := after.TxPackets-before.TxPackets, after.TxBytes-before.TxBytes
 	t.Logf("fixed pair: sent %d, flow %d packets / %d bytes in %d records, fx-a counters %d / %d", sent, pk, by, len(recs), dp, db)
 	if pk != uint64(sent) || by != uint64(sent)*(14+20+8+100) || pk != dp || by != db {
@@ -137,8 +138,8 @@ func TestNetnsChurn(t *testing.T) {
 			pk, by, sent, uint64(sent)*(14+20+8+100), dp, db)
 	}
 	for _, f := range recs {
-		if f.ifaces() != fmt.Sprintf("%s/fx-a:egress %s/fx-b:ingress", a.Name, b.Name) {
-			t.Errorf("fixed pair record on %q", f.ifaces())
+		if f.Ifaces() != fmt.Sprintf("%s/fx-a:egress %s/fx-b:ingress", a.Name, b.Name) {
+			t.Errorf("fixed pair record on %q", f.Ifaces())
 		}
 	}
 	if end.progs != start.progs || end.links != start.links {
@@ -177,7 +178,7 @@ func TestNetnsChurn(t *testing.T) {
 // flowsMapID is the ID of the agent's first flow map, which every one of
 // its TC programs uses: it tells its programs from those of any other
 // process running flowlens on this machine.
-func flowsMapID(t *testing.T, h *harness) ebpf.MapID {
+func flowsMapID(t *testing.T, h *agenttest.Harness) ebpf.MapID {
 	t.Helper()
 	info, err := h.A.DP.Maps.Flows[0].Info()
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
+	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 	"github.com/flowlens/flowlens/pkg/receiver"
 	"github.com/flowlens/flowlens/pkg/receiver/receivertest"
@@ -34,12 +35,12 @@ func TestGRPCExportExact(t *testing.T) {
 				args = append(args, "--tls-ca="+pki.CA, "--tls-cert="+pki.ClientCert, "--tls-key="+pki.ClientKey)
 			}
 			rec := receivertest.Start(t, opts)
-			p := newPair(t)
-			mustListen(t, p.B, p.ipB+":9000")
-			h := startAgent(t, 2, agent.Options{}, append(args, p.netnsArg(), "--target="+rec.Addr, "--node-name=node-test")...)
+			p := agenttest.NewPair(t)
+			agenttest.MustListen(t, p.B, p.IPB+":9000")
+			h := agenttest.Start(t, 2, agent.Options{}, append(args, p.NetnsArg(), "--target="+rec.Addr, "--node-name=node-test")...)
 			const flows, per = 40, 5
 			for i := 0; i < flows; i++ {
-				if err := netlab.UDPSend(p.A, fmt.Sprintf("%s:%d", p.ipA, 30000+i), p.ipB+":9000", []byte("grpc"), per); err != nil {
+				if err := netlab.UDPSend(p.A, fmt.Sprintf("%s:%d", p.IPA, 30000+i), p.IPB+":9000", []byte("grpc"), per); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -58,7 +59,7 @@ func TestGRPCExportExact(t *testing.T) {
 			if rp != lp || rb != lb {
 				t.Fatalf("collector sums %d packets / %d bytes, stdout %d / %d", rp, rb, lp, lb)
 			}
-			pk, _, _ := sum(local, match{src: p.ipA, dst: p.ipB, dport: 9000, proto: 17})
+			pk, _, _ := agenttest.Sum(local, agenttest.Match{Src: p.IPA, Dst: p.IPB, Dport: 9000, Proto: 17})
 			if pk != flows*per {
 				t.Fatalf("%d packets of the test flows, want %d", pk, flows*per)
 			}
@@ -77,11 +78,11 @@ func TestGRPCExportExact(t *testing.T) {
 // /metrics while traffic runs: evicted flows, the datapath's counters, the
 // hooks and the kernel-side cost of the agent's own programs.
 func TestMetricsEndpoint(t *testing.T) {
-	p := newPair(t)
-	mustListen(t, p.B, p.ipB+":9000")
-	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--metrics-address=127.0.0.1:0", "--cache-active-timeout=100ms")
+	p := agenttest.NewPair(t)
+	agenttest.MustListen(t, p.B, p.IPB+":9000")
+	h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg(), "--metrics-address=127.0.0.1:0", "--cache-active-timeout=100ms")
 	const n = 30
-	if err := netlab.UDPSend(p.A, p.ipA+":4000", p.ipB+":9000", []byte("m"), n); err != nil {
+	if err := netlab.UDPSend(p.A, p.IPA+":4000", p.IPB+":9000", []byte("m"), n); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(400 * time.Millisecond) // a few evictions
@@ -167,11 +168,11 @@ func grep(text, sub string) string {
 // (they would cost every BPF program on the node), and says so in /metrics;
 // flows are counted and exported as usual.
 func TestBPFStatsOff(t *testing.T) {
-	p := newPair(t)
-	mustListen(t, p.B, p.ipB+":9000")
-	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--metrics-address=127.0.0.1:0", "--bpf-stats=off")
+	p := agenttest.NewPair(t)
+	agenttest.MustListen(t, p.B, p.IPB+":9000")
+	h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg(), "--metrics-address=127.0.0.1:0", "--bpf-stats=off")
 	const n = 7
-	if err := netlab.UDPSend(p.A, p.ipA+":4000", p.ipB+":9000", []byte("s"), n); err != nil {
+	if err := netlab.UDPSend(p.A, p.IPA+":4000", p.IPB+":9000", []byte("s"), n); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := http.Get("http://" + h.A.MetricsAddr() + "/metrics")

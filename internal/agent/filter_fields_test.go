@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
+	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
@@ -54,21 +55,21 @@ func TestFilterFieldsIPv6(t *testing.T) { runFilterCases(t, true) }
 func runFilterCases(t *testing.T, v6 bool) {
 	for _, tc := range filterCases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := newPair(t)
+			p := agenttest.NewPair(t)
 			icmp, echo, reply, host, network := "icmp", 8, 0, "32", "ip4:icmp"
 			if v6 {
-				p = pairOf(t, "fa6", "fb6", "fd00:97::1", "fd00:97::2", "/64", netlab.QuietIPv6)
+				p = agenttest.PairOf(t, "fa6", "fb6", "fd00:97::1", "fd00:97::2", "/64", netlab.QuietIPv6)
 				icmp, echo, reply, host, network = "icmpv6", 128, 129, "128", "ip6:ipv6-icmp"
 			}
-			text := strings.NewReplacer("{A}", p.ipA, "{B}", p.ipB, "{ICMP}", icmp, "{ECHO}", fmt.Sprint(echo), "{HOST}", host).Replace(tc.rules)
+			text := strings.NewReplacer("{A}", p.IPA, "{B}", p.IPB, "{ICMP}", icmp, "{ECHO}", fmt.Sprint(echo), "{HOST}", host).Replace(tc.rules)
 			rules := writeRules(t, text+"\n")
-			mustListen(t, p.B, net.JoinHostPort(p.ipB, "9000"))
-			mustListen(t, p.A, net.JoinHostPort(p.ipA, "9100"))
-			h := startAgent(t, 2, agent.Options{}, append([]string{p.netnsArg(), rules}, tc.extra...)...)
-			if err := netlab.UDPSend(p.A, net.JoinHostPort(p.ipA, "4000"), net.JoinHostPort(p.ipB, "9000"), []byte("ab"), nAB); err != nil {
+			agenttest.MustListen(t, p.B, net.JoinHostPort(p.IPB, "9000"))
+			agenttest.MustListen(t, p.A, net.JoinHostPort(p.IPA, "9100"))
+			h := agenttest.Start(t, 2, agent.Options{}, append([]string{p.NetnsArg(), rules}, tc.extra...)...)
+			if err := netlab.UDPSend(p.A, net.JoinHostPort(p.IPA, "4000"), net.JoinHostPort(p.IPB, "9000"), []byte("ab"), nAB); err != nil {
 				t.Fatal(err)
 			}
-			if err := netlab.UDPSend(p.B, net.JoinHostPort(p.ipB, "5000"), net.JoinHostPort(p.ipA, "9100"), []byte("ba"), nBA); err != nil {
+			if err := netlab.UDPSend(p.B, net.JoinHostPort(p.IPB, "5000"), net.JoinHostPort(p.IPA, "9100"), []byte("ba"), nBA); err != nil {
 				t.Fatal(err)
 			}
 			if err := ping(p, network, v6, nEcho); err != nil {
@@ -80,13 +81,13 @@ func runFilterCases(t *testing.T, v6 bool) {
 				proto = 58
 			}
 			got := map[string]uint64{}
-			got["udp-ab"], _, _ = sum(flows, match{src: p.ipA, dst: p.ipB, sport: 4000, dport: 9000, proto: 17})
-			got["udp-ba"], _, _ = sum(flows, match{src: p.ipB, dst: p.ipA, sport: 5000, dport: 9100, proto: 17})
+			got["udp-ab"], _, _ = agenttest.Sum(flows, agenttest.Match{Src: p.IPA, Dst: p.IPB, Sport: 4000, Dport: 9000, Proto: 17})
+			got["udp-ba"], _, _ = agenttest.Sum(flows, agenttest.Match{Src: p.IPB, Dst: p.IPA, Sport: 5000, Dport: 9100, Proto: 17})
 			for _, f := range flows {
-				if f.Proto == proto && f.SrcAddr == p.ipA && f.DstAddr == p.ipB && f.IcmpType == uint8(echo) {
+				if f.Proto == proto && f.SrcAddr == p.IPA && f.DstAddr == p.IPB && f.IcmpType == uint8(echo) {
 					got["req"] += f.Packets
 				}
-				if f.Proto == proto && f.SrcAddr == p.ipB && f.DstAddr == p.ipA && f.IcmpType == uint8(reply) {
+				if f.Proto == proto && f.SrcAddr == p.IPB && f.DstAddr == p.IPA && f.IcmpType == uint8(reply) {
 					got["rep"] += f.Packets
 				}
 			}
@@ -105,9 +106,9 @@ func runFilterCases(t *testing.T, v6 bool) {
 }
 
 // ping sends n echo requests from a to b and waits for each reply.
-func ping(p *pair, network string, v6 bool, n int) error {
+func ping(p *agenttest.Pair, network string, v6 bool, n int) error {
 	return p.A.Do(func() error {
-		c, err := net.ListenPacket(network, p.ipA)
+		c, err := net.ListenPacket(network, p.IPA)
 		if err != nil {
 			return err
 		}
@@ -118,7 +119,7 @@ func ping(p *pair, network string, v6 bool, n int) error {
 			if v6 { // ICMPv6 echo request; the kernel fills the checksum
 				msg[0], msg[2], msg[3] = 128, 0, 0
 			}
-			if _, err := c.WriteTo(msg, &net.IPAddr{IP: net.ParseIP(p.ipB)}); err != nil {
+			if _, err := c.WriteTo(msg, &net.IPAddr{IP: net.ParseIP(p.IPB)}); err != nil {
 				return err
 			}
 			c.SetReadDeadline(time.Now().Add(2 * time.Second))

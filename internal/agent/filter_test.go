@@ -12,6 +12,7 @@ import (
 	"github.com/flowlens/flowlens/internal/agent"
 	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/agent/datapath"
+	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
@@ -28,22 +29,22 @@ func writeRules(t *testing.T, rules string) string {
 // exactly, a rejected port and an unmatched one (default reject) not at
 // all, and a 1:10 rule statistically, with the rate in its records.
 func TestFilterRulesLive(t *testing.T) {
-	p := newPair(t)
+	p := agenttest.NewPair(t)
 	for _, port := range []string{"9000", "9001", "9002", "9003"} {
-		mustListen(t, p.B, p.ipB+":"+port)
+		agenttest.MustListen(t, p.B, p.IPB+":"+port)
 	}
 	rules := writeRules(t, `
 - {name: keep, action: accept, destination_ports: 9000}
 - {name: drop-9001, action: reject, ports: 9001}
 - {name: tenth, action: accept, destination_ports: 9003, sampling: 10}
 `)
-	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), rules)
+	h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg(), rules)
 	const n, nSampled = 1000, 20000
 	for _, s := range []struct {
 		port string
 		n    int
 	}{{"9000", n}, {"9001", n}, {"9002", n}, {"9003", nSampled}} {
-		if err := netlab.UDPSend(p.A, p.ipA+":4000", p.ipB+":"+s.port, []byte("f"), s.n); err != nil {
+		if err := netlab.UDPSend(p.A, p.IPA+":4000", p.IPB+":"+s.port, []byte("f"), s.n); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -85,16 +86,16 @@ func TestFilterRulesLive(t *testing.T) {
 		t.Errorf("flowlens_agent_filter_rule_packets_total: %v, want %v", metric, wantMetric)
 	}
 	flows := h.Stop()
-	if pk, _, recs := sum(flows, match{src: p.ipA, dst: p.ipB, dport: 9000, proto: 17}); pk != n || recs[0].Sampling != 1 {
+	if pk, _, recs := agenttest.Sum(flows, agenttest.Match{Src: p.IPA, Dst: p.IPB, Dport: 9000, Proto: 17}); pk != n || recs[0].Sampling != 1 {
 		t.Errorf("port 9000 (accept): %d packets, want %d", pk, n)
 	}
 	for _, port := range []uint16{9001, 9002} {
-		if pk, _, _ := sum(flows, match{src: p.ipA, dst: p.ipB, dport: port, proto: 17}); pk != 0 {
+		if pk, _, _ := agenttest.Sum(flows, agenttest.Match{Src: p.IPA, Dst: p.IPB, Dport: port, Proto: 17}); pk != 0 {
 			t.Errorf("port %d (rejected): %d packets exported, want 0", port, pk)
 		}
 	}
 	// Binomial(20000, 1/10): mean 2000, sigma 42.4; ±5 sigma.
-	pk, _, recs := sum(flows, match{src: p.ipA, dst: p.ipB, dport: 9003, proto: 17})
+	pk, _, recs := agenttest.Sum(flows, agenttest.Match{Src: p.IPA, Dst: p.IPB, Dport: 9003, Proto: 17})
 	if sigma := math.Sqrt(nSampled * 0.1 * 0.9); math.Abs(float64(pk)-nSampled/10) > 5*sigma {
 		t.Errorf("port 9003 (1:10): %d packets of %d sent, want %d ± %.0f", pk, nSampled, nSampled/10, 5*sigma)
 	}
@@ -109,21 +110,21 @@ func TestFilterRulesLive(t *testing.T) {
 // gets a record per rate, each exact for its rate: the SYN and the SYN-ACK
 // alone at sampling 1, the rest only at sampling 100.
 func TestFilterSamplingSplit(t *testing.T) {
-	p := newPair(t)
+	p := agenttest.NewPair(t)
 	rules := writeRules(t, `
 - {name: syn, action: accept, tcp_flags: SYN}
 - {name: bulk, action: accept, sampling: 100}
 `)
-	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), rules, "--cache-active-timeout=1h")
+	h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg(), rules, "--cache-active-timeout=1h")
 	// 256 MiB: with TSO and GRO a packet of the transfer is a 64 KiB skb,
 	// sampled as one, so some 4,000 data and 2,000 ACK skbs, 1 in 100 kept:
 	// zero kept in either direction has odds below 1e-8.
-	transfer(t, p, 7000, 256<<20)
+	p.Transfer(t, 7000, 256<<20)
 	flows := h.Stop()
-	for _, m := range []match{{src: p.ipA, dst: p.ipB, dport: 7000, proto: 6}, {src: p.ipB, dst: p.ipA, sport: 7000, proto: 6}} {
+	for _, m := range []agenttest.Match{{Src: p.IPA, Dst: p.IPB, Dport: 7000, Proto: 6}, {Src: p.IPB, Dst: p.IPA, Sport: 7000, Proto: 6}} {
 		var full, sampled uint64
 		for _, r := range flows {
-			if !m.ok(r) {
+			if !m.OK(r) {
 				continue
 			}
 			switch r.Sampling {
@@ -152,23 +153,23 @@ func TestFilterSamplingSplit(t *testing.T) {
 // a closed port (NO_SOCKET) are exported, as a partial record with their
 // drops, and those delivered to an open port are not.
 func TestFilterDropsOnly(t *testing.T) {
-	p := newPair(t)
-	mustListen(t, p.B, p.ipB+":9000")
+	p := agenttest.NewPair(t)
+	agenttest.MustListen(t, p.B, p.IPB+":9000")
 	rules := writeRules(t, "- {name: drops, action: accept, drops: true}\n")
-	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), rules, "--features=drops")
+	h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg(), rules, "--features=drops")
 	const n, size = 13, 50
 	for _, port := range []string{"9000", "9999"} {
-		if err := netlab.UDPSend(p.A, p.ipA+":4000", p.ipB+":"+port, make([]byte, size), n); err != nil {
+		if err := netlab.UDPSend(p.A, p.IPA+":4000", p.IPB+":"+port, make([]byte, size), n); err != nil {
 			t.Fatal(err)
 		}
 	}
 	time.Sleep(50 * time.Millisecond)
 	flows := h.Stop()
-	if pk, _, recs := sum(flows, match{src: p.ipA, dst: p.ipB, dport: 9000, proto: 17}); pk != 0 || len(recs) != 0 {
+	if pk, _, recs := agenttest.Sum(flows, agenttest.Match{Src: p.IPA, Dst: p.IPB, Dport: 9000, Proto: 17}); pk != 0 || len(recs) != 0 {
 		t.Errorf("delivered flow exported (%d records, %d packets), want nothing", len(recs), pk)
 	}
-	m := match{src: p.ipA, dst: p.ipB, sport: 4000, dport: 9999, proto: 17}
-	drops, dropBytes, _, _, causes, partial := enrichSum(flows, m)
+	m := agenttest.Match{Src: p.IPA, Dst: p.IPB, Sport: 4000, Dport: 9999, Proto: 17}
+	drops, dropBytes, _, _, causes, partial := agenttest.EnrichSum(flows, m)
 	if drops != n || dropBytes != n*(14+20+8+size) || !causes["NO_SOCKET"] || partial != 1 {
 		t.Errorf("dropped flow: drops=%d bytes=%d causes=%v partial records=%d; want %d, %d, NO_SOCKET, 1",
 			drops, dropBytes, causes, partial, n, n*(14+20+8+size))

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/flowlens/flowlens/internal/agent"
+	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 	"github.com/flowlens/flowlens/internal/testkit/packet"
 )
@@ -22,7 +23,7 @@ import (
 // fragment whose first was never seen counts under port 0, flagged.
 
 // fragMetric reads one unlabelled series from the agent's /metrics.
-func fragMetric(t *testing.T, h *harness, name string) uint64 {
+func fragMetric(t *testing.T, h *agenttest.Harness, name string) uint64 {
 	t.Helper()
 	resp, err := http.Get("http://" + h.A.MetricsAddr() + "/metrics")
 	if err != nil {
@@ -120,13 +121,13 @@ func fragReceive(t *testing.T, c *net.UDPConn, size, n int) {
 	}
 }
 
-// fragPair is a veth pair between two namespaces, IPv4 (newPair) or IPv6.
-func fragPair(t *testing.T, v6 bool) *pair {
+// fragPair is a veth pair between two namespaces, IPv4 (agenttest.NewPair) or IPv6.
+func fragPair(t *testing.T, v6 bool) *agenttest.Pair {
 	t.Helper()
 	if !v6 {
-		return newPair(t)
+		return agenttest.NewPair(t)
 	}
-	return pairOf(t, "fa6", "fb6", "fd00:98::1", "fd00:98::2", "/64", netlab.QuietIPv6)
+	return agenttest.PairOf(t, "fa6", "fb6", "fd00:98::1", "fd00:98::2", "/64", netlab.QuietIPv6)
 }
 
 // UDP datagrams of 3000 bytes over a 1500-byte MTU, IPv4 and IPv6: every
@@ -143,28 +144,28 @@ func TestFragments(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			p := fragPair(t, v6)
-			ln := mustListen(t, p.B, net.JoinHostPort(p.ipB, "9000"))
-			h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--metrics-address=127.0.0.1:0")
+			ln := agenttest.MustListen(t, p.B, net.JoinHostPort(p.IPB, "9000"))
+			h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg(), "--metrics-address=127.0.0.1:0")
 			const n, size, mtu = 20, 3000, 1500
-			if l := link(t, p.A, p.ifA); l.Attrs().MTU != mtu {
-				t.Fatalf("%s MTU %d, want %d", p.ifA, l.Attrs().MTU, mtu)
+			if l := link(t, p.A, p.IfA); l.Attrs().MTU != mtu {
+				t.Fatalf("%s MTU %d, want %d", p.IfA, l.Attrs().MTU, mtu)
 			}
-			before, _ := netlab.ReadLinkStats(p.A, p.ifA)
-			fragSend(t, p.A, net.JoinHostPort(p.ipA, "4000"), net.JoinHostPort(p.ipB, "9000"), size, n)
+			before, _ := netlab.ReadLinkStats(p.A, p.IfA)
+			fragSend(t, p.A, net.JoinHostPort(p.IPA, "4000"), net.JoinHostPort(p.IPB, "9000"), size, n)
 			fragReceive(t, ln, size, n)
-			after, _ := netlab.ReadLinkStats(p.A, p.ifA)
+			after, _ := netlab.ReadLinkStats(p.A, p.IfA)
 			unmatched := fragMetric(t, h, fragUnmatchedMetric)
 			h.Stop()
-			flows := wireCounted(parseFlows(t, h.out.String()))
+			flows := wireCounted(agenttest.ParseFlows(t, h.Output()))
 
 			per, perBytes := fragWire(packet.UDPLen+size, mtu, ipHdr, fragHdr)
 			wantP, wantB := uint64(n*per), uint64(n*perBytes)
 			if dp, db := after.TxPackets-before.TxPackets, after.TxBytes-before.TxBytes; dp != wantP || db != wantB {
-				t.Fatalf("%s sent %d packets / %d bytes, want %d fragments / %d bytes (%d per datagram)", p.ifA, dp, db, wantP, wantB, per)
+				t.Fatalf("%s sent %d packets / %d bytes, want %d fragments / %d bytes (%d per datagram)", p.IfA, dp, db, wantP, wantB, per)
 			}
-			var all, inFlow []jsonFlow
+			var all, inFlow []agenttest.JSONFlow
 			for _, f := range flows {
-				if f.SrcAddr == p.ipA && f.DstAddr == p.ipB && f.Proto == 17 {
+				if f.SrcAddr == p.IPA && f.DstAddr == p.IPB && f.Proto == 17 {
 					all = append(all, f)
 					if f.SrcPort == 4000 && f.DstPort == 9000 {
 						inFlow = append(inFlow, f)
@@ -177,7 +178,7 @@ func TestFragments(t *testing.T) {
 				by += f.Bytes
 			}
 			t.Logf("%d datagrams: %d fragments each; flow %d packets / %d bytes in %d records; %s tx %d / %d",
-				n, per, pk, by, len(inFlow), p.ifA, after.TxPackets-before.TxPackets, after.TxBytes-before.TxBytes)
+				n, per, pk, by, len(inFlow), p.IfA, after.TxPackets-before.TxPackets, after.TxBytes-before.TxBytes)
 			if pk != wantP || by != wantB {
 				t.Fatalf("flow 4000→9000: %d packets / %d bytes, want %d / %d (every fragment)", pk, by, wantP, wantB)
 			}
@@ -186,11 +187,11 @@ func TestFragments(t *testing.T) {
 					t.Fatalf("a record outside the datagram's flow: ports %d→%d, %d packets, frag_unmatched %v", f.SrcPort, f.DstPort, f.Packets, f.FragUnmatched)
 				}
 			}
-			want := fmt.Sprintf("%s/%s:egress %s/%s:ingress", p.A.Name, p.ifA, p.B.Name, p.ifB)
+			want := fmt.Sprintf("%s/%s:egress %s/%s:ingress", p.A.Name, p.IfA, p.B.Name, p.IfB)
 			if len(inFlow) != 1 {
 				t.Fatalf("%d records of the flow, want 1", len(inFlow))
 			}
-			if got := inFlow[0].ifaces(); got != want || inFlow[0].EthType != ethType {
+			if got := inFlow[0].Ifaces(); got != want || inFlow[0].EthType != ethType {
 				t.Fatalf("interfaces %q eth_type %#x; want %q, %#x", got, inFlow[0].EthType, want, ethType)
 			}
 			if unmatched != 0 {
@@ -211,8 +212,8 @@ func TestFragments(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			p := fragPair(t, v6)
-			h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--metrics-address=127.0.0.1:0")
-			la, lb := link(t, p.A, p.ifA), link(t, p.B, p.ifB)
+			h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg(), "--metrics-address=127.0.0.1:0")
+			la, lb := link(t, p.A, p.IfA), link(t, p.B, p.IfB)
 			var dst, src packet.MAC
 			copy(dst[:], lb.Attrs().HardwareAddr)
 			copy(src[:], la.Attrs().HardwareAddr)
@@ -222,31 +223,31 @@ func TestFragments(t *testing.T) {
 				if v6 {
 					frames = append(frames, packet.Cat(
 						packet.Eth(packet.EtherTypeIPv6, packet.MACs(dst, src)),
-						packet.IPv6(packet.ProtoFragment, p.ipA, p.ipB, 8+data),
+						packet.IPv6(packet.ProtoFragment, p.IPA, p.IPB, 8+data),
 						packet.Fragment6(packet.ProtoUDP, 1448/8, false, uint32(0x5100+i)),
 						packet.Payload(data)))
 				} else {
 					frames = append(frames, packet.Cat(
 						packet.Eth(packet.EtherTypeIPv4, packet.MACs(dst, src)),
-						packet.IPv4(packet.ProtoUDP, p.ipA, p.ipB, data, packet.ID(uint16(0x5100+i)), packet.Frag(0, 1480/8), packet.Checksum()),
+						packet.IPv4(packet.ProtoUDP, p.IPA, p.IPB, data, packet.ID(uint16(0x5100+i)), packet.Frag(0, 1480/8), packet.Checksum()),
 						packet.Payload(data)))
 				}
 			}
-			before, _ := netlab.ReadLinkStats(p.A, p.ifA)
+			before, _ := netlab.ReadLinkStats(p.A, p.IfA)
 			wireSendFrames(t, p.A, la.Attrs().Index, frames)
-			after, _ := netlab.ReadLinkStats(p.A, p.ifA)
+			after, _ := netlab.ReadLinkStats(p.A, p.IfA)
 			unmatched := fragMetric(t, h, fragUnmatchedMetric)
 			h.Stop()
-			flows := wireCounted(parseFlows(t, h.out.String()))
+			flows := wireCounted(agenttest.ParseFlows(t, h.Output()))
 
 			wantB := uint64(n * len(frames[0]))
 			if dp, db := after.TxPackets-before.TxPackets, after.TxBytes-before.TxBytes; dp != n || db != wantB {
-				t.Fatalf("%s sent %d packets / %d bytes, want %d / %d", p.ifA, dp, db, n, wantB)
+				t.Fatalf("%s sent %d packets / %d bytes, want %d / %d", p.IfA, dp, db, n, wantB)
 			}
-			var recs []jsonFlow
+			var recs []agenttest.JSONFlow
 			var pk, by uint64
 			for _, f := range flows {
-				if f.SrcAddr == p.ipA && f.DstAddr == p.ipB {
+				if f.SrcAddr == p.IPA && f.DstAddr == p.IPB {
 					recs = append(recs, f)
 					pk += f.Packets
 					by += f.Bytes
@@ -257,10 +258,10 @@ func TestFragments(t *testing.T) {
 				t.Fatalf("%d records with %d packets / %d bytes, want 1 with %d / %d", len(recs), pk, by, n, wantB)
 			}
 			f := recs[0]
-			want := fmt.Sprintf("%s/%s:egress %s/%s:ingress", p.A.Name, p.ifA, p.B.Name, p.ifB)
-			if f.SrcPort != 0 || f.DstPort != 0 || f.Proto != 17 || f.FragUnmatched == nil || !*f.FragUnmatched || f.ifaces() != want {
+			want := fmt.Sprintf("%s/%s:egress %s/%s:ingress", p.A.Name, p.IfA, p.B.Name, p.IfB)
+			if f.SrcPort != 0 || f.DstPort != 0 || f.Proto != 17 || f.FragUnmatched == nil || !*f.FragUnmatched || f.Ifaces() != want {
 				t.Fatalf("record ports %d→%d proto %d frag_unmatched %v interfaces %q; want 0→0, 17, true, %q",
-					f.SrcPort, f.DstPort, f.Proto, f.FragUnmatched, f.ifaces(), want)
+					f.SrcPort, f.DstPort, f.Proto, f.FragUnmatched, f.Ifaces(), want)
 			}
 			if unmatched != 2*n {
 				t.Fatalf("%s = %d, want %d (%d fragments, each seen at 2 hooks)", fragUnmatchedMetric, unmatched, 2*n, n)
@@ -274,13 +275,13 @@ func TestFragments(t *testing.T) {
 // kernel reassembles them) are counted as drops of the datagram's flow, with
 // the first fragment's ports, as the wire bytes they had, not under port 0.
 func TestFragmentDrops(t *testing.T) {
-	p := newPair(t)
-	run(t, p.B, "nft", "add", "table", "netdev", "fltest")
-	run(t, p.B, "nft", "add chain netdev fltest in { type filter hook ingress device "+p.ifB+" priority 0; }")
-	run(t, p.B, "nft", "add rule netdev fltest in ip frag-off & 0x1fff != 0 drop")
-	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--features=drops")
+	p := agenttest.NewPair(t)
+	netlab.Run(t, p.B, "nft", "add", "table", "netdev", "fltest")
+	netlab.Run(t, p.B, "nft", "add chain netdev fltest in { type filter hook ingress device "+p.IfB+" priority 0; }")
+	netlab.Run(t, p.B, "nft", "add rule netdev fltest in ip frag-off & 0x1fff != 0 drop")
+	h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg(), "--features=drops")
 	const n, size, mtu = 10, 3000, 1500
-	fragSend(t, p.A, net.JoinHostPort(p.ipA, "4711"), net.JoinHostPort(p.ipB, "9711"), size, n)
+	fragSend(t, p.A, net.JoinHostPort(p.IPA, "4711"), net.JoinHostPort(p.IPB, "9711"), size, n)
 	time.Sleep(100 * time.Millisecond) // the last fragments reach B's ingress
 	flows := h.Stop()
 
@@ -289,8 +290,8 @@ func TestFragmentDrops(t *testing.T) {
 	per, perBytes := fragWire(packet.UDPLen+size, mtu, packet.IPv4Len, 0)
 	firstBytes := packet.EthLen + mtu
 	dropped, droppedBytes := uint64(n*(per-1)), uint64(n*(perBytes-firstBytes))
-	pk, by, recs := sum(flows, match{src: p.ipA, dst: p.ipB, sport: 4711, dport: 9711, proto: 17})
-	drops, dropBytes, _, _, causes, _ := enrichSum(flows, match{src: p.ipA, dst: p.ipB, sport: 4711, dport: 9711, proto: 17})
+	pk, by, recs := agenttest.Sum(flows, agenttest.Match{Src: p.IPA, Dst: p.IPB, Sport: 4711, Dport: 9711, Proto: 17})
+	drops, dropBytes, _, _, causes, _ := agenttest.EnrichSum(flows, agenttest.Match{Src: p.IPA, Dst: p.IPB, Sport: 4711, Dport: 9711, Proto: 17})
 	if pk != uint64(n*per) || by != uint64(n*perBytes) {
 		t.Fatalf("flow %d packets / %d bytes, want %d / %d (every fragment, counted at A's egress)", pk, by, n*per, n*perBytes)
 	}
@@ -298,7 +299,7 @@ func TestFragmentDrops(t *testing.T) {
 		t.Fatalf("flow drops %d packets / %d bytes, causes %v; want %d / %d, NETFILTER_DROP (records %+v)", drops, dropBytes, causes, dropped, droppedBytes, recs)
 	}
 	for _, f := range flows {
-		if f.SrcAddr == p.ipA && f.DstAddr == p.ipB && f.Proto == 17 && f.SrcPort == 0 && f.DstPort == 0 && f.DropPackets != 0 {
+		if f.SrcAddr == p.IPA && f.DstAddr == p.IPB && f.Proto == 17 && f.SrcPort == 0 && f.DstPort == 0 && f.DropPackets != 0 {
 			t.Fatalf("%d fragment drops under port 0: %+v", f.DropPackets, f)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
+	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
@@ -78,7 +79,7 @@ func TestInterfaceLog(t *testing.T) {
 			la, lb := netlab.Veth(t, a, "fl-a0", b, "fl-b0")
 			sa, sb := netlab.Veth(t, a, "sk-a1", b, "sk-b1")
 			rec := &logRecords{}
-			startAgent(t, 2, agent.Options{Logger: slog.New(rec), ForceLegacyTC: legacy},
+			agenttest.Start(t, 2, agent.Options{Logger: slog.New(rec), ForceLegacyTC: legacy},
 				"--netns="+a.Name+","+b.Name, "--netns-dir="+dir, "--exclude-interfaces=lo,/^sk-/")
 			attached := func(ns *netlab.Netns, name string, index int) string {
 				return fmt.Sprintf("INFO attached interface=%s netns=%s ifindex=%d hook=%s", name, ns.Name, index, hook)

@@ -16,6 +16,7 @@ import (
 	"github.com/netsampler/goflow2/v2/decoders/netflow"
 
 	"github.com/flowlens/flowlens/internal/agent"
+	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
@@ -57,7 +58,7 @@ func ifaceList(b []byte) string {
 // ifaceString is a JSON flow's interfaces as the IPFIX list carries them:
 // the ifindex as ingressInterface when the interface saw the packets come
 // in, as egressInterface when it saw them go out.
-func ifaceString(f jsonFlow) string {
+func ifaceString(f agenttest.JSONFlow) string {
 	var out []string
 	for _, it := range f.Interfaces {
 		var in, eg uint32
@@ -204,20 +205,20 @@ func (c *ipfixCollector) flows(t *testing.T, want int) []ipfixFlow {
 // the test flows' packets equal what was sent.
 func TestIPFIXExportDecodedByGoflow2(t *testing.T) {
 	col := startIPFIXCollector(t)
-	p := newPair(t)
-	mustListen(t, p.B, p.ipB+":9000")
-	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--export=stdout,ipfix", "--cache-active-timeout=200ms",
+	p := agenttest.NewPair(t)
+	agenttest.MustListen(t, p.B, p.IPB+":9000")
+	h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg(), "--export=stdout,ipfix", "--cache-active-timeout=200ms",
 		"--ipfix-target="+col.conn.LocalAddr().String(), "--node-name=node-test",
 		"--ipfix-max-message-size=1024", fmt.Sprint("--ipfix-enterprise-number=", ipfixPEN))
 	const flows, per = 40, 5
 	for i := 0; i < flows; i++ {
-		if err := netlab.UDPSend(p.A, fmt.Sprintf("%s:%d", p.ipA, 30000+i), p.ipB+":9000", []byte("ipfix"), per); err != nil {
+		if err := netlab.UDPSend(p.A, fmt.Sprintf("%s:%d", p.IPA, 30000+i), p.IPB+":9000", []byte("ipfix"), per); err != nil {
 			t.Fatal(err)
 		}
 	}
-	sink := tcpSink(t, p.B, "tcp4", p.ipB+":9001")
-	tcpSend(t, p.A, "tcp4", p.ipB+":9001", 200_000)
-	awaitReceived(t, sink, 200_000)
+	sink := agenttest.TCPSink(t, p.B, "tcp4", p.IPB+":9001")
+	agenttest.TCPSend(t, p.A, "tcp4", p.IPB+":9001", 200_000)
+	agenttest.AwaitReceived(t, sink, 200_000)
 	time.Sleep(300 * time.Millisecond) // at least one timer eviction
 	local := h.Stop()
 	got := col.flows(t, len(local))
@@ -261,7 +262,7 @@ func TestIPFIXExportDecodedByGoflow2(t *testing.T) {
 	}
 	var udp, tcp uint64
 	for _, f := range got {
-		if f.src.String() == p.ipA && f.dport == 9000 && f.proto == 17 {
+		if f.src.String() == p.IPA && f.dport == 9000 && f.proto == 17 {
 			udp += f.packets
 		}
 		if f.proto == 6 && (f.dport == 9001 || f.sport == 9001) {
@@ -271,8 +272,8 @@ func TestIPFIXExportDecodedByGoflow2(t *testing.T) {
 	if udp != flows*per {
 		t.Errorf("IPFIX has %d packets of the UDP test flows, want %d sent", udp, flows*per)
 	}
-	lp, _, _ := sum(local, match{proto: 6, dport: 9001})
-	lq, _, _ := sum(local, match{proto: 6, sport: 9001})
+	lp, _, _ := agenttest.Sum(local, agenttest.Match{Proto: 6, Dport: 9001})
+	lq, _, _ := agenttest.Sum(local, agenttest.Match{Proto: 6, Sport: 9001})
 	if tcp == 0 || tcp != lp+lq {
 		t.Errorf("IPFIX has %d TCP packets, the agent counted %d", tcp, lp+lq)
 	}
@@ -291,27 +292,27 @@ func TestIPFIXDNSAndTLSDecodedByGoflow2(t *testing.T) {
 		t.Fatalf("openssl req: %v\n%s", err, out)
 	}
 	col := startIPFIXCollector(t)
-	p := newPair(t)
-	slowUpstream(t, p.B, p.ipB+":53", 20*time.Millisecond) // answers NOERROR after 20 ms
+	p := agenttest.NewPair(t)
+	netlab.SlowDNS(t, p.B, p.IPB+":53", 20*time.Millisecond) // answers NOERROR after 20 ms
 	var srv *exec.Cmd
 	if err := p.B.Do(func() error {
-		srv = exec.Command("openssl", "s_server", "-accept", p.ipB+":4433", "-cert", cert, "-key", keyPEM, "-naccept", "1", "-quiet")
+		srv = exec.Command("openssl", "s_server", "-accept", p.IPB+":4433", "-cert", cert, "-key", keyPEM, "-naccept", "1", "-quiet")
 		return srv.Start()
 	}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
-	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--export=stdout,ipfix", "--features=dns,tls",
+	h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg(), "--export=stdout,ipfix", "--features=dns,tls",
 		"--cache-active-timeout=200ms", "--ipfix-target="+col.conn.LocalAddr().String(),
 		fmt.Sprint("--ipfix-enterprise-number=", ipfixPEN))
 
-	if rc, err := ask(p.A, p.ipA+":40053", p.ipB+":53", dnsQuery(0x5151, "ipfix.example"), time.Second); err != nil || rc != 0 {
+	if rc, err := netlab.AskDNS(p.A, p.IPA+":40053", p.IPB+":53", netlab.DNSQuery(0x5151, "ipfix.example"), time.Second); err != nil || rc != 0 {
 		t.Fatalf("DNS query: rcode %d, %v", rc, err)
 	}
 	var out []byte
 	var err error
 	for range 50 { // until the server listens
-		out, err = netlab.RunIn(p.A, "openssl", "s_client", "-connect", p.ipB+":4433", "-tls1_3", "-groups", "X25519")
+		out, err = netlab.RunIn(p.A, "openssl", "s_client", "-connect", p.IPB+":4433", "-tls1_3", "-groups", "X25519")
 		if err == nil && strings.Contains(string(out), "TLSv1.3") {
 			break
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/flowlens/flowlens/internal/agent"
 	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/agent/exporter"
+	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
@@ -69,9 +70,9 @@ func queueNamed(t *testing.T, qs exporter.Fanout, name string) *exporter.Queue {
 // cannot spend, drops nothing: every flow the agent evicted reaches the
 // pipe, and the test's flows carry exactly the packets sent.
 func TestDeadGRPCExporterDoesNotMakeStdoutDrop(t *testing.T) {
-	p := newPair(t)
-	mustListen(t, p.B, p.ipB+":9000")
-	cfg, err := config.Load([]string{"--metrics-address=", p.netnsArg(),
+	p := agenttest.NewPair(t)
+	agenttest.MustListen(t, p.B, p.IPB+":9000")
+	cfg, err := config.Load([]string{"--metrics-address=", p.NetnsArg(),
 		"--export=grpc,stdout", "--target=" + blackhole(t),
 		"--export-buffer=2", "--grpc-batch-size=5", "--cache-active-timeout=1s",
 		// No enrichment hook: they see the whole host (other tests' drops
@@ -109,7 +110,7 @@ func TestDeadGRPCExporterDoesNotMakeStdoutDrop(t *testing.T) {
 	const flows, per = 4000, 3
 	start := time.Now()
 	for i := 0; i < flows; i++ {
-		if err := netlab.UDPSend(p.A, fmt.Sprintf("%s:%d", p.ipA, 20000+i), p.ipB+":9000", []byte("iso"), per); err != nil {
+		if err := netlab.UDPSend(p.A, fmt.Sprintf("%s:%d", p.IPA, 20000+i), p.IPB+":9000", []byte("iso"), per); err != nil {
 			t.Fatal(err)
 		}
 		if i%1000 == 999 {
@@ -145,11 +146,11 @@ func TestDeadGRPCExporterDoesNotMakeStdoutDrop(t *testing.T) {
 	}
 	ev := a.Evictor.Stats
 	evicted := ev.Flows.Load() + ev.OverflowFlows.Load() + ev.PartialFlows.Load()
-	got := parseFlows(t, out.String())
+	got := agenttest.ParseFlows(t, out.String())
 	if uint64(len(got)) != evicted || std.Stats.Flows.Load() != evicted {
 		t.Errorf("evicted %d flows, stdout exported %d, the pipe got %d lines", evicted, std.Stats.Flows.Load(), len(got))
 	}
-	pk, _, recs := sum(got, match{src: p.ipA, dst: p.ipB, dport: 9000, proto: 17})
+	pk, _, recs := agenttest.Sum(got, agenttest.Match{Src: p.IPA, Dst: p.IPB, Dport: 9000, Proto: 17})
 	perFlow := map[uint16]uint64{}
 	for _, f := range recs {
 		perFlow[f.SrcPort] += f.Packets

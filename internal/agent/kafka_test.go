@@ -13,6 +13,7 @@ import (
 	"github.com/flowlens/flowlens/internal/agent"
 	"github.com/flowlens/flowlens/internal/agent/exporter"
 	"github.com/flowlens/flowlens/internal/testkit"
+	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/internal/testkit/kafkatest"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
@@ -73,7 +74,7 @@ func startCollector(t *testing.T, bin, name string, args ...string) *collectorPr
 	return c
 }
 
-func (c *collectorProc) flows(t *testing.T) []jsonFlow {
+func (c *collectorProc) flows(t *testing.T) []agenttest.JSONFlow {
 	t.Helper()
 	b, err := os.ReadFile(c.out)
 	if err != nil {
@@ -86,7 +87,7 @@ func (c *collectorProc) flows(t *testing.T) []jsonFlow {
 	} else {
 		s = ""
 	}
-	return parseFlows(t, s)
+	return agenttest.ParseFlows(t, s)
 }
 
 // commitFailed reports whether the collector logged an offset commit
@@ -101,14 +102,14 @@ func (c *collectorProc) commitFailed(t *testing.T) bool {
 
 // recordKey identifies one exported record: a flow split over evictions
 // has records with different times; a record handled twice is the same.
-func recordKey(f jsonFlow) string {
+func recordKey(f agenttest.JSONFlow) string {
 	start, _ := time.Parse(time.RFC3339Nano, f.StartTime)
 	end, _ := time.Parse(time.RFC3339Nano, f.EndTime)
 	return fmt.Sprint(f.SrcAddr, f.DstAddr, f.SrcPort, f.DstPort, f.Proto, f.Packets, f.Bytes, start.UnixNano(), end.UnixNano())
 }
 
 // wholeKey is every field of a record the agent prints, times as instants.
-func wholeKey(t *testing.T, f jsonFlow) string {
+func wholeKey(t *testing.T, f agenttest.JSONFlow) string {
 	t.Helper()
 	start, _ := time.Parse(time.RFC3339Nano, f.StartTime)
 	end, _ := time.Parse(time.RFC3339Nano, f.EndTime)
@@ -146,9 +147,9 @@ func TestKafkaEndToEnd(t *testing.T) {
 	c1 := startCollector(t, bin, "c1", collArgs...)
 	c2 := startCollector(t, bin, "c2", collArgs...)
 
-	p := newPair(t)
-	mustListen(t, p.B, p.ipB+":9000")
-	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--export=stdout,kafka", "--cache-active-timeout=200ms",
+	p := agenttest.NewPair(t)
+	agenttest.MustListen(t, p.B, p.IPB+":9000")
+	h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg(), "--export=stdout,kafka", "--cache-active-timeout=200ms",
 		"--kafka-brokers="+b.Addr, "--kafka-topic="+topic, "--kafka-batch-flows=3", "--kafka-linger=5ms",
 		"--export-buffer=2", "--node-name=node-kafka")
 	const per = 5
@@ -156,14 +157,14 @@ func TestKafkaEndToEnd(t *testing.T) {
 	send := func(n int) {
 		t.Helper()
 		for range n {
-			if err := netlab.UDPSend(p.A, fmt.Sprintf("%s:%d", p.ipA, port), p.ipB+":9000", []byte("kafka"), per); err != nil {
+			if err := netlab.UDPSend(p.A, fmt.Sprintf("%s:%d", p.IPA, port), p.IPB+":9000", []byte("kafka"), per); err != nil {
 				t.Fatal(err)
 			}
 			port++
 		}
 	}
 	// waitFor waits until cond holds for what the collectors printed.
-	waitFor := func(what string, cond func(all []jsonFlow) bool) {
+	waitFor := func(what string, cond func(all []agenttest.JSONFlow) bool) {
 		t.Helper()
 		deadline := time.Now().Add(90 * time.Second)
 		for {
@@ -177,11 +178,11 @@ func TestKafkaEndToEnd(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	packetsOf := func(all []jsonFlow, from, to int) uint64 {
+	packetsOf := func(all []agenttest.JSONFlow, from, to int) uint64 {
 		seen := map[string]bool{}
 		var n uint64
 		for _, f := range all {
-			if f.SrcAddr == p.ipA && int(f.SrcPort) >= from && int(f.SrcPort) < to && !seen[recordKey(f)] {
+			if f.SrcAddr == p.IPA && int(f.SrcPort) >= from && int(f.SrcPort) < to && !seen[recordKey(f)] {
 				seen[recordKey(f)] = true
 				n += f.Packets
 			}
@@ -191,7 +192,7 @@ func TestKafkaEndToEnd(t *testing.T) {
 
 	// 1. Both collectors share the flows.
 	send(40)
-	waitFor("phase 1 delivered", func(all []jsonFlow) bool { return packetsOf(all, 20000, 20040) == 40*per })
+	waitFor("phase 1 delivered", func(all []agenttest.JSONFlow) bool { return packetsOf(all, 20000, 20040) == 40*per })
 	if len(c1.flows(t)) == 0 || len(c2.flows(t)) == 0 {
 		t.Errorf("one collector got nothing: c1 %d records, c2 %d (4 partitions, 2 members)", len(c1.flows(t)), len(c2.flows(t)))
 	}
@@ -204,7 +205,7 @@ func TestKafkaEndToEnd(t *testing.T) {
 	}
 	c1.cmd.Wait()
 	send(20)
-	waitFor("phase 2 delivered after the kill", func(all []jsonFlow) bool { return packetsOf(all, 20000, 20080) == 80*per })
+	waitFor("phase 2 delivered after the kill", func(all []agenttest.JSONFlow) bool { return packetsOf(all, 20000, 20080) == 80*per })
 	t.Logf("c1 printed %d records before the kill, %d in all", c1Before, len(c1.flows(t)))
 
 	// 3. The broker goes down for a few seconds while flows are evicted.
@@ -232,7 +233,7 @@ func TestKafkaEndToEnd(t *testing.T) {
 	}
 	send(20)
 	last := port
-	waitFor("phase 3 delivered", func(all []jsonFlow) bool { return packetsOf(all, last-20, last) == 20*per })
+	waitFor("phase 3 delivered", func(all []agenttest.JSONFlow) bool { return packetsOf(all, last-20, last) == 20*per })
 
 	local := h.Stop() // flushes the last flows, acked before it returns
 	dropped, failed, acked := q.Stats.DroppedFlows.Load(), st.FailedFlows.Load(), st.AckedFlows.Load()
@@ -247,7 +248,7 @@ func TestKafkaEndToEnd(t *testing.T) {
 	// often than the agent evicted it is a duplicate, allowed only if the
 	// killed collector printed it; one printed less often was dropped or
 	// failed, exactly as many as counted.
-	waitFor("every acked record printed", func(all []jsonFlow) bool { return uint64(len(all)) >= acked })
+	waitFor("every acked record printed", func(all []agenttest.JSONFlow) bool { return uint64(len(all)) >= acked })
 	localN, collN, in1 := map[string]int{}, map[string]int{}, map[string]bool{}
 	for _, f := range local {
 		localN[wholeKey(t, f)]++

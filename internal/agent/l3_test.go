@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
+	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 	"github.com/flowlens/flowlens/internal/testkit/packet"
 )
@@ -50,12 +51,12 @@ func testTun(t *testing.T, opts agent.Options) {
 	q, _ := netlab.Tun(t, ns, dev)
 	netlab.AddAddr(t, ns, dev, "10.201.0.1/24")
 	netlab.AddAddr(t, ns, dev, "fd00:201::1/64")
-	l4 := mustListen(t, ns, "10.201.0.1:9000")
-	l6 := mustListen(t, ns, "[fd00:201::1]:9006")
+	l4 := agenttest.MustListen(t, ns, "10.201.0.1:9000")
+	l6 := agenttest.MustListen(t, ns, "[fd00:201::1]:9006")
 	out := readTun(t, q)
 	time.Sleep(300 * time.Millisecond) // whatever the kernel sends on address add has left before the counters are read
 
-	h := startAgent(t, 1, opts, "--netns="+ns.Name, "--metrics-address=127.0.0.1:0")
+	h := agenttest.Start(t, 1, opts, "--netns="+ns.Name, "--metrics-address=127.0.0.1:0")
 	before, err := netlab.ReadLinkStats(ns, dev)
 	if err != nil {
 		t.Fatal(err)
@@ -110,24 +111,24 @@ func testTun(t *testing.T, opts agent.Options) {
 
 	for _, f := range flows {
 		t.Logf("%s:%d > %s:%d proto %d: %d packets / %d bytes, eth_type %#x, macs %s %s, on %q",
-			f.SrcAddr, f.SrcPort, f.DstAddr, f.DstPort, f.Proto, f.Packets, f.Bytes, f.EthType, f.SrcMAC, f.DstMAC, f.ifaces())
+			f.SrcAddr, f.SrcPort, f.DstAddr, f.DstPort, f.Proto, f.Packets, f.Bytes, f.EthType, f.SrcMAC, f.DstMAC, f.Ifaces())
 	}
 	type flowSpec struct {
-		m           match
+		m           agenttest.Match
 		n, ipLen    int // packets, and the length of each (IP header on)
 		ethType     uint16
 		direction   string
 		description string
 	}
 	specs := []flowSpec{
-		{match{src: "10.201.0.2", dst: "10.201.0.1", sport: 4000, dport: 9000, proto: 17}, n4, 20 + 8 + size4, 0x0800, "ingress", "IPv4 written into the tun"},
-		{match{src: "fd00:201::2", dst: "fd00:201::1", sport: 4006, dport: 9006, proto: 17}, n6, 40 + 8 + size6, 0x86dd, "ingress", "IPv6 written into the tun"},
-		{match{src: "10.201.0.1", dst: "10.201.0.9", sport: 7000, dport: 7001, proto: 17}, e4, 20 + 8 + esize4, 0x0800, "egress", "IPv4 sent through the tun"},
-		{match{src: "fd00:201::1", dst: "fd00:201::9", sport: 7006, dport: 7007, proto: 17}, e6, 40 + 8 + esize6, 0x86dd, "egress", "IPv6 sent through the tun"},
+		{agenttest.Match{Src: "10.201.0.2", Dst: "10.201.0.1", Sport: 4000, Dport: 9000, Proto: 17}, n4, 20 + 8 + size4, 0x0800, "ingress", "IPv4 written into the tun"},
+		{agenttest.Match{Src: "fd00:201::2", Dst: "fd00:201::1", Sport: 4006, Dport: 9006, Proto: 17}, n6, 40 + 8 + size6, 0x86dd, "ingress", "IPv6 written into the tun"},
+		{agenttest.Match{Src: "10.201.0.1", Dst: "10.201.0.9", Sport: 7000, Dport: 7001, Proto: 17}, e4, 20 + 8 + esize4, 0x0800, "egress", "IPv4 sent through the tun"},
+		{agenttest.Match{Src: "fd00:201::1", Dst: "fd00:201::9", Sport: 7006, Dport: 7007, Proto: 17}, e6, 40 + 8 + esize6, 0x86dd, "egress", "IPv6 sent through the tun"},
 	}
 	var rxP, rxB, txP, txB uint64
 	for _, s := range specs {
-		pk, by, recs := sum(flows, s.m)
+		pk, by, recs := agenttest.Sum(flows, s.m)
 		if pk != uint64(s.n) || by != uint64(s.n*s.ipLen) {
 			t.Errorf("%s: %d packets / %d bytes in %d records, want %d / %d (%d-byte IP packets): %+v",
 				s.description, pk, by, len(recs), s.n, s.n*s.ipLen, s.ipLen, recs)
@@ -142,7 +143,7 @@ func testTun(t *testing.T, opts agent.Options) {
 			if f.EthType != s.ethType {
 				t.Errorf("%s: eth_type %#x, want %#x", s.description, f.EthType, s.ethType)
 			}
-			if got := f.ifaces(); got != want {
+			if got := f.Ifaces(); got != want {
 				t.Errorf("%s: interfaces %q, want %q", s.description, got, want)
 			}
 		}
@@ -286,7 +287,7 @@ type metricsText string
 
 // scrapeMetrics reads the agent's /metrics (the agent runs with
 // --metrics-address=127.0.0.1:0).
-func scrapeMetrics(t *testing.T, h *harness) metricsText {
+func scrapeMetrics(t *testing.T, h *agenttest.Harness) metricsText {
 	t.Helper()
 	resp, err := http.Get("http://" + h.A.MetricsAddr() + "/metrics")
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/flowlens/flowlens/internal/agent"
 	"github.com/flowlens/flowlens/internal/shared/httpserve/httpservetest"
 	"github.com/flowlens/flowlens/internal/shared/version"
+	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/pkg/receiver/receivertest"
 )
 
@@ -17,9 +18,9 @@ import (
 // flowlens_agent_build_info; plain HTTP and a client without a certificate
 // get nothing.
 func TestMetricsOverMutualTLS(t *testing.T) {
-	p := newPair(t)
+	p := agenttest.NewPair(t)
 	pki := receivertest.NewPKI(t)
-	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--metrics-address=127.0.0.1:0",
+	h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg(), "--metrics-address=127.0.0.1:0",
 		"--web-config-file="+httpservetest.WebConfig(t, pki, true))
 	url := "https://" + h.A.MetricsAddr() + "/metrics"
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
+	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
@@ -47,13 +48,13 @@ func testPathChange(t *testing.T, atFlip bool) {
 	src, rtr, dst, via := lab.src, lab.rtr, lab.dst, lab.via
 
 	const payload = 64
-	recv := mustListen(t, dst, "10.201.3.2:6000")
+	recv := agenttest.MustListen(t, dst, "10.201.3.2:6000")
 	if err := recv.SetReadBuffer(8 << 20); err != nil {
 		t.Fatal(err)
 	}
 	received := countUDP(t, recv)
 
-	h := startAgent(t, 2+3+1, agent.Options{}, "--netns="+src.Name+","+rtr.Name+","+dst.Name, "--cache-active-timeout=300ms")
+	h := agenttest.Start(t, 2+3+1, agent.Options{}, "--netns="+src.Name+","+rtr.Name+","+dst.Name, "--cache-active-timeout=300ms")
 	stats := func(ifn string) netlab.Stats {
 		t.Helper()
 		s, err := netlab.ReadLinkStats(src, ifn)
@@ -112,11 +113,11 @@ func testPathChange(t *testing.T, atFlip bool) {
 	if onL1+onL2 != uint64(sent) || onL1 == 0 || onL2 == 0 {
 		t.Fatalf("sent %d datagrams; l1 transmitted %d, l2 %d", sent, onL1, onL2)
 	}
-	pk, by, recs := sum(flows, match{src: "10.200.0.1", dst: "10.201.3.2", sport: 5000, dport: 6000, proto: 17})
+	pk, by, recs := agenttest.Sum(flows, agenttest.Match{Src: "10.200.0.1", Dst: "10.201.3.2", Sport: 5000, Dport: 6000, Proto: 17})
 	var dump strings.Builder
 	listed := map[string]bool{}
 	for _, f := range recs {
-		fmt.Fprintf(&dump, "\n  %5d packets %7d bytes  %s", f.Packets, f.Bytes, f.ifaces())
+		fmt.Fprintf(&dump, "\n  %5d packets %7d bytes  %s", f.Packets, f.Bytes, f.Ifaces())
 		for _, i := range f.Interfaces {
 			listed[i.Netns+"/"+i.Name+":"+i.Direction] = true
 		}
@@ -135,7 +136,7 @@ func testPathChange(t *testing.T, atFlip bool) {
 	// as none (each generation saw one path).
 	both := 0
 	for _, f := range recs {
-		if strings.Contains(f.ifaces(), src.Name+"/l1:egress") && strings.Contains(f.ifaces(), src.Name+"/l2:egress") {
+		if strings.Contains(f.Ifaces(), src.Name+"/l1:egress") && strings.Contains(f.Ifaces(), src.Name+"/l2:egress") {
 			both++
 		}
 	}

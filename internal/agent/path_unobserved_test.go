@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
+	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 )
 
 // A path change whose new path is entered through a hook that is not
@@ -22,9 +23,9 @@ import (
 func TestPathChangeUnobservedEntry(t *testing.T) {
 	lab := newPathLab(t)
 	const period = 300 * time.Millisecond
-	h := startAgent(t, 1+3+1, agent.Options{}, "--netns="+lab.src.Name+","+lab.rtr.Name+","+lab.dst.Name,
+	h := agenttest.Start(t, 1+3+1, agent.Options{}, "--netns="+lab.src.Name+","+lab.rtr.Name+","+lab.dst.Name,
 		"--cache-active-timeout="+period.String(), "--exclude-interfaces=lo,l2")
-	received := countUDP(t, mustListen(t, lab.dst, "10.201.3.2:6000"))
+	received := countUDP(t, agenttest.MustListen(t, lab.dst, "10.201.3.2:6000"))
 
 	// One datagram every 10 ms, each with the wall time its send returned
 	// (the egress hook ran before): 10 ms apart, a record's coarse first and
@@ -77,7 +78,7 @@ func TestPathChangeUnobservedEntry(t *testing.T) {
 		}
 		return n
 	}
-	counted, _, recs := sum(flows, match{src: "10.200.0.1", dst: "10.201.3.2", sport: 5000, dport: 6000, proto: 17})
+	counted, _, recs := agenttest.Sum(flows, agenttest.Match{Src: "10.200.0.1", Dst: "10.201.3.2", Sport: 5000, Dport: 6000, Proto: 17})
 	settled := changed.Add(2*period + 150*time.Millisecond) // two generations after the change, and an eviction's own time
 	checked := 0
 	for _, f := range recs {
@@ -92,7 +93,7 @@ func TestPathChangeUnobservedEntry(t *testing.T) {
 		// The coarse clock stamps a tick at or before the packet.
 		want := inSpan(start.Add(-time.Millisecond), end.Add(5*time.Millisecond))
 		if int(f.Packets) != want {
-			t.Errorf("record %s..%s on %s: %d packets, %d datagrams sent in its span", f.StartTime, f.EndTime, f.ifaces(), f.Packets, want)
+			t.Errorf("record %s..%s on %s: %d packets, %d datagrams sent in its span", f.StartTime, f.EndTime, f.Ifaces(), f.Packets, want)
 		}
 		checked++
 	}

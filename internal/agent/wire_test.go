@@ -1,11 +1,9 @@
 package agent_test
 
 import (
-	"bufio"
 	"encoding/binary"
 	"fmt"
 	"net"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/flowlens/flowlens/internal/agent"
 	"github.com/flowlens/flowlens/internal/agent/datapath"
+	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 	"github.com/flowlens/flowlens/internal/testkit/packet"
 )
@@ -23,40 +22,6 @@ import (
 // Wire-exact counts (issue 12): a GSO/GRO buffer counts as the segments it
 // stands for, with the headers each segment carries on the wire, and a VLAN
 // tag the kernel holds in the skb's metadata counts in bytes.
-
-// gsoMIB reads the counters of the lines starting with prefix ("Tcp:" in
-// snmp, "TcpExt:" in netstat) of /proc/net/<file> in ns. /proc/thread-self:
-// Do switches only the calling thread into ns (/proc/self/net would show
-// the namespace of the process's main thread).
-func gsoMIB(t *testing.T, ns *netlab.Netns, file, prefix string) map[string]uint64 {
-	t.Helper()
-	var text []byte
-	if err := ns.Do(func() (err error) { text, err = os.ReadFile("/proc/thread-self/net/" + file); return }); err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	sc := bufio.NewScanner(strings.NewReader(string(text)))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 0 || f[0] != prefix {
-			continue
-		}
-		if names == nil {
-			names = f[1:]
-			continue
-		}
-		m := map[string]uint64{}
-		for i, v := range f[1:] {
-			n, err := strconv.ParseInt(v, 10, 64) // Tcp: MaxConn is -1
-			if err == nil && n >= 0 && i < len(names) {
-				m[names[i]] = uint64(n)
-			}
-		}
-		return m
-	}
-	t.Fatalf("no %s lines in %s's /proc/net/%s:\n%s", prefix, ns, file, text)
-	return nil
-}
 
 // gsoTCPState is what the test reads before and after a transfer: both
 // namespaces' TCP MIB counters (snmp's Tcp: and, for the diagnostics,
@@ -67,15 +32,15 @@ type gsoTCPState struct {
 	veth       netlab.Stats
 }
 
-func gsoRead(t *testing.T, p *pair) gsoTCPState {
+func gsoRead(t *testing.T, p *agenttest.Pair) gsoTCPState {
 	t.Helper()
-	s, err := netlab.ReadLinkStats(p.A, p.ifA)
+	s, err := netlab.ReadLinkStats(p.A, p.IfA)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return gsoTCPState{
-		a: gsoMIB(t, p.A, "snmp", "Tcp:"), b: gsoMIB(t, p.B, "snmp", "Tcp:"),
-		aExt: gsoMIB(t, p.A, "netstat", "TcpExt:"), bExt: gsoMIB(t, p.B, "netstat", "TcpExt:"),
+		a: netlab.NetCounters(t, p.A, "snmp", "Tcp:"), b: netlab.NetCounters(t, p.B, "snmp", "Tcp:"),
+		aExt: netlab.NetCounters(t, p.A, "netstat", "TcpExt:"), bExt: netlab.NetCounters(t, p.B, "netstat", "TcpExt:"),
 		veth: s,
 	}
 }
@@ -101,7 +66,7 @@ func gsoExtDelta(b, a map[string]uint64) string {
 
 // gsoSettle waits until no TCP segment leaves either namespace for 300 ms
 // (the FIN exchange and the last ACK have gone out), and returns the state.
-func gsoSettle(t *testing.T, p *pair) gsoTCPState {
+func gsoSettle(t *testing.T, p *agenttest.Pair) gsoTCPState {
 	t.Helper()
 	last, stable := gsoRead(t, p), 0
 	for deadline := time.Now().Add(10 * time.Second); stable < 3; {
@@ -123,10 +88,10 @@ func gsoSettle(t *testing.T, p *pair) gsoTCPState {
 // gsoTransfer sends size bytes from a socket in A to a listener in B on
 // port, closes both ends, and returns the sender's TCP_INFO taken right
 // after the handshake (negotiated options, MSS).
-func gsoTransfer(t *testing.T, p *pair, port, size int) *unix.TCPInfo {
+func gsoTransfer(t *testing.T, p *agenttest.Pair, port, size int) *unix.TCPInfo {
 	t.Helper()
-	addr := net.JoinHostPort(p.ipB, strconv.Itoa(port))
-	got := tcpSink(t, p.B, "tcp4", addr)
+	addr := net.JoinHostPort(p.IPB, strconv.Itoa(port))
+	got := agenttest.TCPSink(t, p.B, "tcp4", addr)
 	var info *unix.TCPInfo
 	err := p.A.Do(func() error {
 		c, err := net.Dial("tcp4", addr)
@@ -155,7 +120,7 @@ func gsoTransfer(t *testing.T, p *pair, port, size int) *unix.TCPInfo {
 	if err != nil {
 		t.Fatal(err)
 	}
-	awaitReceived(t, got, size)
+	agenttest.AwaitReceived(t, got, size)
 	return info
 }
 
@@ -208,7 +173,7 @@ func TestGSOBulkTCP(t *testing.T) {
 		{"receiver", false, 1, "B ingress"},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
-			p := newPair(t)
+			p := agenttest.NewPair(t)
 			// Reordering is no loss here: a veth hands a packet to the
 			// backlog of the CPU that sends it, so a sender moved between
 			// CPUs on a loaded machine can deliver two buffers out of
@@ -228,9 +193,9 @@ func TestGSOBulkTCP(t *testing.T) {
 			}
 			args := []string{"--netns=" + p.B.Name}
 			if mode.watchA {
-				args = []string{p.netnsArg()}
+				args = []string{p.NetnsArg()}
 			}
-			h := startAgent(t, mode.attach, agent.Options{}, args...)
+			h := agenttest.Start(t, mode.attach, agent.Options{}, args...)
 			const size = 4 << 20
 			type attempt struct {
 				port          int
@@ -266,8 +231,8 @@ func TestGSOBulkTCP(t *testing.T) {
 				d := func(m func(gsoTCPState) map[string]uint64, k string) uint64 { return m(a.after)[k] - m(a.before)[k] }
 				ofA := func(s gsoTCPState) map[string]uint64 { return s.a }
 				ofB := func(s gsoTCPState) map[string]uint64 { return s.b }
-				upP, _, _ := sum(flows, match{src: p.ipA, dst: p.ipB, dport: uint16(a.port), proto: 6})
-				downP, _, _ := sum(flows, match{src: p.ipB, dst: p.ipA, sport: uint16(a.port), proto: 6})
+				upP, _, _ := agenttest.Sum(flows, agenttest.Match{Src: p.IPA, Dst: p.IPB, Dport: uint16(a.port), Proto: 6})
+				downP, _, _ := agenttest.Sum(flows, agenttest.Match{Src: p.IPB, Dst: p.IPA, Sport: uint16(a.port), Proto: 6})
 				if want := d(ofA, "OutSegs") + d(ofA, "RetransSegs"); mode.watchA && upP != want {
 					t.Errorf("port %d: A→B flow %d packets, A's TCP sent %d segments (OutSegs + RetransSegs)", a.port, upP, want)
 				}
@@ -311,8 +276,8 @@ func TestGSOBulkTCP(t *testing.T) {
 			txSkbs := after.veth.TxPackets - before.veth.TxPackets
 			txBytes := after.veth.TxBytes - before.veth.TxBytes
 
-			upP, upB, up := sum(flows, match{src: p.ipA, dst: p.ipB, dport: port, proto: 6})
-			downP, downB, _ := sum(flows, match{src: p.ipB, dst: p.ipA, sport: port, proto: 6})
+			upP, upB, up := agenttest.Sum(flows, agenttest.Match{Src: p.IPA, Dst: p.IPB, Dport: port, Proto: 6})
+			downP, downB, _ := agenttest.Sum(flows, agenttest.Match{Src: p.IPB, Dst: p.IPA, Sport: port, Proto: 6})
 			t.Logf("A→B (counted at %s): flow %d packets / %d bytes in %d records; TcpOutSegs(A) %d, wire bytes %d; veth-a tx %d skbs / %d bytes, TcpInSegs(B) %d; tcp header %d, SYN %d, mss %d",
 				mode.counter, upP, upB, len(up), segsA, wantUpB, txSkbs, txBytes, after.b["InSegs"]-before.b["InSegs"], hdr, syn, info.Snd_mss)
 			t.Logf("B→A: flow %d packets / %d bytes; TcpOutSegs(B) %d, wire bytes %d", downP, downB, segsB, wantDownB)
@@ -343,50 +308,50 @@ func TestGSOBulkTCP(t *testing.T) {
 // short of the frame; the count still includes the tag: bytes n × the frame
 // as sent, which A's veth transmitted and B's received.
 func TestVLANTagInMetadata(t *testing.T) {
-	p := newPair(t)
-	h := startAgent(t, 1, agent.Options{}, "--netns="+p.B.Name)
-	la, lb := link(t, p.A, p.ifA), link(t, p.B, p.ifB)
+	p := agenttest.NewPair(t)
+	h := agenttest.Start(t, 1, agent.Options{}, "--netns="+p.B.Name)
+	la, lb := link(t, p.A, p.IfA), link(t, p.B, p.IfB)
 	var dst, src packet.MAC
 	copy(dst[:], lb.Attrs().HardwareAddr)
 	copy(src[:], la.Attrs().HardwareAddr)
 	const payload = 40
 	frame := packet.Cat(
 		packet.Eth(packet.EtherTypeIPv4, packet.MACs(dst, src), packet.Dot1Q(100)),
-		packet.IPv4(packet.ProtoUDP, p.ipA, p.ipB, packet.UDPLen+payload, packet.Checksum()),
+		packet.IPv4(packet.ProtoUDP, p.IPA, p.IPB, packet.UDPLen+payload, packet.Checksum()),
 		packet.UDP(4000, 9000, payload))
 	const n = 12
 	// A packet socket on B's veth sees the frames where tc ingress does,
 	// after the untagging: it proves the tag is in the skb's metadata there.
 	tap := wireTap(t, p.B, lb.Attrs().Index)
-	beforeA, _ := netlab.ReadLinkStats(p.A, p.ifA)
-	beforeB, _ := netlab.ReadLinkStats(p.B, p.ifB)
+	beforeA, _ := netlab.ReadLinkStats(p.A, p.IfA)
+	beforeB, _ := netlab.ReadLinkStats(p.B, p.IfB)
 	frames := make([][]byte, n)
 	for i := range frames {
 		frames[i] = frame
 	}
 	wireSendFrames(t, p.A, la.Attrs().Index, frames)
-	afterA, _ := netlab.ReadLinkStats(p.A, p.ifA)
-	afterB, _ := netlab.ReadLinkStats(p.B, p.ifB)
+	afterA, _ := netlab.ReadLinkStats(p.A, p.IfA)
+	afterB, _ := netlab.ReadLinkStats(p.B, p.IfB)
 	for i := 0; i < n; i++ {
 		l, vlan, tci := tap.next(t)
 		if l != len(frame)-packet.TagLen || !vlan || tci != 100 {
 			t.Fatalf("frame %d at %s's ingress: %d bytes, tag in metadata %v (TCI %d); want %d bytes, true, 100",
-				i, p.ifB, l, vlan, tci, len(frame)-packet.TagLen)
+				i, p.IfB, l, vlan, tci, len(frame)-packet.TagLen)
 		}
 	}
 	flows := h.Stop()
 
-	pk, by, recs := sum(flows, match{src: p.ipA, dst: p.ipB, sport: 4000, dport: 9000, proto: 17})
+	pk, by, recs := agenttest.Sum(flows, agenttest.Match{Src: p.IPA, Dst: p.IPB, Sport: 4000, Dport: 9000, Proto: 17})
 	recs = wireCounted(recs)
 	want := uint64(n * len(frame))
 	if pk != n || by != want || len(recs) != 1 {
 		t.Fatalf("packets=%d bytes=%d records=%d, want %d, %d (%d-byte tagged frames), 1", pk, by, len(recs), n, want, len(frame))
 	}
 	if tx, rx := afterA.TxBytes-beforeA.TxBytes, afterB.RxBytes-beforeB.RxBytes; by != tx || by != rx {
-		t.Fatalf("flow bytes %d, %s tx bytes %d, %s rx bytes %d", by, p.ifA, tx, p.ifB, rx)
+		t.Fatalf("flow bytes %d, %s tx bytes %d, %s rx bytes %d", by, p.IfA, tx, p.IfB, rx)
 	}
-	wantIf := fmt.Sprintf("%s/%s:ingress", p.B.Name, p.ifB)
-	if got := recs[0].ifaces(); got != wantIf || recs[0].EthType != 0x0800 {
+	wantIf := fmt.Sprintf("%s/%s:ingress", p.B.Name, p.IfB)
+	if got := recs[0].Ifaces(); got != wantIf || recs[0].EthType != 0x0800 {
 		t.Fatalf("interfaces %q eth_type %#x, want %q 0x800", got, recs[0].EthType, wantIf)
 	}
 }
@@ -476,10 +441,10 @@ func (s *wireTapSock) next(t *testing.T) (n int, vlan bool, tci uint16) {
 
 // wireCounted drops the partial records (drops only, no packets counted)
 // from recs. The drop hooks see the whole node, so a test running at the
-// same time with the same addresses (newPair's) and dropping packets in its
+// same time with the same addresses (agenttest.NewPair's) and dropping packets in its
 // own namespaces adds partial records to this agent's output.
-func wireCounted(recs []jsonFlow) []jsonFlow {
-	var out []jsonFlow
+func wireCounted(recs []agenttest.JSONFlow) []agenttest.JSONFlow {
+	var out []agenttest.JSONFlow
 	for _, f := range recs {
 		if !*f.Partial {
 			out = append(out, f)
@@ -494,11 +459,11 @@ func wireCounted(recs []jsonFlow) []jsonFlow {
 // wire bytes, and the user-space aggregate equals the segments each side's
 // TCP sent (OutSegs + RetransSegs), as in the map.
 func TestOverflowGSO(t *testing.T) {
-	p := newPair(t)
-	mustListen(t, p.B, p.ipB+":9000")
-	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--cache-max-flows=8", "--cache-active-timeout=1h")
+	p := agenttest.NewPair(t)
+	agenttest.MustListen(t, p.B, p.IPB+":9000")
+	h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg(), "--cache-max-flows=8", "--cache-active-timeout=1h")
 	for i := 0; i < 16; i++ { // fill the map
-		if err := netlab.UDPSend(p.A, fmt.Sprintf("%s:%d", p.ipA, 21000+i), p.ipB+":9000", []byte("x"), 1); err != nil {
+		if err := netlab.UDPSend(p.A, fmt.Sprintf("%s:%d", p.IPA, 21000+i), p.IPB+":9000", []byte("x"), 1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -516,8 +481,8 @@ func TestOverflowGSO(t *testing.T) {
 	}
 	wantUp := segs(func(s gsoTCPState) map[string]uint64 { return s.a })
 	wantDown := segs(func(s gsoTCPState) map[string]uint64 { return s.b })
-	upP, upB, _ := sum(flows, match{src: p.ipA, dst: p.ipB, dport: port, proto: 6})
-	downP, _, _ := sum(flows, match{src: p.ipB, dst: p.ipA, sport: port, proto: 6})
+	upP, upB, _ := agenttest.Sum(flows, agenttest.Match{Src: p.IPA, Dst: p.IPB, Dport: port, Proto: 6})
+	downP, _, _ := agenttest.Sum(flows, agenttest.Match{Src: p.IPB, Dst: p.IPA, Sport: port, Proto: 6})
 	skbs := after.veth.TxPackets - before.veth.TxPackets
 	t.Logf("A→B %d packets / %d bytes (TCP sent %d segments in %d skbs); B→A %d packets (TCP sent %d); overflow records %d",
 		upP, upB, wantUp, skbs, downP, wantDown, counters[datapath.CounterOverflowRecords])

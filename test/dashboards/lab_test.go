@@ -36,13 +36,6 @@ const (
 // them as addresses outside a cluster (enrichment off): workload labels.
 const subnetLabels = "frontend=" + frontendIP + "/32,backend=" + backendIP + "/32,database=" + databaseIP + "/32"
 
-func run(t *testing.T, ns *netlab.Netns, args ...string) {
-	t.Helper()
-	if out, err := netlab.RunIn(ns, args[0], args[1:]...); err != nil {
-		t.Fatalf("%s: %v: %v\n%s", ns, args, err, out)
-	}
-}
-
 func newLab(t *testing.T) *lab {
 	t.Helper()
 	sw := netlab.NewNetns(t, "switch")
@@ -68,15 +61,15 @@ func newLab(t *testing.T) *lab {
 	// NETFILTER_DROP); the backend drops every datagram to UDP port 9999
 	// (NETFILTER_DROP). Datagrams to ports nobody listens on are NO_SOCKET
 	// drops (the port scan below).
-	run(t, l.database, "nft", "add table inet lab")
-	run(t, l.database, "nft", "add chain inet lab in { type filter hook input priority 0; }")
-	run(t, l.database, "nft", "add rule inet lab in tcp dport 5432 numgen random mod 100 < 3 drop")
-	run(t, l.backend, "nft", "add table inet lab")
-	run(t, l.backend, "nft", "add chain inet lab in { type filter hook input priority 0; }")
-	run(t, l.backend, "nft", "add rule inet lab in udp dport 9999 drop")
+	netlab.Run(t, l.database, "nft", "add table inet lab")
+	netlab.Run(t, l.database, "nft", "add chain inet lab in { type filter hook input priority 0; }")
+	netlab.Run(t, l.database, "nft", "add rule inet lab in tcp dport 5432 numgen random mod 100 < 3 drop")
+	netlab.Run(t, l.backend, "nft", "add table inet lab")
+	netlab.Run(t, l.backend, "nft", "add chain inet lab in { type filter hook input priority 0; }")
+	netlab.Run(t, l.backend, "nft", "add rule inet lab in udp dport 9999 drop")
 	// The backend's link is rate-limited (a queue builds up: the bulk
 	// transfer to the database sees a higher RTT than the frontend's requests).
-	run(t, l.backend, "tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "40mbit", "burst", "32kbit", "latency", "20ms")
+	netlab.Run(t, l.backend, "tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "40mbit", "burst", "32kbit", "latency", "20ms")
 	return l
 }
 

@@ -2,7 +2,6 @@ package otlp_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,20 +18,9 @@ import (
 	"github.com/flowlens/flowlens/internal/agent"
 	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/agent/exporter"
+	"github.com/flowlens/flowlens/internal/testkit"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
-
-// syncBuffer is the agent's stdout, written by its exporter goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
 
 // jsonKey is what identifies a flow and its counts in the JSON output.
 type jsonKey struct {
@@ -189,7 +176,7 @@ func (l *lab) udpFlows(t *testing.T, port, n, per, payload int) {
 // runningAgent is the real agent, run in this process.
 type runningAgent struct {
 	*agent.Agent
-	out    *syncBuffer
+	out    *testkit.SyncBuffer
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -203,7 +190,7 @@ func (l *lab) startAgent(t *testing.T, args ...string) *runningAgent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := &syncBuffer{}
+	out := &testkit.SyncBuffer{}
 	a, err := agent.New(cfg, agent.Options{Stdout: out})
 	if err != nil {
 		t.Fatal(err)
@@ -236,10 +223,8 @@ func (r *runningAgent) stop(t *testing.T) []jsonKey {
 			t.Fatal("agent did not stop in 60 s")
 		}
 	}
-	r.out.mu.Lock()
-	defer r.out.mu.Unlock()
 	var local []jsonKey
-	sc := bufio.NewScanner(bytes.NewReader(r.out.b.Bytes()))
+	sc := bufio.NewScanner(strings.NewReader(r.out.String()))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		var k jsonKey

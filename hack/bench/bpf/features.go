@@ -451,9 +451,9 @@ func loadFeatDP(o options, c featCase, on bool) (*featDP, error) {
 	case "netns":
 		cfg.ForcePerNamespacePrograms = !on
 	case "dns":
-		// As the agent sets them (internal/agent/feature/dns Hook): dns_on,
+		// As the agent sets them (internal/agent/feature/dns Plan): dns_on,
 		// dns_ports {53}, dns_pending sized; the size for off too.
-		h := dns.New().Hook(nil)
+		h := dns.New().Plan(nil)
 		tc, cfg.MapSizes = h.TC, h.MapSizes
 	default:
 		tc = map[string]any{c.constant: uint32(1)}

@@ -434,7 +434,7 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 	defer dp.Close()
 	note := ""
 	if features {
-		hooks, err := registry.Hooks()
+		hooks, err := registry.Plans()
 		if err != nil {
 			return nil, err
 		}

@@ -31,11 +31,18 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
 var progs = []string{"rtt_tcp_probe", "drop_kfree_skb", "retransmit"}
 
-var ns string // prefix of the namespaces this run creates
+// nsA and nsB are the sender's and the receiver's namespaces (names under
+// /var/run/netns, for ip netns exec); lab built them and tears them down.
+var (
+	nsA, nsB string
+	lab      *netlab.Script
+)
 
 // fatalf deletes the namespaces, then exits (log.Fatal would skip defers).
 func fatalf(format string, args ...any) {
@@ -56,7 +63,6 @@ func main() {
 		return
 	}
 
-	ns = fmt.Sprintf("flbench-%d", os.Getpid())
 	defer teardown()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, unix.SIGTERM)
@@ -108,27 +114,33 @@ func sh(args ...string) {
 	}
 }
 
+// setup builds the two namespaces with netlab (internal/testkit/netlab),
+// the kernel tests' lab builder: a veth flb0 (10.99.0.1) – flb1
+// (10.99.0.2), and the random loss on the receiver.
 func setup(lossPerMille int) {
-	sh("ip", "netns", "add", ns+"-a")
-	sh("ip", "netns", "add", ns+"-b")
-	sh("ip", "link", "add", "flb0", "netns", ns+"-a", "type", "veth", "peer", "flb1", "netns", ns+"-b")
-	for i, side := range []string{"a", "b"} {
-		n, dev := ns+"-"+side, fmt.Sprintf("flb%d", i)
-		sh("ip", "-n", n, "addr", "add", fmt.Sprintf("10.99.0.%d/24", i+1), "dev", dev)
-		sh("ip", "-n", n, "link", "set", dev, "up")
-		sh("ip", "-n", n, "link", "set", "lo", "up")
+	lab = &netlab.Script{}
+	err := lab.Build(func(t netlab.T) {
+		a, b := netlab.NewNetns(t, "bench-enrich-a"), netlab.NewNetns(t, "bench-enrich-b")
+		nsA, nsB = a.Name, b.Name
+		netlab.Veth(t, a, "flb0", b, "flb1")
+		netlab.AddAddr(t, a, "flb0", "10.99.0.1/24")
+		netlab.AddAddr(t, b, "flb1", "10.99.0.2/24")
+		netlab.Run(t, b, "nft", "add table inet flb; add chain inet flb in { type filter hook input priority 0; }; "+
+			"add rule inet flb in tcp dport 5201 numgen random mod 1000 < "+fmt.Sprint(lossPerMille)+" drop")
+	})
+	if err != nil {
+		fatalf("lab: %v", err)
 	}
-	sh("ip", "netns", "exec", ns+"-b", "nft", "add table inet flb; add chain inet flb in { type filter hook input priority 0; }; "+
-		"add rule inet flb in tcp dport 5201 numgen random mod 1000 < "+fmt.Sprint(lossPerMille)+" drop")
 }
 
 func teardown() {
-	if ns == "" { // the UDP sender child created none
+	if lab == nil { // the UDP sender child built none
 		return
 	}
-	for _, side := range []string{"a", "b"} {
-		exec.Command("ip", "netns", "del", ns+"-"+side).Run()
+	if err := lab.Close(); err != nil {
+		log.Print("lab teardown: ", err)
 	}
+	lab = nil
 }
 
 // measure loads and attaches the programs of obj, runs the traffic, and
@@ -175,8 +187,8 @@ func measure(obj string, secs int) (map[string]*ebpf.ProgramStats, string) {
 	// sent by this program re-run in the sender's namespace.
 	var bg []*exec.Cmd
 	for _, c := range [][]string{
-		{ns + "-b", "iperf3", "-s", "-1", "-p", "5201"},
-		{ns + "-a", os.Args[0], "-udp-to", "10.99.0.2:9999", "-secs", fmt.Sprint(secs)},
+		{nsB, "iperf3", "-s", "-1", "-p", "5201"},
+		{nsA, os.Args[0], "-udp-to", "10.99.0.2:9999", "-secs", fmt.Sprint(secs)},
 	} {
 		cmd := exec.Command("ip", append([]string{"netns", "exec"}, c...)...)
 		cmd.Stdout = io.Discard
@@ -186,7 +198,7 @@ func measure(obj string, secs int) (map[string]*ebpf.ProgramStats, string) {
 		bg = append(bg, cmd)
 		time.Sleep(200 * time.Millisecond)
 	}
-	sh("ip", "netns", "exec", ns+"-a", "iperf3", "-c", "10.99.0.2", "-p", "5201", "-t", fmt.Sprint(secs))
+	sh("ip", "netns", "exec", nsA, "iperf3", "-c", "10.99.0.2", "-p", "5201", "-t", fmt.Sprint(secs))
 	for _, cmd := range bg {
 		cmd.Wait()
 	}

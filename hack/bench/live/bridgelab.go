@@ -23,18 +23,16 @@ package main
 // runHey and runIperf work on it unchanged.
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"golang.org/x/sys/unix"
+
+	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
 const (
@@ -46,107 +44,39 @@ const (
 // hostIfs are the interfaces both agents attach to, in the host namespace.
 var hostIfs = []string{hostCliIf, hostSrvIf}
 
-func macOf(ns, dev string) (string, error) {
-	out, err := exec.Command("ip", "-n", ns, "-j", "link", "show", "dev", dev).Output()
-	if err != nil {
-		return "", fmt.Errorf("mac of %s in %s: %v", dev, ns, err)
-	}
-	var v []struct {
-		Address string `json:"address"`
-	}
-	if err := json.Unmarshal(out, &v); err != nil || len(v) == 0 {
-		return "", fmt.Errorf("mac of %s in %s: %v", dev, ns, err)
-	}
-	return v[0].Address, nil
-}
-
 func newBridgeLab(offloads bool) (*lab, error) {
 	if !offloads {
 		if _, err := exec.LookPath("ethtool"); err != nil {
 			return nil, errors.New("ethtool is needed to turn the lab veths' offloads off (apt-get install ethtool), or pass -offloads")
 		}
 	}
-	p := fmt.Sprintf("flb-bench-%d", os.Getpid())
-	l := &lab{cli: p + "-cli", rtr: p + "-host", srv: p + "-srv"}
-	fail := func(err error) (*lab, error) {
+	l := &lab{script: &netlab.Script{}}
+	err := l.script.Build(func(t netlab.T) {
+		cli, host, srv := l.namespaces(t, "host")
+		cliL, _ := netlab.Veth(t, cli, cliIf, host, hostCliIf)
+		srvL, _ := netlab.Veth(t, srv, srvIf, host, hostSrvIf)
+		// No multicast snooping: the bridge itself sends no queries.
+		netlab.QuietBridge(t, host, bridgeIf)
+		netlab.SetMaster(t, host, hostCliIf, bridgeIf)
+		netlab.SetMaster(t, host, hostSrvIf, bridgeIf)
+		netlab.AddAddr(t, cli, cliIf, cliAddr+"/16")
+		netlab.AddAddr(t, srv, srvIf, srvAddr+"/16")
+		if !offloads {
+			for _, d := range []struct {
+				ns  *netlab.Netns
+				dev string
+			}{{cli, cliIf}, {host, hostCliIf}, {host, hostSrvIf}, {srv, srvIf}} {
+				netlab.Run(t, d.ns, "ethtool", "-K", d.dev, "tso", "off", "gso", "off", "gro", "off")
+			}
+		}
+		netlab.Neigh(t, cli, cliIf, srvAddr, srvL.Attrs().HardwareAddr)
+		netlab.Neigh(t, srv, srvIf, cliAddr, cliL.Attrs().HardwareAddr)
+	})
+	if err != nil {
 		l.close()
 		return nil, err
 	}
-	for _, ns := range []string{l.cli, l.rtr, l.srv} {
-		if err := sh("ip", "netns", "add", ns); err != nil {
-			return fail(err)
-		}
-	}
-	steps := linkSteps(l, hostCliIf, hostSrvIf)
-	steps = append(steps,
-		// No multicast snooping: the bridge itself sends no queries.
-		[]string{"ip", "-n", l.rtr, "link", "add", bridgeIf, "type", "bridge", "mcast_snooping", "0", "stp_state", "0"},
-		[]string{"ip", "-n", l.rtr, "link", "set", hostCliIf, "master", bridgeIf},
-		[]string{"ip", "-n", l.rtr, "link", "set", hostSrvIf, "master", bridgeIf},
-		[]string{"ip", "-n", l.cli, "addr", "add", cliAddr + "/16", "dev", cliIf},
-		[]string{"ip", "-n", l.srv, "addr", "add", srvAddr + "/16", "dev", srvIf},
-	)
-	if !offloads {
-		for _, d := range []struct{ ns, dev string }{{l.cli, cliIf}, {l.rtr, hostCliIf}, {l.rtr, hostSrvIf}, {l.srv, srvIf}} {
-			steps = append(steps, []string{"ip", "netns", "exec", d.ns, "ethtool", "-K", d.dev, "tso", "off", "gso", "off", "gro", "off"})
-		}
-	}
-	steps = append(steps,
-		[]string{"ip", "-n", l.rtr, "link", "set", bridgeIf, "up"},
-		[]string{"ip", "-n", l.rtr, "link", "set", hostCliIf, "up"},
-		[]string{"ip", "-n", l.rtr, "link", "set", hostSrvIf, "up"},
-		[]string{"ip", "-n", l.cli, "link", "set", cliIf, "up"},
-		[]string{"ip", "-n", l.srv, "link", "set", srvIf, "up"},
-		// Many short connections from one client address.
-		[]string{"ip", "netns", "exec", l.cli, "sysctl", "-qw", "net.ipv4.tcp_tw_reuse=1"},
-		[]string{"ip", "netns", "exec", l.cli, "sysctl", "-qw", "net.ipv4.ip_local_port_range=10000 65000"},
-	)
-	for _, s := range steps {
-		if err := sh(s...); err != nil {
-			return fail(err)
-		}
-	}
-	for _, n := range []struct{ ns, dev, addr, peerNS, peerDev string }{
-		{l.cli, cliIf, srvAddr, l.srv, srvIf},
-		{l.srv, srvIf, cliAddr, l.cli, cliIf},
-	} {
-		m, err := macOf(n.peerNS, n.peerDev)
-		if err != nil {
-			return fail(err)
-		}
-		if err := sh("ip", "-n", n.ns, "neigh", "replace", n.addr, "lladdr", m, "dev", n.dev, "nud", "permanent"); err != nil {
-			return fail(err)
-		}
-	}
 	return l, nil
-}
-
-// inNetns runs f on an OS thread switched to the named namespace.
-func inNetns(ns string, f func() error) error {
-	target, err := os.Open("/var/run/netns/" + ns)
-	if err != nil {
-		return err
-	}
-	defer target.Close()
-	runtime.LockOSThread()
-	self, err := os.Open("/proc/thread-self/ns/net")
-	if err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	defer self.Close()
-	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-		runtime.UnlockOSThread()
-		return fmt.Errorf("setns %s: %w", ns, err)
-	}
-	ferr := f()
-	if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err != nil {
-		// Leave the thread locked: it dies with this goroutine instead of
-		// serving others from the wrong namespace.
-		return fmt.Errorf("setns back: %w", err)
-	}
-	runtime.UnlockOSThread()
-	return ferr
 }
 
 // hook is one TC attachment point of the lab.
@@ -156,9 +86,9 @@ func (h hook) String() string { return h.Dev + "/" + h.Dir }
 
 // tcxProgs lists the programs attached with tcx at the ingress and egress
 // of the host-side veths and of the bridge (where neither agent should be).
-func tcxProgs(ns string) (map[hook][]ebpf.ProgramID, error) {
+func tcxProgs(ns *netlab.Netns) (map[hook][]ebpf.ProgramID, error) {
 	out := map[hook][]ebpf.ProgramID{}
-	err := inNetns(ns, func() error {
+	err := ns.Do(func() error {
 		for _, dev := range append(slices.Clone(hostIfs), bridgeIf) {
 			ifi, err := net.InterfaceByName(dev)
 			if err != nil {

@@ -67,12 +67,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/flowlens/flowlens/internal/testkit"
+	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
 type options struct {
@@ -295,7 +297,10 @@ const (
 )
 
 type lab struct {
-	cli, rtr, srv string // namespace names
+	cli, rtr, srv string         // namespace names (under /var/run/netns)
+	cliNS, mid    *netlab.Netns  // the client's, the router's (or the bridge lab's host)
+	srvNS         *netlab.Netns  // and the server's namespaces
+	script        *netlab.Script // what built them; close tears it down
 	procs         []*exec.Cmd
 	atClose       []func() // run by close first (the Kafka broker)
 }
@@ -312,76 +317,62 @@ func nsdo(ns string, args ...string) error {
 	return sh(append([]string{"ip", "netns", "exec", ns}, args...)...)
 }
 
+// newLab builds the router lab with netlab (internal/testkit/netlab), the
+// builder the kernel tests use: three namespaces with IPv6 off (no packet
+// but the traffic under test), the client and the server each joined by a
+// veth to the router, static neighbours (no ARP on the wire), and the
+// server's extra addresses (scale run).
 func newLab() (*lab, error) {
-	p := fmt.Sprintf("flb-bench-%d", os.Getpid())
-	l := &lab{cli: p + "-cli", rtr: p + "-rtr", srv: p + "-srv"}
-	for _, ns := range []string{l.cli, l.rtr, l.srv} {
-		if err := sh("ip", "netns", "add", ns); err != nil {
-			l.close()
-			return nil, err
+	l := &lab{script: &netlab.Script{}}
+	err := l.script.Build(func(t netlab.T) {
+		cli, rtr, srv := l.namespaces(t, "rtr")
+		cliL, rtrCliL := netlab.Veth(t, cli, cliIf, rtr, rtrCliIf)
+		srvL, rtrSrvL := netlab.Veth(t, srv, srvIf, rtr, rtrSrvIf)
+		netlab.AddAddr(t, cli, cliIf, cliAddr+"/24")
+		netlab.AddAddr(t, rtr, rtrCliIf, rtrCliAddr+"/24")
+		netlab.AddAddr(t, rtr, rtrSrvIf, rtrSrvAddr+"/24")
+		for _, a := range append([]string{srvAddr}, srvExtraAddrs...) {
+			netlab.AddAddr(t, srv, srvIf, a+"/24")
 		}
-	}
-	steps := linkSteps(l, rtrCliIf, rtrSrvIf)
-	steps = append(steps,
-		[]string{"ip", "-n", l.cli, "addr", "add", cliAddr + "/24", "dev", cliIf},
-		[]string{"ip", "-n", l.rtr, "addr", "add", rtrCliAddr + "/24", "dev", rtrCliIf},
-		[]string{"ip", "-n", l.rtr, "addr", "add", rtrSrvAddr + "/24", "dev", rtrSrvIf},
-		[]string{"ip", "-n", l.srv, "addr", "add", srvAddr + "/24", "dev", srvIf},
-		[]string{"ip", "-n", l.srv, "addr", "add", "10.201.2.3/24", "dev", srvIf},
-		[]string{"ip", "-n", l.srv, "addr", "add", "10.201.2.4/24", "dev", srvIf},
-		[]string{"ip", "-n", l.srv, "addr", "add", "10.201.2.5/24", "dev", srvIf},
-		[]string{"ip", "-n", l.cli, "link", "set", cliIf, "up"},
-		[]string{"ip", "-n", l.rtr, "link", "set", rtrCliIf, "up"},
-		[]string{"ip", "-n", l.rtr, "link", "set", rtrSrvIf, "up"},
-		[]string{"ip", "-n", l.srv, "link", "set", srvIf, "up"},
-		[]string{"ip", "-n", l.cli, "route", "add", "default", "via", rtrCliAddr},
-		[]string{"ip", "-n", l.srv, "route", "add", "default", "via", rtrSrvAddr},
-		[]string{"ip", "netns", "exec", l.rtr, "sysctl", "-qw", "net.ipv4.ip_forward=1"},
-		// Many short connections from one client address.
-		[]string{"ip", "netns", "exec", l.cli, "sysctl", "-qw", "net.ipv4.tcp_tw_reuse=1"},
-		[]string{"ip", "netns", "exec", l.cli, "sysctl", "-qw", "net.ipv4.ip_local_port_range=10000 65000"},
-	)
-	for _, s := range steps {
-		if err := sh(s...); err != nil {
-			l.close()
-			return nil, err
+		netlab.Route(t, cli, "0.0.0.0/0", rtrCliAddr, cliIf)
+		netlab.Route(t, srv, "0.0.0.0/0", rtrSrvAddr, srvIf)
+		sysctl(t, rtr, "net.ipv4.ip_forward", "1")
+		netlab.Neigh(t, cli, cliIf, rtrCliAddr, rtrCliL.Attrs().HardwareAddr)
+		netlab.Neigh(t, rtr, rtrCliIf, cliAddr, cliL.Attrs().HardwareAddr)
+		netlab.Neigh(t, srv, srvIf, rtrSrvAddr, rtrSrvL.Attrs().HardwareAddr)
+		for _, a := range append([]string{srvAddr}, srvExtraAddrs...) {
+			netlab.Neigh(t, rtr, rtrSrvIf, a, srvL.Attrs().HardwareAddr)
 		}
-	}
-	// Static neighbours: no ARP on the wire, only the traffic under test.
-	mac := func(ns, dev string) (string, error) {
-		out, err := exec.Command("ip", "-n", ns, "-j", "link", "show", "dev", dev).Output()
-		if err != nil {
-			return "", err
-		}
-		var v []struct {
-			Address string `json:"address"`
-		}
-		if err := json.Unmarshal(out, &v); err != nil || len(v) == 0 {
-			return "", fmt.Errorf("mac of %s: %v", dev, err)
-		}
-		return v[0].Address, nil
-	}
-	for _, n := range []struct{ ns, dev, addr, peerNS, peerDev string }{
-		{l.cli, cliIf, rtrCliAddr, l.rtr, rtrCliIf},
-		{l.rtr, rtrCliIf, cliAddr, l.cli, cliIf},
-		{l.rtr, rtrSrvIf, srvAddr, l.srv, srvIf},
-		{l.srv, srvIf, rtrSrvAddr, l.rtr, rtrSrvIf},
-		// The server's extra addresses (scale run).
-		{l.rtr, rtrSrvIf, "10.201.2.3", l.srv, srvIf},
-		{l.rtr, rtrSrvIf, "10.201.2.4", l.srv, srvIf},
-		{l.rtr, rtrSrvIf, "10.201.2.5", l.srv, srvIf},
-	} {
-		m, err := mac(n.peerNS, n.peerDev)
-		if err != nil {
-			l.close()
-			return nil, err
-		}
-		if err := sh("ip", "-n", n.ns, "neigh", "replace", n.addr, "lladdr", m, "dev", n.dev, "nud", "permanent"); err != nil {
-			l.close()
-			return nil, err
-		}
+	})
+	if err != nil {
+		l.close()
+		return nil, err
 	}
 	return l, nil
+}
+
+// srvExtraAddrs are the server's addresses besides srvAddr (scale run).
+var srvExtraAddrs = []string{"10.201.2.3", "10.201.2.4", "10.201.2.5"}
+
+// namespaces creates the client, middle (router or host) and server
+// namespaces, IPv6 off, and tunes the client for many short connections
+// from one address.
+func (l *lab) namespaces(t netlab.T, middle string) (cli, mid, srv *netlab.Netns) {
+	cli, mid, srv = netlab.NewNetns(t, "bench-cli"), netlab.NewNetns(t, "bench-"+middle), netlab.NewNetns(t, "bench-srv")
+	for _, ns := range []*netlab.Netns{cli, mid, srv} {
+		netlab.Quiet(t, ns)
+	}
+	l.cli, l.rtr, l.srv = cli.Name, mid.Name, srv.Name
+	l.cliNS, l.mid, l.srvNS = cli, mid, srv
+	sysctl(t, cli, "net.ipv4.tcp_tw_reuse", "1")
+	sysctl(t, cli, "net.ipv4.ip_local_port_range", "10000 65000")
+	return cli, mid, srv
+}
+
+func sysctl(t netlab.T, ns *netlab.Netns, key, value string) {
+	if err := netlab.Sysctl(ns, key, value); err != nil {
+		t.Fatalf("sysctl %s=%s in %s: %v", key, value, ns, err)
+	}
 }
 
 func (l *lab) start(ns string, args ...string) error {
@@ -406,8 +397,10 @@ func (l *lab) close() {
 		}
 	}
 	l.procs = nil
-	for _, ns := range []string{l.cli, l.rtr, l.srv} {
-		exec.Command("ip", "netns", "del", ns).Run()
+	if l.script != nil {
+		if err := l.script.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "lab teardown:", err)
+		}
 	}
 }
 
@@ -553,8 +546,8 @@ type agentRun struct {
 	coll    *exec.Cmd
 	flows   string // JSON lines of the exported flows
 	topic   string // Kafka topic of the exported flows (kafka-* exports)
-	stderr  *syncBuffer
-	collErr *syncBuffer
+	stderr  *testkit.SyncBuffer
+	collErr *testkit.SyncBuffer
 	pid     int
 	progIDs []ebpf.ProgramID
 }
@@ -582,7 +575,7 @@ func (o options) startAgentRetry(l *lab, idx int) (*agentRun, error) {
 }
 
 func (o options) startAgent(l *lab, idx int) (*agentRun, error) {
-	a := &agentRun{flows: filepath.Join(o.out, fmt.Sprintf("live-flows-%d.jsonl", idx)), stderr: &syncBuffer{}, collErr: &syncBuffer{}}
+	a := &agentRun{flows: filepath.Join(o.out, fmt.Sprintf("live-flows-%d.jsonl", idx)), stderr: &testkit.SyncBuffer{}, collErr: &testkit.SyncBuffer{}}
 	f, err := os.Create(a.flows)
 	if err != nil {
 		return nil, err
@@ -653,24 +646,6 @@ func (o options) startAgent(l *lab, idx int) (*agentRun, error) {
 	}
 	a.progIDs = ids
 	return a, nil
-}
-
-// syncBuffer is a bytes.Buffer safe to read while a process writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // scrape reads the agent's metrics, summing each metric over its labels.
@@ -1156,20 +1131,6 @@ func openLab(build func() (*lab, error)) (l *lab, done func(), err error) {
 // the middle one by veths (the middle ends named cliPeer and srvPeer) and
 // make every namespace IPv4-only, so every frame on the lab links is one
 // the agents count.
-func linkSteps(l *lab, cliPeer, srvPeer string) [][]string {
-	steps := [][]string{
-		{"ip", "link", "add", cliIf, "netns", l.cli, "type", "veth", "peer", "name", cliPeer, "netns", l.rtr},
-		{"ip", "link", "add", srvIf, "netns", l.srv, "type", "veth", "peer", "name", srvPeer, "netns", l.rtr},
-	}
-	for _, ns := range []string{l.cli, l.rtr, l.srv} {
-		steps = append(steps,
-			[]string{"ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"},
-			[]string{"ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"},
-			[]string{"ip", "-n", ns, "link", "set", "lo", "up"})
-	}
-	return steps
-}
-
 func run(o options) error {
 	if o.scaleSink != "socket" && o.scaleSink != "closed-ports" {
 		return fmt.Errorf("-scale-sink %q: want socket or closed-ports", o.scaleSink)

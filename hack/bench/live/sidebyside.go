@@ -52,6 +52,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/flowlens/flowlens/internal/testkit"
 	"github.com/flowlens/flowlens/pkg/receiver"
 )
 
@@ -350,11 +351,11 @@ func (s sbsOptions) runWorkload(o options, l *lab, w string, dur time.Duration) 
 type iperfServer struct {
 	l   *lab
 	cmd *exec.Cmd
-	out *syncBuffer
+	out *testkit.SyncBuffer
 }
 
 func (i *iperfServer) start() error {
-	i.out = &syncBuffer{}
+	i.out = &testkit.SyncBuffer{}
 	i.cmd = exec.Command("ip", "netns", "exec", i.l.srv, "iperf3", "-s", "-p", "5201")
 	i.cmd.Stdout, i.cmd.Stderr = i.out, i.out
 	i.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -404,7 +405,7 @@ func (s sbsOptions) startSbsAgent(o options, l *lab, kind string, idx int) (*sbs
 }
 
 func (s sbsOptions) startSbsAgentOnce(o options, l *lab, kind string, idx int) (*sbsAgent, error) {
-	a := &sbsAgent{agentRun: &agentRun{stderr: &syncBuffer{}, collErr: &syncBuffer{}}, kind: kind,
+	a := &sbsAgent{agentRun: &agentRun{stderr: &testkit.SyncBuffer{}, collErr: &testkit.SyncBuffer{}}, kind: kind,
 		totals: filepath.Join(o.out, fmt.Sprintf("sbs-totals-%s-%d.json", kind, idx))}
 	os.Remove(a.totals)
 	self, _ := os.Executable()
@@ -475,7 +476,7 @@ func (s sbsOptions) startSbsAgentOnce(o options, l *lab, kind string, idx int) (
 		time.Sleep(200 * time.Millisecond)
 		ids, err := progIDsOf(a.pid)
 		if err == nil {
-			hooks, err := tcxProgs(l.rtr)
+			hooks, err := tcxProgs(l.mid)
 			if err != nil {
 				a.stop()
 				return nil, err
@@ -601,7 +602,7 @@ func (s sbsOptions) runAgent(o options, l *lab, w string, r *sbsRun, idx int) (e
 		}
 		os.Remove(a.totals)
 	}()
-	hooks, err := tcxProgs(l.rtr)
+	hooks, err := tcxProgs(l.mid)
 	if err != nil {
 		return err
 	}
@@ -664,7 +665,7 @@ func (s sbsOptions) runAgent(o options, l *lab, w string, r *sbsRun, idx int) (e
 	if !tot.Final {
 		fmt.Fprintf(os.Stderr, "warning: %s sink did not write its final totals: %s\n", r.Agent, tail(a.collErr.String(), 5))
 	}
-	if after, err := tcxProgs(l.rtr); err == nil {
+	if after, err := tcxProgs(l.mid); err == nil {
 		for _, ids := range after {
 			for _, id := range ids {
 				if slices.Contains(a.progIDs, id) {

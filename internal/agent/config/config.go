@@ -2,7 +2,6 @@ package config
 
 import (
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent/flowrules"
@@ -80,12 +79,13 @@ type Config struct {
 	TLSCert string
 	TLSKey  string
 
-	Features Features
-	// DNSPorts are the ports the dns feature reads DNS messages on (1 to
-	// 4); DNSTimeout is how long a query may go unanswered before its
-	// flow's record says dns_timeout.
-	DNSPorts   []uint16
-	DNSTimeout time.Duration
+	// Features are the enabled optional kernel features (--features), by
+	// name, in the registry's order; nil for none.
+	Features []string
+	// FeatureOptions hold each feature's own options (e.g. the dns
+	// feature's --dns-ports), by feature name, in a struct of the
+	// feature's type: see FeatureOptions.
+	FeatureOptions map[string]any
 
 	// MetricsAddress is where Prometheus metrics are served; "" disables.
 	MetricsAddress string
@@ -102,44 +102,6 @@ type Config struct {
 	// ConfigFile is the YAML file the configuration was read from, "" if
 	// none; kept so the agent can log where its settings came from.
 	ConfigFile string
-}
-
-// Features says which optional kernel measurements are enabled; each costs
-// per-packet work, so they can be turned off one by one.
-type Features struct {
-	Drops       bool
-	RTT         bool
-	Retransmits bool
-	Xlat        bool
-	TLS         bool
-	DNS         bool
-}
-
-// String returns the features in --features syntax, e.g. "drops,rtt" or "none".
-func (f Features) String() string {
-	var names []string
-	if f.Drops {
-		names = append(names, "drops")
-	}
-	if f.RTT {
-		names = append(names, "rtt")
-	}
-	if f.Retransmits {
-		names = append(names, "retransmits")
-	}
-	if f.Xlat {
-		names = append(names, "xlat")
-	}
-	if f.TLS {
-		names = append(names, "tls")
-	}
-	if f.DNS {
-		names = append(names, "dns")
-	}
-	if len(names) == 0 {
-		return "none"
-	}
-	return strings.Join(names, ",")
 }
 
 // DefaultExportBuffer is the export queue's default capacity in batches:

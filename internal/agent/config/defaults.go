@@ -52,7 +52,7 @@ const EnvPrefix = "FLOWLENS_AGENT_"
 // name, e.g. "otlp-headers"). It panics if there is no such option: a caller
 // names an option in code, and its tests then fail at once.
 func EnvName(name string) string {
-	for _, o := range options {
+	for _, o := range spec.Options {
 		if o.Name == name {
 			return o.EnvName(EnvPrefix)
 		}
@@ -65,4 +65,4 @@ func itoa(n int) string { return strconv.Itoa(n) }
 
 // Options are the agent's options, in the order the help lists them: for
 // the operator's tests, which check that what it renders is one of them.
-func Options() []*cliconf.Option[Config] { return slices.Clone(options) }
+func Options() []*cliconf.Option[Config] { return slices.Clone(spec.Options) }

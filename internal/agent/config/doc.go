@@ -12,7 +12,12 @@
 // --cache-active-timeout) and the YAML key (cache_active_timeout), so the three
 // spellings cannot drift apart. The help lists the options by component
 // (sections); the exporters' TLS and Kafka connection rows are groups shared
-// with the collector (package cliconf).
+// with the collector (package cliconf). The optional kernel features are not
+// listed here: the feature registry (internal/agent/feature/registry) hands
+// them over (SetFeatures, features.go), and with them --features' default
+// and usage and each feature's own rows (e.g. --dns-ports), which its package
+// owns; Config.Features names the enabled ones and Config.FeatureOptions
+// keeps their options.
 //
 // The Default* constants are the defaults the operator also writes when it
 // renders this configuration from a FlowCollector: internal/operator/render

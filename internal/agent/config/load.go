@@ -37,6 +37,9 @@ var ErrVersion = cliconf.ErrVersion
 // caller should print the version and exit 0; on other errors it should print
 // the error (and perhaps Usage) and exit non-zero.
 func Load(args []string, env func(string) string) (*Config, error) {
+	if features == nil {
+		return nil, errNoFeatures
+	}
 	return spec.Load(args, env)
 }
 

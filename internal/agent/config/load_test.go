@@ -55,9 +55,8 @@ func defaultConfig() *Config {
 		OTLPCompression:      "none",
 		OTLPBatchFlows:       1000,
 		Kafka:                defaultKafka(),
-		Features:             Features{Drops: true, RTT: true, Retransmits: true},
-		DNSPorts:             []uint16{53},
-		DNSTimeout:           5 * time.Second,
+		Features:             []string{"drops", "rtt", "retransmits"},
+		FeatureOptions:       defaultFeatureOptions(),
 		MetricsAddress:       ":9400",
 		BPFStats:             true,
 		NodeName:             "node-1",
@@ -65,6 +64,25 @@ func defaultConfig() *Config {
 	}
 	c.IPFIXEnterpriseNumber = 32473 // the documentation PEN
 	return c
+}
+
+// checkDNSDefaults checks the features' options hold their defaults (the
+// only feature with options is dns; this package cannot name its type, so
+// they are compared as printed).
+func checkDNSDefaults(t *testing.T, c *Config) {
+	t.Helper()
+	if got, want := fmt.Sprintf("%d %+v", len(c.FeatureOptions), c.FeatureOptions["dns"]), "1 &{Ports:[53] Timeout:5s}"; got != want {
+		t.Errorf("feature options %s, want %s", got, want)
+	}
+}
+
+// defaultFeatureOptions are the features' options as the defaults set them.
+func defaultFeatureOptions() map[string]any {
+	c, err := Load(nil, withEnv(nil))
+	if err != nil {
+		panic(err)
+	}
+	return c.FeatureOptions
 }
 
 func defaultKafka() Kafka {
@@ -77,6 +95,7 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkDNSDefaults(t, got)
 	if want := defaultConfig(); !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
 	}
@@ -121,9 +140,8 @@ func TestExampleFile(t *testing.T) {
 		OTLPCompression:      "none",
 		OTLPBatchFlows:       1000,
 		Kafka:                defaultKafka(),
-		Features:             Features{Drops: true, RTT: true},
-		DNSPorts:             []uint16{53},
-		DNSTimeout:           5 * time.Second,
+		Features:             []string{"drops", "rtt"},
+		FeatureOptions:       defaultFeatureOptions(),
 		MetricsAddress:       "127.0.0.1:9400",
 		BPFStats:             false,
 		NodeName:             "node-a",
@@ -131,6 +149,7 @@ func TestExampleFile(t *testing.T) {
 		ConfigFile:           "testdata/agent.yaml",
 	}
 	want.IPFIXEnterpriseNumber = 32473
+	checkDNSDefaults(t, got)
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
 	}
@@ -145,13 +164,13 @@ func TestPrecedence(t *testing.T) {
 		Interfaces []string
 		Level      slog.Level
 		Metrics    string
-		Features   Features
+		Features   []string
 		NodeName   string
 	}
 	pick := func(c *Config) view {
 		return view{c.Sampling, c.CacheActiveTimeout, c.Interfaces, c.LogLevel, c.MetricsAddress, c.Features, c.NodeName}
 	}
-	fileView := view{10, 10 * time.Second, []string{"eth0", "/^ens[0-9]{1,3}$/"}, slog.LevelDebug, "127.0.0.1:9400", Features{Drops: true, RTT: true}, "node-a"}
+	fileView := view{10, 10 * time.Second, []string{"eth0", "/^ens[0-9]{1,3}$/"}, slog.LevelDebug, "127.0.0.1:9400", []string{"drops", "rtt"}, "node-a"}
 	tests := []struct {
 		name string
 		args []string
@@ -159,7 +178,7 @@ func TestPrecedence(t *testing.T) {
 		want view
 	}{
 		{"defaults", nil, nil,
-			view{1, 5 * time.Second, nil, slog.LevelInfo, ":9400", Features{Drops: true, RTT: true, Retransmits: true}, "node-1"}},
+			view{1, 5 * time.Second, nil, slog.LevelInfo, ":9400", []string{"drops", "rtt", "retransmits"}, "node-1"}},
 		{"file by flag", []string{"--config", file}, nil, fileView},
 		{"file by env", nil, map[string]string{"FLOWLENS_AGENT_CONFIG": file}, fileView},
 		{"env over file", []string{"--config", file}, map[string]string{
@@ -169,7 +188,7 @@ func TestPrecedence(t *testing.T) {
 			"FLOWLENS_AGENT_LOG_LEVEL":            "warn",
 			"FLOWLENS_AGENT_FEATURES":             "none",
 			"FLOWLENS_AGENT_NODE_NAME":            "node-env",
-		}, view{20, 30 * time.Second, []string{"eth1", "/^veth/"}, slog.LevelWarn, "127.0.0.1:9400", Features{}, "node-env"}},
+		}, view{20, 30 * time.Second, []string{"eth1", "/^veth/"}, slog.LevelWarn, "127.0.0.1:9400", nil, "node-env"}},
 		{"flags over env over file", []string{
 			"--config", file,
 			"--sampling", "30",
@@ -184,18 +203,18 @@ func TestPrecedence(t *testing.T) {
 			"FLOWLENS_AGENT_INTERFACES":           "eth1",
 			"FLOWLENS_AGENT_LOG_LEVEL":            "warn",
 			"FLOWLENS_AGENT_NODE_NAME":            "node-env",
-		}, view{30, time.Minute, []string{"eth2"}, slog.LevelWarn, "", Features{RTT: true}, "node-flag"}},
+		}, view{30, time.Minute, []string{"eth2"}, slog.LevelWarn, "", []string{"rtt"}, "node-flag"}},
 		{"repeated flag: last wins", []string{"--sampling=2", "--sampling=3"}, nil,
-			view{3, 5 * time.Second, nil, slog.LevelInfo, ":9400", Features{Drops: true, RTT: true, Retransmits: true}, "node-1"}},
+			view{3, 5 * time.Second, nil, slog.LevelInfo, ":9400", []string{"drops", "rtt", "retransmits"}, "node-1"}},
 		{"--config flag over FLOWLENS_AGENT_CONFIG", []string{"--config", file},
 			map[string]string{"FLOWLENS_AGENT_CONFIG": "testdata/missing.yaml"}, fileView},
 		{"--config= turns off FLOWLENS_AGENT_CONFIG", []string{"--config="},
 			map[string]string{"FLOWLENS_AGENT_CONFIG": file},
-			view{1, 5 * time.Second, nil, slog.LevelInfo, ":9400", Features{Drops: true, RTT: true, Retransmits: true}, "node-1"}},
+			view{1, 5 * time.Second, nil, slog.LevelInfo, ":9400", []string{"drops", "rtt", "retransmits"}, "node-1"}},
 		{"empty env var is unset", nil, map[string]string{"FLOWLENS_AGENT_METRICS_ADDRESS": ""},
-			view{1, 5 * time.Second, nil, slog.LevelInfo, ":9400", Features{Drops: true, RTT: true, Retransmits: true}, "node-1"}},
+			view{1, 5 * time.Second, nil, slog.LevelInfo, ":9400", []string{"drops", "rtt", "retransmits"}, "node-1"}},
 		{"FLOWLENS_AGENT_NODE_NAME over NODE_NAME", nil, map[string]string{"FLOWLENS_AGENT_NODE_NAME": "n2"},
-			view{1, 5 * time.Second, nil, slog.LevelInfo, ":9400", Features{Drops: true, RTT: true, Retransmits: true}, "n2"}},
+			view{1, 5 * time.Second, nil, slog.LevelInfo, ":9400", []string{"drops", "rtt", "retransmits"}, "n2"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -408,11 +427,11 @@ func TestFileForms(t *testing.T) {
 		{"null keeps default", "exclude_interfaces:\nsampling: ~\n", func(c *Config) {}},
 		{"empty list", "exclude_interfaces: []\nfeatures: []\n", func(c *Config) {
 			c.ExcludeInterfaces = nil
-			c.Features = Features{}
+			c.Features = nil
 		}},
 		{"empty string", "metrics_address: \"\"\nfeatures: \"\"\n", func(c *Config) {
 			c.MetricsAddress = ""
-			c.Features = Features{}
+			c.Features = nil
 		}},
 		{"alias", "export_buffer: &n 7\ngrpc_batch_size: *n\n", func(c *Config) {
 			c.ExportBuffer, c.GRPCBatchSize = 7, 7

@@ -51,16 +51,10 @@ var options = slices.Concat(
 			Usage: "what happens to packets no filter rule matches; without rules every packet is kept, whatever this says",
 			Set:   setFilterDefault},
 	}),
+	// Usage and default come from the registered features (features.go),
+	// whose own options follow this row.
 	cliconf.InSection("Features", []*cliconf.Option[Config]{
-		{Name: "features", Arg: "list", Default: "drops,rtt,retransmits",
-			Usage:   `optional measurements: drops, rtt, retransmits, xlat (conntrack NAT translation), tls (TLS handshakes, QUIC), dns (DNS ids, codes, names, latency); "none" or empty for none`,
-			SetList: setFeatures},
-		{Name: "dns-ports", Arg: "list", Default: "53",
-			Usage:   "ports the dns feature reads DNS messages on, UDP and TCP (1 to 4 ports)",
-			SetList: setDNSPorts},
-		{Name: "dns-timeout", Arg: "duration", Default: "5s",
-			Usage: "how long a DNS query may go unanswered before its flow says dns_timeout (100ms to 1m)",
-			Set:   cliconf.Duration(func(c *Config) *time.Duration { return &c.DNSTimeout })},
+		{Name: "features", Arg: "list", SetList: setFeatures},
 	}),
 	cliconf.InSection("Export", []*cliconf.Option[Config]{
 		{Name: "export", Arg: "list", Default: DefaultExport,
@@ -166,52 +160,6 @@ func setIPFIXDomainID(c *Config, s string) error {
 }
 
 var setLogLevel = cliconf.Level(func(c *Config) *slog.Level { return &c.LogLevel })
-
-const featureNames = "drops, rtt, retransmits, xlat, tls, dns"
-
-func setFeatures(c *Config, items []string) error {
-	var f Features
-	for _, it := range items {
-		switch it {
-		case "drops":
-			f.Drops = true
-		case "rtt":
-			f.RTT = true
-		case "retransmits":
-			f.Retransmits = true
-		case "xlat":
-			f.Xlat = true
-		case "tls":
-			f.TLS = true
-		case "dns":
-			f.DNS = true
-		case "none":
-			if len(items) > 1 {
-				return errors.New(`"none" cannot be combined with features`)
-			}
-		default:
-			return fmt.Errorf("unknown feature %q: must be one of %s, or none", it, featureNames)
-		}
-	}
-	c.Features = f
-	return nil
-}
-
-func setDNSPorts(c *Config, items []string) error {
-	if len(items) < 1 || len(items) > 4 {
-		return errors.New("must be 1 to 4 ports")
-	}
-	var ports []uint16
-	for _, it := range items {
-		n, err := strconv.ParseUint(it, 10, 16)
-		if err != nil || n == 0 {
-			return fmt.Errorf("port %q: must be a number from 1 to 65535", it)
-		}
-		ports = append(ports, uint16(n))
-	}
-	c.DNSPorts = ports
-	return nil
-}
 
 // setOTLPHeaders parses key=value items: the key a header name, the value
 // anything (it may hold "=", as base64 tokens do).

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 
 	"gopkg.in/yaml.v3"
 
@@ -98,7 +99,7 @@ func checkFilter(c *Config) error {
 	// A drops rule keeps the flows the drop hook reports: without that
 	// hook it would keep nothing, silently.
 	for i, r := range c.FilterRules {
-		if r.Drops && !c.Features.Drops {
+		if r.Drops && !slices.Contains(c.Features, "drops") {
 			return &flowrules.Error{Rule: i, Name: r.Name, Field: "drops", Value: "true",
 				Reason: "needs the drops feature (--features with drops)"}
 		}

@@ -36,8 +36,10 @@ func (c *Config) Validate() error {
 		add(cliconf.Invalid("--sampling", strconv.FormatUint(uint64(c.Sampling), 10), errors.New("must be >= 1")))
 	}
 	add(checkFilter(c))
-	if d := c.DNSTimeout; d < 100*time.Millisecond || d > time.Minute {
-		add(cliconf.Invalid("--dns-timeout", d.String(), errors.New("must be from 100ms to 1m")))
+	for _, f := range features {
+		if f.Validate != nil {
+			add(f.Validate(c))
+		}
 	}
 	add(checkExport(c.Export))
 	add(checkTarget(c.Target, c.Export))

@@ -236,10 +236,10 @@ func (d *Datapath) detach(a *attachment) error {
 	return nil
 }
 
-// Hook says how the interface is attached: "tcx" (tcx links), "clsact"
+// AttachMode says how the interface is attached: "tcx" (tcx links), "clsact"
 // (clsact qdisc and cls_bpf filters, on kernels without tcx or with
 // ForceLegacyTC), or "" when it is not attached.
-func (d *Datapath) Hook(iface ifaces.Interface) string {
+func (d *Datapath) AttachMode(iface ifaces.Interface) string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	a, ok := d.attached[attachKey{iface.NetnsCookie, iface.Index}]

@@ -244,9 +244,9 @@ func featuresFigures(t *testing.T) (progBudget, bool) {
 	}
 	tc, sizes := map[string]any{}, map[string]uint32{}
 	for _, f := range []interface {
-		Hook(*btf.Spec) datapath.Hook
+		Plan(*btf.Spec) datapath.Plan
 	}{xlat.New(), tls.New(), dns.New()} {
-		h := f.Hook(kernel)
+		h := f.Plan(kernel)
 		if h.Err != nil {
 			t.Logf("feature %s refused on this kernel: %v (ingress+features not measured)", h.Name, h.Err)
 			return progBudget{}, false

@@ -30,9 +30,9 @@ type Config struct {
 	// tests can force a fallback (e.g. "drop_kfree_skb").
 	SkipHookPrograms []string
 	// TCConstants are load-time constants of the TC programs set by the
-	// features that run inside them (Hook.TC), by variable name.
+	// features that run inside them (Plan.TC), by variable name.
 	TCConstants map[string]any
-	// MapSizes size the maps features need (Hook.MapSizes), by name.
+	// MapSizes size the maps features need (Plan.MapSizes), by name.
 	MapSizes map[string]uint32
 	// Filter is the compiled flow filter (nil or no rules: every packet is
 	// accounted, 1 in Sampling).

@@ -28,7 +28,7 @@ func TestEnrichmentLostCounted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	hooks, err := registry.Hooks("drops")
+	hooks, err := registry.Plans("drops")
 	if err != nil {
 		t.Fatal(err)
 	}

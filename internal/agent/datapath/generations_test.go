@@ -136,7 +136,7 @@ func TestHookErrorsSayWhy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dp.Close()
-	st := dp.StartHooks([]datapath.Hook{
+	st := dp.StartHooks([]datapath.Plan{
 		{Name: "skipped", Candidates: []datapath.Candidate{{Program: "drop_kfree_skb", Attach: datapath.Tracing}}},
 		{Name: "missing", Candidates: []datapath.Candidate{
 			{Program: "drop_tracepoint", Attach: datapath.Tracepoint("flowlens_no_such_group", "no_such_event")}}},
@@ -165,7 +165,7 @@ func TestHookErrorsSayWhy(t *testing.T) {
 func TestHookRefused(t *testing.T) {
 	needBPF(t)
 	dp := load(t, 64)
-	st := dp.StartHooks([]datapath.Hook{{Name: "rtt", Candidates: []datapath.Candidate{
+	st := dp.StartHooks([]datapath.Plan{{Name: "rtt", Candidates: []datapath.Candidate{
 		{Program: "rtt_fentry", Attach: datapath.Tracing}}}})
 	switch {
 	case st[0].Running:
@@ -178,11 +178,11 @@ func TestHookRefused(t *testing.T) {
 	t.Logf("rtt_fentry: %v", st[0].Err)
 }
 
-// A hook that runs inside the TC programs (Hook.TC) runs only when Load
+// A hook that runs inside the TC programs (Plan.TC) runs only when Load
 // set its constants, and says so when it did not.
 func TestTCHook(t *testing.T) {
 	needBPF(t)
-	hook := datapath.Hook{Name: "tls", TC: map[string]any{"tls_on": uint32(1)}}
+	hook := datapath.Plan{Name: "tls", TC: map[string]any{"tls_on": uint32(1)}}
 	for _, with := range []bool{true, false} {
 		cfg := datapath.Config{MaxFlows: 16, Sampling: 1}
 		if with {
@@ -192,7 +192,7 @@ func TestTCHook(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st := dp.StartHooks([]datapath.Hook{hook})[0]
+		st := dp.StartHooks([]datapath.Plan{hook})[0]
 		dp.Close()
 		if with && (!st.Running || st.Program != "tc") {
 			t.Errorf("loaded with tls_on: %+v, want running in tc", st)
@@ -204,7 +204,7 @@ func TestTCHook(t *testing.T) {
 	// A feature that found its kernel lacking reports why, and loads nothing.
 	dp := load(t, 16)
 	missing := errors.New("no such kfunc")
-	st := dp.StartHooks([]datapath.Hook{{Name: "xlat", TC: map[string]any{"xlat_on": uint32(1)}, Err: missing}})[0]
+	st := dp.StartHooks([]datapath.Plan{{Name: "xlat", TC: map[string]any{"xlat_on": uint32(1)}, Err: missing}})[0]
 	if st.Running || !errors.Is(st.Err, missing) {
 		t.Errorf("hook with Err: %+v", st)
 	}

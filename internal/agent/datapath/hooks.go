@@ -11,11 +11,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A Hook is how one optional feature (internal/agent/feature) runs in the kernel:
+// A Plan is how one optional feature (internal/agent/feature) runs in the
+// kernel (its hook: what StartHooks loads and attaches; not to be confused with
+// an interface's attach mode, Datapath.AttachMode):
 // programs of bpf/datapath.c tried in order of preference, the first that
 // loads and attaches being kept. So every feature has the same shape:
 // preferred program, then fallbacks.
-type Hook struct {
+type Plan struct {
 	Name       string      // the feature's name: the --features value and the metric label
 	Candidates []Candidate // in order of preference
 	// Constants are load-time constants (volatile const in the feature's
@@ -97,7 +99,7 @@ type hook struct {
 
 // StartHooks loads and attaches the given hooks. A hook the kernel refuses
 // is reported in its status; the others run. It returns the status of each.
-func (d *Datapath) StartHooks(hooks []Hook) []HookStatus {
+func (d *Datapath) StartHooks(hooks []Plan) []HookStatus {
 	out := make([]HookStatus, 0, len(hooks))
 	for _, hk := range hooks {
 		h := &hook{status: HookStatus{Name: hk.Name}}

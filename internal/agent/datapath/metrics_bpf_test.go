@@ -90,7 +90,7 @@ func TestDatapathMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dp.Close()
-	all, err := registry.Hooks()
+	all, err := registry.Plans()
 	if err != nil {
 		t.Fatal(err)
 	}

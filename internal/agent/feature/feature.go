@@ -5,20 +5,28 @@
 //   - its BPF header in bpf/ (bpf/<name>.h, included by bpf/datapath.c),
 //     writing the enrichment maps of bpf/maps.h;
 //   - its Go package, internal/agent/feature/<name>, implementing Feature: its
-//     name and docs, its hook (programs in order of preference, with their
-//     fallbacks and load-time constants) and the record fields it fills
-//     from the enrichment entry;
-//   - its fields in the record model (pkg/flow: Record, JSON, protobuf);
-//   - one line in internal/agent/feature/registry.
+//     name and docs, its options (flag rows, validation: Config), its kernel
+//     plan (programs in order of preference, with their fallbacks,
+//     load-time constants and map sizes), the record fields it fills from
+//     the enrichment entry, and its tests;
+//   - its record group in the record model (pkg/flow/<name>.go) and its
+//     encodings;
+//   - one line in internal/agent/feature/registry, the only list of
+//     features: --features, the agent's configuration and the CRD's enum
+//     (api/v1alpha1, generated) derive from it.
 //
-// The agent starts the hooks of the enabled features (--features), and the
-// evictor calls Fill on each running feature for every flow that has an
-// enrichment entry.
+// The registry's conformance test lists the files a feature touches and
+// fails when one is missing (go test -v ./internal/agent/feature/registry).
+//
+// The agent configures the enabled features (--features) from the loaded
+// configuration, starts their hooks, and the evictor calls Fill on each
+// running feature for every flow that has an enrichment entry.
 package feature
 
 import (
 	"github.com/cilium/ebpf/btf"
 
+	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/agent/datapath"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
@@ -29,12 +37,27 @@ type Feature interface {
 	Name() string
 	// Doc says in one line what the feature adds to a flow.
 	Doc() string
-	// Hook prepares the feature for this kernel and returns its programs
+	// DocPage is the page that documents the feature: docs/<name>.md, or
+	// a section of a page ("README.md#heading-slug").
+	DocPage() string
+	// Config is what the agent's configuration knows of the feature: its
+	// --features entry and its own options (the registry sets Name).
+	Config() config.Feature
+	// Configure reads the feature's options from the loaded configuration;
+	// called once, before Plan.
+	Configure(c *config.Config)
+	// Plan prepares the feature for this kernel and returns its programs
 	// and fallbacks. kernel is the running kernel's BTF, nil when it cannot
 	// be read (the feature then uses its defaults). Called once, at start.
-	Hook(kernel *btf.Spec) datapath.Hook
+	Plan(kernel *btf.Spec) datapath.Plan
 	// Fields are the JSON names of the record fields Fill sets.
 	Fields() []string
 	// Fill copies the feature's part of a flow's enrichment entry into r.
 	Fill(r *flow.Record, v *datapath.EnrichValue)
 }
+
+// NoOptions is embedded by the features that have no options of their own.
+type NoOptions struct{}
+
+// Configure has nothing to read.
+func (NoOptions) Configure(*config.Config) {}

@@ -5,13 +5,11 @@
 package collectortest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,27 +18,13 @@ import (
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
 	grpcexp "github.com/flowlens/flowlens/internal/agent/exporter/grpc"
+	"github.com/flowlens/flowlens/internal/testkit"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
-// SyncBuffer is an io.Writer tests can read while the collector writes.
-type SyncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *SyncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-// String is everything written so far.
-func (s *SyncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// SyncBuffer is an io.Writer tests can read while the collector writes
+// (internal/testkit's, with Lines).
+type SyncBuffer struct{ testkit.SyncBuffer }
 
 // Lines are the lines written so far (none: nil).
 func (s *SyncBuffer) Lines() []string {

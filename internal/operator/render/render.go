@@ -11,6 +11,7 @@ package render
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -171,7 +172,7 @@ func WithDefaults(spec v1alpha1.FlowCollectorSpec) v1alpha1.FlowCollectorSpec {
 		a.Netns = []string{config.DefaultNetns}
 	}
 	if a.Features == nil {
-		a.Features = []v1alpha1.Feature{v1alpha1.FeatureDrops, v1alpha1.FeatureRTT, v1alpha1.FeatureRetransmits}
+		a.Features = slices.Clone(v1alpha1.DefaultFeatures)
 	}
 	if a.DNSPorts == nil {
 		a.DNSPorts = []int32{DefaultDNSPort}

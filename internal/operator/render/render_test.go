@@ -15,6 +15,7 @@ import (
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
 	"github.com/flowlens/flowlens/internal/agent/config"
+	"github.com/flowlens/flowlens/internal/agent/feature/dns"
 	"github.com/flowlens/flowlens/internal/agent/flowrules"
 	"github.com/flowlens/flowlens/internal/operator/dashboards"
 )
@@ -55,7 +56,7 @@ func TestAgentAcceptsDefaults(t *testing.T) {
 		c.MetricsAddress != ":9400" || c.NodeName != "node-1" || c.NetnsDir != "/var/run/netns" ||
 		!slices.Equal(c.Netns, []string{"host"}) || !slices.Equal(c.ExcludeInterfaces, []string{"lo"}) ||
 		len(c.Interfaces) != 0 || !slices.Equal(c.Export, []string{"stdout"}) ||
-		c.Features != (config.Features{Drops: true, RTT: true, Retransmits: true}) {
+		!slices.Equal(c.Features, []string{"drops", "rtt", "retransmits"}) {
 		t.Errorf("agent configuration from the defaults: %+v", c)
 	}
 }
@@ -82,7 +83,7 @@ func TestAgentAcceptsEverySetting(t *testing.T) {
 	})
 	if c.Sampling != 20 || c.CacheActiveTimeout != 1500*time.Millisecond || c.CacheMaxFlows != 5000 ||
 		!slices.Equal(c.Interfaces, []string{"eth0", "/^ens[0-9]{1,3}$/"}) || len(c.ExcludeInterfaces) != 0 ||
-		!slices.Equal(c.Netns, []string{"host", "blue"}) || c.Features != (config.Features{}) ||
+		!slices.Equal(c.Netns, []string{"host", "blue"}) || len(c.Features) != 0 ||
 		!slices.Equal(c.Export, []string{"stdout", "grpc"}) || c.Target != "[fd00::1]:4317" || c.GRPCBatchSize != 250 ||
 		c.MetricsAddress != ":19400" || c.LogLevel.String() != "DEBUG" {
 		t.Errorf("agent configuration: %+v", c)
@@ -525,14 +526,14 @@ dns_timeout: 1.5s
 		t.Errorf("agent configuration:\n%s\nwant:\n%s", data, want)
 	}
 	c := loadAgentConfig(t, s)
-	if !c.Features.DNS || !slices.Equal(c.DNSPorts, []uint16{53, 5353}) || c.DNSTimeout != 1500*time.Millisecond {
-		t.Errorf("agent: dns %v, ports %v, timeout %v; want true, [53 5353], 1.5s", c.Features.DNS, c.DNSPorts, c.DNSTimeout)
+	if o := dns.OptionsOf(c); !slices.Equal(c.Features, []string{"dns"}) || !slices.Equal(o.Ports, []uint16{53, 5353}) || o.Timeout != 1500*time.Millisecond {
+		t.Errorf("agent: features %v, ports %v, timeout %v; want [dns], [53 5353], 1.5s", c.Features, o.Ports, o.Timeout)
 	}
 
 	// Defaults: the agent's own.
 	c = loadAgentConfig(t, v1alpha1.FlowCollectorSpec{Agent: v1alpha1.AgentSpec{Features: []v1alpha1.Feature{v1alpha1.FeatureDNS}}})
-	if !slices.Equal(c.DNSPorts, []uint16{53}) || c.DNSTimeout != 5*time.Second {
-		t.Errorf("agent from the defaults: ports %v, timeout %v; want [53], 5s", c.DNSPorts, c.DNSTimeout)
+	if o := dns.OptionsOf(c); !slices.Equal(o.Ports, []uint16{53}) || o.Timeout != 5*time.Second {
+		t.Errorf("agent from the defaults: ports %v, timeout %v; want [53], 5s", o.Ports, o.Timeout)
 	}
 
 	// Without the dns feature: no dns key, and the same configuration as

@@ -1,9 +1,14 @@
 // Package netlab builds throw-away network topologies in the real kernel for
-// tests: named network namespaces, veth pairs, bridges, addresses, and small
-// UDP senders/listeners that run inside a namespace.
+// tests and benchmarks alike: named network namespaces, veth pairs, bridges,
+// addresses, routes, static neighbours, and small UDP and DNS
+// senders/listeners that run inside a namespace. It is the one lab builder:
+// the kernel tests, test/dashboards and the benchmarks (hack/bench/live,
+// hack/bench/enrich) build their labs with it.
 //
+// The helpers take a T: a test's testing.TB, or a Script in a program.
 // Everything a helper creates is registered with t.Cleanup, so it is torn
-// down when the test ends, also when it fails or panics. Namespace names carry
+// down when the test ends (or the Script closes), also when it fails or
+// panics. Namespace names carry
 // the prefix "fltest-", the creating process id and a random suffix, so
 // parallel test processes never collide, and a later test process can sweep
 // the leftovers of one that was killed before its cleanups ran.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"testing"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -34,7 +33,7 @@ func IfName(prefix string) string {
 // Veth creates a veth pair aName (in a) <-> bName (in b), sets both ends up
 // and deletes the pair when the test ends. nil means the test process's own
 // namespace; there, pick names with IfName so parallel tests do not clash.
-func Veth(t testing.TB, a *Netns, aName string, b *Netns, bName string) (ifA, ifB netlink.Link) {
+func Veth(t T, a *Netns, aName string, b *Netns, bName string) (ifA, ifB netlink.Link) {
 	t.Helper()
 	Require(t)
 	ha := mustHandle(t, a)
@@ -63,12 +62,20 @@ func Veth(t testing.TB, a *Netns, aName string, b *Netns, bName string) (ifA, if
 }
 
 // Bridge creates a bridge that is up, deleted when the test ends.
-func Bridge(t testing.TB, ns *Netns, name string) netlink.Link {
+func Bridge(t T, ns *Netns, name string) netlink.Link {
 	t.Helper()
 	return addLink(t, ns, &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name}})
 }
 
-func addLink(t testing.TB, ns *Netns, l netlink.Link) netlink.Link {
+// QuietBridge is a Bridge without multicast snooping, so that the bridge
+// itself sends no query: only the traffic under test crosses it.
+func QuietBridge(t T, ns *Netns, name string) netlink.Link {
+	t.Helper()
+	off := false
+	return addLink(t, ns, &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name}, MulticastSnooping: &off})
+}
+
+func addLink(t T, ns *Netns, l netlink.Link) netlink.Link {
 	t.Helper()
 	Require(t)
 	h := mustHandle(t, ns)
@@ -82,7 +89,7 @@ func addLink(t testing.TB, ns *Netns, l netlink.Link) netlink.Link {
 }
 
 // SetMaster enslaves ifname to master (e.g. a Bridge) in ns.
-func SetMaster(t testing.TB, ns *Netns, ifname, master string) {
+func SetMaster(t T, ns *Netns, ifname, master string) {
 	t.Helper()
 	h := mustHandle(t, ns)
 	defer h.Close()
@@ -101,7 +108,7 @@ func SetMaster(t testing.TB, ns *Netns, ifname, master string) {
 // AddAddr adds cidr ("10.0.0.1/24", "fd00::1/64") to ifname in ns. IPv6
 // addresses are added with nodad, so they are usable at once and send no
 // neighbour solicitation.
-func AddAddr(t testing.TB, ns *Netns, ifname, cidr string) {
+func AddAddr(t T, ns *Netns, ifname, cidr string) {
 	t.Helper()
 	addr, err := netlink.ParseAddr(cidr)
 	if err != nil {
@@ -123,7 +130,7 @@ func AddAddr(t testing.TB, ns *Netns, ifname, cidr string) {
 
 // Neigh adds a permanent neighbour entry (ip -> mac) on ifname in ns. Tests
 // that count packets pin both sides so no ARP/NDP exchange adds to the counts.
-func Neigh(t testing.TB, ns *Netns, ifname, ip string, mac net.HardwareAddr) {
+func Neigh(t T, ns *Netns, ifname, ip string, mac net.HardwareAddr) {
 	t.Helper()
 	h := mustHandle(t, ns)
 	defer h.Close()
@@ -176,7 +183,7 @@ func LinkStats(ns *Netns, ifname string) (rxPackets, rxBytes, txPackets, txBytes
 	return s.RxPackets, s.RxBytes, s.TxPackets, s.TxBytes
 }
 
-func mustHandle(t testing.TB, ns *Netns) *netlink.Handle {
+func mustHandle(t T, ns *Netns) *netlink.Handle {
 	t.Helper()
 	h, err := Handle(ns)
 	if err != nil {
@@ -185,7 +192,7 @@ func mustHandle(t testing.TB, ns *Netns) *netlink.Handle {
 	return h
 }
 
-func mustUp(t testing.TB, h *netlink.Handle, ns *Netns, name string) netlink.Link {
+func mustUp(t T, h *netlink.Handle, ns *Netns, name string) netlink.Link {
 	t.Helper()
 	l, err := h.LinkByName(name)
 	if err == nil {
@@ -202,7 +209,7 @@ func mustUp(t testing.TB, h *netlink.Handle, ns *Netns, name string) netlink.Lin
 
 // delLink is a cleanup: a link already gone (deleted by the test, or with
 // its namespace) is fine.
-func delLink(t testing.TB, ns *Netns, name string) {
+func delLink(t T, ns *Netns, name string) {
 	if ns != nil && !ns.Handle.IsOpen() {
 		return // namespace deleted: the link went with it
 	}

@@ -39,15 +39,19 @@ type Netns struct {
 // Require gates the test on root (CAP_SYS_ADMIN, CAP_NET_ADMIN), which
 // every helper needs, through testkit.NeedRoot: skipped in short mode or
 // outside CI when not root, failed in CI when not root.
-func Require(t testing.TB) {
+func Require(t T) {
 	t.Helper()
-	testkit.NeedRoot(t, "network namespaces: CAP_SYS_ADMIN, CAP_NET_ADMIN")
+	if tb, ok := t.(testing.TB); ok {
+		testkit.NeedRoot(tb, "network namespaces: CAP_SYS_ADMIN, CAP_NET_ADMIN")
+	} else if err := testkit.RootMissing(); err != nil { // a Script: no test to skip
+		t.Fatal(err)
+	}
 }
 
 // NewNetns creates a named namespace under DefaultDir, like `ip netns add`,
 // and deletes it when the test ends. name is only a readable hint: the real
 // name is "fltest-<name>-<pid>-<random>".
-func NewNetns(t testing.TB, name string) *Netns {
+func NewNetns(t T, name string) *Netns {
 	t.Helper()
 	return NewNetnsIn(t, DefaultDir, name)
 }
@@ -55,7 +59,7 @@ func NewNetns(t testing.TB, name string) *Netns {
 // NewNetnsIn is NewNetns with the bind mount placed in dir instead, so a test
 // can own a whole netns directory (e.g. a t.TempDir()) that nothing else
 // writes to. dir is created if missing.
-func NewNetnsIn(t testing.TB, dir, name string) *Netns {
+func NewNetnsIn(t T, dir, name string) *Netns {
 	t.Helper()
 	Require(t)
 	ns, err := create(dir, name)

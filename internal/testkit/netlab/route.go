@@ -2,7 +2,6 @@ package netlab
 
 import (
 	"net"
-	"testing"
 
 	"github.com/vishvananda/netlink"
 )
@@ -11,7 +10,7 @@ import (
 // gateway gw on dev in ns, or replaces the route to dst there, like
 // `ip route replace dst via gw dev dev`: a route change takes effect for the
 // next packet routed.
-func Route(t testing.TB, ns *Netns, dst, gw, dev string) {
+func Route(t T, ns *Netns, dst, gw, dev string) {
 	t.Helper()
 	_, ipnet, err := net.ParseCIDR(dst)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"testing"
 )
 
 // Sysctl writes value to key ("net.ipv6.conf.all.accept_dad") inside ns.
@@ -29,7 +28,7 @@ func Sysctl(ns *Netns, key, value string) error {
 // Quiet disables IPv6 in ns (all, default and every existing interface), so
 // links there send no DAD, router solicitation or MLD packet and a test can
 // count packets exactly. Call it before creating the namespace's links.
-func Quiet(t testing.TB, ns *Netns) {
+func Quiet(t T, ns *Netns) {
 	t.Helper()
 	mustSysctls(t, ns, map[string]string{"disable_ipv6": "1"})
 }
@@ -44,7 +43,7 @@ func Quiet(t testing.TB, ns *Netns) {
 // test that counts packets exactly should snapshot counters after the links
 // are up and the addresses are added, or pin addr_gen_mode=1 itself to get
 // no link-local address at all.
-func QuietIPv6(t testing.TB, ns *Netns) {
+func QuietIPv6(t T, ns *Netns) {
 	t.Helper()
 	mustSysctls(t, ns, map[string]string{
 		"disable_ipv6":                      "0",
@@ -60,7 +59,7 @@ func QuietIPv6(t testing.TB, ns *Netns) {
 // mustSysctls sets net.ipv6.conf.<x>.<key> for x in all, default and each
 // existing interface: for most keys "all" is not propagated to existing
 // interfaces, and for accept_dad the kernel checks both all and the device.
-func mustSysctls(t testing.TB, ns *Netns, kv map[string]string) {
+func mustSysctls(t T, ns *Netns, kv map[string]string) {
 	t.Helper()
 	if ns == nil {
 		t.Fatal("netlab: refusing to change host IPv6 sysctls")

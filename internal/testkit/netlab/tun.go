@@ -3,7 +3,6 @@ package netlab
 import (
 	"fmt"
 	"os"
-	"testing"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -20,7 +19,7 @@ import (
 // read blocked in another goroutine returns when the file is closed. The
 // device is not persistent: closing the file, which the test's cleanup
 // does, deletes it.
-func Tun(t testing.TB, ns *Netns, name string) (*os.File, netlink.Link) {
+func Tun(t T, ns *Netns, name string) (*os.File, netlink.Link) {
 	t.Helper()
 	Require(t)
 	var fd int

@@ -64,3 +64,12 @@ func RunIn(ns *Netns, name string, args ...string) ([]byte, error) {
 	})
 	return out, err
 }
+
+// Run runs an external command inside ns (RunIn) and fails t, with the
+// command's output, when it fails: the lab set-up steps of tests (nft, tc).
+func Run(t T, ns *Netns, name string, args ...string) {
+	t.Helper()
+	if out, err := RunIn(ns, name, args...); err != nil {
+		t.Fatalf("%s: %s %v: %v\n%s", ns, name, args, err, out)
+	}
+}

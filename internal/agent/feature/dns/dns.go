@@ -10,6 +10,7 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
 
+	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/agent/datapath"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
@@ -31,20 +32,29 @@ type Feature struct {
 // New returns the feature with the default port and timeout.
 func New() *Feature { return &Feature{} }
 
-func (*Feature) Name() string { return "dns" }
+// name is the feature's --features value.
+const name = "dns"
+
+func (*Feature) Name() string { return name }
+
+func (*Feature) DocPage() string { return "docs/dns.md" }
+
+func (*Feature) Config() config.Feature {
+	return config.Feature{Brief: "DNS ids, codes, names, latency", Options: options, Validate: validate}
+}
 
 func (*Feature) Doc() string {
 	return "DNS per flow: id, flags, response code, query name, query-to-answer latency, timeouts"
 }
 
-// Hook switches the reading on inside the TC programs, on the ports.
-func (f *Feature) Hook(*btf.Spec) datapath.Hook {
+// Plan switches the reading on inside the TC programs, on the ports.
+func (f *Feature) Plan(*btf.Spec) datapath.Plan {
 	ports := [4]uint16{53}
 	if len(f.Ports) > 0 {
 		ports = [4]uint16{}
 		copy(ports[:], f.Ports)
 	}
-	return datapath.Hook{Name: "dns",
+	return datapath.Plan{Name: "dns",
 		TC:       map[string]any{"dns_on": uint32(1), "dns_ports": ports},
 		MapSizes: map[string]uint32{datapath.MapDNSPending: pendingQueries}}
 }
@@ -52,6 +62,12 @@ func (f *Feature) Hook(*btf.Spec) datapath.Hook {
 func (*Feature) Fields() []string {
 	return []string{"dns_id", "dns_flags", "dns_rcode", "dns_name", "dns_name_truncated",
 		"dns_latency_ns", "dns_latency_max_ns", "dns_timeout"}
+}
+
+// Configure takes the ports and the timeout from the configuration.
+func (f *Feature) Configure(c *config.Config) {
+	o := OptionsOf(c)
+	f.Ports, f.Timeout = o.Ports, o.Timeout
 }
 
 // Fill copies the flow's DNS message. A query still unanswered Timeout

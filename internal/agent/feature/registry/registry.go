@@ -1,12 +1,18 @@
-// Package registry lists every optional kernel feature of the agent. Adding a
-// feature is adding its packages (bpf/<name>.h, internal/agent/feature/<name>) and
-// one line to New.
+// Package registry is the only list of the agent's optional kernel features.
+// Adding a feature is adding its packages (bpf/<name>.h,
+// internal/agent/feature/<name>) and one line to New; --features (its
+// usage, default and accepted names) and the features' own options reach
+// the agent's configuration from here (init), and the CRD's enum is
+// generated from here (crdgen). conformance_test.go checks every feature
+// has everything else it needs.
 package registry
 
 import (
 	"fmt"
 
 	"github.com/cilium/ebpf/btf"
+
+	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/agent/datapath"
 	"github.com/flowlens/flowlens/internal/agent/feature"
 	"github.com/flowlens/flowlens/internal/agent/feature/dns"
@@ -28,6 +34,31 @@ func New() []feature.Feature {
 		tls.New(),
 		dns.New(),
 	}
+}
+
+// init hands the features to the agent's configuration, which stays free
+// of the kernel side (the operator links it) and so cannot import them.
+func init() {
+	var fs []config.Feature
+	for _, f := range New() {
+		c := f.Config()
+		c.Name = f.Name()
+		fs = append(fs, c)
+	}
+	config.SetFeatures(fs)
+}
+
+// Enabled returns the features a loaded configuration enables, in New's
+// order, each configured from its options.
+func Enabled(cfg *config.Config) ([]feature.Feature, error) {
+	fs, err := Select(cfg.Features)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range fs {
+		f.Configure(cfg)
+	}
+	return fs, nil
 }
 
 // Names are the names of every feature, in New's order.
@@ -58,10 +89,10 @@ func Select(names []string) ([]feature.Feature, error) {
 	return out, nil
 }
 
-// Hooks returns the hooks of the named features (every feature when none is
+// Plans returns the kernel plans of the named features (every feature when none is
 // named) for the running kernel: tests and tools that start hooks without
 // an agent.
-func Hooks(names ...string) ([]datapath.Hook, error) {
+func Plans(names ...string) ([]datapath.Plan, error) {
 	if len(names) == 0 {
 		names = Names()
 	}
@@ -73,9 +104,9 @@ func Hooks(names ...string) ([]datapath.Hook, error) {
 	if err != nil {
 		kernel = nil // the features' defaults
 	}
-	out := make([]datapath.Hook, len(fs))
+	out := make([]datapath.Plan, len(fs))
 	for i, f := range fs {
-		out[i] = f.Hook(kernel)
+		out[i] = f.Plan(kernel)
 	}
 	return out, nil
 }

@@ -17,7 +17,7 @@ func TestConfigFeaturesAreTheRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := c.Features.String(), strings.Join(registry.Names()[:3], ","); got != want {
+	if got, want := strings.Join(c.Features, ","), strings.Join(registry.Names()[:3], ","); got != want {
 		t.Fatalf("default --features %q, registry %q", got, want)
 	}
 	for _, name := range registry.Names() {
@@ -25,8 +25,8 @@ func TestConfigFeaturesAreTheRegistry(t *testing.T) {
 		if err != nil {
 			t.Fatalf("--features=%s: %v", name, err)
 		}
-		if c.Features.String() != name {
-			t.Fatalf("--features=%s gives %q", name, c.Features.String())
+		if !slices.Equal(c.Features, []string{name}) {
+			t.Fatalf("--features=%s gives %q", name, c.Features)
 		}
 	}
 	if _, err := registry.Select([]string{"nope"}); err == nil || err.Error() != `unknown feature "nope"` {

@@ -6,22 +6,30 @@ package retransmits
 import (
 	"github.com/cilium/ebpf/btf"
 
+	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/agent/datapath"
+	"github.com/flowlens/flowlens/internal/agent/feature"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
 // Feature records retransmits.
-type Feature struct{}
+type Feature struct{ feature.NoOptions }
 
 // New returns the feature.
 func New() *Feature { return &Feature{} }
 
 func (*Feature) Name() string { return "retransmits" }
 
+func (*Feature) DocPage() string {
+	return "README.md#enrichment-drops-rtt-retransmits-nat-translation-tls-dns"
+}
+
+func (*Feature) Config() config.Feature { return config.Feature{Default: true} }
+
 func (*Feature) Doc() string { return "TCP retransmitted segments on the flow that carries them" }
 
-func (*Feature) Hook(*btf.Spec) datapath.Hook {
-	return datapath.Hook{Name: "retransmits", Candidates: []datapath.Candidate{
+func (*Feature) Plan(*btf.Spec) datapath.Plan {
+	return datapath.Plan{Name: "retransmits", Candidates: []datapath.Candidate{
 		{Program: "retransmit", Attach: datapath.Tracing}, // tp_btf/tcp_retransmit_skb
 	}}
 }

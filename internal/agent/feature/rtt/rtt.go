@@ -8,26 +8,34 @@ import (
 
 	"github.com/cilium/ebpf/btf"
 
+	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/agent/datapath"
+	"github.com/flowlens/flowlens/internal/agent/feature"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
 // Feature records rtt_ns (latest smoothed RTT of the period) and rtt_max_ns.
-type Feature struct{}
+type Feature struct{ feature.NoOptions }
 
 // New returns the feature.
 func New() *Feature { return &Feature{} }
 
 func (*Feature) Name() string { return "rtt" }
 
+func (*Feature) DocPage() string {
+	return "README.md#enrichment-drops-rtt-retransmits-nat-translation-tls-dns"
+}
+
+func (*Feature) Config() config.Feature { return config.Feature{Default: true} }
+
 func (*Feature) Doc() string {
 	return "TCP smoothed RTT (latest and max of the period) on the flow of the received packets"
 }
 
-// Hook: fentry costs less than a tracepoint but is refused on some kernels;
+// Plan: fentry costs less than a tracepoint but is refused on some kernels;
 // tp_btf/tcp_probe fires in the same place.
-func (*Feature) Hook(*btf.Spec) datapath.Hook {
-	return datapath.Hook{Name: "rtt", Candidates: []datapath.Candidate{
+func (*Feature) Plan(*btf.Spec) datapath.Plan {
+	return datapath.Plan{Name: "rtt", Candidates: []datapath.Candidate{
 		{Program: "rtt_fentry", Attach: datapath.Tracing},    // fentry/tcp_rcv_established
 		{Program: "rtt_tcp_probe", Attach: datapath.Tracing}, // tp_btf/tcp_probe
 	}}

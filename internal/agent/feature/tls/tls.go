@@ -9,26 +9,32 @@ package tls
 import (
 	"github.com/cilium/ebpf/btf"
 
+	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/agent/datapath"
+	"github.com/flowlens/flowlens/internal/agent/feature"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
 // Feature records TLS handshakes.
-type Feature struct{}
+type Feature struct{ feature.NoOptions }
 
 // New returns the feature.
 func New() *Feature { return &Feature{} }
 
 func (*Feature) Name() string { return "tls" }
 
+func (*Feature) DocPage() string { return "docs/tls.md" }
+
+func (*Feature) Config() config.Feature { return config.Feature{Brief: "TLS handshakes, QUIC"} }
+
 func (*Feature) Doc() string {
 	return "TLS handshakes (version, cipher suite, key-share group) and QUIC, per flow"
 }
 
-// Hook switches the inspection on inside the TC programs; it needs nothing
+// Plan switches the inspection on inside the TC programs; it needs nothing
 // the TC programs do not already use.
-func (*Feature) Hook(*btf.Spec) datapath.Hook {
-	return datapath.Hook{Name: "tls", TC: map[string]any{"tls_on": uint32(1)}}
+func (*Feature) Plan(*btf.Spec) datapath.Plan {
+	return datapath.Plan{Name: "tls", TC: map[string]any{"tls_on": uint32(1)}}
 }
 
 func (*Feature) Fields() []string {

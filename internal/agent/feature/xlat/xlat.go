@@ -12,7 +12,9 @@ import (
 
 	"github.com/cilium/ebpf/btf"
 
+	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/agent/datapath"
+	"github.com/flowlens/flowlens/internal/agent/feature"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
@@ -20,21 +22,25 @@ import (
 const lookupKfunc = "bpf_skb_ct_lookup"
 
 // Feature records NAT translations.
-type Feature struct{}
+type Feature struct{ feature.NoOptions }
 
 // New returns the feature.
 func New() *Feature { return &Feature{} }
 
 func (*Feature) Name() string { return "xlat" }
 
+func (*Feature) DocPage() string { return "docs/xlat.md" }
+
+func (*Feature) Config() config.Feature { return config.Feature{Brief: "conntrack NAT translation"} }
+
 func (*Feature) Doc() string {
 	return "conntrack NAT translation (Service DNAT, SNAT): the flow's addresses and ports after NAT"
 }
 
-// Hook switches the lookup on inside the TC programs when the kernel has
+// Plan switches the lookup on inside the TC programs when the kernel has
 // the conntrack kfunc (built in, or nf_conntrack loaded).
-func (*Feature) Hook(kernel *btf.Spec) datapath.Hook {
-	h := datapath.Hook{Name: "xlat"}
+func (*Feature) Plan(kernel *btf.Spec) datapath.Plan {
+	h := datapath.Plan{Name: "xlat"}
 	if err := hasKfunc(kernel); err != nil {
 		h.Err = err
 		return h

@@ -1,25 +1,34 @@
-package agent_test
+// Package agenttest runs the agent's real code in-process for tests: Start
+// loads a configuration from flags and runs an agent on it, Stop flushes it
+// and returns the flows it printed (JSON lines, decoded with the public
+// field names, so a test also checks the output contract); Pair builds two
+// network namespaces joined by a veth (internal/testkit/netlab) and Match
+// and Sum select flows. Feature tests (internal/agent/feature/<name>) and
+// the agent's own tests share it. Most uses need root and a kernel.
+package agenttest
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net"
+	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/flowlens/flowlens/internal/testkit"
+
 	"github.com/flowlens/flowlens/internal/agent"
 	"github.com/flowlens/flowlens/internal/agent/config"
+	"github.com/flowlens/flowlens/internal/agent/datapath"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
-// jsonFlow is one line of the agent's JSON output, decoded with the public
+// JSONFlow is one line of the agent's JSON output, decoded with the public
 // field names (so the test also checks the output contract).
-type jsonFlow struct {
+type JSONFlow struct {
 	SrcAddr    string `json:"src_addr"`
 	DstAddr    string `json:"dst_addr"`
 	SrcPort    uint16 `json:"src_port"`
@@ -75,7 +84,8 @@ type jsonFlow struct {
 	DNSTimeout   bool   `json:"dns_timeout"`
 }
 
-func (f jsonFlow) ifaces() string {
+// Ifaces lists the flow's interfaces as netns/name:direction.
+func (f JSONFlow) Ifaces() string {
 	var s []string
 	for _, i := range f.Interfaces {
 		s = append(s, i.Netns+"/"+i.Name+":"+i.Direction)
@@ -83,31 +93,15 @@ func (f jsonFlow) ifaces() string {
 	return strings.Join(s, " ")
 }
 
-// syncBuffer is an io.Writer safe for the exporter goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func parseFlows(t *testing.T, out string) []jsonFlow {
+// ParseFlows decodes the agent's JSON lines, failing t on a line that lacks
+// the contract fields.
+func ParseFlows(t *testing.T, out string) []JSONFlow {
 	t.Helper()
-	var flows []jsonFlow
+	var flows []JSONFlow
 	sc := bufio.NewScanner(strings.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		var f jsonFlow
+		var f JSONFlow
 		dec := json.NewDecoder(strings.NewReader(sc.Text()))
 		if err := dec.Decode(&f); err != nil {
 			t.Fatalf("bad JSON line %q: %v", sc.Text(), err)
@@ -123,30 +117,31 @@ func parseFlows(t *testing.T, out string) []jsonFlow {
 	return flows
 }
 
-type harness struct {
+// Harness is a running agent.
+type Harness struct {
 	t      *testing.T
 	A      *agent.Agent
-	out    *syncBuffer
+	out    *testkit.SyncBuffer
 	cancel context.CancelFunc
 	done   chan error
 }
 
-// startAgent runs the agent's real code in-process with the given flags and
+// Start runs the agent's real code in-process with the given flags and
 // waits until it has attached to want interfaces.
-func startAgent(t *testing.T, want int, opts agent.Options, args ...string) *harness {
+func Start(t *testing.T, want int, opts agent.Options, args ...string) *Harness {
 	t.Helper()
 	cfg, err := config.Load(append([]string{"--metrics-address="}, args...), nil)
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	out := &syncBuffer{}
+	out := &testkit.SyncBuffer{}
 	opts.Stdout = out
 	a, err := agent.New(cfg, opts)
 	if err != nil {
 		t.Fatalf("agent: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &harness{t: t, A: a, out: out, cancel: cancel, done: make(chan error, 1)}
+	h := &Harness{t: t, A: a, out: out, cancel: cancel, done: make(chan error, 1)}
 	go func() { h.done <- a.Run(ctx) }()
 	t.Cleanup(func() { h.Stop() })
 	deadline := time.Now().Add(10 * time.Second)
@@ -159,11 +154,14 @@ func startAgent(t *testing.T, want int, opts agent.Options, args ...string) *har
 	return h
 }
 
+// Output is what the agent has printed so far (its JSON lines).
+func (h *Harness) Output() string { return h.out.String() }
+
 // Stop stops the agent (flushing the flows) and returns every flow it exported.
-func (h *harness) Stop() []jsonFlow {
+func (h *Harness) Stop() []JSONFlow {
 	h.t.Helper()
 	if h.cancel == nil {
-		return parseFlows(h.t, h.out.String())
+		return ParseFlows(h.t, h.out.String())
 	}
 	h.cancel()
 	h.cancel = nil
@@ -175,25 +173,27 @@ func (h *harness) Stop() []jsonFlow {
 	case <-time.After(30 * time.Second):
 		h.t.Fatal("agent did not stop within 30s")
 	}
-	return parseFlows(h.t, h.out.String())
+	return ParseFlows(h.t, h.out.String())
 }
 
-// match selects flows by 5-tuple (zero fields match anything).
-type match struct {
-	src, dst     string
-	sport, dport uint16
-	proto        uint8
+// Match selects flows by 5-tuple (zero fields match anything).
+type Match struct {
+	Src, Dst     string
+	Sport, Dport uint16
+	Proto        uint8
 }
 
-func (m match) ok(f jsonFlow) bool {
-	return (m.src == "" || f.SrcAddr == m.src) && (m.dst == "" || f.DstAddr == m.dst) &&
-		(m.sport == 0 || f.SrcPort == m.sport) && (m.dport == 0 || f.DstPort == m.dport) &&
-		(m.proto == 0 || f.Proto == m.proto)
+// OK says whether f matches.
+func (m Match) OK(f JSONFlow) bool {
+	return (m.Src == "" || f.SrcAddr == m.Src) && (m.Dst == "" || f.DstAddr == m.Dst) &&
+		(m.Sport == 0 || f.SrcPort == m.Sport) && (m.Dport == 0 || f.DstPort == m.Dport) &&
+		(m.Proto == 0 || f.Proto == m.Proto)
 }
 
-func sum(flows []jsonFlow, m match) (packets, bytes uint64, recs []jsonFlow) {
+// Sum adds up the packets and bytes of the flows m selects, and returns them.
+func Sum(flows []JSONFlow, m Match) (packets, bytes uint64, recs []JSONFlow) {
 	for _, f := range flows {
-		if m.ok(f) {
+		if m.OK(f) {
 			packets += f.Packets
 			bytes += f.Bytes
 			recs = append(recs, f)
@@ -202,38 +202,39 @@ func sum(flows []jsonFlow, m match) (packets, bytes uint64, recs []jsonFlow) {
 	return
 }
 
-// pair is two namespaces joined by a veth, with static neighbours and IPv6
+// Pair is two namespaces joined by a veth, with static neighbours and IPv6
 // off, so the veth counters see only the test's traffic.
-type pair struct {
+type Pair struct {
 	A, B     *netlab.Netns
-	ifA, ifB string
-	ipA, ipB string
+	IfA, IfB string
+	IPA, IPB string
 }
 
-func newPair(t *testing.T) *pair {
+// NewPair joins two namespaces, a (10.99.0.1) and b (10.99.0.2), quiet.
+func NewPair(t *testing.T) *Pair {
 	t.Helper()
-	return pairOf(t, "a", "b", "10.99.0.1", "10.99.0.2", "/24", netlab.Quiet)
+	return PairOf(t, "a", "b", "10.99.0.1", "10.99.0.2", "/24", netlab.Quiet)
 }
 
-// pairOf joins two new namespaces with a veth pair (veth-a, veth-b)
+// PairOf joins two new namespaces with a veth pair (veth-a, veth-b)
 // addressed ipA and ipB (prefix: "/24"), with static neighbours; quiet
 // silences each namespace's own traffic.
-func pairOf(t *testing.T, nameA, nameB, ipA, ipB, prefix string, quiet func(testing.TB, *netlab.Netns)) *pair {
+func PairOf(t *testing.T, nameA, nameB, ipA, ipB, prefix string, quiet func(netlab.T, *netlab.Netns)) *Pair {
 	t.Helper()
-	p := &pair{A: netlab.NewNetns(t, nameA), B: netlab.NewNetns(t, nameB), ifA: "veth-a", ifB: "veth-b", ipA: ipA, ipB: ipB}
+	p := &Pair{A: netlab.NewNetns(t, nameA), B: netlab.NewNetns(t, nameB), IfA: "veth-a", IfB: "veth-b", IPA: ipA, IPB: ipB}
 	quiet(t, p.A)
 	quiet(t, p.B)
-	la, lb := netlab.Veth(t, p.A, p.ifA, p.B, p.ifB)
-	netlab.AddAddr(t, p.A, p.ifA, p.ipA+prefix)
-	netlab.AddAddr(t, p.B, p.ifB, p.ipB+prefix)
-	netlab.Neigh(t, p.A, p.ifA, p.ipB, lb.Attrs().HardwareAddr)
-	netlab.Neigh(t, p.B, p.ifB, p.ipA, la.Attrs().HardwareAddr)
+	la, lb := netlab.Veth(t, p.A, p.IfA, p.B, p.IfB)
+	netlab.AddAddr(t, p.A, p.IfA, p.IPA+prefix)
+	netlab.AddAddr(t, p.B, p.IfB, p.IPB+prefix)
+	netlab.Neigh(t, p.A, p.IfA, p.IPB, lb.Attrs().HardwareAddr)
+	netlab.Neigh(t, p.B, p.IfB, p.IPA, la.Attrs().HardwareAddr)
 	return p
 }
 
-// tcpSend connects from ns to addr, writes size bytes and closes; it
+// TCPSend connects from ns to addr, writes size bytes and closes; it
 // returns the connection's local port.
-func tcpSend(t *testing.T, ns *netlab.Netns, network, addr string, size int) (port int) {
+func TCPSend(t *testing.T, ns *netlab.Netns, network, addr string, size int) (port int) {
 	t.Helper()
 	err := ns.Do(func() error {
 		c, err := net.Dial(network, addr)
@@ -252,9 +253,9 @@ func tcpSend(t *testing.T, ns *netlab.Netns, network, addr string, size int) (po
 	return port
 }
 
-// tcpSink listens on addr in ns and reports on the returned channel how
+// TCPSink listens on addr in ns and reports on the returned channel how
 // many bytes its first connection carried (-1 if none came).
-func tcpSink(t *testing.T, ns *netlab.Netns, network, addr string) <-chan int64 {
+func TCPSink(t *testing.T, ns *netlab.Netns, network, addr string) <-chan int64 {
 	t.Helper()
 	var ln net.Listener
 	if err := ns.Do(func() (err error) { ln, err = net.Listen(network, addr); return }); err != nil {
@@ -275,9 +276,11 @@ func tcpSink(t *testing.T, ns *netlab.Netns, network, addr string) <-chan int64 
 	return got
 }
 
-func (p *pair) netnsArg() string { return "--netns=" + p.A.Name + "," + p.B.Name }
+// NetnsArg is the --netns flag that watches both namespaces.
+func (p *Pair) NetnsArg() string { return "--netns=" + p.A.Name + "," + p.B.Name }
 
-func mustListen(t *testing.T, ns *netlab.Netns, addr string) *net.UDPConn {
+// MustListen opens a UDP socket on addr in ns, closed with the test.
+func MustListen(t *testing.T, ns *netlab.Netns, addr string) *net.UDPConn {
 	t.Helper()
 	c, err := netlab.UDPListen(ns, addr)
 	if err != nil {
@@ -287,9 +290,9 @@ func mustListen(t *testing.T, ns *netlab.Netns, addr string) *net.UDPConn {
 	return c
 }
 
-// awaitReceived waits up to 60s for the byte count a transfer's receiver
+// AwaitReceived waits up to 60s for the byte count a transfer's receiver
 // reports on got, and fails unless it is size.
-func awaitReceived(t *testing.T, got <-chan int64, size int) {
+func AwaitReceived(t *testing.T, got <-chan int64, size int) {
 	t.Helper()
 	select {
 	case n := <-got:
@@ -299,4 +302,46 @@ func awaitReceived(t *testing.T, got <-chan int64, size int) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("transfer did not finish in 60s")
 	}
+}
+
+// EnrichSum adds up the enrichment fields of the matching records.
+func EnrichSum(flows []JSONFlow, m Match) (drops, dropBytes, retrans, rttMax uint64, causes map[string]bool, partial int) {
+	causes = map[string]bool{}
+	for _, f := range flows {
+		if !m.OK(f) {
+			continue
+		}
+		drops += f.DropPackets
+		dropBytes += f.DropBytes
+		retrans += f.Retransmits
+		rttMax = max(rttMax, f.RTTMaxNs)
+		if f.DropCause != "" {
+			causes[f.DropCause] = true
+		}
+		if *f.Partial {
+			partial++
+		}
+	}
+	return
+}
+
+// HookStatus is the status of the named feature's hook in the running agent
+// (zero when the feature is not enabled).
+func (h *Harness) HookStatus(name string) datapath.HookStatus {
+	for _, st := range h.A.DP.Hooks() {
+		if st.Name == name {
+			return st
+		}
+	}
+	return datapath.HookStatus{}
+}
+
+// Transfer sends size bytes from A to B over TCP on port and returns when B
+// has read them all.
+func (p *Pair) Transfer(t *testing.T, port, size int) {
+	t.Helper()
+	addr := net.JoinHostPort(p.IPB, strconv.Itoa(port))
+	got := TCPSink(t, p.B, "tcp", addr)
+	TCPSend(t, p.A, "tcp", addr, size)
+	AwaitReceived(t, got, size)
 }

@@ -1,86 +1,15 @@
-package agent_test
+package dns_test
 
 import (
-	"encoding/binary"
 	"fmt"
-	"net"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
+	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
-
-// dnsQuery is a DNS query for name (type A, class IN), id given.
-func dnsQuery(id uint16, name string) []byte {
-	b := binary.BigEndian.AppendUint16(nil, id)
-	b = append(b, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0) // RD; one question
-	for _, label := range strings.Split(name, ".") {
-		b = append(b, byte(len(label)))
-		b = append(b, label...)
-	}
-	return append(b, 0, 0, 1, 0, 1)
-}
-
-// ask sends one query from src to dst and waits up to wait for an answer;
-// it returns the answer's rcode, or -1 when none came.
-func ask(ns *netlab.Netns, src, dst string, q []byte, wait time.Duration) (rcode int, err error) {
-	rcode = -1
-	err = ns.Do(func() error {
-		la, _ := net.ResolveUDPAddr("udp", src)
-		ra, _ := net.ResolveUDPAddr("udp", dst)
-		c, err := net.ListenUDP("udp", la)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		if _, err := c.WriteToUDP(q, ra); err != nil {
-			return err
-		}
-		buf := make([]byte, 1500)
-		c.SetReadDeadline(time.Now().Add(wait))
-		n, _, err := c.ReadFromUDP(buf)
-		if err != nil {
-			return nil // unanswered
-		}
-		if n >= 4 {
-			rcode = int(buf[3] & 0xf)
-		}
-		return nil
-	})
-	return
-}
-
-// slowUpstream answers every query on addr after delay, with NOERROR and no
-// records: the upstream dnsmasq forwards slow.test to.
-func slowUpstream(t *testing.T, ns *netlab.Netns, addr string, delay time.Duration) {
-	t.Helper()
-	var c *net.UDPConn
-	if err := ns.Do(func() (err error) {
-		la, _ := net.ResolveUDPAddr("udp", addr)
-		c, err = net.ListenUDP("udp", la)
-		return
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	go func() {
-		buf := make([]byte, 1500)
-		for {
-			n, from, err := c.ReadFromUDP(buf)
-			if err != nil {
-				return
-			}
-			ans := append([]byte(nil), buf[:n]...)
-			ans[2] |= 0x80 // QR
-			ans[3] = 0x80  // RA, NOERROR
-			time.Sleep(delay)
-			c.WriteToUDP(ans, from)
-		}
-	}()
-}
 
 // DNS through a real server (dnsmasq) in a namespace: a name it knows
 // (NOERROR), one it does not (NXDOMAIN), one it forwards to an upstream
@@ -90,21 +19,21 @@ func TestDNS(t *testing.T) {
 	if _, err := exec.LookPath("dnsmasq"); err != nil {
 		t.Fatal("dnsmasq not installed: make deps-test (hack/install-deps.sh test) installs it")
 	}
-	p := newPair(t)
+	p := agenttest.NewPair(t)
 	const delay = 150 * time.Millisecond
-	slowUpstream(t, p.B, p.ipB+":5300", delay)
-	mustListen(t, p.B, p.ipB+":5353") // a DNS port where nobody answers
+	netlab.SlowDNS(t, p.B, p.IPB+":5300", delay)
+	agenttest.MustListen(t, p.B, p.IPB+":5353") // a DNS port where nobody answers
 	var srv *exec.Cmd
 	if err := p.B.Do(func() error {
 		srv = exec.Command("dnsmasq", "--keep-in-foreground", "--no-resolv", "--no-hosts", "--bind-interfaces",
-			"--listen-address="+p.ipB, "--port=53", "--local=/test/", "--address=/exists.test/10.1.2.3",
-			"--server=/slow.test/"+p.ipB+"#5300", "--pid-file=", "--user=root", "--group=root", "--cache-size=0")
+			"--listen-address="+p.IPB, "--port=53", "--local=/test/", "--address=/exists.test/10.1.2.3",
+			"--server=/slow.test/"+p.IPB+"#5300", "--pid-file=", "--user=root", "--group=root", "--cache-size=0")
 		return srv.Start()
 	}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
-	h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--features=dns", "--dns-ports=53,5353", "--dns-timeout=200ms")
+	h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg(), "--features=dns", "--dns-ports=53,5353", "--dns-timeout=200ms")
 
 	cases := []struct {
 		sport   int
@@ -123,7 +52,7 @@ func TestDNS(t *testing.T) {
 	}
 	// dnsmasq is ready when it answers (from a port no case uses).
 	for i := 0; ; i++ {
-		if rc, _ := ask(p.A, p.ipA+":39999", p.ipB+":53", dnsQuery(1, "exists.test"), 200*time.Millisecond); rc == 0 {
+		if rc, _ := netlab.AskDNS(p.A, p.IPA+":39999", p.IPB+":53", netlab.DNSQuery(1, "exists.test"), 200*time.Millisecond); rc == 0 {
 			break
 		}
 		if i == 50 {
@@ -131,7 +60,7 @@ func TestDNS(t *testing.T) {
 		}
 	}
 	for _, c := range cases {
-		rc, err := ask(p.A, fmt.Sprintf("%s:%d", p.ipA, c.sport), fmt.Sprintf("%s:%d", p.ipB, c.port), dnsQuery(c.id, c.name), time.Second)
+		rc, err := netlab.AskDNS(p.A, fmt.Sprintf("%s:%d", p.IPA, c.sport), fmt.Sprintf("%s:%d", p.IPB, c.port), netlab.DNSQuery(c.id, c.name), time.Second)
 		if err != nil || rc != c.rcode {
 			t.Fatalf("%s: rcode %d (%v), want %d", c.name, rc, err, c.rcode)
 		}
@@ -139,11 +68,11 @@ func TestDNS(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // past --dns-timeout for the unanswered query
 	flows := h.Stop()
 	for _, c := range cases {
-		m := match{src: p.ipA, dst: p.ipB, sport: uint16(c.sport), dport: uint16(c.port), proto: 17}
-		var q jsonFlow
+		m := agenttest.Match{Src: p.IPA, Dst: p.IPB, Sport: uint16(c.sport), Dport: uint16(c.port), Proto: 17}
+		var q agenttest.JSONFlow
 		var n uint64
 		for _, f := range flows {
-			if m.ok(f) {
+			if m.OK(f) {
 				n += f.Packets
 				if f.DNSName != "" {
 					q = f
@@ -168,11 +97,11 @@ func TestDNS(t *testing.T) {
 			continue
 		}
 		// The answer's flow carries the answer.
-		am := match{src: p.ipB, dst: p.ipA, sport: uint16(c.port), dport: uint16(c.sport), proto: 17}
-		var a jsonFlow
+		am := agenttest.Match{Src: p.IPB, Dst: p.IPA, Sport: uint16(c.port), Dport: uint16(c.sport), Proto: 17}
+		var a agenttest.JSONFlow
 		var na uint64
 		for _, f := range flows {
-			if am.ok(f) {
+			if am.OK(f) {
 				a = f
 				na += f.Packets
 			}

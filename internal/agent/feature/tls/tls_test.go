@@ -1,4 +1,4 @@
-package agent_test
+package tls_test
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
+	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
@@ -39,11 +40,11 @@ func TestTLS(t *testing.T) {
 			"TLSv1.2", "ECDHE-ECDSA-AES128-GCM-SHA256", "TLS 1.2", "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := newPair(t)
-			h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--features=tls")
+			p := agenttest.NewPair(t)
+			h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg(), "--features=tls")
 			var srv *exec.Cmd
 			if err := p.B.Do(func() error {
-				srv = exec.Command("openssl", "s_server", "-accept", fmt.Sprintf("%s:%d", p.ipB, tc.port), "-cert", cert, "-key", key, "-naccept", "1", "-quiet")
+				srv = exec.Command("openssl", "s_server", "-accept", fmt.Sprintf("%s:%d", p.IPB, tc.port), "-cert", cert, "-key", key, "-naccept", "1", "-quiet")
 				return srv.Start()
 			}); err != nil {
 				t.Fatal(err)
@@ -52,7 +53,7 @@ func TestTLS(t *testing.T) {
 			var out []byte
 			var err error
 			for range 50 { // until the server listens
-				out, err = netlab.RunIn(p.A, "openssl", append([]string{"s_client", "-connect", fmt.Sprintf("%s:%d", p.ipB, tc.port)}, tc.client...)...)
+				out, err = netlab.RunIn(p.A, "openssl", append([]string{"s_client", "-connect", fmt.Sprintf("%s:%d", p.IPB, tc.port)}, tc.client...)...)
 				if err == nil && strings.Contains(string(out), tc.protocol) {
 					break
 				}
@@ -62,22 +63,22 @@ func TestTLS(t *testing.T) {
 				t.Fatalf("s_client did not report %s %s: %v\n%s", tc.protocol, tc.sslCipher, err, out)
 			}
 			flows := h.Stop()
-			var server, client []jsonFlow
+			var server, client []agenttest.JSONFlow
 			for _, f := range flows {
 				if f.Proto != 6 {
 					continue
 				}
-				if f.SrcAddr == p.ipB && f.SrcPort == uint16(tc.port) {
+				if f.SrcAddr == p.IPB && f.SrcPort == uint16(tc.port) {
 					server = append(server, f)
 				}
-				if f.DstAddr == p.ipB && f.DstPort == uint16(tc.port) {
+				if f.DstAddr == p.IPB && f.DstPort == uint16(tc.port) {
 					client = append(client, f)
 				}
 			}
 			if len(server) == 0 || len(client) == 0 {
 				t.Fatalf("flows: %d server -> client, %d client -> server", len(server), len(client))
 			}
-			var got jsonFlow
+			var got agenttest.JSONFlow
 			for _, f := range server {
 				if f.TLSVersion != "" {
 					got = f
@@ -99,18 +100,18 @@ func TestTLS(t *testing.T) {
 		})
 	}
 	t.Run("QUIC", func(t *testing.T) {
-		p := newPair(t)
-		mustListen(t, p.B, p.ipB+":443")
-		mustListen(t, p.B, p.ipB+":8443")
-		h := startAgent(t, 2, agent.Options{}, p.netnsArg(), "--features=tls")
+		p := agenttest.NewPair(t)
+		agenttest.MustListen(t, p.B, p.IPB+":443")
+		agenttest.MustListen(t, p.B, p.IPB+":8443")
+		h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg(), "--features=tls")
 		// A QUIC v1 Initial's first bytes: long header, fixed bit, type 0;
 		// version 1; then anything.
 		initial := append([]byte{0xc3, 0, 0, 0, 1}, make([]byte, 40)...)
-		if err := netlab.UDPSend(p.A, p.ipA+":5000", p.ipB+":443", initial, 3); err != nil {
+		if err := netlab.UDPSend(p.A, p.IPA+":5000", p.IPB+":443", initial, 3); err != nil {
 			t.Fatal(err)
 		}
 		other := append([]byte{0xc3, 0x12, 0x34, 0x56, 0x78}, make([]byte, 40)...) // no QUIC version
-		if err := netlab.UDPSend(p.A, p.ipA+":5001", p.ipB+":8443", other, 3); err != nil {
+		if err := netlab.UDPSend(p.A, p.IPA+":5001", p.IPB+":8443", other, 3); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -1,10 +1,11 @@
-package agent_test
+package xlat_test
 
 import (
 	"testing"
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
+	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
@@ -45,13 +46,13 @@ func newNATLab(t *testing.T, masquerade bool) *natLab {
 	netlab.Route(t, l.cli, "10.96.0.0/16", "10.61.0.254", "c0")
 	netlab.Route(t, l.cli, "10.62.0.0/24", "10.61.0.254", "c0")
 	netlab.Route(t, l.be, "10.61.0.0/24", natRouterB, "b0")
-	run(t, l.rtr, "nft", "add table ip svc")
-	run(t, l.rtr, "nft", "add chain ip svc pre { type nat hook prerouting priority dstnat; }")
-	run(t, l.rtr, "nft", "add rule ip svc pre ip daddr "+natVIP+" tcp dport 80 dnat to "+natBackend+":8080")
-	run(t, l.rtr, "nft", "add rule ip svc pre ip daddr "+natVIP+" udp dport 53 dnat to "+natBackend+":5353")
+	netlab.Run(t, l.rtr, "nft", "add table ip svc")
+	netlab.Run(t, l.rtr, "nft", "add chain ip svc pre { type nat hook prerouting priority dstnat; }")
+	netlab.Run(t, l.rtr, "nft", "add rule ip svc pre ip daddr "+natVIP+" tcp dport 80 dnat to "+natBackend+":8080")
+	netlab.Run(t, l.rtr, "nft", "add rule ip svc pre ip daddr "+natVIP+" udp dport 53 dnat to "+natBackend+":5353")
 	if masquerade {
-		run(t, l.rtr, "nft", "add chain ip svc post { type nat hook postrouting priority srcnat; }")
-		run(t, l.rtr, "nft", "add rule ip svc post oifname r1 masquerade")
+		netlab.Run(t, l.rtr, "nft", "add chain ip svc post { type nat hook postrouting priority srcnat; }")
+		netlab.Run(t, l.rtr, "nft", "add rule ip svc post oifname r1 masquerade")
 	}
 	return l
 }
@@ -67,13 +68,13 @@ func TestXlat(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			l := newNATLab(t, masquerade)
-			got := tcpSink(t, l.be, "tcp4", natBackend+":8080")
-			mustListen(t, l.be, natBackend+":5353")
-			mustListen(t, l.be, natBackend+":9000")
-			h := startAgent(t, 2, agent.Options{}, "--netns="+l.rtr.Name, "--features=xlat")
+			got := agenttest.TCPSink(t, l.be, "tcp4", natBackend+":8080")
+			agenttest.MustListen(t, l.be, natBackend+":5353")
+			agenttest.MustListen(t, l.be, natBackend+":9000")
+			h := agenttest.Start(t, 2, agent.Options{}, "--netns="+l.rtr.Name, "--features=xlat")
 			const size = 64 << 10
-			cport := tcpSend(t, l.cli, "tcp4", natVIP+":80", size)
-			awaitReceived(t, got, size)
+			cport := agenttest.TCPSend(t, l.cli, "tcp4", natVIP+":80", size)
+			agenttest.AwaitReceived(t, got, size)
 			if err := netlab.UDPSend(l.cli, natClient+":4000", natVIP+":53", []byte("q"), 5); err != nil {
 				t.Fatal(err)
 			}
@@ -84,9 +85,9 @@ func TestXlat(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 			flows := h.Stop()
 
-			check := func(what string, m match, src string, sport uint16, dst string, dport uint16, anySport bool) {
+			check := func(what string, m agenttest.Match, src string, sport uint16, dst string, dport uint16, anySport bool) {
 				t.Helper()
-				_, _, recs := sum(flows, m)
+				_, _, recs := agenttest.Sum(flows, m)
 				if len(recs) == 0 {
 					t.Errorf("%s: no flow %+v", what, m)
 					return
@@ -102,25 +103,25 @@ func TestXlat(t *testing.T) {
 			if masquerade {
 				srcAfter, anyPort = natRouterB, true // masquerade may pick another port
 			}
-			check("tcp to the VIP", match{src: natClient, dst: natVIP, sport: uint16(cport), dport: 80, proto: 6},
+			check("tcp to the VIP", agenttest.Match{Src: natClient, Dst: natVIP, Sport: uint16(cport), Dport: 80, Proto: 6},
 				srcAfter, uint16(cport), natBackend, 8080, anyPort)
-			check("udp to the VIP", match{src: natClient, dst: natVIP, sport: 4000, dport: 53, proto: 17},
+			check("udp to the VIP", agenttest.Match{Src: natClient, Dst: natVIP, Sport: 4000, Dport: 53, Proto: 17},
 				srcAfter, 4000, natBackend, 5353, anyPort)
 			// The replies, as they arrive from the backend, become the VIP's.
 			replyDst := natClient
 			if masquerade {
 				replyDst = natRouterB
 			}
-			check("tcp reply", match{src: natBackend, dst: replyDst, sport: 8080, proto: 6},
+			check("tcp reply", agenttest.Match{Src: natBackend, Dst: replyDst, Sport: 8080, Proto: 6},
 				natVIP, 80, natClient, uint16(cport), false)
-			direct := match{src: natClient, dst: natBackend, sport: 4001, dport: 9000, proto: 17}
+			direct := agenttest.Match{Src: natClient, Dst: natBackend, Sport: 4001, Dport: 9000, Proto: 17}
 			if masquerade {
 				// SNAT alone: the source becomes the router's.
 				check("udp to the backend, masqueraded", direct, natRouterB, 4001, natBackend, 9000, true)
 				return
 			}
 			// Untranslated: no xlat fields.
-			_, _, recs := sum(flows, direct)
+			_, _, recs := agenttest.Sum(flows, direct)
 			if len(recs) == 0 {
 				t.Errorf("no flow %+v", direct)
 			}

@@ -1,0 +1,59 @@
+package dns
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/flowlens/flowlens/internal/agent/config"
+	"github.com/flowlens/flowlens/internal/shared/cliconf"
+)
+
+// Options are the dns feature's settings, kept in the agent's configuration
+// (config.FeatureOptions).
+type Options struct {
+	// Ports are the ports DNS messages are read on, UDP and TCP (1 to 4).
+	Ports []uint16
+	// Timeout is how long a query may go unanswered before its flow's
+	// record says dns_timeout.
+	Timeout time.Duration
+}
+
+// OptionsOf returns the dns options of a loaded configuration.
+func OptionsOf(c *config.Config) *Options { return config.FeatureOptions[Options](c, name) }
+
+// options are the feature's rows of the agent's option table.
+var options = []*cliconf.Option[config.Config]{
+	{Name: "dns-ports", Arg: "list", Default: "53",
+		Usage:   "ports the dns feature reads DNS messages on, UDP and TCP (1 to 4 ports)",
+		SetList: setPorts},
+	{Name: "dns-timeout", Arg: "duration", Default: "5s",
+		Usage: "how long a DNS query may go unanswered before its flow says dns_timeout (100ms to 1m)",
+		Set:   cliconf.Duration(func(c *config.Config) *time.Duration { return &OptionsOf(c).Timeout })},
+}
+
+func setPorts(c *config.Config, items []string) error {
+	if len(items) < 1 || len(items) > 4 {
+		return errors.New("must be 1 to 4 ports")
+	}
+	var ports []uint16
+	for _, it := range items {
+		n, err := strconv.ParseUint(it, 10, 16)
+		if err != nil || n == 0 {
+			return fmt.Errorf("port %q: must be a number from 1 to 65535", it)
+		}
+		ports = append(ports, uint16(n))
+	}
+	OptionsOf(c).Ports = ports
+	return nil
+}
+
+// validate checks the timeout's range once loaded, naming the flag whatever
+// the value's source.
+func validate(c *config.Config) error {
+	if d := OptionsOf(c).Timeout; d < 100*time.Millisecond || d > time.Minute {
+		return cliconf.Invalid("--dns-timeout", d.String(), errors.New("must be from 100ms to 1m"))
+	}
+	return nil
+}

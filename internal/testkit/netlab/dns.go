@@ -1,0 +1,77 @@
+package netlab
+
+import (
+	"encoding/binary"
+	"net"
+	"strings"
+	"time"
+)
+
+// DNSQuery is a DNS query for name (type A, class IN), id given.
+func DNSQuery(id uint16, name string) []byte {
+	b := binary.BigEndian.AppendUint16(nil, id)
+	b = append(b, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0) // RD; one question
+	for _, label := range strings.Split(name, ".") {
+		b = append(b, byte(len(label)))
+		b = append(b, label...)
+	}
+	return append(b, 0, 0, 1, 0, 1)
+}
+
+// AskDNS sends one DNS query from src to dst and waits up to wait for an answer;
+// it returns the answer's rcode, or -1 when none came.
+func AskDNS(ns *Netns, src, dst string, q []byte, wait time.Duration) (rcode int, err error) {
+	rcode = -1
+	err = ns.Do(func() error {
+		la, _ := net.ResolveUDPAddr("udp", src)
+		ra, _ := net.ResolveUDPAddr("udp", dst)
+		c, err := net.ListenUDP("udp", la)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		if _, err := c.WriteToUDP(q, ra); err != nil {
+			return err
+		}
+		buf := make([]byte, 1500)
+		c.SetReadDeadline(time.Now().Add(wait))
+		n, _, err := c.ReadFromUDP(buf)
+		if err != nil {
+			return nil // unanswered
+		}
+		if n >= 4 {
+			rcode = int(buf[3] & 0xf)
+		}
+		return nil
+	})
+	return
+}
+
+// SlowDNS answers every query on addr after delay, with NOERROR and no
+// records: a slow upstream server (a dnsmasq forwards to it).
+func SlowDNS(t T, ns *Netns, addr string, delay time.Duration) {
+	t.Helper()
+	var c *net.UDPConn
+	if err := ns.Do(func() (err error) {
+		la, _ := net.ResolveUDPAddr("udp", addr)
+		c, err = net.ListenUDP("udp", la)
+		return
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := c.ReadFromUDP(buf)
+			if err != nil {
+				return
+			}
+			ans := append([]byte(nil), buf[:n]...)
+			ans[2] |= 0x80 // QR
+			ans[3] = 0x80  // RA, NOERROR
+			time.Sleep(delay)
+			c.WriteToUDP(ans, from)
+		}
+	}()
+}
