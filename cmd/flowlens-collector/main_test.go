@@ -227,9 +227,17 @@ log_level: debug
 		Enrich    [2]bool // value, set
 		Level     string
 	}
-	pick := func(o *options) view {
-		return view{o.output, o.limits.MaxStreams, o.limits.MaxFlowsPerBatch, o.grace, len(o.filter.ports), len(o.filter.protos),
-			o.subnets.String(), o.metrics.Enabled, [2]bool{o.enrich, o.enrichSet}, o.level.String()}
+	pick := func(c *collector.Config) view {
+		var ports, protos int
+		if c.Print != nil {
+			ports, protos = len(c.Print.Port), len(c.Print.Protocol)
+		}
+		enrich := [2]bool{}
+		if e := c.Enrichment.Enable; e != nil {
+			enrich = [2]bool{*e, true}
+		}
+		return view{c.Output, c.Limits.MaxStreams, c.Limits.MaxFlowsPerBatch, c.ShutdownGrace, ports, protos,
+			c.Enrichment.Subnets.String(), c.Metrics.Enabled, enrich, c.LogLevel.String()}
 	}
 	defaults := view{"json", 4096, 100000, 10 * time.Second, 0, 0, "", nil, [2]bool{}, "INFO"}
 	fromFile := view{"table", -1, 500, 3 * time.Second, 2, 1, "corp=10.0.0.0/8", []string{"flow_bytes_total"}, [2]bool{false, true}, "DEBUG"}
@@ -257,7 +265,7 @@ log_level: debug
 			view{"json", 4096, 100000, 10 * time.Second, 0, 0, "", []string{}, [2]bool{}, "INFO"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o, err := parseFlags(tc.args, func(k string) string { return tc.env[k] })
+			o, err := collector.Load(tc.args, func(k string) string { return tc.env[k] })
 			if err != nil {
 				t.Fatal(err)
 			}
