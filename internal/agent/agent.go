@@ -360,7 +360,7 @@ func (a *Agent) Ready() <-chan struct{} { return a.ready }
 // left in the kernel to the exporters and closes everything.
 func (a *Agent) Run(ctx context.Context) (runErr error) {
 	defer func() { runErr = errors.Join(runErr, a.close()) }()
-	filter, err := config.NewNameFilter(a.cfg.Interfaces, a.cfg.ExcludeInterfaces)
+	watched, err := config.NewInterfaceSelection(a.cfg.Interfaces, a.cfg.ExcludeInterfaces)
 	if err != nil {
 		return err
 	}
@@ -378,7 +378,7 @@ func (a *Agent) Run(ctx context.Context) (runErr error) {
 			srv.Shutdown(ctx)
 		}()
 	}
-	w := ifaces.New(ifaces.Options{Allowed: filter.Allowed, ReportExcluded: true, ReportSynced: true,
+	w := ifaces.New(ifaces.Options{Allowed: watched.Allowed, ReportExcluded: true, ReportSynced: true,
 		Netns: watchedNetns(a.cfg.Netns), NetnsDir: a.cfg.NetnsDir, Logger: a.log})
 
 	runCtx, stop := context.WithCancel(context.Background())
