@@ -67,13 +67,9 @@ func setProtos(c *Config, items []string) error {
 	q := printQuery(c)
 	q.Protocol = nil
 	for _, s := range items {
-		n, ok := textfmt.Protocols[strings.ToLower(s)]
-		if !ok {
-			v, err := strconv.ParseUint(s, 10, 8)
-			if err != nil {
-				return cliconf.ItemError(s, errors.New("must be tcp, udp, icmp, icmpv6, sctp, gre, esp or a protocol number from 0 to 255"))
-			}
-			n = uint8(v)
+		n, err := textfmt.ParseProtocol(s)
+		if err != nil {
+			return cliconf.ItemError(s, err)
 		}
 		q.Protocol = append(q.Protocol, uint32(n))
 	}
