@@ -4,9 +4,12 @@
 // resolver), which feeds the Prometheus metrics, the flow history
 // (history.Service, served on the gRPC listener) and the printer on
 // stdout. The stages live in the subpackages enrich, history and k8smeta;
-// this package only builds them from a Config and runs them, as
-// internal/agent does for the agent. cmd/flowlens-collector loads the
-// Config from flags, environment and file, then calls New and Run.
+// this package builds them from a Config and runs them, as internal/agent
+// does for the agent. Its option table (Spec, options*.go: flags,
+// FLOWLENS_COLLECTOR_* variables, YAML keys, defaults, range checks) fills
+// the Config: cmd/flowlens-collector calls Load, then New and Run, and the
+// operator's renderer imports the defaults it writes (DefaultKafkaGroup,
+// DefaultMetricsPort).
 //
 // New builds and binds everything; Run serves until its context ends.
 // Whatever fails, in New or in Run, the collector leaves through one
