@@ -2,8 +2,8 @@
 // (and from Kafka), resolves their addresses to Kubernetes context, serves
 // Prometheus metrics derived from them, keeps a history for `flowlens
 // observe`, and prints them as JSON lines or a table, optionally filtered.
-// It is the reference consumer of the flow API (api/flow/v1); the wiring
-// is internal/collector, this command only loads its configuration.
+// It is the reference consumer of the flow API (api/flow/v1); its wiring and
+// option table are internal/collector: this command loads, builds, runs.
 //
 //	flowlens-collector --listen :9990 --output table --proto tcp --port 443
 //	flowlens-agent --export grpc --target collector-host:9990
@@ -50,10 +50,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e *env) i
 	if e.getenv == nil {
 		e.getenv = os.Getenv
 	}
-	o, err := parseFlags(args, e.getenv)
+	cfg, err := collector.Load(args, e.getenv)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
-		spec.Usage(stdout)
+		collector.Spec.Usage(stdout)
 		return 0
 	case errors.Is(err, cliconf.ErrVersion):
 		fmt.Fprintln(stdout, version.String("flowlens-collector"))
@@ -62,9 +62,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e *env) i
 		fmt.Fprintf(stderr, "flowlens-collector: %v\n", err)
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.level}))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	e.Stdout, e.Logger = stdout, log
-	c, err := collector.New(o.collector(), e.Options)
+	c, err := collector.New(*cfg, e.Options)
 	if err != nil {
 		log.Error("cannot start", "error", err)
 		if errors.Is(err, collector.ErrConfig) {

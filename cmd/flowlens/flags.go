@@ -205,13 +205,9 @@ var observeFlags = slices.Concat(
 		filter("protocol", "list", "IP protocol: tcp, udp, icmp, icmpv6, sctp, gre, esp or a number",
 			func(ff *flowv1.FlowFilter, v []string) error {
 				for _, s := range v {
-					n, ok := textfmt.Protocols[strings.ToLower(s)]
-					if !ok {
-						p, err := strconv.ParseUint(s, 10, 8)
-						if err != nil {
-							return cliconf.ItemError(s, errors.New("must be tcp, udp, icmp, icmpv6, sctp, gre, esp or a protocol number from 0 to 255"))
-						}
-						n = uint8(p)
+					n, err := textfmt.ParseProtocol(s)
+					if err != nil {
+						return cliconf.ItemError(s, err)
 					}
 					ff.Protocol = append(ff.Protocol, uint32(n))
 				}

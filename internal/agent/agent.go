@@ -129,7 +129,7 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 	a.DP, err = datapath.Load(datapath.Config{
 		MaxFlows:         uint32(cfg.CacheMaxFlows),
 		Sampling:         cfg.Sampling,
-		Filter:           filterTable,
+		FlowRules:        filterTable,
 		TCConstants:      tc,
 		MapSizes:         sizes,
 		ForceLegacyTC:    opts.ForceLegacyTC,
@@ -173,7 +173,7 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 		MaxFlows:    uint32(cfg.CacheMaxFlows),
 		Period:      cfg.CacheActiveTimeout,
 		Sampling:    cfg.Sampling,
-		Rates:       datapath.FilterRates(filterTable, cfg.Sampling),
+		Rates:       datapath.FlowRuleRates(filterTable, cfg.Sampling),
 		BatchSize:   cfg.GRPCBatchSize,
 		Resolver:    a.resolver,
 		Sink:        a.Queues,
@@ -250,12 +250,12 @@ func (a *Agent) newMetrics(stats *evictor.Stats, gens *datapath.Generations) (*m
 // filterRuleCounts reads the packets each filter rule matched, labelled by
 // rule name (or list index) and action; nil without rules.
 func (a *Agent) filterRuleCounts() func() ([]datapath.RuleCount, error) {
-	t := a.DP.Filter()
+	t := a.DP.FlowRules()
 	if t == nil || len(t.Rules) == 0 {
 		return nil
 	}
 	return func() ([]datapath.RuleCount, error) {
-		n, err := a.DP.ReadFilterCounters()
+		n, err := a.DP.ReadFlowRuleCounters()
 		if err != nil {
 			return nil, err
 		}
@@ -268,7 +268,7 @@ func (a *Agent) filterRuleCounts() func() ([]datapath.RuleCount, error) {
 			out = append(out, datapath.RuleCount{Rule: name, Action: r.Action.String(), Packets: n[i]})
 		}
 		return append(out, datapath.RuleCount{Rule: "default", Action: t.Default.String(),
-			Packets: n[datapath.FilterDefault]}), nil
+			Packets: n[datapath.FlowRuleDefault]}), nil
 	}
 }
 
@@ -360,7 +360,7 @@ func (a *Agent) Ready() <-chan struct{} { return a.ready }
 // left in the kernel to the exporters and closes everything.
 func (a *Agent) Run(ctx context.Context) (runErr error) {
 	defer func() { runErr = errors.Join(runErr, a.close()) }()
-	filter, err := config.NewNameFilter(a.cfg.Interfaces, a.cfg.ExcludeInterfaces)
+	watched, err := config.NewInterfaceSelection(a.cfg.Interfaces, a.cfg.ExcludeInterfaces)
 	if err != nil {
 		return err
 	}
@@ -378,7 +378,7 @@ func (a *Agent) Run(ctx context.Context) (runErr error) {
 			srv.Shutdown(ctx)
 		}()
 	}
-	w := ifaces.New(ifaces.Options{Allowed: filter.Allowed, ReportExcluded: true, ReportSynced: true,
+	w := ifaces.New(ifaces.Options{Allowed: watched.Allowed, ReportExcluded: true, ReportSynced: true,
 		Netns: watchedNetns(a.cfg.Netns), NetnsDir: a.cfg.NetnsDir, Logger: a.log})
 
 	runCtx, stop := context.WithCancel(context.Background())

@@ -50,13 +50,13 @@ func TestFilterRulesLive(t *testing.T) {
 	}
 	// Each rule's matches, once per hook (veth-a egress, veth-b ingress),
 	// before sampling: the flowlens_agent_filter_rule_packets_total source.
-	got, err := h.A.DP.ReadFilterCounters()
+	got, err := h.A.DP.ReadFlowRuleCounters()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := []uint64{2 * n, 2 * n, 2 * nSampled}; got[0] != want[0] || got[1] != want[1] || got[2] != want[2] ||
-		got[datapath.FilterDefault] != 2*n {
-		t.Errorf("rule counters %v, default %d; want %v, default %d", got[:3], got[datapath.FilterDefault], want, 2*n)
+		got[datapath.FlowRuleDefault] != 2*n {
+		t.Errorf("rule counters %v, default %d; want %v, default %d", got[:3], got[datapath.FlowRuleDefault], want, 2*n)
 	}
 	// The same counts, as the metric exports them.
 	mfs, err := h.A.Metrics.Registry().Gather()

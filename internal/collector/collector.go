@@ -4,9 +4,12 @@
 // resolver), which feeds the Prometheus metrics, the flow history
 // (history.Service, served on the gRPC listener) and the printer on
 // stdout. The stages live in the subpackages enrich, history and k8smeta;
-// this package only builds them from a Config and runs them, as
-// internal/agent does for the agent. cmd/flowlens-collector loads the
-// Config from flags, environment and file, then calls New and Run.
+// this package builds them from a Config and runs them, as internal/agent
+// does for the agent. Its option table (Spec, options*.go: flags,
+// FLOWLENS_COLLECTOR_* variables, YAML keys, defaults, range checks) fills
+// the Config: cmd/flowlens-collector calls Load, then New and Run, and the
+// operator's renderer imports the defaults it writes (DefaultKafkaGroup,
+// DefaultMetricsPort).
 //
 // New builds and binds everything; Run serves until its context ends.
 // Whatever fails, in New or in Run, the collector leaves through one
@@ -25,32 +28,36 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/client-go/rest"
 
+	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
 	"github.com/flowlens/flowlens/internal/collector/enrich"
 	"github.com/flowlens/flowlens/internal/collector/history"
 	"github.com/flowlens/flowlens/internal/collector/k8smeta"
+	"github.com/flowlens/flowlens/internal/shared/flowquery"
 	"github.com/flowlens/flowlens/internal/shared/httpserve"
 	"github.com/flowlens/flowlens/internal/shared/version"
-	"github.com/flowlens/flowlens/pkg/flow"
 	"github.com/flowlens/flowlens/pkg/receiver"
 )
 
-// Config is the collector's whole configuration, in plain values: the
-// command fills it from its option table (cmd/flowlens-collector), which
-// also checks the ranges.
+// Config is the collector's whole configuration, in plain values: Load
+// fills it from the option table (Spec, options.go), which also checks the
+// ranges.
 type Config struct {
 	Listen string // gRPC address agents export to
 	// Output is how flows are printed: "json" (one object per line),
 	// "table" or "none" (metrics and history only).
 	Output string
-	// Match selects the flows printed (nil: all); metrics and history see
-	// every flow.
-	Match func(*flow.Record) bool
+	// Print is the flow query (package flowquery) of the flows printed:
+	// --ip, --port and --proto (nil: all); metrics and history see every
+	// flow.
+	Print *flowv1.FlowFilter
 	// TLSCert and TLSKey serve TLS; TLSClientCA also requires agents'
 	// client certificates (mTLS).
 	TLSCert, TLSKey, TLSClientCA string
 	Limits                       receiver.Options
 	// ShutdownGrace bounds how long shutdown waits for batches in hand.
 	ShutdownGrace time.Duration
+	// LogLevel is the command's: it builds Options.Logger with it.
+	LogLevel slog.Level
 
 	MetricsAddress string // "" serves no metrics, health or readiness
 	WebConfigFile  string // exporter-toolkit web configuration ("": plain HTTP)
@@ -156,8 +163,14 @@ func New(cfg Config, opts Options) (_ *Collector, err error) {
 		return nil, err
 	}
 	pl := &enrich.Pipeline{Resolver: resolver, Metrics: c.metrics}
-	if cfg.Output != "none" {
-		c.printer = newPrinter(opts.Stdout, cfg.Output, cfg.Match, resolver != nil)
+	if cfg.Output != OutputNone {
+		var query flowquery.Query
+		if cfg.Print != nil {
+			if query, err = flowquery.Compile([]*flowv1.FlowFilter{cfg.Print}); err != nil {
+				return nil, fmt.Errorf("%w: the printed flows' query: %w", ErrConfig, err)
+			}
+		}
+		c.printer = newPrinter(opts.Stdout, cfg.Output, query, resolver != nil)
 		pl.Sink = c.printer.write
 	}
 	if c.srv, err = receiver.New(pl.Handle, cfg.Limits); err != nil {

@@ -8,15 +8,15 @@ import (
 	"sync/atomic"
 
 	"github.com/flowlens/flowlens/internal/shared/enriched"
+	"github.com/flowlens/flowlens/internal/shared/flowquery"
 	"github.com/flowlens/flowlens/internal/shared/textfmt"
-	"github.com/flowlens/flowlens/pkg/flow"
 )
 
 // printer writes the flows of every agent stream to one output.
 type printer struct {
 	format  string
-	match   func(*flow.Record) bool // nil: every flow
-	table   *textfmt.Table          // with SRC_K8S and DST_K8S columns when enriched
+	query   flowquery.Query // nil: every flow
+	table   *textfmt.Table  // with SRC_K8S and DST_K8S columns when enriched
 	printed atomic.Uint64
 
 	mu     sync.Mutex
@@ -26,8 +26,8 @@ type printer struct {
 	err    error
 }
 
-func newPrinter(w io.Writer, format string, match func(*flow.Record) bool, withK8s bool) *printer {
-	return &printer{format: format, match: match, table: textfmt.NewTable(false, withK8s), w: bufio.NewWriterSize(w, 64<<10), buf: make([]byte, 0, 2048)}
+func newPrinter(w io.Writer, format string, query flowquery.Query, withK8s bool) *printer {
+	return &printer{format: format, query: query, table: textfmt.NewTable(false, withK8s), w: bufio.NewWriterSize(w, 64<<10), buf: make([]byte, 0, 2048)}
 }
 
 // write is the pipeline's Sink: prints the batch's matching flows and
@@ -41,10 +41,10 @@ func (p *printer) write(_ context.Context, flows []enriched.Flow) error {
 	n := 0
 	for i := range flows {
 		f := &flows[i]
-		if p.match != nil && !p.match(&f.Record) {
+		if !p.query.Match(f) {
 			continue
 		}
-		if p.format == "table" {
+		if p.format == OutputTable {
 			if !p.header {
 				p.header = true
 				p.w.Write(append(p.table.AppendHeader(p.buf[:0]), '\n'))

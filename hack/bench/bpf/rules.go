@@ -209,7 +209,7 @@ func runRules(o options, counts []int) ([]filterRow, error) {
 	}
 	defer noop.Close()
 	load := func(t *flowrules.Table) (*datapath.Datapath, *ebpf.Program, error) {
-		dp, err := datapath.Load(datapath.Config{MaxFlows: uint32(1 + o.newFlows), Sampling: 1, Filter: t})
+		dp, err := datapath.Load(datapath.Config{MaxFlows: uint32(1 + o.newFlows), Sampling: 1, FlowRules: t})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -258,7 +258,7 @@ func runRules(o options, counts []int) ([]filterRow, error) {
 			if err != nil {
 				return nil, err
 			}
-			fbefore, err := dp.ReadFilterCounters()
+			fbefore, err := dp.ReadFlowRuleCounters()
 			if err != nil {
 				return nil, err
 			}
@@ -317,7 +317,7 @@ func checkRules(dp *datapath.Datapath, n int, action flowrules.Action, before da
 	if n == 0 {
 		return nil
 	}
-	fc, err := dp.ReadFilterCounters()
+	fc, err := dp.ReadFlowRuleCounters()
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,8 @@ import (
 // Validate; code building a Config by hand should call Validate itself.
 type Config struct {
 	// Interfaces and ExcludeInterfaces hold interface names and /regex/
-	// patterns; see NameFilter. An empty Interfaces means every interface.
+	// patterns; see InterfaceSelection. An empty Interfaces means every
+	// interface.
 	Interfaces        []string
 	ExcludeInterfaces []string
 

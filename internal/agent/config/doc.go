@@ -2,10 +2,10 @@
 // everything that fills it in: defaults, an optional YAML file, FLOWLENS_AGENT_*
 // environment variables and command-line flags, in that order of precedence.
 // It also holds Validate, which rejects bad settings with an error naming the
-// flag at fault; NameFilter, which applies the --interfaces and
+// flag at fault; InterfaceSelection, which applies the --interfaces and
 // --exclude-interfaces lists to interface names; and the flow filter rules
 // (--filter-rules, the file's inline filter_rules, --filter-default), parsed
-// by package filter and compiled by Config.FilterTable.
+// by package flowrules and compiled by Config.FilterTable.
 //
 // Every option is defined once, in the options table; its flag name gives the
 // environment variable (FLOWLENS_AGENT_CACHE_ACTIVE_TIMEOUT for

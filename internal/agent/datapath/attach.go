@@ -49,7 +49,7 @@ func (d *Datapath) Attach(iface ifaces.Interface) error {
 	}
 	// The interface's rule bits go in before its programs: a packet never
 	// sees the interface without them.
-	if err := d.filterAttach(iface); err != nil {
+	if err := d.flowRulesAttach(iface); err != nil {
 		d.release(iface.NetnsCookie)
 		return err
 	}
@@ -70,7 +70,7 @@ func (d *Datapath) Attach(iface ifaces.Interface) error {
 		return attachLegacy(a, progs)
 	})
 	if err != nil {
-		d.filterDetach(iface)
+		d.flowRulesDetach(iface)
 		d.release(iface.NetnsCookie)
 		return fmt.Errorf("attach to %s (netns %s): %w", iface.Name, iface.Netns, err)
 	}
@@ -212,7 +212,7 @@ func (d *Datapath) Detach(iface ifaces.Interface) error {
 	}
 	delete(d.attached, key)
 	err := d.detach(a)
-	d.filterDetach(iface)
+	d.flowRulesDetach(iface)
 	d.release(key.netns)
 	return err
 }

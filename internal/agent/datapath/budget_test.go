@@ -219,7 +219,7 @@ func filterFigures(t *testing.T) progBudget {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dp, err := datapath.Load(datapath.Config{MaxFlows: 1024, Sampling: 1, Filter: tbl})
+	dp, err := datapath.Load(datapath.Config{MaxFlows: 1024, Sampling: 1, FlowRules: tbl})
 	if err != nil {
 		t.Fatalf("load datapath with filter rules: %v", err)
 	}

@@ -34,10 +34,10 @@ type Config struct {
 	TCConstants map[string]any
 	// MapSizes size the maps features need (Plan.MapSizes), by name.
 	MapSizes map[string]uint32
-	// Filter is the compiled flow filter (nil or no rules: every packet is
-	// accounted, 1 in Sampling).
-	Filter *flowrules.Table
-	Logger *slog.Logger
+	// FlowRules are the compiled flow rules, the kernel's flow filter (nil
+	// or no rules: every packet is accounted, 1 in Sampling).
+	FlowRules *flowrules.Table
+	Logger    *slog.Logger
 }
 
 // Programs are one set of TC programs (feature "flows"): the ingress/egress
@@ -108,7 +108,7 @@ func Load(cfg Config) (*Datapath, error) {
 	if err := spec.Variables[datapathVarSampling].Set(cfg.Sampling); err != nil {
 		return nil, fmt.Errorf("set sampling: %w", err)
 	}
-	v4, err := sizeFilter(spec, cfg.Filter)
+	v4, err := sizeFlowRules(spec, cfg.FlowRules)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +135,7 @@ func Load(cfg Config) (*Datapath, error) {
 		d.Close()
 		return nil, err
 	}
-	if err := d.Maps.writeFilter(cfg.Filter, v4, cfg.Sampling); err != nil {
+	if err := d.Maps.writeFlowRules(cfg.FlowRules, v4, cfg.Sampling); err != nil {
 		d.Close()
 		return nil, err
 	}

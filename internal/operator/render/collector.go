@@ -12,6 +12,7 @@ import (
 	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
+	flowcollector "github.com/flowlens/flowlens/internal/collector"
 )
 
 // The Kafka collector: with a kafka exporter, the operator runs flowlens
@@ -28,10 +29,10 @@ const (
 	CollectorComponent = "collector"
 	// KafkaGroup is the collectors' Kafka consumer group: the collector's
 	// --kafka-group default.
-	KafkaGroup = "flowlens-collector"
+	KafkaGroup = flowcollector.DefaultKafkaGroup
 	// CollectorMetricsPort is where the collector serves /metrics, /healthz
 	// and /readyz: its --metrics-address default.
-	CollectorMetricsPort = 9401
+	CollectorMetricsPort = flowcollector.DefaultMetricsPort
 )
 
 // CollectorObjects are the Kafka collector's apply configurations.
@@ -138,7 +139,7 @@ func CollectorArgs(k *v1alpha1.KafkaExporter, metricsTLS *v1alpha1.MetricsTLS) [
 	if metricsTLS != nil {
 		args = append(args, "--web-config-file="+WebConfigPath)
 	}
-	return append(args, "--output=none")
+	return append(args, "--output="+flowcollector.OutputNone)
 }
 
 func collectorDeployment(fc *v1alpha1.FlowCollector, args []string, k *v1alpha1.KafkaExporter, opts Options, owner *metav1ac.OwnerReferenceApplyConfiguration, hash string) *appsv1ac.DeploymentApplyConfiguration {
@@ -177,7 +178,7 @@ func collectorDeployment(fc *v1alpha1.FlowCollector, args []string, k *v1alpha1.
 		WithNodeSelector(map[string]string{corev1.LabelOSStable: "linux"})
 	annotations := map[string]string{
 		"prometheus.io/scrape": "true",
-		"prometheus.io/port":   "9401",
+		"prometheus.io/port":   strconv.Itoa(CollectorMetricsPort),
 		ConfigHashAnnotation:   hash,
 	}
 	if c.MetricsTLS != nil {

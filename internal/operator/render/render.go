@@ -12,7 +12,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"slices"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
 	"github.com/flowlens/flowlens/internal/agent/config"
+	"github.com/flowlens/flowlens/internal/agent/feature/dns/dnsopt"
 )
 
 // Names of the objects the operator manages, in the agent namespace.
@@ -100,12 +100,10 @@ const (
 // schema defaults normally fill the spec in first; these cover objects that
 // bypassed it (and unit tests), and must match the kubebuilder markers. A
 // field that is an agent option takes the agent's own default
-// (internal/agent/config's Default*), written there once; the ones here are
-// the operator's own.
+// (internal/agent/config's Default*, a feature's in its options package such
+// as dnsopt), written there once; the ones here are the operator's own.
 const (
 	DefaultNamespace         = "flowlens"
-	DefaultDNSPort           = 53
-	DefaultDNSTimeout        = 5 * time.Second
 	DefaultPriorityClassName = "system-node-critical"
 	DefaultCAKey             = "ca.crt"
 	DefaultCollectorReplicas = 1
@@ -175,10 +173,10 @@ func WithDefaults(spec v1alpha1.FlowCollectorSpec) v1alpha1.FlowCollectorSpec {
 		a.Features = slices.Clone(v1alpha1.DefaultFeatures)
 	}
 	if a.DNSPorts == nil {
-		a.DNSPorts = []int32{DefaultDNSPort}
+		a.DNSPorts = []int32{dnsopt.DefaultPort}
 	}
 	if a.DNSTimeout == nil {
-		a.DNSTimeout = &metav1.Duration{Duration: DefaultDNSTimeout}
+		a.DNSTimeout = &metav1.Duration{Duration: dnsopt.DefaultTimeout}
 	}
 	if a.Resources == nil {
 		r := DefaultResources()

@@ -15,7 +15,7 @@ import (
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
 	"github.com/flowlens/flowlens/internal/agent/config"
-	"github.com/flowlens/flowlens/internal/agent/feature/dns"
+	"github.com/flowlens/flowlens/internal/agent/feature/dns/dnsopt"
 	"github.com/flowlens/flowlens/internal/agent/flowrules"
 	"github.com/flowlens/flowlens/internal/operator/dashboards"
 )
@@ -526,13 +526,13 @@ dns_timeout: 1.5s
 		t.Errorf("agent configuration:\n%s\nwant:\n%s", data, want)
 	}
 	c := loadAgentConfig(t, s)
-	if o := dns.OptionsOf(c); !slices.Equal(c.Features, []string{"dns"}) || !slices.Equal(o.Ports, []uint16{53, 5353}) || o.Timeout != 1500*time.Millisecond {
+	if o := dnsopt.OptionsOf(c); !slices.Equal(c.Features, []string{"dns"}) || !slices.Equal(o.Ports, []uint16{53, 5353}) || o.Timeout != 1500*time.Millisecond {
 		t.Errorf("agent: features %v, ports %v, timeout %v; want [dns], [53 5353], 1.5s", c.Features, o.Ports, o.Timeout)
 	}
 
 	// Defaults: the agent's own.
 	c = loadAgentConfig(t, v1alpha1.FlowCollectorSpec{Agent: v1alpha1.AgentSpec{Features: []v1alpha1.Feature{v1alpha1.FeatureDNS}}})
-	if o := dns.OptionsOf(c); !slices.Equal(o.Ports, []uint16{53}) || o.Timeout != 5*time.Second {
+	if o := dnsopt.OptionsOf(c); !slices.Equal(o.Ports, []uint16{53}) || o.Timeout != 5*time.Second {
 		t.Errorf("agent from the defaults: ports %v, timeout %v; want [53], 5s", o.Ports, o.Timeout)
 	}
 

@@ -25,10 +25,10 @@ import (
 // error in the Degraded condition and leaves the running agents as they are.
 func Validate(spec *v1alpha1.FlowCollectorSpec) error {
 	var errs []error
-	if _, err := config.NewNameFilter(spec.Agent.Interfaces, nil); err != nil {
+	if _, err := config.NewInterfaceSelection(spec.Agent.Interfaces, nil); err != nil {
 		errs = append(errs, fmt.Errorf("spec.agent.interfaces: %w", trimPrefix(err, "include ")))
 	}
-	if _, err := config.NewNameFilter(nil, spec.Agent.ExcludeInterfaces); err != nil {
+	if _, err := config.NewInterfaceSelection(nil, spec.Agent.ExcludeInterfaces); err != nil {
 		errs = append(errs, fmt.Errorf("spec.agent.excludeInterfaces: %w", trimPrefix(err, "exclude ")))
 	}
 	if err := checkFilterRules(spec.Agent.FlowFilter); err != nil {
@@ -166,8 +166,8 @@ func checkBroker(b string) error {
 	return checkHost(host)
 }
 
-// trimPrefix drops the "include "/"exclude " prefix NameFilter puts before
-// its message, which the field name replaces.
+// trimPrefix drops the "include "/"exclude " prefix InterfaceSelection
+// puts before its message, which the field name replaces.
 func trimPrefix(err error, prefix string) error {
 	if s := err.Error(); strings.HasPrefix(s, prefix) {
 		return errors.New(strings.TrimPrefix(s, prefix))

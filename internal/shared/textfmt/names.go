@@ -1,6 +1,7 @@
 package textfmt
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 )
@@ -17,6 +18,22 @@ func ProtoName(p uint8) string {
 	}
 	return strconv.FormatUint(uint64(p), 10)
 }
+
+// ParseProtocol is ProtoName's inverse for a flag's value: a name of
+// Protocols, in any case, or a number from 0 to 255. Its error says what
+// is accepted; the caller names the flag and the value (cliconf.ItemError).
+func ParseProtocol(s string) (uint8, error) {
+	if n, ok := Protocols[strings.ToLower(s)]; ok {
+		return n, nil
+	}
+	n, err := strconv.ParseUint(s, 10, 8)
+	if err != nil {
+		return 0, errProtocol
+	}
+	return uint8(n), nil
+}
+
+var errProtocol = errors.New("must be tcp, udp, icmp, icmpv6, sctp, gre, esp or a protocol number from 0 to 255")
 
 // TCPFlags are the names of the bits of a flow's tcp_flags: the header's
 // flags and the datapath's markers (pkg/flow: TCPFlagSynAck...), in bit

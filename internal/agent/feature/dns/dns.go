@@ -12,6 +12,7 @@ import (
 
 	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/agent/datapath"
+	"github.com/flowlens/flowlens/internal/agent/feature/dns/dnsopt"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
@@ -22,25 +23,26 @@ const pendingQueries = 16384
 
 // Feature records DNS messages.
 type Feature struct {
-	// Ports are the DNS ports (--dns-ports, 1 to 4); none: 53.
+	// Ports are the DNS ports (--dns-ports, 1 to 4); none:
+	// dnsopt.DefaultPort.
 	Ports []uint16
 	// Timeout is how long a query may go unanswered before its flow's
-	// record says DNSTimeout (--dns-timeout); 0: 5s.
+	// record says DNSTimeout (--dns-timeout); 0: dnsopt.DefaultTimeout.
 	Timeout time.Duration
 }
 
 // New returns the feature with the default port and timeout.
 func New() *Feature { return &Feature{} }
 
-// name is the feature's --features value.
-const name = "dns"
+// name is the feature's --features value, which its options know too.
+const name = dnsopt.Name
 
 func (*Feature) Name() string { return name }
 
 func (*Feature) DocPage() string { return "docs/dns.md" }
 
 func (*Feature) Config() config.Feature {
-	return config.Feature{Brief: "DNS ids, codes, names, latency", Options: options, Validate: validate}
+	return config.Feature{Brief: "DNS ids, codes, names, latency", Options: dnsopt.Rows, Validate: dnsopt.Validate}
 }
 
 func (*Feature) Doc() string {
@@ -49,7 +51,7 @@ func (*Feature) Doc() string {
 
 // Plan switches the reading on inside the TC programs, on the ports.
 func (f *Feature) Plan(*btf.Spec) datapath.Plan {
-	ports := [4]uint16{53}
+	ports := [4]uint16{dnsopt.DefaultPort}
 	if len(f.Ports) > 0 {
 		ports = [4]uint16{}
 		copy(ports[:], f.Ports)
@@ -66,7 +68,7 @@ func (*Feature) Fields() []string {
 
 // Configure takes the ports and the timeout from the configuration.
 func (f *Feature) Configure(c *config.Config) {
-	o := OptionsOf(c)
+	o := dnsopt.OptionsOf(c)
 	f.Ports, f.Timeout = o.Ports, o.Timeout
 }
 
@@ -86,7 +88,7 @@ func (f *Feature) Fill(r *flow.Record, v *datapath.EnrichValue) {
 		r.DNSRcode = 0 // a query's flags carry no response code
 		timeout := f.Timeout
 		if timeout == 0 {
-			timeout = 5 * time.Second
+			timeout = dnsopt.DefaultTimeout
 		}
 		var now unix.Timespec
 		if unix.ClockGettime(unix.CLOCK_MONOTONIC, &now) == nil && now.Nano()-int64(v.DnsQueryNs) > int64(timeout) {

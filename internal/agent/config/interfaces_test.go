@@ -2,7 +2,7 @@ package config
 
 import "testing"
 
-func TestNameFilter(t *testing.T) {
+func TestInterfaceSelection(t *testing.T) {
 	tests := []struct {
 		name             string
 		include, exclude []string
@@ -18,7 +18,7 @@ func TestNameFilter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f, err := NewNameFilter(tt.include, tt.exclude)
+			f, err := NewInterfaceSelection(tt.include, tt.exclude)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -36,14 +36,14 @@ func TestNameFilter(t *testing.T) {
 	}
 }
 
-func TestNameFilterZeroValueAllowsAll(t *testing.T) {
-	var f NameFilter
+func TestInterfaceSelectionZeroValueAllowsAll(t *testing.T) {
+	var f InterfaceSelection
 	if !f.Allowed("eth0") {
-		t.Error("zero NameFilter denied eth0")
+		t.Error("zero InterfaceSelection denied eth0")
 	}
 }
 
-func TestNameFilterErrors(t *testing.T) {
+func TestInterfaceSelectionErrors(t *testing.T) {
 	tests := []struct {
 		include, exclude []string
 		want             string
@@ -53,9 +53,9 @@ func TestNameFilterErrors(t *testing.T) {
 		{[]string{"/"}, nil, `include entry "/": a pattern must be written /regex/`},
 	}
 	for _, tt := range tests {
-		_, err := NewNameFilter(tt.include, tt.exclude)
+		_, err := NewInterfaceSelection(tt.include, tt.exclude)
 		if err == nil || err.Error() != tt.want {
-			t.Errorf("NewNameFilter(%q, %q) error:\n got  %v\n want %s", tt.include, tt.exclude, err, tt.want)
+			t.Errorf("NewInterfaceSelection(%q, %q) error:\n got  %v\n want %s", tt.include, tt.exclude, err, tt.want)
 		}
 	}
 }

@@ -11,22 +11,25 @@ import (
 	"github.com/flowlens/flowlens/internal/agent/ifaces"
 )
 
-// The flow filter's kernel tables (bpf/filter.h), filled from a compiled
-// flowrules.Table before any program is attached, and its per-rule counters.
+// The flow rules' kernel tables (bpf/filter.h, the kernel's flow filter),
+// filled from a compiled flowrules.Table before any program is attached,
+// and their per-rule counters. The kernel side keeps its "filter" names
+// (maps, structs: generated from the C); the Go side is named after
+// package flowrules.
 
-// FilterDefault is the index of the default action in ReadFilterCounters.
-const FilterDefault = int(datapathFilterSizeFILTER_DEFAULT)
+// FlowRuleDefault is the index of the default action in ReadFlowRuleCounters.
+const FlowRuleDefault = int(datapathFilterSizeFILTER_DEFAULT)
 
 // filterIfaceEntries bounds the interfaces a rule set naming interfaces can
 // hold at once, per node; more are attached without their rule bits (counted
 // by the attach error).
 const filterIfaceEntries = 65536
 
-// sizeFilter sets the filter maps' sizes and the programs' filter constants
+// sizeFlowRules sets the filter maps' sizes and the programs' filter constants
 // in spec: one entry each without rules, so a node without rules pays no
 // memory for them. It returns the IPv4 table (nil without address rules),
-// built once here and written by writeFilter.
-func sizeFilter(spec *ebpf.CollectionSpec, t *flowrules.Table) ([]datapathFilterV4Entry, error) {
+// built once here and written by writeFlowRules.
+func sizeFlowRules(spec *ebpf.CollectionSpec, t *flowrules.Table) ([]datapathFilterV4Entry, error) {
 	var v4tbl []datapathFilterV4Entry
 	on, used := uint32(0), uint64(0)
 	addrs, ports, ifs, v4 := uint32(1), uint32(1), uint32(1), uint32(1)
@@ -67,12 +70,12 @@ func sizeFilter(spec *ebpf.CollectionSpec, t *flowrules.Table) ([]datapathFilter
 	return v4tbl, nil
 }
 
-// writeFilter fills the filter maps from t; sampling is the rate of rules
+// writeFlowRules fills the filter maps from t; sampling is the rate of rules
 // without their own and of the default action. A drops rule's packets are
 // not accounted at the TC hooks: its flows are the ones the drop hook
 // reports (enrichment entries, exported as partial records when no TC
 // hook counted the flow), so it keeps exactly the flows that saw a drop.
-func (m *Maps) writeFilter(t *flowrules.Table, v4 []datapathFilterV4Entry, sampling uint32) error {
+func (m *Maps) writeFlowRules(t *flowrules.Table, v4 []datapathFilterV4Entry, sampling uint32) error {
 	if t == nil || len(t.Rules) == 0 {
 		return nil
 	}
@@ -121,9 +124,9 @@ func (m *Maps) writeFilter(t *flowrules.Table, v4 []datapathFilterV4Entry, sampl
 	return nil
 }
 
-// FilterRates are the sampling rates by FlowValue.Rule: [0] the default
+// FlowRuleRates are the sampling rates by FlowValue.Rule: [0] the default
 // action's (the agent's rate), [i+1] rule i's; nil without rules.
-func FilterRates(t *flowrules.Table, sampling uint32) []uint32 {
+func FlowRuleRates(t *flowrules.Table, sampling uint32) []uint32 {
 	if t == nil || len(t.Rules) == 0 {
 		return nil
 	}
@@ -191,13 +194,14 @@ func RuleRate(rule, agent uint32) uint32 {
 	return rule
 }
 
-// Filter is the compiled flow filter the datapath was loaded with (nil: none).
-func (d *Datapath) Filter() *flowrules.Table { return d.cfg.Filter }
+// FlowRules are the compiled flow rules the datapath was loaded with (nil:
+// none).
+func (d *Datapath) FlowRules() *flowrules.Table { return d.cfg.FlowRules }
 
-// filterAttach gives an attached interface its rules' bits, when rules name
-// interfaces.
-func (d *Datapath) filterAttach(iface ifaces.Interface) error {
-	t := d.cfg.Filter
+// flowRulesAttach gives an attached interface its rules' bits, when rules
+// name interfaces.
+func (d *Datapath) flowRulesAttach(iface ifaces.Interface) error {
+	t := d.cfg.FlowRules
 	if t == nil || t.Used&flowrules.FieldIface == 0 {
 		return nil
 	}
@@ -209,9 +213,9 @@ func (d *Datapath) filterAttach(iface ifaces.Interface) error {
 	return nil
 }
 
-// filterDetach forgets an interface's rule bits.
-func (d *Datapath) filterDetach(iface ifaces.Interface) {
-	t := d.cfg.Filter
+// flowRulesDetach forgets an interface's rule bits.
+func (d *Datapath) flowRulesDetach(iface ifaces.Interface) {
+	t := d.cfg.FlowRules
 	if t == nil || t.Used&flowrules.FieldIface == 0 {
 		return
 	}
@@ -219,10 +223,10 @@ func (d *Datapath) filterDetach(iface ifaces.Interface) {
 	_ = d.Maps.FilterIfaces.Delete(&k) // absent when the attach failed
 }
 
-// ReadFilterCounters returns the packets each rule matched, by precedence
-// position, and at FilterDefault those no rule matched.
-func (d *Datapath) ReadFilterCounters() ([]uint64, error) {
-	out := make([]uint64, FilterDefault+1)
+// ReadFlowRuleCounters returns the packets each rule matched, by precedence
+// position, and at FlowRuleDefault those no rule matched.
+func (d *Datapath) ReadFlowRuleCounters() ([]uint64, error) {
+	out := make([]uint64, FlowRuleDefault+1)
 	d.Maps.mu.Lock()
 	defer d.Maps.mu.Unlock()
 	for i := range out {

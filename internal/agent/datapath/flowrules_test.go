@@ -49,7 +49,7 @@ func TestFilterKernelMatchesReference(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dp, err := datapath.Load(datapath.Config{MaxFlows: 4096, Sampling: 1, Filter: tbl})
+			dp, err := datapath.Load(datapath.Config{MaxFlows: 4096, Sampling: 1, FlowRules: tbl})
 			if err != nil {
 				t.Fatalf("load: %v", err)
 			}
@@ -69,9 +69,9 @@ func TestFilterKernelMatchesReference(t *testing.T) {
 				p.Direction = dir
 				want, matched := tbl.Match(p)
 				if !matched {
-					want = datapath.FilterDefault
+					want = datapath.FlowRuleDefault
 				}
-				before, err := dp.ReadFilterCounters()
+				before, err := dp.ReadFlowRuleCounters()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -79,7 +79,7 @@ func TestFilterKernelMatchesReference(t *testing.T) {
 				if _, err := bpfrun.Exactly(prog, frame, 1); err != nil {
 					t.Fatal(err)
 				}
-				after, err := dp.ReadFilterCounters()
+				after, err := dp.ReadFlowRuleCounters()
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -1,4 +1,4 @@
-package main
+package collector_test
 
 import (
 	"reflect"
@@ -7,28 +7,33 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
+	"github.com/flowlens/flowlens/internal/collector"
 	"github.com/flowlens/flowlens/internal/operator/render"
 )
 
 // TestOperatorArgs: the flags the operator gives its Kafka collector are
 // options of this table, and those it writes without the FlowCollector
-// asking (the consumer group, the metrics address) are this collector's
-// defaults: render cannot import this package main, so this test keeps its
-// copies true. Only the brokers the spec names and --output=none (the
-// operator's collector counts, it does not print) differ.
+// asking (the consumer group, the metrics address) are this table's
+// defaults, which render imports (DefaultKafkaGroup, DefaultMetricsPort):
+// loading the operator's flags must give the defaults but for the brokers
+// the spec names and --output=none (the operator's collector counts, it
+// does not print). The topic is the agent's default (render), which must
+// be the collector's too. An external test: render imports this
+// package.
 func TestOperatorArgs(t *testing.T) {
 	fc := render.WithDefaults(v1alpha1.FlowCollectorSpec{Exporters: []v1alpha1.Exporter{{Type: v1alpha1.ExporterKafka,
 		Kafka: &v1alpha1.KafkaExporter{Brokers: []string{"k:9092"}}}}})
-	defaults, err := parseFlags(nil, nil)
+	k := fc.Exporters[0].Kafka
+	defaults, err := collector.Load(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := parseFlags(render.CollectorArgs(fc.Exporters[0].Kafka, nil), nil)
+	got, err := collector.Load(render.CollectorArgs(k, nil), nil)
 	if err != nil {
 		t.Fatalf("the collector refuses the operator's flags: %v", err)
 	}
 	want := *defaults
-	want.kafka.Brokers, want.output = []string{"k:9092"}, "none"
+	want.Kafka.Brokers, want.Output = k.Brokers, collector.OutputNone
 	if !reflect.DeepEqual(*got, want) {
 		t.Errorf("the collector's configuration from the operator's flags\n got  %+v\n want %+v", *got, want)
 	}
@@ -41,8 +46,8 @@ func TestOperatorArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := map[string]bool{}
-	for _, o := range spec.Options {
-		names[o.EnvName(spec.EnvPrefix)] = true
+	for _, o := range collector.Spec.Options {
+		names[o.EnvName(collector.Spec.EnvPrefix)] = true
 	}
 	n := 0
 	for _, c := range objs.Collector.Deployment.Spec.Template.Spec.Containers {

@@ -1,0 +1,142 @@
+package collector
+
+import (
+	"log/slog"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/flowlens/flowlens/internal/shared/cliconf"
+	"github.com/flowlens/flowlens/pkg/receiver"
+)
+
+// The defaults others restate in what they write for a collector: the
+// operator's renderer (internal/operator/render) gives its Kafka collector
+// the group and the metrics port, and imports them from here, so that the
+// option table below is the only place they are written.
+const (
+	// DefaultKafkaGroup is --kafka-group's default.
+	DefaultKafkaGroup = receiver.DefaultKafkaGroup
+	// DefaultMetricsPort is the port of --metrics-address's default.
+	DefaultMetricsPort = 9401
+	// OutputNone is the --output that prints nothing (metrics and history
+	// only); OutputJSON (the default) and OutputTable print.
+	OutputNone  = "none"
+	OutputJSON  = "json"
+	OutputTable = "table"
+)
+
+// Limits of the values the range checks accept.
+const (
+	minMessageBytes = 1 << 10
+	maxMessageBytes = 1 << 30
+)
+
+// Spec is the collector's option table: the machinery every binary shares
+// (package cliconf) with its own prefix, so --max-agents is also
+// FLOWLENS_COLLECTOR_MAX_AGENTS and the key max_agents in the YAML file
+// named by --config or FLOWLENS_COLLECTOR_CONFIG. It fills a Config; Load
+// is how the command and tests use it.
+var Spec = &cliconf.Spec[Config]{
+	Program:   "flowlens-collector",
+	Summary:   "Receives flows from flowlens agents (--export grpc --target host:port), enriches them with Kubernetes context, serves Prometheus metrics and prints them on stdout.",
+	EnvPrefix: "FLOWLENS_COLLECTOR_",
+	Validate:  (*Config).validate,
+	Options: slices.Concat(
+		cliconf.InSection("Receiving from agents", []*cliconf.Option[Config]{
+			{Name: "listen", Arg: "host:port", Default: ":9990",
+				Usage: "address to receive flows on",
+				Set:   cliconf.String(func(o *Config) *string { return &o.Listen })},
+			{Name: "tls-cert", Arg: "file",
+				Usage: "server certificate (serve TLS); needs --tls-key",
+				Set:   cliconf.String(func(o *Config) *string { return &o.TLSCert })},
+			{Name: "tls-key", Arg: "file",
+				Usage: "server key",
+				Set:   cliconf.String(func(o *Config) *string { return &o.TLSKey })},
+			{Name: "tls-client-ca", Arg: "file",
+				Usage: "CA that agents' client certificates must chain to (mTLS); needs --tls-cert",
+				Set:   cliconf.String(func(o *Config) *string { return &o.TLSClientCA })},
+			{Name: "max-message-bytes", Arg: "n", Default: strconv.Itoa(receiver.DefaultMaxMessageBytes),
+				Usage: "largest message accepted (bytes); larger ones get ResourceExhausted (1024 to 1073741824)",
+				Set:   cliconf.Int(func(o *Config) *int { return &o.Limits.MaxMessageBytes })},
+			{Name: "max-flows-per-batch", Arg: "n", Default: strconv.Itoa(receiver.DefaultMaxFlowsPerBatch),
+				Usage: "most flows accepted in one message (at least 1)",
+				Set:   cliconf.Int(func(o *Config) *int { return &o.Limits.MaxFlowsPerBatch })},
+			{Name: "max-agents", Arg: "n", Default: strconv.Itoa(receiver.DefaultMaxStreams),
+				Usage: "most agent streams served at once (-1: unlimited)",
+				Set:   cliconf.Int(func(o *Config) *int { return &o.Limits.MaxStreams })},
+		}),
+		cliconf.InSection("Kafka consumer", kafkaConn.Options(), []*cliconf.Option[Config]{
+			{Name: "kafka-topic", Arg: "name", Default: "flowlens-flows",
+				Usage: "Kafka topic the agents produce flows to",
+				Set:   cliconf.String(func(o *Config) *string { return &o.Kafka.Topic })},
+			{Name: "kafka-group", Arg: "name", Default: DefaultKafkaGroup,
+				Usage: "Kafka consumer group: the collectors of one group share the topic's partitions",
+				Set:   cliconf.String(func(o *Config) *string { return &o.Kafka.Group })},
+			{Name: "kafka-session-timeout", Arg: "duration", Default: receiver.DefaultKafkaSessionTimeout.String(),
+				Usage: "how long the group waits for a collector that stopped (killed) before its partitions go to the others (6s to 30m, within the brokers' group.{min,max}.session.timeout.ms)",
+				Set:   cliconf.Duration(func(o *Config) *time.Duration { return &o.Kafka.SessionTimeout })},
+		}),
+		cliconf.InSection("Output", []*cliconf.Option[Config]{
+			{Name: "output", Arg: "format", Default: OutputJSON,
+				Usage: "output format: json (one object per line), table (one line per flow) or none (metrics only)",
+				Set:   setOutput},
+			{Name: "ip", Arg: "list", Repeat: true,
+				Usage:   "only print flows with one of these source or destination addresses or CIDRs (metrics count every flow)",
+				SetList: setIPs},
+			{Name: "port", Arg: "list", Repeat: true,
+				Usage:   "only print flows with one of these source or destination ports",
+				SetList: setPorts},
+			{Name: "proto", Arg: "list", Repeat: true,
+				Usage:   "only print flows of these protocols: tcp, udp, icmp, icmpv6, sctp, gre, esp or a number",
+				SetList: setProtos},
+		}),
+		cliconf.InSection("Kubernetes enrichment", []*cliconf.Option[Config]{
+			{Name: "k8s-enrich", Arg: "true|false|auto", Default: "auto", Bool: true,
+				Usage: "resolve addresses to Kubernetes context; auto: on in a cluster or with --kubeconfig",
+				Set:   setEnrich},
+			{Name: "kubeconfig", Arg: "file",
+				Usage: "kubeconfig file for enrichment (default: the in-cluster service account)",
+				Set:   cliconf.String(func(o *Config) *string { return &o.Enrichment.Kubeconfig })},
+			{Name: "k8s-sync-timeout", Arg: "duration", Default: "1m",
+				Usage: "how long to wait for the Kubernetes caches before receiving flows anyway",
+				Set:   cliconf.Duration(func(o *Config) *time.Duration { return &o.Enrichment.SyncTimeout })},
+			{Name: "k8s-static", Arg: "file",
+				Usage: `resolve addresses from this JSON file instead of a cluster: {"10.0.0.1": {"kind": "pod", "namespace": "shop", "name": "web-1", "workload": "web", "workload_kind": "Deployment", "node": "node-a"}, ...}`,
+				Set:   cliconf.String(func(o *Config) *string { return &o.Enrichment.StaticFile })},
+			{Name: "subnet-labels", Arg: "list", Repeat: true,
+				Usage:   "name=CIDR labels for addresses outside the cluster (longest prefix wins)",
+				SetList: setSubnets},
+		}),
+		cliconf.InSection("Metrics", []*cliconf.Option[Config]{
+			{Name: "metrics-address", Arg: "host:port", Default: ":" + strconv.Itoa(DefaultMetricsPort),
+				Usage: `address serving /metrics, /healthz and /readyz; "" disables`,
+				Set:   cliconf.String(func(o *Config) *string { return &o.MetricsAddress })},
+			{Name: "web-config-file", Arg: "file", Default: "",
+				Usage: "Prometheus exporter-toolkit web configuration file: serve the metrics over TLS, optionally requiring client certificates (docs/metrics.md); empty for plain HTTP",
+				Set:   cliconf.String(func(o *Config) *string { return &o.WebConfigFile })},
+			{Name: "metrics", Arg: "list", Default: "all", Repeat: true,
+				Usage:   "flow metrics to serve, by name with or without the flowlens_collector_ prefix; all, or none for only the health metrics; see docs/metrics.md",
+				SetList: setMetrics},
+			{Name: "pod-labels", Arg: "bool", Default: "false", Bool: true,
+				Usage: "add src_pod and dst_pod labels to flow_bytes_total and flow_packets_total (cardinality grows with pods)",
+				Set:   cliconf.Bool(func(o *Config) *bool { return &o.Metrics.PodLabels })},
+		}),
+		cliconf.InSection("Flow history", historyOptions),
+		cliconf.InSection("Collector", []*cliconf.Option[Config]{
+			{Name: "shutdown-grace", Arg: "duration", Default: "10s",
+				Usage: "how long shutdown waits for batches being handled",
+				Set:   cliconf.Duration(func(o *Config) *time.Duration { return &o.ShutdownGrace })},
+			{Name: "log-level", Arg: "level", Default: "info",
+				Usage: "debug, info, warn or error (logs go to stderr)",
+				Set:   cliconf.Level(func(o *Config) *slog.Level { return &o.LogLevel })},
+		}),
+	),
+}
+
+// Load builds the configuration from args, the FLOWLENS_COLLECTOR_*
+// variables env looks up (nil: none) and the YAML file they name, and
+// checks it; see cliconf.Spec.Load.
+func Load(args []string, env func(string) string) (*Config, error) {
+	return Spec.Load(args, env)
+}
