@@ -64,6 +64,8 @@ check-layers: ## the layering rules of docs/architecture.md: the collector links
 	@# what it imports is listed by -deps too, so a kernel import there still fails.
 	@bad=$$($(GO) list -deps ./cmd/flowlens-operator | grep -vE '/internal/agent/feature/([a-z0-9]+)/\1opt$$' | grep -E 'cilium/ebpf|vishvananda|/internal/agent/(datapath|evictor|ifaces|metrics|feature|exporter)(/|$$)' || true); \
 	if [ -n "$$bad" ]; then echo "the operator links the kernel side or an exporter:"; echo "$$bad"; exit 1; fi
+	@bad=$$($(GO) list -deps ./cmd/flowlens-operator | grep -E '/internal/collector(/|$$)' | grep -vE '/internal/collector/collectoropt$$' || true); \
+	if [ -n "$$bad" ]; then echo "the operator links the collector (it may link collectoropt, the defaults it writes, only):"; echo "$$bad"; exit 1; fi
 	@bad=$$($(GO) list -deps ./internal/shared/... | grep -E '/internal/(agent|collector|operator)(/|$$)' || true); \
 	if [ -n "$$bad" ]; then echo "internal/shared links a program's packages (shared is below the agent, the collector and the operator):"; echo "$$bad"; exit 1; fi
 	@bad=$$($(GO) list -deps ./pkg/... | grep -E 'cilium/ebpf|vishvananda|flowlens/flowlens/internal/' || true); \

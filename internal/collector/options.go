@@ -6,24 +6,19 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/flowlens/flowlens/internal/collector/collectoropt"
 	"github.com/flowlens/flowlens/internal/shared/cliconf"
 	"github.com/flowlens/flowlens/pkg/receiver"
 )
 
-// The defaults others restate in what they write for a collector: the
-// operator's renderer (internal/operator/render) gives its Kafka collector
-// the group and the metrics port, and imports them from here, so that the
-// option table below is the only place they are written.
+// The defaults the operator's renderer also writes live in collectoropt,
+// which links nothing else; these names keep the collector's own code short.
 const (
-	// DefaultKafkaGroup is --kafka-group's default.
-	DefaultKafkaGroup = receiver.DefaultKafkaGroup
-	// DefaultMetricsPort is the port of --metrics-address's default.
-	DefaultMetricsPort = 9401
-	// OutputNone is the --output that prints nothing (metrics and history
-	// only); OutputJSON (the default) and OutputTable print.
-	OutputNone  = "none"
-	OutputJSON  = "json"
-	OutputTable = "table"
+	DefaultKafkaGroup  = collectoropt.DefaultKafkaGroup
+	DefaultMetricsPort = collectoropt.DefaultMetricsPort
+	OutputNone         = collectoropt.OutputNone
+	OutputJSON         = collectoropt.OutputJSON
+	OutputTable        = collectoropt.OutputTable
 )
 
 // Limits of the values the range checks accept.

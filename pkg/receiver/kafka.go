@@ -21,18 +21,16 @@ import (
 	"github.com/flowlens/flowlens/pkg/flow/flowpb"
 )
 
-// Defaults of ConsumerOptions.
-const (
-	DefaultKafkaGroup          = "flowlens-collector"
-	DefaultKafkaSessionTimeout = 45 * time.Second
-)
+// DefaultKafkaSessionTimeout is ConsumerOptions.SessionTimeout's default.
+const DefaultKafkaSessionTimeout = 45 * time.Second
 
 // ConsumerOptions configure a Consumer. Zero values take the defaults.
 type ConsumerOptions struct {
 	flowkafka.Conn
 	Topic string
-	// Group is the consumer group: the collectors of one group share the
-	// topic's partitions, each record handled by one of them.
+	// Group is the consumer group (required: it is the consuming program's
+	// identity): the members of one group share the topic's partitions, each
+	// record handled by one of them.
 	Group string
 	// SessionTimeout is how long the group waits for a member that stopped
 	// heartbeating (killed) before it hands its partitions to the others.
@@ -93,7 +91,7 @@ func NewConsumer(h Handler, opts ConsumerOptions) (*Consumer, error) {
 		return nil, errors.New("collector: no Kafka topic")
 	}
 	if opts.Group == "" {
-		opts.Group = DefaultKafkaGroup
+		return nil, errors.New("collector: no Kafka consumer group")
 	}
 	if opts.SessionTimeout <= 0 {
 		opts.SessionTimeout = DefaultKafkaSessionTimeout

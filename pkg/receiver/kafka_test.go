@@ -170,3 +170,22 @@ func TestConsumerPartitions(t *testing.T) {
 		t.Errorf("a member that left holds %d partitions", n)
 	}
 }
+
+// TestConsumerOptionsRequired: a Consumer without a topic or a group is
+// refused before it connects, saying which is missing (the group has no
+// default: it is the consuming program's identity, and the collector's
+// default is its own option's, collectoropt.DefaultKafkaGroup).
+func TestConsumerOptionsRequired(t *testing.T) {
+	h := func(context.Context, *receiver.Batch) error { return nil }
+	for _, tc := range []struct {
+		opts receiver.ConsumerOptions
+		want string
+	}{
+		{receiver.ConsumerOptions{Group: "g"}, "collector: no Kafka topic"},
+		{receiver.ConsumerOptions{Topic: "t"}, "collector: no Kafka consumer group"},
+	} {
+		if _, err := receiver.NewConsumer(h, tc.opts); err == nil || err.Error() != tc.want {
+			t.Errorf("NewConsumer(%+v) = %v, want %q", tc.opts, err, tc.want)
+		}
+	}
+}

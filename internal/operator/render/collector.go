@@ -12,7 +12,7 @@ import (
 	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
-	flowcollector "github.com/flowlens/flowlens/internal/collector"
+	"github.com/flowlens/flowlens/internal/collector/collectoropt"
 )
 
 // The Kafka collector: with a kafka exporter, the operator runs flowlens
@@ -29,10 +29,10 @@ const (
 	CollectorComponent = "collector"
 	// KafkaGroup is the collectors' Kafka consumer group: the collector's
 	// --kafka-group default.
-	KafkaGroup = flowcollector.DefaultKafkaGroup
+	KafkaGroup = collectoropt.DefaultKafkaGroup
 	// CollectorMetricsPort is where the collector serves /metrics, /healthz
 	// and /readyz: its --metrics-address default.
-	CollectorMetricsPort = flowcollector.DefaultMetricsPort
+	CollectorMetricsPort = collectoropt.DefaultMetricsPort
 )
 
 // CollectorObjects are the Kafka collector's apply configurations.
@@ -139,7 +139,7 @@ func CollectorArgs(k *v1alpha1.KafkaExporter, metricsTLS *v1alpha1.MetricsTLS) [
 	if metricsTLS != nil {
 		args = append(args, "--web-config-file="+WebConfigPath)
 	}
-	return append(args, "--output="+flowcollector.OutputNone)
+	return append(args, "--output="+collectoropt.OutputNone)
 }
 
 func collectorDeployment(fc *v1alpha1.FlowCollector, args []string, k *v1alpha1.KafkaExporter, opts Options, owner *metav1ac.OwnerReferenceApplyConfiguration, hash string) *appsv1ac.DeploymentApplyConfiguration {

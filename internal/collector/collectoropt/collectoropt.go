@@ -1,0 +1,21 @@
+// Package collectoropt holds the collector's defaults that another program
+// writes into a collector's configuration: the operator's renderer gives its
+// Kafka collectors these arguments. It imports nothing, so the operator links
+// these constants and not the collector (gRPC, the Kafka client, the
+// history): the same reason the DNS feature's options live in dnsopt.
+// internal/collector's option table takes its defaults from here, so each is
+// written once.
+package collectoropt
+
+const (
+	// DefaultKafkaGroup is --kafka-group's default: the consumer group the
+	// collectors of a cluster share.
+	DefaultKafkaGroup = "flowlens-collector"
+	// DefaultMetricsPort is the port of --metrics-address's default.
+	DefaultMetricsPort = 9401
+	// OutputNone is the --output that prints nothing (metrics and history
+	// only); OutputJSON (the default) and OutputTable print.
+	OutputNone  = "none"
+	OutputJSON  = "json"
+	OutputTable = "table"
+)
