@@ -103,13 +103,9 @@ var Spec = &cliconf.Spec[Config]{
 				Usage:   "name=CIDR labels for addresses outside the cluster (longest prefix wins)",
 				SetList: setSubnets},
 		}),
-		cliconf.InSection("Metrics", []*cliconf.Option[Config]{
-			{Name: "metrics-address", Arg: "host:port", Default: ":" + strconv.Itoa(DefaultMetricsPort),
-				Usage: `address serving /metrics, /healthz and /readyz; "" disables`,
-				Set:   cliconf.String(func(o *Config) *string { return &o.MetricsAddress })},
-			{Name: "web-config-file", Arg: "file", Default: "",
-				Usage: "Prometheus exporter-toolkit web configuration file: serve the metrics over TLS, optionally requiring client certificates (docs/metrics.md); empty for plain HTTP",
-				Set:   cliconf.String(func(o *Config) *string { return &o.WebConfigFile })},
+		cliconf.InSection("Metrics", cliconf.MetricsServer[Config]{Port: DefaultMetricsPort, Doc: "docs/metrics.md",
+			Address:       func(o *Config) *string { return &o.MetricsAddress },
+			WebConfigFile: func(o *Config) *string { return &o.WebConfigFile }}.Options(), []*cliconf.Option[Config]{
 			{Name: "metrics", Arg: "list", Default: "all", Repeat: true,
 				Usage:   "flow metrics to serve, by name with or without the flowlens_collector_ prefix; all, or none for only the health metrics; see docs/metrics.md",
 				SetList: setMetrics},

@@ -111,13 +111,9 @@ var options = slices.Concat(
 			Usage: "most flows (log records) per OTLP request (1 to 100000)",
 			Set:   cliconf.Int(func(c *Config) *int { return &c.OTLPBatchFlows })},
 	}, otlpTLS.Options()),
-	cliconf.InSection("Metrics", []*cliconf.Option[Config]{
-		{Name: "metrics-address", Arg: "host:port", Default: ":" + itoa(DefaultMetricsPort),
-			Usage: `address to serve Prometheus metrics on; "" disables`,
-			Set:   func(c *Config, s string) error { c.MetricsAddress = s; return nil }},
-		{Name: "web-config-file", Arg: "file", Default: "",
-			Usage: "Prometheus exporter-toolkit web configuration file: serve the metrics over TLS, optionally requiring client certificates (docs/metrics-agent.md); empty for plain HTTP",
-			Set:   func(c *Config, s string) error { c.WebConfigFile = s; return nil }},
+	cliconf.InSection("Metrics", cliconf.MetricsServer[Config]{Port: DefaultMetricsPort, Doc: "docs/metrics-agent.md",
+		Address:       func(c *Config) *string { return &c.MetricsAddress },
+		WebConfigFile: func(c *Config) *string { return &c.WebConfigFile }}.Options(), []*cliconf.Option[Config]{
 		{Name: "bpf-stats", Arg: "on|off", Default: "on",
 			Usage: "keep the kernel's BPF run-time statistics on while the agent runs (flowlens_agent_bpf_program_* metrics); off saves every BPF program on the node two clock reads per run",
 			Set:   cliconf.OnOff(func(c *Config) *bool { return &c.BPFStats })},

@@ -138,3 +138,26 @@ func CheckHostPort(flagName, addr string) error {
 	}
 	return nil
 }
+
+// MetricsServer is a server's metrics and health endpoint, the server TLS
+// every flowlens server shares: --metrics-address (/metrics, /healthz and
+// /readyz) and --web-config-file (TLS or mutual TLS from a Prometheus
+// exporter-toolkit web configuration, served by internal/shared/httpserve).
+type MetricsServer[C any] struct {
+	Port int    // the default address's port (":Port": every address)
+	Doc  string // the page on the metrics over TLS, e.g. "docs/metrics.md"
+	// Address and WebConfigFile say where the configuration keeps them.
+	Address, WebConfigFile func(*C) *string
+}
+
+// Options are the group's rows.
+func (g MetricsServer[C]) Options() []*Option[C] {
+	return []*Option[C]{
+		{Name: "metrics-address", Arg: "host:port", Default: ":" + strconv.Itoa(g.Port),
+			Usage: `address serving /metrics, /healthz and /readyz; "" disables`,
+			Set:   String(g.Address)},
+		{Name: "web-config-file", Arg: "file", Default: "",
+			Usage: "Prometheus exporter-toolkit web configuration file: serve the metrics over TLS, optionally requiring client certificates (" + g.Doc + "); empty for plain HTTP",
+			Set:   String(g.WebConfigFile)},
+	}
+}

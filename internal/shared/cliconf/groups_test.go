@@ -76,3 +76,25 @@ func TestClientTLSWithoutSwitch(t *testing.T) {
 		t.Errorf("rows %v, want %v", names, want)
 	}
 }
+
+type mconf struct{ addr, web string }
+
+// TestMetricsServer: the group's two rows, their default address from the
+// port, and the values they fill, from flags and the environment.
+func TestMetricsServer(t *testing.T) {
+	g := MetricsServer[mconf]{Port: 9400, Doc: "docs/x.md",
+		Address:       func(c *mconf) *string { return &c.addr },
+		WebConfigFile: func(c *mconf) *string { return &c.web }}
+	spec := &Spec[mconf]{Program: "toy", EnvPrefix: "TOY_", Options: g.Options()}
+	c, err := spec.Load(nil, env(nil))
+	if err != nil || c.addr != ":9400" || c.web != "" {
+		t.Errorf("defaults: got %+v, %v; want :9400 and no web config", c, err)
+	}
+	c, err = spec.Load([]string{"--metrics-address=127.0.0.1:1"}, env(map[string]string{"TOY_WEB_CONFIG_FILE": "w.yaml"}))
+	if err != nil || c.addr != "127.0.0.1:1" || c.web != "w.yaml" {
+		t.Errorf("got %+v, %v; want 127.0.0.1:1 and w.yaml", c, err)
+	}
+	if u := g.Options()[1].Usage; !strings.Contains(u, "(docs/x.md)") {
+		t.Errorf("web-config-file's help %q does not name the page", u)
+	}
+}
