@@ -33,19 +33,7 @@ func recordVariant(r *flow.Record) int {
 	if !r.SrcAddr.Is4() {
 		v |= variantV6
 	}
-	if r.Translated() {
-		v |= variantNAT
-	}
-	if Enriched(r) {
-		v |= variantEnriched
-	}
-	if r.HasDNS() {
-		v |= variantDNS
-	}
-	if r.HasTLS() {
-		v |= variantTLS
-	}
-	return v
+	return v | blocksVariant(r)
 }
 
 // cut is s at most n bytes long.
@@ -76,14 +64,7 @@ func interfacesListLen(r *flow.Record) int {
 
 // recordLen is the length of r's data record in variant v.
 func recordLen(r *flow.Record, v int) int {
-	n := recLen[v] + interfacesListLen(r)
-	if v&variantEnriched != 0 {
-		n += enrichedVarLen(r)
-	}
-	if v&variantDNS != 0 {
-		n += dnsVarLen(r)
-	}
-	return n
+	return recLen[v] + interfacesListLen(r) + blocksVarLen(r, v)
 }
 
 func appendAddr(b []byte, a netip.Addr, v6 bool) []byte {
@@ -151,19 +132,7 @@ func appendRecord(b []byte, r *flow.Record, variant int) []byte {
 	b = binary.BigEndian.AppendUint16(b, r.EthType)
 	b = append(b, FlowDirection(r))
 	b = appendInterfaces(b, r)
-	if variant&variantNAT != 0 {
-		b = appendNAT(b, r, v6)
-	}
-	if variant&variantEnriched != 0 {
-		b = appendEnriched(b, r)
-	}
-	if variant&variantDNS != 0 {
-		b = appendDNS(b, r)
-	}
-	if variant&variantTLS != 0 {
-		b = appendTLS(b, r)
-	}
-	return b
+	return appendBlocks(b, r, variant, v6)
 }
 
 // ICMPTypeCode is icmpTypeCodeIPv4/IPv6: type << 8 | code for ICMP and
