@@ -59,28 +59,40 @@ func main() {
 }
 
 func run(root string) error {
-	names, err := registryNames(filepath.Join(root, "internal/agent/feature/registry/registry.go"))
-	if err != nil {
-		return err
-	}
-	files := map[string]func([]string) ([]byte, error){
-		"pkg/flow/zz_generated.groups.go":                     flowFile,
-		"pkg/flow/flowpb/zz_generated.groups.go":              flowpbFile,
-		"internal/agent/exporter/otlp/zz_generated.groups.go": otlpFile,
-		"internal/agent/exporter/ipfix/zz_generated.groups.go": func(n []string) ([]byte, error) {
-			return ipfixFile(filepath.Join(root, "internal/agent/exporter/ipfix"), n)
-		},
-	}
-	for path, gen := range files {
-		src, err := gen(names)
+	files, err := generate(root)
+	for path, src := range files {
 		if err == nil {
 			err = os.WriteFile(filepath.Join(root, path), src, 0o644)
 		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
 	}
-	return writeRecord(filepath.Join(root, "pkg/flow/record.go"), names)
+	return err
+}
+
+// generate returns the content of every file groupgen writes, by path
+// from root, the repository.
+func generate(root string) (map[string][]byte, error) {
+	names, err := registryNames(filepath.Join(root, "internal/agent/feature/registry/registry.go"))
+	if err != nil {
+		return nil, err
+	}
+	gens := map[string]func() ([]byte, error){
+		"pkg/flow/zz_generated.groups.go":                     func() ([]byte, error) { return flowFile(names) },
+		"pkg/flow/flowpb/zz_generated.groups.go":              func() ([]byte, error) { return flowpbFile(names) },
+		"internal/agent/exporter/otlp/zz_generated.groups.go": func() ([]byte, error) { return otlpFile(names) },
+		"internal/agent/exporter/ipfix/zz_generated.groups.go": func() ([]byte, error) {
+			return ipfixFile(filepath.Join(root, "internal/agent/exporter/ipfix"), names)
+		},
+		"pkg/flow/record.go": func() ([]byte, error) { return recordFile(filepath.Join(root, "pkg/flow/record.go"), names) },
+	}
+	out := map[string][]byte{}
+	for path, gen := range gens {
+		src, err := gen()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		out[path] = src
+	}
+	return out, nil
 }
 
 // GoName is the feature's part of its Go names: an initialism (three
@@ -151,17 +163,17 @@ func otlpFile(names []string) ([]byte, error) {
 	return format.Source(b.Bytes())
 }
 
-// writeRecord rewrites Record's embedded groups, from the marker line to
-// the end of its struct.
-func writeRecord(path string, names []string) error {
+// recordFile is the file at path with Record's embedded groups rewritten,
+// from the marker line to the end of its struct.
+func recordFile(path string, names []string) ([]byte, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	head, rest, ok := strings.Cut(string(data), RecordMarker+"\n")
 	_, tail, ok2 := strings.Cut(rest, "\n}\n")
 	if !ok || !ok2 {
-		return fmt.Errorf("%s: no line %q before the end of Record", path, strings.TrimSpace(RecordMarker))
+		return nil, fmt.Errorf("no line %q before the end of Record", strings.TrimSpace(RecordMarker))
 	}
 	var b strings.Builder
 	b.WriteString(head + RecordMarker + "\n")
@@ -169,7 +181,7 @@ func writeRecord(path string, names []string) error {
 		fmt.Fprintf(&b, "\t%sFields\n", GoName(n))
 	}
 	b.WriteString("}\n" + tail)
-	return os.WriteFile(path, []byte(b.String()), 0o644)
+	return []byte(b.String()), nil
 }
 
 // registryNames reads the features' names from registry.New in the file
