@@ -6,15 +6,17 @@
 // A Record is the core fields every flow has plus one group per kernel
 // feature, each in a file named after the feature (drops.go, rtt.go,
 // retransmits.go, xlat.go, tls.go, dns.go): the group's struct, its JSON
-// appender and its entry of Groups (groups.go). Each encoder of records
+// appender and its Group (the type is in groups.go). Each encoder of records
 // follows the same convention, one file per group named after the feature
 // and a lookup by feature name: pkg/flow/flowpb (GroupField),
 // internal/agent/exporter/otlp (GroupAttributes) and
 // internal/agent/exporter/ipfix (GroupElements). A conformance test walks the
 // feature registry and, for each feature, encodes Group.Sample with each of
-// them. So a new feature adds its group file here and one in each encoder,
-// and in each (here too) one line in the table of groups and one call
-// where a record is encoded, which tests ask for.
+// them. So a new feature adds its group file here and one in each encoder;
+// the lists of groups and their calls (Record's embedded groups, Groups,
+// appendGroupsJSON, and the encoders' likes) are generated from the
+// feature registry by internal/agent/feature/registry/groupgen (make
+// generate; zz_generated.groups.go here and in each encoder).
 package flow
 
 import (
