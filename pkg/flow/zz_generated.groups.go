@@ -5,14 +5,3 @@ package flow
 // Groups are the feature groups of a Record, in the registry's order, the
 // order their fields follow the core fields in the JSON output.
 var Groups = []Group{dropsGroup, rttGroup, retransmitsGroup, xlatGroup, tlsGroup, dnsGroup}
-
-// appendGroupsJSON appends each group's JSON fields, in Groups' order.
-func (r *Record) appendGroupsJSON(b []byte) []byte {
-	b = r.DropsFields.appendJSON(b)
-	b = r.RTTFields.appendJSON(b)
-	b = r.RetransmitsFields.appendJSON(b)
-	b = r.XlatFields.appendJSON(b)
-	b = r.TLSFields.appendJSON(b)
-	b = r.DNSFields.appendJSON(b)
-	return b
-}

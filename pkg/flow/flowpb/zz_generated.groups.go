@@ -2,19 +2,6 @@
 
 package flowpb
 
-import "github.com/flowlens/flowlens/pkg/flow"
-
 // groups are the feature groups in Flow field-number order, the order the
 // wire encoder appends them in.
 var groups = []group{dropsGroup, rttGroup, retransmitsGroup, xlatGroup, tlsGroup, dnsGroup}
-
-// appendGroups appends each group's Flow field, in groups' order.
-func appendGroups(b []byte, r *flow.Record) []byte {
-	b = appendDrops(b, r)
-	b = appendRTT(b, r)
-	b = appendRetransmits(b, r)
-	b = appendXlat(b, r)
-	b = appendTLS(b, r)
-	b = appendDNS(b, r)
-	return b
-}

@@ -11,10 +11,11 @@ import (
 // fields, and beside it in the file of the feature it carries (xlat.go,
 // dns.go, tls.go; enriched.go for the drops, rtt and retransmits groups,
 // which share one block with flowlens's own extra fields) its data and
-// the length of its variable fields. Groupgen lists every block value of
-// the package in blocks, in the order of their bits, and writes their calls
-// (zz_generated.groups.go: blocksVariant, blocksVarLen, appendBlocks) by
-// the names the block's gives them: for xBlock, its has function,
+// the length of its variable fields. groupgen lists every block value of
+// the package in blocks (zz_generated.groups.go), in the order of their
+// bits, and writes their calls in recordVariant, recordLen and appendRecord
+// (record.go's groupgen regions) by the names its own give them: for
+// xBlock, its has function,
 // appendX(b, r[, v6]) and, when it has variable fields, xVarLen(r). They
 // are called by name, not through blocks: an indirect call per block and
 // flow cost a fifth of the encoding.

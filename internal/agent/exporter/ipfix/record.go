@@ -33,7 +33,21 @@ func recordVariant(r *flow.Record) int {
 	if !r.SrcAddr.Is4() {
 		v |= variantV6
 	}
-	return v | blocksVariant(r)
+	// groupgen variant: generated to its end line by make generate. DO NOT EDIT.
+	if r.Translated() {
+		v |= variantNAT
+	}
+	if Enriched(r) {
+		v |= variantEnriched
+	}
+	if r.HasDNS() {
+		v |= variantDNS
+	}
+	if r.HasTLS() {
+		v |= variantTLS
+	}
+	// groupgen variant: end.
+	return v
 }
 
 // cut is s at most n bytes long.
@@ -64,7 +78,16 @@ func interfacesListLen(r *flow.Record) int {
 
 // recordLen is the length of r's data record in variant v.
 func recordLen(r *flow.Record, v int) int {
-	return recLen[v] + interfacesListLen(r) + blocksVarLen(r, v)
+	n := recLen[v] + interfacesListLen(r)
+	// groupgen varlen: generated to its end line by make generate. DO NOT EDIT.
+	if v&variantEnriched != 0 {
+		n += enrichedVarLen(r)
+	}
+	if v&variantDNS != 0 {
+		n += dnsVarLen(r)
+	}
+	// groupgen varlen: end.
+	return n
 }
 
 func appendAddr(b []byte, a netip.Addr, v6 bool) []byte {
@@ -132,7 +155,21 @@ func appendRecord(b []byte, r *flow.Record, variant int) []byte {
 	b = binary.BigEndian.AppendUint16(b, r.EthType)
 	b = append(b, FlowDirection(r))
 	b = appendInterfaces(b, r)
-	return appendBlocks(b, r, variant, v6)
+	// groupgen append: generated to its end line by make generate. DO NOT EDIT.
+	if variant&variantNAT != 0 {
+		b = appendNAT(b, r, v6)
+	}
+	if variant&variantEnriched != 0 {
+		b = appendEnriched(b, r)
+	}
+	if variant&variantDNS != 0 {
+		b = appendDNS(b, r)
+	}
+	if variant&variantTLS != 0 {
+		b = appendTLS(b, r)
+	}
+	// groupgen append: end.
+	return b
 }
 
 // ICMPTypeCode is icmpTypeCodeIPv4/IPv6: type << 8 | code for ICMP and

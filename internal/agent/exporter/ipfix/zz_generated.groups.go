@@ -2,8 +2,6 @@
 
 package ipfix
 
-import "github.com/flowlens/flowlens/pkg/flow"
-
 // groups are the feature groups exported, in the registry's order.
 var groups = []group{dropsGroup, rttGroup, retransmitsGroup, xlatGroup, tlsGroup, dnsGroup}
 
@@ -13,51 +11,3 @@ var blocks = []block{natBlock, enrichedBlock, dnsBlock, tlsBlock}
 
 // variants counts the variants: the family's bit and one per block.
 const variants = 2 << 4
-
-// blocksVariant is the variant bits of the blocks r has.
-func blocksVariant(r *flow.Record) int {
-	v := 0
-	if (*flow.Record).Translated(r) {
-		v |= variantNAT
-	}
-	if Enriched(r) {
-		v |= variantEnriched
-	}
-	if (*flow.Record).HasDNS(r) {
-		v |= variantDNS
-	}
-	if (*flow.Record).HasTLS(r) {
-		v |= variantTLS
-	}
-	return v
-}
-
-// blocksVarLen is the content of the variable-length fields of r's blocks
-// in variant v.
-func blocksVarLen(r *flow.Record, v int) int {
-	n := 0
-	if v&variantEnriched != 0 {
-		n += enrichedVarLen(r)
-	}
-	if v&variantDNS != 0 {
-		n += dnsVarLen(r)
-	}
-	return n
-}
-
-// appendBlocks appends the data of r's blocks in variant v, in blocks' order.
-func appendBlocks(b []byte, r *flow.Record, v int, v6 bool) []byte {
-	if v&variantNAT != 0 {
-		b = appendNAT(b, r, v6)
-	}
-	if v&variantEnriched != 0 {
-		b = appendEnriched(b, r)
-	}
-	if v&variantDNS != 0 {
-		b = appendDNS(b, r)
-	}
-	if v&variantTLS != 0 {
-		b = appendTLS(b, r)
-	}
-	return b
-}

@@ -18,8 +18,8 @@
 //
 // A flow's attributes are the core fields' (encode.go), then each feature
 // group's, from the file named after the feature (dns.go ...), listed in
-// groups and called by name by appendGroupAttributes, both generated from
-// the feature registry (zz_generated.groups.go, groupgen); GroupAttributes
+// groups (zz_generated.groups.go) and called by name in encode.go, both
+// generated from the feature registry (groupgen); GroupAttributes
 // lists a feature's keys by name.
 package otlp
 

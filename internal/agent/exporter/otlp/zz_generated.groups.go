@@ -2,19 +2,6 @@
 
 package otlp
 
-import "github.com/flowlens/flowlens/pkg/flow"
-
 // groups are the feature groups in the order their attributes follow the
 // core ones.
 var groups = []group{dropsGroup, rttGroup, retransmitsGroup, xlatGroup, tlsGroup, dnsGroup}
-
-// appendGroupAttributes appends each group's attributes of r, in groups' order.
-func appendGroupAttributes(e *encoder, b []byte, r *flow.Record) []byte {
-	b = dropsAttributes(e, b, r)
-	b = rttAttributes(e, b, r)
-	b = retransmitsAttributes(e, b, r)
-	b = xlatAttributes(e, b, r)
-	b = tlsAttributes(e, b, r)
-	b = dnsAttributes(e, b, r)
-	return b
-}

@@ -7,7 +7,6 @@ import (
 	"go/format"
 	"go/parser"
 	"go/token"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -116,43 +115,36 @@ func isIdent(e ast.Expr, name string) bool {
 	return ok && id.Name == name
 }
 
-func ipfixFile(dir string, names []string) ([]byte, error) {
-	blocks, err := ipfixBlocks(dir)
-	if err != nil {
-		return nil, err
+// ipfixTables are the blocks and their count of variants.
+func ipfixTables(blocks []block) string {
+	var names []string
+	for _, bl := range blocks {
+		names = append(names, bl.name)
 	}
-	for _, n := range names {
-		if _, err := os.Stat(filepath.Join(dir, n+".go")); err != nil {
-			return nil, fmt.Errorf("feature %q: %w", n, err)
+	return fmt.Sprintf("// blocks are the optional blocks, in the order of their bits and of their\n"+
+		"// fields in a record.\nvar blocks = []block{%s}\n\n"+
+		"// variants counts the variants: the family's bit and one per block.\nconst variants = 2 << %d\n",
+		strings.Join(names, ", "), len(blocks))
+}
+
+// ipfixRegions are the blocks' calls in recordVariant (variant v), recordLen
+// (length n of variant v) and appendRecord (of variant).
+func ipfixRegions(blocks []block) map[string][]string {
+	out := map[string][]string{"variant": nil, "varlen": nil, "append": nil}
+	for _, bl := range blocks {
+		has := bl.has + "(r)"
+		if m, ok := strings.CutPrefix(bl.has, "(*flow.Record)."); ok {
+			has = "r." + m + "()"
 		}
-	}
-	var b bytes.Buffer
-	b.WriteString(header + "package ipfix\n\nimport \"github.com/flowlens/flowlens/pkg/flow\"\n\n")
-	list(&b, "// groups are the feature groups exported, in the registry's order.\n", "groups", "group", names)
-	var items []string
-	for _, bl := range blocks {
-		items = append(items, bl.name)
-	}
-	fmt.Fprintf(&b, "// blocks are the optional blocks, in the order of their bits and of their\n// fields in a record.\nvar blocks = []block{%s}\n\n", strings.Join(items, ", "))
-	fmt.Fprintf(&b, "// variants counts the variants: the family's bit and one per block.\nconst variants = 2 << %d\n\n", len(blocks))
-	b.WriteString("// blocksVariant is the variant bits of the blocks r has.\nfunc blocksVariant(r *flow.Record) int {\n\tv := 0\n")
-	for _, bl := range blocks {
-		fmt.Fprintf(&b, "\tif %s(r) {\n\t\tv |= %s\n\t}\n", bl.has, bl.bitConst)
-	}
-	b.WriteString("\treturn v\n}\n\n// blocksVarLen is the content of the variable-length fields of r's blocks\n// in variant v.\nfunc blocksVarLen(r *flow.Record, v int) int {\n\tn := 0\n")
-	for _, bl := range blocks {
+		out["variant"] = append(out["variant"], fmt.Sprintf("if %s {\n\tv |= %s\n}", has, bl.bitConst))
 		if bl.varLenFn != "" {
-			fmt.Fprintf(&b, "\tif v&%s != 0 {\n\t\tn += %s(r)\n\t}\n", bl.bitConst, bl.varLenFn)
+			out["varlen"] = append(out["varlen"], fmt.Sprintf("if v&%s != 0 {\n\tn += %s(r)\n}", bl.bitConst, bl.varLenFn))
 		}
-	}
-	b.WriteString("\treturn n\n}\n\n// appendBlocks appends the data of r's blocks in variant v, in blocks' order.\nfunc appendBlocks(b []byte, r *flow.Record, v int, v6 bool) []byte {\n")
-	for _, bl := range blocks {
 		v6 := ""
 		if bl.appendV6 {
 			v6 = ", v6"
 		}
-		fmt.Fprintf(&b, "\tif v&%s != 0 {\n\t\tb = %s(b, r%s)\n\t}\n", bl.bitConst, bl.appendFn, v6)
+		out["append"] = append(out["append"], fmt.Sprintf("if variant&%s != 0 {\n\tb = %s(b, r%s)\n}", bl.bitConst, bl.appendFn, v6))
 	}
-	b.WriteString("\treturn b\n}\n")
-	return format.Source(b.Bytes())
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -15,8 +16,8 @@ func TestGeneratedFilesCurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != 5 {
-		t.Errorf("%d files, want 5", len(files))
+	if len(files) != 9 {
+		t.Errorf("%d files, want 9", len(files))
 	}
 	for path, src := range files {
 		disk, err := os.ReadFile(filepath.Join(root, path))
@@ -26,28 +27,36 @@ func TestGeneratedFilesCurrent(t *testing.T) {
 	}
 }
 
-// Adding a feature to the registry's source adds it to every list, and an
-// IPFIX block whose has is a function literal (an indirect call per flow)
-// is refused.
-func TestGenerateFromSource(t *testing.T) {
-	names := []string{"drops", "rtt", "icmperr"}
-	src, err := flowFile(names)
-	if err != nil {
+// A region's lines are replaced whatever they held, indented as its first
+// line; a feature without a Flow field, and a missing region, are refused.
+func TestRegions(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f.go")
+	src := "package p\n\nfunc f(b []byte) []byte {\n\t// groupgen json: generated to its end line by make generate. DO NOT EDIT.\n\tb = stale(b)\n\t// groupgen json: end.\n\treturn b\n}\n"
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"icmperrGroup}", "b = r.RTTFields.appendJSON(b)", "b = r.IcmperrFields.appendJSON(b)"} {
-		if !bytes.Contains(src, []byte(want)) {
-			t.Errorf("pkg/flow lists lack %q:\n%s", want, src)
-		}
+	got, err := rewrite(path, map[string][]string{"json": each([]string{"rtt", "icmperr"}, "b = r.%[1]sFields.appendJSON(b)")})
+	want := "package p\n\nfunc f(b []byte) []byte {\n\t// groupgen json: generated to its end line by make generate. DO NOT EDIT.\n" +
+		"\tb = r.RTTFields.appendJSON(b)\n\tb = r.IcmperrFields.appendJSON(b)\n\t// groupgen json: end.\n\treturn b\n}\n"
+	if err != nil || string(got) != want {
+		t.Errorf("rewrite: %v\n%s", err, got)
 	}
-	src, err = otlpFile(names)
-	if err != nil || !bytes.Contains(src, []byte("b = icmperrAttributes(e, b, r)")) {
-		t.Errorf("otlp: %v\n%s", err, src)
+	if _, err := rewrite(path, map[string][]string{"wire": nil}); err == nil {
+		t.Error("a missing region is accepted")
 	}
-	if _, err := flowpbFile(names); err == nil {
-		t.Error("flowpb: a feature without a Flow field is accepted")
+	if _, err := byFieldNumber([]string{"dns", "icmperr"}); err == nil {
+		t.Error("a feature without a field of Flow is accepted")
 	}
+	if got, err := byFieldNumber([]string{"dns", "drops"}); err != nil || !slices.Equal(got, []string{"drops", "dns"}) {
+		t.Errorf("byFieldNumber: %v %v", got, err)
+	}
+}
 
+// The IPFIX blocks come from the package's block values, in the order of
+// their bits, with the functions their names give them; a has that is a
+// function literal (an indirect call per flow) or a gap in the bits is
+// refused.
+func TestIPFIXBlocks(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, src string) {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte("package ipfix\n\n"+src), 0o644); err != nil {
