@@ -142,11 +142,11 @@ func byFieldNumber(names []string) ([]string, error) {
 	return out, nil
 }
 
-// each is format applied to every name: %[1]s is its GoName, %[2]s itself.
-func each(names []string, format string) []string {
+// each is pattern applied to every name: %[1]s is its GoName, %[2]s itself.
+func each(names []string, pattern string) []string {
 	var out []string
 	for _, n := range names {
-		out = append(out, fmt.Sprintf(format, GoName(n), n))
+		out = append(out, fmt.Sprintf(pattern, GoName(n), n))
 	}
 	return out
 }
