@@ -4,7 +4,7 @@ BIN     ?= bin
 GOFLAGS ?=
 export CGO_ENABLED ?= 0
 
-.PHONY: help all build run test test-short check-layers generate check-generated deps-bpf deps-test vet clean
+.PHONY: help all build run test test-short check-layers generate generate-groups check-generated deps-bpf deps-test vet clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -33,6 +33,10 @@ deps-test: ## install the tools the tests drive (iproute2, nftables, iptables)
 
 generate: deps-bpf ## regenerate BPF objects and Go bindings (bpf2go)
 	$(GO) generate ./internal/agent/datapath/...
+
+generate: generate-groups
+generate-groups: generate-grpc ## write the record model's lists of feature groups from the feature registry (groupgen)
+	$(GO) run ./internal/agent/feature/registry/groupgen
 
 check-generated: generate ## fail if regenerating changes any committed file
 	@git diff --exit-code --stat -- pkg/ internal/ api/ config/ manifests/ charts/ hack/bench/ || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }

@@ -16,11 +16,6 @@ type Group struct {
 	Has func(r *Record) bool
 }
 
-// Groups are the feature groups of a Record, in the order their fields
-// follow the core fields in the JSON output. A new feature adds its line,
-// and its appender's call in AppendJSON.
-var Groups = []Group{dropsGroup, rttGroup, retransmitsGroup, xlatGroup, tlsGroup, dnsGroup}
-
 // GroupNamed returns the group of feature name.
 func GroupNamed(name string) (Group, bool) {
 	for _, g := range Groups {

@@ -6,15 +6,17 @@
 // A Record is the core fields every flow has plus one group per kernel
 // feature, each in a file named after the feature (drops.go, rtt.go,
 // retransmits.go, xlat.go, tls.go, dns.go): the group's struct, its JSON
-// appender and its entry of Groups (groups.go). Each encoder of records
+// appender and its Group (the type is in groups.go). Each encoder of records
 // follows the same convention, one file per group named after the feature
 // and a lookup by feature name: pkg/flow/flowpb (GroupField),
 // internal/agent/exporter/otlp (GroupAttributes) and
 // internal/agent/exporter/ipfix (GroupElements). A conformance test walks the
 // feature registry and, for each feature, encodes Group.Sample with each of
-// them. So a new feature adds its group file here and one in each encoder,
-// and in each (here too) one line in the table of groups and one call
-// where a record is encoded, which tests ask for.
+// them. So a new feature adds its group file here and one in each encoder;
+// the lists of groups and their calls (Groups in zz_generated.groups.go;
+// Record's embedded groups and AppendJSON's calls, in regions marked
+// "groupgen"; the encoders' likes) are generated from the feature registry
+// by internal/agent/feature/registry/groupgen (make generate).
 package flow
 
 import (
@@ -97,12 +99,15 @@ type Record struct {
 	// as before (r.DNSName, r.RTT) and keeps the name of its JSON and
 	// protobuf field, while the group is one value a feature fills, copies
 	// or compares whole (r.DNSFields). Groups lists them with their JSON.
+	// One per feature of the registry, in its order: groupgen writes them.
+	// groupgen embeds: generated to its end line by make generate. DO NOT EDIT.
 	DropsFields
 	RTTFields
 	RetransmitsFields
 	XlatFields
 	TLSFields
 	DNSFields
+	// groupgen embeds: end.
 }
 
 // TCP flag markers the datapath adds to the union of TCP flags (bits above the

@@ -15,7 +15,9 @@
 // Each feature group of a Record (pkg/flow's Groups) is a message field of
 // Flow named after the feature; its conversions, validation and wire
 // encoding live in the file named after the feature (dns.go ...), listed
-// in groups (groups.go). GroupField finds a feature's field by name.
+// in groups (zz_generated.groups.go) and called by name in wire.go, both
+// generated from the feature registry (groupgen). GroupField finds a
+// feature's field by name.
 package flowpb
 
 import (

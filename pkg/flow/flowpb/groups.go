@@ -28,11 +28,6 @@ type group struct {
 	validate func(f *flowv1.Flow) error
 }
 
-// groups are the feature groups in Flow field-number order, the order the
-// wire encoder appends them in. A new feature adds its line, and its
-// appender's call in appendTail.
-var groups = []group{dropsGroup, rttGroup, retransmitsGroup, xlatGroup, tlsGroup, dnsGroup}
-
 // GroupField returns the field of Flow that carries feature name's group
 // (a message named after the feature), and false when no group of that
 // name is encoded: what a conformance test checks for each feature.

@@ -11,23 +11,24 @@ import (
 // fields, and beside it in the file of the feature it carries (xlat.go,
 // dns.go, tls.go; enriched.go for the drops, rtt and retransmits groups,
 // which share one block with flowlens's own extra fields) its data and
-// the length of its variable fields. Those are called directly from
-// recordVariant, recordLen and appendRecord, not through blocks: an
-// indirect call per block and flow cost a fifth of the encoding.
+// the length of its variable fields. groupgen lists every block value of
+// the package in blocks (zz_generated.groups.go), in the order of their
+// bits, and writes their calls in recordVariant, recordLen and appendRecord
+// (record.go's groupgen regions) by the names its own give them: for
+// xBlock, its has function,
+// appendX(b, r[, v6]) and, when it has variable fields, xVarLen(r). They
+// are called by name, not through blocks: an indirect call per block and
+// flow cost a fifth of the encoding.
 type block struct {
-	bit int // its variant bit
+	bit int // its variant bit: a constant, 2, 4, 8 ... in the blocks' order
+	// has reports whether r has the block: a function's name (groupgen
+	// calls it by name), not a function literal.
 	has func(r *flow.Record) bool
 	// fields are the block's template fields (v6: of an IPv6 flow).
 	fields func(v6 bool) []field
 	// maxVarLen bounds the content of its variable-length fields.
 	maxVarLen int
 }
-
-// blocks are the optional blocks, in the order of their bits and of their
-// fields in a record. A new block adds its line, and its calls in
-// recordVariant, recordLen and appendRecord (TestGroupElements and
-// TestBlocksInRecords fail without them).
-var blocks = []block{natBlock, enrichedBlock, dnsBlock, tlsBlock}
 
 // group is the IPFIX side of one feature's group of Record fields (see
 // pkg/flow's Groups): the block that carries it and, when it shares the
@@ -37,9 +38,6 @@ type group struct {
 	block    *block
 	elements []uint16 // nil: every element of the block
 }
-
-// groups are the feature groups exported. A new feature adds its line.
-var groups = []group{dropsGroup, rttGroup, retransmitsGroup, xlatGroup, tlsGroup, dnsGroup}
 
 // GroupElements returns the Information Elements r's data record carries
 // for feature name's group, as its template lists them (id, with the

@@ -21,7 +21,7 @@ const (
 
 var dnsBlock = block{
 	bit: variantDNS,
-	has: func(r *flow.Record) bool { return r.HasDNS() },
+	has: (*flow.Record).HasDNS,
 	fields: func(bool) []field {
 		return []field{
 			{ieFlDNSID, 2, true},

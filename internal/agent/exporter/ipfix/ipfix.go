@@ -22,7 +22,9 @@
 // (blocks.go), each in the file of the feature it carries (xlat.go,
 // dns.go, tls.go; enriched.go for the drops, rtt and retransmits groups).
 // Each feature group names its block and elements in its file (drops.go
-// ...); GroupElements lists a feature's elements by name.
+// ...); GroupElements lists a feature's elements by name. The lists of
+// groups and blocks and the blocks' calls are generated from the feature
+// registry and the blocks' files (zz_generated.groups.go, groupgen).
 package ipfix
 
 import (

@@ -33,6 +33,7 @@ func recordVariant(r *flow.Record) int {
 	if !r.SrcAddr.Is4() {
 		v |= variantV6
 	}
+	// groupgen variant: generated to its end line by make generate. DO NOT EDIT.
 	if r.Translated() {
 		v |= variantNAT
 	}
@@ -45,6 +46,7 @@ func recordVariant(r *flow.Record) int {
 	if r.HasTLS() {
 		v |= variantTLS
 	}
+	// groupgen variant: end.
 	return v
 }
 
@@ -77,12 +79,14 @@ func interfacesListLen(r *flow.Record) int {
 // recordLen is the length of r's data record in variant v.
 func recordLen(r *flow.Record, v int) int {
 	n := recLen[v] + interfacesListLen(r)
+	// groupgen varlen: generated to its end line by make generate. DO NOT EDIT.
 	if v&variantEnriched != 0 {
 		n += enrichedVarLen(r)
 	}
 	if v&variantDNS != 0 {
 		n += dnsVarLen(r)
 	}
+	// groupgen varlen: end.
 	return n
 }
 
@@ -151,6 +155,7 @@ func appendRecord(b []byte, r *flow.Record, variant int) []byte {
 	b = binary.BigEndian.AppendUint16(b, r.EthType)
 	b = append(b, FlowDirection(r))
 	b = appendInterfaces(b, r)
+	// groupgen append: generated to its end line by make generate. DO NOT EDIT.
 	if variant&variantNAT != 0 {
 		b = appendNAT(b, r, v6)
 	}
@@ -163,6 +168,7 @@ func appendRecord(b []byte, r *flow.Record, variant int) []byte {
 	if variant&variantTLS != 0 {
 		b = appendTLS(b, r)
 	}
+	// groupgen append: end.
 	return b
 }
 

@@ -22,11 +22,9 @@ const (
 // A record's variant picks its template: the bit of the address family
 // (variantV6) and one bit per optional block of fields (blocks: variantNAT,
 // variantEnriched, variantDNS, variantTLS, in their files), so that a flow
-// pays only for the blocks it has.
-const (
-	variantV6 = 1
-	variants  = 2 << 4 // the family and the four blocks
-)
+// pays only for the blocks it has. variants, their count, is generated
+// with blocks.
+const variantV6 = 1
 
 // EnterpriseNumber is the default Private Enterprise Number (IANA) of
 // flowlens's enterprise-specific Information Elements (Config.EnterpriseNumber

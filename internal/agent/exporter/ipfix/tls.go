@@ -18,7 +18,7 @@ const (
 
 var tlsBlock = block{
 	bit: variantTLS,
-	has: func(r *flow.Record) bool { return r.HasTLS() },
+	has: (*flow.Record).HasTLS,
 	fields: func(bool) []field {
 		return []field{
 			{ieFlTLSVersion, 2, true},

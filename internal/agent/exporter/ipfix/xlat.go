@@ -16,7 +16,7 @@ const (
 
 var natBlock = block{
 	bit: variantNAT,
-	has: func(r *flow.Record) bool { return r.Translated() },
+	has: (*flow.Record).Translated,
 	fields: func(v6 bool) []field {
 		natSrc, natDst, addrLen := uint16(iePostNATSourceIPv4), uint16(iePostNATDestinationIPv4), uint16(4)
 		if v6 {

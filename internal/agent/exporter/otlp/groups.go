@@ -16,10 +16,6 @@ type group struct {
 	attributes func(e *encoder, b []byte, r *flow.Record) []byte
 }
 
-// groups are the feature groups in the order their attributes follow the
-// core ones. A new feature adds its line, and its call in attributes.
-var groups = []group{dropsGroup, rttGroup, retransmitsGroup, xlatGroup, tlsGroup, dnsGroup}
-
 // GroupAttributes returns the keys of the attributes feature name's group
 // adds for r, in order, and false when no group of that name is encoded:
 // what a conformance test checks for each feature, with a record whose

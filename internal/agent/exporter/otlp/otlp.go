@@ -17,8 +17,10 @@
 // nothing is lost without a counter.
 //
 // A flow's attributes are the core fields' (encode.go), then each feature
-// group's, from the file named after the feature (dns.go ...) listed in
-// groups (groups.go); GroupAttributes lists a feature's keys by name.
+// group's, from the file named after the feature (dns.go ...), listed in
+// groups (zz_generated.groups.go) and called by name in encode.go, both
+// generated from the feature registry (groupgen); GroupAttributes
+// lists a feature's keys by name.
 package otlp
 
 import (

@@ -2,9 +2,10 @@
 // Adding a feature is adding its packages (bpf/<name>.h,
 // internal/agent/feature/<name>) and one line to New; --features (its
 // usage, default and accepted names) and the features' own options reach
-// the agent's configuration from here (init), and the CRD's enum is
-// generated from here (crdgen). conformance_test.go checks every feature
-// has everything else it needs.
+// the agent's configuration from here (init), and the CRD's enum (crdgen)
+// and the record model's lists of groups (groupgen) are generated from
+// here. conformance_test.go checks every feature has everything else it
+// needs.
 package registry
 
 import (
