@@ -44,9 +44,10 @@ type Harness struct {
 // Start runs the agent's real code in-process with the given flags (after
 // --metrics-address=, so no metrics server unless args ask for one), waits
 // until it is ready (every interface present at start handled, Agent.Ready)
-// and then until it has attached to want interfaces. It prints to a buffer
-// (Output, Stop) and, unless opts.Logger is set, logs to one (Log), shown
-// when the test fails. The agent is stopped when the test ends.
+// and then until it has attached to want interfaces. Unless opts.Stdout is
+// set it prints to a buffer (Output, Stop), and unless opts.Logger is set
+// it logs to one (Log), shown when the test fails. The agent is stopped
+// when the test ends.
 func Start(t *testing.T, want int, opts agent.Options, args ...string) *Harness {
 	t.Helper()
 	cfg, err := config.Load(append([]string{"--metrics-address="}, args...), nil)
@@ -54,7 +55,9 @@ func Start(t *testing.T, want int, opts agent.Options, args ...string) *Harness 
 		t.Fatalf("config: %v", err)
 	}
 	h := &Harness{t: t, out: &testkit.SyncBuffer{}, log: &testkit.SyncBuffer{}, done: make(chan error, 1)}
-	opts.Stdout = h.out
+	if opts.Stdout == nil {
+		opts.Stdout = h.out
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(h.log, nil))
 		// Registered before Stop's cleanup, so it runs after it: the log
