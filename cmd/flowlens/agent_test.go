@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -14,8 +13,8 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
-	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/shared/enriched"
+	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
@@ -97,34 +96,9 @@ func TestObserveRealAgent(t *testing.T) {
 	}
 	col := startCollector(t, "--k8s-static="+static)
 
-	cfg, err := config.Load([]string{"--netns=" + cl.Name + "," + sv.Name, "--metrics-address=", "--export=grpc", "--target=" + col,
-		"--node-name=node-obs", "--cache-active-timeout=500ms"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := agent.New(cfg, agent.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Stdout: io.Discard})
-	if err != nil {
-		t.Fatalf("agent: %v", err)
-	}
-	actx, stopAgent := context.WithCancel(context.Background())
-	agentDone := make(chan error, 1)
-	go func() { agentDone <- a.Run(actx) }()
-	t.Cleanup(func() {
-		stopAgent()
-		select {
-		case <-agentDone:
-		case <-time.After(30 * time.Second):
-			t.Error("agent did not stop in 30s")
-		}
-	})
-	select {
-	case <-a.Ready():
-	case err := <-agentDone:
-		t.Fatalf("agent stopped: %v", err)
-	case <-time.After(15 * time.Second):
-		t.Fatal("agent not ready in 15s")
-	}
-	if n := a.DP.Attached(); n != 2 {
+	h := agenttest.Start(t, 2, agent.Options{}, "--netns="+cl.Name+","+sv.Name, "--export=grpc", "--target="+col,
+		"--node-name=node-obs", "--cache-active-timeout=500ms")
+	if n := h.A.DP.Attached(); n != 2 {
 		t.Fatalf("agent attached to %d interfaces, want 2", n)
 	}
 

@@ -2,7 +2,6 @@ package agent_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
-	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/agent/exporter"
 	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
@@ -72,39 +70,24 @@ func queueNamed(t *testing.T, qs exporter.Fanout, name string) *exporter.Queue {
 func TestDeadGRPCExporterDoesNotMakeStdoutDrop(t *testing.T) {
 	p := agenttest.NewPair(t)
 	agenttest.MustListen(t, p.B, p.IPB+":9000")
-	cfg, err := config.Load([]string{"--metrics-address=", p.NetnsArg(),
-		"--export=grpc,stdout", "--target=" + blackhole(t),
-		"--export-buffer=2", "--grpc-batch-size=5", "--cache-active-timeout=1s",
-		// No enrichment hook: they see the whole host (other tests' drops
-		// would add partial records); the TC programs see only this pair.
-		"--features=none"}, nil)
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	// The stdout exporter writes into a pipe, read to the end here.
+	// The stdout exporter writes into a pipe, as in a container, read to
+	// the end here.
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pr.Close()
+	t.Cleanup(func() { pw.Close() }) // if Start fails; closed below otherwise
 	var out bytes.Buffer
 	readDone := make(chan error, 1)
 	go func() { _, err := io.Copy(&out, pr); readDone <- err }()
-
-	a, err := agent.New(cfg, agent.Options{Stdout: pw})
-	if err != nil {
-		pw.Close()
-		t.Fatalf("agent: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	runDone := make(chan error, 1)
-	go func() { runDone <- a.Run(ctx) }()
-	for deadline := time.Now().Add(10 * time.Second); a.DP.Attached() < 2; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("agent attached to %d interfaces, want 2", a.DP.Attached())
-		}
-	}
+	h := agenttest.Start(t, 2, agent.Options{Stdout: pw}, p.NetnsArg(),
+		"--export=grpc,stdout", "--target="+blackhole(t),
+		"--export-buffer=2", "--grpc-batch-size=5", "--cache-active-timeout=1s",
+		// No enrichment hook: they see the whole host (other tests' drops
+		// would add partial records); the TC programs see only this pair.
+		"--features=none")
+	a := h.A
 
 	// Load: 4000 flows of 3 packets, sent over about three evictions.
 	const flows, per = 4000, 3
@@ -119,15 +102,7 @@ func TestDeadGRPCExporterDoesNotMakeStdoutDrop(t *testing.T) {
 	}
 	time.Sleep(1200 * time.Millisecond) // one more timer eviction with the dead exporter
 
-	cancel()
-	select {
-	case err := <-runDone:
-		if err != nil {
-			t.Errorf("agent stopped with error: %v", err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("agent did not stop within 60s")
-	}
+	h.Stop()
 	pw.Close()
 	if err := <-readDone; err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"math"
 	"os"
 	"os/exec"
@@ -20,9 +19,9 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
-	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/operator/dashboards"
 	"github.com/flowlens/flowlens/internal/testkit"
+	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
@@ -75,56 +74,15 @@ func TestPanels(t *testing.T) {
 
 	// The agent, in process, with every feature, exporting to the
 	// collector; a small flow map so the port scan overflows it.
-	cfg, err := config.Load([]string{l.netnsArg(), "--metrics-address=127.0.0.1:0", "--export=grpc",
-		"--target=" + col.grpcAddr, "--node-name=lab-node", "--cache-active-timeout=1s",
-		"--cache-max-flows=256", "--features=drops,rtt,retransmits"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	agentLog := &syncWriter{w: &bytes.Buffer{}}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("agent log:\n%s", agentLog.w.String())
-		}
-	})
-	a, err := agent.New(cfg, agent.Options{Logger: slog.New(slog.NewTextHandler(agentLog, nil))})
-	if err != nil {
-		t.Fatalf("agent: %v", err)
-	}
-	actx, stopAgent := context.WithCancel(context.Background())
-	agentDone := make(chan error, 1)
-	go func() { agentDone <- a.Run(actx) }()
-	agentStopped := false
-	stopAgentNow := func() {
-		if agentStopped {
-			return
-		}
-		agentStopped = true
-		stopAgent()
-		select {
-		case err := <-agentDone:
-			if err != nil {
-				t.Errorf("agent: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("agent did not stop in 30s")
-		}
-	}
-	t.Cleanup(stopAgentNow)
-	select {
-	case <-a.Ready():
-	case err := <-agentDone:
-		agentStopped = true
-		t.Fatalf("agent stopped: %v", err)
-	case <-time.After(15 * time.Second):
-		t.Fatal("agent not ready in 15s")
-	}
-	if n := a.DP.Attached(); n != 3 {
+	h := agenttest.Start(t, 3, agent.Options{}, l.netnsArg(), "--metrics-address=127.0.0.1:0", "--export=grpc",
+		"--target="+col.grpcAddr, "--node-name=lab-node", "--cache-active-timeout=1s",
+		"--cache-max-flows=256", "--features=drops,rtt,retransmits")
+	if n := h.A.DP.Attached(); n != 3 {
 		t.Fatalf("agent attached to %d interfaces, want 3 (eth0 of each workload)", n)
 	}
 
 	p := startPrometheus(t, prom, map[string]string{
-		"flowlens-agent":     a.MetricsAddr(),
+		"flowlens-agent":     h.A.MetricsAddr(),
 		"flowlens-collector": col.metricsAddr,
 	})
 
@@ -147,7 +105,7 @@ func TestPanels(t *testing.T) {
 	}
 	t.Cleanup(stopTrafficNow)
 	start := time.Now()
-	t.Logf("traffic started; agent metrics %s, collector metrics %s, prometheus %s", a.MetricsAddr(), col.metricsAddr, p.URL)
+	t.Logf("traffic started; agent metrics %s, collector metrics %s, prometheus %s", h.A.MetricsAddr(), col.metricsAddr, p.URL)
 
 	// Both targets must be up before any panel can have data.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -197,7 +155,7 @@ func TestPanels(t *testing.T) {
 	}
 	t.Logf("evaluated after %s of traffic", time.Since(start).Round(time.Second))
 	stopTrafficNow()
-	stopAgentNow()
+	h.Stop()
 
 	total := 0
 	for _, b := range res {
@@ -471,10 +429,10 @@ func startCollector(t *testing.T, bin string) *collectorProc {
 	} else {
 		args = append(args, "--k8s-enrich=false", "--subnet-labels="+subnetLabels)
 	}
-	var log bytes.Buffer
+	log := &testkit.SyncBuffer{}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout = nil // the flows themselves are not needed
-	cmd.Stderr = &syncWriter{w: &log}
+	cmd.Stderr = log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -514,17 +472,6 @@ var staticPods = map[string]map[string]string{
 	frontendIP: {"kind": "pod", "namespace": "shop", "name": "frontend-5d8f7c9b4-x2lqp", "workload": "frontend", "workload_kind": "Deployment", "node": "node-a"},
 	backendIP:  {"kind": "pod", "namespace": "shop", "name": "backend-6b7d9f8c5-9kzvw", "workload": "backend", "workload_kind": "Deployment", "node": "node-b"},
 	databaseIP: {"kind": "pod", "namespace": "data", "name": "database-0", "workload": "database", "workload_kind": "StatefulSet", "node": "node-b"},
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }
 
 // writeResults writes every panel's results for hack/dashboards/render.py,

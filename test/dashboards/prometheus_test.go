@@ -1,7 +1,6 @@
 package dashboardslab
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -49,7 +48,7 @@ func lookPrometheus() (string, error) {
 type prometheus struct {
 	URL string
 	cmd *exec.Cmd
-	log *bytes.Buffer
+	log *testkit.SyncBuffer
 }
 
 // startPrometheus runs Prometheus on a free loopback port with its storage
@@ -68,7 +67,7 @@ func startPrometheus(t *testing.T, bin string, jobs map[string]string) *promethe
 		t.Fatal(err)
 	}
 	addr := testkit.FreeAddr(t)
-	p := &prometheus{URL: "http://" + addr, log: &bytes.Buffer{}}
+	p := &prometheus{URL: "http://" + addr, log: &testkit.SyncBuffer{}}
 	p.cmd = exec.Command(bin,
 		"--config.file="+cfgPath,
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),

@@ -2,10 +2,7 @@ package otlp_test
 
 import (
 	"bufio"
-	"context"
-	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -16,21 +13,19 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumertest"
 
 	"github.com/flowlens/flowlens/internal/agent"
-	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/agent/exporter"
-	"github.com/flowlens/flowlens/internal/testkit"
+	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
-// jsonKey is what identifies a flow and its counts in the JSON output.
+// jsonKey is what identifies a flow and its counts, in the agent's JSON
+// output (agenttest.JSONFlow) and at the receiver alike.
 type jsonKey struct {
-	Src     string `json:"src_addr"`
-	Dst     string `json:"dst_addr"`
-	Sport   uint16 `json:"src_port"`
-	Dport   uint16 `json:"dst_port"`
-	Proto   uint8  `json:"proto"`
-	Packets uint64 `json:"packets"`
-	Bytes   uint64 `json:"bytes"`
+	Src, Dst     string
+	Sport, Dport uint16
+	Proto        uint8
+	Packets      uint64
+	Bytes        uint64
 }
 
 // The real agent, attached to a veth pair between two namespaces, exports
@@ -45,8 +40,8 @@ func TestAgentToCollector(t *testing.T) {
 
 	const flows, per, payload = 40, 5, 100
 	l.udpFlows(t, 30000, flows, per, payload)
-	tcpTransfer(t, l.a, l.b, ipB+":9001", 300_000)
-	local := ag.stop(t) // the last flows are exported before Run returns
+	l.Transfer(t, 9001, 300_000)
+	local := ag.stop() // the last flows are exported before Run returns
 	got := received(t, sink, "node-otlp")
 	t.Logf("agent printed %d flows, the receiver decoded %d in %d requests", len(local), len(got), len(sink.AllLogs()))
 	if len(got) != len(local) {
@@ -92,7 +87,7 @@ func TestAgentReceiverDownThenBack(t *testing.T) {
 	addr := freeAddr(t)
 	ag := l.startAgent(t, "--otlp-endpoint="+addr, "--export-buffer=2", "--metrics-address=127.0.0.1:0")
 	var q *exporter.Queue
-	for _, x := range ag.Queues {
+	for _, x := range ag.A.Queues {
 		if x.Name() == "otlp" {
 			q = x
 		}
@@ -119,10 +114,10 @@ func TestAgentReceiverDownThenBack(t *testing.T) {
 		}
 	}
 	rejected, failed := ag.metric(t, "flowlens_agent_export_rejected_flows_total"), ag.metric(t, "flowlens_agent_export_failed_flows_total")
-	local := ag.stop(t)
+	local := ag.stop()
 	got := received(t, sink, "node-otlp")
 	dropped := q.Stats.DroppedFlows.Load()
-	for _, x := range ag.Queues {
+	for _, x := range ag.A.Queues {
 		if x.Name() == "stdout" && x.Stats.DroppedFlows.Load() != 0 {
 			t.Errorf("stdout dropped %d flows: the otlp outage spilled over", x.Stats.DroppedFlows.Load())
 		}
@@ -138,27 +133,16 @@ func TestAgentReceiverDownThenBack(t *testing.T) {
 }
 
 // lab is two namespaces joined by a veth pair, quiet so that only the
-// test's packets flow, with a UDP listener on b:9000.
-type lab struct{ a, b *netlab.Netns }
+// test's packets flow (agenttest.Pair), with a UDP listener on B:9000.
+type lab struct{ *agenttest.Pair }
 
 const ipA, ipB = "10.98.0.1", "10.98.0.2"
 
 func newLab(t *testing.T) *lab {
 	netlab.Require(t)
 	// otlp- names: testnet makes them unique, the prefix says whose they are.
-	l := &lab{a: netlab.NewNetns(t, "otlp-a"), b: netlab.NewNetns(t, "otlp-b")}
-	netlab.Quiet(t, l.a)
-	netlab.Quiet(t, l.b)
-	la, lb := netlab.Veth(t, l.a, "otlp-va", l.b, "otlp-vb")
-	netlab.AddAddr(t, l.a, "otlp-va", ipA+"/24")
-	netlab.AddAddr(t, l.b, "otlp-vb", ipB+"/24")
-	netlab.Neigh(t, l.a, "otlp-va", ipB, lb.Attrs().HardwareAddr)
-	netlab.Neigh(t, l.b, "otlp-vb", ipA, la.Attrs().HardwareAddr)
-	ln, err := netlab.UDPListen(l.b, ipB+":9000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
+	l := &lab{agenttest.PairOf(t, "otlp-a", "otlp-b", ipA, ipB, "/24", netlab.Quiet)}
+	agenttest.MustListen(t, l.B, ipB+":9000")
 	return l
 }
 
@@ -167,71 +151,29 @@ func newLab(t *testing.T) *lab {
 func (l *lab) udpFlows(t *testing.T, port, n, per, payload int) {
 	t.Helper()
 	for i := range n {
-		if err := netlab.UDPSend(l.a, fmt.Sprintf("%s:%d", ipA, port+i), ipB+":9000", make([]byte, payload), per); err != nil {
+		if err := netlab.UDPSend(l.A, fmt.Sprintf("%s:%d", ipA, port+i), ipB+":9000", make([]byte, payload), per); err != nil {
 			t.Fatal(err)
 		}
 	}
 }
 
-// runningAgent is the real agent, run in this process.
-type runningAgent struct {
-	*agent.Agent
-	out    *testkit.SyncBuffer
-	cancel context.CancelFunc
-	done   chan error
-}
+// runningAgent is the real agent, run in this process by agenttest.
+type runningAgent struct{ *agenttest.Harness }
 
 // startAgent runs the agent on the lab's namespaces, exporting to stdout
 // and OTLP, and waits until it has attached to both veths.
 func (l *lab) startAgent(t *testing.T, args ...string) *runningAgent {
 	t.Helper()
-	cfg, err := config.Load(append([]string{"--metrics-address=", "--netns=" + l.a.Name + "," + l.b.Name, "--export=stdout,otlp",
-		"--interfaces=otlp-va,otlp-vb", "--cache-active-timeout=200ms", "--node-name=node-otlp"}, args...), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := &testkit.SyncBuffer{}
-	a, err := agent.New(cfg, agent.Options{Stdout: out})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &runningAgent{Agent: a, out: out, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- a.Run(ctx) }()
-	t.Cleanup(func() { r.stop(t) })
-	for deadline := time.Now().Add(10 * time.Second); a.DP.Attached() < 2; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("agent attached to %d interfaces, want 2", a.DP.Attached())
-		}
-	}
-	return r
+	return &runningAgent{agenttest.Start(t, 2, agent.Options{}, append([]string{l.NetnsArg(), "--export=stdout,otlp",
+		"--interfaces=" + l.IfA + "," + l.IfB, "--cache-active-timeout=200ms", "--node-name=node-otlp"}, args...)...)}
 }
 
 // stop stops the agent (it exports the flows left in the kernel first) and
-// returns every flow it printed.
-func (r *runningAgent) stop(t *testing.T) []jsonKey {
-	t.Helper()
-	if r.cancel != nil {
-		r.cancel()
-		r.cancel = nil
-		select {
-		case err := <-r.done:
-			if err != nil {
-				t.Errorf("agent: %v", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Fatal("agent did not stop in 60 s")
-		}
-	}
+// returns every flow it printed, keyed.
+func (r *runningAgent) stop() []jsonKey {
 	var local []jsonKey
-	sc := bufio.NewScanner(strings.NewReader(r.out.String()))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var k jsonKey
-		if err := json.Unmarshal(sc.Bytes(), &k); err != nil {
-			t.Fatalf("stdout line %q: %v", sc.Text(), err)
-		}
-		local = append(local, k)
+	for _, f := range r.Stop() {
+		local = append(local, jsonKey{f.SrcAddr, f.DstAddr, f.SrcPort, f.DstPort, f.Proto, f.Packets, f.Bytes})
 	}
 	return local
 }
@@ -240,7 +182,7 @@ func (r *runningAgent) stop(t *testing.T) []jsonKey {
 // /metrics endpoint.
 func (r *runningAgent) metric(t *testing.T, name string) uint64 {
 	t.Helper()
-	resp, err := http.Get("http://" + r.MetricsAddr() + "/metrics")
+	resp, err := http.Get("http://" + r.A.MetricsAddr() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,54 +200,4 @@ func (r *runningAgent) metric(t *testing.T, name string) uint64 {
 	}
 	t.Fatalf("no %s in the agent's metrics", prefix)
 	return 0
-}
-
-// tcpTransfer sends size bytes from namespace a to a listener at addr in b
-// and waits until all arrived.
-func tcpTransfer(t *testing.T, a, b *netlab.Netns, addr string, size int) {
-	t.Helper()
-	var ln net.Listener
-	if err := b.Do(func() (err error) { ln, err = net.Listen("tcp4", addr); return }); err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	got := make(chan int, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			got <- -1
-			return
-		}
-		defer c.Close()
-		n := 0
-		buf := make([]byte, 64<<10)
-		for {
-			k, err := c.Read(buf)
-			n += k
-			if err != nil {
-				got <- n
-				return
-			}
-		}
-	}()
-	if err := a.Do(func() error {
-		c, err := net.Dial("tcp4", addr)
-		if err != nil {
-			return err
-		}
-		if _, err := c.Write(make([]byte, size)); err != nil {
-			return err
-		}
-		return c.Close()
-	}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case n := <-got:
-		if n != size {
-			t.Fatalf("received %d bytes, want %d", n, size)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("transfer did not finish in 60 s")
-	}
 }
