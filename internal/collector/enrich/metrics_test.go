@@ -3,6 +3,7 @@ package enrich_test
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/flowlens/flowlens/internal/collector/enrich"
@@ -41,4 +42,19 @@ func BenchmarkMetricsObserve(b *testing.B) {
 		m.Observe(flows)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(flows)), "ns/flow")
+}
+
+// A feature's metrics are the names its registration asks for, whatever
+// MetricsOptions.Enabled serves; a name without metrics has none.
+func TestFeatureMetrics(t *testing.T) {
+	want := []string{enrich.MetricDNSResponses, enrich.MetricDNSTimeouts, enrich.MetricDNSLatency}
+	if got := enrich.FeatureMetrics("dns"); !slices.Equal(got, want) {
+		t.Errorf("FeatureMetrics(dns) = %v, want %v", got, want)
+	}
+	if got := enrich.FeatureMetrics("drops"); !slices.Equal(got, []string{enrich.MetricDropPackets, enrich.MetricDropBytes}) {
+		t.Errorf("FeatureMetrics(drops) = %v", got)
+	}
+	if got := enrich.FeatureMetrics("no-such-feature"); got != nil {
+		t.Errorf("FeatureMetrics(no-such-feature) = %v, want nil", got)
+	}
 }
