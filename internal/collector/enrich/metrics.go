@@ -35,11 +35,9 @@ const (
 	MetricInformerSynced   = Prefix + "informer_synced"
 )
 
-// FlowMetricNames are the flow metrics, the names MetricsOptions.Enabled
-// chooses from (all by default): the core's, then each feature's in the
-// registry's order.
-var FlowMetricNames = slices.Concat(
-	[]string{MetricFlowBytes, MetricFlowPackets, MetricNodeBytes, MetricFlows, MetricSampling},
+// featureMetricNames are the features' flow metrics, in the registry's
+// order.
+var featureMetricNames = [][]string{
 	// groupgen metricnames: generated to its end line by make generate. DO NOT EDIT.
 	dropsMetricNames,
 	rttMetricNames,
@@ -48,6 +46,23 @@ var FlowMetricNames = slices.Concat(
 	tlsMetricNames,
 	dnsMetricNames,
 	// groupgen metricnames: end.
+}
+
+// earlyFeatures is how many of the registry's first features (drops, rtt,
+// retransmits, which flowlens had before the others) have their metrics
+// listed before flows_total and sampling in FlowMetricNames: the order
+// --metrics has always listed them in.
+const earlyFeatures = 3
+
+// FlowMetricNames are the flow metrics, the names MetricsOptions.Enabled
+// chooses from (all by default): the core's traffic metrics, the early
+// features' metrics, the core's flows_total and sampling, then the other
+// features' metrics in the registry's order.
+var FlowMetricNames = slices.Concat(
+	[]string{MetricFlowBytes, MetricFlowPackets, MetricNodeBytes},
+	slices.Concat(featureMetricNames[:earlyFeatures]...),
+	[]string{MetricFlows, MetricSampling},
+	slices.Concat(featureMetricNames[earlyFeatures:]...),
 )
 
 // HealthMetricNames are always served.
