@@ -131,13 +131,13 @@ func NewMetrics(o MetricsOptions) (*Metrics, error) {
 		return nil, err
 	}
 	m := &Metrics{reg: prometheus.NewRegistry(), podLabels: o.PodLabels, byFeature: map[string][]string{}}
-	flowLabels := []string{"src_namespace", "src_workload", "dst_namespace", "dst_workload", "direction"}
+	trafficLabels := []string{"src_namespace", "src_workload", "dst_namespace", "dst_workload", "direction"}
 	if o.PodLabels {
-		flowLabels = append(flowLabels, "src_pod", "dst_pod")
+		trafficLabels = append(trafficLabels, "src_pod", "dst_pod")
 	}
 	core := registrar{reg: m.reg, enabled: enabled}
-	m.flowBytes = core.counterVec(MetricFlowBytes, "Bytes of flows (L2 frame bytes counted on each flow's first interface, times its sampling rate), by source and destination namespace and workload and the direction of the counting interface.", flowLabels)
-	m.flowPackets = core.counterVec(MetricFlowPackets, "Packets of flows (times their sampling rate), by source and destination namespace and workload and the direction of the counting interface.", flowLabels)
+	m.flowBytes = core.counterVec(MetricFlowBytes, "Bytes of flows (L2 frame bytes counted on each flow's first interface, times its sampling rate), by source and destination namespace and workload and the direction of the counting interface.", trafficLabels)
+	m.flowPackets = core.counterVec(MetricFlowPackets, "Packets of flows (times their sampling rate), by source and destination namespace and workload and the direction of the counting interface.", trafficLabels)
 	m.nodeBytes = core.counterVec(MetricNodeBytes, "Bytes of flows (times their sampling rate) by the node of each endpoint (\"\" for endpoints not on a node: Services, external addresses).", []string{"src_node", "dst_node"})
 	// groupgen register: generated to its end line by make generate. DO NOT EDIT.
 	m.drops.register(m.featureRegistrar("drops", enabled))
