@@ -35,7 +35,7 @@ generate: deps-bpf ## regenerate BPF objects and Go bindings (bpf2go)
 	$(GO) generate ./internal/agent/datapath/...
 
 generate: generate-groups
-generate-groups: generate-grpc ## write the record model's lists of feature groups from the feature registry (groupgen)
+generate-groups: generate-grpc ## write the record model's lists of feature groups and the collector's feature metrics calls from the feature registry (groupgen)
 	$(GO) run ./internal/agent/feature/registry/groupgen
 
 check-generated: generate ## fail if regenerating changes any committed file

@@ -9,6 +9,9 @@
 //	srv, _ := receiver.New(p.Handle, receiver.Options{})
 //	http.ListenAndServe(":9401", m.Handler(ready))
 //
+// The core's metrics are in metrics.go; each kernel feature's (names,
+// registration, its part of observe) in metrics_NAME.go, called by name
+// from metrics.go's groupgen regions (FeatureMetrics lists them).
 // docs/metrics.md lists the metrics, their labels and their cardinality.
 package enrich
 

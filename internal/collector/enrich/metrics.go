@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,7 +15,8 @@ import (
 )
 
 // Metric names: a contract with the dashboards (manifests/dashboards) and
-// docs/metrics.md.
+// docs/metrics.md. A feature's metrics are in its own file (metrics_NAME.go):
+// their names, registration and part of observe.
 const (
 	Prefix = "flowlens_collector_"
 
@@ -25,22 +25,8 @@ const (
 	MetricFlowBytes   = Prefix + "flow_bytes_total"
 	MetricFlowPackets = Prefix + "flow_packets_total"
 	MetricNodeBytes   = Prefix + "node_bytes_total"
-	MetricDropPackets = Prefix + "drop_packets_total"
-	MetricDropBytes   = Prefix + "drop_bytes_total"
-	MetricRTT         = Prefix + "rtt_seconds"
-	MetricRetransmits = Prefix + "retransmits_total"
 	MetricFlows       = Prefix + "flows_total"
 	MetricSampling    = Prefix + "sampling"
-	// Translation (feature xlat): flows conntrack NAT rewrote.
-	MetricTranslatedBytes = Prefix + "translated_bytes_total"
-	MetricTranslatedFlows = Prefix + "translated_flows_total"
-	// TLS (feature tls): flows that carried a ServerHello.
-	MetricTLSFlows = Prefix + "tls_flows_total"
-	// DNS (feature dns): query-to-answer latency, answers by response
-	// code, unanswered queries.
-	MetricDNSLatency   = Prefix + "dns_latency_seconds"
-	MetricDNSResponses = Prefix + "dns_responses_total"
-	MetricDNSTimeouts  = Prefix + "dns_timeouts_total"
 
 	// Health metrics, always served.
 	MetricReceivedFlows    = Prefix + "received_flows_total"
@@ -49,65 +35,42 @@ const (
 	MetricInformerSynced   = Prefix + "informer_synced"
 )
 
-// FlowMetricNames are the flow metrics, the names MetricsOptions.Enabled
-// chooses from (all by default).
-var FlowMetricNames = []string{
-	MetricFlowBytes, MetricFlowPackets, MetricNodeBytes, MetricDropPackets, MetricDropBytes,
-	MetricRTT, MetricRetransmits, MetricFlows, MetricSampling,
-	MetricTranslatedBytes, MetricTranslatedFlows, MetricTLSFlows,
-	MetricDNSLatency, MetricDNSResponses, MetricDNSTimeouts,
+// featureMetricNames are the features' flow metrics, in the registry's
+// order.
+var featureMetricNames = [][]string{
+	// groupgen metricnames: generated to its end line by make generate. DO NOT EDIT.
+	dropsMetricNames,
+	rttMetricNames,
+	retransmitsMetricNames,
+	xlatMetricNames,
+	tlsMetricNames,
+	dnsMetricNames,
+	// groupgen metricnames: end.
 }
+
+// earlyFeatures is how many of the registry's first features (drops, rtt,
+// retransmits, which flowlens had before the others) have their metrics
+// listed before flows_total and sampling in FlowMetricNames: the order
+// --metrics has always listed them in.
+const earlyFeatures = 3
+
+// FlowMetricNames are the flow metrics, the names MetricsOptions.Enabled
+// chooses from (all by default): the core's traffic metrics, the early
+// features' metrics, the core's flows_total and sampling, then the other
+// features' metrics in the registry's order.
+var FlowMetricNames = slices.Concat(
+	[]string{MetricFlowBytes, MetricFlowPackets, MetricNodeBytes},
+	slices.Concat(featureMetricNames[:earlyFeatures]...),
+	[]string{MetricFlows, MetricSampling},
+	slices.Concat(featureMetricNames[earlyFeatures:]...),
+)
 
 // HealthMetricNames are always served.
 var HealthMetricNames = []string{MetricReceivedFlows, MetricDecodeErrors, MetricEnrichmentMisses, MetricInformerSynced}
 
-// RTTBuckets are the buckets of flowlens_collector_rtt_seconds: 50 µs to
-// 10 s, 1-2.5-5 per decade.
-var RTTBuckets = []float64{
-	50e-6, 100e-6, 250e-6, 500e-6,
-	1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3,
-	1, 2.5, 5, 10,
-}
-
-// DNSLatencyBuckets are the buckets of flowlens_collector_dns_latency_seconds:
-// 0.5 ms (a node-local cache) to 5 s (the resolvers' usual retry timeout),
-// 1-2.5-5 per decade.
-var DNSLatencyBuckets = []float64{
-	0.5e-3, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3,
-	1, 2.5, 5,
-}
-
-// Label values with a meaning.
-const (
-	// WorkloadExternal is the workload of an address outside the cluster
-	// that no subnet label covers.
-	WorkloadExternal = "external"
-	// CauseOther replaces drop causes that are not kernel-style names
-	// ([A-Za-z0-9_], at most 64) and causes beyond MaxDropCauses distinct
-	// ones, so that agents cannot grow the cause label without bound.
-	CauseOther = "OTHER"
-	// MaxDropCauses bounds the distinct values of the cause label (the
-	// kernel's enum skb_drop_reason has about 120).
-	MaxDropCauses = 256
-
-	// Values of the translated label: which side of the flow conntrack NAT
-	// rewrote (address or port). A DNAT to a Service's backend is "dst" on
-	// the request flow; its reply flow, un-DNATed, is "src".
-	TranslatedDst  = "dst"
-	TranslatedSrc  = "src"
-	TranslatedBoth = "both"
-
-	// TLSOther is the tls_version or cipher_suite label of a value the
-	// name tables of pkg/flow do not have (flow.TLSVersionName,
-	// flow.TLSCipherSuiteName), so agents cannot grow them without bound.
-	TLSOther = "other"
-
-	// DNSRcodeOther is the rcode label of a response code above 15, which
-	// the 4-bit header field cannot hold (an agent that sends one is not
-	// flowlens's): codes 0-15 are flow.DNSRcodeName's, so the label has at
-	// most 17 values.
-	DNSRcodeOther = "other"
-)
+// WorkloadExternal is the workload of an address outside the cluster that
+// no subnet label covers.
+const WorkloadExternal = "external"
 
 // MetricsOptions configure Metrics.
 type MetricsOptions struct {
@@ -142,22 +105,23 @@ type Metrics struct {
 
 	flowBytes, flowPackets *prometheus.CounterVec
 	nodeBytes              *prometheus.CounterVec
-	dropPackets, dropBytes *prometheus.CounterVec
-	rtt                    *prometheus.HistogramVec
-	retransmits            *prometheus.CounterVec
 	flows                  prometheus.Counter
 	sampling               *prometheus.GaugeVec
-	xlatBytes, xlatFlows   *prometheus.CounterVec
-	tlsFlows               *prometheus.CounterVec
-	dnsLatency             *prometheus.HistogramVec
-	dnsResponses           *prometheus.CounterVec
-	dnsTimeouts            *prometheus.CounterVec
-	received               prometheus.Counter
-	convertErrors          atomic.Uint64
-	missSrc, missDst       prometheus.Counter
+	// groupgen metricfields: generated to its end line by make generate. DO NOT EDIT.
+	drops       dropsMetrics
+	rtt         rttMetrics
+	retransmits retransmitsMetrics
+	xlat        xlatMetrics
+	tls         tlsMetrics
+	dns         dnsMetrics
+	// groupgen metricfields: end.
+	received         prometheus.Counter
+	convertErrors    atomic.Uint64
+	missSrc, missDst prometheus.Counter
 
-	causeMu sync.RWMutex
-	causes  map[string]struct{}
+	// byFeature are the flow metrics each feature registers, enabled or
+	// not (FeatureMetrics).
+	byFeature map[string][]string
 }
 
 // NewMetrics registers the enabled metrics in a new registry.
@@ -166,48 +130,23 @@ func NewMetrics(o MetricsOptions) (*Metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Metrics{reg: prometheus.NewRegistry(), podLabels: o.PodLabels, causes: map[string]struct{}{}}
-	flowLabels := []string{"src_namespace", "src_workload", "dst_namespace", "dst_workload", "direction"}
+	m := &Metrics{reg: prometheus.NewRegistry(), podLabels: o.PodLabels, byFeature: map[string][]string{}}
+	trafficLabels := []string{"src_namespace", "src_workload", "dst_namespace", "dst_workload", "direction"}
 	if o.PodLabels {
-		flowLabels = append(flowLabels, "src_pod", "dst_pod")
+		trafficLabels = append(trafficLabels, "src_pod", "dst_pod")
 	}
-	nsLabels := []string{"src_namespace", "dst_namespace"}
-	counterVec := func(name, help string, labels []string) *prometheus.CounterVec {
-		if !enabled[name] {
-			return nil
-		}
-		v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
-		m.reg.MustRegister(v)
-		return v
-	}
-	m.flowBytes = counterVec(MetricFlowBytes, "Bytes of flows (L2 frame bytes counted on each flow's first interface, times its sampling rate), by source and destination namespace and workload and the direction of the counting interface.", flowLabels)
-	m.flowPackets = counterVec(MetricFlowPackets, "Packets of flows (times their sampling rate), by source and destination namespace and workload and the direction of the counting interface.", flowLabels)
-	m.nodeBytes = counterVec(MetricNodeBytes, "Bytes of flows (times their sampling rate) by the node of each endpoint (\"\" for endpoints not on a node: Services, external addresses).", []string{"src_node", "dst_node"})
-	m.dropPackets = counterVec(MetricDropPackets, "Packets the kernel dropped, by source and destination namespace and drop cause (the kernel's drop reason).", []string{"src_namespace", "dst_namespace", "cause"})
-	m.dropBytes = counterVec(MetricDropBytes, "Bytes of the packets the kernel dropped, by source and destination namespace and drop cause.", []string{"src_namespace", "dst_namespace", "cause"})
-	m.retransmits = counterVec(MetricRetransmits, "TCP segments retransmitted, by source and destination namespace of the flow that carried them.", nsLabels)
-	xlatLabels := []string{"src_namespace", "src_workload", "dst_namespace", "dst_workload",
-		"xlat_dst_namespace", "xlat_dst_workload", "translated"}
-	m.xlatBytes = counterVec(MetricTranslatedBytes, "Bytes of flows conntrack NAT translated (feature xlat; times their sampling rate), by source and destination namespace and workload as seen (a Service's virtual IP: the Service), the namespace and workload of the translated destination (the backend), and the side translated (dst, src, both).", xlatLabels)
-	m.xlatFlows = counterVec(MetricTranslatedFlows, "Flow records conntrack NAT translated (feature xlat; one per flow per eviction period, not scaled), with the labels of translated_bytes_total.", xlatLabels)
-	m.tlsFlows = counterVec(MetricTLSFlows, "Flow records that carried a TLS ServerHello (feature tls; the server -> client flow of a handshake; not scaled), by negotiated version and cipher suite (IANA names, other for values without one) and the server's namespace and workload.",
-		[]string{"tls_version", "cipher_suite", "server_namespace", "server_workload"})
-	dnsClient := []string{"client_namespace", "client_workload"}
-	m.dnsResponses = counterVec(MetricDNSResponses, "DNS answers seen (feature dns; one per flow record that carries one: the last answer of the flow in the eviction period; not scaled), by response code name (NOERROR, NXDOMAIN, SERVFAIL ...) and the client's namespace and workload (the query's sender; query names are not a label).",
-		append([]string{"rcode"}, dnsClient...))
-	m.dnsTimeouts = counterVec(MetricDNSTimeouts, "DNS queries left unanswered longer than the agent's --dns-timeout (feature dns; one per flow record that reports one), by the client's namespace and workload.", dnsClient)
-	if enabled[MetricDNSLatency] {
-		m.dnsLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: MetricDNSLatency,
-			Help:    "DNS query-to-answer latency (feature dns), observed once per flow record that reports one (its latest value in the eviction period), by the client's namespace and workload.",
-			Buckets: DNSLatencyBuckets}, dnsClient)
-		m.reg.MustRegister(m.dnsLatency)
-	}
-	if enabled[MetricRTT] {
-		m.rtt = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: MetricRTT,
-			Help:    "Smoothed TCP round-trip time, observed once per flow that reports one (its latest value in the eviction period), by source and destination namespace.",
-			Buckets: RTTBuckets}, nsLabels)
-		m.reg.MustRegister(m.rtt)
-	}
+	core := registrar{reg: m.reg, enabled: enabled}
+	m.flowBytes = core.counterVec(MetricFlowBytes, "Bytes of flows (L2 frame bytes counted on each flow's first interface, times its sampling rate), by source and destination namespace and workload and the direction of the counting interface.", trafficLabels)
+	m.flowPackets = core.counterVec(MetricFlowPackets, "Packets of flows (times their sampling rate), by source and destination namespace and workload and the direction of the counting interface.", trafficLabels)
+	m.nodeBytes = core.counterVec(MetricNodeBytes, "Bytes of flows (times their sampling rate) by the node of each endpoint (\"\" for endpoints not on a node: Services, external addresses).", []string{"src_node", "dst_node"})
+	// groupgen register: generated to its end line by make generate. DO NOT EDIT.
+	m.drops.register(m.featureRegistrar("drops", enabled))
+	m.rtt.register(m.featureRegistrar("rtt", enabled))
+	m.retransmits.register(m.featureRegistrar("retransmits", enabled))
+	m.xlat.register(m.featureRegistrar("xlat", enabled))
+	m.tls.register(m.featureRegistrar("tls", enabled))
+	m.dns.register(m.featureRegistrar("dns", enabled))
+	// groupgen register: end.
 	if enabled[MetricFlows] {
 		m.flows = prometheus.NewCounter(prometheus.CounterOpts{Name: MetricFlows, Help: "Flow records received and processed (rate() is flows per second)."})
 		m.reg.MustRegister(m.flows)
@@ -300,13 +239,23 @@ func samplingOf(s uint32) uint32 {
 	return s
 }
 
+// flowLabels are the label values of a flow that the core's and the
+// features' metrics share, computed once per flow.
+type flowLabels struct {
+	srcNS, srcW, dstNS, dstW string
+	// scale is the flow's sampling rate, by which its sampled counts
+	// (bytes, packets) are multiplied.
+	scale float64
+}
+
 func (m *Metrics) observe(f *enriched.Flow) {
 	if m.flows != nil {
 		m.flows.Inc()
 	}
-	s := float64(samplingOf(f.Sampling))
-	srcNS, srcW := endpointLabels(&f.Src)
-	dstNS, dstW := endpointLabels(&f.Dst)
+	var l flowLabels
+	l.scale = float64(samplingOf(f.Sampling))
+	l.srcNS, l.srcW = endpointLabels(&f.Src)
+	l.dstNS, l.dstW = endpointLabels(&f.Dst)
 
 	if f.Bytes > 0 || f.Packets > 0 {
 		if m.flowBytes != nil || m.flowPackets != nil {
@@ -318,121 +267,31 @@ func (m *Metrics) observe(f *enriched.Flow) {
 			}
 			var lv []string
 			if m.podLabels {
-				lv = []string{srcNS, srcW, dstNS, dstW, dir, podName(&f.Src), podName(&f.Dst)}
+				lv = []string{l.srcNS, l.srcW, l.dstNS, l.dstW, dir, podName(&f.Src), podName(&f.Dst)}
 			} else {
-				lv = []string{srcNS, srcW, dstNS, dstW, dir}
+				lv = []string{l.srcNS, l.srcW, l.dstNS, l.dstW, dir}
 			}
 			if m.flowBytes != nil {
-				m.flowBytes.WithLabelValues(lv...).Add(float64(f.Bytes) * s)
+				m.flowBytes.WithLabelValues(lv...).Add(float64(f.Bytes) * l.scale)
 			}
 			if m.flowPackets != nil {
-				m.flowPackets.WithLabelValues(lv...).Add(float64(f.Packets) * s)
+				m.flowPackets.WithLabelValues(lv...).Add(float64(f.Packets) * l.scale)
 			}
 		}
 		if m.nodeBytes != nil {
-			m.nodeBytes.WithLabelValues(f.Src.Node, f.Dst.Node).Add(float64(f.Bytes) * s)
+			m.nodeBytes.WithLabelValues(f.Src.Node, f.Dst.Node).Add(float64(f.Bytes) * l.scale)
 		}
 	}
-	// Drops and retransmits come from the agent's drop and retransmit
-	// hooks, which see every packet whatever the sampling rate: they are
-	// exact counts, not scaled.
-	if f.DropPackets > 0 || f.DropBytes > 0 {
-		cause := m.cause(f.DropCause)
-		if m.dropPackets != nil {
-			m.dropPackets.WithLabelValues(srcNS, dstNS, cause).Add(float64(f.DropPackets))
-		}
-		if m.dropBytes != nil {
-			m.dropBytes.WithLabelValues(srcNS, dstNS, cause).Add(float64(f.DropBytes))
-		}
-	}
-	if f.Retransmits > 0 && m.retransmits != nil {
-		m.retransmits.WithLabelValues(srcNS, dstNS).Add(float64(f.Retransmits))
-	}
-	if f.RTT > 0 && m.rtt != nil {
-		m.rtt.WithLabelValues(srcNS, dstNS).Observe(f.RTT.Seconds())
-	}
-	if (m.xlatBytes != nil || m.xlatFlows != nil) && (f.Bytes > 0 || f.Packets > 0) {
-		if side := translatedSide(&f.Record); side != "" {
-			// The translated destination's context; the flow's own when
-			// only the source was translated.
-			xNS, xW := dstNS, dstW
-			if f.XlatDstAddr.IsValid() {
-				xNS, xW = endpointLabels(&f.XlatDst)
-			}
-			lv := []string{srcNS, srcW, dstNS, dstW, xNS, xW, side}
-			if m.xlatBytes != nil {
-				m.xlatBytes.WithLabelValues(lv...).Add(float64(f.Bytes) * s)
-			}
-			if m.xlatFlows != nil {
-				m.xlatFlows.WithLabelValues(lv...).Inc()
-			}
-		}
-	}
-	// A ServerHello travels from the server to the client: the flow's
-	// source is the server. ClientHello-only and QUIC-only flows carry no
-	// negotiated values and are not counted.
-	if m.tlsFlows != nil && f.TLSVersion != 0 {
-		m.tlsFlows.WithLabelValues(tlsLabel(f.TLSVersion, flow.TLSVersionName),
-			tlsLabel(f.TLSCipherSuite, flow.TLSCipherSuiteName), srcNS, srcW).Inc()
-	}
-	if f.HasDNS() && (m.dnsLatency != nil || m.dnsResponses != nil || m.dnsTimeouts != nil) {
-		// The client sent the query. A query (and its answer's latency
-		// and code) is reported on the client's flow, whose source is the
-		// client; an answer whose query was not seen, on the server's flow
-		// (QR set), whose destination is the client.
-		cNS, cW := srcNS, srcW
-		if f.DNSFlags&flow.DNSFlagQR != 0 {
-			cNS, cW = dstNS, dstW
-		}
-		if m.dnsResponses != nil && f.DNSAnswered() {
-			m.dnsResponses.WithLabelValues(dnsRcodeLabel(f.DNSRcode), cNS, cW).Inc()
-		}
-		if m.dnsLatency != nil && f.DNSLatency > 0 {
-			m.dnsLatency.WithLabelValues(cNS, cW).Observe(f.DNSLatency.Seconds())
-		}
-		if m.dnsTimeouts != nil && f.DNSTimeout {
-			m.dnsTimeouts.WithLabelValues(cNS, cW).Inc()
-		}
-	}
-}
-
-// dnsRcodeLabel is the rcode label of a DNS response code: its name for the
-// header's 4-bit codes, DNSRcodeOther above.
-func dnsRcodeLabel(c uint8) string {
-	if c > 15 {
-		return DNSRcodeOther
-	}
-	return flow.DNSRcodeName(c)
-}
-
-// tlsLabel is the label value of a TLS version or cipher suite: its name,
-// TLSOther without one ("" for 0: not seen).
-func tlsLabel(v uint16, name func(uint16) (string, bool)) string {
-	if v == 0 {
-		return ""
-	}
-	if n, ok := name(v); ok {
-		return n
-	}
-	return TLSOther
-}
-
-// translatedSide is the translated label of a flow: which side conntrack
-// NAT rewrote (a translated address or port that differs from the flow's
-// own), "" when the flow carries no translation or one that changes
-// nothing.
-func translatedSide(r *flow.Record) string {
-	src := r.XlatSrcAddr.IsValid() && (r.XlatSrcAddr.Unmap() != r.SrcAddr.Unmap() || r.XlatSrcPort != r.SrcPort)
-	dst := r.XlatDstAddr.IsValid() && (r.XlatDstAddr.Unmap() != r.DstAddr.Unmap() || r.XlatDstPort != r.DstPort)
-	switch {
-	case src && dst:
-		return TranslatedBoth
-	case dst:
-		return TranslatedDst
-	case src:
-		return TranslatedSrc
-	}
-	return ""
+	// Each feature's metrics, called by name: this is the ingest path,
+	// one call per flow and feature.
+	// groupgen observe: generated to its end line by make generate. DO NOT EDIT.
+	m.drops.observe(f, &l)
+	m.rtt.observe(f, &l)
+	m.retransmits.observe(f, &l)
+	m.xlat.observe(f, &l)
+	m.tls.observe(f, &l)
+	m.dns.observe(f, &l)
+	// groupgen observe: end.
 }
 
 // endpointLabels are the namespace and workload label values of an
@@ -457,44 +316,6 @@ func podName(m *enriched.K8sContext) string {
 	return ""
 }
 
-// cause bounds the drop cause label.
-func (m *Metrics) cause(c string) string {
-	if !validCause(c) {
-		return CauseOther
-	}
-	m.causeMu.RLock()
-	_, ok := m.causes[c]
-	m.causeMu.RUnlock()
-	if ok {
-		return c
-	}
-	m.causeMu.Lock()
-	defer m.causeMu.Unlock()
-	if _, ok := m.causes[c]; ok {
-		return c
-	}
-	if len(m.causes) >= MaxDropCauses {
-		return CauseOther
-	}
-	m.causes[c] = struct{}{}
-	return c
-}
-
-// validCause accepts the kernel's drop reason names (and the agent's
-// numeric fallback): [A-Za-z0-9_], 64 at most; "" (unknown) too.
-func validCause(c string) bool {
-	if len(c) > 64 {
-		return false
-	}
-	for i := 0; i < len(c); i++ {
-		b := c[i]
-		if !(b >= 'A' && b <= 'Z' || b >= 'a' && b <= 'z' || b >= '0' && b <= '9' || b == '_') {
-			return false
-		}
-	}
-	return true
-}
-
 // syncedCollector reads the informers' sync status at scrape time.
 type syncedCollector struct {
 	read func() map[string]bool
@@ -517,4 +338,59 @@ func (c *syncedCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, r)
 	}
+}
+
+// A registrar registers the enabled ones of the flow metrics it is asked
+// for. A feature's registrar also records every name asked for, enabled or
+// not, in byFeature: a feature's metrics are what its register function
+// asks for, so FeatureMetrics cannot drift from the registration.
+type registrar struct {
+	reg       *prometheus.Registry
+	enabled   map[string]bool
+	feature   string
+	byFeature map[string][]string // nil: the core's, not recorded
+}
+
+// featureRegistrar is the registrar of the metrics of feature.
+func (m *Metrics) featureRegistrar(feature string, enabled map[string]bool) registrar {
+	return registrar{reg: m.reg, enabled: enabled, feature: feature, byFeature: m.byFeature}
+}
+
+func (r registrar) asked(name string) bool {
+	if r.byFeature != nil {
+		r.byFeature[r.feature] = append(r.byFeature[r.feature], name)
+	}
+	return r.enabled[name]
+}
+
+// counterVec is the counter vector name, nil when it is not enabled.
+func (r registrar) counterVec(name, help string, labels []string) *prometheus.CounterVec {
+	if !r.asked(name) {
+		return nil
+	}
+	v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	r.reg.MustRegister(v)
+	return v
+}
+
+// histogramVec is the histogram vector name, nil when it is not enabled.
+func (r registrar) histogramVec(name, help string, buckets []float64, labels []string) *prometheus.HistogramVec {
+	if !r.asked(name) {
+		return nil
+	}
+	v := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+	r.reg.MustRegister(v)
+	return v
+}
+
+// FeatureMetrics are the flow metrics of the kernel feature named feature
+// (the registry's name: "dns"), the names its metrics_NAME.go registers;
+// nil for a name without metrics. The conformance test of the feature
+// registry reads them.
+func FeatureMetrics(feature string) []string {
+	m, err := NewMetrics(MetricsOptions{Enabled: []string{}})
+	if err != nil {
+		panic(err) // no name to refuse
+	}
+	return m.byFeature[feature]
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/flowlens/flowlens/internal/agent/exporter/otlp"
 	"github.com/flowlens/flowlens/internal/agent/feature"
 	"github.com/flowlens/flowlens/internal/agent/feature/registry"
+	"github.com/flowlens/flowlens/internal/collector/enrich"
 	"github.com/flowlens/flowlens/pkg/flow"
 	"github.com/flowlens/flowlens/pkg/flow/flowpb"
 )
@@ -55,6 +56,7 @@ func ownFiles(f feature.Feature) []touch {
 		{Kind: "own", What: "protobuf encoding", Path: "pkg/flow/flowpb/" + n + ".go"},
 		{Kind: "own", What: "OTLP encoding", Path: "internal/agent/exporter/otlp/" + n + ".go"},
 		{Kind: "own", What: "IPFIX encoding", Path: "internal/agent/exporter/ipfix/" + n + ".go"},
+		{Kind: "own", What: "collector metrics", Path: "internal/collector/enrich/metrics_" + n + ".go"},
 	}
 	page, _, _ := strings.Cut(f.DocPage(), "#")
 	if page == "docs/"+n+".md" {
@@ -117,6 +119,7 @@ var generated = []struct{ Path, What string }{
 	{"internal/agent/exporter/otlp/encode.go", "the attributes' call (groupgen region)"},
 	{"internal/agent/exporter/ipfix/zz_generated.groups.go", "IPFIX's groups and blocks"},
 	{"internal/agent/exporter/ipfix/record.go", "its block's calls, when it has one (groupgen regions)"},
+	{"internal/collector/enrich/metrics.go", "its metric names, registration and observe call (groupgen regions)"},
 }
 
 // A groupgen region is the lines groupgen writes inside a hand-written
@@ -125,16 +128,18 @@ var generated = []struct{ Path, What string }{
 var regionBegin, regionEnd = regexp.MustCompile(`^// groupgen \w+: generated`), regexp.MustCompile(`^// groupgen \w+: end\.$`)
 
 // recordLines finds the lines of shared Go files (not the feature's own,
-// not tests, not generated files or groupgen regions) that name the feature's record group, its
-// encodings' groups, its IPFIX block or variant, or its encoders' appenders:
-// each is one more registration a new feature would write by hand.
+// not tests, not generated files or groupgen regions) that name the
+// feature's record group, its encodings' groups, its IPFIX block or variant,
+// its encoders' appenders, or its collector metrics (their names, their
+// struct, its register and observe calls): each is one more registration a
+// new feature would write by hand.
 func recordLines(t *testing.T, f feature.Feature, own []touch) []touch {
 	n := f.Name()
 	goName := strings.ToUpper(n[:1]) + n[1:]
 	if len(n) <= 3 {
 		goName = strings.ToUpper(n)
 	}
-	re := regexp.MustCompile(`\b(` + n + `Group|` + goName + `Fields|` + n + `Attributes|` + n + `Block|variant` + goName + `|append` + goName + `)\b`)
+	re := regexp.MustCompile(`\b(` + n + `Group|` + goName + `Fields|` + n + `Attributes|` + n + `Block|variant` + goName + `|append` + goName + `|` + n + `Metrics|` + n + `MetricNames|m\.` + n + `\.(?:register|observe))\b`)
 	skip := map[string]bool{}
 	for _, o := range own {
 		skip[o.Path] = true
@@ -168,7 +173,7 @@ func recordLines(t *testing.T, f feature.Feature, own []touch) []touch {
 					inGenerated = false
 				}
 				if !inGenerated && !strings.HasPrefix(c, "//") && re.MatchString(c) {
-					out = append(out, touch{Kind: "registration", What: "record group list", Path: rel, Line: i + 1, Text: c})
+					out = append(out, touch{Kind: "registration", What: "hand-written group line", Path: rel, Line: i + 1, Text: c})
 				}
 			}
 			return nil
@@ -218,7 +223,8 @@ func ipfixSharedBlock(t *testing.T, name string) string {
 // TestFeatureConformance walks the registry: every feature has its own
 // files, its registrations, at most maxRegistrations of them, its tests, its
 // record group carried by every encoding (groupgen's lists current), its
-// doc page and its CRD value. With -v it lists the files each feature
+// collector metrics (served and documented), its doc page and its CRD
+// value. With -v it lists the files each feature
 // touches: its own, its registrations and the generated ones (the list the
 // issue's closing note quotes).
 func TestFeatureConformance(t *testing.T) {
@@ -254,6 +260,7 @@ func TestFeatureConformance(t *testing.T) {
 				t.Errorf("no tests in internal/agent/feature/%s: a feature's tests live beside it (internal/testkit/agenttest)", f.Name())
 			}
 			checkEncodings(t, f)
+			checkMetrics(t, f)
 			checkDocPage(t, f)
 			if !slices.Contains(crd.Enum, f.Name()) {
 				t.Errorf("the CRD's features enum %v lacks %s: run make generate", crd.Enum, f.Name())
@@ -321,6 +328,29 @@ func checkEncodings(t *testing.T, f feature.Feature) {
 	}
 	if ids, ok := ipfix.GroupElements(f.Name(), &r); !ok || len(ids) == 0 {
 		t.Errorf("IPFIX: group %q exports %v (%v)", f.Name(), ids, ok)
+	}
+}
+
+// checkMetrics: the feature has collector metrics (the names its
+// metrics_NAME.go registers), each one the collector serves (a name of
+// enrich.FlowMetricNames, which --metrics chooses from) and a row of
+// docs/metrics.md's tables.
+func checkMetrics(t *testing.T, f feature.Feature) {
+	names := enrich.FeatureMetrics(f.Name())
+	if len(names) == 0 {
+		t.Errorf("no collector metrics (internal/collector/enrich/metrics_%s.go registers none)", f.Name())
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs/metrics.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if !slices.Contains(enrich.FlowMetricNames, n) {
+			t.Errorf("metric %s is registered but not in enrich.FlowMetricNames: never served (run make generate, list it in %sMetricNames)", n, f.Name())
+		}
+		if !strings.Contains(string(doc), "\n| `"+n+"` |") {
+			t.Errorf("metric %s has no row in docs/metrics.md", n)
+		}
 	}
 }
 

@@ -14,14 +14,18 @@
 //   - internal/agent/exporter/ipfix: its groups, and its blocks (every
 //     `block` value of the package, in the order of their variant bits) with
 //     their calls in recordVariant, recordLen and appendRecord (record.go,
-//     variant, varlen, append; ipfix.go).
+//     variant, varlen, append; ipfix.go);
+//   - internal/collector/enrich: the collector's flow metrics, each
+//     feature's in metrics_NAME.go: its names in FlowMetricNames, its
+//     metrics in Metrics, their registration in NewMetrics and its part of
+//     observe (metrics.go: metricnames, metricfields, register, observe).
 //
 // Each group is called by name, inside the encoding function: an indirect
 // call per group and flow, through a table, cost the encoders 10 to 25 % of
 // their time per flow, and a helper holding the calls a few per cent. The
-// names follow the feature's: for "dns", DNSFields, dnsGroup, appendDNS and
-// dnsAttributes (GoName). `make generate` runs it; `make check-generated`
-// fails when its output is stale.
+// names follow the feature's: for "dns", DNSFields, dnsGroup, appendDNS,
+// dnsAttributes (GoName), dnsMetricNames and dnsMetrics. `make generate`
+// runs it; `make check-generated` fails when its output is stale.
 //
 // It reads the registry's source (registry.New's list, each feature's
 // package named after it, as the conformance test also requires), not the
@@ -86,8 +90,10 @@ func generate(root string) (map[string][]byte, error) {
 		return nil, err
 	}
 	for _, n := range names {
-		if _, err := os.Stat(filepath.Join(ipfixDir, n+".go")); err != nil {
-			return nil, fmt.Errorf("feature %q: %w", n, err)
+		for _, own := range []string{filepath.Join(ipfixDir, n+".go"), filepath.Join(root, "internal/collector/enrich/metrics_"+n+".go")} {
+			if _, err := os.Stat(own); err != nil {
+				return nil, fmt.Errorf("feature %q: %w", n, err)
+			}
 		}
 	}
 	tables := map[string]string{
@@ -106,6 +112,12 @@ func generate(root string) (map[string][]byte, error) {
 		"pkg/flow/flowpb/wire.go":                 {"wire": each(pbNames, "b = append%[1]s(b, r)")},
 		"internal/agent/exporter/otlp/encode.go":  {"attributes": each(names, "b = %[2]sAttributes(e, b, r)")},
 		"internal/agent/exporter/ipfix/record.go": ipfixRegions(blocks),
+		"internal/collector/enrich/metrics.go": {
+			"metricnames":  each(names, "%[2]sMetricNames,"),
+			"metricfields": each(names, "%[2]s %[2]sMetrics"),
+			"register":     each(names, "m.%[2]s.register(m.featureRegistrar(%[2]q, enabled))"),
+			"observe":      each(names, "m.%[2]s.observe(f, &l)"),
+		},
 	}
 	out := map[string][]byte{}
 	for path, src := range tables {

@@ -16,8 +16,8 @@ func TestGeneratedFilesCurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != 9 {
-		t.Errorf("%d files, want 9", len(files))
+	if len(files) != 10 {
+		t.Errorf("%d files, want 10", len(files))
 	}
 	for path, src := range files {
 		disk, err := os.ReadFile(filepath.Join(root, path))
