@@ -3,7 +3,6 @@ package flow
 import (
 	"net/netip"
 	"strconv"
-	"time"
 )
 
 // AppendJSON appends r as one JSON object (no newline) with the field names
@@ -40,9 +39,9 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	b = append(b, `","dst_mac":"`...)
 	b = appendMAC(b, r.DstMAC)
 	b = append(b, `","start_time":"`...)
-	b = r.StartTime.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = appendTime(b, r.StartTime)
 	b = append(b, `","end_time":"`...)
-	b = r.EndTime.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = appendTime(b, r.EndTime)
 	b = append(b, `","interfaces":[`...)
 	for i, it := range r.Interfaces {
 		if i > 0 {
