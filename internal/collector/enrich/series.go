@@ -104,17 +104,28 @@ func (b *bounded[M]) update(now int64, do func(M, float64), v float64, lv ...str
 	var buf [keyBuf]byte
 	key := appendKey(buf[:0], lv)
 	b.mu.RLock()
-	if e := b.series[string(key)]; e != nil {
+	e := b.series[string(key)]
+	full := e == nil && b.max > 0 && len(b.series) >= b.max
+	if full && (b.over != nil || !b.overflow) {
+		// Past the cap with the overflow series in place (or a gauge's
+		// value to drop): no write lock, so that flows past the cap do
+		// not serialize the ingest path.
+		b.limited.Inc()
+		e = b.over
+	}
+	if e != nil {
 		e.touch(now)
 		do(e.m, v)
-		b.mu.RUnlock()
+	}
+	done := e != nil || full && !b.overflow
+	b.mu.RUnlock()
+	if done {
 		return
 	}
-	b.mu.RUnlock()
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	e := b.series[string(key)]
+	e = b.series[string(key)]
 	if e == nil {
 		if b.max > 0 && len(b.series) >= b.max {
 			b.limited.Inc()

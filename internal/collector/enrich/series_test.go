@@ -199,3 +199,81 @@ func TestSeriesCap(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// Concurrent batches past the cap lose nothing: every flow is in a series
+// or the overflow series, and the overflow series holds exactly the
+// updates the limited counter counts. Expiry running meanwhile (on series
+// that are not stale) takes nothing either.
+func TestSeriesCapConcurrent(t *testing.T) {
+	m, err := enrich.NewMetrics(enrich.MetricsOptions{MaxSeries: 2, SeriesTTL: time.Hour, Now: func() time.Time { return t0 },
+		Enabled: []string{enrich.MetricFlowPackets}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(m.Handler(nil))
+	defer srv.Close()
+	p := &enrich.Pipeline{Resolver: resolver(t), Metrics: m}
+	// Five workload pairs, one packet each.
+	pairs := []fl{
+		{src: "10.0.0.1", dst: "10.0.1.1", packets: 1, sampling: 1, dir: flow.DirEgress},
+		{src: "10.0.1.1", dst: "10.0.0.1", packets: 1, sampling: 1, dir: flow.DirEgress},
+		{src: "10.0.0.1", dst: "8.8.8.8", packets: 1, sampling: 1, dir: flow.DirEgress},
+		{src: "172.16.3.3", dst: "10.96.0.10", packets: 1, sampling: 1, dir: flow.DirEgress},
+		{src: "192.168.0.11", dst: "10.0.0.2", packets: 1, sampling: 1, dir: flow.DirEgress},
+	}
+	const workers, batches = 4, 200
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				m.Expire(t0)
+			}
+		}
+	}()
+	errs := make(chan error, workers)
+	for w := range workers {
+		go func() {
+			for i := range batches {
+				b := []fl{pairs[(w+i)%5], pairs[(w+2*i)%5], pairs[(w+3*i+1)%5]}
+				if err := p.Handle(context.Background(), batch(b...)); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	tp := expfmt.NewTextParser(model.UTF8Validation)
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	fams, err := tp.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total, overflow float64
+	series := 0
+	for _, s := range fams[enrich.MetricFlowPackets].GetMetric() {
+		total += s.GetCounter().GetValue()
+		series++
+		if s.GetLabel()[0].GetValue() == enrich.SeriesOverflow {
+			overflow = s.GetCounter().GetValue()
+		}
+	}
+	limited := fams[enrich.MetricSeriesLimited].GetMetric()[0].GetCounter().GetValue()
+	if want := float64(workers * batches * 3); total != want || series != 3 || overflow != limited || limited == 0 {
+		t.Errorf("flow_packets_total: %v packets in %d series (overflow %v), limited %v; want %v in 3, overflow = limited > 0",
+			total, series, overflow, limited, want)
+	}
+}
