@@ -81,6 +81,7 @@ func TestInClusterEnrichment(t *testing.T) {
 		{"flowlens_collector_informer_synced", "resource=replicasets"}:                                                                         1,
 		{"flowlens_collector_informer_synced", "resource=services"}:                                                                            1,
 		{"flowlens_collector_informer_synced", "resource=nodes"}:                                                                               1,
+		{"flowlens_collector_informer_synced", "resource=jobs"}:                                                                                1,
 		{"flowlens_collector_flow_bytes_total", "src_namespace=shop,src_workload=web-1,dst_namespace=,dst_workload=internet,direction=egress"}: 80,
 		{"flowlens_collector_node_bytes_total", "src_node=node-a,dst_node="}:                                                                   80,
 		{"flowlens_collector_enrichment_misses_total", "side=src"}:                                                                             0,

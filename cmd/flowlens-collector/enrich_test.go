@@ -224,7 +224,7 @@ func TestMetricsFlags(t *testing.T) {
 		}
 	}
 	sort.Strings(flowFams)
-	if got := strings.Join(flowFams, ","); got != "build_info,decode_errors_total,drop_packets_total,enrichment_misses_total,flow_bytes_total,history_flows,history_follow_lost_flows_total,history_followers,received_flows_total" {
+	if got := strings.Join(flowFams, ","); got != "build_info,decode_errors_total,drop_packets_total,enrichment_misses_total,flow_bytes_total,history_flows,history_follow_lost_flows_total,history_followers,metric_series_expired_total,metric_series_limited_total,received_flows_total" {
 		t.Errorf("families: %s", got)
 	}
 	expectSamples(t, fams, map[[2]string]float64{
@@ -330,4 +330,48 @@ func TestBadEnrichmentAndMetricsFlags(t *testing.T) {
 			t.Errorf("%s: exit %d, want 1 (%s)", content, code, errOut.String())
 		}
 	}
+}
+
+// The series bounds, in the collector as run: with --metrics-max-series 1
+// the first flow's workload pair has flow_bytes_total's one series and the
+// others count in its _overflow series, the sum whole, and the limited
+// counter says so; with --metrics-series-ttl 1s, once no flow came for a
+// second, the series are gone from /metrics (the expiry runs every second)
+// and counted as expired.
+func TestMetricsSeriesBounds(t *testing.T) {
+	static := writeFile(t, "cluster.json", staticCluster)
+	a, _, _ := startFull(t, "--k8s-static", static, "--subnet-labels", "corp=192.168.0.0/16",
+		"--metrics-max-series", "1", "--metrics-series-ttl", "1s", "--metrics", "flow_bytes_total,sampling")
+	collectortest.Send(t, a.GRPC.String(), sampledRecords())
+	sent := time.Now()
+	fams := scrape(t, a)
+	web := "src_namespace=shop,src_workload=web"
+	o := "_overflow"
+	expectSamples(t, fams, map[[2]string]float64{
+		{"flowlens_collector_flow_bytes_total", web + ",dst_namespace=kube-system,dst_workload=kube-dns,direction=ingress"}:                                     120,
+		{"flowlens_collector_flow_bytes_total", "src_namespace=" + o + ",src_workload=" + o + ",dst_namespace=" + o + ",dst_workload=" + o + ",direction=" + o}: 90000 + 104,
+		{"flowlens_collector_metric_series_limited_total", "metric=flowlens_collector_flow_bytes_total"}:                                                        2,
+		{"flowlens_collector_metric_series_limited_total", "metric=flowlens_collector_sampling"}:                                                                0,
+		{"flowlens_collector_sampling", "node=node-7"}:                                                                                                          1,
+		{"flowlens_collector_metric_series_expired_total", "metric=flowlens_collector_flow_bytes_total"}:                                                        0,
+	})
+	if n := len(fams["flowlens_collector_flow_bytes_total"].GetMetric()); n != 2 {
+		t.Errorf("%d flow_bytes series, want 2 (one and the overflow)", n)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		fams = scrape(t, a)
+		if fams["flowlens_collector_flow_bytes_total"] == nil && fams["flowlens_collector_sampling"] == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("series still served 10s after the last flow, with a TTL of 1s")
+		}
+	}
+	if d := time.Since(sent); d < time.Second {
+		t.Errorf("series gone %v after the last flow, before the TTL", d)
+	}
+	expectSamples(t, fams, map[[2]string]float64{
+		{"flowlens_collector_metric_series_expired_total", "metric=flowlens_collector_flow_bytes_total"}: 2,
+		{"flowlens_collector_metric_series_expired_total", "metric=flowlens_collector_sampling"}:         1,
+	})
 }

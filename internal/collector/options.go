@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/collector/collectoropt"
+	"github.com/flowlens/flowlens/internal/collector/enrich"
 	"github.com/flowlens/flowlens/internal/shared/cliconf"
 	"github.com/flowlens/flowlens/pkg/receiver"
 )
@@ -112,6 +113,12 @@ var Spec = &cliconf.Spec[Config]{
 			{Name: "pod-labels", Arg: "bool", Default: "false", Bool: true,
 				Usage: "add src_pod and dst_pod labels to flow_bytes_total and flow_packets_total (cardinality grows with pods)",
 				Set:   cliconf.Bool(func(o *Config) *bool { return &o.Metrics.PodLabels })},
+			{Name: "metrics-series-ttl", Arg: "duration", Default: enrich.DefaultSeriesTTL.String(),
+				Usage: "delete a flow metric's series once no flow updated it for this long (workloads, pods, nodes that are gone); 0: never",
+				Set:   cliconf.Duration(func(o *Config) *time.Duration { return &o.Metrics.SeriesTTL })},
+			{Name: "metrics-max-series", Arg: "n", Default: strconv.Itoa(enrich.DefaultMaxSeries),
+				Usage: "most series of each flow metric; past it, flows count in the metric's _overflow series and in flowlens_collector_metric_series_limited_total (0: no cap)",
+				Set:   cliconf.Int(func(o *Config) *int { return &o.Metrics.MaxSeries })},
 		}),
 		cliconf.InSection("Flow history", historyOptions),
 		cliconf.InSection("Collector", []*cliconf.Option[Config]{

@@ -46,6 +46,12 @@ func (o *Config) validate() error {
 		add(errors.New("--k8s-static and --kubeconfig: choose one"))
 	}
 	add(checkPositive("--k8s-sync-timeout", o.Enrichment.SyncTimeout))
+	if d := o.Metrics.SeriesTTL; d != 0 && d < time.Second {
+		add(cliconf.Invalid("--metrics-series-ttl", d.String(), errors.New("must be 0 (never) or at least 1s")))
+	}
+	if n := o.Metrics.MaxSeries; n < 0 {
+		add(cliconf.Invalid("--metrics-max-series", strconv.Itoa(n), errors.New("must be 0 (no cap) or more")))
+	}
 	add(o.checkKafka())
 	// Checked here so a typo fails at start-up with the flag's name.
 	for _, f := range []struct{ flag, path string }{

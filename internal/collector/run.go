@@ -13,8 +13,8 @@ import (
 var ErrServe = errors.New("server stopped")
 
 // Run syncs the Kubernetes caches (up to Enrichment.SyncTimeout), serves
-// agents and consumes Kafka until ctx ends or the server fails, then
-// shuts down. It returns nil after a clean stop.
+// agents and consumes Kafka (and expires the metrics' stale series) until
+// ctx ends or the server fails, then shuts down. It returns nil after a clean stop.
 func (c *Collector) Run(ctx context.Context) error {
 	if c.cache != nil {
 		c.cache.Start()
@@ -24,6 +24,10 @@ func (c *Collector) Run(ctx context.Context) error {
 	c.log.Info("receiving flows", "address", c.lis.Addr().String(), "tls", cfg.TLSCert != "", "mtls", cfg.TLSClientCA != "",
 		"output", cfg.Output, "metrics", cfg.MetricsAddress, "history", cfg.History.Size, "enrichment", c.source,
 		"subnets", cfg.Enrichment.Subnets.String())
+	// Series of workloads, pods and nodes gone expire (--metrics-series-ttl).
+	expiry, stopExpiry := context.WithCancel(ctx)
+	defer stopExpiry()
+	go c.metrics.RunExpiry(expiry)
 	served := make(chan error, 1)
 	go func() { served <- c.srv.Serve(c.lis) }()
 	if c.consumer != nil {

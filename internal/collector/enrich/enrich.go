@@ -12,6 +12,8 @@
 // The core's metrics are in metrics.go; each kernel feature's (names,
 // registration, its part of observe) in metrics_NAME.go, called by name
 // from metrics.go's groupgen regions (FeatureMetrics lists them).
+// Every flow metric's series are bounded (series.go): deleted once no flow
+// updated them for MetricsOptions.SeriesTTL, at most MaxSeries per metric.
 // docs/metrics.md lists the metrics, their labels and their cardinality.
 package enrich
 

@@ -378,6 +378,10 @@ func TestCardinalityWithinLabelSets(t *testing.T) {
 			enrich.MetricReceivedFlows:    1,
 			enrich.MetricDecodeErrors:     1,
 			enrich.MetricEnrichmentMisses: 2,
+			// One series per flow metric that is served (none limited,
+			// none expired, all 0).
+			enrich.MetricSeriesLimited: 14,
+			enrich.MetricSeriesExpired: 14,
 		}
 		for name, w := range want {
 			if got[name] != w {
@@ -425,7 +429,7 @@ func TestAllowList(t *testing.T) {
 	for n := range got {
 		names = append(names, strings.TrimPrefix(n, enrich.Prefix))
 	}
-	want := "decode_errors_total,enrichment_misses_total,flow_bytes_total,received_flows_total,rtt_seconds"
+	want := "decode_errors_total,enrichment_misses_total,flow_bytes_total,metric_series_expired_total,metric_series_limited_total,received_flows_total,rtt_seconds"
 	if s := strings.Join(sorted(names), ","); s != want {
 		t.Errorf("families %s, want %s", s, want)
 	}

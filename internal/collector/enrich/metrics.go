@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -33,6 +34,7 @@ const (
 	MetricDecodeErrors     = Prefix + "decode_errors_total"
 	MetricEnrichmentMisses = Prefix + "enrichment_misses_total"
 	MetricInformerSynced   = Prefix + "informer_synced"
+	// MetricSeriesLimited and MetricSeriesExpired are in series.go.
 )
 
 // featureMetricNames are the features' flow metrics, in the registry's
@@ -66,7 +68,8 @@ var FlowMetricNames = slices.Concat(
 )
 
 // HealthMetricNames are always served.
-var HealthMetricNames = []string{MetricReceivedFlows, MetricDecodeErrors, MetricEnrichmentMisses, MetricInformerSynced}
+var HealthMetricNames = []string{MetricReceivedFlows, MetricDecodeErrors, MetricEnrichmentMisses, MetricInformerSynced,
+	MetricSeriesLimited, MetricSeriesExpired}
 
 // WorkloadExternal is the workload of an address outside the cluster that
 // no subnet label covers.
@@ -93,6 +96,14 @@ type MetricsOptions struct {
 	// flowlens_collector_informer_synced, one series per key
 	// (k8smeta.Cache.Synced).
 	Informers func() map[string]bool
+	// SeriesTTL deletes a flow metric's series once no flow updated it for
+	// that long (Expire, RunExpiry); 0 keeps every series.
+	SeriesTTL time.Duration
+	// MaxSeries caps the series of each flow metric (series.go: past it,
+	// the overflow series and metric_series_limited_total); 0: no cap.
+	MaxSeries int
+	// Now is the clock of the series' last updates (nil: time.Now).
+	Now func() time.Time
 }
 
 // Metrics derives Prometheus metrics from flows, with labels of bounded
@@ -103,10 +114,10 @@ type Metrics struct {
 	reg       *prometheus.Registry
 	podLabels bool
 
-	flowBytes, flowPackets *prometheus.CounterVec
-	nodeBytes              *prometheus.CounterVec
+	flowBytes, flowPackets *counterSeries
+	nodeBytes              *counterSeries
 	flows                  prometheus.Counter
-	sampling               *prometheus.GaugeVec
+	sampling               *gaugeSeries
 	// groupgen metricfields: generated to its end line by make generate. DO NOT EDIT.
 	drops       dropsMetrics
 	rtt         rttMetrics
@@ -122,6 +133,13 @@ type Metrics struct {
 	// byFeature are the flow metrics each feature registers, enabled or
 	// not (FeatureMetrics).
 	byFeature map[string][]string
+
+	// The bounds of the flow metrics' series (series.go).
+	ttl              time.Duration
+	maxSeries        int
+	now              func() time.Time
+	tracked          []seriesTracker
+	limited, expired *prometheus.CounterVec
 }
 
 // NewMetrics registers the enabled metrics in a new registry.
@@ -130,12 +148,24 @@ func NewMetrics(o MetricsOptions) (*Metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Metrics{reg: prometheus.NewRegistry(), podLabels: o.PodLabels, byFeature: map[string][]string{}}
+	if o.SeriesTTL < 0 || o.MaxSeries < 0 {
+		return nil, fmt.Errorf("series TTL %v and cap %d: must not be negative", o.SeriesTTL, o.MaxSeries)
+	}
+	m := &Metrics{reg: prometheus.NewRegistry(), podLabels: o.PodLabels, byFeature: map[string][]string{},
+		ttl: o.SeriesTTL, maxSeries: o.MaxSeries, now: o.Now}
+	if m.now == nil {
+		m.now = time.Now
+	}
+	m.limited = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricSeriesLimited,
+		Help: "Updates of a flow metric that would have created a series beyond --metrics-max-series: counted in the metric's overflow series (labels _overflow; a gauge's value is dropped), by metric."}, []string{"metric"})
+	m.expired = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricSeriesExpired,
+		Help: "Series of a flow metric deleted because no flow updated them for --metrics-series-ttl (a workload, pod or node gone), by metric."}, []string{"metric"})
+	m.reg.MustRegister(m.limited, m.expired)
 	trafficLabels := []string{"src_namespace", "src_workload", "dst_namespace", "dst_workload", "direction"}
 	if o.PodLabels {
 		trafficLabels = append(trafficLabels, "src_pod", "dst_pod")
 	}
-	core := registrar{reg: m.reg, enabled: enabled}
+	core := registrar{m: m, reg: m.reg, enabled: enabled}
 	m.flowBytes = core.counterVec(MetricFlowBytes, "Bytes of flows (L2 frame bytes counted on each flow's first interface, times its sampling rate), by source and destination namespace and workload and the direction of the counting interface.", trafficLabels)
 	m.flowPackets = core.counterVec(MetricFlowPackets, "Packets of flows (times their sampling rate), by source and destination namespace and workload and the direction of the counting interface.", trafficLabels)
 	m.nodeBytes = core.counterVec(MetricNodeBytes, "Bytes of flows (times their sampling rate) by the node of each endpoint (\"\" for endpoints not on a node: Services, external addresses).", []string{"src_node", "dst_node"})
@@ -151,11 +181,7 @@ func NewMetrics(o MetricsOptions) (*Metrics, error) {
 		m.flows = prometheus.NewCounter(prometheus.CounterOpts{Name: MetricFlows, Help: "Flow records received and processed (rate() is flows per second)."})
 		m.reg.MustRegister(m.flows)
 	}
-	if enabled[MetricSampling] {
-		m.sampling = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricSampling,
-			Help: "Sampling rate the agent of each node reports on its latest flows (1 in N packets accounted; 1 = every packet)."}, []string{"node"})
-		m.reg.MustRegister(m.sampling)
-	}
+	m.sampling = core.gaugeVec(MetricSampling, "Sampling rate the agent of each node reports on its latest flows (1 in N packets accounted; 1 = every packet).", []string{"node"})
 
 	m.received = prometheus.NewCounter(prometheus.CounterOpts{Name: MetricReceivedFlows, Help: "Flows received from agents, valid ones handed to the pipeline."})
 	misses := prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricEnrichmentMisses,
@@ -222,12 +248,13 @@ func (m *Metrics) Handler(ready func() error) http.Handler {
 func (m *Metrics) Observe(flows []enriched.Flow) {
 	var lastNode string
 	var lastSampling uint32
+	now := m.now().UnixNano() // the series' last update: one clock read per batch
 	for i := range flows {
 		f := &flows[i]
-		m.observe(f)
+		m.observe(f, now)
 		if m.sampling != nil && (i == 0 || f.NodeName != lastNode || f.Sampling != lastSampling) {
 			lastNode, lastSampling = f.NodeName, f.Sampling
-			m.sampling.WithLabelValues(f.NodeName).Set(float64(samplingOf(f.Sampling)))
+			m.sampling.set(now, float64(samplingOf(f.Sampling)), f.NodeName)
 		}
 	}
 }
@@ -246,13 +273,15 @@ type flowLabels struct {
 	// scale is the flow's sampling rate, by which its sampled counts
 	// (bytes, packets) are multiplied.
 	scale float64
+	// now is the batch's time, the series' last update (Unix ns).
+	now int64
 }
 
-func (m *Metrics) observe(f *enriched.Flow) {
+func (m *Metrics) observe(f *enriched.Flow, now int64) {
 	if m.flows != nil {
 		m.flows.Inc()
 	}
-	var l flowLabels
+	l := flowLabels{now: now}
 	l.scale = float64(samplingOf(f.Sampling))
 	l.srcNS, l.srcW = endpointLabels(&f.Src)
 	l.dstNS, l.dstW = endpointLabels(&f.Dst)
@@ -265,21 +294,20 @@ func (m *Metrics) observe(f *enriched.Flow) {
 					dir = d.String()
 				}
 			}
-			var lv []string
+			var lvs [7]string
+			lv := append(lvs[:0], l.srcNS, l.srcW, l.dstNS, l.dstW, dir)
 			if m.podLabels {
-				lv = []string{l.srcNS, l.srcW, l.dstNS, l.dstW, dir, podName(&f.Src), podName(&f.Dst)}
-			} else {
-				lv = []string{l.srcNS, l.srcW, l.dstNS, l.dstW, dir}
+				lv = append(lv, podName(&f.Src), podName(&f.Dst))
 			}
 			if m.flowBytes != nil {
-				m.flowBytes.WithLabelValues(lv...).Add(float64(f.Bytes) * l.scale)
+				m.flowBytes.add(now, float64(f.Bytes)*l.scale, lv...)
 			}
 			if m.flowPackets != nil {
-				m.flowPackets.WithLabelValues(lv...).Add(float64(f.Packets) * l.scale)
+				m.flowPackets.add(now, float64(f.Packets)*l.scale, lv...)
 			}
 		}
 		if m.nodeBytes != nil {
-			m.nodeBytes.WithLabelValues(f.Src.Node, f.Dst.Node).Add(float64(f.Bytes) * l.scale)
+			m.nodeBytes.add(now, float64(f.Bytes)*l.scale, f.Src.Node, f.Dst.Node)
 		}
 	}
 	// Each feature's metrics, called by name: this is the ingest path,
@@ -345,6 +373,7 @@ func (c *syncedCollector) Collect(ch chan<- prometheus.Metric) {
 // not, in byFeature: a feature's metrics are what its register function
 // asks for, so FeatureMetrics cannot drift from the registration.
 type registrar struct {
+	m         *Metrics // where the series are tracked
 	reg       *prometheus.Registry
 	enabled   map[string]bool
 	feature   string
@@ -353,7 +382,7 @@ type registrar struct {
 
 // featureRegistrar is the registrar of the metrics of feature.
 func (m *Metrics) featureRegistrar(feature string, enabled map[string]bool) registrar {
-	return registrar{reg: m.reg, enabled: enabled, feature: feature, byFeature: m.byFeature}
+	return registrar{m: m, reg: m.reg, enabled: enabled, feature: feature, byFeature: m.byFeature}
 }
 
 func (r registrar) asked(name string) bool {
@@ -363,24 +392,56 @@ func (r registrar) asked(name string) bool {
 	return r.enabled[name]
 }
 
-// counterVec is the counter vector name, nil when it is not enabled.
-func (r registrar) counterVec(name, help string, labels []string) *prometheus.CounterVec {
+// counterVec is the counter vector name, its series bounded (series.go),
+// nil when it is not enabled.
+func (r registrar) counterVec(name, help string, labels []string) *counterSeries {
 	if !r.asked(name) {
 		return nil
 	}
 	v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 	r.reg.MustRegister(v)
-	return v
+	s := &counterSeries{}
+	track(r.m, &s.bounded, name, v, len(labels), true)
+	return s
 }
 
-// histogramVec is the histogram vector name, nil when it is not enabled.
-func (r registrar) histogramVec(name, help string, buckets []float64, labels []string) *prometheus.HistogramVec {
+// histogramVec is the histogram vector name, its series bounded, nil when
+// it is not enabled.
+func (r registrar) histogramVec(name, help string, buckets []float64, labels []string) *histogramSeries {
 	if !r.asked(name) {
 		return nil
 	}
 	v := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
 	r.reg.MustRegister(v)
-	return v
+	s := &histogramSeries{}
+	track(r.m, &s.bounded, name, v, len(labels), true)
+	return s
+}
+
+// gaugeVec is the gauge vector name, its series bounded (past the cap, a
+// value is dropped: a gauge has no sum to keep), nil when it is not
+// enabled.
+func (r registrar) gaugeVec(name, help string, labels []string) *gaugeSeries {
+	if !r.asked(name) {
+		return nil
+	}
+	v := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+	r.reg.MustRegister(v)
+	s := &gaugeSeries{}
+	track(r.m, &s.bounded, name, v, len(labels), false)
+	return s
+}
+
+// track sets up b over vec and adds it to m's tracked series; its series
+// of the limited and expired counters exist (0) from the start.
+func track[M any](m *Metrics, b *bounded[M], name string, vec interface {
+	GetMetricWithLabelValues(lvs ...string) (M, error)
+	DeleteLabelValues(lvs ...string) bool
+}, nLabel int, overflow bool) {
+	b.name, b.vec, b.nLabel, b.overflow, b.max = name, vec, nLabel, overflow, m.maxSeries
+	b.series = map[string]*seriesEntry[M]{}
+	b.limited, b.expired = m.limited.WithLabelValues(name), m.expired.WithLabelValues(name)
+	m.tracked = append(m.tracked, b)
 }
 
 // FeatureMetrics are the flow metrics of the kernel feature named feature

@@ -1,8 +1,6 @@
 package enrich
 
 import (
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/flowlens/flowlens/internal/shared/enriched"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
@@ -32,8 +30,8 @@ var DNSLatencyBuckets = []float64{
 }
 
 type dnsMetrics struct {
-	latency             *prometheus.HistogramVec
-	responses, timeouts *prometheus.CounterVec
+	latency             *histogramSeries
+	responses, timeouts *counterSeries
 }
 
 func (m *dnsMetrics) register(r registrar) {
@@ -56,13 +54,13 @@ func (m *dnsMetrics) observe(f *enriched.Flow, l *flowLabels) {
 			cNS, cW = l.dstNS, l.dstW
 		}
 		if m.responses != nil && f.DNSAnswered() {
-			m.responses.WithLabelValues(dnsRcodeLabel(f.DNSRcode), cNS, cW).Inc()
+			m.responses.add(l.now, 1, dnsRcodeLabel(f.DNSRcode), cNS, cW)
 		}
 		if m.latency != nil && f.DNSLatency > 0 {
-			m.latency.WithLabelValues(cNS, cW).Observe(f.DNSLatency.Seconds())
+			m.latency.observe(l.now, f.DNSLatency.Seconds(), cNS, cW)
 		}
 		if m.timeouts != nil && f.DNSTimeout {
-			m.timeouts.WithLabelValues(cNS, cW).Inc()
+			m.timeouts.add(l.now, 1, cNS, cW)
 		}
 	}
 }

@@ -3,8 +3,6 @@ package enrich
 import (
 	"sync"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/flowlens/flowlens/internal/shared/enriched"
 )
 
@@ -25,7 +23,7 @@ const (
 var dropsMetricNames = []string{MetricDropPackets, MetricDropBytes}
 
 type dropsMetrics struct {
-	packets, bytes *prometheus.CounterVec
+	packets, bytes *counterSeries
 
 	causeMu sync.RWMutex
 	causes  map[string]struct{}
@@ -44,10 +42,10 @@ func (d *dropsMetrics) observe(f *enriched.Flow, l *flowLabels) {
 	if f.DropPackets > 0 || f.DropBytes > 0 {
 		cause := d.cause(f.DropCause)
 		if d.packets != nil {
-			d.packets.WithLabelValues(l.srcNS, l.dstNS, cause).Add(float64(f.DropPackets))
+			d.packets.add(l.now, float64(f.DropPackets), l.srcNS, l.dstNS, cause)
 		}
 		if d.bytes != nil {
-			d.bytes.WithLabelValues(l.srcNS, l.dstNS, cause).Add(float64(f.DropBytes))
+			d.bytes.add(l.now, float64(f.DropBytes), l.srcNS, l.dstNS, cause)
 		}
 	}
 }

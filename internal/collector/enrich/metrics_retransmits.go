@@ -1,8 +1,6 @@
 package enrich
 
 import (
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/flowlens/flowlens/internal/shared/enriched"
 )
 
@@ -11,7 +9,7 @@ const MetricRetransmits = Prefix + "retransmits_total"
 
 var retransmitsMetricNames = []string{MetricRetransmits}
 
-type retransmitsMetrics struct{ retransmits *prometheus.CounterVec }
+type retransmitsMetrics struct{ retransmits *counterSeries }
 
 func (m *retransmitsMetrics) register(r registrar) {
 	m.retransmits = r.counterVec(MetricRetransmits, "TCP segments retransmitted, by source and destination namespace of the flow that carried them.",
@@ -22,6 +20,6 @@ func (m *retransmitsMetrics) register(r registrar) {
 // every segment whatever the sampling rate: an exact count, not scaled.
 func (m *retransmitsMetrics) observe(f *enriched.Flow, l *flowLabels) {
 	if f.Retransmits > 0 && m.retransmits != nil {
-		m.retransmits.WithLabelValues(l.srcNS, l.dstNS).Add(float64(f.Retransmits))
+		m.retransmits.add(l.now, float64(f.Retransmits), l.srcNS, l.dstNS)
 	}
 }

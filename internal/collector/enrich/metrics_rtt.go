@@ -1,8 +1,6 @@
 package enrich
 
 import (
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/flowlens/flowlens/internal/shared/enriched"
 )
 
@@ -19,7 +17,7 @@ var RTTBuckets = []float64{
 	1, 2.5, 5, 10,
 }
 
-type rttMetrics struct{ rtt *prometheus.HistogramVec }
+type rttMetrics struct{ rtt *histogramSeries }
 
 func (m *rttMetrics) register(r registrar) {
 	m.rtt = r.histogramVec(MetricRTT, "Smoothed TCP round-trip time, observed once per flow that reports one (its latest value in the eviction period), by source and destination namespace.",
@@ -28,6 +26,6 @@ func (m *rttMetrics) register(r registrar) {
 
 func (m *rttMetrics) observe(f *enriched.Flow, l *flowLabels) {
 	if f.RTT > 0 && m.rtt != nil {
-		m.rtt.WithLabelValues(l.srcNS, l.dstNS).Observe(f.RTT.Seconds())
+		m.rtt.observe(l.now, f.RTT.Seconds(), l.srcNS, l.dstNS)
 	}
 }

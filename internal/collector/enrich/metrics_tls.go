@@ -1,8 +1,6 @@
 package enrich
 
 import (
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/flowlens/flowlens/internal/shared/enriched"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
@@ -19,7 +17,7 @@ const (
 
 var tlsMetricNames = []string{MetricTLSFlows}
 
-type tlsMetrics struct{ flows *prometheus.CounterVec }
+type tlsMetrics struct{ flows *counterSeries }
 
 func (m *tlsMetrics) register(r registrar) {
 	m.flows = r.counterVec(MetricTLSFlows, "Flow records that carried a TLS ServerHello (feature tls; the server -> client flow of a handshake; not scaled), by negotiated version and cipher suite (IANA names, other for values without one) and the server's namespace and workload.",
@@ -31,8 +29,8 @@ func (m *tlsMetrics) register(r registrar) {
 // negotiated values and are not counted.
 func (m *tlsMetrics) observe(f *enriched.Flow, l *flowLabels) {
 	if m.flows != nil && f.TLSVersion != 0 {
-		m.flows.WithLabelValues(tlsLabel(f.TLSVersion, flow.TLSVersionName),
-			tlsLabel(f.TLSCipherSuite, flow.TLSCipherSuiteName), l.srcNS, l.srcW).Inc()
+		m.flows.add(l.now, 1, tlsLabel(f.TLSVersion, flow.TLSVersionName),
+			tlsLabel(f.TLSCipherSuite, flow.TLSCipherSuiteName), l.srcNS, l.srcW)
 	}
 }
 

@@ -1,8 +1,6 @@
 package enrich
 
 import (
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/flowlens/flowlens/internal/shared/enriched"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
@@ -22,7 +20,7 @@ const (
 
 var xlatMetricNames = []string{MetricTranslatedBytes, MetricTranslatedFlows}
 
-type xlatMetrics struct{ bytes, flows *prometheus.CounterVec }
+type xlatMetrics struct{ bytes, flows *counterSeries }
 
 func (m *xlatMetrics) register(r registrar) {
 	labels := []string{"src_namespace", "src_workload", "dst_namespace", "dst_workload",
@@ -42,10 +40,10 @@ func (m *xlatMetrics) observe(f *enriched.Flow, l *flowLabels) {
 			}
 			lv := []string{l.srcNS, l.srcW, l.dstNS, l.dstW, xNS, xW, side}
 			if m.bytes != nil {
-				m.bytes.WithLabelValues(lv...).Add(float64(f.Bytes) * l.scale)
+				m.bytes.add(l.now, float64(f.Bytes)*l.scale, lv...)
 			}
 			if m.flows != nil {
-				m.flows.WithLabelValues(lv...).Inc()
+				m.flows.add(l.now, 1, lv...)
 			}
 		}
 	}

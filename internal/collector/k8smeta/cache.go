@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
@@ -26,10 +27,11 @@ const (
 	ResourceReplicaSets = "replicasets"
 	ResourceServices    = "services"
 	ResourceNodes       = "nodes"
+	ResourceJobs        = "jobs"
 )
 
 // Resources lists the watched resources.
-var Resources = []string{ResourcePods, ResourceReplicaSets, ResourceServices, ResourceNodes}
+var Resources = []string{ResourcePods, ResourceReplicaSets, ResourceServices, ResourceNodes, ResourceJobs}
 
 // Index names.
 const (
@@ -38,7 +40,7 @@ const (
 )
 
 // Cache is a Source backed by shared informers on Pods, ReplicaSets,
-// Services and Nodes (cluster-wide). Each object is reduced by Transform
+// Services, Nodes and Jobs (cluster-wide). Each object is reduced by Transform
 // before it is stored, so the cache holds only names, owners, addresses
 // and the few fields resolution needs; every address is indexed.
 //
@@ -57,6 +59,7 @@ type Cache struct {
 	rs      cache.SharedIndexInformer
 	svcs    cache.SharedIndexInformer
 	nodes   cache.SharedIndexInformer
+	jobs    cache.SharedIndexInformer
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -71,6 +74,7 @@ func NewCache(client kubernetes.Interface) (*Cache, error) {
 		rs:      f.Apps().V1().ReplicaSets().Informer(),
 		svcs:    f.Core().V1().Services().Informer(),
 		nodes:   f.Core().V1().Nodes().Informer(),
+		jobs:    f.Batch().V1().Jobs().Informer(),
 		stop:    make(chan struct{}),
 	}
 	for _, x := range []struct {
@@ -101,7 +105,7 @@ func (c *Cache) Stop() {
 // WaitForSync waits until every informer has listed its resource once, or
 // ctx ends (false).
 func (c *Cache) WaitForSync(ctx context.Context) bool {
-	return cache.WaitForCacheSync(ctx.Done(), c.pods.HasSynced, c.rs.HasSynced, c.svcs.HasSynced, c.nodes.HasSynced)
+	return cache.WaitForCacheSync(ctx.Done(), c.pods.HasSynced, c.rs.HasSynced, c.svcs.HasSynced, c.nodes.HasSynced, c.jobs.HasSynced)
 }
 
 // Synced reports, per resource (Resources), whether its informer has
@@ -112,6 +116,7 @@ func (c *Cache) Synced() map[string]bool {
 		ResourceReplicaSets: c.rs.HasSynced(),
 		ResourceServices:    c.svcs.HasSynced(),
 		ResourceNodes:       c.nodes.HasSynced(),
+		ResourceJobs:        c.jobs.HasSynced(),
 	}
 }
 
@@ -146,7 +151,7 @@ func nodeMeta(name string) enriched.K8sContext {
 }
 
 // podMeta is a pod's context, its owner resolved through the ReplicaSet
-// cache.
+// and Job caches.
 func (c *Cache) podMeta(p *corev1.Pod) enriched.K8sContext {
 	m := enriched.K8sContext{Kind: enriched.KindPod, Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName,
 		Workload: p.Name, WorkloadKind: enriched.WorkloadPod}
@@ -155,6 +160,10 @@ func (c *Cache) podMeta(p *corev1.Pod) enriched.K8sContext {
 		return m
 	}
 	m.Workload, m.WorkloadKind = ref.Name, ref.Kind
+	if ref.Kind == "Job" {
+		c.jobWorkload(p.Namespace, ref.Name, &m)
+		return m
+	}
 	if ref.Kind != "ReplicaSet" {
 		return m
 	}
@@ -174,6 +183,29 @@ func (c *Cache) podMeta(p *corev1.Pod) enriched.K8sContext {
 		}
 	}
 	return m
+}
+
+// jobWorkload sets the workload of a Job's pods, which must not be a new
+// label value on every run (docs/metrics.md, Cardinality): a Job a
+// controller owns (a CronJob, whose Jobs are named <cronjob>-<scheduled
+// minute>; anything else that creates Jobs) is its controller's; a Job
+// nobody owns created with generateName (migrate-x7k2p) is the name it
+// was generated from, without its "-" (migrate), kind Job; another keeps
+// its name, which its creator chose. A Job not in the cache (the collector
+// starting; its pods' events before its own) keeps its name until it is.
+func (c *Cache) jobWorkload(ns, name string, m *enriched.K8sContext) {
+	obj, ok, _ := c.jobs.GetIndexer().GetByKey(ns + "/" + name)
+	job, isJob := obj.(*batchv1.Job)
+	if !ok || !isJob {
+		return
+	}
+	if owner := controllerOf(&job.ObjectMeta); owner != nil {
+		m.Workload, m.WorkloadKind = owner.Name, owner.Kind
+		return
+	}
+	if g := strings.TrimRight(job.GenerateName, "-"); g != "" {
+		m.Workload = g
+	}
 }
 
 func controllerOf(m *metav1.ObjectMeta) *metav1.OwnerReference {

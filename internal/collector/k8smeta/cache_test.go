@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -320,6 +321,68 @@ func TestResolveClusterObjects(t *testing.T) {
 		"192.168.50.22":    nodeB,
 		"192.168.50.12":    {Kind: enriched.KindExternal, Subnet: "internet"},
 	})
+}
+
+// The pods of Jobs do not make a new workload value on every run: a
+// CronJob's runs are the CronJob (two runs, one workload), a Job created
+// with generateName is the name it was generated from, a Job named by its
+// creator keeps its name; a Job the cache does not hold keeps its name.
+func TestJobWorkloads(t *testing.T) {
+	needEnv(t)
+	ctx := ctxT(t)
+	ns := mkNamespace(t, "batch")
+	c := startCache(t)
+	r := &k8smeta.Resolver{Source: c}
+
+	tmpl := template("job")
+	tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
+	cj, err := k8s.BatchV1().CronJobs(ns).Create(ctx, &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: ns},
+		Spec: batchv1.CronJobSpec{Schedule: "0 3 * * *", JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: tmpl}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forget(t, k8s.BatchV1().CronJobs(ns).Delete, cj.Name)
+	cjRef := controllerRef("batch/v1", "CronJob", cj.Name, cj.UID)
+	mkJob := func(job *batchv1.Job) *batchv1.Job {
+		t.Helper()
+		job.Namespace, job.Spec = ns, batchv1.JobSpec{Template: tmpl}
+		job, err := k8s.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		forget(t, k8s.BatchV1().Jobs(ns).Delete, job.Name)
+		return job
+	}
+	podOf := func(job *batchv1.Job, name, ip string) {
+		t.Helper()
+		ref := controllerRef("batch/v1", "Job", job.Name, job.UID)
+		mkPod(t, ns, name, podOpts{owner: &ref, node: "node-a", ips: []string{ip}})
+	}
+	// Two runs of the CronJob, named as its controller names them.
+	run1 := mkJob(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "nightly-29000000", OwnerReferences: []metav1.OwnerReference{cjRef}}})
+	run2 := mkJob(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "nightly-29001440", OwnerReferences: []metav1.OwnerReference{cjRef}}})
+	podOf(run1, "nightly-29000000-k2x7p", "10.244.3.1")
+	podOf(run2, "nightly-29001440-q8w4z", "10.244.3.2")
+	gen := mkJob(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{GenerateName: "migrate-"}})
+	podOf(gen, gen.Name+"-abcde", "10.244.3.3")
+	once := mkJob(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "once"}})
+	podOf(once, "once-fghij", "10.244.3.4")
+	ghost := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "ghost-1", UID: "0e8f6c36-0000-4000-8000-000000000002"}}
+	podOf(ghost, "ghost-1-klmno", "10.244.3.5")
+
+	pod := func(name, workload, kind string) enriched.K8sContext {
+		return enriched.K8sContext{Kind: enriched.KindPod, Namespace: ns, Name: name, Workload: workload, WorkloadKind: kind, Node: "node-a"}
+	}
+	expect(t, r, map[string]enriched.K8sContext{
+		"10.244.3.1": pod("nightly-29000000-k2x7p", "nightly", "CronJob"),
+		"10.244.3.2": pod("nightly-29001440-q8w4z", "nightly", "CronJob"),
+		"10.244.3.3": pod(gen.Name+"-abcde", "migrate", "Job"),
+		"10.244.3.4": pod("once-fghij", "once", "Job"),
+		"10.244.3.5": pod("ghost-1-klmno", "ghost-1", "Job"),
+	})
+	if gen.Name == "migrate-" || !strings.HasPrefix(gen.Name, "migrate-") {
+		t.Errorf("generated Job name %q", gen.Name)
+	}
 }
 
 // A pod deleted and its address reused by a new pod resolves to the new

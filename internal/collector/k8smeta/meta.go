@@ -1,11 +1,14 @@
 // Package k8smeta resolves IP addresses to Kubernetes context: the pod,
 // Service or node that holds an address, the pod's owner workload
-// (Deployment through its ReplicaSet, StatefulSet, DaemonSet, Job...), its
-// node, and for addresses outside the cluster an optional subnet label:
-// an enriched.K8sContext (internal/shared/enriched: the flow model the
-// collector and `flowlens observe` share).
+// (Deployment through its ReplicaSet, StatefulSet, DaemonSet, CronJob
+// through its Job, Job...), its node, and for addresses outside the
+// cluster an optional subnet label: an enriched.K8sContext
+// (internal/shared/enriched: the flow model the collector and `flowlens
+// observe` share). Every name comes from the API server (or the
+// operator's --k8s-static file), never from the flows' senders: they are
+// the collector's metric labels.
 //
-// Cache keeps what it needs of Pods, ReplicaSets, Services and Nodes in
+// Cache keeps what it needs of Pods, ReplicaSets, Jobs, Services and Nodes in
 // shared informers whose transform function strips every other field
 // before an object is stored, indexed by IP. Subnets labels external
 // addresses by configured CIDRs (longest prefix wins). Resolver puts the

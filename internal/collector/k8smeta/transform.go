@@ -2,12 +2,13 @@ package k8smeta
 
 import (
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Transform is the informers' transform function: it replaces each Pod,
-// ReplicaSet, Service and Node by a copy holding only what resolution
+// ReplicaSet, Job, Service and Node by a copy holding only what resolution
 // needs, before the informer stores it, so that the cache's memory is a
 // few hundred bytes per object however large the objects are (managed
 // fields, annotations, labels, specs and statuses are dropped).
@@ -17,6 +18,7 @@ import (
 // UID; others dropped). Plus:
 //   - Pod: the pod-template-hash label, spec.nodeName, spec.hostNetwork,
 //     status.phase, status.podIP(s);
+//   - Job: metadata.generateName (its workload's name, cache.go);
 //   - Service: spec.clusterIP(s);
 //   - Node: status.addresses of type InternalIP and ExternalIP.
 //
@@ -41,6 +43,10 @@ func Transform(obj any) (any, error) {
 		return p, nil
 	case *appsv1.ReplicaSet:
 		return &appsv1.ReplicaSet{ObjectMeta: stripMeta(&o.ObjectMeta)}, nil
+	case *batchv1.Job:
+		j := &batchv1.Job{ObjectMeta: stripMeta(&o.ObjectMeta)}
+		j.GenerateName = o.GenerateName
+		return j, nil
 	case *corev1.Service:
 		s := &corev1.Service{ObjectMeta: stripMeta(&o.ObjectMeta)}
 		s.Spec.ClusterIP = o.Spec.ClusterIP

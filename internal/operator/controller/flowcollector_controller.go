@@ -75,6 +75,7 @@ type FlowCollectorReconciler struct {
 // grant only rights it holds.
 // +kubebuilder:rbac:groups="",resources=pods;services;nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch
 //
 // The kubelet's FailedMount events of the agent and Kafka collector pods,
 // for the Ready and CollectorReady conditions (podfailure.go); those pods

@@ -84,7 +84,8 @@ func buildCollector(fc *v1alpha1.FlowCollector, k *v1alpha1.KafkaExporter, opts 
 		WithOwnerReferences(owner).
 		WithRules(
 			rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("pods", "services", "nodes").WithVerbs("get", "list", "watch"),
-			rbacv1ac.PolicyRule().WithAPIGroups("apps").WithResources("replicasets").WithVerbs("get", "list", "watch"))
+			rbacv1ac.PolicyRule().WithAPIGroups("apps").WithResources("replicasets").WithVerbs("get", "list", "watch"),
+			rbacv1ac.PolicyRule().WithAPIGroups("batch").WithResources("jobs").WithVerbs("get", "list", "watch"))
 	o.ClusterRoleBinding = rbacv1ac.ClusterRoleBinding(CollectorName).
 		WithLabels(labels).
 		WithOwnerReferences(owner).

@@ -88,6 +88,8 @@ func TestFlowlensOnKubelet(t *testing.T) {
 	waitLog(ctx, t, cs, client2, "udp done")
 	checkUDPFlow(ctx, t, cs, collector, client2, server, datagrams/2, []string{hostVeth(ctx, t, n, client2), serverVeth})
 	step("counting resumed exactly")
+	checkJobWorkloads(ctx, t, admin, cs, collector, server)
+	step("Job pods: a CronJob's runs are its workload, generated Jobs their generateName's")
 
 	// The agent's metrics over TLS and mutual TLS, probed by the kubelet
 	// (metricstls_test.go).
