@@ -189,6 +189,9 @@ func New(cfg Config) (*Exporter, error) {
 	bo := backoff.Config{BaseDelay: cfg.BackoffBase, Multiplier: cfg.BackoffMultiplier, Jitter: cfg.BackoffJitter, MaxDelay: cfg.BackoffMax}
 	opts := []grpcgo.DialOption{grpcgo.WithTransportCredentials(creds)}
 	if cfg.TokenFile != "" {
+		if creds.Info().SecurityProtocol != "tls" && !cfg.InsecurePlaintext {
+			return nil, errors.New("grpc exporter: a token file needs TLS (the token would cross the network in plaintext), or InsecurePlaintext")
+		}
 		tf, err := newTokenFile(cfg.TokenFile, cfg.InsecurePlaintext)
 		if err != nil {
 			return nil, err
