@@ -127,7 +127,7 @@ type Collector struct {
 	metrics  *enrich.Metrics
 	printer  *printer // nil with Output "none"
 	srv      *receiver.Server
-	auth     *authorizer // nil without --auth kubernetes
+	auth     *authorizer        // nil without --auth kubernetes
 	consumer *receiver.Consumer // nil without Kafka
 	hist     *history.Service   // nil with History.Size 0
 	lis      net.Listener
