@@ -76,8 +76,8 @@ func (c *Collector) newAuth(refused *prometheus.CounterVec) error {
 		return fmt.Errorf("--auth kubernetes: %w", err)
 	}
 	if rc == nil {
-		c.log.Warn("--auth none: no per-call authorization: whoever reaches --listen may export flows of any node and read every flow (docs/security.md)",
-			"listen", cfg.Listen)
+		c.log.Warn("no per-call authorization (--auth none, or auto without a cluster): whoever reaches --listen may export flows of any node and read every flow (docs/security.md)",
+			"listen", cfg.Listen, "auth", mode)
 		return nil
 	}
 	rc = rest.CopyConfig(rc)

@@ -173,6 +173,13 @@ func (r *Reviewer) Authorize(ctx context.Context, token, audience, verb string) 
 	return id, err
 }
 
+// Len is the number of answers kept.
+func (r *Reviewer) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.cache)
+}
+
 func (r *Reviewer) store(key cacheKey, e cacheEntry, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
