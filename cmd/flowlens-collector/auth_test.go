@@ -154,6 +154,7 @@ func TestAuthorization(t *testing.T) {
 			"Export needs a bearer token"},
 		{"forged token", tlsCreds, agentA[:len(agentA)-4] + "AAAA", []string{"node-a"}, codes.Unauthenticated, "the token is not valid"},
 		{"plaintext to the TLS collector", insecure.NewCredentials(), agentA, []string{"node-a"}, codes.Unavailable, ""},
+		{"oversized token", tlsCreds, strings.Repeat("x", 16<<10+1), []string{"node-a"}, codes.Unauthenticated, "a bearer token of 16385 bytes, max 16384"},
 	} {
 		t.Run("Export/"+tc.name, func(t *testing.T) {
 			err := rawExport(addr, tc.creds, tc.token, tc.nodes...)

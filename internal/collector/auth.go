@@ -142,8 +142,16 @@ func (a *authorizer) authorize(ctx context.Context, method string) (context.Cont
 	return nil, status.Errorf(codes.PermissionDenied, "forbidden: %s", method)
 }
 
+// maxTokenBytes bounds a bearer token sent on to the API server: service
+// account and OIDC tokens are a few KiB; a larger one is refused without
+// a review.
+const maxTokenBytes = 16 << 10
+
 // review asks the reviewer and turns its answer into a gRPC status.
 func (a *authorizer) review(ctx context.Context, token, audience, verb string) (*kubeauth.Identity, error) {
+	if len(token) > maxTokenBytes {
+		return nil, status.Errorf(codes.Unauthenticated, "collector: a bearer token of %d bytes, max %d", len(token), maxTokenBytes)
+	}
 	id, err := a.rev.Authorize(ctx, token, audience, verb)
 	var forbidden *kubeauth.ForbiddenError
 	switch {
