@@ -43,6 +43,9 @@ type connection struct {
 	// the collector wants one.
 	token   bool
 	noToken string
+	// names are the servers' names in messages, by address (the pods
+	// behind port-forwards); an address without one is its own name.
+	names map[string]string
 }
 
 // connect decides the connection for serverName; kube is the kubeconfig's
