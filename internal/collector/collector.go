@@ -42,7 +42,14 @@ import (
 // fills it from the option table (Spec, options.go), which also checks the
 // ranges.
 type Config struct {
-	Listen string // gRPC address agents export to
+	// Listen is the gRPC address agents export to and the history is
+	// read from; "" serves no gRPC.
+	Listen string
+	// InsecurePlaintext allows plaintext on a Listen that is not loopback.
+	InsecurePlaintext bool
+	// Auth is the per-call authorization: AuthAuto, AuthKubernetes or
+	// AuthNone.
+	Auth string
 	// Output is how flows are printed: "json" (one object per line),
 	// "table" or "none" (metrics and history only).
 	Output string
@@ -97,11 +104,14 @@ type Options struct {
 	// InCluster returns the in-cluster configuration, or
 	// rest.ErrNotInCluster outside a pod (nil: rest.InClusterConfig).
 	InCluster func() (*rest.Config, error)
+	// ReauthorizeEvery is how often --auth kubernetes reviews the token
+	// of an open Export stream again (0: DefaultReauthorizeEvery).
+	ReauthorizeEvery time.Duration
 }
 
 // Addrs are the addresses the collector listens on.
 type Addrs struct {
-	GRPC    net.Addr
+	GRPC    net.Addr // nil with Listen ""
 	Metrics net.Addr // nil without a metrics address
 }
 
@@ -120,6 +130,7 @@ type Collector struct {
 	metrics  *enrich.Metrics
 	printer  *printer // nil with Output "none"
 	srv      *receiver.Server
+	auth     *authorizer        // nil without --auth kubernetes
 	consumer *receiver.Consumer // nil without Kafka
 	hist     *history.Service   // nil with History.Size 0
 	lis      net.Listener
@@ -149,18 +160,30 @@ func New(cfg Config, opts Options) (_ *Collector, err error) {
 			c.shutdown(context.Background())
 		}
 	}()
-	cfg.Limits.Logger = c.log
-	if cfg.TLSCert != "" {
-		if cfg.Limits.TLS, err = receiver.ServerTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA); err != nil {
-			return nil, err
-		}
-	}
 	resolver, err := c.newResolver()
 	if err != nil {
 		return nil, err
 	}
 	if err := c.newMetrics(); err != nil {
 		return nil, err
+	}
+	refused := newRefusedFlows()
+	c.metrics.Registry().MustRegister(refused)
+	// On c.cfg: newAuth sets Limits.Authorize.
+	c.cfg.Limits.Logger = c.log
+	if err := c.newAuth(refused); err != nil {
+		return nil, err
+	}
+	cfg = c.cfg
+	if cfg.TLSCert != "" {
+		serverTLS := receiver.ServerTLS
+		if c.auth != nil {
+			// Agents with a token and readers come without a certificate.
+			serverTLS = receiver.ServerTLSClientCertOptional
+		}
+		if cfg.Limits.TLS, err = serverTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA); err != nil {
+			return nil, err
+		}
 	}
 	pl := &enrich.Pipeline{Resolver: resolver, Metrics: c.metrics}
 	if cfg.Output != OutputNone {
@@ -173,7 +196,11 @@ func New(cfg Config, opts Options) (_ *Collector, err error) {
 		c.printer = newPrinter(opts.Stdout, cfg.Output, query, resolver != nil)
 		pl.Sink = c.printer.write
 	}
-	if c.srv, err = receiver.New(pl.Handle, cfg.Limits); err != nil {
+	handle := receiver.Handler(pl.Handle)
+	if c.auth != nil {
+		handle = c.auth.checkIdentity(handle)
+	}
+	if c.srv, err = receiver.New(handle, cfg.Limits); err != nil {
 		return nil, err
 	}
 	c.hist = startHistory(cfg.History, pl, c.srv, c.metrics.Registry())
@@ -218,8 +245,10 @@ func (c *Collector) newMetrics() error {
 // listen binds the gRPC and metrics addresses and tells Options.Ready.
 func (c *Collector) listen() error {
 	var err error
-	if c.lis, err = net.Listen("tcp", c.cfg.Listen); err != nil {
-		return err
+	if c.cfg.Listen != "" {
+		if c.lis, err = net.Listen("tcp", c.cfg.Listen); err != nil {
+			return err
+		}
 	}
 	if c.cfg.MetricsAddress != "" {
 		h := httpserve.Handler(httpserve.Options{Gatherer: c.metrics.Registry(), Ready: c.ready, Logger: c.log})
@@ -228,7 +257,10 @@ func (c *Collector) listen() error {
 		}
 	}
 	if c.opts.Ready != nil {
-		a := Addrs{GRPC: c.lis.Addr()}
+		var a Addrs
+		if c.lis != nil {
+			a.GRPC = c.lis.Addr()
+		}
 		if c.ms != nil {
 			a.Metrics = c.ms.Addr()
 		}

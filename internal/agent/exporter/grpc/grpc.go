@@ -64,12 +64,20 @@ type Config struct {
 	// ("dns:///collector.ns.svc:9990").
 	Target string
 
-	// TLS: with none of these set the connection is plaintext. TLSCA
+	// TLS: with TLS false and none of the files set the connection is
+	// plaintext. TLSCA
 	// verifies the collector (empty: the system's roots); TLSCert and
 	// TLSKey are the agent's client certificate (mTLS). The key pair is
 	// re-read at each handshake, so rotated files are picked up on the next
 	// reconnection.
+	TLS                    bool
 	TLSCA, TLSCert, TLSKey string
+	// TokenFile holds a bearer token sent with every stream
+	// ("authorization: Bearer <token>", read again at each stream: the
+	// kubelet rotates projected tokens); "": none. Without TLS it is sent
+	// only when InsecurePlaintext says so.
+	TokenFile         string
+	InsecurePlaintext bool
 	// TLSServerName overrides the name the collector's certificate is
 	// verified against (default: the target's host).
 	TLSServerName string
@@ -179,12 +187,22 @@ func New(cfg Config) (*Exporter, error) {
 		return nil, err
 	}
 	bo := backoff.Config{BaseDelay: cfg.BackoffBase, Multiplier: cfg.BackoffMultiplier, Jitter: cfg.BackoffJitter, MaxDelay: cfg.BackoffMax}
-	conn, err := grpcgo.NewClient(cfg.Target,
-		grpcgo.WithTransportCredentials(creds),
+	opts := []grpcgo.DialOption{grpcgo.WithTransportCredentials(creds)}
+	if cfg.TokenFile != "" {
+		if creds.Info().SecurityProtocol != "tls" && !cfg.InsecurePlaintext {
+			return nil, errors.New("grpc exporter: a token file needs TLS (the token would cross the network in plaintext), or InsecurePlaintext")
+		}
+		tf, err := newTokenFile(cfg.TokenFile, cfg.InsecurePlaintext)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, grpcgo.WithPerRPCCredentials(tf))
+	}
+	conn, err := grpcgo.NewClient(cfg.Target, append(opts,
 		grpcgo.WithKeepaliveParams(keepalive.ClientParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout, PermitWithoutStream: true}),
 		grpcgo.WithConnectParams(grpcgo.ConnectParams{Backoff: bo, MinConnectTimeout: cfg.ConnectTimeout}),
 		grpcgo.WithContextDialer(e.dial),
-		grpcgo.WithUserAgent("flowlens-agent"),
+		grpcgo.WithUserAgent("flowlens-agent"))...,
 	)
 	if err != nil {
 		return nil, fmt.Errorf("grpc exporter: %w", err)
@@ -519,12 +537,12 @@ func (e *Exporter) Close() error {
 
 // transportCredentials builds plaintext, TLS or mTLS credentials.
 func transportCredentials(cfg Config) (credentials.TransportCredentials, error) {
-	if cfg.TLSCA == "" && cfg.TLSCert == "" && cfg.TLSKey == "" {
+	if !cfg.TLS && cfg.TLSCA == "" && cfg.TLSCert == "" && cfg.TLSKey == "" {
 		return insecure.NewCredentials(), nil
 	}
-	tc, err := tlsclient.Config(cfg.TLSCA, cfg.TLSCert, cfg.TLSKey, cfg.TLSServerName)
+	creds, err := tlsclient.Credentials(cfg.TLSCA, cfg.TLSCert, cfg.TLSKey, cfg.TLSServerName)
 	if err != nil {
 		return nil, fmt.Errorf("grpc exporter: %w", err)
 	}
-	return credentials.NewTLS(tc), nil
+	return creds, nil
 }
