@@ -159,22 +159,62 @@ func CountFlows(b []byte) (int, error) {
 }
 
 // consumeField splits the first field off b: its number, wire type and
-// value (with a length prefix for BytesType), and the rest.
+// value (with a length prefix for BytesType), and the rest. The common
+// cases (one-byte tags, varints, fixed sizes, lengths) are inlined: it
+// runs for every field of every flow received.
 func consumeField(b []byte) (num protowire.Number, typ protowire.Type, v, rest []byte, err error) {
-	num, typ, l := protowire.ConsumeTag(b)
-	if l < 0 {
-		return 0, 0, nil, nil, protowire.ParseError(l)
+	var tag uint64
+	if len(b) > 0 && b[0] < 0x80 {
+		tag, rest = uint64(b[0]), b[1:]
+	} else {
+		t, l := protowire.ConsumeVarint(b)
+		if l < 0 {
+			return 0, 0, nil, nil, protowire.ParseError(l)
+		}
+		tag, rest = t, b[l:]
 	}
-	if num > protowire.MaxValidNumber {
-		// protowire takes numbers up to MaxInt32; proto.Unmarshal does not.
-		return 0, 0, nil, nil, fmt.Errorf("field number %d", num)
+	if tag>>3 < uint64(protowire.MinValidNumber) || tag>>3 > uint64(protowire.MaxValidNumber) {
+		return 0, 0, nil, nil, fmt.Errorf("field number %d", tag>>3)
 	}
-	b = b[l:]
-	l = protowire.ConsumeFieldValue(num, typ, b)
-	if l < 0 {
-		return 0, 0, nil, nil, protowire.ParseError(l)
+	num, typ = protowire.Number(tag>>3), protowire.Type(tag&7)
+	n := -1
+	switch typ {
+	case protowire.VarintType:
+		for i := 0; i < len(rest) && i < 10; i++ {
+			if rest[i] < 0x80 {
+				if i < 9 || rest[i] <= 1 { // a tenth byte above 1 overflows 64 bits
+					n = i + 1
+				}
+				break
+			}
+		}
+	case protowire.Fixed32Type:
+		if len(rest) >= 4 {
+			n = 4
+		}
+	case protowire.Fixed64Type:
+		if len(rest) >= 8 {
+			n = 8
+		}
+	case protowire.BytesType:
+		if len(rest) > 0 && rest[0] < 0x80 {
+			n = 1 + int(rest[0])
+		} else if l, m := protowire.ConsumeVarint(rest); m > 0 && l <= uint64(len(rest)) {
+			n = m + int(l)
+		}
+		if n > len(rest) {
+			n = -1
+		}
+	default: // groups, reserved types: protowire's (rare, and refused by Unmarshal if wrong)
+		n = protowire.ConsumeFieldValue(num, typ, rest)
+		if n < 0 {
+			return 0, 0, nil, nil, protowire.ParseError(n)
+		}
 	}
-	return num, typ, b[:l], b[l:], nil
+	if n < 0 {
+		return 0, 0, nil, nil, fmt.Errorf("field %d: truncated or overlong value", num)
+	}
+	return num, typ, rest[:n], rest[n:], nil
 }
 
 func malformed(what string, err error) error {
