@@ -184,6 +184,11 @@ func New(cfg Config, opts Options) (_ *Collector, err error) {
 		}
 		c.metrics.Registry().MustRegister(consumerMetrics(&c.consumer.Stats)...)
 	}
+	var cons *receiver.ConsumerStats
+	if c.consumer != nil {
+		cons = &c.consumer.Stats
+	}
+	c.metrics.Registry().MustRegister(refusedMetrics(&c.srv.Stats, cons)...)
 	if err := c.listen(); err != nil {
 		return nil, err
 	}
