@@ -61,7 +61,7 @@ import (
 // Defaults of Options.
 const (
 	DefaultMaxMessageBytes  = 16 << 20
-	DefaultMaxFlowsPerBatch = 100_000
+	DefaultMaxFlowsPerBatch = flowpb.MaxFlowsPerMessage // the agents' split
 	DefaultMaxStreams       = 4096
 	// DefaultMaxStreamsPerClient leaves an agent room for the streams of
 	// its reconnections that the server has not yet seen die (keepalive

@@ -43,6 +43,12 @@ var Bounds = map[protoreflect.FullName]int{
 	"flowlens.flow.v1.DNS.dns_name":         flow.MaxDNSName,
 }
 
+// MaxFlowsPerMessage is the most flows in one FlowBatch message that a
+// collector takes by default (pkg/receiver's DefaultMaxFlowsPerBatch, its
+// --max-flows-per-batch) and at which the agent's gRPC exporter splits a
+// batch, whatever the flows' sizes.
+const MaxFlowsPerMessage = 100_000
+
 // ErrBound marks a flow that holds a string, bytes or list longer than
 // its bound (Bounds). It also matches ErrInvalid.
 var ErrBound = errors.New("beyond its bound")
