@@ -227,8 +227,8 @@ func TestHelpAndVersion(t *testing.T) {
 		"Usage: flowlens-collector [flags]",
 		"FLOWLENS_COLLECTOR_SOME_NAME",
 		"(or FLOWLENS_COLLECTOR_CONFIG)",
-		"Receiving from agents:\n" + `  --listen host:port       address to receive flows on (default ":9990")`,
-		`--max-agents n           most agent streams served at once (-1: unlimited) (default "4096")`,
+		"Receiving from agents:\n" + `  --listen host:port         address to receive flows on (default ":9990")`,
+		`--max-agents n             most agent streams served at once (-1: unlimited) (default "4096")`,
 		"\nFlow history:\n  --history-size n ",
 		"--port list", "(repeatable)", "--version",
 	} {

@@ -3,7 +3,6 @@ package receiver_test
 import (
 	"context"
 	"net"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -62,25 +61,34 @@ func emptyFlows(n int) []byte {
 	return b
 }
 
-// A 4 MiB and a (just under) 16 MiB message of empty flows are refused
-// before they are decoded, with the count, within a second.
+// A 4 MiB message of empty flows (the default limit) is refused before
+// it is decoded, with the count, a 16 MiB one by gRPC's size check before
+// it is read; both within a second.
 func TestEmptyFlowsRefusedBeforeDecoding(t *testing.T) {
 	rec := receivertest.Start(t, receiver.Options{})
-	conn := dial(t, rec.Addr, grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(receiver.DefaultMaxMessageBytes)))
-	for _, n := range []int{2 << 20, receiver.DefaultMaxMessageBytes/2 - 8} {
+	conn := dial(t, rec.Addr, grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20)))
+	for _, tc := range []struct {
+		n    int
+		want string
+	}{
+		{receiver.DefaultMaxMessageBytes / 2, "collector: 2097152 flows in one message, max 100000"},
+		{8 << 20, "grpc: received message larger than max (16777216 vs. 4194304)"},
+	} {
 		start := time.Now()
-		err := sendRaw(t, conn, emptyFlows(n))
+		err := sendRaw(t, conn, emptyFlows(tc.n))
 		d := time.Since(start)
-		want := "collector: " + strconv.Itoa(n) + " flows in one message, max 100000"
-		if status.Code(err) != codes.ResourceExhausted || status.Convert(err).Message() != want {
-			t.Errorf("%d empty flows: %v, want ResourceExhausted %q", n, err, want)
+		if status.Code(err) != codes.ResourceExhausted || status.Convert(err).Message() != tc.want {
+			t.Errorf("%d empty flows: %v, want ResourceExhausted %q", tc.n, err, tc.want)
 		}
 		if d > time.Second {
-			t.Errorf("%d empty flows: answered after %v", n, d)
+			t.Errorf("%d empty flows: answered after %v", tc.n, d)
 		}
 	}
-	if n := rec.Server.Stats.RefusedTooMany.Load(); n != 2<<20+receiver.DefaultMaxMessageBytes/2-8 {
+	if n := rec.Server.Stats.RefusedTooMany.Load(); n != receiver.DefaultMaxMessageBytes/2 {
 		t.Errorf("Stats.RefusedTooMany = %d", n)
+	}
+	if n := rec.Server.Stats.Rejected.Load(); n != 2 {
+		t.Errorf("Stats.Rejected = %d, want 2", n)
 	}
 	if n := rec.Count(); n != 0 {
 		t.Errorf("%d flows handled", n)

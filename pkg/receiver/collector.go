@@ -60,7 +60,7 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultMaxMessageBytes  = 16 << 20
+	DefaultMaxMessageBytes  = flowpb.MaxMessageBytes    // what the agents send
 	DefaultMaxFlowsPerBatch = flowpb.MaxFlowsPerMessage // the agents' split
 	DefaultMaxStreams       = 4096
 	// DefaultMaxStreamsPerClient leaves an agent room for the streams of
@@ -263,6 +263,19 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if len(data) == 1 { // no copy: a message that came in one buffer
 		t.flows, t.refused, t.err = flowpb.DecodeBatch(data[0].ReadOnlyData(), c.maxFlows)
 		return nil
+	}
+	// In pieces: a message that may hold more flows than allowed (each is
+	// at least 2 bytes) is counted in place, so that refusing it copies
+	// nothing.
+	if t.size > 2*c.maxFlows {
+		chunks := make([][]byte, len(data))
+		for i, b := range data {
+			chunks[i] = b.ReadOnlyData()
+		}
+		if n, err := flowpb.CountFlowsChunks(chunks); err == nil && n > c.maxFlows {
+			t.err = &flowpb.TooManyFlowsError{N: n, Max: c.maxFlows}
+			return nil
+		}
 	}
 	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
 	defer buf.Free()

@@ -10,6 +10,7 @@ package flowpb
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -42,6 +43,14 @@ var Bounds = map[protoreflect.FullName]int{
 	"flowlens.flow.v1.Xlat.xlat_dst_addr":   16,
 	"flowlens.flow.v1.DNS.dns_name":         flow.MaxDNSName,
 }
+
+// MaxMessageBytes is the largest FlowBatch message a collector takes by
+// default (pkg/receiver's DefaultMaxMessageBytes, its
+// --max-message-bytes), and the size at which the agent's gRPC exporter
+// splits a batch: gRPC's own default receive limit, so that any
+// FlowCollector server takes an agent's messages, and small enough that a
+// hostile message costs the collector little before it is refused.
+const MaxMessageBytes = 4 << 20
 
 // MaxFlowsPerMessage is the most flows in one FlowBatch message that a
 // collector takes by default (pkg/receiver's DefaultMaxFlowsPerBatch, its
@@ -360,4 +369,93 @@ func DecodeFlow(b []byte) (*flowv1.Flow, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// CountFlowsChunks is CountFlows of the concatenation of chunks (a
+// message as it came off the network, in pieces), without joining them:
+// a receiver refuses a message of too many flows without copying it.
+func CountFlowsChunks(chunks [][]byte) (int, error) {
+	c := chunkCursor{chunks: chunks}
+	n := 0
+	for !c.done() {
+		tag, err := c.varint()
+		if err != nil {
+			return n, malformed("FlowBatch", err)
+		}
+		if tag>>3 < uint64(protowire.MinValidNumber) || tag>>3 > uint64(protowire.MaxValidNumber) {
+			return n, malformed("FlowBatch", fmt.Errorf("field number %d", tag>>3))
+		}
+		var skip uint64
+		switch protowire.Type(tag & 7) {
+		case protowire.VarintType:
+			if _, err := c.varint(); err != nil {
+				return n, malformed("FlowBatch", err)
+			}
+		case protowire.Fixed32Type:
+			skip = 4
+		case protowire.Fixed64Type:
+			skip = 8
+		case protowire.BytesType:
+			if skip, err = c.varint(); err != nil {
+				return n, malformed("FlowBatch", err)
+			}
+		default:
+			return n, malformed("FlowBatch", fmt.Errorf("wire type %d", tag&7))
+		}
+		if !c.skip(skip) {
+			return n, malformed("FlowBatch", io.ErrUnexpectedEOF)
+		}
+		if tag>>3 == 1 {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// chunkCursor reads across chunks.
+type chunkCursor struct {
+	chunks [][]byte
+	i, off int // the next byte: chunks[i][off]
+}
+
+func (c *chunkCursor) done() bool {
+	for c.i < len(c.chunks) && c.off >= len(c.chunks[c.i]) {
+		c.i, c.off = c.i+1, 0
+	}
+	return c.i >= len(c.chunks)
+}
+
+func (c *chunkCursor) varint() (uint64, error) {
+	var v uint64
+	for shift := uint(0); shift < 70; shift += 7 {
+		if c.done() {
+			return 0, io.ErrUnexpectedEOF
+		}
+		b := c.chunks[c.i][c.off]
+		c.off++
+		if shift == 63 && b > 1 {
+			return 0, errors.New("varint overflows 64 bits")
+		}
+		v |= uint64(b&0x7f) << shift
+		if b < 0x80 {
+			return v, nil
+		}
+	}
+	return 0, errors.New("varint overflows 64 bits")
+}
+
+func (c *chunkCursor) skip(n uint64) bool {
+	for n > 0 {
+		if c.done() {
+			return false
+		}
+		left := uint64(len(c.chunks[c.i]) - c.off)
+		if n < left {
+			c.off += int(n)
+			return true
+		}
+		n -= left
+		c.i, c.off = c.i+1, 0
+	}
+	return true
 }

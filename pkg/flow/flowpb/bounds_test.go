@@ -308,3 +308,29 @@ func TestBoundValues(t *testing.T) {
 		t.Errorf("the agent's longest dns_name has %d bytes, bound %d", len(name), flow.MaxDNSName)
 	}
 }
+
+// CountFlowsChunks counts as CountFlows does, wherever the message is cut
+// into pieces, and refuses the same malformed framing.
+func TestCountFlowsChunks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	msgs := [][]byte{emptyFlows(1000), batchOf(t, goodFlow(), goodFlow()), {0x0a, 0x05, 0x01}, {0xff}, {0x08, 0x96, 0x01, 0x0a, 0x00},
+		flowpb.AppendBatch(nil, randRecords(rng, 20), "n", nil), {0x0d, 1, 2, 3, 4, 0x11, 1, 2, 3, 4, 5, 6, 7, 8}, {0x0b}}
+	for i, m := range msgs {
+		want, werr := flowpb.CountFlows(m)
+		for range 20 {
+			var chunks [][]byte
+			for rest := m; len(rest) > 0; {
+				k := 1 + rng.IntN(min(len(rest), 7))
+				chunks = append(chunks, rest[:k])
+				if rng.IntN(4) == 0 {
+					chunks = append(chunks, nil)
+				}
+				rest = rest[k:]
+			}
+			got, err := flowpb.CountFlowsChunks(chunks)
+			if (werr == nil) != (err == nil) || (werr == nil && got != want) {
+				t.Fatalf("message %d in %d chunks: %d, %v; CountFlows %d, %v", i, len(chunks), got, err, want, werr)
+			}
+		}
+	}
+}

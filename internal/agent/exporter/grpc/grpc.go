@@ -50,10 +50,10 @@ const (
 	DefaultBackoffMultiplier = 1.6
 	DefaultBackoffJitter     = 0.2
 	DefaultConnectTimeout    = 10 * time.Second
-	// DefaultMaxMessageBytes keeps every message under gRPC's default
-	// receive limit (4 MiB), so any FlowCollector server accepts it (the
-	// collector's default limit, pkg/receiver's, is larger).
-	DefaultMaxMessageBytes = 4 << 20
+	// DefaultMaxMessageBytes keeps every message under the collector's
+	// default limit, which is gRPC's default receive limit (4 MiB), so any
+	// FlowCollector server accepts it.
+	DefaultMaxMessageBytes = flowpb.MaxMessageBytes
 )
 
 // ErrClosed is returned by Export after Close.
