@@ -95,6 +95,22 @@ func TestEmptyFlowsRefusedBeforeDecoding(t *testing.T) {
 	}
 }
 
+// With a 16 MiB limit (--max-message-bytes 16777216), a message of 16 MiB
+// of empty flows is read, counted in the pieces it came in and refused
+// within a second: never decoded.
+func TestEmptyFlowsAt16MiB(t *testing.T) {
+	rec := receivertest.Start(t, receiver.Options{MaxMessageBytes: 16 << 20})
+	conn := dial(t, rec.Addr, grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20)))
+	start := time.Now()
+	err := sendRaw(t, conn, emptyFlows(8<<20))
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("answered after %v", d)
+	}
+	if want := "collector: 8388608 flows in one message, max 100000"; status.Code(err) != codes.ResourceExhausted || status.Convert(err).Message() != want {
+		t.Errorf("%v, want ResourceExhausted %q", err, want)
+	}
+}
+
 // dialFrom connects from local address ip (127.0.0.x: another client).
 func dialFrom(t *testing.T, addr, ip string) *grpc.ClientConn {
 	t.Helper()
