@@ -143,7 +143,10 @@ func TestKafkaEndToEnd(t *testing.T) {
 	const topic = "e2e-flows"
 	b.CreateTopic(topic, 4)
 	bin := buildCollector(t)
-	collArgs := []string{"--kafka-brokers=" + b.Addr, "--kafka-topic=" + topic, "--kafka-group=e2e", "--kafka-session-timeout=6s"}
+	// earliest: the new group must get every record of the (new) topic,
+	// even one the agent produced before the group had its partitions.
+	collArgs := []string{"--kafka-brokers=" + b.Addr, "--kafka-topic=" + topic, "--kafka-group=e2e", "--kafka-session-timeout=6s",
+		"--kafka-start-offset=earliest"}
 	c1 := startCollector(t, bin, "c1", collArgs...)
 	c2 := startCollector(t, bin, "c2", collArgs...)
 

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
@@ -23,20 +23,12 @@ import (
 	"github.com/flowlens/flowlens/pkg/receiver"
 )
 
-// MetricRefusedFlows counts the flows refused, by reason: "identity", a
-// flow whose node_name is not its sender's identity (--auth kubernetes).
-const MetricRefusedFlows = "flowlens_collector_refused_flows_total"
-
-// RefusedIdentity is MetricRefusedFlows' reason for a flow of another node
-// than its sender's.
-const RefusedIdentity = "identity"
-
 // authorizer is --auth kubernetes: receiver.Options.Authorize over the
 // API server's reviews (package kubeauth), and the check of every flow's
 // node_name against its sender's identity (checkIdentity).
 type authorizer struct {
 	rev     *kubeauth.Reviewer
-	refused prometheus.Counter // MetricRefusedFlows{reason="identity"}
+	refused *atomic.Uint64 // MetricRefusedFlows{reason="identity"}
 	// every is how often a stream's token is reviewed again
 	// (Options.ReauthorizeEvery).
 	every time.Duration
@@ -66,7 +58,7 @@ type sender struct {
 // API server: --kubeconfig, or in a cluster) and sets up the reviews and
 // receiver.Options.Authorize. With --listen "" there is nothing to
 // authorize.
-func (c *Collector) newAuth(refused *prometheus.CounterVec) error {
+func (c *Collector) newAuth() error {
 	cfg := &c.cfg
 	if cfg.Listen == "" {
 		return nil
@@ -107,7 +99,7 @@ func (c *Collector) newAuth(refused *prometheus.CounterVec) error {
 	if err != nil {
 		return fmt.Errorf("--auth kubernetes: %w", err)
 	}
-	a := &authorizer{rev: kubeauth.New(client, kubeauth.Options{}), refused: refused.WithLabelValues(RefusedIdentity), every: c.opts.ReauthorizeEvery}
+	a := &authorizer{rev: kubeauth.New(client, kubeauth.Options{}), refused: &c.refusedIdentity, every: c.opts.ReauthorizeEvery}
 	if a.every <= 0 {
 		a.every = DefaultReauthorizeEvery
 	}
@@ -116,16 +108,6 @@ func (c *Collector) newAuth(refused *prometheus.CounterVec) error {
 	c.log.Info("authorizing every call with the API server (--auth kubernetes)", "host", rc.Host,
 		"export", kubeauth.Permission(kubeauth.VerbExport), "read", kubeauth.Permission(kubeauth.VerbRead))
 	return nil
-}
-
-// newRefusedFlows is MetricRefusedFlows, with the reasons of this
-// collector at 0.
-func newRefusedFlows() *prometheus.CounterVec {
-	v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricRefusedFlows,
-		Help: "Flows refused by the collector, by reason: identity, a flow whose node_name is not the node of the agent that sent it (--auth kubernetes)."},
-		[]string{"reason"})
-	v.WithLabelValues(RefusedIdentity)
-	return v
 }
 
 // authorize is receiver.Options.Authorize: Export takes an agent (a token
@@ -246,7 +228,7 @@ func (a *authorizer) checkIdentity(next receiver.Handler) receiver.Handler {
 		if refused == 0 {
 			return next(ctx, b)
 		}
-		a.refused.Add(float64(refused))
+		a.refused.Add(uint64(refused))
 		if len(own) > 0 {
 			if err := next(ctx, &receiver.Batch{Peer: b.Peer, Flows: own}); err != nil {
 				return err

@@ -23,6 +23,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -125,17 +126,20 @@ type Collector struct {
 	opts Options
 	log  *slog.Logger
 
-	cache    *k8smeta.Cache // nil without cluster enrichment
-	source   string         // the enrichment's name, for the logs
-	metrics  *enrich.Metrics
-	printer  *printer // nil with Output "none"
-	srv      *receiver.Server
-	auth     *authorizer        // nil without --auth kubernetes
-	consumer *receiver.Consumer // nil without Kafka
-	hist     *history.Service   // nil with History.Size 0
-	lis      net.Listener
-	ms       *httpserve.Server // nil without a metrics address
-	serving  chan struct{}     // closed once agents are served
+	cache   *k8smeta.Cache // nil without cluster enrichment
+	source  string         // the enrichment's name, for the logs
+	metrics *enrich.Metrics
+	printer *printer // nil with Output "none"
+	srv     *receiver.Server
+	auth    *authorizer // nil without --auth kubernetes
+	// refusedIdentity counts the flows of another node than their
+	// sender's (--auth kubernetes), MetricRefusedFlows{reason="identity"}.
+	refusedIdentity atomic.Uint64
+	consumer        *receiver.Consumer // nil without Kafka
+	hist            *history.Service   // nil with History.Size 0
+	lis             net.Listener
+	ms              *httpserve.Server // nil without a metrics address
+	serving         chan struct{}     // closed once agents are served
 
 	stopConsuming context.CancelFunc // nil until the consumer runs
 	consumed      chan struct{}      // closed when the consumer returned
@@ -167,11 +171,9 @@ func New(cfg Config, opts Options) (_ *Collector, err error) {
 	if err := c.newMetrics(); err != nil {
 		return nil, err
 	}
-	refused := newRefusedFlows()
-	c.metrics.Registry().MustRegister(refused)
 	// On c.cfg: newAuth sets Limits.Authorize.
 	c.cfg.Limits.Logger = c.log
-	if err := c.newAuth(refused); err != nil {
+	if err := c.newAuth(); err != nil {
 		return nil, err
 	}
 	cfg = c.cfg
@@ -211,6 +213,11 @@ func New(cfg Config, opts Options) (_ *Collector, err error) {
 		}
 		c.metrics.Registry().MustRegister(consumerMetrics(&c.consumer.Stats)...)
 	}
+	var cons *receiver.ConsumerStats
+	if c.consumer != nil {
+		cons = &c.consumer.Stats
+	}
+	c.metrics.Registry().MustRegister(refusedMetrics(&c.srv.Stats, cons, &c.refusedIdentity)...)
 	if err := c.listen(); err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/flowlens/flowlens/internal/shared/cliconf"
 	"github.com/flowlens/flowlens/internal/shared/httpserve"
+	"github.com/flowlens/flowlens/pkg/receiver"
 )
 
 // validate checks the ranges and the combinations of settings, and returns
@@ -41,6 +42,9 @@ func (o *Config) validate() error {
 	}
 	if n := o.Limits.MaxStreams; n != -1 && n < 1 {
 		add(cliconf.Invalid("--max-agents", strconv.Itoa(n), errors.New("must be -1 (unlimited) or at least 1")))
+	}
+	if n := o.Limits.MaxStreamsPerClient; n != -1 && n < 1 {
+		add(cliconf.Invalid("--max-agents-per-client", strconv.Itoa(n), errors.New("must be -1 (unlimited) or at least 1")))
 	}
 	add(checkPositive("--shutdown-grace", o.ShutdownGrace))
 	add(cliconf.CheckLevel("--log-level", o.LogLevel))
@@ -103,6 +107,9 @@ func (o *Config) checkKafka() error {
 	}
 	if k.Group == "" {
 		errs = append(errs, cliconf.Invalid("--kafka-group", "", errors.New("must not be empty")))
+	}
+	if s := k.StartOffset; s != receiver.KafkaStartLatest && s != receiver.KafkaStartEarliest {
+		errs = append(errs, cliconf.Invalid("--kafka-start-offset", s, errors.New("must be latest or earliest")))
 	}
 	if d := k.SessionTimeout; d < 6*time.Second || d > 30*time.Minute {
 		errs = append(errs, cliconf.Invalid("--kafka-session-timeout", d.String(), errors.New("must be from 6s to 30m")))

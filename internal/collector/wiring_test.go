@@ -18,6 +18,7 @@ import (
 	"github.com/flowlens/flowlens/internal/testkit/kafkatest"
 	"github.com/flowlens/flowlens/internal/testkit/promtest"
 	"github.com/flowlens/flowlens/pkg/flow/flowkafka"
+	"github.com/flowlens/flowlens/pkg/receiver"
 )
 
 // start runs a collector built from cfg until the test ends (or stop,
@@ -107,38 +108,56 @@ func TestKafkaConsumerMetrics(t *testing.T) {
 	defer p.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	// A batch of 3 flows, one of them with a node name longer than
+	// Kubernetes allows: refused alone.
+	long := proto.Clone(batch).(*flowv1.FlowBatch)
+	long.Flows[0].NodeName = strings.Repeat("n", 254)
+	longValue, err := proto.Marshal(long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 100,001 empty flows: one more than --max-flows-per-batch.
+	var tooMany []byte
+	for range receiver.DefaultMaxFlowsPerBatch + 1 {
+		tooMany = append(tooMany, 0x0a, 0x00)
+	}
 	if err := p.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: value, Headers: header},
-		&kgo.Record{Topic: topic, Value: []byte{0xff, 0xff}, Headers: header}).FirstErr(); err != nil {
+		&kgo.Record{Topic: topic, Value: []byte{0xff, 0xff}, Headers: header},
+		&kgo.Record{Topic: topic, Value: tooMany, Headers: header},
+		&kgo.Record{Topic: topic, Value: longValue, Headers: header}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 
 	cfg := config()
 	cfg.Kafka.Brokers, cfg.Kafka.Topic, cfg.Kafka.Group = []string{b.Addr}, topic, "collector-metrics-group"
+	cfg.Kafka.StartOffset = "earliest" // the records were produced before the group existed
 	c, out, _ := start(t, cfg)
 	var fams promtest.Families
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
 		fams = promtest.GatherFrom(t, c.metrics.Registry())
-		if n, _ := promtest.Value(fams, "flowlens_collector_kafka_records_total"); n == 2 {
+		if n, _ := promtest.Value(fams, "flowlens_collector_kafka_records_total"); n == 4 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the collector did not handle the 2 records; printed:\n%s", strings.Join(out.Lines(), "\n"))
+			t.Fatalf("the collector did not handle the 4 records; printed:\n%s", strings.Join(out.Lines(), "\n"))
 		}
 	}
+	promtest.Expect(t, fams, 1, MetricRefusedFlows, "reason="+RefusedBounds)
+	promtest.Expect(t, fams, receiver.DefaultMaxFlowsPerBatch+1, MetricRefusedFlows, "reason="+RefusedTooManyFlows)
 	for name, want := range map[string]float64{
-		"flowlens_collector_kafka_records_total":           2,
-		"flowlens_collector_kafka_flows_total":             3,
-		"flowlens_collector_kafka_record_bytes_total":      float64(len(value)),
-		"flowlens_collector_kafka_malformed_records_total": 1,
+		"flowlens_collector_kafka_records_total":           4,
+		"flowlens_collector_kafka_flows_total":             5,
+		"flowlens_collector_kafka_record_bytes_total":      float64(len(value) + len(longValue)),
+		"flowlens_collector_kafka_malformed_records_total": 2,
 		"flowlens_collector_kafka_handler_errors_total":    0,
 		"flowlens_collector_kafka_commit_errors_total":     0,
-		"flowlens_collector_decode_errors_total":           1,
+		"flowlens_collector_decode_errors_total":           2,
 		// The group's only member holds the topic's one partition.
 		"flowlens_collector_kafka_assigned_partitions": 1,
 	} {
 		promtest.Expect(t, fams, want, name)
 	}
-	if n := len(out.Lines()); n != 3 {
-		t.Errorf("printed %d flows, want 3", n)
+	if n := len(out.Lines()); n != 5 {
+		t.Errorf("printed %d flows, want 5", n)
 	}
 }

@@ -11,13 +11,24 @@
 //	go srv.Serve(lis)
 //	defer srv.Shutdown(ctx)
 //
-// Every message is checked before the handler sees it: a message larger than
-// Options.MaxMessageBytes ends its stream with ResourceExhausted (gRPC's own
-// size check, before decoding), one that does not decode or holds an invalid
-// flow (flowpb.Validate) ends its stream with InvalidArgument, a batch with
-// more than Options.MaxFlowsPerBatch flows with ResourceExhausted. Only that
-// stream ends: the server keeps serving every other agent, and the agent
-// that sent it reconnects.
+// Every message is checked before it is decoded, so that what a sender
+// makes the server allocate is bounded (flowpb.DecodeBatch): a message
+// larger than Options.MaxMessageBytes ends its stream with
+// ResourceExhausted (gRPC's own size check, before reading it); the flows
+// are counted from the wire before any is decoded, and a message of more
+// than Options.MaxFlowsPerBatch ends its stream with ResourceExhausted
+// ("2000000 flows in one message, max 100000"); one that does not decode
+// or holds an invalid flow (flowpb.Validate) ends its stream with
+// InvalidArgument. Only that stream ends: the server keeps serving every
+// other agent, and the agent that sent it reconnects. A flow whose string
+// or list is longer than its bound (flowpb.Bounds: a name longer than
+// Kubernetes or the kernel allows, more interfaces than the datapath
+// records) is refused alone before it is decoded, counted
+// (Stats.RefusedBounds) and logged; the message's other flows go on.
+//
+// One client (the CN of its certificate, else its IP address) holds at
+// most Options.MaxStreamsPerClient streams, all clients together
+// Options.MaxStreams: a client cannot take the others' slots.
 package receiver
 
 import (
@@ -43,7 +54,6 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
 	"github.com/flowlens/flowlens/pkg/flow/flowpb"
@@ -51,9 +61,13 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultMaxMessageBytes  = 16 << 20
-	DefaultMaxFlowsPerBatch = 100_000
+	DefaultMaxMessageBytes  = flowpb.MaxMessageBytes    // what the agents send
+	DefaultMaxFlowsPerBatch = flowpb.MaxFlowsPerMessage // the agents' split
 	DefaultMaxStreams       = 4096
+	// DefaultMaxStreamsPerClient leaves an agent room for the streams of
+	// its reconnections that the server has not yet seen die (keepalive
+	// finds a dead one within ~1.5 min).
+	DefaultMaxStreamsPerClient = 16
 	// DefaultKeepaliveMinTime is the shortest keepalive ping interval the
 	// server tolerates from an agent (the agent pings every 30 s by default).
 	DefaultKeepaliveMinTime = 10 * time.Second
@@ -90,6 +104,9 @@ type Options struct {
 	// MaxStreams bounds the agent streams served at once; more are refused
 	// with ResourceExhausted. Negative: unlimited.
 	MaxStreams int
+	// MaxStreamsPerClient bounds the streams of one client (ClientKey);
+	// more are refused with ResourceExhausted. Negative: unlimited.
+	MaxStreamsPerClient int
 	// TLS, when set, serves TLS (see ServerTLS; ClientAuth set to
 	// RequireAndVerifyClientCert makes it mTLS). Nil serves plaintext.
 	TLS *tls.Config
@@ -114,9 +131,18 @@ type Stats struct {
 	Batches       atomic.Uint64 // batches handed to the Handler
 	Flows         atomic.Uint64 // flows in those batches
 	Bytes         atomic.Uint64 // wire bytes of those batches
-	Rejected      atomic.Uint64 // messages refused (malformed, invalid, oversized)
+	Rejected      atomic.Uint64 // messages refused (malformed, invalid, oversized, too many flows)
 	Malformed     atomic.Uint64 // of those, messages that did not decode or held an invalid flow
 	HandlerErrors atomic.Uint64 // batches the Handler returned an error for
+	// RefusedBounds counts flows refused alone for a string or list beyond
+	// its bound; RefusedTooMany the flows of messages refused for holding
+	// more than MaxFlowsPerBatch.
+	RefusedBounds  atomic.Uint64
+	RefusedTooMany atomic.Uint64
+	// StreamsRefused counts streams refused because MaxStreams were open;
+	// StreamsRefusedClient because their client had MaxStreamsPerClient.
+	StreamsRefused       atomic.Uint64
+	StreamsRefusedClient atomic.Uint64
 }
 
 // Server is a FlowCollector gRPC server.
@@ -130,6 +156,9 @@ type Server struct {
 	Stats Stats
 
 	slots    chan struct{} // MaxStreams tokens; nil = unlimited
+	mu       sync.Mutex
+	clients  map[string]int // open streams by ClientKey
+	lastWarn atomic.Int64   // unix nanoseconds of the last refused-flows log
 	draining chan struct{}
 	drainOne sync.Once
 	loops    sync.WaitGroup // stream receive loops
@@ -149,19 +178,22 @@ func New(h Handler, opts Options) (*Server, error) {
 	if opts.MaxStreams == 0 {
 		opts.MaxStreams = DefaultMaxStreams
 	}
+	if opts.MaxStreamsPerClient == 0 {
+		opts.MaxStreamsPerClient = DefaultMaxStreamsPerClient
+	}
 	if opts.KeepaliveMinTime <= 0 {
 		opts.KeepaliveMinTime = DefaultKeepaliveMinTime
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{h: h, opts: opts, log: opts.Logger, draining: make(chan struct{})}
+	s := &Server{h: h, opts: opts, log: opts.Logger, draining: make(chan struct{}), clients: map[string]int{}}
 	if opts.MaxStreams > 0 {
 		s.slots = make(chan struct{}, opts.MaxStreams)
 	}
 	so := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(opts.MaxMessageBytes),
-		grpc.ForceServerCodecV2(codec{proto: encoding.GetCodecV2("proto")}),
+		grpc.ForceServerCodecV2(codec{proto: encoding.GetCodecV2("proto"), maxFlows: opts.MaxFlowsPerBatch}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: opts.KeepaliveMinTime, PermitWithoutStream: true}),
 		// Find dead agents (no FIN/RST) within ~1.5 min.
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
@@ -237,16 +269,21 @@ type authorizedStream struct {
 func (s *authorizedStream) Context() context.Context { return s.ctx }
 
 // decodeTarget receives a message through codec: decoding happens here,
-// not in gRPC, so that a message that does not parse is refused with
-// InvalidArgument rather than gRPC's generic Internal.
+// not in gRPC, so that the flows are counted and measured before they are
+// decoded (flowpb.DecodeBatch), and a message that does not parse is
+// refused with InvalidArgument rather than gRPC's generic Internal.
 type decodeTarget struct {
-	msg  flowv1.FlowBatch
-	size int
-	err  error
+	flows   []*flowv1.Flow
+	refused []flowpb.Refused
+	size    int
+	err     error
 }
 
 // codec is gRPC's proto codec, except for decodeTarget.
-type codec struct{ proto encoding.CodecV2 }
+type codec struct {
+	proto    encoding.CodecV2
+	maxFlows int
+}
 
 func (c codec) Marshal(v any) (mem.BufferSlice, error) { return c.proto.Marshal(v) }
 func (codec) Name() string                             { return "proto" }
@@ -256,26 +293,99 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if !ok {
 		return c.proto.Unmarshal(data, v)
 	}
+	t.size = data.Len()
+	if len(data) == 1 { // no copy: a message that came in one buffer
+		t.flows, t.refused, t.err = flowpb.DecodeBatch(data[0].ReadOnlyData(), c.maxFlows)
+		return nil
+	}
+	// In pieces: a message that may hold more flows than allowed (each is
+	// at least 2 bytes) is counted in place, so that refusing it copies
+	// nothing.
+	if t.size > 2*c.maxFlows {
+		chunks := make([][]byte, len(data))
+		for i, b := range data {
+			chunks[i] = b.ReadOnlyData()
+		}
+		if n, err := flowpb.CountFlowsChunks(chunks); err == nil && n > c.maxFlows {
+			t.err = &flowpb.TooManyFlowsError{N: n, Max: c.maxFlows}
+			return nil
+		}
+	}
 	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
 	defer buf.Free()
-	t.size = data.Len()
-	t.err = proto.Unmarshal(buf.ReadOnlyData(), &t.msg)
+	t.flows, t.refused, t.err = flowpb.DecodeBatch(buf.ReadOnlyData(), c.maxFlows)
 	return nil
+}
+
+// ClientKey is who a client is for Options.MaxStreamsPerClient: the CN of
+// its verified certificate, else its IP address (not its port: a client
+// reconnects from new ports).
+func ClientKey(p Peer) string {
+	if p.CommonName != "" {
+		return "cn:" + p.CommonName
+	}
+	if ta, ok := p.Addr.(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	if p.Addr == nil {
+		return ""
+	}
+	host, _, err := net.SplitHostPort(p.Addr.String())
+	if err != nil {
+		return p.Addr.String()
+	}
+	return host
+}
+
+// admit takes a stream slot of client key, or says why not.
+func (s *Server) admit(key string) (release func(), err error) {
+	if s.slots != nil {
+		select {
+		case s.slots <- struct{}{}:
+		default:
+			s.Stats.Rejected.Add(1)
+			s.Stats.StreamsRefused.Add(1)
+			return nil, status.Errorf(codes.ResourceExhausted, "collector: %d agent streams already open (--max-agents)", s.opts.MaxStreams)
+		}
+	}
+	if max := s.opts.MaxStreamsPerClient; max > 0 {
+		s.mu.Lock()
+		if s.clients[key] >= max {
+			s.mu.Unlock()
+			if s.slots != nil {
+				<-s.slots
+			}
+			s.Stats.Rejected.Add(1)
+			s.Stats.StreamsRefusedClient.Add(1)
+			return nil, status.Errorf(codes.ResourceExhausted, "collector: client %s already has %d streams open (--max-agents-per-client)", key, max)
+		}
+		s.clients[key]++
+		s.mu.Unlock()
+	}
+	return func() {
+		if s.opts.MaxStreamsPerClient > 0 {
+			s.mu.Lock()
+			if s.clients[key]--; s.clients[key] <= 0 {
+				delete(s.clients, key)
+			}
+			s.mu.Unlock()
+		}
+		if s.slots != nil {
+			<-s.slots
+		}
+	}, nil
 }
 
 // Export implements flowv1.FlowCollectorServer: one call per agent stream.
 func (s *Server) Export(stream grpc.ClientStreamingServer[flowv1.FlowBatch, flowv1.ExportSummary]) error {
-	if s.slots != nil {
-		select {
-		case s.slots <- struct{}{}:
-			defer func() { <-s.slots }()
-		default:
-			s.Stats.Rejected.Add(1)
-			return status.Errorf(codes.ResourceExhausted, "collector: %d agent streams already open", s.opts.MaxStreams)
-		}
-	}
 	ctx := stream.Context()
 	p := peerOf(ctx)
+	release, err := s.admit(ClientKey(p))
+	if err != nil {
+		s.log.Warn("refused an agent stream", "peer", p.Addr, "cn", p.CommonName, "error", err)
+		return err
+	}
+	defer release()
 	s.Stats.Streams.Add(1)
 	s.Stats.StreamsTotal.Add(1)
 	defer s.Stats.Streams.Add(-1)
@@ -319,25 +429,24 @@ func (s *Server) receive(ctx context.Context, stream grpc.ServerStream, p Peer, 
 			}
 			return err
 		}
+		var tooMany *flowpb.TooManyFlowsError
+		if errors.As(t.err, &tooMany) {
+			s.Stats.Rejected.Add(1)
+			s.Stats.RefusedTooMany.Add(uint64(tooMany.N))
+			s.log.Warn("refused a message of too many flows", "peer", p.Addr, "error", t.err)
+			return status.Errorf(codes.ResourceExhausted, "collector: %v", t.err)
+		}
 		if t.err != nil {
 			s.Stats.Rejected.Add(1)
 			s.Stats.Malformed.Add(1)
 			s.log.Warn("refused a malformed message", "peer", p.Addr, "error", t.err)
 			return status.Errorf(codes.InvalidArgument, "collector: malformed FlowBatch: %v", t.err)
 		}
-		flows := t.msg.Flows
-		if len(flows) > s.opts.MaxFlowsPerBatch {
-			s.Stats.Rejected.Add(1)
-			return status.Errorf(codes.ResourceExhausted, "collector: %d flows in one message, max %d", len(flows), s.opts.MaxFlowsPerBatch)
+		if len(t.refused) > 0 {
+			s.Stats.RefusedBounds.Add(uint64(len(t.refused)))
+			s.warnRefused(p, len(t.refused), t.refused[0])
 		}
-		for i, f := range flows {
-			if err := flowpb.Validate(f); err != nil {
-				s.Stats.Rejected.Add(1)
-				s.Stats.Malformed.Add(1)
-				s.log.Warn("refused an invalid flow", "peer", p.Addr, "error", err)
-				return status.Errorf(codes.InvalidArgument, "collector: flows[%d]: %v", i, err)
-			}
-		}
+		flows := t.flows
 		if len(flows) == 0 {
 			continue
 		}
@@ -354,6 +463,18 @@ func (s *Server) receive(ctx context.Context, stream grpc.ServerStream, p Peer, 
 		s.Stats.Flows.Add(uint64(len(flows)))
 		s.Stats.Bytes.Add(uint64(t.size))
 	}
+}
+
+// warnRefused logs flows refused for a bound, at most every 10 s (a
+// sender may do it on every message; the counter has every one).
+func (s *Server) warnRefused(p Peer, n int, first flowpb.Refused) {
+	now := time.Now().UnixNano()
+	last := s.lastWarn.Load()
+	if now-last < int64(10*time.Second) || !s.lastWarn.CompareAndSwap(last, now) {
+		return
+	}
+	s.log.Warn("refused flows beyond a bound (counted in refused_flows_total)", "peer", p.Addr, "cn", p.CommonName,
+		"flows", n, "first", fmt.Sprintf("flows[%d].%v", first.Index, first.Err))
 }
 
 func peerOf(ctx context.Context) Peer {

@@ -20,9 +20,9 @@ import (
 	"github.com/flowlens/flowlens/pkg/receiver/receivertest"
 )
 
-func dial(t *testing.T, addr string) *grpc.ClientConn {
+func dial(t *testing.T, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)
 	}

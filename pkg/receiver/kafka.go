@@ -14,7 +14,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"google.golang.org/protobuf/proto"
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
 	"github.com/flowlens/flowlens/pkg/flow/flowkafka"
@@ -23,6 +22,17 @@ import (
 
 // DefaultKafkaSessionTimeout is ConsumerOptions.SessionTimeout's default.
 const DefaultKafkaSessionTimeout = 45 * time.Second
+
+// Where a new consumer group starts (ConsumerOptions.StartOffset).
+const (
+	// KafkaStartLatest: at the topic's end, with the records produced
+	// after it joined. The default: a new group (a renamed one, a
+	// collector's first start) does not replay the topic's retention into
+	// the counters.
+	KafkaStartLatest = "latest"
+	// KafkaStartEarliest: at the earliest record the topic keeps.
+	KafkaStartEarliest = "earliest"
+)
 
 // ConsumerOptions configure a Consumer. Zero values take the defaults.
 type ConsumerOptions struct {
@@ -35,6 +45,10 @@ type ConsumerOptions struct {
 	// SessionTimeout is how long the group waits for a member that stopped
 	// heartbeating (killed) before it hands its partitions to the others.
 	SessionTimeout time.Duration
+	// StartOffset is where a group without a committed offset starts
+	// (and one whose committed offset the topic no longer keeps):
+	// KafkaStartLatest (the default, also for "") or KafkaStartEarliest.
+	StartOffset string
 	// MaxFlowsPerBatch bounds the flows in one record (as Options does).
 	MaxFlowsPerBatch int
 	Logger           *slog.Logger
@@ -42,14 +56,20 @@ type ConsumerOptions struct {
 
 // ConsumerStats are cumulative counts, safe to read concurrently.
 type ConsumerStats struct {
-	Records       atomic.Uint64 // records handled
-	Batches       atomic.Uint64 // batches handed to the Handler (one per record)
-	Flows         atomic.Uint64 // flows in those batches
-	Bytes         atomic.Uint64 // record value bytes
-	Malformed     atomic.Uint64 // records skipped: unknown content type, not decoding, invalid flows, too many flows
-	HandlerErrors atomic.Uint64 // records the Handler returned an error for (skipped)
-	Commits       atomic.Uint64 // offset commits that succeeded
-	CommitErrors  atomic.Uint64 // offset commits that failed for good (their records come again: duplicates)
+	Records   atomic.Uint64 // records handled
+	Batches   atomic.Uint64 // batches handed to the Handler (one per record)
+	Flows     atomic.Uint64 // flows in those batches
+	Bytes     atomic.Uint64 // record value bytes
+	Malformed atomic.Uint64 // records skipped: unknown content type, not decoding, invalid flows, too many flows
+	// RefusedBounds counts flows refused alone for a string or list beyond
+	// its bound (flowpb.Bounds; the record's other flows are handled);
+	// RefusedTooMany the flows of records skipped for holding more than
+	// MaxFlowsPerBatch.
+	RefusedBounds  atomic.Uint64
+	RefusedTooMany atomic.Uint64
+	HandlerErrors  atomic.Uint64 // records the Handler returned an error for (skipped)
+	Commits        atomic.Uint64 // offset commits that succeeded
+	CommitErrors   atomic.Uint64 // offset commits that failed for good (their records come again: duplicates)
 	// Partitions is how many of the topic's partitions the group gives
 	// this member now: 0 before it joins, after it leaves or loses them.
 	// The group's members together hold every partition when it consumes.
@@ -65,10 +85,15 @@ type ConsumerStats struct {
 // record it handled. A collector killed after handling records and before
 // committing them has them handled again by the member that takes its
 // partitions over: those are the only duplicates. A new group starts at
-// the earliest offset the topic keeps.
+// the topic's end (ConsumerOptions.StartOffset).
 //
-// A record that cannot be handled (malformed, or the Handler failed) is
-// counted, logged and skipped: it must not stop its partition.
+// A record that cannot be handled (not decoding, more flows than
+// MaxFlowsPerBatch, an invalid flow, or the Handler failed) is counted,
+// logged, skipped and committed with the others: it must not stop its
+// partition, nor make every member that picks it up fail in turn. Records
+// are measured before they are decoded (flowpb.DecodeBatch), so a hostile
+// one cannot exhaust the collector's memory either; a flow beyond a bound
+// is refused alone and counted.
 type Consumer struct {
 	h     Handler
 	opts  ConsumerOptions
@@ -102,6 +127,14 @@ func NewConsumer(h Handler, opts ConsumerOptions) (*Consumer, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	start := kgo.NewOffset().AtEnd()
+	switch opts.StartOffset {
+	case "", KafkaStartLatest:
+	case KafkaStartEarliest:
+		start = kgo.NewOffset().AtStart()
+	default:
+		return nil, fmt.Errorf("collector: Kafka start offset %q: must be %s or %s", opts.StartOffset, KafkaStartLatest, KafkaStartEarliest)
+	}
 	c := &Consumer{h: h, opts: opts, log: opts.Logger.With("topic", opts.Topic, "group", opts.Group), held: map[int32]bool{}}
 	base, err := opts.ClientOpts(nil)
 	if err != nil {
@@ -110,7 +143,7 @@ func NewConsumer(h Handler, opts ConsumerOptions) (*Consumer, error) {
 	c.cl, err = kgo.NewClient(append(base,
 		kgo.ConsumerGroup(opts.Group),
 		kgo.ConsumeTopics(opts.Topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.ConsumeResetOffset(start),
 		// Offsets are committed by Run, after handling.
 		kgo.DisableAutoCommit(),
 		// No rebalance between a poll and the commit of what it returned:
@@ -211,11 +244,20 @@ func retriableCommit(err error) bool {
 // handle decodes one record and hands its flows to the Handler.
 func (c *Consumer) handle(ctx context.Context, r *kgo.Record) {
 	c.Stats.Records.Add(1)
-	flows, err := c.decode(r)
+	flows, refused, err := c.decode(r)
 	if err != nil {
 		c.Stats.Malformed.Add(1)
+		var tooMany *flowpb.TooManyFlowsError
+		if errors.As(err, &tooMany) {
+			c.Stats.RefusedTooMany.Add(uint64(tooMany.N))
+		}
 		c.log.Warn("skipped a malformed record", "partition", r.Partition, "offset", r.Offset, "error", err)
 		return
+	}
+	if len(refused) > 0 {
+		c.Stats.RefusedBounds.Add(uint64(len(refused)))
+		c.log.Warn("refused flows beyond a bound (counted in refused_flows_total)", "partition", r.Partition, "offset", r.Offset,
+			"flows", len(refused), "first", fmt.Sprintf("flows[%d].%v", refused[0].Index, refused[0].Err))
 	}
 	if len(flows) == 0 {
 		return
@@ -230,38 +272,41 @@ func (c *Consumer) handle(ctx context.Context, r *kgo.Record) {
 	c.Stats.Bytes.Add(uint64(len(r.Value)))
 }
 
-// decode returns a record's validated flows, whichever kind it holds.
-func (c *Consumer) decode(r *kgo.Record) ([]*flowv1.Flow, error) {
+// decode returns a record's validated flows within bounds, whichever kind
+// it holds, and those refused for a bound.
+func (c *Consumer) decode(r *kgo.Record) ([]*flowv1.Flow, []flowpb.Refused, error) {
 	var ct string
 	for _, h := range r.Headers {
 		if h.Key == flowkafka.HeaderContentType {
 			ct = string(h.Value)
 		}
 	}
-	var flows []*flowv1.Flow
+	return DecodeRecord(ct, r.Value, c.opts.MaxFlowsPerBatch)
+}
+
+// DecodeRecord decodes a Kafka record's value of content type ct (its
+// flowkafka.HeaderContentType header) as the Consumer does: a FlowBatch
+// through flowpb.DecodeBatch (counted and measured before it is decoded),
+// or one Flow through flowpb.DecodeFlow. A flow beyond a bound is left out
+// and reported in refused; an error means the record is skipped whole.
+func DecodeRecord(ct string, value []byte, maxFlows int) (flows []*flowv1.Flow, refused []flowpb.Refused, err error) {
 	switch ct {
 	case flowkafka.ContentTypeBatch:
-		var b flowv1.FlowBatch
-		if err := proto.Unmarshal(r.Value, &b); err != nil {
-			return nil, fmt.Errorf("FlowBatch: %w", err)
+		flows, refused, err = flowpb.DecodeBatch(value, maxFlows)
+		if err != nil {
+			return nil, nil, fmt.Errorf("FlowBatch: %w", err)
 		}
-		flows = b.Flows
+		return flows, refused, nil
 	case flowkafka.ContentTypeFlow:
-		f := new(flowv1.Flow)
-		if err := proto.Unmarshal(r.Value, f); err != nil {
-			return nil, fmt.Errorf("Flow: %w", err)
+		f, err := flowpb.DecodeFlow(value)
+		var be *flowpb.BoundError
+		if errors.As(err, &be) {
+			return nil, []flowpb.Refused{{Index: 0, Err: be}}, nil
 		}
-		flows = []*flowv1.Flow{f}
-	default:
-		return nil, fmt.Errorf("%s header %q: not a flowlens record", flowkafka.HeaderContentType, ct)
-	}
-	if len(flows) > c.opts.MaxFlowsPerBatch {
-		return nil, fmt.Errorf("%d flows in one record, max %d", len(flows), c.opts.MaxFlowsPerBatch)
-	}
-	for i, f := range flows {
-		if err := flowpb.Validate(f); err != nil {
-			return nil, fmt.Errorf("flows[%d]: %w", i, err)
+		if err != nil {
+			return nil, nil, fmt.Errorf("Flow: %w", err)
 		}
+		return []*flowv1.Flow{f}, nil, nil
 	}
-	return flows, nil
+	return nil, nil, fmt.Errorf("%s header %q: not a flowlens record", flowkafka.HeaderContentType, ct)
 }

@@ -28,6 +28,12 @@ type consumerRun struct {
 
 func runConsumer(t *testing.T, addr, topic, group string) *consumerRun {
 	t.Helper()
+	return runConsumerFrom(t, addr, topic, group, receiver.KafkaStartEarliest)
+}
+
+// runConsumerFrom is runConsumer of a group that starts at start.
+func runConsumerFrom(t *testing.T, addr, topic, group, start string) *consumerRun {
+	t.Helper()
 	r := &consumerRun{done: make(chan struct{})}
 	c, err := receiver.NewConsumer(func(_ context.Context, b *receiver.Batch) error {
 		r.mu.Lock()
@@ -35,7 +41,7 @@ func runConsumer(t *testing.T, addr, topic, group string) *consumerRun {
 		r.flows = append(r.flows, b.Flows...)
 		return nil
 	}, receiver.ConsumerOptions{Conn: flowkafka.Conn{Brokers: []string{addr}}, Topic: topic, Group: group,
-		SessionTimeout: 6 * time.Second})
+		SessionTimeout: 6 * time.Second, StartOffset: start})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,12 +87,19 @@ func TestValidateKafka(t *testing.T) {
 			`invalid --kafka-tls-ca "` + missing + `": no such file or directory`},
 		{"sasl mechanism", func(k *Kafka) { k.SASLMechanism = "gssapi" },
 			`invalid --kafka-sasl-mechanism "gssapi": must be none, plain or scram-sha-512`},
-		{"sasl without user", func(k *Kafka) { k.SASLMechanism = "plain"; k.SASLPasswordFile = file },
+		{"sasl without user", func(k *Kafka) { k.SASLMechanism = "plain"; k.SASLPasswordFile = file; k.TLS = true },
 			"--kafka-sasl-mechanism plain needs --kafka-sasl-username and --kafka-sasl-password-file"},
 		{"sasl user without mechanism", func(k *Kafka) { k.SASLUsername = "u" },
 			"--kafka-sasl-username and --kafka-sasl-password-file need --kafka-sasl-mechanism plain or scram-sha-512"},
-		{"sasl password missing", func(k *Kafka) { k.SASLMechanism, k.SASLUsername, k.SASLPasswordFile = "plain", "u", missing },
+		{"sasl password missing", func(k *Kafka) {
+			k.SASLMechanism, k.SASLUsername, k.SASLPasswordFile, k.TLS = "plain", "u", missing, true
+		},
 			`invalid --kafka-sasl-password-file "` + missing + `": no such file or directory`},
+		{"sasl plain without tls", func(k *Kafka) { k.SASLMechanism, k.SASLUsername, k.SASLPasswordFile = "plain", "u", file },
+			"--kafka-sasl-mechanism plain sends the password in clear text: it needs TLS to the brokers (--kafka-tls, or --kafka-tls-ca); or use scram-sha-512"},
+		{"sasl plain over tls", func(k *Kafka) {
+			k.SASLMechanism, k.SASLUsername, k.SASLPasswordFile, k.TLSCA = "plain", "u", file, file
+		}, ""},
 		{"compression", func(k *Kafka) { k.Compression = "gzip" },
 			`invalid --kafka-compression "gzip": must be none, lz4 or zstd`},
 		{"acks", func(k *Kafka) { k.Acks = "1" }, `invalid --kafka-acks "1": must be all, leader or none`},

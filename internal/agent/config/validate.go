@@ -13,6 +13,7 @@ import (
 	"github.com/flowlens/flowlens/internal/agent/ipfixsize"
 	"github.com/flowlens/flowlens/internal/shared/cliconf"
 	"github.com/flowlens/flowlens/internal/shared/httpserve"
+	"github.com/flowlens/flowlens/pkg/flow"
 )
 
 // Validate checks every setting and returns all problems found, joined, each
@@ -62,6 +63,10 @@ func (c *Config) Validate() error {
 	add(httpserve.CheckWebConfig("--web-config-file", c.WebConfigFile))
 	if c.NodeName == "" {
 		add(cliconf.Invalid("--node-name", "", errors.New("must not be empty; set it or NODE_NAME")))
+	}
+	if len(c.NodeName) > flow.MaxNodeName {
+		// The collector refuses flows beyond the bound (flowpb.Bounds).
+		add(cliconf.Invalid("--node-name", c.NodeName, fmt.Errorf("must be at most %d bytes, as Kubernetes node names are", flow.MaxNodeName)))
 	}
 	add(checkLevel(c))
 	return errors.Join(errs...)

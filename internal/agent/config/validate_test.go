@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -196,6 +197,8 @@ func TestValidate(t *testing.T) {
 
 		{"node name", func(c *Config) { c.NodeName = "" },
 			`invalid --node-name "": must not be empty; set it or NODE_NAME`},
+		{"node name too long", func(c *Config) { c.NodeName = strings.Repeat("n", 254) },
+			`invalid --node-name "` + strings.Repeat("n", 254) + `": must be at most 253 bytes, as Kubernetes node names are`},
 
 		{"log level", func(c *Config) { c.LogLevel = slog.LevelInfo + 2 },
 			`invalid --log-level "INFO+2": must be one of debug, info, warn, error`},

@@ -100,10 +100,21 @@ func (g KafkaConn[C]) Check(c *C) error {
 		if user == "" || pass == "" {
 			errs = append(errs, fmt.Errorf("--kafka-sasl-mechanism %s needs --kafka-sasl-username and --kafka-sasl-password-file", mech))
 		}
+		if mech == "plain" && !g.usesTLS(c) {
+			// PLAIN sends the password as is: anyone on the path reads it.
+			errs = append(errs, errors.New("--kafka-sasl-mechanism plain sends the password in clear text: it needs TLS to the brokers (--kafka-tls, or --kafka-tls-ca); or use scram-sha-512"))
+		}
 	default:
 		errs = append(errs, Invalid("--kafka-sasl-mechanism", mech, errors.New("must be none, plain or scram-sha-512")))
 	}
 	return errors.Join(errs...)
+}
+
+// usesTLS reports whether the connection is TLS: --kafka-tls or any of
+// its files (as flowkafka.Conn.UsesTLS).
+func (g KafkaConn[C]) usesTLS(c *C) bool {
+	t := g.TLS
+	return (t.On != nil && *t.On(c)) || *t.CA(c) != "" || *t.Cert(c) != "" || *t.Key(c) != ""
 }
 
 // CheckFile checks that path ("": not given) names a file that exists and

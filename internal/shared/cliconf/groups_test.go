@@ -53,7 +53,9 @@ func TestKafkaConn(t *testing.T) {
 		{[]string{"--kafka-brokers=:9092"}, []string{`invalid --kafka-brokers ":9092": must name a host`}},
 		{[]string{"--kafka-tls-cert=" + pass}, []string{"--kafka-tls-cert and --kafka-tls-key must be given together"}},
 		{[]string{"--kafka-tls-ca=/nonexistent"}, []string{`invalid --kafka-tls-ca "/nonexistent": no such file or directory`}},
-		{[]string{"--kafka-sasl-mechanism=plain"}, []string{"--kafka-sasl-mechanism plain needs --kafka-sasl-username and --kafka-sasl-password-file"}},
+		{[]string{"--kafka-sasl-mechanism=plain", "--kafka-tls"}, []string{"--kafka-sasl-mechanism plain needs --kafka-sasl-username and --kafka-sasl-password-file"}},
+		{[]string{"--kafka-sasl-mechanism=plain", "--kafka-sasl-username=u", "--kafka-sasl-password-file=" + pass},
+			[]string{"--kafka-sasl-mechanism plain sends the password in clear text: it needs TLS to the brokers (--kafka-tls, or --kafka-tls-ca); or use scram-sha-512"}},
 		{[]string{"--kafka-sasl-username=u"}, []string{"--kafka-sasl-username and --kafka-sasl-password-file need --kafka-sasl-mechanism plain or scram-sha-512"}},
 		{[]string{"--kafka-sasl-mechanism=md5"}, []string{`invalid --kafka-sasl-mechanism "md5": must be none, plain or scram-sha-512`}},
 	} {

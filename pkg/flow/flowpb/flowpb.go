@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -37,10 +38,6 @@ type Identity struct {
 	NodeName string
 	AgentIP  netip.Addr // zero: unknown (sent as empty bytes)
 }
-
-// MaxInterfaces is the most interfaces Validate accepts on one flow. The
-// datapath records six; the margin leaves room for future agents.
-const MaxInterfaces = 64
 
 // ToProto fills dst from r, reusing dst's byte slices, timestamps and
 // interface and group messages. A feature group r does not carry leaves its
@@ -192,10 +189,14 @@ func invalid(format string, args ...any) error {
 // and MAC lengths, integer ranges of the narrower Record fields,
 // timestamps, interface count and directions, and each feature group's
 // own (translated addresses, TLS and DNS values, durations within a
-// time.Duration).
+// time.Duration); and that its strings and lists are within Bounds (a
+// *BoundError), as ScanFlow checks on the wire.
 func Validate(f *flowv1.Flow) error {
 	if f == nil {
 		return invalid("nil flow")
+	}
+	if err := checkBounds(f); err != nil {
+		return err
 	}
 	for _, a := range []struct {
 		name string
@@ -241,15 +242,45 @@ func Validate(f *flowv1.Flow) error {
 			}
 		}
 	}
-	if len(f.Interfaces) > MaxInterfaces {
-		return invalid("%d interfaces, max %d", len(f.Interfaces), MaxInterfaces)
-	}
 	for i, it := range f.Interfaces {
 		if it == nil {
 			return invalid("interfaces[%d] is null", i)
 		}
 		if it.Direction < flowv1.Direction_DIRECTION_UNSPECIFIED || it.Direction > flowv1.Direction_DIRECTION_BOTH {
 			return invalid("interfaces[%d].direction = %d", i, it.Direction)
+		}
+	}
+	return nil
+}
+
+// checkBounds is ScanFlow's check on a decoded flow (the address and MAC
+// lengths are Validate's own, exact, checks).
+func checkBounds(f *flowv1.Flow) error {
+	str := func(name string, s string, max int) error {
+		if len(s) > max {
+			return &BoundError{Field: name, Len: len(s), Max: max}
+		}
+		return nil
+	}
+	if err := str("node_name", f.NodeName, flow.MaxNodeName); err != nil {
+		return err
+	}
+	if n := len(f.Interfaces); n > flow.MaxInterfaces {
+		return &BoundError{Field: "interfaces", Len: n, Max: flow.MaxInterfaces, List: true}
+	}
+	for i, it := range f.Interfaces {
+		if err := firstErr(str("name", it.GetName(), flow.MaxInterfaceName), str("netns", it.GetNetns(), flow.MaxNetnsName)); err != nil {
+			return within(err, "interfaces["+strconv.Itoa(i)+"]")
+		}
+	}
+	if d := f.Drops; d != nil {
+		if err := firstErr(str("drop_cause", d.DropCause, flow.MaxDropCause), str("drop_tcp_state", d.DropTcpState, flow.MaxDropTCPState)); err != nil {
+			return within(err, "drops")
+		}
+	}
+	if d := f.Dns; d != nil {
+		if err := str("dns_name", d.DnsName, flow.MaxDNSName); err != nil {
+			return within(err, "dns")
 		}
 	}
 	return nil

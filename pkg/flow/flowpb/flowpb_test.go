@@ -193,7 +193,7 @@ func TestValidateRejects(t *testing.T) {
 		"bad timestamp":     func(f *flowv1.Flow) { f.EndTime = &timestamppb.Timestamp{Nanos: -1} },
 		"bad direction":     func(f *flowv1.Flow) { f.Interfaces = []*flowv1.Interface{{Direction: 9}} },
 		"null interface":    func(f *flowv1.Flow) { f.Interfaces = []*flowv1.Interface{nil} },
-		"65 interfaces":     func(f *flowv1.Flow) { f.Interfaces = make([]*flowv1.Interface, 65) },
+		"7 interfaces":      func(f *flowv1.Flow) { f.Interfaces = make([]*flowv1.Interface, 7) },
 		"rtt out of range":  func(f *flowv1.Flow) { f.Rtt = &flowv1.RTT{RttNs: 1 << 63} },
 		"5-byte xlat src":   func(f *flowv1.Flow) { f.Xlat = &flowv1.Xlat{XlatSrcAddr: []byte{1, 2, 3, 4, 5}} },
 		"1-byte xlat dst":   func(f *flowv1.Flow) { f.Xlat = &flowv1.Xlat{XlatDstAddr: []byte{1}} },

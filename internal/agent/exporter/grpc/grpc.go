@@ -50,9 +50,10 @@ const (
 	DefaultBackoffMultiplier = 1.6
 	DefaultBackoffJitter     = 0.2
 	DefaultConnectTimeout    = 10 * time.Second
-	// DefaultMaxMessageBytes keeps every message under gRPC's default
-	// receive limit (4 MiB), so any FlowCollector server accepts it.
-	DefaultMaxMessageBytes = 4 << 20
+	// DefaultMaxMessageBytes keeps every message under the collector's
+	// default limit, which is gRPC's default receive limit (4 MiB), so any
+	// FlowCollector server accepts it.
+	DefaultMaxMessageBytes = flowpb.MaxMessageBytes
 )
 
 // ErrClosed is returned by Export after Close.
@@ -105,7 +106,9 @@ type Config struct {
 	ConnectTimeout time.Duration
 
 	// MaxMessageBytes: a batch whose encoding is larger is sent as several
-	// messages, each at most this size (a single flow is always sent).
+	// messages, each at most this size (a single flow is always sent). A
+	// message also carries at most flowpb.MaxFlowsPerMessage flows, the
+	// collector's default limit.
 	MaxMessageBytes int
 	// RetryTimeout bounds how long Export retries one batch; 0 retries until
 	// its context ends or Close (the Queue drops older batches meanwhile).
@@ -349,7 +352,8 @@ func (e *Exporter) updateIdentity() {
 
 // encode writes batch into e.buf as FlowBatch wire bytes and returns the
 // boundaries of the messages it goes out in, so each stays under
-// MaxMessageBytes (a flow alone may not): message i is flows
+// MaxMessageBytes (a flow alone may not) and flowpb.MaxFlowsPerMessage
+// flows: message i is flows
 // cuts[i]..cuts[i+1], bytes e.buf[offs[i]:offs[i+1]]; cuts is [0, n] when
 // the whole batch fits. A FlowBatch is only its flows' elements, so any run
 // of them is a message.
@@ -359,7 +363,8 @@ func (e *Exporter) encode(batch []flow.Record) (cuts, offs []int) {
 	for i := range batch {
 		start := len(buf)
 		buf = e.enc.Append(buf, &batch[i])
-		if start > offs[len(offs)-1] && len(buf)-offs[len(offs)-1] > e.cfg.MaxMessageBytes {
+		last := offs[len(offs)-1]
+		if start > last && (len(buf)-last > e.cfg.MaxMessageBytes || i-cuts[len(cuts)-1] == flowpb.MaxFlowsPerMessage) {
 			cuts, offs = append(cuts, i), append(offs, start)
 		}
 	}

@@ -426,3 +426,37 @@ func TestExportInvalidUTF8(t *testing.T) {
 		t.Fatalf("%d refusals", r)
 	}
 }
+
+// The agent's messages stay within the collector's default limits: under
+// its message size, and a batch of more flows than a message may carry
+// goes out as several, whatever the size limit (here large enough for
+// the whole batch: only the flow count splits it), every flow arriving
+// once.
+func TestMessagesWithinCollectorDefaults(t *testing.T) {
+	if grpcexp.DefaultMaxMessageBytes > receiver.DefaultMaxMessageBytes {
+		t.Fatalf("the agent's messages (%d bytes) may exceed the collector's default limit (%d)",
+			grpcexp.DefaultMaxMessageBytes, receiver.DefaultMaxMessageBytes)
+	}
+	rec := receivertest.Start(t, receiver.Options{MaxMessageBytes: 256 << 20})
+	exp := newExporter(t, grpcexp.Config{Target: rec.Addr, MaxMessageBytes: 256 << 20})
+	recs := batch(0, 2*flowpb.MaxFlowsPerMessage+5)
+	if err := exp.Export(ctxT(t, time.Minute), recs); err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := rec.Count(); n != len(recs) {
+		t.Fatalf("collector received %d flows, want %d", n, len(recs))
+	}
+	gb, gp := receivertest.Sums(rec.Flows())
+	if wb, wp := sums(recs); gb != wb || gp != wp {
+		t.Fatalf("collector sums bytes=%d packets=%d, want %d and %d", gb, gp, wb, wp)
+	}
+	if n := rec.Server.Stats.Rejected.Load(); n != 0 {
+		t.Errorf("%d messages refused", n)
+	}
+	if m := exp.Stats.Messages.Load(); m != 3 || rec.Batches() != 3 {
+		t.Errorf("%d messages sent, %d received; want 3 (100000, 100000 and 5 flows)", m, rec.Batches())
+	}
+}

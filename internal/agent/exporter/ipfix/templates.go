@@ -1,6 +1,10 @@
 package ipfix
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/flowlens/flowlens/pkg/flow"
+)
 
 // Template ids of the data sets: 256 + the record's variant, a sum of the
 // variant bits (variantV6, variantNAT, variantEnriched, variantDNS,
@@ -60,10 +64,10 @@ const (
 	MaxDNSName = 254
 	// MaxInterfaceName bounds each interface name of the interfaces list
 	// (IFNAMSIZ less the NUL: names are never longer).
-	MaxInterfaceName = 15
+	MaxInterfaceName = flow.MaxInterfaceName
 	// MaxInterfaces bounds the interfaces list (the kernel records six, the
 	// rest is marked by interfaces overflow).
-	MaxInterfaces = 6
+	MaxInterfaces = flow.MaxInterfaces
 )
 
 // Information Element ids (IANA "IPFIX Information Elements").
