@@ -53,6 +53,9 @@ const (
 	DefaultMaxMessageBytes  = 16 << 20
 	DefaultMaxFlowsPerBatch = 100_000
 	DefaultMaxStreams       = 4096
+	// DefaultMaxStreamsPerConnection is HTTP/2's MaxConcurrentStreams: an
+	// agent uses one stream, `flowlens observe` one per query.
+	DefaultMaxStreamsPerConnection = 100
 	// DefaultKeepaliveMinTime is the shortest keepalive ping interval the
 	// server tolerates from an agent (the agent pings every 30 s by default).
 	DefaultKeepaliveMinTime = 10 * time.Second
@@ -89,6 +92,10 @@ type Options struct {
 	// MaxStreams bounds the agent streams served at once; more are refused
 	// with ResourceExhausted. Negative: unlimited.
 	MaxStreams int
+	// MaxStreamsPerConnection bounds the streams (calls) open at once on
+	// one client connection (HTTP/2 MaxConcurrentStreams): a client waits
+	// for one to end before it opens more.
+	MaxStreamsPerConnection int
 	// TLS, when set, serves TLS (see ServerTLS; ClientAuth set to
 	// RequireAndVerifyClientCert makes it mTLS). Nil serves plaintext.
 	TLS *tls.Config
@@ -140,6 +147,9 @@ func New(h Handler, opts Options) (*Server, error) {
 	if opts.MaxStreams == 0 {
 		opts.MaxStreams = DefaultMaxStreams
 	}
+	if opts.MaxStreamsPerConnection <= 0 {
+		opts.MaxStreamsPerConnection = DefaultMaxStreamsPerConnection
+	}
 	if opts.KeepaliveMinTime <= 0 {
 		opts.KeepaliveMinTime = DefaultKeepaliveMinTime
 	}
@@ -152,6 +162,7 @@ func New(h Handler, opts Options) (*Server, error) {
 	}
 	so := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(opts.MaxMessageBytes),
+		grpc.MaxConcurrentStreams(uint32(min(opts.MaxStreamsPerConnection, 1<<31))),
 		grpc.ForceServerCodecV2(codec{proto: encoding.GetCodecV2("proto")}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: opts.KeepaliveMinTime, PermitWithoutStream: true}),
 		// Find dead agents (no FIN/RST) within ~1.5 min.
@@ -217,7 +228,18 @@ type codec struct{ proto encoding.CodecV2 }
 func (c codec) Marshal(v any) (mem.BufferSlice, error) { return c.proto.Marshal(v) }
 func (codec) Name() string                             { return "proto" }
 
+// RawUnmarshaler is a message that decodes itself from the received
+// bytes, before anything else is allocated for it (the collector's
+// FlowHistory bounds its requests this way; internal/collector/history).
+// It keeps its own error: one returned reaches the client as Internal.
+type RawUnmarshaler interface {
+	UnmarshalGRPC(data mem.BufferSlice) error
+}
+
 func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if u, ok := v.(RawUnmarshaler); ok {
+		return u.UnmarshalGRPC(data)
+	}
 	t, ok := v.(*decodeTarget)
 	if !ok {
 		return c.proto.Unmarshal(data, v)
