@@ -3,6 +3,7 @@ package history
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -23,12 +24,25 @@ import (
 // server's sends early (no BDP growth).
 func serve(t *testing.T, s *Service) flowv1.FlowHistoryClient {
 	t.Helper()
+	conn, err := grpc.NewClient(listen(t, s), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return flowv1.NewFlowHistoryClient(conn)
+}
+
+// listen serves s on a real receiver.Server on loopback (all of
+// 127.0.0.0/8) and returns its address.
+func listen(t *testing.T, s *Service) string {
+	t.Helper()
 	srv, err := receiver.New(func(context.Context, *receiver.Batch) error { return nil }, receiver.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Register(srv)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	lis, err := net.Listen("tcp", "0.0.0.0:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,13 +53,7 @@ func serve(t *testing.T, s *Service) flowv1.FlowHistoryClient {
 		defer cancel()
 		srv.Shutdown(ctx)
 	})
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return flowv1.NewFlowHistoryClient(conn)
+	return fmt.Sprintf("127.0.0.1:%d", lis.Addr().(*net.TCPAddr).Port)
 }
 
 // recvAll reads a stream to its end: the flows' source ports, and the
