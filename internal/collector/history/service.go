@@ -45,8 +45,8 @@ type Options struct {
 	// are refused with ResourceExhausted.
 	MaxFollowers, MaxFollowersPerClient int
 	// MaxQueries bounds the GetFlows calls answering from the history at
-	// once (a follower counts until it has sent the history); more are
-	// refused with ResourceExhausted.
+	// once (a follower counts until it has sent the history, one with
+	// skip_history not at all); more are refused with ResourceExhausted.
 	MaxQueries int
 	// MaxFilterTerms bounds a request's filter: each FlowFilter and each
 	// value in it counts one. More: InvalidArgument, before decoding when
@@ -325,15 +325,20 @@ func (s *Service) GetFlows(req *flowv1.GetFlowsRequest, stream grpc.ServerStream
 		return errClosed
 	default:
 	}
-	select {
-	case s.queries <- struct{}{}:
-	default:
-		s.Stats.refuse(RefusedQueries)
-		return status.Errorf(codes.ResourceExhausted, "GetFlows: %d queries under way, max %d (--history-max-queries)", s.opts.MaxQueries, s.opts.MaxQueries)
+	// A query holds a slot until it has sent the history; a follower
+	// without history needs none.
+	release := func() {}
+	if !req.Follow || !req.SkipHistory {
+		select {
+		case s.queries <- struct{}{}:
+		default:
+			s.Stats.refuse(RefusedQueries)
+			return status.Errorf(codes.ResourceExhausted, "GetFlows: %d queries under way, max %d (--history-max-queries)", s.opts.MaxQueries, s.opts.MaxQueries)
+		}
+		var once sync.Once
+		release = func() { once.Do(func() { <-s.queries }) }
+		defer release()
 	}
-	var releaseOnce sync.Once
-	release := func() { releaseOnce.Do(func() { <-s.queries }) }
-	defer release()
 
 	// The history is copied and, in follow mode, the follower registered
 	// in one critical section (no flow is missed or sent twice between
