@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,7 +48,11 @@ func queryCollectorBinary(t *testing.T) string {
 			return
 		}
 		queryBin = filepath.Join(dir, "flowlens-collector")
-		out, err := exec.Command("go", "build", "-o", queryBin, ".").CombinedOutput()
+		goBin, err := exec.LookPath("go")
+		if err != nil {
+			goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		}
+		out, err := exec.Command(goBin, "build", "-o", queryBin, ".").CombinedOutput()
 		if err != nil {
 			queryBinErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -203,7 +208,8 @@ func exportFlows(t *testing.T, addr string, first, n int) {
 
 // A GetFlows of two million ports is refused before it is decoded: a clear
 // error within a second, and the collector's peak RSS stays below twice
-// its idle RSS plus its history.
+// its idle RSS plus its history; so is one of a million ports that fits
+// the size bound (by its terms).
 func TestBinaryGetFlowsTwoMillionPorts(t *testing.T) {
 	c := startQueryCollector(t)
 	time.Sleep(200 * time.Millisecond)
@@ -229,6 +235,21 @@ func TestBinaryGetFlowsTwoMillionPorts(t *testing.T) {
 		}
 		t.Logf("try %d: refused in %v", try, took)
 	}
+	// A million one-byte ports fit in 1 MiB: refused by their count, on
+	// the wire, before decoding.
+	small := make([]uint32, 1_000_000)
+	for i := range small {
+		small[i] = uint32(i % 128)
+	}
+	start := time.Now()
+	st, err := client.GetFlows(context.Background(), &flowv1.GetFlowsRequest{Filters: []*flowv1.FlowFilter{{Port: small}}})
+	if err == nil {
+		_, err = st.Recv()
+	}
+	want := "GetFlows: filter of 1000001 terms, max 1024 (--history-max-filter-terms): each filter and each value in one counts one"
+	if status.Code(err) != codes.InvalidArgument || status.Convert(err).Message() != want || time.Since(start) > time.Second {
+		t.Fatalf("a million ports: %v after %v, want InvalidArgument %q within a second", err, time.Since(start), want)
+	}
 	hwm := c.memKB(t, "VmHWM")
 	t.Logf("idle RSS %d KiB, history %d KiB, peak %d KiB", idle, hist, hwm)
 	if hwm >= 2*idle+hist {
@@ -238,7 +259,7 @@ func TestBinaryGetFlowsTwoMillionPorts(t *testing.T) {
 		t.Errorf("refused request_bytes: %v, want 3", got)
 	}
 	// Still serving: the history is all there.
-	st, err := client.GetFlows(context.Background(), &flowv1.GetFlowsRequest{Filters: []*flowv1.FlowFilter{{FromPort: []uint32{7, 8}}}})
+	st, err = client.GetFlows(context.Background(), &flowv1.GetFlowsRequest{Filters: []*flowv1.FlowFilter{{FromPort: []uint32{7, 8}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
