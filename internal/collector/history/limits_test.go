@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
 )
@@ -241,5 +242,35 @@ func TestQueryDoesNotStallAdd(t *testing.T) {
 	t.Logf("%d Adds during the queries, slowest %v", adds, slowest)
 	if slowest > 100*time.Millisecond {
 		t.Errorf("an Add took %v while queries filtered", slowest)
+	}
+}
+
+// Every repeated field of FlowFilter counts, decoded (flowquery.Terms) and
+// on the wire (RequestTerms): a new field cannot slip past the bound.
+func TestTermsCoverEveryField(t *testing.T) {
+	fields := (&flowv1.FlowFilter{}).ProtoReflect().Descriptor().Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		if !fd.IsList() {
+			continue
+		}
+		ff := &flowv1.FlowFilter{}
+		l := ff.ProtoReflect().Mutable(fd).List()
+		for range 2 {
+			if fd.Kind() == protoreflect.StringKind {
+				l.Append(protoreflect.ValueOfString("x"))
+			} else {
+				l.Append(protoreflect.ValueOfUint32(1))
+			}
+		}
+		req := &flowv1.GetFlowsRequest{Filters: []*flowv1.FlowFilter{ff}}
+		b, err := proto.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wire, err := RequestTerms(b)
+		if n := countTerms(req); n != 3 || wire != 3 || err != nil {
+			t.Errorf("%s: %d terms decoded, %d on the wire (%v); want 3 and 3", fd.Name(), n, wire, err)
+		}
 	}
 }

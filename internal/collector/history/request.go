@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
+	"github.com/flowlens/flowlens/internal/shared/flowquery"
 )
 
 // Register serves s on r (a receiver.Server) as FlowHistory, with its own
@@ -84,16 +85,9 @@ func (s *Service) checkTerms(terms int) error {
 	return nil
 }
 
-// countTerms counts a decoded request's terms as RequestTerms counts them
-// on the wire: one per FlowFilter, one per value of its repeated fields.
-func countTerms(req *flowv1.GetFlowsRequest) int {
-	n := 0
-	for _, f := range req.Filters {
-		n += 1 + len(f.Namespace) + len(f.Pod) + len(f.Workload) + len(f.Node) + len(f.Ip) + len(f.FromIp) + len(f.ToIp) +
-			len(f.Port) + len(f.FromPort) + len(f.ToPort) + len(f.Protocol) + len(f.DropCause) + len(f.TcpFlags) + len(f.DnsRcode)
-	}
-	return n
-}
+// countTerms counts a decoded request's terms (flowquery.Terms), as
+// RequestTerms counts them on the wire.
+func countTerms(req *flowv1.GetFlowsRequest) int { return flowquery.Terms(req.Filters) }
 
 // Field numbers of GetFlowsRequest.filters and of FlowFilter's repeated
 // fields (api/flow/v1/history.proto): strings, and numbers (packed or
@@ -106,8 +100,11 @@ var (
 )
 
 // RequestTerms counts the terms of an encoded GetFlowsRequest without
-// decoding it or allocating: one per FlowFilter and one per value of a
-// FlowFilter's repeated fields (a packed list counts its varints). An
+// decoding it or allocating, as flowquery.Terms counts a decoded one: one
+// per FlowFilter and one per value of a FlowFilter's repeated fields (a
+// packed list counts its varints). It never counts fewer than the decoded
+// request holds (a field of the wrong wire type, which the decoder keeps
+// as unknown, counts too). An
 // error says where the encoding is broken.
 func RequestTerms(b []byte) (int, error) {
 	n := 0
