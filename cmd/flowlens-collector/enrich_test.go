@@ -224,7 +224,7 @@ func TestMetricsFlags(t *testing.T) {
 		}
 	}
 	sort.Strings(flowFams)
-	if got := strings.Join(flowFams, ","); got != "build_info,decode_errors_total,drop_packets_total,enrichment_misses_total,flow_bytes_total,history_flows,history_follow_lost_flows_total,history_followers,received_flows_total" {
+	if got := strings.Join(flowFams, ","); got != "build_info,decode_errors_total,drop_packets_total,enrichment_misses_total,flow_bytes_total,history_flows,history_follow_lost_flows_total,history_followers,history_refused_requests_total,received_flows_total" {
 		t.Errorf("families: %s", got)
 	}
 	expectSamples(t, fams, map[[2]string]float64{
