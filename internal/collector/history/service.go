@@ -105,7 +105,8 @@ type Service struct {
 
 // follower is one GetFlows call in follow mode. Add queues whole batches
 // in its inbox (never waiting); its filter goroutine matches them and
-// queues the matching flows in out, which the call's goroutine sends.
+// queues the matching flows in out, which the call's goroutine sends. Both
+// queues grow as needed: an idle follower holds next to nothing.
 type follower struct {
 	query  flowquery.Query
 	inTime func(*enriched.Flow) bool
@@ -116,9 +117,56 @@ type follower struct {
 	pending int // flows in inbox and being filtered
 
 	wake chan struct{} // capacity 1: something is in the inbox
-	out  chan *enriched.Flow
+
+	omu   sync.Mutex
+	out   []*enriched.Flow // out[head:] wait to be sent: at most FollowBuffer
+	head  int
+	ready chan struct{} // capacity 1: something is in out
+
 	done chan struct{} // the call ended
 	lost atomic.Uint64 // dropped since the last report to the client
+}
+
+// matchChunk is how many matching flows the filter queues for sending at
+// once.
+const matchChunk = 256
+
+// push queues m for sending, as many as there is room for (limit waiting
+// at most), and returns how many it dropped.
+func (fl *follower) push(m []*enriched.Flow, limit int) int {
+	fl.omu.Lock()
+	take := min(max(limit-(len(fl.out)-fl.head), 0), len(m))
+	fl.out = append(fl.out, m[:take]...)
+	fl.omu.Unlock()
+	if take > 0 {
+		select {
+		case fl.ready <- struct{}{}:
+		default:
+		}
+	}
+	return len(m) - take
+}
+
+// pop takes the next flow to send; nil when none waits.
+func (fl *follower) pop() *enriched.Flow {
+	fl.omu.Lock()
+	defer fl.omu.Unlock()
+	if fl.head == len(fl.out) {
+		if cap(fl.out) > 4*matchChunk {
+			fl.out = nil // a burst is over: let its room go
+		}
+		fl.out, fl.head = fl.out[:0], 0
+		return nil
+	}
+	f := fl.out[fl.head]
+	fl.out[fl.head] = nil
+	fl.head++
+	if fl.head >= matchChunk && fl.head > len(fl.out)/2 { // compact: out never grows past twice what waits
+		n := copy(fl.out, fl.out[fl.head:])
+		clear(fl.out[n:])
+		fl.out, fl.head = fl.out[:n], 0
+	}
+	return f
 }
 
 // batch is one Add's flows for the followers; order is their indexes by
@@ -235,6 +283,7 @@ func (fl *follower) queue(b *batch, limit int) bool {
 // batches and queues the matching flows for sending, counting those the
 // sender has no room for.
 func (s *Service) filter(fl *follower) {
+	m := make([]*enriched.Flow, 0, matchChunk)
 	for {
 		select {
 		case <-fl.wake:
@@ -260,17 +309,27 @@ func (s *Service) filter(fl *follower) {
 				if !fl.inTime(f) || !fl.query.Match(f) {
 					continue
 				}
-				select {
-				case fl.out <- f:
-				default:
-					fl.lost.Add(1)
-					s.Stats.FollowLost.Add(1)
+				if m = append(m, f); len(m) == matchChunk {
+					s.dropped(fl, fl.push(m, s.opts.FollowBuffer))
+					m = m[:0]
 				}
+			}
+			if len(m) > 0 {
+				s.dropped(fl, fl.push(m, s.opts.FollowBuffer))
+				m = m[:0]
 			}
 			fl.mu.Lock()
 			fl.pending -= len(b.flows)
 			fl.mu.Unlock()
 		}
+	}
+}
+
+// dropped counts n flows lost for fl.
+func (s *Service) dropped(fl *follower, n int) {
+	if n > 0 {
+		fl.lost.Add(uint64(n))
+		s.Stats.FollowLost.Add(uint64(n))
 	}
 }
 
@@ -360,7 +419,7 @@ func (s *Service) GetFlows(req *flowv1.GetFlowsRequest, stream grpc.ServerStream
 				s.opts.MaxFollowersPerClient, client, s.opts.MaxFollowersPerClient)
 		}
 		fl = &follower{query: query, inTime: inTime, client: client, wake: make(chan struct{}, 1),
-			out: make(chan *enriched.Flow, s.opts.FollowBuffer), done: make(chan struct{})}
+			ready: make(chan struct{}, 1), done: make(chan struct{})}
 		s.followers[fl] = struct{}{}
 		s.byClient[client]++
 		s.Stats.Followers.Add(1)
@@ -422,14 +481,21 @@ func (s *Service) GetFlows(req *flowv1.GetFlowsRequest, stream grpc.ServerStream
 					return err
 				}
 			}
-		case f := <-fl.out:
-			if n := fl.lost.Swap(0); n > 0 {
-				if err := stream.Send(&flowv1.GetFlowsResponse{Response: &flowv1.GetFlowsResponse_Lost{Lost: n}}); err != nil {
+		case <-fl.ready:
+			for f := fl.pop(); f != nil; f = fl.pop() {
+				if n := fl.lost.Swap(0); n > 0 {
+					if err := stream.Send(&flowv1.GetFlowsResponse{Response: &flowv1.GetFlowsResponse_Lost{Lost: n}}); err != nil {
+						return err
+					}
+				}
+				if err := stream.Send(&flowv1.GetFlowsResponse{Response: &flowv1.GetFlowsResponse_Flow{Flow: enriched.ToProto(f)}}); err != nil {
 					return err
 				}
-			}
-			if err := stream.Send(&flowv1.GetFlowsResponse{Response: &flowv1.GetFlowsResponse_Flow{Flow: enriched.ToProto(f)}}); err != nil {
-				return err
+				select {
+				case <-s.closed:
+					return errClosed
+				default:
+				}
 			}
 		case <-ctx.Done():
 			return ctx.Err()
