@@ -36,9 +36,9 @@ type Options struct {
 	Size int
 	// MaxAge is how long a flow stays after it was received.
 	MaxAge time.Duration
-	// FollowBuffer is the most flows queued for one follower, before and
-	// after its filter; more are dropped for it (counted, reported to it
-	// as lost).
+	// FollowBuffer is the most matching flows queued for sending to one
+	// follower (16 times as many may wait for its filter); more are
+	// dropped for it (counted, reported to it as lost).
 	FollowBuffer int
 	// MaxFollowers bounds the follow streams open at once, and
 	// MaxFollowersPerClient those of one client (its IP address): more
@@ -126,6 +126,11 @@ type follower struct {
 	done chan struct{} // the call ended
 	lost atomic.Uint64 // dropped since the last report to the client
 }
+
+// inboxBatches sizes a follower's inbox: FollowBuffer times this many
+// flows may wait for its filter (the batches are mostly the ring's too:
+// they cost memory of their own only once the ring has let them go).
+const inboxBatches = 16
 
 // matchChunk is how many matching flows the filter queues for sending at
 // once.
@@ -218,9 +223,10 @@ func (s *Service) Len() int {
 }
 
 // Add stores flows and queues them for every follower, never waiting for
-// one and never filtering under the lock: a follower that has
+// one and never filtering under the lock: a follower that has 16 times
 // FollowBuffer flows still to filter loses the batch (each of its flows
-// counted lost: the filter could not keep up). It is a enrich.Sink; it
+// counted lost: its filter could not keep up, so which of them matched is
+// not known). It is a enrich.Sink; it
 // keeps flows, which the pipeline never reuses.
 func (s *Service) Add(_ context.Context, flows []enriched.Flow) error {
 	if len(flows) == 0 {
@@ -241,7 +247,7 @@ func (s *Service) Add(_ context.Context, flows []enriched.Flow) error {
 		b = &batch{flows: flows}
 	}
 	for fl := range s.followers {
-		if !fl.queue(b, s.opts.FollowBuffer) {
+		if !fl.queue(b, inboxBatches*s.opts.FollowBuffer) {
 			fl.lost.Add(uint64(len(flows)))
 			s.Stats.FollowLost.Add(uint64(len(flows)))
 		}
