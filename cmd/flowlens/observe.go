@@ -67,7 +67,8 @@ func observe(ctx context.Context, args []string, env func(string) string, stdout
 		err = ferr
 	}
 	if err != nil && ctx.Err() == nil {
-		fmt.Fprintf(stderr, "flowlens observe: %v\n", err)
+		// A collector's error text is not trusted: escaped like its flows.
+		fmt.Fprintf(stderr, "flowlens observe: %s\n", textfmt.Safe(err.Error()))
 		return 1
 	}
 	return 0
@@ -282,7 +283,7 @@ func (p *printer) print(h *flowv1.HistoryFlow) error {
 		if err != nil {
 			return err
 		}
-		b = append(b, js...)
+		b = textfmt.SafeJSON(b, js) // protojson leaves C1, U+2028, bidi controls raw
 	} else {
 		f, err := enriched.FromProto(h)
 		if err != nil {

@@ -81,6 +81,9 @@ type Config struct {
 type History struct {
 	Size   int
 	MaxAge time.Duration
+	// Bounds of the requests (history.Options).
+	MaxFilterTerms, MaxRequestBytes                 int
+	MaxFollowers, MaxFollowersPerClient, MaxQueries int
 }
 
 // Enrichment says where Kubernetes context comes from: StaticFile, else a

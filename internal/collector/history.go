@@ -5,7 +5,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
 	"github.com/flowlens/flowlens/internal/collector/enrich"
 	"github.com/flowlens/flowlens/internal/collector/history"
 	"github.com/flowlens/flowlens/internal/shared/enriched"
@@ -18,7 +17,8 @@ func startHistory(o History, pl *enrich.Pipeline, srv *receiver.Server, reg prom
 	if o.Size == 0 {
 		return nil
 	}
-	h := history.NewService(history.Options{Size: o.Size, MaxAge: o.MaxAge})
+	h := history.NewService(history.Options{Size: o.Size, MaxAge: o.MaxAge, MaxFilterTerms: o.MaxFilterTerms, MaxRequestBytes: o.MaxRequestBytes,
+		MaxFollowers: o.MaxFollowers, MaxFollowersPerClient: o.MaxFollowersPerClient, MaxQueries: o.MaxQueries})
 	if next := pl.Sink; next != nil {
 		pl.Sink = func(ctx context.Context, flows []enriched.Flow) error {
 			h.Add(ctx, flows)
@@ -27,7 +27,7 @@ func startHistory(o History, pl *enrich.Pipeline, srv *receiver.Server, reg prom
 	} else {
 		pl.Sink = h.Add
 	}
-	flowv1.RegisterFlowHistoryServer(srv, h)
+	h.Register(srv)
 	reg.MustRegister(h.Collectors()...)
 	return h
 }

@@ -46,6 +46,9 @@ func (o *Config) validate() error {
 	if n := o.Limits.MaxStreamsPerClient; n != -1 && n < 1 {
 		add(cliconf.Invalid("--max-agents-per-client", strconv.Itoa(n), errors.New("must be -1 (unlimited) or at least 1")))
 	}
+	if n := o.Limits.MaxStreamsPerConnection; n < 1 {
+		add(cliconf.Invalid("--max-streams-per-connection", strconv.Itoa(n), errors.New("must be at least 1")))
+	}
 	add(checkPositive("--shutdown-grace", o.ShutdownGrace))
 	add(cliconf.CheckLevel("--log-level", o.LogLevel))
 	if o.MetricsAddress != "" {

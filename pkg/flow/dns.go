@@ -3,7 +3,6 @@ package flow
 import (
 	"strconv"
 	"time"
-	"unicode/utf8"
 )
 
 // DNSFields are the "dns" feature's part of a Record: the last DNS message
@@ -202,57 +201,4 @@ func appendDNSLabelByte(b []byte, c byte) []byte {
 		return append(b, '\\', '0'+c/100, '0'+c/10%10, '0'+c%10)
 	}
 	return append(b, c)
-}
-
-// appendJSONString appends s as a JSON string: quotes, backslashes and
-// control characters escaped (\n, \r, \t, \uXXXX), invalid UTF-8 replaced by
-// U+FFFD like encoding/json, U+2028 and U+2029 escaped; it allocates
-// nothing. strconv.AppendQuote is not JSON: it writes \x00 and \a.
-func appendJSONString(b []byte, s string) []byte {
-	const hexDigits = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

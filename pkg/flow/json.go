@@ -3,6 +3,7 @@ package flow
 import (
 	"net/netip"
 	"strconv"
+	"unicode/utf8"
 )
 
 // AppendJSON appends r as one JSON object (no newline) with the field names
@@ -94,18 +95,79 @@ func appendAddr(b []byte, a netip.Addr) []byte {
 	return a.Unmap().AppendTo(b)
 }
 
-// appendQuote is strconv.AppendQuote, with a fast path for the usual
-// interface names, namespaces and causes: printable ASCII with neither '"'
-// nor a backslash is appended between quotes as it is (what AppendQuote would
-// write, without its rune-by-rune escaping).
+// appendQuote is appendJSONString with a fast path for the usual interface
+// names, namespaces and causes: printable ASCII with neither '"' nor a
+// backslash is appended between quotes as it is.
 func appendQuote(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
-			return strconv.AppendQuote(b, s)
+			return appendJSONString(b, s)
 		}
 	}
 	b = append(b, '"')
 	b = append(b, s...)
+	return append(b, '"')
+}
+
+// AppendJSONString appends s as a JSON string as AppendJSON writes names:
+// valid JSON, no raw control character (appendJSONString). For the JSON
+// that extends a record's (the collector's node_name, Kubernetes names).
+func AppendJSONString(b []byte, s string) []byte { return appendQuote(b, s) }
+
+// appendJSONString appends s as a JSON string that is also safe on a
+// terminal: quotes and backslashes escaped, control characters (C0, DEL,
+// C1) as \n, \r, \t or \u00XX, U+2028 and U+2029 (JavaScript line ends)
+// and the bidirectional overrides and isolates (U+202A to U+202E, U+2066
+// to U+2069: they reorder a terminal's line) as \u20XX, invalid UTF-8 replaced by U+FFFD like
+// encoding/json; it allocates nothing. Names come from the network and
+// from other tenants (interface names, netns, drop causes, DNS names):
+// strconv.AppendQuote would write \x1b, which is not JSON.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != 0x7f {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r >= 0x80 && r <= 0x9f: // C1: 0x9b is CSI to some terminals
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '0', '0', hexDigits[r>>4], hexDigits[r&0xf])
+		case r == '\u2028' || r == '\u2029' || (r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069'):
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', hexDigits[r>>4&0xf], hexDigits[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	b = append(b, s[start:]...)
 	return append(b, '"')
 }
 

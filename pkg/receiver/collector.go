@@ -68,6 +68,9 @@ const (
 	// its reconnections that the server has not yet seen die (keepalive
 	// finds a dead one within ~1.5 min).
 	DefaultMaxStreamsPerClient = 16
+	// DefaultMaxStreamsPerConnection is HTTP/2's MaxConcurrentStreams: an
+	// agent uses one stream, `flowlens observe` one per query.
+	DefaultMaxStreamsPerConnection = 100
 	// DefaultKeepaliveMinTime is the shortest keepalive ping interval the
 	// server tolerates from an agent (the agent pings every 30 s by default).
 	DefaultKeepaliveMinTime = 10 * time.Second
@@ -107,6 +110,10 @@ type Options struct {
 	// MaxStreamsPerClient bounds the streams of one client (ClientKey);
 	// more are refused with ResourceExhausted. Negative: unlimited.
 	MaxStreamsPerClient int
+	// MaxStreamsPerConnection bounds the streams (calls) open at once on
+	// one client connection (HTTP/2 MaxConcurrentStreams): a client waits
+	// for one to end before it opens more.
+	MaxStreamsPerConnection int
 	// TLS, when set, serves TLS (see ServerTLS; ClientAuth set to
 	// RequireAndVerifyClientCert makes it mTLS). Nil serves plaintext.
 	TLS *tls.Config
@@ -181,6 +188,9 @@ func New(h Handler, opts Options) (*Server, error) {
 	if opts.MaxStreamsPerClient == 0 {
 		opts.MaxStreamsPerClient = DefaultMaxStreamsPerClient
 	}
+	if opts.MaxStreamsPerConnection <= 0 {
+		opts.MaxStreamsPerConnection = DefaultMaxStreamsPerConnection
+	}
 	if opts.KeepaliveMinTime <= 0 {
 		opts.KeepaliveMinTime = DefaultKeepaliveMinTime
 	}
@@ -193,6 +203,7 @@ func New(h Handler, opts Options) (*Server, error) {
 	}
 	so := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(opts.MaxMessageBytes),
+		grpc.MaxConcurrentStreams(uint32(min(opts.MaxStreamsPerConnection, 1<<31))),
 		grpc.ForceServerCodecV2(codec{proto: encoding.GetCodecV2("proto"), maxFlows: opts.MaxFlowsPerBatch}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: opts.KeepaliveMinTime, PermitWithoutStream: true}),
 		// Find dead agents (no FIN/RST) within ~1.5 min.
@@ -288,7 +299,18 @@ type codec struct {
 func (c codec) Marshal(v any) (mem.BufferSlice, error) { return c.proto.Marshal(v) }
 func (codec) Name() string                             { return "proto" }
 
+// RawUnmarshaler is a message that decodes itself from the received
+// bytes, before anything else is allocated for it (the collector's
+// FlowHistory bounds its requests this way; internal/collector/history).
+// It keeps its own error: one returned reaches the client as Internal.
+type RawUnmarshaler interface {
+	UnmarshalGRPC(data mem.BufferSlice) error
+}
+
 func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if u, ok := v.(RawUnmarshaler); ok {
+		return u.UnmarshalGRPC(data)
+	}
 	t, ok := v.(*decodeTarget)
 	if !ok {
 		return c.proto.Unmarshal(data, v)

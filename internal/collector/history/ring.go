@@ -8,11 +8,17 @@
 //	h := history.NewService(history.Options{Size: 100000, MaxAge: time.Hour})
 //	pl := &enrich.Pipeline{Resolver: r, Sink: h.Add}
 //	srv, _ := receiver.New(pl.Handle, receiver.Options{})
-//	flowv1.RegisterFlowHistoryServer(srv, h)
+//	h.Register(srv) // FlowHistory, its requests bounded before they are decoded
 //	defer h.Close() // ends the followers before srv.Shutdown
+//
+// Ingestion never waits for a reader: Add holds the Service's lock only to
+// store a batch and queue it for each follower, a query only to copy the
+// ring's flow pointers (Snapshot); filtering happens outside the lock, for a
+// follower in a goroutine of its own.
 package history
 
 import (
+	"slices"
 	"time"
 
 	"github.com/flowlens/flowlens/internal/shared/enriched"
@@ -73,6 +79,20 @@ func (r *Ring) Expire(now time.Time) {
 		r.head = (r.head + 1) % len(r.buf)
 		r.n--
 	}
+}
+
+// Snapshot appends the flows held to dst, oldest received first: pointer
+// copies only, so that a query filters them without the lock.
+func (r *Ring) Snapshot(dst []*enriched.Flow) []*enriched.Flow {
+	dst = slices.Grow(dst, r.n)
+	first := r.buf[r.head:min(r.head+r.n, len(r.buf))]
+	for i := range first {
+		dst = append(dst, first[i].f)
+	}
+	for i := range r.n - len(first) {
+		dst = append(dst, r.buf[i].f)
+	}
+	return dst
 }
 
 // Each calls fn for every flow held, oldest received first.

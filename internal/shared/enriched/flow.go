@@ -13,7 +13,6 @@ package enriched
 
 import (
 	"net/netip"
-	"strconv"
 
 	"github.com/flowlens/flowlens/pkg/flow"
 )
@@ -46,7 +45,7 @@ func (f *Flow) AppendJSON(b []byte) []byte {
 	b = f.Record.AppendJSON(b)
 	b = b[:len(b)-1] // reopen the object
 	b = append(b, `,"node_name":`...)
-	b = strconv.AppendQuote(b, f.NodeName)
+	b = flow.AppendJSONString(b, f.NodeName)
 	b = append(b, `,"agent_ip":"`...)
 	if f.AgentIP.IsValid() {
 		b = f.AgentIP.AppendTo(b)

@@ -1,6 +1,6 @@
 package enriched
 
-import "strconv"
+import "github.com/flowlens/flowlens/pkg/flow"
 
 // Kind is what an address belongs to.
 type Kind string
@@ -62,7 +62,7 @@ func (m *K8sContext) AppendJSON(b []byte) []byte {
 		b = append(b, '"')
 		b = append(b, name...)
 		b = append(b, `":`...)
-		b = strconv.AppendQuote(b, v)
+		b = flow.AppendJSONString(b, v)
 	}
 	field("kind", string(m.Kind))
 	field("namespace", m.Namespace)

@@ -24,10 +24,24 @@ func ports(ff *flowv1.FlowFilter) ([]check, error) {
 				return nil, fmt.Errorf("%s: %d is not a port (0 to 65535)", p.field, port)
 			}
 		}
-		v, src, dst := p.v, p.src, p.dst
+		has, src, dst := portSet(p.v), p.src, p.dst
 		out = append(out, func(f *enriched.Flow) bool {
-			return (src && in(v, uint32(f.SrcPort))) || (dst && in(v, uint32(f.DstPort)))
+			return (src && has(f.SrcPort)) || (dst && has(f.DstPort))
 		})
 	}
 	return out, nil
+}
+
+// portSet is membership in v (ports checked): a scan for a few ports, a
+// bitmap of every port (8 KiB) for more, so that a long list costs a
+// follower or a query one lookup per flow.
+func portSet(v []uint32) func(uint16) bool {
+	if len(v) <= 16 {
+		return func(p uint16) bool { return in(v, uint32(p)) }
+	}
+	bits := new([65536 / 64]uint64)
+	for _, p := range v {
+		bits[p/64] |= 1 << (p % 64)
+	}
+	return func(p uint16) bool { return bits[p/64]&(1<<(p%64)) != 0 }
 }

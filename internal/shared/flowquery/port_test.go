@@ -24,3 +24,20 @@ func TestPort(t *testing.T) {
 		`filters[1].to_port: 65536 is not a port (0 to 65535)`:   {ToPort: []uint32{65536}},
 	})
 }
+
+// A long list (a bitmap) matches as a short one (a scan).
+func TestPortSet(t *testing.T) {
+	long := []uint32{0, 1, 63, 64, 65535}
+	for p := uint32(1000); len(long) < 40; p += 7 {
+		long = append(long, p)
+	}
+	short, big := portSet(long[:5]), portSet(long)
+	for p := range 65536 {
+		if want := in(long, uint32(p)); big(uint16(p)) != want {
+			t.Fatalf("bitmap: port %d: %v, want %v", p, !want, want)
+		}
+		if want := in(long[:5], uint32(p)); short(uint16(p)) != want {
+			t.Fatalf("scan: port %d: %v, want %v", p, !want, want)
+		}
+	}
+}

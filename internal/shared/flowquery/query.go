@@ -67,6 +67,18 @@ func Compile(filters []*flowv1.FlowFilter) (Query, error) {
 	return out, nil
 }
 
+// Terms is the size of filters as the collector bounds it
+// (--history-max-filter-terms): one per FlowFilter and one per value of
+// its repeated fields. Matching costs about that much per flow.
+func Terms(filters []*flowv1.FlowFilter) int {
+	n := 0
+	for _, f := range filters {
+		n += 1 + len(f.Namespace) + len(f.Pod) + len(f.Workload) + len(f.Node) + len(f.Ip) + len(f.FromIp) + len(f.ToIp) +
+			len(f.Port) + len(f.FromPort) + len(f.ToPort) + len(f.Protocol) + len(f.DropCause) + len(f.TcpFlags) + len(f.DnsRcode)
+	}
+	return n
+}
+
 // Match reports whether f matches every term (AND), each term negated by
 // its not.
 func (q Query) Match(f *enriched.Flow) bool {

@@ -131,3 +131,16 @@ func TestEveryFieldIsACriterion(t *testing.T) {
 		}
 	}
 }
+
+// Terms counts each filter and each value of its repeated fields.
+func TestTerms(t *testing.T) {
+	if n := Terms(nil); n != 0 {
+		t.Errorf("no filter: %d", n)
+	}
+	fs := []*flowv1.FlowFilter{{}, {Not: true, Drops: true, Namespace: []string{"a", "b"}, Port: []uint32{1, 2, 3}, DnsRcode: []uint32{3}},
+		{Pod: []string{"p"}, Workload: []string{"w"}, Node: []string{"n"}, Ip: []string{"i"}, FromIp: []string{"f"}, ToIp: []string{"t"},
+			FromPort: []uint32{1}, ToPort: []uint32{2}, Protocol: []uint32{6}, DropCause: []string{"c"}, TcpFlags: []uint32{2}}}
+	if n := Terms(fs); n != 1+7+12 {
+		t.Errorf("Terms = %d, want 20", n)
+	}
+}

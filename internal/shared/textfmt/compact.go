@@ -17,7 +17,7 @@ import (
 func AppendCompact(b []byte, f *enriched.Flow) []byte {
 	b = append(b, f.EndTime.Local().Format("15:04:05.000")...)
 	b = append(b, ' ')
-	b = append(b, dash(f.NodeName)...)
+	b = append(b, dash(Safe(f.NodeName))...)
 	icmp := f.Proto == 1 || f.Proto == 58
 	b = append(b, ' ')
 	if f.Enriched {
@@ -47,14 +47,14 @@ func AppendCompact(b []byte, f *enriched.Flow) []byte {
 	if f.DropPackets > 0 || f.DropBytes > 0 {
 		b = append(b, " drops="+strconv.FormatUint(f.DropPackets, 10)+"p/"+HumanBytes(f.DropBytes)...)
 		if f.DropCause != "" {
-			b = append(b, ":"+f.DropCause...)
+			b = append(b, ":"+Safe(f.DropCause)...)
 		}
 	}
 	if f.RTT > 0 {
 		b = append(b, " rtt="+f.RTT.Round(time.Microsecond).String()...)
 	}
 	if f.DNSName != "" {
-		b = append(b, " dns="+f.DNSName...)
+		b = append(b, " dns="+Safe(f.DNSName)...)
 	}
 	if f.DNSAnswered() {
 		b = append(b, " rcode="+flow.DNSRcodeName(f.DNSRcode)...)

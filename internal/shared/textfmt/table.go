@@ -1,7 +1,9 @@
 // Package textfmt writes enriched flows for people: the table (one line
 // per flow, columns that stay aligned whatever the values: a value wider
 // than its column is cut with "…"), the compact one-line form, and the
-// names they use (protocols, TCP flags, human-readable sizes). It is shared
+// names they use (protocols, TCP flags, human-readable sizes). Every name
+// they print has its control characters escaped (Safe): a flow's strings
+// are untrusted. It is shared
 // by flowlens-collector --output table and flowlens observe.
 package textfmt
 
@@ -126,7 +128,7 @@ func (t *Table) fill(cells []string, f *enriched.Flow) []string {
 		proto += ":" + strconv.FormatUint(uint64(f.IcmpType), 10) + "/" + strconv.FormatUint(uint64(f.IcmpCode), 10)
 	}
 	cells = append(cells, Endpoint(f.SrcAddr, f.SrcPort, icmp), "→", Endpoint(f.DstAddr, f.DstPort, icmp), proto,
-		HumanBytes(f.Bytes), strconv.FormatUint(f.Packets, 10), ifaces(f), drops(f), rtt(f), dash(f.NodeName))
+		HumanBytes(f.Bytes), strconv.FormatUint(f.Packets, 10), ifaces(f), drops(f), rtt(f), dash(Safe(f.NodeName)))
 	if t.enriched {
 		cells = append(cells, K8sName(&f.Src), K8sName(&f.Dst))
 	}
@@ -136,9 +138,9 @@ func (t *Table) fill(cells []string, f *enriched.Flow) []string {
 func ifaces(f *enriched.Flow) string {
 	parts := make([]string, 0, len(f.Interfaces))
 	for _, it := range f.Interfaces {
-		s := it.Name
+		s := Safe(it.Name)
 		if it.Netns != "" && it.Netns != "host" {
-			s = it.Netns + "/" + s
+			s = Safe(it.Netns) + "/" + s
 		}
 		parts = append(parts, s+"("+dirName(it.Direction)+")")
 	}
@@ -155,7 +157,7 @@ func drops(f *enriched.Flow) string {
 	}
 	s := strconv.FormatUint(f.DropPackets, 10) + "p/" + HumanBytes(f.DropBytes)
 	if f.DropCause != "" {
-		s += " " + f.DropCause
+		s += " " + Safe(f.DropCause)
 	}
 	return s
 }
@@ -191,8 +193,11 @@ func HumanBytes(n uint64) string {
 }
 
 // K8sName is an endpoint's context in one word: namespace/pod (workload
-// Kind/name) for a pod, svc:namespace/name, node:name, ext[:subnet].
-func K8sName(m *enriched.K8sContext) string {
+// Kind/name) for a pod, svc:namespace/name, node:name, ext[:subnet];
+// control characters escaped (Safe).
+func K8sName(m *enriched.K8sContext) string { return Safe(k8sName(m)) }
+
+func k8sName(m *enriched.K8sContext) string {
 	switch m.Kind {
 	case enriched.KindPod:
 		s := m.Namespace + "/" + m.Name

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Runs every Go fuzz target (func Fuzz*) of the module for FUZZTIME each
+# (`make fuzz`, .ci/run). The targets are found, not listed (`go test -list
+# '^Fuzz'`), so a new target runs without touching this.
+# Their seed corpora (f.Add, testdata/fuzz) already run in `make test`; this
+# mutates them. A failure leaves its input in the package's testdata/fuzz/
+# (commit it with the fix: it becomes a seed) and fails the run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+FUZZTIME=${FUZZTIME:-10s}
+
+# "pkg FuzzName" lines. go test -list prints a package's names, then its
+# "ok <pkg>" line; it runs TestMain (envtest's API server in some
+# packages), so it is asked about the packages whose tests declare a Fuzz
+# function only. test/otlp is a module of its own, without targets.
+dirs=$(grep -rlE --include='*_test.go' --exclude-dir=.git '^func Fuzz[A-Za-z0-9_]*\(' . |
+	grep -v '^\./test/otlp/' | xargs -r -n1 dirname | sort -u)
+targets=""
+if [ -n "$dirs" ]; then
+	# shellcheck disable=SC2086 # one argument per directory
+	targets=$($GO test -list '^Fuzz' $dirs | awk '
+		/^Fuzz/ { names[n++] = $1; next }
+		/^ok/   { for (i = 0; i < n; i++) print $2, names[i]; n = 0 }')
+fi
+if [ -z "$targets" ]; then
+	echo "no fuzz targets found" >&2
+	exit 1
+fi
+echo "fuzz targets ($(echo "$targets" | wc -l)), $FUZZTIME each:"
+echo "$targets" | sed 's/^/  /'
+failed=()
+while read -r pkg name; do
+	echo "== $pkg $name"
+	if ! $GO test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" "$pkg"; then
+		failed+=("$pkg $name")
+	fi
+done <<<"$targets"
+if [ ${#failed[@]} -gt 0 ]; then
+	echo "fuzz targets that failed (inputs in their package's testdata/fuzz/):" >&2
+	printf '  %s\n' "${failed[@]}" >&2
+	exit 1
+fi
+echo "fuzz ok: every target ran $FUZZTIME without a failure"
