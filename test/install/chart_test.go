@@ -80,13 +80,10 @@ func sameObjects(t *testing.T, got, want []*unstructured.Unstructured) {
 // TestChartMatchesManifests: `helm template` with the default values renders
 // the objects of manifests/flowlens-operator.yaml, flowlens-collector.yaml
 // and the dashboards' ConfigMaps, object by object and field by field, with
-// two differences, both namespaces:
-//   - no Namespace flowlens-system: Helm's release namespace
-//     (helm install --create-namespace);
-//   - the Namespace flowlens of the collector, which Helm must create before
-//     it can put the collector there: the one
-//     manifests/flowlens-agent-daemonset.yaml declares (privileged, for the
-//     agents the operator runs there).
+// one difference: no Namespace flowlens-system, Helm's release namespace
+// (helm install --create-namespace). Both declare the agents' namespace
+// flowlens (privileged, for the agents the operator runs there), where the
+// operator's Role is and the collector goes.
 func TestChartMatchesManifests(t *testing.T) {
 	got := helmTemplate(t)
 	var want []*unstructured.Unstructured
@@ -96,7 +93,6 @@ func TestChartMatchesManifests(t *testing.T) {
 		}
 		want = append(want, u)
 	}
-	want = append(want, namespaceOf(t, manifest(t, "flowlens-agent-daemonset.yaml"), "flowlens"))
 	sameObjects(t, got, want)
 	for _, u := range got {
 		if u.GetAPIVersion() == monitoringAPI {
@@ -109,7 +105,8 @@ func TestChartMatchesManifests(t *testing.T) {
 // prometheusRule.enabled the chart adds exactly the objects of
 // manifests/flowlens-servicemonitors.yaml and manifests/flowlens-alerts.yaml;
 // without the collector, neither its objects nor its ServiceMonitor, but
-// still the Kafka collectors' (the operator runs those, not the chart).
+// still the Kafka collectors' (the operator runs those, not the chart), and
+// still the agents' namespace with the operator's Role there.
 func TestChartMonitoring(t *testing.T) {
 	var got []*unstructured.Unstructured
 	for _, u := range helmTemplate(t, "serviceMonitors.enabled=true", "prometheusRule.enabled=true") {
@@ -121,7 +118,9 @@ func TestChartMonitoring(t *testing.T) {
 
 	kafka := false
 	for _, u := range helmTemplate(t, "serviceMonitors.enabled=true", "collector.enabled=false") {
-		if u.GetNamespace() == "flowlens" || u.GetName() == "flowlens-collector" || u.GetKind() == "Namespace" {
+		operators := u.GetName() == "flowlens-operator" && (u.GetKind() == "Role" || u.GetKind() == "RoleBinding") ||
+			u.GetKind() == "Namespace" && u.GetName() == "flowlens"
+		if !operators && (u.GetNamespace() == "flowlens" || u.GetName() == "flowlens-collector" || u.GetKind() == "Namespace") {
 			t.Errorf("collector.enabled=false renders %s", key(u))
 		}
 		kafka = kafka || u.GetKind() == "ServiceMonitor" && u.GetName() == "flowlens-collector-kafka"

@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
+	"github.com/flowlens/flowlens/internal/operator/certs"
 	"github.com/flowlens/flowlens/internal/operator/render"
 )
 
@@ -59,6 +60,9 @@ type FlowCollectorReconciler struct {
 	// DefaultCollectorImage is the Kafka collector's image when
 	// spec.collector.image is empty.
 	DefaultCollectorImage string
+	// Certs keeps the certificates (security.go); nil: a certs.Manager
+	// with the defaults, on Client and APIReader.
+	Certs *certs.Manager
 }
 
 // +kubebuilder:rbac:groups=flowlens.io,resources=flowcollectors,verbs=get;list;watch
@@ -105,6 +109,7 @@ func (r *FlowCollectorReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		st.applyErr = err
 	} else {
 		st.hash = objs.ConfigHash
+		st.certsDue = objs.CertsDue
 		if objs.Collector != nil {
 			st.collectorHash = objs.Collector.ConfigHash
 		}
@@ -143,6 +148,10 @@ func (r *FlowCollectorReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if st.invalid != nil {
 		log.FromContext(ctx).Info("invalid FlowCollector spec", "error", st.invalid.Error())
 	}
+	if !st.certsDue.IsZero() {
+		// The next certificate renewal (certs.Manager says when).
+		return ctrl.Result{RequeueAfter: max(time.Until(st.certsDue), time.Second)}, nil
+	}
 	return ctrl.Result{}, nil
 }
 
@@ -152,6 +161,7 @@ type outcome struct {
 	applyErr      error  // the API server refused an object
 	hash          string // config hash of the applied DaemonSet template
 	collectorHash string // config hash of the applied Kafka collector template, if any
+	certsDue      time.Time // when the certificates are to be checked again
 	// agentFailures are why agent pods that are not ready cannot start.
 	agentFailures podFailures
 }
@@ -204,12 +214,22 @@ func (r *FlowCollectorReconciler) apply(ctx context.Context, fc *v1alpha1.FlowCo
 			{"kafka collector deployment", c.Deployment, false},
 		}...)
 	}
-	for _, s := range steps {
+	for i, s := range steps {
 		if s.skip {
 			continue
 		}
 		if err := r.Client.Apply(ctx, s.obj, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 			return nil, fmt.Errorf("applying the %s: %w", s.what, err)
+		}
+		if i == 0 {
+			// The certificates and the CA bundle, which the pods mount,
+			// once their namespace exists.
+			if objs.CertsDue, err = r.ensureCerts(ctx, fc); err != nil {
+				return nil, err
+			}
+			if err := r.applyNetworkPolicies(ctx, fc); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if objs.Collector == nil {

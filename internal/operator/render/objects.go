@@ -3,6 +3,7 @@ package render
 import (
 	"fmt"
 	"maps"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -53,6 +54,9 @@ type Objects struct {
 	Dashboards []*corev1ac.ConfigMapApplyConfiguration
 	// ConfigHash is the value of ConfigHashAnnotation on the pod template.
 	ConfigHash string
+	// CertsDue is when the reconciler checks the certificates again (set
+	// by package controller after it applied them, not by Build).
+	CertsDue time.Time
 }
 
 // Options are the inputs that do not come from the FlowCollector.

@@ -107,6 +107,11 @@ const (
 	DefaultPriorityClassName = "system-node-critical"
 	DefaultCAKey             = "ca.crt"
 	DefaultCollectorReplicas = 1
+	DefaultIssuerKind        = "Issuer"
+	DefaultIssuerGroup       = "cert-manager.io"
+	// DefaultMetricsNamespace is the namespace whose pods may scrape the
+	// collectors' metrics when spec.networkPolicy.metricsNamespaces is unset.
+	DefaultMetricsNamespace = "monitoring"
 )
 
 // DefaultResources are the agent container's resources when spec.agent.resources
@@ -251,6 +256,21 @@ func WithDefaults(spec v1alpha1.FlowCollectorSpec) v1alpha1.FlowCollectorSpec {
 	}
 	if s.Dashboards != nil && s.Dashboards.Namespace == "" {
 		s.Dashboards.Namespace = s.Namespace
+	}
+	if cm := s.TLS.CertManager; cm != nil {
+		if cm.IssuerRef.Kind == "" {
+			cm.IssuerRef.Kind = DefaultIssuerKind
+		}
+		if cm.IssuerRef.Group == "" {
+			cm.IssuerRef.Group = DefaultIssuerGroup
+		}
+	}
+	if s.NetworkPolicy.Enable == nil {
+		on := true
+		s.NetworkPolicy.Enable = &on
+	}
+	if s.NetworkPolicy.MetricsNamespaces == nil {
+		s.NetworkPolicy.MetricsNamespaces = []string{DefaultMetricsNamespace}
 	}
 	return s
 }
