@@ -326,7 +326,7 @@ func TestBadEnrichmentAndMetricsFlags(t *testing.T) {
 	for _, content := range []string{`[]`, `{"10.0.0.300": {"kind": "pod"}}`, `{"10.0.0.1": {"kind": "external"}}`} {
 		var errOut collectortest.SyncBuffer
 		file := writeFile(t, "bad.json", content)
-		if code := run(context.Background(), []string{"--k8s-static", file, "--metrics-address", ""}, io.Discard, &errOut, &env{Options: collector.Options{InCluster: notInCluster}}); code != 1 {
+		if code := run(context.Background(), []string{"--listen", "127.0.0.1:0", "--k8s-static", file, "--metrics-address", ""}, io.Discard, &errOut, &env{Options: collector.Options{InCluster: notInCluster}}); code != 1 {
 			t.Errorf("%s: exit %d, want 1 (%s)", content, code, errOut.String())
 		}
 	}

@@ -166,6 +166,12 @@ func TestRangeChecks(t *testing.T) {
 			`invalid --metrics "flow_bytes": unknown metric: must be all, none or some of flow_bytes_total, flow_packets_total, node_bytes_total, drop_packets_total, drop_bytes_total, rtt_seconds, retransmits_total, flows_total, sampling, translated_bytes_total, translated_flows_total, tls_flows_total, dns_latency_seconds, dns_responses_total, dns_timeouts_total`},
 		{[]string{"--listen", "9990"}, nil, `invalid --listen "9990": must be host:port, e.g. :9990 or 127.0.0.1:9990: missing port in address`},
 		{[]string{"--listen", ":99999"}, nil, `invalid --listen ":99999": port must be a number from 0 to 65535`},
+		// Plaintext off the machine only when asked for (issue #27).
+		{[]string{"--listen", ":9990"}, nil, `invalid --listen ":9990": is not a loopback address: serve TLS (--tls-cert and --tls-key), or give --insecure-plaintext to let anyone who reaches it read and write flows in plaintext`},
+		{[]string{"--listen", "10.0.0.1:9990"}, nil, `invalid --listen "10.0.0.1:9990": is not a loopback address: serve TLS (--tls-cert and --tls-key), or give --insecure-plaintext to let anyone who reaches it read and write flows in plaintext`},
+		{nil, map[string]string{"FLOWLENS_COLLECTOR_LISTEN": "collector.example:9990"}, `invalid --listen "collector.example:9990": is not a loopback address: serve TLS (--tls-cert and --tls-key), or give --insecure-plaintext to let anyone who reaches it read and write flows in plaintext`},
+		{[]string{"--listen", "", "--insecure-plaintext"}, nil, `--tls-cert and --insecure-plaintext need a gRPC listener: --listen is ""`},
+		{[]string{"--auth", "rbac"}, nil, `invalid --auth "rbac": must be auto, kubernetes or none`},
 		{[]string{"--metrics-address", "9401"}, nil, `invalid --metrics-address "9401": must be host:port, e.g. :9990 or 127.0.0.1:9990: missing port in address`},
 		{[]string{"--web-config-file", filepath.Join(dir, "web.yml")}, nil,
 			fmt.Sprintf(`invalid --web-config-file %q: open %s: no such file or directory`, filepath.Join(dir, "web.yml"), filepath.Join(dir, "web.yml"))},
@@ -183,7 +189,15 @@ func TestRangeChecks(t *testing.T) {
 			fmt.Sprintf(`invalid FLOWLENS_COLLECTOR_CONFIG %q: no such file or directory`, filepath.Join(dir, "missing.yaml"))},
 	} {
 		var errOut bytes.Buffer
-		env := &env{Options: collector.Options{InCluster: notInCluster}, getenv: func(k string) string { return tc.env[k] }}
+		// A loopback --listen unless the case sets one: the default
+		// (":9990", plaintext) is refused, which is a case of its own.
+		getenv := func(k string) string {
+			if v, ok := tc.env[k]; ok || k != "FLOWLENS_COLLECTOR_LISTEN" {
+				return v
+			}
+			return "127.0.0.1:0"
+		}
+		env := &env{Options: collector.Options{InCluster: notInCluster}, getenv: getenv}
 		if code := run(context.Background(), tc.args, &bytes.Buffer{}, &errOut, env); code != 2 {
 			t.Errorf("%v %v: exit %d, want 2 (%s)", tc.args, tc.env, code, errOut.String())
 			continue
@@ -227,8 +241,10 @@ func TestHelpAndVersion(t *testing.T) {
 		"Usage: flowlens-collector [flags]",
 		"FLOWLENS_COLLECTOR_SOME_NAME",
 		"(or FLOWLENS_COLLECTOR_CONFIG)",
-		"Receiving from agents:\n" + `  --listen host:port       address to receive flows on (default ":9990")`,
-		`--max-agents n           most agent streams served at once (-1: unlimited) (default "4096")`,
+		"Receiving from agents:\n" + `  --listen host:port           address serving agents (Export) and the flow history (GetFlows); "" serves no gRPC at all`,
+		`--max-agents n               most agent streams served at once (-1: unlimited) (default "4096")`,
+		`--insecure-plaintext bool    serve plaintext gRPC on an address that is not loopback`,
+		`--auth auto|kubernetes|none  per-call authorization`,
 		"\nFlow history:\n  --history-size n ",
 		"--port list", "(repeatable)", "--version",
 	} {

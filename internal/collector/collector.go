@@ -42,7 +42,14 @@ import (
 // fills it from the option table (Spec, options.go), which also checks the
 // ranges.
 type Config struct {
-	Listen string // gRPC address agents export to
+	// Listen is the gRPC address agents export to and the history is
+	// read from; "" serves no gRPC.
+	Listen string
+	// InsecurePlaintext allows plaintext on a Listen that is not loopback.
+	InsecurePlaintext bool
+	// Auth is the per-call authorization: AuthAuto, AuthKubernetes or
+	// AuthNone.
+	Auth string
 	// Output is how flows are printed: "json" (one object per line),
 	// "table" or "none" (metrics and history only).
 	Output string
@@ -101,7 +108,7 @@ type Options struct {
 
 // Addrs are the addresses the collector listens on.
 type Addrs struct {
-	GRPC    net.Addr
+	GRPC    net.Addr // nil with Listen ""
 	Metrics net.Addr // nil without a metrics address
 }
 
@@ -218,8 +225,10 @@ func (c *Collector) newMetrics() error {
 // listen binds the gRPC and metrics addresses and tells Options.Ready.
 func (c *Collector) listen() error {
 	var err error
-	if c.lis, err = net.Listen("tcp", c.cfg.Listen); err != nil {
-		return err
+	if c.cfg.Listen != "" {
+		if c.lis, err = net.Listen("tcp", c.cfg.Listen); err != nil {
+			return err
+		}
 	}
 	if c.cfg.MetricsAddress != "" {
 		h := httpserve.Handler(httpserve.Options{Gatherer: c.metrics.Registry(), Ready: c.ready, Logger: c.log})
@@ -228,7 +237,10 @@ func (c *Collector) listen() error {
 		}
 	}
 	if c.opts.Ready != nil {
-		a := Addrs{GRPC: c.lis.Addr()}
+		var a Addrs
+		if c.lis != nil {
+			a.GRPC = c.lis.Addr()
+		}
 		if c.ms != nil {
 			a.Metrics = c.ms.Addr()
 		}

@@ -24,7 +24,9 @@ func TestOperatorArgs(t *testing.T) {
 	fc := render.WithDefaults(v1alpha1.FlowCollectorSpec{Exporters: []v1alpha1.Exporter{{Type: v1alpha1.ExporterKafka,
 		Kafka: &v1alpha1.KafkaExporter{Brokers: []string{"k:9092"}}}}})
 	k := fc.Exporters[0].Kafka
-	defaults, err := collector.Load(nil, nil)
+	// --insecure-plaintext: the operator's temporary flag (render's
+	// CollectorArgs) until its collectors serve no gRPC or TLS.
+	defaults, err := collector.Load([]string{"--insecure-plaintext"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,9 @@ const (
 	OutputNone         = collectoropt.OutputNone
 	OutputJSON         = collectoropt.OutputJSON
 	OutputTable        = collectoropt.OutputTable
+	AuthAuto           = collectoropt.AuthAuto
+	AuthKubernetes     = collectoropt.AuthKubernetes
+	AuthNone           = collectoropt.AuthNone
 )
 
 // Limits of the values the range checks accept.
@@ -40,8 +43,11 @@ var Spec = &cliconf.Spec[Config]{
 	Options: slices.Concat(
 		cliconf.InSection("Receiving from agents", []*cliconf.Option[Config]{
 			{Name: "listen", Arg: "host:port", Default: ":9990",
-				Usage: "address to receive flows on",
+				Usage: `address serving agents (Export) and the flow history (GetFlows); "" serves no gRPC at all (e.g. a collector that only consumes Kafka); an address that is not loopback needs --tls-cert or --insecure-plaintext`,
 				Set:   cliconf.String(func(o *Config) *string { return &o.Listen })},
+			{Name: "insecure-plaintext", Arg: "bool", Default: "false", Bool: true,
+				Usage: "serve plaintext gRPC on an address that is not loopback (anyone on the network reads and writes flows: for tests only)",
+				Set:   cliconf.Bool(func(o *Config) *bool { return &o.InsecurePlaintext })},
 			{Name: "tls-cert", Arg: "file",
 				Usage: "server certificate (serve TLS); needs --tls-key",
 				Set:   cliconf.String(func(o *Config) *string { return &o.TLSCert })},
@@ -51,6 +57,9 @@ var Spec = &cliconf.Spec[Config]{
 			{Name: "tls-client-ca", Arg: "file",
 				Usage: "CA that agents' client certificates must chain to (mTLS); needs --tls-cert",
 				Set:   cliconf.String(func(o *Config) *string { return &o.TLSClientCA })},
+			{Name: "auth", Arg: "auto|kubernetes|none", Default: AuthAuto,
+				Usage: "per-call authorization: kubernetes checks every caller's bearer token (TokenReview, SubjectAccessReview: Export needs create, GetFlows get on flowcollectors/flows in API group flowlens.io) or mTLS certificate, and refuses flows of another node than the caller's; none checks nothing; auto: kubernetes in a cluster or with --kubeconfig, else none (docs/security.md)",
+				Set:   setAuth},
 			{Name: "max-message-bytes", Arg: "n", Default: strconv.Itoa(receiver.DefaultMaxMessageBytes),
 				Usage: "largest message accepted (bytes); larger ones get ResourceExhausted (1024 to 1073741824)",
 				Set:   cliconf.Int(func(o *Config) *int { return &o.Limits.MaxMessageBytes })},

@@ -18,7 +18,16 @@ func (o *Config) validate() error {
 			errs = append(errs, err)
 		}
 	}
-	add(cliconf.CheckListenAddress("--listen", o.Listen))
+	if o.Listen != "" {
+		if err := cliconf.CheckListenAddress("--listen", o.Listen); err != nil {
+			add(err)
+		} else if o.TLSCert == "" && !o.InsecurePlaintext && !cliconf.Loopback(o.Listen) {
+			add(cliconf.Invalid("--listen", o.Listen, errors.New(
+				"is not a loopback address: serve TLS (--tls-cert and --tls-key), or give --insecure-plaintext to let anyone who reaches it read and write flows in plaintext")))
+		}
+	} else if o.TLSCert != "" || o.InsecurePlaintext {
+		add(errors.New(`--tls-cert and --insecure-plaintext need a gRPC listener: --listen is ""`))
+	}
 	add(o.History.validate())
 	if (o.TLSCert == "") != (o.TLSKey == "") {
 		add(errors.New("--tls-cert and --tls-key must be given together"))

@@ -77,7 +77,9 @@ log_level: debug
 			view{"json", 4096, 100000, 10 * time.Second, 0, 0, "", []string{}, [2]bool{}, "INFO"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o, err := Load(tc.args, func(k string) string { return tc.env[k] })
+			// A loopback --listen: the default (":9990" in plaintext) is
+			// refused (options_check.go).
+			o, err := Load(append([]string{"--listen=127.0.0.1:9990"}, tc.args...), func(k string) string { return tc.env[k] })
 			if err != nil {
 				t.Fatal(err)
 			}

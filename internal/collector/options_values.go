@@ -105,6 +105,15 @@ func setMetrics(c *Config, items []string) error {
 	return nil
 }
 
+func setAuth(c *Config, s string) error {
+	switch s {
+	case AuthAuto, AuthKubernetes, AuthNone:
+		c.Auth = s
+		return nil
+	}
+	return errors.New("must be auto, kubernetes or none")
+}
+
 func setEnrich(c *Config, s string) error {
 	if strings.EqualFold(s, "auto") {
 		c.Enrichment.Enable = nil

@@ -21,11 +21,20 @@ func (c *Collector) Run(ctx context.Context) error {
 		c.syncCaches(ctx)
 	}
 	cfg := &c.cfg
-	c.log.Info("receiving flows", "address", c.lis.Addr().String(), "tls", cfg.TLSCert != "", "mtls", cfg.TLSClientCA != "",
+	address := "none"
+	if c.lis != nil {
+		address = c.lis.Addr().String()
+	}
+	c.log.Info("receiving flows", "address", address, "tls", cfg.TLSCert != "", "mtls", cfg.TLSClientCA != "",
 		"output", cfg.Output, "metrics", cfg.MetricsAddress, "history", cfg.History.Size, "enrichment", c.source,
 		"subnets", cfg.Enrichment.Subnets.String())
+	if c.lis == nil && cfg.Listen == "" {
+		c.log.Info(`serving no gRPC (--listen ""): neither Export nor GetFlows`)
+	}
 	served := make(chan error, 1)
-	go func() { served <- c.srv.Serve(c.lis) }()
+	if c.lis != nil {
+		go func() { served <- c.srv.Serve(c.lis) }()
+	}
 	if c.consumer != nil {
 		k := &cfg.Kafka
 		c.log.Info("consuming flows from Kafka", "brokers", strings.Join(k.Brokers, ","), "topic", k.Topic, "group", k.Group)

@@ -75,10 +75,19 @@ type Config struct {
 	// DefaultExportBuffer (see ExportQueueBatches).
 	ExportBuffer int
 
-	// TLS files for the grpc exporter; empty means not used.
+	// The grpc exporter's TLS: on when TLS is set or any file is given
+	// (GRPCTLSOn); the files, empty when not used.
+	TLS     bool
 	TLSCA   string
 	TLSCert string
 	TLSKey  string
+	// InsecurePlaintext allows a plaintext grpc exporter to a --target
+	// that is not loopback.
+	InsecurePlaintext bool
+	// TokenFile holds the bearer token the grpc exporter sends with every
+	// stream (a projected ServiceAccount token); read again when it
+	// changes. "": none.
+	TokenFile string
 
 	// Features are the enabled optional kernel features (--features), by
 	// name, in the registry's order; nil for none.

@@ -131,6 +131,7 @@ func TestExampleFile(t *testing.T) {
 		FilterDefault:        flowrules.Reject,
 		Export:               []string{"stdout", "grpc"},
 		Target:               "collector.example.com:4317",
+		TLS:                  true,
 		GRPCBatchSize:        500,
 		ExportBuffer:         32,
 		IPFIXTransport:       "udp",

@@ -71,7 +71,14 @@ var options = slices.Concat(
 		{Name: "grpc-batch-size", Arg: "n", Default: itoa(DefaultGRPCBatchSize),
 			Usage: "flows per grpc message (1 to 100000)",
 			Set:   cliconf.Int(func(c *Config) *int { return &c.GRPCBatchSize })},
-	}, grpcTLS.Options()),
+	}, grpcTLS.Options(), []*cliconf.Option[Config]{
+		{Name: "insecure-plaintext", Arg: "bool", Default: "false", Bool: true,
+			Usage: "export over plaintext gRPC to a --target that is not loopback (anyone on the path reads and forges flows: for tests only)",
+			Set:   cliconf.Bool(func(c *Config) *bool { return &c.InsecurePlaintext })},
+		{Name: "token-file", Arg: "file", Default: "",
+			Usage: "file holding a bearer token sent with every grpc export stream (the collector's --auth kubernetes: a projected ServiceAccount token of audience flowlens-collector), read again when it changes; needs --tls unless --insecure-plaintext",
+			Set:   func(c *Config, s string) error { c.TokenFile = s; return nil }},
+	}),
 	cliconf.InSection("IPFIX exporter", []*cliconf.Option[Config]{
 		{Name: "ipfix-target", Arg: "host:port", Default: "",
 			Usage: "IPFIX collector address; required with --export ipfix",

@@ -42,13 +42,18 @@ func (c *Config) Validate() error {
 		}
 	}
 	add(checkExport(c.Export))
-	add(checkTarget(c.Target, c.Export))
+	if err := checkTarget(c.Target, c.Export); err != nil {
+		add(err)
+	} else {
+		add(c.checkPlaintext())
+	}
 	add(checkRange("--grpc-batch-size", c.GRPCBatchSize, 1, 100_000))
 	add(checkIPFIX(c))
 	add(checkOTLP(c))
 	add(checkKafka(c))
 	add(checkRange("--export-buffer", c.ExportBuffer, 0, 100_000))
 	add(grpcTLS.Check(c))
+	add(cliconf.CheckFile("--token-file", c.TokenFile))
 	if c.MetricsAddress != "" {
 		if err := cliconf.SplitHostPort(c.MetricsAddress); err != nil {
 			add(cliconf.Invalid("--metrics-address", c.MetricsAddress, err))
@@ -191,6 +196,30 @@ func checkOTLP(c *Config) error {
 	return errors.Join(errs...)
 }
 
+// GRPCTLSOn reports whether the grpc exporter uses TLS: --tls, or any of
+// its TLS files.
+func (c *Config) GRPCTLSOn() bool {
+	return c.TLS || c.TLSCA != "" || c.TLSCert != "" || c.TLSKey != ""
+}
+
+// checkPlaintext refuses a plaintext grpc exporter to a target off the
+// machine, and a bearer token sent in plaintext, unless
+// --insecure-plaintext says so.
+func (c *Config) checkPlaintext() error {
+	if !slices.Contains(c.Export, "grpc") || c.GRPCTLSOn() || c.InsecurePlaintext {
+		return nil
+	}
+	var errs []error
+	if c.Target != "" && !cliconf.Loopback(c.Target) {
+		errs = append(errs, cliconf.Invalid("--target", c.Target, errors.New(
+			"is not a loopback address: export over TLS (--tls, --tls-ca), or give --insecure-plaintext to send flows in plaintext that anyone on the path can read and forge")))
+	}
+	if c.TokenFile != "" {
+		errs = append(errs, errors.New("--token-file needs --tls: the token would cross the network in plaintext (--insecure-plaintext allows it, for tests)"))
+	}
+	return errors.Join(errs...)
+}
+
 // OTLPTLSOn reports whether the otlp exporter uses TLS: --otlp-tls, or
 // any of its TLS files.
 func (c *Config) OTLPTLSOn() bool {
@@ -201,7 +230,8 @@ func checkLevel(c *Config) error { return cliconf.CheckLevel("--log-level", c.Lo
 
 // The exporters' TLS clients, groups written once in package cliconf.
 var (
-	grpcTLS = cliconf.ClientTLS[Config]{Peer: "grpc collector",
+	grpcTLS = cliconf.ClientTLS[Config]{Peer: "grpc collector", CAUsage: " (default: the system's roots)",
+		On:   func(c *Config) *bool { return &c.TLS },
 		CA:   func(c *Config) *string { return &c.TLSCA },
 		Cert: func(c *Config) *string { return &c.TLSCert },
 		Key:  func(c *Config) *string { return &c.TLSKey }}

@@ -90,6 +90,29 @@ func TestValidate(t *testing.T) {
 		{"target port name", func(c *Config) { c.Target = "collector:grpc" },
 			`invalid --target "collector:grpc": port must be a number from 1 to 65535`},
 		{"target ok", func(c *Config) { c.Export = []string{"stdout", "grpc"}; c.Target = "[::1]:4317" }, ""},
+		// Plaintext only on loopback unless asked for (issue #27).
+		{"plaintext to a remote target", func(c *Config) { c.Export = []string{"grpc"}; c.Target = "collector.flowlens.svc:9990" },
+			`invalid --target "collector.flowlens.svc:9990": is not a loopback address: export over TLS (--tls, --tls-ca), or give --insecure-plaintext to send flows in plaintext that anyone on the path can read and forge`},
+		{"plaintext to a remote address", func(c *Config) { c.Export = []string{"grpc"}; c.Target = "10.0.0.1:9990" },
+			`invalid --target "10.0.0.1:9990": is not a loopback address: export over TLS (--tls, --tls-ca), or give --insecure-plaintext to send flows in plaintext that anyone on the path can read and forge`},
+		{"plaintext to localhost", func(c *Config) { c.Export = []string{"grpc"}; c.Target = "localhost:9990" }, ""},
+		{"plaintext asked for", func(c *Config) { c.Export = []string{"grpc"}; c.Target = "10.0.0.1:9990"; c.InsecurePlaintext = true }, ""},
+		{"tls with the system's roots", func(c *Config) { c.Export = []string{"grpc"}; c.Target = "10.0.0.1:9990"; c.TLS = true }, ""},
+		{"remote target unused", func(c *Config) { c.Export = []string{"stdout"}; c.Target = "10.0.0.1:9990" }, ""},
+		{"token in plaintext", func(c *Config) { c.Export = []string{"grpc"}; c.Target = "127.0.0.1:9990"; c.TokenFile = file },
+			`--token-file needs --tls: the token would cross the network in plaintext (--insecure-plaintext allows it, for tests)`},
+		{"token in plaintext asked for", func(c *Config) {
+			c.Export = []string{"grpc"}
+			c.Target, c.TokenFile, c.InsecurePlaintext = "127.0.0.1:9990", file, true
+		}, ""},
+		{"token over tls", func(c *Config) {
+			c.Export = []string{"grpc"}
+			c.Target = "10.0.0.1:9990"
+			c.TokenFile = file
+			c.TLS = true
+		}, ""},
+		{"token file missing", func(c *Config) { c.TokenFile = missing },
+			`invalid --token-file "` + missing + `": no such file or directory`},
 
 		{"ipfix target missing", func(c *Config) { c.Export = []string{"stdout", "ipfix"} },
 			"--ipfix-target is required when --export includes ipfix"},
@@ -117,7 +140,7 @@ func TestValidate(t *testing.T) {
 			`invalid --ipfix-enterprise-number "0": must be an integer from 1 to 4294967295`},
 		{"ipfix ok", func(c *Config) {
 			c.Export = []string{"grpc", "ipfix"}
-			c.Target, c.IPFIXTarget, c.IPFIXTransport, c.IPFIXDomainID = "c:1", "[::1]:4739", "tcp", 4294967295
+			c.Target, c.IPFIXTarget, c.IPFIXTransport, c.IPFIXDomainID = "127.0.0.1:1", "[::1]:4739", "tcp", 4294967295
 		}, ""},
 
 		{"otlp endpoint missing", func(c *Config) { c.Export = []string{"otlp"} },

@@ -18,4 +18,12 @@ const (
 	OutputNone  = "none"
 	OutputJSON  = "json"
 	OutputTable = "table"
+	// AuthAuto (the default --auth) is AuthKubernetes when the collector
+	// reaches a Kubernetes API server (in a cluster or with --kubeconfig),
+	// AuthNone otherwise. AuthKubernetes authorizes every Export and
+	// GetFlows call with TokenReview and SubjectAccessReview; AuthNone
+	// authorizes nothing (docs/security.md says when that is acceptable).
+	AuthAuto       = "auto"
+	AuthKubernetes = "kubernetes"
+	AuthNone       = "none"
 )

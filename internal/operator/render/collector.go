@@ -122,6 +122,10 @@ func CollectorArgs(k *v1alpha1.KafkaExporter, metricsTLS *v1alpha1.MetricsTLS) [
 		"--kafka-brokers=" + strings.Join(k.Brokers, ","),
 		"--kafka-topic=" + k.Topic,
 		"--kafka-group=" + KafkaGroup,
+		// TEMPORARY (issue #27, s27-auth): the collector refuses a
+		// plaintext --listen that is not loopback; until the operator
+		// renders --listen= (no gRPC) or TLS, say so.
+		"--insecure-plaintext",
 	}
 	if tls, ca, cert, key := tlsPaths(k.TLS, KafkaTLSCAPath, KafkaTLSCertPath, KafkaTLSKeyPath); tls {
 		args = append(args, "--kafka-tls=true")

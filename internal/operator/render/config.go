@@ -32,8 +32,13 @@ type agentConfig struct {
 	TLSCA              string   `yaml:"tls_ca,omitempty"`
 	TLSCert            string   `yaml:"tls_cert,omitempty"`
 	TLSKey             string   `yaml:"tls_key,omitempty"`
-	Features           []string `yaml:"features"`
-	MetricsAddress     string   `yaml:"metrics_address"`
+	// TEMPORARY (issue #27, s27-auth): the agent now refuses a plaintext
+	// target that is not loopback; until the operator renders TLS for the
+	// grpc exporter, a FlowCollector without TLS keeps exporting in
+	// plaintext, said out loud.
+	InsecurePlaintext bool     `yaml:"insecure_plaintext,omitempty"`
+	Features          []string `yaml:"features"`
+	MetricsAddress    string   `yaml:"metrics_address"`
 	// Written only with spec.agent.metricsTLS, so that the configuration
 	// (and its hash) of every other FlowCollector stays as it was.
 	WebConfigFile string `yaml:"web_config_file,omitempty"`
@@ -160,6 +165,7 @@ func AgentConfig(spec *v1alpha1.FlowCollectorSpec) ([]byte, error) {
 		if g.TLS != nil && g.TLS.ClientSecretRef != nil {
 			c.TLSCert, c.TLSKey = TLSCertPath, TLSKeyPath
 		}
+		c.InsecurePlaintext = c.TLSCA == "" && c.TLSCert == "" // TEMPORARY, see the field
 	}
 	if x := IPFIX(spec); x != nil {
 		c.IPFIXTarget = net.JoinHostPort(x.TargetHost, strconv.Itoa(int(x.TargetPort)))

@@ -137,6 +137,22 @@ func CheckListenAddress(flagName, addr string) error {
 	return nil
 }
 
+// Loopback reports whether addr (host:port, or a host) names only loopback
+// addresses: "localhost", or a loopback IP address. An empty host (every
+// address), any other name or an unparsable address is not loopback: the
+// checks that call it refuse plaintext off the machine, so a doubt refuses.
+func Loopback(addr string) bool {
+	host := addr
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		host = h
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // SplitList splits a comma-separated list, trimming spaces and dropping empty
 // entries. An entry that starts with "/" runs to the next "/" that ends an
 // entry, so a regex such as /^eth[0-9]{1,2}$/ keeps its comma.

@@ -64,11 +64,13 @@ type Config struct {
 	// ("dns:///collector.ns.svc:9990").
 	Target string
 
-	// TLS: with none of these set the connection is plaintext. TLSCA
+	// TLS: with TLS false and none of the files set the connection is
+	// plaintext. TLSCA
 	// verifies the collector (empty: the system's roots); TLSCert and
 	// TLSKey are the agent's client certificate (mTLS). The key pair is
 	// re-read at each handshake, so rotated files are picked up on the next
 	// reconnection.
+	TLS                    bool
 	TLSCA, TLSCert, TLSKey string
 	// TLSServerName overrides the name the collector's certificate is
 	// verified against (default: the target's host).
@@ -519,7 +521,7 @@ func (e *Exporter) Close() error {
 
 // transportCredentials builds plaintext, TLS or mTLS credentials.
 func transportCredentials(cfg Config) (credentials.TransportCredentials, error) {
-	if cfg.TLSCA == "" && cfg.TLSCert == "" && cfg.TLSKey == "" {
+	if !cfg.TLS && cfg.TLSCA == "" && cfg.TLSCert == "" && cfg.TLSKey == "" {
 		return insecure.NewCredentials(), nil
 	}
 	tc, err := tlsclient.Config(cfg.TLSCA, cfg.TLSCert, cfg.TLSKey, cfg.TLSServerName)
