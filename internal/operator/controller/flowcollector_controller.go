@@ -80,6 +80,13 @@ type FlowCollectorReconciler struct {
 // +kubebuilder:rbac:groups="",resources=pods;services;nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=get;list;watch
 //
+// Likewise the rights of the ClusterRole flowlens-agent-export (create on
+// the FlowCollector's flows) and, with spec.collector.serveGRPC, the Kafka
+// collector's reviews: the operator holds what it grants, no escalate.
+// +kubebuilder:rbac:groups=flowlens.io,resources=flowcollectors/flows,verbs=create,resourceNames=cluster
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+//
 // The kubelet's FailedMount events of the agent and Kafka collector pods,
 // for the Ready and CollectorReady conditions (podfailure.go); those pods
 // are read and watched, for their containers' waiting reasons, with the
@@ -157,10 +164,10 @@ func (r *FlowCollectorReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 
 // outcome is what one reconcile did, from which the status is computed.
 type outcome struct {
-	invalid       error  // the spec failed Validate: nothing was applied
-	applyErr      error  // the API server refused an object
-	hash          string // config hash of the applied DaemonSet template
-	collectorHash string // config hash of the applied Kafka collector template, if any
+	invalid       error     // the spec failed Validate: nothing was applied
+	applyErr      error     // the API server refused an object
+	hash          string    // config hash of the applied DaemonSet template
+	collectorHash string    // config hash of the applied Kafka collector template, if any
 	certsDue      time.Time // when the certificates are to be checked again
 	// agentFailures are why agent pods that are not ready cannot start.
 	agentFailures podFailures
@@ -203,6 +210,8 @@ func (r *FlowCollectorReconciler) apply(ctx context.Context, fc *v1alpha1.FlowCo
 		{"config map", objs.ConfigMap, false},
 		{"metrics service", objs.Service, false},
 		{"daemon set", objs.DaemonSet, false},
+		{"agent export cluster role", objs.AgentExportRole, false},
+		{"agent export cluster role binding", objs.AgentExportBinding, false},
 	}
 	if c := objs.Collector; c != nil {
 		steps = append(steps, []step{
@@ -215,11 +224,10 @@ func (r *FlowCollectorReconciler) apply(ctx context.Context, fc *v1alpha1.FlowCo
 		}...)
 	}
 	for i, s := range steps {
-		if s.skip {
-			continue
-		}
-		if err := r.Client.Apply(ctx, s.obj, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-			return nil, fmt.Errorf("applying the %s: %w", s.what, err)
+		if !s.skip {
+			if err := r.Client.Apply(ctx, s.obj, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+				return nil, fmt.Errorf("applying the %s: %w", s.what, err)
+			}
 		}
 		if i == 0 {
 			// The certificates and the CA bundle, which the pods mount,

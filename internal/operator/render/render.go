@@ -71,9 +71,27 @@ const (
 	MetricsClientCADir  = ConfigDir + "/metrics/client-ca"
 	MetricsClientCAPath = MetricsClientCADir + "/ca.crt"
 
-	BPFFSPath   = "/sys/fs/bpf"
-	TracefsPath = "/sys/kernel/debug"
-	NetnsDir    = config.DefaultNetnsDir
+	// The CA bundle (ConfigMap flowlens-ca, certs.BundleKey) that verifies
+	// the collector, and the projected ServiceAccount token the agent sends
+	// it (issue #27's contract: both paths are in docs/security.md).
+	CABundleDir  = ConfigDir + "/ca"
+	CABundlePath = CABundleDir + "/ca.crt"
+	TokenDir     = "/var/run/secrets/flowlens"
+	TokenPath    = TokenDir + "/token"
+
+	// NetnsDir is the one host path the agent mounts (read-only): it pins
+	// nothing in the BPF filesystem and needs no tracefs (its tracepoints
+	// are tp_btf, on kernels 6.2 and later), so neither /sys/fs/bpf nor
+	// /sys/kernel/debug is mounted (issue #27).
+	NetnsDir = config.DefaultNetnsDir
+)
+
+// The agents' token: the audience the collector's TokenReview asks for,
+// and its lifetime (the kubelet renews it at 80 %, the agent re-reads the
+// file).
+const (
+	TokenAudience          = "flowlens-collector"
+	TokenExpirationSeconds = 3600
 )
 
 // Labels and annotations.
