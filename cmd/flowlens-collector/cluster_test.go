@@ -50,7 +50,7 @@ func TestInClusterEnrichment(t *testing.T) {
 	addrCh := make(chan collector.Addrs, 1)
 	code := make(chan int, 1)
 	go func() {
-		code <- run(rctx, []string{"--listen", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--subnet-labels", "internet=0.0.0.0/0"}, out, errOut,
+		code <- run(rctx, []string{"--listen", "127.0.0.1:0", "--auth", "none", "--metrics-address", "127.0.0.1:0", "--subnet-labels", "internet=0.0.0.0/0"}, out, errOut,
 			&env{Options: collector.Options{Ready: func(a collector.Addrs) { addrCh <- a }, InCluster: func() (*rest.Config, error) { return rest.CopyConfig(cfg), nil }}})
 	}()
 	var a collector.Addrs

@@ -224,7 +224,7 @@ func TestMetricsFlags(t *testing.T) {
 		}
 	}
 	sort.Strings(flowFams)
-	if got := strings.Join(flowFams, ","); got != "build_info,decode_errors_total,drop_packets_total,enrichment_misses_total,flow_bytes_total,history_flows,history_follow_lost_flows_total,history_followers,received_flows_total" {
+	if got := strings.Join(flowFams, ","); got != "build_info,decode_errors_total,drop_packets_total,enrichment_misses_total,flow_bytes_total,history_flows,history_follow_lost_flows_total,history_followers,received_flows_total,refused_flows_total" {
 		t.Errorf("families: %s", got)
 	}
 	expectSamples(t, fams, map[[2]string]float64{
@@ -257,7 +257,9 @@ func TestUnreachableClusterDegrades(t *testing.T) {
 		return &rest.Config{Host: "http://127.0.0.1:1", Timeout: time.Second}, nil
 	}
 	go func() {
-		code <- run(ctx, []string{"--listen", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--k8s-sync-timeout", "300ms"}, out, errOut,
+		// --auth none: this test is about the enrichment (the calls'
+		// authorization is TestAuthorization's).
+		code <- run(ctx, []string{"--listen", "127.0.0.1:0", "--auth", "none", "--metrics-address", "127.0.0.1:0", "--k8s-sync-timeout", "300ms"}, out, errOut,
 			&env{Options: collector.Options{Ready: func(a collector.Addrs) { addrCh <- a }, InCluster: inCluster}})
 	}()
 	var a collector.Addrs

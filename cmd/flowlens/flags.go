@@ -28,6 +28,7 @@ type options struct {
 	tlsCert    string
 	tlsKey     string
 	serverName string
+	token      string
 	output     string
 	follow     bool
 	// reorderWindow: how long a followed flow waits at most for the other
@@ -132,6 +133,8 @@ var observeFlags = slices.Concat(
 		setting(&cliconf.Option[options]{Name: "collector-namespace", Short: "n", Arg: "namespace", Default: "flowlens", Usage: "namespace of the collector pods (label app.kubernetes.io/name=flowlens-collector)",
 			Set: func(o *options, v string) error { o.namespace = v; return nil }}),
 	}, settings(collectorTLS.Options()), []*cliconf.Option[options]{
+		setting(&cliconf.Option[options]{Name: "token", Arg: "token", Usage: "bearer token for collectors that authorize readers (--auth kubernetes: its user needs get on flowcollectors/flows in API group flowlens.io), sent only over TLS (default: the kubeconfig's, when the collectors are found with it); better set in FLOWLENS_OBSERVE_TOKEN than on a command line",
+			Set: func(o *options, v string) error { o.token = v; return nil }}),
 		setting(&cliconf.Option[options]{Name: "tls-server-name", Arg: "name", Usage: "name to verify the collector's certificate against (default: the host of --server; through a port-forward: flowlens-collector.<namespace>.svc)",
 			Set: func(o *options, v string) error { o.serverName = v; return nil }}),
 	}),

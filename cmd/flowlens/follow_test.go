@@ -145,7 +145,7 @@ func answerOut(t *testing.T, items []item) (string, error) {
 	var out bytes.Buffer
 	p := &printer{o: o, w: bufio.NewWriter(&out)}
 	var stderr bytes.Buffer
-	err := answer(context.Background(), o, 2, ch, p, &stderr)
+	err := answer(context.Background(), o, 2, ch, p, &connection{}, &stderr)
 	var names []string
 	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
 		if l == "" {

@@ -12,17 +12,15 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	"k8s.io/client-go/rest"
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
 	"github.com/flowlens/flowlens/internal/shared/cliconf"
 	"github.com/flowlens/flowlens/internal/shared/enriched"
 	"github.com/flowlens/flowlens/internal/shared/textfmt"
 	"github.com/flowlens/flowlens/internal/shared/version"
-	"github.com/flowlens/flowlens/pkg/tlsclient"
 )
 
 // observe is the observe subcommand: env looks up its FLOWLENS_OBSERVE_*
@@ -42,6 +40,7 @@ func observe(ctx context.Context, args []string, env func(string) string, stdout
 	}
 	servers := o.servers
 	serverName := o.serverName
+	var kube *rest.Config
 	if len(servers) == 0 {
 		fwd, err := forwardCollectors(ctx, o, stderr)
 		if err != nil {
@@ -49,19 +48,19 @@ func observe(ctx context.Context, args []string, env func(string) string, stdout
 			return 1
 		}
 		defer fwd.close()
-		servers = fwd.addrs
+		servers, kube = fwd.addrs, fwd.kube
 		if serverName == "" {
 			serverName = "flowlens-collector." + o.namespace + ".svc"
 		}
 	}
-	creds, err := clientCredentials(o, serverName)
+	conn, err := connect(ctx, o, serverName, kube)
 	if err != nil {
 		fmt.Fprintf(stderr, "flowlens observe: %v\n", err)
 		return 1
 	}
 	w := bufio.NewWriterSize(stdout, 64<<10)
 	p := &printer{o: o, w: w}
-	err = query(ctx, o, servers, creds, p, stderr)
+	err = query(ctx, o, servers, conn, p, stderr)
 	if ferr := w.Flush(); err == nil {
 		err = ferr
 	}
@@ -100,14 +99,13 @@ type item struct {
 }
 
 // query asks every server and prints their answers (answer).
-func query(ctx context.Context, o *options, servers []string, creds credentials.TransportCredentials, p *printer, stderr io.Writer) error {
+func query(ctx context.Context, o *options, servers []string, c *connection, p *printer, stderr io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	items := make(chan item, 1024)
 	var wg sync.WaitGroup
 	for i, s := range servers {
-		conn, err := grpc.NewClient(s, grpc.WithTransportCredentials(creds),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20)))
+		conn, err := grpc.NewClient(s, append(c.opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20)))...)
 		if err != nil {
 			return fmt.Errorf("%s: %v", s, err)
 		}
@@ -119,14 +117,14 @@ func query(ctx context.Context, o *options, servers []string, creds credentials.
 		}()
 	}
 	go func() { wg.Wait(); close(items) }()
-	return answer(ctx, o, len(servers), items, p, stderr)
+	return answer(ctx, o, len(servers), items, p, c, stderr)
 }
 
 // answer prints what the streams send on items: their histories merged by
 // end time (the last N of all of them), then, with --follow, their new
 // flows merged by the same time (follow). Lost flows (a follower too slow)
 // are reported on stderr.
-func answer(ctx context.Context, o *options, streams int, items <-chan item, p *printer, stderr io.Writer) error {
+func answer(ctx context.Context, o *options, streams int, items <-chan item, p *printer, c *connection, stderr io.Writer) error {
 	m := newMerger(streams, o.reorderWindow, reorderLimit)
 	// The histories: until every stream has sent its end (or finished). A
 	// stream's flows after its end are new ones, while the others may
@@ -161,7 +159,7 @@ func answer(ctx context.Context, o *options, streams int, items <-chan item, p *
 			}
 			m.end(it.stream)
 			if it.err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", it.server, it.err))
+				errs = append(errs, fmt.Errorf("%s: %w", it.server, c.explain(it.err)))
 			}
 		}
 	}
@@ -296,17 +294,4 @@ func (p *printer) print(h *flowv1.HistoryFlow) error {
 	p.buf = append(b, '\n')
 	_, err := p.w.Write(p.buf)
 	return err
-}
-
-// clientCredentials are plaintext, TLS (--tls-ca) or mTLS (and --tls-cert,
-// --tls-key), like the agent's gRPC exporter.
-func clientCredentials(o *options, serverName string) (credentials.TransportCredentials, error) {
-	if o.tlsCA == "" && o.tlsCert == "" {
-		return insecure.NewCredentials(), nil
-	}
-	tc, err := tlsclient.Config(o.tlsCA, o.tlsCert, o.tlsKey, serverName)
-	if err != nil {
-		return nil, fmt.Errorf("--tls-ca/--tls-cert/--tls-key: %w", err)
-	}
-	return credentials.NewTLS(tc), nil
 }

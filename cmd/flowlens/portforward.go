@@ -26,6 +26,7 @@ const defaultGRPCPort = 9990
 // forwards are the port-forwards to the collector pods: addrs on loopback.
 type forwards struct {
 	addrs []string
+	kube  *rest.Config // the kubeconfig's, which found them
 	stop  chan struct{}
 }
 
@@ -47,7 +48,7 @@ func forwardCollectors(ctx context.Context, o *options, stderr io.Writer) (*forw
 	if err != nil {
 		return nil, err
 	}
-	f := &forwards{stop: make(chan struct{})}
+	f := &forwards{kube: cfg, stop: make(chan struct{})}
 	for _, pod := range pods {
 		addr, err := forward(cfg, pod, f.stop, stderr)
 		if err != nil {

@@ -294,6 +294,7 @@ func (a *Agent) exporters() ([]exporter.Exporter, error) {
 			out = append(out, stdout.New(a.opts.Stdout))
 		case "grpc":
 			g, err := grpcexp.New(grpcexp.Config{Target: a.cfg.Target, TLS: a.cfg.GRPCTLSOn(), TLSCA: a.cfg.TLSCA,
+				TokenFile: a.cfg.TokenFile, InsecurePlaintext: a.cfg.InsecurePlaintext,
 				TLSCert: a.cfg.TLSCert, TLSKey: a.cfg.TLSKey, NodeName: a.cfg.NodeName, Logger: a.log})
 			if err != nil {
 				return out, fmt.Errorf("grpc exporter: %w", err)

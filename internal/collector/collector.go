@@ -127,6 +127,7 @@ type Collector struct {
 	metrics  *enrich.Metrics
 	printer  *printer // nil with Output "none"
 	srv      *receiver.Server
+	auth     *authorizer        // nil without --auth kubernetes
 	consumer *receiver.Consumer // nil without Kafka
 	hist     *history.Service   // nil with History.Size 0
 	lis      net.Listener
@@ -156,18 +157,30 @@ func New(cfg Config, opts Options) (_ *Collector, err error) {
 			c.shutdown(context.Background())
 		}
 	}()
-	cfg.Limits.Logger = c.log
-	if cfg.TLSCert != "" {
-		if cfg.Limits.TLS, err = receiver.ServerTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA); err != nil {
-			return nil, err
-		}
-	}
 	resolver, err := c.newResolver()
 	if err != nil {
 		return nil, err
 	}
 	if err := c.newMetrics(); err != nil {
 		return nil, err
+	}
+	refused := newRefusedFlows()
+	c.metrics.Registry().MustRegister(refused)
+	// On c.cfg: newAuth sets Limits.Authorize.
+	c.cfg.Limits.Logger = c.log
+	if err := c.newAuth(refused); err != nil {
+		return nil, err
+	}
+	cfg = c.cfg
+	if cfg.TLSCert != "" {
+		serverTLS := receiver.ServerTLS
+		if c.auth != nil {
+			// Agents with a token and readers come without a certificate.
+			serverTLS = receiver.ServerTLSClientCertOptional
+		}
+		if cfg.Limits.TLS, err = serverTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA); err != nil {
+			return nil, err
+		}
 	}
 	pl := &enrich.Pipeline{Resolver: resolver, Metrics: c.metrics}
 	if cfg.Output != OutputNone {
@@ -180,7 +193,11 @@ func New(cfg Config, opts Options) (_ *Collector, err error) {
 		c.printer = newPrinter(opts.Stdout, cfg.Output, query, resolver != nil)
 		pl.Sink = c.printer.write
 	}
-	if c.srv, err = receiver.New(pl.Handle, cfg.Limits); err != nil {
+	handle := receiver.Handler(pl.Handle)
+	if c.auth != nil {
+		handle = c.auth.checkIdentity(handle)
+	}
+	if c.srv, err = receiver.New(handle, cfg.Limits); err != nil {
 		return nil, err
 	}
 	c.hist = startHistory(cfg.History, pl, c.srv, c.metrics.Registry())

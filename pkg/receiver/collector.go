@@ -21,6 +21,7 @@
 package receiver
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -92,6 +93,14 @@ type Options struct {
 	// TLS, when set, serves TLS (see ServerTLS; ClientAuth set to
 	// RequireAndVerifyClientCert makes it mTLS). Nil serves plaintext.
 	TLS *tls.Config
+	// Authorize, when set, is asked at the start of every call the server
+	// serves (Export streams, and the methods of services added with
+	// RegisterService) with the call's full method name, e.g.
+	// "/flowlens.flow.v1.FlowCollector/Export"; an error (a gRPC status:
+	// Unauthenticated, PermissionDenied) refuses the call, and the context
+	// it returns is the call's, so it can carry the caller's identity to
+	// the Handler. Nil: every call is served.
+	Authorize func(ctx context.Context, fullMethod string) (context.Context, error)
 	// KeepaliveMinTime is the shortest keepalive interval tolerated from
 	// clients (faster pingers are disconnected).
 	KeepaliveMinTime time.Duration
@@ -160,6 +169,23 @@ func New(h Handler, opts Options) (*Server, error) {
 	if opts.TLS != nil {
 		so = append(so, grpc.Creds(credentials.NewTLS(opts.TLS)))
 	}
+	if auth := opts.Authorize; auth != nil {
+		so = append(so,
+			grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+				ctx, err := auth(ctx, info.FullMethod)
+				if err != nil {
+					return nil, err
+				}
+				return h(ctx, req)
+			}),
+			grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+				ctx, err := auth(ss.Context(), info.FullMethod)
+				if err != nil {
+					return err
+				}
+				return h(srv, &authorizedStream{ServerStream: ss, ctx: ctx})
+			}))
+	}
 	s.grpc = grpc.NewServer(so...)
 	flowv1.RegisterFlowCollectorServer(s.grpc, s)
 	return s, nil
@@ -201,6 +227,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.loops.Wait()
 	return err
 }
+
+// authorizedStream is a stream whose context is Options.Authorize's.
+type authorizedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *authorizedStream) Context() context.Context { return s.ctx }
 
 // decodeTarget receives a message through codec: decoding happens here,
 // not in gRPC, so that a message that does not parse is refused with
@@ -334,26 +368,105 @@ func peerOf(ctx context.Context) Peer {
 	return out
 }
 
-// ServerTLS loads the server's certificate and key and, when clientCAFile
-// is set, requires every agent to present a certificate signed by that CA
-// (mTLS).
+// ServerTLS serves the certificate and key in certFile and keyFile and,
+// when clientCAFile is set, requires every agent to present a certificate
+// signed by that CA (mTLS).
+//
+// The files are read again at each handshake and parsed when their bytes
+// changed, so a rotated certificate (a Secret volume the kubelet updates
+// by swapping a symlink, cert-manager renewing it) is served to the next
+// connection without a restart; connections already open keep theirs. If
+// the new files do not make a valid pair (read half-way through an
+// update), the last good ones are kept and the handshake goes on.
 func ServerTLS(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	return serverTLS(certFile, keyFile, clientCAFile, false)
+}
+
+// ServerTLSClientCertOptional is ServerTLS verifying the client
+// certificates of clientCAFile that are presented, but letting a client
+// without one through to Options.Authorize, which then wants another
+// credential (a bearer token): agents with certificates and readers
+// without share the server.
+func ServerTLSClientCertOptional(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
+	return serverTLS(certFile, keyFile, clientCAFile, true)
+}
+
+func serverTLS(certFile, keyFile, clientCAFile string, optionalClientCert bool) (*tls.Config, error) {
+	r := &serverFiles{cert: certFile, key: keyFile, ca: clientCAFile}
+	if _, err := r.load(); err != nil {
+		return nil, err
+	}
+	clientAuth := tls.NoClientCert
+	if clientCAFile != "" {
+		clientAuth = tls.RequireAndVerifyClientCert
+		if optionalClientCert {
+			clientAuth = tls.VerifyClientCertIfGiven
+		}
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, ClientAuth: clientAuth,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			c, err := r.load()
+			if err != nil {
+				return nil, err
+			}
+			return &tls.Config{MinVersion: tls.VersionTLS12, ClientAuth: clientAuth, Certificates: c.Certificates, ClientCAs: c.ClientCAs}, nil
+		}}, nil
+}
+
+// serverFiles is ServerTLS's files and what was last parsed from them.
+type serverFiles struct {
+	cert, key, ca string
+
+	mu                     sync.Mutex
+	certPEM, keyPEM, caPEM []byte
+	last                   *tls.Config // Certificates and ClientCAs of the bytes above
+}
+
+// load returns the certificate and client CAs of the files as they are now,
+// parsed again only when their bytes changed; the last good ones when the
+// new bytes do not parse (after the first load, which must succeed).
+func (r *serverFiles) load() (*tls.Config, error) {
+	certPEM, err1 := os.ReadFile(r.cert)
+	keyPEM, err2 := os.ReadFile(r.key)
+	var caPEM []byte
+	var err3 error
+	if r.ca != "" {
+		caPEM, err3 = os.ReadFile(r.ca)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := errors.Join(err1, err2, err3); err != nil {
+		if r.last != nil {
+			return r.last, nil
+		}
+		return nil, fmt.Errorf("collector: read the server's TLS files: %w", err)
+	}
+	if r.last != nil && bytes.Equal(certPEM, r.certPEM) && bytes.Equal(keyPEM, r.keyPEM) && bytes.Equal(caPEM, r.caPEM) {
+		return r.last, nil
+	}
+	next, err := parseServerFiles(certPEM, keyPEM, caPEM, r.ca)
+	if err != nil {
+		if r.last != nil {
+			return r.last, nil
+		}
+		return nil, err
+	}
+	r.certPEM, r.keyPEM, r.caPEM, r.last = certPEM, keyPEM, caPEM, next
+	return next, nil
+}
+
+func parseServerFiles(certPEM, keyPEM, caPEM []byte, caFile string) (*tls.Config, error) {
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("collector: load server certificate: %w", err)
 	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if clientCAFile != "" {
-		pem, err := os.ReadFile(clientCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("collector: read client CA: %w", err)
-		}
+	out := &tls.Config{Certificates: []tls.Certificate{cert}}
+	if caFile != "" {
 		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("collector: no certificate in %s", clientCAFile)
+		if !pool.AppendCertsFromPEM(caPEM) {
+			return nil, fmt.Errorf("collector: no certificate in %s", caFile)
 		}
-		cfg.ClientCAs = pool
-		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		out.ClientCAs = pool
 	}
-	return cfg, nil
+	return out, nil
 }

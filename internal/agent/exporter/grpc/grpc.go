@@ -72,6 +72,12 @@ type Config struct {
 	// reconnection.
 	TLS                    bool
 	TLSCA, TLSCert, TLSKey string
+	// TokenFile holds a bearer token sent with every stream
+	// ("authorization: Bearer <token>", read again at each stream: the
+	// kubelet rotates projected tokens); "": none. Without TLS it is sent
+	// only when InsecurePlaintext says so.
+	TokenFile         string
+	InsecurePlaintext bool
 	// TLSServerName overrides the name the collector's certificate is
 	// verified against (default: the target's host).
 	TLSServerName string
@@ -181,12 +187,22 @@ func New(cfg Config) (*Exporter, error) {
 		return nil, err
 	}
 	bo := backoff.Config{BaseDelay: cfg.BackoffBase, Multiplier: cfg.BackoffMultiplier, Jitter: cfg.BackoffJitter, MaxDelay: cfg.BackoffMax}
-	conn, err := grpcgo.NewClient(cfg.Target,
-		grpcgo.WithTransportCredentials(creds),
+	opts := []grpcgo.DialOption{grpcgo.WithTransportCredentials(creds)}
+	if cfg.TokenFile != "" {
+		if creds.Info().SecurityProtocol != "tls" && !cfg.InsecurePlaintext {
+			return nil, errors.New("grpc exporter: a token file needs TLS (the token would cross the network in plaintext), or InsecurePlaintext")
+		}
+		tf, err := newTokenFile(cfg.TokenFile, cfg.InsecurePlaintext)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, grpcgo.WithPerRPCCredentials(tf))
+	}
+	conn, err := grpcgo.NewClient(cfg.Target, append(opts,
 		grpcgo.WithKeepaliveParams(keepalive.ClientParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout, PermitWithoutStream: true}),
 		grpcgo.WithConnectParams(grpcgo.ConnectParams{Backoff: bo, MinConnectTimeout: cfg.ConnectTimeout}),
 		grpcgo.WithContextDialer(e.dial),
-		grpcgo.WithUserAgent("flowlens-agent"),
+		grpcgo.WithUserAgent("flowlens-agent"))...,
 	)
 	if err != nil {
 		return nil, fmt.Errorf("grpc exporter: %w", err)

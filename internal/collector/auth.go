@@ -1,0 +1,221 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
+	"github.com/flowlens/flowlens/internal/shared/kubeauth"
+	"github.com/flowlens/flowlens/pkg/receiver"
+)
+
+// MetricRefusedFlows counts the flows refused, by reason: "identity", a
+// flow whose node_name is not its sender's identity (--auth kubernetes).
+const MetricRefusedFlows = "flowlens_collector_refused_flows_total"
+
+// RefusedIdentity is MetricRefusedFlows' reason for a flow of another node
+// than its sender's.
+const RefusedIdentity = "identity"
+
+// authorizer is --auth kubernetes: receiver.Options.Authorize over the
+// API server's reviews (package kubeauth), and the check of every flow's
+// node_name against its sender's identity (checkIdentity).
+type authorizer struct {
+	rev     *kubeauth.Reviewer
+	refused prometheus.Counter // MetricRefusedFlows{reason="identity"}
+}
+
+// senderKey carries the node an Export caller is (its identity) in the
+// stream's context, from Authorize to the Handler.
+type senderKey struct{}
+
+// newAuth decides --auth (auto: kubernetes when the collector reaches an
+// API server: --kubeconfig, or in a cluster) and sets up the reviews and
+// receiver.Options.Authorize. With --listen "" there is nothing to
+// authorize.
+func (c *Collector) newAuth(refused *prometheus.CounterVec) error {
+	cfg := &c.cfg
+	if cfg.Listen == "" {
+		return nil
+	}
+	mode := cfg.Auth
+	var rc *rest.Config
+	var err error
+	switch {
+	case mode == AuthNone:
+	case cfg.Enrichment.Kubeconfig != "":
+		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Enrichment.Kubeconfig)
+	default:
+		rc, err = c.opts.InCluster()
+		if err != nil && mode == AuthKubernetes {
+			if !errors.Is(err, rest.ErrNotInCluster) {
+				return fmt.Errorf("--auth kubernetes: %w", err)
+			}
+			rules := clientcmd.NewDefaultClientConfigLoadingRules()
+			rc, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+		} else if err != nil {
+			if !errors.Is(err, rest.ErrNotInCluster) {
+				c.log.Warn("--auth auto: in a cluster without credentials: no per-call authorization", "error", err)
+			}
+			rc, err = nil, nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("--auth kubernetes: %w", err)
+	}
+	if rc == nil {
+		c.log.Warn("--auth none: no per-call authorization: whoever reaches --listen may export flows of any node and read every flow (docs/security.md)",
+			"listen", cfg.Listen)
+		return nil
+	}
+	rc = rest.CopyConfig(rc)
+	rc.UserAgent = "flowlens-collector"
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("--auth kubernetes: %w", err)
+	}
+	a := &authorizer{rev: kubeauth.New(client, kubeauth.Options{}), refused: refused.WithLabelValues(RefusedIdentity)}
+	c.auth = a
+	cfg.Limits.Authorize = a.authorize
+	c.log.Info("authorizing every call with the API server (--auth kubernetes)", "host", rc.Host,
+		"export", kubeauth.Permission(kubeauth.VerbExport), "read", kubeauth.Permission(kubeauth.VerbRead))
+	return nil
+}
+
+// newRefusedFlows is MetricRefusedFlows, with the reasons of this
+// collector at 0.
+func newRefusedFlows() *prometheus.CounterVec {
+	v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricRefusedFlows,
+		Help: "Flows refused by the collector, by reason: identity, a flow whose node_name is not the node of the agent that sent it (--auth kubernetes)."},
+		[]string{"reason"})
+	v.WithLabelValues(RefusedIdentity)
+	return v
+}
+
+// authorize is receiver.Options.Authorize: Export takes an agent (a token
+// of audience flowlens-collector bound to a pod on a node, whose user may
+// create flowcollectors/flows; or a verified client certificate, its CN the
+// node), GetFlows a person or a program whose kubeconfig's token may get
+// flowcollectors/flows. Certificates never read. Anything else is refused.
+func (a *authorizer) authorize(ctx context.Context, method string) (context.Context, error) {
+	token := bearer(ctx)
+	switch method {
+	case flowv1.FlowCollector_Export_FullMethodName:
+		if token == "" {
+			if cn, ok := verifiedCN(ctx); ok {
+				return context.WithValue(ctx, senderKey{}, cn), nil
+			}
+			return nil, status.Error(codes.Unauthenticated, "collector: Export needs a bearer token (a ServiceAccount token of audience "+
+				kubeauth.Audience+", --token-file) or a client certificate of the collector's --tls-client-ca")
+		}
+		id, err := a.review(ctx, token, kubeauth.Audience, kubeauth.VerbExport)
+		if err != nil {
+			return nil, err
+		}
+		if id.Node == "" {
+			return nil, status.Errorf(codes.PermissionDenied, "forbidden: the token of User %q is bound to no node: agents send a projected ServiceAccount token (audience %s) of their pod",
+				id.User, kubeauth.Audience)
+		}
+		return context.WithValue(ctx, senderKey{}, id.Node), nil
+	case flowv1.FlowHistory_GetFlows_FullMethodName:
+		if token == "" {
+			return nil, status.Error(codes.Unauthenticated, "collector: reading flows needs a bearer token whose user may "+
+				kubeauth.Permission(kubeauth.VerbRead)+" (flowlens observe sends the kubeconfig's)")
+		}
+		if _, err := a.review(ctx, token, "", kubeauth.VerbRead); err != nil {
+			return nil, err
+		}
+		return ctx, nil
+	}
+	return nil, status.Errorf(codes.PermissionDenied, "forbidden: %s", method)
+}
+
+// review asks the reviewer and turns its answer into a gRPC status.
+func (a *authorizer) review(ctx context.Context, token, audience, verb string) (*kubeauth.Identity, error) {
+	id, err := a.rev.Authorize(ctx, token, audience, verb)
+	var forbidden *kubeauth.ForbiddenError
+	switch {
+	case err == nil:
+		return id, nil
+	case errors.As(err, &forbidden):
+		return nil, status.Error(codes.PermissionDenied, err.Error())
+	case errors.Is(err, kubeauth.ErrUnauthenticated):
+		what := "a token of the Kubernetes API server"
+		if audience != "" {
+			what = "a token of audience " + audience
+		}
+		return nil, status.Errorf(codes.Unauthenticated, "collector: %v (want %s)", err, what)
+	}
+	return nil, status.Errorf(codes.Unavailable, "collector: cannot authorize the call: %v", err)
+}
+
+// bearer is the call's "authorization: Bearer <token>", "" without one.
+func bearer(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get("authorization") {
+		if t, ok := strings.CutPrefix(v, "Bearer "); ok && t != "" {
+			return t
+		}
+	}
+	return ""
+}
+
+// verifiedCN is the subject CN of the client certificate the TLS handshake
+// verified (--tls-client-ca), if any.
+func verifiedCN(ctx context.Context) (string, bool) {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return "", false
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(ti.State.VerifiedChains) == 0 || len(ti.State.PeerCertificates) == 0 {
+		return "", false
+	}
+	cn := ti.State.PeerCertificates[0].Subject.CommonName
+	return cn, cn != ""
+}
+
+// checkIdentity hands next the flows of the sender's own node and refuses
+// the others, counted: the stream then ends with PermissionDenied. Without
+// an identity (--auth none) every flow goes through.
+func (a *authorizer) checkIdentity(next receiver.Handler) receiver.Handler {
+	return func(ctx context.Context, b *receiver.Batch) error {
+		node, ok := ctx.Value(senderKey{}).(string)
+		if !ok {
+			return next(ctx, b)
+		}
+		own := b.Flows[:0:0]
+		var other string
+		refused := 0
+		for _, f := range b.Flows {
+			if f.GetNodeName() == node {
+				own = append(own, f)
+				continue
+			}
+			refused++
+			other = f.GetNodeName()
+		}
+		if refused == 0 {
+			return next(ctx, b)
+		}
+		a.refused.Add(float64(refused))
+		if len(own) > 0 {
+			if err := next(ctx, &receiver.Batch{Peer: b.Peer, Flows: own}); err != nil {
+				return err
+			}
+		}
+		return status.Errorf(codes.PermissionDenied, "forbidden: %d flows of node %q from the agent of node %q", refused, other, node)
+	}
+}

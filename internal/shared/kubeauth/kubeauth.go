@@ -1,0 +1,237 @@
+// Package kubeauth is who may write and read flows, asked of the
+// Kubernetes API server: a bearer token is authenticated with a
+// TokenReview, the permission it needs is checked with a
+// SubjectAccessReview. The collector's --auth kubernetes asks it for every
+// Export stream and every GetFlows call (docs/security.md); the names of
+// the permission, the token's audience and the ClusterRoles are written
+// here once, for the collector, `flowlens observe` and the tests.
+//
+// The permission is a subresource of the FlowCollector named cluster, so
+// that RBAC says it like any other: agents may create
+// flowcollectors/flows (ClusterRole flowlens-agent-export), readers may
+// get them (ClusterRole flowlens-flows-reader, bound by an administrator).
+// No object is read: the API server only answers the reviews.
+//
+// The answers are kept for a short time (Options.TTL), in a bounded
+// cache, so that a reconnecting agent or a follow loop costs no review
+// each time; a revoked permission takes effect within the TTL.
+package kubeauth
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// The permission to write or read flows, on the API server.
+const (
+	Group       = "flowlens.io"
+	Resource    = "flowcollectors"
+	Subresource = "flows"
+	// Name is the FlowCollector the permission is on (the singleton).
+	Name = "cluster"
+	// VerbExport may Export (agents); VerbRead may GetFlows (people).
+	VerbExport = "create"
+	VerbRead   = "get"
+
+	// Audience is the audience of the agents' tokens: a projected
+	// ServiceAccount token for it is good for the collector only, and the
+	// API server refuses it (and the collector refuses a token made for
+	// the API server on Export).
+	Audience = "flowlens-collector"
+	// NodeNameExtra is the TokenReview's user.extra key naming the node of
+	// the pod a token is bound to: the agent's identity.
+	NodeNameExtra = "authentication.kubernetes.io/node-name"
+
+	// ReaderClusterRole may read flows (get flowcollectors/flows); shipped
+	// unbound. AgentClusterRole may export them, bound to the agents'
+	// ServiceAccount.
+	ReaderClusterRole = "flowlens-flows-reader"
+	AgentClusterRole  = "flowlens-agent-export"
+)
+
+// Permission is how a refusal names what is missing, the way the API
+// server says it: "get flowcollectors/flows in API group flowlens.io".
+func Permission(verb string) string {
+	return fmt.Sprintf("%s %s/%s in API group %s", verb, Resource, Subresource, Group)
+}
+
+// Identity is an authenticated caller.
+type Identity struct {
+	User   string
+	UID    string
+	Groups []string
+	Extra  map[string][]string
+	// Node is the node of the pod the token is bound to (NodeNameExtra),
+	// "" for a token that is not bound to a pod on a node.
+	Node string
+}
+
+// ErrUnauthenticated is a token the API server does not accept (for the
+// audience asked): expired, revoked, forged, or made for another audience.
+var ErrUnauthenticated = errors.New("the token is not valid")
+
+// ForbiddenError is an authenticated caller without the permission.
+type ForbiddenError struct {
+	User, Verb string
+	Reason     string // the authorizer's, often ""
+}
+
+func (e *ForbiddenError) Error() string {
+	msg := fmt.Sprintf("forbidden: %s cannot %s", quoteUser(e.User), Permission(e.Verb))
+	if e.Verb == VerbRead {
+		msg += fmt.Sprintf(" (resourceName %q); an administrator can bind the ClusterRole %s to it", Name, ReaderClusterRole)
+	}
+	if e.Reason != "" {
+		msg += ": " + e.Reason
+	}
+	return msg
+}
+
+func quoteUser(u string) string { return fmt.Sprintf("User %q", u) }
+
+// Options tune a Reviewer. Zero values take the defaults.
+type Options struct {
+	// TTL is how long an answer (allowed or not) is reused; default 10 s.
+	TTL time.Duration
+	// MaxEntries bounds the cache; default 4096. When full, expired
+	// entries go first, then any.
+	MaxEntries int
+	// Now is the clock (tests); default time.Now.
+	Now func() time.Time
+}
+
+// Reviewer asks the API server, through a client whose identity may
+// create tokenreviews and subjectaccessreviews (system:auth-delegator).
+type Reviewer struct {
+	client kubernetes.Interface
+	opts   Options
+
+	mu    sync.Mutex
+	cache map[cacheKey]cacheEntry
+}
+
+type cacheKey struct {
+	token    [sha256.Size]byte // the token's hash: no token is kept
+	audience string
+	verb     string
+}
+
+type cacheEntry struct {
+	id      *Identity
+	err     error
+	expires time.Time
+}
+
+// New returns a Reviewer over client.
+func New(client kubernetes.Interface, opts Options) *Reviewer {
+	if opts.TTL <= 0 {
+		opts.TTL = 10 * time.Second
+	}
+	if opts.MaxEntries <= 0 {
+		opts.MaxEntries = 4096
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Reviewer{client: client, opts: opts, cache: map[cacheKey]cacheEntry{}}
+}
+
+// Authorize authenticates token for audience ("": the API server's own,
+// a person's token) and checks that its user may verb flowcollectors/flows.
+// It returns the identity, or ErrUnauthenticated, a *ForbiddenError, or
+// the error of a review that could not be made (not cached).
+func (r *Reviewer) Authorize(ctx context.Context, token, audience, verb string) (*Identity, error) {
+	key := cacheKey{sha256.Sum256([]byte(token)), audience, verb}
+	now := r.opts.Now()
+	r.mu.Lock()
+	e, ok := r.cache[key]
+	r.mu.Unlock()
+	if ok && now.Before(e.expires) {
+		return e.id, e.err
+	}
+	id, err := r.authenticate(ctx, token, audience)
+	if err == nil {
+		err = r.allowed(ctx, id, verb)
+	}
+	var forbidden *ForbiddenError
+	if err != nil && !errors.Is(err, ErrUnauthenticated) && !errors.As(err, &forbidden) {
+		return nil, err // the API server could not answer: ask again next time
+	}
+	if err != nil {
+		id = nil
+	}
+	r.store(key, cacheEntry{id, err, now.Add(r.opts.TTL)}, now)
+	return id, err
+}
+
+func (r *Reviewer) store(key cacheKey, e cacheEntry, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.cache) >= r.opts.MaxEntries {
+		for k, old := range r.cache {
+			if !now.Before(old.expires) {
+				delete(r.cache, k)
+			}
+		}
+		for k := range r.cache {
+			if len(r.cache) < r.opts.MaxEntries {
+				break
+			}
+			delete(r.cache, k)
+		}
+	}
+	r.cache[key] = e
+}
+
+func (r *Reviewer) authenticate(ctx context.Context, token, audience string) (*Identity, error) {
+	tr := &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}
+	if audience != "" {
+		tr.Spec.Audiences = []string{audience}
+	}
+	res, err := r.client.AuthenticationV1().TokenReviews().Create(ctx, tr, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("TokenReview: %w", err)
+	}
+	if !res.Status.Authenticated {
+		if res.Status.Error != "" {
+			return nil, fmt.Errorf("%w: %s", ErrUnauthenticated, res.Status.Error)
+		}
+		return nil, ErrUnauthenticated
+	}
+	u := res.Status.User
+	id := &Identity{User: u.Username, UID: u.UID, Groups: u.Groups, Extra: map[string][]string{}}
+	for k, v := range u.Extra {
+		id.Extra[k] = v
+	}
+	if v := u.Extra[NodeNameExtra]; len(v) == 1 {
+		id.Node = v[0]
+	}
+	return id, nil
+}
+
+func (r *Reviewer) allowed(ctx context.Context, id *Identity, verb string) error {
+	sar := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+		User: id.User, UID: id.UID, Groups: id.Groups, Extra: map[string]authzv1.ExtraValue{},
+		ResourceAttributes: &authzv1.ResourceAttributes{Group: Group, Resource: Resource, Subresource: Subresource, Name: Name, Verb: verb},
+	}}
+	for k, v := range id.Extra {
+		sar.Spec.Extra[k] = v
+	}
+	res, err := r.client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("SubjectAccessReview: %w", err)
+	}
+	if !res.Status.Allowed || res.Status.Denied {
+		return &ForbiddenError{User: id.User, Verb: verb, Reason: res.Status.Reason}
+	}
+	return nil
+}
