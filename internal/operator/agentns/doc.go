@@ -9,6 +9,14 @@
 // (docs/security.md, Operator RBAC). The code using these rights is in
 // internal/operator/controller/security.go and internal/operator/certs.
 //
+// The agents' and the Kafka collector's objects: ServiceAccounts, Role and
+// RoleBinding, ConfigMaps (the agent's configuration, the CA bundle, the
+// Kafka collector's), metrics Services, the DaemonSet and the Deployment;
+// delete only what the Kafka collector leaves when its exporter goes.
+// +kubebuilder:rbac:groups="",namespace=flowlens,resources=serviceaccounts;configmaps;services,verbs=create;patch;delete
+// +kubebuilder:rbac:groups=apps,namespace=flowlens,resources=daemonsets,verbs=create;patch
+// +kubebuilder:rbac:groups=apps,namespace=flowlens,resources=deployments,verbs=create;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,namespace=flowlens,resources=roles;rolebindings,verbs=create;patch
 // Secrets: the CA (flowlens-ca), the collector's certificate
 // (flowlens-collector-tls), and a user's CA (spec.tls.caSecretRef) read.
 // +kubebuilder:rbac:groups="",namespace=flowlens,resources=secrets,verbs=get;create;patch

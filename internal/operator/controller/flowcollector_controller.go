@@ -68,12 +68,23 @@ type FlowCollectorReconciler struct {
 // +kubebuilder:rbac:groups=flowlens.io,resources=flowcollectors,verbs=get;list;watch
 // +kubebuilder:rbac:groups=flowlens.io,resources=flowcollectors/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=flowlens.io,resources=flowcollectors/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=namespaces;serviceaccounts;configmaps;services,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups="",resources=configmaps;serviceaccounts;services,verbs=delete
-// +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings,verbs=get;list;watch;create;patch;delete
+//
+// Cluster-wide, the operator reads (its cache watches the kinds it owns,
+// filtered by its label) and writes only named objects: the namespace
+// flowlens (when it creates it), the dashboard ConfigMaps (in
+// spec.dashboards.namespace, any), the Kafka collector's and the agents'
+// export ClusterRole and ClusterRoleBinding. create cannot be limited to
+// names (the name is not known when RBAC decides). Its writes of the agent
+// namespace's objects are a Role there (package agentns).
+// +kubebuilder:rbac:groups="",resources=namespaces;serviceaccounts;configmaps;services,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=create
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=patch,resourceNames=flowlens
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=create
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=patch;delete,resourceNames=flowlens-dashboard-traffic;flowlens-dashboard-drops-latency;flowlens-dashboard-agent-health
+// +kubebuilder:rbac:groups=apps,resources=daemonsets;deployments,verbs=get;list;watch
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings,verbs=patch;delete,resourceNames=flowlens-collector-kafka;flowlens-agent-export
 //
 // The Kafka collector's ClusterRole grants these; RBAC lets the operator
 // grant only rights it holds.
