@@ -178,7 +178,8 @@ func TestChartValues(t *testing.T) {
 		t.Errorf("ServiceMonitor interval %v", i)
 	}
 	// The agents and the Kafka collectors over HTTPS, each with its own
-	// tlsConfig; the others, without one, over plain HTTP.
+	// tlsConfig; the collector, without one, over plain HTTP; the operator
+	// over HTTPS with Prometheus' token, always.
 	agentEP := get("ServiceMonitor flowlens-system/flowlens-agent", "spec", "endpoints").([]any)[0].(map[string]any)
 	wantTLS := map[string]any{"serverName": "flowlens-agent-metrics.observability.svc",
 		"ca": map[string]any{"secret": map[string]any{"name": "agent-metrics-ca", "key": "ca.crt"}}}
@@ -190,11 +191,13 @@ func TestChartValues(t *testing.T) {
 	if kafkaEP["scheme"] != "https" || !reflect.DeepEqual(kafkaEP["tlsConfig"], wantKafkaTLS) {
 		t.Errorf("Kafka collector ServiceMonitor endpoint %v, want scheme https and tlsConfig %v", kafkaEP, wantKafkaTLS)
 	}
-	for _, name := range []string{"flowlens-collector", "flowlens-operator"} {
-		ep := get("ServiceMonitor flowlens-system/"+name, "spec", "endpoints").([]any)[0].(map[string]any)
-		if _, ok := ep["scheme"]; ok || ep["tlsConfig"] != nil {
-			t.Errorf("%s ServiceMonitor endpoint %v, want plain HTTP", name, ep)
-		}
+	if ep := get("ServiceMonitor flowlens-system/flowlens-collector", "spec", "endpoints").([]any)[0].(map[string]any); ep["scheme"] != nil || ep["tlsConfig"] != nil {
+		t.Errorf("flowlens-collector ServiceMonitor endpoint %v, want plain HTTP", ep)
+	}
+	opEP := get("ServiceMonitor flowlens-system/flowlens-operator", "spec", "endpoints").([]any)[0].(map[string]any)
+	if opEP["scheme"] != "https" || opEP["bearerTokenFile"] != "/var/run/secrets/kubernetes.io/serviceaccount/token" ||
+		!reflect.DeepEqual(opEP["tlsConfig"], map[string]any{"insecureSkipVerify": true}) {
+		t.Errorf("flowlens-operator ServiceMonitor endpoint %v, want HTTPS with Prometheus' token", opEP)
 	}
 	if l := get("PrometheusRule flowlens-system/flowlens", "metadata", "labels", "release"); l != "kps" {
 		t.Errorf("PrometheusRule label release %v", l)
