@@ -116,7 +116,7 @@ func TestAuthorization(t *testing.T) {
 	readerForCollector := c.podToken(t, "reader", "node-b", kubeauth.Audience) // a reader's token for the collector's audience
 
 	pki := receivertest.NewPKI(t)
-	a := startAuthCollector(t, cfg, "--tls-cert="+pki.ServerCert, "--tls-key="+pki.ServerKey, "--tls-client-ca="+pki.CA)
+	a := startAuthCollector(t, cfg, 0, "--tls-cert="+pki.ServerCert, "--tls-key="+pki.ServerKey, "--tls-client-ca="+pki.CA)
 	addr := a.GRPC.String()
 	tc, err := tlsclient.Config(pki.CA, "", "", "")
 	if err != nil {
@@ -154,6 +154,7 @@ func TestAuthorization(t *testing.T) {
 			"Export needs a bearer token"},
 		{"forged token", tlsCreds, agentA[:len(agentA)-4] + "AAAA", []string{"node-a"}, codes.Unauthenticated, "the token is not valid"},
 		{"plaintext to the TLS collector", insecure.NewCredentials(), agentA, []string{"node-a"}, codes.Unavailable, ""},
+		{"oversized token", tlsCreds, strings.Repeat("x", 16<<10+1), []string{"node-a"}, codes.Unauthenticated, "a bearer token of 16385 bytes, max 16384"},
 	} {
 		t.Run("Export/"+tc.name, func(t *testing.T) {
 			err := rawExport(addr, tc.creds, tc.token, tc.nodes...)
@@ -218,9 +219,61 @@ func TestAuthorization(t *testing.T) {
 	}
 }
 
+// An open Export stream is authorized again (Options.ReauthorizeEvery):
+// the agent's permission revoked, its stream ends with PermissionDenied
+// within the reviews' cache TTL.
+func TestAuthorizationRevoked(t *testing.T) {
+	cfg := envtest.StartT(t, envtest.Options{}).Config
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	c := &authCluster{cs: cs, ns: "flowlens"}
+	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.ns}}, metav1.CreateOptions{})
+	c.must(t, err)
+	_, err = cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}, metav1.CreateOptions{})
+	c.must(t, err)
+	_, err = cs.CoreV1().ServiceAccounts(c.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "agent"}}, metav1.CreateOptions{})
+	c.must(t, err)
+	c.role(t, kubeauth.AgentClusterRole, kubeauth.VerbExport, "agent")
+	token := c.podToken(t, "agent", "node-a", kubeauth.Audience)
+	pki := receivertest.NewPKI(t)
+	a := startAuthCollector(t, cfg, 100*time.Millisecond, "--tls-cert="+pki.ServerCert, "--tls-key="+pki.ServerKey)
+	tc, err := tlsclient.Credentials(pki.CA, "", "", "")
+	c.must(t, err)
+	conn, err := grpc.NewClient(a.GRPC.String(), grpc.WithTransportCredentials(tc))
+	c.must(t, err)
+	defer conn.Close()
+	sctx, cancel := context.WithTimeout(withBearer(ctx, token), 30*time.Second)
+	defer cancel()
+	st, err := flowv1.NewFlowCollectorClient(conn).Export(sctx)
+	c.must(t, err)
+	batch := &flowv1.FlowBatch{Flows: []*flowv1.Flow{{NodeName: "node-a", SrcAddr: []byte{10, 0, 0, 1}, DstAddr: []byte{10, 0, 0, 2},
+		Proto: 6, Bytes: 100, Packets: 1, Sampling: 1, AgentIp: []byte{192, 0, 2, 1}}}}
+	c.must(t, st.Send(batch))
+	time.Sleep(300 * time.Millisecond)
+	c.must(t, st.Send(batch)) // reviewed again: still allowed
+
+	c.must(t, cs.RbacV1().ClusterRoleBindings().Delete(ctx, kubeauth.AgentClusterRole+"-agent", metav1.DeleteOptions{}))
+	start := time.Now()
+	for {
+		time.Sleep(200 * time.Millisecond)
+		if err := st.Send(batch); err != nil {
+			_, err = st.CloseAndRecv()
+			checkStatus(t, err, codes.PermissionDenied, `forbidden: User "system:serviceaccount:flowlens:agent" cannot create flowcollectors/flows in API group flowlens.io`)
+			break
+		}
+		if time.Since(start) > 25*time.Second {
+			t.Fatal("the stream still open 25 s after the permission was revoked")
+		}
+	}
+	t.Logf("cut off %v after the revocation", time.Since(start).Round(100*time.Millisecond))
+}
+
 // startAuthCollector runs the command with --auth kubernetes in a cluster
 // reached through cfg (as its in-cluster configuration).
-func startAuthCollector(t *testing.T, cfg *rest.Config, args ...string) collector.Addrs {
+func startAuthCollector(t *testing.T, cfg *rest.Config, reauthorize time.Duration, args ...string) collector.Addrs {
 	t.Helper()
 	errOut := &collectortest.SyncBuffer{}
 	rctx, cancel := context.WithCancel(context.Background())
@@ -229,7 +282,8 @@ func startAuthCollector(t *testing.T, cfg *rest.Config, args ...string) collecto
 	go func() {
 		code <- run(rctx, append([]string{"--listen", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--auth", "kubernetes",
 			"--k8s-enrich=false", "--output", "none"}, args...), io.Discard, errOut,
-			&env{Options: collector.Options{Ready: func(a collector.Addrs) { addrCh <- a }, InCluster: func() (*rest.Config, error) { return rest.CopyConfig(cfg), nil }}})
+			&env{Options: collector.Options{Ready: func(a collector.Addrs) { addrCh <- a }, InCluster: func() (*rest.Config, error) { return rest.CopyConfig(cfg), nil },
+				ReauthorizeEvery: reauthorize}})
 	}()
 	var a collector.Addrs
 	select {

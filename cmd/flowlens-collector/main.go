@@ -5,8 +5,8 @@
 // It is the reference consumer of the flow API (api/flow/v1); its wiring and
 // option table are internal/collector: this command loads, builds, runs.
 //
-//	flowlens-collector --listen :9990 --output table --proto tcp --port 443
-//	flowlens-agent --export grpc --target collector-host:9990
+//	flowlens-collector --listen :9990 --tls-cert tls.crt --tls-key tls.key --output table --proto tcp --port 443
+//	flowlens-agent --export grpc --target collector-host:9990 --tls-ca ca.crt
 //
 // Every flag can also be set with a FLOWLENS_COLLECTOR_<NAME> environment
 // variable or in a YAML file given by --config (docs/metrics.md, --help).

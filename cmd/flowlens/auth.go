@@ -43,6 +43,9 @@ type connection struct {
 	// the collector wants one.
 	token   bool
 	noToken string
+	// names are the servers' names in messages, by address (the pods
+	// behind port-forwards); an address without one is its own name.
+	names map[string]string
 }
 
 // connect decides the connection for serverName; kube is the kubeconfig's
@@ -51,12 +54,14 @@ type connection struct {
 func connect(ctx context.Context, o *options, serverName string, kube *rest.Config) (*connection, error) {
 	c := &connection{}
 	var tc *tls.Config
+	creds := insecure.NewCredentials()
 	switch {
 	case o.tlsCA != "" || o.tlsCert != "":
 		var err error
-		if tc, err = tlsclient.Config(o.tlsCA, o.tlsCert, o.tlsKey, serverName); err != nil {
+		if creds, err = tlsclient.Credentials(o.tlsCA, o.tlsCert, o.tlsKey, serverName); err != nil {
 			return nil, fmt.Errorf("--tls-ca/--tls-cert/--tls-key: %w", err)
 		}
+		c.tls = true
 	case kube != nil:
 		pool, err := collectorCA(ctx, kube, o.namespace)
 		if err != nil {
@@ -66,7 +71,6 @@ func connect(ctx context.Context, o *options, serverName string, kube *rest.Conf
 			tc = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool, ServerName: serverName}
 		}
 	}
-	creds := insecure.NewCredentials()
 	if tc != nil {
 		creds, c.tls = credentials.NewTLS(tc), true
 	}

@@ -41,6 +41,7 @@ func observe(ctx context.Context, args []string, env func(string) string, stdout
 	servers := o.servers
 	serverName := o.serverName
 	var kube *rest.Config
+	var pods map[string]string
 	if len(servers) == 0 {
 		fwd, err := forwardCollectors(ctx, o, stderr)
 		if err != nil {
@@ -48,7 +49,7 @@ func observe(ctx context.Context, args []string, env func(string) string, stdout
 			return 1
 		}
 		defer fwd.close()
-		servers, kube = fwd.addrs, fwd.kube
+		servers, kube, pods = fwd.addrs, fwd.kube, fwd.pods
 		if serverName == "" {
 			serverName = "flowlens-collector." + o.namespace + ".svc"
 		}
@@ -58,6 +59,7 @@ func observe(ctx context.Context, args []string, env func(string) string, stdout
 		fmt.Fprintf(stderr, "flowlens observe: %v\n", err)
 		return 1
 	}
+	conn.names = pods
 	w := bufio.NewWriterSize(stdout, 64<<10)
 	p := &printer{o: o, w: w}
 	err = query(ctx, o, servers, conn, p, stderr)
@@ -113,7 +115,11 @@ func query(ctx context.Context, o *options, servers []string, c *connection, p *
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			stream(ctx, i, s, flowv1.NewFlowHistoryClient(conn), o.request(), items)
+			name := s
+			if n, ok := c.names[s]; ok {
+				name = n
+			}
+			stream(ctx, i, name, flowv1.NewFlowHistoryClient(conn), o.request(), items)
 		}()
 	}
 	go func() { wg.Wait(); close(items) }()

@@ -26,7 +26,8 @@ const defaultGRPCPort = 9990
 // forwards are the port-forwards to the collector pods: addrs on loopback.
 type forwards struct {
 	addrs []string
-	kube  *rest.Config // the kubeconfig's, which found them
+	pods  map[string]string // addr: namespace/pod, for the messages
+	kube  *rest.Config      // the kubeconfig's, which found them
 	stop  chan struct{}
 }
 
@@ -48,7 +49,7 @@ func forwardCollectors(ctx context.Context, o *options, stderr io.Writer) (*forw
 	if err != nil {
 		return nil, err
 	}
-	f := &forwards{kube: cfg, stop: make(chan struct{})}
+	f := &forwards{kube: cfg, pods: map[string]string{}, stop: make(chan struct{})}
 	for _, pod := range pods {
 		addr, err := forward(cfg, pod, f.stop, stderr)
 		if err != nil {
@@ -56,6 +57,7 @@ func forwardCollectors(ctx context.Context, o *options, stderr io.Writer) (*forw
 			return nil, fmt.Errorf("port-forward to %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
 		f.addrs = append(f.addrs, addr)
+		f.pods[addr] = "pod " + pod.Namespace + "/" + pod.Name
 	}
 	return f, nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
@@ -35,11 +37,30 @@ const RefusedIdentity = "identity"
 type authorizer struct {
 	rev     *kubeauth.Reviewer
 	refused prometheus.Counter // MetricRefusedFlows{reason="identity"}
+	// every is how often a stream's token is reviewed again
+	// (Options.ReauthorizeEvery).
+	every time.Duration
 }
 
-// senderKey carries the node an Export caller is (its identity) in the
-// stream's context, from Authorize to the Handler.
+// DefaultReauthorizeEvery is how often the token of an open Export stream
+// is reviewed again: an agent whose token expired or whose permission was
+// revoked is cut off within about this time (plus the reviews' cache
+// TTL), not when its stream happens to end.
+const DefaultReauthorizeEvery = time.Minute
+
+// senderKey carries the sender of an Export stream in its context, from
+// Authorize to the Handler.
 type senderKey struct{}
+
+// sender is an Export caller: its node (its identity), and its token to
+// review again ("" for a certificate, checked at the handshake).
+type sender struct {
+	node  string
+	token string
+
+	mu      sync.Mutex
+	checked time.Time
+}
 
 // newAuth decides --auth (auto: kubernetes when the collector reaches an
 // API server: --kubeconfig, or in a cluster) and sets up the reviews and
@@ -76,8 +97,8 @@ func (c *Collector) newAuth(refused *prometheus.CounterVec) error {
 		return fmt.Errorf("--auth kubernetes: %w", err)
 	}
 	if rc == nil {
-		c.log.Warn("--auth none: no per-call authorization: whoever reaches --listen may export flows of any node and read every flow (docs/security.md)",
-			"listen", cfg.Listen)
+		c.log.Warn("no per-call authorization (--auth none, or auto without a cluster): whoever reaches --listen may export flows of any node and read every flow (docs/security.md)",
+			"listen", cfg.Listen, "auth", mode)
 		return nil
 	}
 	rc = rest.CopyConfig(rc)
@@ -86,7 +107,10 @@ func (c *Collector) newAuth(refused *prometheus.CounterVec) error {
 	if err != nil {
 		return fmt.Errorf("--auth kubernetes: %w", err)
 	}
-	a := &authorizer{rev: kubeauth.New(client, kubeauth.Options{}), refused: refused.WithLabelValues(RefusedIdentity)}
+	a := &authorizer{rev: kubeauth.New(client, kubeauth.Options{}), refused: refused.WithLabelValues(RefusedIdentity), every: c.opts.ReauthorizeEvery}
+	if a.every <= 0 {
+		a.every = DefaultReauthorizeEvery
+	}
 	c.auth = a
 	cfg.Limits.Authorize = a.authorize
 	c.log.Info("authorizing every call with the API server (--auth kubernetes)", "host", rc.Host,
@@ -115,7 +139,7 @@ func (a *authorizer) authorize(ctx context.Context, method string) (context.Cont
 	case flowv1.FlowCollector_Export_FullMethodName:
 		if token == "" {
 			if cn, ok := verifiedCN(ctx); ok {
-				return context.WithValue(ctx, senderKey{}, cn), nil
+				return context.WithValue(ctx, senderKey{}, &sender{node: cn}), nil
 			}
 			return nil, status.Error(codes.Unauthenticated, "collector: Export needs a bearer token (a ServiceAccount token of audience "+
 				kubeauth.Audience+", --token-file) or a client certificate of the collector's --tls-client-ca")
@@ -128,7 +152,7 @@ func (a *authorizer) authorize(ctx context.Context, method string) (context.Cont
 			return nil, status.Errorf(codes.PermissionDenied, "forbidden: the token of User %q is bound to no node: agents send a projected ServiceAccount token (audience %s) of their pod",
 				id.User, kubeauth.Audience)
 		}
-		return context.WithValue(ctx, senderKey{}, id.Node), nil
+		return context.WithValue(ctx, senderKey{}, &sender{node: id.Node, token: token, checked: time.Now()}), nil
 	case flowv1.FlowHistory_GetFlows_FullMethodName:
 		if token == "" {
 			return nil, status.Error(codes.Unauthenticated, "collector: reading flows needs a bearer token whose user may "+
@@ -142,8 +166,16 @@ func (a *authorizer) authorize(ctx context.Context, method string) (context.Cont
 	return nil, status.Errorf(codes.PermissionDenied, "forbidden: %s", method)
 }
 
+// maxTokenBytes bounds a bearer token sent on to the API server: service
+// account and OIDC tokens are a few KiB; a larger one is refused without
+// a review.
+const maxTokenBytes = 16 << 10
+
 // review asks the reviewer and turns its answer into a gRPC status.
 func (a *authorizer) review(ctx context.Context, token, audience, verb string) (*kubeauth.Identity, error) {
+	if len(token) > maxTokenBytes {
+		return nil, status.Errorf(codes.Unauthenticated, "collector: a bearer token of %d bytes, max %d", len(token), maxTokenBytes)
+	}
 	id, err := a.rev.Authorize(ctx, token, audience, verb)
 	var forbidden *kubeauth.ForbiddenError
 	switch {
@@ -192,10 +224,14 @@ func verifiedCN(ctx context.Context) (string, bool) {
 // an identity (--auth none) every flow goes through.
 func (a *authorizer) checkIdentity(next receiver.Handler) receiver.Handler {
 	return func(ctx context.Context, b *receiver.Batch) error {
-		node, ok := ctx.Value(senderKey{}).(string)
+		s, ok := ctx.Value(senderKey{}).(*sender)
 		if !ok {
 			return next(ctx, b)
 		}
+		if err := a.recheck(ctx, s); err != nil {
+			return err
+		}
+		node := s.node
 		own := b.Flows[:0:0]
 		var other string
 		refused := 0
@@ -218,4 +254,27 @@ func (a *authorizer) checkIdentity(next receiver.Handler) receiver.Handler {
 		}
 		return status.Errorf(codes.PermissionDenied, "forbidden: %d flows of node %q from the agent of node %q", refused, other, node)
 	}
+}
+
+// recheck reviews the token of s again when it was last reviewed more than
+// a.every ago: an error (a gRPC status) ends the stream, and the agent
+// comes back with its current token.
+func (a *authorizer) recheck(ctx context.Context, s *sender) error {
+	if s.token == "" {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if time.Since(s.checked) < a.every {
+		return nil
+	}
+	id, err := a.review(ctx, s.token, kubeauth.Audience, kubeauth.VerbExport)
+	if err != nil {
+		return err
+	}
+	if id.Node != s.node {
+		return status.Errorf(codes.PermissionDenied, "forbidden: the token now names node %q, not %q", id.Node, s.node)
+	}
+	s.checked = time.Now()
+	return nil
 }

@@ -104,6 +104,9 @@ type Options struct {
 	// InCluster returns the in-cluster configuration, or
 	// rest.ErrNotInCluster outside a pod (nil: rest.InClusterConfig).
 	InCluster func() (*rest.Config, error)
+	// ReauthorizeEvery is how often --auth kubernetes reviews the token
+	// of an open Export stream again (0: DefaultReauthorizeEvery).
+	ReauthorizeEvery time.Duration
 }
 
 // Addrs are the addresses the collector listens on.

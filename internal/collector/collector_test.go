@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/flowlens/flowlens/internal/collector/enrich"
 	"github.com/flowlens/flowlens/internal/testkit"
 	"github.com/flowlens/flowlens/pkg/receiver"
@@ -70,4 +72,60 @@ func TestUnknownMetricIsConfigError(t *testing.T) {
 	if _, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler)}); !errors.Is(err, ErrConfig) {
 		t.Fatalf("unknown metric: %v, want ErrConfig", err)
 	}
+}
+
+// --listen "": no gRPC at all (a collector that only consumes Kafka), no
+// address bound, no authorization asked for; it runs and stops cleanly.
+func TestNoGRPC(t *testing.T) {
+	cfg := config()
+	cfg.Listen, cfg.Auth = "", AuthKubernetes
+	var got Addrs
+	c, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler), Ready: func(a Addrs) { got = a }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GRPC != nil || got.Metrics == nil {
+		t.Errorf("addresses %+v, want metrics only", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := c.Run(ctx); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+// --auth: kubernetes without a cluster to ask is an error at start; auto
+// without one serves without authorization, and says so.
+func TestAuthChoice(t *testing.T) {
+	t.Setenv("KUBECONFIG", t.TempDir()+"/missing")
+	t.Setenv("HOME", t.TempDir())
+	notInCluster := func() (*rest.Config, error) { return nil, rest.ErrNotInCluster }
+	cfg := config()
+	cfg.Auth = AuthKubernetes
+	if _, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler), InCluster: notInCluster}); err == nil ||
+		!strings.HasPrefix(err.Error(), "--auth kubernetes: ") {
+		t.Errorf("--auth kubernetes outside a cluster: %v", err)
+	}
+	var logs bytes.Buffer
+	cfg.Auth = AuthAuto
+	c, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)), InCluster: notInCluster})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.auth != nil || !strings.Contains(logs.String(), "no per-call authorization (--auth none, or auto without a cluster)") {
+		t.Errorf("--auth auto outside a cluster: authorizer %v, logs:\n%s", c.auth, logs.String())
+	}
+	c.shutdown(context.Background())
+	// In a cluster (here one that is never asked): kubernetes.
+	cfg.Listen = "127.0.0.1:0"
+	c, err = New(cfg, Options{Logger: slog.New(slog.DiscardHandler), InCluster: func() (*rest.Config, error) {
+		return &rest.Config{Host: "https://127.0.0.1:1"}, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.auth == nil {
+		t.Error("--auth auto in a cluster: no authorizer")
+	}
+	c.shutdown(context.Background())
 }

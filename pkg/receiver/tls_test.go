@@ -3,9 +3,9 @@ package receiver_test
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/pem"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -69,16 +69,25 @@ func (d *secretDir) update(t *testing.T, files map[string]string) {
 func (d *secretDir) path(name string) string { return filepath.Join(d.dir, name) }
 
 // servedCert is the DER of the certificate the server at addr presents to
-// a TLS client configured by tc (after that client verified it).
-func servedCert(addr string, tc *tls.Config) ([]byte, error) {
-	tc = tc.Clone()
-	tc.NextProtos = []string{"h2"} // gRPC servers require ALPN
-	conn, err := tls.Dial("tcp", addr, tc)
+// a gRPC client with creds (after that client verified it).
+func servedCert(addr string, creds credentials.TransportCredentials) ([]byte, error) {
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	defer raw.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	authority := addr // as gRPC picks it: the credentials' server name first
+	if n := creds.Info().ServerName; n != "" {
+		authority = n
+	}
+	conn, info, err := creds.ClientHandshake(ctx, authority, raw)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
-	return conn.ConnectionState().PeerCertificates[0].Raw, nil
+	return info.(credentials.TLSInfo).State.PeerCertificates[0].Raw, nil
 }
 
 func certDER(t *testing.T, file string) []byte {
@@ -106,16 +115,16 @@ func TestTLSFilesRotated(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := receivertest.Start(t, receiver.Options{TLS: stc})
-	rotating, err := tlsclient.Config(client.path("ca.crt"), client.path("tls.crt"), client.path("tls.key"), "")
+	rotating, err := tlsclient.Credentials(client.path("ca.crt"), client.path("tls.crt"), client.path("tls.key"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	stale, err := tlsclient.Config(old.CA, old.ClientCert, old.ClientKey, "")
+	stale, err := tlsclient.Credentials(old.CA, old.ClientCert, old.ClientKey, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dialTLS := func(tc *tls.Config) *grpc.ClientConn {
-		conn, err := grpc.NewClient(rec.Addr, grpc.WithTransportCredentials(credentials.NewTLS(tc)))
+	dialTLS := func(creds credentials.TransportCredentials) *grpc.ClientConn {
+		conn, err := grpc.NewClient(rec.Addr, grpc.WithTransportCredentials(creds))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,7 +192,8 @@ func TestTLSFilesRotated(t *testing.T) {
 	}
 }
 
-// The CA read again at each handshake still verifies the server's name.
+// The CA read again at each handshake still verifies the chain and the
+// name: the dialled address's (an IP address here) or the one given.
 func TestTLSClientVerifiesName(t *testing.T) {
 	pki := receivertest.NewPKI(t)
 	stc, err := receiver.ServerTLS(pki.ServerCert, pki.ServerKey, "")
@@ -194,8 +204,11 @@ func TestTLSClientVerifiesName(t *testing.T) {
 	for _, tc := range []struct {
 		name, ca string
 		ok       bool
-	}{{"", pki.CA, true}, {"localhost", pki.CA, true}, {"collector.example", pki.CA, false}, {"", pki.OtherCA, false}} {
-		c, err := tlsclient.Config(tc.ca, "", "", tc.name)
+	}{
+		{"", pki.CA, true}, {"localhost", pki.CA, true}, {"127.0.0.1", pki.CA, true},
+		{"collector.example", pki.CA, false}, {"127.0.0.2", pki.CA, false}, {"", pki.OtherCA, false},
+	} {
+		c, err := tlsclient.Credentials(tc.ca, "", "", tc.name)
 		if err != nil {
 			t.Fatal(err)
 		}

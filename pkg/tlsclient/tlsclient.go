@@ -7,46 +7,49 @@ package tlsclient
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"sync"
+
+	"google.golang.org/grpc/credentials"
 )
 
 // Config returns a client configuration that verifies the server with the
 // PEM bundle in caFile (the system's roots when caFile is empty) under
 // serverName (the dialled host when empty), and presents the certificate in
 // certFile and keyFile when they are given (together, or it is an error).
-//
-// The files are read again at each handshake, so a rotated Secret (the
-// kubelet swaps a symlink; cert-manager renews) is picked up by the next
-// connection without a restart: the client certificate, and the CA bundle,
-// which is then checked in VerifyConnection (crypto/tls takes RootCAs once;
-// the verification itself is the standard one, chain and name). If the new
-// files cannot be read or parsed, the last good ones are kept.
+// The client certificate is read again at each handshake, so a rotated
+// Secret is picked up without a restart; if the new files cannot be read the
+// last good certificate is kept. The CA bundle is read once: gRPC clients
+// use Credentials, which reads it again too.
 func Config(caFile, certFile, keyFile, serverName string) (*tls.Config, error) {
+	tc, _, err := config(caFile, certFile, keyFile, serverName)
+	return tc, err
+}
+
+func config(caFile, certFile, keyFile, serverName string) (*tls.Config, *caBundle, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}
+	var roots *caBundle
 	if caFile != "" {
-		roots := &caBundle{file: caFile}
-		if _, err := roots.pool(); err != nil {
-			return nil, err
+		roots = &caBundle{file: caFile}
+		pool, err := roots.pool()
+		if err != nil {
+			return nil, nil, err
 		}
-		// Verified below, with the bundle as it is at this handshake.
-		tc.InsecureSkipVerify = true
-		tc.VerifyConnection = func(cs tls.ConnectionState) error {
-			pool, _ := roots.pool()
-			return verify(cs, pool)
-		}
+		tc.RootCAs = pool
 	}
 	if (certFile == "") != (keyFile == "") {
-		return nil, errors.New("TLS certificate and key must be given together")
+		return nil, nil, errors.New("TLS certificate and key must be given together")
 	}
 	if certFile != "" {
 		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
-			return nil, fmt.Errorf("load client certificate: %w", err)
+			return nil, nil, fmt.Errorf("load client certificate: %w", err)
 		}
 		var mu sync.Mutex
 		last := &cert
@@ -59,22 +62,56 @@ func Config(caFile, certFile, keyFile, serverName string) (*tls.Config, error) {
 			return last, nil
 		}
 	}
-	return tc, nil
+	return tc, roots, nil
 }
 
-// verify is crypto/tls's own verification of a server (the chain to
-// roots, the name the client asked for), with roots of our choosing.
-func verify(cs tls.ConnectionState, roots *x509.CertPool) error {
-	if len(cs.PeerCertificates) == 0 {
-		return errors.New("tls: the server sent no certificate")
+// Credentials are Config's as gRPC transport credentials that also read
+// the CA bundle again at each handshake (when its bytes changed; the last
+// good one is kept if the new one holds no certificate): a CA rotated in a
+// Secret or ConfigMap volume (the kubelet swaps a symlink) verifies the
+// next connection without a restart. Verification is crypto/tls's own,
+// chain and name, with a configuration made for the handshake.
+func Credentials(caFile, certFile, keyFile, serverName string) (credentials.TransportCredentials, error) {
+	tc, roots, err := config(caFile, certFile, keyFile, serverName)
+	if err != nil {
+		return nil, err
 	}
-	opts := x509.VerifyOptions{Roots: roots, DNSName: cs.ServerName, Intermediates: x509.NewCertPool()}
-	for _, c := range cs.PeerCertificates[1:] {
-		opts.Intermediates.AddCert(c)
+	if roots == nil {
+		return credentials.NewTLS(tc), nil
 	}
-	if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
-		return &tls.CertificateVerificationError{UnverifiedCertificates: cs.PeerCertificates, Err: err}
+	return &reloadingCA{base: tc, roots: roots}, nil
+}
+
+// reloadingCA is TLS credentials whose RootCAs come from roots at each
+// handshake.
+type reloadingCA struct {
+	base  *tls.Config
+	roots *caBundle
+}
+
+func (r *reloadingCA) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	pool, err := r.roots.pool()
+	if err != nil {
+		return nil, nil, err
 	}
+	tc := r.base.Clone()
+	tc.RootCAs = pool
+	return credentials.NewTLS(tc).ClientHandshake(ctx, authority, conn)
+}
+
+func (r *reloadingCA) ServerHandshake(net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	return nil, nil, errors.New("tlsclient: client credentials only")
+}
+
+func (r *reloadingCA) Info() credentials.ProtocolInfo { return credentials.NewTLS(r.base).Info() }
+
+func (r *reloadingCA) Clone() credentials.TransportCredentials {
+	return &reloadingCA{base: r.base.Clone(), roots: r.roots}
+}
+
+// OverrideServerName implements a deprecated method of the interface.
+func (r *reloadingCA) OverrideServerName(name string) error {
+	r.base.ServerName = name
 	return nil
 }
 

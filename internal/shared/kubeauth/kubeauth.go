@@ -107,6 +107,11 @@ type Options struct {
 	MaxEntries int
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
+	// MaxInFlight bounds the reviews asked at once; default 16. Tokens
+	// nobody saw before each cost a review: callers beyond the bound wait
+	// (as long as their context lets them), so that a flood of made-up
+	// tokens costs the API server no more than this.
+	MaxInFlight int
 }
 
 // Reviewer asks the API server, through a client whose identity may
@@ -114,6 +119,8 @@ type Options struct {
 type Reviewer struct {
 	client kubernetes.Interface
 	opts   Options
+
+	inFlight chan struct{}
 
 	mu    sync.Mutex
 	cache map[cacheKey]cacheEntry
@@ -142,7 +149,10 @@ func New(client kubernetes.Interface, opts Options) *Reviewer {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Reviewer{client: client, opts: opts, cache: map[cacheKey]cacheEntry{}}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = 16
+	}
+	return &Reviewer{client: client, opts: opts, inFlight: make(chan struct{}, opts.MaxInFlight), cache: map[cacheKey]cacheEntry{}}
 }
 
 // Authorize authenticates token for audience ("": the API server's own,
@@ -158,10 +168,16 @@ func (r *Reviewer) Authorize(ctx context.Context, token, audience, verb string) 
 	if ok && now.Before(e.expires) {
 		return e.id, e.err
 	}
+	select {
+	case r.inFlight <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	id, err := r.authenticate(ctx, token, audience)
 	if err == nil {
 		err = r.allowed(ctx, id, verb)
 	}
+	<-r.inFlight
 	var forbidden *ForbiddenError
 	if err != nil && !errors.Is(err, ErrUnauthenticated) && !errors.As(err, &forbidden) {
 		return nil, err // the API server could not answer: ask again next time
@@ -171,6 +187,13 @@ func (r *Reviewer) Authorize(ctx context.Context, token, audience, verb string) 
 	}
 	r.store(key, cacheEntry{id, err, now.Add(r.opts.TTL)}, now)
 	return id, err
+}
+
+// Len is the number of answers kept.
+func (r *Reviewer) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.cache)
 }
 
 func (r *Reviewer) store(key cacheKey, e cacheEntry, now time.Time) {

@@ -540,9 +540,9 @@ func transportCredentials(cfg Config) (credentials.TransportCredentials, error) 
 	if !cfg.TLS && cfg.TLSCA == "" && cfg.TLSCert == "" && cfg.TLSKey == "" {
 		return insecure.NewCredentials(), nil
 	}
-	tc, err := tlsclient.Config(cfg.TLSCA, cfg.TLSCert, cfg.TLSKey, cfg.TLSServerName)
+	creds, err := tlsclient.Credentials(cfg.TLSCA, cfg.TLSCert, cfg.TLSKey, cfg.TLSServerName)
 	if err != nil {
 		return nil, fmt.Errorf("grpc exporter: %w", err)
 	}
-	return credentials.NewTLS(tc), nil
+	return creds, nil
 }
