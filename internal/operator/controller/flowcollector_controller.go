@@ -8,7 +8,9 @@
 // progress in the FlowCollector's status (Ready), and the Kafka collector
 // Deployment's (CollectorReady, collectorstatus.go), with the kubelet's
 // reason when a pod cannot mount a volume or create a container
-// (podfailure.go).
+// (podfailure.go). security.go keeps the certificates (package certs, or a
+// cert-manager Certificate) and the NetworkPolicies of the agent namespace,
+// and the reconcile requeues itself for the next certificate renewal.
 package controller
 
 import (

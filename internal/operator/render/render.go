@@ -3,7 +3,9 @@
 // for its namespace, ServiceAccount, Role, RoleBinding, ConfigMap, metrics
 // Service and DaemonSet; with a kafka exporter, the collector Deployment that
 // consumes its topic and its ServiceAccount, RBAC, metrics Service and
-// ConfigMap (collector.go); and, when asked, the Grafana dashboard ConfigMaps. It is
+// ConfigMap (collector.go); the agents' export ClusterRole, the
+// NetworkPolicies (netpol.go) and the cert-manager Certificate of
+// spec.tls.certManager (certmanager.go); and, when asked, the Grafana dashboard ConfigMaps. It is
 // pure (no API calls), so every rule of what the operator deploys is
 // unit-testable; the reconciler in package controller applies the result.
 package render
