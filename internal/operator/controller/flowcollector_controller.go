@@ -65,6 +65,11 @@ type FlowCollectorReconciler struct {
 	// Certs keeps the certificates (security.go); nil: a certs.Manager
 	// with the defaults, on Client and APIReader.
 	Certs *certs.Manager
+
+	// security remembers when the certificates and the NetworkPolicies
+	// were last brought in line, so that the reconciles the agents' status
+	// changes trigger do not read them (and list the nodes) every time.
+	security securityMemo
 }
 
 // +kubebuilder:rbac:groups=flowlens.io,resources=flowcollectors,verbs=get;list;watch
@@ -245,10 +250,7 @@ func (r *FlowCollectorReconciler) apply(ctx context.Context, fc *v1alpha1.FlowCo
 		if i == 0 {
 			// The certificates and the CA bundle, which the pods mount,
 			// once their namespace exists.
-			if objs.CertsDue, err = r.ensureCerts(ctx, fc); err != nil {
-				return nil, err
-			}
-			if err := r.applyNetworkPolicies(ctx, fc); err != nil {
+			if objs.CertsDue, err = r.ensureSecurity(ctx, fc); err != nil {
 				return nil, err
 			}
 		}

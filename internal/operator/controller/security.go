@@ -2,7 +2,9 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,6 +31,59 @@ import (
 // CIDRs, excepted from the addresses the collectors accept agents from, are
 // read with the ClusterRole's nodes rights (the Kafka collector's
 // ClusterRole needs them anyway).
+
+// netpolRefresh is how often the NetworkPolicies are applied again while
+// their spec is unchanged: the nodes' pod CIDRs they except may change.
+const netpolRefresh = 10 * time.Minute
+
+// securityMemo is what the last reconcile did for the certificates and
+// NetworkPolicies of the spec whose key it holds.
+type securityMemo struct {
+	mu       sync.Mutex
+	key      string
+	certsDue time.Time // when the certificates are due (certs.Manager)
+	netpolAt time.Time // when the NetworkPolicies were last applied
+}
+
+// securityKey identifies what the certificates and policies depend on: the
+// FlowCollector and its namespace, spec.tls and spec.networkPolicy.
+func securityKey(fc *v1alpha1.FlowCollector) string {
+	b, _ := json.Marshal([]any{fc.UID, fc.Spec.Namespace, fc.Spec.TLS, fc.Spec.NetworkPolicy})
+	return string(b)
+}
+
+// ensureSecurity keeps the certificates and the NetworkPolicies, each only
+// when due or when what they depend on changed, and returns when the
+// certificates are due.
+func (r *FlowCollectorReconciler) ensureSecurity(ctx context.Context, fc *v1alpha1.FlowCollector) (time.Time, error) {
+	m := &r.security
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key, now := securityKey(fc), time.Now()
+	if key != m.key {
+		m.key, m.certsDue, m.netpolAt = key, time.Time{}, time.Time{}
+	}
+	if m.certsDue.IsZero() || !now.Before(m.certsDue) {
+		due, err := r.ensureCerts(ctx, fc)
+		if err != nil {
+			m.certsDue = time.Time{}
+			return time.Time{}, err
+		}
+		m.certsDue = due
+	}
+	if m.netpolAt.IsZero() || now.Sub(m.netpolAt) >= netpolRefresh {
+		if err := r.applyNetworkPolicies(ctx, fc); err != nil {
+			m.netpolAt = time.Time{}
+			return time.Time{}, err
+		}
+		m.netpolAt = now
+	}
+	due := m.certsDue
+	if next := m.netpolAt.Add(netpolRefresh); next.Before(due) {
+		due = next
+	}
+	return due, nil
+}
 
 func ownerRef(fc *v1alpha1.FlowCollector) *metav1ac.OwnerReferenceApplyConfiguration {
 	return metav1ac.OwnerReference().
