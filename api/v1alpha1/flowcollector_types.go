@@ -91,6 +91,103 @@ type FlowCollectorSpec struct {
 	// ConfigMaps for Grafana's dashboard sidecar. Unset deploys none.
 	// +optional
 	Dashboards *Dashboards `json:"dashboards,omitempty"`
+
+	// TLS is where the certificates of the agents' connection to the
+	// collector come from. Left out, the operator runs its own CA
+	// (docs/security.md): it keeps the CA in the Secret flowlens-ca, the
+	// collector's serving certificate in the Secret flowlens-collector-tls
+	// and the CA bundle in the ConfigMap flowlens-ca (key ca.crt), all in
+	// spec.namespace, and renews each at two thirds of its life.
+	// +kubebuilder:default={}
+	// +optional
+	TLS TLSSpec `json:"tls"`
+
+	// NetworkPolicy has the operator restrict the traffic into the pods of
+	// spec.namespace with NetworkPolicies (docs/security.md).
+	// +kubebuilder:default={}
+	// +optional
+	NetworkPolicy NetworkPolicySpec `json:"networkPolicy"`
+}
+
+// TLSSpec chooses who issues the collector's serving certificate: the
+// operator from its own CA (neither field), the operator from a CA the user
+// supplies (caSecretRef), or cert-manager (certManager).
+// +kubebuilder:validation:XValidation:rule="!(has(self.caSecretRef) && has(self.certManager))",message="set caSecretRef or certManager, not both"
+type TLSSpec struct {
+	// CASecretRef names a kubernetes.io/tls Secret in spec.namespace whose
+	// tls.crt (a CA certificate) and tls.key the operator issues the
+	// collector's certificate from, instead of a CA of its own. The
+	// operator never renews it; when you replace it, the published bundle
+	// holds the old and the new CA until the old one expires.
+	// +optional
+	CASecretRef *SecretRef `json:"caSecretRef,omitempty"`
+
+	// CertManager has cert-manager issue the collector's certificate: the
+	// operator applies a cert-manager Certificate whose Secret is
+	// flowlens-collector-tls, and publishes that Secret's ca.crt as the
+	// ConfigMap flowlens-ca. cert-manager renews it.
+	// +optional
+	CertManager *CertManagerTLS `json:"certManager,omitempty"`
+}
+
+// CertManagerTLS is the cert-manager issuer of the collector's certificate.
+type CertManagerTLS struct {
+	// IssuerRef is the cert-manager Issuer (in spec.namespace) or
+	// ClusterIssuer to use. It must put the CA in the Secret's ca.crt (a CA
+	// or self-signed issuer does).
+	// +required
+	IssuerRef CertManagerIssuerRef `json:"issuerRef"`
+}
+
+// CertManagerIssuerRef names a cert-manager issuer.
+type CertManagerIssuerRef struct {
+	// Name of the issuer.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// Kind of the issuer.
+	// +kubebuilder:default=Issuer
+	// +kubebuilder:validation:Enum=Issuer;ClusterIssuer
+	// +optional
+	Kind string `json:"kind,omitempty"`
+
+	// Group of the issuer: cert-manager.io, or an external issuer's.
+	// +kubebuilder:default=cert-manager.io
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Group string `json:"group,omitempty"`
+}
+
+// NetworkPolicySpec configures the NetworkPolicies of spec.namespace.
+type NetworkPolicySpec struct {
+	// Enable has the operator apply the NetworkPolicies: the collectors
+	// accept gRPC only from the agents (which run in the nodes' network, so
+	// from the nodes' addresses) and their metrics port only from
+	// metricsNamespaces. The agents run in the host network, where
+	// NetworkPolicies do not apply. Requires a network plugin that enforces
+	// NetworkPolicies.
+	// +kubebuilder:default=true
+	// +optional
+	Enable *bool `json:"enable,omitempty"`
+
+	// MetricsNamespaces are the namespaces whose pods may scrape the
+	// collectors' metrics port (9401).
+	// +kubebuilder:default={monitoring}
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=63
+	// +optional
+	MetricsNamespaces []string `json:"metricsNamespaces"`
+
+	// AgentCIDRs are the addresses the agents connect from: the nodes'
+	// addresses (the agents use the host network). Empty: any address
+	// outside the cluster's pods, which is what a node's address is to a
+	// NetworkPolicy (ipBlock 0.0.0.0/0 and ::/0).
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=43
+	// +optional
+	AgentCIDRs []string `json:"agentCIDRs,omitempty"`
 }
 
 // AgentSpec configures the node agent: its DaemonSet (image, privileges,
@@ -310,6 +407,14 @@ type CollectorSpec struct {
 	// Service flowlens-collector-kafka. Unset means plain HTTP.
 	// +optional
 	MetricsTLS *MetricsTLS `json:"metricsTLS,omitempty"`
+
+	// ServeGRPC has the collectors also serve the flowlens gRPC API (agents'
+	// Export, `flowlens observe`'s GetFlows) on port 9990, over TLS with the
+	// certificate of spec.tls and with Kubernetes authorization. Unset, they
+	// only consume Kafka (--listen ""): nothing can reach them but the
+	// metrics port.
+	// +optional
+	ServeGRPC bool `json:"serveGRPC,omitempty"`
 }
 
 // FilterAction is what a flow filter rule does with the flows it matches.
@@ -812,6 +917,7 @@ type IPFIXExporter struct {
 }
 
 // GRPCExporter sends flows to a flowlens collector over gRPC.
+// +kubebuilder:validation:XValidation:rule="!(has(self.tls) && has(self.insecurePlaintext) && self.insecurePlaintext)",message="tls and insecurePlaintext exclude each other"
 type GRPCExporter struct {
 	// TargetHost is the collector's DNS name or IP address, without a port
 	// or scheme, e.g. flowlens-collector.flowlens.svc.
@@ -833,9 +939,20 @@ type GRPCExporter struct {
 	// +optional
 	BatchSize int32 `json:"batchSize,omitempty"`
 
-	// TLS secures the connection to the collector. Unset means plaintext.
+	// TLS secures the connection to the collector with Secrets of your
+	// own. Unset means the certificates of spec.tls: the agent verifies the
+	// collector with the CA bundle of the ConfigMap flowlens-ca. Either
+	// way, the agent sends a ServiceAccount token (audience
+	// flowlens-collector) with its flows, by which the collector knows its
+	// node.
 	// +optional
 	TLS *ExporterTLS `json:"tls,omitempty"`
+
+	// InsecurePlaintext sends the flows without TLS and without a token,
+	// to a collector started with --insecure-plaintext: anyone on the path
+	// reads them, and the collector cannot tell agents from other pods.
+	// +optional
+	InsecurePlaintext bool `json:"insecurePlaintext,omitempty"`
 }
 
 // ExporterTLS points at Secrets in the agent namespace that the operator mounts

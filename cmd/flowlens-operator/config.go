@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/flowlens/flowlens/internal/shared/cliconf"
@@ -75,7 +76,7 @@ var spec = &cliconf.Spec[options]{
 				Usage: "address of /healthz and /readyz",
 				Set:   cliconf.String(func(o *options) *string { return &o.probeAddr })},
 			{Name: "metrics-secure", Arg: "bool", Default: "false", Bool: true,
-				Usage: "serve the metrics over HTTPS",
+				Usage: "serve the metrics over HTTPS; without --metrics-client-ca, only to a bearer token allowed get on /metrics (TokenReview, SubjectAccessReview)",
 				Set:   cliconf.Bool(func(o *options) *bool { return &o.metricsSecure })},
 			{Name: "metrics-cert-path", Arg: "dir",
 				Usage: "directory holding tls.crt and tls.key for --metrics-secure (reloaded when they change); empty: a self-signed certificate",
@@ -163,6 +164,13 @@ func metricsOptions(addr string, secure bool, certPath, clientCA string) (metric
 			}
 		}
 		o.CertDir = certPath
+	}
+	if clientCA == "" {
+		// No client certificate to tell scrapers by: a bearer token, which
+		// the API server reviews (TokenReview), allowed get on the
+		// non-resource URL /metrics (SubjectAccessReview): the ClusterRole
+		// flowlens-metrics-reader of docs/security.md.
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 	if clientCA != "" {
 		pem, err := os.ReadFile(clientCA)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -13,6 +14,12 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -24,9 +31,9 @@ import (
 )
 
 // startOperator runs the operator's run against a real API server (envtest)
-// with args, and returns its metrics address. Once per test binary: a
-// process holds one controller of a name.
-func startOperator(t *testing.T, args ...string) string {
+// with args, and returns its metrics address and the API server's admin
+// configuration.
+func startOperator(t *testing.T, args ...string) (string, *rest.Config) {
 	t.Helper()
 	env := envtest.StartT(t, envtest.Options{CRDs: []string{filepath.Join("config", "crd", "bases")}})
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
@@ -66,7 +73,7 @@ func startOperator(t *testing.T, args ...string) string {
 		}
 		if conn, err := net.Dial("tcp", metricsAddr); err == nil {
 			conn.Close()
-			return metricsAddr
+			return metricsAddr, env.Config
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -93,7 +100,7 @@ func TestMetricsSecure(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	addr := startOperator(t, "--metrics-secure", "--metrics-cert-path", certDir, "--metrics-client-ca", pki.CA)
+	addr, _ := startOperator(t, "--metrics-secure", "--metrics-cert-path", certDir, "--metrics-client-ca", pki.CA)
 	url := "https://" + addr + "/metrics"
 
 	code, body, err := httpservetest.Get(httpservetest.Client(t, pki.CA, pki.ClientCert, pki.ClientKey), url)
@@ -132,5 +139,70 @@ func TestMetricsFlagErrors(t *testing.T) {
 		if !errors.As(err, &ue) || err.Error() != tc.want {
 			t.Errorf("%v: %v, want usage error %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// --metrics-secure without --metrics-client-ca: controller-runtime's
+// authentication and authorization filter. A scrape without a token gets
+// 401; with the token of a ServiceAccount allowed nothing, 403; with one
+// bound to a ClusterRole allowing get on /metrics (docs/security.md's scrape
+// identity), the metrics. The API server reviews each token.
+func TestMetricsTokenAuth(t *testing.T) {
+	addr, cfg := startOperator(t, "--metrics-secure")
+	ctx := context.Background()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := func(name string) string {
+		t.Helper()
+		if _, err := cs.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := cs.CoreV1().ServiceAccounts("default").CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Status.Token
+	}
+	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "flowlens-metrics-reader"},
+		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "prometheus-metrics"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "flowlens-metrics-reader"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "prometheus", Namespace: "default"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	scraper, other := token("prometheus"), token("nobody")
+
+	// controller-runtime's self-signed certificate: the client does not
+	// verify it (the token is what this test is about).
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed test server
+	scrape := func(tok string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, "https://"+addr+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := scrape(""); code != http.StatusUnauthorized || strings.Contains(body, "flowlens_operator") {
+		t.Errorf("scrape without a token: %d\n%s", code, body)
+	}
+	if code, body := scrape(other); code != http.StatusForbidden || strings.Contains(body, "flowlens_operator") {
+		t.Errorf("scrape with a token allowed nothing: %d\n%s", code, body)
+	}
+	if code, body := scrape(scraper); code != http.StatusOK || !strings.Contains(body, buildInfoLine()) {
+		t.Errorf("scrape with the scrape identity's token: %d, want %s in\n%s", code, buildInfoLine(), body)
 	}
 }

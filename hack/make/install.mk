@@ -45,6 +45,7 @@ generate-install: manifests generate-dashboards ## the PrometheusRule from the r
 	  awk 'BEGIN { RS = "\n---\n" } /\nkind: CustomResourceDefinition\n/ { print }' manifests/flowlens-operator.yaml; } \
 	  > $(CHART)/crds/flowlens.io_flowcollectors.yaml
 	cp config/rbac/role.yaml $(CHART)/files/operator-role.yaml
+	cp config/agent-namespace/role.yaml $(CHART)/files/operator-agent-role.yaml
 	cp manifests/flowlens-alerts.rules.yaml $(CHART)/files/
 	cp manifests/dashboards/*.json $(CHART)/files/dashboards/
 

@@ -1,7 +1,10 @@
 package collector_test
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,20 +27,43 @@ func TestOperatorArgs(t *testing.T) {
 	fc := render.WithDefaults(v1alpha1.FlowCollectorSpec{Exporters: []v1alpha1.Exporter{{Type: v1alpha1.ExporterKafka,
 		Kafka: &v1alpha1.KafkaExporter{Brokers: []string{"k:9092"}}}}})
 	k := fc.Exporters[0].Kafka
-	// --insecure-plaintext: the operator's temporary flag (render's
-	// CollectorArgs) until its collectors serve no gRPC or TLS.
-	defaults, err := collector.Load([]string{"--insecure-plaintext"}, nil)
+	// The defaults but --listen, whose default (:9990 without TLS) the
+	// collector refuses.
+	defaults, err := collector.Load([]string{"--listen="}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := collector.Load(render.CollectorArgs(k, nil), nil)
+	got, err := collector.Load(render.CollectorArgs(k, nil, false), nil)
 	if err != nil {
 		t.Fatalf("the collector refuses the operator's flags: %v", err)
 	}
 	want := *defaults
+	// No gRPC API: a Kafka collector serves nothing but its metrics.
 	want.Kafka.Brokers, want.Output = k.Brokers, collector.OutputNone
 	if !reflect.DeepEqual(*got, want) {
 		t.Errorf("the collector's configuration from the operator's flags\n got  %+v\n want %+v", *got, want)
+	}
+
+	// spec.collector.serveGRPC: the gRPC API over TLS (the mounted
+	// certificate, here files of the test's), every call authorized.
+	dir := t.TempDir()
+	var args []string
+	for _, a := range render.CollectorArgs(k, nil, true) {
+		for _, p := range []string{render.CollectorTLSCertPath, render.CollectorTLSKeyPath} {
+			if f := filepath.Join(dir, filepath.Base(p)); strings.HasSuffix(a, "="+p) {
+				if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				a = strings.TrimSuffix(a, p) + f
+			}
+		}
+		args = append(args, a)
+	}
+	if got, err = collector.Load(args, nil); err != nil {
+		t.Fatalf("the collector refuses the operator's flags with serveGRPC: %v", err)
+	}
+	if got.Listen != ":9990" || filepath.Base(got.TLSCert) != "tls.crt" || filepath.Base(got.TLSKey) != "tls.key" || got.Auth != collector.AuthKubernetes {
+		t.Errorf("serveGRPC: listen %q, cert %q, key %q, auth %q", got.Listen, got.TLSCert, got.TLSKey, got.Auth)
 	}
 
 	// The variables the operator sets (from Secrets) are options' too.

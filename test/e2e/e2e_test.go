@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
+	"github.com/flowlens/flowlens/internal/operator/certs"
 	"github.com/flowlens/flowlens/internal/operator/render"
 	"github.com/flowlens/flowlens/test/e2e/cluster"
 )
@@ -158,19 +159,30 @@ func TestOperatorOnKwokCluster(t *testing.T) {
 		return nil
 	})
 
-	// 6. Deleting the FlowCollector garbage-collects everything it owns,
-	// down to the namespace the operator created.
+	// 6. Deleting the FlowCollector garbage-collects everything it owns:
+	// the agents, the certificates, the export ClusterRole. The namespace
+	// stays: manifests/flowlens-operator.yaml declares it (the operator's
+	// Role is there).
 	if err := admin.Delete(ctx, &v1alpha1.FlowCollector{ObjectMeta: metav1.ObjectMeta{Name: "cluster"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(ctx, t, "the agent namespace to be collected", func() error {
-		ns := &corev1.Namespace{}
-		err := admin.Get(ctx, client.ObjectKey{Name: agentNamespace}, ns)
-		if apierrors.IsNotFound(err) {
-			return nil
+	waitFor(ctx, t, "the FlowCollector's objects to be collected", func() error {
+		for _, obj := range []client.Object{
+			&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: render.AgentName}},
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: certs.CAName}},
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: certs.CollectorTLSName}},
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: certs.CAName}},
+			&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: render.ExportRoleName}},
+		} {
+			if err := admin.Get(ctx, client.ObjectKeyFromObject(obj), obj); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("%T %s still there (err %v)", obj, obj.GetName(), err)
+			}
 		}
-		return fmt.Errorf("namespace %s: phase %s (err %v)", agentNamespace, ns.Status.Phase, err)
+		return nil
 	})
+	if err := admin.Get(ctx, client.ObjectKey{Name: agentNamespace}, &corev1.Namespace{}); err != nil {
+		t.Errorf("the agent namespace, the operator manifest's: %v", err)
+	}
 	t.Logf("e2e done in %v", time.Since(start).Round(time.Millisecond))
 }
 

@@ -80,13 +80,10 @@ func sameObjects(t *testing.T, got, want []*unstructured.Unstructured) {
 // TestChartMatchesManifests: `helm template` with the default values renders
 // the objects of manifests/flowlens-operator.yaml, flowlens-collector.yaml
 // and the dashboards' ConfigMaps, object by object and field by field, with
-// two differences, both namespaces:
-//   - no Namespace flowlens-system: Helm's release namespace
-//     (helm install --create-namespace);
-//   - the Namespace flowlens of the collector, which Helm must create before
-//     it can put the collector there: the one
-//     manifests/flowlens-agent-daemonset.yaml declares (privileged, for the
-//     agents the operator runs there).
+// one difference: no Namespace flowlens-system, Helm's release namespace
+// (helm install --create-namespace). Both declare the agents' namespace
+// flowlens (privileged, for the agents the operator runs there), where the
+// operator's Role is and the collector goes.
 func TestChartMatchesManifests(t *testing.T) {
 	got := helmTemplate(t)
 	var want []*unstructured.Unstructured
@@ -96,7 +93,6 @@ func TestChartMatchesManifests(t *testing.T) {
 		}
 		want = append(want, u)
 	}
-	want = append(want, namespaceOf(t, manifest(t, "flowlens-agent-daemonset.yaml"), "flowlens"))
 	sameObjects(t, got, want)
 	for _, u := range got {
 		if u.GetAPIVersion() == monitoringAPI {
@@ -109,7 +105,8 @@ func TestChartMatchesManifests(t *testing.T) {
 // prometheusRule.enabled the chart adds exactly the objects of
 // manifests/flowlens-servicemonitors.yaml and manifests/flowlens-alerts.yaml;
 // without the collector, neither its objects nor its ServiceMonitor, but
-// still the Kafka collectors' (the operator runs those, not the chart).
+// still the Kafka collectors' (the operator runs those, not the chart), and
+// still the agents' namespace with the operator's Role there.
 func TestChartMonitoring(t *testing.T) {
 	var got []*unstructured.Unstructured
 	for _, u := range helmTemplate(t, "serviceMonitors.enabled=true", "prometheusRule.enabled=true") {
@@ -121,7 +118,9 @@ func TestChartMonitoring(t *testing.T) {
 
 	kafka := false
 	for _, u := range helmTemplate(t, "serviceMonitors.enabled=true", "collector.enabled=false") {
-		if u.GetNamespace() == "flowlens" || u.GetName() == "flowlens-collector" || u.GetKind() == "Namespace" {
+		operators := u.GetName() == "flowlens-operator" && (u.GetKind() == "Role" || u.GetKind() == "RoleBinding") ||
+			u.GetKind() == "Namespace" && u.GetName() == "flowlens"
+		if !operators && (u.GetNamespace() == "flowlens" || u.GetName() == "flowlens-collector" || u.GetKind() == "Namespace") {
 			t.Errorf("collector.enabled=false renders %s", key(u))
 		}
 		kafka = kafka || u.GetKind() == "ServiceMonitor" && u.GetName() == "flowlens-collector-kafka"
@@ -179,7 +178,8 @@ func TestChartValues(t *testing.T) {
 		t.Errorf("ServiceMonitor interval %v", i)
 	}
 	// The agents and the Kafka collectors over HTTPS, each with its own
-	// tlsConfig; the others, without one, over plain HTTP.
+	// tlsConfig; the collector, without one, over plain HTTP; the operator
+	// over HTTPS with Prometheus' token, always.
 	agentEP := get("ServiceMonitor flowlens-system/flowlens-agent", "spec", "endpoints").([]any)[0].(map[string]any)
 	wantTLS := map[string]any{"serverName": "flowlens-agent-metrics.observability.svc",
 		"ca": map[string]any{"secret": map[string]any{"name": "agent-metrics-ca", "key": "ca.crt"}}}
@@ -191,11 +191,13 @@ func TestChartValues(t *testing.T) {
 	if kafkaEP["scheme"] != "https" || !reflect.DeepEqual(kafkaEP["tlsConfig"], wantKafkaTLS) {
 		t.Errorf("Kafka collector ServiceMonitor endpoint %v, want scheme https and tlsConfig %v", kafkaEP, wantKafkaTLS)
 	}
-	for _, name := range []string{"flowlens-collector", "flowlens-operator"} {
-		ep := get("ServiceMonitor flowlens-system/"+name, "spec", "endpoints").([]any)[0].(map[string]any)
-		if _, ok := ep["scheme"]; ok || ep["tlsConfig"] != nil {
-			t.Errorf("%s ServiceMonitor endpoint %v, want plain HTTP", name, ep)
-		}
+	if ep := get("ServiceMonitor flowlens-system/flowlens-collector", "spec", "endpoints").([]any)[0].(map[string]any); ep["scheme"] != nil || ep["tlsConfig"] != nil {
+		t.Errorf("flowlens-collector ServiceMonitor endpoint %v, want plain HTTP", ep)
+	}
+	opEP := get("ServiceMonitor flowlens-system/flowlens-operator", "spec", "endpoints").([]any)[0].(map[string]any)
+	if opEP["scheme"] != "https" || opEP["bearerTokenFile"] != "/var/run/secrets/kubernetes.io/serviceaccount/token" ||
+		!reflect.DeepEqual(opEP["tlsConfig"], map[string]any{"insecureSkipVerify": true}) {
+		t.Errorf("flowlens-operator ServiceMonitor endpoint %v, want HTTPS with Prometheus' token", opEP)
 	}
 	if l := get("PrometheusRule flowlens-system/flowlens", "metadata", "labels", "release"); l != "kps" {
 		t.Errorf("PrometheusRule label release %v", l)

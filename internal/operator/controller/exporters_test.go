@@ -226,7 +226,7 @@ func TestKafkaCollector(t *testing.T) {
 		"--kafka-brokers=kafka-0.kafka.svc:9092,kafka-1.kafka.svc:9092",
 		"--kafka-topic=flowlens-flows",
 		"--kafka-group=flowlens-collector",
-		"--insecure-plaintext", // TEMPORARY (s27-auth), see render.CollectorArgs
+		"--listen=", // Kafka only: no gRPC API
 		"--kafka-sasl-mechanism=scram-sha-512",
 		"--kafka-sasl-password-file=/etc/flowlens/kafka/sasl/password",
 		"--metrics-address=:9401",

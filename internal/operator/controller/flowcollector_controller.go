@@ -8,7 +8,9 @@
 // progress in the FlowCollector's status (Ready), and the Kafka collector
 // Deployment's (CollectorReady, collectorstatus.go), with the kubelet's
 // reason when a pod cannot mount a volume or create a container
-// (podfailure.go).
+// (podfailure.go). security.go keeps the certificates (package certs, or a
+// cert-manager Certificate) and the NetworkPolicies of the agent namespace,
+// and the reconcile requeues itself for the next certificate renewal.
 package controller
 
 import (
@@ -33,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
+	"github.com/flowlens/flowlens/internal/operator/certs"
 	"github.com/flowlens/flowlens/internal/operator/render"
 )
 
@@ -59,23 +62,49 @@ type FlowCollectorReconciler struct {
 	// DefaultCollectorImage is the Kafka collector's image when
 	// spec.collector.image is empty.
 	DefaultCollectorImage string
+	// Certs keeps the certificates (security.go); nil: a certs.Manager
+	// with the defaults, on Client and APIReader.
+	Certs *certs.Manager
+
+	// security remembers when the certificates and the NetworkPolicies
+	// were last brought in line, so that the reconciles the agents' status
+	// changes trigger do not read them (and list the nodes) every time.
+	security securityMemo
 }
 
 // +kubebuilder:rbac:groups=flowlens.io,resources=flowcollectors,verbs=get;list;watch
 // +kubebuilder:rbac:groups=flowlens.io,resources=flowcollectors/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=flowlens.io,resources=flowcollectors/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=namespaces;serviceaccounts;configmaps;services,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups="",resources=configmaps;serviceaccounts;services,verbs=delete
-// +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings,verbs=get;list;watch;create;patch;delete
+//
+// Cluster-wide, the operator reads (its cache watches the kinds it owns,
+// filtered by its label) and writes only named objects: the namespace
+// flowlens (when it creates it), the dashboard ConfigMaps (in
+// spec.dashboards.namespace, any), the Kafka collector's and the agents'
+// export ClusterRole and ClusterRoleBinding. create cannot be limited to
+// names (the name is not known when RBAC decides). Its writes of the agent
+// namespace's objects are a Role there (package agentns).
+// +kubebuilder:rbac:groups="",resources=namespaces;serviceaccounts;configmaps;services,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=create
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=patch,resourceNames=flowlens
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=create
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=patch;delete,resourceNames=flowlens-dashboard-traffic;flowlens-dashboard-drops-latency;flowlens-dashboard-agent-health
+// +kubebuilder:rbac:groups=apps,resources=daemonsets;deployments,verbs=get;list;watch
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings,verbs=patch;delete,resourceNames=flowlens-collector-kafka;flowlens-agent-export
 //
 // The Kafka collector's ClusterRole grants these; RBAC lets the operator
 // grant only rights it holds.
 // +kubebuilder:rbac:groups="",resources=pods;services;nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch
+//
+// Likewise the rights of the ClusterRole flowlens-agent-export (create on
+// the FlowCollector's flows) and, with spec.collector.serveGRPC, the Kafka
+// collector's reviews: the operator holds what it grants, no escalate.
+// +kubebuilder:rbac:groups=flowlens.io,resources=flowcollectors/flows,verbs=create,resourceNames=cluster
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 //
 // The kubelet's FailedMount events of the agent and Kafka collector pods,
 // for the Ready and CollectorReady conditions (podfailure.go); those pods
@@ -106,6 +135,7 @@ func (r *FlowCollectorReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		st.applyErr = err
 	} else {
 		st.hash = objs.ConfigHash
+		st.certsDue = objs.CertsDue
 		if objs.Collector != nil {
 			st.collectorHash = objs.Collector.ConfigHash
 		}
@@ -144,15 +174,20 @@ func (r *FlowCollectorReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if st.invalid != nil {
 		log.FromContext(ctx).Info("invalid FlowCollector spec", "error", st.invalid.Error())
 	}
+	if !st.certsDue.IsZero() {
+		// The next certificate renewal (certs.Manager says when).
+		return ctrl.Result{RequeueAfter: max(time.Until(st.certsDue), time.Second)}, nil
+	}
 	return ctrl.Result{}, nil
 }
 
 // outcome is what one reconcile did, from which the status is computed.
 type outcome struct {
-	invalid       error  // the spec failed Validate: nothing was applied
-	applyErr      error  // the API server refused an object
-	hash          string // config hash of the applied DaemonSet template
-	collectorHash string // config hash of the applied Kafka collector template, if any
+	invalid       error     // the spec failed Validate: nothing was applied
+	applyErr      error     // the API server refused an object
+	hash          string    // config hash of the applied DaemonSet template
+	collectorHash string    // config hash of the applied Kafka collector template, if any
+	certsDue      time.Time // when the certificates are to be checked again
 	// agentFailures are why agent pods that are not ready cannot start.
 	agentFailures podFailures
 }
@@ -194,6 +229,8 @@ func (r *FlowCollectorReconciler) apply(ctx context.Context, fc *v1alpha1.FlowCo
 		{"config map", objs.ConfigMap, false},
 		{"metrics service", objs.Service, false},
 		{"daemon set", objs.DaemonSet, false},
+		{"agent export cluster role", objs.AgentExportRole, false},
+		{"agent export cluster role binding", objs.AgentExportBinding, false},
 	}
 	if c := objs.Collector; c != nil {
 		steps = append(steps, []step{
@@ -205,12 +242,18 @@ func (r *FlowCollectorReconciler) apply(ctx context.Context, fc *v1alpha1.FlowCo
 			{"kafka collector deployment", c.Deployment, false},
 		}...)
 	}
-	for _, s := range steps {
-		if s.skip {
-			continue
+	for i, s := range steps {
+		if !s.skip {
+			if err := r.Client.Apply(ctx, s.obj, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+				return nil, fmt.Errorf("applying the %s: %w", s.what, err)
+			}
 		}
-		if err := r.Client.Apply(ctx, s.obj, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-			return nil, fmt.Errorf("applying the %s: %w", s.what, err)
+		if i == 0 {
+			// The certificates and the CA bundle, which the pods mount,
+			// once their namespace exists.
+			if objs.CertsDue, err = r.ensureSecurity(ctx, fc); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if objs.Collector == nil {

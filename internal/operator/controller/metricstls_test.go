@@ -154,6 +154,11 @@ func TestMetricsTLS(t *testing.T) {
 			if hashOf(ds) != render.Hash([]byte(cfg)) {
 				return fmt.Errorf("%s: pod template hash %s, want the new agent.yaml's", what, hashOf(ds))
 			}
+			// A client CA changes the volumes, not agent.yaml: wait for them
+			// too (the reconcile writes the ConfigMap before the DaemonSet).
+			if got := secretVolumes(&ds.Spec.Template.Spec); len(got) != len(wantVolumes) {
+				return fmt.Errorf("%s: %d secret volumes, want %d", what, len(got), len(wantVolumes))
+			}
 			return nil
 		})
 		if got := secretVolumes(&ds.Spec.Template.Spec); strings.Join(got, "\n") != strings.Join(wantVolumes, "\n") {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -39,6 +40,8 @@ type RunOptions struct {
 	LogLevel       zapcore.Level
 }
 
+var skipNameValidation = true
+
 // Run runs the FlowCollector reconciler in a controller-runtime manager on
 // the cluster cfg reaches, until ctx ends.
 func Run(ctx context.Context, cfg *rest.Config, o RunOptions) error {
@@ -63,6 +66,9 @@ func Run(ctx context.Context, cfg *rest.Config, o RunOptions) error {
 		// The operator exits right after losing the lease, so a standby can
 		// take over at once.
 		LeaderElectionReleaseOnCancel: true,
+		// One controller per run, but tests run several operators in one
+		// process (cmd/flowlens-operator's metrics tests).
+		Controller: config.Controller{SkipNameValidation: &skipNameValidation},
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)

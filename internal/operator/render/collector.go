@@ -13,6 +13,7 @@ import (
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
 	"github.com/flowlens/flowlens/internal/collector/collectoropt"
+	"github.com/flowlens/flowlens/internal/operator/certs"
 )
 
 // The Kafka collector: with a kafka exporter, the operator runs flowlens
@@ -33,7 +34,23 @@ const (
 	// CollectorMetricsPort is where the collector serves /metrics, /healthz
 	// and /readyz: its --metrics-address default.
 	CollectorMetricsPort = collectoropt.DefaultMetricsPort
+	// The collectors' serving certificate (Secret certs.CollectorTLSName),
+	// in the Kafka collector's and manifests/flowlens-collector.yaml's
+	// container.
+	CollectorTLSDir      = ConfigDir + "/tls"
+	CollectorTLSCertPath = CollectorTLSDir + "/tls.crt"
+	CollectorTLSKeyPath  = CollectorTLSDir + "/tls.key"
 )
+
+// ReviewRules are what a collector that authorizes calls (--auth
+// kubernetes) asks the API server: TokenReviews (who is the caller) and
+// SubjectAccessReviews (may it Export, or GetFlows).
+func ReviewRules() []*rbacv1ac.PolicyRuleApplyConfiguration {
+	return []*rbacv1ac.PolicyRuleApplyConfiguration{
+		rbacv1ac.PolicyRule().WithAPIGroups("authentication.k8s.io").WithResources("tokenreviews").WithVerbs("create"),
+		rbacv1ac.PolicyRule().WithAPIGroups("authorization.k8s.io").WithResources("subjectaccessreviews").WithVerbs("create"),
+	}
+}
 
 // CollectorObjects are the Kafka collector's apply configurations.
 type CollectorObjects struct {
@@ -78,14 +95,20 @@ func buildCollector(fc *v1alpha1.FlowCollector, k *v1alpha1.KafkaExporter, opts 
 		WithOwnerReferences(owner)
 
 	// Read-only, and only what enrichment resolves addresses with: the
-	// rules of manifests/flowlens-collector.yaml.
+	// rules of manifests/flowlens-collector.yaml; serving gRPC, the reviews
+	// that authorize each call (as system:auth-delegator).
+	rules := []*rbacv1ac.PolicyRuleApplyConfiguration{
+		rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("pods", "services", "nodes").WithVerbs("get", "list", "watch"),
+		rbacv1ac.PolicyRule().WithAPIGroups("apps").WithResources("replicasets").WithVerbs("get", "list", "watch"),
+		rbacv1ac.PolicyRule().WithAPIGroups("batch").WithResources("jobs").WithVerbs("get", "list", "watch"),
+	}
+	if fc.Spec.Collector.ServeGRPC {
+		rules = append(rules, ReviewRules()...)
+	}
 	o.ClusterRole = rbacv1ac.ClusterRole(CollectorName).
 		WithLabels(labels).
 		WithOwnerReferences(owner).
-		WithRules(
-			rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("pods", "services", "nodes").WithVerbs("get", "list", "watch"),
-			rbacv1ac.PolicyRule().WithAPIGroups("apps").WithResources("replicasets").WithVerbs("get", "list", "watch"),
-			rbacv1ac.PolicyRule().WithAPIGroups("batch").WithResources("jobs").WithVerbs("get", "list", "watch"))
+		WithRules(rules...)
 	o.ClusterRoleBinding = rbacv1ac.ClusterRoleBinding(CollectorName).
 		WithLabels(labels).
 		WithOwnerReferences(owner).
@@ -108,25 +131,31 @@ func buildCollector(fc *v1alpha1.FlowCollector, k *v1alpha1.KafkaExporter, opts 
 		WithOwnerReferences(owner).
 		WithData(data)
 
-	args := CollectorArgs(k, tls)
+	args := CollectorArgs(k, tls, fc.Spec.Collector.ServeGRPC)
 	o.ConfigHash = Hash([]byte(strings.Join(args, "\n") + "\n" + string(web)))
 	o.Deployment = collectorDeployment(fc, args, k, opts, owner, o.ConfigHash)
 	return o, nil
 }
 
 // CollectorArgs are the collector's flags for the kafka exporter k: the
-// agents' brokers, topic, TLS and SASL, the consumer group, and metrics
-// only (the flows are counted in the metrics, not printed), over TLS with
-// metricsTLS (spec.collector.metricsTLS).
-func CollectorArgs(k *v1alpha1.KafkaExporter, metricsTLS *v1alpha1.MetricsTLS) []string {
+// agents' brokers, topic, TLS and SASL, the consumer group, no gRPC API
+// unless serveGRPC (spec.collector.serveGRPC), and metrics only (the flows
+// are counted in the metrics, not printed), over TLS with metricsTLS
+// (spec.collector.metricsTLS).
+func CollectorArgs(k *v1alpha1.KafkaExporter, metricsTLS *v1alpha1.MetricsTLS, serveGRPC bool) []string {
 	args := []string{
 		"--kafka-brokers=" + strings.Join(k.Brokers, ","),
 		"--kafka-topic=" + k.Topic,
 		"--kafka-group=" + KafkaGroup,
-		// TEMPORARY (issue #27, s27-auth): the collector refuses a
-		// plaintext --listen that is not loopback; until the operator
-		// renders --listen= (no gRPC) or TLS, say so.
-		"--insecure-plaintext",
+	}
+	if serveGRPC {
+		// The gRPC API over TLS with the certificate of spec.tls, every
+		// call authorized by the API server.
+		args = append(args, "--listen=:"+strconv.Itoa(CollectorGRPCPort),
+			"--tls-cert="+CollectorTLSCertPath, "--tls-key="+CollectorTLSKeyPath, "--auth="+collectoropt.AuthKubernetes)
+	} else {
+		// Kafka only: nothing to reach but the metrics port.
+		args = append(args, "--listen=")
 	}
 	if tls, ca, cert, key := tlsPaths(k.TLS, KafkaTLSCAPath, KafkaTLSCertPath, KafkaTLSKeyPath); tls {
 		args = append(args, "--kafka-tls=true")
@@ -194,7 +223,13 @@ func collectorDeployment(fc *v1alpha1.FlowCollector, args []string, k *v1alpha1.
 		container.WithVolumeMounts(corev1ac.VolumeMount().WithName("config").WithMountPath(ConfigDir).WithReadOnly(true))
 		annotations["prometheus.io/scheme"] = "https"
 	}
-	for _, m := range append(metricsTLSMounts(c.MetricsTLS), kafkaMounts(k)...) {
+	mounts := append(metricsTLSMounts(c.MetricsTLS), kafkaMounts(k)...)
+	if c.ServeGRPC {
+		mounts = append(mounts, secretMount{"tls", certs.CollectorTLSName, CollectorTLSDir,
+			[][2]string{{corev1.TLSCertKey, "tls.crt"}, {corev1.TLSPrivateKeyKey, "tls.key"}}})
+		container.WithPorts(corev1ac.ContainerPort().WithName("grpc").WithContainerPort(CollectorGRPCPort).WithProtocol(corev1.ProtocolTCP))
+	}
+	for _, m := range mounts {
 		podSpec.WithVolumes(m.volume())
 		container.WithVolumeMounts(m.mount())
 	}

@@ -29,13 +29,15 @@ type agentConfig struct {
 	Export             []string `yaml:"export"`
 	Target             string   `yaml:"target,omitempty"`
 	GRPCBatchSize      int32    `yaml:"grpc_batch_size,omitempty"`
-	TLSCA              string   `yaml:"tls_ca,omitempty"`
-	TLSCert            string   `yaml:"tls_cert,omitempty"`
-	TLSKey             string   `yaml:"tls_key,omitempty"`
-	// TEMPORARY (issue #27, s27-auth): the agent now refuses a plaintext
-	// target that is not loopback; until the operator renders TLS for the
-	// grpc exporter, a FlowCollector without TLS keeps exporting in
-	// plaintext, said out loud.
+	// The grpc exporter's TLS and token: TLS with the CA bundle of
+	// ConfigMap flowlens-ca (or the Secrets of spec.exporters[].grpc.tls)
+	// and the projected ServiceAccount token; insecure_plaintext only when
+	// the spec says so (grpc.insecurePlaintext).
+	TLS               bool     `yaml:"tls,omitempty"`
+	TLSCA             string   `yaml:"tls_ca,omitempty"`
+	TLSCert           string   `yaml:"tls_cert,omitempty"`
+	TLSKey            string   `yaml:"tls_key,omitempty"`
+	TokenFile         string   `yaml:"token_file,omitempty"`
 	InsecurePlaintext bool     `yaml:"insecure_plaintext,omitempty"`
 	Features          []string `yaml:"features"`
 	MetricsAddress    string   `yaml:"metrics_address"`
@@ -159,13 +161,20 @@ func AgentConfig(spec *v1alpha1.FlowCollectorSpec) ([]byte, error) {
 	if g := GRPC(spec); g != nil {
 		c.Target = net.JoinHostPort(g.TargetHost, strconv.Itoa(int(g.TargetPort)))
 		c.GRPCBatchSize = g.BatchSize
-		if g.TLS != nil && g.TLS.CASecretRef != nil {
-			c.TLSCA = TLSCAPath
+		switch {
+		case g.InsecurePlaintext:
+			c.InsecurePlaintext = true // and no token: it would travel in clear
+		case g.TLS != nil:
+			c.TLS, c.TokenFile = true, TokenPath
+			if g.TLS.CASecretRef != nil {
+				c.TLSCA = TLSCAPath
+			}
+			if g.TLS.ClientSecretRef != nil {
+				c.TLSCert, c.TLSKey = TLSCertPath, TLSKeyPath
+			}
+		default:
+			c.TLS, c.TLSCA, c.TokenFile = true, CABundlePath, TokenPath
 		}
-		if g.TLS != nil && g.TLS.ClientSecretRef != nil {
-			c.TLSCert, c.TLSKey = TLSCertPath, TLSKeyPath
-		}
-		c.InsecurePlaintext = c.TLSCA == "" && c.TLSCert == "" // TEMPORARY, see the field
 	}
 	if x := IPFIX(spec); x != nil {
 		c.IPFIXTarget = net.JoinHostPort(x.TargetHost, strconv.Itoa(int(x.TargetPort)))

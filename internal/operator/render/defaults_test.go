@@ -1,6 +1,7 @@
 package render
 
 import (
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -28,7 +29,12 @@ func TestRenderedDefaults(t *testing.T) {
 	}{
 		{"stdout", v1alpha1.FlowCollectorSpec{}, func(*config.Config) {}},
 		{"grpc", exporters(v1alpha1.Exporter{Type: v1alpha1.ExporterGRPC, GRPC: &v1alpha1.GRPCExporter{TargetHost: "c", TargetPort: 9990}}),
-			// InsecurePlaintext: TEMPORARY (s27-auth), see agentConfig.
+			// The secure default: TLS with the operator's CA bundle, and
+			// the token (mountedFiles moved both paths to temporary files).
+			func(c *config.Config) {
+				c.Export, c.Target, c.TLS, c.TLSCA, c.TokenFile = []string{"grpc"}, "c:9990", true, "ca.crt", "token"
+			}},
+		{"grpc plaintext", exporters(v1alpha1.Exporter{Type: v1alpha1.ExporterGRPC, GRPC: &v1alpha1.GRPCExporter{TargetHost: "c", TargetPort: 9990, InsecurePlaintext: true}}),
 			func(c *config.Config) { c.Export, c.Target, c.InsecurePlaintext = []string{"grpc"}, "c:9990", true }},
 		{"ipfix", exporters(v1alpha1.Exporter{Type: v1alpha1.ExporterIPFIX, IPFIX: &v1alpha1.IPFIXExporter{TargetHost: "i", TargetPort: 4739}}),
 			func(c *config.Config) { c.Export, c.IPFIXTarget = []string{"ipfix"}, "i:4739" }},
@@ -41,6 +47,11 @@ func TestRenderedDefaults(t *testing.T) {
 		want := *defaults
 		tc.set(&want)
 		want.ConfigFile = got.ConfigFile
+		for _, f := range []struct{ got, want *string }{{&got.TLSCA, &want.TLSCA}, {&got.TokenFile, &want.TokenFile}} {
+			if *f.want != "" && filepath.Base(*f.got) == *f.want {
+				*f.want = *f.got // the temporary file standing for the mounted one
+			}
+		}
 		if !reflect.DeepEqual(*got, want) {
 			t.Errorf("%s: the agent's configuration from the operator's defaults\n got  %+v\n want %+v", tc.name, *got, want)
 		}

@@ -124,7 +124,7 @@ func roundTrip(t *testing.T, from, to any) {
 func loadConfig(t *testing.T, data []byte) *config.Config {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "agent.yaml")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
+	if err := os.WriteFile(path, mountedFiles(t, data), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c, err := config.Load([]string{"--config", path}, func(k string) string {

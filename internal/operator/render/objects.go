@@ -3,6 +3,7 @@ package render
 import (
 	"fmt"
 	"maps"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
 	"github.com/flowlens/flowlens/internal/agent/config"
+	"github.com/flowlens/flowlens/internal/operator/certs"
 	"github.com/flowlens/flowlens/internal/operator/dashboards"
 )
 
@@ -35,6 +37,29 @@ var (
 	SetnsCapabilities = []corev1.Capability{"SYS_ADMIN"}
 )
 
+// The flowlens API's rights, checked by the collector with
+// SubjectAccessReviews (docs/security.md): verb create (Export) or get
+// (GetFlows) on the subresource flows of the FlowCollector cluster.
+const (
+	// ExportRoleName is the ClusterRole the operator binds to the agents'
+	// ServiceAccount.
+	ExportRoleName = "flowlens-agent-export"
+	// ReaderRoleName is the ClusterRole shipped unbound
+	// (config/rbac/flows_reader_role.yaml, the chart) for admins to bind to
+	// the people who may read the flows.
+	ReaderRoleName = "flowlens-flows-reader"
+	FlowsResource  = "flowcollectors/flows"
+)
+
+// FlowsRule allows verb on the flows of the FlowCollector cluster.
+func FlowsRule(verb string) *rbacv1ac.PolicyRuleApplyConfiguration {
+	return rbacv1ac.PolicyRule().
+		WithAPIGroups(v1alpha1.GroupVersion.Group).
+		WithResources(FlowsResource).
+		WithResourceNames(v1alpha1.SingletonName).
+		WithVerbs(verb)
+}
+
 // Objects are the apply configurations for everything the operator manages.
 // Namespace is nil when the agent namespace exists and is not the
 // operator's: then it is used as it is.
@@ -46,6 +71,10 @@ type Objects struct {
 	ConfigMap      *corev1ac.ConfigMapApplyConfiguration
 	Service        *corev1ac.ServiceApplyConfiguration
 	DaemonSet      *appsv1ac.DaemonSetApplyConfiguration
+	// AgentExportRole and AgentExportBinding give the agent's
+	// ServiceAccount the right to export flows (ExportRoleName).
+	AgentExportRole    *rbacv1ac.ClusterRoleApplyConfiguration
+	AgentExportBinding *rbacv1ac.ClusterRoleBindingApplyConfiguration
 	// Collector is the Kafka collector, nil without a kafka exporter.
 	Collector *CollectorObjects
 	// Dashboards are the Grafana dashboard ConfigMaps (internal/operator/dashboards), in
@@ -53,6 +82,9 @@ type Objects struct {
 	Dashboards []*corev1ac.ConfigMapApplyConfiguration
 	// ConfigHash is the value of ConfigHashAnnotation on the pod template.
 	ConfigHash string
+	// CertsDue is when the reconciler checks the certificates again (set
+	// by package controller after it applied them, not by Build).
+	CertsDue time.Time
 }
 
 // Options are the inputs that do not come from the FlowCollector.
@@ -119,6 +151,19 @@ func Build(fc *v1alpha1.FlowCollector, opts Options) (*Objects, error) {
 			WithKind(rbacv1.ServiceAccountKind).
 			WithName(AgentName).
 			WithNamespace(ns))
+
+	// The right the collector checks before it takes an agent's flows
+	// (a SubjectAccessReview of the token's user): create on the flows of
+	// the one FlowCollector. Nothing else in the cluster grants it.
+	o.AgentExportRole = rbacv1ac.ClusterRole(ExportRoleName).
+		WithLabels(labels).
+		WithOwnerReferences(owner).
+		WithRules(FlowsRule("create"))
+	o.AgentExportBinding = rbacv1ac.ClusterRoleBinding(ExportRoleName).
+		WithLabels(labels).
+		WithOwnerReferences(owner).
+		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("ClusterRole").WithName(ExportRoleName)).
+		WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(AgentName).WithNamespace(ns))
 
 	webCfg, err := WebConfig(spec.Agent.MetricsTLS, "spec.agent.metricsTLS")
 	if err != nil {
@@ -232,9 +277,6 @@ func daemonSet(fc *v1alpha1.FlowCollector, opts Options, owner *metav1ac.OwnerRe
 		WithTerminationMessagePolicy(corev1.TerminationMessageFallbackToLogsOnError).
 		WithVolumeMounts(
 			corev1ac.VolumeMount().WithName("config").WithMountPath(ConfigDir).WithReadOnly(true),
-			corev1ac.VolumeMount().WithName("bpffs").WithMountPath(BPFFSPath).
-				WithMountPropagation(corev1.MountPropagationHostToContainer),
-			corev1ac.VolumeMount().WithName("tracefs").WithMountPath(TracefsPath),
 			corev1ac.VolumeMount().WithName("netns").WithMountPath(NetnsDir).
 				WithMountPropagation(corev1.MountPropagationHostToContainer).WithReadOnly(true),
 			corev1ac.VolumeMount().WithName("tmp").WithMountPath("/tmp"),
@@ -243,14 +285,32 @@ func daemonSet(fc *v1alpha1.FlowCollector, opts Options, owner *metav1ac.OwnerRe
 	volumes := []*corev1ac.VolumeApplyConfiguration{
 		corev1ac.Volume().WithName("config").WithConfigMap(
 			corev1ac.ConfigMapVolumeSource().WithName(ConfigMapName)),
-		hostPath("bpffs", BPFFSPath, corev1.HostPathDirectoryOrCreate),
-		hostPath("tracefs", TracefsPath, corev1.HostPathUnset),
 		hostPath("netns", NetnsDir, corev1.HostPathDirectoryOrCreate),
 		corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource().WithMedium(corev1.StorageMediumMemory)),
 	}
 	secrets := metricsTLSMounts(spec.Agent.MetricsTLS)
 	if g := GRPC(spec); g != nil && g.TLS != nil {
 		secrets = append(secrets, tlsMounts("tls", g.TLS.CASecretRef, g.TLS.ClientSecretRef, TLSCADir, TLSCertDir)...)
+	}
+	if g := GRPC(spec); g != nil && !g.InsecurePlaintext {
+		if g.TLS == nil {
+			// The CA bundle the operator publishes (package certs).
+			volumes = append(volumes, corev1ac.Volume().WithName("ca").WithConfigMap(
+				corev1ac.ConfigMapVolumeSource().WithName(certs.CAName).
+					WithItems(corev1ac.KeyToPath().WithKey(certs.BundleKey).WithPath("ca.crt"))))
+			container.WithVolumeMounts(corev1ac.VolumeMount().WithName("ca").WithMountPath(CABundleDir).WithReadOnly(true))
+		}
+		// The agent's identity for the collector: a token of its
+		// ServiceAccount for the collector alone (its audience), bound to
+		// the pod, which the kubelet renews (the pod itself gets no API
+		// token: automountServiceAccountToken is false).
+		volumes = append(volumes, corev1ac.Volume().WithName("token").WithProjected(
+			corev1ac.ProjectedVolumeSource().WithSources(corev1ac.VolumeProjection().WithServiceAccountToken(
+				corev1ac.ServiceAccountTokenProjection().
+					WithAudience(TokenAudience).
+					WithExpirationSeconds(TokenExpirationSeconds).
+					WithPath("token")))))
+		container.WithVolumeMounts(corev1ac.VolumeMount().WithName("token").WithMountPath(TokenDir).WithReadOnly(true))
 	}
 	if k := Kafka(spec); k != nil {
 		secrets = append(secrets, kafkaMounts(k)...)

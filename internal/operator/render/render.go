@@ -3,7 +3,9 @@
 // for its namespace, ServiceAccount, Role, RoleBinding, ConfigMap, metrics
 // Service and DaemonSet; with a kafka exporter, the collector Deployment that
 // consumes its topic and its ServiceAccount, RBAC, metrics Service and
-// ConfigMap (collector.go); and, when asked, the Grafana dashboard ConfigMaps. It is
+// ConfigMap (collector.go); the agents' export ClusterRole, the
+// NetworkPolicies (netpol.go) and the cert-manager Certificate of
+// spec.tls.certManager (certmanager.go); and, when asked, the Grafana dashboard ConfigMaps. It is
 // pure (no API calls), so every rule of what the operator deploys is
 // unit-testable; the reconciler in package controller applies the result.
 package render
@@ -71,9 +73,27 @@ const (
 	MetricsClientCADir  = ConfigDir + "/metrics/client-ca"
 	MetricsClientCAPath = MetricsClientCADir + "/ca.crt"
 
-	BPFFSPath   = "/sys/fs/bpf"
-	TracefsPath = "/sys/kernel/debug"
-	NetnsDir    = config.DefaultNetnsDir
+	// The CA bundle (ConfigMap flowlens-ca, certs.BundleKey) that verifies
+	// the collector, and the projected ServiceAccount token the agent sends
+	// it (issue #27's contract: both paths are in docs/security.md).
+	CABundleDir  = ConfigDir + "/ca"
+	CABundlePath = CABundleDir + "/ca.crt"
+	TokenDir     = "/var/run/secrets/flowlens"
+	TokenPath    = TokenDir + "/token"
+
+	// NetnsDir is the one host path the agent mounts (read-only): it pins
+	// nothing in the BPF filesystem and needs no tracefs (its tracepoints
+	// are tp_btf, on kernels 6.2 and later), so neither /sys/fs/bpf nor
+	// /sys/kernel/debug is mounted (issue #27).
+	NetnsDir = config.DefaultNetnsDir
+)
+
+// The agents' token: the audience the collector's TokenReview asks for,
+// and its lifetime (the kubelet renews it at 80 %, the agent re-reads the
+// file).
+const (
+	TokenAudience          = "flowlens-collector"
+	TokenExpirationSeconds = 3600
 )
 
 // Labels and annotations.
@@ -107,6 +127,11 @@ const (
 	DefaultPriorityClassName = "system-node-critical"
 	DefaultCAKey             = "ca.crt"
 	DefaultCollectorReplicas = 1
+	DefaultIssuerKind        = "Issuer"
+	DefaultIssuerGroup       = "cert-manager.io"
+	// DefaultMetricsNamespace is the namespace whose pods may scrape the
+	// collectors' metrics when spec.networkPolicy.metricsNamespaces is unset.
+	DefaultMetricsNamespace = "monitoring"
 )
 
 // DefaultResources are the agent container's resources when spec.agent.resources
@@ -251,6 +276,21 @@ func WithDefaults(spec v1alpha1.FlowCollectorSpec) v1alpha1.FlowCollectorSpec {
 	}
 	if s.Dashboards != nil && s.Dashboards.Namespace == "" {
 		s.Dashboards.Namespace = s.Namespace
+	}
+	if cm := s.TLS.CertManager; cm != nil {
+		if cm.IssuerRef.Kind == "" {
+			cm.IssuerRef.Kind = DefaultIssuerKind
+		}
+		if cm.IssuerRef.Group == "" {
+			cm.IssuerRef.Group = DefaultIssuerGroup
+		}
+	}
+	if s.NetworkPolicy.Enable == nil {
+		on := true
+		s.NetworkPolicy.Enable = &on
+	}
+	if s.NetworkPolicy.MetricsNamespaces == nil {
+		s.NetworkPolicy.MetricsNamespaces = []string{DefaultMetricsNamespace}
 	}
 	return s
 }

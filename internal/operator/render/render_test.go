@@ -37,7 +37,7 @@ func loadAgentConfig(t *testing.T, spec v1alpha1.FlowCollectorSpec) *config.Conf
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "agent.yaml")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
+	if err := os.WriteFile(path, mountedFiles(t, data), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	env := map[string]string{"NODE_NAME": "node-1"}
@@ -651,4 +651,19 @@ func TestPriorityClass(t *testing.T) {
 	if DefaultPriorityClassName != "system-node-critical" {
 		t.Errorf("default priority class %q, want system-node-critical", DefaultPriorityClassName)
 	}
+}
+
+// mountedFiles points the paths of files the pod mounts (the CA bundle, the
+// token), which the agent checks exist, at files of the test's.
+func mountedFiles(t *testing.T, data []byte) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	for _, p := range []string{CABundlePath, TokenPath} {
+		f := filepath.Join(dir, filepath.Base(p))
+		if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		data = []byte(strings.ReplaceAll(string(data), p, f))
+	}
+	return data
 }

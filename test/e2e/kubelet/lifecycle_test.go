@@ -17,12 +17,14 @@ import (
 
 	"github.com/cilium/ebpf"
 	ebpflink "github.com/cilium/ebpf/link"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
+	"github.com/flowlens/flowlens/internal/operator/certs"
 	"github.com/flowlens/flowlens/internal/operator/render"
 	"github.com/flowlens/flowlens/test/e2e/cluster"
 )
@@ -158,20 +160,33 @@ func restartAgent(ctx context.Context, t *testing.T, c client.Client, old *corev
 }
 
 // deleteFlowCollector deletes the FlowCollector and waits until
-// everything the operator made is gone: the agent namespace (with the
-// collector in it) and the dashboards' ConfigMaps, labelled as its.
+// everything the operator made is gone: the agent DaemonSet and its pods,
+// the certificates, and every object labelled as its (the dashboards'
+// ConfigMaps too). The agent namespace stays: manifests/flowlens-operator.yaml
+// declares it (the operator's Role is there), so it is not the operator's.
 func deleteFlowCollector(ctx context.Context, t *testing.T, c client.Client) {
 	t.Helper()
 	if err := c.Delete(ctx, &v1alpha1.FlowCollector{ObjectMeta: metav1.ObjectMeta{Name: "cluster"}}); err != nil {
 		t.Fatal(err)
 	}
-	cluster.WaitFor(ctx, t, "the agent namespace to be gone", 3*time.Minute, func() error {
-		ns := &corev1.Namespace{}
-		err := c.Get(ctx, client.ObjectKey{Name: agentNamespace}, ns)
-		if apierrors.IsNotFound(err) {
-			return nil
+	cluster.WaitFor(ctx, t, "the agents and certificates to be gone", 3*time.Minute, func() error {
+		for _, obj := range []client.Object{
+			&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: render.AgentName}},
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: certs.CAName}},
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: certs.CollectorTLSName}},
+		} {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("%T %s still there (err %v)%s", obj, obj.GetName(), err, podStates(ctx, c, agentNamespace))
+			}
 		}
-		return fmt.Errorf("namespace %s: phase %s (err %v)%s", agentNamespace, ns.Status.Phase, err, podStates(ctx, c, agentNamespace))
+		pods := &corev1.PodList{}
+		if err := c.List(ctx, pods, client.InNamespace(agentNamespace), client.MatchingLabels{render.LabelName: render.AgentName}); err != nil {
+			return err
+		}
+		if len(pods.Items) != 0 {
+			return fmt.Errorf("%d agent pods left", len(pods.Items))
+		}
+		return nil
 	})
 	managed := client.MatchingLabels{render.LabelManagedBy: render.ManagedByValue}
 	for _, list := range []client.ObjectList{&corev1.ConfigMapList{}, &corev1.ServiceList{}, &corev1.ServiceAccountList{}, &corev1.PodList{}} {

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,15 +15,79 @@ import (
 	"strings"
 	"testing"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/flowlens/flowlens/internal/operator/render"
 	"github.com/flowlens/flowlens/internal/testkit"
 )
+
+// readerKubeconfig writes a kubeconfig for a ServiceAccount that may do
+// what `flowlens observe` needs and nothing more: find the collector pods
+// and port-forward to one, read the CA bundle (a Role in the agent
+// namespace), and read flows (the ClusterRole flowlens-flows-reader, bound
+// as README says). The collector authorizes readers by bearer token: the
+// admin kubeconfig's client certificate is no identity it can check.
+func readerKubeconfig(ctx context.Context, t *testing.T, n *node) string {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", n.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name, ns = "flows-reader", "default"
+	must(t, ignoreExists(cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})))
+	must(t, ignoreExists(cs.RbacV1().Roles(agentNamespace).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}},
+		{APIGroups: []string{""}, Resources: []string{"pods/portforward"}, Verbs: []string{"get", "create"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"flowlens-ca"}, Verbs: []string{"get"}},
+	}}, metav1.CreateOptions{})))
+	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}}
+	must(t, ignoreExists(cs.RbacV1().RoleBindings(agentNamespace).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}, Subjects: subject}, metav1.CreateOptions{})))
+	must(t, ignoreExists(cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: render.ReaderRoleName}, Subjects: subject}, metav1.CreateOptions{})))
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := clientcmd.LoadFromFile(n.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ai := range kc.AuthInfos {
+		ai.ClientCertificate, ai.ClientKey, ai.ClientCertificateData, ai.ClientKeyData = "", "", nil, nil
+		ai.Token = tr.Status.Token
+	}
+	path := filepath.Join(n.dir, "reader.kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// ignoreExists is err, but nil when the object exists already (a second
+// call in one run).
+func ignoreExists[T any](_ T, err error) error {
+	if err != nil && !strings.Contains(err.Error(), "already exists") {
+		return fmt.Errorf("creating: %w", err)
+	}
+	return nil
+}
 
 // checkObserve asks the collector's history, as README shows, with
 // `flowlens observe` and the kubeconfig alone: it finds the collector pod
 // and port-forwards to it through the API server and the real kubelet
-// itself. The client's UDP flow must come back with exactly want packets
+// itself, verifies it with the ConfigMap flowlens-ca and sends the
+// kubeconfig's token, of a user bound to flowlens-flows-reader as README
+// says (readerKubeconfig). The client's UDP flow must come back with exactly want packets
 // and its pods' names, and nothing outside the filters.
 func checkObserve(ctx context.Context, t *testing.T, n *node, client, server *corev1.Pod, want int) {
 	t.Helper()
@@ -41,7 +106,7 @@ func checkObserve(ctx context.Context, t *testing.T, n *node, client, server *co
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building flowlens: %v\n%s", err, out)
 	}
-	cmd := exec.CommandContext(ctx, bin, "observe", "--kubeconfig", n.kubeconfig,
+	cmd := exec.CommandContext(ctx, bin, "observe", "--kubeconfig", readerKubeconfig(ctx, t, n),
 		"--namespace", client.Namespace, "--protocol", "udp", "--to-port", strconv.Itoa(udpPort),
 		"--last", "1000", "-o", "json")
 	var stderr bytes.Buffer
