@@ -95,7 +95,7 @@ collector=()
 # needs the exported flows either way).
 # (The list is read whole: grep -q would stop reading early, and go list,
 # killed by SIGPIPE, would fail the pipeline under pipefail.)
-if [ -d cmd/flowlens-collector ] && "$GO" list -deps ./cmd/flowlens-agent | grep -c '/internal/exporter/grpc$' >/dev/null; then
+if [ -d cmd/flowlens-collector ] && "$GO" list -deps ./cmd/flowlens-agent | grep -c '/internal/agent/exporter/grpc$' >/dev/null; then
 	"$GO" build -o "$OUT/live-bin/flowlens-collector" ./cmd/flowlens-collector
 	collector=(-collector "$OUT/live-bin/flowlens-collector")
 else

@@ -78,6 +78,7 @@ import (
 )
 
 type options struct {
+	tls          bool // gRPC over TLS (-tls)
 	rounds       int
 	heyDur       time.Duration
 	heyConc      int
@@ -116,6 +117,7 @@ func main() {
 	flag.BoolVar(&o.tcp, "tcp", true, "also run an unpaced iperf3 TCP stream (throughput ratio; noisy)")
 	flag.StringVar(&o.agentBin, "agent", "bin/flowlens-agent", "agent binary")
 	flag.StringVar(&o.collBin, "collector", "", "collector binary (empty: export JSON to a file instead of gRPC)")
+	flag.BoolVar(&o.tls, "tls", false, "export over TLS to the -collector (a CA and certificate made for the run), as the operator's secure default does")
 	flag.StringVar(&o.out, "out", "bin/bench", "results directory")
 	flag.IntVar(&o.cacheFlows, "cache-max-flows", 100000, "agent --cache-max-flows")
 	flag.DurationVar(&o.period, "cache-active-timeout", 5*time.Second, "agent --cache-active-timeout")
@@ -600,7 +602,16 @@ func (o options) startAgent(l *lab, idx int) (*agentRun, error) {
 		if err != nil {
 			return nil, err
 		}
-		a.coll = exec.Command(o.collBin, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--output", "json")
+		collArgs := []string{"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--output", "json"}
+		if o.tls {
+			ca, cert, key, err := benchPKI(o.out)
+			if err != nil {
+				return nil, err
+			}
+			collArgs = append(collArgs, "--tls-cert", cert, "--tls-key", key)
+			args = append(args, "--tls", "--tls-ca", ca)
+		}
+		a.coll = exec.Command(o.collBin, collArgs...)
 		a.coll.Stdout, a.coll.Stderr = f, a.collErr
 		if err := a.coll.Start(); err != nil {
 			return nil, err

@@ -6,11 +6,15 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	grpcgo "google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
@@ -21,6 +25,7 @@ import (
 	"github.com/flowlens/flowlens/pkg/flow"
 	"github.com/flowlens/flowlens/pkg/flow/flowpb"
 	"github.com/flowlens/flowlens/pkg/receiver"
+	"github.com/flowlens/flowlens/pkg/receiver/receivertest"
 )
 
 // quiet keeps log lines out of the benchmark output (benchstat parses it).
@@ -198,9 +203,9 @@ type sinkMsg struct{}
 // sinkCodec drops what it receives and marshals the reply as protobuf.
 // sinkServer serves FlowCollector/Export on loopback, counting the
 // messages it receives without decoding them, until b ends.
-func sinkServer(b testing.TB) (received *atomic.Uint64, addr string) {
+func sinkServer(b testing.TB, opts ...grpcgo.ServerOption) (received *atomic.Uint64, addr string) {
 	received = new(atomic.Uint64)
-	srv := newSink(received)
+	srv := newSink(received, opts...)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -211,8 +216,8 @@ func sinkServer(b testing.TB) (received *atomic.Uint64, addr string) {
 }
 
 // newSink is sinkServer's gRPC server, counting into received.
-func newSink(received *atomic.Uint64) *grpcgo.Server {
-	srv := grpcgo.NewServer(grpcgo.ForceServerCodecV2(sinkCodec{}))
+func newSink(received *atomic.Uint64, opts ...grpcgo.ServerOption) *grpcgo.Server {
+	srv := grpcgo.NewServer(append(opts, grpcgo.ForceServerCodecV2(sinkCodec{}))...)
 	srv.RegisterService(&grpcgo.ServiceDesc{
 		ServiceName: "flowlens.flow.v1.FlowCollector",
 		HandlerType: (*any)(nil),
@@ -247,6 +252,30 @@ func (sinkCodec) Name() string                         { return "proto" }
 func BenchmarkEviction(b *testing.B) {
 	received, addr := sinkServer(b)
 	exp, err := flowgrpc.New(flowgrpc.Config{Target: addr, NodeName: "node-1", Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer exp.Close()
+	exportertest.Run(b, exp, func() { awaitMessages(b, exp, received.Load, 20*time.Microsecond) })
+}
+
+// BenchmarkEvictionTLS is BenchmarkEviction over TLS with a bearer token
+// file, as the operator's secure default runs the agent (issue #27): the
+// difference is what encryption costs per flow, both ends in the process
+// (the token is read and sent once per stream, not per batch).
+func BenchmarkEvictionTLS(b *testing.B) {
+	pki := receivertest.NewPKI(b)
+	tlsCfg, err := receiver.ServerTLSClientCertOptional(pki.ServerCert, pki.ServerKey, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	received, addr := sinkServer(b, grpcgo.Creds(credentials.NewTLS(tlsCfg)))
+	token := filepath.Join(b.TempDir(), "token")
+	if err := os.WriteFile(token, []byte(strings.Repeat("t", 900)), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	exp, err := flowgrpc.New(flowgrpc.Config{Target: addr, NodeName: "node-1", Logger: quiet,
+		TLS: true, TLSCA: pki.CA, TokenFile: token})
 	if err != nil {
 		b.Fatal(err)
 	}
