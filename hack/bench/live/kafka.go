@@ -125,7 +125,9 @@ func (k *kafkaLab) delivered(topic string) (delivery, error) {
 	}
 	c, err := receiver.NewConsumer(count, receiver.ConsumerOptions{
 		Conn: flowkafka.Conn{Brokers: []string{k.broker.Addr}}, Topic: topic, Group: "bench-" + topic,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		// The topic is read back after the run: from its start, not its end.
+		StartOffset: receiver.KafkaStartEarliest,
+		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return d, err
 	}
