@@ -184,7 +184,9 @@ func checkDelta(t *testing.T, when string, before, after promtest.Families, refu
 		a, okA := promtest.Value(after, m.name, m.label...)
 		if !okB || !okA || a-b != m.want {
 			t.Errorf("%s: %s%v went from %v to %v (present %v, %v), want +%v", when, m.name, m.label, b, a, okB, okA, m.want)
+			continue
 		}
+		t.Logf("%s: %s%v %v -> %v", when, m.name, m.label, b, a)
 	}
 }
 
