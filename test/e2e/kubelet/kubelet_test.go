@@ -54,6 +54,12 @@ func TestFlowlensOnKubelet(t *testing.T) {
 	step("FlowCollector Ready, agent " + agent.Name + " ready")
 	installCollector(ctx, t, admin)
 	collector := collectorPod(ctx, t, admin)
+	// Who may write and read flows (security_test.go), before the agent
+	// exports to the collector: no other sender moves its counters.
+	checkForgedNode(ctx, t, admin, cs, agent, collector)
+	step("agent " + agent.Name + "'s identity: flows of another node refused and counted, its own received")
+	checkForeignPod(ctx, t, admin, cs, collector)
+	step("a pod of another namespace: Export and GetFlows refused in plaintext, with its own certificate, with its own tokens")
 	exportToCollector(ctx, t, admin)
 	agent = agentPod(ctx, t, admin)
 	step("collector rolled out, agent " + agent.Name + " exports to it")
@@ -70,6 +76,8 @@ func TestFlowlensOnKubelet(t *testing.T) {
 	step("flows exact and named")
 	checkObserve(ctx, t, n, client1, server, datagrams)
 	step("flowlens observe, through its own port-forward, has the UDP flow exactly")
+	checkObserveForbidden(ctx, t, n, collector)
+	step("flowlens observe without flowlens-flows-reader: forbidden, naming the permission")
 
 	// 4. The agent's probes passed (it is Ready); its metrics; a restart
 	// leaves nothing of the old instance and counts exactly again.

@@ -33,6 +33,13 @@ import (
 // as README says). The collector authorizes readers by bearer token: the
 // admin kubeconfig's client certificate is no identity it can check.
 func readerKubeconfig(ctx context.Context, t *testing.T, n *node) string {
+	return observerKubeconfig(ctx, t, n, "flows-reader", true)
+}
+
+// observerKubeconfig writes the kubeconfig of ServiceAccount default/name
+// with the Role readerKubeconfig describes, bound to flowlens-flows-reader
+// only if reader.
+func observerKubeconfig(ctx context.Context, t *testing.T, n *node, name string, reader bool) string {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", n.kubeconfig)
 	if err != nil {
@@ -42,7 +49,7 @@ func readerKubeconfig(ctx context.Context, t *testing.T, n *node) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const name, ns = "flows-reader", "default"
+	const ns = "default"
 	must(t, ignoreExists(cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})))
 	must(t, ignoreExists(cs.RbacV1().Roles(agentNamespace).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}},
@@ -52,8 +59,10 @@ func readerKubeconfig(ctx context.Context, t *testing.T, n *node) string {
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}}
 	must(t, ignoreExists(cs.RbacV1().RoleBindings(agentNamespace).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
 		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}, Subjects: subject}, metav1.CreateOptions{})))
-	must(t, ignoreExists(cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: render.ReaderRoleName}, Subjects: subject}, metav1.CreateOptions{})))
+	if reader {
+		must(t, ignoreExists(cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: render.ReaderRoleName}, Subjects: subject}, metav1.CreateOptions{})))
+	}
 	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +75,7 @@ func readerKubeconfig(ctx context.Context, t *testing.T, n *node) string {
 		ai.ClientCertificate, ai.ClientKey, ai.ClientCertificateData, ai.ClientKeyData = "", "", nil, nil
 		ai.Token = tr.Status.Token
 	}
-	path := filepath.Join(n.dir, "reader.kubeconfig")
+	path := filepath.Join(n.dir, name+".kubeconfig")
 	if err := clientcmd.WriteToFile(*kc, path); err != nil {
 		t.Fatal(err)
 	}
@@ -91,21 +100,7 @@ func ignoreExists[T any](_ T, err error) error {
 // and its pods' names, and nothing outside the filters.
 func checkObserve(ctx context.Context, t *testing.T, n *node, client, server *corev1.Pod, want int) {
 	t.Helper()
-	root, err := testkit.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	goCmd := os.Getenv("GO")
-	if goCmd == "" {
-		goCmd = "go"
-	}
-	bin := filepath.Join(n.dir, "flowlens")
-	build := exec.CommandContext(ctx, goCmd, "build", "-o", bin, "./cmd/flowlens")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building flowlens: %v\n%s", err, out)
-	}
+	bin := flowlensBin(ctx, t, n)
 	cmd := exec.CommandContext(ctx, bin, "observe", "--kubeconfig", readerKubeconfig(ctx, t, n),
 		"--namespace", client.Namespace, "--protocol", "udp", "--to-port", strconv.Itoa(udpPort),
 		"--last", "1000", "-o", "json")
@@ -139,4 +134,57 @@ func checkObserve(ctx context.Context, t *testing.T, n *node, client, server *co
 			want, want*datagramL2, strings.TrimSpace(string(out)))
 	}
 	checkNames(t, recs, client, server, nil)
+}
+
+// flowlensBin builds cmd/flowlens into the node's directory, once.
+func flowlensBin(ctx context.Context, t *testing.T, n *node) string {
+	t.Helper()
+	bin := filepath.Join(n.dir, "flowlens")
+	if _, err := os.Stat(bin); err == nil {
+		return bin
+	}
+	root, err := testkit.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	goCmd := os.Getenv("GO")
+	if goCmd == "" {
+		goCmd = "go"
+	}
+	build := exec.CommandContext(ctx, goCmd, "build", "-o", bin, "./cmd/flowlens")
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building flowlens: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// checkObserveForbidden runs `flowlens observe` as a second user,
+// ServiceAccount default/flows-nobody: the reader's Role (it finds the
+// collector, port-forwards to it, reads its CA) but not
+// flowlens-flows-reader. The collector's SubjectAccessReview says no:
+// observe exits 1 without a flow, and says "forbidden", who, and the
+// permission and the ClusterRole to bind, as README tells administrators.
+func checkObserveForbidden(ctx context.Context, t *testing.T, n *node, collector *corev1.Pod) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, flowlensBin(ctx, t, n), "observe", "--kubeconfig", observerKubeconfig(ctx, t, n, "flows-nobody", false),
+		"--last", "10", "-o", "json")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	want := `flowlens observe: pod ` + agentNamespace + `/` + collector.Name + `: forbidden: User "system:serviceaccount:default:flows-nobody" ` +
+		`cannot get flowcollectors/flows in API group flowlens.io (resourceName "cluster"); an administrator can bind the ClusterRole flowlens-flows-reader to it`
+	if code != 1 || len(out) != 0 || lines[len(lines)-1] != want {
+		t.Fatalf("flowlens observe without flowlens-flows-reader: exit %d, stdout %q, stderr:\n%s\nwant exit 1, no flow, and last line\n%s",
+			code, out, stderr.String(), want)
+	}
+	t.Logf("without flowlens-flows-reader: %s", lines[len(lines)-1])
 }

@@ -7,6 +7,7 @@
 //	podtool server UDPPORT TCPPORT
 //	podtool client HOST UDPPORT TCPPORT DATAGRAMS SIZE TCPBYTES
 //	podtool netexec --http-port=PORT
+//	podtool grpcprobe ADDR [TOKENFILE...]
 //
 // The server prints "listening" once both sockets are bound, then counts
 // what it receives and prints one line per datagram and TCP connection.
@@ -15,7 +16,8 @@
 // test's go-ahead, once it has read the pods' interface counters), opens
 // one TCP connection, prints "tcp from ADDR:PORT" (its local end), sends
 // TCPBYTES bytes, closes it and prints "tcp done". Then it waits like
-// pause, so its pod stays Running.
+// pause, so its pod stays Running. grpcprobe calls the collector at ADDR
+// as an intruder would (probe.go) and exits.
 package main
 
 import (
@@ -47,6 +49,11 @@ func main() {
 		check(http.ListenAndServe(":"+port, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			fmt.Fprintln(w, "ok")
 		})))
+	case "grpcprobe":
+		if len(args) < 1 {
+			fail("usage: podtool grpcprobe ADDR [TOKENFILE...]")
+		}
+		probe(args[0], args[1:])
 	case "server":
 		if len(args) != 2 {
 			fail("usage: podtool server UDPPORT TCPPORT")
