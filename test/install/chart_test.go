@@ -10,6 +10,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/flowlens/flowlens/internal/operator/render"
 )
 
 const (
@@ -106,7 +108,8 @@ func TestChartMatchesManifests(t *testing.T) {
 // manifests/flowlens-servicemonitors.yaml and manifests/flowlens-alerts.yaml;
 // without the collector, neither its objects nor its ServiceMonitor, but
 // still the Kafka collectors' (the operator runs those, not the chart), and
-// still the agents' namespace with the operator's Role there.
+// still the agents' namespace with the operator's Role there, and the Role
+// flowlens-observe, as manifests/flowlens-operator.yaml has them.
 func TestChartMonitoring(t *testing.T) {
 	var got []*unstructured.Unstructured
 	for _, u := range helmTemplate(t, "serviceMonitors.enabled=true", "prometheusRule.enabled=true") {
@@ -119,6 +122,7 @@ func TestChartMonitoring(t *testing.T) {
 	kafka := false
 	for _, u := range helmTemplate(t, "serviceMonitors.enabled=true", "collector.enabled=false") {
 		operators := u.GetName() == "flowlens-operator" && (u.GetKind() == "Role" || u.GetKind() == "RoleBinding") ||
+			u.GetName() == render.ObserveRoleName && u.GetKind() == "Role" ||
 			u.GetKind() == "Namespace" && u.GetName() == "flowlens"
 		if !operators && (u.GetNamespace() == "flowlens" || u.GetName() == "flowlens-collector" || u.GetKind() == "Namespace") {
 			t.Errorf("collector.enabled=false renders %s", key(u))

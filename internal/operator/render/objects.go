@@ -48,7 +48,11 @@ const (
 	// (config/rbac/flows_reader_role.yaml, the chart) for admins to bind to
 	// the people who may read the flows.
 	ReaderRoleName = "flowlens-flows-reader"
-	FlowsResource  = "flowcollectors/flows"
+	// ObserveRoleName is the Role of the agent namespace shipped unbound
+	// (config/agent-namespace/observe_role.yaml, the chart) with the rest
+	// `flowlens observe` needs: find the collector, port-forward, read its CA.
+	ObserveRoleName = "flowlens-observe"
+	FlowsResource   = "flowcollectors/flows"
 )
 
 // FlowsRule allows verb on the flows of the FlowCollector cluster.

@@ -28,17 +28,19 @@ import (
 
 // readerKubeconfig writes a kubeconfig for a ServiceAccount that may do
 // what `flowlens observe` needs and nothing more: find the collector pods
-// and port-forward to one, read the CA bundle (a Role in the agent
-// namespace), and read flows (the ClusterRole flowlens-flows-reader, bound
-// as README says). The collector authorizes readers by bearer token: the
-// admin kubeconfig's client certificate is no identity it can check.
+// and port-forward to one, read the CA bundle (the shipped Role
+// flowlens-observe of the agent namespace), and read flows (the ClusterRole
+// flowlens-flows-reader), both bound as docs/security.md says. The
+// collector authorizes readers by bearer token: the admin kubeconfig's
+// client certificate is no identity it can check.
 func readerKubeconfig(ctx context.Context, t *testing.T, n *node) string {
 	return observerKubeconfig(ctx, t, n, "flows-reader", true)
 }
 
-// observerKubeconfig writes the kubeconfig of ServiceAccount default/name
-// with the Role readerKubeconfig describes, bound to flowlens-flows-reader
-// only if reader.
+// observerKubeconfig writes the kubeconfig of ServiceAccount default/name,
+// bound to the Role flowlens-observe of manifests/flowlens-operator.yaml
+// (not one of its own: that Role must be enough), and to
+// flowlens-flows-reader only if reader.
 func observerKubeconfig(ctx context.Context, t *testing.T, n *node, name string, reader bool) string {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", n.kubeconfig)
@@ -51,14 +53,9 @@ func observerKubeconfig(ctx context.Context, t *testing.T, n *node, name string,
 	}
 	const ns = "default"
 	must(t, ignoreExists(cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})))
-	must(t, ignoreExists(cs.RbacV1().Roles(agentNamespace).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}},
-		{APIGroups: []string{""}, Resources: []string{"pods/portforward"}, Verbs: []string{"get", "create"}},
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"flowlens-ca"}, Verbs: []string{"get"}},
-	}}, metav1.CreateOptions{})))
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}}
 	must(t, ignoreExists(cs.RbacV1().RoleBindings(agentNamespace).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}, Subjects: subject}, metav1.CreateOptions{})))
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: render.ObserveRoleName}, Subjects: subject}, metav1.CreateOptions{})))
 	if reader {
 		must(t, ignoreExists(cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: render.ReaderRoleName}, Subjects: subject}, metav1.CreateOptions{})))
@@ -161,8 +158,8 @@ func flowlensBin(ctx context.Context, t *testing.T, n *node) string {
 }
 
 // checkObserveForbidden runs `flowlens observe` as a second user,
-// ServiceAccount default/flows-nobody: the reader's Role (it finds the
-// collector, port-forwards to it, reads its CA) but not
+// ServiceAccount default/flows-nobody: bound to flowlens-observe (it finds
+// the collector, port-forwards to it, reads its CA) but not
 // flowlens-flows-reader. The collector's SubjectAccessReview says no:
 // observe exits 1 without a flow, and says "forbidden", who, and the
 // permission and the ClusterRole to bind, as README tells administrators.
