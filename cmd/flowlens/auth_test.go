@@ -181,4 +181,15 @@ func TestObserveAuthorization(t *testing.T) {
 	if got := strings.Join(jsonNames(t, out.String()), " "); got != "f1 f2 f5" {
 		t.Errorf("through the kubeconfig: %q", got)
 	}
+
+	// Without the Role flowlens-observe, listing the collector pods is
+	// refused, and the message names the Role to bind.
+	nobody := rest.AnonymousClientConfig(cfg)
+	nobody.BearerToken = token["nobody"]
+	_, err = collectorPods(ctx, nobody, "flowlens")
+	if want := "; an administrator can bind the Role flowlens-observe of that namespace to you"; err == nil ||
+		!strings.HasPrefix(err.Error(), "listing the collector pods in namespace flowlens: ") ||
+		!strings.Contains(err.Error(), "forbidden") || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("listing the pods as nobody: %v, want forbidden ending %q", err, want)
+	}
 }

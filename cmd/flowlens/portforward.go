@@ -9,9 +9,12 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/flowlens/flowlens/internal/shared/kubeauth"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
@@ -70,6 +73,10 @@ func collectorPods(ctx context.Context, cfg *rest.Config, namespace string) ([]c
 	}
 	list, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: collectorSelector})
 	if err != nil {
+		if apierrors.IsForbidden(err) {
+			// Name the shipped Role, as the collector names the ClusterRole.
+			return nil, fmt.Errorf("listing the collector pods in namespace %s: %w; an administrator can bind the Role %s of that namespace to you", namespace, err, kubeauth.ObserveRole)
+		}
 		return nil, fmt.Errorf("listing the collector pods in namespace %s: %w", namespace, err)
 	}
 	var out []corev1.Pod

@@ -18,6 +18,7 @@ import (
 	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/operator/certs"
 	"github.com/flowlens/flowlens/internal/operator/dashboards"
+	"github.com/flowlens/flowlens/internal/shared/kubeauth"
 )
 
 // Capabilities the unprivileged agent gets, and why:
@@ -43,15 +44,15 @@ var (
 const (
 	// ExportRoleName is the ClusterRole the operator binds to the agents'
 	// ServiceAccount.
-	ExportRoleName = "flowlens-agent-export"
+	ExportRoleName = kubeauth.AgentClusterRole
 	// ReaderRoleName is the ClusterRole shipped unbound
 	// (config/rbac/flows_reader_role.yaml, the chart) for admins to bind to
 	// the people who may read the flows.
-	ReaderRoleName = "flowlens-flows-reader"
+	ReaderRoleName = kubeauth.ReaderClusterRole
 	// ObserveRoleName is the Role of the agent namespace shipped unbound
 	// (config/agent-namespace/observe_role.yaml, the chart) with the rest
 	// `flowlens observe` needs: find the collector, port-forward, read its CA.
-	ObserveRoleName = "flowlens-observe"
+	ObserveRoleName = kubeauth.ObserveRole
 	FlowsResource   = "flowcollectors/flows"
 )
 

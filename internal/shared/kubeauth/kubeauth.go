@@ -53,9 +53,12 @@ const (
 
 	// ReaderClusterRole may read flows (get flowcollectors/flows); shipped
 	// unbound. AgentClusterRole may export them, bound to the agents'
-	// ServiceAccount.
+	// ServiceAccount. ObserveRole, a Role of the collector's namespace
+	// shipped unbound, holds the rest `flowlens observe` needs: find the
+	// collector pods, port-forward to one, read the CA bundle.
 	ReaderClusterRole = "flowlens-flows-reader"
 	AgentClusterRole  = "flowlens-agent-export"
+	ObserveRole       = "flowlens-observe"
 )
 
 // Permission is how a refusal names what is missing, the way the API
