@@ -18,16 +18,14 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/encoding"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 
-	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
 	grpcexp "github.com/flowlens/flowlens/internal/agent/exporter/grpc"
 	"github.com/flowlens/flowlens/internal/testkit"
 	"github.com/flowlens/flowlens/pkg/flow"
 	"github.com/flowlens/flowlens/pkg/receiver"
+	"github.com/flowlens/flowlens/pkg/receiver/receivertest"
 )
 
 // procKB reads a "Vm...:  N kB" line of /proc/pid/status.
@@ -50,38 +48,12 @@ func procKB(t *testing.T, pid int, field string) int {
 	return 0
 }
 
-// rawBytes sends []byte as the message, so that the test can put any
-// bytes on the wire.
-type rawBytes struct{}
-
-func (rawBytes) Name() string { return "proto" }
-func (rawBytes) Marshal(v any) (mem.BufferSlice, error) {
-	if b, ok := v.(*[]byte); ok {
-		return mem.BufferSlice{mem.SliceBuffer(*b)}, nil
-	}
-	return encoding.GetCodecV2("proto").Marshal(v)
-}
-func (rawBytes) Unmarshal(data mem.BufferSlice, v any) error {
-	return encoding.GetCodecV2("proto").Unmarshal(data, v)
-}
-
-// exportRaw opens an Export stream, sends payload as one message and
-// returns the stream's status.
+// exportRaw sends payload as one Export message and returns the stream's
+// status.
 func exportRaw(conn *grpc.ClientConn, payload []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := conn.NewStream(ctx, &grpc.StreamDesc{StreamName: "Export", ClientStreams: true},
-		flowv1.FlowCollector_Export_FullMethodName, grpc.ForceCodecV2(rawBytes{}))
-	if err != nil {
-		return err
-	}
-	if err := st.SendMsg(&payload); err != nil && err != io.EOF {
-		return err
-	}
-	if err := st.CloseSend(); err != nil {
-		return err
-	}
-	return st.RecvMsg(&flowv1.ExportSummary{})
+	return receivertest.ExportRaw(ctx, conn, payload)
 }
 
 // metric reads one unlabelled series (or one with the given labels, as

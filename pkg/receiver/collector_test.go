@@ -10,8 +10,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/encoding"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -100,38 +98,11 @@ func TestOversizedMessageRejectedServerKeepsServing(t *testing.T) {
 	}
 }
 
-// rawCodec sends []byte as is, to put bytes on the wire that are not a
-// valid FlowBatch.
-type rawCodec struct{}
-
-func (rawCodec) Name() string { return "proto" }
-func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if b, ok := v.(*[]byte); ok {
-		return mem.BufferSlice{mem.SliceBuffer(*b)}, nil
-	}
-	return encoding.GetCodecV2("proto").Marshal(v)
-}
-func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	return encoding.GetCodecV2("proto").Unmarshal(data, v)
-}
-
 func sendRaw(t *testing.T, conn *grpc.ClientConn, payload []byte) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := conn.NewStream(ctx, &grpc.StreamDesc{StreamName: "Export", ClientStreams: true},
-		flowv1.FlowCollector_Export_FullMethodName, grpc.ForceCodecV2(rawCodec{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.SendMsg(&payload); err != nil && err != io.EOF {
-		return err
-	}
-	if err := st.CloseSend(); err != nil {
-		return err
-	}
-	var sum flowv1.ExportSummary
-	return st.RecvMsg(&sum)
+	return receivertest.ExportRaw(ctx, conn, payload)
 }
 
 func TestMalformedAndInvalidMessagesRejected(t *testing.T) {
