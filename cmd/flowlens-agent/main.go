@@ -17,6 +17,7 @@ import (
 
 	"github.com/flowlens/flowlens/internal/agent"
 	"github.com/flowlens/flowlens/internal/agent/config"
+	"github.com/flowlens/flowlens/internal/agent/memlimit"
 	"github.com/flowlens/flowlens/internal/shared/version"
 )
 
@@ -47,6 +48,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		log.Error("cannot start", "error", err)
 		return 1
+	}
+	if memlimit.SetGoLimit(a.Memory, os.Getenv) {
+		log.Info("Go memory limit set from the cgroup's", "gomemlimit", a.Memory.GoLimit)
 	}
 	log.Info("flowlens-agent started", "netns", cfg.Netns, "export", cfg.Export,
 		"cache_active_timeout", cfg.CacheActiveTimeout, "cache_max_flows", cfg.CacheMaxFlows, "sampling", cfg.Sampling)

@@ -1,0 +1,168 @@
+// Package memlimit is the agent's memory budget: its memory limit, read
+// from its cgroup (v2 memory.max: the lowest of its own cgroup's and its
+// ancestors'), the Go runtime's soft limit set from it (unless GOMEMLIMIT
+// is set), and the bounds of the agent's structures that grow with
+// traffic or with a stuck exporter, derived from it. docs/design/faults.md
+// ("Memory under any traffic") states each bound and what happens at it.
+package memlimit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"github.com/flowlens/flowlens/internal/agent/evictor"
+	"github.com/flowlens/flowlens/pkg/flow"
+)
+
+// DefaultLimit is the memory limit the agent assumes when its cgroup sets
+// none (memory.max "max", cgroup v1, no cgroup file system): the
+// operator's default limit for the agent's container, so that an agent
+// run by hand behaves as it would in its DaemonSet.
+const DefaultLimit = 512 << 20
+
+// The budget's shares, in the order they are taken:
+//   - the BPF maps are charged to the agent's cgroup (they follow
+//     --cache-max-flows), and come off the limit first;
+//   - the Go runtime's soft limit is goShare of the rest (the remainder is
+//     what the runtime does not count: the binary's text, thread stacks,
+//     kernel buffers of its sockets and pipes);
+//   - the overflow aggregation may use overflowShare of the Go limit, and
+//     the export queues' batches exportShare, and what an exporter's
+//     library buffers on its own (Kafka's produce buffer) libraryShare.
+const (
+	goShare       = 0.75
+	overflowShare = 0.25
+	exportShare   = 0.25
+	libraryShare  = 0.125
+	// minOverflowFlows is the overflow aggregation's bound however small
+	// the budget: below it, the limit is too small for the flow maps anyway
+	// (logged at start).
+	minOverflowFlows = 1024
+)
+
+// RecordBytes is what one flow record costs in an export batch: the record
+// and its two interfaces on average (flow.Pool).
+const RecordBytes = int64(unsafe.Sizeof(flow.Record{}) + 2*unsafe.Sizeof(flow.Interface{}))
+
+// Budget is the agent's memory budget and the bounds derived from it.
+type Budget struct {
+	Limit  int64  // bytes: the cgroup's memory.max, or DefaultLimit
+	Source string // the memory.max file read, or "default"
+	Kernel int64  // bytes of the agent's BPF maps (charged to its cgroup)
+	// GoLimit is the Go runtime's soft memory limit the agent sets when
+	// GOMEMLIMIT is not set.
+	GoLimit int64
+	// OverflowMaxFlows bounds the flows the evictor aggregates from the
+	// overflow ring buffer in one period (evictor.Config.OverflowMaxFlows).
+	OverflowMaxFlows int
+	// ExportBatches bounds the batches queued in all the export queues
+	// together (exporter.NewQueue's capacity times the exporters).
+	ExportBatches int
+	// ExporterBytes bounds what an exporter's client library buffers
+	// beyond the queue's batch, in bytes (kafka.Config.MaxBufferedBytes).
+	ExporterBytes int64
+}
+
+// New derives the bounds from a memory limit and the BPF maps' size, for
+// export batches of batchSize records.
+func New(limit int64, source string, kernel int64, batchSize int) Budget {
+	b := Budget{Limit: limit, Source: source, Kernel: kernel}
+	b.GoLimit = int64(goShare * float64(max(limit-kernel, 0)))
+	b.OverflowMaxFlows = max(int(overflowShare*float64(b.GoLimit))/evictor.OverflowEntryBytes, minOverflowFlows)
+	b.ExportBatches = max(int(exportShare*float64(b.GoLimit)/float64(RecordBytes*int64(max(batchSize, 1)))), 1)
+	b.ExporterBytes = int64(libraryShare * float64(b.GoLimit))
+	return b
+}
+
+// QueueBatches is each of n export queues' capacity: want (--export-buffer),
+// lowered so that the n queues hold at most ExportBatches batches in all
+// (at least 1 each).
+func (b Budget) QueueBatches(want, n int) int {
+	if n <= 0 {
+		return want
+	}
+	return max(min(want, b.ExportBatches/n), 1)
+}
+
+// String is the budget for the agent's start-up log line.
+func (b Budget) String() string {
+	return fmt.Sprintf("limit=%dMiB (%s) bpf_maps=%dMiB go_limit=%dMiB overflow_max_flows=%d export_batches=%d exporter_buffer=%dMiB",
+		b.Limit>>20, b.Source, b.Kernel>>20, b.GoLimit>>20, b.OverflowMaxFlows, b.ExportBatches, b.ExporterBytes>>20)
+}
+
+// SetGoLimit sets the Go runtime's soft memory limit to b.GoLimit unless
+// the GOMEMLIMIT environment variable is set (getenv), which wins. It
+// reports whether it set it.
+func SetGoLimit(b Budget, getenv func(string) string) bool {
+	if getenv("GOMEMLIMIT") != "" || b.GoLimit <= 0 {
+		return false
+	}
+	debug.SetMemoryLimit(b.GoLimit)
+	return true
+}
+
+// Read returns the memory limit of the calling process's cgroup: the lowest
+// memory.max of its cgroup v2 and its ancestors under root (normally
+// /sys/fs/cgroup), with the file it came from; DefaultLimit and "default"
+// when none sets one. procCgroup is /proc/self/cgroup's content.
+func Read(root, procCgroup string) (int64, string) {
+	path, ok := v2Path(procCgroup)
+	if !ok {
+		return DefaultLimit, "default"
+	}
+	limit, source := int64(-1), ""
+	for dir := filepath.Join(root, path); ; dir = filepath.Dir(dir) {
+		if n, err := readMax(filepath.Join(dir, "memory.max")); err == nil && n >= 0 && (limit < 0 || n < limit) {
+			limit, source = n, filepath.Join(dir, "memory.max")
+		}
+		if dir == root || !strings.HasPrefix(dir, root) {
+			break
+		}
+	}
+	if limit < 0 {
+		return DefaultLimit, "default"
+	}
+	return limit, source
+}
+
+// ReadSelf is Read for this process, on /sys/fs/cgroup.
+func ReadSelf() (int64, string) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return DefaultLimit, "default"
+	}
+	return Read("/sys/fs/cgroup", string(b))
+}
+
+// v2Path is the cgroup v2 path in /proc/self/cgroup ("0::/path").
+func v2Path(procCgroup string) (string, bool) {
+	for line := range strings.Lines(procCgroup) {
+		if p, ok := strings.CutPrefix(strings.TrimSpace(line), "0::"); ok {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// readMax reads a memory.max file: bytes, or -1 for "max".
+func readMax(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "max" {
+		return -1, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, errors.New(path + ": " + err.Error())
+	}
+	return n, nil
+}
