@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -107,28 +108,24 @@ func SetGoLimit(b Budget, getenv func(string) string) bool {
 	return true
 }
 
-// Read returns the memory limit of the calling process's cgroup: the lowest
-// memory.max of its cgroup v2 and its ancestors under root (normally
-// /sys/fs/cgroup), with the file it came from; DefaultLimit and "default"
-// when none sets one. procCgroup is /proc/self/cgroup's content.
+// Read returns the memory limit of the calling process's cgroup, with the
+// file it came from: the lowest memory.max of its cgroup v2 and its
+// ancestors under root (normally /sys/fs/cgroup); on a host whose memory
+// controller is on cgroup v1, the lowest memory.limit_in_bytes under
+// root/memory. DefaultLimit and "default" when none sets one. procCgroup
+// is /proc/self/cgroup's content.
 func Read(root, procCgroup string) (int64, string) {
-	path, ok := v2Path(procCgroup)
-	if !ok {
-		return DefaultLimit, "default"
-	}
-	limit, source := int64(-1), ""
-	for dir := filepath.Join(root, path); ; dir = filepath.Dir(dir) {
-		if n, err := readMax(filepath.Join(dir, "memory.max")); err == nil && n >= 0 && (limit < 0 || n < limit) {
-			limit, source = n, filepath.Join(dir, "memory.max")
-		}
-		if dir == root || !strings.HasPrefix(dir, root) {
-			break
+	if p, ok := cgroupPath(procCgroup, ""); ok {
+		if n, src, ok := lowest(root, p, "memory.max"); ok {
+			return n, src
 		}
 	}
-	if limit < 0 {
-		return DefaultLimit, "default"
+	if p, ok := cgroupPath(procCgroup, "memory"); ok {
+		if n, src, ok := lowest(filepath.Join(root, "memory"), p, "memory.limit_in_bytes"); ok {
+			return n, src
+		}
 	}
-	return limit, source
+	return DefaultLimit, "default"
 }
 
 // ReadSelf is Read for this process, on /sys/fs/cgroup.
@@ -140,17 +137,40 @@ func ReadSelf() (int64, string) {
 	return Read("/sys/fs/cgroup", string(b))
 }
 
-// v2Path is the cgroup v2 path in /proc/self/cgroup ("0::/path").
-func v2Path(procCgroup string) (string, bool) {
+// cgroupPath is the path in /proc/self/cgroup of the hierarchy with
+// controller ("": cgroup v2's "0::/path").
+func cgroupPath(procCgroup, controller string) (string, bool) {
 	for line := range strings.Lines(procCgroup) {
-		if p, ok := strings.CutPrefix(strings.TrimSpace(line), "0::"); ok {
-			return p, true
+		f := strings.SplitN(strings.TrimSpace(line), ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		if controller == "" && f[0] == "0" && f[1] == "" {
+			return f[2], true
+		}
+		if controller != "" && slices.Contains(strings.Split(f[1], ","), controller) {
+			return f[2], true
 		}
 	}
 	return "", false
 }
 
-// readMax reads a memory.max file: bytes, or -1 for "max".
+// lowest is the lowest limit in file from root/path up to root.
+func lowest(root, path, file string) (int64, string, bool) {
+	limit, source := int64(-1), ""
+	for dir := filepath.Join(root, path); strings.HasPrefix(dir, root); dir = filepath.Dir(dir) {
+		if n, err := readMax(filepath.Join(dir, file)); err == nil && n >= 0 && (limit < 0 || n < limit) {
+			limit, source = n, filepath.Join(dir, file)
+		}
+		if dir == root {
+			break
+		}
+	}
+	return limit, source, limit >= 0
+}
+
+// readMax reads a memory.max or memory.limit_in_bytes file: bytes, or -1
+// for no limit ("max"; cgroup v1's near-2^63 page-rounded maximum).
 func readMax(path string) (int64, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -163,6 +183,9 @@ func readMax(path string) (int64, error) {
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
 		return 0, errors.New(path + ": " + err.Error())
+	}
+	if n >= 1<<62 {
+		return -1, nil
 	}
 	return n, nil
 }

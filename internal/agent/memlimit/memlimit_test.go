@@ -14,12 +14,14 @@ import (
 // default.
 func TestRead(t *testing.T) {
 	root := t.TempDir()
-	write := func(rel, content string) {
+	var writeFile func(rel, file, content string)
+	write := func(rel, content string) { writeFile(rel, "memory.max", content) }
+	writeFile = func(rel, file, content string) {
 		dir := filepath.Join(root, rel)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, "memory.max"), []byte(content), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -29,6 +31,8 @@ func TestRead(t *testing.T) {
 	write("kubepods/pod2", "268435456\n")
 	write("kubepods/pod2/agent", "max\n")
 	write("free", "max\n")
+	writeFile("memory/process_api/x", "memory.limit_in_bytes", "9223372036854771712\n") // cgroup v1: no limit
+	writeFile("memory/process_api", "memory.limit_in_bytes", "536870912\n")
 	for _, c := range []struct {
 		proc   string
 		limit  int64
@@ -40,7 +44,9 @@ func TestRead(t *testing.T) {
 		{"0::/free\n", DefaultLimit, "default"},
 		{"0::/gone\n", DefaultLimit, "default"},
 		{"0::/\n", DefaultLimit, "default"},
-		{"4:memory:/kubepods\n", DefaultLimit, "default"}, // cgroup v1 only
+		{"4:memory:/kubepods\n", DefaultLimit, "default"}, // cgroup v1, no file
+		{"4:cpu,memory:/process_api/x\n0::/\n", 536870912, "memory/process_api/memory.limit_in_bytes"},
+		{"4:memory:/process_api\n", 536870912, "memory/process_api/memory.limit_in_bytes"},
 	} {
 		limit, source := Read(root, c.proc)
 		want := c.source
