@@ -56,6 +56,9 @@ type Options struct {
 	SkipHookPrograms []string
 	// ExtraExporters are added to the configured ones (tests, embedders).
 	ExtraExporters []exporter.Exporter
+	// MemoryLimit, when > 0, is the memory limit in bytes the bounds are
+	// derived from, instead of the cgroup's (tests, embedders).
+	MemoryLimit int64
 }
 
 // Agent is one node agent.
@@ -155,6 +158,9 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 	// The memory budget: the cgroup's limit less the BPF maps just loaded
 	// (charged to the cgroup), and the bounds of what grows with traffic.
 	limit, source := memlimit.ReadSelf()
+	if opts.MemoryLimit > 0 {
+		limit, source = opts.MemoryLimit, "Options.MemoryLimit"
+	}
 	a.Memory = memlimit.New(limit, source, a.mapsMemory(), cfg.GRPCBatchSize)
 	a.log.Info("memory budget", "budget", a.Memory.String())
 	if a.Memory.GoLimit == 0 {
