@@ -199,15 +199,15 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 		Period:      cfg.CacheActiveTimeout,
 		Sampling:    cfg.Sampling,
 		Rates:       datapath.FlowRuleRates(filterTable, cfg.Sampling),
+		BatchSize:   cfg.GRPCBatchSize,
+		Resolver:    a.resolver,
+		Sink:        a.Queues,
+		Observer:    a.evictorMetrics,
+		Stats:       stats,
+		Features:    running,
+		Logger:      a.log,
 
 		OverflowMaxFlows: a.Memory.OverflowMaxFlows,
-		BatchSize:        cfg.GRPCBatchSize,
-		Resolver:         a.resolver,
-		Sink:             a.Queues,
-		Observer:         a.evictorMetrics,
-		Stats:            stats,
-		Features:         running,
-		Logger:           a.log,
 	})
 	if err != nil {
 		return nil, err
@@ -346,8 +346,8 @@ func (a *Agent) exporters() ([]exporter.Exporter, error) {
 				Conn: flowkafka.Conn{Brokers: k.Brokers, TLS: k.TLS, TLSCA: k.TLSCA, TLSCert: k.TLSCert, TLSKey: k.TLSKey,
 					SASL: k.SASLMechanism, SASLUser: k.SASLUsername, SASLPasswordFile: k.SASLPasswordFile},
 				Topic: k.Topic, Compression: k.Compression, Linger: k.Linger, MaxBatchBytes: k.MaxBatchBytes,
-				MaxBufferedBytes: int(a.Memory.ExporterBytes),
-				Acks:             k.Acks, Message: k.Message, BatchFlows: k.BatchFlows, NodeName: a.cfg.NodeName, Logger: a.log})
+				Acks: k.Acks, Message: k.Message, BatchFlows: k.BatchFlows, NodeName: a.cfg.NodeName, Logger: a.log,
+				MaxBufferedBytes: int(a.Memory.ExporterBytes)})
 			if err != nil {
 				return out, err
 			}
