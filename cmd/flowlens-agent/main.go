@@ -17,7 +17,6 @@ import (
 
 	"github.com/flowlens/flowlens/internal/agent"
 	"github.com/flowlens/flowlens/internal/agent/config"
-	"github.com/flowlens/flowlens/internal/agent/memlimit"
 	"github.com/flowlens/flowlens/internal/shared/version"
 )
 
@@ -49,7 +48,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		log.Error("cannot start", "error", err)
 		return 1
 	}
-	if memlimit.SetGoLimit(a.Memory, os.Getenv) {
+	if agent.SetGoMemoryLimit(a.Memory, os.Getenv) {
 		log.Info("Go memory limit set from the cgroup's", "gomemlimit", a.Memory.GoLimit)
 	}
 	log.Info("flowlens-agent started", "netns", cfg.Netns, "export", cfg.Export,

@@ -34,7 +34,6 @@ import (
 	"github.com/flowlens/flowlens/internal/agent/feature"
 	"github.com/flowlens/flowlens/internal/agent/feature/registry"
 	"github.com/flowlens/flowlens/internal/agent/ifaces"
-	"github.com/flowlens/flowlens/internal/agent/memlimit"
 	"github.com/flowlens/flowlens/internal/agent/metrics"
 	"github.com/flowlens/flowlens/internal/shared/version"
 	"github.com/flowlens/flowlens/pkg/flow/flowkafka"
@@ -71,8 +70,8 @@ type Agent struct {
 	Evictor *evictor.Evictor
 	// Memory is the agent's memory budget (its cgroup's limit) and the
 	// bounds derived from it; the caller sets the Go runtime's limit from
-	// it (memlimit.SetGoLimit), a process-wide setting.
-	Memory  memlimit.Budget
+	// it (SetGoMemoryLimit), a process-wide setting.
+	Memory  MemoryBudget
 	Queues  exporter.Fanout
 	Metrics *metrics.Metrics
 	// evictorMetrics times the evictions (the evictor's Observer).
@@ -157,11 +156,11 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 
 	// The memory budget: the cgroup's limit less the BPF maps just loaded
 	// (charged to the cgroup), and the bounds of what grows with traffic.
-	limit, source := memlimit.ReadSelf()
+	limit, source := readOwnMemoryLimit()
 	if opts.MemoryLimit > 0 {
 		limit, source = opts.MemoryLimit, "Options.MemoryLimit"
 	}
-	a.Memory = memlimit.New(limit, source, a.mapsMemory(), cfg.GRPCBatchSize)
+	a.Memory = newMemoryBudget(limit, source, a.mapsMemory(), cfg.GRPCBatchSize)
 	a.log.Info("memory budget", "budget", a.Memory.String())
 	if a.Memory.GoLimit == 0 {
 		a.log.Warn("the BPF maps take the whole memory limit: lower --cache-max-flows or raise the limit", "budget", a.Memory.String())

@@ -134,7 +134,7 @@ var LostReasons = [...]string{LostOverflowAggregationFull: "overflow_aggregation
 
 // DefaultOverflowMaxFlows bounds the overflow aggregation when
 // Config.OverflowMaxFlows is unset (the agent derives it from its memory
-// limit: internal/agent/memlimit).
+// limit: internal/agent/memory.go).
 const DefaultOverflowMaxFlows = 100_000
 
 // OverflowEntryBytes bounds the heap one flow of the overflow aggregation

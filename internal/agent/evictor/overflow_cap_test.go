@@ -59,7 +59,7 @@ func TestOverflowAggCap(t *testing.T) {
 // OverflowEntryBytes is what one flow of the overflow aggregation costs
 // at most in the heap, over its three maps (the period's, the previous
 // one's, the spare) and two periods' values: the agent's memory budget
-// divides by it (memlimit). Measured here, so that the bound follows the
+// divides by it (internal/agent/memory.go). Measured here, so that the bound follows the
 // Go runtime's map layout.
 func TestOverflowEntryBytes(t *testing.T) {
 	const n = 200_000

@@ -71,7 +71,7 @@ type Config struct {
 	MaxBatchBytes int
 	// MaxBufferedBytes bounds the bytes of records the client holds, sent
 	// or not, until the brokers acknowledge them (0: no bound; the agent
-	// derives it from its memory limit, internal/agent/memlimit): with the
+	// derives it from its memory limit, internal/agent/memory.go): with the
 	// brokers down, an Export that finds it full waits for room until its
 	// deadline, then its records fail, counted in FailedFlows. At least
 	// MaxBatchBytes.

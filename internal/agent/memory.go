@@ -1,10 +1,11 @@
-// Package memlimit is the agent's memory budget: its memory limit, read
-// from its cgroup (v2 memory.max: the lowest of its own cgroup's and its
-// ancestors'), the Go runtime's soft limit set from it (unless GOMEMLIMIT
-// is set), and the bounds of the agent's structures that grow with
-// traffic or with a stuck exporter, derived from it. docs/design/faults.md
-// ("Memory under any traffic") states each bound and what happens at it.
-package memlimit
+package agent
+
+// The agent's memory budget: its memory limit, read from its cgroup (v2
+// memory.max: the lowest of its own cgroup's and its ancestors'), the Go
+// runtime's soft limit set from it (unless GOMEMLIMIT is set), and the
+// bounds of the agent's structures that grow with traffic or with a stuck
+// exporter, derived from it. docs/design/faults.md ("Memory under any
+// traffic") states each bound and what happens at it.
 
 import (
 	"errors"
@@ -21,11 +22,11 @@ import (
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
-// DefaultLimit is the memory limit the agent assumes when its cgroup sets
+// DefaultMemoryLimit is the memory limit the agent assumes when its cgroup sets
 // none (memory.max "max", cgroup v1, no cgroup file system): the
 // operator's default limit for the agent's container, so that an agent
 // run by hand behaves as it would in its DaemonSet.
-const DefaultLimit = 512 << 20
+const DefaultMemoryLimit = 512 << 20
 
 // The budget's shares, in the order they are taken:
 //   - the BPF maps are charged to the agent's cgroup (they follow
@@ -47,13 +48,13 @@ const (
 	minOverflowFlows = 1024
 )
 
-// RecordBytes is what one flow record costs in an export batch: the record
+// recordBytes is what one flow record costs in an export batch: the record
 // and its two interfaces on average (flow.Pool).
-const RecordBytes = int64(unsafe.Sizeof(flow.Record{}) + 2*unsafe.Sizeof(flow.Interface{}))
+const recordBytes = int64(unsafe.Sizeof(flow.Record{}) + 2*unsafe.Sizeof(flow.Interface{}))
 
-// Budget is the agent's memory budget and the bounds derived from it.
-type Budget struct {
-	Limit  int64  // bytes: the cgroup's memory.max, or DefaultLimit
+// MemoryBudget is the agent's memory budget and the bounds derived from it.
+type MemoryBudget struct {
+	Limit  int64  // bytes: the cgroup's memory.max, or DefaultMemoryLimit
 	Source string // the memory.max file read, or "default"
 	Kernel int64  // bytes of the agent's BPF maps (charged to its cgroup)
 	// GoLimit is the Go runtime's soft memory limit the agent sets when
@@ -70,13 +71,13 @@ type Budget struct {
 	ExporterBytes int64
 }
 
-// New derives the bounds from a memory limit and the BPF maps' size, for
+// newMemoryBudget derives the bounds from a memory limit and the BPF maps' size, for
 // export batches of batchSize records.
-func New(limit int64, source string, kernel int64, batchSize int) Budget {
-	b := Budget{Limit: limit, Source: source, Kernel: kernel}
+func newMemoryBudget(limit int64, source string, kernel int64, batchSize int) MemoryBudget {
+	b := MemoryBudget{Limit: limit, Source: source, Kernel: kernel}
 	b.GoLimit = int64(goShare * float64(max(limit-kernel, 0)))
 	b.OverflowMaxFlows = max(int(overflowShare*float64(b.GoLimit))/evictor.OverflowEntryBytes, minOverflowFlows)
-	b.ExportBatches = max(int(exportShare*float64(b.GoLimit)/float64(RecordBytes*int64(max(batchSize, 1)))), 1)
+	b.ExportBatches = max(int(exportShare*float64(b.GoLimit)/float64(recordBytes*int64(max(batchSize, 1)))), 1)
 	b.ExporterBytes = int64(libraryShare * float64(b.GoLimit))
 	return b
 }
@@ -84,7 +85,7 @@ func New(limit int64, source string, kernel int64, batchSize int) Budget {
 // QueueBatches is each of n export queues' capacity: want (--export-buffer),
 // lowered so that the n queues hold at most ExportBatches batches in all
 // (at least 1 each).
-func (b Budget) QueueBatches(want, n int) int {
+func (b MemoryBudget) QueueBatches(want, n int) int {
 	if n <= 0 {
 		return want
 	}
@@ -92,15 +93,15 @@ func (b Budget) QueueBatches(want, n int) int {
 }
 
 // String is the budget for the agent's start-up log line.
-func (b Budget) String() string {
+func (b MemoryBudget) String() string {
 	return fmt.Sprintf("limit=%dMiB (%s) bpf_maps=%dMiB go_limit=%dMiB overflow_max_flows=%d export_batches=%d exporter_buffer=%dMiB",
 		b.Limit>>20, b.Source, b.Kernel>>20, b.GoLimit>>20, b.OverflowMaxFlows, b.ExportBatches, b.ExporterBytes>>20)
 }
 
-// SetGoLimit sets the Go runtime's soft memory limit to b.GoLimit unless
+// SetGoMemoryLimit sets the Go runtime's soft memory limit to b.GoLimit unless
 // the GOMEMLIMIT environment variable is set (getenv), which wins. It
 // reports whether it set it.
-func SetGoLimit(b Budget, getenv func(string) string) bool {
+func SetGoMemoryLimit(b MemoryBudget, getenv func(string) string) bool {
 	if getenv("GOMEMLIMIT") != "" || b.GoLimit <= 0 {
 		return false
 	}
@@ -108,33 +109,33 @@ func SetGoLimit(b Budget, getenv func(string) string) bool {
 	return true
 }
 
-// Read returns the memory limit of the calling process's cgroup, with the
+// readMemoryLimit returns the memory limit of the calling process's cgroup, with the
 // file it came from: the lowest memory.max of its cgroup v2 and its
 // ancestors under root (normally /sys/fs/cgroup); on a host whose memory
 // controller is on cgroup v1, the lowest memory.limit_in_bytes under
-// root/memory. DefaultLimit and "default" when none sets one. procCgroup
+// root/memory. DefaultMemoryLimit and "default" when none sets one. procCgroup
 // is /proc/self/cgroup's content.
-func Read(root, procCgroup string) (int64, string) {
+func readMemoryLimit(root, procCgroup string) (int64, string) {
 	if p, ok := cgroupPath(procCgroup, ""); ok {
-		if n, src, ok := lowest(root, p, "memory.max"); ok {
+		if n, src, ok := lowestLimit(root, p, "memory.max"); ok {
 			return n, src
 		}
 	}
 	if p, ok := cgroupPath(procCgroup, "memory"); ok {
-		if n, src, ok := lowest(filepath.Join(root, "memory"), p, "memory.limit_in_bytes"); ok {
+		if n, src, ok := lowestLimit(filepath.Join(root, "memory"), p, "memory.limit_in_bytes"); ok {
 			return n, src
 		}
 	}
-	return DefaultLimit, "default"
+	return DefaultMemoryLimit, "default"
 }
 
-// ReadSelf is Read for this process, on /sys/fs/cgroup.
-func ReadSelf() (int64, string) {
+// readOwnMemoryLimit is readMemoryLimit for this process, on /sys/fs/cgroup.
+func readOwnMemoryLimit() (int64, string) {
 	b, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
-		return DefaultLimit, "default"
+		return DefaultMemoryLimit, "default"
 	}
-	return Read("/sys/fs/cgroup", string(b))
+	return readMemoryLimit("/sys/fs/cgroup", string(b))
 }
 
 // cgroupPath is the path in /proc/self/cgroup of the hierarchy with
@@ -155,11 +156,11 @@ func cgroupPath(procCgroup, controller string) (string, bool) {
 	return "", false
 }
 
-// lowest is the lowest limit in file from root/path up to root.
-func lowest(root, path, file string) (int64, string, bool) {
+// lowestLimit is the lowest limit in file from root/path up to root.
+func lowestLimit(root, path, file string) (int64, string, bool) {
 	limit, source := int64(-1), ""
 	for dir := filepath.Join(root, path); strings.HasPrefix(dir, root); dir = filepath.Dir(dir) {
-		if n, err := readMax(filepath.Join(dir, file)); err == nil && n >= 0 && (limit < 0 || n < limit) {
+		if n, err := readMemoryMax(filepath.Join(dir, file)); err == nil && n >= 0 && (limit < 0 || n < limit) {
 			limit, source = n, filepath.Join(dir, file)
 		}
 		if dir == root {
@@ -169,9 +170,9 @@ func lowest(root, path, file string) (int64, string, bool) {
 	return limit, source, limit >= 0
 }
 
-// readMax reads a memory.max or memory.limit_in_bytes file: bytes, or -1
+// readMemoryMax reads a memory.max or memory.limit_in_bytes file: bytes, or -1
 // for no limit ("max"; cgroup v1's near-2^63 page-rounded maximum).
-func readMax(path string) (int64, error) {
+func readMemoryMax(path string) (int64, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, err

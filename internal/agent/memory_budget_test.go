@@ -1,4 +1,4 @@
-package memlimit
+package agent
 
 import (
 	"os"
@@ -12,7 +12,7 @@ import (
 // The limit is the lowest memory.max on the way from the process's cgroup
 // up to the root; "max" everywhere, no cgroup v2 line, or no file: the
 // default.
-func TestRead(t *testing.T) {
+func TestReadMemoryLimit(t *testing.T) {
 	root := t.TempDir()
 	var writeFile func(rel, file, content string)
 	write := func(rel, content string) { writeFile(rel, "memory.max", content) }
@@ -41,14 +41,14 @@ func TestRead(t *testing.T) {
 		{"0::/kubepods/pod1/agent\n", 536870912, "kubepods/pod1/agent/memory.max"},
 		{"0::/kubepods/pod2/agent\n", 268435456, "kubepods/pod2/memory.max"},
 		{"12:memory:/x\n0::/kubepods\n", 1073741824, "kubepods/memory.max"},
-		{"0::/free\n", DefaultLimit, "default"},
-		{"0::/gone\n", DefaultLimit, "default"},
-		{"0::/\n", DefaultLimit, "default"},
-		{"4:memory:/kubepods\n", DefaultLimit, "default"}, // cgroup v1, no file
+		{"0::/free\n", DefaultMemoryLimit, "default"},
+		{"0::/gone\n", DefaultMemoryLimit, "default"},
+		{"0::/\n", DefaultMemoryLimit, "default"},
+		{"4:memory:/kubepods\n", DefaultMemoryLimit, "default"}, // cgroup v1, no file
 		{"4:cpu,memory:/process_api/x\n0::/\n", 536870912, "memory/process_api/memory.limit_in_bytes"},
 		{"4:memory:/process_api\n", 536870912, "memory/process_api/memory.limit_in_bytes"},
 	} {
-		limit, source := Read(root, c.proc)
+		limit, source := readMemoryLimit(root, c.proc)
 		want := c.source
 		if want != "default" {
 			want = filepath.Join(root, want)
@@ -61,9 +61,9 @@ func TestRead(t *testing.T) {
 
 // The bounds follow the limit and the BPF maps (which follow
 // --cache-max-flows), exactly.
-func TestNew(t *testing.T) {
+func TestMemoryBudget(t *testing.T) {
 	const limit, kernel = 512 << 20, 32 << 20
-	b := New(limit, "default", kernel, 1000)
+	b := newMemoryBudget(limit, "default", kernel, 1000)
 	goLimit := int64(0.75 * float64(limit-kernel))
 	if b.GoLimit != goLimit {
 		t.Fatalf("GoLimit %d, want %d", b.GoLimit, goLimit)
@@ -71,18 +71,18 @@ func TestNew(t *testing.T) {
 	if want := int(0.25*float64(goLimit)) / evictor.OverflowEntryBytes; b.OverflowMaxFlows != want {
 		t.Fatalf("OverflowMaxFlows %d, want %d", b.OverflowMaxFlows, want)
 	}
-	if want := int(0.25 * float64(goLimit) / float64(RecordBytes*1000)); b.ExportBatches != want {
+	if want := int(0.25 * float64(goLimit) / float64(recordBytes*1000)); b.ExportBatches != want {
 		t.Fatalf("ExportBatches %d, want %d", b.ExportBatches, want)
 	}
 	if want := int64(0.125 * float64(goLimit)); b.ExporterBytes != want {
 		t.Fatalf("ExporterBytes %d, want %d", b.ExporterBytes, want)
 	}
 	// Bigger flow maps, smaller bounds.
-	if c := New(limit, "default", 4*kernel, 1000); c.OverflowMaxFlows >= b.OverflowMaxFlows || c.GoLimit >= b.GoLimit {
+	if c := newMemoryBudget(limit, "default", 4*kernel, 1000); c.OverflowMaxFlows >= b.OverflowMaxFlows || c.GoLimit >= b.GoLimit {
 		t.Fatalf("bigger maps did not lower the bounds: %v vs %v", c, b)
 	}
 	// Maps over the limit: the floors.
-	f := New(limit, "default", 2*limit, 1000)
+	f := newMemoryBudget(limit, "default", 2*limit, 1000)
 	if f.GoLimit != 0 || f.OverflowMaxFlows != minOverflowFlows || f.ExportBatches != 1 {
 		t.Fatalf("floors: %v", f)
 	}
@@ -96,17 +96,17 @@ func TestNew(t *testing.T) {
 }
 
 // GOMEMLIMIT, when set, wins; else the Go runtime's limit is the budget's.
-func TestSetGoLimit(t *testing.T) {
+func TestSetGoMemoryLimit(t *testing.T) {
 	old := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetMemoryLimit(old) })
-	b := New(512<<20, "default", 0, 1000)
-	if SetGoLimit(b, func(k string) string { return map[string]string{"GOMEMLIMIT": "100MiB"}[k] }) {
+	b := newMemoryBudget(512<<20, "default", 0, 1000)
+	if SetGoMemoryLimit(b, func(k string) string { return map[string]string{"GOMEMLIMIT": "100MiB"}[k] }) {
 		t.Fatal("set the limit although GOMEMLIMIT is set")
 	}
 	if got := debug.SetMemoryLimit(-1); got != old {
 		t.Fatalf("limit changed to %d", got)
 	}
-	if !SetGoLimit(b, func(string) string { return "" }) {
+	if !SetGoMemoryLimit(b, func(string) string { return "" }) {
 		t.Fatal("did not set the limit")
 	}
 	if got := debug.SetMemoryLimit(-1); got != b.GoLimit {
