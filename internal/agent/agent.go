@@ -55,6 +55,9 @@ type Options struct {
 	SkipHookPrograms []string
 	// ExtraExporters are added to the configured ones (tests, embedders).
 	ExtraExporters []exporter.Exporter
+	// MemoryLimit, when > 0, is the memory limit in bytes the bounds are
+	// derived from, instead of the cgroup's (tests, embedders).
+	MemoryLimit int64
 }
 
 // Agent is one node agent.
@@ -65,6 +68,10 @@ type Agent struct {
 
 	DP      *datapath.Datapath
 	Evictor *evictor.Evictor
+	// Memory is the agent's memory budget (its cgroup's limit) and the
+	// bounds derived from it; the caller sets the Go runtime's limit from
+	// it (SetGoMemoryLimit), a process-wide setting.
+	Memory  MemoryBudget
 	Queues  exporter.Fanout
 	Metrics *metrics.Metrics
 	// evictorMetrics times the evictions (the evictor's Observer).
@@ -147,12 +154,29 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 	// and the others run.
 	running := a.startFeatures(enabled, plans)
 
+	// The memory budget: the cgroup's limit less the BPF maps just loaded
+	// (charged to the cgroup), and the bounds of what grows with traffic.
+	limit, source := readOwnMemoryLimit()
+	if opts.MemoryLimit > 0 {
+		limit, source = opts.MemoryLimit, "Options.MemoryLimit"
+	}
+	a.Memory = newMemoryBudget(limit, source, a.mapsMemory(), cfg.GRPCBatchSize)
+	a.log.Info("memory budget", "budget", a.Memory.String())
+	if a.Memory.GoLimit == 0 {
+		a.log.Warn("the BPF maps take the whole memory limit: lower --cache-max-flows or raise the limit", "budget", a.Memory.String())
+	}
+
 	// 3. The exporters, each behind its bounded queue.
 	if exps, err = a.exporters(); err != nil {
 		return nil, err
 	}
+	qcap := a.Memory.QueueBatches(cfg.ExportQueueBatches(), len(exps))
+	if qcap < cfg.ExportQueueBatches() {
+		a.log.Warn("--export-buffer lowered to fit the memory limit", "export_buffer", cfg.ExportQueueBatches(),
+			"queue_batches", qcap, "exporters", len(exps), "budget", a.Memory.String())
+	}
 	for _, e := range exps {
-		a.Queues = append(a.Queues, exporter.NewQueue(e, cfg.ExportQueueBatches(), a.log))
+		a.Queues = append(a.Queues, exporter.NewQueue(e, qcap, a.log))
 	}
 
 	// 4. The metrics, over the stats every stage keeps.
@@ -181,11 +205,26 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 		Stats:       stats,
 		Features:    running,
 		Logger:      a.log,
+
+		OverflowMaxFlows: a.Memory.OverflowMaxFlows,
 	})
 	if err != nil {
 		return nil, err
 	}
 	return a, nil
+}
+
+// mapsMemory is the memory of the datapath's BPF maps (memlock), which the
+// kernel charges to the agent's cgroup; a map whose size is unreadable
+// counts 0.
+func (a *Agent) mapsMemory() int64 {
+	var n int64
+	for _, m := range datapath.MetricMaps(&a.DP.Maps)() {
+		if v, err := m.Memory(); err == nil {
+			n += int64(v)
+		}
+	}
+	return n
 }
 
 // featurePlans asks each enabled feature for its plan on this kernel.
@@ -306,7 +345,8 @@ func (a *Agent) exporters() ([]exporter.Exporter, error) {
 				Conn: flowkafka.Conn{Brokers: k.Brokers, TLS: k.TLS, TLSCA: k.TLSCA, TLSCert: k.TLSCert, TLSKey: k.TLSKey,
 					SASL: k.SASLMechanism, SASLUser: k.SASLUsername, SASLPasswordFile: k.SASLPasswordFile},
 				Topic: k.Topic, Compression: k.Compression, Linger: k.Linger, MaxBatchBytes: k.MaxBatchBytes,
-				Acks: k.Acks, Message: k.Message, BatchFlows: k.BatchFlows, NodeName: a.cfg.NodeName, Logger: a.log})
+				Acks: k.Acks, Message: k.Message, BatchFlows: k.BatchFlows, NodeName: a.cfg.NodeName, Logger: a.log,
+				MaxBufferedBytes: int(a.Memory.ExporterBytes)})
 			if err != nil {
 				return out, err
 			}

@@ -73,6 +73,11 @@ type Config struct {
 	// eviction starts before the period ends (default 0.8).
 	PressureFill float64
 	Sampling     uint32
+	// OverflowMaxFlows bounds the flows aggregated from the overflow ring
+	// buffer in one period (default DefaultOverflowMaxFlows): the records
+	// of further flows are dropped and their packets counted in
+	// Stats.LostPackets.
+	OverflowMaxFlows int
 	// Rates are the sampling rates of the flow filter's rules by
 	// FlowValue.Rule (0: the default action's, Sampling); nil without rules.
 	Rates     []uint32
@@ -107,7 +112,36 @@ type Stats struct {
 	// failed after the flip: the generation was kept, and the next
 	// eviction reads what was not exported before it flips again.
 	ReadFailures atomic.Uint64
+	// LostPackets are packets the kernel handed on and the evictor could
+	// not account for because a memory bound was reached, by reason
+	// (LostReasons); LostRecords the overflow records that carried them
+	// (with the sightings that would not have counted).
+	LostPackets [len(LostReasons)]atomic.Uint64
+	LostRecords [len(LostReasons)]atomic.Uint64
 }
+
+// The reasons of Stats.LostPackets (the "reason" label of the lost
+// packets metric), by index.
+const (
+	// LostOverflowAggregationFull: an overflow record of a flow the
+	// overflow aggregation does not hold, found it holding
+	// Config.OverflowMaxFlows flows.
+	LostOverflowAggregationFull = iota
+)
+
+// LostReasons are the reasons' label values, in Stats.LostPackets' order.
+var LostReasons = [...]string{LostOverflowAggregationFull: "overflow_aggregation_full"}
+
+// DefaultOverflowMaxFlows bounds the overflow aggregation when
+// Config.OverflowMaxFlows is unset (the agent derives it from its memory
+// limit: internal/agent/memory.go).
+const DefaultOverflowMaxFlows = 100_000
+
+// OverflowEntryBytes bounds the heap one flow of the overflow aggregation
+// costs: its value (two periods' worth) and its slot in the aggregation's
+// three maps (TestOverflowEntryBytes measures it). The agent sizes
+// OverflowMaxFlows with it.
+const OverflowEntryBytes = 640
 
 // Evictor periodically moves the flows out of the kernel into records.
 type Evictor struct {
@@ -130,6 +164,10 @@ type Evictor struct {
 	unread      datapath.Ended
 	unreadFlows int
 	kept        bool // unread is a generation whose read failed
+	// lostLogged is Stats.LostPackets when the last "lost at a bound" line
+	// was logged, at lostLogAt (at most one line a minute).
+	lostLogged [len(LostReasons)]uint64
+	lostLogAt  time.Time
 	// Stats are the evictor's cumulative counts (Config.Stats, or its own).
 	Stats *Stats
 }
@@ -163,7 +201,7 @@ func New(cfg Config) (*Evictor, error) {
 	if cfg.Stats == nil {
 		cfg.Stats = &Stats{}
 	}
-	e := &Evictor{Stats: cfg.Stats, cfg: cfg, log: cfg.Logger, gens: cfg.Generations, over: newOverflowAgg(),
+	e := &Evictor{Stats: cfg.Stats, cfg: cfg, log: cfg.Logger, gens: cfg.Generations, over: newOverflowAgg(cfg.OverflowMaxFlows, cfg.Stats),
 		pool: flow.NewPool(cfg.BatchSize), pending: map[datapath.FlowKey]int32{}}
 	if cfg.Overflow != nil {
 		rd, err := ringbuf.NewReader(cfg.Overflow)
@@ -288,6 +326,7 @@ func (e *Evictor) Evict(reason string) error {
 	}
 	e.partial(out)
 	out.flush()
+	e.logLost()
 	e.cfg.Resolver.Tick()
 	d := time.Since(start)
 	e.Stats.LastDuration.Store(int64(d))
@@ -303,6 +342,23 @@ func (e *Evictor) Evict(reason string) error {
 		e.cfg.Observer.ObserveEviction(reason, out.n, d)
 	}
 	return nil
+}
+
+// logLost says, at most once a minute, that packets were lost at a memory
+// bound since the last line (the counts are in the lost packets metric).
+func (e *Evictor) logLost() {
+	if time.Since(e.lostLogAt) < time.Minute {
+		return
+	}
+	for i, reason := range LostReasons {
+		n := e.Stats.LostPackets[i].Load()
+		if n == e.lostLogged[i] {
+			continue
+		}
+		e.log.Warn("packets lost at a memory bound (flowlens_agent_lost_packets_total)", "reason", reason,
+			"packets", n-e.lostLogged[i], "overflow_max_flows", e.over.max)
+		e.lostLogged[i], e.lostLogAt = n, time.Now()
+	}
 }
 
 // read reads what is left of the ended generation e.unread into out: its
