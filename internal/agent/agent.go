@@ -132,7 +132,7 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 		FlowRules:        filterTable,
 		TCConstants:      tc,
 		MapSizes:         sizes,
-		ForceLegacyTC:    opts.ForceLegacyTC,
+		ForceLegacyTC:    opts.ForceLegacyTC || cfg.ForceClsact,
 		Enrichment:       len(enabled) > 0,
 		SkipHookPrograms: opts.SkipHookPrograms,
 		Logger:           a.log,
