@@ -262,6 +262,13 @@ func (e *Evictor) Shutdown() error {
 // overflows into the ring buffer, counted) rather than losing a generation.
 func (e *Evictor) Evict(reason string) error {
 	start := time.Now()
+	// Debug lines mark each eviction's start and end (the chaos suite
+	// kills an agent between the two); checked first, so that the usual
+	// levels pay nothing.
+	debug := e.log.Enabled(context.Background(), slog.LevelDebug)
+	if debug {
+		e.log.Debug("eviction started", "reason", reason)
+	}
 	out := e.newOutput(reason)
 	if e.kept {
 		if err := e.read(out); err != nil {
@@ -304,6 +311,9 @@ func (e *Evictor) Evict(reason string) error {
 	}
 	if e.cfg.Observer != nil {
 		e.cfg.Observer.ObserveEviction(reason, out.n, d)
+	}
+	if debug {
+		e.log.Debug("eviction done", "reason", reason, "flows", out.n, "duration", d)
 	}
 	return nil
 }
