@@ -156,3 +156,60 @@ func TestDNSPendingTableBound(t *testing.T) {
 		t.Errorf("the agent counted %d query packets, %d sent; want %d", packets, sent, dns.PendingQueries+extra)
 	}
 }
+
+// An answer later than --dns-timeout is reported once either way: matched
+// by the kernel before an eviction removed its query (the record has the
+// latency, and says dns_timeout: the query waited longer than the timeout),
+// or after an eviction reported the timeout (the answer finds nothing to
+// match: no latency, and the timeout is not reported again).
+func TestDNSLateAnswers(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		period  string
+		swept   float64 // the metric's timeouts
+		latency bool    // the timeout record carries the latency
+	}{
+		{"answer-first", "5s", 0, true},
+		{"sweep-first", "100ms", 1, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := agenttest.NewPair(t)
+			const delay = 600 * time.Millisecond
+			netlab.SlowDNS(t, p.B, p.IPB+":53", delay)
+			h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg(), "--features=dns", "--dns-timeout=200ms",
+				"--cache-active-timeout="+c.period)
+			rc, err := netlab.AskDNS(p.A, p.IPA+":41500", p.IPB+":53", netlab.DNSQuery(0x4242, "late.test"), 2*time.Second)
+			if err != nil || rc != 0 {
+				t.Fatalf("rcode %d (%v), want the late answer", rc, err)
+			}
+			time.Sleep(300 * time.Millisecond) // a few evictions with the short period
+			fams := promtest.GatherFrom(t, h.A.Metrics.Registry())
+			flows := h.Stop()
+			promtest.Expect(t, fams, c.swept, evictionsMetric, "reason=timeout")
+			var timeouts, withLatency int
+			for _, f := range flows {
+				if f.SrcAddr == p.IPA && f.SrcPort == 41500 && f.DstPort == 53 {
+					if f.DNSTimeout {
+						timeouts++
+					}
+					if f.DNSLatencyNs > 0 {
+						withLatency++
+						if f.DNSLatencyNs < uint64(delay) || !f.DNSTimeout {
+							t.Errorf("latency %v timeout %v, want over %v and a timeout", time.Duration(f.DNSLatencyNs), f.DNSTimeout, delay)
+						}
+					}
+				}
+			}
+			if timeouts != 1 || withLatency != btoi(c.latency) {
+				t.Errorf("%d timeout records, %d with a latency; want 1 and %d", timeouts, withLatency, btoi(c.latency))
+			}
+		})
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
