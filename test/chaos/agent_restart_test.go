@@ -91,7 +91,8 @@ func testAgentRestart(t *testing.T, mode, second string) {
 		t.Fatal(err)
 	}
 	_, _, txA1, _ := netlab.LinkStats(p.A, p.IfA)
-	flood := txA1 - txA0     // the flood's packets (not B's ICMP errors)
+	flood := txA1 - txA0 // the flood's packets (not B's ICMP errors)
+	first.hold.Store(true)
 	first.killAt.Store(true) // SIGKILL as the next eviction starts
 	if err := first.wait(20 * time.Second); err == nil || !strings.Contains(err.Error(), "killed") {
 		t.Fatalf("first agent: %v, want killed by SIGKILL", err)
@@ -285,12 +286,17 @@ func tcxSupported(p *agenttest.Pair) error {
 // stderr (log lines), read as they come; killAt makes the reader SIGKILL
 // it the moment an "eviction started" line arrives.
 type agentProc struct {
-	cmd     *exec.Cmd
-	mu      sync.Mutex
-	out     bytes.Buffer
-	errLog  bytes.Buffer
-	lines   chan string
-	killAt  atomic.Bool
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	out    bytes.Buffer
+	errLog bytes.Buffer
+	lines  chan string
+	killAt atomic.Bool
+	// hold, while set, stops reading stdout: the agent's writes block once
+	// the pipe is full, its export queue fills, and an eviction waits for
+	// room (its export budget, half the period), so a kill on "eviction
+	// started" lands inside the eviction however late the reader is.
+	hold    atomic.Bool
 	exited  chan struct{} // closed once the process has exited; then exitErr
 	exitErr error
 	readWG  sync.WaitGroup
@@ -315,6 +321,9 @@ func startAgent(t *testing.T, args []string) *agentProc {
 		defer a.readWG.Done()
 		var buf [64 << 10]byte
 		for {
+			for a.hold.Load() {
+				time.Sleep(10 * time.Millisecond)
+			}
 			n, err := stdout.Read(buf[:])
 			a.mu.Lock()
 			a.out.Write(buf[:n])
@@ -334,6 +343,7 @@ func startAgent(t *testing.T, args []string) *agentProc {
 			if a.killAt.Load() && strings.Contains(line, `msg="eviction started"`) {
 				a.cmd.Process.Signal(syscall.SIGKILL)
 				a.killAt.Store(false)
+				a.hold.Store(false)
 			}
 			a.mu.Lock()
 			a.errLog.WriteString(line + "\n")
