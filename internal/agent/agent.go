@@ -139,7 +139,7 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 		FlowRules:        filterTable,
 		TCConstants:      tc,
 		MapSizes:         sizes,
-		ForceLegacyTC:    opts.ForceLegacyTC,
+		ForceLegacyTC:    opts.ForceLegacyTC || cfg.ForceClsact,
 		Enrichment:       len(enabled) > 0,
 		SkipHookPrograms: opts.SkipHookPrograms,
 		Logger:           a.log,
@@ -185,7 +185,7 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 		return nil, err
 	}
 	stats := &evictor.Stats{}
-	if a.Metrics, err = a.newMetrics(stats, gens); err != nil {
+	if a.Metrics, err = a.newMetrics(stats, gens, running); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 
@@ -266,7 +266,7 @@ func (a *Agent) startFeatures(enabled []feature.Feature, plans []datapath.Plan) 
 }
 
 // newMetrics builds the registry; each stage brings its own collectors.
-func (a *Agent) newMetrics(stats *evictor.Stats, gens *datapath.Generations) (*metrics.Metrics, error) {
+func (a *Agent) newMetrics(stats *evictor.Stats, gens *datapath.Generations, running []feature.Feature) (*metrics.Metrics, error) {
 	bpfStats := a.bpfStats != nil
 	dpMetrics := datapath.NewMetrics(metrics.Namespace, datapath.MetricSources{
 		Counters:        a.DP.ReadCounters,
@@ -283,6 +283,11 @@ func (a *Agent) newMetrics(stats *evictor.Stats, gens *datapath.Generations) (*m
 	a.evictorMetrics = evictor.NewMetrics(metrics.Namespace, stats)
 	cs := append(dpMetrics.Collectors(), a.evictorMetrics.Collectors()...)
 	cs = append(cs, exporter.NewCollector(metrics.Namespace, a.Queues))
+	for _, f := range running {
+		if m, ok := f.(feature.MetricsSource); ok {
+			cs = append(cs, m.Collectors(metrics.Namespace, &a.DP.Maps)...)
+		}
+	}
 	return metrics.New(metrics.Options{Ready: metrics.ReadyWhenClosed(a.ready), Logger: a.log}, cs...)
 }
 

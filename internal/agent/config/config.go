@@ -21,6 +21,9 @@ type Config struct {
 	// or names of namespaces under NetnsDir.
 	Netns    []string
 	NetnsDir string
+	// ForceClsact attaches with a clsact qdisc and cls_bpf filters even
+	// where the kernel has tcx (--tc-attach=clsact).
+	ForceClsact bool
 
 	// CacheActiveTimeout is how often flows are evicted from the kernel, and
 	// CacheMaxFlows the size of the in-kernel flow map.

@@ -27,6 +27,9 @@ var options = slices.Concat(
 		{Name: "netns", Arg: "list", Default: DefaultNetns,
 			Usage:   `namespaces to watch: "host" (the agent's own), "all" (host and every named namespace) or names under --netns-dir`,
 			SetList: func(c *Config, v []string) error { c.Netns = v; return nil }},
+		{Name: "tc-attach", Arg: "auto|clsact", Default: "auto",
+			Usage: "how the TC programs attach: auto (tcx links where the kernel has them, else a clsact qdisc and cls_bpf filters) or clsact (always, e.g. beside tools that order their own clsact filters)",
+			Set:   setTCAttach},
 		{Name: "netns-dir", Arg: "dir", Default: DefaultNetnsDir,
 			Usage: "directory where named network namespaces live",
 			Set:   func(c *Config, s string) error { c.NetnsDir = s; return nil }},
@@ -221,4 +224,13 @@ func validHeaderName(k string) bool {
 		}
 	}
 	return true
+}
+
+func setTCAttach(c *Config, s string) error {
+	switch s {
+	case "auto", "clsact":
+		c.ForceClsact = s == "clsact"
+		return nil
+	}
+	return errors.New("must be auto or clsact")
 }

@@ -168,6 +168,9 @@ type Evictor struct {
 	// was logged, at lostLogAt (at most one line a minute).
 	lostLogged [len(LostReasons)]uint64
 	lostLogAt  time.Time
+	// swept says the features' Sweep ran for unread (once per generation,
+	// even when its read is retried).
+	swept bool
 	// Stats are the evictor's cumulative counts (Config.Stats, or its own).
 	Stats *Stats
 }
@@ -297,6 +300,13 @@ func (e *Evictor) Shutdown() error {
 // overflows into the ring buffer, counted) rather than losing a generation.
 func (e *Evictor) Evict(reason string) error {
 	start := time.Now()
+	// Debug lines mark each eviction's start and end (the chaos suite
+	// kills an agent between the two); checked first, so that the usual
+	// levels pay nothing.
+	debug := e.log.Enabled(context.Background(), slog.LevelDebug)
+	if debug {
+		e.log.Debug("eviction started", "reason", reason)
+	}
 	out := e.newOutput(reason)
 	if e.kept {
 		if err := e.read(out); err != nil {
@@ -310,7 +320,7 @@ func (e *Evictor) Evict(reason string) error {
 		out.flush()
 		return err
 	}
-	e.unread, e.unreadFlows = ended, 0
+	e.unread, e.unreadFlows, e.swept = ended, 0, false
 	clear(e.pending)
 	e.enrichVals = e.enrichVals[:0]
 	if err := e.read(out); err != nil {
@@ -340,6 +350,9 @@ func (e *Evictor) Evict(reason string) error {
 	}
 	if e.cfg.Observer != nil {
 		e.cfg.Observer.ObserveEviction(reason, out.n, d)
+	}
+	if debug {
+		e.log.Debug("eviction done", "reason", reason, "flows", out.n, "duration", d)
 	}
 	return nil
 }
@@ -376,6 +389,10 @@ func (e *Evictor) read(out *output) error {
 		if err != nil {
 			return err
 		}
+		if !e.swept {
+			e.sweep()
+			e.swept = true
+		}
 	}
 	skip, n := e.unreadFlows, out.n
 	_, err := e.unread.ReadFlows(func(keys []datapath.FlowKey, vals []datapath.FlowValue) error {
@@ -393,6 +410,33 @@ func (e *Evictor) read(out *output) error {
 	})
 	e.Stats.Flows.Add(uint64(out.n - n))
 	return err
+}
+
+// sweep lets the features that keep kernel state across generations
+// (feature.Sweeper: dns's pending queries) report what expired by the flip
+// into the ended generation's enrichment entries. A failed sweep is logged:
+// what it did not report stays in the kernel for the next one.
+func (e *Evictor) sweep() {
+	for _, f := range e.cfg.Features {
+		if s, ok := f.(feature.Sweeper); ok {
+			if err := s.Sweep(e.gens.Maps(), e.unread.FlippedAt(), e.entry); err != nil {
+				e.log.Warn("sweeping a feature's kernel state failed: retried at the next eviction",
+					"feature", f.Name(), "error", err)
+			}
+		}
+	}
+}
+
+// entry returns the ended generation's enrichment entry of k, adding a zero
+// one when k has none; valid until the next call (enrichVals may grow).
+func (e *Evictor) entry(k *datapath.FlowKey) *datapath.EnrichValue {
+	i, ok := e.pending[*k]
+	if !ok {
+		i = int32(len(e.enrichVals))
+		e.pending[*k] = i
+		e.enrichVals = append(e.enrichVals, datapath.EnrichValue{})
+	}
+	return &e.enrichVals[i]
 }
 
 // keep hands on what a failed read produced and keeps the generation for
