@@ -347,9 +347,12 @@ func TestMonitoringObjectsValid(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: chartNamespace}}
-	if err := k8s.Create(ctx, ns); err != nil {
-		t.Fatal(err)
+	// The release's namespace (the operator's ServiceMonitor) and the
+	// agents' (the others', beside the Secrets their tlsConfig names).
+	for _, name := range []string{chartNamespace, "flowlens"} {
+		if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	objs := append(manifest(t, "flowlens-servicemonitors.yaml"), manifest(t, "flowlens-alerts.yaml")...)
 	for _, u := range helmTemplate(t, "serviceMonitors.enabled=true", "serviceMonitors.labels.release=kps", "serviceMonitors.interval=15s",
@@ -357,8 +360,6 @@ func TestMonitoringObjectsValid(t *testing.T) {
 		"serviceMonitors.tlsConfig.agent.ca.secret.name=agent-metrics-ca", "serviceMonitors.tlsConfig.agent.ca.secret.key=ca.crt",
 		"serviceMonitors.tlsConfig.agent.cert.secret.name=prometheus-client", "serviceMonitors.tlsConfig.agent.cert.secret.key=tls.crt",
 		"serviceMonitors.tlsConfig.agent.keySecret.name=prometheus-client", "serviceMonitors.tlsConfig.agent.keySecret.key=tls.key",
-		"serviceMonitors.tlsConfig.collector-kafka.serverName=flowlens-collector-kafka.flowlens.svc",
-		"serviceMonitors.tlsConfig.collector-kafka.ca.secret.name=collector-metrics-ca", "serviceMonitors.tlsConfig.collector-kafka.ca.secret.key=ca.crt",
 		"serviceMonitors.tlsConfig.operator.insecureSkipVerify=true",
 		"prometheusRule.enabled=true", "prometheusRule.labels.release=kps") {
 		if u.GetAPIVersion() == monitoringAPI {

@@ -72,6 +72,14 @@ const (
 	MetricsTLSKeyPath   = MetricsTLSDir + "/tls.key"
 	MetricsClientCADir  = ConfigDir + "/metrics/client-ca"
 	MetricsClientCAPath = MetricsClientCADir + "/ca.crt"
+	// MetricsDefaultClientCAPath is the client CA of the default metrics
+	// TLS: the bundle of the Secret certs.MetricsTLSName.
+	MetricsDefaultClientCAPath = MetricsTLSDir + "/ca.crt"
+	// MetricsWebConfigName is the ConfigMap holding DefaultWebConfig (key
+	// WebConfigKey) for the chart's collector (charts/flowlens, mounted at
+	// MetricsWebConfigDir); the operator's pods carry it in their own.
+	MetricsWebConfigName = "flowlens-metrics-web-config"
+	MetricsWebConfigDir  = ConfigDir + "/metrics/web"
 
 	// The CA bundle (ConfigMap flowlens-ca, certs.BundleKey) that verifies
 	// the collector, and the projected ServiceAccount token the agent sends
@@ -79,7 +87,11 @@ const (
 	CABundleDir  = ConfigDir + "/ca"
 	CABundlePath = CABundleDir + "/ca.crt"
 	TokenDir     = "/var/run/secrets/flowlens"
-	TokenPath    = TokenDir + "/token"
+
+	// HostIPEnv is the agent container's variable holding the node's
+	// address (status.hostIP), which its --metrics-address binds.
+	HostIPEnv = "HOST_IP"
+	TokenPath = TokenDir + "/token"
 
 	// NetnsDir is the one host path the agent mounts (read-only): it pins
 	// nothing in the BPF filesystem and needs no tracefs (its tracepoints
