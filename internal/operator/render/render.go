@@ -1,10 +1,11 @@
 // Package render turns a FlowCollector into the objects that run the flowlens
 // agent: the agent's YAML configuration and server-side apply configurations
 // for its namespace, ServiceAccount, Role, RoleBinding, ConfigMap, metrics
-// Service and DaemonSet; with a kafka exporter, the collector Deployment that
+// Service and DaemonSet, and the default metrics web configuration
+// (metricstls.go) in the ConfigMap flowlens-metrics-web-config; with a kafka exporter, the collector Deployment that
 // consumes its topic and its ServiceAccount, RBAC, metrics Service and
 // ConfigMap (collector.go); the agents' export ClusterRole, the
-// NetworkPolicies (netpol.go) and the cert-manager Certificate of
+// NetworkPolicies (netpol.go) and the cert-manager Certificates of
 // spec.tls.certManager (certmanager.go); and, when asked, the Grafana dashboard ConfigMaps. It is
 // pure (no API calls), so every rule of what the operator deploys is
 // unit-testable; the reconciler in package controller applies the result.
