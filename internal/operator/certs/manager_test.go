@@ -150,16 +150,30 @@ func clientHandshake(t *testing.T, st state, client tls.Certificate, now time.Ti
 	for _, c := range st.bundle {
 		roots.AddCert(c)
 	}
-	srv, cli := tlsPipe()
+	// Loopback TCP, not net.Pipe: the server's last writes (an alert, its
+	// session tickets) must not wait for a client that stopped reading.
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
 	done := make(chan error, 1)
 	go func() {
-		s := tls.Server(srv, &tls.Config{Certificates: []tls.Certificate{st.leafPair}, ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: pool, Time: func() time.Time { return now }})
-		done <- s.Handshake()
-		s.Close()
+		srv, err := lis.Accept()
+		if err != nil {
+			done <- err
+			return
+		}
+		defer srv.Close()
+		done <- tls.Server(srv, &tls.Config{Certificates: []tls.Certificate{st.leafPair}, ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: pool, Time: func() time.Time { return now }}).Handshake()
 	}()
+	cli, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
 	c := tls.Client(cli, &tls.Config{RootCAs: roots, ServerName: "flowlens-collector.flowlens.svc", Certificates: []tls.Certificate{client}, Time: func() time.Time { return now }})
 	_ = c.Handshake()
-	c.Close()
 	return <-done
 }
 
