@@ -1,10 +1,14 @@
 package envtest_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/flowlens/flowlens/internal/testkit/envtest"
 )
@@ -34,4 +38,27 @@ func TestStartInstallsCRDs(t *testing.T) {
 		}
 	}
 	t.Fatalf("no flowcollectors in %+v", rl.APIResources)
+}
+
+// The apiserver stopped refuses connections; started again, it serves the
+// objects etcd kept, to the same Config.
+func TestStopAPIServer(t *testing.T) {
+	env := envtest.StartT(t, envtest.Options{})
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kept"}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := env.StopAPIServer(t)
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, "kept", metav1.GetOptions{}); err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("apiserver stopped: %v, want connection refused", err)
+	}
+	start()
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, "kept", metav1.GetOptions{}); err != nil {
+		t.Fatalf("after the restart: %v", err)
+	}
 }

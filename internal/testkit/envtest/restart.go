@@ -1,0 +1,160 @@
+package envtest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/flowlens/flowlens/internal/testkit"
+)
+
+// StopAPIServer stops the kube-apiserver (SIGTERM, as when its node goes
+// down; etcd keeps running, with the cluster's objects) and returns start,
+// which starts it again with the same arguments (same port, certificates
+// and users, so Config still reaches it) and returns once it is ready.
+// The restarted process is killed at t's cleanup, before Stop removes its
+// directory.
+//
+// controller-runtime's own APIServer.Stop and Start would not do: Stop
+// removes the certificates, and Start makes new ones, which the clients
+// already configured would not trust.
+func (e *Env) StopAPIServer(t testing.TB) (start func()) {
+	t.Helper()
+	u, err := url.Parse(e.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, argv, err := findAPIServer(u.Port())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// envtest's goroutine waits for its child: once reaped, it is gone.
+	deadline := time.Now().Add(60 * time.Second)
+	for processExists(pid) {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("kube-apiserver %d still running 60 s after SIGTERM", pid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return func() {
+		t.Helper()
+		logFile, err := os.Create(filepath.Join(t.TempDir(), "kube-apiserver.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Stdout, cmd.Stderr = logFile, logFile
+		if err := testkit.StartOwned(cmd); err != nil {
+			t.Fatalf("restarting kube-apiserver: %v", err)
+		}
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); logFile.Close(); close(exited) }()
+		t.Cleanup(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(30 * time.Second):
+				_ = cmd.Process.Kill()
+				<-exited
+			}
+		})
+		if err := e.waitReady(exited, 60*time.Second); err != nil {
+			out, _ := os.ReadFile(logFile.Name())
+			t.Fatalf("restarted kube-apiserver: %v\n%s", err, tailOf(out, 4000))
+		}
+	}
+}
+
+// waitReady polls the apiserver's /readyz until it answers ok.
+func (e *Env) waitReady(exited <-chan struct{}, limit time.Duration) error {
+	cs, err := kubernetes.NewForConfig(e.Config)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	var last error
+	for {
+		select {
+		case <-exited:
+			return fmt.Errorf("it exited (last: %v)", last)
+		default:
+		}
+		var body []byte
+		body, last = cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if last == nil && string(body) == "ok" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not ready after %v (last: %v)", limit, last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// findAPIServer returns the pid and command line of the kube-apiserver
+// serving port.
+func findAPIServer(port string) (int, []string, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, nil, err
+	}
+	want := []byte("--secure-port=" + port)
+	for _, ent := range ents {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		argv := bytes.Split(bytes.TrimSuffix(b, []byte{0}), []byte{0})
+		if filepath.Base(string(argv[0])) != "kube-apiserver" {
+			continue
+		}
+		for _, a := range argv[1:] {
+			if bytes.Equal(a, want) {
+				out := make([]string, len(argv))
+				for i, a := range argv {
+					out[i] = string(a)
+				}
+				return pid, out, nil
+			}
+		}
+	}
+	return 0, nil, fmt.Errorf("no kube-apiserver with --secure-port=%s running", port)
+}
+
+// processExists reports whether pid runs (a zombie does not).
+func processExists(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
+}
+
+func tailOf(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
