@@ -18,12 +18,14 @@ import (
 	"github.com/flowlens/flowlens/internal/testkit"
 )
 
-// StopAPIServer stops the kube-apiserver (SIGTERM, as when its node goes
-// down; etcd keeps running, with the cluster's objects) and returns start,
+// StopAPIServer kills the kube-apiserver (SIGKILL: gone at once, as when
+// it crashes or its node goes down; its graceful termination would keep
+// it half-serving for up to a minute while watches drain; etcd keeps
+// running, with the cluster's objects) and returns start,
 // which starts it again with the same arguments (same port, certificates
 // and users, so Config still reaches it) and returns once it is ready.
-// The restarted process is killed at t's cleanup, before Stop removes its
-// directory.
+// The restarted process is killed at t's cleanup (registered after
+// StartT's, so before Stop removes its directory).
 //
 // controller-runtime's own APIServer.Stop and Start would not do: Stop
 // removes the certificates, and Start makes new ones, which the clients
@@ -38,17 +40,16 @@ func (e *Env) StopAPIServer(t testing.TB) (start func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	// envtest's goroutine waits for its child: once reaped, it is gone.
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for processExists(pid) {
 		if time.Now().After(deadline) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("kube-apiserver %d still running 60 s after SIGTERM", pid)
+			t.Fatalf("kube-apiserver %d still there 30 s after SIGKILL", pid)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 	return func() {
 		t.Helper()
@@ -64,13 +65,9 @@ func (e *Env) StopAPIServer(t testing.TB) (start func()) {
 		exited := make(chan struct{})
 		go func() { _ = cmd.Wait(); logFile.Close(); close(exited) }()
 		t.Cleanup(func() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-exited:
-			case <-time.After(30 * time.Second):
-				_ = cmd.Process.Kill()
-				<-exited
-			}
+			// No graceful termination: it would wait for the watches.
+			_ = cmd.Process.Kill()
+			<-exited
 		})
 		if err := e.waitReady(exited, 60*time.Second); err != nil {
 			out, _ := os.ReadFile(logFile.Name())
