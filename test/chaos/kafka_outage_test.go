@@ -36,7 +36,8 @@ const brokerOutage = 30 * time.Second
 //     agent counted lost;
 //   - nothing consumed twice (no record printed twice);
 //   - recovery without restarts: every flow sent after the broker came
-//     back is delivered, the same three processes running throughout.
+//     back is delivered, the same three processes running throughout, the
+//     collector ready all along (/readyz polled every second).
 func TestKafkaBrokerOutage(t *testing.T) {
 	testkit.NeedRoot(t, "network namespaces, BPF")
 	b := kafkatest.Start(t)
@@ -106,8 +107,20 @@ func TestKafkaBrokerOutage(t *testing.T) {
 	beforeStop := int(sent.Load())
 	down := time.Now()
 	b.Stop()
-	time.Sleep(brokerOutage)
+	// The outage, the collector's /readyz polled every second meanwhile.
+	var polls int
+	var unready []string
+	for time.Since(down) < brokerOutage {
+		polls++
+		if code, body := get("http://" + coll.metrics + "/readyz"); code != 200 {
+			unready = append(unready, fmt.Sprintf("%v: %d %s", time.Since(down).Round(time.Second), code, body))
+		}
+		time.Sleep(time.Second)
+	}
 	b.Restart()
+	if len(unready) > 0 {
+		t.Errorf("collector unready in %d of %d polls during the outage: %v", len(unready), polls, unready)
+	}
 	outage := time.Since(down)
 	back, afterBack := time.Now(), int(sent.Load())
 	// Traffic after it, for 6 s; meanwhile, how long until node-1s has

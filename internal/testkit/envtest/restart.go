@@ -4,16 +4,20 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/flowlens/flowlens/internal/testkit"
 )
@@ -24,8 +28,7 @@ import (
 // running, with the cluster's objects) and returns start,
 // which starts it again with the same arguments (same port, certificates
 // and users, so Config still reaches it) and returns once it is ready.
-// The restarted process is killed at t's cleanup (registered after
-// StartT's, so before Stop removes its directory).
+// The restarted process is killed at t's cleanup.
 //
 // controller-runtime's own APIServer.Stop and Start would not do: Stop
 // removes the certificates, and Start makes new ones, which the clients
@@ -53,32 +56,72 @@ func (e *Env) StopAPIServer(t testing.TB) (start func()) {
 	}
 	return func() {
 		t.Helper()
-		logFile, err := os.Create(filepath.Join(t.TempDir(), "kube-apiserver.log"))
-		if err != nil {
-			t.Fatal(err)
+		e.run(t, argv, e.Config)
+	}
+}
+
+// AnotherAPIServer starts a second kube-apiserver on the same etcd (as in
+// a cluster of several), on a port of its own, and returns the
+// configuration reaching it: it stays up when StopAPIServer stops the
+// first, so that objects can change meanwhile. Call it while the first
+// runs. It is killed at t's cleanup.
+func (e *Env) AnotherAPIServer(t testing.TB) *rest.Config {
+	t.Helper()
+	u, err := url.Parse(e.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, argv, err := findAPIServer(u.Port())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, err := net.SplitHostPort(testkit.FreeAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv = slices.Clone(argv)
+	for i, a := range argv {
+		if strings.HasPrefix(a, "--secure-port=") {
+			argv[i] = "--secure-port=" + port
 		}
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Stdout, cmd.Stderr = logFile, logFile
-		if err := testkit.StartOwned(cmd); err != nil {
-			t.Fatalf("restarting kube-apiserver: %v", err)
-		}
-		exited := make(chan struct{})
-		go func() { _ = cmd.Wait(); logFile.Close(); close(exited) }()
-		t.Cleanup(func() {
-			// No graceful termination: it would wait for the watches.
-			_ = cmd.Process.Kill()
-			<-exited
-		})
-		if err := e.waitReady(exited, 60*time.Second); err != nil {
-			out, _ := os.ReadFile(logFile.Name())
-			t.Fatalf("restarted kube-apiserver: %v\n%s", err, tailOf(out, 4000))
-		}
+	}
+	cfg := rest.CopyConfig(e.Config)
+	u.Host = net.JoinHostPort(u.Hostname(), port)
+	cfg.Host = u.String()
+	e.run(t, argv, cfg)
+	return cfg
+}
+
+// run starts kube-apiserver with argv, killed at t's cleanup (registered
+// after StartT's, so before Stop removes its directory), and waits until
+// it serves cfg.
+func (e *Env) run(t testing.TB, argv []string, cfg *rest.Config) {
+	t.Helper()
+	logFile, err := os.Create(filepath.Join(t.TempDir(), "kube-apiserver.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := testkit.StartOwned(cmd); err != nil {
+		t.Fatalf("starting kube-apiserver: %v", err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); logFile.Close(); close(exited) }()
+	t.Cleanup(func() {
+		// No graceful termination: it would wait for the watches.
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	if err := waitReady(cfg, exited, 60*time.Second); err != nil {
+		out, _ := os.ReadFile(logFile.Name())
+		t.Fatalf("kube-apiserver %s: %v\n%s", cfg.Host, err, tailOf(out, 4000))
 	}
 }
 
 // waitReady polls the apiserver's /readyz until it answers ok.
-func (e *Env) waitReady(exited <-chan struct{}, limit time.Duration) error {
-	cs, err := kubernetes.NewForConfig(e.Config)
+func waitReady(cfg *rest.Config, exited <-chan struct{}, limit time.Duration) error {
+	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
