@@ -411,10 +411,3 @@ func (a *agentProc) wait(d time.Duration) error {
 
 func (a *agentProc) stdout() string { a.mu.Lock(); defer a.mu.Unlock(); return a.out.String() }
 func (a *agentProc) log() string    { a.mu.Lock(); defer a.mu.Unlock(); return a.errLog.String() }
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
-}

@@ -5,6 +5,7 @@ package chaos
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -137,18 +138,18 @@ func TestNewFlowFlood(t *testing.T) {
 			<-exited
 		}
 		if t.Failed() {
-			t.Logf("agent log (tail):\n%s", tail(stderr.String(), 40))
+			t.Logf("agent log (tail):\n%s", tail(stderr.String(), 4000))
 		}
 	})
 	go func() { readDone.Wait(); exited <- cmd.Wait() }()
 
 	url := "http://" + metricsAddr + "/metrics"
-	waitFor(t, 20*time.Second, "the agent attached to "+p.IfB, func() bool {
-		return strings.Contains(stderr.String(), "attached interface="+p.IfB)
+	waitFor(t, 20*time.Second, "the agent attached to "+p.IfB, func() (bool, string) {
+		return strings.Contains(stderr.String(), "attached interface="+p.IfB), ""
 	})
-	waitFor(t, 10*time.Second, "the metrics endpoint", func() bool {
+	waitFor(t, 10*time.Second, "the metrics endpoint", func() (bool, string) {
 		ok, err := httpGet(url)
-		return err == nil && ok
+		return err == nil && ok, fmt.Sprint(err)
 	})
 	rx0, _, tx0, _ := netlab.LinkStats(p.B, p.IfB)
 
@@ -188,13 +189,13 @@ func TestNewFlowFlood(t *testing.T) {
 	m := scrape(t, url)
 	ev0 := sumMetric(m, "flowlens_agent_evictions_total")
 	var lost, kernelLost, capLost float64
-	waitFor(t, 60*time.Second, "two evictions after the flood with steady loss counts", func() bool {
+	waitFor(t, 60*time.Second, "two evictions after the flood with steady loss counts", func() (bool, string) {
 		m := scrape(t, url)
 		k, c := sumMetric(m, "flowlens_agent_overflow_lost_total"), sumMetric(m, "flowlens_agent_lost_packets_total")
 		l := k + c + sumMetric(m, "flowlens_agent_non_ip_packets_total") + sumMetric(m, "flowlens_agent_malformed_packets_total")
 		ok := sumMetric(m, "flowlens_agent_evictions_total") >= ev0+2 && l == lost
 		lost, kernelLost, capLost = l, k, c
-		return ok
+		return ok, fmt.Sprintf("lost %v", l)
 	})
 
 	// Still exporting: a new flow after the flood reaches stdout.
@@ -205,7 +206,7 @@ func TestNewFlowFlood(t *testing.T) {
 		}
 		pf.next-- // the same flow each time
 	}
-	waitFor(t, 30*time.Second, "the probe flow's 10 packets on stdout", func() bool { return probe.Load() == 10 })
+	waitFor(t, 30*time.Second, "the probe flow's 10 packets on stdout", func() (bool, string) { return probe.Load() == 10, fmt.Sprint(probe.Load()) })
 
 	hwm := vmHWM(t, cmd.Process.Pid)
 	m = scrape(t, url)
@@ -276,17 +277,6 @@ func jsonUint(line []byte, key string) uint64 {
 	return n
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
 func httpGet(url string) (bool, error) {
 	resp, err := (&http.Client{Timeout: 2 * time.Second}).Get(url)
 	if err != nil {
@@ -294,9 +284,4 @@ func httpGet(url string) (bool, error) {
 	}
 	resp.Body.Close()
 	return resp.StatusCode == 200, nil
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
