@@ -1,0 +1,97 @@
+package receiver
+
+import (
+	"errors"
+	"io"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
+)
+
+// ExportAcked implements flowv1.FlowCollectorServer: one call per agent
+// stream, every message acknowledged once applied. Each message carries
+// its batch identity (agent_instance, seq); a message whose seq is not
+// above the last one applied for its instance is a duplicate (the agent
+// sent it again after a broken stream): it is acknowledged and not handed
+// to the Handler again (Stats.Duplicates). Messages of one instance are
+// applied one at a time, even across streams, so that a stream the agent
+// abandoned and its replacement never apply the same message twice.
+func (s *Server) ExportAcked(stream grpc.BidiStreamingServer[flowv1.FlowBatch, flowv1.ExportAck]) error {
+	ctx := stream.Context()
+	p := peerOf(ctx)
+	release, err := s.admit(ClientKey(p))
+	if err != nil {
+		s.log.Warn("refused an agent stream", "peer", p.Addr, "cn", p.CommonName, "error", err)
+		return err
+	}
+	defer release()
+	s.Stats.Streams.Add(1)
+	s.Stats.StreamsTotal.Add(1)
+	defer s.Stats.Streams.Add(-1)
+	s.log.Debug("agent stream opened (acknowledged)", "peer", p.Addr, "cn", p.CommonName)
+
+	done := make(chan error, 1)
+	s.loops.Add(1)
+	go func() {
+		defer s.loops.Done()
+		done <- s.receiveAcked(stream, p)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-s.draining:
+		return status.Error(codes.Unavailable, "collector: shutting down")
+	}
+}
+
+// receiveAcked handles and acknowledges messages until the agent closes
+// the stream (nil) or something goes wrong (a gRPC status).
+func (s *Server) receiveAcked(stream grpc.ServerStream, p Peer) error {
+	ctx := stream.Context()
+	var ack flowv1.ExportAck
+	for {
+		t := &decodeTarget{withID: true}
+		err := stream.RecvMsg(t)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			if status.Code(err) == codes.ResourceExhausted {
+				s.Stats.Rejected.Add(1)
+				s.log.Warn("refused an oversized message", "peer", p.Addr, "error", err)
+			}
+			return err
+		}
+		if err := s.checkMessage(t, p); err != nil {
+			return err
+		}
+		if t.instance == "" || t.seq == 0 {
+			s.Stats.Rejected.Add(1)
+			s.Stats.Malformed.Add(1)
+			return status.Error(codes.InvalidArgument, "collector: ExportAcked needs agent_instance and seq on every message")
+		}
+		e := s.acks.lock(t.instance)
+		dup := t.seq <= e.last.Load()
+		if dup {
+			s.Stats.Duplicates.Add(1)
+			s.Stats.DuplicateFlows.Add(uint64(len(t.flows) + len(t.refused)))
+		} else {
+			if len(t.flows) > 0 {
+				if err := s.handle(ctx, p, t); err != nil {
+					e.mu.Unlock()
+					return err
+				}
+			}
+			e.last.Store(t.seq)
+			s.acks.record(t.instance, t.seq)
+		}
+		e.mu.Unlock()
+		ack.Seq, ack.Duplicate = t.seq, dup
+		if err := stream.SendMsg(&ack); err != nil {
+			return err
+		}
+	}
+}
