@@ -76,17 +76,9 @@ func newInstance(node string) string {
 // Instance is the exporter's agent_instance, as the collector sees it.
 func (e *Exporter) Instance() string { return e.instance }
 
-// Pending is the number of flows sent or taken and not yet acknowledged.
-func (e *Exporter) Pending() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.trimAcked()
-	n := 0
-	for i := range e.pending {
-		n += e.pending[i].flows
-	}
-	return n
-}
+// Pending is the number of flows taken and not yet acknowledged, refused
+// or counted as failed (as of the last look at the acknowledgements).
+func (e *Exporter) Pending() int { return int(e.pendingFlows.Load()) }
 
 // Export takes the batch: it waits, while MaxUnackedBatches batches are
 // unacknowledged, for acknowledgements (reconnecting and sending the
@@ -132,12 +124,18 @@ func (e *Exporter) Export(ctx context.Context, batch []flow.Record) error {
 }
 
 // waitRoom returns once fewer than MaxUnackedBatches batches are
-// unacknowledged, sending the pending messages (again) on a new stream
-// when the stream breaks.
+// unacknowledged.
 func (e *Exporter) waitRoom(ctx context.Context) error {
+	return e.waitAcks(ctx, func() bool { return e.pendingBatches < e.cfg.MaxUnackedBatches })
+}
+
+// waitAcks returns once enough is acknowledged (enough reports it), sending
+// the pending messages again on a new stream when the stream breaks, or
+// ctx's error.
+func (e *Exporter) waitAcks(ctx context.Context, enough func() bool) error {
 	for {
 		e.trimAcked()
-		if e.pendingBatches < e.cfg.MaxUnackedBatches {
+		if enough() {
 			return nil
 		}
 		if e.stream == nil || e.sent < len(e.pending) {
@@ -173,6 +171,7 @@ func (e *Exporter) enqueue(batch []flow.Record) {
 		}
 		e.pending = append(e.pending, pendingMsg{seq: e.seq, wire: w, flows: cuts[i+1] - cuts[i], last: i == n-1})
 	}
+	e.pendingFlows.Add(int64(len(batch)))
 	e.pendingBatches++
 }
 
@@ -200,6 +199,7 @@ func (e *Exporter) trimAcked() {
 func (e *Exporter) done(k int, c interface{ Add(uint64) uint64 }) {
 	m := &e.pending[k]
 	c.Add(uint64(m.flows))
+	e.pendingFlows.Add(-int64(m.flows))
 	if m.last {
 		e.pendingBatches--
 	}
@@ -492,9 +492,14 @@ func (e *Exporter) refusedLog(err error) {
 	}
 }
 
-// Close waits up to 5 s for the acknowledgement of what the open stream
-// carried, ends the stream, aborts an Export still retrying, closes the
-// connection, and counts what was never acknowledged in FailedFlows.
+// CloseTimeout bounds Close: delivering what is pending (reconnecting
+// when the stream broke) and ending the stream.
+const CloseTimeout = 5 * time.Second
+
+// Close delivers what is pending, reconnecting when needed, and waits for
+// its acknowledgement, within CloseTimeout; ends the stream, aborts an
+// Export still retrying, closes the connection, and counts what was never
+// acknowledged in FailedFlows.
 func (e *Exporter) Close() error {
 	e.lifeCancel()
 	e.mu.Lock()
@@ -503,38 +508,36 @@ func (e *Exporter) Close() error {
 		return nil
 	}
 	e.closed = true
+	ctx, cancel := context.WithTimeout(context.Background(), CloseTimeout)
+	defer cancel()
+	if len(e.pending) > 0 {
+		e.waitAcks(ctx, func() bool { return len(e.pending) == 0 })
+	}
 	if st := e.stream; st != nil {
-		t := time.AfterFunc(5*time.Second, st.cancel)
+		stop := context.AfterFunc(ctx, st.cancel)
+		st.cs.CloseSend()
+		var err error
 		if st.legacy {
-			st.cs.CloseSend()
 			var sum flowv1.ExportSummary
-			if err := st.cs.RecvMsg(&sum); err != nil {
-				if !retryable(err) {
-					e.Stats.Refused.Add(1)
-					e.refusedLog(err)
-				} else {
-					e.log.Warn("closing the stream", "error", err)
-				}
-			} else {
+			if err = st.cs.RecvMsg(&sum); err == nil {
 				e.log.Info("stream closed", "collector_batches", sum.GetBatches(), "collector_flows", sum.GetFlows())
 			}
 		} else {
-			for e.trimAcked(); e.sent > 0; e.trimAcked() {
-				select {
-				case <-e.ackWake:
-					continue
-				case <-st.done:
-				}
-				break
-			}
-			st.cs.CloseSend()
 			<-st.done
+			if err = st.err; errors.Is(err, io.EOF) {
+				err = nil
+			}
 			e.trimAcked()
-			if st.err != nil && !errors.Is(st.err, io.EOF) {
-				e.log.Warn("closing the stream", "error", st.err)
+		}
+		if err != nil {
+			if !retryable(err) {
+				e.Stats.Refused.Add(1)
+				e.refusedLog(err)
+			} else {
+				e.log.Warn("closing the stream", "error", err)
 			}
 		}
-		t.Stop()
+		stop()
 		st.cancel()
 		e.stream = nil
 	}

@@ -179,7 +179,9 @@ type Exporter struct {
 	// and an id drawn at New.
 	instance string
 	acked    atomic.Uint64 // the highest seq the collector acknowledged
-	ackWake  chan struct{} // an acknowledgement came, or a stream's reader ended
+	// pendingFlows are the flows of pending (read without mu: Pending).
+	pendingFlows atomic.Int64
+	ackWake      chan struct{} // an acknowledgement came, or a stream's reader ended
 
 	mu             sync.Mutex
 	closed         bool
