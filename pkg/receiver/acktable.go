@@ -31,6 +31,7 @@ type ackTable struct {
 
 	mu      sync.Mutex
 	entries map[string]*ackEntry
+	tick    uint64 // messages seen, the entries' clock
 
 	jmu      sync.Mutex
 	journal  *os.File // nil: memory only
@@ -46,7 +47,7 @@ type ackTable struct {
 type ackEntry struct {
 	mu   sync.Mutex
 	last atomic.Uint64 // the highest seq applied (read unlocked by compact)
-	seen int64         // unix nanoseconds of the last message, to forget the idlest first
+	seen uint64        // the table's tick at the last message, to forget the idlest first
 }
 
 // uint64Counter is where the table counts its journal's write errors
@@ -64,7 +65,6 @@ func newAckTable(path string, max int, log *slog.Logger, errs uint64Counter) (*a
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("collector: read the acknowledgement state: %w", err)
 	}
-	now := time.Now().UnixNano()
 	for _, ln := range bytes.Split(data, []byte{'\n'}) {
 		// "<seq> <instance>"; a line cut by a kill (the last) is skipped.
 		sp := bytes.IndexByte(ln, ' ')
@@ -78,7 +78,7 @@ func newAckTable(path string, max int, log *slog.Logger, errs uint64Counter) (*a
 		}
 		e := t.entries[string(inst)]
 		if e == nil {
-			e = &ackEntry{seen: now}
+			e = &ackEntry{}
 			t.entries[string(inst)] = e
 		}
 		if seq > e.last.Load() {
@@ -105,7 +105,8 @@ func (t *ackTable) lock(instance string) *ackEntry {
 		e = &ackEntry{}
 		t.entries[instance] = e
 	}
-	e.seen = time.Now().UnixNano()
+	t.tick++
+	e.seen = t.tick
 	t.mu.Unlock()
 	e.mu.Lock()
 	return e
@@ -115,7 +116,7 @@ func (t *ackTable) lock(instance string) *ackEntry {
 // Called with t.mu held; runs only when the table is full.
 func (t *ackTable) forgetIdlest() {
 	var idlest string
-	var seen int64
+	var seen uint64
 	for k, e := range t.entries {
 		if idlest == "" || e.seen < seen {
 			idlest, seen = k, e.seen
