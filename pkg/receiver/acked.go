@@ -52,6 +52,7 @@ func (s *Server) ExportAcked(stream grpc.BidiStreamingServer[flowv1.FlowBatch, f
 func (s *Server) receiveAcked(stream grpc.ServerStream, p Peer) error {
 	ctx := stream.Context()
 	var ack flowv1.ExportAck
+	loggedDup := false
 	for {
 		t := &decodeTarget{withID: true}
 		err := stream.RecvMsg(t)
@@ -78,6 +79,11 @@ func (s *Server) receiveAcked(stream grpc.ServerStream, p Peer) error {
 		if dup {
 			s.Stats.Duplicates.Add(1)
 			s.Stats.DuplicateFlows.Add(uint64(len(t.flows) + len(t.refused)))
+			if !loggedDup { // once per stream: an agent resending after a broken stream
+				loggedDup = true
+				s.log.Info("dropped a message the agent sent again, applied before (duplicate)", "peer", p.Addr,
+					"agent_instance", t.instance, "seq", t.seq, "applied_up_to", e.last.Load())
+			}
 		} else {
 			if len(t.flows) > 0 {
 				if err := s.handle(ctx, p, t); err != nil {
