@@ -99,8 +99,9 @@ type FlowBatch struct {
 	AgentInstance string `protobuf:"bytes,2,opt,name=agent_instance,json=agentInstance,proto3" json:"agent_instance,omitempty"`
 	// The message's number in agent_instance's sequence, from 1, increasing
 	// by one per message (a message the agent dropped leaves a gap).
-	// Required on ExportAcked.
-	Seq           uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Required on ExportAcked. Fixed size, so that the agent writes the
+	// identity first in every message without moving the flows after it.
+	Seq           uint64 `protobuf:"fixed64,3,opt,name=seq,proto3" json:"seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1114,7 +1115,7 @@ const file_api_flow_v1_flow_proto_rawDesc = "" +
 	"\tFlowBatch\x12,\n" +
 	"\x05flows\x18\x01 \x03(\v2\x16.flowlens.flow.v1.FlowR\x05flows\x12%\n" +
 	"\x0eagent_instance\x18\x02 \x01(\tR\ragentInstance\x12\x10\n" +
-	"\x03seq\x18\x03 \x01(\x04R\x03seq\"?\n" +
+	"\x03seq\x18\x03 \x01(\x06R\x03seq\"?\n" +
 	"\rExportSummary\x12\x18\n" +
 	"\abatches\x18\x01 \x01(\x04R\abatches\x12\x14\n" +
 	"\x05flows\x18\x02 \x01(\x04R\x05flows\";\n" +

@@ -19,12 +19,19 @@ const (
 
 // AppendBatchID appends FlowBatch's agent_instance and seq fields to b (a
 // FlowBatch is its fields in any order: these, then the flows of
-// AppendFlow, make one message).
+// AppendFlow, make one message). They take BatchIDLen(instance) bytes,
+// whatever seq.
 func AppendBatchID(b []byte, instance string, seq uint64) []byte {
 	b = protowire.AppendTag(b, batchFieldInstance, protowire.BytesType)
 	b = protowire.AppendString(b, instance)
-	b = protowire.AppendTag(b, batchFieldSeq, protowire.VarintType)
-	return protowire.AppendVarint(b, seq)
+	b = protowire.AppendTag(b, batchFieldSeq, protowire.Fixed64Type)
+	return protowire.AppendFixed64(b, seq)
+}
+
+// BatchIDLen is the length of AppendBatchID's fields for instance.
+func BatchIDLen(instance string) int {
+	return protowire.SizeTag(batchFieldInstance) + protowire.SizeBytes(len(instance)) +
+		protowire.SizeTag(batchFieldSeq) + protowire.SizeFixed64()
 }
 
 // BatchID reads the agent_instance and seq of FlowBatch wire bytes,
@@ -42,8 +49,8 @@ func BatchID(b []byte) (instance string, seq uint64, err error) {
 		switch {
 		case num == batchFieldInstance && typ == protowire.BytesType:
 			inst, _ = protowire.ConsumeBytes(v)
-		case num == batchFieldSeq && typ == protowire.VarintType:
-			seq, _ = protowire.ConsumeVarint(v)
+		case num == batchFieldSeq && typ == protowire.Fixed64Type:
+			seq, _ = protowire.ConsumeFixed64(v)
 		}
 	}
 	if err := CheckAgentInstance(inst); err != nil {

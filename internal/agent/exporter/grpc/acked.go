@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	grpcgo "google.golang.org/grpc"
@@ -27,12 +28,6 @@ import (
 // again, in order; the collector drops what it had applied. The cost is
 // per message, never per flow: a seq, one small reply, and a buffer kept
 // until the reply (buffers are reused).
-
-// batchIDReserve is room left in every message for its batch identity
-// (flowpb.AppendBatchID), so that it stays under MaxMessageBytes.
-const batchIDReserve = 2*binaryVarintMax + flowpb.MaxAgentInstanceBytes
-
-const binaryVarintMax = 10
 
 // pendingMsg is a message sent, or to send, and not yet acknowledged.
 type pendingMsg struct {
@@ -163,11 +158,12 @@ func (e *Exporter) enqueue(batch []flow.Record) {
 		e.seq++
 		var w []byte
 		if n == 1 { // the common case: the batch's buffer is the message
-			w = flowpb.AppendBatchID(e.buf, e.instance, e.seq)
+			flowpb.AppendBatchID(e.buf[:0], e.instance, e.seq) // into the room encode left
+			w = e.buf
 			e.buf = e.takeBuf()
 		} else {
-			w = append(e.takeBuf(), e.buf[offs[i]:offs[i+1]]...)
-			w = flowpb.AppendBatchID(w, e.instance, e.seq)
+			w = flowpb.AppendBatchID(e.takeBuf(), e.instance, e.seq)
+			w = append(w, e.buf[offs[i]:offs[i+1]]...)
 		}
 		e.pending = append(e.pending, pendingMsg{seq: e.seq, wire: w, flows: cuts[i+1] - cuts[i], last: i == n-1})
 	}
@@ -349,17 +345,19 @@ func (e *Exporter) updateIdentity() {
 	}
 }
 
-// encode writes batch into e.buf as FlowBatch wire bytes and returns the
-// boundaries of the messages it goes out in, so each stays under
-// MaxMessageBytes with its batch identity (a flow alone may not) and
-// flowpb.MaxFlowsPerMessage flows: message i is flows
-// cuts[i]..cuts[i+1], bytes e.buf[offs[i]:offs[i+1]]; cuts is [0, n] when
-// the whole batch fits. A FlowBatch is only its flows' elements, so any run
-// of them is a message.
+// encode writes batch into e.buf as FlowBatch wire bytes, after room for
+// the batch identity (flowpb.BatchIDLen: the identity goes first in every
+// message, so a receiver finds it without reading the flows), and returns
+// the boundaries of the messages it goes out in, so each stays under
+// MaxMessageBytes with its identity (a flow alone may not) and
+// flowpb.MaxFlowsPerMessage flows: message i is flows cuts[i]..cuts[i+1],
+// bytes e.buf[offs[i]:offs[i+1]]; cuts is [0, n] when the whole batch
+// fits. A FlowBatch is only its fields, so any run of flows is a message.
 func (e *Exporter) encode(batch []flow.Record) (cuts, offs []int) {
-	buf := e.buf[:0]
-	limit := max(e.cfg.MaxMessageBytes-batchIDReserve, 1)
-	cuts, offs = append(e.cuts[:0], 0), append(e.offs[:0], 0)
+	hdr := flowpb.BatchIDLen(e.instance)
+	buf := slices.Grow(e.buf[:0], hdr)[:hdr]
+	limit := max(e.cfg.MaxMessageBytes-hdr, 1)
+	cuts, offs = append(e.cuts[:0], 0), append(e.offs[:0], hdr)
 	for i := range batch {
 		start := len(buf)
 		buf = e.enc.Append(buf, &batch[i])

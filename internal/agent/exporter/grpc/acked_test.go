@@ -7,6 +7,7 @@ import (
 	"net"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -341,7 +342,15 @@ func TestUnackedBoundOverflowCounted(t *testing.T) {
 // A collector without ExportAcked (built before it): the agent falls back
 // to Export, at most once, and says so in its counts.
 func TestLegacyCollectorAtMostOnce(t *testing.T) {
-	received, addr := sinkServer(t)
+	received := new(atomic.Uint64)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newSinkOf(received, false)
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	addr := lis.Addr().String()
 	e := newExporter(t, grpcexp.Config{Target: addr, MaxUnackedBatches: 2})
 	exportAll(t, e, 3, 10)
 	for deadline := time.Now().Add(10 * time.Second); received.Load() < 3; time.Sleep(time.Millisecond) {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
@@ -197,8 +198,9 @@ func benchSend(b *testing.B, exp *flowgrpc.Exporter, n, batch int, progress func
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/flow")
 }
 
-// sinkMsg is any message the sink receives: it is not decoded.
-type sinkMsg struct{}
+// sinkMsg is any message the sink receives: only the seq of its identity
+// (which the agent writes first) is read.
+type sinkMsg struct{ seq uint64 }
 
 // sinkCodec drops what it receives and marshals the reply as protobuf.
 // sinkServer serves FlowCollector/Export on loopback, counting the
@@ -215,10 +217,18 @@ func sinkServer(b testing.TB, opts ...grpcgo.ServerOption) (received *atomic.Uin
 	return received, lis.Addr().String()
 }
 
-// newSink is sinkServer's gRPC server, counting into received.
+// newSink is sinkServer's gRPC server, counting into received; on
+// ExportAcked it acknowledges every message (as a collector does, without
+// applying anything).
 func newSink(received *atomic.Uint64, opts ...grpcgo.ServerOption) *grpcgo.Server {
+	return newSinkOf(received, true, opts...)
+}
+
+// newSinkOf is newSink, without ExportAcked unless acked (a collector
+// built before it).
+func newSinkOf(received *atomic.Uint64, acked bool, opts ...grpcgo.ServerOption) *grpcgo.Server {
 	srv := grpcgo.NewServer(append(opts, grpcgo.ForceServerCodecV2(sinkCodec{}))...)
-	srv.RegisterService(&grpcgo.ServiceDesc{
+	desc := grpcgo.ServiceDesc{
 		ServiceName: "flowlens.flow.v1.FlowCollector",
 		HandlerType: (*any)(nil),
 		Streams: []grpcgo.StreamDesc{{StreamName: "Export", ClientStreams: true,
@@ -231,8 +241,28 @@ func newSink(received *atomic.Uint64, opts ...grpcgo.ServerOption) *grpcgo.Serve
 					}
 					received.Add(1)
 				}
+			}}, {StreamName: "ExportAcked", ClientStreams: true, ServerStreams: true,
+			Handler: func(_ any, s grpcgo.ServerStream) error {
+				var m sinkMsg
+				var ack flowv1.ExportAck
+				for {
+					if err := s.RecvMsg(&m); err == io.EOF {
+						return nil
+					} else if err != nil {
+						return err
+					}
+					received.Add(1)
+					ack.Seq = m.seq
+					if err := s.SendMsg(&ack); err != nil {
+						return err
+					}
+				}
 			}}},
-	}, struct{}{})
+	}
+	if !acked {
+		desc.Streams = desc.Streams[:1]
+	}
+	srv.RegisterService(&desc, struct{}{})
 	return srv
 }
 
@@ -241,8 +271,34 @@ type sinkCodec struct{}
 func (sinkCodec) Marshal(v any) (mem.BufferSlice, error) {
 	return encoding.GetCodecV2("proto").Marshal(v)
 }
-func (sinkCodec) Unmarshal(mem.BufferSlice, any) error { return nil }
-func (sinkCodec) Name() string                         { return "proto" }
+func (sinkCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	m, ok := v.(*sinkMsg)
+	if !ok || len(data) == 0 {
+		return nil
+	}
+	// The identity first: agent_instance (2), then seq (3, fixed64).
+	b := data[0].ReadOnlyData()
+	if len(b) < 512 && data.Len() > len(b) {
+		b = data.Materialize()[:min(data.Len(), 512)]
+	}
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil
+		}
+		b = b[n:]
+		if num == 3 && typ == protowire.Fixed64Type {
+			m.seq, _ = protowire.ConsumeFixed64(b)
+			return nil
+		}
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return nil
+		}
+		b = b[n:]
+	}
+	return nil
+}
+func (sinkCodec) Name() string { return "proto" }
 
 // BenchmarkEviction is the gRPC exporter's cost per flow at 100k flows per
 // eviction (exportertest.Run), to a server on loopback that counts the
