@@ -62,17 +62,19 @@ func (s *Server) receiveAcked(stream grpc.ServerStream, p Peer) error {
 		if err != nil {
 			if status.Code(err) == codes.ResourceExhausted {
 				s.Stats.Rejected.Add(1)
+				// gRPC has already ended the stream with its status ("received
+				// message larger than max"), which the agent recognises.
 				s.log.Warn("refused an oversized message", "peer", p.Addr, "error", err)
 			}
 			return err
 		}
 		if err := s.checkMessage(t, p); err != nil {
-			return err
+			return s.refuse(stream, t.seq, err)
 		}
 		if t.instance == "" || t.seq == 0 {
 			s.Stats.Rejected.Add(1)
 			s.Stats.Malformed.Add(1)
-			return status.Error(codes.InvalidArgument, "collector: ExportAcked needs agent_instance and seq on every message")
+			return s.refuse(stream, t.seq, status.Error(codes.InvalidArgument, "collector: ExportAcked needs agent_instance and seq on every message"))
 		}
 		e := s.acks.lock(t.instance)
 		dup := t.seq <= e.last.Load()
@@ -88,6 +90,9 @@ func (s *Server) receiveAcked(stream grpc.ServerStream, p Peer) error {
 			if len(t.flows) > 0 {
 				if err := s.handle(ctx, p, t); err != nil {
 					e.mu.Unlock()
+					if refused, err := refusal(err); refused {
+						return s.refuse(stream, t.seq, err)
+					}
 					return err
 				}
 			}
@@ -100,4 +105,35 @@ func (s *Server) receiveAcked(stream grpc.ServerStream, p Peer) error {
 			return err
 		}
 	}
+}
+
+// refuse tells the agent that the message of seq is refused for good (an
+// ExportAck with refused set: it drops that message and sends the others
+// again; seq 0, unknown, names the first message not acknowledged yet, the
+// one being read) and returns err, which ends the stream.
+func (s *Server) refuse(stream grpc.ServerStream, seq uint64, err error) error {
+	stream.SendMsg(&flowv1.ExportAck{Seq: seq, Refused: true})
+	return err
+}
+
+// Refuse marks a Handler's error as a refusal of its batch for good (a
+// flow the handler will never accept: sending it again cannot help). On
+// ExportAcked the agent is told which message was refused, drops it and
+// sends the others again; any other error ends the stream with the message
+// unacknowledged, to be sent again. On Export both end the stream alike.
+func Refuse(err error) error { return &refusedError{err} }
+
+type refusedError struct{ err error }
+
+func (e *refusedError) Error() string { return e.err.Error() }
+func (e *refusedError) Unwrap() error { return e.err }
+
+// refusal splits a Handler's error into whether it refuses its message
+// and the error itself.
+func refusal(err error) (bool, error) {
+	var r *refusedError
+	if errors.As(err, &r) {
+		return true, r.err
+	}
+	return false, err
 }

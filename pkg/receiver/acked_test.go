@@ -58,6 +58,9 @@ func TestExportAckedGeneratedClient(t *testing.T) {
 	if err := st.Send(flows(1, 53)); err != nil && err != io.EOF {
 		t.Fatal(err)
 	}
+	if ack, err := st.Recv(); err != nil || !ack.Refused || ack.Seq != 0 {
+		t.Fatalf("a message without identity: %v, %v; want a refused ack of seq 0", ack, err)
+	}
 	_, err = st.Recv()
 	if want := "collector: ExportAcked needs agent_instance and seq on every message"; status.Code(err) != codes.InvalidArgument || status.Convert(err).Message() != want {
 		t.Fatalf("a message without identity: %v, want InvalidArgument %q", err, want)
@@ -77,6 +80,9 @@ func TestExportAckedInstanceBound(t *testing.T) {
 		b := flows(1, 53)
 		b.AgentInstance, b.Seq = inst, 1
 		st.Send(b)
+		if ack, err := st.Recv(); err != nil || !ack.Refused {
+			t.Fatalf("instance %q: %v, %v; want a refused ack", inst[:min(len(inst), 10)], ack, err)
+		}
 		_, err = st.Recv()
 		cancel()
 		if status.Code(err) != codes.InvalidArgument {

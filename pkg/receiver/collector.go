@@ -93,9 +93,12 @@ type Batch struct {
 
 // Handler receives each batch. It is called from one goroutine per agent
 // stream, so concurrently for different agents, and never concurrently for
-// one stream. It may keep the batch. A non-nil error ends the agent's stream
-// with the error's gRPC status if it has one, Unavailable otherwise (the
-// agent then reconnects after a backoff and goes on).
+// one stream (on ExportAcked, for one agent instance). It may keep the
+// batch; on ExportAcked the batch is acknowledged once it returns nil. A
+// non-nil error ends the agent's stream with the error's gRPC status if it
+// has one, Unavailable otherwise (the agent then reconnects after a backoff
+// and sends the unacknowledged batch again); Refuse(err) refuses the batch
+// for good (not sent again).
 type Handler func(ctx context.Context, b *Batch) error
 
 // Options configure a Server. Zero values take the defaults.
@@ -371,8 +374,14 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 
 func (t *decodeTarget) decode(b []byte, maxFlows int) {
 	t.flows, t.refused, t.err = flowpb.DecodeBatch(b, maxFlows)
-	if t.withID && t.err == nil {
-		t.instance, t.seq, t.err = flowpb.BatchID(b)
+	if t.withID {
+		// Also for a message refused: its refusal names its seq.
+		inst, seq, err := flowpb.BatchID(b)
+		if err == nil {
+			t.instance, t.seq = inst, seq
+		} else if t.err == nil {
+			t.err = err
+		}
 	}
 }
 
@@ -495,6 +504,7 @@ func (s *Server) receive(ctx context.Context, stream grpc.ServerStream, p Peer, 
 			continue
 		}
 		if err := s.handle(ctx, p, t); err != nil {
+			_, err = refusal(err)
 			return err
 		}
 		sum.Batches++
@@ -531,10 +541,14 @@ func (s *Server) checkMessage(t *decodeTarget, p Peer) error {
 func (s *Server) handle(ctx context.Context, p Peer, t *decodeTarget) error {
 	if err := s.h(ctx, &Batch{Peer: p, Flows: t.flows}); err != nil {
 		s.Stats.HandlerErrors.Add(1)
-		if _, ok := status.FromError(err); ok {
-			return err
+		refused, err := refusal(err)
+		if _, ok := status.FromError(err); !ok {
+			err = status.Errorf(codes.Unavailable, "collector: %v", err)
 		}
-		return status.Errorf(codes.Unavailable, "collector: %v", err)
+		if refused {
+			return Refuse(err)
+		}
+		return err
 	}
 	s.Stats.Batches.Add(1)
 	s.Stats.Flows.Add(uint64(len(t.flows)))

@@ -217,7 +217,17 @@ type ExportAck struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Seq   uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
 	// The message of seq was a duplicate (already applied; not applied again).
-	Duplicate     bool `protobuf:"varint,2,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	Duplicate bool `protobuf:"varint,2,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	// The message of seq was refused for good (malformed, an invalid flow,
+	// flows of another node...): not applied, not to be sent again. The
+	// collector then ends the stream with the refusal's status. A stream
+	// ended without such an ack refused no message (the stream itself was
+	// refused, or the collector is going away): everything unacknowledged is
+	// sent again. With seq 0: the first message not acknowledged yet, whose
+	// seq the collector could not read (not framed). (A message larger than
+	// the collector's limit is refused by gRPC itself, with ResourceExhausted
+	// "received message larger than max": the first not acknowledged.)
+	Refused       bool `protobuf:"varint,3,opt,name=refused,proto3" json:"refused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -262,6 +272,13 @@ func (x *ExportAck) GetSeq() uint64 {
 func (x *ExportAck) GetDuplicate() bool {
 	if x != nil {
 		return x.Duplicate
+	}
+	return false
+}
+
+func (x *ExportAck) GetRefused() bool {
+	if x != nil {
+		return x.Refused
 	}
 	return false
 }
@@ -1118,10 +1135,11 @@ const file_api_flow_v1_flow_proto_rawDesc = "" +
 	"\x03seq\x18\x03 \x01(\x06R\x03seq\"?\n" +
 	"\rExportSummary\x12\x18\n" +
 	"\abatches\x18\x01 \x01(\x04R\abatches\x12\x14\n" +
-	"\x05flows\x18\x02 \x01(\x04R\x05flows\";\n" +
+	"\x05flows\x18\x02 \x01(\x04R\x05flows\"U\n" +
 	"\tExportAck\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1c\n" +
-	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"\xa5\x01\n" +
+	"\tduplicate\x18\x02 \x01(\bR\tduplicate\x12\x18\n" +
+	"\arefused\x18\x03 \x01(\bR\arefused\"\xa5\x01\n" +
 	"\tInterface\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aifindex\x18\x02 \x01(\rR\aifindex\x12\x14\n" +

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	grpcgo "google.golang.org/grpc"
@@ -45,6 +46,11 @@ type stream struct {
 	cancel context.CancelFunc
 	done   chan struct{} // ExportAcked: the reader returned
 	err    error         // the reader's error, set before done is closed
+	// refused says the collector refused a message for good
+	// (ExportAck.refused): the one of refusedSeq, or with 0 the first not
+	// acknowledged. Set before done is closed.
+	refused    bool
+	refusedSeq uint64
 }
 
 // newInstance is this process's agent_instance: the node name (bytes
@@ -265,6 +271,9 @@ func (nopCounter) Add(uint64) uint64 { return 0 }
 
 func (e *Exporter) removeAt(k int) {
 	e.pending = append(e.pending[:k], e.pending[k+1:]...)
+	if k < e.sent {
+		e.sent--
+	}
 }
 
 // endStatus is the status that ended the stream a send failed on: with
@@ -289,19 +298,34 @@ func (e *Exporter) endStatus(sendErr error) error {
 }
 
 // broken ends the current stream, which err ended: a collector without
-// ExportAcked makes the exporter use Export; a refusal drops the message
-// refused (ExportAcked: the first unacknowledged one, the collector
-// applies them in order; Export: one already sent); any other failure
-// waits for the backoff. Everything pending is sent again on the next
-// stream.
+// ExportAcked makes the exporter use Export; a message the collector
+// refused for good is dropped (ExportAcked: the one its ExportAck named;
+// Export: one already sent, counted only); any failure waits for the
+// backoff. Everything else pending is sent again on the next stream.
 func (e *Exporter) broken(err error) {
 	st := e.stream
 	if err == nil || errors.Is(err, io.EOF) {
 		err = status.Error(codes.Unavailable, "collector ended the stream")
 	}
+	refused, refusedSeq := false, uint64(0)
+	if !st.legacy && st.done != nil {
+		select {
+		case <-st.done:
+			refused, refusedSeq = st.refused, st.refusedSeq
+		default:
+		}
+	}
+	if !st.legacy && !refused && status.Code(err) == codes.ResourceExhausted && strings.Contains(status.Convert(err).Message(), "larger than max") {
+		// gRPC refused the message for its size before the collector could
+		// name it: the first one not acknowledged, the one being read.
+		refused = true
+	}
 	e.trimAcked()
 	e.dropStream()
-	if !st.legacy && status.Code(err) == codes.Unimplemented {
+	if !st.legacy && (status.Code(err) == codes.Unimplemented ||
+		// A collector before ExportAcked whose per-call authorization
+		// refuses the methods it does not know.
+		status.Code(err) == codes.PermissionDenied && strings.HasSuffix(status.Convert(err).Message(), flowv1.FlowCollector_ExportAcked_FullMethodName)) {
 		e.legacy = true
 		if !e.legacyLogged {
 			e.legacyLogged = true
@@ -311,14 +335,24 @@ func (e *Exporter) broken(err error) {
 	}
 	e.Stats.SendErrors.Add(1)
 	e.Stats.Retries.Add(1)
-	if !retryable(err) {
-		e.Stats.Refused.Add(1)
-		if !st.legacy && len(e.pending) > 0 {
-			e.done(0, &e.Stats.RejectedFlows)
-			e.popFront(1)
+	switch {
+	case refused:
+		for k := range e.pending {
+			if e.pending[k].seq == refusedSeq || refusedSeq == 0 {
+				e.Stats.Refused.Add(1)
+				e.done(k, &e.Stats.RejectedFlows)
+				e.removeAt(k)
+				break
+			}
 		}
 		e.refusedLog(err)
+	case st.legacy && !retryable(err):
+		e.Stats.Refused.Add(1)
+		e.refusedLog(err)
 	}
+	// Otherwise the stream itself was refused (authentication, too many
+	// streams...) or broke: no message is dropped, all are sent again
+	// after the backoff (failed logs it).
 	if st.legacy {
 		e.legacy = false // try ExportAcked again: the collector may have been upgraded
 	}
@@ -440,6 +474,10 @@ func (e *Exporter) readAcks(st *stream) {
 			signal(e.ackWake)
 			return
 		}
+		if ack.Refused {
+			st.refused, st.refusedSeq = true, ack.Seq
+			continue
+		}
 		for a := e.acked.Load(); ack.Seq > a && !e.acked.CompareAndSwap(a, ack.Seq); a = e.acked.Load() {
 		}
 		signal(e.ackWake)
@@ -528,7 +566,7 @@ func (e *Exporter) Close() error {
 			e.trimAcked()
 		}
 		if err != nil {
-			if !retryable(err) {
+			if st.legacy && !retryable(err) {
 				e.Stats.Refused.Add(1)
 				e.refusedLog(err)
 			} else {

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
 	"github.com/flowlens/flowlens/internal/agent/exporter"
 	grpcexp "github.com/flowlens/flowlens/internal/agent/exporter/grpc"
@@ -29,11 +32,12 @@ type collector struct {
 	srv  *receiver.Server
 	addr string
 
-	mu    sync.Mutex
-	flows []*flowv1.Flow
-	msgs  int
-	hook  func(msg int)
-	done  chan error
+	mu     sync.Mutex
+	flows  []*flowv1.Flow
+	msgs   int
+	hook   func(msg int)
+	refuse func(msg int) error // before recording: an error refuses the message
+	done   chan error
 }
 
 func startCollector(t *testing.T, opts receiver.Options) *collector {
@@ -44,9 +48,15 @@ func startCollector(t *testing.T, opts receiver.Options) *collector {
 	}
 	srv, err := receiver.New(func(_ context.Context, b *receiver.Batch) error {
 		c.mu.Lock()
-		c.flows = append(c.flows, b.Flows...)
 		c.msgs++
 		n, hook := c.msgs, c.hook
+		if c.refuse != nil {
+			if err := c.refuse(n); err != nil {
+				c.mu.Unlock()
+				return err
+			}
+		}
+		c.flows = append(c.flows, b.Flows...)
 		c.mu.Unlock()
 		if hook != nil {
 			hook(n)
@@ -284,6 +294,30 @@ func TestAckStateSurvivesRestart(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The collector refuses message 4 for good (receiver.Refuse): the agent
+// drops exactly that one, counted in RejectedFlows, and every other flow
+// is applied once and acknowledged.
+func TestRefusedMessageDropped(t *testing.T) {
+	c := startCollector(t, receiver.Options{})
+	c.refuse = func(msg int) error {
+		if msg == 4 {
+			return receiver.Refuse(status.Error(codes.InvalidArgument, "no thanks"))
+		}
+		return nil
+	}
+	e := newExporter(t, grpcexp.Config{Target: c.addr, MaxUnackedBatches: 4})
+	sent := exportAll(t, e, 8, 50)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := &e.Stats
+	if st.AckedFlows.Load() != 350 || st.RejectedFlows.Load() != 50 || st.Refused.Load() != 1 || st.FailedFlows.Load() != 0 {
+		t.Fatalf("acked %d, rejected %d (%d messages), failed %d flows; want 350, 50 (1), 0",
+			st.AckedFlows.Load(), st.RejectedFlows.Load(), st.Refused.Load(), st.FailedFlows.Load())
+	}
+	checkFlows(t, c.received(), append(sent[:150:150], sent[200:]...))
 }
 
 // At most MaxUnackedBatches batches wait for acknowledgements; behind
