@@ -29,6 +29,13 @@
 // One client (the CN of its certificate, else its IP address) holds at
 // most Options.MaxStreamsPerClient streams, all clients together
 // Options.MaxStreams: a client cannot take the others' slots.
+//
+// Agents stream on ExportAcked (acked.go): each message is acknowledged
+// once the Handler returned nil for it, and a message whose (agent
+// instance, seq) was applied already is acknowledged as a duplicate
+// without reaching the Handler again (acktable.go: in memory, or in
+// Options.AckStateFile across restarts). Export, without
+// acknowledgements, serves agents built before it.
 package receiver
 
 import (
