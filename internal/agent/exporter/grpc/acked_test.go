@@ -212,9 +212,10 @@ func TestAckedDeliveryExact(t *testing.T) {
 }
 
 // The connection breaks after the collector applied message 3 and before
-// its acknowledgement left: the agent sends it again on a new stream, the
-// collector (same process, state in memory) drops it, and each flow is
-// applied once.
+// its acknowledgement left: the agent sends what is unacknowledged again,
+// in order, on a new stream, the collector (same process, state in memory)
+// drops what it had applied, and each flow is applied once, in the order
+// sent.
 func TestAckLostDuplicateDropped(t *testing.T) {
 	c := startCollector(t, receiver.Options{})
 	p := startProxy(t, c.addr)
@@ -226,7 +227,13 @@ func TestAckLostDuplicateDropped(t *testing.T) {
 	e := newExporter(t, grpcexp.Config{Target: p.addr(), MaxUnackedBatches: 4})
 	sent := exportAll(t, e, 10, 50)
 	checkAllAcked(t, e, len(sent))
-	checkFlows(t, c.received(), sent)
+	got := c.received()
+	checkFlows(t, got, sent)
+	for i := 1; i < len(got); i++ { // resent in order: applied in the order sent
+		if got[i].Packets <= got[i-1].Packets {
+			t.Fatalf("flow %d applied after flow %d: out of order", got[i].Packets, got[i-1].Packets)
+		}
+	}
 	// Message 3 at least was applied and not acknowledged (so were the
 	// messages whose acknowledgements the cut caught in flight, and any the
 	// collector had already read behind it).
