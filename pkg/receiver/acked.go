@@ -3,6 +3,7 @@ package receiver
 import (
 	"errors"
 	"io"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -51,7 +52,8 @@ func (s *Server) ExportAcked(stream grpc.BidiStreamingServer[flowv1.FlowBatch, f
 // the stream (nil) or something goes wrong (a gRPC status).
 func (s *Server) receiveAcked(stream grpc.ServerStream, p Peer) error {
 	ctx := stream.Context()
-	var ack flowv1.ExportAck
+	acks := newAckSender(stream)
+	defer acks.stop()
 	loggedDup := false
 	for {
 		t := &decodeTarget{withID: true}
@@ -69,12 +71,12 @@ func (s *Server) receiveAcked(stream grpc.ServerStream, p Peer) error {
 			return err
 		}
 		if err := s.checkMessage(t, p); err != nil {
-			return s.refuse(stream, t.seq, err)
+			return acks.refuse(t.seq, err)
 		}
 		if t.instance == "" || t.seq == 0 {
 			s.Stats.Rejected.Add(1)
 			s.Stats.Malformed.Add(1)
-			return s.refuse(stream, t.seq, status.Error(codes.InvalidArgument, "collector: ExportAcked needs agent_instance and seq on every message"))
+			return acks.refuse(t.seq, status.Error(codes.InvalidArgument, "collector: ExportAcked needs agent_instance and seq on every message"))
 		}
 		e := s.acks.lock(t.instance)
 		dup := t.seq <= e.last.Load()
@@ -91,7 +93,7 @@ func (s *Server) receiveAcked(stream grpc.ServerStream, p Peer) error {
 				if err := s.handle(ctx, p, t); err != nil {
 					e.mu.Unlock()
 					if refused, err := refusal(err); refused {
-						return s.refuse(stream, t.seq, err)
+						return acks.refuse(t.seq, err)
 					}
 					return err
 				}
@@ -100,19 +102,92 @@ func (s *Server) receiveAcked(stream grpc.ServerStream, p Peer) error {
 			s.acks.record(t.instance, t.seq)
 		}
 		e.mu.Unlock()
-		ack.Seq, ack.Duplicate = t.seq, dup
-		if err := stream.SendMsg(&ack); err != nil {
-			return err
+		acks.ack(t.seq, dup)
+	}
+}
+
+// ackSender sends a stream's acknowledgements from a goroutine of its
+// own, the latest seq applied each time it wakes: a message is never held
+// back, and when applying is faster than sending (a burst of small
+// messages) one ExportAck covers several, so the cost stays below one
+// write per message.
+type ackSender struct {
+	stream grpc.ServerStream
+	wake   chan struct{}
+	quit   chan struct{}
+	done   chan struct{}
+
+	mu       sync.Mutex
+	seq      uint64 // the latest applied (or duplicate)
+	dup      bool
+	sent     uint64
+	stopping bool
+}
+
+func newAckSender(stream grpc.ServerStream) *ackSender {
+	a := &ackSender{stream: stream, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+	go a.run()
+	return a
+}
+
+// ack acknowledges every message up to seq (dup: seq's was a duplicate).
+func (a *ackSender) ack(seq uint64, dup bool) {
+	a.mu.Lock()
+	a.seq, a.dup = seq, dup
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (a *ackSender) run() {
+	defer close(a.done)
+	var msg flowv1.ExportAck
+	for {
+		select {
+		case <-a.wake:
+		case <-a.quit:
+		}
+		a.mu.Lock()
+		seq, dup, stopping := a.seq, a.dup, a.stopping
+		a.mu.Unlock()
+		if seq != a.sent {
+			msg.Seq, msg.Duplicate = seq, dup
+			if a.stream.SendMsg(&msg) != nil {
+				return
+			}
+			a.sent = seq
+		}
+		if stopping {
+			return
 		}
 	}
 }
 
-// refuse tells the agent that the message of seq is refused for good (an
-// ExportAck with refused set: it drops that message and sends the others
-// again; seq 0, unknown, names the first message not acknowledged yet, the
-// one being read) and returns err, which ends the stream.
-func (s *Server) refuse(stream grpc.ServerStream, seq uint64, err error) error {
-	stream.SendMsg(&flowv1.ExportAck{Seq: seq, Refused: true})
+// stop sends what is acknowledged and not yet sent, and returns once the
+// goroutine has. Idempotent.
+func (a *ackSender) stop() {
+	a.mu.Lock()
+	if a.stopping {
+		a.mu.Unlock()
+		<-a.done
+		return
+	}
+	a.stopping = true
+	a.mu.Unlock()
+	close(a.quit)
+	<-a.done
+}
+
+// refuse sends what is acknowledged, then tells the agent that the
+// message of seq is refused for good (an ExportAck with refused set: it
+// drops that message and sends the others again; seq 0, unknown, names
+// the first message not acknowledged yet, the one being read), and
+// returns err, which ends the stream.
+func (a *ackSender) refuse(seq uint64, err error) error {
+	a.stop()
+	a.stream.SendMsg(&flowv1.ExportAck{Seq: seq, Refused: true})
 	return err
 }
 

@@ -212,7 +212,9 @@ func (x *ExportSummary) GetFlows() uint64 {
 
 // ExportAck acknowledges, on an ExportAcked stream, every message of the
 // stream up to and including seq: applied, or dropped as a duplicate of a
-// message applied before.
+// message applied before. One ExportAck may cover several messages (the
+// collector sends the latest when applying outpaces sending); seq only
+// grows on a stream.
 type ExportAck struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Seq   uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`

@@ -68,9 +68,9 @@ type FlowCollectorClient interface {
 	// closes the stream. agent_instance and seq are ignored.
 	Export(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[FlowBatch, ExportSummary], error)
 	// ExportAcked streams batches of flows from one agent, each with its
-	// agent_instance and seq; the collector answers each message, in order,
-	// with an ExportAck once the message is applied (or recognised as a
-	// duplicate), and ends the stream with OK when the agent closes it.
+	// agent_instance and seq; the collector acknowledges the messages, in
+	// order, with ExportAcks once they are applied (or recognised as
+	// duplicates), and ends the stream with OK when the agent closes it.
 	ExportAcked(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[FlowBatch, ExportAck], error)
 }
 
@@ -141,9 +141,9 @@ type FlowCollectorServer interface {
 	// closes the stream. agent_instance and seq are ignored.
 	Export(grpc.ClientStreamingServer[FlowBatch, ExportSummary]) error
 	// ExportAcked streams batches of flows from one agent, each with its
-	// agent_instance and seq; the collector answers each message, in order,
-	// with an ExportAck once the message is applied (or recognised as a
-	// duplicate), and ends the stream with OK when the agent closes it.
+	// agent_instance and seq; the collector acknowledges the messages, in
+	// order, with ExportAcks once they are applied (or recognised as
+	// duplicates), and ends the stream with OK when the agent closes it.
 	ExportAcked(grpc.BidiStreamingServer[FlowBatch, ExportAck]) error
 	mustEmbedUnimplementedFlowCollectorServer()
 }

@@ -236,6 +236,12 @@ func New(cfg Config) (*Exporter, error) {
 		grpcgo.WithKeepaliveParams(keepalive.ClientParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout, PermitWithoutStream: true}),
 		grpcgo.WithConnectParams(grpcgo.ConnectParams{Backoff: bo, MinConnectTimeout: cfg.ConnectTimeout}),
 		grpcgo.WithContextDialer(e.dial),
+		// What the agent receives is ExportAcks, a few bytes each: a
+		// fixed receive window, which turns off gRPC's bandwidth-delay
+		// estimation, whose ping per received data frame would cost a
+		// round of frames per acknowledgement. (The collector's window
+		// for the flows the agent sends is the collector's.)
+		grpcgo.WithInitialWindowSize(1<<16), grpcgo.WithInitialConnWindowSize(1<<16),
 		grpcgo.WithUserAgent("flowlens-agent"))...,
 	)
 	if err != nil {

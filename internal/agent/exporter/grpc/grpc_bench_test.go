@@ -243,8 +243,29 @@ func newSinkOf(received *atomic.Uint64, acked bool, opts ...grpcgo.ServerOption)
 				}
 			}}, {StreamName: "ExportAcked", ClientStreams: true, ServerStreams: true,
 			Handler: func(_ any, s grpcgo.ServerStream) error {
+				// As pkg/receiver: the latest seq, from a goroutine of
+				// its own (one ack may cover several messages).
+				var latest atomic.Uint64
+				wake, quit, done := make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+				go func() {
+					defer close(done)
+					var ack flowv1.ExportAck
+					for {
+						select {
+						case <-wake:
+						case <-quit:
+							return
+						}
+						if seq := latest.Load(); seq != ack.Seq {
+							ack.Seq = seq
+							if s.SendMsg(&ack) != nil {
+								return
+							}
+						}
+					}
+				}()
+				defer func() { close(quit); <-done }()
 				var m sinkMsg
-				var ack flowv1.ExportAck
 				for {
 					if err := s.RecvMsg(&m); err == io.EOF {
 						return nil
@@ -252,9 +273,10 @@ func newSinkOf(received *atomic.Uint64, acked bool, opts ...grpcgo.ServerOption)
 						return err
 					}
 					received.Add(1)
-					ack.Seq = m.seq
-					if err := s.SendMsg(&ack); err != nil {
-						return err
+					latest.Store(m.seq)
+					select {
+					case wake <- struct{}{}:
+					default:
 					}
 				}
 			}}},
