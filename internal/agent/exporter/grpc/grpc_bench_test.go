@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
+	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/agent/exporter/exportertest"
 	flowgrpc "github.com/flowlens/flowlens/internal/agent/exporter/grpc"
 	"github.com/flowlens/flowlens/pkg/flow"
@@ -136,7 +137,7 @@ func BenchmarkExport(b *testing.B) {
 		defer cancel()
 		srv.Shutdown(ctx)
 	}()
-	exp, err := flowgrpc.New(flowgrpc.Config{Target: lis.Addr().String(), NodeName: "node-1", Logger: quiet})
+	exp, err := flowgrpc.New(flowgrpc.Config{Target: lis.Addr().String(), NodeName: "node-1", Logger: quiet, MaxUnackedBatches: agentUnacked})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -150,7 +151,7 @@ func BenchmarkExport(b *testing.B) {
 func BenchmarkExportSink(b *testing.B) {
 	const n, batch = 10000, 1000
 	received, addr := sinkServer(b)
-	exp, err := flowgrpc.New(flowgrpc.Config{Target: addr, NodeName: "node-1", Logger: quiet})
+	exp, err := flowgrpc.New(flowgrpc.Config{Target: addr, NodeName: "node-1", Logger: quiet, MaxUnackedBatches: agentUnacked})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -329,13 +330,17 @@ func (sinkCodec) Name() string { return "proto" }
 // CPU and allocations are in the per-flow figures too.
 func BenchmarkEviction(b *testing.B) {
 	received, addr := sinkServer(b)
-	exp, err := flowgrpc.New(flowgrpc.Config{Target: addr, NodeName: "node-1", Logger: quiet})
+	exp, err := flowgrpc.New(flowgrpc.Config{Target: addr, NodeName: "node-1", Logger: quiet, MaxUnackedBatches: agentUnacked})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer exp.Close()
 	exportertest.Run(b, exp, func() { awaitMessages(b, exp, received.Load, 20*time.Microsecond) })
 }
+
+// agentUnacked is what the agent gives the exporter by default: the bound
+// of --export-buffer.
+var agentUnacked = (&config.Config{}).ExportQueueBatches()
 
 // BenchmarkEvictionTLS is BenchmarkEviction over TLS with a bearer token
 // file, as the operator's secure default runs the agent (issue #27): the
@@ -353,7 +358,7 @@ func BenchmarkEvictionTLS(b *testing.B) {
 		b.Fatal(err)
 	}
 	exp, err := flowgrpc.New(flowgrpc.Config{Target: addr, NodeName: "node-1", Logger: quiet,
-		TLS: true, TLSCA: pki.CA, TokenFile: token})
+		TLS: true, TLSCA: pki.CA, TokenFile: token, MaxUnackedBatches: agentUnacked})
 	if err != nil {
 		b.Fatal(err)
 	}
