@@ -339,7 +339,8 @@ func (a *Agent) exporters() ([]exporter.Exporter, error) {
 		case "grpc":
 			g, err := grpcexp.New(grpcexp.Config{Target: a.cfg.Target, TLS: a.cfg.GRPCTLSOn(), TLSCA: a.cfg.TLSCA,
 				TokenFile: a.cfg.TokenFile, InsecurePlaintext: a.cfg.InsecurePlaintext,
-				TLSCert: a.cfg.TLSCert, TLSKey: a.cfg.TLSKey, NodeName: a.cfg.NodeName, Logger: a.log})
+				TLSCert: a.cfg.TLSCert, TLSKey: a.cfg.TLSKey, NodeName: a.cfg.NodeName, Logger: a.log,
+				MaxUnackedBatches: a.cfg.ExportQueueBatches()})
 			if err != nil {
 				return out, fmt.Errorf("grpc exporter: %w", err)
 			}

@@ -123,7 +123,7 @@ func (c *Collector) newAuth() error {
 func (a *authorizer) authorize(ctx context.Context, method string) (context.Context, error) {
 	token := bearer(ctx)
 	switch method {
-	case flowv1.FlowCollector_Export_FullMethodName:
+	case flowv1.FlowCollector_Export_FullMethodName, flowv1.FlowCollector_ExportAcked_FullMethodName:
 		if token == "" {
 			if cn, ok := verifiedCN(ctx); ok {
 				return context.WithValue(ctx, senderKey{}, &sender{node: cn}), nil
@@ -256,7 +256,9 @@ func (a *authorizer) checkIdentity(next receiver.Handler) receiver.Handler {
 				return err
 			}
 		}
-		return status.Errorf(codes.PermissionDenied, "forbidden: %d flows of node %q from the agent of node %q", refused, other, node)
+		// The message is refused for good (its own node's flows went
+		// through): an agent on ExportAcked drops it rather than resending.
+		return receiver.Refuse(status.Errorf(codes.PermissionDenied, "forbidden: %d flows of node %q from the agent of node %q", refused, other, node))
 	}
 }
 
