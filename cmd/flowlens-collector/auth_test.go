@@ -162,6 +162,12 @@ func TestAuthorization(t *testing.T) {
 		})
 	}
 
+	// ExportAcked: an agent may only use instances of its own node, so
+	// that it cannot have another agent's messages dropped as duplicates.
+	checkStatus(t, rawExportAcked(addr, tlsCreds, agentA, "node-b/00"), codes.PermissionDenied,
+		`forbidden: agent_instance "node-b/00" is not of node "node-a", the caller's`)
+	checkStatus(t, rawExportAcked(addr, tlsCreds, agentA, "node-a/00"), codes.OK, "")
+
 	// Certificates: the collector's CA's, CN agent-1, is the agent of
 	// node agent-1; a self-made one (another CA) does not get in.
 	mtls, err := tlsclient.Config(pki.CA, pki.ClientCert, pki.ClientKey, "")
@@ -178,20 +184,20 @@ func TestAuthorization(t *testing.T) {
 	// Exactly the flows of other nodes were counted: 3 + 1 + 1.
 	expectSamples(t, scrape(t, a), map[[2]string]float64{
 		{"flowlens_collector_refused_flows_total", "reason=identity"}: 5,
-		{"flowlens_collector_received_flows_total", ""}:               3 + 2 + 1 + 1,
+		{"flowlens_collector_received_flows_total", ""}:               3 + 2 + 1 + 1 + 1,
 	})
 
 	// GetFlows: readers read; nobody else, certificates included.
 	flows, err := rawGetFlows(addr, tlsCreds, reader)
-	if err != nil || len(flows) != 7 {
-		t.Errorf("GetFlows as a reader: %d flows, %v; want 7", len(flows), err)
+	if err != nil || len(flows) != 8 {
+		t.Errorf("GetFlows as a reader: %d flows, %v; want 8", len(flows), err)
 	}
 	nodes := map[string]int{}
 	for _, f := range flows {
 		nodes[f.GetFlow().GetFlow().GetNodeName()]++
 	}
-	if nodes["node-a"] != 6 || nodes["agent-1"] != 1 || len(nodes) != 2 {
-		t.Errorf("the history's nodes: %v, want node-a: 6, agent-1: 1", nodes)
+	if nodes["node-a"] != 7 || nodes["agent-1"] != 1 || len(nodes) != 2 {
+		t.Errorf("the history's nodes: %v, want node-a: 7, agent-1: 1", nodes)
 	}
 	for _, tc := range []struct {
 		name  string
@@ -329,6 +335,37 @@ func rawExport(addr string, creds credentials.TransportCredentials, token string
 		return err
 	}
 	_, err = st.CloseAndRecv()
+	return err
+}
+
+// rawExportAcked sends one message of one node-a flow on ExportAcked as
+// instance and returns the stream's status after its acknowledgement.
+func rawExportAcked(addr string, creds credentials.TransportCredentials, token, instance string) error {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(withBearer(context.Background(), token), 10*time.Second)
+	defer cancel()
+	st, err := flowv1.NewFlowCollectorClient(conn).ExportAcked(ctx)
+	if err != nil {
+		return err
+	}
+	b := &flowv1.FlowBatch{AgentInstance: instance, Seq: 1, Flows: []*flowv1.Flow{{NodeName: "node-a", SrcAddr: []byte{10, 0, 0, 1},
+		DstAddr: []byte{10, 0, 0, 2}, SrcPort: 50000, DstPort: 80, Proto: 6, Bytes: 100, Packets: 1, Sampling: 1, AgentIp: []byte{192, 0, 2, 1}}}}
+	if err := st.Send(b); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	if ack, err := st.Recv(); err != nil || ack.Refused {
+		_, err = st.Recv()
+		return err
+	}
+	st.CloseSend()
+	_, err = st.Recv()
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
 	return err
 }
 

@@ -110,6 +110,7 @@ func (c *Collector) newAuth() error {
 	}
 	c.auth = a
 	cfg.Limits.Authorize = a.authorize
+	cfg.Limits.CheckInstance = a.checkInstance
 	c.log.Info("authorizing every call with the API server (--auth kubernetes)", "host", rc.Host,
 		"export", kubeauth.Permission(kubeauth.VerbExport), "read", kubeauth.Permission(kubeauth.VerbRead))
 	return nil
@@ -260,6 +261,21 @@ func (a *authorizer) checkIdentity(next receiver.Handler) receiver.Handler {
 		// through): an agent on ExportAcked drops it rather than resending.
 		return receiver.Refuse(status.Errorf(codes.PermissionDenied, "forbidden: %d flows of node %q from the agent of node %q", refused, other, node))
 	}
+}
+
+// checkInstance is receiver.Options.CheckInstance: an agent instance is
+// its node's name, "/" and a random part (flowpb.CheckAgentInstance), and
+// a sender may only use instances of its own node. Without an identity
+// (--auth none) every instance goes through.
+func (a *authorizer) checkInstance(ctx context.Context, instance string) error {
+	s, ok := ctx.Value(senderKey{}).(*sender)
+	if !ok {
+		return nil
+	}
+	if node, _, _ := strings.Cut(instance, "/"); node != s.node {
+		return status.Errorf(codes.PermissionDenied, "forbidden: agent_instance %q is not of node %q, the caller's", instance, s.node)
+	}
+	return nil
 }
 
 // recheck reviews the token of s again when it was last reviewed more than

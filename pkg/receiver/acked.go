@@ -78,6 +78,12 @@ func (s *Server) receiveAcked(stream grpc.ServerStream, p Peer) error {
 			s.Stats.Malformed.Add(1)
 			return acks.refuse(t.seq, status.Error(codes.InvalidArgument, "collector: ExportAcked needs agent_instance and seq on every message"))
 		}
+		if check := s.opts.CheckInstance; check != nil {
+			if err := check(ctx, t.instance); err != nil {
+				s.Stats.Rejected.Add(1)
+				return acks.refuse(t.seq, err)
+			}
+		}
 		e := s.acks.lock(t.instance)
 		dup := t.seq <= e.last.Load()
 		if dup {

@@ -110,3 +110,46 @@ func TestExportAckedInstanceBound(t *testing.T) {
 		t.Fatalf("%d flows handled, %d malformed; want 0 and 2", rec.Count(), rec.Server.Stats.Malformed.Load())
 	}
 }
+
+// CheckInstance refuses a message before its duplicate check: a caller
+// claiming another agent's instance gets a refused ack and the check's
+// status, and cannot have that agent's next message dropped as a
+// duplicate.
+func TestExportAckedCheckInstance(t *testing.T) {
+	rec := receivertest.Start(t, receiver.Options{CheckInstance: func(_ context.Context, inst string) error {
+		if inst != "node-a/0123abcd" {
+			return status.Errorf(codes.PermissionDenied, "forbidden: %s", inst)
+		}
+		return nil
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	send := func(inst string, seq uint64) (*flowv1.ExportAck, error) {
+		st, err := flowv1.NewFlowCollectorClient(dial(t, rec.Addr)).ExportAcked(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := flows(2, 53)
+		b.AgentInstance, b.Seq = inst, seq
+		if err := st.Send(b); err != nil {
+			t.Fatal(err)
+		}
+		ack, err := st.Recv()
+		if err != nil || ack.Refused {
+			_, end := st.Recv()
+			return ack, end
+		}
+		st.CloseSend()
+		return ack, nil
+	}
+	ack, err := send("node-b/0123abcd", 7)
+	if want := "forbidden: node-b/0123abcd"; !ack.GetRefused() || status.Code(err) != codes.PermissionDenied || status.Convert(err).Message() != want {
+		t.Fatalf("another instance: %v, %v; want a refused ack, then PermissionDenied %q", ack, err, want)
+	}
+	if ack, err := send("node-a/0123abcd", 1); err != nil || ack.Refused || ack.Duplicate {
+		t.Fatalf("the caller's own instance: %v, %v; want applied", ack, err)
+	}
+	if rec.Count() != 2 || rec.Server.Stats.Rejected.Load() != 1 || rec.Server.Stats.Duplicates.Load() != 0 {
+		t.Fatalf("%d flows handled, %d rejected, %d duplicates; want 2, 1, 0", rec.Count(), rec.Server.Stats.Rejected.Load(), rec.Server.Stats.Duplicates.Load())
+	}
+}

@@ -149,6 +149,12 @@ type Options struct {
 	// MaxAgentInstances bounds the agent instances remembered for
 	// ExportAcked (the one idle longest is forgotten first).
 	MaxAgentInstances int
+	// CheckInstance, when set, is asked about every ExportAcked message's
+	// agent_instance before its duplicate check, with the context
+	// Authorize returned: an error (a gRPC status) refuses the message, so
+	// that a caller cannot have another agent's messages dropped as
+	// duplicates by claiming its instance. Nil: every instance is taken.
+	CheckInstance func(ctx context.Context, instance string) error
 	Logger            *slog.Logger
 }
 
