@@ -155,7 +155,7 @@ type Options struct {
 	// that a caller cannot have another agent's messages dropped as
 	// duplicates by claiming its instance. Nil: every instance is taken.
 	CheckInstance func(ctx context.Context, instance string) error
-	Logger            *slog.Logger
+	Logger        *slog.Logger
 }
 
 // Stats are cumulative counts, safe to read concurrently.
