@@ -2,8 +2,8 @@ package exporter_test
 
 import (
 	"context"
-	"net/netip"
 	"errors"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -30,7 +30,7 @@ func TestFanoutCloseFlushesInParallel(t *testing.T) {
 	sink := &slowLines{delay: 5 * time.Millisecond}
 	deadQ := exporter.NewQueue(dead, 4, nil)
 	healthyQ := exporter.NewQueue(stdout.New(sink), batches, nil) // room for everything
-	fan := exporter.Fanout{deadQ, healthyQ}                        // the dead one first
+	fan := exporter.Fanout{deadQ, healthyQ}                       // the dead one first
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for _, q := range fan {

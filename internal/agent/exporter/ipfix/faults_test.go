@@ -374,4 +374,6 @@ func TestUDPTargetResolvedAgain(t *testing.T) {
 	}
 }
 
-func binary32(b []byte) uint32 { return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) }
+func binary32(b []byte) uint32 {
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
