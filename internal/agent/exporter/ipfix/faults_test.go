@@ -3,6 +3,7 @@ package ipfix
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -366,14 +367,10 @@ func TestUDPTargetResolvedAgain(t *testing.T) {
 	for i := range second {
 		check(t, recs[i], &second[i], 6)
 	}
-	if s := binary32(msgs[0][8:]); s != 0 {
+	if s := binary.BigEndian.Uint32(msgs[0][8:]); s != 0 {
 		t.Errorf("first message to the new address: sequence %d, want 0 (a new session)", s)
 	}
 	if c, l := e.Stats.Connects.Load(), e.Stats.FailedFlows.Load(); c != 1 || l != 0 {
 		t.Errorf("%d new sockets, %d flows lost; want 1, 0", c, l)
 	}
-}
-
-func binary32(b []byte) uint32 {
-	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
 }
