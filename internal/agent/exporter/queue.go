@@ -18,6 +18,7 @@ type QueueStats struct {
 	Batches        atomic.Uint64 // batches exported
 	Flows          atomic.Uint64 // flows exported
 	Errors         atomic.Uint64 // failed Export calls
+	ErrorFlows     atomic.Uint64 // flows in those calls (the exporter's own counts say which were lost)
 	DroppedBatches atomic.Uint64 // batches dropped because the queue stayed full
 	DroppedFlows   atomic.Uint64 // flows in those batches
 	WaitNanos      atomic.Uint64 // time Push spent waiting for room
@@ -237,6 +238,7 @@ func (q *Queue) Run(ctx context.Context) {
 		b.Release()
 		if err != nil {
 			q.Stats.Errors.Add(1)
+			q.Stats.ErrorFlows.Add(uint64(n))
 			q.log.Warn("export failed", "flows", n, "error", err)
 			if ctx.Err() != nil {
 				return // cancelled: the rest is released, not sent to fail one by one
@@ -327,12 +329,13 @@ func (q *Queue) Close(ctx context.Context) error {
 }
 
 // Summary logs what became of the flows this exporter was given, once at
-// shutdown: exported, dropped for backpressure, lost at shutdown, failed
-// exports, and the exporter's own failed flows when it counts them.
+// shutdown: exported, dropped for backpressure, lost at shutdown, in
+// failed exports (batches and flows; they add up to every flow given),
+// and the exporter's own failed flows when it counts them.
 func (q *Queue) Summary() {
 	st := &q.Stats
 	args := []any{"exported_flows", st.Flows.Load(), "dropped_flows", st.DroppedFlows.Load(),
-		"shutdown_lost_flows", st.ShutdownFlows.Load(), "failed_exports", st.Errors.Load()}
+		"shutdown_lost_flows", st.ShutdownFlows.Load(), "failed_exports", st.Errors.Load(), "failed_export_flows", st.ErrorFlows.Load()}
 	if e, ok := q.exp.(Delivering); ok {
 		if d, keeps := e.Delivery(); keeps&CountFailed != 0 {
 			args = append(args, "failed_flows", d.FailedFlows.Load())

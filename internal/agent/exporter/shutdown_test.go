@@ -78,8 +78,8 @@ func TestFanoutCloseFlushesInParallel(t *testing.T) {
 	if b, f := ds.DroppedBatches.Load(), ds.DroppedFlows.Load(); b != batches-5 || f != uint64(wantDropped) {
 		t.Errorf("dead exporter: %d batches / %d flows dropped for backpressure, want %d / %d", b, f, batches-5, wantDropped)
 	}
-	if e := ds.Errors.Load(); e != 1 {
-		t.Errorf("dead exporter: %d failed exports, want 1 (the batch it held: aborted by Close, before Close returns)", e)
+	if e, f := ds.Errors.Load(), ds.ErrorFlows.Load(); e != 1 || f != uint64(sizes[0]) {
+		t.Errorf("dead exporter: %d failed exports of %d flows, want 1 of %d (the batch it held: aborted by Close, before Close returns)", e, f, sizes[0])
 	}
 	if hs := &healthyQ.Stats; hs.ShutdownFlows.Load() != 0 || hs.DroppedFlows.Load() != 0 {
 		t.Errorf("healthy exporter lost %d flows at shutdown, dropped %d", hs.ShutdownFlows.Load(), hs.DroppedFlows.Load())
