@@ -387,8 +387,10 @@ func (a *Agent) Run(ctx context.Context) (runErr error) {
 		go q.Run(runCtx) // ends once its queue is closed (Queue.Close waits for it, within budget)
 	}
 	// From the signal on, the last evictions wait a bounded time for room
-	// in the queues (config.ShutdownPushWait).
-	defer context.AfterFunc(ctx, func() { a.Queues.StopWaiting(time.Now().Add(config.ShutdownPushWait)) })()
+	// in the queues: each queue its own budget, and none past a deadline.
+	defer context.AfterFunc(ctx, func() {
+		a.Queues.StopWaiting(config.ShutdownQueueWait, time.Now().Add(config.ShutdownPushWait))
+	})()
 
 	events := make(chan ifaces.Event, 64)
 	watchCtx, stopWatch := context.WithCancel(ctx)

@@ -9,10 +9,14 @@ import "time"
 // that is still flushing (docs/design/faults.md, "Shutdown within the grace
 // period").
 const (
-	// ShutdownPushWait is how long, from the signal, the last evictions
-	// (the one in progress and the final one) may wait for room in the
-	// export queues; each queue still spends only its own budget, and past
-	// this a full queue drops its oldest batch, counted.
+	// ShutdownQueueWait is each export queue's budget, from the signal, for
+	// making the last evictions (the one in progress and the final one)
+	// wait for room: spent only while they wait for that queue, so a dead
+	// consumer spends it once and a healthy one only its real work; past
+	// it the full queue drops its oldest batch, counted.
+	ShutdownQueueWait = 2 * time.Second
+	// ShutdownPushWait is how long, from the signal, the last evictions may
+	// wait for room at all, whatever the queues' budgets have left.
 	ShutdownPushWait = 5 * time.Second
 	// ExportShutdownBudget is each exporter's budget, from the end of the
 	// final eviction, to deliver what is queued and close: the exporters

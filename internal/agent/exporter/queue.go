@@ -50,9 +50,13 @@ type Queue struct {
 	// eviction that waited for another exporter leaves it whole.
 	evUntil time.Time
 	evLeft  time.Duration
-	// waitEnd, once set (StopWaiting), is when every wait for room ends,
-	// whatever the eviction's budget: the agent is shutting down.
-	waitEnd time.Time
+	// Once stopping (StopWaiting: the agent is shutting down), waits for
+	// room are also bounded by stopLeft, a budget for all the remaining
+	// evictions spent only by waiting for this queue, and end by waitEnd
+	// whatever is left.
+	stopping bool
+	stopLeft time.Duration
+	waitEnd  time.Time
 }
 
 // NewQueue returns a Queue holding at most capacity batches; Run starts it.
@@ -106,24 +110,33 @@ func (q *Queue) tryPush(b *flow.Batch, until time.Time) bool {
 	return true
 }
 
-// budget starts the wait budget of a new eviction (a new until), and cuts
-// it to what is left before waitEnd. Called with q.mu held.
+// budget starts the wait budget of a new eviction (a new until), cut to
+// what is left of the shutdown's (StopWaiting). Called with q.mu held.
 func (q *Queue) budget(until time.Time) {
 	if !until.Equal(q.evUntil) {
 		q.evUntil, q.evLeft = until, time.Until(until)
 	}
-	if !q.waitEnd.IsZero() {
-		q.evLeft = min(q.evLeft, time.Until(q.waitEnd))
-	}
+	q.evLeft = q.left()
 }
 
-// StopWaiting makes every wait for room end by end, a Push already waiting
-// included: from the shutdown signal on, the last evictions wait a bounded
-// time whatever their own budgets, and then a full queue drops its oldest
-// batch (counted) rather than holding up the final flush.
-func (q *Queue) StopWaiting(end time.Time) {
+// left is the time Push may still wait for room. Called with q.mu held.
+func (q *Queue) left() time.Duration {
+	if !q.stopping {
+		return q.evLeft
+	}
+	return min(q.evLeft, q.stopLeft, time.Until(q.waitEnd))
+}
+
+// StopWaiting bounds the waits for room of the evictions still to come and
+// of a Push already waiting: from the shutdown signal on, this queue may
+// make them wait budget in all (spent only by waiting for this queue, so a
+// healthy consumer's quick turns cost it little while a dead one spends it
+// once), and never past end, shared by every queue, whatever is left. Then
+// a full queue drops its oldest batch (counted) rather than holding up the
+// final eviction and flush.
+func (q *Queue) StopWaiting(budget time.Duration, end time.Time) {
 	q.mu.Lock()
-	q.waitEnd = end
+	q.stopping, q.stopLeft, q.waitEnd = true, budget, end
 	q.mu.Unlock()
 	signal(q.room) // a waiting Push recomputes its wait
 }
@@ -133,12 +146,10 @@ func (q *Queue) StopWaiting(end time.Time) {
 func (q *Queue) waitRoom() {
 	var waited time.Duration
 	for len(q.buf) == q.cap && !q.closed && q.evLeft > 0 {
-		left := q.evLeft
-		if !q.waitEnd.IsZero() {
-			if left = min(left, time.Until(q.waitEnd)); left <= 0 {
-				q.evLeft = 0
-				break
-			}
+		left := q.left()
+		if left <= 0 {
+			q.evLeft = 0
+			break
 		}
 		q.mu.Unlock()
 		start := time.Now()
@@ -152,6 +163,9 @@ func (q *Queue) waitRoom() {
 		waited += w
 		q.mu.Lock()
 		q.evLeft -= w
+		if q.stopping {
+			q.stopLeft -= w
+		}
 	}
 	if waited > 0 {
 		q.Stats.WaitNanos.Add(uint64(waited))
@@ -344,10 +358,11 @@ func (q *Queue) Summary() {
 	q.log.Info("exporter stopped", args...)
 }
 
-// StopWaiting calls StopWaiting on every queue.
-func (f Fanout) StopWaiting(end time.Time) {
+// StopWaiting calls StopWaiting on every queue: each its own budget, one
+// end for all.
+func (f Fanout) StopWaiting(budget time.Duration, end time.Time) {
 	for _, q := range f {
-		q.StopWaiting(end)
+		q.StopWaiting(budget, end)
 	}
 }
 

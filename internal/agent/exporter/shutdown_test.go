@@ -176,7 +176,7 @@ func TestQueueStopWaitingEndsWait(t *testing.T) {
 		t.Fatal("Push did not wait for room with an hour of budget")
 	default:
 	}
-	q.StopWaiting(time.Now())
+	q.StopWaiting(time.Hour, time.Now())
 	select {
 	case <-pushed:
 	case <-time.After(10 * time.Second):
@@ -189,5 +189,56 @@ func TestQueueStopWaitingEndsWait(t *testing.T) {
 	q.Push(flow.BatchOf(batch(4)), time.Now().Add(time.Hour))
 	if b := q.Stats.DroppedBatches.Load(); b != 2 {
 		t.Errorf("dropped %d batches, want 2", b)
+	}
+}
+
+// From the shutdown signal on, each queue has its own budget for making the
+// last evictions wait, spent only by waiting for it: a dead consumer spends
+// its budget once and then drops its oldest batches, counted, while a
+// healthy but slower one beside it, whose real work fits in its own budget,
+// keeps making the eviction wait for that work and loses nothing, though
+// its waits and the dead one's add up past one budget.
+func TestStopWaitingBudgetIsPerQueue(t *testing.T) {
+	const (
+		batches = 30
+		budget  = 500 * time.Millisecond // the healthy work: 30 writes of 10 ms
+	)
+	dead := &neverReads{entered: make(chan struct{}, 1), closed: make(chan struct{})}
+	sink := &slowLines{delay: 10 * time.Millisecond}
+	deadQ := exporter.NewQueue(dead, 2, nil)
+	healthyQ := exporter.NewQueue(stdout.New(sink), 2, nil)
+	fan := exporter.Fanout{deadQ, healthyQ}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, q := range fan {
+		go q.Run(ctx)
+	}
+	fan.StopWaiting(budget, time.Now().Add(time.Hour))
+	until := time.Now().Add(time.Hour) // the eviction's own budget: no bound here
+	for i := 0; i < batches; i++ {
+		fan.Push(flow.BatchOf(batch(1)), until)
+		if i == 0 {
+			<-dead.entered
+		}
+	}
+	if err := fan.Close(time.Second); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if got := sink.lines.Load(); got != batches {
+		t.Errorf("healthy consumer received %d flows, want %d", got, batches)
+	}
+	hs, ds := &healthyQ.Stats, &deadQ.Stats
+	if hs.DroppedFlows.Load() != 0 {
+		t.Errorf("healthy exporter dropped %d flows", hs.DroppedFlows.Load())
+	}
+	if hs.WaitNanos.Load() == 0 {
+		t.Error("the healthy queue never made the eviction wait: no load, the test proves nothing")
+	}
+	// Dead: batch 0 in its Export, 2 queued at the end, the rest dropped.
+	if d := ds.DroppedBatches.Load(); d != batches-3 {
+		t.Errorf("dead exporter dropped %d batches, want %d", d, batches-3)
+	}
+	if w := time.Duration(ds.WaitNanos.Load()); w < budget || w > budget+time.Second {
+		t.Errorf("the dead queue made the eviction wait %v, want its budget %v once", w, budget)
 	}
 }
