@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -30,12 +31,20 @@ import (
 // of connections accepted so far.
 func neverReads(t *testing.T) (string, *atomic.Int64) {
 	t.Helper()
+	addr, accepted, stop := neverReadsOn(t, "127.0.0.1:0")
+	t.Cleanup(stop)
+	return addr, accepted
+}
+
+// neverReadsOn is neverReads on addr; stop closes it and its connections.
+func neverReadsOn(t *testing.T, addr string) (string, *atomic.Int64, func()) {
+	t.Helper()
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
 		err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
 		return errors.Join(err, serr)
 	}}
-	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	ln, err := lc.Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,14 +62,17 @@ func neverReads(t *testing.T) (string, *atomic.Int64) {
 			conns = append(conns, c) // held open, never read
 		}
 	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return ln.Addr().String(), &accepted
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			ln.Close()
+			<-done
+			for _, c := range conns {
+				c.Close()
+			}
+		})
+	}
+	return ln.Addr().String(), &accepted, stop
 }
 
 // A TCP collector that accepts and never reads: each write that cannot
@@ -94,6 +106,9 @@ func TestTCPWriteDeadlineOnCollectorThatNeverReads(t *testing.T) {
 	if got := st.Records.Load() + st.FailedFlows.Load(); got != uint64(given) {
 		t.Errorf("records written %d + flows lost %d = %d, want every flow handed over, %d",
 			st.Records.Load(), st.FailedFlows.Load(), got, given)
+	}
+	for deadline := time.Now().Add(10 * time.Second); accepted.Load() < int64(st.Connects.Load()) && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond) // the collector's accept loop is behind the exporter's connect
 	}
 	if c := accepted.Load(); c < 2 || st.Connects.Load() != uint64(c) {
 		t.Errorf("%d connections made, %d accepted: want a new one after the failed write", st.Connects.Load(), c)
@@ -219,25 +234,59 @@ func startDNS(t *testing.T, addr string) *dnsServer {
 	_, err := exec.LookPath("dnsmasq")
 	testkit.Need(t, "dnsmasq (make deps-test installs it)", err)
 	testkit.NeedRoot(t, "dnsmasq")
-	port := freeUDPPort(t)
 	d := &dnsServer{t: t, hosts: filepath.Join(t.TempDir(), "hosts")}
 	if err := os.WriteFile(d.hosts, []byte(addr+" collector.test\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d.cmd = exec.Command("dnsmasq", "--keep-in-foreground", "--no-resolv", "--no-hosts", "--addn-hosts="+d.hosts,
-		"--bind-interfaces", "--listen-address=127.0.0.1", "--port="+strconv.Itoa(port), "--pid-file=",
-		"--user=root", "--group=root", "--cache-size=0", "--local=/test/")
-	if err := testkit.StartOwned(d.cmd); err != nil {
-		t.Fatal(err)
+	// A free port for UDP and TCP both (dnsmasq listens on both); another
+	// process can still take it before dnsmasq does: then it exits, and
+	// another port is tried.
+	for attempt := 0; ; attempt++ {
+		port := freePort(t)
+		var stderr testkit.SyncBuffer
+		d.cmd = exec.Command("dnsmasq", "--keep-in-foreground", "--no-resolv", "--no-hosts", "--addn-hosts="+d.hosts,
+			"--bind-interfaces", "--listen-address=127.0.0.1", "--port="+strconv.Itoa(port), "--pid-file=",
+			"--user=root", "--group=root", "--cache-size=0", "--local=/test/")
+		d.cmd.Stderr = &stderr
+		if err := testkit.StartOwned(d.cmd); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		go func() { d.cmd.Wait(); close(exited) }()
+		server := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		d.resolver = &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var dl net.Dialer
+			return dl.DialContext(ctx, "udp", server)
+		}}
+		if d.resolves(addr, exited) {
+			t.Cleanup(func() { d.cmd.Process.Kill(); <-exited })
+			return d
+		}
+		d.cmd.Process.Kill()
+		<-exited
+		if attempt == 4 {
+			t.Fatalf("dnsmasq does not answer for collector.test: %s", stderr.String())
+		}
 	}
-	t.Cleanup(func() { d.cmd.Process.Kill(); d.cmd.Wait() })
-	server := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	d.resolver = &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var dl net.Dialer
-		return dl.DialContext(ctx, "udp", server)
-	}}
-	d.wait(addr)
-	return d
+}
+
+// resolves asks until collector.test resolves to addr (true), or dnsmasq
+// exits or 10 s pass (false).
+func (d *dnsServer) resolves(addr string, exited <-chan struct{}) bool {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		select {
+		case <-exited:
+			return false
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		got, err := d.resolver.LookupHost(ctx, "collector.test")
+		cancel()
+		if err == nil && len(got) == 1 && got[0] == addr {
+			return true
+		}
+	}
+	return false
 }
 
 // point makes collector.test resolve to addr.
@@ -253,27 +302,27 @@ func (d *dnsServer) point(addr string) {
 // wait asks until collector.test resolves to addr.
 func (d *dnsServer) wait(addr string) {
 	d.t.Helper()
-	var got []string
-	var err error
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		got, err = d.resolver.LookupHost(ctx, "collector.test")
-		cancel()
-		if err == nil && len(got) == 1 && got[0] == addr {
-			return
-		}
+	if !d.resolves(addr, nil) {
+		d.t.Fatalf("collector.test does not resolve to %s", addr)
 	}
-	d.t.Fatalf("collector.test resolves to %v (%v), want %s", got, err, addr)
 }
 
-func freeUDPPort(t *testing.T) int {
+// freePort is a port free on 127.0.0.1 for both UDP and TCP, now.
+func freePort(t *testing.T) int {
 	t.Helper()
-	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
+	for {
+		c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := c.LocalAddr().(*net.UDPAddr).Port
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		c.Close()
+		if err == nil {
+			ln.Close()
+			return port
+		}
 	}
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).Port
 }
 
 // A TCP collector whose name moves to another address, then goes away: the
@@ -372,5 +421,63 @@ func TestUDPTargetResolvedAgain(t *testing.T) {
 	}
 	if c, l := e.Stats.Connects.Load(), e.Stats.FailedFlows.Load(); c != 1 || l != 0 {
 		t.Errorf("%d new sockets, %d flows lost; want 1, 0", c, l)
+	}
+}
+
+// A TCP collector that hangs (accepts, never reads) and then comes back on
+// the same address, healthy: the write deadline frees the exporter, which
+// reconnects with backoff; the collector that came back decodes (goflow2)
+// every flow of the next batch, templates first, sequence from 0.
+func TestTCPReconnectsAfterStuckCollectorComesBack(t *testing.T) {
+	addr, _, stop := neverReadsOn(t, "127.0.0.1:0")
+	defer stop()
+	e, err := New(Config{Target: addr, Transport: "tcp", DomainID: 9, WriteTimeout: 100 * time.Millisecond,
+		BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	given := 0
+	for e.Stats.FailedFlows.Load() == 0 { // until a write missed its deadline
+		given += 5000
+		e.Export(context.Background(), records(5000))
+		if given > 1000000 {
+			t.Fatal("no write ever missed its deadline")
+		}
+	}
+	stop() // the hung collector is restarted: gone, then back on its address
+	for deadline := time.Now().Add(10 * time.Second); e.Connected(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the exporter did not notice the collector closing the connection")
+		}
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	before := e.Stats.Connects.Load()
+	next := records(90)
+	enrich(next)
+	got := tcpCollect(ln, len(next))
+	if err := e.Export(context.Background(), next); err != nil {
+		t.Fatalf("Export once the collector is back: %v", err)
+	}
+	res := <-got
+	if res.err != nil || len(res.recs) != len(next) {
+		t.Fatalf("collector back: %d flows, %v", len(res.recs), res.err)
+	}
+	for i := range next {
+		check(t, res.recs[i], &next[i], 9)
+	}
+	if s := binary.BigEndian.Uint32(res.msgs[0][8:]); s != 0 {
+		t.Errorf("first message to the collector back: sequence %d, want 0", s)
+	}
+	if c := e.Stats.Connects.Load(); c <= before {
+		t.Errorf("%d connections before, %d after: want a new one", before, c)
+	}
+	st := &e.Stats
+	if got := st.Records.Load() + st.FailedFlows.Load(); got != uint64(given+len(next)) {
+		t.Errorf("records written %d + flows lost %d = %d, want %d", st.Records.Load(), st.FailedFlows.Load(), got, given+len(next))
 	}
 }

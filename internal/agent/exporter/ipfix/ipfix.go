@@ -257,7 +257,7 @@ func (e *Exporter) Name() string { return "ipfix" }
 
 // Connected reports whether the exporter has a working connection: over
 // TCP one that is open and not closed by the collector; over UDP a socket
-// (none between a failed send and the next message's new one).
+// (none only while a moved target's new one is being made).
 func (e *Exporter) Connected() bool {
 	c := e.live.Load()
 	return c != nil && !c.broken()
@@ -271,9 +271,9 @@ func (e *Exporter) setConn(c *conn) {
 
 // Export encodes the batch into as few messages as MaxMessageBytes allows
 // and sends them, each write bounded by WriteTimeout. A failed send loses
-// that message (counted in Stats.FailedFlows) and drops the connection (over
-// UDP the socket): it is remade, with backoff, the target resolved again,
-// and the rest of the batch sent on the new one (after the templates).
+// that message (counted in Stats.FailedFlows); over TCP it drops the
+// connection, remade with backoff, the target resolved again, and the rest
+// of the batch is sent on the new one (after the templates).
 // Export blocks meanwhile, until ctx ends or the exporter is closed (then
 // the rest is counted lost). Over UDP, when the templates are due, a
 // target whose name now resolves elsewhere is reconnected to. The first
@@ -413,18 +413,21 @@ func (e *Exporter) flush(n int) error {
 }
 
 // send sends the message in buf, holding n data records, within
-// WriteTimeout. A failed send drops the connection (a TCP stream a message
-// was partly written to is no longer framed; a UDP send fails when the
-// collector's port is closed): the next message remakes it, after a
-// backoff.
+// WriteTimeout. Over TCP a failed send drops the connection (a stream a
+// message was partly written to is no longer framed): the next message
+// remakes it, after a backoff. A UDP socket is kept: a refused send (the
+// collector's port closed, an ICMP error) loses that message only, and the
+// collector gets the next ones once it is back.
 func (e *Exporter) send(n int) error {
 	binary.BigEndian.PutUint16(e.buf[2:], uint16(len(e.buf)))
 	binary.BigEndian.PutUint32(e.buf[8:], e.seq)
 	e.conn.SetWriteDeadline(time.Now().Add(e.cfg.WriteTimeout))
 	if _, err := e.conn.Write(e.buf); err != nil {
 		e.Stats.SendErrors.Add(1)
-		e.failures++
-		e.disconnect()
+		if e.cfg.Transport == "tcp" {
+			e.failures++
+			e.disconnect()
+		}
 		return fmt.Errorf("ipfix send to %s: %w", e.cfg.Target, err)
 	}
 	e.seq += uint32(n)
