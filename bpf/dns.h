@@ -4,9 +4,11 @@
  * TCP packets to or from the DNS ports (dns_ports, --dns-ports): the
  * transaction id, the flags (and so the response code), the question's name
  * (its first 64 bytes as on the wire), and the latency from a query's first
- * sighting to its answer's, matched by the query's flow and id in the LRU
- * map dns_pending. The query's flow gets the query, then its answer's
- * latency and flags; the answer's flow gets the answer. Go side:
+ * sighting to its answer's, matched by the query's flow and id in the
+ * hash map dns_pending. The query's flow gets the query, then its answer's
+ * latency and flags; the answer's flow gets the answer. A query never
+ * answered stays in dns_pending until the agent reports its timeout
+ * (feature.Sweeper: the Go side's Sweep). Go side:
  * internal/agent/feature/dns; docs/dns.md.
  *
  * Cost: packets to or from other ports pay a port compare, while the
@@ -23,6 +25,7 @@ volatile const __u16 dns_ports[4] = {53, 0, 0, 0}; /* 0: unused */
 
 #define DNS_QR 0x8000
 #define DNS_NAME_MAX 64
+#define DNS_EEXIST 17 /* EEXIST: another CPU inserted the same query first */
 
 struct dns_hdr {
 	__be16 id;
@@ -51,8 +54,20 @@ static __always_inline void dns_name(struct __sk_buff *skb, __u32 off, struct en
 	bpf_skb_load_bytes(skb, off, e->dns_name, n);
 }
 
+/* dns_counts says whether this hook is where the query's packet is counted
+ * (its flow's counting observation in the active generation, or, the flow
+ * having no entry there yet, the first hook to see it), so that a query that
+ * finds dns_pending full is counted once however many hooks it crosses.
+ * Only on that rare path. */
+static __always_inline int dns_counts(const struct flow_key *k, const struct iface_obs *me, __u32 gen)
+{
+	const struct flow_value *v = bpf_map_lookup_elem(gen & 1 ? (void *)&flows_b : (void *)&flows_a, k);
+	return !v || (v->ifaces[0].ifindex == me->ifindex && v->ifaces[0].netns == me->netns &&
+		      v->first_dir == me->dir);
+}
+
 /* dns_inspect reads a DNS message at the start of the packet's payload. */
-static __noinline void dns_inspect(struct __sk_buff *skb, const struct pkt *p)
+static __noinline void dns_inspect(struct __sk_buff *skb, const struct pkt *p, const struct iface_obs *me)
 {
 	const struct flow_key *k = &p->key;
 	__u32 off = p->payload + (k->proto == IPPROTO_TCP ? 2 : 0); /* TCP: a length first */
@@ -67,11 +82,30 @@ static __noinline void dns_inspect(struct __sk_buff *skb, const struct pkt *p)
 	struct enrich_value *e;
 	if (!(flags & DNS_QR)) { /* a query: its first sighting starts the clock */
 		pk.key = *k;
-		/* Look first: an LRU update takes a free node before it finds the
-		 * key there, and a query is seen again at every later hook (and
-		 * on a retransmission). */
-		if (!bpf_map_lookup_elem(&dns_pending, &pk))
-			bpf_map_update_elem(&dns_pending, &pk, &now, BPF_NOEXIST);
+		/* Look first: a query is seen again at every later hook (and on
+		 * a retransmission), and only its first sighting is its time. */
+		struct dns_pending_value *pv = bpf_map_lookup_elem(&dns_pending, &pk);
+		int fresh = 0;
+		if (!pv) {
+			/* The zero value from a map, not the stack (80 bytes; the
+			 * TC programs' call chains have 512 for all their frames). */
+			__u32 zero = 0;
+			const struct enrich_value *zv = bpf_map_lookup_elem(&enrich_zero, &zero);
+			long err = zv ? bpf_map_update_elem(&dns_pending, &pk, zv, BPF_NOEXIST) : -1;
+			if (!err) {
+				pv = bpf_map_lookup_elem(&dns_pending, &pk);
+				fresh = pv != 0;
+			} else if (err != -DNS_EEXIST && dns_counts(k, me, gen)) { /* full: counted, never silent */
+				__u32 idx = ENRICH_DNS_FULL;
+				__u64 *full = bpf_map_lookup_elem(&enrich_counters, &idx);
+				if (full)
+					*full += 1; /* per-CPU: no other writer */
+			}
+		}
+		if (fresh) {
+			pv->flags = flags;
+			pv->query_ns = now; /* last: 0 says "being written" to the agent */
+		}
 		e = enrich_entry(k, gen);
 		if (!e)
 			return;
@@ -80,8 +114,11 @@ static __noinline void dns_inspect(struct __sk_buff *skb, const struct pkt *p)
 		if (!e->dns_query_ns)
 			e->dns_query_ns = now;
 		e->dns_state |= DNS_S_QUERY;
-		if (name)
+		if (name) {
 			dns_name(skb, name, e);
+			if (fresh)
+				__builtin_memcpy(pv->name, e->dns_name, DNS_NAME_MAX);
+		}
 		return;
 	}
 	/* An answer, on its own flow. */
@@ -99,11 +136,16 @@ static __noinline void dns_inspect(struct __sk_buff *skb, const struct pkt *p)
 	pk.key.src_port = k->dst_port;
 	pk.key.dst_port = k->src_port;
 	pk.key.proto = k->proto;
-	__u64 *ts = bpf_map_lookup_elem(&dns_pending, &pk);
-	if (!ts)
-		return; /* its query was not seen, or a later hook already matched it */
-	__u64 lat = now - *ts;
-	bpf_map_delete_elem(&dns_pending, &pk);
+	struct dns_pending_value *pv = bpf_map_lookup_elem(&dns_pending, &pk);
+	if (!pv)
+		return; /* its query was not seen, or was matched or timed out already */
+	__u64 ts = pv->query_ns;
+	/* The delete is the claim: whoever removes the entry, this answer at
+	 * another hook, or the agent reporting the query's timeout, reports
+	 * the query, and only it. */
+	if (!ts || bpf_map_delete_elem(&dns_pending, &pk))
+		return;
+	__u64 lat = now - ts;
 	e = enrich_entry(&pk.key, gen);
 	if (!e)
 		return;

@@ -506,7 +506,7 @@ static __always_inline int handle(struct __sk_buff *skb, __u32 dir, int l3)
 		tls_inspect(skb, &p);
 	/* Feature "dns": messages to or from the DNS ports. */
 	if (dns_on && p.payload && (dns_port(p.key.dst_port) || dns_port(p.key.src_port)))
-		dns_inspect(skb, &p);
+		dns_inspect(skb, &p, &w.me);
 	__u32 slot = CTL_GEN;
 	__u32 *gen = bpf_map_lookup_elem(&control, &slot);
 	/* The programs go on writing the map they picked here, even across

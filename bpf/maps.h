@@ -173,13 +173,16 @@ struct {
 	__uint(max_entries, ENRICH_CNT_MAX);
 } enrich_counters SEC(".maps");
 
-/* DNS queries awaiting their answer (bpf/dns.h): LRU, so an unanswered
- * query is forgotten without the agent's help. Sized at load when the dns
- * feature is on (Hook.MapSizes), else one entry. */
+/* DNS queries awaiting their answer (bpf/dns.h). A plain hash, not an
+ * LRU: the agent removes each query whose timeout has expired at every
+ * eviction (reporting it as a timeout), and a query that finds the map full
+ * is counted (ENRICH_DNS_FULL), where an LRU would forget an older one
+ * without a trace. Sized at load when the dns feature is on
+ * (Hook.MapSizes), else one entry. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__type(key, struct dns_pending_key);
-	__type(value, __u64);
+	__type(value, struct dns_pending_value);
 	__uint(max_entries, 1);
 } dns_pending SEC(".maps");
 

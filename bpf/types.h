@@ -109,7 +109,8 @@ enum control_slot {
 /* Per-CPU counters of the enrichment hooks (index into "enrich_counters"). */
 enum enrich_counter {
 	ENRICH_LOST = 0, /* events whose entry could not be inserted (map full, allocator failed) */
-	ENRICH_CNT_MAX = 1,
+	ENRICH_DNS_FULL = 1, /* DNS queries not tracked: dns_pending was full (bpf/dns.h) */
+	ENRICH_CNT_MAX = 2,
 };
 
 /* The 7-tuple. IPv4 addresses are stored IPv4-mapped (::ffff:a.b.c.d). */
@@ -310,6 +311,7 @@ enum dns_state {
 	DNS_S_QUERY = 0x1,    /* a query was seen on this flow */
 	DNS_S_ANSWERED = 0x2, /* its answer was seen: dns_latency_ns is set */
 	DNS_S_ANSWER = 0x4,   /* an answer was seen on this flow */
+	DNS_S_TIMEOUT = 0x8,  /* set by the agent, never the kernel: a query of the flow timed out */
 };
 
 /* A DNS query awaiting its answer (map dns_pending, bpf/dns.h). */
@@ -317,6 +319,16 @@ struct dns_pending_key {
 	struct flow_key key; /* the query's flow */
 	__u16 id;
 	__u8 _pad[6]; /* always 0 */
+};
+
+/* What dns_pending keeps of the query, so that the agent can report its
+ * timeout in a later period, when the flow may have no packet (and so no
+ * enrichment entry) left. */
+struct dns_pending_value {
+	__u64 query_ns; /* CLOCK_MONOTONIC of its first sighting; 0: being written */
+	__u16 flags;    /* its flags word */
+	__u8 _pad[6];
+	__u8 name[64];  /* its name as on the wire (enrich_value.dns_name) */
 };
 
 /* enrich_value.tls_flags (feature "tls", bpf/tls.h) */

@@ -107,6 +107,16 @@ type FlowCollectorSpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	NetworkPolicy NetworkPolicySpec `json:"networkPolicy"`
+
+	// MetricsPlaintext serves the agents' and the Kafka collectors'
+	// /metrics, /healthz and /readyz over plain HTTP, to anyone who reaches
+	// their port, where spec.agent.metricsTLS or spec.collector.metricsTLS
+	// is unset. False (the default): they serve HTTPS with the operator's
+	// Secret flowlens-metrics-tls, and /metrics only to a client
+	// certificate of the CA of spec.tls, Prometheus' scrape identity in the
+	// Secret flowlens-metrics-client (docs/security.md).
+	// +optional
+	MetricsPlaintext bool `json:"metricsPlaintext,omitempty"`
 }
 
 // TLSSpec chooses who issues the collector's serving certificate: the
@@ -327,8 +337,9 @@ type AgentSpec struct {
 	// +optional
 	LogLevel LogLevel `json:"logLevel,omitempty"`
 
-	// MetricsPort is the port, on every node (the agent uses the host
-	// network), where the agent serves /metrics, /healthz and /readyz.
+	// MetricsPort is the port, on every node's address (the agent uses the
+	// host network and binds the node's address, status.hostIP), where
+	// the agent serves /metrics, /healthz and /readyz.
 	// +kubebuilder:default=9400
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
@@ -336,8 +347,10 @@ type AgentSpec struct {
 	MetricsPort int32 `json:"metricsPort,omitempty"`
 
 	// MetricsTLS serves /metrics, /healthz and /readyz on MetricsPort over
-	// HTTPS, optionally requiring client certificates, instead of plain
-	// HTTP. Unset means plain HTTP.
+	// HTTPS with Secrets of your own, optionally requiring client
+	// certificates. Unset means the operator's default (HTTPS with the
+	// Secret flowlens-metrics-tls, /metrics only to the scrape identity),
+	// or plain HTTP with spec.metricsPlaintext.
 	// +optional
 	MetricsTLS *MetricsTLS `json:"metricsTLS,omitempty"`
 
@@ -401,10 +414,11 @@ type CollectorSpec struct {
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 
 	// MetricsTLS serves the collectors' /metrics, /healthz and /readyz on
-	// port 9401 over HTTPS, optionally requiring client certificates,
-	// instead of plain HTTP, as spec.agent.metricsTLS does the agents'. The
+	// port 9401 over HTTPS with Secrets of your own, optionally requiring
+	// client certificates, as spec.agent.metricsTLS does the agents'. The
 	// collectors are scraped at their pods' addresses through the headless
-	// Service flowlens-collector-kafka. Unset means plain HTTP.
+	// Service flowlens-collector-kafka. Unset means the operator's default,
+	// as for the agents, or plain HTTP with spec.metricsPlaintext.
 	// +optional
 	MetricsTLS *MetricsTLS `json:"metricsTLS,omitempty"`
 

@@ -48,6 +48,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		log.Error("cannot start", "error", err)
 		return 1
 	}
+	if agent.SetGoMemoryLimit(a.Memory, os.Getenv) {
+		log.Info("Go memory limit set from the cgroup's", "gomemlimit", a.Memory.GoLimit)
+	}
 	log.Info("flowlens-agent started", "netns", cfg.Netns, "export", cfg.Export,
 		"cache_active_timeout", cfg.CacheActiveTimeout, "cache_max_flows", cfg.CacheMaxFlows, "sampling", cfg.Sampling)
 	if err := a.Run(ctx); err != nil {

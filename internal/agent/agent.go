@@ -54,6 +54,9 @@ type Options struct {
 	SkipHookPrograms []string
 	// ExtraExporters are added to the configured ones (tests, embedders).
 	ExtraExporters []exporter.Exporter
+	// MemoryLimit, when > 0, is the memory limit in bytes the bounds are
+	// derived from, instead of the cgroup's (tests, embedders).
+	MemoryLimit int64
 }
 
 // Agent is one node agent.
@@ -64,6 +67,10 @@ type Agent struct {
 
 	DP      *datapath.Datapath
 	Evictor *evictor.Evictor
+	// Memory is the agent's memory budget (its cgroup's limit) and the
+	// bounds derived from it; the caller sets the Go runtime's limit from
+	// it (SetGoMemoryLimit), a process-wide setting.
+	Memory  MemoryBudget
 	Queues  exporter.Fanout
 	Metrics *metrics.Metrics
 	// evictorMetrics times the evictions (the evictor's Observer).
@@ -131,7 +138,7 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 		FlowRules:        filterTable,
 		TCConstants:      tc,
 		MapSizes:         sizes,
-		ForceLegacyTC:    opts.ForceLegacyTC,
+		ForceLegacyTC:    opts.ForceLegacyTC || cfg.ForceClsact,
 		Enrichment:       len(enabled) > 0,
 		SkipHookPrograms: opts.SkipHookPrograms,
 		Logger:           a.log,
@@ -146,12 +153,29 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 	// and the others run.
 	running := a.startFeatures(enabled, plans)
 
+	// The memory budget: the cgroup's limit less the BPF maps just loaded
+	// (charged to the cgroup), and the bounds of what grows with traffic.
+	limit, source := readOwnMemoryLimit()
+	if opts.MemoryLimit > 0 {
+		limit, source = opts.MemoryLimit, "Options.MemoryLimit"
+	}
+	a.Memory = newMemoryBudget(limit, source, a.mapsMemory(), cfg.GRPCBatchSize)
+	a.log.Info("memory budget", "budget", a.Memory.String())
+	if a.Memory.GoLimit == 0 {
+		a.log.Warn("the BPF maps take the whole memory limit: lower --cache-max-flows or raise the limit", "budget", a.Memory.String())
+	}
+
 	// 3. The exporters, each behind its bounded queue.
 	if exps, err = a.exporters(); err != nil {
 		return nil, err
 	}
+	qcap := a.Memory.QueueBatches(cfg.ExportQueueBatches(), len(exps))
+	if qcap < cfg.ExportQueueBatches() {
+		a.log.Warn("--export-buffer lowered to fit the memory limit", "export_buffer", cfg.ExportQueueBatches(),
+			"queue_batches", qcap, "exporters", len(exps), "budget", a.Memory.String())
+	}
 	for _, e := range exps {
-		a.Queues = append(a.Queues, exporter.NewQueue(e, cfg.ExportQueueBatches(), a.log))
+		a.Queues = append(a.Queues, exporter.NewQueue(e, qcap, a.log))
 	}
 
 	// 4. The metrics, over the stats every stage keeps.
@@ -160,7 +184,7 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 		return nil, err
 	}
 	stats := &evictor.Stats{}
-	if a.Metrics, err = a.newMetrics(stats, gens); err != nil {
+	if a.Metrics, err = a.newMetrics(stats, gens, running); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 
@@ -180,11 +204,26 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 		Stats:       stats,
 		Features:    running,
 		Logger:      a.log,
+
+		OverflowMaxFlows: a.Memory.OverflowMaxFlows,
 	})
 	if err != nil {
 		return nil, err
 	}
 	return a, nil
+}
+
+// mapsMemory is the memory of the datapath's BPF maps (memlock), which the
+// kernel charges to the agent's cgroup; a map whose size is unreadable
+// counts 0.
+func (a *Agent) mapsMemory() int64 {
+	var n int64
+	for _, m := range datapath.MetricMaps(&a.DP.Maps)() {
+		if v, err := m.Memory(); err == nil {
+			n += int64(v)
+		}
+	}
+	return n
 }
 
 // featurePlans asks each enabled feature for its plan on this kernel.
@@ -226,7 +265,7 @@ func (a *Agent) startFeatures(enabled []feature.Feature, plans []datapath.Plan) 
 }
 
 // newMetrics builds the registry; each stage brings its own collectors.
-func (a *Agent) newMetrics(stats *evictor.Stats, gens *datapath.Generations) (*metrics.Metrics, error) {
+func (a *Agent) newMetrics(stats *evictor.Stats, gens *datapath.Generations, running []feature.Feature) (*metrics.Metrics, error) {
 	bpfStats := a.bpfStats != nil
 	dpMetrics := datapath.NewMetrics(metrics.Namespace, datapath.MetricSources{
 		Counters:        a.DP.ReadCounters,
@@ -243,6 +282,11 @@ func (a *Agent) newMetrics(stats *evictor.Stats, gens *datapath.Generations) (*m
 	a.evictorMetrics = evictor.NewMetrics(metrics.Namespace, stats)
 	cs := append(dpMetrics.Collectors(), a.evictorMetrics.Collectors()...)
 	cs = append(cs, exporter.NewCollector(metrics.Namespace, a.Queues))
+	for _, f := range running {
+		if m, ok := f.(feature.MetricsSource); ok {
+			cs = append(cs, m.Collectors(metrics.Namespace, &a.DP.Maps)...)
+		}
+	}
 	return metrics.New(metrics.Options{Ready: metrics.ReadyWhenClosed(a.ready), Logger: a.log}, cs...)
 }
 
@@ -294,7 +338,8 @@ func (a *Agent) exporters() ([]exporter.Exporter, error) {
 		case "grpc":
 			g, err := grpcexp.New(grpcexp.Config{Target: a.cfg.Target, TLS: a.cfg.GRPCTLSOn(), TLSCA: a.cfg.TLSCA,
 				TokenFile: a.cfg.TokenFile, InsecurePlaintext: a.cfg.InsecurePlaintext,
-				TLSCert: a.cfg.TLSCert, TLSKey: a.cfg.TLSKey, NodeName: a.cfg.NodeName, Logger: a.log})
+				TLSCert: a.cfg.TLSCert, TLSKey: a.cfg.TLSKey, NodeName: a.cfg.NodeName, Logger: a.log,
+				MaxUnackedBatches: a.cfg.ExportQueueBatches()})
 			if err != nil {
 				return out, fmt.Errorf("grpc exporter: %w", err)
 			}
@@ -305,7 +350,8 @@ func (a *Agent) exporters() ([]exporter.Exporter, error) {
 				Conn: flowkafka.Conn{Brokers: k.Brokers, TLS: k.TLS, TLSCA: k.TLSCA, TLSCert: k.TLSCert, TLSKey: k.TLSKey,
 					SASL: k.SASLMechanism, SASLUser: k.SASLUsername, SASLPasswordFile: k.SASLPasswordFile},
 				Topic: k.Topic, Compression: k.Compression, Linger: k.Linger, MaxBatchBytes: k.MaxBatchBytes,
-				Acks: k.Acks, Message: k.Message, BatchFlows: k.BatchFlows, NodeName: a.cfg.NodeName, Logger: a.log})
+				Acks: k.Acks, Message: k.Message, BatchFlows: k.BatchFlows, NodeName: a.cfg.NodeName, Logger: a.log,
+				MaxBufferedBytes: int(a.Memory.ExporterBytes)})
 			if err != nil {
 				return out, err
 			}

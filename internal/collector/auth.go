@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,10 @@ type authorizer struct {
 	// every is how often a stream's token is reviewed again
 	// (Options.ReauthorizeEvery).
 	every time.Duration
+
+	log       *slog.Logger
+	staleSeen atomic.Uint64 // rev.Stale when staleLog last logged
+	staleLast atomic.Int64  // when (UnixNano)
 }
 
 // DefaultReauthorizeEvery is how often the token of an open Export stream
@@ -99,7 +104,7 @@ func (c *Collector) newAuth() error {
 	if err != nil {
 		return fmt.Errorf("--auth kubernetes: %w", err)
 	}
-	a := &authorizer{rev: kubeauth.New(client, kubeauth.Options{}), refused: &c.refusedIdentity, every: c.opts.ReauthorizeEvery}
+	a := &authorizer{rev: kubeauth.New(client, kubeauth.Options{}), refused: &c.refusedIdentity, every: c.opts.ReauthorizeEvery, log: c.log}
 	if a.every <= 0 {
 		a.every = DefaultReauthorizeEvery
 	}
@@ -118,7 +123,7 @@ func (c *Collector) newAuth() error {
 func (a *authorizer) authorize(ctx context.Context, method string) (context.Context, error) {
 	token := bearer(ctx)
 	switch method {
-	case flowv1.FlowCollector_Export_FullMethodName:
+	case flowv1.FlowCollector_Export_FullMethodName, flowv1.FlowCollector_ExportAcked_FullMethodName:
 		if token == "" {
 			if cn, ok := verifiedCN(ctx); ok {
 				return context.WithValue(ctx, senderKey{}, &sender{node: cn}), nil
@@ -162,6 +167,7 @@ func (a *authorizer) review(ctx context.Context, token, audience, verb string) (
 	var forbidden *kubeauth.ForbiddenError
 	switch {
 	case err == nil:
+		a.staleLog()
 		return id, nil
 	case errors.As(err, &forbidden):
 		return nil, status.Error(codes.PermissionDenied, err.Error())
@@ -173,6 +179,22 @@ func (a *authorizer) review(ctx context.Context, token, audience, verb string) (
 		return nil, status.Errorf(codes.Unauthenticated, "collector: %v (want %s)", err, what)
 	}
 	return nil, status.Errorf(codes.Unavailable, "collector: cannot authorize the call: %v", err)
+}
+
+// staleLog says, at most once a minute, that calls were authorized with
+// answers the API server could not renew (kubeauth.DefaultStaleTTL).
+func (a *authorizer) staleLog() {
+	n := a.rev.Stale.Load()
+	if n == a.staleSeen.Load() {
+		return
+	}
+	now, last := time.Now().UnixNano(), a.staleLast.Load()
+	if now-last < int64(time.Minute) || !a.staleLast.CompareAndSwap(last, now) {
+		return
+	}
+	a.staleSeen.Store(n)
+	a.log.Warn("API server unreachable: authorizing agents with its last answers", "stale_for_up_to", kubeauth.DefaultStaleTTL,
+		"stale_answers_total", n)
 }
 
 // bearer is the call's "authorization: Bearer <token>", "" without one.
@@ -234,7 +256,9 @@ func (a *authorizer) checkIdentity(next receiver.Handler) receiver.Handler {
 				return err
 			}
 		}
-		return status.Errorf(codes.PermissionDenied, "forbidden: %d flows of node %q from the agent of node %q", refused, other, node)
+		// The message is refused for good (its own node's flows went
+		// through): an agent on ExportAcked drops it rather than resending.
+		return receiver.Refuse(status.Errorf(codes.PermissionDenied, "forbidden: %d flows of node %q from the agent of node %q", refused, other, node))
 	}
 }
 

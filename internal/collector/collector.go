@@ -221,6 +221,7 @@ func New(cfg Config, opts Options) (_ *Collector, err error) {
 		cons = &c.consumer.Stats
 	}
 	c.metrics.Registry().MustRegister(refusedMetrics(&c.srv.Stats, cons, &c.refusedIdentity)...)
+	c.metrics.Registry().MustRegister(ackMetrics(&c.srv.Stats)...)
 	if err := c.listen(); err != nil {
 		return nil, err
 	}

@@ -33,7 +33,9 @@ func TestOperatorArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := collector.Load(render.CollectorArgs(k, nil, false), nil)
+	// Metrics in plain HTTP here (the web configuration is checked with
+	// its files in package render).
+	got, err := collector.Load(render.CollectorArgs(k, false, false), nil)
 	if err != nil {
 		t.Fatalf("the collector refuses the operator's flags: %v", err)
 	}
@@ -48,7 +50,7 @@ func TestOperatorArgs(t *testing.T) {
 	// certificate, here files of the test's), every call authorized.
 	dir := t.TempDir()
 	var args []string
-	for _, a := range render.CollectorArgs(k, nil, true) {
+	for _, a := range render.CollectorArgs(k, false, true) {
 		for _, p := range []string{render.CollectorTLSCertPath, render.CollectorTLSKeyPath} {
 			if f := filepath.Join(dir, filepath.Base(p)); strings.HasSuffix(a, "="+p) {
 				if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {

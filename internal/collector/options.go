@@ -73,6 +73,12 @@ var Spec = &cliconf.Spec[Config]{
 			{Name: "max-agents-per-client", Arg: "n", Default: strconv.Itoa(receiver.DefaultMaxStreamsPerClient),
 				Usage: "most agent streams of one client (its certificate's CN, else its IP address) at once, so that none takes the others' slots; raise it when agents reach the collector through one NAT address or proxy (-1: unlimited)",
 				Set:   cliconf.Int(func(o *Config) *int { return &o.Limits.MaxStreamsPerClient })},
+			{Name: "ack-state-file", Arg: "file",
+				Usage: `where the collector writes the last message it applied for each agent instance (ExportAcked), and reads it back at start, so that a collector restarted after a crash or SIGKILL does not apply again what an agent resends (docs/grpc.md); "": in memory only. Give it a volume that outlives the process (an emptyDir survives container restarts)`,
+				Set:   cliconf.String(func(o *Config) *string { return &o.Limits.AckStateFile })},
+			{Name: "max-agent-instances", Arg: "n", Default: strconv.Itoa(receiver.DefaultMaxAgentInstances),
+				Usage: "most agent instances (agent process starts) whose last applied message is remembered; the one idle longest is forgotten first (at least 1)",
+				Set:   cliconf.Int(func(o *Config) *int { return &o.Limits.MaxAgentInstances })},
 		}),
 		cliconf.InSection("Kafka consumer", kafkaConn.Options(), []*cliconf.Option[Config]{
 			{Name: "kafka-topic", Arg: "name", Default: "flowlens-flows",

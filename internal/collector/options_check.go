@@ -43,6 +43,9 @@ func (o *Config) validate() error {
 	if n := o.Limits.MaxStreams; n != -1 && n < 1 {
 		add(cliconf.Invalid("--max-agents", strconv.Itoa(n), errors.New("must be -1 (unlimited) or at least 1")))
 	}
+	if n := o.Limits.MaxAgentInstances; n < 1 {
+		add(cliconf.Invalid("--max-agent-instances", strconv.Itoa(n), errors.New("must be at least 1")))
+	}
 	if n := o.Limits.MaxStreamsPerClient; n != -1 && n < 1 {
 		add(cliconf.Invalid("--max-agents-per-client", strconv.Itoa(n), errors.New("must be -1 (unlimited) or at least 1")))
 	}

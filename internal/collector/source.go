@@ -9,7 +9,6 @@ import (
 	"os"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -39,7 +38,7 @@ func (c *Collector) newResolver() (*k8smeta.Resolver, error) {
 		if cfg == nil {
 			break
 		}
-		client, err := kubernetes.NewForConfig(cfg)
+		client, err := k8smeta.NewClient(cfg, c.log)
 		if err == nil {
 			c.cache, err = k8smeta.NewCache(client)
 		}

@@ -29,6 +29,13 @@
 // One client (the CN of its certificate, else its IP address) holds at
 // most Options.MaxStreamsPerClient streams, all clients together
 // Options.MaxStreams: a client cannot take the others' slots.
+//
+// Agents stream on ExportAcked (acked.go): each message is acknowledged
+// once the Handler returned nil for it, and a message whose (agent
+// instance, seq) was applied already is acknowledged as a duplicate
+// without reaching the Handler again (acktable.go: in memory, or in
+// Options.AckStateFile across restarts). Export, without
+// acknowledgements, serves agents built before it.
 package receiver
 
 import (
@@ -93,9 +100,12 @@ type Batch struct {
 
 // Handler receives each batch. It is called from one goroutine per agent
 // stream, so concurrently for different agents, and never concurrently for
-// one stream. It may keep the batch. A non-nil error ends the agent's stream
-// with the error's gRPC status if it has one, Unavailable otherwise (the
-// agent then reconnects after a backoff and goes on).
+// one stream (on ExportAcked, for one agent instance). It may keep the
+// batch; on ExportAcked the batch is acknowledged once it returns nil. A
+// non-nil error ends the agent's stream with the error's gRPC status if it
+// has one, Unavailable otherwise (the agent then reconnects after a backoff
+// and sends the unacknowledged batch again); Refuse(err) refuses the batch
+// for good (not sent again).
 type Handler func(ctx context.Context, b *Batch) error
 
 // Options configure a Server. Zero values take the defaults.
@@ -128,7 +138,18 @@ type Options struct {
 	// KeepaliveMinTime is the shortest keepalive interval tolerated from
 	// clients (faster pingers are disconnected).
 	KeepaliveMinTime time.Duration
-	Logger           *slog.Logger
+	// AckStateFile, when set, is where ExportAcked writes the last message
+	// applied for each agent instance (one short line per message,
+	// compacted now and then), and reads it back at New: a collector
+	// restarted after a crash or a SIGKILL still drops the messages it
+	// applied before. "": kept in memory only (a restart forgets it, and a
+	// message applied but not yet acknowledged when the collector died is
+	// applied again when the agent resends it).
+	AckStateFile string
+	// MaxAgentInstances bounds the agent instances remembered for
+	// ExportAcked (the one idle longest is forgotten first).
+	MaxAgentInstances int
+	Logger            *slog.Logger
 }
 
 // Stats are cumulative counts, safe to read concurrently.
@@ -150,6 +171,12 @@ type Stats struct {
 	// StreamsRefusedClient because their client had MaxStreamsPerClient.
 	StreamsRefused       atomic.Uint64
 	StreamsRefusedClient atomic.Uint64
+	// Duplicates counts the ExportAcked messages received again after
+	// they were applied (an agent resending what it had no acknowledgement
+	// for), acknowledged and not applied again; DuplicateFlows their flows.
+	Duplicates, DuplicateFlows atomic.Uint64
+	// AckStateErrors counts failed writes of Options.AckStateFile.
+	AckStateErrors atomic.Uint64
 }
 
 // Server is a FlowCollector gRPC server.
@@ -169,6 +196,7 @@ type Server struct {
 	draining chan struct{}
 	drainOne sync.Once
 	loops    sync.WaitGroup // stream receive loops
+	acks     *ackTable      // ExportAcked's last applied message per agent instance
 }
 
 // New returns a Server; Serve starts it on a listener.
@@ -194,10 +222,17 @@ func New(h Handler, opts Options) (*Server, error) {
 	if opts.KeepaliveMinTime <= 0 {
 		opts.KeepaliveMinTime = DefaultKeepaliveMinTime
 	}
+	if opts.MaxAgentInstances <= 0 {
+		opts.MaxAgentInstances = DefaultMaxAgentInstances
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
 	s := &Server{h: h, opts: opts, log: opts.Logger, draining: make(chan struct{}), clients: map[string]int{}}
+	var err error
+	if s.acks, err = newAckTable(opts.AckStateFile, opts.MaxAgentInstances, opts.Logger, &s.Stats.AckStateErrors); err != nil {
+		return nil, err
+	}
 	if opts.MaxStreams > 0 {
 		s.slots = make(chan struct{}, opts.MaxStreams)
 	}
@@ -268,6 +303,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		err = ctx.Err()
 	}
 	s.loops.Wait()
+	s.acks.close()
 	return err
 }
 
@@ -288,6 +324,10 @@ type decodeTarget struct {
 	refused []flowpb.Refused
 	size    int
 	err     error
+	// withID also reads the batch identity (ExportAcked).
+	withID   bool
+	instance string
+	seq      uint64
 }
 
 // codec is gRPC's proto codec, except for decodeTarget.
@@ -317,7 +357,7 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	}
 	t.size = data.Len()
 	if len(data) == 1 { // no copy: a message that came in one buffer
-		t.flows, t.refused, t.err = flowpb.DecodeBatch(data[0].ReadOnlyData(), c.maxFlows)
+		t.decode(data[0].ReadOnlyData(), c.maxFlows)
 		return nil
 	}
 	// In pieces: a message that may hold more flows than allowed (each is
@@ -335,8 +375,21 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	}
 	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
 	defer buf.Free()
-	t.flows, t.refused, t.err = flowpb.DecodeBatch(buf.ReadOnlyData(), c.maxFlows)
+	t.decode(buf.ReadOnlyData(), c.maxFlows)
 	return nil
+}
+
+func (t *decodeTarget) decode(b []byte, maxFlows int) {
+	t.flows, t.refused, t.err = flowpb.DecodeBatch(b, maxFlows)
+	if t.withID {
+		// Also for a message refused: its refusal names its seq.
+		inst, seq, err := flowpb.BatchID(b)
+		if err == nil {
+			t.instance, t.seq = inst, seq
+		} else if t.err == nil {
+			t.err = err
+		}
+	}
 }
 
 // ClientKey is who a client is for Options.MaxStreamsPerClient: the CN of
@@ -451,40 +504,63 @@ func (s *Server) receive(ctx context.Context, stream grpc.ServerStream, p Peer, 
 			}
 			return err
 		}
-		var tooMany *flowpb.TooManyFlowsError
-		if errors.As(t.err, &tooMany) {
-			s.Stats.Rejected.Add(1)
-			s.Stats.RefusedTooMany.Add(uint64(tooMany.N))
-			s.log.Warn("refused a message of too many flows", "peer", p.Addr, "error", t.err)
-			return status.Errorf(codes.ResourceExhausted, "collector: %v", t.err)
+		if err := s.checkMessage(t, p); err != nil {
+			return err
 		}
-		if t.err != nil {
-			s.Stats.Rejected.Add(1)
-			s.Stats.Malformed.Add(1)
-			s.log.Warn("refused a malformed message", "peer", p.Addr, "error", t.err)
-			return status.Errorf(codes.InvalidArgument, "collector: malformed FlowBatch: %v", t.err)
-		}
-		if len(t.refused) > 0 {
-			s.Stats.RefusedBounds.Add(uint64(len(t.refused)))
-			s.warnRefused(p, len(t.refused), t.refused[0])
-		}
-		flows := t.flows
-		if len(flows) == 0 {
+		if len(t.flows) == 0 {
 			continue
 		}
-		if err := s.h(ctx, &Batch{Peer: p, Flows: flows}); err != nil {
-			s.Stats.HandlerErrors.Add(1)
-			if _, ok := status.FromError(err); ok {
-				return err
-			}
-			return status.Errorf(codes.Unavailable, "collector: %v", err)
+		if err := s.handle(ctx, p, t); err != nil {
+			_, err = refusal(err)
+			return err
 		}
 		sum.Batches++
-		sum.Flows += uint64(len(flows))
-		s.Stats.Batches.Add(1)
-		s.Stats.Flows.Add(uint64(len(flows)))
-		s.Stats.Bytes.Add(uint64(t.size))
+		sum.Flows += uint64(len(t.flows))
 	}
+}
+
+// checkMessage refuses a message of too many flows (ResourceExhausted) or
+// that did not decode (InvalidArgument), and counts its flows refused for
+// their bounds.
+func (s *Server) checkMessage(t *decodeTarget, p Peer) error {
+	var tooMany *flowpb.TooManyFlowsError
+	if errors.As(t.err, &tooMany) {
+		s.Stats.Rejected.Add(1)
+		s.Stats.RefusedTooMany.Add(uint64(tooMany.N))
+		s.log.Warn("refused a message of too many flows", "peer", p.Addr, "error", t.err)
+		return status.Errorf(codes.ResourceExhausted, "collector: %v", t.err)
+	}
+	if t.err != nil {
+		s.Stats.Rejected.Add(1)
+		s.Stats.Malformed.Add(1)
+		s.log.Warn("refused a malformed message", "peer", p.Addr, "error", t.err)
+		return status.Errorf(codes.InvalidArgument, "collector: malformed FlowBatch: %v", t.err)
+	}
+	if len(t.refused) > 0 {
+		s.Stats.RefusedBounds.Add(uint64(len(t.refused)))
+		s.warnRefused(p, len(t.refused), t.refused[0])
+	}
+	return nil
+}
+
+// handle hands a message's flows to the Handler and counts them; an error
+// is the status that ends the stream.
+func (s *Server) handle(ctx context.Context, p Peer, t *decodeTarget) error {
+	if err := s.h(ctx, &Batch{Peer: p, Flows: t.flows}); err != nil {
+		s.Stats.HandlerErrors.Add(1)
+		refused, err := refusal(err)
+		if _, ok := status.FromError(err); !ok {
+			err = status.Errorf(codes.Unavailable, "collector: %v", err)
+		}
+		if refused {
+			return Refuse(err)
+		}
+		return err
+	}
+	s.Stats.Batches.Add(1)
+	s.Stats.Flows.Add(uint64(len(t.flows)))
+	s.Stats.Bytes.Add(uint64(t.size))
+	return nil
 }
 
 // warnRefused logs flows refused for a bound, at most every 10 s (a

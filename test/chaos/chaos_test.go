@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // bin holds the binaries TestMain builds once for every case:
@@ -42,4 +43,35 @@ func build(dir string) error {
 		bin[name] = out
 	}
 	return nil
+}
+
+// tail is the last n bytes of s, for a log in a failure message.
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// tailFile is tail of the file's contents ("" when it cannot be read).
+func tailFile(file string, n int) string {
+	b, _ := os.ReadFile(file)
+	return tail(string(b), n)
+}
+
+// waitFor polls cond every 100 ms until it holds, failing t after limit
+// with cond's last word.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %v: %s", what, limit, why)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

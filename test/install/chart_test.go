@@ -2,6 +2,7 @@ package install
 
 import (
 	"bytes"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -123,7 +124,8 @@ func TestChartMonitoring(t *testing.T) {
 	for _, u := range helmTemplate(t, "serviceMonitors.enabled=true", "collector.enabled=false") {
 		operators := u.GetName() == "flowlens-operator" && (u.GetKind() == "Role" || u.GetKind() == "RoleBinding") ||
 			u.GetName() == render.ObserveRoleName && u.GetKind() == "Role" ||
-			u.GetKind() == "Namespace" && u.GetName() == "flowlens"
+			u.GetKind() == "Namespace" && u.GetName() == "flowlens" ||
+			u.GetKind() == "ServiceMonitor" && (u.GetName() == "flowlens-agent" || u.GetName() == "flowlens-collector-kafka")
 		if !operators && (u.GetNamespace() == "flowlens" || u.GetName() == "flowlens-collector" || u.GetKind() == "Namespace") {
 			t.Errorf("collector.enabled=false renders %s", key(u))
 		}
@@ -141,9 +143,8 @@ func TestChartValues(t *testing.T) {
 		"collector.image=registry.example/col:v9", "collector.replicas=3", "collector.extraArgs={--pod-labels}",
 		"agentNamespace=observability", "dashboards.namespace=monitoring",
 		"serviceMonitors.enabled=true", "serviceMonitors.labels.release=kps", "serviceMonitors.interval=15s",
-		"serviceMonitors.tlsConfig.agent.serverName=flowlens-agent-metrics.observability.svc",
+		"serviceMonitors.tlsConfig.agent.serverName=agents.example",
 		"serviceMonitors.tlsConfig.agent.ca.secret.name=agent-metrics-ca", "serviceMonitors.tlsConfig.agent.ca.secret.key=ca.crt",
-		"serviceMonitors.tlsConfig.collector-kafka.serverName=flowlens-collector-kafka.observability.svc",
 		"prometheusRule.enabled=true", "prometheusRule.labels.release=kps"))
 	get := func(k string, path ...string) any {
 		t.Helper()
@@ -172,31 +173,49 @@ func TestChartValues(t *testing.T) {
 		t.Errorf("collector replicas %v", r)
 	}
 	namespaceOf(t, helmTemplate(t, "agentNamespace=observability"), "observability")
-	if ns := get("ServiceMonitor flowlens-system/flowlens-agent", "spec", "namespaceSelector", "matchNames"); !reflect.DeepEqual(ns, []any{"observability"}) {
+	if ns := get("ServiceMonitor observability/flowlens-agent", "spec", "namespaceSelector", "matchNames"); !reflect.DeepEqual(ns, []any{"observability"}) {
 		t.Errorf("agent ServiceMonitor matchNames %v", ns)
 	}
-	if l := get("ServiceMonitor flowlens-system/flowlens-collector", "metadata", "labels", "release"); l != "kps" {
+	if l := get("ServiceMonitor observability/flowlens-collector", "metadata", "labels", "release"); l != "kps" {
 		t.Errorf("ServiceMonitor label release %v", l)
 	}
 	if i := get("ServiceMonitor flowlens-system/flowlens-operator", "spec", "endpoints").([]any)[0].(map[string]any)["interval"]; i != "15s" {
 		t.Errorf("ServiceMonitor interval %v", i)
 	}
-	// The agents and the Kafka collectors over HTTPS, each with its own
-	// tlsConfig; the collector, without one, over plain HTTP; the operator
-	// over HTTPS with Prometheus' token, always.
-	agentEP := get("ServiceMonitor flowlens-system/flowlens-agent", "spec", "endpoints").([]any)[0].(map[string]any)
-	wantTLS := map[string]any{"serverName": "flowlens-agent-metrics.observability.svc",
+	// The agents with a tlsConfig of the values; the Kafka collectors and
+	// the collector with the scrape identity, for their Service's name in
+	// agentNamespace; the operator over HTTPS with Prometheus' token,
+	// always.
+	agentEP := get("ServiceMonitor observability/flowlens-agent", "spec", "endpoints").([]any)[0].(map[string]any)
+	wantTLS := map[string]any{"serverName": "agents.example",
 		"ca": map[string]any{"secret": map[string]any{"name": "agent-metrics-ca", "key": "ca.crt"}}}
 	if agentEP["scheme"] != "https" || !reflect.DeepEqual(agentEP["tlsConfig"], wantTLS) {
 		t.Errorf("agent ServiceMonitor endpoint %v, want scheme https and tlsConfig %v", agentEP, wantTLS)
 	}
-	kafkaEP := get("ServiceMonitor flowlens-system/flowlens-collector-kafka", "spec", "endpoints").([]any)[0].(map[string]any)
-	wantKafkaTLS := map[string]any{"serverName": "flowlens-collector-kafka.observability.svc"}
-	if kafkaEP["scheme"] != "https" || !reflect.DeepEqual(kafkaEP["tlsConfig"], wantKafkaTLS) {
-		t.Errorf("Kafka collector ServiceMonitor endpoint %v, want scheme https and tlsConfig %v", kafkaEP, wantKafkaTLS)
+	identity := func(svc string) map[string]any {
+		return map[string]any{"serverName": svc + ".observability.svc",
+			"ca":        map[string]any{"configMap": map[string]any{"name": "flowlens-ca", "key": "ca.crt"}},
+			"cert":      map[string]any{"secret": map[string]any{"name": "flowlens-metrics-client", "key": "tls.crt"}},
+			"keySecret": map[string]any{"name": "flowlens-metrics-client", "key": "tls.key"}}
 	}
-	if ep := get("ServiceMonitor flowlens-system/flowlens-collector", "spec", "endpoints").([]any)[0].(map[string]any); ep["scheme"] != nil || ep["tlsConfig"] != nil {
-		t.Errorf("flowlens-collector ServiceMonitor endpoint %v, want plain HTTP", ep)
+	for _, name := range []string{"flowlens-collector-kafka", "flowlens-collector"} {
+		ep := get("ServiceMonitor observability/"+name, "spec", "endpoints").([]any)[0].(map[string]any)
+		if ep["scheme"] != "https" || !reflect.DeepEqual(ep["tlsConfig"], identity(name)) {
+			t.Errorf("%s ServiceMonitor endpoint %v, want scheme https and tlsConfig %v", name, ep, identity(name))
+		}
+	}
+	// scrapeIdentity=false: plain HTTP but the operator; the collector
+	// likewise with collector.metricsPlaintext.
+	plain := byKey(t, "chart", helmTemplate(t, "serviceMonitors.enabled=true", "serviceMonitors.scrapeIdentity=false", "collector.metricsPlaintext=true"))
+	for _, name := range []string{"flowlens-agent", "flowlens-collector-kafka", "flowlens-collector"} {
+		ep := plain["ServiceMonitor flowlens/"+name].Object["spec"].(map[string]any)["endpoints"].([]any)[0].(map[string]any)
+		if ep["scheme"] != nil || ep["tlsConfig"] != nil {
+			t.Errorf("scrapeIdentity=false: %s ServiceMonitor endpoint %v, want plain HTTP", name, ep)
+		}
+	}
+	pc := plain["Deployment flowlens/flowlens-collector"].Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+	if args := fmt.Sprint(pc["args"]); strings.Contains(args, "--web-config-file") || fmt.Sprint(pc["readinessProbe"]) != "map[httpGet:map[path:/readyz port:metrics]]" {
+		t.Errorf("collector.metricsPlaintext=true: args %s, readiness probe %v; want plain HTTP", args, pc["readinessProbe"])
 	}
 	opEP := get("ServiceMonitor flowlens-system/flowlens-operator", "spec", "endpoints").([]any)[0].(map[string]any)
 	if opEP["scheme"] != "https" || opEP["bearerTokenFile"] != "/var/run/secrets/kubernetes.io/serviceaccount/token" ||

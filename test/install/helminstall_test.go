@@ -81,9 +81,12 @@ func TestHelmInstall(t *testing.T) {
 	}
 	collector := &appsv1.Deployment{}
 	must(collector, "flowlens", "flowlens-collector")
-	for _, gvk := range []string{"ServiceMonitor flowlens-agent", "ServiceMonitor flowlens-collector", "ServiceMonitor flowlens-collector-kafka", "ServiceMonitor flowlens-operator", "PrometheusRule flowlens"} {
+	// The targets' ServiceMonitors beside the scrape identity's Secret, in
+	// the agents' namespace; the operator's and the rule in the release's.
+	for gvk, ns := range map[string]string{"ServiceMonitor flowlens-agent": "flowlens", "ServiceMonitor flowlens-collector": "flowlens",
+		"ServiceMonitor flowlens-collector-kafka": "flowlens", "ServiceMonitor flowlens-operator": chartNamespace, "PrometheusRule flowlens": chartNamespace} {
 		u := monitoringObject(gvk)
-		must(u, chartNamespace, u.GetName())
+		must(u, ns, u.GetName())
 	}
 
 	helm(t, "upgrade", "flowlens", chart, "--kubeconfig", kc, "--namespace", chartNamespace,

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
+	"github.com/flowlens/flowlens/internal/operator/certs"
 	"github.com/flowlens/flowlens/internal/operator/render"
 	"github.com/flowlens/flowlens/internal/testkit"
 	"github.com/flowlens/flowlens/internal/testkit/envtest"
@@ -347,9 +348,12 @@ func TestMonitoringObjectsValid(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: chartNamespace}}
-	if err := k8s.Create(ctx, ns); err != nil {
-		t.Fatal(err)
+	// The release's namespace (the operator's ServiceMonitor) and the
+	// agents' (the others', beside the Secrets their tlsConfig names).
+	for _, name := range []string{chartNamespace, "flowlens"} {
+		if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	objs := append(manifest(t, "flowlens-servicemonitors.yaml"), manifest(t, "flowlens-alerts.yaml")...)
 	for _, u := range helmTemplate(t, "serviceMonitors.enabled=true", "serviceMonitors.labels.release=kps", "serviceMonitors.interval=15s",
@@ -357,8 +361,6 @@ func TestMonitoringObjectsValid(t *testing.T) {
 		"serviceMonitors.tlsConfig.agent.ca.secret.name=agent-metrics-ca", "serviceMonitors.tlsConfig.agent.ca.secret.key=ca.crt",
 		"serviceMonitors.tlsConfig.agent.cert.secret.name=prometheus-client", "serviceMonitors.tlsConfig.agent.cert.secret.key=tls.crt",
 		"serviceMonitors.tlsConfig.agent.keySecret.name=prometheus-client", "serviceMonitors.tlsConfig.agent.keySecret.key=tls.key",
-		"serviceMonitors.tlsConfig.collector-kafka.serverName=flowlens-collector-kafka.flowlens.svc",
-		"serviceMonitors.tlsConfig.collector-kafka.ca.secret.name=collector-metrics-ca", "serviceMonitors.tlsConfig.collector-kafka.ca.secret.key=ca.crt",
 		"serviceMonitors.tlsConfig.operator.insecureSkipVerify=true",
 		"prometheusRule.enabled=true", "prometheusRule.labels.release=kps") {
 		if u.GetAPIVersion() == monitoringAPI {
@@ -383,5 +385,47 @@ func TestMonitoringObjectsValid(t *testing.T) {
 	}
 	if err := k8s.Create(ctx, bad, client.DryRunAll, client.FieldValidation("Strict")); err == nil {
 		t.Error("a ServiceMonitor with an unknown field was accepted")
+	}
+}
+
+// TestServiceMonitorsScrapeIdentity: the ServiceMonitors of the agents,
+// the collector and the Kafka collectors (manifests/, the chart's default)
+// scrape over HTTPS with the objects the operator keeps: the client
+// certificate of the Secret certs.MetricsClientName, the CA bundle of the
+// ConfigMap certs.CAName, and as serverName a DNS name of the metrics
+// certificate (render.MetricsDNSNames), the one of the Service each
+// selects; and each lives in the namespace of those objects, the one it
+// scrapes, where the Prometheus Operator reads them.
+func TestServiceMonitorsScrapeIdentity(t *testing.T) {
+	const ns = render.DefaultNamespace
+	names := render.MetricsDNSNames(ns)
+	services := map[string]string{"flowlens-agent": render.MetricsServiceName, "flowlens-collector": certs.CollectorService, "flowlens-collector-kafka": render.CollectorName}
+	seen := 0
+	for _, sm := range manifest(t, "flowlens-servicemonitors.yaml") {
+		svc, ok := services[sm.GetName()]
+		if !ok {
+			continue
+		}
+		seen++
+		matchNames, _, _ := unstructured.NestedStringSlice(sm.Object, "spec", "namespaceSelector", "matchNames")
+		if sm.GetNamespace() != ns || !slices.Equal(matchNames, []string{ns}) {
+			t.Errorf("%s in namespace %s scraping %v, want both %s (the Secret's)", key(sm), sm.GetNamespace(), matchNames, ns)
+		}
+		ep := sm.Object["spec"].(map[string]any)["endpoints"].([]any)[0].(map[string]any)
+		want := map[string]any{
+			"serverName": svc + "." + ns + ".svc",
+			"ca":         map[string]any{"configMap": map[string]any{"name": certs.CAName, "key": certs.BundleKey}},
+			"cert":       map[string]any{"secret": map[string]any{"name": certs.MetricsClientName, "key": "tls.crt"}},
+			"keySecret":  map[string]any{"name": certs.MetricsClientName, "key": "tls.key"},
+		}
+		if ep["scheme"] != "https" || !reflect.DeepEqual(ep["tlsConfig"], want) {
+			t.Errorf("%s endpoint %v, want scheme https and tlsConfig %v", key(sm), ep, want)
+		}
+		if !slices.Contains(names, want["serverName"].(string)) {
+			t.Errorf("%s: serverName %s is no DNS name of the metrics certificate %v", key(sm), want["serverName"], names)
+		}
+	}
+	if seen != 3 {
+		t.Errorf("%d ServiceMonitors of the agents and collectors, want 3", seen)
 	}
 }

@@ -91,8 +91,17 @@ func (Direction) EnumDescriptor() ([]byte, []int) {
 // eviction. The agent keeps each message under the collector's message size
 // limit (4 MiB by default), splitting a batch when needed.
 type FlowBatch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Flows         []*Flow                `protobuf:"bytes,1,rep,name=flows,proto3" json:"flows,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Flows []*Flow                `protobuf:"bytes,1,rep,name=flows,proto3" json:"flows,omitempty"`
+	// The sending agent's process: its node name, "/", and an id drawn at
+	// the process's start (at most 320 printable ASCII bytes, no space).
+	// Required on ExportAcked.
+	AgentInstance string `protobuf:"bytes,2,opt,name=agent_instance,json=agentInstance,proto3" json:"agent_instance,omitempty"`
+	// The message's number in agent_instance's sequence, from 1, increasing
+	// by one per message (a message the agent dropped leaves a gap).
+	// Required on ExportAcked. Fixed size, so that the agent writes the
+	// identity first in every message without moving the flows after it.
+	Seq           uint64 `protobuf:"fixed64,3,opt,name=seq,proto3" json:"seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -134,7 +143,21 @@ func (x *FlowBatch) GetFlows() []*Flow {
 	return nil
 }
 
-// ExportSummary is what the collector received on one stream.
+func (x *FlowBatch) GetAgentInstance() string {
+	if x != nil {
+		return x.AgentInstance
+	}
+	return ""
+}
+
+func (x *FlowBatch) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+// ExportSummary is what the collector received on one Export stream.
 type ExportSummary struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Batches       uint64                 `protobuf:"varint,1,opt,name=batches,proto3" json:"batches,omitempty"`
@@ -187,6 +210,81 @@ func (x *ExportSummary) GetFlows() uint64 {
 	return 0
 }
 
+// ExportAck acknowledges, on an ExportAcked stream, every message of the
+// stream up to and including seq: applied, or dropped as a duplicate of a
+// message applied before. One ExportAck may cover several messages (the
+// collector sends the latest when applying outpaces sending); seq only
+// grows on a stream.
+type ExportAck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Seq   uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The message of seq was a duplicate (already applied; not applied again).
+	Duplicate bool `protobuf:"varint,2,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	// The message of seq was refused for good (malformed, an invalid flow,
+	// flows of another node...): not applied, not to be sent again. The
+	// collector then ends the stream with the refusal's status. A stream
+	// ended without such an ack refused no message (the stream itself was
+	// refused, or the collector is going away): everything unacknowledged is
+	// sent again. With seq 0: the first message not acknowledged yet, whose
+	// seq the collector could not read (not framed). (A message larger than
+	// the collector's limit is refused by gRPC itself, with ResourceExhausted
+	// "received message larger than max": the first not acknowledged.)
+	Refused       bool `protobuf:"varint,3,opt,name=refused,proto3" json:"refused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportAck) Reset() {
+	*x = ExportAck{}
+	mi := &file_api_flow_v1_flow_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportAck) ProtoMessage() {}
+
+func (x *ExportAck) ProtoReflect() protoreflect.Message {
+	mi := &file_api_flow_v1_flow_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportAck.ProtoReflect.Descriptor instead.
+func (*ExportAck) Descriptor() ([]byte, []int) {
+	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ExportAck) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ExportAck) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
+func (x *ExportAck) GetRefused() bool {
+	if x != nil {
+		return x.Refused
+	}
+	return false
+}
+
 // Interface is one (network namespace, interface) pair a flow crossed.
 type Interface struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -204,7 +302,7 @@ type Interface struct {
 
 func (x *Interface) Reset() {
 	*x = Interface{}
-	mi := &file_api_flow_v1_flow_proto_msgTypes[2]
+	mi := &file_api_flow_v1_flow_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -216,7 +314,7 @@ func (x *Interface) String() string {
 func (*Interface) ProtoMessage() {}
 
 func (x *Interface) ProtoReflect() protoreflect.Message {
-	mi := &file_api_flow_v1_flow_proto_msgTypes[2]
+	mi := &file_api_flow_v1_flow_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -229,7 +327,7 @@ func (x *Interface) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Interface.ProtoReflect.Descriptor instead.
 func (*Interface) Descriptor() ([]byte, []int) {
-	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{2}
+	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Interface) GetName() string {
@@ -328,7 +426,7 @@ type Flow struct {
 
 func (x *Flow) Reset() {
 	*x = Flow{}
-	mi := &file_api_flow_v1_flow_proto_msgTypes[3]
+	mi := &file_api_flow_v1_flow_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -340,7 +438,7 @@ func (x *Flow) String() string {
 func (*Flow) ProtoMessage() {}
 
 func (x *Flow) ProtoReflect() protoreflect.Message {
-	mi := &file_api_flow_v1_flow_proto_msgTypes[3]
+	mi := &file_api_flow_v1_flow_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -353,7 +451,7 @@ func (x *Flow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flow.ProtoReflect.Descriptor instead.
 func (*Flow) Descriptor() ([]byte, []int) {
-	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{3}
+	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Flow) GetSrcAddr() []byte {
@@ -577,7 +675,7 @@ type Drops struct {
 
 func (x *Drops) Reset() {
 	*x = Drops{}
-	mi := &file_api_flow_v1_flow_proto_msgTypes[4]
+	mi := &file_api_flow_v1_flow_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -589,7 +687,7 @@ func (x *Drops) String() string {
 func (*Drops) ProtoMessage() {}
 
 func (x *Drops) ProtoReflect() protoreflect.Message {
-	mi := &file_api_flow_v1_flow_proto_msgTypes[4]
+	mi := &file_api_flow_v1_flow_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -602,7 +700,7 @@ func (x *Drops) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drops.ProtoReflect.Descriptor instead.
 func (*Drops) Descriptor() ([]byte, []int) {
-	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{4}
+	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Drops) GetDropPackets() uint64 {
@@ -654,7 +752,7 @@ type RTT struct {
 
 func (x *RTT) Reset() {
 	*x = RTT{}
-	mi := &file_api_flow_v1_flow_proto_msgTypes[5]
+	mi := &file_api_flow_v1_flow_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -666,7 +764,7 @@ func (x *RTT) String() string {
 func (*RTT) ProtoMessage() {}
 
 func (x *RTT) ProtoReflect() protoreflect.Message {
-	mi := &file_api_flow_v1_flow_proto_msgTypes[5]
+	mi := &file_api_flow_v1_flow_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -679,7 +777,7 @@ func (x *RTT) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RTT.ProtoReflect.Descriptor instead.
 func (*RTT) Descriptor() ([]byte, []int) {
-	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{5}
+	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RTT) GetRttNs() uint64 {
@@ -707,7 +805,7 @@ type Retransmits struct {
 
 func (x *Retransmits) Reset() {
 	*x = Retransmits{}
-	mi := &file_api_flow_v1_flow_proto_msgTypes[6]
+	mi := &file_api_flow_v1_flow_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -719,7 +817,7 @@ func (x *Retransmits) String() string {
 func (*Retransmits) ProtoMessage() {}
 
 func (x *Retransmits) ProtoReflect() protoreflect.Message {
-	mi := &file_api_flow_v1_flow_proto_msgTypes[6]
+	mi := &file_api_flow_v1_flow_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -732,7 +830,7 @@ func (x *Retransmits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Retransmits.ProtoReflect.Descriptor instead.
 func (*Retransmits) Descriptor() ([]byte, []int) {
-	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{6}
+	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Retransmits) GetRetransmits() uint64 {
@@ -760,7 +858,7 @@ type Xlat struct {
 
 func (x *Xlat) Reset() {
 	*x = Xlat{}
-	mi := &file_api_flow_v1_flow_proto_msgTypes[7]
+	mi := &file_api_flow_v1_flow_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +870,7 @@ func (x *Xlat) String() string {
 func (*Xlat) ProtoMessage() {}
 
 func (x *Xlat) ProtoReflect() protoreflect.Message {
-	mi := &file_api_flow_v1_flow_proto_msgTypes[7]
+	mi := &file_api_flow_v1_flow_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +883,7 @@ func (x *Xlat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Xlat.ProtoReflect.Descriptor instead.
 func (*Xlat) Descriptor() ([]byte, []int) {
-	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{7}
+	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Xlat) GetXlatSrcAddr() []byte {
@@ -847,7 +945,7 @@ type TLS struct {
 
 func (x *TLS) Reset() {
 	*x = TLS{}
-	mi := &file_api_flow_v1_flow_proto_msgTypes[8]
+	mi := &file_api_flow_v1_flow_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -859,7 +957,7 @@ func (x *TLS) String() string {
 func (*TLS) ProtoMessage() {}
 
 func (x *TLS) ProtoReflect() protoreflect.Message {
-	mi := &file_api_flow_v1_flow_proto_msgTypes[8]
+	mi := &file_api_flow_v1_flow_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -872,7 +970,7 @@ func (x *TLS) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TLS.ProtoReflect.Descriptor instead.
 func (*TLS) Descriptor() ([]byte, []int) {
-	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{8}
+	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TLS) GetTlsVersion() uint32 {
@@ -944,7 +1042,7 @@ type DNS struct {
 
 func (x *DNS) Reset() {
 	*x = DNS{}
-	mi := &file_api_flow_v1_flow_proto_msgTypes[9]
+	mi := &file_api_flow_v1_flow_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +1054,7 @@ func (x *DNS) String() string {
 func (*DNS) ProtoMessage() {}
 
 func (x *DNS) ProtoReflect() protoreflect.Message {
-	mi := &file_api_flow_v1_flow_proto_msgTypes[9]
+	mi := &file_api_flow_v1_flow_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +1067,7 @@ func (x *DNS) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DNS.ProtoReflect.Descriptor instead.
 func (*DNS) Descriptor() ([]byte, []int) {
-	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{9}
+	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DNS) GetDnsId() uint32 {
@@ -1032,12 +1130,18 @@ var File_api_flow_v1_flow_proto protoreflect.FileDescriptor
 
 const file_api_flow_v1_flow_proto_rawDesc = "" +
 	"\n" +
-	"\x16api/flow/v1/flow.proto\x12\x10flowlens.flow.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"9\n" +
+	"\x16api/flow/v1/flow.proto\x12\x10flowlens.flow.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"r\n" +
 	"\tFlowBatch\x12,\n" +
-	"\x05flows\x18\x01 \x03(\v2\x16.flowlens.flow.v1.FlowR\x05flows\"?\n" +
+	"\x05flows\x18\x01 \x03(\v2\x16.flowlens.flow.v1.FlowR\x05flows\x12%\n" +
+	"\x0eagent_instance\x18\x02 \x01(\tR\ragentInstance\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x06R\x03seq\"?\n" +
 	"\rExportSummary\x12\x18\n" +
 	"\abatches\x18\x01 \x01(\x04R\abatches\x12\x14\n" +
-	"\x05flows\x18\x02 \x01(\x04R\x05flows\"\xa5\x01\n" +
+	"\x05flows\x18\x02 \x01(\x04R\x05flows\"U\n" +
+	"\tExportAck\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1c\n" +
+	"\tduplicate\x18\x02 \x01(\bR\tduplicate\x12\x18\n" +
+	"\arefused\x18\x03 \x01(\bR\arefused\"\xa5\x01\n" +
 	"\tInterface\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aifindex\x18\x02 \x01(\rR\aifindex\x12\x14\n" +
@@ -1120,9 +1224,10 @@ const file_api_flow_v1_flow_proto_rawDesc = "" +
 	"\x15DIRECTION_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11DIRECTION_INGRESS\x10\x01\x12\x14\n" +
 	"\x10DIRECTION_EGRESS\x10\x02\x12\x12\n" +
-	"\x0eDIRECTION_BOTH\x10\x032Y\n" +
+	"\x0eDIRECTION_BOTH\x10\x032\xa6\x01\n" +
 	"\rFlowCollector\x12H\n" +
-	"\x06Export\x12\x1b.flowlens.flow.v1.FlowBatch\x1a\x1f.flowlens.flow.v1.ExportSummary(\x01B1Z/github.com/flowlens/flowlens/api/flow/v1;flowv1b\x06proto3"
+	"\x06Export\x12\x1b.flowlens.flow.v1.FlowBatch\x1a\x1f.flowlens.flow.v1.ExportSummary(\x01\x12K\n" +
+	"\vExportAcked\x12\x1b.flowlens.flow.v1.FlowBatch\x1a\x1b.flowlens.flow.v1.ExportAck(\x010\x01B1Z/github.com/flowlens/flowlens/api/flow/v1;flowv1b\x06proto3"
 
 var (
 	file_api_flow_v1_flow_proto_rawDescOnce sync.Once
@@ -1137,37 +1242,40 @@ func file_api_flow_v1_flow_proto_rawDescGZIP() []byte {
 }
 
 var file_api_flow_v1_flow_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_api_flow_v1_flow_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_api_flow_v1_flow_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_api_flow_v1_flow_proto_goTypes = []any{
 	(Direction)(0),                // 0: flowlens.flow.v1.Direction
 	(*FlowBatch)(nil),             // 1: flowlens.flow.v1.FlowBatch
 	(*ExportSummary)(nil),         // 2: flowlens.flow.v1.ExportSummary
-	(*Interface)(nil),             // 3: flowlens.flow.v1.Interface
-	(*Flow)(nil),                  // 4: flowlens.flow.v1.Flow
-	(*Drops)(nil),                 // 5: flowlens.flow.v1.Drops
-	(*RTT)(nil),                   // 6: flowlens.flow.v1.RTT
-	(*Retransmits)(nil),           // 7: flowlens.flow.v1.Retransmits
-	(*Xlat)(nil),                  // 8: flowlens.flow.v1.Xlat
-	(*TLS)(nil),                   // 9: flowlens.flow.v1.TLS
-	(*DNS)(nil),                   // 10: flowlens.flow.v1.DNS
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(*ExportAck)(nil),             // 3: flowlens.flow.v1.ExportAck
+	(*Interface)(nil),             // 4: flowlens.flow.v1.Interface
+	(*Flow)(nil),                  // 5: flowlens.flow.v1.Flow
+	(*Drops)(nil),                 // 6: flowlens.flow.v1.Drops
+	(*RTT)(nil),                   // 7: flowlens.flow.v1.RTT
+	(*Retransmits)(nil),           // 8: flowlens.flow.v1.Retransmits
+	(*Xlat)(nil),                  // 9: flowlens.flow.v1.Xlat
+	(*TLS)(nil),                   // 10: flowlens.flow.v1.TLS
+	(*DNS)(nil),                   // 11: flowlens.flow.v1.DNS
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
 }
 var file_api_flow_v1_flow_proto_depIdxs = []int32{
-	4,  // 0: flowlens.flow.v1.FlowBatch.flows:type_name -> flowlens.flow.v1.Flow
+	5,  // 0: flowlens.flow.v1.FlowBatch.flows:type_name -> flowlens.flow.v1.Flow
 	0,  // 1: flowlens.flow.v1.Interface.direction:type_name -> flowlens.flow.v1.Direction
-	11, // 2: flowlens.flow.v1.Flow.start_time:type_name -> google.protobuf.Timestamp
-	11, // 3: flowlens.flow.v1.Flow.end_time:type_name -> google.protobuf.Timestamp
-	3,  // 4: flowlens.flow.v1.Flow.interfaces:type_name -> flowlens.flow.v1.Interface
-	5,  // 5: flowlens.flow.v1.Flow.drops:type_name -> flowlens.flow.v1.Drops
-	6,  // 6: flowlens.flow.v1.Flow.rtt:type_name -> flowlens.flow.v1.RTT
-	7,  // 7: flowlens.flow.v1.Flow.retransmits:type_name -> flowlens.flow.v1.Retransmits
-	8,  // 8: flowlens.flow.v1.Flow.xlat:type_name -> flowlens.flow.v1.Xlat
-	9,  // 9: flowlens.flow.v1.Flow.tls:type_name -> flowlens.flow.v1.TLS
-	10, // 10: flowlens.flow.v1.Flow.dns:type_name -> flowlens.flow.v1.DNS
+	12, // 2: flowlens.flow.v1.Flow.start_time:type_name -> google.protobuf.Timestamp
+	12, // 3: flowlens.flow.v1.Flow.end_time:type_name -> google.protobuf.Timestamp
+	4,  // 4: flowlens.flow.v1.Flow.interfaces:type_name -> flowlens.flow.v1.Interface
+	6,  // 5: flowlens.flow.v1.Flow.drops:type_name -> flowlens.flow.v1.Drops
+	7,  // 6: flowlens.flow.v1.Flow.rtt:type_name -> flowlens.flow.v1.RTT
+	8,  // 7: flowlens.flow.v1.Flow.retransmits:type_name -> flowlens.flow.v1.Retransmits
+	9,  // 8: flowlens.flow.v1.Flow.xlat:type_name -> flowlens.flow.v1.Xlat
+	10, // 9: flowlens.flow.v1.Flow.tls:type_name -> flowlens.flow.v1.TLS
+	11, // 10: flowlens.flow.v1.Flow.dns:type_name -> flowlens.flow.v1.DNS
 	1,  // 11: flowlens.flow.v1.FlowCollector.Export:input_type -> flowlens.flow.v1.FlowBatch
-	2,  // 12: flowlens.flow.v1.FlowCollector.Export:output_type -> flowlens.flow.v1.ExportSummary
-	12, // [12:13] is the sub-list for method output_type
-	11, // [11:12] is the sub-list for method input_type
+	1,  // 12: flowlens.flow.v1.FlowCollector.ExportAcked:input_type -> flowlens.flow.v1.FlowBatch
+	2,  // 13: flowlens.flow.v1.FlowCollector.Export:output_type -> flowlens.flow.v1.ExportSummary
+	3,  // 14: flowlens.flow.v1.FlowCollector.ExportAcked:output_type -> flowlens.flow.v1.ExportAck
+	13, // [13:15] is the sub-list for method output_type
+	11, // [11:13] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name
@@ -1184,7 +1292,7 @@ func file_api_flow_v1_flow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_flow_v1_flow_proto_rawDesc), len(file_api_flow_v1_flow_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

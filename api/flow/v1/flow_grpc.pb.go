@@ -31,7 +31,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	FlowCollector_Export_FullMethodName = "/flowlens.flow.v1.FlowCollector/Export"
+	FlowCollector_Export_FullMethodName      = "/flowlens.flow.v1.FlowCollector/Export"
+	FlowCollector_ExportAcked_FullMethodName = "/flowlens.flow.v1.FlowCollector/ExportAcked"
 )
 
 // FlowCollectorClient is the client API for FlowCollector service.
@@ -40,7 +41,7 @@ const (
 //
 // FlowCollector receives flows from agents.
 //
-// Why one client-streaming RPC rather than a unary call per batch:
+// Why client streams rather than a unary call per batch:
 //   - throughput: a long-lived stream sends each batch as one HTTP/2 DATA
 //     frame sequence, with no per-call headers, no per-call round trip and
 //     no per-call server-side setup; the agent never waits for a reply
@@ -50,21 +51,27 @@ const (
 //   - one agent = one stream: the collector sees agents come and go as
 //     streams open and close, and can bound them (max concurrent streams).
 //
-// What it costs: there is no per-batch acknowledgement. Delivery is
-// at-most-once: batches written into a connection that then breaks may be
-// lost without the agent knowing which (at most what HTTP/2 flow control let
-// through: a few MiB). Flow telemetry tolerates that, and the agent retries
-// the batch whose send failed on a new stream. A collector that wants to
-// refuse a batch ends the stream with a status (InvalidArgument for a
-// malformed flow, ResourceExhausted for an oversized message); the agent
-// then opens a new stream after a backoff.
-// A bidirectional stream with per-batch acks would give at-least-once
-// delivery at the cost of ack bookkeeping and replay buffers on the agent;
-// it can be added later as a second method without changing Flow.
+// ExportAcked (what agents use) acknowledges every message on the same
+// stream, asynchronously: the agent keeps what is not acknowledged yet
+// (bounded by its --export-buffer), sends it again in order on a new stream
+// after a failure, and the collector drops what it already applied by
+// (agent_instance, seq), so a flow is applied once (docs/grpc.md,
+// docs/design/faults.md). Export, without acknowledgements, is kept for
+// agents before ExportAcked: at-most-once, batches written into a
+// connection that then breaks are lost without the agent knowing which.
+// A collector that wants to refuse a message ends the stream with a status
+// (InvalidArgument for a malformed flow, ResourceExhausted for an oversized
+// message); the agent then opens a new stream after a backoff.
 type FlowCollectorClient interface {
-	// Export streams batches of flows from one agent. The collector returns
-	// the summary when the agent closes the stream.
+	// Export streams batches of flows from one agent, without
+	// acknowledgements. The collector returns the summary when the agent
+	// closes the stream. agent_instance and seq are ignored.
 	Export(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[FlowBatch, ExportSummary], error)
+	// ExportAcked streams batches of flows from one agent, each with its
+	// agent_instance and seq; the collector acknowledges the messages, in
+	// order, with ExportAcks once they are applied (or recognised as
+	// duplicates), and ends the stream with OK when the agent closes it.
+	ExportAcked(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[FlowBatch, ExportAck], error)
 }
 
 type flowCollectorClient struct {
@@ -88,13 +95,26 @@ func (c *flowCollectorClient) Export(ctx context.Context, opts ...grpc.CallOptio
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type FlowCollector_ExportClient = grpc.ClientStreamingClient[FlowBatch, ExportSummary]
 
+func (c *flowCollectorClient) ExportAcked(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[FlowBatch, ExportAck], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &FlowCollector_ServiceDesc.Streams[1], FlowCollector_ExportAcked_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[FlowBatch, ExportAck]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type FlowCollector_ExportAckedClient = grpc.BidiStreamingClient[FlowBatch, ExportAck]
+
 // FlowCollectorServer is the server API for FlowCollector service.
 // All implementations must embed UnimplementedFlowCollectorServer
 // for forward compatibility.
 //
 // FlowCollector receives flows from agents.
 //
-// Why one client-streaming RPC rather than a unary call per batch:
+// Why client streams rather than a unary call per batch:
 //   - throughput: a long-lived stream sends each batch as one HTTP/2 DATA
 //     frame sequence, with no per-call headers, no per-call round trip and
 //     no per-call server-side setup; the agent never waits for a reply
@@ -104,21 +124,27 @@ type FlowCollector_ExportClient = grpc.ClientStreamingClient[FlowBatch, ExportSu
 //   - one agent = one stream: the collector sees agents come and go as
 //     streams open and close, and can bound them (max concurrent streams).
 //
-// What it costs: there is no per-batch acknowledgement. Delivery is
-// at-most-once: batches written into a connection that then breaks may be
-// lost without the agent knowing which (at most what HTTP/2 flow control let
-// through: a few MiB). Flow telemetry tolerates that, and the agent retries
-// the batch whose send failed on a new stream. A collector that wants to
-// refuse a batch ends the stream with a status (InvalidArgument for a
-// malformed flow, ResourceExhausted for an oversized message); the agent
-// then opens a new stream after a backoff.
-// A bidirectional stream with per-batch acks would give at-least-once
-// delivery at the cost of ack bookkeeping and replay buffers on the agent;
-// it can be added later as a second method without changing Flow.
+// ExportAcked (what agents use) acknowledges every message on the same
+// stream, asynchronously: the agent keeps what is not acknowledged yet
+// (bounded by its --export-buffer), sends it again in order on a new stream
+// after a failure, and the collector drops what it already applied by
+// (agent_instance, seq), so a flow is applied once (docs/grpc.md,
+// docs/design/faults.md). Export, without acknowledgements, is kept for
+// agents before ExportAcked: at-most-once, batches written into a
+// connection that then breaks are lost without the agent knowing which.
+// A collector that wants to refuse a message ends the stream with a status
+// (InvalidArgument for a malformed flow, ResourceExhausted for an oversized
+// message); the agent then opens a new stream after a backoff.
 type FlowCollectorServer interface {
-	// Export streams batches of flows from one agent. The collector returns
-	// the summary when the agent closes the stream.
+	// Export streams batches of flows from one agent, without
+	// acknowledgements. The collector returns the summary when the agent
+	// closes the stream. agent_instance and seq are ignored.
 	Export(grpc.ClientStreamingServer[FlowBatch, ExportSummary]) error
+	// ExportAcked streams batches of flows from one agent, each with its
+	// agent_instance and seq; the collector acknowledges the messages, in
+	// order, with ExportAcks once they are applied (or recognised as
+	// duplicates), and ends the stream with OK when the agent closes it.
+	ExportAcked(grpc.BidiStreamingServer[FlowBatch, ExportAck]) error
 	mustEmbedUnimplementedFlowCollectorServer()
 }
 
@@ -131,6 +157,9 @@ type UnimplementedFlowCollectorServer struct{}
 
 func (UnimplementedFlowCollectorServer) Export(grpc.ClientStreamingServer[FlowBatch, ExportSummary]) error {
 	return status.Error(codes.Unimplemented, "method Export not implemented")
+}
+func (UnimplementedFlowCollectorServer) ExportAcked(grpc.BidiStreamingServer[FlowBatch, ExportAck]) error {
+	return status.Error(codes.Unimplemented, "method ExportAcked not implemented")
 }
 func (UnimplementedFlowCollectorServer) mustEmbedUnimplementedFlowCollectorServer() {}
 func (UnimplementedFlowCollectorServer) testEmbeddedByValue()                       {}
@@ -160,6 +189,13 @@ func _FlowCollector_Export_Handler(srv interface{}, stream grpc.ServerStream) er
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type FlowCollector_ExportServer = grpc.ClientStreamingServer[FlowBatch, ExportSummary]
 
+func _FlowCollector_ExportAcked_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(FlowCollectorServer).ExportAcked(&grpc.GenericServerStream[FlowBatch, ExportAck]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type FlowCollector_ExportAckedServer = grpc.BidiStreamingServer[FlowBatch, ExportAck]
+
 // FlowCollector_ServiceDesc is the grpc.ServiceDesc for FlowCollector service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -171,6 +207,12 @@ var FlowCollector_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Export",
 			Handler:       _FlowCollector_Export_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "ExportAcked",
+			Handler:       _FlowCollector_ExportAcked_Handler,
+			ServerStreams: true,
 			ClientStreams: true,
 		},
 	},

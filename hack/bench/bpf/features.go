@@ -35,7 +35,7 @@ package main
 //	dns  query-new    each run a new client's query (the driver rewrites the
 //	                  source, 10.0.0.i): the real insert into dns_pending and
 //	                  a new enrichment entry; the pending entries are removed
-//	                  after each repetition (runs under the LRU's size)
+//	                  after each repetition (runs under the table's size)
 //	dns  answer       exist-hot, its answer 10.100.0.1:53 → 10.0.0.0:40000
 //	                  (same id, QR RD RA NOERROR, the question and one A
 //	                  record). The warm-up sends the query then the answer,
@@ -46,7 +46,7 @@ package main
 //	                  and before every repetition the bench inserts the
 //	                  matching dns_pending entries and the query flows'
 //	                  enrichment entries; runs per repetition stay under the
-//	                  LRU's 16384 entries. Each run also creates the answer's
+//	                  table's 16384 entries. Each run also creates the answer's
 //	                  flow (off does too), so ×off is diluted: read the ns.
 //
 // "netns" is not a feature but how the programs learn the interface's
@@ -265,9 +265,9 @@ func (d *dnsPending) fill(f *featDP) error {
 		return err
 	}
 	now := uint64(ts.Nano())
-	vals := make([]uint64, len(d.pk))
+	vals := make([]datapath.DNSPendingValue, len(d.pk))
 	for i := range vals {
-		vals[i] = now
+		vals[i].QueryNs, vals[i].Flags = now, dnsQueryRD
 	}
 	if _, err := f.dp.Maps.DNSPending.BatchUpdate(d.pk, vals, nil); err != nil {
 		return fmt.Errorf("dns_pending: %w", err)
@@ -288,7 +288,7 @@ func (d *dnsPending) fill(f *featDP) error {
 // tally counts what the runs did: pending entries consumed, query flows
 // answered; then removes the answers' enrichment entries.
 func (d *dnsPending) tally(f *featDP) error {
-	var ts uint64
+	var ts datapath.DNSPendingValue
 	if d.newQuery {
 		for i := range d.pk {
 			if err := f.dp.Maps.DNSPending.Lookup(&d.pk[i], &ts); err != nil {
@@ -754,7 +754,7 @@ func checkFeature(c featCase, off, on *featDP) (string, error) {
 			!bytes.HasPrefix(v.DnsName[:], dnsQName) || v.DnsQueryNs == 0 {
 			return "", fmt.Errorf("query's enrichment entry (found %v): state %#x id %#04x flags %#04x name %q", ok, v.DnsState, v.DnsId, v.DnsFlags, v.DnsName[:len(dnsQName)])
 		}
-		var ts uint64
+		var ts datapath.DNSPendingValue
 		if err := on.dp.Maps.DNSPending.Lookup(&dnsPendingKey{Key: on.key, ID: dnsID}, &ts); err != nil {
 			return "", fmt.Errorf("the query is not pending: %w", err)
 		}

@@ -21,6 +21,9 @@ type Config struct {
 	// or names of namespaces under NetnsDir.
 	Netns    []string
 	NetnsDir string
+	// ForceClsact attaches with a clsact qdisc and cls_bpf filters even
+	// where the kernel has tcx (--tc-attach=clsact).
+	ForceClsact bool
 
 	// CacheActiveTimeout is how often flows are evicted from the kernel, and
 	// CacheMaxFlows the size of the in-kernel flow map.
@@ -71,8 +74,10 @@ type Config struct {
 	Kafka Kafka
 	// ExportBuffer is how many batches each exporter queue holds. When a
 	// queue is full the evictor waits for room (for up to half the eviction
-	// period in all), then drops the oldest batches, counted. 0 means
-	// DefaultExportBuffer (see ExportQueueBatches).
+	// period in all), then drops the oldest batches, counted. It also
+	// bounds the batches the grpc exporter keeps unacknowledged
+	// (grpc.Config.MaxUnackedBatches). 0 means DefaultExportBuffer (see
+	// ExportQueueBatches).
 	ExportBuffer int
 
 	// The grpc exporter's TLS: on when TLS is set or any file is given

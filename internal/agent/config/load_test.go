@@ -272,6 +272,8 @@ func TestLoadErrors(t *testing.T) {
 			`invalid --cache-active-timeout "5": must be a duration such as 5s or 500ms`},
 		{"bad bpf-stats", []string{"--bpf-stats=sometimes"}, nil,
 			`invalid --bpf-stats "sometimes": must be on or off`},
+		{"bad tc-attach", nil, map[string]string{"FLOWLENS_AGENT_TC_ATTACH": "tcx"},
+			`invalid FLOWLENS_AGENT_TC_ATTACH "tcx": must be auto or clsact`},
 		{"bad level", []string{"--log-level=verbose"}, nil,
 			`invalid --log-level "verbose": must be one of debug, info, warn, error`},
 		{"bad feature", []string{"--features=drops,jitter"}, nil,

@@ -27,6 +27,9 @@ var options = slices.Concat(
 		{Name: "netns", Arg: "list", Default: DefaultNetns,
 			Usage:   `namespaces to watch: "host" (the agent's own), "all" (host and every named namespace) or names under --netns-dir`,
 			SetList: func(c *Config, v []string) error { c.Netns = v; return nil }},
+		{Name: "tc-attach", Arg: "auto|clsact", Default: "auto",
+			Usage: "how the TC programs attach: auto (tcx links where the kernel has them, else a clsact qdisc and cls_bpf filters) or clsact (always, e.g. beside tools that order their own clsact filters)",
+			Set:   setTCAttach},
 		{Name: "netns-dir", Arg: "dir", Default: DefaultNetnsDir,
 			Usage: "directory where named network namespaces live",
 			Set:   func(c *Config, s string) error { c.NetnsDir = s; return nil }},
@@ -61,7 +64,7 @@ var options = slices.Concat(
 			Usage:   "exporters: stdout, grpc, ipfix, kafka, otlp",
 			SetList: func(c *Config, v []string) error { c.Export = v; return nil }},
 		{Name: "export-buffer", Arg: "n", Default: "0",
-			Usage: "batches queued per exporter; when full, eviction waits for room (up to half the eviction period per exporter), then the oldest are dropped, counted (0 to 100000; 0 = 8)",
+			Usage: "batches queued per exporter; when full, eviction waits for room (up to half the eviction period per exporter), then the oldest are dropped, counted; the grpc exporter also keeps at most this many batches sent and not yet acknowledged by the collector, to send again after a reconnection (0 to 100000; 0 = 8)",
 			Set:   cliconf.Int(func(c *Config) *int { return &c.ExportBuffer })},
 	}),
 	cliconf.InSection("gRPC exporter", []*cliconf.Option[Config]{
@@ -221,4 +224,13 @@ func validHeaderName(k string) bool {
 		}
 	}
 	return true
+}
+
+func setTCAttach(c *Config, s string) error {
+	switch s {
+	case "auto", "clsact":
+		c.ForceClsact = s == "clsact"
+		return nil
+	}
+	return errors.New("must be auto or clsact")
 }

@@ -26,8 +26,10 @@ const (
 	ExportShutdownBudget = 10 * time.Second
 	// ExportCloseGrace is how long an exporter's Close may still take once
 	// its budget has run out (exporter.Queue.Close: closing aborts an Export
-	// in progress; an exporter stuck past it is left behind).
-	ExportCloseGrace = time.Second
+	// in progress; an exporter stuck past it is left behind): the gRPC
+	// exporter's Close waits this long for the acknowledgements of what it
+	// sent (grpc.CloseTimeout).
+	ExportCloseGrace = 5 * time.Second
 	// MetricsShutdownWait bounds the metrics server's graceful stop.
 	MetricsShutdownWait = 2 * time.Second
 	// ShutdownKernelAllowance is the part no timer bounds: detaching the

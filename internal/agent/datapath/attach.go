@@ -19,6 +19,15 @@ const (
 	legacyHandle   = 0xf10e
 )
 
+// The names of flowlens's cls_bpf filters (TCA_BPF_NAME, which the kernel
+// keeps and lists): the marker by which an agent recognises the filters an
+// earlier agent left, whatever priority or handle that agent's version
+// used.
+const (
+	legacyNameIngress = "flowlens_ingress"
+	legacyNameEgress  = "flowlens_egress"
+)
+
 type attachKey struct {
 	netns   uint64
 	ifindex int
@@ -31,6 +40,7 @@ type attachment struct {
 	links      []link.Link
 	legacy     bool
 	addedQdisc bool
+	adoptQdisc bool // the qdisc exists with only an earlier agent's filters on it: removed at detach too
 	l3         bool // no Ethernet header: the _l3 programs
 }
 
@@ -60,8 +70,25 @@ func (d *Datapath) Attach(iface ifaces.Interface) error {
 			return fmt.Errorf("link: %w", err)
 		}
 		a.l3 = !hasEthernetHeader(l)
+		// An earlier agent killed with SIGKILL left its cls_bpf filters
+		// (tcx links go with the process): remove them first, so that
+		// one set of flowlens programs runs, this agent's.
+		removed, others := removeStale(l)
+		if removed > 0 {
+			d.log.Info("removed the filters an earlier flowlens agent left", "interface", iface.Name,
+				"netns", iface.Netns, "filters", removed)
+			// Its clsact qdisc, when nothing else uses it, is ours to
+			// remove at detach.
+			a.adoptQdisc = !others
+		}
 		if !d.cfg.ForceLegacyTC {
 			err := attachTCX(a, progs)
+			if err == nil && a.adoptQdisc {
+				// The earlier agent's clsact qdisc, empty now: tcx needs none.
+				if err := delClsact(iface.Index); err != nil {
+					d.log.Warn("removing the clsact qdisc an earlier flowlens agent left", "interface", iface.Name, "error", err)
+				}
+			}
 			if !errors.Is(err, ebpf.ErrNotSupported) {
 				return err
 			}
@@ -119,9 +146,9 @@ func attachTCX(a *attachment, p *Programs) error {
 }
 
 func legacyFilter(ifindex int, parent uint32, prog *ebpf.Program) *netlink.BpfFilter {
-	name := "flowlens_ingress"
+	name := legacyNameIngress
 	if parent == netlink.HANDLE_MIN_EGRESS {
-		name = "flowlens_egress"
+		name = legacyNameEgress
 	}
 	fd := -1 // deleting needs no program
 	if prog != nil {
@@ -151,6 +178,8 @@ func attachLegacy(a *attachment, p *Programs) error {
 		a.addedQdisc = true
 	} else if !errors.Is(err, unix.EEXIST) {
 		return fmt.Errorf("add clsact qdisc: %w", err)
+	} else {
+		a.addedQdisc = a.adoptQdisc
 	}
 	ingress, egress := a.pair(p)
 	for _, f := range []*netlink.BpfFilter{
@@ -178,16 +207,84 @@ func detachLegacy(a *attachment) error {
 	if a.addedQdisc {
 		l, err := netlink.LinkByIndex(a.iface.Index)
 		if err == nil && noFilters(l) {
-			qdisc := &netlink.GenericQdisc{
-				QdiscAttrs: netlink.QdiscAttrs{LinkIndex: a.iface.Index, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT},
-				QdiscType:  "clsact",
-			}
-			if err := netlink.QdiscDel(qdisc); err != nil && !errors.Is(err, unix.ENOENT) {
-				errs = append(errs, fmt.Errorf("delete clsact qdisc: %w", err))
+			if err := delClsact(a.iface.Index); err != nil {
+				errs = append(errs, err)
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// removeStale deletes the link's cls_bpf filters named as flowlens names
+// its own, on both clsact hooks: those an earlier agent left when it was
+// killed (a filter outlives its process: it holds the program, and the
+// program that agent's maps, so it goes on counting into maps nobody reads).
+// It returns how many it removed and whether other filters are left on
+// the hooks. An interface without a clsact qdisc has none. Runs inside the
+// interface's netns.
+func removeStale(l netlink.Link) (removed int, others bool) {
+	for _, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
+		fs, err := netlink.FilterList(l, parent)
+		if err != nil {
+			continue // no clsact qdisc: no filter
+		}
+		for _, f := range fs {
+			if !isFlowlensFilter(f) {
+				others = true
+				continue
+			}
+			if err := netlink.FilterDel(f); err == nil || errors.Is(err, unix.ENOENT) {
+				removed++
+			} else {
+				others = true // kept: it is not ours to adopt the qdisc
+			}
+		}
+	}
+	return removed, others
+}
+
+// isFlowlensFilter says whether a listed filter is one of flowlens's.
+func isFlowlensFilter(f netlink.Filter) bool {
+	b, ok := f.(*netlink.BpfFilter)
+	return ok && (b.Name == legacyNameIngress || b.Name == legacyNameEgress)
+}
+
+// LegacyFilters counts flowlens's cls_bpf filters on an interface of the
+// current network namespace, on each hook (tests and the chaos suite: one
+// set of flowlens programs per interface).
+func LegacyFilters(ifindex int) (ingress, egress int, err error) {
+	l, err := netlink.LinkByIndex(ifindex)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
+		fs, err := netlink.FilterList(l, parent)
+		if err != nil {
+			continue
+		}
+		for _, f := range fs {
+			if isFlowlensFilter(f) {
+				if parent == netlink.HANDLE_MIN_INGRESS {
+					ingress++
+				} else {
+					egress++
+				}
+			}
+		}
+	}
+	return ingress, egress, nil
+}
+
+// delClsact deletes the interface's clsact qdisc (gone already: no error).
+func delClsact(ifindex int) error {
+	qdisc := &netlink.GenericQdisc{
+		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: ifindex, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT},
+		QdiscType:  "clsact",
+	}
+	if err := netlink.QdiscDel(qdisc); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("delete clsact qdisc: %w", err)
+	}
+	return nil
 }
 
 func noFilters(l netlink.Link) bool {

@@ -58,19 +58,29 @@ type datapathDnsPendingKey struct {
 	Pad [6]uint8
 }
 
+type datapathDnsPendingValue struct {
+	_       structs.HostLayout
+	QueryNs uint64
+	Flags   uint16
+	Pad     [6]uint8
+	Name    [64]uint8
+}
+
 type datapathDnsState uint32
 
 const (
 	datapathDnsStateDNS_S_QUERY    datapathDnsState = 1
 	datapathDnsStateDNS_S_ANSWERED datapathDnsState = 2
 	datapathDnsStateDNS_S_ANSWER   datapathDnsState = 4
+	datapathDnsStateDNS_S_TIMEOUT  datapathDnsState = 8
 )
 
 type datapathEnrichCounter uint32
 
 const (
-	datapathEnrichCounterENRICH_LOST    datapathEnrichCounter = 0
-	datapathEnrichCounterENRICH_CNT_MAX datapathEnrichCounter = 1
+	datapathEnrichCounterENRICH_LOST     datapathEnrichCounter = 0
+	datapathEnrichCounterENRICH_DNS_FULL datapathEnrichCounter = 1
+	datapathEnrichCounterENRICH_CNT_MAX  datapathEnrichCounter = 2
 )
 
 type datapathEnrichValue struct {

@@ -74,7 +74,15 @@ func NewGenerations(m *Maps, log *slog.Logger) (*Generations, error) {
 type Ended struct {
 	g   *Generations
 	idx uint32 // which map of each pair
+	// at is CLOCK_MONOTONIC (bpf_ktime_get_ns's clock) just before the
+	// flip: the end of the generation, as the kernel's timestamps see it.
+	at time.Duration
 }
+
+// FlippedAt is the generation's end on CLOCK_MONOTONIC, the clock of
+// bpf_ktime_get_ns (read just before the flip, so a kernel timestamp at or
+// before it belongs to the ended generation or an earlier one).
+func (e Ended) FlippedAt() time.Duration { return e.at }
 
 // Flip ends the active generation and returns it; see Generations.
 func (g *Generations) Flip() (Ended, error) {
@@ -91,10 +99,14 @@ func (g *Generations) Flip() (Ended, error) {
 			g.created.Store(n)
 		}
 	}
+	var now unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err != nil {
+		return Ended{}, fmt.Errorf("read CLOCK_MONOTONIC: %w", err)
+	}
 	if err := g.maps.Control.Put(uint32(0), g.gen+1); err != nil {
 		return Ended{}, fmt.Errorf("flip flow maps: %w", err)
 	}
-	ended := Ended{g: g, idx: g.gen & 1}
+	ended := Ended{g: g, idx: g.gen & 1, at: time.Duration(now.Nano())}
 	g.gen++
 	if err := synchronizeRCU(); err != nil {
 		// Without the grace period a late write could be missed: wait long
@@ -104,6 +116,9 @@ func (g *Generations) Flip() (Ended, error) {
 	}
 	return ended, nil
 }
+
+// Maps are the maps whose generations g flips.
+func (g *Generations) Maps() *Maps { return g.maps }
 
 // Generation is the counter's current value (the active generation).
 func (g *Generations) Generation() uint32 { return g.gen }

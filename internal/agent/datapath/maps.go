@@ -26,7 +26,7 @@ type Maps struct {
 	FilterPorts    *ebpf.Map    // its per-port bits
 	FilterIfaces   *ebpf.Map    // its per-interface bits
 	FilterCounters *ebpf.Map    // per-CPU packets matched per rule
-	DNSPending     *ebpf.Map    // DNS queries awaiting their answer (LRU, feature "dns")
+	DNSPending     *ebpf.Map    // DNS queries awaiting their answer (hash, feature "dns")
 	EnrichZero     *ebpf.Map    // one all-zero enrichment value: what a new entry starts as
 
 	// percpu is the buffer the per-CPU counters are read into, reused so
@@ -179,6 +179,18 @@ func (m *Maps) ReadEnrichmentLost() (uint64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	v, err := m.sumPerCPU(m.EnrichCounters, enrichCounterLost)
+	if err != nil {
+		return 0, fmt.Errorf("read enrichment counters: %w", err)
+	}
+	return v, nil
+}
+
+// ReadDNSPendingFull sums over CPUs the DNS queries the TC programs could
+// not track because the dns feature's table of pending queries was full.
+func (m *Maps) ReadDNSPendingFull() (uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, err := m.sumPerCPU(m.EnrichCounters, enrichCounterDNSFull)
 	if err != nil {
 		return 0, fmt.Errorf("read enrichment counters: %w", err)
 	}

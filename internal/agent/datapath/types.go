@@ -19,6 +19,11 @@ type (
 	ClockSample = datapathClockSample
 	// Counter indexes the TC programs' per-CPU counters (enum counter).
 	Counter = datapathCounter
+	// DNSPendingKey is struct dns_pending_key: a query's flow and id.
+	DNSPendingKey = datapathDnsPendingKey
+	// DNSPendingValue is struct dns_pending_value: a query awaiting its
+	// answer (its first sighting, flags and name).
+	DNSPendingValue = datapathDnsPendingValue
 )
 
 // The TC programs' counters (enum counter in bpf/types.h).
@@ -81,7 +86,8 @@ const ControlOverflowed = uint32(datapathControlSlotCTL_OVERFLOWED)
 
 // The enrichment hooks' counters (enum enrich_counter).
 const (
-	enrichCounterLost = uint32(datapathEnrichCounterENRICH_LOST)
+	enrichCounterLost    = uint32(datapathEnrichCounterENRICH_LOST)
+	enrichCounterDNSFull = uint32(datapathEnrichCounterENRICH_DNS_FULL)
 )
 
 // The TC programs' names (feature "flows"), as the metrics label them.
@@ -109,6 +115,9 @@ const (
 	DNSQuery    = uint8(datapathDnsStateDNS_S_QUERY)    // a query was seen on the flow
 	DNSAnswered = uint8(datapathDnsStateDNS_S_ANSWERED) // its answer was seen: DnsLatencyNs is set
 	DNSAnswer   = uint8(datapathDnsStateDNS_S_ANSWER)   // an answer was seen on the flow
+	// DNSTimeout is set by the agent, never the kernel: a query of the
+	// flow timed out (feature dns's Sweep).
+	DNSTimeout = uint8(datapathDnsStateDNS_S_TIMEOUT)
 )
 
 // MapDNSPending is the name of the dns feature's map of pending queries.

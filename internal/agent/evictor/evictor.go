@@ -73,6 +73,11 @@ type Config struct {
 	// eviction starts before the period ends (default 0.8).
 	PressureFill float64
 	Sampling     uint32
+	// OverflowMaxFlows bounds the flows aggregated from the overflow ring
+	// buffer in one period (default DefaultOverflowMaxFlows): the records
+	// of further flows are dropped and their packets counted in
+	// Stats.LostPackets.
+	OverflowMaxFlows int
 	// Rates are the sampling rates of the flow filter's rules by
 	// FlowValue.Rule (0: the default action's, Sampling); nil without rules.
 	Rates     []uint32
@@ -107,7 +112,36 @@ type Stats struct {
 	// failed after the flip: the generation was kept, and the next
 	// eviction reads what was not exported before it flips again.
 	ReadFailures atomic.Uint64
+	// LostPackets are packets the kernel handed on and the evictor could
+	// not account for because a memory bound was reached, by reason
+	// (LostReasons); LostRecords the overflow records that carried them
+	// (with the sightings that would not have counted).
+	LostPackets [len(LostReasons)]atomic.Uint64
+	LostRecords [len(LostReasons)]atomic.Uint64
 }
+
+// The reasons of Stats.LostPackets (the "reason" label of the lost
+// packets metric), by index.
+const (
+	// LostOverflowAggregationFull: an overflow record of a flow the
+	// overflow aggregation does not hold, found it holding
+	// Config.OverflowMaxFlows flows.
+	LostOverflowAggregationFull = iota
+)
+
+// LostReasons are the reasons' label values, in Stats.LostPackets' order.
+var LostReasons = [...]string{LostOverflowAggregationFull: "overflow_aggregation_full"}
+
+// DefaultOverflowMaxFlows bounds the overflow aggregation when
+// Config.OverflowMaxFlows is unset (the agent derives it from its memory
+// limit: internal/agent/memory.go).
+const DefaultOverflowMaxFlows = 100_000
+
+// OverflowEntryBytes bounds the heap one flow of the overflow aggregation
+// costs: its value (two periods' worth) and its slot in the aggregation's
+// three maps (TestOverflowEntryBytes measures it). The agent sizes
+// OverflowMaxFlows with it.
+const OverflowEntryBytes = 640
 
 // Evictor periodically moves the flows out of the kernel into records.
 type Evictor struct {
@@ -130,6 +164,13 @@ type Evictor struct {
 	unread      datapath.Ended
 	unreadFlows int
 	kept        bool // unread is a generation whose read failed
+	// lostLogged is Stats.LostPackets when the last "lost at a bound" line
+	// was logged, at lostLogAt (at most one line a minute).
+	lostLogged [len(LostReasons)]uint64
+	lostLogAt  time.Time
+	// swept says the features' Sweep ran for unread (once per generation,
+	// even when its read is retried).
+	swept bool
 	// Stats are the evictor's cumulative counts (Config.Stats, or its own).
 	Stats *Stats
 }
@@ -163,7 +204,7 @@ func New(cfg Config) (*Evictor, error) {
 	if cfg.Stats == nil {
 		cfg.Stats = &Stats{}
 	}
-	e := &Evictor{Stats: cfg.Stats, cfg: cfg, log: cfg.Logger, gens: cfg.Generations, over: newOverflowAgg(),
+	e := &Evictor{Stats: cfg.Stats, cfg: cfg, log: cfg.Logger, gens: cfg.Generations, over: newOverflowAgg(cfg.OverflowMaxFlows, cfg.Stats),
 		pool: flow.NewPool(cfg.BatchSize), pending: map[datapath.FlowKey]int32{}}
 	if cfg.Overflow != nil {
 		rd, err := ringbuf.NewReader(cfg.Overflow)
@@ -259,6 +300,13 @@ func (e *Evictor) Shutdown() error {
 // overflows into the ring buffer, counted) rather than losing a generation.
 func (e *Evictor) Evict(reason string) error {
 	start := time.Now()
+	// Debug lines mark each eviction's start and end (the chaos suite
+	// kills an agent between the two); checked first, so that the usual
+	// levels pay nothing.
+	debug := e.log.Enabled(context.Background(), slog.LevelDebug)
+	if debug {
+		e.log.Debug("eviction started", "reason", reason)
+	}
 	out := e.newOutput(reason)
 	if e.kept {
 		if err := e.read(out); err != nil {
@@ -272,7 +320,7 @@ func (e *Evictor) Evict(reason string) error {
 		out.flush()
 		return err
 	}
-	e.unread, e.unreadFlows = ended, 0
+	e.unread, e.unreadFlows, e.swept = ended, 0, false
 	clear(e.pending)
 	e.enrichVals = e.enrichVals[:0]
 	if err := e.read(out); err != nil {
@@ -288,6 +336,7 @@ func (e *Evictor) Evict(reason string) error {
 	}
 	e.partial(out)
 	out.flush()
+	e.logLost()
 	e.cfg.Resolver.Tick()
 	d := time.Since(start)
 	e.Stats.LastDuration.Store(int64(d))
@@ -302,7 +351,27 @@ func (e *Evictor) Evict(reason string) error {
 	if e.cfg.Observer != nil {
 		e.cfg.Observer.ObserveEviction(reason, out.n, d)
 	}
+	if debug {
+		e.log.Debug("eviction done", "reason", reason, "flows", out.n, "duration", d)
+	}
 	return nil
+}
+
+// logLost says, at most once a minute, that packets were lost at a memory
+// bound since the last line (the counts are in the lost packets metric).
+func (e *Evictor) logLost() {
+	if time.Since(e.lostLogAt) < time.Minute {
+		return
+	}
+	for i, reason := range LostReasons {
+		n := e.Stats.LostPackets[i].Load()
+		if n == e.lostLogged[i] {
+			continue
+		}
+		e.log.Warn("packets lost at a memory bound (flowlens_agent_lost_packets_total)", "reason", reason,
+			"packets", n-e.lostLogged[i], "overflow_max_flows", e.over.max)
+		e.lostLogged[i], e.lostLogAt = n, time.Now()
+	}
 }
 
 // read reads what is left of the ended generation e.unread into out: its
@@ -319,6 +388,10 @@ func (e *Evictor) read(out *output) error {
 		})
 		if err != nil {
 			return err
+		}
+		if !e.swept {
+			e.sweep()
+			e.swept = true
 		}
 	}
 	skip, n := e.unreadFlows, out.n
@@ -337,6 +410,33 @@ func (e *Evictor) read(out *output) error {
 	})
 	e.Stats.Flows.Add(uint64(out.n - n))
 	return err
+}
+
+// sweep lets the features that keep kernel state across generations
+// (feature.Sweeper: dns's pending queries) report what expired by the flip
+// into the ended generation's enrichment entries. A failed sweep is logged:
+// what it did not report stays in the kernel for the next one.
+func (e *Evictor) sweep() {
+	for _, f := range e.cfg.Features {
+		if s, ok := f.(feature.Sweeper); ok {
+			if err := s.Sweep(e.gens.Maps(), e.unread.FlippedAt(), e.entry); err != nil {
+				e.log.Warn("sweeping a feature's kernel state failed: retried at the next eviction",
+					"feature", f.Name(), "error", err)
+			}
+		}
+	}
+}
+
+// entry returns the ended generation's enrichment entry of k, adding a zero
+// one when k has none; valid until the next call (enrichVals may grow).
+func (e *Evictor) entry(k *datapath.FlowKey) *datapath.EnrichValue {
+	i, ok := e.pending[*k]
+	if !ok {
+		i = int32(len(e.enrichVals))
+		e.pending[*k] = i
+		e.enrichVals = append(e.enrichVals, datapath.EnrichValue{})
+	}
+	return &e.enrichVals[i]
 }
 
 // keep hands on what a failed read produced and keeps the generation for

@@ -13,7 +13,7 @@ type Metrics struct {
 	stats    *Stats
 	duration *prometheus.HistogramVec
 
-	evictions, evictedFlows, readFailures *prometheus.Desc
+	evictions, evictedFlows, readFailures, lostPackets *prometheus.Desc
 }
 
 // NewMetrics is the metrics over s, named <namespace>_evict*
@@ -33,6 +33,8 @@ func NewMetrics(namespace string, s *Stats) *Metrics {
 			"Flow records produced by evictions, by source: map (the flow map), overflow (aggregated from overflow ring buffer records), partial (enrichment entries with no flow entry).", []string{"source"}, nil),
 		readFailures: prometheus.NewDesc(namespace+"_eviction_read_failures_total",
 			"Evictions whose read of the ended generation failed after the flip: the generation was kept, not discarded, and the next eviction read the rest of it before flipping again.", nil, nil),
+		lostPackets: prometheus.NewDesc(namespace+"_lost_packets_total",
+			"Packets the kernel handed to the agent and the agent could not account for because one of its memory bounds was reached, by reason: overflow_aggregation_full (the overflow ring buffer's aggregation held its maximum of flows).", []string{"reason"}, nil),
 	}
 	for _, r := range reasons {
 		m.duration.WithLabelValues(r) // exist at 0 from the start
@@ -60,6 +62,7 @@ func (c statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.m.evictions
 	ch <- c.m.evictedFlows
 	ch <- c.m.readFailures
+	ch <- c.m.lostPackets
 }
 
 func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
@@ -74,4 +77,7 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(m.evictedFlows, s.OverflowFlows.Load(), "overflow")
 	counter(m.evictedFlows, s.PartialFlows.Load(), "partial")
 	counter(m.readFailures, s.ReadFailures.Load())
+	for i, r := range LostReasons {
+		counter(m.lostPackets, s.LostPackets[i].Load(), r)
+	}
 }

@@ -18,6 +18,7 @@ func TestMetricsExactValues(t *testing.T) {
 	ev.OverflowFlows.Store(5)
 	ev.PartialFlows.Store(8)
 	ev.ReadFailures.Store(2)
+	ev.LostPackets[evictor.LostOverflowAggregationFull].Store(41)
 	m := evictor.NewMetrics("flowlens_agent", &ev)
 
 	f := promtest.Gather(t, m.Collectors()...)
@@ -28,6 +29,7 @@ func TestMetricsExactValues(t *testing.T) {
 	promtest.Expect(t, f, 5, "flowlens_agent_evicted_flows_total", "source=overflow")
 	promtest.Expect(t, f, 8, "flowlens_agent_evicted_flows_total", "source=partial")
 	promtest.Expect(t, f, 2, "flowlens_agent_eviction_read_failures_total")
+	promtest.Expect(t, f, 41, "flowlens_agent_lost_packets_total", "reason=overflow_aggregation_full")
 	promtest.Expect(t, f, 0, "flowlens_agent_eviction_duration_seconds", "reason=timer")
 
 	var _ evictor.Observer = m

@@ -2,6 +2,7 @@ package evictor
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/flowlens/flowlens/internal/agent/datapath"
 )
@@ -21,8 +22,19 @@ type overflowFlow struct {
 // previous period's flows stay for lookups (a packet counted before a
 // drain is not counted again after it), as the kernel's previous
 // generation does.
+//
+// It holds at most max flows (flows and split together, so the previous
+// period's and the spare map are bounded by max too): a record of a flow
+// it does not hold yet, once it is full, is dropped, and its packets, when
+// the kernel's counting rule would have counted them there, are counted in
+// lost (Stats.LostPackets, reason overflow_aggregation_full). Without the
+// bound a new-flow flood with a slow exporter grows it without limit
+// (docs/design/faults.md, "Memory under any traffic").
 type overflowAgg struct {
 	mu    sync.Mutex
+	max   int
+	lost  *atomic.Uint64 // packets dropped at max
+	drops *atomic.Uint64 // records dropped at max
 	flows map[datapath.FlowKey]*overflowFlow
 	last  map[datapath.FlowKey]*overflowFlow // the period take returned last
 	spare map[datapath.FlowKey]*overflowFlow
@@ -40,8 +52,14 @@ type splitKey struct {
 	rule uint8
 }
 
-func newOverflowAgg() *overflowAgg {
-	return &overflowAgg{flows: map[datapath.FlowKey]*overflowFlow{},
+// newOverflowAgg returns an aggregation of at most max flows (<= 0:
+// DefaultOverflowMaxFlows) that counts what it drops in s.
+func newOverflowAgg(max int, s *Stats) *overflowAgg {
+	if max <= 0 {
+		max = DefaultOverflowMaxFlows
+	}
+	return &overflowAgg{max: max, lost: &s.LostPackets[LostOverflowAggregationFull],
+		drops: &s.LostRecords[LostOverflowAggregationFull], flows: map[datapath.FlowKey]*overflowFlow{},
 		last: map[datapath.FlowKey]*overflowFlow{}, spare: map[datapath.FlowKey]*overflowFlow{},
 		split: map[splitKey]*overflowFlow{}}
 }
@@ -51,6 +69,10 @@ func (a *overflowAgg) addSplit(r *datapath.OverflowRec) {
 	sk := splitKey{r.Key, r.Rule}
 	f, ok := a.split[sk]
 	if !ok {
+		if a.full() { // the kernel counted them here: lost
+			a.drop(r, true)
+			return
+		}
 		f = &overflowFlow{}
 		v := &f.v
 		v.FirstSeen, v.EthType, v.Dscp, v.SrcMac, v.DstMac = r.Ts, r.EthType, r.Dscp, r.SrcMac, r.DstMac
@@ -101,6 +123,10 @@ func (a *overflowAgg) add(r *datapath.OverflowRec) {
 	}
 	f, ok := a.flows[r.Key]
 	if !ok {
+		if a.full() {
+			a.drop(r, newCounts(r, prev))
+			return
+		}
 		f = &overflowFlow{}
 		v := &f.v
 		v.FirstSeen = r.Ts
@@ -180,6 +206,36 @@ func (a *overflowAgg) add(r *datapath.OverflowRec) {
 		v.FirstDir = uint8(me.Dir)
 		v.ListedOnly &^= 1 | 1<<j
 	}
+}
+
+// full reports whether the aggregation holds its maximum of flows.
+func (a *overflowAgg) full() bool { return len(a.flows)+len(a.split) >= a.max }
+
+// drop counts a record that found the aggregation full: its packets are
+// lost if they would have counted.
+func (a *overflowAgg) drop(r *datapath.OverflowRec, counts bool) {
+	a.drops.Add(1)
+	if counts {
+		a.lost.Add(uint64(r.Packets))
+	}
+}
+
+// newCounts reports whether r, the first record of its flow in this
+// period, counts: what add decides for a new entry (prev is the flow in
+// the previous period, if any).
+func newCounts(r *datapath.OverflowRec, prev *datapath.FlowValue) bool {
+	switch r.Order {
+	case datapath.OrderFirst:
+		return true
+	case datapath.OrderInherited:
+		return false
+	}
+	if prev != nil && prev.Packets > 0 {
+		if c, ok := countingObs(prev); ok && c != r.Iface {
+			return false
+		}
+	}
+	return true
 }
 
 // take returns the aggregated flows and starts a new period. The returned

@@ -10,7 +10,7 @@ import (
 // Overflow records follow the kernel's dedup rule: the first (interface,
 // direction) counts, the others are listed, a seventh is flagged.
 func TestOverflowAggDedup(t *testing.T) {
-	a := newOverflowAgg()
+	a := newOverflowAgg(0, &Stats{})
 	key := datapath.FlowKey{SrcPort: 1, DstPort: 2, Proto: 17}
 	obs := func(netns uint64, ifindex, dir uint32) datapath.IfaceObs {
 		return datapath.IfaceObs{Netns: netns, Ifindex: ifindex, Dir: dir}
@@ -49,7 +49,7 @@ func TestOverflowAggDedup(t *testing.T) {
 // (item 7 of issue #12). A hook the kernel classed as certainly first takes
 // the counting over (a path change).
 func TestOverflowAggAcrossDrainsAndPaths(t *testing.T) {
-	a := newOverflowAgg()
+	a := newOverflowAgg(0, &Stats{})
 	key := datapath.FlowKey{SrcPort: 1, DstPort: 2, Proto: 6}
 	src1 := datapath.IfaceObs{Netns: 1, Ifindex: 2, Dir: datapath.DirEgress}
 	src2 := datapath.IfaceObs{Netns: 1, Ifindex: 3, Dir: datapath.DirEgress}

@@ -24,7 +24,10 @@
 package feature
 
 import (
+	"time"
+
 	"github.com/cilium/ebpf/btf"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/agent/datapath"
@@ -61,3 +64,22 @@ type NoOptions struct{}
 
 // Configure has nothing to read.
 func (NoOptions) Configure(*config.Config) {}
+
+// A Sweeper is a feature whose kernel state outlives a generation: the
+// evictor calls Sweep once per eviction, after the flip and after reading
+// the ended generation's enrichment entries, before it merges them into the
+// flow records. Sweep reports, in the ended generation's records, what
+// expired in the kernel by end (the flip, on CLOCK_MONOTONIC: the clock of
+// bpf_ktime_get_ns), through entry: the ended generation's enrichment entry
+// of a flow, a zero one added when the flow has none (so that the flow has
+// a record in that period even without a packet in it: a partial record).
+// The pointer entry returns is valid until the next call of entry.
+type Sweeper interface {
+	Sweep(m *datapath.Maps, end time.Duration, entry func(k *datapath.FlowKey) *datapath.EnrichValue) error
+}
+
+// A MetricsSource is a feature with metrics of its own (the agent registers
+// them beside the stages').
+type MetricsSource interface {
+	Collectors(namespace string, m *datapath.Maps) []prometheus.Collector
+}

@@ -57,6 +57,10 @@ type Options struct {
 	MaxRequestBytes int
 	// now is the clock (tests); nil: time.Now.
 	now func() time.Time
+	// filtering, when set (tests), is called where a query or a follower
+	// starts filtering, outside the lock; it may block, so that a test
+	// shows that Add never waits for a filter.
+	filtering func()
 }
 
 // Why a request was refused: the reason label of MetricRefused.
@@ -306,6 +310,9 @@ func (s *Service) filter(fl *follower) {
 			fl.inbox[0] = nil
 			fl.inbox = fl.inbox[1:]
 			fl.mu.Unlock()
+			if s.opts.filtering != nil {
+				s.opts.filtering()
+			}
 			order := b.order
 			if order == nil {
 				order = byEndTime(b.flows)
@@ -450,6 +457,9 @@ func (s *Service) GetFlows(req *flowv1.GetFlowsRequest, stream grpc.ServerStream
 		}()
 	}
 
+	if s.opts.filtering != nil && len(snap) > 0 {
+		s.opts.filtering()
+	}
 	past := snap[:0] // filtered in place
 	for _, f := range snap {
 		if inTime(f) && query.Match(f) {

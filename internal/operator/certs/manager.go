@@ -31,6 +31,17 @@ const (
 	// CollectorService is the Service whose DNS names the collector's
 	// certificate holds (manifests/flowlens-collector.yaml's, the chart's).
 	CollectorService = "flowlens-collector"
+	// MetricsTLSName is the metrics endpoints' serving certificate (the
+	// agents', the collectors'): a kubernetes.io/tls Secret like
+	// CollectorTLSName, whose BundleKey is also the CA that client
+	// certificates must chain to.
+	MetricsTLSName = "flowlens-metrics-tls"
+	// MetricsClientName is Prometheus' scrape identity: a kubernetes.io/tls
+	// Secret with a client certificate (ExtKeyUsage ClientAuth only, the
+	// one certificate of the CA that has it) for MetricsScraper.
+	MetricsClientName = "flowlens-metrics-client"
+	// MetricsScraper is the scrape identity's common name and DNS name.
+	MetricsScraper = "flowlens-metrics-scraper"
 	// PublishedAnnotation, on the bundle ConfigMap, is when its first
 	// certificate (the current CA) was published (RFC 3339): a serving
 	// certificate is signed by a new CA only Propagation after that.
@@ -80,10 +91,23 @@ type Target struct {
 	Owner  *metav1ac.OwnerReferenceApplyConfiguration
 }
 
-// Leaf is a serving certificate, kept in Secret Name.
+// Leaf is a serving certificate, or with Client a client certificate,
+// kept in Secret Name. Its common name is DNSNames[0].
 type Leaf struct {
 	Name     string
 	DNSNames []string
+	// Client issues a client certificate (ExtKeyUsage ClientAuth alone)
+	// instead of a serving one (ServerAuth alone): no serving certificate
+	// passes a server's client verification, no client one serves.
+	Client bool
+}
+
+// usage is the one extended key usage of l's certificate.
+func (l Leaf) usage() x509.ExtKeyUsage {
+	if l.Client {
+		return x509.ExtKeyUsageClientAuth
+	}
+	return x509.ExtKeyUsageServerAuth
 }
 
 // ServiceDNSNames are the names a client in the cluster may reach Service
@@ -208,7 +232,9 @@ func (m *Manager) ca(ctx context.Context, t Target, now time.Time) (*keyPair, er
 	return kp, nil
 }
 
-// leaf keeps serving certificate l and returns when it is due.
+// leaf keeps certificate l and returns when it is due. A client
+// certificate follows a new CA after Propagation too: the servers that
+// verify it read the bundle from their serving certificate's Secret.
 func (m *Manager) leaf(ctx context.Context, t Target, l Leaf, ca *keyPair, roots []*x509.Certificate, bundlePEM []byte, now, trusted time.Time) (time.Time, error) {
 	s := &corev1.Secret{}
 	var cur *keyPair
@@ -221,7 +247,7 @@ func (m *Manager) leaf(ctx context.Context, t Target, l Leaf, ca *keyPair, roots
 	}
 	caReady := !now.Before(trusted)
 	reissue := cur == nil || !sameNames(cur.cert, l.DNSNames) || !now.Before(renewAt(cur.cert)) ||
-		!verifies(cur.cert, roots, now) || (caReady && !signedBy(cur.cert, ca.cert))
+		!verifies(cur.cert, roots, now, l.usage()) || (caReady && !signedBy(cur.cert, ca.cert))
 	if !reissue {
 		due := renewAt(cur.cert)
 		if !signedBy(cur.cert, ca.cert) && trusted.Before(due) {
@@ -234,14 +260,14 @@ func (m *Manager) leaf(ctx context.Context, t Target, l Leaf, ca *keyPair, roots
 		}
 		return due, nil
 	}
-	kp, err := newLeaf(ca, l.DNSNames[0], l.DNSNames, now, orDefault(m.LeafLifetime, DefaultLeafLifetime))
+	kp, err := newLeaf(ca, l.DNSNames[0], l.DNSNames, l.usage(), now, orDefault(m.LeafLifetime, DefaultLeafLifetime))
 	if err != nil {
 		return time.Time{}, err
 	}
 	if err := m.applyLeaf(ctx, t, l, kp, bundlePEM); err != nil {
 		return time.Time{}, err
 	}
-	log.FromContext(ctx).Info("issued a serving certificate", "secret", t.Namespace+"/"+l.Name, "notAfter", kp.cert.NotAfter)
+	log.FromContext(ctx).Info("issued a certificate", "secret", t.Namespace+"/"+l.Name, "notAfter", kp.cert.NotAfter)
 	due := renewAt(kp.cert)
 	if !caReady && trusted.Before(due) {
 		due = trusted // issued by a CA clients may not trust yet: missing or invalid before

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,16 +112,93 @@ func handshake(t *testing.T, st state, serverName string, now time.Time) error {
 
 var names = ServiceDNSNames(CollectorService, "flowlens")
 
+// scraper is the client certificate's Leaf, as the operator asks for it.
+var scraper = Leaf{Name: MetricsClientName, DNSNames: []string{MetricsScraper}, Client: true}
+
+// readClient reads the client certificate's Secret.
+func readClient(t *testing.T, c client.Client, ns string) tls.Certificate {
+	t.Helper()
+	s := &corev1.Secret{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: MetricsClientName}, s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Type != corev1.SecretTypeTLS {
+		t.Errorf("Secret %s type %q, want %q", MetricsClientName, s.Type, corev1.SecretTypeTLS)
+	}
+	pair, err := tls.X509KeyPair(s.Data["tls.crt"], s.Data["tls.key"])
+	if err != nil {
+		t.Fatalf("client Secret: %v", err)
+	}
+	if l := pair.Leaf; l.Subject.CommonName != MetricsScraper || len(l.DNSNames) != 1 || l.DNSNames[0] != MetricsScraper ||
+		len(l.ExtKeyUsage) != 1 || l.ExtKeyUsage[0] != x509.ExtKeyUsageClientAuth {
+		t.Errorf("client certificate CN %q, DNS names %v, extended key usages %v; want %s and ClientAuth alone",
+			l.Subject.CommonName, l.DNSNames, l.ExtKeyUsage, MetricsScraper)
+	}
+	return pair
+}
+
+// clientHandshake runs a real mutual TLS handshake as a metrics endpoint
+// does (VerifyClientCertIfGiven, client CAs: the serving Secret's bundle)
+// with client presenting its certificate, at now: the server's error.
+func clientHandshake(t *testing.T, st state, client tls.Certificate, now time.Time) error {
+	t.Helper()
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(st.leafBundle) {
+		t.Fatal("no certificate in the serving Secret's ca.crt")
+	}
+	roots := x509.NewCertPool()
+	for _, c := range st.bundle {
+		roots.AddCert(c)
+	}
+	// Loopback TCP, not net.Pipe: the server's last writes (an alert, its
+	// session tickets) must not wait for a client that stopped reading.
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	done := make(chan error, 1)
+	go func() {
+		srv, err := lis.Accept()
+		if err != nil {
+			done <- err
+			return
+		}
+		defer srv.Close()
+		done <- tls.Server(srv, &tls.Config{Certificates: []tls.Certificate{st.leafPair}, ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: pool, Time: func() time.Time { return now }}).Handshake()
+	}()
+	cli, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	c := tls.Client(cli, &tls.Config{RootCAs: roots, ServerName: "flowlens-collector.flowlens.svc", Certificates: []tls.Certificate{client}, Time: func() time.Time { return now }})
+	_ = c.Handshake()
+	return <-done
+}
+
 func TestManagerOwnCA(t *testing.T) {
 	c, m, clk := setup(t, "flowlens")
 	ctx := context.Background()
-	target := Target{Namespace: "flowlens", Leaves: []Leaf{{Name: CollectorTLSName, DNSNames: names}}, Labels: map[string]string{"app.kubernetes.io/part-of": "flowlens"}}
+	target := Target{Namespace: "flowlens", Leaves: []Leaf{{Name: CollectorTLSName, DNSNames: names}, scraper}, Labels: map[string]string{"app.kubernetes.io/part-of": "flowlens"}}
 
 	next, err := m.Ensure(ctx, target)
 	if err != nil {
 		t.Fatal(err)
 	}
 	st := read(t, c, "flowlens", CAName)
+	cl := readClient(t, c, "flowlens")
+	if !signedBy(cl.Leaf, st.ca) {
+		t.Fatal("the client certificate is not the CA's")
+	}
+	if err := clientHandshake(t, st, cl, clk.t); err != nil {
+		t.Errorf("mutual TLS with the client certificate: %v", err)
+	}
+	// A serving certificate of the same CA (ServerAuth alone) is no
+	// client identity.
+	if err := clientHandshake(t, st, st.leafPair, clk.t); err == nil || !strings.Contains(err.Error(), "incompatible key usage") {
+		t.Errorf("mutual TLS with the serving certificate as client: %v, want an incompatible key usage error", err)
+	}
 	if !st.ca.IsCA || len(st.bundle) != 1 || !st.bundle[0].Equal(st.ca) {
 		t.Fatalf("bundle %d certificates, want the CA alone", len(st.bundle))
 	}
@@ -167,6 +245,11 @@ func TestManagerOwnCA(t *testing.T) {
 	if err := handshake(t, st2, "flowlens-collector.flowlens.svc", clk.t); err != nil {
 		t.Errorf("handshake after renewal: %v", err)
 	}
+	if cl2 := readClient(t, c, "flowlens"); cl2.Leaf.Equal(cl.Leaf) || !signedBy(cl2.Leaf, st.ca) {
+		t.Fatal("the client certificate was not renewed from the same CA at two thirds of its life")
+	} else if err := clientHandshake(t, st2, cl2, clk.t); err != nil {
+		t.Errorf("mutual TLS after renewal: %v", err)
+	}
 
 	// Two thirds into the CA's 300 days: a new CA, published beside the
 	// old one; the serving certificate stays the old CA's until the bundle
@@ -190,6 +273,9 @@ func TestManagerOwnCA(t *testing.T) {
 	if !st3.leaf.Equal(stBefore.leaf) {
 		t.Fatal("the serving certificate was re-signed by the new CA before the bundle propagated")
 	}
+	if !signedBy(readClient(t, c, "flowlens").Leaf, st.ca) {
+		t.Fatal("the client certificate was re-signed by the new CA before the bundle propagated")
+	}
 	if want := clk.t.Add(10 * time.Minute); !next.Equal(want) {
 		t.Errorf("next check %v, want the end of the propagation %v", next, want)
 	}
@@ -200,6 +286,15 @@ func TestManagerOwnCA(t *testing.T) {
 	st4 := read(t, c, "flowlens", CAName)
 	if !signedBy(st4.leaf, st3.ca) || !st4.ca.Equal(st3.ca) {
 		t.Fatal("after the propagation, the serving certificate is not the new CA's")
+	}
+	// The client certificate follows; a server that still has the
+	// rollover bundle (both CAs) accepts it.
+	cl4 := readClient(t, c, "flowlens")
+	if !signedBy(cl4.Leaf, st3.ca) {
+		t.Fatal("after the propagation, the client certificate is not the new CA's")
+	}
+	if err := clientHandshake(t, state{bundle: st3.bundle, leafPair: st4.leafPair, leafBundle: st3.leafBundle}, cl4, clk.t); err != nil {
+		t.Errorf("mutual TLS with the rollover bundle: %v", err)
 	}
 	// A client that still has only the old bundle's CA... has the new one
 	// too: the bundle it read held both. The old CA leaves the bundle once
@@ -247,13 +342,18 @@ func TestManagerUserCA(t *testing.T) {
 		}
 	}
 	put(user)
-	target := Target{Namespace: "flowlens", UserCA: "my-ca", Leaves: []Leaf{{Name: CollectorTLSName, DNSNames: names}}}
+	target := Target{Namespace: "flowlens", UserCA: "my-ca", Leaves: []Leaf{{Name: CollectorTLSName, DNSNames: names}, scraper}}
 	if _, err := m.Ensure(ctx, target); err != nil {
 		t.Fatal(err)
 	}
 	st := read(t, c, "flowlens", "my-ca")
 	if !st.ca.Equal(user.cert) || len(st.bundle) != 1 || !st.bundle[0].Equal(user.cert) || !signedBy(st.leaf, user.cert) {
 		t.Fatal("the serving certificate or the bundle is not the user's CA's")
+	}
+	if cl := readClient(t, c, "flowlens"); !signedBy(cl.Leaf, user.cert) {
+		t.Fatal("the client certificate is not the user's CA's")
+	} else if err := clientHandshake(t, st, cl, clk.t); err != nil {
+		t.Errorf("mutual TLS with the client certificate of the user's CA: %v", err)
 	}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "flowlens", Name: CAName}, &corev1.Secret{}); err == nil {
 		t.Error("the operator created a CA of its own beside the user's")
@@ -288,9 +388,12 @@ func TestManagerUserCA(t *testing.T) {
 	if st4 := read(t, c, "flowlens", "my-ca"); !signedBy(st4.leaf, next.cert) {
 		t.Fatal("the serving certificate is not the new user CA's after the propagation")
 	}
+	if !signedBy(readClient(t, c, "flowlens").Leaf, next.cert) {
+		t.Fatal("the client certificate is not the new user CA's after the propagation")
+	}
 
 	// A Secret that is not a CA is refused, naming it.
-	leaf, err := newLeaf(next, "x", []string{"x"}, clk.t, time.Hour)
+	leaf, err := newLeaf(next, "x", []string{"x"}, x509.ExtKeyUsageServerAuth, clk.t, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

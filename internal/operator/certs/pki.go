@@ -1,8 +1,9 @@
 // Package certs is the operator's certificate authority: it keeps a CA
 // (Secret flowlens-ca, or a CA the user supplies), the CA bundle the agents
 // and `flowlens observe` trust (ConfigMap flowlens-ca, key ca.crt) and the
-// collector's serving certificate (Secret flowlens-collector-tls) in the
-// agent namespace, and renews each at two thirds of its life. pki.go is the
+// collector's serving certificate (Secret flowlens-collector-tls), the
+// metrics endpoints' (flowlens-metrics-tls) and Prometheus' scrape identity
+// (flowlens-metrics-client, a client certificate) in the agent namespace, and renews each at two thirds of its life. pki.go is the
 // pure part (keys, certificates, PEM, when to renew); manager.go reads and
 // writes the objects. The reconciler in package controller calls Manager
 // and requeues itself for the next renewal; docs/security.md describes the
@@ -70,9 +71,10 @@ func newCA(cn string, now time.Time, life time.Duration) (*keyPair, error) {
 	return sign(tmpl, tmpl, key, key)
 }
 
-// newLeaf issues a serving certificate for dnsNames, signed by ca, valid
-// until now+life or the CA's end, whichever comes first.
-func newLeaf(ca *keyPair, cn string, dnsNames []string, now time.Time, life time.Duration) (*keyPair, error) {
+// newLeaf issues a certificate for dnsNames with the one extended key usage
+// (ServerAuth: serving, ClientAuth: client), signed by ca, valid until
+// now+life or the CA's end, whichever comes first.
+func newLeaf(ca *keyPair, cn string, dnsNames []string, usage x509.ExtKeyUsage, now time.Time, life time.Duration) (*keyPair, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -92,7 +94,7 @@ func newLeaf(ca *keyPair, cn string, dnsNames []string, now time.Time, life time
 		NotBefore:    now.Add(-backdate),
 		NotAfter:     end,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
 	}
 	return sign(tmpl, ca.cert, key, ca.key)
 }
@@ -199,13 +201,13 @@ func bundle(current *x509.Certificate, previous []*x509.Certificate, now time.Ti
 	return out
 }
 
-// verifies reports whether leaf chains to one of roots for serverAuth at now.
-func verifies(leaf *x509.Certificate, roots []*x509.Certificate, now time.Time) bool {
+// verifies reports whether leaf chains to one of roots for usage at now.
+func verifies(leaf *x509.Certificate, roots []*x509.Certificate, now time.Time, usage x509.ExtKeyUsage) bool {
 	pool := x509.NewCertPool()
 	for _, r := range roots {
 		pool.AddCert(r)
 	}
-	_, err := leaf.Verify(x509.VerifyOptions{Roots: pool, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	_, err := leaf.Verify(x509.VerifyOptions{Roots: pool, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{usage}})
 	return err == nil
 }
 

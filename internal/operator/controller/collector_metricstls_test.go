@@ -19,12 +19,15 @@ import (
 // certificate's Secret read-only where --web-config-file and the web
 // configuration say, probes over HTTPS and changes the pod template's config
 // hash; a client CA adds its Secret and client certificates to the web
-// configuration, and TCP probes; removing metricsTLS restores plain HTTP and
-// the first hash. The agents' pods never roll for it.
+// configuration, and TCP probes; removing metricsTLS restores plain HTTP
+// (spec.metricsPlaintext) and the first hash; without metricsPlaintext, the
+// default: the operator's Secret flowlens-metrics-tls, HTTPS probes. The
+// agents' pods never roll for it.
 func TestCollectorMetricsTLS(t *testing.T) {
 	needEnv(t)
 	const ns = "fl-collector-metrics-tls"
 	fc := newCollector(ns)
+	fc.Spec.MetricsPlaintext = true
 	fc.Spec.Exporters = kafkaExporter(&v1alpha1.KafkaExporter{Brokers: []string{"kafka-0.kafka.svc:9092"}})
 	create(t, fc)
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: render.CollectorName, Namespace: ns}}
@@ -132,5 +135,16 @@ tls_server_config:
 	}
 	if h := hashOf(waitFor(t, agentDaemonSet(ns), exists)); h != agentHash {
 		t.Errorf("agent pod template hash %s, want %s: the collector's metricsTLS rolled the agents", h, agentHash)
+	}
+
+	// The default (no metricsPlaintext): the operator's web configuration
+	// and Secret, probes over HTTPS, a hash of its own.
+	if err := update(t, func(fc *v1alpha1.FlowCollector) { fc.Spec.MetricsPlaintext = false }); err != nil {
+		t.Fatal(err)
+	}
+	web, _ := render.DefaultWebConfig()
+	if h := check("default", string(web), []string{"/etc/flowlens/metrics/tls <- flowlens-metrics-tls/tls.crt:tls.crt,tls.key:tls.key,ca.crt:ca.crt"},
+		[]string{"HTTPS GET /healthz metrics", "HTTPS GET /readyz metrics"}); hashes[h] != "" || h == plainHash {
+		t.Errorf("default: hash %s, the same as another setting's", h)
 	}
 }

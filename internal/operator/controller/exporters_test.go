@@ -230,6 +230,7 @@ func TestKafkaCollector(t *testing.T) {
 		"--kafka-sasl-mechanism=scram-sha-512",
 		"--kafka-sasl-password-file=/etc/flowlens/kafka/sasl/password",
 		"--metrics-address=:9401",
+		"--web-config-file=/etc/flowlens/web-config.yml", // the default metrics TLS
 		"--output=none",
 	}
 	ctr := dep.Spec.Template.Spec.Containers[0]

@@ -227,6 +227,7 @@ func (r *FlowCollectorReconciler) apply(ctx context.Context, fc *v1alpha1.FlowCo
 		{"role", objs.Role, false},
 		{"role binding", objs.RoleBinding, false},
 		{"config map", objs.ConfigMap, false},
+		{"metrics web configuration config map", objs.MetricsWebConfig, false},
 		{"metrics service", objs.Service, false},
 		{"daemon set", objs.DaemonSet, false},
 		{"agent export cluster role", objs.AgentExportRole, false},

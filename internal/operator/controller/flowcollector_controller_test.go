@@ -175,7 +175,7 @@ func TestCreate(t *testing.T) {
 	cfg := cm.Data[render.ConfigKey]
 	for _, want := range []string{
 		"sampling: 1\n", "cache_active_timeout: 5s\n", "cache_max_flows: 100000\n",
-		"metrics_address: :9400\n", "log_level: info\n", "netns_dir: /var/run/netns\n",
+		"web_config_file: /etc/flowlens/web-config.yml\n", "log_level: info\n", "netns_dir: /var/run/netns\n",
 		"export:\n    - stdout\n", "features:\n    - drops\n    - rtt\n    - retransmits\n",
 		"exclude_interfaces:\n    - lo\n", "interfaces: []\n",
 	} {
@@ -237,9 +237,12 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, cfg string) {
 	if c.Image != testAgentImage || !slices.Equal(c.Args, []string{"--config", "/etc/flowlens/agent.yaml"}) {
 		t.Errorf("image %q args %q", c.Image, c.Args)
 	}
-	if len(c.Env) != 1 || c.Env[0].Name != "NODE_NAME" || c.Env[0].ValueFrom == nil ||
-		c.Env[0].ValueFrom.FieldRef == nil || c.Env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
-		t.Errorf("env %+v: want NODE_NAME from spec.nodeName", c.Env)
+	// The node's name; its address, which the metrics bind (issue #27).
+	if len(c.Env) != 3 || c.Env[0].Name != "NODE_NAME" || c.Env[0].ValueFrom == nil ||
+		c.Env[0].ValueFrom.FieldRef == nil || c.Env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" ||
+		c.Env[1].Name != "HOST_IP" || c.Env[1].ValueFrom == nil || c.Env[1].ValueFrom.FieldRef == nil || c.Env[1].ValueFrom.FieldRef.FieldPath != "status.hostIP" ||
+		c.Env[2].Name != "FLOWLENS_AGENT_METRICS_ADDRESS" || c.Env[2].Value != "[$(HOST_IP)]:9400" {
+		t.Errorf("env %+v: want NODE_NAME from spec.nodeName, HOST_IP from status.hostIP, FLOWLENS_AGENT_METRICS_ADDRESS [$(HOST_IP)]:9400", c.Env)
 	}
 	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" ||
 		c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" ||

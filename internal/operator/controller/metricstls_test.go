@@ -124,11 +124,15 @@ func secretVolumes(pod *corev1.PodSpec) []string {
 // ConfigMap and its path into agent.yaml, mounts the certificate's Secret
 // where the web configuration says, and probes over HTTPS; a client CA adds
 // its Secret and client certificates to the web configuration, and TCP
-// probes; removing metricsTLS restores plain HTTP, and the same pods.
+// probes; removing metricsTLS restores plain HTTP (spec.metricsPlaintext),
+// and the same pods; without metricsPlaintext, the default: the operator's
+// Secret flowlens-metrics-tls and HTTPS probes.
 func TestMetricsTLS(t *testing.T) {
 	needEnv(t)
 	const ns = "fl-metrics-tls"
-	create(t, newCollector(ns))
+	fc := newCollector(ns)
+	fc.Spec.MetricsPlaintext = true
+	create(t, fc)
 	plain := waitFor(t, agentDaemonSet(ns), exists)
 	plainHash := hashOf(plain)
 	c := plain.Spec.Template.Spec.Containers[0]
@@ -215,6 +219,13 @@ tls_server_config:
 	if ds := waitFor(t, agentDaemonSet(ns), exists); hashOf(ds) != plainHash {
 		t.Errorf("hash %s after removing metricsTLS, want the first one %s", hashOf(ds), plainHash)
 	}
+
+	if err := update(t, func(fc *v1alpha1.FlowCollector) { fc.Spec.MetricsPlaintext = false }); err != nil {
+		t.Fatal(err)
+	}
+	web, _ := render.DefaultWebConfig()
+	check("default", string(web), []string{"/etc/flowlens/metrics/tls <- flowlens-metrics-tls/tls.crt:tls.crt,tls.key:tls.key,ca.crt:ca.crt"},
+		[]string{"HTTPS GET /healthz metrics", "HTTPS GET /healthz metrics", "HTTPS GET /readyz metrics"})
 }
 
 // TestMountFailureCondition: an agent pod whose Secret is missing makes

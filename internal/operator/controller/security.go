@@ -103,8 +103,9 @@ func certLabels() map[string]string {
 	}
 }
 
-// ensureCerts keeps the collector's certificate and the CA bundle of
-// spec.tls, and returns when to check them again.
+// ensureCerts keeps the collector's certificate, the metrics endpoints',
+// the scrape identity and the CA bundle of spec.tls, and returns when to
+// check them again.
 func (r *FlowCollectorReconciler) ensureCerts(ctx context.Context, fc *v1alpha1.FlowCollector) (time.Time, error) {
 	m := r.Certs
 	if m == nil {
@@ -113,13 +114,21 @@ func (r *FlowCollectorReconciler) ensureCerts(ctx context.Context, fc *v1alpha1.
 	spec := &fc.Spec
 	t := certs.Target{
 		Namespace: spec.Namespace,
-		Leaves:    []certs.Leaf{{Name: certs.CollectorTLSName, DNSNames: render.CollectorDNSNames(spec.Namespace)}},
-		Labels:    certLabels(),
-		Owner:     ownerRef(fc),
+		Leaves: []certs.Leaf{
+			{Name: certs.CollectorTLSName, DNSNames: render.CollectorDNSNames(spec.Namespace)},
+			// The metrics endpoints' serving certificate, and
+			// Prometheus' identity to scrape them (docs/security.md).
+			{Name: certs.MetricsTLSName, DNSNames: render.MetricsDNSNames(spec.Namespace)},
+			{Name: certs.MetricsClientName, DNSNames: []string{certs.MetricsScraper}, Client: true},
+		},
+		Labels: certLabels(),
+		Owner:  ownerRef(fc),
 	}
-	if u := render.CertManagerCertificate(fc); u != nil {
-		if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-			return time.Time{}, fmt.Errorf("applying the cert-manager Certificate %s/%s (is cert-manager installed?): %w", spec.Namespace, certs.CollectorTLSName, err)
+	if us := render.CertManagerCertificates(fc); us != nil {
+		for _, u := range us {
+			if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+				return time.Time{}, fmt.Errorf("applying the cert-manager Certificate %s/%s (is cert-manager installed?): %w", spec.Namespace, u.GetName(), err)
+			}
 		}
 		return m.EnsureBundleFrom(ctx, t, certs.CollectorTLSName)
 	}

@@ -79,6 +79,7 @@ func TestSecureDefault(t *testing.T) {
 	for _, o := range []client.Object{caSecret, serving, bundle} {
 		checkOwner(t, o, fc)
 	}
+	checkMetricsSecrets(t, ns, ca[0], fc)
 
 	// The agents: TLS with the bundle, the token.
 	cfg := waitFor(t, configMap(ns), exists).Data[render.ConfigKey]
@@ -175,6 +176,59 @@ func TestSecureDefault(t *testing.T) {
 	})
 }
 
+// checkMetricsSecrets: the metrics endpoints' serving certificate (for
+// their Services' names, ServerAuth alone, with the bundle) and Prometheus'
+// scrape identity (flowlens-metrics-scraper, ClientAuth alone), both of ca,
+// owned by fc; the default web configuration's ConfigMap; the agents serve
+// with it, on their node's address, probed over HTTPS.
+func checkMetricsSecrets(t *testing.T, ns string, ca *x509.Certificate, fc *v1alpha1.FlowCollector) {
+	t.Helper()
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	metrics := waitFor(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: certs.MetricsTLSName}}, exists)
+	leaf := pemCerts(t, metrics.Data["tls.crt"])[0]
+	for _, name := range []string{"flowlens-agent-metrics." + ns + ".svc", "flowlens-collector-kafka." + ns + ".svc", "flowlens-collector." + ns + ".svc"} {
+		if _, err := leaf.Verify(x509.VerifyOptions{DNSName: name, Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+			t.Errorf("the metrics certificate as %s: %v", name, err)
+		}
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err == nil {
+		t.Error("the metrics serving certificate passes as a client certificate")
+	}
+	if roots := pemCerts(t, metrics.Data["ca.crt"]); len(roots) != 1 || !roots[0].Equal(ca) || metrics.Type != corev1.SecretTypeTLS {
+		t.Errorf("metrics Secret type %q, ca.crt of %d certificates, want the CA", metrics.Type, len(roots))
+	}
+	scraper := waitFor(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: certs.MetricsClientName}}, exists)
+	cl := pemCerts(t, scraper.Data["tls.crt"])[0]
+	if _, err := cl.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil ||
+		cl.Subject.CommonName != certs.MetricsScraper || !slices.Equal(cl.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}) {
+		t.Errorf("scrape identity %q, usages %v, verifies as a client of the CA: %v", cl.Subject.CommonName, cl.ExtKeyUsage, err)
+	}
+	for _, o := range []client.Object{metrics, scraper} {
+		checkOwner(t, o, fc)
+	}
+	web := waitFor(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: render.MetricsWebConfigName}}, exists)
+	if want, _ := render.DefaultWebConfig(); web.Data[render.WebConfigKey] != string(want) {
+		t.Errorf("ConfigMap %s: %q, want the default web configuration", render.MetricsWebConfigName, web.Data[render.WebConfigKey])
+	}
+	checkOwner(t, web, fc)
+	ds := waitFor(t, agentDaemonSet(ns), exists)
+	ctr := ds.Spec.Template.Spec.Containers[0]
+	env := map[string]string{}
+	for _, e := range ctr.Env {
+		env[e.Name] = e.Value
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			env[e.Name] = e.ValueFrom.FieldRef.FieldPath
+		}
+	}
+	if env["HOST_IP"] != "status.hostIP" || env["FLOWLENS_AGENT_METRICS_ADDRESS"] != "[$(HOST_IP)]:9400" {
+		t.Errorf("agent env %v, want the metrics on the node's address", env)
+	}
+	if p := ctr.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Scheme != corev1.URISchemeHTTPS {
+		t.Errorf("agent readiness probe %+v, want an HTTPS GET", p)
+	}
+}
+
 // TestUserCA: spec.tls.caSecretRef issues the collector's certificate from
 // the user's CA (and none of the operator's own); a Secret that is not a CA
 // is reported in Degraded.
@@ -212,6 +266,7 @@ func TestUserCA(t *testing.T) {
 	if err := pemCerts(t, serving.Data["tls.crt"])[0].CheckSignatureFrom(userCA); err != nil {
 		t.Errorf("the collector's certificate is not the user CA's: %v", err)
 	}
+	checkMetricsSecrets(t, ns, userCA, get(t))
 	bundle := waitFor(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: certs.CAName}}, exists)
 	if roots := pemCerts(t, []byte(bundle.Data["ca.crt"])); len(roots) != 1 || !roots[0].Equal(userCA) {
 		t.Errorf("bundle of %d certificates, want the user's CA", len(roots))

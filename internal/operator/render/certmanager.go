@@ -1,26 +1,41 @@
 package render
 
 import (
+	"slices"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
 	"github.com/flowlens/flowlens/internal/operator/certs"
 )
 
-// CertManagerCertificate renders the cert-manager Certificate of the
-// collector's serving certificate (spec.tls.certManager), as unstructured:
-// flowlens does not link cert-manager's API. Its Secret is the one the
-// operator would otherwise issue (certs.CollectorTLSName), with the same DNS
-// names (CollectorDNSNames); cert-manager renews it at two thirds of its
-// 90 days, as the operator does its own. nil without spec.tls.certManager.
-func CertManagerCertificate(fc *v1alpha1.FlowCollector) *unstructured.Unstructured {
-	cm := fc.Spec.TLS.CertManager
-	if cm == nil {
+// CertManagerCertificates render the cert-manager Certificates of
+// spec.tls.certManager, as unstructured (flowlens does not link
+// cert-manager's API): the collector's serving certificate, the metrics
+// endpoints' and Prometheus' scrape identity, each in the Secret the
+// operator would otherwise issue (certs.CollectorTLSName,
+// certs.MetricsTLSName, certs.MetricsClientName) with the same names and
+// the one usage (server auth, or client auth for the scrape identity);
+// cert-manager renews them at two thirds of their 90 days, as the operator
+// does its own. nil without spec.tls.certManager.
+func CertManagerCertificates(fc *v1alpha1.FlowCollector) []*unstructured.Unstructured {
+	if fc.Spec.TLS.CertManager == nil {
 		return nil
 	}
 	ns := fc.Spec.Namespace
+	out := []*unstructured.Unstructured{
+		certManagerCertificate(fc, certs.CollectorTLSName, CollectorDNSNames(ns)[2], CollectorDNSNames(ns), "server auth"),
+		certManagerCertificate(fc, certs.MetricsTLSName, MetricsDNSNames(ns)[2], MetricsDNSNames(ns), "server auth"),
+		certManagerCertificate(fc, certs.MetricsClientName, certs.MetricsScraper, []string{certs.MetricsScraper}, "client auth"),
+	}
+	return out
+}
+
+// certManagerCertificate is the Certificate of Secret name.
+func certManagerCertificate(fc *v1alpha1.FlowCollector, name, commonName string, dnsNames []string, usage string) *unstructured.Unstructured {
+	cm := fc.Spec.TLS.CertManager
 	names := []any{}
-	for _, n := range CollectorDNSNames(ns) {
+	for _, n := range dnsNames {
 		names = append(names, n)
 	}
 	labels := map[string]any{}
@@ -28,12 +43,12 @@ func CertManagerCertificate(fc *v1alpha1.FlowCollector) *unstructured.Unstructur
 		labels[k] = v
 	}
 	labels[LabelComponent] = "certificates"
-	u := &unstructured.Unstructured{Object: map[string]any{
+	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": CertManagerAPIVersion,
 		"kind":       "Certificate",
 		"metadata": map[string]any{
-			"name":      certs.CollectorTLSName,
-			"namespace": ns,
+			"name":      name,
+			"namespace": fc.Spec.Namespace,
 			"labels":    labels,
 			"ownerReferences": []any{map[string]any{
 				"apiVersion":         v1alpha1.GroupVersion.String(),
@@ -45,13 +60,13 @@ func CertManagerCertificate(fc *v1alpha1.FlowCollector) *unstructured.Unstructur
 			}},
 		},
 		"spec": map[string]any{
-			"secretName":  certs.CollectorTLSName,
-			"commonName":  CollectorDNSNames(ns)[2],
+			"secretName":  name,
+			"commonName":  commonName,
 			"dnsNames":    names,
 			"duration":    "2160h",
 			"renewBefore": "720h",
 			"privateKey":  map[string]any{"algorithm": "ECDSA", "size": int64(256), "rotationPolicy": "Always"},
-			"usages":      []any{"server auth", "digital signature"},
+			"usages":      []any{usage, "digital signature"},
 			"issuerRef": map[string]any{
 				"name":  cm.IssuerRef.Name,
 				"kind":  cm.IssuerRef.Kind,
@@ -59,7 +74,6 @@ func CertManagerCertificate(fc *v1alpha1.FlowCollector) *unstructured.Unstructur
 			},
 		},
 	}}
-	return u
 }
 
 // CertManagerAPIVersion is the API of cert-manager's Certificate.
@@ -70,4 +84,14 @@ const CertManagerAPIVersion = "cert-manager.io/v1"
 // chart's), flowlens-collector, and the Kafka collectors' Service, in ns.
 func CollectorDNSNames(ns string) []string {
 	return append(certs.ServiceDNSNames(certs.CollectorService, ns), certs.ServiceDNSNames(CollectorName, ns)...)
+}
+
+// MetricsDNSNames are the DNS names of the metrics endpoints' serving
+// certificate (certs.MetricsTLSName): the metrics Services of the agents
+// (MetricsServiceName), of the Kafka collectors (CollectorName) and of the
+// chart's collector (certs.CollectorService), in ns. A scrape's TLS
+// configuration names one as serverName: the endpoints are scraped at
+// their nodes' or pods' addresses.
+func MetricsDNSNames(ns string) []string {
+	return slices.Concat(certs.ServiceDNSNames(MetricsServiceName, ns), certs.ServiceDNSNames(CollectorName, ns), certs.ServiceDNSNames(certs.CollectorService, ns))
 }

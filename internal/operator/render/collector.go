@@ -118,7 +118,8 @@ func buildCollector(fc *v1alpha1.FlowCollector, k *v1alpha1.KafkaExporter, opts 
 	o.Service = metricsService(CollectorName, ns, labels, collectorSelector(), CollectorMetricsPort, owner)
 
 	tls := fc.Spec.Collector.MetricsTLS
-	web, err := WebConfig(tls, "spec.collector.metricsTLS")
+	plain := fc.Spec.MetricsPlaintext
+	web, err := WebConfig(tls, plain, "spec.collector.metricsTLS")
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +132,7 @@ func buildCollector(fc *v1alpha1.FlowCollector, k *v1alpha1.KafkaExporter, opts 
 		WithOwnerReferences(owner).
 		WithData(data)
 
-	args := CollectorArgs(k, tls, fc.Spec.Collector.ServeGRPC)
+	args := CollectorArgs(k, metricsHTTPS(tls, plain), fc.Spec.Collector.ServeGRPC)
 	o.ConfigHash = Hash([]byte(strings.Join(args, "\n") + "\n" + string(web)))
 	o.Deployment = collectorDeployment(fc, args, k, opts, owner, o.ConfigHash)
 	return o, nil
@@ -141,8 +142,8 @@ func buildCollector(fc *v1alpha1.FlowCollector, k *v1alpha1.KafkaExporter, opts 
 // agents' brokers, topic, TLS and SASL, the consumer group, no gRPC API
 // unless serveGRPC (spec.collector.serveGRPC), and metrics only (the flows
 // are counted in the metrics, not printed), over TLS with metricsTLS
-// (spec.collector.metricsTLS).
-func CollectorArgs(k *v1alpha1.KafkaExporter, metricsTLS *v1alpha1.MetricsTLS, serveGRPC bool) []string {
+// (unless spec.metricsPlaintext with no spec.collector.metricsTLS).
+func CollectorArgs(k *v1alpha1.KafkaExporter, metricsTLS bool, serveGRPC bool) []string {
 	args := []string{
 		"--kafka-brokers=" + strings.Join(k.Brokers, ","),
 		"--kafka-topic=" + k.Topic,
@@ -170,7 +171,7 @@ func CollectorArgs(k *v1alpha1.KafkaExporter, metricsTLS *v1alpha1.MetricsTLS, s
 		args = append(args, "--kafka-sasl-mechanism="+string(k.SASL.Mechanism), "--kafka-sasl-password-file="+KafkaPasswordPath)
 	}
 	args = append(args, "--metrics-address=:"+strconv.Itoa(CollectorMetricsPort))
-	if metricsTLS != nil {
+	if metricsTLS {
 		args = append(args, "--web-config-file="+WebConfigPath)
 	}
 	return append(args, "--output="+collectoropt.OutputNone)
@@ -182,7 +183,8 @@ func collectorDeployment(fc *v1alpha1.FlowCollector, args []string, k *v1alpha1.
 	if image == "" {
 		image = opts.DefaultCollectorImage
 	}
-	probe := func(path string) *corev1ac.ProbeApplyConfiguration { return metricsProbe(c.MetricsTLS, path) }
+	plain := fc.Spec.MetricsPlaintext
+	probe := func(path string) *corev1ac.ProbeApplyConfiguration { return metricsProbe(c.MetricsTLS, plain, path) }
 	container := corev1ac.Container().
 		WithName("collector").
 		WithImage(image).
@@ -215,7 +217,7 @@ func collectorDeployment(fc *v1alpha1.FlowCollector, args []string, k *v1alpha1.
 		"prometheus.io/port":   strconv.Itoa(CollectorMetricsPort),
 		ConfigHashAnnotation:   hash,
 	}
-	if c.MetricsTLS != nil {
+	if metricsHTTPS(c.MetricsTLS, plain) {
 		// The web configuration, from the collector's ConfigMap; the
 		// Secrets are mounted beneath, with kafka's.
 		podSpec.WithVolumes(corev1ac.Volume().WithName("config").WithConfigMap(
@@ -223,7 +225,7 @@ func collectorDeployment(fc *v1alpha1.FlowCollector, args []string, k *v1alpha1.
 		container.WithVolumeMounts(corev1ac.VolumeMount().WithName("config").WithMountPath(ConfigDir).WithReadOnly(true))
 		annotations["prometheus.io/scheme"] = "https"
 	}
-	mounts := append(metricsTLSMounts(c.MetricsTLS), kafkaMounts(k)...)
+	mounts := append(metricsTLSMounts(c.MetricsTLS, plain), kafkaMounts(k)...)
 	if c.ServeGRPC {
 		mounts = append(mounts, secretMount{"tls", certs.CollectorTLSName, CollectorTLSDir,
 			[][2]string{{corev1.TLSCertKey, "tls.crt"}, {corev1.TLSPrivateKeyKey, "tls.key"}}})

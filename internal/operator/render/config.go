@@ -40,9 +40,9 @@ type agentConfig struct {
 	TokenFile         string   `yaml:"token_file,omitempty"`
 	InsecurePlaintext bool     `yaml:"insecure_plaintext,omitempty"`
 	Features          []string `yaml:"features"`
-	MetricsAddress    string   `yaml:"metrics_address"`
-	// Written only with spec.agent.metricsTLS, so that the configuration
-	// (and its hash) of every other FlowCollector stays as it was.
+	// No metrics_address: the DaemonSet passes --metrics-address with the
+	// node's address, which only the kubelet knows (objects.go).
+	// Written unless the metrics are plain HTTP (spec.metricsPlaintext).
 	WebConfigFile string `yaml:"web_config_file,omitempty"`
 	LogLevel      string `yaml:"log_level"`
 
@@ -138,10 +138,9 @@ func AgentConfig(spec *v1alpha1.FlowCollectorSpec) ([]byte, error) {
 		Sampling:           spec.Agent.Sampling,
 		Export:             []string{},
 		Features:           []string{},
-		MetricsAddress:     ":" + strconv.Itoa(int(spec.Agent.MetricsPort)),
 		LogLevel:           string(spec.Agent.LogLevel),
 	}
-	if spec.Agent.MetricsTLS != nil {
+	if metricsHTTPS(spec.Agent.MetricsTLS, spec.MetricsPlaintext) {
 		c.WebConfigFile = WebConfigPath
 	}
 	if f := spec.Agent.FlowFilter; f != nil {

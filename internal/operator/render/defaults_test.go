@@ -27,7 +27,9 @@ func TestRenderedDefaults(t *testing.T) {
 		spec v1alpha1.FlowCollectorSpec
 		set  func(c *config.Config) // what the spec sets
 	}{
-		{"stdout", v1alpha1.FlowCollectorSpec{}, func(*config.Config) {}},
+		// The default metrics TLS (mountedFiles moved the web
+		// configuration's path to a temporary file).
+		{"stdout", v1alpha1.FlowCollectorSpec{}, func(c *config.Config) { c.WebConfigFile = "web-config.yml" }},
 		{"grpc", exporters(v1alpha1.Exporter{Type: v1alpha1.ExporterGRPC, GRPC: &v1alpha1.GRPCExporter{TargetHost: "c", TargetPort: 9990}}),
 			// The secure default: TLS with the operator's CA bundle, and
 			// the token (mountedFiles moved both paths to temporary files).
@@ -47,7 +49,7 @@ func TestRenderedDefaults(t *testing.T) {
 		want := *defaults
 		tc.set(&want)
 		want.ConfigFile = got.ConfigFile
-		for _, f := range []struct{ got, want *string }{{&got.TLSCA, &want.TLSCA}, {&got.TokenFile, &want.TokenFile}} {
+		for _, f := range []struct{ got, want *string }{{&got.TLSCA, &want.TLSCA}, {&got.TokenFile, &want.TokenFile}, {&got.WebConfigFile, &want.WebConfigFile}} {
 			if *f.want != "" && filepath.Base(*f.got) == *f.want {
 				*f.want = *f.got // the temporary file standing for the mounted one
 			}
@@ -80,13 +82,14 @@ func TestRenderedEnv(t *testing.T) {
 	for _, n := range names {
 		switch {
 		case n == "NODE_NAME":
+		case n == HostIPEnv: // the node's address, expanded in the metrics address's variable
 		case !strings.HasPrefix(n, config.EnvPrefix) || !options[n]:
 			t.Errorf("the agent's container sets %s, which is no option of the agent", n)
 		default:
 			found++
 		}
 	}
-	if found != 2 {
-		t.Errorf("%d option variables in %v, want the Kafka username's and the OTLP headers'", found, names)
+	if found != 3 {
+		t.Errorf("%d option variables in %v, want the metrics address's, the Kafka username's and the OTLP headers'", found, names)
 	}
 }

@@ -20,7 +20,9 @@ import (
 
 // TestPlainExampleMatchesOperator: manifests/flowlens-agent-daemonset.yaml,
 // written by hand for users without the operator, deploys the agent the way
-// the operator does for a default FlowCollector.
+// the operator does for a default FlowCollector, but for the metrics' TLS:
+// without the operator there is no CA to issue the metrics certificate, so
+// it serves them as spec.metricsPlaintext does (on the node's address).
 func TestPlainExampleMatchesOperator(t *testing.T) {
 	f, err := os.Open(filepath.Join("..", "..", "..", "manifests", "flowlens-agent-daemonset.yaml"))
 	if err != nil {
@@ -53,7 +55,7 @@ func TestPlainExampleMatchesOperator(t *testing.T) {
 	}
 
 	// The operator's objects for a default FlowCollector, as typed objects.
-	fc := collector(v1alpha1.FlowCollectorSpec{})
+	fc := collector(v1alpha1.FlowCollectorSpec{MetricsPlaintext: true})
 	objs, err := Build(fc, Options{DefaultImage: "ghcr.io/flowlens/flowlens-agent:v0.1.0"})
 	if err != nil {
 		t.Fatal(err)

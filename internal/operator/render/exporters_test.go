@@ -38,7 +38,6 @@ features:
     - drops
     - rtt
     - retransmits
-metrics_address: :9400
 log_level: info
 `
 }
@@ -62,8 +61,21 @@ func build(t *testing.T, spec v1alpha1.FlowCollectorSpec) *Objects {
 	return objs
 }
 
+// exporters is a spec with exporters e, its metrics in plain HTTP: these
+// tests are the exporters' (metricstls_test.go has the metrics' TLS).
 func exporters(e ...v1alpha1.Exporter) v1alpha1.FlowCollectorSpec {
-	return v1alpha1.FlowCollectorSpec{Exporters: e}
+	return v1alpha1.FlowCollectorSpec{Exporters: e, MetricsPlaintext: true}
+}
+
+// metricsEnv are the agent container's variables that bind its metrics to
+// the node's address.
+var metricsEnv = map[string]string{"HOST_IP": "(from the pod)", "FLOWLENS_AGENT_METRICS_ADDRESS": "[$(HOST_IP)]:9400"}
+
+// withMetricsEnv is m and metricsEnv.
+func withMetricsEnv(m map[string]string) map[string]string {
+	out := maps.Clone(m)
+	maps.Copy(out, metricsEnv)
+	return out
 }
 
 // podSecrets returns a pod's Secret volumes as "name secret key>path ..."
@@ -165,7 +177,7 @@ kafka_batch_flows: 500
 	if !maps.Equal(volumes, wantVolumes) || !maps.Equal(mounts, wantMounts) {
 		t.Errorf("agent secret volumes %v mounts %v\nwant %v\nand  %v", volumes, mounts, wantVolumes, wantMounts)
 	}
-	wantEnv := map[string]string{"NODE_NAME": "(from the pod)", "FLOWLENS_AGENT_KAFKA_SASL_USERNAME": "secret kafka-user/username"}
+	wantEnv := withMetricsEnv(map[string]string{"NODE_NAME": "(from the pod)", "FLOWLENS_AGENT_KAFKA_SASL_USERNAME": "secret kafka-user/username"})
 	if got := env(pod.Containers[0]); !maps.Equal(got, wantEnv) {
 		t.Errorf("agent env %v, want %v", got, wantEnv)
 	}
@@ -197,8 +209,8 @@ kafka_batch_flows: 1000
 	if volumes, _ := podSecrets(t, pod); len(volumes) != 0 {
 		t.Errorf("secret volumes %v, want none", volumes)
 	}
-	if got := env(pod.Containers[0]); len(got) != 1 {
-		t.Errorf("agent env %v, want NODE_NAME only", got)
+	if got, want := env(pod.Containers[0]), withMetricsEnv(map[string]string{"NODE_NAME": "(from the pod)"}); !maps.Equal(got, want) {
+		t.Errorf("agent env %v, want %v", got, want)
 	}
 	// The agent's own loader takes it, to the same values.
 	k := loadAgentConfig(t, spec).Kafka
@@ -266,7 +278,7 @@ otlp_batch_flows: 1000
 		t.Errorf("agent configuration:\n%s\nwant:\n%s", got, want)
 	}
 	pod = build(t, spec).DaemonSet.Spec.Template.Spec
-	wantEnv := map[string]string{"NODE_NAME": "(from the pod)", "FLOWLENS_AGENT_OTLP_HEADERS": "secret otel-auth/headers"}
+	wantEnv := withMetricsEnv(map[string]string{"NODE_NAME": "(from the pod)", "FLOWLENS_AGENT_OTLP_HEADERS": "secret otel-auth/headers"})
 	if got := env(pod.Containers[0]); !maps.Equal(got, wantEnv) {
 		t.Errorf("agent env %v, want %v", got, wantEnv)
 	}

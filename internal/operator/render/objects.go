@@ -3,6 +3,7 @@ package render
 import (
 	"fmt"
 	"maps"
+	"strconv"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -80,6 +81,9 @@ type Objects struct {
 	// ServiceAccount the right to export flows (ExportRoleName).
 	AgentExportRole    *rbacv1ac.ClusterRoleApplyConfiguration
 	AgentExportBinding *rbacv1ac.ClusterRoleBindingApplyConfiguration
+	// MetricsWebConfig is the ConfigMap MetricsWebConfigName: the default
+	// metrics web configuration, for the chart's collector.
+	MetricsWebConfig *corev1ac.ConfigMapApplyConfiguration
 	// Collector is the Kafka collector, nil without a kafka exporter.
 	Collector *CollectorObjects
 	// Dashboards are the Grafana dashboard ConfigMaps (internal/operator/dashboards), in
@@ -170,7 +174,7 @@ func Build(fc *v1alpha1.FlowCollector, opts Options) (*Objects, error) {
 		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("ClusterRole").WithName(ExportRoleName)).
 		WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(AgentName).WithNamespace(ns))
 
-	webCfg, err := WebConfig(spec.Agent.MetricsTLS, "spec.agent.metricsTLS")
+	webCfg, err := WebConfig(spec.Agent.MetricsTLS, spec.MetricsPlaintext, "spec.agent.metricsTLS")
 	if err != nil {
 		return nil, err
 	}
@@ -184,6 +188,16 @@ func Build(fc *v1alpha1.FlowCollector, opts Options) (*Objects, error) {
 		WithData(data)
 
 	o.Service = metricsService(MetricsServiceName, ns, labels, selectorLabels(), spec.Agent.MetricsPort, owner)
+
+	defaultWeb, err := DefaultWebConfig()
+	if err != nil {
+		return nil, err
+	}
+	o.MetricsWebConfig = corev1ac.ConfigMap(MetricsWebConfigName, ns).
+		WithLabels(labels).
+		WithLabels(map[string]string{LabelComponent: "certificates"}).
+		WithOwnerReferences(owner).
+		WithData(map[string]string{WebConfigKey: string(defaultWeb)})
 
 	o.DaemonSet = daemonSet(fc, opts, owner, o.ConfigHash)
 
@@ -253,7 +267,7 @@ func daemonSet(fc *v1alpha1.FlowCollector, opts Options, owner *metav1ac.OwnerRe
 	}
 
 	probe := func(path string, period, failures int32) *corev1ac.ProbeApplyConfiguration {
-		return metricsProbe(spec.Agent.MetricsTLS, path).
+		return metricsProbe(spec.Agent.MetricsTLS, spec.MetricsPlaintext, path).
 			WithPeriodSeconds(period).
 			WithTimeoutSeconds(2).
 			WithFailureThreshold(failures)
@@ -267,7 +281,19 @@ func daemonSet(fc *v1alpha1.FlowCollector, opts Options, owner *metav1ac.OwnerRe
 		WithEnv(corev1ac.EnvVar().
 			WithName("NODE_NAME").
 			WithValueFrom(corev1ac.EnvVarSource().
-				WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("spec.nodeName")))).
+				WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("spec.nodeName"))),
+			// The metrics port on the node's address alone, not on every
+			// address of the node (issue #27): the kubelet expands
+			// $(HOST_IP), defined before, in the agent's
+			// --metrics-address variable; the brackets take an IPv6
+			// address too.
+			corev1ac.EnvVar().
+				WithName(HostIPEnv).
+				WithValueFrom(corev1ac.EnvVarSource().
+					WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("status.hostIP"))),
+			corev1ac.EnvVar().
+				WithName(config.EnvName("metrics-address")).
+				WithValue("[$("+HostIPEnv+")]:"+strconv.Itoa(int(spec.Agent.MetricsPort)))).
 		WithPorts(corev1ac.ContainerPort().
 			WithName("metrics").
 			WithContainerPort(spec.Agent.MetricsPort).
@@ -293,7 +319,7 @@ func daemonSet(fc *v1alpha1.FlowCollector, opts Options, owner *metav1ac.OwnerRe
 		hostPath("netns", NetnsDir, corev1.HostPathDirectoryOrCreate),
 		corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource().WithMedium(corev1.StorageMediumMemory)),
 	}
-	secrets := metricsTLSMounts(spec.Agent.MetricsTLS)
+	secrets := metricsTLSMounts(spec.Agent.MetricsTLS, spec.MetricsPlaintext)
 	if g := GRPC(spec); g != nil && g.TLS != nil {
 		secrets = append(secrets, tlsMounts("tls", g.TLS.CASecretRef, g.TLS.ClientSecretRef, TLSCADir, TLSCertDir)...)
 	}

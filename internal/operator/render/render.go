@@ -1,10 +1,11 @@
 // Package render turns a FlowCollector into the objects that run the flowlens
 // agent: the agent's YAML configuration and server-side apply configurations
 // for its namespace, ServiceAccount, Role, RoleBinding, ConfigMap, metrics
-// Service and DaemonSet; with a kafka exporter, the collector Deployment that
+// Service and DaemonSet, and the default metrics web configuration
+// (metricstls.go) in the ConfigMap flowlens-metrics-web-config; with a kafka exporter, the collector Deployment that
 // consumes its topic and its ServiceAccount, RBAC, metrics Service and
 // ConfigMap (collector.go); the agents' export ClusterRole, the
-// NetworkPolicies (netpol.go) and the cert-manager Certificate of
+// NetworkPolicies (netpol.go) and the cert-manager Certificates of
 // spec.tls.certManager (certmanager.go); and, when asked, the Grafana dashboard ConfigMaps. It is
 // pure (no API calls), so every rule of what the operator deploys is
 // unit-testable; the reconciler in package controller applies the result.
@@ -72,6 +73,14 @@ const (
 	MetricsTLSKeyPath   = MetricsTLSDir + "/tls.key"
 	MetricsClientCADir  = ConfigDir + "/metrics/client-ca"
 	MetricsClientCAPath = MetricsClientCADir + "/ca.crt"
+	// MetricsDefaultClientCAPath is the client CA of the default metrics
+	// TLS: the bundle of the Secret certs.MetricsTLSName.
+	MetricsDefaultClientCAPath = MetricsTLSDir + "/ca.crt"
+	// MetricsWebConfigName is the ConfigMap holding DefaultWebConfig (key
+	// WebConfigKey) for the chart's collector (charts/flowlens, mounted at
+	// MetricsWebConfigDir); the operator's pods carry it in their own.
+	MetricsWebConfigName = "flowlens-metrics-web-config"
+	MetricsWebConfigDir  = ConfigDir + "/metrics/web"
 
 	// The CA bundle (ConfigMap flowlens-ca, certs.BundleKey) that verifies
 	// the collector, and the projected ServiceAccount token the agent sends
@@ -79,7 +88,11 @@ const (
 	CABundleDir  = ConfigDir + "/ca"
 	CABundlePath = CABundleDir + "/ca.crt"
 	TokenDir     = "/var/run/secrets/flowlens"
-	TokenPath    = TokenDir + "/token"
+
+	// HostIPEnv is the agent container's variable holding the node's
+	// address (status.hostIP), which its --metrics-address binds.
+	HostIPEnv = "HOST_IP"
+	TokenPath = TokenDir + "/token"
 
 	// NetnsDir is the one host path the agent mounts (read-only): it pins
 	// nothing in the BPF filesystem and needs no tracefs (its tracepoints

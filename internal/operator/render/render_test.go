@@ -1,6 +1,7 @@
 package render
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -28,8 +29,9 @@ func collector(spec v1alpha1.FlowCollectorSpec) *v1alpha1.FlowCollector {
 }
 
 // loadAgentConfig writes the rendered configuration to a file and loads it
-// with the agent's own loader, as the agent does with --config.
-func loadAgentConfig(t *testing.T, spec v1alpha1.FlowCollectorSpec) *config.Config {
+// with the agent's own loader, as the agent does with --config, with
+// NODE_NAME and the variables of extraEnv.
+func loadAgentConfig(t *testing.T, spec v1alpha1.FlowCollectorSpec, extraEnv ...map[string]string) *config.Config {
 	t.Helper()
 	s := WithDefaults(spec)
 	data, err := AgentConfig(&s)
@@ -41,6 +43,9 @@ func loadAgentConfig(t *testing.T, spec v1alpha1.FlowCollectorSpec) *config.Conf
 		t.Fatal(err)
 	}
 	env := map[string]string{"NODE_NAME": "node-1"}
+	for _, e := range extraEnv {
+		maps.Copy(env, e)
+	}
 	c, err := config.Load([]string{"--config", path}, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatalf("the agent rejects the operator's configuration: %v\n%s", err, data)
@@ -64,7 +69,7 @@ func TestAgentAcceptsDefaults(t *testing.T) {
 // TestAgentAcceptsEverySetting: every spec field that reaches the agent
 // arrives with its value, and empty lists mean none.
 func TestAgentAcceptsEverySetting(t *testing.T) {
-	c := loadAgentConfig(t, v1alpha1.FlowCollectorSpec{
+	spec := v1alpha1.FlowCollectorSpec{
 		Agent: v1alpha1.AgentSpec{
 			Sampling:           20,
 			CacheActiveTimeout: &metav1.Duration{Duration: 1500 * time.Millisecond},
@@ -80,12 +85,25 @@ func TestAgentAcceptsEverySetting(t *testing.T) {
 			{Type: v1alpha1.ExporterStdout},
 			{Type: v1alpha1.ExporterGRPC, GRPC: &v1alpha1.GRPCExporter{TargetHost: "fd00::1", TargetPort: 4317, BatchSize: 250}},
 		},
-	})
+	}
+	// The metrics port reaches the agent with the node's address, in its
+	// variable (the kubelet expands $(HOST_IP)).
+	o, err := Build(collector(spec), Options{DefaultImage: "agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var addr string
+	for _, e := range o.DaemonSet.Spec.Template.Spec.Containers[0].Env {
+		if *e.Name == config.EnvName("metrics-address") {
+			addr = *e.Value
+		}
+	}
+	c := loadAgentConfig(t, spec, map[string]string{config.EnvName("metrics-address"): strings.ReplaceAll(addr, "$(HOST_IP)", "192.0.2.7")})
 	if c.Sampling != 20 || c.CacheActiveTimeout != 1500*time.Millisecond || c.CacheMaxFlows != 5000 ||
 		!slices.Equal(c.Interfaces, []string{"eth0", "/^ens[0-9]{1,3}$/"}) || len(c.ExcludeInterfaces) != 0 ||
 		!slices.Equal(c.Netns, []string{"host", "blue"}) || len(c.Features) != 0 ||
 		!slices.Equal(c.Export, []string{"stdout", "grpc"}) || c.Target != "[fd00::1]:4317" || c.GRPCBatchSize != 250 ||
-		c.MetricsAddress != ":19400" || c.LogLevel.String() != "DEBUG" {
+		c.MetricsAddress != "[192.0.2.7]:19400" || c.LogLevel.String() != "DEBUG" {
 		t.Errorf("agent configuration: %+v", c)
 	}
 }
@@ -515,7 +533,7 @@ export:
     - stdout
 features:
     - dns
-metrics_address: :9400
+web_config_file: /etc/flowlens/web-config.yml
 log_level: info
 dns_ports:
     - 53
@@ -587,7 +605,7 @@ features:
     - drops
     - rtt
     - retransmits
-metrics_address: :9400
+web_config_file: /etc/flowlens/web-config.yml
 log_level: info
 ipfix_target: '[fd00::2]:4739'
 ipfix_transport: tcp
@@ -654,13 +672,15 @@ func TestPriorityClass(t *testing.T) {
 }
 
 // mountedFiles points the paths of files the pod mounts (the CA bundle, the
-// token), which the agent checks exist, at files of the test's.
+// token, the web configuration), which the agent checks exist, at files of
+// the test's. (The web configuration's stand-in, which the agent parses,
+// serves plain HTTP: TestDefaultMetricsTLSServes checks the real one.)
 func mountedFiles(t *testing.T, data []byte) []byte {
 	t.Helper()
 	dir := t.TempDir()
-	for _, p := range []string{CABundlePath, TokenPath} {
+	for _, p := range []string{CABundlePath, TokenPath, WebConfigPath} {
 		f := filepath.Join(dir, filepath.Base(p))
-		if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+		if err := os.WriteFile(f, []byte("# x\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		data = []byte(strings.ReplaceAll(string(data), p, f))

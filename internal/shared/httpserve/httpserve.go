@@ -8,6 +8,14 @@
 //	...
 //	srv.Shutdown(ctx)
 //
+// Over TLS (a web configuration file, exporter-toolkit's), a server whose
+// client_auth_type is VerifyClientCertIfGiven, the operator's default,
+// asks every client for a certificate and verifies the one given: the
+// kubelet's probes, which have none, get /healthz and /readyz, and every
+// other path (/metrics) answers 403 naming what it needs unless the
+// client's certificate verified (a chain to client_ca_file, ExtKeyUsage
+// ClientAuth): Prometheus' scrape identity (docs/security.md).
+//
 // It links nothing of the kernel side, so the collector can use it.
 package httpserve
 
@@ -18,11 +26,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/exporter-toolkit/web"
+	"go.yaml.in/yaml/v2"
 )
 
 // Options configure Handler.
@@ -81,22 +91,72 @@ type Server struct {
 // keys and client CA), for the validation of flag: the error names the flag
 // and the file. An empty path (plain HTTP) is valid.
 func CheckWebConfig(flag, path string) error {
-	if err := web.Validate(path); err != nil {
+	if _, err := readWebConfig(path); err != nil {
 		return fmt.Errorf("invalid %s %q: %w", flag, path, err)
 	}
 	return nil
 }
 
+// VerifyIfGiven is the client_auth_type under which /metrics needs a
+// verified client certificate (see the package doc).
+const VerifyIfGiven = "VerifyClientCertIfGiven"
+
+// readWebConfig validates the web configuration file path (exporter-toolkit
+// reads it again on every handshake) and returns its client_auth_type, read
+// into exporter-toolkit's own type ("" for no file). It refuses
+// client_allowed_sans unless every client must present a verified
+// certificate: exporter-toolkit checks the SANs in a VerifyPeerCertificate
+// that indexes the first certificate, which Go calls with none when the
+// client sent none (TestAllowedSANsPanicWithoutCertificate).
+func readWebConfig(path string) (string, error) {
+	if err := web.Validate(path); err != nil || path == "" {
+		return "", err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	var c web.Config
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		return "", err
+	}
+	auth := c.TLSConfig.ClientAuth
+	if c.TLSConfig.ClientAllowedSans != nil && auth != "RequireAndVerifyClientCert" {
+		return "", fmt.Errorf("client_allowed_sans needs client_auth_type RequireAndVerifyClientCert, not %q: exporter-toolkit fails the handshake of a client without a certificate", auth)
+	}
+	return auth, nil
+}
+
+// needClientCert wraps h so that every path but /healthz and /readyz
+// answers 403 unless the client presented a certificate that verified.
+func needClientCert(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || (r.TLS != nil && len(r.TLS.VerifiedChains) > 0) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprintf(w, "forbidden: %s needs a client certificate of the flowlens CA (the web configuration's client_ca_file), "+
+			"e.g. Prometheus' scrape identity, the Secret flowlens-metrics-client (docs/security.md)\n", r.URL.Path)
+	})
+}
+
 // Listen binds addr (so a bad or busy address fails here, at startup) and
 // serves h on it in the background until Shutdown: plain HTTP when
 // webConfigFile is "", else as the file says (see the package doc; a bad
-// file fails here). log (nil: slog.Default()) gets the server's errors.
+// file fails here; with VerifyClientCertIfGiven, only /healthz and /readyz
+// without a verified client certificate). log (nil: slog.Default()) gets the server's errors.
 func Listen(addr, webConfigFile string, h http.Handler, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	if err := web.Validate(webConfigFile); err != nil {
+	auth, err := readWebConfig(webConfigFile)
+	if err != nil {
 		return nil, fmt.Errorf("metrics: web config %s: %w", webConfigFile, err)
+	}
+	if auth == VerifyIfGiven {
+		h = needClientCert(h)
 	}
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {

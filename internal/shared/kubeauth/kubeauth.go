@@ -14,7 +14,11 @@
 //
 // The answers are kept for a short time (Options.TTL), in a bounded
 // cache, so that a reconnecting agent or a follow loop costs no review
-// each time; a revoked permission takes effect within the TTL.
+// each time; a revoked permission takes effect within the TTL. While the
+// API server cannot answer (down, restarting, unreachable), the last
+// answer for a token stands for up to Options.StaleTTL past its TTL, so
+// that an outage of the API server does not cut the agents off
+// (docs/design/faults.md); a token never reviewed before is refused then.
 package kubeauth
 
 import (
@@ -23,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
@@ -105,6 +110,14 @@ func quoteUser(u string) string { return fmt.Sprintf("User %q", u) }
 type Options struct {
 	// TTL is how long an answer (allowed or not) is reused; default 10 s.
 	TTL time.Duration
+	// StaleTTL is how long past its TTL an answer stands while the API
+	// server cannot answer again (its reviews fail, not refuse); default
+	// DefaultStaleTTL. Meanwhile each token is reviewed again at most
+	// every TTL.
+	StaleTTL time.Duration
+	// Timeout bounds each review (the API server may hang, not refuse);
+	// default 5 s.
+	Timeout time.Duration
 	// MaxEntries bounds the cache; default 4096. When full, expired
 	// entries go first, then any.
 	MaxEntries int
@@ -117,11 +130,20 @@ type Options struct {
 	MaxInFlight int
 }
 
+// DefaultStaleTTL is Options.StaleTTL's default: an outage of the API
+// server this long (past the TTL) keeps the agents that were allowed
+// before it exporting; past it, or for a revoked permission that the API
+// server could not say, they are refused until it answers.
+const DefaultStaleTTL = 5 * time.Minute
+
 // Reviewer asks the API server, through a client whose identity may
 // create tokenreviews and subjectaccessreviews (system:auth-delegator).
 type Reviewer struct {
 	client kubernetes.Interface
 	opts   Options
+	// Stale counts the answers given past their TTL because the API
+	// server could not answer.
+	Stale atomic.Uint64
 
 	inFlight chan struct{}
 
@@ -139,6 +161,9 @@ type cacheEntry struct {
 	id      *Identity
 	err     error
 	expires time.Time
+	// staleUntil is when the answer can no longer stand in for one the
+	// API server cannot give: its TTL plus StaleTTL after it was given.
+	staleUntil time.Time
 }
 
 // New returns a Reviewer over client.
@@ -155,13 +180,20 @@ func New(client kubernetes.Interface, opts Options) *Reviewer {
 	if opts.MaxInFlight <= 0 {
 		opts.MaxInFlight = 16
 	}
+	if opts.StaleTTL <= 0 {
+		opts.StaleTTL = DefaultStaleTTL
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 5 * time.Second
+	}
 	return &Reviewer{client: client, opts: opts, inFlight: make(chan struct{}, opts.MaxInFlight), cache: map[cacheKey]cacheEntry{}}
 }
 
 // Authorize authenticates token for audience ("": the API server's own,
 // a person's token) and checks that its user may verb flowcollectors/flows.
 // It returns the identity, or ErrUnauthenticated, a *ForbiddenError, or
-// the error of a review that could not be made (not cached).
+// the error of a review that could not be made (not cached); while the
+// API server cannot answer, the last answer within its StaleTTL instead.
 func (r *Reviewer) Authorize(ctx context.Context, token, audience, verb string) (*Identity, error) {
 	key := cacheKey{sha256.Sum256([]byte(token)), audience, verb}
 	now := r.opts.Now()
@@ -176,19 +208,30 @@ func (r *Reviewer) Authorize(ctx context.Context, token, audience, verb string) 
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	id, err := r.authenticate(ctx, token, audience)
+	rctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	id, err := r.authenticate(rctx, token, audience)
 	if err == nil {
-		err = r.allowed(ctx, id, verb)
+		err = r.allowed(rctx, id, verb)
 	}
+	cancel()
 	<-r.inFlight
 	var forbidden *ForbiddenError
 	if err != nil && !errors.Is(err, ErrUnauthenticated) && !errors.As(err, &forbidden) {
-		return nil, err // the API server could not answer: ask again next time
+		// The API server could not answer. Its last answer stands, if
+		// recent enough, and is asked for again after another TTL;
+		// without one, ask again next time.
+		if ok && ctx.Err() == nil && now.Before(e.staleUntil) {
+			r.Stale.Add(1)
+			e.expires = now.Add(r.opts.TTL)
+			r.store(key, e, now)
+			return e.id, e.err
+		}
+		return nil, err
 	}
 	if err != nil {
 		id = nil
 	}
-	r.store(key, cacheEntry{id, err, now.Add(r.opts.TTL)}, now)
+	r.store(key, cacheEntry{id, err, now.Add(r.opts.TTL), now.Add(r.opts.TTL + r.opts.StaleTTL)}, now)
 	return id, err
 }
 
@@ -203,7 +246,17 @@ func (r *Reviewer) store(key cacheKey, e cacheEntry, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.cache) >= r.opts.MaxEntries {
+		// Answers too old to stand in for the API server go first, then
+		// expired ones, then any.
 		for k, old := range r.cache {
+			if !now.Before(old.staleUntil) {
+				delete(r.cache, k)
+			}
+		}
+		for k, old := range r.cache {
+			if len(r.cache) < r.opts.MaxEntries {
+				break
+			}
 			if !now.Before(old.expires) {
 				delete(r.cache, k)
 			}

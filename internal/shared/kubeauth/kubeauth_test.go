@@ -3,6 +3,7 @@ package kubeauth_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -109,5 +110,59 @@ func TestReviewer(t *testing.T) {
 	}
 	if got := r.Len(); got != 3 {
 		t.Errorf("%d cache entries, want MaxEntries 3", got)
+	}
+}
+
+// The API server gone: an answer given before stands past its TTL for
+// StaleTTL (counted in Stale), reviewed again at most every TTL; a token
+// never reviewed is refused with the review's error; past StaleTTL the
+// answer no longer stands. Back, the API server answers again.
+func TestReviewerAPIServerGone(t *testing.T) {
+	env := envtest.StartT(t, envtest.Options{})
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := cs.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "agent"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	token := func() string {
+		tr, err := cs.CoreV1().ServiceAccounts("default").CreateToken(ctx, "agent", &authnv1.TokenRequest{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Status.Token
+	}
+	known, unknown := token(), token()
+	clk := &clock{now: time.Now()}
+	r := kubeauth.New(cs, kubeauth.Options{TTL: 10 * time.Second, StaleTTL: time.Minute, Now: clk.Now})
+	var forbidden *kubeauth.ForbiddenError
+	if _, err := r.Authorize(ctx, known, "", kubeauth.VerbExport); !errors.As(err, &forbidden) {
+		t.Fatalf("before the outage: %v, want forbidden (no RBAC)", err)
+	}
+	start := env.StopAPIServer(t)
+	clk.add(11 * time.Second)
+	if _, err := r.Authorize(ctx, known, "", kubeauth.VerbExport); !errors.As(err, &forbidden) {
+		t.Errorf("API server gone, past the TTL: %v, want the last answer", err)
+	}
+	if _, err := r.Authorize(ctx, unknown, "", kubeauth.VerbExport); err == nil || errors.As(err, &forbidden) ||
+		!strings.HasPrefix(err.Error(), "TokenReview: ") {
+		t.Errorf("a token never reviewed, API server gone: %v, want the review's error", err)
+	}
+	clk.add(5 * time.Second) // within the TTL the stale answer was renewed for: not asked
+	if _, err := r.Authorize(ctx, known, "", kubeauth.VerbExport); !errors.As(err, &forbidden) {
+		t.Errorf("API server gone, renewed: %v, want the last answer", err)
+	}
+	if n := r.Stale.Load(); n != 1 {
+		t.Errorf("Stale %d, want 1", n)
+	}
+	clk.add(time.Minute) // past TTL + StaleTTL of the last real answer
+	if _, err := r.Authorize(ctx, known, "", kubeauth.VerbExport); err == nil || errors.As(err, &forbidden) {
+		t.Errorf("past StaleTTL: %v, want the review's error", err)
+	}
+	start()
+	if _, err := r.Authorize(ctx, unknown, "", kubeauth.VerbExport); !errors.As(err, &forbidden) {
+		t.Errorf("API server back: %v, want its answer", err)
 	}
 }

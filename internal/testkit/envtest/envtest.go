@@ -28,6 +28,10 @@
 //	}
 //
 // and a single test calls StartT, which stops it at the test's cleanup.
+// Env.StopAPIServer takes the apiserver away for a while (etcd and the
+// objects stay) and starts it again on the same port and certificates;
+// Env.AnotherAPIServer runs a second one on the same etcd, which takes
+// writes meanwhile.
 package envtest
 
 import (

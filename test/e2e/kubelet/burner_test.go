@@ -16,6 +16,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flowlens/flowlens/internal/operator/certs"
+	"github.com/flowlens/flowlens/internal/operator/render"
 	"github.com/flowlens/flowlens/internal/testkit"
 	"github.com/flowlens/flowlens/test/e2e/cluster"
 )
@@ -48,7 +53,7 @@ func TestKubeBurnerOnKubelet(t *testing.T) {
 	// The job's clients reach their servers through Service IPs: packets
 	// the node routes back onto its bridge, with the forwarding the bridge
 	// plugin turned on (startNode puts this machine's setting back).
-	startPrometheus(ctx, t, n, agent.Name)
+	startPrometheus(ctx, t, n, admin, agent.Name)
 
 	root, err := testkit.ModuleRoot()
 	if err != nil {
@@ -85,26 +90,45 @@ func TestKubeBurnerOnKubelet(t *testing.T) {
 }
 
 // startPrometheus runs Prometheus, scraping the agent (labelled with its
-// namespace and pod, as a ServiceMonitor would) and the kubelet's cAdvisor
-// every 5 s, until the test ends.
-func startPrometheus(ctx context.Context, t *testing.T, n *node, agentPod string) {
+// namespace and pod, as a ServiceMonitor would; over HTTPS at the node's
+// address with the scrape identity, as the ServiceMonitor's tlsConfig
+// says) and the kubelet's cAdvisor every 5 s, until the test ends.
+func startPrometheus(ctx context.Context, t *testing.T, n *node, c client.Client, agentPod string) {
 	t.Helper()
+	s, cm := &corev1.Secret{}, &corev1.ConfigMap{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: certs.MetricsClientName}, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: certs.CAName}, cm); err != nil {
+		t.Fatal(err)
+	}
+	identity := filepath.Join(n.dir, "scrape-identity")
+	must(t, os.MkdirAll(identity, 0o700))
+	writeFile(t, filepath.Join(identity, "tls.crt"), string(s.Data[corev1.TLSCertKey]))
+	writeFile(t, filepath.Join(identity, "tls.key"), string(s.Data[corev1.TLSPrivateKeyKey]))
+	writeFile(t, filepath.Join(identity, "ca.crt"), cm.Data[certs.BundleKey])
 	conf := filepath.Join(n.dir, "prometheus.yml")
 	writeFile(t, conf, fmt.Sprintf(`global:
   scrape_interval: 5s
 scrape_configs:
 - job_name: flowlens-agent
+  scheme: https
+  tls_config:
+    ca_file: %[8]s/ca.crt
+    cert_file: %[8]s/tls.crt
+    key_file: %[8]s/tls.key
+    server_name: %[9]s.%[2]s.svc
   static_configs:
-  - targets: ["127.0.0.1:%d"]
-    labels: {namespace: %s, pod: %s, node: %s}
+  - targets: ["%[5]s:%[1]d"]
+    labels: {namespace: %[2]s, pod: %[3]s, node: %[4]s}
 - job_name: cadvisor
   scheme: https
   tls_config: {insecure_skip_verify: true}
   metrics_path: /metrics/cadvisor
   static_configs:
-  - targets: ["%s:%d"]
-    labels: {node: %s}
-`, agentMetricsPort, agentNamespace, agentPod, nodeName, n.ip, kubeletPort, nodeName))
+  - targets: ["%[5]s:%[6]d"]
+    labels: {node: %[7]s}
+`, agentMetricsPort, agentNamespace, agentPod, nodeName, n.ip, kubeletPort, nodeName, identity, render.MetricsServiceName))
 	logFile, err := os.Create(filepath.Join(n.dir, "logs", "prometheus.log"))
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,11 @@ package kubelet
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -13,8 +17,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
+	"github.com/flowlens/flowlens/internal/operator/certs"
 	"github.com/flowlens/flowlens/internal/operator/render"
+	"github.com/flowlens/flowlens/internal/shared/httpserve/httpservetest"
 	"github.com/flowlens/flowlens/pkg/receiver/receivertest"
+	"github.com/flowlens/flowlens/test/e2e/cluster"
 )
 
 // collectorMetricsSecret is the Secret of spec.collector.metricsTLS,
@@ -29,7 +36,10 @@ const collectorMetricsSecret = "collector-metrics"
 //     message), while Ready, the agents', is True;
 //  2. with the Secret, the collector starts, its HTTPS probes pass and
 //     CollectorReady is True (CollectorsReady, 1 of 1);
-//  3. the exporter removed, CollectorReady goes.
+//  3. metricsTLS removed: the default (the operator's Secret), the collector
+//     ready again through its HTTPS probes, /metrics 403 without a client
+//     certificate and the metrics to the scrape identity;
+//  4. the exporter removed, CollectorReady goes.
 func checkCollectorMountFailed(ctx context.Context, t *testing.T, c client.Client) {
 	t.Helper()
 	grpc := `{"type":"grpc","grpc":{"targetHost":"flowlens-collector.flowlens.svc","targetPort":9990}}`
@@ -62,11 +72,52 @@ func checkCollectorMountFailed(ctx context.Context, t *testing.T, c client.Clien
 		t.Errorf("collector counters %+v, want 1 desired, ready and updated", st)
 	}
 
-	patchFlowCollector(ctx, t, c, fmt.Sprintf(`{"spec":{"exporters":[%s],"collector":{"metricsTLS":null}}}`, grpc))
+	patchFlowCollector(ctx, t, c, `{"spec":{"collector":{"metricsTLS":null}}}`)
+	checkKafkaCollectorDefaultMetrics(ctx, t, c)
+
+	patchFlowCollector(ctx, t, c, fmt.Sprintf(`{"spec":{"exporters":[%s]}}`, grpc))
 	if fc := waitFlowCollector(ctx, t, c); meta.FindStatusCondition(fc.Status.Conditions, v1alpha1.ConditionCollectorReady) != nil {
 		t.Errorf("CollectorReady without a kafka exporter: %+v", fc.Status)
 	}
 	if err := c.Delete(ctx, secret); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// checkKafkaCollectorDefaultMetrics waits for the Kafka collector's pod of
+// the default metrics TLS (the Secret flowlens-metrics-tls mounted) to be
+// ready, and scrapes it at its pod's address: 403 without a client
+// certificate, the collector's metrics with the scrape identity.
+func checkKafkaCollectorDefaultMetrics(ctx context.Context, t *testing.T, c client.Client) {
+	t.Helper()
+	var pod *corev1.Pod
+	cluster.WaitFor(ctx, t, "a ready Kafka collector pod with the default metrics TLS", 2*time.Minute, func() error {
+		pods := &corev1.PodList{}
+		if err := c.List(ctx, pods, client.InNamespace(agentNamespace), client.MatchingLabels{render.LabelName: render.CollectorName}); err != nil {
+			return err
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			for _, v := range p.Spec.Volumes {
+				if v.Secret != nil && v.Secret.SecretName == certs.MetricsTLSName && p.DeletionTimestamp == nil && podReady(p) {
+					pod = p
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("no ready pod with the Secret %s yet%s", certs.MetricsTLSName, podStates(ctx, c, agentNamespace))
+	})
+	if p := pod.Spec.Containers[0].ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Scheme != corev1.URISchemeHTTPS {
+		t.Errorf("Kafka collector readiness probe %+v, want an HTTPS GET", p)
+	}
+	url := "https://" + net.JoinHostPort(pod.Status.PodIP, collectorMetricsPort) + "/metrics"
+	if code, body, err := httpservetest.Get(anonymous(ctx, t, c, render.CollectorName), url); err != nil || code != http.StatusForbidden {
+		t.Errorf("Kafka collector: /metrics without a client certificate: %d %v %q, want 403", code, err, body)
+	}
+	code, body, err := httpservetest.Get(scraper(ctx, t, c, render.CollectorName), url)
+	if err != nil || code != http.StatusOK || !strings.Contains(body, "flowlens_collector_") {
+		t.Errorf("Kafka collector: /metrics with the scrape identity: %d %v\n%.500s", code, err, body)
+	} else {
+		t.Logf("Kafka collector %s: /metrics with the scrape identity: %d, %d bytes", pod.Name, code, len(body))
 	}
 }

@@ -83,7 +83,7 @@ func TestFlowlensOnKubelet(t *testing.T) {
 	// leaves nothing of the old instance and counts exactly again.
 	ours := []string{bridgeName, clientVeth, serverVeth}
 	links := checkAttached(ctx, t, ours)
-	checkMetrics(ctx, t)
+	checkMetrics(ctx, t, admin)
 	old := programIDs(links)
 	agent = restartAgent(ctx, t, admin, agent)
 	links = checkAttached(ctx, t, ours)
@@ -99,8 +99,11 @@ func TestFlowlensOnKubelet(t *testing.T) {
 	checkJobWorkloads(ctx, t, admin, cs, collector, server)
 	step("Job pods: a CronJob's runs are its workload, generated Jobs their generateName's")
 
-	// The agent's metrics over TLS and mutual TLS, probed by the kubelet
-	// (metricstls_test.go).
+	// The agent's and the collector's metrics by default: HTTPS, /metrics
+	// only to the scrape identity, probed by the kubelet; then the agent's
+	// with Secrets of the user's, TLS and mutual TLS (metricstls_test.go).
+	checkDefaultMetricsTLS(ctx, t, admin, agent, collector)
+	step("agent " + agent.Name + " and collector " + collector.Name + ": /metrics refused without a client certificate, served to flowlens-metrics-client's, probes pass")
 	agent = checkMetricsTLS(ctx, t, admin)
 	step("agent " + agent.Name + ": metrics over TLS, then mutual TLS, probed by the kubelet; a missing Secret reported")
 

@@ -105,14 +105,15 @@ func checkAttached(ctx context.Context, t *testing.T, ifaces []string) map[strin
 	return links
 }
 
-// scrape gets the agent's /metrics on the node's network, where its port is.
-func scrape(ctx context.Context, t *testing.T, path string) string {
+// scrape gets the agent's /metrics at the node's address, where its port
+// is, over HTTPS with Prometheus' scrape identity (metricstls_test.go).
+func scrape(ctx context.Context, t *testing.T, c client.Client, path string) string {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", agentMetricsPort, path), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, agentMetricsURL(ctx, t, c, path), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := scraper(ctx, t, c, render.MetricsServiceName).Do(req)
 	if err != nil {
 		t.Fatalf("GET %s: %v", path, err)
 	}
@@ -126,9 +127,9 @@ func scrape(ctx context.Context, t *testing.T, path string) string {
 
 // checkMetrics scrapes the agent and checks it reports interfaces
 // attached.
-func checkMetrics(ctx context.Context, t *testing.T) {
+func checkMetrics(ctx context.Context, t *testing.T, c client.Client) {
 	t.Helper()
-	m := scrape(ctx, t, "/metrics")
+	m := scrape(ctx, t, c, "/metrics")
 	const want = "flowlens_agent_attached_interfaces "
 	if !strings.Contains(m, want) || strings.Contains(m, want+"0\n") {
 		var lines []string

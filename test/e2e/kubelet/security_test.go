@@ -66,20 +66,20 @@ func checkForgedNode(ctx context.Context, t *testing.T, c client.Client, cs kube
 	}
 	conn := collectorConn(ctx, t, c, collector, tr.Status.Token)
 	const forged, own = 3, 2
-	before := collectorMetrics(ctx, t, collector)
+	before := collectorMetrics(ctx, t, c, collector)
 	sum, err := export(ctx, conn, forged, "flowlens-other-node")
 	want := fmt.Sprintf(`forbidden: %d flows of node "flowlens-other-node" from the agent of node %q`, forged, nodeName)
 	if st := status.Convert(err); st.Code() != codes.PermissionDenied || st.Message() != want {
 		t.Errorf("flows of another node: summary %v, %v; want PermissionDenied %q", sum, err, want)
 	}
-	mid := collectorMetrics(ctx, t, collector)
+	mid := collectorMetrics(ctx, t, c, collector)
 	checkDelta(t, "after the forged flows", before, mid, forged, 0)
 
 	sum, err = export(ctx, conn, own, nodeName)
 	if err != nil || sum.GetBatches() != 1 || sum.GetFlows() != own {
 		t.Errorf("flows of the agent's own node: summary %v, %v; want 1 batch, %d flows", sum, err, own)
 	}
-	checkDelta(t, "after the agent's own flows", mid, collectorMetrics(ctx, t, collector), 0, own)
+	checkDelta(t, "after the agent's own flows", mid, collectorMetrics(ctx, t, c, collector), 0, own)
 	cluster.WaitFor(ctx, t, "the collector to print the agent's own flows", time.Minute, func() error {
 		totals, _, err := flowTotals(ctx, cs, collector, 17, "192.0.2.10", "192.0.2.20", 53)
 		if err != nil {
@@ -145,14 +145,15 @@ func export(ctx context.Context, conn *grpc.ClientConn, n int, node string) (*fl
 }
 
 // collectorMetrics scrapes the collector pod's /metrics from the node,
-// where the pod network is.
-func collectorMetrics(ctx context.Context, t *testing.T, collector *corev1.Pod) promtest.Families {
+// where the pod network is, over HTTPS with Prometheus' scrape identity
+// (metricstls_test.go).
+func collectorMetrics(ctx context.Context, t *testing.T, c client.Client, collector *corev1.Pod) promtest.Families {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(collector.Status.PodIP, collectorMetricsPort)+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+net.JoinHostPort(collector.Status.PodIP, collectorMetricsPort)+"/metrics", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := scraper(ctx, t, c, certs.CollectorService).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +230,7 @@ func checkForeignPod(ctx context.Context, t *testing.T, c client.Client, cs kube
 			Args:         []string{"grpcprobe", collectorService + ":" + collectorGRPCPort, dir + "/api", dir + "/collector"},
 			VolumeMounts: []corev1.VolumeMount{{Name: "tokens", MountPath: dir, ReadOnly: true}}}},
 	}}
-	before := collectorMetrics(ctx, t, collector)
+	before := collectorMetrics(ctx, t, c, collector)
 	if err := c.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
@@ -287,5 +288,5 @@ func checkForeignPod(ctx context.Context, t *testing.T, c client.Client, cs kube
 	for key := range want {
 		t.Errorf("the probe did not report %s", key)
 	}
-	checkDelta(t, "after the probe pod's calls", before, collectorMetrics(ctx, t, collector), 0, 0)
+	checkDelta(t, "after the probe pod's calls", before, collectorMetrics(ctx, t, c, collector), 0, 0)
 }

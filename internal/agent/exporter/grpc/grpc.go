@@ -8,15 +8,18 @@
 // the oldest batches and counts them. A collector that misbehaves can make
 // Export return errors, never panic or stall the agent beyond that queue.
 //
-// Delivery is at-most-once: see api/flow/v1/flow.proto for why the API is a
-// client stream without per-batch acknowledgements.
+// Delivery is acknowledged (acked.go): the exporter streams on
+// FlowCollector.ExportAcked, keeps every message until the collector
+// acknowledges it (at most MaxUnackedBatches batches), and sends what is
+// not acknowledged again, in order, on the next stream; the collector drops
+// what it already applied by (agent instance, seq). Against a collector
+// without ExportAcked it falls back to Export, at-most-once.
 package grpc
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -36,8 +39,6 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
-	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
-	"github.com/flowlens/flowlens/pkg/flow"
 	"github.com/flowlens/flowlens/pkg/flow/flowpb"
 )
 
@@ -113,26 +114,41 @@ type Config struct {
 	// RetryTimeout bounds how long Export retries one batch; 0 retries until
 	// its context ends or Close (the Queue drops older batches meanwhile).
 	RetryTimeout time.Duration
+	// MaxUnackedBatches bounds the batches sent and not yet acknowledged
+	// by the collector, which the exporter keeps to send again after a
+	// broken stream (the agent passes --export-buffer, the bound of its
+	// queue: at most that many batches wait in front of the exporter and
+	// that many inside it). Export waits for acknowledgements while it is
+	// reached, so the Queue drops its oldest batches, counted. 0: 1.
+	MaxUnackedBatches int
 
 	Logger *slog.Logger
 }
 
 // Stats are cumulative counts, safe to read concurrently: the delivery
 // statistics every exporter keeps (Messages, Bytes, Records: the FlowBatch
-// messages sent, their protobuf bytes and flows; SendErrors: streams that
-// failed and were reopened; Retries: attempts after a failure; Refused:
-// streams the collector ended with a status retrying cannot fix, such as
-// InvalidArgument, ResourceExhausted or PermissionDenied, so a message
-// already sent is lost while the Queue counted it as exported: delivery
-// is at-most-once), and the streams opened.
+// messages sent, their protobuf bytes and flows, each message once however
+// often it is resent; SendErrors: streams that failed and were reopened;
+// Retries: attempts after a failure; Refused: messages the collector
+// refused with a status retrying cannot fix, such as InvalidArgument,
+// ResourceExhausted or PermissionDenied; AckedFlows: flows the collector
+// acknowledged; RejectedFlows: the flows of the refused messages, lost;
+// FailedFlows: flows taken and never acknowledged, lost: still
+// unacknowledged when the exporter closed, or a batch given up on), and
+// the streams opened. Over ExportAcked, every flow handed to Export ends
+// in exactly one of AckedFlows, RejectedFlows and FailedFlows, or is
+// still pending (Pending).
 type Stats struct {
 	exporter.DeliveryStats
 	StreamsOpened atomic.Uint64 // streams opened (1 + reconnections)
+	// Unacknowledged counts the messages sent on a legacy Export stream,
+	// delivered at most once (a collector without ExportAcked).
+	Unacknowledged atomic.Uint64
 }
 
-// gRPCCounts are the delivery counts a gRPC exporter learns: the
-// collector does not acknowledge flows.
-const gRPCCounts = exporter.CountMessages | exporter.CountSendErrors | exporter.CountRetries | exporter.CountRefused
+// gRPCCounts are the delivery counts a gRPC exporter learns.
+const gRPCCounts = exporter.CountMessages | exporter.CountSendErrors | exporter.CountRetries | exporter.CountRefused |
+	exporter.CountAcked | exporter.CountRejected | exporter.CountFailed
 
 // The metrics read the exporter through these (exporter.NewCollector).
 var (
@@ -159,6 +175,14 @@ type Exporter struct {
 	localIP    atomic.Pointer[netip.Addr] // learned from the connection
 	connected  atomic.Bool
 
+	// instance is this process's identity on ExportAcked: the node name
+	// and an id drawn at New.
+	instance string
+	acked    atomic.Uint64 // the highest seq the collector acknowledged
+	// pendingFlows are the flows of pending (read without mu: Pending).
+	pendingFlows atomic.Int64
+	ackWake      chan struct{} // an acknowledgement came, or a stream's reader ended
+
 	mu             sync.Mutex
 	closed         bool
 	identityIP     netip.Addr       // the AgentIP stamped on flows
@@ -166,10 +190,16 @@ type Exporter struct {
 	buf            []byte           // the encoded batch (reused)
 	cuts           []int            // message boundaries in flows (reused)
 	offs           []int            // message boundaries in buf (reused)
-	msg            encodedBatch     // the message being sent (a part of buf)
-	stream         grpcgo.ClientStreamingClient[encodedBatch, flowv1.ExportSummary]
-	streamCancel   context.CancelFunc
-	failures       int // consecutive failures, for the backoff
+	msg            encodedBatch     // the message being sent (a pending one's wire)
+	stream         *stream          // nil: none open
+	legacy         bool             // the collector has no ExportAcked: open Export streams
+	legacyLogged   bool
+	seq            uint64       // the last seq given to a message
+	pending        []pendingMsg // sent or to send, not acknowledged, in seq order
+	pendingBatches int          // batches in pending
+	sent           int          // pending[:sent] went out on the current stream
+	free           [][]byte     // wire buffers of acknowledged messages, reused
+	failures       int          // consecutive failures, for the backoff
 	nextAttempt    time.Time
 	lastLog        time.Time
 	lastRefusalLog time.Time
@@ -184,7 +214,8 @@ func New(cfg Config) (*Exporter, error) {
 	}
 	setDefaults(&cfg)
 	e := &Exporter{cfg: cfg, log: cfg.Logger.With("exporter", "grpc", "target", cfg.Target),
-		codec: newPassthroughCodec(), identityIP: cfg.AgentIP, enc: flowpb.NewAppender(cfg.NodeName, flowpb.AddrBytes(cfg.AgentIP))}
+		codec: newPassthroughCodec(), identityIP: cfg.AgentIP, enc: flowpb.NewAppender(cfg.NodeName, flowpb.AddrBytes(cfg.AgentIP)),
+		instance: newInstance(cfg.NodeName), ackWake: make(chan struct{}, 1)}
 	creds, err := transportCredentials(cfg)
 	if err != nil {
 		return nil, err
@@ -205,6 +236,12 @@ func New(cfg Config) (*Exporter, error) {
 		grpcgo.WithKeepaliveParams(keepalive.ClientParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout, PermitWithoutStream: true}),
 		grpcgo.WithConnectParams(grpcgo.ConnectParams{Backoff: bo, MinConnectTimeout: cfg.ConnectTimeout}),
 		grpcgo.WithContextDialer(e.dial),
+		// What the agent receives is ExportAcks, a few bytes each: a
+		// fixed receive window, which turns off gRPC's bandwidth-delay
+		// estimation, whose ping per received data frame would cost a
+		// round of frames per acknowledgement. (The collector's window
+		// for the flows the agent sends is the collector's.)
+		grpcgo.WithInitialWindowSize(1<<16), grpcgo.WithInitialConnWindowSize(1<<16),
 		grpcgo.WithUserAgent("flowlens-agent"))...,
 	)
 	if err != nil {
@@ -238,6 +275,9 @@ func setDefaults(c *Config) {
 	if c.MaxMessageBytes <= 0 {
 		c.MaxMessageBytes = DefaultMaxMessageBytes
 	}
+	if c.MaxUnackedBatches <= 0 {
+		c.MaxUnackedBatches = 1
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -263,208 +303,6 @@ func (e *Exporter) Name() string { return "grpc" }
 // Connected reports whether a stream to the collector is open and the last
 // message sent on it went out.
 func (e *Exporter) Connected() bool { return e.connected.Load() }
-
-// Export sends the batch, as one message or several under MaxMessageBytes.
-// When the stream breaks it reopens one, after a backoff, and resends the
-// message that did not go out, until it succeeds, ctx ends, RetryTimeout
-// passes or Close is called.
-//
-// Sends are asynchronous (a message is written, not acknowledged), so when
-// the collector refuses a message (InvalidArgument, ResourceExhausted...)
-// the refusal ends the stream and is seen by a later send: the refused
-// message is lost (Stats.Refused, an error log), the message whose send saw
-// the refusal never left, and is resent on a new stream like after any
-// failure. Only an error about the message itself (one gRPC refuses to
-// send) makes Export return it at once.
-func (e *Exporter) Export(ctx context.Context, batch []flow.Record) error {
-	if len(batch) == 0 {
-		return nil
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed || e.life.Err() != nil {
-		return ErrClosed
-	}
-	ctx, release := exporter.Bind(ctx, e.life)
-	defer release()
-	if e.cfg.RetryTimeout > 0 {
-		var c context.CancelFunc
-		ctx, c = context.WithTimeout(ctx, e.cfg.RetryTimeout)
-		defer c()
-	}
-
-	// Connect first: the agent IP may be learned from the connection.
-	if err := e.ensureStream(ctx); err != nil {
-		return e.abortErr(ctx, err)
-	}
-	e.updateIdentity()
-	cuts, offs := e.encode(batch)
-	defer func() { e.msg.wire = nil }()
-	for i := 0; i+1 < len(cuts); {
-		if err := e.ensureStream(ctx); err != nil {
-			return e.abortErr(ctx, err)
-		}
-		e.msg.wire = e.buf[offs[i]:offs[i+1]]
-		err := e.send(ctx)
-		if err != nil {
-			if ctx.Err() != nil { // our own cancellation, not the collector's doing
-				e.dropStream()
-				return e.abortErr(ctx, err)
-			}
-			serverEnded := errors.Is(err, io.EOF)
-			st := e.streamFailed(err)
-			if !retryable(st) {
-				if !serverEnded { // gRPC would not send this message: resending cannot help
-					return fmt.Errorf("cannot send the batch: %w", st)
-				}
-				e.refused(st)
-			}
-			e.Stats.Retries.Add(1)
-			continue // resend the same message on a new stream
-		}
-		e.Stats.Messages.Add(1)
-		e.Stats.Records.Add(uint64(cuts[i+1] - cuts[i]))
-		e.Stats.Bytes.Add(uint64(offs[i+1] - offs[i]))
-		i++
-	}
-	return nil
-}
-
-// abortErr is what Export returns when it gives up: ErrClosed after Close,
-// else err with the reason.
-func (e *Exporter) abortErr(ctx context.Context, err error) error {
-	if e.life.Err() != nil {
-		return ErrClosed
-	}
-	return fmt.Errorf("collector unreachable (%w): %w", context.Cause(ctx), err)
-}
-
-// updateIdentity stamps the learned local IP once it is known.
-func (e *Exporter) updateIdentity() {
-	if e.cfg.AgentIP.IsValid() {
-		return
-	}
-	if p := e.localIP.Load(); p != nil && *p != e.identityIP {
-		e.identityIP = *p
-		e.enc.SetIdentity(e.cfg.NodeName, flowpb.AddrBytes(*p))
-	}
-}
-
-// encode writes batch into e.buf as FlowBatch wire bytes and returns the
-// boundaries of the messages it goes out in, so each stays under
-// MaxMessageBytes (a flow alone may not) and flowpb.MaxFlowsPerMessage
-// flows: message i is flows
-// cuts[i]..cuts[i+1], bytes e.buf[offs[i]:offs[i+1]]; cuts is [0, n] when
-// the whole batch fits. A FlowBatch is only its flows' elements, so any run
-// of them is a message.
-func (e *Exporter) encode(batch []flow.Record) (cuts, offs []int) {
-	buf := e.buf[:0]
-	cuts, offs = append(e.cuts[:0], 0), append(e.offs[:0], 0)
-	for i := range batch {
-		start := len(buf)
-		buf = e.enc.Append(buf, &batch[i])
-		last := offs[len(offs)-1]
-		if start > last && (len(buf)-last > e.cfg.MaxMessageBytes || i-cuts[len(cuts)-1] == flowpb.MaxFlowsPerMessage) {
-			cuts, offs = append(cuts, i), append(offs, start)
-		}
-	}
-	cuts, offs = append(cuts, len(batch)), append(offs, len(buf))
-	e.buf, e.cuts, e.offs = buf, cuts, offs
-	return cuts, offs
-}
-
-// ensureStream opens a stream unless one is open, waiting for the backoff
-// after a failure.
-func (e *Exporter) ensureStream(ctx context.Context) error {
-	for e.stream == nil {
-		if wait := time.Until(e.nextAttempt); wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			}
-		}
-		// The stream outlives this call (it serves later batches): its
-		// context is its own, cancelled with ctx only while opening.
-		sctx, cancel := context.WithCancel(context.Background())
-		stop := context.AfterFunc(ctx, cancel)
-		// Not WaitForReady: while the connection is down this fails at once
-		// (Unavailable) and the backoff here paces the attempts.
-		st, err := e.openStream(sctx)
-		stop()
-		if err == nil && sctx.Err() != nil {
-			err = sctx.Err()
-		}
-		if err != nil {
-			cancel()
-			if ctx.Err() != nil {
-				return err
-			}
-			e.failed(err)
-			continue
-		}
-		e.stream, e.streamCancel = st, cancel
-		e.Stats.StreamsOpened.Add(1)
-		// The stream is only known to work once a message went through:
-		// failures and the connected state are reset in send.
-	}
-	return nil
-}
-
-// openStream opens an Export stream that sends encodedBatch messages
-// (the generated client's stream only takes *flowv1.FlowBatch).
-func (e *Exporter) openStream(ctx context.Context) (grpcgo.ClientStreamingClient[encodedBatch, flowv1.ExportSummary], error) {
-	s, err := e.conn.NewStream(ctx, &flowv1.FlowCollector_ServiceDesc.Streams[0], flowv1.FlowCollector_Export_FullMethodName,
-		grpcgo.StaticMethod(), grpcgo.ForceCodecV2(e.codec))
-	if err != nil {
-		return nil, err
-	}
-	return &grpcgo.GenericClientStream[encodedBatch, flowv1.ExportSummary]{ClientStream: s}, nil
-}
-
-// send writes e.msg on the stream; ctx cancels a Send blocked by flow
-// control (a slow collector).
-func (e *Exporter) send(ctx context.Context) error {
-	stop := context.AfterFunc(ctx, e.streamCancel)
-	defer stop()
-	if err := e.stream.Send(&e.msg); err != nil {
-		return err
-	}
-	if e.failures > 0 || !e.connected.Load() {
-		e.log.Info("sending flows to the collector", "after_failures", e.failures)
-		e.failures = 0
-		e.nextAttempt = time.Time{}
-	}
-	e.connected.Store(true)
-	return nil
-}
-
-// streamFailed ends the broken stream and returns the status that ended it.
-func (e *Exporter) streamFailed(sendErr error) error {
-	err := sendErr
-	if errors.Is(sendErr, io.EOF) {
-		// The server ended the stream: its status comes with the reply,
-		// already received; the timer only guards against a stuck peer.
-		t := time.AfterFunc(5*time.Second, e.streamCancel)
-		_, err = e.stream.CloseAndRecv()
-		t.Stop()
-		if err == nil {
-			err = status.Error(codes.Unavailable, "collector ended the stream")
-		}
-	}
-	e.dropStream()
-	e.Stats.SendErrors.Add(1)
-	e.failed(err)
-	return err
-}
-
-func (e *Exporter) dropStream() {
-	e.streamCancel()
-	e.stream, e.streamCancel = nil, nil
-	e.connected.Store(false)
-}
 
 // failed records a failure: disconnected, next attempt after a backoff,
 // and a log line at most every 30 s.
@@ -508,36 +346,6 @@ func retryable(err error) bool {
 		return true
 	}
 	return false
-}
-
-// Close ends the stream (waiting up to 5 s for the collector's summary),
-// aborts an Export still retrying, and closes the connection.
-func (e *Exporter) Close() error {
-	e.lifeCancel()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		return nil
-	}
-	e.closed = true
-	if e.stream != nil {
-		t := time.AfterFunc(5*time.Second, e.streamCancel)
-		sum, err := e.stream.CloseAndRecv()
-		t.Stop()
-		e.streamCancel()
-		e.stream = nil
-		if err != nil {
-			if !retryable(err) {
-				e.refused(err)
-			} else {
-				e.log.Warn("closing the stream", "error", err)
-			}
-		} else {
-			e.log.Info("stream closed", "collector_batches", sum.GetBatches(), "collector_flows", sum.GetFlows())
-		}
-	}
-	e.connected.Store(false)
-	return e.conn.Close()
 }
 
 // transportCredentials builds plaintext, TLS or mTLS credentials.

@@ -17,9 +17,11 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
+	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/agent/exporter/exportertest"
 	flowgrpc "github.com/flowlens/flowlens/internal/agent/exporter/grpc"
 	"github.com/flowlens/flowlens/pkg/flow"
@@ -135,7 +137,7 @@ func BenchmarkExport(b *testing.B) {
 		defer cancel()
 		srv.Shutdown(ctx)
 	}()
-	exp, err := flowgrpc.New(flowgrpc.Config{Target: lis.Addr().String(), NodeName: "node-1", Logger: quiet})
+	exp, err := flowgrpc.New(flowgrpc.Config{Target: lis.Addr().String(), NodeName: "node-1", Logger: quiet, MaxUnackedBatches: agentUnacked})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -149,7 +151,7 @@ func BenchmarkExport(b *testing.B) {
 func BenchmarkExportSink(b *testing.B) {
 	const n, batch = 10000, 1000
 	received, addr := sinkServer(b)
-	exp, err := flowgrpc.New(flowgrpc.Config{Target: addr, NodeName: "node-1", Logger: quiet})
+	exp, err := flowgrpc.New(flowgrpc.Config{Target: addr, NodeName: "node-1", Logger: quiet, MaxUnackedBatches: agentUnacked})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -197,8 +199,9 @@ func benchSend(b *testing.B, exp *flowgrpc.Exporter, n, batch int, progress func
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/flow")
 }
 
-// sinkMsg is any message the sink receives: it is not decoded.
-type sinkMsg struct{}
+// sinkMsg is any message the sink receives: only the seq of its identity
+// (which the agent writes first) is read.
+type sinkMsg struct{ seq uint64 }
 
 // sinkCodec drops what it receives and marshals the reply as protobuf.
 // sinkServer serves FlowCollector/Export on loopback, counting the
@@ -215,10 +218,18 @@ func sinkServer(b testing.TB, opts ...grpcgo.ServerOption) (received *atomic.Uin
 	return received, lis.Addr().String()
 }
 
-// newSink is sinkServer's gRPC server, counting into received.
+// newSink is sinkServer's gRPC server, counting into received; on
+// ExportAcked it acknowledges every message (as a collector does, without
+// applying anything).
 func newSink(received *atomic.Uint64, opts ...grpcgo.ServerOption) *grpcgo.Server {
+	return newSinkOf(received, true, opts...)
+}
+
+// newSinkOf is newSink, without ExportAcked unless acked (a collector
+// built before it).
+func newSinkOf(received *atomic.Uint64, acked bool, opts ...grpcgo.ServerOption) *grpcgo.Server {
 	srv := grpcgo.NewServer(append(opts, grpcgo.ForceServerCodecV2(sinkCodec{}))...)
-	srv.RegisterService(&grpcgo.ServiceDesc{
+	desc := grpcgo.ServiceDesc{
 		ServiceName: "flowlens.flow.v1.FlowCollector",
 		HandlerType: (*any)(nil),
 		Streams: []grpcgo.StreamDesc{{StreamName: "Export", ClientStreams: true,
@@ -231,8 +242,50 @@ func newSink(received *atomic.Uint64, opts ...grpcgo.ServerOption) *grpcgo.Serve
 					}
 					received.Add(1)
 				}
+			}}, {StreamName: "ExportAcked", ClientStreams: true, ServerStreams: true,
+			Handler: func(_ any, s grpcgo.ServerStream) error {
+				// As pkg/receiver: the latest seq, from a goroutine of
+				// its own (one ack may cover several messages).
+				var latest atomic.Uint64
+				wake, quit, done := make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+				go func() {
+					defer close(done)
+					var ack flowv1.ExportAck
+					for {
+						select {
+						case <-wake:
+						case <-quit:
+							return
+						}
+						if seq := latest.Load(); seq != ack.Seq {
+							ack.Seq = seq
+							if s.SendMsg(&ack) != nil {
+								return
+							}
+						}
+					}
+				}()
+				defer func() { close(quit); <-done }()
+				var m sinkMsg
+				for {
+					if err := s.RecvMsg(&m); err == io.EOF {
+						return nil
+					} else if err != nil {
+						return err
+					}
+					received.Add(1)
+					latest.Store(m.seq)
+					select {
+					case wake <- struct{}{}:
+					default:
+					}
+				}
 			}}},
-	}, struct{}{})
+	}
+	if !acked {
+		desc.Streams = desc.Streams[:1]
+	}
+	srv.RegisterService(&desc, struct{}{})
 	return srv
 }
 
@@ -241,8 +294,34 @@ type sinkCodec struct{}
 func (sinkCodec) Marshal(v any) (mem.BufferSlice, error) {
 	return encoding.GetCodecV2("proto").Marshal(v)
 }
-func (sinkCodec) Unmarshal(mem.BufferSlice, any) error { return nil }
-func (sinkCodec) Name() string                         { return "proto" }
+func (sinkCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	m, ok := v.(*sinkMsg)
+	if !ok || len(data) == 0 {
+		return nil
+	}
+	// The identity first: agent_instance (2), then seq (3, fixed64).
+	b := data[0].ReadOnlyData()
+	if len(b) < 512 && data.Len() > len(b) {
+		b = data.Materialize()[:min(data.Len(), 512)]
+	}
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil
+		}
+		b = b[n:]
+		if num == 3 && typ == protowire.Fixed64Type {
+			m.seq, _ = protowire.ConsumeFixed64(b)
+			return nil
+		}
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return nil
+		}
+		b = b[n:]
+	}
+	return nil
+}
+func (sinkCodec) Name() string { return "proto" }
 
 // BenchmarkEviction is the gRPC exporter's cost per flow at 100k flows per
 // eviction (exportertest.Run), to a server on loopback that counts the
@@ -251,13 +330,17 @@ func (sinkCodec) Name() string                         { return "proto" }
 // CPU and allocations are in the per-flow figures too.
 func BenchmarkEviction(b *testing.B) {
 	received, addr := sinkServer(b)
-	exp, err := flowgrpc.New(flowgrpc.Config{Target: addr, NodeName: "node-1", Logger: quiet})
+	exp, err := flowgrpc.New(flowgrpc.Config{Target: addr, NodeName: "node-1", Logger: quiet, MaxUnackedBatches: agentUnacked})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer exp.Close()
 	exportertest.Run(b, exp, func() { awaitMessages(b, exp, received.Load, 20*time.Microsecond) })
 }
+
+// agentUnacked is what the agent gives the exporter by default: the bound
+// of --export-buffer.
+var agentUnacked = (&config.Config{}).ExportQueueBatches()
 
 // BenchmarkEvictionTLS is BenchmarkEviction over TLS with a bearer token
 // file, as the operator's secure default runs the agent (issue #27): the
@@ -275,7 +358,7 @@ func BenchmarkEvictionTLS(b *testing.B) {
 		b.Fatal(err)
 	}
 	exp, err := flowgrpc.New(flowgrpc.Config{Target: addr, NodeName: "node-1", Logger: quiet,
-		TLS: true, TLSCA: pki.CA, TokenFile: token})
+		TLS: true, TLSCA: pki.CA, TokenFile: token, MaxUnackedBatches: agentUnacked})
 	if err != nil {
 		b.Fatal(err)
 	}

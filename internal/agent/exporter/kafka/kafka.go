@@ -69,6 +69,13 @@ type Config struct {
 	Linger time.Duration
 	// MaxBatchBytes bounds one produce batch (per partition), so one record.
 	MaxBatchBytes int
+	// MaxBufferedBytes bounds the bytes of records the client holds, sent
+	// or not, until the brokers acknowledge them (0: no bound; the agent
+	// derives it from its memory limit, internal/agent/memory.go): with the
+	// brokers down, an Export that finds it full waits for room until its
+	// deadline, then its records fail, counted in FailedFlows. At least
+	// MaxBatchBytes.
+	MaxBufferedBytes int
 	// Acks is "all" (default), "leader" or "none".
 	Acks string
 	// Message is "batch" (default: FlowBatch records of up to BatchFlows
@@ -228,6 +235,9 @@ func producerOpts(c Config) ([]kgo.Opt, error) {
 		kgo.ProducerLinger(c.Linger),
 		kgo.ProducerBatchMaxBytes(int32(c.MaxBatchBytes)),
 		kgo.ClientID("flowlens-agent"),
+	}
+	if c.MaxBufferedBytes > 0 {
+		opts = append(opts, kgo.MaxBufferedBytes(max(c.MaxBufferedBytes, c.MaxBatchBytes)))
 	}
 	switch c.Compression {
 	case "none":

@@ -354,3 +354,49 @@ func TestCloseAbortsExport(t *testing.T) {
 		t.Errorf("Export after Close: %v, want ErrClosed", err)
 	}
 }
+
+// TestBufferBound: with the broker down, the client holds at most
+// MaxBufferedBytes of records; an Export that finds the buffer full waits
+// until its deadline, then its other records fail, counted. When the
+// broker is back every flow is acknowledged or failed, once, and those
+// acknowledged after the outage fit in the bound.
+func TestBufferBound(t *testing.T) {
+	b := kafkatest.Start(t)
+	b.CreateTopic("bound", 1)
+	const bound = 8 << 10
+	e := newExporter(t, kafka.Config{Conn: flowkafka.Conn{Brokers: []string{b.Addr}}, Topic: "bound",
+		Message: "flow", MaxBatchBytes: bound, MaxBufferedBytes: bound})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	recs := records(1000)
+	if err := e.Export(ctx, recs[:10]); err != nil { // the topic's metadata is known
+		t.Fatal(err)
+	}
+	b.Stop()
+	short, cancelShort := context.WithTimeout(ctx, 3*time.Second)
+	err := e.Export(short, recs[10:])
+	cancelShort()
+	if err == nil {
+		t.Fatal("Export succeeded with the broker down")
+	}
+	b.Restart()
+	for e.Stats.AckedFlows.Load()+e.Stats.FailedFlows.Load() < 1000 {
+		if ctx.Err() != nil {
+			t.Fatalf("flows acked %d + failed %d, want 1000 in all", e.Stats.AckedFlows.Load(), e.Stats.FailedFlows.Load())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	acked, failed := e.Stats.AckedFlows.Load(), e.Stats.FailedFlows.Load()
+	t.Logf("acked %d (10 before the outage), failed %d", acked, failed)
+	if acked+failed != 1000 {
+		t.Fatalf("acked %d + failed %d = %d, want 1000", acked, failed, acked+failed)
+	}
+	// A flow record is at least 40 bytes (key and value): the bound holds
+	// at most bound/40 of them.
+	if held := acked - 10; held > bound/40 || failed == 0 {
+		t.Fatalf("%d flows held through the outage, %d failed: the %d-byte bound did not hold", held, failed, bound)
+	}
+	if got := len(consume(t, b.Addr, "bound", int(acked))); got != int(acked) {
+		t.Fatalf("consumed %d flows, want %d", got, acked)
+	}
+}

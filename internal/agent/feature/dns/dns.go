@@ -5,21 +5,28 @@
 package dns
 
 import (
+	"errors"
+	"fmt"
+	"sync/atomic"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
-	"golang.org/x/sys/unix"
 
 	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/agent/datapath"
+	"github.com/flowlens/flowlens/internal/agent/datapath/batchread"
 	"github.com/flowlens/flowlens/internal/agent/feature/dns/dnsopt"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
-// pendingQueries bounds the queries awaiting an answer at once, per node
-// (LRU: the oldest are forgotten first, and then reported as timeouts when
-// their flow is evicted after Timeout).
-const pendingQueries = 16384
+// PendingQueries bounds the queries awaiting an answer at once, per node:
+// a query that finds the table full is not tracked (neither its latency nor
+// its timeout is reported) and is counted,
+// flowlens_agent_dns_pending_evictions_total{reason="full"}. Each eviction
+// removes the queries whose timeout has expired (Sweep), so the table holds
+// at most the queries of the last --dns-timeout plus one period.
+const PendingQueries = 16384
 
 // Feature records DNS messages.
 type Feature struct {
@@ -29,6 +36,15 @@ type Feature struct {
 	// Timeout is how long a query may go unanswered before its flow's
 	// record says DNSTimeout (--dns-timeout); 0: dnsopt.DefaultTimeout.
 	Timeout time.Duration
+
+	timeouts atomic.Uint64 // queries Sweep reported as timed out
+	reader   *batchread.Reader[datapath.DNSPendingKey, datapath.DNSPendingValue]
+	expired  []pendingQuery // reused by every Sweep
+}
+
+type pendingQuery struct {
+	k datapath.DNSPendingKey
+	v datapath.DNSPendingValue
 }
 
 // New returns the feature with the default port and timeout.
@@ -58,7 +74,7 @@ func (f *Feature) Plan(*btf.Spec) datapath.Plan {
 	}
 	return datapath.Plan{Name: "dns",
 		TC:       map[string]any{"dns_on": uint32(1), "dns_ports": ports},
-		MapSizes: map[string]uint32{datapath.MapDNSPending: pendingQueries}}
+		MapSizes: map[string]uint32{datapath.MapDNSPending: PendingQueries}}
 }
 
 func (*Feature) Fields() []string {
@@ -72,27 +88,77 @@ func (f *Feature) Configure(c *config.Config) {
 	f.Ports, f.Timeout = o.Ports, o.Timeout
 }
 
-// Fill copies the flow's DNS message. A query still unanswered Timeout
-// after it was seen is a timeout.
+func (f *Feature) timeout() time.Duration {
+	if f.Timeout == 0 {
+		return dnsopt.DefaultTimeout
+	}
+	return f.Timeout
+}
+
+// Fill copies the flow's DNS message. The flow says dns_timeout when Sweep
+// found one of its queries unanswered past Timeout, or when an answer came
+// later than Timeout after its query (the kernel matched it before a Sweep
+// could report it).
 func (f *Feature) Fill(r *flow.Record, v *datapath.EnrichValue) {
 	if v.DnsState == 0 {
 		return
 	}
 	r.DNSID, r.DNSFlags, r.DNSRcode = v.DnsId, v.DnsFlags, uint8(v.DnsFlags&0xf)
 	r.DNSName, r.DNSNameTruncated = flow.DNSNameFromWire(v.DnsName[:])
+	r.DNSTimeout = v.DnsState&datapath.DNSTimeout != 0
 	if v.DnsState&datapath.DNSAnswered != 0 {
 		r.DNSLatency, r.DNSLatencyMax = time.Duration(v.DnsLatencyNs), time.Duration(v.DnsLatencyMaxNs)
+		if r.DNSLatencyMax > f.timeout() {
+			r.DNSTimeout = true
+		}
 		return
 	}
 	if v.DnsState&datapath.DNSQuery != 0 {
 		r.DNSRcode = 0 // a query's flags carry no response code
-		timeout := f.Timeout
-		if timeout == 0 {
-			timeout = dnsopt.DefaultTimeout
-		}
-		var now unix.Timespec
-		if unix.ClockGettime(unix.CLOCK_MONOTONIC, &now) == nil && now.Nano()-int64(v.DnsQueryNs) > int64(timeout) {
-			r.DNSTimeout = true
-		}
 	}
+}
+
+// Sweep reports every query still awaiting its answer whose timeout expired
+// by end: it removes the query from the kernel's table (the removal is the
+// claim: an answer arriving meanwhile finds it gone, and a query the
+// kernel's answer removed first is not a timeout) and marks its flow's
+// entry of the ended generation, adding one when the flow has none in it
+// (no packet of it in the period), with the query's id, flags and name.
+// So each unanswered query is reported once, in the record of the period in
+// which its timeout expired, whatever the period's length.
+func (f *Feature) Sweep(m *datapath.Maps, end time.Duration, entry func(*datapath.FlowKey) *datapath.EnrichValue) error {
+	if f.reader == nil {
+		f.reader = batchread.NewReader[datapath.DNSPendingKey, datapath.DNSPendingValue](batchread.DefaultChunk, false)
+	}
+	timeout := f.timeout()
+	f.expired = f.expired[:0]
+	_, err := f.reader.Read(m.DNSPending, func(keys []datapath.DNSPendingKey, vals []datapath.DNSPendingValue) error {
+		for i := range keys {
+			// 0: the kernel is writing the entry (a query just seen).
+			if q := time.Duration(vals[i].QueryNs); q != 0 && q+timeout <= end {
+				f.expired = append(f.expired, pendingQuery{keys[i], vals[i]})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read pending DNS queries: %w", err)
+	}
+	for i := range f.expired {
+		q := &f.expired[i]
+		if err := m.DNSPending.Delete(&q.k); err != nil {
+			if errors.Is(err, ebpf.ErrKeyNotExist) {
+				continue // its answer came first
+			}
+			return fmt.Errorf("remove a timed out DNS query: %w", err)
+		}
+		f.timeouts.Add(1)
+		v := entry(&q.k.Key)
+		if v.DnsState&datapath.DNSQuery == 0 {
+			// No query of the flow in this period: the record says this one.
+			v.DnsId, v.DnsFlags, v.DnsQueryNs, v.DnsName = q.k.Id, q.v.Flags, q.v.QueryNs, q.v.Name
+		}
+		v.DnsState |= datapath.DNSQuery | datapath.DNSTimeout
+	}
+	return nil
 }

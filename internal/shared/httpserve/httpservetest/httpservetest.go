@@ -28,6 +28,15 @@ func WebConfig(t testing.TB, pki *receivertest.PKI, mutual bool) string {
 	return Write(t, yaml)
 }
 
+// WebConfigClientAuth writes a web configuration file serving pki's server
+// certificate, verifying clients' certificates against pki's CA as
+// clientAuthType (an exporter-toolkit client_auth_type) says.
+func WebConfigClientAuth(t testing.TB, pki *receivertest.PKI, clientAuthType string) string {
+	t.Helper()
+	return Write(t, "tls_server_config:\n  cert_file: "+pki.ServerCert+"\n  key_file: "+pki.ServerKey+
+		"\n  client_auth_type: "+clientAuthType+"\n  client_ca_file: "+pki.CA+"\n")
+}
+
 // Write writes yaml to a web configuration file in a temporary directory.
 func Write(t testing.TB, yaml string) string {
 	t.Helper()

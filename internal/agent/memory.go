@@ -1,0 +1,192 @@
+package agent
+
+// The agent's memory budget: its memory limit, read from its cgroup (v2
+// memory.max: the lowest of its own cgroup's and its ancestors'), the Go
+// runtime's soft limit set from it (unless GOMEMLIMIT is set), and the
+// bounds of the agent's structures that grow with traffic or with a stuck
+// exporter, derived from it. docs/design/faults.md ("Memory under any
+// traffic") states each bound and what happens at it.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"github.com/flowlens/flowlens/internal/agent/evictor"
+	"github.com/flowlens/flowlens/pkg/flow"
+)
+
+// DefaultMemoryLimit is the memory limit the agent assumes when its cgroup sets
+// none (memory.max "max", cgroup v1, no cgroup file system): the
+// operator's default limit for the agent's container, so that an agent
+// run by hand behaves as it would in its DaemonSet.
+const DefaultMemoryLimit = 512 << 20
+
+// The budget's shares, in the order they are taken:
+//   - the BPF maps are charged to the agent's cgroup (they follow
+//     --cache-max-flows), and come off the limit first;
+//   - the Go runtime's soft limit is goShare of the rest (the remainder is
+//     what the runtime does not count: the binary's text, thread stacks,
+//     kernel buffers of its sockets and pipes);
+//   - the overflow aggregation may use overflowShare of the Go limit, and
+//     the export queues' batches exportShare, and what an exporter's
+//     library buffers on its own (Kafka's produce buffer) libraryShare.
+const (
+	goShare       = 0.75
+	overflowShare = 0.25
+	exportShare   = 0.25
+	libraryShare  = 0.125
+	// minOverflowFlows is the overflow aggregation's bound however small
+	// the budget: below it, the limit is too small for the flow maps anyway
+	// (logged at start).
+	minOverflowFlows = 1024
+)
+
+// recordBytes is what one flow record costs in an export batch: the record
+// and its two interfaces on average (flow.Pool).
+const recordBytes = int64(unsafe.Sizeof(flow.Record{}) + 2*unsafe.Sizeof(flow.Interface{}))
+
+// MemoryBudget is the agent's memory budget and the bounds derived from it.
+type MemoryBudget struct {
+	Limit  int64  // bytes: the cgroup's memory.max, or DefaultMemoryLimit
+	Source string // the memory.max file read, or "default"
+	Kernel int64  // bytes of the agent's BPF maps (charged to its cgroup)
+	// GoLimit is the Go runtime's soft memory limit the agent sets when
+	// GOMEMLIMIT is not set.
+	GoLimit int64
+	// OverflowMaxFlows bounds the flows the evictor aggregates from the
+	// overflow ring buffer in one period (evictor.Config.OverflowMaxFlows).
+	OverflowMaxFlows int
+	// ExportBatches bounds the batches queued in all the export queues
+	// together (exporter.NewQueue's capacity times the exporters).
+	ExportBatches int
+	// ExporterBytes bounds what an exporter's client library buffers
+	// beyond the queue's batch, in bytes (kafka.Config.MaxBufferedBytes).
+	ExporterBytes int64
+}
+
+// newMemoryBudget derives the bounds from a memory limit and the BPF maps' size, for
+// export batches of batchSize records.
+func newMemoryBudget(limit int64, source string, kernel int64, batchSize int) MemoryBudget {
+	b := MemoryBudget{Limit: limit, Source: source, Kernel: kernel}
+	b.GoLimit = int64(goShare * float64(max(limit-kernel, 0)))
+	b.OverflowMaxFlows = max(int(overflowShare*float64(b.GoLimit))/evictor.OverflowEntryBytes, minOverflowFlows)
+	b.ExportBatches = max(int(exportShare*float64(b.GoLimit)/float64(recordBytes*int64(max(batchSize, 1)))), 1)
+	b.ExporterBytes = int64(libraryShare * float64(b.GoLimit))
+	return b
+}
+
+// QueueBatches is each of n export queues' capacity: want (--export-buffer),
+// lowered so that the n queues hold at most ExportBatches batches in all
+// (at least 1 each).
+func (b MemoryBudget) QueueBatches(want, n int) int {
+	if n <= 0 {
+		return want
+	}
+	return max(min(want, b.ExportBatches/n), 1)
+}
+
+// String is the budget for the agent's start-up log line.
+func (b MemoryBudget) String() string {
+	return fmt.Sprintf("limit=%dMiB (%s) bpf_maps=%dMiB go_limit=%dMiB overflow_max_flows=%d export_batches=%d exporter_buffer=%dMiB",
+		b.Limit>>20, b.Source, b.Kernel>>20, b.GoLimit>>20, b.OverflowMaxFlows, b.ExportBatches, b.ExporterBytes>>20)
+}
+
+// SetGoMemoryLimit sets the Go runtime's soft memory limit to b.GoLimit unless
+// the GOMEMLIMIT environment variable is set (getenv), which wins. It
+// reports whether it set it.
+func SetGoMemoryLimit(b MemoryBudget, getenv func(string) string) bool {
+	if getenv("GOMEMLIMIT") != "" || b.GoLimit <= 0 {
+		return false
+	}
+	debug.SetMemoryLimit(b.GoLimit)
+	return true
+}
+
+// readMemoryLimit returns the memory limit of the calling process's cgroup, with the
+// file it came from: the lowest memory.max of its cgroup v2 and its
+// ancestors under root (normally /sys/fs/cgroup); on a host whose memory
+// controller is on cgroup v1, the lowest memory.limit_in_bytes under
+// root/memory. DefaultMemoryLimit and "default" when none sets one. procCgroup
+// is /proc/self/cgroup's content.
+func readMemoryLimit(root, procCgroup string) (int64, string) {
+	if p, ok := cgroupPath(procCgroup, ""); ok {
+		if n, src, ok := lowestLimit(root, p, "memory.max"); ok {
+			return n, src
+		}
+	}
+	if p, ok := cgroupPath(procCgroup, "memory"); ok {
+		if n, src, ok := lowestLimit(filepath.Join(root, "memory"), p, "memory.limit_in_bytes"); ok {
+			return n, src
+		}
+	}
+	return DefaultMemoryLimit, "default"
+}
+
+// readOwnMemoryLimit is readMemoryLimit for this process, on /sys/fs/cgroup.
+func readOwnMemoryLimit() (int64, string) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return DefaultMemoryLimit, "default"
+	}
+	return readMemoryLimit("/sys/fs/cgroup", string(b))
+}
+
+// cgroupPath is the path in /proc/self/cgroup of the hierarchy with
+// controller ("": cgroup v2's "0::/path").
+func cgroupPath(procCgroup, controller string) (string, bool) {
+	for line := range strings.Lines(procCgroup) {
+		f := strings.SplitN(strings.TrimSpace(line), ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		if controller == "" && f[0] == "0" && f[1] == "" {
+			return f[2], true
+		}
+		if controller != "" && slices.Contains(strings.Split(f[1], ","), controller) {
+			return f[2], true
+		}
+	}
+	return "", false
+}
+
+// lowestLimit is the lowest limit in file from root/path up to root.
+func lowestLimit(root, path, file string) (int64, string, bool) {
+	limit, source := int64(-1), ""
+	for dir := filepath.Join(root, path); strings.HasPrefix(dir, root); dir = filepath.Dir(dir) {
+		if n, err := readMemoryMax(filepath.Join(dir, file)); err == nil && n >= 0 && (limit < 0 || n < limit) {
+			limit, source = n, filepath.Join(dir, file)
+		}
+		if dir == root {
+			break
+		}
+	}
+	return limit, source, limit >= 0
+}
+
+// readMemoryMax reads a memory.max or memory.limit_in_bytes file: bytes, or -1
+// for no limit ("max"; cgroup v1's near-2^63 page-rounded maximum).
+func readMemoryMax(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "max" {
+		return -1, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, errors.New(path + ": " + err.Error())
+	}
+	if n >= 1<<62 {
+		return -1, nil
+	}
+	return n, nil
+}

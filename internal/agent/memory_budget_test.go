@@ -1,0 +1,115 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"testing"
+
+	"github.com/flowlens/flowlens/internal/agent/evictor"
+)
+
+// The limit is the lowest memory.max on the way from the process's cgroup
+// up to the root; "max" everywhere, no cgroup v2 line, or no file: the
+// default.
+func TestReadMemoryLimit(t *testing.T) {
+	root := t.TempDir()
+	var writeFile func(rel, file, content string)
+	write := func(rel, content string) { writeFile(rel, "memory.max", content) }
+	writeFile = func(rel, file, content string) {
+		dir := filepath.Join(root, rel)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("kubepods", "1073741824\n")
+	write("kubepods/pod1", "max\n")
+	write("kubepods/pod1/agent", "536870912\n")
+	write("kubepods/pod2", "268435456\n")
+	write("kubepods/pod2/agent", "max\n")
+	write("free", "max\n")
+	writeFile("memory/process_api/x", "memory.limit_in_bytes", "9223372036854771712\n") // cgroup v1: no limit
+	writeFile("memory/process_api", "memory.limit_in_bytes", "536870912\n")
+	for _, c := range []struct {
+		proc   string
+		limit  int64
+		source string
+	}{
+		{"0::/kubepods/pod1/agent\n", 536870912, "kubepods/pod1/agent/memory.max"},
+		{"0::/kubepods/pod2/agent\n", 268435456, "kubepods/pod2/memory.max"},
+		{"12:memory:/x\n0::/kubepods\n", 1073741824, "kubepods/memory.max"},
+		{"0::/free\n", DefaultMemoryLimit, "default"},
+		{"0::/gone\n", DefaultMemoryLimit, "default"},
+		{"0::/\n", DefaultMemoryLimit, "default"},
+		{"4:memory:/kubepods\n", DefaultMemoryLimit, "default"}, // cgroup v1, no file
+		{"4:cpu,memory:/process_api/x\n0::/\n", 536870912, "memory/process_api/memory.limit_in_bytes"},
+		{"4:memory:/process_api\n", 536870912, "memory/process_api/memory.limit_in_bytes"},
+	} {
+		limit, source := readMemoryLimit(root, c.proc)
+		want := c.source
+		if want != "default" {
+			want = filepath.Join(root, want)
+		}
+		if limit != c.limit || source != want {
+			t.Errorf("%q: %d from %s, want %d from %s", c.proc, limit, source, c.limit, want)
+		}
+	}
+}
+
+// The bounds follow the limit and the BPF maps (which follow
+// --cache-max-flows), exactly.
+func TestMemoryBudget(t *testing.T) {
+	const limit, kernel = 512 << 20, 32 << 20
+	b := newMemoryBudget(limit, "default", kernel, 1000)
+	goLimit := int64(0.75 * float64(limit-kernel))
+	if b.GoLimit != goLimit {
+		t.Fatalf("GoLimit %d, want %d", b.GoLimit, goLimit)
+	}
+	if want := int(0.25*float64(goLimit)) / evictor.OverflowEntryBytes; b.OverflowMaxFlows != want {
+		t.Fatalf("OverflowMaxFlows %d, want %d", b.OverflowMaxFlows, want)
+	}
+	if want := int(0.25 * float64(goLimit) / float64(recordBytes*1000)); b.ExportBatches != want {
+		t.Fatalf("ExportBatches %d, want %d", b.ExportBatches, want)
+	}
+	if want := int64(0.125 * float64(goLimit)); b.ExporterBytes != want {
+		t.Fatalf("ExporterBytes %d, want %d", b.ExporterBytes, want)
+	}
+	// Bigger flow maps, smaller bounds.
+	if c := newMemoryBudget(limit, "default", 4*kernel, 1000); c.OverflowMaxFlows >= b.OverflowMaxFlows || c.GoLimit >= b.GoLimit {
+		t.Fatalf("bigger maps did not lower the bounds: %v vs %v", c, b)
+	}
+	// Maps over the limit: the floors.
+	f := newMemoryBudget(limit, "default", 2*limit, 1000)
+	if f.GoLimit != 0 || f.OverflowMaxFlows != minOverflowFlows || f.ExportBatches != 1 {
+		t.Fatalf("floors: %v", f)
+	}
+	// The queues share ExportBatches; --export-buffer below it is kept.
+	b.ExportBatches = 50
+	for _, c := range []struct{ want, n, got int }{{8, 2, 8}, {100, 2, 25}, {100, 3, 16}, {100, 200, 1}} {
+		if q := b.QueueBatches(c.want, c.n); q != c.got {
+			t.Errorf("QueueBatches(%d, %d) = %d, want %d", c.want, c.n, q, c.got)
+		}
+	}
+}
+
+// GOMEMLIMIT, when set, wins; else the Go runtime's limit is the budget's.
+func TestSetGoMemoryLimit(t *testing.T) {
+	old := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(old) })
+	b := newMemoryBudget(512<<20, "default", 0, 1000)
+	if SetGoMemoryLimit(b, func(k string) string { return map[string]string{"GOMEMLIMIT": "100MiB"}[k] }) {
+		t.Fatal("set the limit although GOMEMLIMIT is set")
+	}
+	if got := debug.SetMemoryLimit(-1); got != old {
+		t.Fatalf("limit changed to %d", got)
+	}
+	if !SetGoMemoryLimit(b, func(string) string { return "" }) {
+		t.Fatal("did not set the limit")
+	}
+	if got := debug.SetMemoryLimit(-1); got != b.GoLimit {
+		t.Fatalf("limit %d, want %d", got, b.GoLimit)
+	}
+}

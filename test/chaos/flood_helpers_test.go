@@ -1,0 +1,326 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"golang.org/x/sys/unix"
+
+	"github.com/flowlens/flowlens/internal/testkit/netlab"
+)
+
+// memCgroup is a memory cgroup of its own for a child process: cgroup v2
+// when the memory controller is there, else cgroup v1's memory hierarchy
+// (hosts with hybrid mounts, where memory.max does not exist).
+type memCgroup struct {
+	dir string
+	v2  bool
+}
+
+// newMemCgroup creates a memory cgroup named after the test with limit
+// bytes of memory (memory.max, or v1's memory.limit_in_bytes) and removes
+// it when the test ends (its processes must have exited).
+func newMemCgroup(t *testing.T, limit int64) *memCgroup {
+	t.Helper()
+	name := fmt.Sprintf("fltest-flood-%d", os.Getpid())
+	c := &memCgroup{}
+	if b, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers"); err == nil && strings.Contains(string(b), "memory") {
+		c.v2, c.dir = true, filepath.Join("/sys/fs/cgroup", name)
+		// The root must hand the memory controller to its children.
+		if err := os.WriteFile("/sys/fs/cgroup/cgroup.subtree_control", []byte("+memory"), 0); err != nil {
+			t.Fatalf("enable the memory controller: %v", err)
+		}
+	} else if _, err := os.Stat("/sys/fs/cgroup/memory/memory.limit_in_bytes"); err == nil {
+		c.dir = filepath.Join("/sys/fs/cgroup/memory", name)
+	} else {
+		t.Fatal("no memory cgroup controller (neither cgroup v2 nor v1)")
+	}
+	if err := os.Mkdir(c.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for i := 0; ; i++ { // the last pages of a dead process go with a short delay
+			err := os.Remove(c.dir)
+			if err == nil || i == 50 {
+				if err != nil {
+					t.Errorf("remove cgroup %s: %v", c.dir, err)
+				}
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	file := "memory.limit_in_bytes"
+	if c.v2 {
+		file = "memory.max"
+	}
+	if err := os.WriteFile(filepath.Join(c.dir, file), []byte(strconv.FormatInt(limit, 10)), 0); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return c
+}
+
+// wrap returns the command line that runs argv inside the cgroup from its
+// first instruction: a shell moves itself in, then execs argv (same pid).
+func (c *memCgroup) wrap(argv ...string) []string {
+	return append([]string{"/bin/sh", "-c", `echo $$ > "$0" && exec "$@"`, filepath.Join(c.dir, "cgroup.procs")}, argv...)
+}
+
+// peak is the cgroup's peak memory use in bytes (memory.peak, v1's
+// memory.max_usage_in_bytes): everything charged to it, BPF maps included.
+func (c *memCgroup) peak(t *testing.T) int64 {
+	t.Helper()
+	file := "memory.max_usage_in_bytes"
+	if c.v2 {
+		file = "memory.peak"
+	}
+	return readInt(t, filepath.Join(c.dir, file))
+}
+
+// oomKills is the number of processes the OOM killer killed in the cgroup
+// (memory.events, v1's memory.oom_control: the oom_kill line).
+func (c *memCgroup) oomKills(t *testing.T) int64 {
+	t.Helper()
+	file := "memory.oom_control"
+	if c.v2 {
+		file = "memory.events"
+	}
+	b, err := os.ReadFile(filepath.Join(c.dir, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "oom_kill "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("%s: no oom_kill line in %q", file, b)
+	return 0
+}
+
+func readInt(t *testing.T, path string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// vmHWM is a process's peak resident set size in bytes (/proc/pid/status).
+func vmHWM(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
+}
+
+// flooder sends UDP/IPv4 frames with a new 5-tuple each from an AF_PACKET
+// socket, batch frames per sendmmsg, past the qdisc (PACKET_QDISC_BYPASS):
+// the cheapest way to make new flows from user space.
+type flooder struct {
+	fd     int
+	frames [][]byte
+	hdrs   []unix.Mmsghdr
+	iovs   []unix.Iovec
+	next   uint64 // the next flow's number
+}
+
+// Frame layout: Ethernet (14), IPv4 (20), UDP (8), padding to the 60-byte
+// minimum; only the UDP ports vary, so the IPv4 checksum is fixed.
+const (
+	frameLen    = 60
+	offSrcPort  = 14 + 20
+	offDstPort  = offSrcPort + 2
+	floodBatch  = 512
+	floodIPHdr  = 20
+	floodUDPLen = frameLen - 14 - floodIPHdr
+)
+
+// newFlooder opens the socket in ns on ifname, sending frames from src to
+// dst (IPv4) with dstMAC as the destination: a MAC that is not the peer's
+// makes the peer's stack drop the frames at once (PACKET_OTHERHOST), after
+// its TC hooks saw them, and answer nothing.
+func newFlooder(t *testing.T, ns *netlab.Netns, ifname string, srcMAC, dstMAC net.HardwareAddr, src, dst net.IP) *flooder {
+	t.Helper()
+	f := &flooder{}
+	err := ns.Do(func() error {
+		ifi, err := net.InterfaceByName(ifname)
+		if err != nil {
+			return err
+		}
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0) // protocol 0: receives nothing
+		if err != nil {
+			return err
+		}
+		f.fd = fd
+		if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS, 1); err != nil {
+			return err
+		}
+		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IP), Ifindex: ifi.Index})
+	})
+	if err != nil {
+		t.Fatalf("flood socket: %v", err)
+	}
+	t.Cleanup(func() { unix.Close(f.fd) })
+	tmpl := make([]byte, frameLen)
+	copy(tmpl[0:6], dstMAC)
+	copy(tmpl[6:12], srcMAC)
+	binary.BigEndian.PutUint16(tmpl[12:], unix.ETH_P_IP)
+	ip := tmpl[14:]
+	ip[0], ip[8], ip[9] = 0x45, 64, unix.IPPROTO_UDP
+	binary.BigEndian.PutUint16(ip[2:], floodIPHdr+floodUDPLen)
+	binary.BigEndian.PutUint16(ip[6:], 0x4000) // DF
+	copy(ip[12:16], src.To4())
+	copy(ip[16:20], dst.To4())
+	binary.BigEndian.PutUint16(ip[10:], ipChecksum(ip[:floodIPHdr]))
+	binary.BigEndian.PutUint16(tmpl[offDstPort+2:], floodUDPLen) // UDP length; checksum 0: none
+	f.frames = make([][]byte, floodBatch)
+	f.iovs = make([]unix.Iovec, floodBatch)
+	f.hdrs = make([]unix.Mmsghdr, floodBatch)
+	for i := range f.frames {
+		f.frames[i] = append([]byte(nil), tmpl...)
+		f.iovs[i].Base = &f.frames[i][0]
+		f.iovs[i].SetLen(frameLen)
+		f.hdrs[i].Hdr.Iov = &f.iovs[i]
+		f.hdrs[i].Hdr.SetIovlen(1)
+	}
+	return f
+}
+
+// send sends n frames (at most floodBatch) of consecutive new flows, and
+// returns how many the kernel took.
+func (f *flooder) send(n int) (int, error) {
+	for i := range n {
+		k := f.next + uint64(i)
+		binary.BigEndian.PutUint16(f.frames[i][offSrcPort:], uint16(k))
+		binary.BigEndian.PutUint16(f.frames[i][offDstPort:], uint16(1+k>>16)) // 65535 x 65536 flows
+	}
+	r, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(f.fd), uintptr(unsafe.Pointer(&f.hdrs[0])), uintptr(n), 0, 0, 0)
+	if errno != 0 {
+		if errno == unix.ENOBUFS || errno == unix.EAGAIN {
+			return 0, nil
+		}
+		return 0, errno
+	}
+	f.next += uint64(r)
+	return int(r), nil
+}
+
+// flood sends new flows as fast as it can (rate <= 0) or at about rate
+// frames a second, for d; it returns the frames the kernel took.
+func (f *flooder) flood(d time.Duration, rate float64) (uint64, error) {
+	start := time.Now()
+	var sent uint64
+	for {
+		el := time.Since(start)
+		if el >= d {
+			return sent, nil
+		}
+		if rate > 0 && float64(sent) > rate*el.Seconds() {
+			time.Sleep(200 * time.Microsecond)
+			continue
+		}
+		n, err := f.send(floodBatch)
+		if err != nil {
+			return sent, err
+		}
+		sent += uint64(n)
+	}
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+func ipChecksum(h []byte) uint16 {
+	var s uint32
+	for i := 0; i < len(h); i += 2 {
+		s += uint32(binary.BigEndian.Uint16(h[i:]))
+	}
+	for s > 0xffff {
+		s = s>>16 + s&0xffff
+	}
+	return ^uint16(s)
+}
+
+// scrape reads a Prometheus text endpoint.
+func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("scrape %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	tp := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := tp.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("scrape %s: %v", url, err)
+	}
+	return fams
+}
+
+// sumMetric sums a family's series whose labels include want (name=value).
+func sumMetric(fams map[string]*dto.MetricFamily, name string, want ...string) float64 {
+	var sum float64
+	f := fams[name]
+	if f == nil {
+		return 0
+	}
+series:
+	for _, m := range f.Metric {
+		for _, w := range want {
+			k, v, _ := strings.Cut(w, "=")
+			found := false
+			for _, l := range m.Label {
+				if l.GetName() == k && l.GetValue() == v {
+					found = true
+				}
+			}
+			if !found {
+				continue series
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			sum += m.Counter.GetValue()
+		case m.Gauge != nil:
+			sum += m.Gauge.GetValue()
+		case m.Untyped != nil:
+			sum += m.Untyped.GetValue()
+		}
+	}
+	return sum
+}
