@@ -16,7 +16,6 @@ import (
 	"log/slog"
 	"maps"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -420,7 +419,7 @@ func (a *Agent) Run(ctx context.Context) (runErr error) {
 		a.metricsAddr.Store(&addr)
 		a.log.Info("serving metrics", "address", addr, "paths", "/metrics /healthz /readyz", "tls", a.cfg.WebConfigFile != "")
 		defer func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), config.MetricsShutdownWait)
 			defer cancel()
 			srv.Shutdown(ctx)
 		}()
@@ -430,11 +429,14 @@ func (a *Agent) Run(ctx context.Context) (runErr error) {
 
 	runCtx, stop := context.WithCancel(context.Background())
 	defer stop()
-	var wg sync.WaitGroup
 	for _, q := range a.Queues {
-		wg.Add(1)
-		go func() { defer wg.Done(); q.Run(runCtx) }()
+		go q.Run(runCtx) // ends once its queue is closed (Queue.Close waits for it, within budget)
 	}
+	// From the signal on, the last evictions wait a bounded time for room
+	// in the queues: each queue its own budget, and none past a deadline.
+	defer context.AfterFunc(ctx, func() {
+		a.Queues.StopWaiting(config.ShutdownQueueWait, time.Now().Add(config.ShutdownPushWait))
+	})()
 
 	events := make(chan ifaces.Event, 64)
 	watchCtx, stopWatch := context.WithCancel(ctx)
@@ -465,15 +467,10 @@ func (a *Agent) Run(ctx context.Context) (runErr error) {
 		a.log.Error("final eviction", "error", err)
 		runErr = errors.Join(runErr, err)
 	}
-	flushCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for _, q := range a.Queues {
-		if err := q.Close(flushCtx); err != nil {
-			runErr = errors.Join(runErr, fmt.Errorf("close exporter %s: %w", q.Name(), err))
-		}
-	}
+	// Every exporter at once, each within its own budget: a dead consumer
+	// spends its own only, and what it leaves queued is counted and logged.
+	runErr = errors.Join(runErr, a.Queues.Close(config.ExportShutdownBudget))
 	stop()
-	wg.Wait()
 	return runErr
 }
 

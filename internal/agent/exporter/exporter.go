@@ -10,6 +10,11 @@
 // full queues wait at the same time: past its budget a queue drops its
 // oldest batch, counted, so a stuck consumer can neither hold up evictions
 // nor make a healthy exporter drop. Each exporter runs in its own goroutine.
+//
+// At shutdown the same holds: the last evictions wait for each queue within
+// its own budget (Queue.StopWaiting), and Fanout.Close flushes every queue
+// at once, each within its own budget; what is still queued then is counted
+// (reason shutdown, metrics.go) and logged, never released silently.
 package exporter
 
 import (

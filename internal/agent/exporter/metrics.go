@@ -6,6 +6,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// The reasons of the dropped counts (label reason).
+const (
+	ReasonQueueFull = "queue_full" // the queue stayed full past its wait budget (QueueStats.DroppedFlows)
+	ReasonShutdown  = "shutdown"   // still queued when the shutdown budget ran out (QueueStats.ShutdownFlows)
+)
+
 // queueCollector reads the exporters' metrics at scrape time, one series
 // per exporter label: every Queue's counts, whether a Connector reaches
 // its consumer, and the DeliveryStats counts a Delivering exporter keeps.
@@ -24,13 +30,18 @@ func NewCollector(namespace string, qs []*Queue) prometheus.Collector {
 	d := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc(namespace+"_export_"+name, help, []string{"exporter"}, nil)
 	}
+	// The dropped counts say why (Reason*): a metric with the exporter and
+	// the reason.
+	dr := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(namespace+"_export_"+name, help, []string{"exporter", "reason"}, nil)
+	}
 	return &queueCollector{
 		queues:         qs,
 		batches:        d("batches_total", "Batches an exporter exported."),
 		flows:          d("flows_total", "Flows an exporter exported."),
 		errors:         d("errors_total", "Export calls that failed (the batch is lost)."),
-		droppedBatches: d("dropped_batches_total", "Batches dropped, oldest first, because the exporter's queue was full (slow or absent consumer)."),
-		droppedFlows:   d("dropped_flows_total", "Flows in the batches dropped for backpressure."),
+		droppedBatches: dr("dropped_batches_total", "Batches never handed to the exporter, by reason: queue_full, dropped oldest first because the queue stayed full (slow or absent consumer); shutdown, still queued when the exporter's shutdown budget ran out."),
+		droppedFlows:   dr("dropped_flows_total", "Flows in the dropped batches, by reason (queue_full, shutdown): lost."),
 		queued:         d("queue_batches", "Batches waiting in the exporter's queue."),
 		wait:           d("wait_seconds_total", "Time evictions spent waiting for room in the exporter's full queue (backpressure from a slower consumer)."),
 		connected:      d("connected", "1 if the exporter reaches its consumer (grpc: a stream is open), 0 if not."),
@@ -68,8 +79,13 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.batches, st.Batches.Load())
 		counter(c.flows, st.Flows.Load())
 		counter(c.errors, st.Errors.Load())
-		counter(c.droppedBatches, st.DroppedBatches.Load())
-		counter(c.droppedFlows, st.DroppedFlows.Load())
+		for _, x := range []struct {
+			reason         string
+			batches, flows *atomic.Uint64
+		}{{ReasonQueueFull, &st.DroppedBatches, &st.DroppedFlows}, {ReasonShutdown, &st.ShutdownBatches, &st.ShutdownFlows}} {
+			ch <- prometheus.MustNewConstMetric(c.droppedBatches, prometheus.CounterValue, float64(x.batches.Load()), name, x.reason)
+			ch <- prometheus.MustNewConstMetric(c.droppedFlows, prometheus.CounterValue, float64(x.flows.Load()), name, x.reason)
+		}
 		ch <- prometheus.MustNewConstMetric(c.wait, prometheus.CounterValue, float64(st.WaitNanos.Load())/1e9, name)
 		ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(q.Len()), name)
 		if e, ok := q.exp.(Connector); ok {

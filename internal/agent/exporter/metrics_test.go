@@ -70,6 +70,8 @@ func TestCollectorExactValues(t *testing.T) {
 	gq.Stats.Errors.Store(1)
 	gq.Stats.DroppedBatches.Store(2)
 	gq.Stats.DroppedFlows.Store(200)
+	gq.Stats.ShutdownBatches.Store(1)
+	gq.Stats.ShutdownFlows.Store(37)
 	gq.Stats.WaitNanos.Store(1_500_000_000)
 	for range 3 { // queued: no Run takes them
 		gq.Push(flow.BatchOf(make([]flow.Record, 1)), time.Time{})
@@ -83,9 +85,9 @@ func TestCollectorExactValues(t *testing.T) {
 	c := exporter.NewCollector("flowlens_agent", queues)
 
 	f := promtest.Gather(t, c)
-	expect := func(want float64, name, exp string) {
+	expect := func(want float64, name, exp string, labels ...string) {
 		t.Helper()
-		promtest.Expect(t, f, want, "flowlens_agent_export_"+name, "exporter="+exp)
+		promtest.Expect(t, f, want, "flowlens_agent_export_"+name, append([]string{"exporter=" + exp}, labels...)...)
 	}
 	absent := func(name, exp string) {
 		t.Helper()
@@ -94,8 +96,11 @@ func TestCollectorExactValues(t *testing.T) {
 	expect(9, "batches_total", "grpc")
 	expect(900, "flows_total", "grpc")
 	expect(1, "errors_total", "grpc")
-	expect(2, "dropped_batches_total", "grpc")
-	expect(200, "dropped_flows_total", "grpc")
+	expect(2, "dropped_batches_total", "grpc", "reason=queue_full")
+	expect(200, "dropped_flows_total", "grpc", "reason=queue_full")
+	expect(1, "dropped_batches_total", "grpc", "reason=shutdown")
+	expect(37, "dropped_flows_total", "grpc", "reason=shutdown")
+	expect(0, "dropped_flows_total", "plain", "reason=shutdown")
 	expect(1.5, "wait_seconds_total", "grpc")
 	expect(3, "queue_batches", "grpc")
 	expect(1, "connected", "grpc")

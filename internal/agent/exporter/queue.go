@@ -2,11 +2,14 @@ package exporter
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
@@ -15,9 +18,16 @@ type QueueStats struct {
 	Batches        atomic.Uint64 // batches exported
 	Flows          atomic.Uint64 // flows exported
 	Errors         atomic.Uint64 // failed Export calls
+	ErrorFlows     atomic.Uint64 // flows in those calls (the exporter's own counts say which were lost)
 	DroppedBatches atomic.Uint64 // batches dropped because the queue stayed full
 	DroppedFlows   atomic.Uint64 // flows in those batches
 	WaitNanos      atomic.Uint64 // time Push spent waiting for room
+	// ShutdownBatches and ShutdownFlows were still queued when the
+	// exporter's shutdown budget ended (Close's ctx), or pushed after it:
+	// never handed to the exporter, lost. The batch an Export held then is
+	// the exporter's to count (Errors, and its own failed flows).
+	ShutdownBatches atomic.Uint64
+	ShutdownFlows   atomic.Uint64
 }
 
 // Queue runs one Exporter behind a bounded buffer of batches.
@@ -40,6 +50,13 @@ type Queue struct {
 	// eviction that waited for another exporter leaves it whole.
 	evUntil time.Time
 	evLeft  time.Duration
+	// Once stopping (StopWaiting: the agent is shutting down), waits for
+	// room are also bounded by stopLeft, a budget for all the remaining
+	// evictions spent only by waiting for this queue, and end by waitEnd
+	// whatever is left.
+	stopping bool
+	stopLeft time.Duration
+	waitEnd  time.Time
 }
 
 // NewQueue returns a Queue holding at most capacity batches; Run starts it.
@@ -63,7 +80,8 @@ func (q *Queue) Name() string { return q.exp.Name() }
 // eviction share until, and the budget is until minus the time of the
 // eviction's first Push here, spent only by waiting for this queue. Once it
 // is spent Push drops the oldest queued batch, counted, with a log line at
-// most every 10s. After Close, batches are released unexported.
+// most every 10s. After Close, batches are released unexported, counted as
+// lost at shutdown.
 func (q *Queue) Push(b *flow.Batch, until time.Time) {
 	if b.Len() == 0 {
 		b.Release()
@@ -92,12 +110,35 @@ func (q *Queue) tryPush(b *flow.Batch, until time.Time) bool {
 	return true
 }
 
-// budget starts the wait budget of a new eviction (a new until). Called with
-// q.mu held.
+// budget starts the wait budget of a new eviction (a new until), cut to
+// what is left of the shutdown's (StopWaiting). Called with q.mu held.
 func (q *Queue) budget(until time.Time) {
 	if !until.Equal(q.evUntil) {
 		q.evUntil, q.evLeft = until, time.Until(until)
 	}
+	q.evLeft = q.left()
+}
+
+// left is the time Push may still wait for room. Called with q.mu held.
+func (q *Queue) left() time.Duration {
+	if !q.stopping {
+		return q.evLeft
+	}
+	return min(q.evLeft, q.stopLeft, time.Until(q.waitEnd))
+}
+
+// StopWaiting bounds the waits for room of the evictions still to come and
+// of a Push already waiting: from the shutdown signal on, this queue may
+// make them wait budget in all (spent only by waiting for this queue, so a
+// healthy consumer's quick turns cost it little while a dead one spends it
+// once), and never past end, shared by every queue, whatever is left. Then
+// a full queue drops its oldest batch (counted) rather than holding up the
+// final eviction and flush.
+func (q *Queue) StopWaiting(budget time.Duration, end time.Time) {
+	q.mu.Lock()
+	q.stopping, q.stopLeft, q.waitEnd = true, budget, end
+	q.mu.Unlock()
+	signal(q.room) // a waiting Push recomputes its wait
 }
 
 // waitRoom waits while the queue is full, open and its budget left, spending
@@ -105,7 +146,11 @@ func (q *Queue) budget(until time.Time) {
 func (q *Queue) waitRoom() {
 	var waited time.Duration
 	for len(q.buf) == q.cap && !q.closed && q.evLeft > 0 {
-		left := q.evLeft
+		left := q.left()
+		if left <= 0 {
+			q.evLeft = 0
+			break
+		}
 		q.mu.Unlock()
 		start := time.Now()
 		t := time.NewTimer(left)
@@ -118,6 +163,9 @@ func (q *Queue) waitRoom() {
 		waited += w
 		q.mu.Lock()
 		q.evLeft -= w
+		if q.stopping {
+			q.stopLeft -= w
+		}
 	}
 	if waited > 0 {
 		q.Stats.WaitNanos.Add(uint64(waited))
@@ -129,7 +177,7 @@ func (q *Queue) waitRoom() {
 func (q *Queue) put(b *flow.Batch) {
 	if q.closed {
 		q.mu.Unlock()
-		b.Release()
+		q.lost([]*flow.Batch{b})
 		return
 	}
 	var dropped *flow.Batch
@@ -204,6 +252,7 @@ func (q *Queue) Run(ctx context.Context) {
 		b.Release()
 		if err != nil {
 			q.Stats.Errors.Add(1)
+			q.Stats.ErrorFlows.Add(uint64(n))
 			q.log.Warn("export failed", "flows", n, "error", err)
 			if ctx.Err() != nil {
 				return // cancelled: the rest is released, not sent to fail one by one
@@ -215,6 +264,8 @@ func (q *Queue) Run(ctx context.Context) {
 	}
 }
 
+// releaseAll closes the queue and releases what is queued, counted as lost
+// at shutdown.
 func (q *Queue) releaseAll() {
 	q.mu.Lock()
 	buf := q.buf
@@ -222,13 +273,34 @@ func (q *Queue) releaseAll() {
 	q.closed = true
 	q.mu.Unlock()
 	signal(q.room) // a Push waiting for room gives up
-	for _, b := range buf {
-		b.Release()
-	}
+	q.lost(buf)
 }
 
-// Close stops accepting batches, waits until Run has exported what is queued
-// (or until ctx ends), then closes the exporter.
+// lost releases batches that will never be exported, counting them and
+// their flows as lost at shutdown, with one log line.
+func (q *Queue) lost(bs []*flow.Batch) {
+	if len(bs) == 0 {
+		return
+	}
+	flows := 0
+	for _, b := range bs {
+		flows += b.Len()
+		b.Release()
+	}
+	q.Stats.ShutdownBatches.Add(uint64(len(bs)))
+	q.Stats.ShutdownFlows.Add(uint64(flows))
+	q.log.Warn("exporter stopped with batches not delivered: its shutdown budget ran out (consumer slow or down)",
+		"batches", len(bs), "flows", flows)
+}
+
+// Close stops accepting batches and waits until Run has exported what is
+// queued, at most until ctx ends: the exporter's shutdown budget. What is
+// still queued then is released, counted (Stats.ShutdownFlows) and logged.
+// Then it closes the exporter, which aborts an Export in progress, and
+// waits for both until ctx ends or, if it has, config.ExportCloseGrace
+// more; an exporter stuck in Close or Export is left behind (the process is
+// exiting). Close never waits for a stuck consumer past its budget and the
+// grace.
 func (q *Queue) Close(ctx context.Context) error {
 	q.mu.Lock()
 	q.closed = true
@@ -238,8 +310,84 @@ func (q *Queue) Close(ctx context.Context) error {
 	select {
 	case <-q.done:
 	case <-ctx.Done():
+		q.releaseAll() // Run is in an Export: it finds the queue empty next
 	}
-	return q.exp.Close()
+	closed := make(chan error, 1)
+	go func() { closed <- q.exp.Close() }()
+	// Wait for the exporter's Close, and for Run, whose Export in progress
+	// Close aborts: until ctx ends, then config.ExportCloseGrace more.
+	var (
+		err      error
+		waitExp  = (<-chan error)(closed)
+		waitRun  = (<-chan struct{})(q.done)
+		deadline = ctx.Done()
+		grace    <-chan time.Time
+	)
+	if ctx.Err() != nil {
+		deadline, grace = nil, time.After(config.ExportCloseGrace)
+	}
+	for waitExp != nil || waitRun != nil {
+		select {
+		case err = <-waitExp:
+			waitExp = nil
+		case <-waitRun:
+			waitRun = nil
+		case <-deadline:
+			deadline, grace = nil, time.After(config.ExportCloseGrace)
+		case <-grace:
+			return errors.Join(err, fmt.Errorf("exporter %s still busy %v after its shutdown budget ran out: left behind",
+				q.Name(), config.ExportCloseGrace))
+		}
+	}
+	return err
+}
+
+// Summary logs what became of the flows this exporter was given, once at
+// shutdown: exported, dropped for backpressure, lost at shutdown, in
+// failed exports (batches and flows; they add up to every flow given),
+// and the exporter's own failed flows when it counts them.
+func (q *Queue) Summary() {
+	st := &q.Stats
+	args := []any{"exported_flows", st.Flows.Load(), "dropped_flows", st.DroppedFlows.Load(),
+		"shutdown_lost_flows", st.ShutdownFlows.Load(), "failed_exports", st.Errors.Load(), "failed_export_flows", st.ErrorFlows.Load()}
+	if e, ok := q.exp.(Delivering); ok {
+		if d, keeps := e.Delivery(); keeps&CountFailed != 0 {
+			args = append(args, "failed_flows", d.FailedFlows.Load())
+		}
+	}
+	q.log.Info("exporter stopped", args...)
+}
+
+// StopWaiting calls StopWaiting on every queue: each its own budget, one
+// end for all.
+func (f Fanout) StopWaiting(budget time.Duration, end time.Time) {
+	for _, q := range f {
+		q.StopWaiting(budget, end)
+	}
+}
+
+// Close closes every queue at once (Queue.Close), each with its own budget
+// from now, so that a dead consumer spends its own budget only and the
+// others flush meanwhile; then each says what became of its flows
+// (Summary). It returns once every queue is closed or left behind: within
+// budget plus config.ExportCloseGrace.
+func (f Fanout) Close(budget time.Duration) error {
+	errs := make([]error, len(f))
+	var wg sync.WaitGroup
+	for i, q := range f {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), budget)
+			defer cancel()
+			if err := q.Close(ctx); err != nil {
+				errs[i] = fmt.Errorf("close exporter %s: %w", q.Name(), err)
+			}
+			q.Summary()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // Fanout is the export queues as one evictor.Sink: every queue gets each

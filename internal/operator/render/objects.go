@@ -372,7 +372,7 @@ func daemonSet(fc *v1alpha1.FlowCollector, opts Options, owner *metav1ac.OwnerRe
 		WithDNSPolicy(corev1.DNSClusterFirstWithHostNet).
 		WithPriorityClassName(spec.Agent.PriorityClassName).
 		WithNodeSelector(nodeSelector).
-		WithTerminationGracePeriodSeconds(30).
+		WithTerminationGracePeriodSeconds(AgentGracePeriodSeconds()).
 		WithContainers(container).
 		WithVolumes(volumes...)
 	for i := range spec.Agent.Tolerations {
@@ -458,4 +458,18 @@ func metricsService(name, ns string, labels, selector map[string]string, port in
 				WithProtocol(corev1.ProtocolTCP).
 				WithPort(port).
 				WithTargetPort(intstr.FromString("metrics"))))
+}
+
+// AgentShutdownMargin is what the agent's grace period adds to its
+// worst-case shutdown (config.ShutdownWorstCase): the kubelet's own delays
+// and a loaded node's scheduling.
+const AgentShutdownMargin = 7 * time.Second
+
+// AgentGracePeriodSeconds is the agent DaemonSet's
+// terminationGracePeriodSeconds: the agent's worst-case shutdown, from
+// the budgets it spends (internal/agent/config), plus AgentShutdownMargin,
+// in whole seconds rounded up, so that the two stay consistent.
+func AgentGracePeriodSeconds() int64 {
+	d := config.ShutdownWorstCase() + AgentShutdownMargin
+	return int64((d + time.Second - 1) / time.Second)
 }

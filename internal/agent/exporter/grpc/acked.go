@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
+	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/agent/exporter"
 	"github.com/flowlens/flowlens/pkg/flow"
 	"github.com/flowlens/flowlens/pkg/flow/flowpb"
@@ -529,8 +530,9 @@ func (e *Exporter) refusedLog(err error) {
 }
 
 // CloseTimeout bounds Close: delivering what is pending (reconnecting
-// when the stream broke) and ending the stream.
-const CloseTimeout = 5 * time.Second
+// when the stream broke) and ending the stream. It is the close grace the
+// agent's shutdown gives every exporter (config.ExportCloseGrace).
+const CloseTimeout = config.ExportCloseGrace
 
 // Close delivers what is pending, reconnecting when needed, and waits for
 // its acknowledgement, within CloseTimeout; ends the stream, aborts an

@@ -330,7 +330,8 @@ func TestRefusedMessageDropped(t *testing.T) {
 // At most MaxUnackedBatches batches wait for acknowledgements; behind
 // them the Queue keeps --export-buffer batches and drops the oldest,
 // counted per flow; at Close what was never acknowledged is counted in
-// FailedFlows. Every flow is in exactly one count.
+// FailedFlows, and what the Queue still held when its budget ran out in
+// its ShutdownFlows. Every flow is in exactly one count.
 func TestUnackedBoundOverflowCounted(t *testing.T) {
 	release := make(chan struct{})
 	c := startCollector(t, receiver.Options{})
@@ -368,14 +369,19 @@ func TestUnackedBoundOverflowCounted(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	q.Close(ctx)
+	if err := q.Close(ctx); err != nil { // the exporter's Close waits CloseTimeout, within the queue's close grace
+		t.Fatal(err)
+	}
 	<-ran
 	st := &e.Stats
-	if st.FailedFlows.Load() != 500 || st.AckedFlows.Load() != 0 || e.Pending() != 0 {
-		t.Fatalf("exporter: failed %d, acked %d, pending %d flows; want 500 failed (2 unacknowledged, 1 waiting, 2 queued batches)",
+	if st.FailedFlows.Load() != 300 || st.AckedFlows.Load() != 0 || e.Pending() != 0 {
+		t.Fatalf("exporter: failed %d, acked %d, pending %d flows; want 300 failed (2 unacknowledged, 1 waiting)",
 			st.FailedFlows.Load(), st.AckedFlows.Load(), e.Pending())
 	}
-	if total := q.Stats.DroppedFlows.Load() + st.FailedFlows.Load() + st.AckedFlows.Load() + st.RejectedFlows.Load(); total != 1000 {
+	if s := q.Stats.ShutdownFlows.Load(); s != 200 {
+		t.Fatalf("queue: %d flows lost at shutdown, want 200 (the 2 batches it still held)", s)
+	}
+	if total := q.Stats.DroppedFlows.Load() + q.Stats.ShutdownFlows.Load() + st.FailedFlows.Load() + st.AckedFlows.Load() + st.RejectedFlows.Load(); total != 1000 {
 		t.Fatalf("accounted for %d flows, want 1000", total)
 	}
 }

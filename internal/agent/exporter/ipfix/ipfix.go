@@ -60,6 +60,11 @@ const (
 	DefaultDialTimeout        = 10 * time.Second
 	DefaultBackoffBase        = time.Second
 	DefaultBackoffMax         = 30 * time.Second
+	// DefaultWriteTimeout bounds one message's write: a collector that
+	// accepts and stops reading fills the socket's buffers, and the write
+	// then fails (the message's flows counted lost, the connection remade)
+	// instead of blocking for the kernel's retransmission timeout.
+	DefaultWriteTimeout = 5 * time.Second
 )
 
 const (
@@ -88,11 +93,19 @@ type Config struct {
 	// over TCP; ipfixsize.Min to ipfixsize.MaxUDP over UDP, to
 	// ipfixsize.Max over TCP).
 	MaxMessageBytes int
-	// DialTimeout bounds a TCP connection attempt (0: DefaultDialTimeout).
+	// DialTimeout bounds a connection attempt and a lookup of the target
+	// (0: DefaultDialTimeout).
 	DialTimeout time.Duration
-	// BackoffBase and BackoffMax space the TCP connection attempts after a
+	// WriteTimeout bounds the write of one message (0: DefaultWriteTimeout).
+	WriteTimeout time.Duration
+	// Resolver resolves the target's name at each (re)connection and, over
+	// UDP, when the templates are due (nil: net.DefaultResolver; tests
+	// point it at their DNS server).
+	Resolver *net.Resolver
+	// BackoffBase and BackoffMax space the connection attempts after a
 	// failure: BackoffBase after the first, doubled per further failure,
-	// at most BackoffMax (0: DefaultBackoffBase, DefaultBackoffMax).
+	// at most BackoffMax (0: DefaultBackoffBase, DefaultBackoffMax), each
+	// wait drawn from its upper half (jitter).
 	BackoffBase, BackoffMax time.Duration
 	Logger                  *slog.Logger
 }
@@ -140,6 +153,8 @@ type Exporter struct {
 	now          func() time.Time
 	failures     int // TCP connection attempts failed in a row
 	closed       chan struct{}
+	life         context.Context // cancelled by Close
+	end          context.CancelFunc
 	closeOnce    sync.Once
 }
 
@@ -182,7 +197,8 @@ func transportName(t string) string {
 
 // New checks cfg and returns an Exporter. Over UDP the socket is connected
 // at once (resolving the target); over TCP the connection is made by the
-// first Export and remade after a failure.
+// first Export. Either is remade after a failure, the target resolved
+// again (connect).
 func New(cfg Config) (*Exporter, error) {
 	if err := CheckConfig(cfg); err != nil {
 		return nil, err
@@ -191,9 +207,13 @@ func New(cfg Config) (*Exporter, error) {
 	if cfg.TemplateRefresh == 0 {
 		cfg.TemplateRefresh = DefaultTemplateRefresh
 	}
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = DefaultDialTimeout
+	}
 	var udp net.Conn
 	if cfg.Transport == "udp" {
-		c, err := net.Dial("udp", cfg.Target)
+		d := net.Dialer{Timeout: cfg.DialTimeout, Resolver: cfg.Resolver}
+		c, err := d.Dial("udp", cfg.Target)
 		if err != nil {
 			return nil, fmt.Errorf("target %q: %w", cfg.Target, err)
 		}
@@ -208,8 +228,8 @@ func New(cfg Config) (*Exporter, error) {
 	if cfg.EnterpriseNumber == 0 {
 		cfg.EnterpriseNumber = EnterpriseNumber
 	}
-	if cfg.DialTimeout == 0 {
-		cfg.DialTimeout = DefaultDialTimeout
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
 	}
 	if cfg.BackoffBase == 0 {
 		cfg.BackoffBase = DefaultBackoffBase
@@ -223,6 +243,7 @@ func New(cfg Config) (*Exporter, error) {
 	e := &Exporter{cfg: cfg, log: cfg.Logger, buf: make([]byte, 0, cfg.MaxMessageBytes),
 		sendTemplate: true, now: time.Now, templates: templateSets(cfg.EnterpriseNumber, cfg.MaxMessageBytes),
 		closed: make(chan struct{})}
+	e.life, e.end = context.WithCancel(context.Background())
 	if udp != nil {
 		e.setConn(newConn(udp, false))
 	}
@@ -235,7 +256,8 @@ func New(cfg Config) (*Exporter, error) {
 func (e *Exporter) Name() string { return "ipfix" }
 
 // Connected reports whether the exporter has a working connection: over
-// TCP one that is open and not closed by the collector; over UDP always.
+// TCP one that is open and not closed by the collector; over UDP a socket
+// (none only while a moved target's new one is being made).
 func (e *Exporter) Connected() bool {
 	c := e.live.Load()
 	return c != nil && !c.broken()
@@ -248,11 +270,14 @@ func (e *Exporter) setConn(c *conn) {
 }
 
 // Export encodes the batch into as few messages as MaxMessageBytes allows
-// and sends them. Over UDP a failed send loses that message (counted in
-// Stats.FailedFlows) and the others are still sent. Over TCP a lost connection is
-// remade, with backoff, and the rest of the batch sent on the new one
-// (after the templates): Export blocks meanwhile, until ctx ends or the
-// exporter is closed. The first error is returned.
+// and sends them, each write bounded by WriteTimeout. A failed send loses
+// that message (counted in Stats.FailedFlows); over TCP it drops the
+// connection, remade with backoff, the target resolved again, and the rest
+// of the batch is sent on the new one (after the templates).
+// Export blocks meanwhile, until ctx ends or the exporter is closed (then
+// the rest is counted lost). Over UDP, when the templates are due, a
+// target whose name now resolves elsewhere is reconnected to. The first
+// error is returned.
 func (e *Exporter) Export(ctx context.Context, batch []flow.Record) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -268,8 +293,12 @@ func (e *Exporter) Export(ctx context.Context, batch []flow.Record) error {
 			e.Stats.FailedFlows.Add(uint64(len(batch) - i))
 			return errors.Join(firstErr, err)
 		}
-		if e.cfg.Transport == "udp" && now.Sub(e.lastTemplate) >= e.cfg.TemplateRefresh {
+		if e.cfg.Transport == "udp" && !e.sendTemplate && now.Sub(e.lastTemplate) >= e.cfg.TemplateRefresh {
 			e.sendTemplate = true
+			if e.moved(ctx) {
+				e.disconnect()
+				continue // a new socket to the new address (a new session)
+			}
 		}
 		if err := e.leadingTemplates(now); err != nil {
 			note(err)
@@ -383,11 +412,16 @@ func (e *Exporter) flush(n int) error {
 	return nil
 }
 
-// send sends the message in buf, holding n data records. Over TCP a failed
-// send drops the connection: the next message remakes it.
+// send sends the message in buf, holding n data records, within
+// WriteTimeout. Over TCP a failed send drops the connection (a stream a
+// message was partly written to is no longer framed): the next message
+// remakes it, after a backoff. A UDP socket is kept: a refused send (the
+// collector's port closed, an ICMP error) loses that message only, and the
+// collector gets the next ones once it is back.
 func (e *Exporter) send(n int) error {
 	binary.BigEndian.PutUint16(e.buf[2:], uint16(len(e.buf)))
 	binary.BigEndian.PutUint32(e.buf[8:], e.seq)
+	e.conn.SetWriteDeadline(time.Now().Add(e.cfg.WriteTimeout))
 	if _, err := e.conn.Write(e.buf); err != nil {
 		e.Stats.SendErrors.Add(1)
 		if e.cfg.Transport == "tcp" {
@@ -404,16 +438,22 @@ func (e *Exporter) send(n int) error {
 	return nil
 }
 
-// Close closes the connection and ends an Export waiting to reconnect.
-// Nothing is buffered between exports.
+// Close closes the connection and ends an Export waiting to reconnect or
+// blocked in a write (closing the connection under it fails the write at
+// once): it never waits for a stuck collector. Nothing is buffered
+// between exports.
 func (e *Exporter) Close() error {
-	e.closeOnce.Do(func() { close(e.closed) })
+	e.closeOnce.Do(func() { close(e.closed); e.end() })
+	var err error
+	c := e.live.Load()
+	if c != nil {
+		err = c.Close() // a write in progress returns; Export then releases mu
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.conn != nil {
-		err := e.conn.Close()
-		e.setConn(nil)
-		return err
+	if e.conn != nil && e.conn != c {
+		err = e.conn.Close()
 	}
-	return nil
+	e.setConn(nil)
+	return err
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
+	"net/netip"
 	"sync/atomic"
 	"time"
 )
@@ -35,12 +37,16 @@ func newConn(c net.Conn, watch bool) *conn {
 
 func (c *conn) broken() bool { return c.gone.Load() }
 
-// connect makes sure there is a connection to send on. Over TCP it drops
-// one the collector closed and dials a new one, waiting before each attempt
-// that follows a failure (backoff); a new connection is a new session
-// (RFC 7011 §8.1): the templates go first and the sequence restarts at 0.
-// It returns when connected, or when ctx ends or the exporter is closed
-// (with the last connection error, if any).
+// connect makes sure there is a connection to send on. It drops one the
+// collector closed (TCP) and, when none is left (a failed send, a closed
+// stream, a target that moved), dials a new one, resolving the target's
+// name again (Config.Resolver) so that a collector whose address changed is
+// found, and waiting before each attempt that follows a failure
+// (exponential backoff with jitter). A new connection is a new session
+// (RFC 7011 §8.1; over UDP a new socket, so a new source port): the
+// templates go first and the sequence restarts at 0. It returns when
+// connected, or when ctx ends or the exporter is closed (with the last
+// connection error, if any).
 func (e *Exporter) connect(ctx context.Context) error {
 	select {
 	case <-e.closed:
@@ -54,9 +60,6 @@ func (e *Exporter) connect(ctx context.Context) error {
 	}
 	if e.conn != nil {
 		return nil
-	}
-	if e.cfg.Transport != "tcp" {
-		return errClosed // UDP: only Close takes the socket away
 	}
 	// Close ends the wait and a dial in progress too (an exporter that is
 	// connected pays nothing for this).
@@ -72,7 +75,7 @@ func (e *Exporter) connect(ctx context.Context) error {
 	var last error
 	for {
 		if e.failures > 0 {
-			t := time.NewTimer(backoff(e.failures, e.cfg.BackoffBase, e.cfg.BackoffMax))
+			t := time.NewTimer(jitter(backoff(e.failures, e.cfg.BackoffBase, e.cfg.BackoffMax)))
 			select {
 			case <-t.C:
 			case <-ctx.Done():
@@ -80,12 +83,12 @@ func (e *Exporter) connect(ctx context.Context) error {
 				return e.stopped(ctx, last)
 			}
 		}
-		d := net.Dialer{Timeout: e.cfg.DialTimeout}
-		c, err := d.DialContext(ctx, "tcp", e.cfg.Target)
+		c, err := e.dial(ctx)
 		if err == nil {
-			e.setConn(newConn(c, true))
+			e.setConn(newConn(c, e.cfg.Transport == "tcp"))
 			e.Stats.Connects.Add(1)
 			e.sendTemplate, e.seq = true, 0
+			e.log.Info("ipfix connected", "target", e.cfg.Target, "address", c.RemoteAddr().String(), "transport", e.cfg.Transport)
 			return nil
 		}
 		e.Stats.SendErrors.Add(1)
@@ -99,6 +102,49 @@ func (e *Exporter) connect(ctx context.Context) error {
 			return e.stopped(ctx, last)
 		}
 	}
+}
+
+// dial connects to the target over the configured transport, resolving
+// its name now.
+func (e *Exporter) dial(ctx context.Context) (net.Conn, error) {
+	d := net.Dialer{Timeout: e.cfg.DialTimeout, Resolver: e.cfg.Resolver}
+	return d.DialContext(ctx, e.cfg.Transport, e.cfg.Target)
+}
+
+// moved reports whether the target's name no longer resolves to the
+// address the UDP socket sends to (asked when the templates are due: a UDP
+// collector that moved gives no error to notice). A failed lookup keeps
+// the socket.
+func (e *Exporter) moved(ctx context.Context) bool {
+	host, _, _ := net.SplitHostPort(e.cfg.Target)
+	if _, err := netip.ParseAddr(host); err == nil || e.conn == nil {
+		return false // an address literal never moves
+	}
+	cur, ok := e.conn.RemoteAddr().(*net.UDPAddr)
+	if !ok {
+		return false
+	}
+	r := e.cfg.Resolver
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.DialTimeout)
+	defer cancel()
+	stop := context.AfterFunc(e.life, cancel) // Close does not wait for the lookup
+	defer stop()
+	addrs, err := r.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		e.log.Warn("ipfix target lookup failed; keeping its last address", "target", e.cfg.Target, "error", err)
+		return false
+	}
+	now := cur.AddrPort().Addr().Unmap()
+	for _, a := range addrs {
+		if a.Unmap() == now {
+			return false
+		}
+	}
+	e.log.Info("ipfix target moved; reconnecting", "target", e.cfg.Target, "from", now.String())
+	return true
 }
 
 // stopped is connect's error when it gives up: the last connection error
@@ -116,6 +162,15 @@ func (e *Exporter) stopped(ctx context.Context, last error) error {
 func (e *Exporter) disconnect() {
 	e.conn.Close()
 	e.setConn(nil)
+}
+
+// jitter spreads a wait over its upper half, so that agents that lost the
+// same collector do not all come back at the same instant.
+func jitter(d time.Duration) time.Duration {
+	if d <= 1 {
+		return d
+	}
+	return d/2 + rand.N(d/2+1)
 }
 
 // backoff is the wait before the next connection attempt after failures
