@@ -19,6 +19,7 @@ ETCD_VERSION             := $(call modversion,hack/envtest,go.etcd.io/etcd/serve
 CONTROLLER_TOOLS_VERSION := $(call modversion,hack/tools-k8s/controller-gen,sigs.k8s.io/controller-tools)
 KUSTOMIZE_VERSION        := $(call modversion,hack/tools-k8s/kustomize,sigs.k8s.io/kustomize/kustomize/v5)
 KWOK_VERSION             := $(call modversion,hack/kwok,sigs.k8s.io/kwok)
+CERT_MANAGER_VERSION     := $(call modversion,hack/certmanager,github.com/cert-manager/cert-manager)
 
 # The envtest tests find kube-apiserver and etcd here through
 # KUBEBUILDER_ASSETS (internal/operator/controller's TestMain computes the same path
@@ -26,6 +27,10 @@ KWOK_VERSION             := $(call modversion,hack/kwok,sigs.k8s.io/kwok)
 ENVTEST_ASSETS_DIR = $(FLOWLENS_CACHE)/envtest/k8s-$(K8S_VERSION)_etcd-$(ETCD_VERSION)
 KWOK_DIR           = $(FLOWLENS_CACHE)/kwok/$(KWOK_VERSION)
 CONTROLLER_GEN     = $(FLOWLENS_CACHE)/bin/controller-gen-$(CONTROLLER_TOOLS_VERSION)
+# cert-manager's certificate controllers (hack/certmanager) and its CRDs,
+# for the spec.tls.certManager test (internal/operator/controller finds
+# them here, or in FLOWLENS_CERT_MANAGER).
+CERT_MANAGER_DIR   = $(FLOWLENS_CACHE)/cert-manager/$(CERT_MANAGER_VERSION)
 KUSTOMIZE          = $(FLOWLENS_CACHE)/bin/kustomize-$(KUSTOMIZE_VERSION)
 
 # Builds package $(2) of tools module $(1) into $(3), via a temporary file so
@@ -37,13 +42,13 @@ define build-tool
 	@mv $(3).tmp $(3)
 endef
 
-.PHONY: generate-operator manifests envtest-assets test-operator e2e e2e-assets operator-tools build-operator
+.PHONY: generate-operator manifests envtest-assets cert-manager-assets test-operator e2e e2e-assets operator-tools build-operator
 
 # The repository-wide targets pick these up as prerequisites: `make generate`
 # (and so check-generated) regenerates the operator's files, and `make test`
 # has the envtest binaries built first, so CI runs the envtest suite.
 generate: manifests
-test: envtest-assets
+test: envtest-assets cert-manager-assets
 test: export KUBEBUILDER_ASSETS ?= $(ENVTEST_ASSETS_DIR)
 
 operator-tools: $(CONTROLLER_GEN) $(KUSTOMIZE) ## build controller-gen and kustomize (pinned, cached)
@@ -74,6 +79,16 @@ envtest-assets: ## build kube-apiserver and etcd for envtest (pinned, cached; ~6
 envtest-assets: $(ENVTEST_ASSETS_DIR)/kube-apiserver $(ENVTEST_ASSETS_DIR)/etcd
 	@echo "KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS_DIR)"
 
+cert-manager-assets: ## build cert-manager's certificate controllers and copy its CRDs (pinned, cached; ~3 min cold)
+cert-manager-assets: $(CERT_MANAGER_DIR)/certmanager $(CERT_MANAGER_DIR)/crds
+
+$(FLOWLENS_CACHE)/cert-manager/%/certmanager:
+	$(call build-tool,hack/certmanager,github.com/flowlens/flowlens/hack/certmanager,$@)
+$(FLOWLENS_CACHE)/cert-manager/%/crds:
+	@mkdir -p $(dir $@)
+	rm -rf $@.tmp && cp -r "$$($(GO) -C hack/certmanager list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)/deploy/crds" $@.tmp
+	@chmod -R u+w $@.tmp && mv $@.tmp $@
+
 $(FLOWLENS_CACHE)/envtest/%/kube-apiserver:
 	$(call build-tool,hack/tools-k8s,k8s.io/kubernetes/cmd/kube-apiserver,$@)
 $(FLOWLENS_CACHE)/envtest/%/kube-controller-manager:
@@ -89,7 +104,7 @@ $(FLOWLENS_CACHE)/kwok/%/kwokctl:
 
 OPERATOR_PKGS = ./api/v1alpha1/... ./cmd/flowlens-operator/... ./internal/operator/controller/...
 
-test-operator: envtest-assets ## run the operator's unit and envtest tests against a real kube-apiserver + etcd
+test-operator: envtest-assets cert-manager-assets ## run the operator's unit and envtest tests against a real kube-apiserver + etcd
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS_DIR) $(GO) test -count=1 $(OPERATOR_PKGS)
 
 build-operator: ## build bin/flowlens-operator

@@ -12,6 +12,13 @@
 // but the cAdvisor ones (no kubelet here), so its metric names and PromQL
 // are proven too.
 //
+// The same Prometheus proves the metrics secure default
+// (scrapeidentity_test.go): the operator's certificate code issues the
+// metrics serving certificate and the scrape identity against a real
+// kube-apiserver (envtest), a real agent and collector serve /metrics with
+// the operator's default web configuration, and a job with the scrape
+// identity reads them while a job without it gets 403.
+//
 // Needs root and /usr/bin/prometheus (`make deps-prometheus`); without the
 // binary the test skips, except in CI (CI set), where it fails. With
 // FLOWLENS_DASHBOARDS_RESULTS=file.json it runs the lab longer and writes

@@ -56,14 +56,21 @@ type prometheus struct {
 // killed when the test ends.
 func startPrometheus(t *testing.T, bin string, jobs map[string]string) *prometheus {
 	t.Helper()
-	dir := t.TempDir()
 	var cfg strings.Builder
-	cfg.WriteString("global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n  evaluation_interval: 1s\nscrape_configs:\n")
 	for job, target := range jobs {
 		fmt.Fprintf(&cfg, "  - job_name: %s\n    static_configs:\n      - targets: [%q]\n", job, target)
 	}
+	return startPrometheusWith(t, bin, cfg.String())
+}
+
+// startPrometheusWith is startPrometheus with the scrape_configs list
+// given as YAML (its items, indented by two spaces).
+func startPrometheusWith(t *testing.T, bin, scrapeConfigs string) *prometheus {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n  evaluation_interval: 1s\nscrape_configs:\n" + scrapeConfigs
 	cfgPath := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o644); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	addr := testkit.FreeAddr(t)
