@@ -29,7 +29,7 @@ var columns = []string{"elapsed_s",
 	"agent_rss_kib", "agent_goroutines", "agent_fds", "agent_bpf_progs", "agent_bpf_maps", "agent_bpf_links", "agent_bpf_alive",
 	"collector_rss_kib", "collector_goroutines", "collector_fds",
 	"sys_bpf_progs", "sys_bpf_maps",
-	"agent_exported_flows", "collector_received_flows",
+	"agent_exported_flows", "collector_received_flows", "agent_partial_flows",
 	"netns_alive", "netns_created", "tcp_conns"}
 
 func sample(agent, coll *proc, bpf *bpfTracker, tr *traffic) (map[string]float64, error) {
@@ -60,6 +60,7 @@ func sample(agent, coll *proc, bpf *bpfTracker, tr *traffic) (map[string]float64
 		if p.name == "agent" {
 			s["agent_bpf_progs"], s["agent_bpf_maps"], s["agent_bpf_links"] = float64(kinds["bpf-prog"]), float64(kinds["bpf-map"]), float64(kinds["bpf_link"])
 			s["agent_exported_flows"] = m["flowlens_agent_export_flows_total"]
+			s["agent_partial_flows"] = m["flowlens_agent_evicted_flows_total{source=\"partial\"}"]
 		}
 	}
 	s["collector_received_flows"] = float64(coll.lines.Load())
