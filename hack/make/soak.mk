@@ -11,4 +11,4 @@ SOAK_OUT      ?= $(BENCH_OUT)
 soak: ## an hour of mixed traffic and namespace churn; fails unless RSS, goroutines, fds and BPF objects stay flat (root)
 	@mkdir -p $(SOAK_OUT)
 	SOAK_DURATION=$(SOAK_DURATION) SOAK_INTERVAL=$(SOAK_INTERVAL) SOAK_OUT=$(abspath $(SOAK_OUT)) \
-		$(GO) test -count=1 -tags soak -timeout 0 -run '^TestSoak$$' -v ./test/soak
+		$(GO) test -count=1 -tags soak -timeout 0 -run '^(TestFit.*|TestSoak)$$' -v ./test/soak
