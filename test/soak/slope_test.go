@@ -30,7 +30,7 @@ func TestFitLine(t *testing.T) {
 // A flat series with alternating noise has an interval containing zero; a
 // leak of one object every 100 samples (about 3.6 an hour) in the same noise
 // has a slope the interval excludes.
-func TestFitNoiseAndStep(t *testing.T) {
+func TestFitNoiseAndLeak(t *testing.T) {
 	var ts, flat, step []float64
 	for i := range 270 {
 		ts = append(ts, float64(i*10))
