@@ -80,7 +80,7 @@ bench-live: ## live overhead: netns lab, hey at a fixed rate + iperf3, baseline 
 	@mkdir -p $(BENCH_OUT)
 	GO="$(GO)" BIN="$(abspath $(BIN))" OUT="$(abspath $(BENCH_OUT))" PEER="$(PEER)" hack/bench/live.sh
 
-bench-plots: ## docs/img/*.png from $(BENCH_OUT)/{bpf.json,go.txt,live.json,live-sidebyside.json}
+bench-plots: ## docs/img/*.png from $(BENCH_OUT)/{bpf.json,go.txt,live.json,live-sidebyside.json,soak.csv}
 	$(GO) -C hack/bench/plot run . -in $(abspath $(BENCH_OUT)) -out $(abspath docs/img)
 
 check-budget: ## fail if a BPF program's instruction counts/sizes or the eviction's allocations grew past bpf/budget.json (root)

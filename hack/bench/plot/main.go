@@ -1,8 +1,9 @@
 // Command plot draws docs/img/*.png from the benchmark results (make
 // bench-plots): bpf.json from make bench-bpf, go.txt from make bench,
-// live.json from make bench-live and live-sidebyside.json from make
-// bench-live PEER=1. A missing input skips its plots; go.txt gives the
-// eviction plot and the exporters' (bench-exporters-per-flow.png).
+// live.json from make bench-live, live-sidebyside.json from make
+// bench-live PEER=1 and soak.csv from make soak (soak.png). A missing
+// input skips its plots; go.txt gives the eviction plot and the
+// exporters' (bench-exporters-per-flow.png).
 package main
 
 import (
@@ -28,7 +29,7 @@ import (
 )
 
 func main() {
-	in := flag.String("in", "", "directory with bpf.json, go.txt, live.json, live-sidebyside.json")
+	in := flag.String("in", "", "directory with bpf.json, go.txt, live.json, live-sidebyside.json, soak.csv")
 	out := flag.String("out", "docs/img", "where to write the PNGs")
 	before := flag.String("before", "", "a bpf.json of an earlier build: also draw bench-bpf-before-after.png against -in's bpf.json")
 	flag.Parse()
@@ -50,6 +51,7 @@ func main() {
 		{"go.txt", plotExporters},
 		{"live.json", plotLatency},
 		{"live-sidebyside.json", plotSideBySide},
+		{"soak.csv", plotSoak},
 	} {
 		src := filepath.Join(*in, p.file)
 		if _, err := os.Stat(src); err != nil {
