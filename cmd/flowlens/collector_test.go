@@ -68,39 +68,19 @@ func startCollector(t *testing.T, args ...string) string {
 	t.Helper()
 	bin := buildCollector(t)
 	addr := testkit.FreeAddr(t)
-	log := &collectortest.SyncBuffer{}
-	cmd := exec.Command(bin, append([]string{"--listen=" + addr, "--metrics-address=", "--output=none"}, args...)...)
-	cmd.Stderr = log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-			t.Errorf("collector did not stop in 15s")
-		}
-		if t.Failed() {
-			t.Logf("collector %s log:\n%s", addr, log.String())
-		}
-	})
+	p := testkit.Start(t, "collector "+addr, exec.Command(bin, append([]string{"--listen=" + addr, "--metrics-address=", "--output=none"}, args...)...))
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()
 			return addr
 		}
 		select {
-		case err := <-exited:
-			t.Fatalf("collector exited: %v\n%s", err, log.String())
+		case <-p.Done():
+			t.Fatalf("collector exited: %v", p.Err())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("collector not listening after 20s:\n%s", log.String())
+			t.Fatalf("collector not listening after 20s")
 		}
 	}
 }

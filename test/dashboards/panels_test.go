@@ -429,39 +429,20 @@ func startCollector(t *testing.T, bin string) *collectorProc {
 	} else {
 		args = append(args, "--k8s-enrich=false", "--subnet-labels="+subnetLabels)
 	}
-	log := &testkit.SyncBuffer{}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout = nil // the flows themselves are not needed
-	cmd.Stderr = log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("collector %v log:\n%s", args, log.String())
-		}
-	})
+	// The flows themselves (stdout) are not needed.
+	p := testkit.Start(t, fmt.Sprintf("collector %v", args), exec.Command(bin, args...))
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		if r, err := httpGet("http://" + c.metricsAddr + "/metrics"); err == nil && strings.Contains(r, "flowlens_collector_") {
 			return c
 		}
 		select {
-		case err := <-exited:
-			t.Fatalf("collector exited: %v\n%s", err, log.String())
+		case <-p.Done():
+			t.Fatalf("collector exited: %v", p.Err())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("collector metrics not served on %s after 15s\n%s", c.metricsAddr, log.String())
+			t.Fatalf("collector metrics not served on %s after 15s", c.metricsAddr)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

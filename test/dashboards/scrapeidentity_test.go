@@ -212,26 +212,7 @@ func startTLSCollector(t *testing.T, bin, webConfig string, scrape *http.Client)
 	metrics := testkit.FreeAddr(t)
 	args := []string{"--listen=" + testkit.FreeAddr(t), "--metrics-address=" + metrics, "--web-config-file=" + webConfig,
 		"--output=json", "--k8s-enrich=false"}
-	log := &testkit.SyncBuffer{}
-	cmd := exec.Command(bin, args...)
-	cmd.Stderr = log
-	if err := testkit.StartOwned(cmd); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("collector %v log:\n%s", args, log.String())
-		}
-	})
+	p := testkit.Start(t, fmt.Sprintf("collector %v", args), exec.Command(bin, args...))
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		code, body, err := httpservetest.Get(scrape, "https://"+metrics+"/metrics")
@@ -239,12 +220,12 @@ func startTLSCollector(t *testing.T, bin, webConfig string, scrape *http.Client)
 			return metrics
 		}
 		select {
-		case err := <-exited:
-			t.Fatalf("collector exited: %v\n%s", err, log.String())
+		case <-p.Done():
+			t.Fatalf("collector exited: %v", p.Err())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("collector metrics not served on %s after 15s: %d %v\n%s", metrics, code, err, log.String())
+			t.Fatalf("collector metrics not served on %s after 15s: %d %v", metrics, code, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
