@@ -531,8 +531,11 @@ func (e *Exporter) refusedLog(err error) {
 
 // CloseTimeout bounds Close: delivering what is pending (reconnecting
 // when the stream broke) and ending the stream. It is the close grace the
-// agent's shutdown gives every exporter (config.ExportCloseGrace).
-const CloseTimeout = config.ExportCloseGrace
+// agent's shutdown gives every exporter (config.ExportCloseGrace) less a
+// second, in which Close ends the stream, counts what was never
+// acknowledged and returns: a Close that took the whole grace raced the
+// queue's own wait and was left behind uncounted.
+const CloseTimeout = config.ExportCloseGrace - time.Second
 
 // Close delivers what is pending, reconnecting when needed, and waits for
 // its acknowledgement, within CloseTimeout; ends the stream, aborts an
