@@ -316,17 +316,24 @@ func DecodeBatch(b []byte, maxFlows int) (flows []*flowv1.Flow, refused []Refuse
 	if n > maxFlows {
 		return nil, nil, &TooManyFlowsError{N: n, Max: maxFlows}
 	}
-	if n == 0 {
-		return nil, nil, nil
+	var msgs []flowv1.Flow
+	if n > 0 {
+		msgs, flows = make([]flowv1.Flow, n), make([]*flowv1.Flow, 0, n)
 	}
-	msgs := make([]flowv1.Flow, n)
-	flows = make([]*flowv1.Flow, 0, n)
 	i := 0
 	for len(b) > 0 {
 		num, typ, v, rest, _ := consumeField(b) // CountFlows checked the framing
 		b = rest
+		if num == batchFieldInstance && typ == protowire.BytesType {
+			// A proto3 string: what is not UTF-8 (here, printable ASCII)
+			// is a message proto.Unmarshal refuses.
+			inst, _ := protowire.ConsumeBytes(v)
+			if err := CheckAgentInstance(inst); err != nil {
+				return nil, nil, malformed("FlowBatch", err)
+			}
+		}
 		if num != 1 {
-			continue // unknown field of FlowBatch
+			continue // another field of FlowBatch
 		}
 		if typ != protowire.BytesType {
 			return nil, nil, malformed("FlowBatch", fmt.Errorf("flows[%d] has wire type %d", i, typ))
