@@ -22,17 +22,11 @@ import (
 // abandoned and its replacement never apply the same message twice.
 func (s *Server) ExportAcked(stream grpc.BidiStreamingServer[flowv1.FlowBatch, flowv1.ExportAck]) error {
 	ctx := stream.Context()
-	p := peerOf(ctx)
-	release, err := s.admit(ClientKey(p))
+	p, end, err := s.openStream(ctx, "agent stream opened (acknowledged)")
 	if err != nil {
-		s.log.Warn("refused an agent stream", "peer", p.Addr, "cn", p.CommonName, "error", err)
 		return err
 	}
-	defer release()
-	s.Stats.Streams.Add(1)
-	s.Stats.StreamsTotal.Add(1)
-	defer s.Stats.Streams.Add(-1)
-	s.log.Debug("agent stream opened (acknowledged)", "peer", p.Addr, "cn", p.CommonName)
+	defer end()
 
 	done := make(chan error, 1)
 	s.loops.Add(1)

@@ -457,20 +457,34 @@ func (s *Server) admit(key string) (release func(), err error) {
 	}, nil
 }
 
-// Export implements flowv1.FlowCollectorServer: one call per agent stream.
-func (s *Server) Export(stream grpc.ClientStreamingServer[flowv1.FlowBatch, flowv1.ExportSummary]) error {
-	ctx := stream.Context()
-	p := peerOf(ctx)
+// openStream admits an agent stream of the caller of ctx (the stream
+// bounds, its slot) and counts it open, logging opened at debug level;
+// end releases and uncounts it. A refused stream is logged and its error
+// returned.
+func (s *Server) openStream(ctx context.Context, opened string) (p Peer, end func(), err error) {
+	p = peerOf(ctx)
 	release, err := s.admit(ClientKey(p))
 	if err != nil {
 		s.log.Warn("refused an agent stream", "peer", p.Addr, "cn", p.CommonName, "error", err)
-		return err
+		return p, nil, err
 	}
-	defer release()
 	s.Stats.Streams.Add(1)
 	s.Stats.StreamsTotal.Add(1)
-	defer s.Stats.Streams.Add(-1)
-	s.log.Debug("agent stream opened", "peer", p.Addr, "cn", p.CommonName)
+	s.log.Debug(opened, "peer", p.Addr, "cn", p.CommonName)
+	return p, func() {
+		s.Stats.Streams.Add(-1)
+		release()
+	}, nil
+}
+
+// Export implements flowv1.FlowCollectorServer: one call per agent stream.
+func (s *Server) Export(stream grpc.ClientStreamingServer[flowv1.FlowBatch, flowv1.ExportSummary]) error {
+	ctx := stream.Context()
+	p, end, err := s.openStream(ctx, "agent stream opened")
+	if err != nil {
+		return err
+	}
+	defer end()
 
 	// The receive loop runs apart so that Shutdown can end the stream while
 	// the loop waits in RecvMsg; returning from here cancels ctx, which
