@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/flowlens/flowlens/internal/testkit/promtest"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // bin holds the binaries TestMain builds once for every case:
@@ -74,4 +77,11 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() (bool, 
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// metricSum sums the series of family name whose labels include labels
+// ("k=v"), 0 when none does (promtest.Sum).
+func metricSum(fams map[string]*dto.MetricFamily, name string, labels ...string) float64 {
+	s, _ := promtest.Sum(fams, name, labels...)
+	return s
 }

@@ -3,17 +3,16 @@
 package chaos
 
 import (
-	"bufio"
 	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/flowlens/flowlens/internal/testkit"
+	"github.com/flowlens/flowlens/internal/testkit/promtest"
 )
 
 // restartingCollector is the collector binary, started again after each kill, its
@@ -82,28 +81,25 @@ func crWaitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// scrape reads one series (its exposition name with labels) from a
-// metrics endpoint; absent is an error.
+// crScrape reads a series, written as in the exposition
+// (name{k="v",...}), from a metrics endpoint: the sum of the family's
+// series with those labels, whatever others they have (a reason label);
+// absent is an error.
 func crScrape(t *testing.T, addr, series string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return f
+	name, labels := series, []string(nil)
+	if n, ls, ok := strings.Cut(series, "{"); ok {
+		name = n
+		for _, l := range strings.Split(strings.TrimSuffix(ls, "}"), ",") {
+			k, v, _ := strings.Cut(l, "=")
+			labels = append(labels, k+"="+strings.Trim(v, `"`))
 		}
 	}
-	t.Fatalf("%s: no series %s", addr, series)
-	return 0
+	v, ok := promtest.Sum(scrape(t, "http://"+addr+"/metrics"), name, labels...)
+	if !ok {
+		t.Fatalf("%s: no series %s", addr, series)
+	}
+	return v
 }
 
 func crTail(b []byte, n int) string {

@@ -291,36 +291,3 @@ func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
 	}
 	return fams
 }
-
-// sumMetric sums a family's series whose labels include want (name=value).
-func sumMetric(fams map[string]*dto.MetricFamily, name string, want ...string) float64 {
-	var sum float64
-	f := fams[name]
-	if f == nil {
-		return 0
-	}
-series:
-	for _, m := range f.Metric {
-		for _, w := range want {
-			k, v, _ := strings.Cut(w, "=")
-			found := false
-			for _, l := range m.Label {
-				if l.GetName() == k && l.GetValue() == v {
-					found = true
-				}
-			}
-			if !found {
-				continue series
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			sum += m.Counter.GetValue()
-		case m.Gauge != nil:
-			sum += m.Gauge.GetValue()
-		case m.Untyped != nil:
-			sum += m.Untyped.GetValue()
-		}
-	}
-	return sum
-}

@@ -187,13 +187,13 @@ func TestNewFlowFlood(t *testing.T) {
 
 	// Settled: two evictions after the flood, and the lost counts still.
 	m := scrape(t, url)
-	ev0 := sumMetric(m, "flowlens_agent_evictions_total")
+	ev0 := metricSum(m, "flowlens_agent_evictions_total")
 	var lost, kernelLost, capLost float64
 	waitFor(t, 60*time.Second, "two evictions after the flood with steady loss counts", func() (bool, string) {
 		m := scrape(t, url)
-		k, c := sumMetric(m, "flowlens_agent_overflow_lost_total"), sumMetric(m, "flowlens_agent_lost_packets_total")
-		l := k + c + sumMetric(m, "flowlens_agent_non_ip_packets_total") + sumMetric(m, "flowlens_agent_malformed_packets_total")
-		ok := sumMetric(m, "flowlens_agent_evictions_total") >= ev0+2 && l == lost
+		k, c := metricSum(m, "flowlens_agent_overflow_lost_total"), metricSum(m, "flowlens_agent_lost_packets_total")
+		l := k + c + metricSum(m, "flowlens_agent_non_ip_packets_total") + metricSum(m, "flowlens_agent_malformed_packets_total")
+		ok := metricSum(m, "flowlens_agent_evictions_total") >= ev0+2 && l == lost
 		lost, kernelLost, capLost = l, k, c
 		return ok, fmt.Sprintf("lost %v", l)
 	})
@@ -210,9 +210,9 @@ func TestNewFlowFlood(t *testing.T) {
 
 	hwm := vmHWM(t, cmd.Process.Pid)
 	m = scrape(t, url)
-	overflowRecs := sumMetric(m, "flowlens_agent_overflow_records_total")
-	grpcDropped := sumMetric(m, "flowlens_agent_export_dropped_flows_total", "exporter=grpc")
-	stdoutDropped := sumMetric(m, "flowlens_agent_export_dropped_flows_total", "exporter=stdout")
+	overflowRecs := metricSum(m, "flowlens_agent_overflow_records_total")
+	grpcDropped := metricSum(m, "flowlens_agent_export_dropped_flows_total", "exporter=grpc")
+	stdoutDropped := metricSum(m, "flowlens_agent_export_dropped_flows_total", "exporter=stdout")
 
 	// Shut down; the flows left in the kernel reach stdout.
 	stopped = true

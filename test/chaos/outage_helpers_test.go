@@ -25,7 +25,6 @@ import (
 
 	"github.com/flowlens/flowlens/internal/testkit"
 	"github.com/flowlens/flowlens/internal/testkit/agenttest"
-	"github.com/flowlens/flowlens/internal/testkit/promtest"
 )
 
 // proc is one of the binaries running as a child: its stdout in out, its
@@ -123,8 +122,7 @@ func (p *proc) scrape(t *testing.T) map[string]*dto.MetricFamily {
 
 // value is the series of name with exactly labels ("k=v", sorted), 0 when absent.
 func value(fams map[string]*dto.MetricFamily, name string, labels ...string) uint64 {
-	v, _ := promtest.Value(fams, name, labels...)
-	return uint64(v)
+	return uint64(metricSum(fams, name, labels...))
 }
 
 // logHas reports whether the process logged s.

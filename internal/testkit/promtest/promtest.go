@@ -5,6 +5,7 @@
 package promtest
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -93,4 +94,36 @@ func Absent(t testing.TB, fams map[string]*dto.MetricFamily, name string, labels
 	if _, ok := Value(fams, name, labels...); ok {
 		t.Errorf("%s{%s} reported, want none", name, strings.Join(labels, ","))
 	}
+}
+
+// Sum is the sum of the series of family name whose labels include
+// labels ("k=v" pairs), whatever their other labels: a label added to a
+// family later (a reason) does not hide its series. ok is false when no
+// series matches. A histogram counts its sample count.
+func Sum(fams map[string]*dto.MetricFamily, name string, labels ...string) (sum float64, ok bool) {
+	f := fams[name]
+	if f == nil {
+		return 0, false
+	}
+series:
+	for _, m := range f.Metric {
+		for _, want := range labels {
+			k, v, _ := strings.Cut(want, "=")
+			if !slices.ContainsFunc(m.Label, func(l *dto.LabelPair) bool { return l.GetName() == k && l.GetValue() == v }) {
+				continue series
+			}
+		}
+		ok = true
+		switch {
+		case m.Counter != nil:
+			sum += m.Counter.GetValue()
+		case m.Gauge != nil:
+			sum += m.Gauge.GetValue()
+		case m.Histogram != nil:
+			sum += float64(m.Histogram.GetSampleCount())
+		case m.Untyped != nil:
+			sum += m.Untyped.GetValue()
+		}
+	}
+	return sum, ok
 }
