@@ -146,6 +146,17 @@ func TestDatapathMetrics(t *testing.T) {
 			t.Errorf("map %s memory: %v (present: %v)", name, v, ok)
 		}
 	}
+	// Every map has its series, an empty one too: filter_addr, an LPM
+	// trie with no rule, reports 0 bytes, and that is no read error.
+	for _, e := range dp.Maps.All() {
+		if _, ok := promtest.Value(f, "flowlens_agent_bpf_map_memory_bytes", "map="+e.Name); !ok {
+			t.Errorf("map %s: no memory series", e.Name)
+		}
+	}
+	promtest.Expect(t, f, 0, "flowlens_agent_bpf_map_memory_bytes", "map=filter_addr")
+	if v, ok := promtest.Value(f, "flowlens_agent_metrics_read_errors_total", "source=bpf_map_memory"); ok {
+		t.Errorf("map memory read errors: %v", v)
+	}
 	if v, _ := promtest.Value(f, "flowlens_agent_bpf_map_memory_bytes", "map=overflow"); v < 1<<20 {
 		t.Errorf("overflow ring buffer memory %v < its 1 MiB", v)
 	}
