@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,9 +20,12 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	grpcexp "github.com/flowlens/flowlens/internal/agent/exporter/grpc"
+	"github.com/flowlens/flowlens/internal/collector"
 	"github.com/flowlens/flowlens/internal/collector/collectortest"
 	"github.com/flowlens/flowlens/internal/shared/kubeauth"
+	"github.com/flowlens/flowlens/internal/testkit"
 	"github.com/flowlens/flowlens/internal/testkit/envtest"
+	"github.com/flowlens/flowlens/internal/testkit/promtest"
 	"github.com/flowlens/flowlens/pkg/receiver/receivertest"
 )
 
@@ -56,7 +60,8 @@ func restConfig(t *testing.T, kubeconfig string) *rest.Config {
 // token (as is, from a file, from an exec plugin; none for a client
 // certificate) and the collector's CA from ConfigMap flowlens-ca.
 func TestObserveAuthorization(t *testing.T) {
-	cfg := envtest.StartT(t, envtest.Options{}).Config
+	env := envtest.StartT(t, envtest.Options{})
+	cfg := env.Config
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -100,8 +105,9 @@ func TestObserveAuthorization(t *testing.T) {
 
 	admin := writeKubeconfig(t, cfg, &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData})
 	pki := receivertest.NewPKI(t)
+	metrics := testkit.FreeAddr(t)
 	col := startCollector(t, "--tls-cert="+pki.ServerCert, "--tls-key="+pki.ServerKey, "--tls-client-ca="+pki.CA,
-		"--auth=kubernetes", "--kubeconfig="+admin, "--k8s-enrich=false")
+		"--auth=kubernetes", "--kubeconfig="+admin, "--k8s-enrich=false", "--metrics-address="+metrics)
 	a, _ := lab()
 	collectortest.Export(t, grpcexp.Config{Target: col, NodeName: pki.ClientCN, AgentIP: netip.MustParseAddr("192.0.2.1"),
 		TLSCA: pki.CA, TLSCert: pki.ClientCert, TLSKey: pki.ClientKey}, a)
@@ -192,4 +198,16 @@ func TestObserveAuthorization(t *testing.T) {
 		!strings.Contains(err.Error(), "forbidden") || !strings.HasSuffix(err.Error(), want) {
 		t.Errorf("listing the pods as nobody: %v, want forbidden ending %q", err, want)
 	}
+
+	// The API server goes away: past its answer's TTL (kubeauth's 10 s),
+	// the reader still reads on the last answer, and the collector counts
+	// the one call it authorized so.
+	url := "http://" + metrics + "/metrics"
+	promtest.Expect(t, promtest.Scrape(t, url), 0, collector.MetricAuthStaleAnswers)
+	env.StopAPIServer(t)
+	time.Sleep(11 * time.Second)
+	if code, out, errOut := observeAs(token["reader"]); code != 0 || strings.Join(jsonNames(t, out), " ") != "f1 f2 f5" {
+		t.Errorf("as a reader, API server gone: exit %d, flows %q, stderr %s", code, jsonNames(t, out), errOut)
+	}
+	promtest.Expect(t, promtest.Scrape(t, url), 1, collector.MetricAuthStaleAnswers)
 }

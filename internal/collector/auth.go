@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
@@ -180,6 +181,18 @@ func (a *authorizer) review(ctx context.Context, token, audience, verb string) (
 		return nil, status.Errorf(codes.Unauthenticated, "collector: %v (want %s)", err, what)
 	}
 	return nil, status.Errorf(codes.Unavailable, "collector: cannot authorize the call: %v", err)
+}
+
+// MetricAuthStaleAnswers counts the calls authorized with an answer past
+// its TTL because the API server could not renew it (docs/metrics.md).
+const MetricAuthStaleAnswers = "flowlens_collector_auth_stale_answers_total"
+
+// metrics are the authorizer's: how often an outage of the API server
+// made it stand on old answers (kubeauth.DefaultStaleTTL at most).
+func (a *authorizer) metrics() []prometheus.Collector {
+	return []prometheus.Collector{prometheus.NewCounterFunc(prometheus.CounterOpts{Name: MetricAuthStaleAnswers,
+		Help: "Calls authorized with the API server's last answer past its TTL, because the API server could not be asked (at most kubeauth.DefaultStaleTTL past it)."},
+		func() float64 { return float64(a.rev.Stale.Load()) })}
 }
 
 // staleLog says, at most once a minute, that calls were authorized with

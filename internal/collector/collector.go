@@ -222,6 +222,9 @@ func New(cfg Config, opts Options) (_ *Collector, err error) {
 	}
 	c.metrics.Registry().MustRegister(refusedMetrics(&c.srv.Stats, cons, &c.refusedIdentity)...)
 	c.metrics.Registry().MustRegister(ackMetrics(&c.srv.Stats)...)
+	if c.auth != nil {
+		c.metrics.Registry().MustRegister(c.auth.metrics()...)
+	}
 	if err := c.listen(); err != nil {
 		return nil, err
 	}

@@ -1,10 +1,14 @@
 // Package promtest reads Prometheus metrics in tests: a stage's collectors
 // gathered in a registry of their own, and one series' value by its exact
 // labels, so that each stage's test asserts the values its collectors
-// report without an HTTP server.
+// report without an HTTP server; Scrape reads a running binary's
+// /metrics the same way.
 package promtest
 
 import (
+	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -12,6 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // Families is gathered metrics by family name.
@@ -41,6 +47,32 @@ func GatherFrom(t testing.TB, g prometheus.Gatherer) Families {
 		out[f.GetName()] = f
 	}
 	return out
+}
+
+// Scrape reads the Prometheus text endpoint at url (plain HTTP); a
+// status other than 200 or text that does not parse fails the test.
+func Scrape(t testing.TB, url string) Families {
+	t.Helper()
+	fams, err := scrape(url)
+	if err != nil {
+		t.Fatalf("scrape %s: %v", url, err)
+	}
+	return fams
+}
+
+func scrape(url string) (Families, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return nil, fmt.Errorf("%s: %s", resp.Status, b)
+	}
+	tp := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := tp.TextToMetricFamilies(resp.Body)
+	return Families(fams), err
 }
 
 // Value returns the value of the series of family name whose labels are
