@@ -313,8 +313,8 @@ func TestBrokerDown(t *testing.T) {
 
 // TestCloseAbortsExport: Close returns an Export waiting for a broker
 // that is down at once with ErrClosed (before Close itself is done: it
-// waits up to 5 s for what is buffered), and every flow is counted once,
-// as acknowledged or failed, by the time Close returns.
+// waits for what is buffered, within kafka.CloseTimeout), and every flow
+// is counted once, as acknowledged or failed, by the time Close returns.
 func TestCloseAbortsExport(t *testing.T) {
 	b := kafkatest.Start(t)
 	b.CreateTopic("closing", 4)
