@@ -48,7 +48,7 @@ func NewCollector(namespace string, qs []*Queue) prometheus.Collector {
 		refused:        d("refused_total", "Messages the consumer refused after they were sent (lost; counted as exported by export_flows_total, their flows in rejected_flows_total)."),
 		acked:          d("acked_flows_total", "Flows the consumer acknowledged (grpc: in messages the collector acknowledged; kafka: in records the brokers acked; otlp: log records the receiver accepted)."),
 		rejected:       d("rejected_flows_total", "Flows the consumer rejected (grpc: in messages the collector refused; otlp: partial success, or a request refused with a non-retryable error): lost."),
-		failed:         d("failed_flows_total", "Flows handed to the exporter and not delivered: lost in failed sends or records (ipfix, kafka), or given up on, the consumer unreachable past the retry timeout or at shutdown (grpc: not acknowledged; kafka, otlp). With the acknowledged, rejected and dropped flows, every flow the exporter was given."),
+		failed:         d("failed_flows_total", "Flows handed to the exporter and not delivered: lost in failed sends, writes or records (ipfix, kafka, stdout), or given up on, the consumer unreachable past the retry timeout or at shutdown (grpc: not acknowledged; kafka, otlp); an exporter that does not count them, every flow of its failed exports. With the acknowledged, rejected and dropped flows, every flow the exporter was given."),
 		retries:        d("retries_total", "Requests resent after a retryable failure (consumer down, overloaded, or asking to retry later)."),
 		messages:       d("messages_total", "Messages the exporter sent (grpc: FlowBatch messages; ipfix: IPFIX messages; otlp: requests the receiver accepted)."),
 		bytes:          d("message_bytes_total", "Bytes of the messages the exporter sent."),
@@ -95,13 +95,15 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(c.connected, prometheus.GaugeValue, up, name)
 		}
+		ch <- prometheus.MustNewConstMetric(c.failed, prometheus.CounterValue, float64(q.FailedFlows()), name)
 		if e, ok := q.exp.(Delivering); ok {
 			c.collectDelivery(ch, name, e)
 		}
 	}
 }
 
-// collectDelivery shows the counts e keeps.
+// collectDelivery shows the counts e keeps (its failed flows are shown
+// for every exporter: Queue.FailedFlows).
 func (c *queueCollector) collectDelivery(ch chan<- prometheus.Metric, name string, e Delivering) {
 	st, keeps := e.Delivery()
 	counter := func(d *prometheus.Desc, v *atomic.Uint64) {
@@ -115,7 +117,7 @@ func (c *queueCollector) collectDelivery(ch chan<- prometheus.Metric, name strin
 		{CountMessages, c.messages, &st.Messages}, {CountMessages, c.bytes, &st.Bytes}, {CountMessages, c.records, &st.Records},
 		{CountTemplates, c.templates, &st.Templates}, {CountSendErrors, c.sendErrors, &st.SendErrors},
 		{CountRetries, c.retries, &st.Retries}, {CountRefused, c.refused, &st.Refused},
-		{CountAcked, c.acked, &st.AckedFlows}, {CountRejected, c.rejected, &st.RejectedFlows}, {CountFailed, c.failed, &st.FailedFlows},
+		{CountAcked, c.acked, &st.AckedFlows}, {CountRejected, c.rejected, &st.RejectedFlows},
 		{CountRecordAcks, c.ackedRecords, &st.AckedRecords}, {CountRecordAcks, c.failedRecords, &st.FailedRecords},
 	} {
 		if keeps&x.count != 0 {

@@ -68,6 +68,7 @@ func TestCollectorExactValues(t *testing.T) {
 	gq.Stats.Batches.Store(9)
 	gq.Stats.Flows.Store(900)
 	gq.Stats.Errors.Store(1)
+	gq.Stats.ErrorFlows.Store(100) // its fake counts no failed flows: the queue's count shows
 	gq.Stats.DroppedBatches.Store(2)
 	gq.Stats.DroppedFlows.Store(200)
 	gq.Stats.ShutdownBatches.Store(1)
@@ -76,9 +77,12 @@ func TestCollectorExactValues(t *testing.T) {
 	for range 3 { // queued: no Run takes them
 		gq.Push(flow.BatchOf(make([]flow.Record, 1)), time.Time{})
 	}
-	queues := []*exporter.Queue{gq,
-		exporter.NewQueue(&fakeExp{name: "plain"}, 8, log),
-		exporter.NewQueue(delivering{otlp}, 8, log),
+	plain := exporter.NewQueue(&fakeExp{name: "plain"}, 8, log)
+	plain.Stats.Errors.Store(2)
+	plain.Stats.ErrorFlows.Store(55)
+	oq := exporter.NewQueue(delivering{otlp}, 8, log)
+	oq.Stats.ErrorFlows.Store(40) // otlp counts its own failed flows: those show
+	queues := []*exporter.Queue{gq, plain, oq,
 		exporter.NewQueue(connecting{delivering{ipfix}, &down}, 8, log),
 		exporter.NewQueue(delivering{kafka}, 8, log),
 	}
@@ -111,6 +115,11 @@ func TestCollectorExactValues(t *testing.T) {
 	absent("acked_records_total", "grpc")
 	absent("template_messages_total", "grpc")
 	expect(0, "batches_total", "plain")
+	expect(2, "errors_total", "plain")
+	// Every exporter counts its failed flows: the queue's count of the
+	// flows in failed exports for those that do not count them.
+	expect(100, "failed_flows_total", "grpc")
+	expect(55, "failed_flows_total", "plain")
 	absent("connected", "plain")
 	absent("messages_total", "plain")
 	expect(990, "acked_flows_total", "otlp")

@@ -345,17 +345,26 @@ func (q *Queue) Close(ctx context.Context) error {
 // Summary logs what became of the flows this exporter was given, once at
 // shutdown: exported, dropped for backpressure, lost at shutdown, in
 // failed exports (batches and flows; they add up to every flow given),
-// and the exporter's own failed flows when it counts them.
+// and the failed flows (FailedFlows).
 func (q *Queue) Summary() {
 	st := &q.Stats
-	args := []any{"exported_flows", st.Flows.Load(), "dropped_flows", st.DroppedFlows.Load(),
-		"shutdown_lost_flows", st.ShutdownFlows.Load(), "failed_exports", st.Errors.Load(), "failed_export_flows", st.ErrorFlows.Load()}
+	q.log.Info("exporter stopped", "exported_flows", st.Flows.Load(), "dropped_flows", st.DroppedFlows.Load(),
+		"shutdown_lost_flows", st.ShutdownFlows.Load(), "failed_exports", st.Errors.Load(), "failed_export_flows", st.ErrorFlows.Load(),
+		"failed_flows", q.FailedFlows())
+}
+
+// FailedFlows are the flows handed to the exporter and not delivered
+// (export_failed_flows_total): its own count when it keeps one
+// (CountFailed: it knows which flows of a failed Export were lost, and
+// those it gave up on later), else every flow of its failed Exports
+// (Stats.ErrorFlows), so that every exporter counts its failures per flow.
+func (q *Queue) FailedFlows() uint64 {
 	if e, ok := q.exp.(Delivering); ok {
 		if d, keeps := e.Delivery(); keeps&CountFailed != 0 {
-			args = append(args, "failed_flows", d.FailedFlows.Load())
+			return d.FailedFlows.Load()
 		}
 	}
-	q.log.Info("exporter stopped", args...)
+	return q.Stats.ErrorFlows.Load()
 }
 
 // StopWaiting calls StopWaiting on every queue: each its own budget, one

@@ -302,6 +302,25 @@ func (b *Broker) Stop() {
 	b.cmd = nil
 }
 
+// Pause stops the broker's process group with SIGSTOP: its connections
+// stay open and its sockets take what fits in their buffers, but it
+// answers nothing (a stuck broker, not a dead one). Resume continues it;
+// the cleanup kills a paused broker too.
+func (b *Broker) Pause() { b.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused broker (SIGCONT).
+func (b *Broker) Resume() { b.signal(syscall.SIGCONT) }
+
+func (b *Broker) signal(sig syscall.Signal) {
+	b.t.Helper()
+	if b.cmd == nil {
+		b.t.Fatalf("kafkatest: %v to a broker that is not running", sig)
+	}
+	if err := syscall.Kill(-b.cmd.Process.Pid, sig); err != nil {
+		b.t.Fatalf("kafkatest: %v: %v", sig, err)
+	}
+}
+
 // kill is the cleanup: no clean shutdown needed, the data goes away.
 func (b *Broker) kill() {
 	if b.cmd == nil {

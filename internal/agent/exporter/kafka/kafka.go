@@ -37,6 +37,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/agent/exporter"
 	"github.com/flowlens/flowlens/pkg/flow"
 	"github.com/flowlens/flowlens/pkg/flow/flowkafka"
@@ -600,25 +601,41 @@ func grow(s []int32, n int) []int32 {
 	return s[:n]
 }
 
-// Close sends what is buffered (waiting up to 5 s), aborts an Export
-// still waiting, and closes the client, which fails what is left. It
-// returns once every flow handed to Export is counted (Stats), the
-// records' promises run: franz-go runs those of the records it fails on
-// its own goroutine, after its Close returned.
+// CloseTimeout bounds Close: sending what is buffered, closing the
+// client and counting what it failed. It is the close grace the agent's
+// shutdown gives every exporter (config.ExportCloseGrace) less a second,
+// as grpc.CloseTimeout: a Close that took the whole grace (it waited 5 s
+// for the buffered records, then up to 5 s for their promises) raced the
+// queue's own wait and was left behind with its flows not yet counted.
+const CloseTimeout = config.ExportCloseGrace - time.Second
+
+// closeCount is the part of CloseTimeout kept for counting: from closing
+// the client to the last promise of what it failed (well under a second
+// with a stuck broker: franz-go fails what it holds at once).
+const closeCount = time.Second
+
+// Close sends what is buffered (waiting up to CloseTimeout less
+// closeCount), aborts an Export still waiting, and closes the client,
+// which fails what is left. It returns within CloseTimeout, once every
+// flow handed to Export is counted (Stats), the records' promises run:
+// franz-go runs those of the records it fails on its own goroutine, after
+// its Close returned. Records a stuck broker took and never answered are
+// counted failed: in doubt (the broker may still write them once it
+// resumes), so a loss is never under-counted.
 func (e *Exporter) Close() error {
 	e.lifeCancel()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), CloseTimeout)
 	defer cancel()
-	_ = e.client.Flush(ctx)
+	flush, cancelFlush := context.WithTimeout(ctx, CloseTimeout-closeCount)
+	_ = e.client.Flush(flush)
+	cancelFlush()
 	e.client.Close()
 	e.mu.Lock() // Export returned: its context was cancelled and the client closed
 	defer e.mu.Unlock()
-	wait, cancelWait := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancelWait()
 	for _, rd := range e.abandoned {
 		select {
 		case <-rd.done:
-		case <-wait.Done(): // never seen: franz-go fails every record it holds
+		case <-ctx.Done(): // never seen: franz-go fails every record it holds
 			e.log.Warn("records' promises still due after Close: their flows not counted", "records", rd.left.Load())
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
+	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/agent/exporter/kafka"
 	"github.com/flowlens/flowlens/internal/testkit/kafkatest"
 	"github.com/flowlens/flowlens/pkg/flow"
@@ -313,8 +314,9 @@ func TestBrokerDown(t *testing.T) {
 
 // TestCloseAbortsExport: Close returns an Export waiting for a broker
 // that is down at once with ErrClosed (before Close itself is done: it
-// waits up to 5 s for what is buffered), and every flow is counted once,
-// as acknowledged or failed, by the time Close returns.
+// waits for what is buffered, within kafka.CloseTimeout: it returns
+// within config.ExportCloseGrace), and every flow is counted once, as
+// acknowledged or failed, by the time Close returns.
 func TestCloseAbortsExport(t *testing.T) {
 	b := kafkatest.Start(t)
 	b.CreateTopic("closing", 4)
@@ -337,6 +339,7 @@ func TestCloseAbortsExport(t *testing.T) {
 	case <-time.After(time.Second):
 	}
 	closed := make(chan struct{})
+	start := time.Now()
 	go func() { e.Close(); close(closed) }()
 	select {
 	case err := <-exported:
@@ -347,6 +350,13 @@ func TestCloseAbortsExport(t *testing.T) {
 		t.Fatal("Close returned before the Export it should abort")
 	}
 	<-closed
+	// Within the close grace the agent's shutdown gives it (else the
+	// queue leaves it behind, its flows not yet counted).
+	took := time.Since(start)
+	t.Logf("Close returned after %v", took.Round(time.Millisecond))
+	if took > config.ExportCloseGrace {
+		t.Errorf("Close took %v, over config.ExportCloseGrace %v", took, config.ExportCloseGrace)
+	}
 	if n := e.Stats.AckedFlows.Load() + e.Stats.FailedFlows.Load(); n != 150 {
 		t.Errorf("acked %d + failed %d = %d, want 150", e.Stats.AckedFlows.Load(), e.Stats.FailedFlows.Load(), n)
 	}
