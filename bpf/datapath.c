@@ -45,3 +45,4 @@ const enum filter_size *unused_filter_size __attribute__((unused));
 const enum filter_use *unused_filter_use __attribute__((unused));
 const enum tls_flags *unused_tls_flags __attribute__((unused));
 const enum dns_state *unused_dns_state __attribute__((unused));
+const enum tunnel_type *unused_tunnel_type __attribute__((unused));

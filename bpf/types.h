@@ -52,6 +52,10 @@ enum flow_flags {
 	FLOW_F_IFACES_OVERFLOW = 0x1, /* a seventh interface could not be recorded */
 	FLOW_F_FRAG_UNMATCHED = 0x2,  /* IP fragments counted here without their first fragment's ports */
 	FLOW_F_XLAT_DONE = 0x4,       /* conntrack was asked about the flow this generation (bpf/xlat.h) */
+	/* A tunnel's node-to-node flow, keyed on the outer header, recorded
+	 * only under --overlay-outer-flows: its packets are also counted in
+	 * their inner flows, so sums skip it (bpf/tunnel.h). */
+	FLOW_F_OVERLAY_OUTER = 0x80,
 };
 
 /*
@@ -304,6 +308,20 @@ struct enrich_value {
 	__u8 dns_state;           /* DNS_S_* */
 	__u8 _pad2[3];
 	__u8 dns_name[64];        /* the question's name as on the wire, zero-padded */
+	/* Feature "overlay" (bpf/tunnel.h): the tunnel the flow's packets
+	 * crossed a watched interface in, as its outer header said. */
+	__u8 tun_src[16];         /* outer source (IPv4-mapped) */
+	__u8 tun_dst[16];         /* outer destination */
+	__u32 tun_vni;            /* VXLAN/Geneve network identifier; 0 for IP-in-IP */
+	__u8 tun_type;            /* enum tunnel_type; 0: no tunnel seen */
+	__u8 _pad3[3];
+};
+
+/* enrich_value.tun_type: the encapsulations bpf/tunnel.h reads through. */
+enum tunnel_type {
+	TUN_VXLAN = 1,  /* UDP 4789, or 8472 (flannel, Linux's default) */
+	TUN_GENEVE = 2, /* UDP 6081 */
+	TUN_IPIP = 3,   /* IP protocol 4 (IPv4 inside) or 41 (IPv6 inside), outer IPv4 or IPv6 */
 };
 
 /* enrich_value.dns_state */
