@@ -28,9 +28,9 @@
  * With feature "overlay" (overlay_on), the inner flow's enrichment entry
  * gets the outer endpoints, the tunnel type and VNI (enrich_value.tun_*),
  * written on a hook's first packet of the flow in a generation (insert and
- * slow, bpf/flows.h), never on the fast path. Under --overlay-outer-flows
- * (overlay_outer) the packet is also recorded under its outer key, in a
- * flow flagged FLOW_F_OVERLAY_OUTER that sums skip.
+ * slow, bpf/flows.h), never on the fast path. (The node-to-node tunnel
+ * flows as records of their own, marked so that sums skip them, are not
+ * built: docs/design/counting.md, Overlays.)
  *
  * Cost: one protocol test per packet (and a port test for UDP); only
  * tunnel packets run flowlens_tunnel_inner.
@@ -42,7 +42,6 @@
 #include "parse.h"
 
 volatile const __u32 overlay_on = 0;    /* feature "overlay": outer endpoints on the inner flow */
-volatile const __u32 overlay_outer = 0; /* --overlay-outer-flows: outer flows too, flagged */
 
 #define VXLAN_PORT 4789
 #define VXLAN_LINUX_PORT 8472

@@ -52,10 +52,6 @@ enum flow_flags {
 	FLOW_F_IFACES_OVERFLOW = 0x1, /* a seventh interface could not be recorded */
 	FLOW_F_FRAG_UNMATCHED = 0x2,  /* IP fragments counted here without their first fragment's ports */
 	FLOW_F_XLAT_DONE = 0x4,       /* conntrack was asked about the flow this generation (bpf/xlat.h) */
-	/* A tunnel's node-to-node flow, keyed on the outer header, recorded
-	 * only under --overlay-outer-flows: its packets are also counted in
-	 * their inner flows, so sums skip it (bpf/tunnel.h). */
-	FLOW_F_OVERLAY_OUTER = 0x80,
 };
 
 /*

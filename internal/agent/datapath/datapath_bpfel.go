@@ -195,7 +195,6 @@ const (
 	datapathFlowFlagsFLOW_F_IFACES_OVERFLOW datapathFlowFlags = 1
 	datapathFlowFlagsFLOW_F_FRAG_UNMATCHED  datapathFlowFlags = 2
 	datapathFlowFlagsFLOW_F_XLAT_DONE       datapathFlowFlags = 4
-	datapathFlowFlagsFLOW_F_OVERLAY_OUTER   datapathFlowFlags = 128
 )
 
 type datapathFlowKey struct {
@@ -366,7 +365,6 @@ const (
 	datapathVarNetnsCookie         = "netns_cookie"
 	datapathVarNetnsFromDev        = "netns_from_dev"
 	datapathVarOverlayOn           = "overlay_on"
-	datapathVarOverlayOuter        = "overlay_outer"
 	datapathVarReasonConsumed      = "reason_consumed"
 	datapathVarReasonNotSpecified  = "reason_not_specified"
 	datapathVarSampling            = "sampling"
@@ -479,7 +477,6 @@ type datapathVariableSpecs struct {
 	NetnsCookie         *ebpf.VariableSpec `ebpf:"netns_cookie"`
 	NetnsFromDev        *ebpf.VariableSpec `ebpf:"netns_from_dev"`
 	OverlayOn           *ebpf.VariableSpec `ebpf:"overlay_on"`
-	OverlayOuter        *ebpf.VariableSpec `ebpf:"overlay_outer"`
 	ReasonConsumed      *ebpf.VariableSpec `ebpf:"reason_consumed"`
 	ReasonNotSpecified  *ebpf.VariableSpec `ebpf:"reason_not_specified"`
 	Sampling            *ebpf.VariableSpec `ebpf:"sampling"`
@@ -578,7 +575,6 @@ type datapathVariables struct {
 	NetnsCookie         *ebpf.Variable `ebpf:"netns_cookie"`
 	NetnsFromDev        *ebpf.Variable `ebpf:"netns_from_dev"`
 	OverlayOn           *ebpf.Variable `ebpf:"overlay_on"`
-	OverlayOuter        *ebpf.Variable `ebpf:"overlay_outer"`
 	ReasonConsumed      *ebpf.Variable `ebpf:"reason_consumed"`
 	ReasonNotSpecified  *ebpf.Variable `ebpf:"reason_not_specified"`
 	Sampling            *ebpf.Variable `ebpf:"sampling"`
