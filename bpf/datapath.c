@@ -8,6 +8,7 @@
  *   flows.h        TC ingress/egress: packets -> flows (always on), with
  *                  wire.h (wire packets and bytes), frags.h (fragments in
  *                  their flow), order.h (which hook counts a packet),
+ *                  tunnel.h (overlay packets in their inner flow),
  *                  filter.h (the flow filter rules), xlat.h (feature
  *                  "xlat": conntrack NAT translation), tls.h (feature "tls":
  *                  TLS handshakes and QUIC), dns.h (feature "dns"), all three
