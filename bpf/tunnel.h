@@ -25,7 +25,8 @@
  * either (bpf/order.h: the uplink saw it before); the uplink's ingress of
  * an encapsulated packet stays certainly first, as a NIC's ingress is.
  *
- * With feature "overlay" (overlay_on), the inner flow's enrichment entry
+ * With overlay_on (set by the agent whenever it reads the enrichment maps,
+ * i.e. some feature is on), the inner flow's enrichment entry
  * gets the outer endpoints, the tunnel type and VNI (enrich_value.tun_*),
  * written on a hook's first packet of the flow in a generation (insert and
  * slow, bpf/flows.h), never on the fast path. (The node-to-node tunnel
@@ -41,7 +42,7 @@
 #include "enrich.h"
 #include "parse.h"
 
-volatile const __u32 overlay_on = 0;    /* feature "overlay": outer endpoints on the inner flow */
+volatile const __u32 overlay_on = 0; /* outer endpoints on the inner flow's enrichment entry */
 
 #define VXLAN_PORT 4789
 #define VXLAN_LINUX_PORT 8472

@@ -304,8 +304,9 @@ struct enrich_value {
 	__u8 dns_state;           /* DNS_S_* */
 	__u8 _pad2[3];
 	__u8 dns_name[64];        /* the question's name as on the wire, zero-padded */
-	/* Feature "overlay" (bpf/tunnel.h): the tunnel the flow's packets
-	 * crossed a watched interface in, as its outer header said. */
+	/* Overlays (bpf/tunnel.h, overlay_on; not a feature: written
+	 * whenever the enrichment maps are read): the tunnel the flow's
+	 * packets crossed a watched interface in, as its outer header said. */
 	__u8 tun_src[16];         /* outer source (IPv4-mapped) */
 	__u8 tun_dst[16];         /* outer destination */
 	__u32 tun_vni;            /* VXLAN/Geneve network identifier; 0 for IP-in-IP */
