@@ -117,15 +117,18 @@ func TestOverlayVXLANCountedOnce(t *testing.T) {
 		name   string
 		watch  func(l *overlayLab) string
 		ifaces []string // the inner flow's interfaces in the record's order: the counting one first
+		perNS  bool     // one program set per namespace (the fallback), not the shared set
 	}{
 		{"both nodes", func(l *overlayLab) string { return l.node1.Name + "," + l.node2.Name },
-			[]string{"node1/pv1:ingress", "node1/vx1:egress", "node1/u1:egress", "node2/u2:ingress", "node2/vx2:ingress", "node2/pv2:egress"}},
+			[]string{"node1/pv1:ingress", "node1/vx1:egress", "node1/u1:egress", "node2/u2:ingress", "node2/vx2:ingress", "node2/pv2:egress"}, false},
 		{"sending node", func(l *overlayLab) string { return l.node1.Name },
-			[]string{"node1/pv1:ingress", "node1/vx1:egress", "node1/u1:egress"}},
+			[]string{"node1/pv1:ingress", "node1/vx1:egress", "node1/u1:egress"}, false},
 		// The uplink's ingress counts; the vxlan device's ingress, after
 		// decapsulation, does not count again (bpf/order.h).
 		{"receiving node", func(l *overlayLab) string { return l.node2.Name },
-			[]string{"node2/u2:ingress", "node2/vx2:ingress", "node2/pv2:egress"}},
+			[]string{"node2/u2:ingress", "node2/vx2:ingress", "node2/pv2:egress"}, false},
+		{"both nodes, one program set per namespace", func(l *overlayLab) string { return l.node1.Name + "," + l.node2.Name },
+			[]string{"node1/pv1:ingress", "node1/vx1:egress", "node1/u1:egress", "node2/u2:ingress", "node2/vx2:ingress", "node2/pv2:egress"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newOverlayLab(t)
@@ -135,7 +138,7 @@ func TestOverlayVXLANCountedOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := countUDP(t, recv)
-			h := agenttest.Start(t, len(tc.ifaces), agent.Options{}, "--netns="+tc.watch(l))
+			h := agenttest.Start(t, len(tc.ifaces), agent.Options{ForcePerNamespacePrograms: tc.perNS}, "--netns="+tc.watch(l))
 			before := l.counters(t)
 			if err := netlab.UDPSend(l.pod1, ovlPod1+":5000", ovlPod2+":6000", make([]byte, payload), n); err != nil {
 				t.Fatal(err)
