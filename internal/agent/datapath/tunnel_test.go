@@ -65,6 +65,8 @@ func TestTunnelInnerKey(t *testing.T) {
 		{"ipip 4in4", packet.Cat(eth4, packet.IPv4(4, nodeA, nodeB, len(inner4)), inner4), key4, 0x0800, datapath.TunnelIPIP, v4mapped(nodeA), v4mapped(nodeB), 0},
 		{"sit 6in4", packet.Cat(eth4, packet.IPv4(41, nodeA, nodeB, len(inner6)), inner6), key6, 0x86dd, datapath.TunnelIPIP, v4mapped(nodeA), v4mapped(nodeB), 0},
 		{"ip6tnl 4in6", packet.Cat(eth6, packet.IPv6(4, node6A, node6B, len(inner4)), inner4), key4, 0x0800, datapath.TunnelIPIP, mapped(node6A), mapped(node6B), 0},
+		{"vxlan over ipv6", packet.Cat(eth6, packet.IPv6(packet.ProtoUDP, node6A, node6B, 8+8+14+len(inner4)),
+			packet.UDP(51000, 4789, 8+14+len(inner4))[:packet.UDPLen], vxlan(9), eth4, inner4), key4, 0x0800, datapath.TunnelVXLAN, mapped(node6A), mapped(node6B), 9},
 		{"802.1Q vxlan", packet.Cat(packet.Eth(packet.EtherTypeIPv4, packet.Dot1Q(9)), packet.IPv4(packet.ProtoUDP, nodeA, nodeB, 8+8+14+len(inner4)), packet.UDP(51000, 4789, 8+14+len(inner4))[:packet.UDPLen], vxlan(5), eth4, inner4), key4, 0x0800, datapath.TunnelVXLAN, v4mapped(nodeA), v4mapped(nodeB), 5},
 		// Kept on the outer key: no tunnel to read through.
 		{"vxlan without the I flag", udp4(4789, packet.Cat([]byte{0, 0, 0, 0, 0, 0, 42, 0}, eth4, inner4)), outer(4789), 0x0800, 0, [16]byte{}, [16]byte{}, 0},
