@@ -231,4 +231,104 @@ __noinline int flowlens_tunnel_note(struct __sk_buff *skb, const struct flow_key
 	return 1;
 }
 
+/*
+ * tunnel_kernel_key is the drop hook's read-through (bpf/drops.h, skb_key):
+ * k is the outer key of a dropped packet whose L4 header (for IP-in-IP:
+ * inner IP header) is at l4 in kernel memory, read with
+ * bpf_probe_read_kernel. When k is a tunnel packet whose inner packet is
+ * IP, k becomes the inner key, as the TC programs key it, tcp_flags the
+ * inner TCP flags, and it returns 1; otherwise k is unchanged (0). An inner
+ * later fragment or an inner IPv6 extension header keeps the outer key.
+ */
+static __always_inline int tunnel_kernel_key(unsigned char *l4, struct flow_key *k, __u16 *tcp_flags)
+{
+	__u8 h[40];
+	unsigned char *in;
+	__u16 et; /* the inner ether type, network order; 0: an inner Ethernet frame */
+	if (k->proto == IPPROTO_UDP) {
+		__u16 d = k->dst_port;
+		if (d != VXLAN_PORT && d != VXLAN_LINUX_PORT && d != GENEVE_PORT)
+			return 0;
+		if (bpf_probe_read_kernel(h, 8, l4 + 8))
+			return 0;
+		in = l4 + 16;
+		if (d == GENEVE_PORT) {
+			if (h[0] >> 6)
+				return 0;
+			et = *(__u16 *)&h[2];
+			if (et == bpf_htons(ETH_P_TEB_))
+				et = 0;
+			else if (et != bpf_htons(ETH_P_IP) && et != bpf_htons(ETH_P_IPV6))
+				return 0;
+			in += (h[0] & 0x3f) * 4;
+		} else {
+			if (!(h[0] & 0x08))
+				return 0;
+			et = 0;
+		}
+		if (!et) {
+			if (bpf_probe_read_kernel(h, 14, in))
+				return 0;
+			et = *(__u16 *)&h[12];
+			in += 14;
+		}
+	} else if (k->proto == IPPROTO_IPIP) {
+		in = l4;
+		et = bpf_htons(ETH_P_IP);
+	} else if (k->proto == IPPROTO_IPV6) {
+		in = l4;
+		et = bpf_htons(ETH_P_IPV6);
+	} else {
+		return 0;
+	}
+	struct flow_key n = {};
+	unsigned char *il4;
+	if (et == bpf_htons(ETH_P_IP)) {
+		if (bpf_probe_read_kernel(h, 20, in) || (h[0] >> 4) != 4 || (h[0] & 0xf) < 5 ||
+		    (bpf_ntohs(*(__u16 *)&h[6]) & 0x1fff))
+			return 0;
+		v4mapped(n.src_ip, *(__u32 *)&h[12]);
+		v4mapped(n.dst_ip, *(__u32 *)&h[16]);
+		n.proto = h[9];
+		il4 = in + (h[0] & 0xf) * 4;
+	} else if (et == bpf_htons(ETH_P_IPV6)) {
+		if (bpf_probe_read_kernel(h, 40, in) || (h[0] >> 4) != 6)
+			return 0;
+		n.proto = h[6];
+		__builtin_memcpy(n.src_ip, &h[8], 16);
+		__builtin_memcpy(n.dst_ip, &h[24], 16);
+		il4 = in + 40;
+	} else {
+		return 0;
+	}
+	__u16 f = 0;
+	switch (n.proto) {
+	case IPPROTO_TCP:
+	case IPPROTO_UDP:
+	case IPPROTO_SCTP:
+		if (bpf_probe_read_kernel(h, 14, il4))
+			return 0;
+		n.src_port = bpf_ntohs(*(__u16 *)&h[0]);
+		n.dst_port = bpf_ntohs(*(__u16 *)&h[2]);
+		if (n.proto == IPPROTO_TCP)
+			f = h[13];
+		break;
+	case IPPROTO_ICMP:
+	case IPPROTO_ICMPV6:
+		if (bpf_probe_read_kernel(h, 2, il4))
+			return 0;
+		n.icmp_type = h[0];
+		n.icmp_code = h[1];
+		break;
+	case IPPROTO_HOPOPTS:
+	case IPPROTO_ROUTING:
+	case IPPROTO_DSTOPTS:
+	case IPPROTO_FRAGMENT:
+		return 0;
+	}
+	*k = n;
+	*tcp_flags = f;
+	return 1;
+}
+
 #endif
