@@ -8,6 +8,7 @@
  *   flows.h        TC ingress/egress: packets -> flows (always on), with
  *                  wire.h (wire packets and bytes), frags.h (fragments in
  *                  their flow), order.h (which hook counts a packet),
+ *                  tunnel.h (overlay packets in their inner flow),
  *                  filter.h (the flow filter rules), xlat.h (feature
  *                  "xlat": conntrack NAT translation), tls.h (feature "tls":
  *                  TLS handshakes and QUIC), dns.h (feature "dns"), all three
@@ -45,3 +46,4 @@ const enum filter_size *unused_filter_size __attribute__((unused));
 const enum filter_use *unused_filter_use __attribute__((unused));
 const enum tls_flags *unused_tls_flags __attribute__((unused));
 const enum dns_state *unused_dns_state __attribute__((unused));
+const enum tunnel_type *unused_tunnel_type __attribute__((unused));

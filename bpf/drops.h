@@ -10,6 +10,7 @@
 #include "enrich.h"
 #include "frags.h"
 #include "wire.h"
+#include "tunnel.h"
 
 /* Values of enum skb_drop_reason that are not drops; the agent reads them
  * from the running kernel's BTF (they differ between versions). */
@@ -92,6 +93,9 @@ static __always_inline int skb_key(struct sk_buff *skb, int mode, struct flow_ke
 		k->icmp_code = h[1];
 		break;
 	}
+	/* A tunnel packet dropped before decapsulation: its inner flow, as
+	 * the TC programs key it (bpf/tunnel.h). */
+	tunnel_kernel_key(l4, k, tcp_flags);
 	return 0;
 }
 

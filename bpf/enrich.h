@@ -38,7 +38,7 @@ static __always_inline struct enrich_value *enrich_entry(const struct flow_key *
 	struct enrich_value *v = bpf_map_lookup_elem(m, key);
 	if (v)
 		return v;
-	/* The zero value from a map, not the stack: the value is 192 bytes,
+	/* The zero value from a map, not the stack: the value is 232 bytes,
 	 * and the TC programs' call chains have 512 for all their frames. */
 	__u32 zero = 0;
 	const struct enrich_value *zv = bpf_map_lookup_elem(&enrich_zero, &zero);

@@ -20,6 +20,7 @@
 #include "xlat.h"
 #include "tls.h"
 #include "dns.h"
+#include "tunnel.h"
 
 /* Load-time configuration (rewritten by the agent before loading). */
 volatile const __u32 sampling = 1;     /* 1:N; 1 = every packet */
@@ -82,7 +83,17 @@ struct wpkt {
 	__u8 rule;     /* the filter rule it was sampled under (flow_value.rule) */
 	__u32 rate;    /* that rule's sampling rate (filter_on only) */
 	__u32 gen;     /* the generation of the flow map it goes to (control[CTL_GEN]) */
+	__u64 tun;     /* the tunnel it was read out of (bpf/tunnel.h, TUN_WORD); 0: none */
 };
+
+/* hook_order is order_of for this packet: an encapsulated packet's egress
+ * is never certainly first (bpf/tunnel.h). */
+static __always_inline int hook_order(struct __sk_buff *skb, const struct wpkt *w)
+{
+	if (w->tun && w->me.dir == DIR_EGRESS)
+		return ORDER_UNKNOWN;
+	return order_of(skb, w->me.dir);
+}
 
 /* measure fills the packet's wire bytes and packets and the time. */
 static __always_inline void measure(struct __sk_buff *skb, struct wpkt *w)
@@ -149,7 +160,7 @@ static __always_inline int steady(const struct flow_value *v, const struct iface
 static __noinline int slow(struct __sk_buff *skb, struct flow_value *v, const struct wpkt *w)
 {
 	const struct iface_obs *me = &w->me;
-	int counts = order_of(skb, me->dir) == ORDER_FIRST;
+	int counts = hook_order(skb, w) == ORDER_FIRST;
 
 	int lost_iface = 0;
 	bpf_spin_lock(&v->lock);
@@ -332,7 +343,9 @@ static __noinline int insert(struct __sk_buff *skb, void *cur, void *prev, const
 	 * any: one that counted nothing there is not inherited (a packet
 	 * in flight across the flip was counted there, so it counted),
 	 * which bounds a stale counting point to one generation. */
-	struct iface_obs was;
+	/* Zeroed: clang may copy it, unset, between registers, which the
+	 * verifier refuses (an uninitialized register read). */
+	struct iface_obs was = {};
 	int inherit = 0;
 	__u32 gen = w->gen;
 	struct flow_value *old = bpf_map_lookup_elem(prev, &p->key);
@@ -355,7 +368,7 @@ static __noinline int insert(struct __sk_buff *skb, void *cur, void *prev, const
 	}
 	inherit = inherit && !same_obs(&was, me);
 	/* Only an inherited flow needs the hook's order (not a new one). */
-	int order = inherit ? order_of(skb, me->dir) : -1;
+	int order = inherit ? hook_order(skb, w) : -1;
 	int counts = !inherit || order == ORDER_FIRST;
 
 	struct flow_value nv = {};
@@ -390,7 +403,7 @@ static __noinline int insert(struct __sk_buff *skb, void *cur, void *prev, const
 	if (err == -17 /* EEXIST */)
 		return 1;
 	if (order < 0)
-		order = order_of(skb, me->dir);
+		order = hook_order(skb, w);
 	if (!counts) {
 		/* An inherited flow's listed hook: the ring's aggregation lists
 		 * it on the counting observation (nv.ifaces[0], was). Nothing
@@ -421,13 +434,15 @@ static __always_inline void record(struct __sk_buff *skb, void *cur, void *prev,
 	measure(skb, w);
 	if (!v) {
 		if (!insert(skb, cur, prev, w, l3)) {
+			if (overlay_on && w->tun)
+				flowlens_tunnel_note(skb, &w->p->key, w->tun, w->gen);
 			if (xlat_on)
 				xlat_lookup(skb, &w->p->key);
 			return;
 		}
 		v = bpf_map_lookup_elem(cur, &w->p->key);
 		if (!v) { /* cannot happen: the active map is never deleted from */
-			send_overflow(skb, w, order_of(skb, w->me.dir), l3, NULL);
+			send_overflow(skb, w, hook_order(skb, w), l3, NULL);
 			return;
 		}
 		counting = fast(v, w);
@@ -449,8 +464,12 @@ static __always_inline void record(struct __sk_buff *skb, void *cur, void *prev,
 			v->flags |= FLOW_F_XLAT_DONE;
 			bpf_spin_unlock(&v->lock);
 		}
-	} else if (slow(skb, v, w))
-		count(CNT_IFACES_OVERFLOW);
+	} else {
+		if (slow(skb, v, w))
+			count(CNT_IFACES_OVERFLOW);
+		if (overlay_on && w->tun)
+			flowlens_tunnel_note(skb, &w->p->key, w->tun, w->gen);
+	}
 }
 
 static __always_inline int handle(struct __sk_buff *skb, __u32 dir, int l3)
@@ -476,9 +495,11 @@ static __always_inline int handle(struct __sk_buff *skb, __u32 dir, int l3)
 		return TC_ACT_UNSPEC;
 	}
 
+	/* A tunnel packet counts in its inner flow (bpf/tunnel.h). */
 	struct wpkt w = {
 		.p = &p,
 		.me = {.netns = iface_netns(skb), .ifindex = skb->ifindex, .dir = dir},
+		.tun = tunnel_candidate(&p) ? flowlens_tunnel_inner(skb, &p, l3) : 0,
 	};
 	if (p.frag) { /* rare: one test on the common path */
 		if (p.frag == FRAG_FIRST) {

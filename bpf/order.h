@@ -11,7 +11,11 @@
  *   device with nothing stacked above it                     ORDER_FIRST
  *   ingress of a device with nothing stacked under it that
  *   is not a namespace pair or a loop (NIC, tun, WireGuard,
- *   ipip/gre/vxlan decapsulation)                            ORDER_FIRST
+ *   gre decapsulation)                                       ORDER_FIRST
+ *   ingress of a VXLAN, Geneve or IP-in-IP device (its
+ *   outer packet was keyed on the inner flow at the uplink,
+ *   bpf/tunnel.h), and any packet's egress that bpf/flows.h
+ *   read out of a tunnel (hook_order)                        ORDER_UNKNOWN
  *   anything else: forwarded or bridged egress, a bridge
  *   port's or bond member's egress, an upper device's
  *   ingress, veth/netkit/loopback ingress                    ORDER_UNKNOWN
@@ -35,6 +39,12 @@
 /* Device kinds as their first 8 bytes, little endian (rtnl_link_ops->kind). */
 #define KIND_VETH 0x68746576ULL       /* "veth" */
 #define KIND_NETKIT 0x74696b74656eULL /* "netkit" */
+/* Tunnels whose outer packets bpf/tunnel.h reads through at the uplink. */
+#define KIND_VXLAN 0x6e616c7876ULL      /* "vxlan" */
+#define KIND_GENEVE 0x6576656e6567ULL   /* "geneve" */
+#define KIND_IPIP 0x70697069ULL         /* "ipip" */
+#define KIND_SIT 0x746973ULL            /* "sit" */
+#define KIND_IP6TNL 0x6c6e74367069ULL   /* "ip6tnl" */
 #define IFF_LOOPBACK_ 0x8
 
 /* A non-empty adjacency list's head points away from itself. */
@@ -60,6 +70,11 @@ static __noinline int order_of(struct __sk_buff *skb, __u32 dir)
 	if (kp)
 		bpf_probe_read_kernel_str(&kind, sizeof(kind), kp);
 	if (kind == KIND_VETH || kind == KIND_NETKIT)
+		return ORDER_UNKNOWN;
+	/* Decapsulation by a tunnel whose outer packet the uplink keyed on
+	 * this inner flow already (bpf/tunnel.h). */
+	if (kind == KIND_VXLAN || kind == KIND_GENEVE || kind == KIND_IPIP || kind == KIND_SIT ||
+	    kind == KIND_IP6TNL)
 		return ORDER_UNKNOWN;
 	return ORDER_FIRST;
 }

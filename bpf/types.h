@@ -304,6 +304,21 @@ struct enrich_value {
 	__u8 dns_state;           /* DNS_S_* */
 	__u8 _pad2[3];
 	__u8 dns_name[64];        /* the question's name as on the wire, zero-padded */
+	/* Overlays (bpf/tunnel.h, overlay_on; not a feature: written
+	 * whenever the enrichment maps are read): the tunnel the flow's
+	 * packets crossed a watched interface in, as its outer header said. */
+	__u8 tun_src[16];         /* outer source (IPv4-mapped) */
+	__u8 tun_dst[16];         /* outer destination */
+	__u32 tun_vni;            /* VXLAN/Geneve network identifier; 0 for IP-in-IP */
+	__u8 tun_type;            /* enum tunnel_type; 0: no tunnel seen */
+	__u8 _pad3[3];
+};
+
+/* enrich_value.tun_type: the encapsulations bpf/tunnel.h reads through. */
+enum tunnel_type {
+	TUN_VXLAN = 1,  /* UDP 4789, or 8472 (flannel, Linux's default) */
+	TUN_GENEVE = 2, /* UDP 6081 */
+	TUN_IPIP = 3,   /* IP protocol 4 (IPv4 inside) or 41 (IPv6 inside), outer IPv4 or IPv6 */
 };
 
 /* enrich_value.dns_state */

@@ -132,6 +132,11 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 			maps.Copy(sizes, h.MapSizes)
 		}
 	}
+	// Overlays (bpf/tunnel.h): the tunnel's outer endpoints go to the
+	// inner flow's enrichment entry, read whenever a feature is on.
+	if len(enabled) > 0 {
+		tc["overlay_on"] = uint32(1)
+	}
 	a.DP, err = datapath.Load(datapath.Config{
 		MaxFlows:         uint32(cfg.CacheMaxFlows),
 		Sampling:         cfg.Sampling,

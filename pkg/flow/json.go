@@ -10,7 +10,9 @@ import (
 // of the agent's JSON output, which are a public contract: src_addr,
 // dst_addr, src_port, dst_port, proto, icmp_type, icmp_code, bytes, packets,
 // tcp_flags, eth_type, dscp, src_mac, dst_mac, start_time, end_time,
-// interfaces[{name,ifindex,netns,direction}], sampling, partial, then each
+// interfaces[{name,ifindex,netns,direction}], for a flow seen in a tunnel
+// tunnel_type, tunnel_src_addr, tunnel_dst_addr and tunnel_vni (Tunnel),
+// sampling, partial, then each
 // group's fields (Groups, in order; each appender says when it writes
 // them): drop_*, rtt_ns and rtt_max_ns, retransmits, for translated flows
 // only (Translated) the xlat_* fields, and for flows with TLS fields only
@@ -64,6 +66,7 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	if r.FragUnmatched {
 		b = append(b, `,"frag_unmatched":true`...)
 	}
+	b = r.Tunnel.appendJSON(b)
 	b = appendUint(b, `,"sampling":`, uint64(r.Sampling))
 	b = append(b, `,"partial":`...)
 	b = strconv.AppendBool(b, r.Partial)

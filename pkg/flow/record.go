@@ -91,6 +91,9 @@ type Record struct {
 	// seen were counted in this flow (under port 0: their ports are unknown).
 	FragUnmatched bool
 
+	// Tunnel is the overlay the flow crossed the uplink in (tunnel.go).
+	Tunnel Tunnel
+
 	Sampling uint32 // 1 = every packet was looked at
 	Partial  bool   // an enrichment entry with no matching flow entry
 

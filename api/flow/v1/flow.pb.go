@@ -414,12 +414,17 @@ type Flow struct {
 	// flow carries none of them (every field zero). Inside, fields keep the
 	// names of the agent's JSON output. A new feature adds its message and
 	// one field here.
-	Drops         *Drops       `protobuf:"bytes,50,opt,name=drops,proto3" json:"drops,omitempty"`
-	Rtt           *RTT         `protobuf:"bytes,51,opt,name=rtt,proto3" json:"rtt,omitempty"`
-	Retransmits   *Retransmits `protobuf:"bytes,52,opt,name=retransmits,proto3" json:"retransmits,omitempty"`
-	Xlat          *Xlat        `protobuf:"bytes,53,opt,name=xlat,proto3" json:"xlat,omitempty"`
-	Tls           *TLS         `protobuf:"bytes,54,opt,name=tls,proto3" json:"tls,omitempty"`
-	Dns           *DNS         `protobuf:"bytes,55,opt,name=dns,proto3" json:"dns,omitempty"`
+	Drops       *Drops       `protobuf:"bytes,50,opt,name=drops,proto3" json:"drops,omitempty"`
+	Rtt         *RTT         `protobuf:"bytes,51,opt,name=rtt,proto3" json:"rtt,omitempty"`
+	Retransmits *Retransmits `protobuf:"bytes,52,opt,name=retransmits,proto3" json:"retransmits,omitempty"`
+	Xlat        *Xlat        `protobuf:"bytes,53,opt,name=xlat,proto3" json:"xlat,omitempty"`
+	Tls         *TLS         `protobuf:"bytes,54,opt,name=tls,proto3" json:"tls,omitempty"`
+	Dns         *DNS         `protobuf:"bytes,55,opt,name=dns,proto3" json:"dns,omitempty"`
+	// The tunnel the flow's packets crossed a watched interface in (VXLAN,
+	// Geneve, IP-in-IP): an encapsulated packet is counted in its inner flow,
+	// which lists the uplink too (docs/design/counting.md, Overlays). Unset
+	// when no watched interface saw the flow encapsulated.
+	Tunnel        *Tunnel `protobuf:"bytes,60,opt,name=tunnel,proto3" json:"tunnel,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -657,6 +662,86 @@ func (x *Flow) GetDns() *DNS {
 	return nil
 }
 
+func (x *Flow) GetTunnel() *Tunnel {
+	if x != nil {
+		return x.Tunnel
+	}
+	return nil
+}
+
+// Tunnel: the overlay an encapsulated packet of the flow was read out of.
+type Tunnel struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 VXLAN (UDP 4789 or 8472), 2 Geneve (UDP 6081), 3 IP-in-IP (IP
+	// protocol 4 or 41); the agent's JSON writes vxlan, geneve, ipip.
+	TunnelType uint32 `protobuf:"varint,1,opt,name=tunnel_type,json=tunnelType,proto3" json:"tunnel_type,omitempty"`
+	// The outer endpoints: 4 bytes for IPv4, 16 for IPv6, like src_addr.
+	TunnelSrcAddr []byte `protobuf:"bytes,2,opt,name=tunnel_src_addr,json=tunnelSrcAddr,proto3" json:"tunnel_src_addr,omitempty"`
+	TunnelDstAddr []byte `protobuf:"bytes,3,opt,name=tunnel_dst_addr,json=tunnelDstAddr,proto3" json:"tunnel_dst_addr,omitempty"`
+	// The VXLAN or Geneve network identifier (24 bits; 0 for IP-in-IP).
+	TunnelVni     uint32 `protobuf:"varint,4,opt,name=tunnel_vni,json=tunnelVni,proto3" json:"tunnel_vni,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Tunnel) Reset() {
+	*x = Tunnel{}
+	mi := &file_api_flow_v1_flow_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Tunnel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Tunnel) ProtoMessage() {}
+
+func (x *Tunnel) ProtoReflect() protoreflect.Message {
+	mi := &file_api_flow_v1_flow_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Tunnel.ProtoReflect.Descriptor instead.
+func (*Tunnel) Descriptor() ([]byte, []int) {
+	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Tunnel) GetTunnelType() uint32 {
+	if x != nil {
+		return x.TunnelType
+	}
+	return 0
+}
+
+func (x *Tunnel) GetTunnelSrcAddr() []byte {
+	if x != nil {
+		return x.TunnelSrcAddr
+	}
+	return nil
+}
+
+func (x *Tunnel) GetTunnelDstAddr() []byte {
+	if x != nil {
+		return x.TunnelDstAddr
+	}
+	return nil
+}
+
+func (x *Tunnel) GetTunnelVni() uint32 {
+	if x != nil {
+		return x.TunnelVni
+	}
+	return 0
+}
+
 // Drops (feature "drops"): the flow's packets the kernel dropped in the
 // period, and why.
 type Drops struct {
@@ -675,7 +760,7 @@ type Drops struct {
 
 func (x *Drops) Reset() {
 	*x = Drops{}
-	mi := &file_api_flow_v1_flow_proto_msgTypes[5]
+	mi := &file_api_flow_v1_flow_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -687,7 +772,7 @@ func (x *Drops) String() string {
 func (*Drops) ProtoMessage() {}
 
 func (x *Drops) ProtoReflect() protoreflect.Message {
-	mi := &file_api_flow_v1_flow_proto_msgTypes[5]
+	mi := &file_api_flow_v1_flow_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -700,7 +785,7 @@ func (x *Drops) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drops.ProtoReflect.Descriptor instead.
 func (*Drops) Descriptor() ([]byte, []int) {
-	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{5}
+	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Drops) GetDropPackets() uint64 {
@@ -752,7 +837,7 @@ type RTT struct {
 
 func (x *RTT) Reset() {
 	*x = RTT{}
-	mi := &file_api_flow_v1_flow_proto_msgTypes[6]
+	mi := &file_api_flow_v1_flow_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -764,7 +849,7 @@ func (x *RTT) String() string {
 func (*RTT) ProtoMessage() {}
 
 func (x *RTT) ProtoReflect() protoreflect.Message {
-	mi := &file_api_flow_v1_flow_proto_msgTypes[6]
+	mi := &file_api_flow_v1_flow_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -777,7 +862,7 @@ func (x *RTT) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RTT.ProtoReflect.Descriptor instead.
 func (*RTT) Descriptor() ([]byte, []int) {
-	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{6}
+	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RTT) GetRttNs() uint64 {
@@ -805,7 +890,7 @@ type Retransmits struct {
 
 func (x *Retransmits) Reset() {
 	*x = Retransmits{}
-	mi := &file_api_flow_v1_flow_proto_msgTypes[7]
+	mi := &file_api_flow_v1_flow_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +902,7 @@ func (x *Retransmits) String() string {
 func (*Retransmits) ProtoMessage() {}
 
 func (x *Retransmits) ProtoReflect() protoreflect.Message {
-	mi := &file_api_flow_v1_flow_proto_msgTypes[7]
+	mi := &file_api_flow_v1_flow_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,7 +915,7 @@ func (x *Retransmits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Retransmits.ProtoReflect.Descriptor instead.
 func (*Retransmits) Descriptor() ([]byte, []int) {
-	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{7}
+	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Retransmits) GetRetransmits() uint64 {
@@ -858,7 +943,7 @@ type Xlat struct {
 
 func (x *Xlat) Reset() {
 	*x = Xlat{}
-	mi := &file_api_flow_v1_flow_proto_msgTypes[8]
+	mi := &file_api_flow_v1_flow_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -870,7 +955,7 @@ func (x *Xlat) String() string {
 func (*Xlat) ProtoMessage() {}
 
 func (x *Xlat) ProtoReflect() protoreflect.Message {
-	mi := &file_api_flow_v1_flow_proto_msgTypes[8]
+	mi := &file_api_flow_v1_flow_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -883,7 +968,7 @@ func (x *Xlat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Xlat.ProtoReflect.Descriptor instead.
 func (*Xlat) Descriptor() ([]byte, []int) {
-	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{8}
+	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Xlat) GetXlatSrcAddr() []byte {
@@ -945,7 +1030,7 @@ type TLS struct {
 
 func (x *TLS) Reset() {
 	*x = TLS{}
-	mi := &file_api_flow_v1_flow_proto_msgTypes[9]
+	mi := &file_api_flow_v1_flow_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -957,7 +1042,7 @@ func (x *TLS) String() string {
 func (*TLS) ProtoMessage() {}
 
 func (x *TLS) ProtoReflect() protoreflect.Message {
-	mi := &file_api_flow_v1_flow_proto_msgTypes[9]
+	mi := &file_api_flow_v1_flow_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -970,7 +1055,7 @@ func (x *TLS) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TLS.ProtoReflect.Descriptor instead.
 func (*TLS) Descriptor() ([]byte, []int) {
-	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{9}
+	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TLS) GetTlsVersion() uint32 {
@@ -1042,7 +1127,7 @@ type DNS struct {
 
 func (x *DNS) Reset() {
 	*x = DNS{}
-	mi := &file_api_flow_v1_flow_proto_msgTypes[10]
+	mi := &file_api_flow_v1_flow_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1139,7 @@ func (x *DNS) String() string {
 func (*DNS) ProtoMessage() {}
 
 func (x *DNS) ProtoReflect() protoreflect.Message {
-	mi := &file_api_flow_v1_flow_proto_msgTypes[10]
+	mi := &file_api_flow_v1_flow_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1152,7 @@ func (x *DNS) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DNS.ProtoReflect.Descriptor instead.
 func (*DNS) Descriptor() ([]byte, []int) {
-	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{10}
+	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DNS) GetDnsId() uint32 {
@@ -1147,7 +1232,7 @@ const file_api_flow_v1_flow_proto_rawDesc = "" +
 	"\aifindex\x18\x02 \x01(\rR\aifindex\x12\x14\n" +
 	"\x05netns\x18\x03 \x01(\tR\x05netns\x12\x19\n" +
 	"\bnetns_id\x18\x04 \x01(\x04R\anetnsId\x129\n" +
-	"\tdirection\x18\x05 \x01(\x0e2\x1b.flowlens.flow.v1.DirectionR\tdirection\"\x88\b\n" +
+	"\tdirection\x18\x05 \x01(\x0e2\x1b.flowlens.flow.v1.DirectionR\tdirection\"\xba\b\n" +
 	"\x04Flow\x12\x19\n" +
 	"\bsrc_addr\x18\x01 \x01(\fR\asrcAddr\x12\x19\n" +
 	"\bdst_addr\x18\x02 \x01(\fR\adstAddr\x12\x19\n" +
@@ -1181,7 +1266,15 @@ const file_api_flow_v1_flow_proto_rawDesc = "" +
 	"\vretransmits\x184 \x01(\v2\x1d.flowlens.flow.v1.RetransmitsR\vretransmits\x12*\n" +
 	"\x04xlat\x185 \x01(\v2\x16.flowlens.flow.v1.XlatR\x04xlat\x12'\n" +
 	"\x03tls\x186 \x01(\v2\x15.flowlens.flow.v1.TLSR\x03tls\x12'\n" +
-	"\x03dns\x187 \x01(\v2\x15.flowlens.flow.v1.DNSR\x03dnsJ\x04\b\x15\x10\x1dJ\x04\b \x102\"\xb4\x01\n" +
+	"\x03dns\x187 \x01(\v2\x15.flowlens.flow.v1.DNSR\x03dns\x120\n" +
+	"\x06tunnel\x18< \x01(\v2\x18.flowlens.flow.v1.TunnelR\x06tunnelJ\x04\b\x15\x10\x1dJ\x04\b \x102\"\x98\x01\n" +
+	"\x06Tunnel\x12\x1f\n" +
+	"\vtunnel_type\x18\x01 \x01(\rR\n" +
+	"tunnelType\x12&\n" +
+	"\x0ftunnel_src_addr\x18\x02 \x01(\fR\rtunnelSrcAddr\x12&\n" +
+	"\x0ftunnel_dst_addr\x18\x03 \x01(\fR\rtunnelDstAddr\x12\x1d\n" +
+	"\n" +
+	"tunnel_vni\x18\x04 \x01(\rR\ttunnelVni\"\xb4\x01\n" +
 	"\x05Drops\x12!\n" +
 	"\fdrop_packets\x18\x01 \x01(\x04R\vdropPackets\x12\x1d\n" +
 	"\n" +
@@ -1242,7 +1335,7 @@ func file_api_flow_v1_flow_proto_rawDescGZIP() []byte {
 }
 
 var file_api_flow_v1_flow_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_api_flow_v1_flow_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_api_flow_v1_flow_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_api_flow_v1_flow_proto_goTypes = []any{
 	(Direction)(0),                // 0: flowlens.flow.v1.Direction
 	(*FlowBatch)(nil),             // 1: flowlens.flow.v1.FlowBatch
@@ -1250,35 +1343,37 @@ var file_api_flow_v1_flow_proto_goTypes = []any{
 	(*ExportAck)(nil),             // 3: flowlens.flow.v1.ExportAck
 	(*Interface)(nil),             // 4: flowlens.flow.v1.Interface
 	(*Flow)(nil),                  // 5: flowlens.flow.v1.Flow
-	(*Drops)(nil),                 // 6: flowlens.flow.v1.Drops
-	(*RTT)(nil),                   // 7: flowlens.flow.v1.RTT
-	(*Retransmits)(nil),           // 8: flowlens.flow.v1.Retransmits
-	(*Xlat)(nil),                  // 9: flowlens.flow.v1.Xlat
-	(*TLS)(nil),                   // 10: flowlens.flow.v1.TLS
-	(*DNS)(nil),                   // 11: flowlens.flow.v1.DNS
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*Tunnel)(nil),                // 6: flowlens.flow.v1.Tunnel
+	(*Drops)(nil),                 // 7: flowlens.flow.v1.Drops
+	(*RTT)(nil),                   // 8: flowlens.flow.v1.RTT
+	(*Retransmits)(nil),           // 9: flowlens.flow.v1.Retransmits
+	(*Xlat)(nil),                  // 10: flowlens.flow.v1.Xlat
+	(*TLS)(nil),                   // 11: flowlens.flow.v1.TLS
+	(*DNS)(nil),                   // 12: flowlens.flow.v1.DNS
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
 }
 var file_api_flow_v1_flow_proto_depIdxs = []int32{
 	5,  // 0: flowlens.flow.v1.FlowBatch.flows:type_name -> flowlens.flow.v1.Flow
 	0,  // 1: flowlens.flow.v1.Interface.direction:type_name -> flowlens.flow.v1.Direction
-	12, // 2: flowlens.flow.v1.Flow.start_time:type_name -> google.protobuf.Timestamp
-	12, // 3: flowlens.flow.v1.Flow.end_time:type_name -> google.protobuf.Timestamp
+	13, // 2: flowlens.flow.v1.Flow.start_time:type_name -> google.protobuf.Timestamp
+	13, // 3: flowlens.flow.v1.Flow.end_time:type_name -> google.protobuf.Timestamp
 	4,  // 4: flowlens.flow.v1.Flow.interfaces:type_name -> flowlens.flow.v1.Interface
-	6,  // 5: flowlens.flow.v1.Flow.drops:type_name -> flowlens.flow.v1.Drops
-	7,  // 6: flowlens.flow.v1.Flow.rtt:type_name -> flowlens.flow.v1.RTT
-	8,  // 7: flowlens.flow.v1.Flow.retransmits:type_name -> flowlens.flow.v1.Retransmits
-	9,  // 8: flowlens.flow.v1.Flow.xlat:type_name -> flowlens.flow.v1.Xlat
-	10, // 9: flowlens.flow.v1.Flow.tls:type_name -> flowlens.flow.v1.TLS
-	11, // 10: flowlens.flow.v1.Flow.dns:type_name -> flowlens.flow.v1.DNS
-	1,  // 11: flowlens.flow.v1.FlowCollector.Export:input_type -> flowlens.flow.v1.FlowBatch
-	1,  // 12: flowlens.flow.v1.FlowCollector.ExportAcked:input_type -> flowlens.flow.v1.FlowBatch
-	2,  // 13: flowlens.flow.v1.FlowCollector.Export:output_type -> flowlens.flow.v1.ExportSummary
-	3,  // 14: flowlens.flow.v1.FlowCollector.ExportAcked:output_type -> flowlens.flow.v1.ExportAck
-	13, // [13:15] is the sub-list for method output_type
-	11, // [11:13] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	7,  // 5: flowlens.flow.v1.Flow.drops:type_name -> flowlens.flow.v1.Drops
+	8,  // 6: flowlens.flow.v1.Flow.rtt:type_name -> flowlens.flow.v1.RTT
+	9,  // 7: flowlens.flow.v1.Flow.retransmits:type_name -> flowlens.flow.v1.Retransmits
+	10, // 8: flowlens.flow.v1.Flow.xlat:type_name -> flowlens.flow.v1.Xlat
+	11, // 9: flowlens.flow.v1.Flow.tls:type_name -> flowlens.flow.v1.TLS
+	12, // 10: flowlens.flow.v1.Flow.dns:type_name -> flowlens.flow.v1.DNS
+	6,  // 11: flowlens.flow.v1.Flow.tunnel:type_name -> flowlens.flow.v1.Tunnel
+	1,  // 12: flowlens.flow.v1.FlowCollector.Export:input_type -> flowlens.flow.v1.FlowBatch
+	1,  // 13: flowlens.flow.v1.FlowCollector.ExportAcked:input_type -> flowlens.flow.v1.FlowBatch
+	2,  // 14: flowlens.flow.v1.FlowCollector.Export:output_type -> flowlens.flow.v1.ExportSummary
+	3,  // 15: flowlens.flow.v1.FlowCollector.ExportAcked:output_type -> flowlens.flow.v1.ExportAck
+	14, // [14:16] is the sub-list for method output_type
+	12, // [12:14] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_api_flow_v1_flow_proto_init() }
@@ -1292,7 +1387,7 @@ func file_api_flow_v1_flow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_flow_v1_flow_proto_rawDesc), len(file_api_flow_v1_flow_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

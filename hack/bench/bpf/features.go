@@ -56,6 +56,12 @@ package main
 // (datapath.Config.ForcePerNamespacePrograms):
 //
 //	netns exist-hot   exist-hot TCP ACK (the per-packet read)
+//
+// "overlay" (bpf/tunnel.h) compares two packets rather than two programs:
+//
+//	overlay udp-inner exist-hot UDP, 64 bytes (the inner packet alone)
+//	overlay vxlan     exist-hot, the same packet in VXLAN: read through to
+//	                  its inner flow on every run
 //	netns new         each run a new flow's first packet
 
 import (
@@ -147,6 +153,17 @@ func featCases(features []string) []featCase {
 			featCase{feature: "dns", name: "answer-match", kind: "own", pkt: dnsAnswerPacket("10.0.0.0"), newPath: true, dnsMatch: true,
 				note: "each run an answer matching a pending query (inserted before each repetition); new path: a new answer flow each run, off too"})
 	}
+	if slices.Contains(features, "overlay") {
+		// Both read through the tunnel (the inner keying is not a feature);
+		// overlay_on adds the tunnel to the enrichment entry, on a flow's
+		// first packets only. vxlan's ns minus udp-inner's is the tunnel's
+		// per-packet cost.
+		out = append(out,
+			featCase{feature: "overlay", name: "udp-inner", kind: "other", constant: "overlay_on", pkt: udpPacket(5000, 64), warm: 1,
+				note: "exist-hot UDP 10.0.0.0:40000 -> 10.100.0.1:5000, 64 bytes: the inner packet alone"},
+			featCase{feature: "overlay", name: "vxlan", kind: "own", constant: "overlay_on", pkt: vxlanPacket(), warm: 1,
+				note: "exist-hot, the same packet in VXLAN (UDP 4789, VNI 42): keyed on the inner flow every run"})
+	}
 	if slices.Contains(features, "netns") {
 		out = append(out,
 			featCase{feature: "netns", name: "exist-hot", kind: "other", pkt: packet("ipv4"), warm: 1,
@@ -155,6 +172,14 @@ func featCases(features []string) []featCase {
 				note: "each run a new flow's first packet, shared programs vs one set per namespace"})
 	}
 	return out
+}
+
+// vxlanPacket is udpPacket(5000, 64) inside VXLAN, node 192.168.0.1 ->
+// 192.168.0.2, VNI 42.
+func vxlanPacket() []byte {
+	inner := udpPacket(5000, 64)
+	body := frames.Cat(frames.UDP(51000, 4789, 8+len(inner))[:frames.UDPLen], []byte{8, 0, 0, 0, 0, 0, 42, 0}, inner)
+	return frames.Cat(frames.Eth(frames.EtherTypeIPv4), frames.IPv4(frames.ProtoUDP, "192.168.0.1", "192.168.0.2", len(body)), body)
 }
 
 // udpPacket is 10.0.0.0:40000 → 10.100.0.1:dport with n bytes of payload.
@@ -794,8 +819,8 @@ func parseFeatures(s string) ([]string, error) {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
-		if f != "tls" && f != "xlat" && f != "dns" && f != "netns" {
-			return nil, fmt.Errorf("bad -tc-features entry %q: tls, xlat, dns, netns", f)
+		if f != "tls" && f != "xlat" && f != "dns" && f != "netns" && f != "overlay" {
+			return nil, fmt.Errorf("bad -tc-features entry %q: tls, xlat, dns, netns, overlay", f)
 		}
 		if !slices.Contains(out, f) {
 			out = append(out, f)

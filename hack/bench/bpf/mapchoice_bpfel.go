@@ -42,6 +42,11 @@ type MapchoiceEnrichValue struct {
 	DnsState        uint8
 	Pad2            [3]uint8
 	DnsName         [64]uint8
+	TunSrc          [16]uint8
+	TunDst          [16]uint8
+	TunVni          uint32
+	TunType         uint8
+	Pad3            [3]uint8
 }
 
 type MapchoiceFlowKey struct {

@@ -112,6 +112,11 @@ type datapathEnrichValue struct {
 	DnsState        uint8
 	Pad2            [3]uint8
 	DnsName         [64]uint8
+	TunSrc          [16]uint8
+	TunDst          [16]uint8
+	TunVni          uint32
+	TunType         uint8
+	Pad3            [3]uint8
 }
 
 type datapathFilterAddrBits struct {
@@ -312,6 +317,14 @@ const (
 	datapathTlsFlagsTLS_F_QUIC         datapathTlsFlags = 4
 )
 
+type datapathTunnelType uint32
+
+const (
+	datapathTunnelTypeTUN_VXLAN  datapathTunnelType = 1
+	datapathTunnelTypeTUN_GENEVE datapathTunnelType = 2
+	datapathTunnelTypeTUN_IPIP   datapathTunnelType = 3
+)
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -351,6 +364,7 @@ const (
 	datapathVarFilterUsed          = "filter_used"
 	datapathVarNetnsCookie         = "netns_cookie"
 	datapathVarNetnsFromDev        = "netns_from_dev"
+	datapathVarOverlayOn           = "overlay_on"
 	datapathVarReasonConsumed      = "reason_consumed"
 	datapathVarReasonNotSpecified  = "reason_not_specified"
 	datapathVarSampling            = "sampling"
@@ -369,6 +383,7 @@ const (
 	datapathVarUnusedOverflowRec   = "unused_overflow_rec"
 	datapathVarUnusedTcpMarkers    = "unused_tcp_markers"
 	datapathVarUnusedTlsFlags      = "unused_tls_flags"
+	datapathVarUnusedTunnelType    = "unused_tunnel_type"
 	datapathVarXlatOn              = "xlat_on"
 )
 
@@ -461,6 +476,7 @@ type datapathVariableSpecs struct {
 	FilterUsed          *ebpf.VariableSpec `ebpf:"filter_used"`
 	NetnsCookie         *ebpf.VariableSpec `ebpf:"netns_cookie"`
 	NetnsFromDev        *ebpf.VariableSpec `ebpf:"netns_from_dev"`
+	OverlayOn           *ebpf.VariableSpec `ebpf:"overlay_on"`
 	ReasonConsumed      *ebpf.VariableSpec `ebpf:"reason_consumed"`
 	ReasonNotSpecified  *ebpf.VariableSpec `ebpf:"reason_not_specified"`
 	Sampling            *ebpf.VariableSpec `ebpf:"sampling"`
@@ -479,6 +495,7 @@ type datapathVariableSpecs struct {
 	UnusedOverflowRec   *ebpf.VariableSpec `ebpf:"unused_overflow_rec"`
 	UnusedTcpMarkers    *ebpf.VariableSpec `ebpf:"unused_tcp_markers"`
 	UnusedTlsFlags      *ebpf.VariableSpec `ebpf:"unused_tls_flags"`
+	UnusedTunnelType    *ebpf.VariableSpec `ebpf:"unused_tunnel_type"`
 	XlatOn              *ebpf.VariableSpec `ebpf:"xlat_on"`
 }
 
@@ -557,6 +574,7 @@ type datapathVariables struct {
 	FilterUsed          *ebpf.Variable `ebpf:"filter_used"`
 	NetnsCookie         *ebpf.Variable `ebpf:"netns_cookie"`
 	NetnsFromDev        *ebpf.Variable `ebpf:"netns_from_dev"`
+	OverlayOn           *ebpf.Variable `ebpf:"overlay_on"`
 	ReasonConsumed      *ebpf.Variable `ebpf:"reason_consumed"`
 	ReasonNotSpecified  *ebpf.Variable `ebpf:"reason_not_specified"`
 	Sampling            *ebpf.Variable `ebpf:"sampling"`
@@ -575,6 +593,7 @@ type datapathVariables struct {
 	UnusedOverflowRec   *ebpf.Variable `ebpf:"unused_overflow_rec"`
 	UnusedTcpMarkers    *ebpf.Variable `ebpf:"unused_tcp_markers"`
 	UnusedTlsFlags      *ebpf.Variable `ebpf:"unused_tls_flags"`
+	UnusedTunnelType    *ebpf.Variable `ebpf:"unused_tunnel_type"`
 	XlatOn              *ebpf.Variable `ebpf:"xlat_on"`
 }
 

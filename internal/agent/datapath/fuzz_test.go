@@ -195,6 +195,12 @@ func seedFrames() [][]byte {
 		// VXLAN: UDP 4789, then an inner Ethernet frame.
 		v4(packet.ProtoUDP, packet.Cat(packet.UDP(50000, 4789, 8+14+20+8), []byte{8, 0, 0, 0, 0, 0, 42, 0}, eth4,
 			packet.IPv4(packet.ProtoUDP, "192.168.0.1", "192.168.0.2", 8), packet.UDP(1, 2, 0))[:8+8+14+20+8]),
+		// Geneve (UDP 6081, an option word) and IP-in-IP (4 and 41), read
+		// through to the inner packet (bpf/tunnel.h).
+		v4(packet.ProtoUDP, packet.Cat(packet.UDP(50000, 6081, 0), []byte{1, 0, 0x65, 0x58, 0, 0, 7, 0, 0, 0, 0, 0}, eth4,
+			packet.IPv4(packet.ProtoUDP, "192.168.0.1", "192.168.0.2", 8), packet.UDP(1, 2, 0))),
+		v4(4, packet.Cat(packet.IPv4(packet.ProtoTCP, "192.168.0.1", "192.168.0.2", 20), packet.TCP(1, 2, packet.SYN))),
+		v4(41, packet.Cat(packet.IPv6(packet.ProtoUDP, "fd00::1", "fd00::2", 8), packet.UDP(1, 2, 0))),
 		v4(packet.ProtoUDP, dns),
 		v4(packet.ProtoUDP, answer),
 		v6(packet.ProtoUDP, packet.UDP(5000, 6000, 0)),

@@ -474,8 +474,10 @@ func (e *Evictor) partial(out *output) {
 	clear(e.pending)
 }
 
-// enrich lets every running feature fill its fields from v.
+// enrich lets every running feature fill its fields from v, and copies
+// the flow's tunnel (tunnel.go).
 func (e *Evictor) enrich(r *flow.Record, v *datapath.EnrichValue) {
+	fillTunnel(r, v)
 	for _, f := range e.cfg.Features {
 		f.Fill(r, v)
 	}

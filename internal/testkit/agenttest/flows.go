@@ -33,6 +33,10 @@ type JSONFlow struct {
 		Netns     string `json:"netns"`
 		Direction string `json:"direction"`
 	} `json:"interfaces"`
+	TunnelType    string `json:"tunnel_type"`
+	TunnelSrcAddr string `json:"tunnel_src_addr"`
+	TunnelDstAddr string `json:"tunnel_dst_addr"`
+	TunnelVNI     uint32 `json:"tunnel_vni"`
 	Sampling      uint32 `json:"sampling"`
 	Partial       *bool  `json:"partial"`
 	FragUnmatched *bool  `json:"frag_unmatched"`

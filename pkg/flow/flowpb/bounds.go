@@ -28,20 +28,22 @@ import (
 // bound here. The values are pkg/flow's (what an agent sends) and the
 // address and MAC sizes.
 var Bounds = map[protoreflect.FullName]int{
-	"flowlens.flow.v1.Flow.src_addr":        16,
-	"flowlens.flow.v1.Flow.dst_addr":        16,
-	"flowlens.flow.v1.Flow.src_mac":         6,
-	"flowlens.flow.v1.Flow.dst_mac":         6,
-	"flowlens.flow.v1.Flow.agent_ip":        16,
-	"flowlens.flow.v1.Flow.node_name":       flow.MaxNodeName,
-	"flowlens.flow.v1.Flow.interfaces":      flow.MaxInterfaces,
-	"flowlens.flow.v1.Interface.name":       flow.MaxInterfaceName,
-	"flowlens.flow.v1.Interface.netns":      flow.MaxNetnsName,
-	"flowlens.flow.v1.Drops.drop_cause":     flow.MaxDropCause,
-	"flowlens.flow.v1.Drops.drop_tcp_state": flow.MaxDropTCPState,
-	"flowlens.flow.v1.Xlat.xlat_src_addr":   16,
-	"flowlens.flow.v1.Xlat.xlat_dst_addr":   16,
-	"flowlens.flow.v1.DNS.dns_name":         flow.MaxDNSName,
+	"flowlens.flow.v1.Flow.src_addr":          16,
+	"flowlens.flow.v1.Flow.dst_addr":          16,
+	"flowlens.flow.v1.Flow.src_mac":           6,
+	"flowlens.flow.v1.Flow.dst_mac":           6,
+	"flowlens.flow.v1.Flow.agent_ip":          16,
+	"flowlens.flow.v1.Flow.node_name":         flow.MaxNodeName,
+	"flowlens.flow.v1.Flow.interfaces":        flow.MaxInterfaces,
+	"flowlens.flow.v1.Interface.name":         flow.MaxInterfaceName,
+	"flowlens.flow.v1.Interface.netns":        flow.MaxNetnsName,
+	"flowlens.flow.v1.Drops.drop_cause":       flow.MaxDropCause,
+	"flowlens.flow.v1.Drops.drop_tcp_state":   flow.MaxDropTCPState,
+	"flowlens.flow.v1.Xlat.xlat_src_addr":     16,
+	"flowlens.flow.v1.Xlat.xlat_dst_addr":     16,
+	"flowlens.flow.v1.DNS.dns_name":           flow.MaxDNSName,
+	"flowlens.flow.v1.Tunnel.tunnel_src_addr": 16,
+	"flowlens.flow.v1.Tunnel.tunnel_dst_addr": 16,
 }
 
 // MaxMessageBytes is the largest FlowBatch message a collector takes by

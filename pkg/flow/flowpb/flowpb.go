@@ -95,6 +95,7 @@ func toProto(dst, spare *flowv1.Flow, r *flow.Record, nodeName string, agentIP [
 	for i := range groups {
 		groups[i].toProto(dst, spare, r)
 	}
+	tunnelToProto(dst, spare, r)
 
 	dst.NodeName = nodeName
 	dst.AgentIp = agentIP
@@ -232,6 +233,9 @@ func Validate(f *flowv1.Flow) error {
 			return err
 		}
 	}
+	if err := validateTunnel(f); err != nil {
+		return err
+	}
 	for _, t := range []struct {
 		name string
 		ts   *timestamppb.Timestamp
@@ -353,6 +357,7 @@ func toRecord(r *flow.Record, f *flowv1.Flow, ifs []flow.Interface) []flow.Inter
 	for i := range groups {
 		groups[i].toRecord(r, f)
 	}
+	tunnelToRecord(r, f)
 	return ifs
 }
 

@@ -29,6 +29,8 @@ func sampleRecords() []flow.Record {
 				{Name: "eth0", Ifindex: 2, Netns: "host", NetnsID: 1, Direction: flow.DirBoth},
 			},
 			IfacesOverflow: true, Sampling: 1,
+			Tunnel: flow.Tunnel{TunnelType: flow.TunnelVXLAN, TunnelSrcAddr: netip.MustParseAddr("192.168.50.1"),
+				TunnelDstAddr: netip.MustParseAddr("192.168.50.2"), TunnelVNI: 0xffffff},
 			DropsFields:       flow.DropsFields{DropPackets: 1, DropBytes: 60, DropCause: "NETFILTER_DROP", DropTCPState: "SYN_SENT", DropTCPFlags: 2},
 			RTTFields:         flow.RTTFields{RTT: 1200 * time.Microsecond, RTTMax: 3 * time.Millisecond},
 			RetransmitsFields: flow.RetransmitsFields{Retransmits: 4},
@@ -43,6 +45,7 @@ func sampleRecords() []flow.Record {
 			SrcAddr: netip.MustParseAddr("fd00::1"), DstAddr: netip.MustParseAddr("fd00::2"),
 			Proto: 58, IcmpType: 128, Bytes: 104, Packets: 1, EthType: 0x86dd,
 			StartTime: t0, EndTime: t0, Sampling: 1, Partial: true,
+			Tunnel: flow.Tunnel{TunnelType: flow.TunnelIPIP, TunnelSrcAddr: netip.MustParseAddr("fd50::1"), TunnelDstAddr: netip.MustParseAddr("fd50::2")},
 			XlatFields: flow.XlatFields{ // SNAT of an IPv6 source, zone 0.
 				XlatSrcAddr: netip.MustParseAddr("fd00:ffff::9"), XlatSrcPort: 61000, XlatDstAddr: netip.MustParseAddr("fd00::2")},
 			TLSFields: flow.TLSFields{ // A ClientHello, a QUIC flag, and values no table names.

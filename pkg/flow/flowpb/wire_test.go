@@ -104,6 +104,10 @@ func randRecords(rng *rand.Rand, n int) []flow.Record {
 		r.DropTCPFlags = uint16(u(0xffff))
 		r.RTT, r.RTTMax = time.Duration(u(math.MaxUint64)), time.Duration(u(math.MaxUint64)) // negative too
 		r.Retransmits = u(math.MaxUint64)
+		if rng.IntN(2) == 0 {
+			r.Tunnel = flow.Tunnel{TunnelType: flow.TunnelType(1 + rng.IntN(3)), TunnelSrcAddr: addr(), TunnelDstAddr: addr(),
+				TunnelVNI: uint32(u(0xffffff))}
+		}
 		if rng.IntN(2) == 0 { // translated (feature xlat), or one side only
 			r.XlatSrcAddr, r.XlatDstAddr = addr(), addr()
 			r.XlatSrcPort, r.XlatDstPort = uint16(u(0xffff)), uint16(u(0xffff))

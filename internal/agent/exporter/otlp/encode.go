@@ -198,6 +198,7 @@ func (e *encoder) attributes(r *flow.Record) {
 	if r.FragUnmatched {
 		b = kvBool(b, a, kFlowlensFragUnmatched, true)
 	}
+	b = tunnelAttributes(e, b, r)
 	b = kvInt(b, a, kFlowlensSampling, int64(r.Sampling))
 	if r.Partial {
 		b = kvBool(b, a, kFlowlensPartial, true)
