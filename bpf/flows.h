@@ -73,7 +73,7 @@ static __always_inline int same_iface(const struct iface_obs *a, const struct if
  * clock nor the skb's GSO fields (measured live: docs/benchmarks.md §9).
  */
 struct wpkt {
-	const struct pkt *p;
+	struct pkt *p; /* its key may be rewritten to the canonical one (bpf/xlat.h) */
 	struct iface_obs me;
 	__u32 bytes;   /* wire bytes */
 	__u32 packets; /* wire packets */
@@ -415,6 +415,9 @@ static __always_inline void record(struct __sk_buff *skb, void *cur, void *prev,
 				   struct wpkt *w, int l3)
 {
 	struct flow_value *v = bpf_map_lookup_elem(cur, &w->p->key);
+	/* Feature "xlat": a packet after NAT goes to its flow before NAT. */
+	if (!v && xlat_on && xlat_redirect(skb, &w->p->key, w->me.netns, w->gen))
+		v = bpf_map_lookup_elem(cur, &w->p->key);
 	int counting = v && fast(v, w);
 	if (v && !counting && steady(v, &w->me))
 		return; /* a listed hook: every second and later hook of a packet */
@@ -449,8 +452,14 @@ static __always_inline void record(struct __sk_buff *skb, void *cur, void *prev,
 			v->flags |= FLOW_F_XLAT_DONE;
 			bpf_spin_unlock(&v->lock);
 		}
-	} else if (slow(skb, v, w))
-		count(CNT_IFACES_OVERFLOW);
+	} else {
+		if (slow(skb, v, w))
+			count(CNT_IFACES_OVERFLOW);
+		/* Feature "xlat": a hook before NAT in the namespace of the NAT
+		 * may not be the counting one (once per hook and generation). */
+		if (xlat_on)
+			xlat_lookup(skb, &w->p->key);
+	}
 }
 
 static __always_inline int handle(struct __sk_buff *skb, __u32 dir, int l3)

@@ -312,6 +312,14 @@ const (
 	datapathTlsFlagsTLS_F_QUIC         datapathTlsFlags = 4
 )
 
+type datapathXlatAlias struct {
+	_     structs.HostLayout
+	Key   datapathFlowKey
+	Netns uint64
+	Gen   uint32
+	Pad   uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -335,6 +343,7 @@ const (
 	datapathMapOverflow            = "overflow"
 	datapathMapOverflowSeen        = "overflow_seen"
 	datapathMapRttSeen             = "rtt_seen"
+	datapathMapXlatAlias           = "xlat_alias"
 	datapathProgDropKfreeSkb       = "drop_kfree_skb"
 	datapathProgDropTracepoint     = "drop_tracepoint"
 	datapathProgFlowlensClock      = "flowlens_clock"
@@ -449,6 +458,7 @@ type datapathMapSpecs struct {
 	Overflow       *ebpf.MapSpec `ebpf:"overflow"`
 	OverflowSeen   *ebpf.MapSpec `ebpf:"overflow_seen"`
 	RttSeen        *ebpf.MapSpec `ebpf:"rtt_seen"`
+	XlatAlias      *ebpf.MapSpec `ebpf:"xlat_alias"`
 }
 
 // datapathVariableSpecs contains global variables before they are loaded into the kernel.
@@ -521,6 +531,7 @@ type datapathMaps struct {
 	Overflow       *ebpf.Map `ebpf:"overflow"`
 	OverflowSeen   *ebpf.Map `ebpf:"overflow_seen"`
 	RttSeen        *ebpf.Map `ebpf:"rtt_seen"`
+	XlatAlias      *ebpf.Map `ebpf:"xlat_alias"`
 }
 
 func (m *datapathMaps) Close() error {
@@ -544,6 +555,7 @@ func (m *datapathMaps) Close() error {
 		m.Overflow,
 		m.OverflowSeen,
 		m.RttSeen,
+		m.XlatAlias,
 	)
 }
 

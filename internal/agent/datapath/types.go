@@ -122,3 +122,7 @@ const (
 
 // MapDNSPending is the name of the dns feature's map of pending queries.
 const MapDNSPending = datapathMapDnsPending
+
+// MapXlatAlias is the name of the xlat feature's map of post-NAT tuples to
+// their flows' keys (bpf/xlat.h).
+const MapXlatAlias = datapathMapXlatAlias

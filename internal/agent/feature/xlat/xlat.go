@@ -21,6 +21,12 @@ import (
 // lookupKfunc is the conntrack kfunc bpf/xlat.h calls from the TC programs.
 const lookupKfunc = "bpf_skb_ct_lookup"
 
+// AliasEntries is the size of the map of post-NAT tuples to their flows'
+// keys (bpf/xlat.h, xlat_alias; LRU): one entry per translated connection
+// direction a hook sees after NAT. An entry it forgets is written again by
+// the next packet where conntrack is (preallocated: ~2.4 MiB).
+const AliasEntries = 16384
+
 // Feature records NAT translations.
 type Feature struct{ feature.NoOptions }
 
@@ -46,6 +52,7 @@ func (*Feature) Plan(kernel *btf.Spec) datapath.Plan {
 		return h
 	}
 	h.TC = map[string]any{"xlat_on": uint32(1)}
+	h.MapSizes = map[string]uint32{datapath.MapXlatAlias: AliasEntries}
 	return h
 }
 
