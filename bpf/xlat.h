@@ -152,9 +152,9 @@ static __always_inline int same_key(const struct flow_key *a, const struct flow_
  * namespace whose conntrack knows none). Not inlined: once per new flow,
  * and per packet only on post-NAT observations.
  */
-static __noinline int xlat_redirect(struct __sk_buff *skb, struct flow_key *k, __u64 netns, __u32 gen)
+__noinline int xlat_redirect(struct __sk_buff *skb, struct flow_key *k, __u64 netns, __u32 gen)
 {
-	if (k->proto != IPPROTO_TCP && k->proto != IPPROTO_UDP)
+	if (!xlat_on || !k || (k->proto != IPPROTO_TCP && k->proto != IPPROTO_UDP))
 		return 0;
 	struct xlat_alias *a = bpf_map_lookup_elem(&xlat_alias, k);
 	if (a) {
@@ -219,8 +219,10 @@ static __noinline int xlat_redirect(struct __sk_buff *skb, struct flow_key *k, _
  * knows the flow (translated or not), so it need not be asked again this
  * generation; 0 when it does not (yet).
  */
-static __noinline int xlat_lookup(struct __sk_buff *skb, const struct flow_key *k)
+__noinline int xlat_lookup(struct __sk_buff *skb, const struct flow_key *k)
 {
+	if (!xlat_on || !k)
+		return 0;
 	if (k->proto != IPPROTO_TCP && k->proto != IPPROTO_UDP)
 		return 1;
 	struct bpf_sock_tuple t = {};
