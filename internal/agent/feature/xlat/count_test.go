@@ -226,8 +226,8 @@ func TestServiceCountedOnce(t *testing.T) {
 				req.after.Sport = svcClientPort
 			}
 			rep := want{what: "backend's reply",
-				match:  agenttest.Match{Src: svcBackend, Dst: srcAfter, Sport: svcTargetPort, Dport: sportAfter, Proto: 17},
-				xsrc:   svcVIP, xsport: svcPort, xdst: svcPod, xdport: svcClientPort,
+				match: agenttest.Match{Src: svcBackend, Dst: srcAfter, Sport: svcTargetPort, Dport: sportAfter, Proto: 17},
+				xsrc:  svcVIP, xsport: svcPort, xdst: svcPod, xdport: svcClientPort,
 				ifaces: []string{node + "nb:ingress", node + "na:egress"},
 				after:  agenttest.Match{Src: svcVIP, Dst: svcPod, Sport: svcPort, Dport: svcClientPort, Proto: 17}}
 			if c.masquerade {
@@ -254,8 +254,8 @@ func TestServiceCountedOnce(t *testing.T) {
 				ifaces: []string{node + "nb:egress"},
 				after:  agenttest.Match{Src: svcNodeB, Dst: svcBackend, Sport: svcHostPort, Dport: svcTargetPort, Proto: 17}}
 			hostRep := want{what: "backend's reply to the host",
-				match:  agenttest.Match{Src: svcBackend, Dst: svcNodeB, Sport: svcTargetPort, Dport: svcHostPort, Proto: 17},
-				xsrc:   svcVIP, xsport: svcPort, xdst: svcNodeB, xdport: svcHostPort,
+				match: agenttest.Match{Src: svcBackend, Dst: svcNodeB, Sport: svcTargetPort, Dport: svcHostPort, Proto: 17},
+				xsrc:  svcVIP, xsport: svcPort, xdst: svcNodeB, xdport: svcHostPort,
 				ifaces: []string{node + "nb:ingress"},
 				after:  agenttest.Match{Src: svcVIP, Dst: svcNodeB, Sport: svcPort, Dport: svcHostPort, Proto: 17}}
 			if c.pods {
