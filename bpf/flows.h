@@ -416,7 +416,7 @@ static __always_inline void record(struct __sk_buff *skb, void *cur, void *prev,
 {
 	struct flow_value *v = bpf_map_lookup_elem(cur, &w->p->key);
 	/* Feature "xlat": a packet after NAT goes to its flow before NAT. */
-	if (!v && xlat_on && xlat_redirect(skb, &w->p->key, w->me.netns, w->gen))
+	if (!v && xlat_on && xlat_redirect(skb, &w->p->key, w->me.netns, w->gen, w->me.dir))
 		v = bpf_map_lookup_elem(cur, &w->p->key);
 	int counting = v && fast(v, w);
 	if (v && !counting && steady(v, &w->me))

@@ -152,22 +152,35 @@ static __always_inline int same_key(const struct flow_key *a, const struct flow_
  * namespace whose conntrack knows none). Not inlined: once per new flow,
  * and per packet only on post-NAT observations.
  */
-__noinline int xlat_redirect(struct __sk_buff *skb, struct flow_key *k, __u64 netns, __u32 gen)
+__noinline int xlat_redirect(struct __sk_buff *skb, struct flow_key *k, __u64 netns, __u32 gen, __u32 dir)
 {
 	if (!xlat_on || !k || (k->proto != IPPROTO_TCP && k->proto != IPPROTO_UDP))
 		return 0;
 	struct xlat_alias *a = bpf_map_lookup_elem(&xlat_alias, k);
 	if (a) {
-		if (a->gen == gen || (a->netns != netns && a->gen + 1 == gen)) {
+		int here = a->netns == netns;
+		if (here && dir == DIR_INGRESS) {
+			/* NAT runs after TC ingress: a packet at an ingress of the
+			 * namespace of the NAT is before it, so a connection of
+			 * its own has this tuple now. The alias is stale. */
+			bpf_map_delete_elem(&xlat_alias, k);
+			return 0;
+		}
+		if (!here && dir != DIR_INGRESS)
+			return 0; /* a packet's way leaves the NAT to another namespace's ingress */
+		if (a->gen == gen || (!here && a->gen + 1 == gen)) {
 			*k = a->key;
 			return 1;
 		}
-		if (a->netns != netns) {
+		if (!here) {
 			/* Not confirmed in this generation or the last: stale. */
 			bpf_map_delete_elem(&xlat_alias, k);
 			return 0;
 		}
 		/* Here, where conntrack confirmed it: ask again. */
+	} else if (dir == DIR_INGRESS) {
+		/* After NAT, where conntrack knows it, is an egress. */
+		return 0;
 	}
 	struct bpf_sock_tuple t = {};
 	int v4 = is_v4mapped(k->src_ip);

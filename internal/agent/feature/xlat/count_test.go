@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/flowlens/flowlens/internal/agent"
 	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
@@ -29,6 +31,7 @@ const (
 	svcDatagrams                = 100
 	svcPayload                  = "ping-0123456789"
 	svcWantIfaces, svcAllIfaces = 2, 4
+	svcDirect                   = 50
 )
 
 func newSvcLab(t *testing.T, masquerade bool) *svcLab {
@@ -104,7 +107,13 @@ func send(t *testing.T, ns *netlab.Netns, src string, n int) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ra := &net.UDPAddr{IP: net.ParseIP(svcVIP), Port: svcPort}
+	sendOn(t, c, &net.UDPAddr{IP: net.ParseIP(svcVIP), Port: svcPort}, n)
+}
+
+// sendOn sends n datagrams on c to ra, reading each reply (which must come
+// from ra).
+func sendOn(t *testing.T, c *net.UDPConn, ra *net.UDPAddr, n int) {
+	t.Helper()
 	buf := make([]byte, 2048)
 	got := 0
 	for i := 0; i < n; i++ {
@@ -118,7 +127,7 @@ func send(t *testing.T, ns *netlab.Netns, src string, n int) {
 		if err != nil {
 			t.Fatalf("reply %d: %v", i, err)
 		}
-		if !from.IP.Equal(ra.IP) || from.Port != svcPort {
+		if !from.IP.Equal(ra.IP) || from.Port != ra.Port {
 			t.Fatalf("reply %d from %s, want the Service's %s", i, from, ra)
 		}
 		got++
@@ -271,5 +280,70 @@ func TestServiceCountedOnce(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// An alias does not survive its connection: once the node's conntrack
+// forgets the DNATed connection and the Service's rule is gone, the same
+// client socket sends to the backend's address directly, the very tuple
+// the DNAT made of its datagrams, in the same generation. Those datagrams
+// are a flow of their own, counted once, and the Service's flow keeps
+// exactly its own.
+func TestServiceAliasEndsWithConnection(t *testing.T) {
+	l := newSvcLab(t, false)
+	echoed := l.echo(t, svcDatagrams+svcDirect)
+	h := agenttest.Start(t, svcAllIfaces, agent.Options{}, "--netns="+l.node.Name+","+l.a.Name+","+l.b.Name, "--features=xlat")
+	c, err := netlab.UDPListen(l.a, net.JoinHostPort(svcPod, "4000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sendOn(t, c, &net.UDPAddr{IP: net.ParseIP(svcVIP), Port: svcPort}, svcDatagrams)
+	netlab.Run(t, l.node, "nft", "flush chain ip svc pre")
+	nh, err := netlab.Handle(l.node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nh.Close()
+	if err := nh.ConntrackTableFlush(netlink.ConntrackTable); err != nil {
+		t.Fatal(err)
+	}
+	sendOn(t, c, &net.UDPAddr{IP: net.ParseIP(svcBackend), Port: svcTargetPort}, svcDirect)
+	if got := <-echoed; got != svcDatagrams+svcDirect {
+		t.Fatalf("backend answered %d datagrams, want %d", got, svcDatagrams+svcDirect)
+	}
+	time.Sleep(50 * time.Millisecond)
+	flows := h.Stop()
+
+	for _, c := range []struct {
+		what string
+		m    agenttest.Match
+		want uint64
+		xlat bool
+	}{
+		{"to the Service", agenttest.Match{Src: svcPod, Dst: svcVIP, Sport: svcClientPort, Dport: svcPort, Proto: 17}, svcDatagrams, true},
+		{"to the backend directly", agenttest.Match{Src: svcPod, Dst: svcBackend, Sport: svcClientPort, Dport: svcTargetPort, Proto: 17}, svcDirect, false},
+		// Both connections' replies have the same tuple before NAT.
+		{"replies", agenttest.Match{Src: svcBackend, Dst: svcPod, Sport: svcTargetPort, Dport: svcClientPort, Proto: 17}, svcDatagrams + svcDirect, true},
+		{"replies after NAT", agenttest.Match{Src: svcVIP, Dst: svcPod, Proto: 17}, 0, false},
+	} {
+		pk, _, recs := agenttest.Sum(flows, c.m)
+		if pk != c.want {
+			t.Errorf("%s: %d packets, want %d", c.what, pk, c.want)
+		}
+		for _, r := range recs {
+			if (r.XlatDstAddr != "") != c.xlat {
+				t.Errorf("%s: record with xlat %s:%d -> %s:%d", c.what, r.XlatSrcAddr, r.XlatSrcPort, r.XlatDstAddr, r.XlatDstPort)
+			}
+			if len(r.Interfaces) != svcAllIfaces {
+				t.Errorf("%s: record lists %s, want the %d interfaces of its way", c.what, r.Ifaces(), svcAllIfaces)
+			}
+		}
+	}
+	if t.Failed() {
+		for _, f := range flows {
+			t.Logf("%s:%d -> %s:%d p%d pk=%d xlat %s:%d -> %s:%d %s", f.SrcAddr, f.SrcPort, f.DstAddr, f.DstPort, f.Proto,
+				f.Packets, f.XlatSrcAddr, f.XlatSrcPort, f.XlatDstAddr, f.XlatDstPort, f.Ifaces())
+		}
 	}
 }
