@@ -93,23 +93,7 @@ static __always_inline void xlat_addr(__u8 *dst, const union nf_inet_addr *a, in
  * outlives its conntrack entry by at most the rest of one generation where
  * conntrack is, two elsewhere.
  */
-struct xlat_alias {
-	struct flow_key key; /* the canonical key: the packet before NAT */
-	__u64 netns;         /* the namespace whose conntrack confirmed it */
-	__u32 gen;           /* the generation it was last confirmed in */
-	__u32 _pad;
-};
-
-/* Post-NAT tuple -> canonical key. LRU: an alias it forgets is found again
- * by the next packet's lookup where conntrack is (the namespace of the NAT,
- * which a packet crosses before the other namespaces). Sized at load when
- * xlat is on (internal/agent/feature/xlat, AliasEntries), else one entry. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__type(key, struct flow_key);
-	__type(value, struct xlat_alias);
-	__uint(max_entries, 1);
-} xlat_alias SEC(".maps");
+/* struct xlat_alias_value (bpf/types.h), map xlat_alias (bpf/maps.h). */
 
 /* xlat_tuple writes key k's tuple (reversed when rev) for bpf_skb_ct_lookup
  * and returns its size. */
@@ -132,7 +116,7 @@ static __always_inline __u32 xlat_tuple(struct bpf_sock_tuple *t, const struct f
 }
 
 /* same_key compares two keys as five words (no memcmp in BPF); both are
- * 8-byte aligned (struct pkt's key, struct xlat_alias). */
+ * 8-byte aligned (struct pkt's key, struct xlat_alias_value). */
 static __always_inline int same_key(const struct flow_key *a, const struct flow_key *b)
 {
 	_Static_assert(sizeof(struct flow_key) == 40, "flow_key is five words");
@@ -156,7 +140,7 @@ __noinline int xlat_redirect(struct __sk_buff *skb, struct flow_key *k, __u64 ne
 {
 	if (!xlat_on || !k || (k->proto != IPPROTO_TCP && k->proto != IPPROTO_UDP))
 		return 0;
-	struct xlat_alias *a = bpf_map_lookup_elem(&xlat_alias, k);
+	struct xlat_alias_value *a = bpf_map_lookup_elem(&xlat_alias, k);
 	if (a) {
 		int here = a->netns == netns;
 		if (here && dir == DIR_INGRESS) {
@@ -199,7 +183,7 @@ __noinline int xlat_redirect(struct __sk_buff *skb, struct flow_key *k, __u64 ne
 		 * NAT. */
 		const struct nf_conntrack_tuple *pre = o.dir == IP_CT_DIR_REPLY_ ? &ct->tuplehash[0].tuple :
 										&ct->tuplehash[1].tuple;
-		struct xlat_alias n = {.netns = netns, .gen = gen};
+		struct xlat_alias_value n = {.netns = netns, .gen = gen};
 		xlat_addr(n.key.src_ip, &pre->src.u3, v4);
 		xlat_addr(n.key.dst_ip, &pre->dst.u3, v4);
 		n.key.src_port = bpf_ntohs(pre->src.u.all);

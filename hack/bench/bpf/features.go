@@ -117,14 +117,6 @@ type featCase struct {
 	note                string
 }
 
-// xlatAlias is struct xlat_alias (bpf/xlat.h).
-type xlatAlias struct {
-	Key   datapath.FlowKey
-	Netns uint64
-	Gen   uint32
-	Pad   uint32
-}
-
 // postNATPort is the destination port of the post-nat case's flow key
 // before NAT (the packet's is 80).
 const postNATPort = 8080
@@ -542,7 +534,7 @@ func loadFeatDP(o options, c featCase, on bool) (*featDP, error) {
 		pre := f.key
 		pre.DstPort = postNATPort
 		err := errors.Join(f.cur.Delete(&f.key), f.cur.Put(&pre, &v),
-			dp.Maps.XlatAlias.Put(&f.key, &xlatAlias{Key: pre, Netns: 1, Gen: f.gen}))
+			dp.Maps.XlatAlias.Put(&f.key, &datapath.XlatAlias{Key: pre, Netns: 1, Gen: f.gen}))
 		if err != nil {
 			f.Close()
 			return nil, err

@@ -312,7 +312,7 @@ const (
 	datapathTlsFlagsTLS_F_QUIC         datapathTlsFlags = 4
 )
 
-type datapathXlatAlias struct {
+type datapathXlatAliasValue struct {
 	_     structs.HostLayout
 	Key   datapathFlowKey
 	Netns uint64

@@ -24,6 +24,8 @@ type (
 	// DNSPendingValue is struct dns_pending_value: a query awaiting its
 	// answer (its first sighting, flags and name).
 	DNSPendingValue = datapathDnsPendingValue
+	// XlatAlias is an entry of map xlat_alias (feature xlat, bpf/xlat.h).
+	XlatAlias = datapathXlatAliasValue
 )
 
 // The TC programs' counters (enum counter in bpf/types.h).
