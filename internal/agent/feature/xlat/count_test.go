@@ -21,6 +21,7 @@ import (
 //	node: 10.213.9.9:80/udp -> 10.213.6.2:8080 (and masquerade out of nb when asked)
 type svcLab struct {
 	a, node, b *netlab.Netns
+	ad         svcAddrs
 }
 
 const (
@@ -34,38 +35,67 @@ const (
 	svcDirect                   = 50
 )
 
-func newSvcLab(t *testing.T, masquerade bool) *svcLab {
-	l := &svcLab{a: netlab.NewNetns(t, "a"), node: netlab.NewNetns(t, "node"), b: netlab.NewNetns(t, "b")}
+// svcAddrs are the lab's addresses in one family.
+type svcAddrs struct {
+	vip, pod, backend, nodeA, nodeB string
+	bits                            string // the links' prefix length
+	all, svcNet                     string // the lab's range, the Service range
+	nft                             string // nftables family and address keyword
+	v6                              bool
+}
+
+var (
+	svcV4 = svcAddrs{vip: svcVIP, pod: svcPod, backend: svcBackend, nodeA: svcNodeA, nodeB: svcNodeB,
+		bits: "/24", all: "10.213.0.0/16", svcNet: "10.213.9.0/24", nft: "ip"}
+	svcV6 = svcAddrs{vip: "fd29:9::9", pod: "fd29:5::1", backend: "fd29:6::2", nodeA: "fd29:5::fe", nodeB: "fd29:6::fe",
+		bits: "/64", all: "fd29::/16", svcNet: "fd29:9::/64", nft: "ip6", v6: true}
+)
+
+func newSvcLab(t *testing.T, masquerade bool) *svcLab { return newSvcLabOf(t, svcV4, masquerade) }
+
+func newSvcLabOf(t *testing.T, ad svcAddrs, masquerade bool) *svcLab {
+	l := &svcLab{a: netlab.NewNetns(t, "a"), node: netlab.NewNetns(t, "node"), b: netlab.NewNetns(t, "b"), ad: ad}
 	for _, ns := range []*netlab.Netns{l.a, l.node, l.b} {
 		netlab.Quiet(t, ns)
+		if ad.v6 {
+			netlab.QuietIPv6(t, ns)
+		}
 	}
-	if err := netlab.Sysctl(l.node, "net.ipv4.ip_forward", "1"); err != nil {
+	fwd := "net.ipv4.ip_forward"
+	if ad.v6 {
+		fwd = "net.ipv6.conf.all.forwarding"
+	}
+	if err := netlab.Sysctl(l.node, fwd, "1"); err != nil {
 		t.Fatal(err)
 	}
 	a0, na := netlab.Veth(t, l.a, "a0", l.node, "na")
 	nb, b0 := netlab.Veth(t, l.node, "nb", l.b, "b0")
-	netlab.AddAddr(t, l.a, "a0", svcPod+"/24")
-	netlab.AddAddr(t, l.node, "na", svcNodeA+"/24")
-	netlab.AddAddr(t, l.node, "nb", svcNodeB+"/24")
-	netlab.AddAddr(t, l.b, "b0", svcBackend+"/24")
-	netlab.Neigh(t, l.a, "a0", svcNodeA, na.Attrs().HardwareAddr)
-	netlab.Neigh(t, l.node, "na", svcPod, a0.Attrs().HardwareAddr)
-	netlab.Neigh(t, l.node, "nb", svcBackend, b0.Attrs().HardwareAddr)
-	netlab.Neigh(t, l.b, "b0", svcNodeB, nb.Attrs().HardwareAddr)
-	netlab.Route(t, l.a, "10.213.0.0/16", svcNodeA, "a0")
-	netlab.Route(t, l.b, "10.213.0.0/16", svcNodeB, "b0")
-	// The node reaches the Service range through nb (its source: svcNodeB).
-	netlab.Route(t, l.node, "10.213.9.0/24", svcBackend, "nb")
+	netlab.AddAddr(t, l.a, "a0", ad.pod+ad.bits)
+	netlab.AddAddr(t, l.node, "na", ad.nodeA+ad.bits)
+	netlab.AddAddr(t, l.node, "nb", ad.nodeB+ad.bits)
+	netlab.AddAddr(t, l.b, "b0", ad.backend+ad.bits)
+	netlab.Neigh(t, l.a, "a0", ad.nodeA, na.Attrs().HardwareAddr)
+	netlab.Neigh(t, l.node, "na", ad.pod, a0.Attrs().HardwareAddr)
+	netlab.Neigh(t, l.node, "nb", ad.backend, b0.Attrs().HardwareAddr)
+	netlab.Neigh(t, l.b, "b0", ad.nodeB, nb.Attrs().HardwareAddr)
+	netlab.Route(t, l.a, ad.all, ad.nodeA, "a0")
+	netlab.Route(t, l.b, ad.all, ad.nodeB, "b0")
+	// The node reaches the Service range through nb (its source: nodeB).
+	netlab.Route(t, l.node, ad.svcNet, ad.backend, "nb")
 	nft := func(rule string) { netlab.Run(t, l.node, "nft", rule) }
-	nft("add table ip svc")
-	nft("add chain ip svc pre { type nat hook prerouting priority dstnat; }")
-	nft("add chain ip svc out { type nat hook output priority -100; }")
+	nft("add table " + ad.nft + " svc")
+	nft("add chain " + ad.nft + " svc pre { type nat hook prerouting priority dstnat; }")
+	nft("add chain " + ad.nft + " svc out { type nat hook output priority -100; }")
+	to := ad.backend + ":8080"
+	if ad.v6 {
+		to = "[" + ad.backend + "]:8080"
+	}
 	for _, c := range []string{"pre", "out"} {
-		nft("add rule ip svc " + c + " ip daddr " + svcVIP + " udp dport 80 dnat to " + svcBackend + ":8080")
+		nft("add rule " + ad.nft + " svc " + c + " " + ad.nft + " daddr " + ad.vip + " udp dport 80 dnat to " + to)
 	}
 	if masquerade {
-		nft("add chain ip svc post { type nat hook postrouting priority srcnat; }")
-		nft("add rule ip svc post oifname nb masquerade")
+		nft("add chain " + ad.nft + " svc post { type nat hook postrouting priority srcnat; }")
+		nft("add rule " + ad.nft + " svc post oifname nb masquerade")
 	}
 	return l
 }
@@ -73,7 +103,7 @@ func newSvcLab(t *testing.T, masquerade bool) *svcLab {
 // echo answers every datagram the backend receives, n of them, and reports
 // how many it answered.
 func (l *svcLab) echo(t *testing.T, n int) <-chan int {
-	c, err := netlab.UDPListen(l.b, net.JoinHostPort(svcBackend, "8080"))
+	c, err := netlab.UDPListen(l.b, net.JoinHostPort(l.ad.backend, "8080"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,14 +130,16 @@ func (l *svcLab) echo(t *testing.T, n int) <-chan int {
 
 // send sends n datagrams from src in ns to the Service and reads the n
 // replies, so neither way ends in an ICMP error.
-func send(t *testing.T, ns *netlab.Netns, src string, n int) {
+func send(t *testing.T, ns *netlab.Netns, src string, n int) { sendTo(t, ns, src, svcVIP, n) }
+
+func sendTo(t *testing.T, ns *netlab.Netns, src, vip string, n int) {
 	t.Helper()
 	c, err := netlab.UDPListen(ns, src)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	sendOn(t, c, &net.UDPAddr{IP: net.ParseIP(svcVIP), Port: svcPort}, n)
+	sendOn(t, c, &net.UDPAddr{IP: net.ParseIP(vip), Port: svcPort}, n)
 }
 
 // sendOn sends n datagrams on c to ra, reading each reply (which must come
@@ -340,6 +372,38 @@ func TestServiceAliasEndsWithConnection(t *testing.T) {
 			}
 		}
 	}
+	if t.Failed() {
+		for _, f := range flows {
+			t.Logf("%s:%d -> %s:%d p%d pk=%d xlat %s:%d -> %s:%d %s", f.SrcAddr, f.SrcPort, f.DstAddr, f.DstPort, f.Proto,
+				f.Packets, f.XlatSrcAddr, f.XlatSrcPort, f.XlatDstAddr, f.XlatDstPort, f.Ifaces())
+		}
+	}
+}
+
+// IPv6: the pods' datagrams to a ClusterIP and their replies, DNATed by
+// the node and watched everywhere, counted once each way, keyed before NAT.
+func TestServiceCountedOnceIPv6(t *testing.T) {
+	ad := svcV6
+	l := newSvcLabOf(t, ad, false)
+	echoed := l.echo(t, svcDatagrams)
+	h := agenttest.Start(t, svcAllIfaces, agent.Options{}, "--netns="+l.node.Name+","+l.a.Name+","+l.b.Name, "--features=xlat")
+	sendTo(t, l.a, net.JoinHostPort(ad.pod, "4000"), ad.vip, svcDatagrams)
+	if got := <-echoed; got != svcDatagrams {
+		t.Fatalf("backend answered %d datagrams, want %d", got, svcDatagrams)
+	}
+	time.Sleep(50 * time.Millisecond)
+	flows := h.Stop()
+	node, a, b := l.node.Name+"/", l.a.Name+"/", l.b.Name+"/"
+	check(t, flows, want{what: "pod to Service",
+		match: agenttest.Match{Src: ad.pod, Dst: ad.vip, Sport: svcClientPort, Dport: svcPort, Proto: 17},
+		xsrc:  ad.pod, xsport: svcClientPort, xdst: ad.backend, xdport: svcTargetPort,
+		ifaces: []string{a + "a0:egress", node + "na:ingress", node + "nb:egress", b + "b0:ingress"},
+		after:  agenttest.Match{Src: ad.pod, Dst: ad.backend, Proto: 17}})
+	check(t, flows, want{what: "backend's reply",
+		match: agenttest.Match{Src: ad.backend, Dst: ad.pod, Sport: svcTargetPort, Dport: svcClientPort, Proto: 17},
+		xsrc:  ad.vip, xsport: svcPort, xdst: ad.pod, xdport: svcClientPort,
+		ifaces: []string{b + "b0:egress", node + "nb:ingress", node + "na:egress", a + "a0:ingress"},
+		after:  agenttest.Match{Src: ad.vip, Dst: ad.pod, Proto: 17}})
 	if t.Failed() {
 		for _, f := range flows {
 			t.Logf("%s:%d -> %s:%d p%d pk=%d xlat %s:%d -> %s:%d %s", f.SrcAddr, f.SrcPort, f.DstAddr, f.DstPort, f.Proto,
