@@ -1,8 +1,11 @@
 // Package xlat is the "xlat" feature: conntrack NAT translation per flow.
 // For a flow whose addresses conntrack rewrote (kube-proxy's DNAT of a
 // Service's virtual IP to a backend, SNAT, masquerade), the record carries
-// the source and destination its packets have after NAT. Kernel side:
-// bpf/xlat.h, inside the TC programs (no hook of its own); docs/xlat.md.
+// the source and destination its packets have after NAT. A packet seen
+// before and after NAT is one flow, keyed on its tuple before NAT, so it
+// is counted once (docs/design/counting.md, Translated packets). Kernel
+// side: bpf/xlat.h, inside the TC programs (no hook of its own);
+// docs/xlat.md.
 package xlat
 
 import (
