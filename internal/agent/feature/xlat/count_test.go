@@ -3,12 +3,14 @@ package xlat_test
 import (
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
 
 	"github.com/flowlens/flowlens/internal/agent"
+	"github.com/flowlens/flowlens/internal/agent/datapath"
 	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
@@ -130,21 +132,23 @@ func (l *svcLab) echo(t *testing.T, n int) <-chan int {
 
 // send sends n datagrams from src in ns to the Service and reads the n
 // replies, so neither way ends in an ICMP error.
-func send(t *testing.T, ns *netlab.Netns, src string, n int) { sendTo(t, ns, src, svcVIP, n) }
+func sendTo(t *testing.T, ns *netlab.Netns, src, vip string, n int) { sendPaced(t, ns, src, vip, n, 0) }
 
-func sendTo(t *testing.T, ns *netlab.Netns, src, vip string, n int) {
+func sendPaced(t *testing.T, ns *netlab.Netns, src, vip string, n int, pace time.Duration) {
 	t.Helper()
 	c, err := netlab.UDPListen(ns, src)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	sendOn(t, c, &net.UDPAddr{IP: net.ParseIP(vip), Port: svcPort}, n)
+	sendOnPaced(t, c, &net.UDPAddr{IP: net.ParseIP(vip), Port: svcPort}, n, pace)
 }
 
 // sendOn sends n datagrams on c to ra, reading each reply (which must come
 // from ra).
-func sendOn(t *testing.T, c *net.UDPConn, ra *net.UDPAddr, n int) {
+func sendOn(t *testing.T, c *net.UDPConn, ra *net.UDPAddr, n int) { sendOnPaced(t, c, ra, n, 0) }
+
+func sendOnPaced(t *testing.T, c *net.UDPConn, ra *net.UDPAddr, n int, pace time.Duration) {
 	t.Helper()
 	buf := make([]byte, 2048)
 	got := 0
@@ -163,6 +167,7 @@ func sendOn(t *testing.T, c *net.UDPConn, ra *net.UDPAddr, n int) {
 			t.Fatalf("reply %d from %s, want the Service's %s", i, from, ra)
 		}
 		got++
+		time.Sleep(pace)
 	}
 	if got != n {
 		t.Fatalf("%d replies, want %d", got, n)
@@ -182,6 +187,12 @@ type want struct {
 	ifaces           []string // netns/name:direction
 	after            agenttest.Match
 	afterSrcIsTarget bool
+	// split: the packets may be in several records (flips, a full map):
+	// the records together list ifaces, each some of them.
+	split bool
+	// full: the flow map is full, and so is the enrichment map (the same
+	// size): a translation is not required.
+	full bool
 }
 
 func check(t *testing.T, flows []agenttest.JSONFlow, w want) {
@@ -190,7 +201,17 @@ func check(t *testing.T, flows []agenttest.JSONFlow, w want) {
 	if pk != svcDatagrams {
 		t.Errorf("%s: the records of %+v sum to %d packets, want %d", w.what, w.match, pk, svcDatagrams)
 	}
+	seen := map[string]bool{}
 	for _, r := range recs {
+		for _, i := range r.Interfaces {
+			seen[i.Netns+"/"+i.Name+":"+i.Direction] = true
+		}
+		if w.split {
+			if !w.full && r.Packets > 0 && r.XlatDstAddr == "" {
+				t.Errorf("%s: a record with %d packets and no translation", w.what, r.Packets)
+			}
+			continue
+		}
 		if r.XlatSrcAddr != w.xsrc || (w.xsport != 0 && r.XlatSrcPort != w.xsport) || r.XlatSrcPort == 0 ||
 			r.XlatDstAddr != w.xdst || r.XlatDstPort != w.xdport {
 			t.Errorf("%s: record has xlat %s:%d -> %s:%d, want %s:%d -> %s:%d", w.what,
@@ -212,6 +233,14 @@ func check(t *testing.T, flows []agenttest.JSONFlow, w want) {
 			t.Errorf("%s: record lists %s, want exactly %v", w.what, r.Ifaces(), w.ifaces)
 		}
 	}
+	if w.split && len(seen) != len(w.ifaces) {
+		t.Errorf("%s: the records list %v, want %v", w.what, seen, w.ifaces)
+	}
+	for _, i := range w.ifaces {
+		if w.split && !seen[i] {
+			t.Errorf("%s: no record lists %s", w.what, i)
+		}
+	}
 	// Nothing under the tuple after NAT: that would count the packets twice.
 	if pk, _, recs := agenttest.Sum(flows, w.after); len(recs) != 0 {
 		t.Errorf("%s: %d records (%d packets) under the tuple after NAT %+v: counted twice", w.what, len(recs), pk, w.after)
@@ -231,11 +260,18 @@ func TestServiceCountedOnce(t *testing.T) {
 	for _, c := range []struct {
 		name             string
 		masquerade, pods bool
+		args             []string
+		pace             time.Duration // between datagrams
 	}{
-		{"dnat", false, false},
-		{"dnat+pods", false, true},
-		{"dnat+masquerade", true, false},
-		{"dnat+masquerade+pods", true, true},
+		{"dnat", false, false, nil, 0},
+		{"dnat+pods", false, true, nil, 0},
+		{"dnat+masquerade", true, false, nil, 0},
+		{"dnat+masquerade+pods", true, true, nil, 0},
+		// Across generation flips (the alias confirmed again in each)
+		// and with the flow map full (every packet through the overflow
+		// ring): the same counts, over several records.
+		{"dnat+pods, flips", false, true, []string{"--cache-active-timeout=100ms"}, 4 * time.Millisecond},
+		{"dnat+pods, map full", false, true, []string{"--cache-max-flows=1"}, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			l := newSvcLab(t, c.masquerade)
@@ -244,14 +280,26 @@ func TestServiceCountedOnce(t *testing.T) {
 			if c.pods {
 				ns, n = ns+","+l.a.Name+","+l.b.Name, svcAllIfaces
 			}
-			h := agenttest.Start(t, n, agent.Options{}, ns, "--features=xlat")
-			send(t, l.a, net.JoinHostPort(svcPod, "4000"), svcDatagrams)
-			send(t, l.node, net.JoinHostPort(svcNodeB, "4100"), svcDatagrams)
+			h := agenttest.Start(t, n, agent.Options{}, append([]string{ns, "--features=xlat"}, c.args...)...)
+			sendPaced(t, l.a, net.JoinHostPort(svcPod, "4000"), svcVIP, svcDatagrams, c.pace)
+			sendPaced(t, l.node, net.JoinHostPort(svcNodeB, "4100"), svcVIP, svcDatagrams, c.pace)
 			if got := <-echoed; got != 2*svcDatagrams {
 				t.Fatalf("backend answered %d datagrams, want %d", got, 2*svcDatagrams)
 			}
 			time.Sleep(50 * time.Millisecond)
+			counters, err := h.A.DP.ReadCounters()
+			if err != nil {
+				t.Fatal(err)
+			}
 			flows := h.Stop()
+			if strings.HasSuffix(c.name, "map full") && counters[datapath.CounterOverflowRecords] < 4*svcDatagrams {
+				t.Errorf("%d packets through the overflow ring, want most of the %d sightings", counters[datapath.CounterOverflowRecords], 4*2*svcDatagrams)
+			}
+			if strings.HasSuffix(c.name, "flips") {
+				if _, _, recs := agenttest.Sum(flows, agenttest.Match{Src: svcPod, Dst: svcVIP, Proto: 17}); len(recs) < 2 {
+					t.Errorf("the request in %d records: it crossed no flip", len(recs))
+				}
+			}
 
 			node, a, b := l.node.Name+"/", l.a.Name+"/", l.b.Name+"/"
 			srcAfter, sportAfter := svcPod, uint16(svcClientPort)
@@ -278,6 +326,8 @@ func TestServiceCountedOnce(t *testing.T) {
 				req.ifaces = append([]string{a + "a0:egress"}, append(req.ifaces, b+"b0:ingress")...)
 				rep.ifaces = append([]string{b + "b0:egress"}, append(rep.ifaces, a+"a0:ingress")...)
 			}
+			split, full := c.args != nil, strings.HasSuffix(c.name, "map full")
+			req.split, rep.split, req.full, rep.full = split, split, full, full
 			check(t, flows, req)
 			if c.masquerade {
 				// The reply goes to the port masquerade gave the request.
@@ -303,6 +353,7 @@ func TestServiceCountedOnce(t *testing.T) {
 				host.ifaces = append(host.ifaces, b+"b0:ingress")
 				hostRep.ifaces = append([]string{b + "b0:egress"}, hostRep.ifaces...)
 			}
+			host.split, hostRep.split, host.full, hostRep.full = split, split, full, full
 			check(t, flows, host)
 			check(t, flows, hostRep)
 			if t.Failed() {
