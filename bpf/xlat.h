@@ -84,14 +84,16 @@ static __always_inline void xlat_addr(__u8 *dst, const union nf_inet_addr *a, in
  *
  * Hooks in another namespace (the backend pod's own veth, whose conntrack
  * knows no NAT) cannot ask conntrack: xlat_alias maps T to the canonical
- * key, written by the hook that asked. An alias is believed only while it
- * is fresh: "gen" is the generation in which conntrack last confirmed it.
- * A hook of the namespace that confirmed it asks again at its first use in
+ * key, written by the hook that asked. Only hooks after the NAT follow an
+ * alias: the NAT namespace's egress, other namespaces' ingress. An ingress
+ * of the NAT namespace that meets one deletes it: NAT runs after TC
+ * ingress, so there T is a packet before NAT, of a connection of its own
+ * (the translated one is gone). And an alias is believed only while it is
+ * fresh: "gen" is the generation in which conntrack last confirmed it. A
+ * hook of the namespace that confirmed it asks again at its first use in
  * a later generation (and deletes it when the connection is gone); a hook
  * of another namespace believes it in that generation and the next (a
- * packet in flight across the flip), and deletes it after. So an alias
- * outlives its conntrack entry by at most the rest of one generation where
- * conntrack is, two elsewhere.
+ * packet in flight across the flip), and deletes it after.
  */
 /* struct xlat_alias_value (bpf/types.h), map xlat_alias (bpf/maps.h). */
 
@@ -133,7 +135,8 @@ static __always_inline int same_key(const struct flow_key *a, const struct flow_
  * the packet after NAT, the connection's other tuple is its form before;
  * the alias is written for the hooks after this one, and the flow's
  * enrichment entry gets the translation (the counting hook may be in a
- * namespace whose conntrack knows none). Not inlined: once per new flow,
+ * namespace whose conntrack knows none). A global function, verified
+ * once (not at each of record()'s call sites); it runs once per new flow,
  * and per packet only on post-NAT observations.
  */
 __noinline int xlat_redirect(struct __sk_buff *skb, struct flow_key *k, __u64 netns, __u32 gen, __u32 dir)
