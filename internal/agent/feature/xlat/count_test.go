@@ -198,6 +198,7 @@ type want struct {
 func check(t *testing.T, flows []agenttest.JSONFlow, w want) {
 	t.Helper()
 	pk, _, recs := agenttest.Sum(flows, w.match)
+	t.Logf("%s: %d packets in %d records", w.what, pk, len(recs))
 	if pk != svcDatagrams {
 		t.Errorf("%s: the records of %+v sum to %d packets, want %d", w.what, w.match, pk, svcDatagrams)
 	}
@@ -411,6 +412,7 @@ func TestServiceAliasEndsWithConnection(t *testing.T) {
 		{"replies after NAT", agenttest.Match{Src: svcVIP, Dst: svcPod, Proto: 17}, 0, false},
 	} {
 		pk, _, recs := agenttest.Sum(flows, c.m)
+		t.Logf("%s: %d packets in %d records", c.what, pk, len(recs))
 		if pk != c.want {
 			t.Errorf("%s: %d packets, want %d", c.what, pk, c.want)
 		}
