@@ -455,9 +455,12 @@ static __always_inline void record(struct __sk_buff *skb, void *cur, void *prev,
 	} else {
 		if (slow(skb, v, w))
 			count(CNT_IFACES_OVERFLOW);
-		/* Feature "xlat": a hook before NAT in the namespace of the NAT
-		 * may not be the counting one (once per hook and generation). */
-		if (xlat_on)
+		/* Feature "xlat": the counting hook may be in a namespace whose
+		 * conntrack knows no NAT (a pod's); a listed hook of another
+		 * namespace asks (once per hook and generation: then steady).
+		 * Not the counting interface's other direction, which comes
+		 * here at every packet. */
+		if (xlat_on && v->ifaces[0].netns != w->me.netns)
 			xlat_lookup(skb, &w->p->key);
 	}
 }
