@@ -74,7 +74,7 @@ static __always_inline int same_iface(const struct iface_obs *a, const struct if
  * clock nor the skb's GSO fields (measured live: docs/benchmarks.md §9).
  */
 struct wpkt {
-	const struct pkt *p;
+	struct pkt *p; /* its key may be rewritten to the canonical one (bpf/xlat.h) */
 	struct iface_obs me;
 	__u32 bytes;   /* wire bytes */
 	__u32 packets; /* wire packets */
@@ -428,6 +428,9 @@ static __always_inline void record(struct __sk_buff *skb, void *cur, void *prev,
 				   struct wpkt *w, int l3)
 {
 	struct flow_value *v = bpf_map_lookup_elem(cur, &w->p->key);
+	/* Feature "xlat": a packet after NAT goes to its flow before NAT. */
+	if (!v && xlat_on && xlat_redirect(skb, &w->p->key, w->me.netns, w->gen, w->me.dir))
+		v = bpf_map_lookup_elem(cur, &w->p->key);
 	int counting = v && fast(v, w);
 	if (v && !counting && steady(v, &w->me))
 		return; /* a listed hook: every second and later hook of a packet */
@@ -469,6 +472,13 @@ static __always_inline void record(struct __sk_buff *skb, void *cur, void *prev,
 			count(CNT_IFACES_OVERFLOW);
 		if (overlay_on && w->tun)
 			flowlens_tunnel_note(skb, &w->p->key, w->tun, w->gen);
+		/* Feature "xlat": the counting hook may be in a namespace whose
+		 * conntrack knows no NAT (a pod's); a listed hook of another
+		 * namespace asks (once per hook and generation: then steady).
+		 * Not the counting interface's other direction, which comes
+		 * here at every packet. */
+		if (xlat_on && v->ifaces[0].netns != w->me.netns)
+			xlat_lookup(skb, &w->p->key);
 	}
 }
 

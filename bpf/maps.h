@@ -186,6 +186,18 @@ struct {
 	__uint(max_entries, 1);
 } dns_pending SEC(".maps");
 
+/* Feature "xlat" (bpf/xlat.h): a packet's tuple after NAT -> its flow's
+ * key, the tuple before NAT. LRU: an alias it forgets is written again by
+ * the next packet where conntrack is (the namespace of the NAT, which a
+ * packet crosses before the other namespaces). Sized at load when xlat is
+ * on (internal/agent/feature/xlat, AliasEntries), else one entry. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct flow_key);
+	__type(value, struct xlat_alias_value);
+	__uint(max_entries, 1);
+} xlat_alias SEC(".maps");
+
 /* The RTT hook's per-socket memory (bpf/rtt.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);

@@ -264,6 +264,15 @@ struct frag_l4 {
 	__u8 _pad;
 };
 
+/* Feature "xlat" (bpf/xlat.h): the flow key of a packet after NAT's tuple,
+ * its tuple before NAT (map xlat_alias). */
+struct xlat_alias_value {
+	struct flow_key key; /* the canonical key: the packet before NAT */
+	__u64 netns;         /* the namespace whose conntrack confirmed it */
+	__u32 gen;           /* the generation it was last confirmed in */
+	__u32 _pad;          /* always 0 */
+};
+
 /*
  * What the enrichment hooks (drops, RTT, retransmits) record per flow, keyed
  * by the flow's key in the enrichment maps. One shared hash (not per-CPU), no

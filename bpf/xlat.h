@@ -70,31 +70,164 @@ static __always_inline void xlat_addr(__u8 *dst, const union nf_inet_addr *a, in
 }
 
 /*
+ * Counting a translated packet once (docs/design/counting.md, "Translated
+ * packets"). A packet observed before NAT and again after it has two keys;
+ * the flow is keyed on conntrack's tuple of the packet's direction
+ * (tuplehash[dir].tuple: the packet before NAT), and its form after NAT is
+ * in the xlat fields. A hook that sees the packet after NAT (the node's
+ * egress toward the backend; a host-network client's egress after an
+ * OUTPUT DNAT; the un-DNATed reply toward the client) misses its own tuple
+ * T in the flow map, and conntrack finds the connection by reverse(T), the
+ * other direction's tuple. xlat_redirect then files the packet under the
+ * canonical key, so every hook of its way, before and after NAT, meets the
+ * same flow entry, and the counting rule counts it once.
+ *
+ * Hooks in another namespace (the backend pod's own veth, whose conntrack
+ * knows no NAT) cannot ask conntrack: xlat_alias maps T to the canonical
+ * key, written by the hook that asked. Only hooks after the NAT follow an
+ * alias: the NAT namespace's egress, other namespaces' ingress. An ingress
+ * of the NAT namespace that meets one deletes it: NAT runs after TC
+ * ingress, so there T is a packet before NAT, of a connection of its own
+ * (the translated one is gone). And an alias is believed only while it is
+ * fresh: "gen" is the generation in which conntrack last confirmed it. A
+ * hook of the namespace that confirmed it asks again at its first use in
+ * a later generation (and deletes it when the connection is gone); a hook
+ * of another namespace believes it in that generation and the next (a
+ * packet in flight across the flip), and deletes it after.
+ */
+/* struct xlat_alias_value (bpf/types.h), map xlat_alias (bpf/maps.h). */
+
+/* xlat_tuple writes key k's tuple (reversed when rev) for bpf_skb_ct_lookup
+ * and returns its size. */
+static __always_inline __u32 xlat_tuple(struct bpf_sock_tuple *t, const struct flow_key *k, int v4, int rev)
+{
+	const __u8 *s = rev ? k->dst_ip : k->src_ip, *d = rev ? k->src_ip : k->dst_ip;
+	__u16 sp = rev ? k->dst_port : k->src_port, dp = rev ? k->src_port : k->dst_port;
+	if (v4) {
+		t->ipv4.saddr = *(const __u32 *)&s[12];
+		t->ipv4.daddr = *(const __u32 *)&d[12];
+		t->ipv4.sport = bpf_htons(sp);
+		t->ipv4.dport = bpf_htons(dp);
+		return sizeof(t->ipv4);
+	}
+	__builtin_memcpy(t->ipv6.saddr, s, 16);
+	__builtin_memcpy(t->ipv6.daddr, d, 16);
+	t->ipv6.sport = bpf_htons(sp);
+	t->ipv6.dport = bpf_htons(dp);
+	return sizeof(t->ipv6);
+}
+
+/* same_key compares two keys as five words (no memcmp in BPF); both are
+ * 8-byte aligned (struct pkt's key, struct xlat_alias_value). */
+static __always_inline int same_key(const struct flow_key *a, const struct flow_key *b)
+{
+	_Static_assert(sizeof(struct flow_key) == 40, "flow_key is five words");
+	const __u64 *x = (const __u64 *)a, *y = (const __u64 *)b;
+	return ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) | (x[3] ^ y[3]) | (x[4] ^ y[4])) == 0;
+}
+
+/*
+ * xlat_redirect runs when key *k (a packet's) is not in the active flow
+ * map: when *k is a tuple after NAT, it rewrites *k to the canonical key
+ * (the packet before NAT) and returns 1; else 0. An alias first (one hash
+ * lookup: what every later packet of a post-NAT observation pays), then
+ * conntrack: reverse(*k) found in a connection NAT rewrote means *k is
+ * the packet after NAT, the connection's other tuple is its form before;
+ * the alias is written for the hooks after this one, and the flow's
+ * enrichment entry gets the translation (the counting hook may be in a
+ * namespace whose conntrack knows none). A global function, verified
+ * once (not at each of record()'s call sites); it runs once per new flow,
+ * and per packet only on post-NAT observations.
+ */
+__noinline int xlat_redirect(struct __sk_buff *skb, struct flow_key *k, __u64 netns, __u32 gen, __u32 dir)
+{
+	if (!xlat_on || !k || (k->proto != IPPROTO_TCP && k->proto != IPPROTO_UDP))
+		return 0;
+	struct xlat_alias_value *a = bpf_map_lookup_elem(&xlat_alias, k);
+	if (a) {
+		int here = a->netns == netns;
+		if (here && dir == DIR_INGRESS) {
+			/* NAT runs after TC ingress: a packet at an ingress of the
+			 * namespace of the NAT is before it, so a connection of
+			 * its own has this tuple now. The alias is stale. */
+			bpf_map_delete_elem(&xlat_alias, k);
+			return 0;
+		}
+		if (!here && dir != DIR_INGRESS)
+			return 0; /* a packet's way leaves the NAT to another namespace's ingress */
+		if (a->gen == gen || (!here && a->gen + 1 == gen)) {
+			*k = a->key;
+			return 1;
+		}
+		if (!here) {
+			/* Not confirmed in this generation or the last: stale. */
+			bpf_map_delete_elem(&xlat_alias, k);
+			return 0;
+		}
+		/* Here, where conntrack confirmed it: ask again. */
+	} else if (dir == DIR_INGRESS) {
+		/* After NAT, where conntrack knows it, is an egress. */
+		return 0;
+	}
+	struct bpf_sock_tuple t = {};
+	int v4 = is_v4mapped(k->src_ip);
+	__u32 tsz = xlat_tuple(&t, k, v4, 1);
+	struct bpf_ct_opts___fl o = {.netns_id = -1, .l4proto = k->proto};
+	struct nf_conn *ct = bpf_skb_ct_lookup(skb, &t, tsz, &o, sizeof(o));
+	if (!ct) {
+		if (a)
+			bpf_map_delete_elem(&xlat_alias, k);
+		return 0;
+	}
+	int done = 0;
+	if (ct->status & (IPS_SRC_NAT_ | IPS_DST_NAT_)) {
+		/* reverse(*k) is the tuple of direction o.dir: the packet goes
+		 * the other way, and that direction's tuple is its form before
+		 * NAT. */
+		const struct nf_conntrack_tuple *pre = o.dir == IP_CT_DIR_REPLY_ ? &ct->tuplehash[0].tuple :
+										&ct->tuplehash[1].tuple;
+		struct xlat_alias_value n = {.netns = netns, .gen = gen};
+		xlat_addr(n.key.src_ip, &pre->src.u3, v4);
+		xlat_addr(n.key.dst_ip, &pre->dst.u3, v4);
+		n.key.src_port = bpf_ntohs(pre->src.u.all);
+		n.key.dst_port = bpf_ntohs(pre->dst.u.all);
+		n.key.proto = k->proto;
+		if (!same_key(&n.key, k)) {
+			bpf_map_update_elem(&xlat_alias, k, &n, BPF_ANY);
+			struct enrich_value *e = enrich_entry(&n.key, gen);
+			if (e) {
+				__builtin_memcpy(e->xlat_src, k->src_ip, 16);
+				__builtin_memcpy(e->xlat_dst, k->dst_ip, 16);
+				e->xlat_sport = k->src_port;
+				e->xlat_dport = k->dst_port;
+				e->xlat_zone = bpf_core_field_exists(ct->zone) ? ct->zone.id : 0;
+				e->xlat = 1;
+			}
+			*k = n.key;
+			done = 1;
+		}
+	}
+	bpf_ct_release(ct);
+	if (!done && a)
+		bpf_map_delete_elem(&xlat_alias, k);
+	return done;
+}
+
+/*
  * xlat_lookup asks conntrack about the packet's flow and records a NAT
  * translation in the flow's enrichment entry. Returns 1 when conntrack
  * knows the flow (translated or not), so it need not be asked again this
  * generation; 0 when it does not (yet).
  */
-static __noinline int xlat_lookup(struct __sk_buff *skb, const struct flow_key *k)
+__noinline int xlat_lookup(struct __sk_buff *skb, const struct flow_key *k)
 {
+	if (!xlat_on || !k)
+		return 0;
 	if (k->proto != IPPROTO_TCP && k->proto != IPPROTO_UDP)
 		return 1;
 	struct bpf_sock_tuple t = {};
-	__u32 tsz;
 	int v4 = is_v4mapped(k->src_ip);
-	if (v4) {
-		t.ipv4.saddr = *(const __u32 *)&k->src_ip[12];
-		t.ipv4.daddr = *(const __u32 *)&k->dst_ip[12];
-		t.ipv4.sport = bpf_htons(k->src_port);
-		t.ipv4.dport = bpf_htons(k->dst_port);
-		tsz = sizeof(t.ipv4);
-	} else {
-		__builtin_memcpy(t.ipv6.saddr, k->src_ip, 16);
-		__builtin_memcpy(t.ipv6.daddr, k->dst_ip, 16);
-		t.ipv6.sport = bpf_htons(k->src_port);
-		t.ipv6.dport = bpf_htons(k->dst_port);
-		tsz = sizeof(t.ipv6);
-	}
+	__u32 tsz = xlat_tuple(&t, k, v4, 0);
 	struct bpf_ct_opts___fl o = {.netns_id = -1, .l4proto = k->proto};
 	struct nf_conn *ct = bpf_skb_ct_lookup(skb, &t, tsz, &o, sizeof(o));
 	if (!ct)

@@ -20,6 +20,10 @@ package main
 //	tls  quic         exist-hot, a UDP QUIC v1 Initial (long header), 1200 bytes
 //	xlat steady       exist-hot after the flow's first packets (a flag and
 //	                  packet-count test)
+//	xlat post-nat     exist-hot, the packet seen after NAT: its own key
+//	                  misses the flow map, an alias (xlat_alias) names its
+//	                  flow's key before NAT, found there (issue #29): the
+//	                  per-packet extra of a post-NAT observation
 //	xlat new          each run the first packet of a new flow (the driver
 //	                  rewrites the source address): the conntrack lookup.
 //	                  BPF_PROG_TEST_RUN's skb has no conntrack entry, so this
@@ -67,6 +71,7 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -114,8 +119,13 @@ type featCase struct {
 	dnsMatch            bool   // dns answer-match: pending queries inserted before each repetition
 	dnsNewQuery         bool   // dns query-new: the pending entries removed after each repetition
 	warm                int    // runs before measuring (exist-hot)
+	postNAT             bool   // xlat post-nat: on, the flow moves to another key, which an alias names
 	note                string
 }
+
+// postNATPort is the destination port of the post-nat case's flow key
+// before NAT (the packet's is 80).
+const postNATPort = 8080
 
 const (
 	flowXlatDone = 4 // FLOW_F_XLAT_DONE (bpf/types.h)
@@ -137,6 +147,8 @@ func featCases(features []string) []featCase {
 		out = append(out,
 			featCase{feature: "xlat", name: "steady", kind: "other", constant: "xlat_on", pkt: packet("ipv4"), warm: xlatTries + 1,
 				note: "exist-hot after the flow's first packets: a flag and count test"},
+			featCase{feature: "xlat", name: "post-nat", kind: "own", constant: "xlat_on", pkt: packet("ipv4"), warm: xlatTries + 1, postNAT: true,
+				note: "exist-hot, a packet after NAT: its key misses, the alias names the flow's key before NAT (off: the packet's own flow)"},
 			featCase{feature: "xlat", name: "new", kind: "own", constant: "xlat_on", pkt: packet("ipv4"), newPath: true,
 				note: "each run a new flow's first packet: conntrack lookup (a miss: no conntrack entry under BPF_PROG_TEST_RUN)"})
 	}
@@ -536,6 +548,24 @@ func loadFeatDP(o options, c featCase, on bool) (*featDP, error) {
 	}
 	f.preKey = preKey
 	f.prog = progs.Ingress
+	if c.postNAT && on {
+		// The flow as the hook before NAT keyed it, named by an alias of
+		// another namespace's hook in this generation (believed as is).
+		var v datapath.FlowValue
+		if err := f.cur.Lookup(&f.key, &v); err != nil {
+			f.Close()
+			return nil, err
+		}
+		pre := f.key
+		pre.DstPort = postNATPort
+		err := errors.Join(f.cur.Delete(&f.key), f.cur.Put(&pre, &v),
+			dp.Maps.XlatAlias.Put(&f.key, &datapath.XlatAlias{Key: pre, Netns: 1, Gen: f.gen}))
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		f.preKey = pre
+	}
 	if c.newPath {
 		// The template key: the driver rewrites its source address.
 		if err := f.cur.Delete(&f.key); err != nil {
@@ -759,6 +789,15 @@ func checkFeature(c featCase, off, on *featDP) (string, error) {
 			}
 		}
 		return fmt.Sprintf("flows on netns %d (shared: this namespace's cookie), 0 (per-namespace set of cookie 0)", host), nil
+	case "xlat/post-nat":
+		var v datapath.FlowValue
+		if err := on.cur.Lookup(&on.key, &v); err == nil {
+			return "", fmt.Errorf("a flow under the key after NAT: the alias was not followed")
+		}
+		if err := on.cur.Lookup(&on.preKey, &v); err != nil || v.Packets <= xlatTries+1 {
+			return "", fmt.Errorf("the flow before NAT did not count the runs (%v, %d packets)", err, v.Packets)
+		}
+		return fmt.Sprintf("every run counted in the flow before NAT (%d packets), none under the key after NAT", v.Packets), nil
 	case "xlat/new":
 		if e, ok := enrich(on); ok && e.Xlat != 0 {
 			return "", fmt.Errorf("a translation recorded under BPF_PROG_TEST_RUN")

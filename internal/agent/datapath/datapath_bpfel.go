@@ -325,6 +325,14 @@ const (
 	datapathTunnelTypeTUN_IPIP   datapathTunnelType = 3
 )
 
+type datapathXlatAliasValue struct {
+	_     structs.HostLayout
+	Key   datapathFlowKey
+	Netns uint64
+	Gen   uint32
+	Pad   uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -348,6 +356,7 @@ const (
 	datapathMapOverflow            = "overflow"
 	datapathMapOverflowSeen        = "overflow_seen"
 	datapathMapRttSeen             = "rtt_seen"
+	datapathMapXlatAlias           = "xlat_alias"
 	datapathProgDropKfreeSkb       = "drop_kfree_skb"
 	datapathProgDropTracepoint     = "drop_tracepoint"
 	datapathProgFlowlensClock      = "flowlens_clock"
@@ -464,6 +473,7 @@ type datapathMapSpecs struct {
 	Overflow       *ebpf.MapSpec `ebpf:"overflow"`
 	OverflowSeen   *ebpf.MapSpec `ebpf:"overflow_seen"`
 	RttSeen        *ebpf.MapSpec `ebpf:"rtt_seen"`
+	XlatAlias      *ebpf.MapSpec `ebpf:"xlat_alias"`
 }
 
 // datapathVariableSpecs contains global variables before they are loaded into the kernel.
@@ -538,6 +548,7 @@ type datapathMaps struct {
 	Overflow       *ebpf.Map `ebpf:"overflow"`
 	OverflowSeen   *ebpf.Map `ebpf:"overflow_seen"`
 	RttSeen        *ebpf.Map `ebpf:"rtt_seen"`
+	XlatAlias      *ebpf.Map `ebpf:"xlat_alias"`
 }
 
 func (m *datapathMaps) Close() error {
@@ -561,6 +572,7 @@ func (m *datapathMaps) Close() error {
 		m.Overflow,
 		m.OverflowSeen,
 		m.RttSeen,
+		m.XlatAlias,
 	)
 }
 

@@ -27,6 +27,7 @@ type Maps struct {
 	FilterIfaces   *ebpf.Map    // its per-interface bits
 	FilterCounters *ebpf.Map    // per-CPU packets matched per rule
 	DNSPending     *ebpf.Map    // DNS queries awaiting their answer (hash, feature "dns")
+	XlatAlias      *ebpf.Map    // post-NAT tuple -> the flow's key before NAT (LRU, feature "xlat")
 	EnrichZero     *ebpf.Map    // one all-zero enrichment value: what a new entry starts as
 
 	// percpu is the buffer the per-CPU counters are read into, reused so
@@ -72,6 +73,7 @@ func (m *Maps) table() []struct {
 		{datapathMapFilterIfaces, &m.FilterIfaces},
 		{datapathMapFilterCounters, &m.FilterCounters},
 		{datapathMapDnsPending, &m.DNSPending},
+		{datapathMapXlatAlias, &m.XlatAlias},
 		{datapathMapEnrichZero, &m.EnrichZero},
 	}
 }

@@ -24,6 +24,8 @@ type (
 	// DNSPendingValue is struct dns_pending_value: a query awaiting its
 	// answer (its first sighting, flags and name).
 	DNSPendingValue = datapathDnsPendingValue
+	// XlatAlias is an entry of map xlat_alias (feature xlat, bpf/xlat.h).
+	XlatAlias = datapathXlatAliasValue
 )
 
 // The TC programs' counters (enum counter in bpf/types.h).
@@ -122,3 +124,7 @@ const (
 
 // MapDNSPending is the name of the dns feature's map of pending queries.
 const MapDNSPending = datapathMapDnsPending
+
+// MapXlatAlias is the name of the xlat feature's map of post-NAT tuples to
+// their flows' keys (bpf/xlat.h).
+const MapXlatAlias = datapathMapXlatAlias

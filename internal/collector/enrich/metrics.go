@@ -284,7 +284,8 @@ func (m *Metrics) observe(f *enriched.Flow, now int64) {
 	l := flowLabels{now: now}
 	l.scale = float64(samplingOf(f.Sampling))
 	l.srcNS, l.srcW = endpointLabels(&f.Src)
-	l.dstNS, l.dstW = endpointLabels(&f.Dst)
+	dst := deliveredDst(f) // the backend, not the Service (metrics_xlat.go)
+	l.dstNS, l.dstW = endpointLabels(dst)
 
 	if f.Bytes > 0 || f.Packets > 0 {
 		if m.flowBytes != nil || m.flowPackets != nil {
@@ -297,7 +298,7 @@ func (m *Metrics) observe(f *enriched.Flow, now int64) {
 			var lvs [7]string
 			lv := append(lvs[:0], l.srcNS, l.srcW, l.dstNS, l.dstW, dir)
 			if m.podLabels {
-				lv = append(lv, podName(&f.Src), podName(&f.Dst))
+				lv = append(lv, podName(&f.Src), podName(dst))
 			}
 			if m.flowBytes != nil {
 				m.flowBytes.add(now, float64(f.Bytes)*l.scale, lv...)
@@ -307,7 +308,7 @@ func (m *Metrics) observe(f *enriched.Flow, now int64) {
 			}
 		}
 		if m.nodeBytes != nil {
-			m.nodeBytes.add(now, float64(f.Bytes)*l.scale, f.Src.Node, f.Dst.Node)
+			m.nodeBytes.add(now, float64(f.Bytes)*l.scale, f.Src.Node, dst.Node)
 		}
 	}
 	// Each feature's metrics, called by name: this is the ingest path,

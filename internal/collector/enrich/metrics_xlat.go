@@ -32,13 +32,16 @@ func (m *xlatMetrics) register(r registrar) {
 func (m *xlatMetrics) observe(f *enriched.Flow, l *flowLabels) {
 	if (m.bytes != nil || m.flows != nil) && (f.Bytes > 0 || f.Packets > 0) {
 		if side := translatedSide(&f.Record); side != "" {
-			// The translated destination's context; the flow's own when
-			// only the source was translated.
-			xNS, xW := l.dstNS, l.dstW
+			// The flow's destination as the agent saw it (a Service's
+			// virtual IP: the Service), l.dstNS being where NAT delivered
+			// it (deliveredDst); the translated destination's context,
+			// the flow's own when only the source was translated.
+			dNS, dW := endpointLabels(&f.Dst)
+			xNS, xW := dNS, dW
 			if f.XlatDstAddr.IsValid() {
 				xNS, xW = endpointLabels(&f.XlatDst)
 			}
-			lv := []string{l.srcNS, l.srcW, l.dstNS, l.dstW, xNS, xW, side}
+			lv := []string{l.srcNS, l.srcW, dNS, dW, xNS, xW, side}
 			if m.bytes != nil {
 				m.bytes.add(l.now, float64(f.Bytes)*l.scale, lv...)
 			}
@@ -65,4 +68,21 @@ func translatedSide(r *flow.Record) string {
 		return TranslatedSrc
 	}
 	return ""
+}
+
+// deliveredDst is the endpoint a flow's packets were delivered to: the
+// translated destination when conntrack NAT rewrote the destination and
+// the collector resolved it (a request to a Service: its backend pod; the
+// reply of a masqueraded connection: the client behind the node's
+// address), else the flow's own. The agent keys a translated flow on its
+// packets before NAT, the source being the real sender
+// (docs/design/counting.md, Translated packets), so the sender is always
+// the flow's source: the flow metrics then count each packet once, between
+// the workloads that exchanged it.
+func deliveredDst(f *enriched.Flow) *enriched.K8sContext {
+	if f.XlatDstAddr.IsValid() && f.XlatDst.Kind != "" &&
+		(f.XlatDstAddr.Unmap() != f.DstAddr.Unmap() || f.XlatDstPort != f.DstPort) {
+		return &f.XlatDst
+	}
+	return &f.Dst
 }

@@ -1,8 +1,11 @@
 // Package xlat is the "xlat" feature: conntrack NAT translation per flow.
 // For a flow whose addresses conntrack rewrote (kube-proxy's DNAT of a
 // Service's virtual IP to a backend, SNAT, masquerade), the record carries
-// the source and destination its packets have after NAT. Kernel side:
-// bpf/xlat.h, inside the TC programs (no hook of its own); docs/xlat.md.
+// the source and destination its packets have after NAT. A packet seen
+// before and after NAT is one flow, keyed on its tuple before NAT, so it
+// is counted once (docs/design/counting.md, Translated packets). Kernel
+// side: bpf/xlat.h, inside the TC programs (no hook of its own);
+// docs/xlat.md.
 package xlat
 
 import (
@@ -20,6 +23,12 @@ import (
 
 // lookupKfunc is the conntrack kfunc bpf/xlat.h calls from the TC programs.
 const lookupKfunc = "bpf_skb_ct_lookup"
+
+// AliasEntries is the size of the map of post-NAT tuples to their flows'
+// keys (bpf/xlat.h, xlat_alias; LRU): one entry per translated connection
+// direction a hook sees after NAT. An entry it forgets is written again by
+// the next packet where conntrack is (preallocated: ~2.4 MiB).
+const AliasEntries = 16384
 
 // Feature records NAT translations.
 type Feature struct{ feature.NoOptions }
@@ -46,6 +55,7 @@ func (*Feature) Plan(kernel *btf.Spec) datapath.Plan {
 		return h
 	}
 	h.TC = map[string]any{"xlat_on": uint32(1)}
+	h.MapSizes = map[string]uint32{datapath.MapXlatAlias: AliasEntries}
 	return h
 }
 

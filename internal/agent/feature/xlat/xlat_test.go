@@ -114,6 +114,17 @@ func TestXlat(t *testing.T) {
 			}
 			check("tcp reply", agenttest.Match{Src: natBackend, Dst: replyDst, Sport: 8080, Proto: 6},
 				natVIP, 80, natClient, uint16(cport), false)
+			// The packets after NAT are in those flows, not in flows of
+			// their own (docs/design/counting.md, Translated packets).
+			for _, m := range []agenttest.Match{
+				{Src: srcAfter, Dst: natBackend, Dport: 8080, Proto: 6},
+				{Src: srcAfter, Dst: natBackend, Dport: 5353, Proto: 17},
+				{Src: natVIP, Sport: 80, Proto: 6},
+			} {
+				if pk, _, recs := agenttest.Sum(flows, m); len(recs) != 0 {
+					t.Errorf("%d records (%d packets) under the tuple after NAT %+v", len(recs), pk, m)
+				}
+			}
 			direct := agenttest.Match{Src: natClient, Dst: natBackend, Sport: 4001, Dport: 9000, Proto: 17}
 			if masquerade {
 				// SNAT alone: the source becomes the router's.
