@@ -55,8 +55,8 @@ var unflowedCounters = []string{
 //	(b) the collector's packets per namespace pair (flow_packets_total) are
 //	    what the pods of the source namespace sent to the destination one,
 //	    each counted once; node to node, none (the tunnel's packets are
-//	    the pods'); the tun client's, what it sent; any other pair of the
-//	    lab's, none;
+//	    the pods'); the tun client's and node A's own (host network, to
+//	    the Service), what they sent; any other pair of the lab's, none;
 //	(c) every unreadable packet the lab sent is in a flow or in one of the
 //	    agent's named counters, and those counters count nothing else.
 func TestNodeBalance(t *testing.T) {
@@ -88,7 +88,7 @@ func TestNodeBalance(t *testing.T) {
 
 	lab := newLabIndex(l, tr)
 	checkInterfaces(t, l, lab, flows, wire)
-	checkNamespacePairs(t, l, lab, flows, wire, colFams, tr)
+	checkNamespacePairs(t, l, lab, flows, wire, l.NodeSent(before, after), colFams, tr)
 	checkUnflowed(t, lab, flows, agentFams, tr)
 }
 
@@ -224,14 +224,16 @@ func shortNs(name string) string {
 
 // checkNamespacePairs is check (b).
 func checkNamespacePairs(t *testing.T, l *netlab.NodeLab, x labIndex, flows []agenttest.JSONFlow, wire map[string]netlab.Wire,
-	fams map[string]*dto.MetricFamily, tr netlab.NodeTraffic) {
+	nodeSent uint64, fams map[string]*dto.MetricFamily, tr netlab.NodeTraffic) {
 	t.Helper()
 	// What the pods sent, each to the one namespace it sends to.
 	want := map[[2]string]uint64{
 		{"lab-node", "lab-node"}: 0,                       // the tunnel's packets are the pods'
 		{"lab-ext", "beta"}:      uint64(tr.TunDatagrams), // the tun client's
+		{"lab-node", "beta"}:     nodeSent,                // node A's own, to the Service
 	}
-	how := map[[2]string][]string{{"lab-node", "lab-node"}: {"none of their own"}, {"lab-ext", "beta"}: {"datagrams written into nb-tun"}}
+	how := map[[2]string][]string{{"lab-node", "lab-node"}: {"none of their own"}, {"lab-ext", "beta"}: {"datagrams written into nb-tun"},
+		{"lab-node", "beta"}: {"node A's UdpOutDatagrams, to the Service"}}
 	for _, p := range l.Pods() {
 		if p.SendsTo == "" {
 			if n := wire[p.Iface.Key()].TxPackets; n != 0 {

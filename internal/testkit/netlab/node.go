@@ -17,7 +17,7 @@ import (
 //	pod a2 alpha 10.231.5.2 ─ nb-a2 ┤ node A                │ node B
 //	pod b1 beta  10.231.6.2 ─ nb-b1 ┤ nb-vx (VXLAN 42) ═════╡ nb-vx
 //	pod b2 beta  10.231.6.3 ─ nb-b2 ┤ nb-up 192.168.231.1 ──┴ nb-up 192.168.231.2
-//	client 10.231.8.1 ═ nb-tun (tun)┘
+//	client 10.231.8.1 ═ nb-tun (tun)┘ host-network client 192.168.231.1
 //
 // Node A and its pods live in Dir, a netns directory of their own: an agent
 // run with --netns all --netns-dir Dir --interfaces /^nb-/ watches exactly
@@ -26,8 +26,9 @@ import (
 // /32 address behind a static gateway, as CNI plugins do; every neighbour
 // is static and IPv6 is off, so no ARP, NDP or MLD packet adds to the
 // counts. Node A routes between its pods, DNATs the Service 10.0.0.77:80
-// (UDP) to b1:8080 in an nftables prerouting chain as kube-proxy does, and
-// drops UDP to port 9999 in its forward chain.
+// (UDP) to b1:8080 in nftables prerouting and output chains as kube-proxy
+// does (output: the node's own, host-network clients), and drops UDP to
+// port 9999 in its forward chain.
 //
 // Traffic sends the lab's traffic; ReadCounters and Wire turn the kernel's
 // counters into the wire packets and bytes each interface carried. The
@@ -142,6 +143,11 @@ func NewNodeLab(t T, dir string) *NodeLab {
 	Run(t, l.NodeA, "ip", "route", "add", "10.231.7.0/24", "via", vxB, "dev", "nb-vx")
 	Run(t, l.NodeB, "ip", "route", "add", "10.231.5.0/24", "via", vxA, "dev", "nb-vx")
 
+	// The Service range is routed to the network, as a node's default
+	// route would: the node's own clients need a route to the ClusterIP
+	// before output's DNAT reroutes their packets to the backend.
+	Run(t, l.NodeA, "ip", "route", "add", "10.0.0.0/24", "via", NodeBUpIP, "dev", "nb-up")
+
 	// The tun device and its client's route.
 	l.tun, _ = Tun(t, l.NodeA, "nb-tun")
 	Run(t, l.NodeA, "ip", "route", "add", NodeExtSubnet, "dev", "nb-tun")
@@ -152,6 +158,10 @@ func NewNodeLab(t T, dir string) *NodeLab {
 		"add table ip nblab",
 		"add chain ip nblab pre { type nat hook prerouting priority dstnat; }",
 		fmt.Sprintf("add rule ip nblab pre ip daddr %s udp dport %d dnat to %s:%d", ServiceIP, ServicePort, NodeB1IP, BackendPort),
+		// The node's own clients (host network) are translated in output,
+		// before any TC hook sees their packets.
+		"add chain ip nblab local { type nat hook output priority -100; }",
+		fmt.Sprintf("add rule ip nblab local ip daddr %s udp dport %d dnat to %s:%d", ServiceIP, ServicePort, NodeB1IP, BackendPort),
 		"add chain ip nblab filt { type filter hook forward priority filter; }",
 		fmt.Sprintf("add rule ip nblab filt udp dport %d drop", DropPort),
 	} {

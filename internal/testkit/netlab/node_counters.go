@@ -16,6 +16,15 @@ type NodeCounters struct {
 	// which counts it once: the segments beyond the first of every GSO
 	// buffer the namespace received.
 	extraSegs map[string]uint64
+	// nodeUDPOut is node A's Udp OutDatagrams: what its own sockets sent
+	// (VXLAN's encapsulation does not count there).
+	nodeUDPOut uint64
+}
+
+// NodeSent is how many datagrams node A's own sockets (host network) sent
+// between before and after, as nstat's UdpOutDatagrams says.
+func (l *NodeLab) NodeSent(before, after NodeCounters) uint64 {
+	return after.nodeUDPOut - before.nodeUDPOut
 }
 
 // c1Iface is pod c1's interface: on node B, not watched, but it says what
@@ -33,6 +42,7 @@ func (l *NodeLab) ReadCounters(t T) NodeCounters {
 		}
 		c.Links[i.Key()] = s
 	}
+	c.nodeUDPOut = NetCounters(t, l.NodeA, "snmp", "Udp:")["OutDatagrams"]
 	for _, ns := range []*Netns{l.NodeA, l.B1} {
 		ip := NetCounters(t, ns, "snmp", "Ip:")
 		ext := NetCounters(t, ns, "netstat", "IpExt:")
@@ -49,7 +59,7 @@ func (l *NodeLab) Settle(t T) NodeCounters {
 	for deadline := time.Now().Add(5 * time.Second); ; {
 		time.Sleep(100 * time.Millisecond)
 		c := l.ReadCounters(t)
-		if maps.Equal(c.Links, prev.Links) && maps.Equal(c.extraSegs, prev.extraSegs) {
+		if maps.Equal(c.Links, prev.Links) && maps.Equal(c.extraSegs, prev.extraSegs) && c.nodeUDPOut == prev.nodeUDPOut {
 			return c
 		}
 		if time.Now().After(deadline) {

@@ -33,6 +33,8 @@ func TestNodeLabWire(t *testing.T) {
 		{"a2 sent", wire[l.A2.Name+"/nb-eth0"].TxPackets, uint64(tr.OverlayDatagrams)},
 		{"c1 sent", wire[l.C1.Name+"/nb-eth0"].TxPackets, uint64(tr.OverlayReplies)},
 		{"b2 sent", wire[l.B2.Name+"/nb-eth0"].TxPackets, 0},
+		{"node A sent", l.NodeSent(before, after), uint64(tr.NodeDatagrams)},
+		{"b1 received", wire[l.B1.Name+"/nb-eth0"].RxPackets, uint64(tr.ServiceDatagrams+tr.NodeDatagrams) + uint64(tr.FragDatagrams)*frags + tcpSegs},
 		{"tun received", wire[l.NodeA.Name+"/nb-tun"].RxPackets, uint64(tr.TunDatagrams + tr.TinyFragments + tr.LongIPv6)},
 		{"node A's uplink received", wire[l.NodeA.Name+"/nb-up"].RxPackets, uint64(tr.OverlayReplies + tr.NonIP)},
 	} {

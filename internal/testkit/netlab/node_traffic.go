@@ -48,6 +48,7 @@ type NodeTraffic struct {
 	OverlayDatagrams int // a2 → c1:7002 (300 bytes), through VXLAN
 	OverlayReplies   int // c1 → a2:7003, back through VXLAN
 	TunDatagrams     int // the client 10.231.8.1 → b2:7004, written into nb-tun
+	NodeDatagrams    int // node A itself (192.168.231.1, host network) → 10.0.0.77:80, DNATed in output
 	// Packets no flow can fully read: into nb-tun, IPv4 first fragments
 	// too short for the UDP header and IPv6 packets with seven extension
 	// headers (JunkSrcIP → JunkDstIP, neither forwarded); from node B to node A's
@@ -59,7 +60,7 @@ type NodeTraffic struct {
 // so on two cores.
 var DefaultNodeTraffic = NodeTraffic{
 	ServiceDatagrams: 100, DroppedDatagrams: 30, FragDatagrams: 20, FragSize: 3000, TCPBytes: 8 << 20,
-	OverlayDatagrams: 200, OverlayReplies: 50, TunDatagrams: 50, TinyFragments: 5, LongIPv6: 5, NonIP: 5,
+	OverlayDatagrams: 200, OverlayReplies: 50, TunDatagrams: 50, NodeDatagrams: 40, TinyFragments: 5, LongIPv6: 5, NonIP: 5,
 }
 
 // Traffic sends tr and returns once every datagram that should arrive has
@@ -94,7 +95,7 @@ func (l *NodeLab) Traffic(tr NodeTraffic) error {
 		addr string
 		n    int
 	}{
-		{l.B1, b1(BackendPort), tr.ServiceDatagrams}, {l.B1, b1(7001), tr.FragDatagrams},
+		{l.B1, b1(BackendPort), tr.ServiceDatagrams + tr.NodeDatagrams}, {l.B1, b1(7001), tr.FragDatagrams},
 		{l.C1, NodeC1IP + ":7002", tr.OverlayDatagrams}, {l.A2, NodeA2IP + ":7003", tr.OverlayReplies},
 		{l.B2, NodeB2IP + ":7004", tr.TunDatagrams},
 	} {
@@ -112,6 +113,7 @@ func (l *NodeLab) Traffic(tr NodeTraffic) error {
 		{l.A1, NodeA1IP + ":6003", b1(7001), tr.FragSize, tr.FragDatagrams},
 		{l.A2, NodeA2IP + ":6004", NodeC1IP + ":7002", 300, tr.OverlayDatagrams},
 		{l.C1, NodeC1IP + ":6005", NodeA2IP + ":7003", 300, tr.OverlayReplies},
+		{l.NodeA, NodeAUpIP + ":6007", fmt.Sprintf("%s:%d", ServiceIP, ServicePort), 150, tr.NodeDatagrams},
 	}
 	for _, s := range send {
 		if err := pacedSend(s.ns, s.src, s.dst, make([]byte, s.size), s.n); err != nil {
