@@ -25,6 +25,7 @@ import (
 	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/internal/testkit/envtest"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
+	"github.com/flowlens/flowlens/internal/testkit/promtest"
 )
 
 // The agent's named counters of packets that are in no flow (they count
@@ -58,7 +59,9 @@ var unflowedCounters = []string{
 //	    the pods'); the tun client's and node A's own (host network, to
 //	    the Service), what they sent; any other pair of the lab's, none;
 //	(c) every unreadable packet the lab sent is in a flow or in one of the
-//	    agent's named counters, and those counters count nothing else.
+//	    agent's named counters, and those counters count nothing else; the
+//	    datagrams node A's firewall dropped are its flow's drop_packets
+//	    (NETFILTER_DROP) and the collector's drop_packets_total.
 func TestNodeBalance(t *testing.T) {
 	netlab.Require(t)
 	env := envtest.StartT(t, envtest.Options{})
@@ -90,6 +93,35 @@ func TestNodeBalance(t *testing.T) {
 	checkInterfaces(t, l, lab, flows, wire)
 	checkNamespacePairs(t, l, lab, flows, wire, l.NodeSent(before, after), colFams, tr)
 	checkUnflowed(t, lab, flows, agentFams, tr)
+	checkDrops(t, flows, colFams, tr)
+}
+
+// checkDrops is the rest of check (c): the datagrams node A's firewall
+// dropped are in their flow's drop_packets, with the kernel's reason, and
+// in the collector's drop_packets_total of their namespace pair.
+func checkDrops(t *testing.T, flows []agenttest.JSONFlow, fams map[string]*dto.MetricFamily, tr netlab.NodeTraffic) {
+	t.Helper()
+	m := agenttest.Match{Src: netlab.NodeA1IP, Dst: netlab.NodeB1IP, Dport: netlab.DropPort, Proto: 17}
+	drops, _, _, _, causes, _ := agenttest.EnrichSum(flows, m)
+	_, _, recs := agenttest.Sum(flows, m)
+	var descr []string
+	for _, f := range recs {
+		descr = append(descr, fmt.Sprintf("%s drop_packets %d cause %q", describe(f), f.DropPackets, f.DropCause))
+	}
+	ok := true
+	if want := uint64(tr.DroppedDatagrams); drops != want || len(causes) != 1 || !causes["NETFILTER_DROP"] {
+		ok = false
+		t.Errorf("(c) a1 → b1:%d: %d datagrams dropped by node A's forward chain, the flows say %d dropped, causes %v (want NETFILTER_DROP only); flows:\n\t%s",
+			netlab.DropPort, want, drops, causes, strings.Join(descr, "\n\t"))
+	}
+	got, _ := promtest.Sum(fams, "flowlens_collector_drop_packets_total", "src_namespace=alpha", "dst_namespace=beta", "cause=NETFILTER_DROP")
+	if uint64(got) != uint64(tr.DroppedDatagrams) {
+		ok = false
+		t.Errorf("(c) the collector's drop_packets_total alpha → beta NETFILTER_DROP is %v, node A dropped %d", got, tr.DroppedDatagrams)
+	}
+	if ok {
+		t.Logf("(c) drops: %d NETFILTER_DROP in the flow and in the collector's alpha → beta series", tr.DroppedDatagrams)
+	}
 }
 
 // labIndex names the lab's addresses and interfaces.
@@ -320,7 +352,7 @@ func checkUnflowed(t *testing.T, x labIndex, flows []agenttest.JSONFlow, fams ma
 	var counted uint64
 	var parts []string
 	for _, name := range unflowedCounters {
-		v, _ := sumSeries(fams, name)
+		v, _ := promtest.Sum(fams, name)
 		counted += uint64(v)
 		parts = append(parts, fmt.Sprintf("%s %d", strings.TrimPrefix(name, "flowlens_agent_"), uint64(v)))
 	}
@@ -330,18 +362,6 @@ func checkUnflowed(t *testing.T, x labIndex, flows []agenttest.JSONFlow, fams ma
 	} else {
 		t.Logf("(c) %d unreadable packets: %d in flows, %d in named counters (%s)", sent, inFlows, counted, strings.Join(parts, ", "))
 	}
-}
-
-func sumSeries(fams map[string]*dto.MetricFamily, name string) (float64, bool) {
-	f := fams[name]
-	if f == nil {
-		return 0, false
-	}
-	var s float64
-	for _, m := range f.GetMetric() {
-		s += m.GetCounter().GetValue()
-	}
-	return s, true
 }
 
 // addCluster writes the lab's pods (their addresses in their status) and
