@@ -88,18 +88,27 @@ func TestNodeBalance(t *testing.T) {
 	flows := h.Stop() // the last flows flushed to stdout and to the collector, acknowledged
 	colFams := scrapeMetrics(t, "http://"+col.metrics+"/metrics")
 	t.Logf("traffic: %+v; GSO buffers carried %d segments beyond their first; %d flow records", tr, gso, len(flows))
+	// Not a check of the balance (no packet in them), but issue #29's
+	// point 5: records of sockets no watched interface carries.
+	unseen := 0
+	for _, f := range flows {
+		if len(f.Interfaces) == 0 {
+			unseen++
+		}
+	}
+	t.Logf("%d of the records list no interface (enrichment of sockets no watched interface carries)", unseen)
 
 	lab := newLabIndex(l, tr)
 	checkInterfaces(t, l, lab, flows, wire)
 	checkNamespacePairs(t, l, lab, flows, wire, l.NodeSent(before, after), colFams, tr)
 	checkUnflowed(t, lab, flows, agentFams, tr)
-	checkDrops(t, flows, colFams, tr)
+	checkDrops(t, flows, agentFams, colFams, tr)
 }
 
 // checkDrops is the rest of check (c): the datagrams node A's firewall
 // dropped are in their flow's drop_packets, with the kernel's reason, and
 // in the collector's drop_packets_total of their namespace pair.
-func checkDrops(t *testing.T, flows []agenttest.JSONFlow, fams map[string]*dto.MetricFamily, tr netlab.NodeTraffic) {
+func checkDrops(t *testing.T, flows []agenttest.JSONFlow, agentFams, fams map[string]*dto.MetricFamily, tr netlab.NodeTraffic) {
 	t.Helper()
 	m := agenttest.Match{Src: netlab.NodeA1IP, Dst: netlab.NodeB1IP, Dport: netlab.DropPort, Proto: 17}
 	drops, _, _, _, causes, _ := agenttest.EnrichSum(flows, m)
@@ -108,11 +117,15 @@ func checkDrops(t *testing.T, flows []agenttest.JSONFlow, fams map[string]*dto.M
 	for _, f := range recs {
 		descr = append(descr, fmt.Sprintf("%s drop_packets %d cause %q", describe(f), f.DropPackets, f.DropCause))
 	}
+	// The drop hook sees every drop of the host, other tests' too: their
+	// entries can fill the enrichment map, and the agent counts what it
+	// could not insert.
+	lost, _ := promtest.Sum(agentFams, "flowlens_agent_enrichment_lost_total")
 	ok := true
 	if want := uint64(tr.DroppedDatagrams); drops != want || len(causes) != 1 || !causes["NETFILTER_DROP"] {
 		ok = false
-		t.Errorf("(c) a1 → b1:%d: %d datagrams dropped by node A's forward chain, the flows say %d dropped, causes %v (want NETFILTER_DROP only); flows:\n\t%s",
-			netlab.DropPort, want, drops, causes, strings.Join(descr, "\n\t"))
+		t.Errorf("(c) a1 → b1:%d: %d datagrams dropped by node A's forward chain, the flows say %d dropped, causes %v (want NETFILTER_DROP only; enrichment_lost_total %v); flows:\n\t%s",
+			netlab.DropPort, want, drops, causes, lost, strings.Join(descr, "\n\t"))
 	}
 	got, _ := promtest.Sum(fams, "flowlens_collector_drop_packets_total", "src_namespace=alpha", "dst_namespace=beta", "cause=NETFILTER_DROP")
 	if uint64(got) != uint64(tr.DroppedDatagrams) {
@@ -126,7 +139,7 @@ func checkDrops(t *testing.T, flows []agenttest.JSONFlow, fams map[string]*dto.M
 
 // labIndex names the lab's addresses and interfaces.
 type labIndex struct {
-	ends    map[string]string // address → "alpha", "beta", "gamma" or "node", "ext", "junk"
+	ends    map[string]string // address → "alpha", "beta", "gamma", "lab-node", "lab-ext" or "junk"
 	framing map[string]netlab.Framing
 	junkAt  map[string]uint64 // "iface key:rx" → unreadable packets the lab sent there
 }
