@@ -2,7 +2,9 @@
 // to start reading: packets through the real TC program (BPF_PROG_TEST_RUN),
 // the kernel's flow map, the evictor, an export queue, the gRPC exporter and
 // a real collector receiving the FlowBatch messages. docs/architecture.md
-// walks the same path file by file.
+// walks the same path file by file. TestNodeBalance (node_balance_test.go)
+// runs the same path for real on a lab node: the real agent and collector,
+// every packet of the node against the kernel's counters.
 package pipeline_test
 
 import (

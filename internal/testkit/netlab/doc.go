@@ -3,7 +3,10 @@
 // addresses, routes, static neighbours, and small UDP and DNS
 // senders/listeners that run inside a namespace. It is the one lab builder:
 // the kernel tests, test/dashboards and the benchmarks (hack/bench/live,
-// hack/bench/enrich) build their labs with it.
+// hack/bench/enrich) build their labs with it. NewNodeLab builds the
+// node-balance lab (a node with pods, a Service, VXLAN to a second node, a
+// tun device) and turns the kernel's counters into the wire packets and
+// bytes each of its interfaces carried (NodeLab.Wire).
 //
 // The helpers take a T: a test's testing.TB, or a Script in a program.
 // Everything a helper creates is registered with t.Cleanup, so it is torn
