@@ -78,7 +78,7 @@ struct wpkt {
 	__u32 bytes;   /* wire bytes */
 	__u32 packets; /* wire packets */
 	__u64 now;     /* jiffies */
-	__u8 flags;    /* FLOW_F_* the packet brings (FLOW_F_FRAG_UNMATCHED) */
+	__u8 flags;    /* FLOW_F_* the packet brings (FLOW_F_FRAG_UNMATCHED, FLOW_F_*_UNREAD) */
 	__u8 rule;     /* the filter rule it was sampled under (flow_value.rule) */
 	__u32 rate;    /* that rule's sampling rate (filter_on only) */
 	__u32 gen;     /* the generation of the flow map it goes to (control[CTL_GEN]) */
@@ -471,20 +471,23 @@ static __always_inline int handle(struct __sk_buff *skb, __u32 dir, int l3)
 		count(CNT_NON_IP);
 		return TC_ACT_UNSPEC;
 	}
-	if (r != PARSE_OK) {
-		count(CNT_MALFORMED);
+	/* A header not read after the addresses still counts, flagged
+	 * (p.unread, bpf/parse.h); before them, a counter by reason. */
+	if (r != PARSE_OK && !p.unread) {
+		count(r == PARSE_TRUNCATED ? CNT_TRUNCATED : CNT_MALFORMED);
 		return TC_ACT_UNSPEC;
 	}
 
 	struct wpkt w = {
 		.p = &p,
 		.me = {.netns = iface_netns(skb), .ifindex = skb->ifindex, .dir = dir},
+		.flags = p.unread,
 	};
 	if (p.frag) { /* rare: one test on the common path */
 		if (p.frag == FRAG_FIRST) {
 			frag_remember(&p.key, p.frag_id);
 		} else if (!frag_resolve(&p.key, p.frag_id)) {
-			w.flags = FLOW_F_FRAG_UNMATCHED;
+			w.flags |= FLOW_F_FRAG_UNMATCHED;
 			count(CNT_FRAG_UNMATCHED);
 		}
 	}

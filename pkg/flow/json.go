@@ -64,6 +64,12 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	if r.FragUnmatched {
 		b = append(b, `,"frag_unmatched":true`...)
 	}
+	if r.L4Unread {
+		b = append(b, `,"l4_unread":true`...)
+	}
+	if r.ExtUnread {
+		b = append(b, `,"ext_unread":true`...)
+	}
 	b = appendUint(b, `,"sampling":`, uint64(r.Sampling))
 	b = append(b, `,"partial":`...)
 	b = strconv.AppendBool(b, r.Partial)

@@ -414,12 +414,22 @@ type Flow struct {
 	// flow carries none of them (every field zero). Inside, fields keep the
 	// names of the agent's JSON output. A new feature adds its message and
 	// one field here.
-	Drops         *Drops       `protobuf:"bytes,50,opt,name=drops,proto3" json:"drops,omitempty"`
-	Rtt           *RTT         `protobuf:"bytes,51,opt,name=rtt,proto3" json:"rtt,omitempty"`
-	Retransmits   *Retransmits `protobuf:"bytes,52,opt,name=retransmits,proto3" json:"retransmits,omitempty"`
-	Xlat          *Xlat        `protobuf:"bytes,53,opt,name=xlat,proto3" json:"xlat,omitempty"`
-	Tls           *TLS         `protobuf:"bytes,54,opt,name=tls,proto3" json:"tls,omitempty"`
-	Dns           *DNS         `protobuf:"bytes,55,opt,name=dns,proto3" json:"dns,omitempty"`
+	Drops       *Drops       `protobuf:"bytes,50,opt,name=drops,proto3" json:"drops,omitempty"`
+	Rtt         *RTT         `protobuf:"bytes,51,opt,name=rtt,proto3" json:"rtt,omitempty"`
+	Retransmits *Retransmits `protobuf:"bytes,52,opt,name=retransmits,proto3" json:"retransmits,omitempty"`
+	Xlat        *Xlat        `protobuf:"bytes,53,opt,name=xlat,proto3" json:"xlat,omitempty"`
+	Tls         *TLS         `protobuf:"bytes,54,opt,name=tls,proto3" json:"tls,omitempty"`
+	Dns         *DNS         `protobuf:"bytes,55,opt,name=dns,proto3" json:"dns,omitempty"`
+	// Some of the flow's packets had a transport header (TCP, UDP, SCTP,
+	// ICMP) the agent could not read (cut short: a tiny first fragment, a
+	// truncated packet; or a TCP data offset below 5): they are counted in
+	// this flow, under ports 0.
+	L4Unread bool `protobuf:"varint,60,opt,name=l4_unread,json=l4Unread,proto3" json:"l4_unread,omitempty"`
+	// Some of the flow's packets had IPv4 options or IPv6 extension headers
+	// the agent could not read to their end (truncated, past its parse
+	// window, more than six): they are counted in this flow, under the last
+	// protocol read (IPv6: the next header not read) and ports 0.
+	ExtUnread     bool `protobuf:"varint,61,opt,name=ext_unread,json=extUnread,proto3" json:"ext_unread,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -655,6 +665,20 @@ func (x *Flow) GetDns() *DNS {
 		return x.Dns
 	}
 	return nil
+}
+
+func (x *Flow) GetL4Unread() bool {
+	if x != nil {
+		return x.L4Unread
+	}
+	return false
+}
+
+func (x *Flow) GetExtUnread() bool {
+	if x != nil {
+		return x.ExtUnread
+	}
+	return false
 }
 
 // Drops (feature "drops"): the flow's packets the kernel dropped in the
@@ -1147,7 +1171,7 @@ const file_api_flow_v1_flow_proto_rawDesc = "" +
 	"\aifindex\x18\x02 \x01(\rR\aifindex\x12\x14\n" +
 	"\x05netns\x18\x03 \x01(\tR\x05netns\x12\x19\n" +
 	"\bnetns_id\x18\x04 \x01(\x04R\anetnsId\x129\n" +
-	"\tdirection\x18\x05 \x01(\x0e2\x1b.flowlens.flow.v1.DirectionR\tdirection\"\x88\b\n" +
+	"\tdirection\x18\x05 \x01(\x0e2\x1b.flowlens.flow.v1.DirectionR\tdirection\"\xc4\b\n" +
 	"\x04Flow\x12\x19\n" +
 	"\bsrc_addr\x18\x01 \x01(\fR\asrcAddr\x12\x19\n" +
 	"\bdst_addr\x18\x02 \x01(\fR\adstAddr\x12\x19\n" +
@@ -1181,7 +1205,10 @@ const file_api_flow_v1_flow_proto_rawDesc = "" +
 	"\vretransmits\x184 \x01(\v2\x1d.flowlens.flow.v1.RetransmitsR\vretransmits\x12*\n" +
 	"\x04xlat\x185 \x01(\v2\x16.flowlens.flow.v1.XlatR\x04xlat\x12'\n" +
 	"\x03tls\x186 \x01(\v2\x15.flowlens.flow.v1.TLSR\x03tls\x12'\n" +
-	"\x03dns\x187 \x01(\v2\x15.flowlens.flow.v1.DNSR\x03dnsJ\x04\b\x15\x10\x1dJ\x04\b \x102\"\xb4\x01\n" +
+	"\x03dns\x187 \x01(\v2\x15.flowlens.flow.v1.DNSR\x03dns\x12\x1b\n" +
+	"\tl4_unread\x18< \x01(\bR\bl4Unread\x12\x1d\n" +
+	"\n" +
+	"ext_unread\x18= \x01(\bR\textUnreadJ\x04\b\x15\x10\x1dJ\x04\b \x102\"\xb4\x01\n" +
 	"\x05Drops\x12!\n" +
 	"\fdrop_packets\x18\x01 \x01(\x04R\vdropPackets\x12\x1d\n" +
 	"\n" +

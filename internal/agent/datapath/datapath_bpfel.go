@@ -40,7 +40,8 @@ const (
 	datapathCounterCNT_FILTER_REJECTED  datapathCounter = 7
 	datapathCounterCNT_SAMPLED_OUT      datapathCounter = 8
 	datapathCounterCNT_SAMPLING_SPLIT   datapathCounter = 9
-	datapathCounterCNT_MAX              datapathCounter = 10
+	datapathCounterCNT_TRUNCATED        datapathCounter = 10
+	datapathCounterCNT_MAX              datapathCounter = 11
 )
 
 type datapathDirection uint32
@@ -190,6 +191,8 @@ const (
 	datapathFlowFlagsFLOW_F_IFACES_OVERFLOW datapathFlowFlags = 1
 	datapathFlowFlagsFLOW_F_FRAG_UNMATCHED  datapathFlowFlags = 2
 	datapathFlowFlagsFLOW_F_XLAT_DONE       datapathFlowFlags = 4
+	datapathFlowFlagsFLOW_F_L4UNREAD        datapathFlowFlags = 8
+	datapathFlowFlagsFLOW_F_EXT_UNREAD      datapathFlowFlags = 16
 )
 
 type datapathFlowKey struct {

@@ -136,7 +136,8 @@ func TestDatapathMetrics(t *testing.T) {
 	promtest.Expect(t, f, 2, "flowlens_agent_flows_created_total") // two 5-tuples
 	promtest.Expect(t, f, 2, "flowlens_agent_flow_map_entries")
 	promtest.Expect(t, f, 64, "flowlens_agent_flow_map_capacity")
-	promtest.Expect(t, f, 0, "flowlens_agent_malformed_packets_total")
+	promtest.Expect(t, f, 0, "flowlens_agent_malformed_packets_total", "reason=truncated")
+	promtest.Expect(t, f, 0, "flowlens_agent_malformed_packets_total", "reason=invalid")
 	promtest.Expect(t, f, 0, "flowlens_agent_attached_interfaces")
 	if _, ok := promtest.Value(f, "flowlens_agent_enrichment_lost_total"); !ok { // its value depends on the machine's other drops
 		t.Error("flowlens_agent_enrichment_lost_total missing")

@@ -29,7 +29,8 @@ type (
 // The TC programs' counters (enum counter in bpf/types.h).
 const (
 	CounterNonIP           = datapathCounterCNT_NON_IP           // not IPv4/IPv6: ignored
-	CounterMalformed       = datapathCounterCNT_MALFORMED        // truncated or invalid headers: skipped
+	CounterMalformed       = datapathCounterCNT_MALFORMED        // IP version or IPv4 IHL invalid: no flow
+	CounterTruncated       = datapathCounterCNT_TRUNCATED        // Ethernet, VLAN or fixed IP header truncated: no flow
 	CounterIfacesOverflow  = datapathCounterCNT_IFACES_OVERFLOW  // a seventh interface not recorded
 	CounterOverflowRecords = datapathCounterCNT_OVERFLOW_RECORDS // flow map full: packet sent to the ring buffer
 	CounterOverflowLost    = datapathCounterCNT_OVERFLOW_LOST    // flow map and ring buffer full: lost
@@ -64,6 +65,10 @@ const (
 	FlowFlagIfacesOverflow = uint8(datapathFlowFlagsFLOW_F_IFACES_OVERFLOW)
 	// FlowFlagFragUnmatched: IP fragments counted without their first fragment's ports.
 	FlowFlagFragUnmatched = uint8(datapathFlowFlagsFLOW_F_FRAG_UNMATCHED)
+	// FlowFlagL4Unread: packets whose transport header was not read, counted under ports 0.
+	FlowFlagL4Unread = uint8(datapathFlowFlagsFLOW_F_L4UNREAD)
+	// FlowFlagExtUnread: packets whose IPv4 options or IPv6 extension headers were not read to their end.
+	FlowFlagExtUnread = uint8(datapathFlowFlagsFLOW_F_EXT_UNREAD)
 )
 
 // Where a hook stands on a packet's way (enum hook_order, bpf/order.h):

@@ -110,7 +110,7 @@ func appendHead(b []byte, r *flow.Record, ifaces *flow.InterfaceCache) []byte {
 }
 
 // appendTail appends the Flow's fields after the identity: 31, then the
-// feature groups (50 on), in groups' order. Each is called by name, not
+// feature groups (50 on), in groups' order, then 60 and 61. Each is called by name, not
 // through groups: an indirect call per group and flow cost a sixth of the
 // encoder's time.
 func appendTail(b []byte, r *flow.Record) []byte {
@@ -123,7 +123,8 @@ func appendTail(b []byte, r *flow.Record) []byte {
 	b = appendTLS(b, r)
 	b = appendDNS(b, r)
 	// groupgen wire: end.
-	return b
+	b = appendBool(b, 60, r.L4Unread)
+	return appendBool(b, 61, r.ExtUnread)
 }
 
 // appendInterface appends it as an element of Flow.interfaces (17).
