@@ -131,6 +131,15 @@ static __always_inline int record_drop(struct sk_buff *skb, int mode, __u32 reas
 	__u32 hdr = 0, len, segs;
 	if (skb_key(skb, mode, &key, &flags, &hdr))
 		return 0;
+	/* The zone the TC programs give the packet (bpf/zone.h): its
+	 * device's, after frag_resolve (which writes the key's tail). */
+	struct net_device *dev = RD(mode, skb, dev);
+	if (dev && RD(mode, dev, ifindex) == LOOPBACK_IFINDEX) {
+		struct net *net = RD(mode, dev, nd_net.net);
+		key.zone = net ? lo_zone(RD(mode, net, net_cookie)) : 0;
+	}
+	if (!watched(&key, mode))
+		return 0;
 	drop_wire(skb, mode, hdr, &len, &segs);
 	struct enrich_value *v = enrich_entry(&key, generation());
 	if (!v)

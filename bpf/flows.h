@@ -20,6 +20,7 @@
 #include "xlat.h"
 #include "tls.h"
 #include "dns.h"
+#include "zone.h"
 
 /* Load-time configuration (rewritten by the agent before loading). */
 volatile const __u32 sampling = 1;     /* 1:N; 1 = every packet */
@@ -491,6 +492,8 @@ static __always_inline int handle(struct __sk_buff *skb, __u32 dir, int l3)
 			count(CNT_FRAG_UNMATCHED);
 		}
 	}
+	/* Loopback traffic never leaves its namespace: keyed apart (bpf/zone.h). */
+	p.key.zone = zone_of(w.me.ifindex, w.me.netns);
 	if (filter_on) {
 		__u64 vd = flowlens_filter(&p, &w.me);
 		if (!(vd & 0x100)) {

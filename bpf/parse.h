@@ -95,7 +95,7 @@ enum frag_kind {
 #define LOAD64(p) (*(const __u64 *)(p))
 
 /* set_l4 writes the key's last 8 bytes: ports and ICMP type/code zero
- * (parse_l4 fills them), proto, _pad zero. It is the only zeroing of the key:
+ * (parse_l4 fills them), proto, zone zero (handle sets it, bpf/zone.h). It is the only zeroing of the key:
  * struct pkt is not zeroed as a whole. */
 static __always_inline void set_l4(struct pkt *p, __u8 proto)
 {

@@ -116,10 +116,11 @@ enum control_slot {
 enum enrich_counter {
 	ENRICH_LOST = 0, /* events whose entry could not be inserted (map full, allocator failed) */
 	ENRICH_DNS_FULL = 1, /* DNS queries not tracked: dns_pending was full (bpf/dns.h) */
-	ENRICH_CNT_MAX = 2,
+	ENRICH_UNWATCHED = 2, /* drops, RTT samples, retransmits of flows no watched interface carried (bpf/enrich.h) */
+	ENRICH_CNT_MAX = 3,
 };
 
-/* The 7-tuple. IPv4 addresses are stored IPv4-mapped (::ffff:a.b.c.d). */
+/* The 7-tuple and a zone. IPv4 addresses are stored IPv4-mapped (::ffff:a.b.c.d). */
 struct flow_key {
 	__u8 src_ip[16];
 	__u8 dst_ip[16];
@@ -128,7 +129,9 @@ struct flow_key {
 	__u8 proto;
 	__u8 icmp_type;
 	__u8 icmp_code;
-	__u8 _pad; /* always 0 */
+	/* 0, except for loopback traffic: its namespace folded to 1..255
+	 * (bpf/zone.h), so two namespaces' loopback tuples are two flows. */
+	__u8 zone;
 };
 
 /* One observation point: (network namespace cookie, ifindex) and direction. */
@@ -260,14 +263,15 @@ struct frag_key {
 	__u8 _pad[3]; /* always 0 */
 };
 
-/* The first fragment's L4 identity: the last 8 bytes of its flow_key. */
+/* The first fragment's L4 identity: the last 8 bytes of its flow_key
+ * (remembered before the zone is set: zone 0). */
 struct frag_l4 {
 	__u16 src_port;
 	__u16 dst_port;
 	__u8 proto;
 	__u8 icmp_type;
 	__u8 icmp_code;
-	__u8 _pad;
+	__u8 zone;
 };
 
 /*

@@ -79,9 +79,10 @@ const (
 type datapathEnrichCounter uint32
 
 const (
-	datapathEnrichCounterENRICH_LOST     datapathEnrichCounter = 0
-	datapathEnrichCounterENRICH_DNS_FULL datapathEnrichCounter = 1
-	datapathEnrichCounterENRICH_CNT_MAX  datapathEnrichCounter = 2
+	datapathEnrichCounterENRICH_LOST      datapathEnrichCounter = 0
+	datapathEnrichCounterENRICH_DNS_FULL  datapathEnrichCounter = 1
+	datapathEnrichCounterENRICH_UNWATCHED datapathEnrichCounter = 2
+	datapathEnrichCounterENRICH_CNT_MAX   datapathEnrichCounter = 3
 )
 
 type datapathEnrichValue struct {
@@ -204,7 +205,7 @@ type datapathFlowKey struct {
 	Proto    uint8
 	IcmpType uint8
 	IcmpCode uint8
-	Pad      uint8
+	Zone     uint8
 }
 
 type datapathFlowValue struct {
@@ -248,7 +249,7 @@ type datapathFragL4 struct {
 	Proto    uint8
 	IcmpType uint8
 	IcmpCode uint8
-	Pad      uint8
+	Zone     uint8
 }
 
 type datapathHookOrder uint32
@@ -350,6 +351,7 @@ const (
 	datapathProgRttTcpProbe        = "rtt_tcp_probe"
 	datapathVarDnsOn               = "dns_on"
 	datapathVarDnsPorts            = "dns_ports"
+	datapathVarEnrichUnwatched     = "enrich_unwatched"
 	datapathVarFilterOn            = "filter_on"
 	datapathVarFilterUsed          = "filter_used"
 	datapathVarNetnsCookie         = "netns_cookie"
@@ -460,6 +462,7 @@ type datapathMapSpecs struct {
 type datapathVariableSpecs struct {
 	DnsOn               *ebpf.VariableSpec `ebpf:"dns_on"`
 	DnsPorts            *ebpf.VariableSpec `ebpf:"dns_ports"`
+	EnrichUnwatched     *ebpf.VariableSpec `ebpf:"enrich_unwatched"`
 	FilterOn            *ebpf.VariableSpec `ebpf:"filter_on"`
 	FilterUsed          *ebpf.VariableSpec `ebpf:"filter_used"`
 	NetnsCookie         *ebpf.VariableSpec `ebpf:"netns_cookie"`
@@ -556,6 +559,7 @@ func (m *datapathMaps) Close() error {
 type datapathVariables struct {
 	DnsOn               *ebpf.Variable `ebpf:"dns_on"`
 	DnsPorts            *ebpf.Variable `ebpf:"dns_ports"`
+	EnrichUnwatched     *ebpf.Variable `ebpf:"enrich_unwatched"`
 	FilterOn            *ebpf.Variable `ebpf:"filter_on"`
 	FilterUsed          *ebpf.Variable `ebpf:"filter_used"`
 	NetnsCookie         *ebpf.Variable `ebpf:"netns_cookie"`

@@ -47,6 +47,9 @@ type MetricSources struct {
 	// EnrichmentLost reads the enrichment events lost because their entry
 	// could not be inserted (Datapath.ReadEnrichmentLost).
 	EnrichmentLost func() (uint64, error)
+	// EnrichmentUnwatched reads the socket-side hooks' events of flows no
+	// watched interface carried (Datapath.ReadEnrichmentUnwatched).
+	EnrichmentUnwatched func() (uint64, error)
 	// FilterRules reads the packets each flow filter rule matched (nil:
 	// no rules).
 	FilterRules func() ([]RuleCount, error)
@@ -200,6 +203,7 @@ type metricsCollector struct {
 	filterRejected, sampledOut, samplingSplit   *prometheus.Desc
 	filterRule                                  *prometheus.Desc
 	attached, hookUp, enrichLost                *prometheus.Desc
+	enrichUnwatched                             *prometheus.Desc
 	progRunTime, progRuns, progMisses, progInst *prometheus.Desc
 	mapMemory, statsEnabled, readErrors         *prometheus.Desc
 
@@ -243,6 +247,7 @@ func newMetricsCollector(namespace string, m *Metrics) *metricsCollector {
 		fragUnmatched:   d("frag_unmatched_packets_total", "Sightings of IP fragments whose first fragment (with the ports) was not seen, once per hook that saw one; counted in their flow under port 0."),
 		nonIP:           d("non_ip_packets_total", "Frames that are not IPv4 or IPv6 (ignored)."),
 		malformed:       d("malformed_packets_total", "Packets in no flow because their addresses could not be read, by reason: truncated (the Ethernet, VLAN or fixed IP header), invalid (IP version, IPv4 IHL < 5). Packets whose later headers are unreadable are counted in flows (l4_unread, ext_unread).", "reason"),
+		enrichUnwatched: d("enrichment_unwatched_total", "Events of the socket-side hooks (drops, RTT samples, retransmits) not recorded because no watched interface carried their flow (--enrich-unwatched records them)."),
 		attached:        d("attached_interfaces", "Interfaces the datapath is attached to."),
 		hookUp:          d("hook_up", "1 if the hook is running, 0 if it is unavailable.", "hook"),
 		enrichLost:      d("enrichment_lost_total", "Enrichment events (drops, RTT samples, retransmits) lost because their entry could not be inserted into the enrichment map (full, or the kernel's allocator failed)."),
@@ -263,7 +268,7 @@ func newMetricsCollector(namespace string, m *Metrics) *metricsCollector {
 func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.mapEntries, c.mapCapacity,
 		c.flowsCreated, c.overflowRecords, c.overflowLost, c.ifacesOverflow, c.nonIP, c.malformed, c.fragUnmatched,
-		c.attached, c.hookUp, c.enrichLost, c.progRunTime, c.progRuns, c.progMisses,
+		c.attached, c.hookUp, c.enrichLost, c.enrichUnwatched, c.progRunTime, c.progRuns, c.progMisses,
 		c.progInst, c.mapMemory, c.statsEnabled, c.readErrors} {
 		ch <- d
 	}
@@ -352,6 +357,13 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 			c.readError("enrichment_counters", err)
 		} else {
 			counter(ch, c.enrichLost, n)
+		}
+	}
+	if src.EnrichmentUnwatched != nil {
+		if n, err := src.EnrichmentUnwatched(); err != nil {
+			c.readError("enrichment_counters", err)
+		} else {
+			counter(ch, c.enrichUnwatched, n)
 		}
 	}
 	if src.FilterRules != nil {

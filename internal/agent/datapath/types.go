@@ -91,8 +91,9 @@ const ControlOverflowed = uint32(datapathControlSlotCTL_OVERFLOWED)
 
 // The enrichment hooks' counters (enum enrich_counter).
 const (
-	enrichCounterLost    = uint32(datapathEnrichCounterENRICH_LOST)
-	enrichCounterDNSFull = uint32(datapathEnrichCounterENRICH_DNS_FULL)
+	enrichCounterLost      = uint32(datapathEnrichCounterENRICH_LOST)
+	enrichCounterDNSFull   = uint32(datapathEnrichCounterENRICH_DNS_FULL)
+	enrichCounterUnwatched = uint32(datapathEnrichCounterENRICH_UNWATCHED)
 )
 
 // The TC programs' names (feature "flows"), as the metrics label them.
