@@ -128,6 +128,13 @@ func Load(cfg Config) (*Datapath, error) {
 			return nil, fmt.Errorf("set enrich_unwatched: %w", err)
 		}
 	}
+	// A drops rule keeps its packets out of the flow maps (only their
+	// drops are kept): the drop hook cannot check its flows were watched.
+	if cfg.FlowRules != nil && cfg.FlowRules.Drops != 0 {
+		if err := spec.Variables[datapathVarDropsUnwatched].Set(uint32(1)); err != nil {
+			return nil, fmt.Errorf("set drops_unwatched: %w", err)
+		}
+	}
 	for name, v := range cfg.TCConstants {
 		sv, ok := spec.Variables[name]
 		if !ok {

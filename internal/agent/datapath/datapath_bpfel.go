@@ -351,6 +351,7 @@ const (
 	datapathProgRttTcpProbe        = "rtt_tcp_probe"
 	datapathVarDnsOn               = "dns_on"
 	datapathVarDnsPorts            = "dns_ports"
+	datapathVarDropsUnwatched      = "drops_unwatched"
 	datapathVarEnrichUnwatched     = "enrich_unwatched"
 	datapathVarFilterOn            = "filter_on"
 	datapathVarFilterUsed          = "filter_used"
@@ -462,6 +463,7 @@ type datapathMapSpecs struct {
 type datapathVariableSpecs struct {
 	DnsOn               *ebpf.VariableSpec `ebpf:"dns_on"`
 	DnsPorts            *ebpf.VariableSpec `ebpf:"dns_ports"`
+	DropsUnwatched      *ebpf.VariableSpec `ebpf:"drops_unwatched"`
 	EnrichUnwatched     *ebpf.VariableSpec `ebpf:"enrich_unwatched"`
 	FilterOn            *ebpf.VariableSpec `ebpf:"filter_on"`
 	FilterUsed          *ebpf.VariableSpec `ebpf:"filter_used"`
@@ -559,6 +561,7 @@ func (m *datapathMaps) Close() error {
 type datapathVariables struct {
 	DnsOn               *ebpf.Variable `ebpf:"dns_on"`
 	DnsPorts            *ebpf.Variable `ebpf:"dns_ports"`
+	DropsUnwatched      *ebpf.Variable `ebpf:"drops_unwatched"`
 	EnrichUnwatched     *ebpf.Variable `ebpf:"enrich_unwatched"`
 	FilterOn            *ebpf.Variable `ebpf:"filter_on"`
 	FilterUsed          *ebpf.Variable `ebpf:"filter_used"`
