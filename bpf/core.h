@@ -30,11 +30,20 @@ struct sock_common {
 	volatile unsigned char skc_state;
 	struct in6_addr___fl skc_v6_daddr;
 	struct in6_addr___fl skc_v6_rcv_saddr;
+	struct {
+		struct net *net;
+	} skc_net; /* possible_net_t */
+};
+
+struct dst_entry {
+	struct net_device *dev;
 };
 
 struct sock {
 	struct sock_common __sk_common;
 	__u16 sk_protocol;
+	int sk_rx_dst_ifindex; /* 5.18+: the device its packets arrive on */
+	struct dst_entry *sk_dst_cache; /* its output route */
 };
 
 struct tcp_sock {

@@ -16,6 +16,11 @@
  * from the running kernel's BTF (they differ between versions). */
 volatile const __u32 reason_consumed = 1;
 volatile const __u32 reason_not_specified = 2;
+/* 1 when a flow filter rule keeps drops only (bpf/filter.h): the TC
+ * programs keep its packets out of the flow maps, so the flows whose drops
+ * it keeps cannot be told watched (bpf/enrich.h, watched): every drop is
+ * recorded, as with --enrich-unwatched. */
+volatile const __u32 drops_unwatched = 0;
 
 /*
  * skb_key builds the key from the dropped packet's own headers, so it is the
@@ -134,6 +139,15 @@ static __always_inline int record_drop(struct sk_buff *skb, int mode, __u32 reas
 	__u16 flags = 0;
 	__u32 hdr = 0, len, segs;
 	if (skb_key(skb, mode, &key, &flags, &hdr))
+		return 0;
+	/* The zone the TC programs give the packet (bpf/zone.h): its
+	 * device's, after frag_resolve (which writes the key's tail). */
+	struct net_device *dev = RD(mode, skb, dev);
+	if (dev && RD(mode, dev, ifindex) == LOOPBACK_IFINDEX) {
+		struct net *net = RD(mode, dev, nd_net.net);
+		key.zone = net ? lo_zone(RD(mode, net, net_cookie)) : 0;
+	}
+	if (!drops_unwatched && !watched(&key, mode))
 		return 0;
 	drop_wire(skb, mode, hdr, &len, &segs);
 	struct enrich_value *v = enrich_entry(&key, generation());

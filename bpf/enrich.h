@@ -18,9 +18,50 @@
 #include <bpf/bpf_endian.h>
 #include "maps.h"
 #include "core.h"
+#include "zone.h"
 
 #define AF_INET 2
 #define AF_INET6 10
+
+#define BTF_PTR 1
+#define RAW_PTR 0
+
+/*
+ * enrich_unwatched 1 (--enrich-unwatched): the socket-side hooks (drops,
+ * RTT, retransmits), which see the whole host whatever the agent watches,
+ * record every flow. 0, the default: only flows a watched interface
+ * carried (watched, below), so that a socket whose packets cross no
+ * watched interface (the host's or a pod's loopback when lo is not
+ * watched, a namespace not in --netns) makes no record (issue #29).
+ */
+volatile const __u32 enrich_unwatched = 0;
+
+/*
+ * watched tells whether a watched interface carried the flow of key: it has
+ * an entry in a flow map (this generation's, or the previous one until the
+ * agent empties it) or went through the overflow ring lately
+ * (overflow_seen). The TC programs write those maps only for packets on
+ * watched interfaces. An event of another flow is counted
+ * (ENRICH_UNWATCHED), not recorded. Not for the hooks inside the TC
+ * programs (DNS, TLS, xlat): their packet is on a watched interface, and
+ * its flow may not be inserted yet.
+ */
+static __always_inline int watched(const struct flow_key *key, int mode)
+{
+	/* A classic tracepoint (mode RAW_PTR, the drops fallback) may not use
+	 * maps whose values hold a bpf_spin_lock, as the flow maps' do: it
+	 * records every flow, as --enrich-unwatched (a stated limit). */
+	if (enrich_unwatched || mode == RAW_PTR)
+		return 1;
+	if (bpf_map_lookup_elem(&flows_a, key) || bpf_map_lookup_elem(&flows_b, key) ||
+	    bpf_map_lookup_elem(&overflow_seen, key))
+		return 1;
+	__u32 idx = ENRICH_UNWATCHED;
+	__u64 *n = bpf_map_lookup_elem(&enrich_counters, &idx);
+	if (n)
+		*n += 1; /* per-CPU: no other writer */
+	return 0;
+}
 
 static __always_inline __u32 generation(void)
 {
@@ -61,8 +102,6 @@ static __always_inline struct enrich_value *enrich_entry(const struct flow_key *
  * bpf_probe_read_kernel (BPF_CORE_READ). Code shared by both takes the mode
  * as a constant argument; __always_inline leaves one branch per program.
  */
-#define BTF_PTR 1
-#define RAW_PTR 0
 #define RD(mode, p, field) ((mode) == BTF_PTR ? (p)->field : BPF_CORE_READ(p, field))
 
 static __always_inline void v4mapped(__u8 *dst, __u32 addr)
@@ -116,6 +155,15 @@ static __always_inline int sock_key(const struct sock *sk, struct flow_key *k, i
 		k->dst_port = rport;
 	}
 	k->proto = IPPROTO_TCP;
+	/* A socket whose packets go out or arrive on loopback: the zone the
+	 * TC programs give them (bpf/zone.h). Its output route's device
+	 * (sk_dst_cache, NULL until it sends and after a route change) or
+	 * the device its packets arrive on (5.18+; a connecting socket's
+	 * was seen unset). Neither known: zone 0. */
+	struct dst_entry *dst = sk->sk_dst_cache;
+	if ((dst && dst->dev && dst->dev->ifindex == LOOPBACK_IFINDEX) ||
+	    (bpf_core_field_exists(sk->sk_rx_dst_ifindex) && sk->sk_rx_dst_ifindex == LOOPBACK_IFINDEX))
+		k->zone = lo_zone(c->skc_net.net->net_cookie);
 	return 0;
 }
 

@@ -21,6 +21,7 @@
 #include "tls.h"
 #include "dns.h"
 #include "tunnel.h"
+#include "zone.h"
 
 /* Load-time configuration (rewritten by the agent before loading). */
 volatile const __u32 sampling = 1;     /* 1:N; 1 = every packet */
@@ -79,7 +80,7 @@ struct wpkt {
 	__u32 bytes;   /* wire bytes */
 	__u32 packets; /* wire packets */
 	__u64 now;     /* jiffies */
-	__u8 flags;    /* FLOW_F_* the packet brings (FLOW_F_FRAG_UNMATCHED) */
+	__u8 flags;    /* FLOW_F_* the packet brings (FLOW_F_FRAG_UNMATCHED, FLOW_F_*_UNREAD) */
 	__u8 rule;     /* the filter rule it was sampled under (flow_value.rule) */
 	__u32 rate;    /* that rule's sampling rate (filter_on only) */
 	__u32 gen;     /* the generation of the flow map it goes to (control[CTL_GEN]) */
@@ -500,8 +501,10 @@ static __always_inline int handle(struct __sk_buff *skb, __u32 dir, int l3)
 		count(CNT_NON_IP);
 		return TC_ACT_UNSPEC;
 	}
-	if (r != PARSE_OK) {
-		count(CNT_MALFORMED);
+	/* A header not read after the addresses still counts, flagged
+	 * (p.unread, bpf/parse.h); before them, a counter by reason. */
+	if (r != PARSE_OK && !p.unread) {
+		count(r == PARSE_TRUNCATED ? CNT_TRUNCATED : CNT_MALFORMED);
 		return TC_ACT_UNSPEC;
 	}
 
@@ -510,15 +513,18 @@ static __always_inline int handle(struct __sk_buff *skb, __u32 dir, int l3)
 		.p = &p,
 		.me = {.netns = iface_netns(skb), .ifindex = skb->ifindex, .dir = dir},
 		.tun = tunnel_candidate(&p) ? flowlens_tunnel_inner(skb, &p, l3) : 0,
+		.flags = p.unread,
 	};
 	if (p.frag) { /* rare: one test on the common path */
 		if (p.frag == FRAG_FIRST) {
 			frag_remember(&p.key, p.frag_id);
 		} else if (!frag_resolve(&p.key, p.frag_id)) {
-			w.flags = FLOW_F_FRAG_UNMATCHED;
+			w.flags |= FLOW_F_FRAG_UNMATCHED;
 			count(CNT_FRAG_UNMATCHED);
 		}
 	}
+	/* Loopback traffic never leaves its namespace: keyed apart (bpf/zone.h). */
+	p.key.zone = zone_of(w.me.ifindex, w.me.netns);
 	if (filter_on) {
 		__u64 vd = flowlens_filter(&p, &w.me);
 		if (!(vd & 0x100)) {

@@ -29,6 +29,26 @@
 #define IP_OFFSET 0x1FFF
 #define MAX_IPV6_EXT 6
 
+/*
+ * The parser's exits (docs/design/counting.md, "Packets the parser cannot
+ * read"). A packet whose addresses were read ends in a flow even when a
+ * later header is not readable: parse then returns TRUNCATED or MALFORMED
+ * with pkt.unread set (FLOW_F_L4_UNREAD, FLOW_F_EXT_UNREAD) and the key
+ * whole (addresses, the last protocol read, ports 0). With pkt.unread 0 the
+ * addresses were not read either, and the packet ends in a counter:
+ *   Ethernet or VLAN header, IPv4 or IPv6 fixed header truncated: TRUNCATED,
+ *     CNT_TRUNCATED;
+ *   IP version other than the ether type's, IPv4 IHL < 5: MALFORMED,
+ *     CNT_MALFORMED;
+ *   not IPv4/IPv6: NON_IP, CNT_NON_IP.
+ * With the addresses read:
+ *   IPv4 options past the packet, an IPv6 extension header truncated or
+ *     past the parse window, a seventh IPv6 extension header: proto the
+ *     header's protocol (IPv4) or the next header not read (IPv6),
+ *     FLOW_F_EXT_UNREAD;
+ *   the TCP, UDP, SCTP or ICMP header truncated (a tiny first fragment, a
+ *     cut packet) or a TCP data offset < 5: FLOW_F_L4_UNREAD.
+ */
 enum parse_result {
 	PARSE_OK = 0,
 	PARSE_NON_IP = 1,
@@ -52,6 +72,9 @@ struct pkt {
 	__u8 frag;    /* enum frag_kind */
 	__u16 payload; /* TCP, UDP: the L4 payload's offset from skb->data; 0: none */
 	__u32 frag_id; /* IPv4 ID / IPv6 fragment identification, when frag */
+	/* FLOW_F_L4_UNREAD or FLOW_F_EXT_UNREAD: parse failed after reading the
+	 * addresses, the key is whole (ports 0); 0 on every other exit. */
+	__u8 unread;
 };
 
 enum frag_kind {
@@ -72,7 +95,7 @@ enum frag_kind {
 #define LOAD64(p) (*(const __u64 *)(p))
 
 /* set_l4 writes the key's last 8 bytes: ports and ICMP type/code zero
- * (parse_l4 fills them), proto, _pad zero. It is the only zeroing of the key:
+ * (parse_l4 fills them), proto, zone zero (handle sets it, bpf/zone.h). It is the only zeroing of the key:
  * struct pkt is not zeroed as a whole. */
 static __always_inline void set_l4(struct pkt *p, __u8 proto)
 {
@@ -92,8 +115,8 @@ static __always_inline __u16 tcp_flags_of(const struct tcphdr *th)
 	return f;
 }
 
-/* parse_l4 fills ports / ICMP type+code (set_l4 zeroed them). */
-static __always_inline int parse_l4(void *data, void *l4, void *data_end, __u8 proto, struct pkt *p)
+/* read_l4 fills ports / ICMP type+code (set_l4 zeroed them). */
+static __always_inline int read_l4(void *data, void *l4, void *data_end, __u8 proto, struct pkt *p)
 {
 	switch (proto) {
 	case IPPROTO_TCP: {
@@ -129,14 +152,22 @@ static __always_inline int parse_l4(void *data, void *l4, void *data_end, __u8 p
 	return PARSE_OK; /* other protocols: 3-tuple flows */
 }
 
+/* parse_l4 reads the transport header; one it cannot read leaves the ports
+ * 0 and flags the packet (it still counts in its flow). */
+static __always_inline int parse_l4(void *data, void *l4, void *data_end, __u8 proto, struct pkt *p)
+{
+	int r = read_l4(data, l4, data_end, proto, p);
+	if (r != PARSE_OK)
+		p->unread = FLOW_F_L4_UNREAD;
+	return r;
+}
+
 static __always_inline int parse_ipv4(void *data, void *nh, void *data_end, struct pkt *p)
 {
 	struct iphdr *ip = nh;
 	NEED(ip, sizeof(*ip));
 	if (ip->version != 4 || ip->ihl < 5)
 		return PARSE_MALFORMED;
-	__u32 hlen = ip->ihl * 4;
-	NEED(ip, hlen);
 	/* IPv4-mapped IPv6: ::ffff:a.b.c.d, in three stores per address. */
 	__u32 *src = (__u32 *)p->key.src_ip, *dst = (__u32 *)p->key.dst_ip;
 	*(__u64 *)src = 0;
@@ -147,6 +178,11 @@ static __always_inline int parse_ipv4(void *data, void *nh, void *data_end, stru
 	dst[3] = ip->daddr;
 	set_l4(p, ip->protocol);
 	p->dscp = ip->tos >> 2;
+	__u32 hlen = ip->ihl * 4;
+	if (nh + hlen > data_end) { /* options past the packet */
+		p->unread = FLOW_F_EXT_UNREAD;
+		return PARSE_TRUNCATED;
+	}
 	if (ip->frag_off & bpf_htons(IP_MF | IP_OFFSET)) {
 		p->frag_id = ip->id;
 		if (ip->frag_off & bpf_htons(IP_OFFSET)) {
@@ -184,14 +220,16 @@ static __always_inline int parse_ipv6(void *data, void *nh, void *data_end, stru
 		case IPPROTO_ROUTING:
 		case IPPROTO_DSTOPTS: {
 			__u8 *ext = cur;
-			NEED(ext, 8);
+			if (cur + 8 > data_end)
+				goto ext_unread;
 			nexthdr = ext[0];
 			cur += (ext[1] + 1) * 8;
 			continue;
 		}
 		case IPPROTO_FRAGMENT: {
 			__u8 *ext = cur;
-			NEED(ext, 8);
+			if (cur + 8 > data_end)
+				goto ext_unread;
 			nexthdr = ext[0];
 			cur += 8;
 			p->frag_id = *(__u32 *)(ext + 4);
@@ -214,10 +252,16 @@ static __always_inline int parse_ipv6(void *data, void *nh, void *data_end, stru
 	case IPPROTO_ROUTING:
 	case IPPROTO_DSTOPTS:
 	case IPPROTO_FRAGMENT:
+		p->key.proto = nexthdr;
+		p->unread = FLOW_F_EXT_UNREAD;
 		return PARSE_MALFORMED;
 	}
 	p->key.proto = nexthdr;
 	return parse_l4(data, cur, data_end, nexthdr, p);
+ext_unread: /* an extension header truncated or past the parse window */
+	p->key.proto = nexthdr;
+	p->unread = FLOW_F_EXT_UNREAD;
+	return PARSE_TRUNCATED;
 }
 
 /*
@@ -243,6 +287,7 @@ static __always_inline int parse(struct __sk_buff *skb, struct pkt *p)
 	void *data = (void *)(long)skb->data;
 	void *data_end = (void *)(long)skb->data_end;
 	struct ethhdr *eth = data;
+	p->unread = 0; /* before any exit: handle reads it on every failure */
 	NEED(eth, sizeof(*eth));
 	/* Non-TCP packets: no flags. Set here, before any branch: set in
 	 * parse_ipv4 it cost the verifier 1300 more processed instructions. */
@@ -283,6 +328,7 @@ static __always_inline int parse_l3(struct __sk_buff *skb, struct pkt *p)
 	p->tcp_flags = 0;
 	p->frag = FRAG_NONE;
 	p->payload = 0;
+	p->unread = 0;
 	p->eth_type = bpf_ntohs(proto);
 	if (proto == bpf_htons(ETH_P_IP))
 		return parse_ipv4(data, data, data_end, p);

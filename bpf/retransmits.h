@@ -13,7 +13,7 @@ SEC("tp_btf/tcp_retransmit_skb")
 int retransmit(unsigned long long *ctx)
 {
 	struct flow_key key = {};
-	if (sock_key((struct sock *)ctx[0], &key, 0))
+	if (sock_key((struct sock *)ctx[0], &key, 0) || !watched(&key, BTF_PTR))
 		return 0;
 	struct enrich_value *v = enrich_entry(&key, generation());
 	if (v)

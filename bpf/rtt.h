@@ -38,6 +38,15 @@ static __always_inline int record_rtt(struct sock *sk)
 	struct flow_key key = {};
 	if (sock_key(sk, &key, 1))
 		return 0;
+	if (!watched(&key, BTF_PTR)) {
+		/* Remembered like a stored sample: the same srtt is not looked
+		 * up again this generation. */
+		if (seen) {
+			seen->srtt_us = srtt_us;
+			seen->gen = gen;
+		}
+		return 0;
+	}
 	struct enrich_value *v = enrich_entry(&key, gen);
 	if (!v)
 		return 0; /* not recorded in seen: the next sample retries */

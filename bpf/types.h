@@ -35,7 +35,7 @@ enum tcp_markers {
 /* Per-CPU counters (index into the "counters" map). */
 enum counter {
 	CNT_NON_IP = 0,         /* frames that are not IPv4/IPv6: ignored */
-	CNT_MALFORMED = 1,      /* truncated or invalid headers: skipped */
+	CNT_MALFORMED = 1,      /* IP version or IPv4 IHL invalid: no flow (bpf/parse.h) */
 	CNT_IFACES_OVERFLOW = 2,/* a seventh interface could not be recorded */
 	CNT_OVERFLOW_RECORDS = 3,/* flow map full: packet sent to the ring buffer */
 	CNT_OVERFLOW_LOST = 4,  /* flow map full and ring buffer full: lost, counted */
@@ -44,7 +44,8 @@ enum counter {
 	CNT_FILTER_REJECTED = 7,/* packets a filter rule (or the default action) rejected */
 	CNT_SAMPLED_OUT = 8,    /* packets accepted but not sampled (1 in rate is kept) */
 	CNT_SAMPLING_SPLIT = 9, /* packets counted under another rate than their flow's: sent as ORDER_SPLIT records */
-	CNT_MAX = 10,
+	CNT_TRUNCATED = 10,     /* Ethernet, VLAN or fixed IP header truncated: no addresses, no flow */
+	CNT_MAX = 11,
 };
 
 /* flow_value.flags */
@@ -52,6 +53,11 @@ enum flow_flags {
 	FLOW_F_IFACES_OVERFLOW = 0x1, /* a seventh interface could not be recorded */
 	FLOW_F_FRAG_UNMATCHED = 0x2,  /* IP fragments counted here without their first fragment's ports */
 	FLOW_F_XLAT_DONE = 0x4,       /* conntrack was asked about the flow this generation (bpf/xlat.h) */
+	/* Packets counted here whose headers the parser could not read to
+	 * the end (bpf/parse.h): keyed on their addresses and the last
+	 * protocol read, ports 0. */
+	FLOW_F_L4_UNREAD = 0x8,  /* the TCP/UDP/SCTP/ICMP header: truncated, a tiny first fragment, TCP offset < 5 */
+	FLOW_F_EXT_UNREAD = 0x10, /* IPv4 options or IPv6 extension headers: truncated, past the window, > 6 */
 };
 
 /*
@@ -110,10 +116,11 @@ enum control_slot {
 enum enrich_counter {
 	ENRICH_LOST = 0, /* events whose entry could not be inserted (map full, allocator failed) */
 	ENRICH_DNS_FULL = 1, /* DNS queries not tracked: dns_pending was full (bpf/dns.h) */
-	ENRICH_CNT_MAX = 2,
+	ENRICH_UNWATCHED = 2, /* drops, RTT samples, retransmits of flows no watched interface carried (bpf/enrich.h) */
+	ENRICH_CNT_MAX = 3,
 };
 
-/* The 7-tuple. IPv4 addresses are stored IPv4-mapped (::ffff:a.b.c.d). */
+/* The 7-tuple and a zone. IPv4 addresses are stored IPv4-mapped (::ffff:a.b.c.d). */
 struct flow_key {
 	__u8 src_ip[16];
 	__u8 dst_ip[16];
@@ -122,7 +129,9 @@ struct flow_key {
 	__u8 proto;
 	__u8 icmp_type;
 	__u8 icmp_code;
-	__u8 _pad; /* always 0 */
+	/* 0, except for loopback traffic: its namespace folded to 1..255
+	 * (bpf/zone.h), so two namespaces' loopback tuples are two flows. */
+	__u8 zone;
 };
 
 /* One observation point: (network namespace cookie, ifindex) and direction. */
@@ -239,7 +248,7 @@ struct overflow_rec {
 	__u8 dst_mac[6];
 	__u8 dscp;
 	__u8 order; /* enum hook_order */
-	__u8 flags; /* FLOW_F_FRAG_UNMATCHED */
+	__u8 flags; /* FLOW_F_FRAG_UNMATCHED, FLOW_F_L4_UNREAD, FLOW_F_EXT_UNREAD */
 	__u8 rule;  /* flow_value.rule: the filter rule it was sampled under */
 	__u8 _pad[4];
 	struct iface_obs was; /* ORDER_INHERITED: the flow's counting observation; else 0 */
@@ -254,14 +263,15 @@ struct frag_key {
 	__u8 _pad[3]; /* always 0 */
 };
 
-/* The first fragment's L4 identity: the last 8 bytes of its flow_key. */
+/* The first fragment's L4 identity: the last 8 bytes of its flow_key
+ * (remembered before the zone is set: zone 0). */
 struct frag_l4 {
 	__u16 src_port;
 	__u16 dst_port;
 	__u8 proto;
 	__u8 icmp_type;
 	__u8 icmp_code;
-	__u8 _pad;
+	__u8 zone;
 };
 
 /* Feature "xlat" (bpf/xlat.h): the flow key of a packet after NAT's tuple,

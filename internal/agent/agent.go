@@ -145,6 +145,7 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 		MapSizes:         sizes,
 		ForceLegacyTC:    opts.ForceLegacyTC || cfg.ForceClsact,
 		Enrichment:       len(enabled) > 0,
+		EnrichUnwatched:  cfg.EnrichUnwatched,
 		SkipHookPrograms: opts.SkipHookPrograms,
 		Logger:           a.log,
 
@@ -282,7 +283,9 @@ func (a *Agent) newMetrics(stats *evictor.Stats, gens *datapath.Generations, run
 		Maps:            datapath.MetricMaps(&a.DP.Maps),
 		BPFStatsEnabled: func() bool { return bpfStats },
 		EnrichmentLost:  a.DP.ReadEnrichmentLost,
-		FilterRules:     a.filterRuleCounts(),
+
+		EnrichmentUnwatched: a.DP.ReadEnrichmentUnwatched,
+		FilterRules:         a.filterRuleCounts(),
 	}, a.log)
 	a.evictorMetrics = evictor.NewMetrics(metrics.Namespace, stats)
 	cs := append(dpMetrics.Collectors(), a.evictorMetrics.Collectors()...)

@@ -159,7 +159,7 @@ func testTun(t *testing.T, opts agent.Options) {
 		t.Errorf("flows: rx %d packets / %d bytes, tx %d / %d; %s's counters: rx %d / %d, tx %d / %d",
 			rxP, rxB, txP, txB, dev, d.RxPackets, d.RxBytes, d.TxPackets, d.TxBytes)
 	}
-	for _, series := range []string{"flowlens_agent_non_ip_packets_total", "flowlens_agent_malformed_packets_total"} {
+	for _, series := range []string{"flowlens_agent_non_ip_packets_total", `flowlens_agent_malformed_packets_total{reason="truncated"}`, `flowlens_agent_malformed_packets_total{reason="invalid"}`} {
 		if v := metrics.value(t, series); v != 0 {
 			t.Errorf("%s = %v, want 0", series, v)
 		}

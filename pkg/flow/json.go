@@ -67,6 +67,12 @@ func (r *Record) AppendJSON(b []byte) []byte {
 		b = append(b, `,"frag_unmatched":true`...)
 	}
 	b = r.Tunnel.appendJSON(b)
+	if r.L4Unread {
+		b = append(b, `,"l4_unread":true`...)
+	}
+	if r.ExtUnread {
+		b = append(b, `,"ext_unread":true`...)
+	}
 	b = appendUint(b, `,"sampling":`, uint64(r.Sampling))
 	b = append(b, `,"partial":`...)
 	b = strconv.AppendBool(b, r.Partial)

@@ -74,6 +74,23 @@ func TestInterfacesOverflowField(t *testing.T) {
 	}
 }
 
+// The unreadable-header flags (issue #29) are written only when set.
+func TestUnreadFields(t *testing.T) {
+	r := sampleRecord()
+	for _, tc := range []struct{ l4, ext bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		r.L4Unread, r.ExtUnread = tc.l4, tc.ext
+		var got map[string]any
+		if err := json.Unmarshal(r.AppendJSON(nil), &got); err != nil {
+			t.Fatal(err)
+		}
+		l4, hasL4 := got["l4_unread"]
+		ext, hasExt := got["ext_unread"]
+		if hasL4 != tc.l4 || hasExt != tc.ext || (hasL4 && l4 != true) || (hasExt && ext != true) {
+			t.Errorf("l4 %v ext %v: got l4_unread %v (%v), ext_unread %v (%v)", tc.l4, tc.ext, l4, hasL4, ext, hasExt)
+		}
+	}
+}
+
 // Translation fields (feature "xlat") are written only for translated flows,
 // addresses as text, IPv4 (even IPv4-mapped) as plain IPv4 like src_addr.
 func TestAppendJSONXlat(t *testing.T) {

@@ -90,6 +90,17 @@ type Record struct {
 	// FragUnmatched is set when IP fragments whose first fragment was not
 	// seen were counted in this flow (under port 0: their ports are unknown).
 	FragUnmatched bool
+	// L4Unread is set when packets whose transport header (TCP, UDP,
+	// SCTP, ICMP) could not be read were counted in this flow: a header cut
+	// short (a tiny first fragment, a truncated packet) or a TCP data
+	// offset below 5. They are counted under ports 0 (docs/design/
+	// counting.md, "Packets the parser cannot read").
+	L4Unread bool
+	// ExtUnread is set when packets whose IPv4 options or IPv6 extension
+	// headers could not be read to their end (truncated, past the parse
+	// window, more than six) were counted in this flow, under the last
+	// protocol read (IPv6: the next header not read) and ports 0.
+	ExtUnread bool
 
 	// Tunnel is the overlay the flow crossed the uplink in (tunnel.go).
 	Tunnel Tunnel

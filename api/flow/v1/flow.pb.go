@@ -424,7 +424,17 @@ type Flow struct {
 	// Geneve, IP-in-IP): an encapsulated packet is counted in its inner flow,
 	// which lists the uplink too (docs/design/counting.md, Overlays). Unset
 	// when no watched interface saw the flow encapsulated.
-	Tunnel        *Tunnel `protobuf:"bytes,60,opt,name=tunnel,proto3" json:"tunnel,omitempty"`
+	Tunnel *Tunnel `protobuf:"bytes,60,opt,name=tunnel,proto3" json:"tunnel,omitempty"`
+	// Some of the flow's packets had a transport header (TCP, UDP, SCTP,
+	// ICMP) the agent could not read (cut short: a tiny first fragment, a
+	// truncated packet; or a TCP data offset below 5): they are counted in
+	// this flow, under ports 0.
+	L4Unread bool `protobuf:"varint,61,opt,name=l4_unread,json=l4Unread,proto3" json:"l4_unread,omitempty"`
+	// Some of the flow's packets had IPv4 options or IPv6 extension headers
+	// the agent could not read to their end (truncated, past its parse
+	// window, more than six): they are counted in this flow, under the last
+	// protocol read (IPv6: the next header not read) and ports 0.
+	ExtUnread     bool `protobuf:"varint,62,opt,name=ext_unread,json=extUnread,proto3" json:"ext_unread,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -667,6 +677,20 @@ func (x *Flow) GetTunnel() *Tunnel {
 		return x.Tunnel
 	}
 	return nil
+}
+
+func (x *Flow) GetL4Unread() bool {
+	if x != nil {
+		return x.L4Unread
+	}
+	return false
+}
+
+func (x *Flow) GetExtUnread() bool {
+	if x != nil {
+		return x.ExtUnread
+	}
+	return false
 }
 
 // Tunnel: the overlay an encapsulated packet of the flow was read out of.
@@ -1232,7 +1256,7 @@ const file_api_flow_v1_flow_proto_rawDesc = "" +
 	"\aifindex\x18\x02 \x01(\rR\aifindex\x12\x14\n" +
 	"\x05netns\x18\x03 \x01(\tR\x05netns\x12\x19\n" +
 	"\bnetns_id\x18\x04 \x01(\x04R\anetnsId\x129\n" +
-	"\tdirection\x18\x05 \x01(\x0e2\x1b.flowlens.flow.v1.DirectionR\tdirection\"\xba\b\n" +
+	"\tdirection\x18\x05 \x01(\x0e2\x1b.flowlens.flow.v1.DirectionR\tdirection\"\xf6\b\n" +
 	"\x04Flow\x12\x19\n" +
 	"\bsrc_addr\x18\x01 \x01(\fR\asrcAddr\x12\x19\n" +
 	"\bdst_addr\x18\x02 \x01(\fR\adstAddr\x12\x19\n" +
@@ -1267,7 +1291,10 @@ const file_api_flow_v1_flow_proto_rawDesc = "" +
 	"\x04xlat\x185 \x01(\v2\x16.flowlens.flow.v1.XlatR\x04xlat\x12'\n" +
 	"\x03tls\x186 \x01(\v2\x15.flowlens.flow.v1.TLSR\x03tls\x12'\n" +
 	"\x03dns\x187 \x01(\v2\x15.flowlens.flow.v1.DNSR\x03dns\x120\n" +
-	"\x06tunnel\x18< \x01(\v2\x18.flowlens.flow.v1.TunnelR\x06tunnelJ\x04\b\x15\x10\x1dJ\x04\b \x102\"\x98\x01\n" +
+	"\x06tunnel\x18< \x01(\v2\x18.flowlens.flow.v1.TunnelR\x06tunnel\x12\x1b\n" +
+	"\tl4_unread\x18= \x01(\bR\bl4Unread\x12\x1d\n" +
+	"\n" +
+	"ext_unread\x18> \x01(\bR\textUnreadJ\x04\b\x15\x10\x1dJ\x04\b \x102\"\x98\x01\n" +
 	"\x06Tunnel\x12\x1f\n" +
 	"\vtunnel_type\x18\x01 \x01(\rR\n" +
 	"tunnelType\x12&\n" +

@@ -58,7 +58,7 @@ type MapchoiceFlowKey struct {
 	Proto    uint8
 	IcmpType uint8
 	IcmpCode uint8
-	Pad      uint8
+	Zone     uint8
 }
 
 // Names of all BPF objects in the ELF.

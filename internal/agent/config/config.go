@@ -24,6 +24,10 @@ type Config struct {
 	// ForceClsact attaches with a clsact qdisc and cls_bpf filters even
 	// where the kernel has tcx (--tc-attach=clsact).
 	ForceClsact bool
+	// EnrichUnwatched has the drops, RTT and retransmit hooks, which see
+	// the whole host, record flows no watched interface carried
+	// (--enrich-unwatched); by default they make no record.
+	EnrichUnwatched bool
 
 	// CacheActiveTimeout is how often flows are evicted from the kernel, and
 	// CacheMaxFlows the size of the in-kernel flow map.

@@ -58,6 +58,9 @@ var options = slices.Concat(
 	// whose own options follow this row.
 	cliconf.InSection("Features", []*cliconf.Option[Config]{
 		{Name: "features", Arg: "list", SetList: setFeatures},
+		{Name: "enrich-unwatched", Arg: "bool", Default: "false", Bool: true,
+			Usage: "have the drops, rtt and retransmits hooks, which see the whole host, also record flows no watched interface carried (sockets on an unwatched loopback or namespace) as partial records",
+			Set:   cliconf.Bool(func(c *Config) *bool { return &c.EnrichUnwatched })},
 	}),
 	cliconf.InSection("Export", []*cliconf.Option[Config]{
 		{Name: "export", Arg: "list", Default: DefaultExport,

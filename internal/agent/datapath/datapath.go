@@ -29,6 +29,10 @@ type Config struct {
 	// SkipHookPrograms names hook programs StartHooks must not try, so
 	// tests can force a fallback (e.g. "drop_kfree_skb").
 	SkipHookPrograms []string
+	// EnrichUnwatched has the socket-side hooks (drops, RTT, retransmits)
+	// record flows no watched interface carried (--enrich-unwatched); by
+	// default they do not (bpf/enrich.h, watched).
+	EnrichUnwatched bool
 	// TCConstants are load-time constants of the TC programs set by the
 	// features that run inside them (Plan.TC), by variable name.
 	TCConstants map[string]any
@@ -118,6 +122,18 @@ func Load(cfg Config) (*Datapath, error) {
 			return nil, fmt.Errorf("map %s: not in the BPF object", name)
 		}
 		ms.MaxEntries = n
+	}
+	if cfg.EnrichUnwatched {
+		if err := spec.Variables[datapathVarEnrichUnwatched].Set(uint32(1)); err != nil {
+			return nil, fmt.Errorf("set enrich_unwatched: %w", err)
+		}
+	}
+	// A drops rule keeps its packets out of the flow maps (only their
+	// drops are kept): the drop hook cannot check its flows were watched.
+	if cfg.FlowRules != nil && cfg.FlowRules.Drops != 0 {
+		if err := spec.Variables[datapathVarDropsUnwatched].Set(uint32(1)); err != nil {
+			return nil, fmt.Errorf("set drops_unwatched: %w", err)
+		}
 	}
 	for name, v := range cfg.TCConstants {
 		sv, ok := spec.Variables[name]
@@ -325,6 +341,10 @@ func (d *Datapath) ReadCounters() (Counters, error) { return d.Maps.ReadCounters
 // ReadEnrichmentLost sums the enrichment events lost because their entry
 // could not be inserted (see Maps.ReadEnrichmentLost).
 func (d *Datapath) ReadEnrichmentLost() (uint64, error) { return d.Maps.ReadEnrichmentLost() }
+
+// ReadEnrichmentUnwatched sums the socket-side hooks' events of flows no
+// watched interface carried, not recorded (see Maps.ReadEnrichmentUnwatched).
+func (d *Datapath) ReadEnrichmentUnwatched() (uint64, error) { return d.Maps.ReadEnrichmentUnwatched() }
 
 // Spec returns a copy of the object's spec, with this datapath's sizes.
 func (d *Datapath) Spec() *ebpf.CollectionSpec { return d.spec.Copy() }

@@ -40,7 +40,8 @@ const (
 	datapathCounterCNT_FILTER_REJECTED  datapathCounter = 7
 	datapathCounterCNT_SAMPLED_OUT      datapathCounter = 8
 	datapathCounterCNT_SAMPLING_SPLIT   datapathCounter = 9
-	datapathCounterCNT_MAX              datapathCounter = 10
+	datapathCounterCNT_TRUNCATED        datapathCounter = 10
+	datapathCounterCNT_MAX              datapathCounter = 11
 )
 
 type datapathDirection uint32
@@ -78,9 +79,10 @@ const (
 type datapathEnrichCounter uint32
 
 const (
-	datapathEnrichCounterENRICH_LOST     datapathEnrichCounter = 0
-	datapathEnrichCounterENRICH_DNS_FULL datapathEnrichCounter = 1
-	datapathEnrichCounterENRICH_CNT_MAX  datapathEnrichCounter = 2
+	datapathEnrichCounterENRICH_LOST      datapathEnrichCounter = 0
+	datapathEnrichCounterENRICH_DNS_FULL  datapathEnrichCounter = 1
+	datapathEnrichCounterENRICH_UNWATCHED datapathEnrichCounter = 2
+	datapathEnrichCounterENRICH_CNT_MAX   datapathEnrichCounter = 3
 )
 
 type datapathEnrichValue struct {
@@ -195,6 +197,8 @@ const (
 	datapathFlowFlagsFLOW_F_IFACES_OVERFLOW datapathFlowFlags = 1
 	datapathFlowFlagsFLOW_F_FRAG_UNMATCHED  datapathFlowFlags = 2
 	datapathFlowFlagsFLOW_F_XLAT_DONE       datapathFlowFlags = 4
+	datapathFlowFlagsFLOW_F_L4UNREAD        datapathFlowFlags = 8
+	datapathFlowFlagsFLOW_F_EXT_UNREAD      datapathFlowFlags = 16
 )
 
 type datapathFlowKey struct {
@@ -206,7 +210,7 @@ type datapathFlowKey struct {
 	Proto    uint8
 	IcmpType uint8
 	IcmpCode uint8
-	Pad      uint8
+	Zone     uint8
 }
 
 type datapathFlowValue struct {
@@ -250,7 +254,7 @@ type datapathFragL4 struct {
 	Proto    uint8
 	IcmpType uint8
 	IcmpCode uint8
-	Pad      uint8
+	Zone     uint8
 }
 
 type datapathHookOrder uint32
@@ -369,6 +373,8 @@ const (
 	datapathProgRttTcpProbe        = "rtt_tcp_probe"
 	datapathVarDnsOn               = "dns_on"
 	datapathVarDnsPorts            = "dns_ports"
+	datapathVarDropsUnwatched      = "drops_unwatched"
+	datapathVarEnrichUnwatched     = "enrich_unwatched"
 	datapathVarFilterOn            = "filter_on"
 	datapathVarFilterUsed          = "filter_used"
 	datapathVarNetnsCookie         = "netns_cookie"
@@ -482,6 +488,8 @@ type datapathMapSpecs struct {
 type datapathVariableSpecs struct {
 	DnsOn               *ebpf.VariableSpec `ebpf:"dns_on"`
 	DnsPorts            *ebpf.VariableSpec `ebpf:"dns_ports"`
+	DropsUnwatched      *ebpf.VariableSpec `ebpf:"drops_unwatched"`
+	EnrichUnwatched     *ebpf.VariableSpec `ebpf:"enrich_unwatched"`
 	FilterOn            *ebpf.VariableSpec `ebpf:"filter_on"`
 	FilterUsed          *ebpf.VariableSpec `ebpf:"filter_used"`
 	NetnsCookie         *ebpf.VariableSpec `ebpf:"netns_cookie"`
@@ -582,6 +590,8 @@ func (m *datapathMaps) Close() error {
 type datapathVariables struct {
 	DnsOn               *ebpf.Variable `ebpf:"dns_on"`
 	DnsPorts            *ebpf.Variable `ebpf:"dns_ports"`
+	DropsUnwatched      *ebpf.Variable `ebpf:"drops_unwatched"`
+	EnrichUnwatched     *ebpf.Variable `ebpf:"enrich_unwatched"`
 	FilterOn            *ebpf.Variable `ebpf:"filter_on"`
 	FilterUsed          *ebpf.Variable `ebpf:"filter_used"`
 	NetnsCookie         *ebpf.Variable `ebpf:"netns_cookie"`

@@ -39,6 +39,7 @@ var endCounters = []struct {
 }{
 	{datapath.CounterNonIP, "non_ip"},
 	{datapath.CounterMalformed, "malformed"},
+	{datapath.CounterTruncated, "truncated"},
 	{datapath.CounterOverflowRecords, "overflow_records"},
 	{datapath.CounterOverflowLost, "overflow_lost"},
 	{datapath.CounterFilterRejected, "filter_rejected"},

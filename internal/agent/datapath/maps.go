@@ -187,6 +187,20 @@ func (m *Maps) ReadEnrichmentLost() (uint64, error) {
 	return v, nil
 }
 
+// ReadEnrichmentUnwatched sums over CPUs the events of the socket-side
+// hooks (drops, RTT samples, retransmits) not recorded because no watched
+// interface carried their flow (bpf/enrich.h, watched; 0 with
+// Config.EnrichUnwatched).
+func (m *Maps) ReadEnrichmentUnwatched() (uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, err := m.sumPerCPU(m.EnrichCounters, enrichCounterUnwatched)
+	if err != nil {
+		return 0, fmt.Errorf("read enrichment counters: %w", err)
+	}
+	return v, nil
+}
+
 // ReadDNSPendingFull sums over CPUs the DNS queries the TC programs could
 // not track because the dns feature's table of pending queries was full.
 func (m *Maps) ReadDNSPendingFull() (uint64, error) {

@@ -46,6 +46,9 @@ type MetricSources struct {
 	// EnrichmentLost reads the enrichment events lost because their entry
 	// could not be inserted (Datapath.ReadEnrichmentLost).
 	EnrichmentLost func() (uint64, error)
+	// EnrichmentUnwatched reads the socket-side hooks' events of flows no
+	// watched interface carried (Datapath.ReadEnrichmentUnwatched).
+	EnrichmentUnwatched func() (uint64, error)
 	// FilterRules reads the packets each flow filter rule matched (nil:
 	// no rules).
 	FilterRules func() ([]RuleCount, error)
@@ -200,6 +203,7 @@ type metricsCollector struct {
 	filterRejected, sampledOut, samplingSplit   *prometheus.Desc
 	filterRule                                  *prometheus.Desc
 	attached, hookUp, enrichLost                *prometheus.Desc
+	enrichUnwatched                             *prometheus.Desc
 	progRunTime, progRuns, progMisses, progInst *prometheus.Desc
 	mapMemory, statsEnabled, readErrors         *prometheus.Desc
 
@@ -242,7 +246,8 @@ func newMetricsCollector(namespace string, m *Metrics) *metricsCollector {
 		filterRule:      d("filter_rule_packets_total", "Packets each flow filter rule matched (rule: its name, else its index; default: no rule matched), with the rule's action, once per hook that saw them.", "rule", "action"),
 		fragUnmatched:   d("frag_unmatched_packets_total", "Sightings of IP fragments whose first fragment (with the ports) was not seen, once per hook that saw one; counted in their flow under port 0."),
 		nonIP:           d("non_ip_packets_total", "Frames that are not IPv4 or IPv6 (ignored)."),
-		malformed:       d("malformed_packets_total", "Packets with truncated or invalid headers (skipped)."),
+		malformed:       d("malformed_packets_total", "Packets in no flow because their addresses could not be read, by reason: truncated (the Ethernet, VLAN or fixed IP header), invalid (IP version, IPv4 IHL < 5). Packets whose later headers are unreadable are counted in flows (l4_unread, ext_unread).", "reason"),
+		enrichUnwatched: d("enrichment_unwatched_total", "Events of the socket-side hooks (drops, RTT samples, retransmits) not recorded because no watched interface carried their flow (--enrich-unwatched records them)."),
 		attached:        d("attached_interfaces", "Interfaces the datapath is attached to."),
 		hookUp:          d("hook_up", "1 if the hook is running, 0 if it is unavailable.", "hook"),
 		enrichLost:      d("enrichment_lost_total", "Enrichment events (drops, RTT samples, retransmits) lost because their entry could not be inserted into the enrichment map (full, or the kernel's allocator failed)."),
@@ -263,7 +268,7 @@ func newMetricsCollector(namespace string, m *Metrics) *metricsCollector {
 func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.mapEntries, c.mapCapacity,
 		c.flowsCreated, c.overflowRecords, c.overflowLost, c.ifacesOverflow, c.nonIP, c.malformed, c.fragUnmatched,
-		c.attached, c.hookUp, c.enrichLost, c.progRunTime, c.progRuns, c.progMisses,
+		c.attached, c.hookUp, c.enrichLost, c.enrichUnwatched, c.progRunTime, c.progRuns, c.progMisses,
 		c.progInst, c.mapMemory, c.statsEnabled, c.readErrors} {
 		ch <- d
 	}
@@ -308,7 +313,8 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(ch, c.overflowLost, cnt[CounterOverflowLost])
 			counter(ch, c.ifacesOverflow, cnt[CounterIfacesOverflow])
 			counter(ch, c.nonIP, cnt[CounterNonIP])
-			counter(ch, c.malformed, cnt[CounterMalformed])
+			counter(ch, c.malformed, cnt[CounterTruncated], "truncated")
+			counter(ch, c.malformed, cnt[CounterMalformed], "invalid")
 			counter(ch, c.fragUnmatched, cnt[CounterFragUnmatched])
 			counter(ch, c.filterRejected, cnt[CounterFilterRejected])
 			counter(ch, c.sampledOut, cnt[CounterSampledOut])
@@ -351,6 +357,13 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 			c.readError("enrichment_counters", err)
 		} else {
 			counter(ch, c.enrichLost, n)
+		}
+	}
+	if src.EnrichmentUnwatched != nil {
+		if n, err := src.EnrichmentUnwatched(); err != nil {
+			c.readError("enrichment_counters", err)
+		} else {
+			counter(ch, c.enrichUnwatched, n)
 		}
 	}
 	if src.FilterRules != nil {

@@ -133,10 +133,13 @@ func TestDatapathMetrics(t *testing.T) {
 	if rt, _ := promtest.Value(f, "flowlens_agent_bpf_program_run_time_seconds_total", ingress...); rt <= 0 {
 		t.Errorf("ingress run time %v", rt)
 	}
-	promtest.Expect(t, f, 2, "flowlens_agent_flows_created_total") // two 5-tuples
-	promtest.Expect(t, f, 2, "flowlens_agent_flow_map_entries")
+	// Three flows: two 5-tuples, the first on two namespaces' loopback
+	// (test-run packets are on loopback), whose zones keep them apart.
+	promtest.Expect(t, f, 3, "flowlens_agent_flows_created_total")
+	promtest.Expect(t, f, 3, "flowlens_agent_flow_map_entries")
 	promtest.Expect(t, f, 64, "flowlens_agent_flow_map_capacity")
-	promtest.Expect(t, f, 0, "flowlens_agent_malformed_packets_total")
+	promtest.Expect(t, f, 0, "flowlens_agent_malformed_packets_total", "reason=truncated")
+	promtest.Expect(t, f, 0, "flowlens_agent_malformed_packets_total", "reason=invalid")
 	promtest.Expect(t, f, 0, "flowlens_agent_attached_interfaces")
 	if _, ok := promtest.Value(f, "flowlens_agent_enrichment_lost_total"); !ok { // its value depends on the machine's other drops
 		t.Error("flowlens_agent_enrichment_lost_total missing")

@@ -32,6 +32,7 @@ func TestMetricsExactValues(t *testing.T) {
 	cnt := datapath.Counters{}
 	cnt[datapath.CounterNonIP] = 11
 	cnt[datapath.CounterMalformed] = 3
+	cnt[datapath.CounterTruncated] = 5
 	cnt[datapath.CounterIfacesOverflow] = 1
 	cnt[datapath.CounterOverflowRecords] = 40
 	cnt[datapath.CounterOverflowLost] = 4
@@ -67,7 +68,8 @@ func TestMetricsExactValues(t *testing.T) {
 	promtest.Expect(t, f, 4, "flowlens_agent_overflow_lost_total")
 	promtest.Expect(t, f, 1, "flowlens_agent_interfaces_overflow_flows_total")
 	promtest.Expect(t, f, 11, "flowlens_agent_non_ip_packets_total")
-	promtest.Expect(t, f, 3, "flowlens_agent_malformed_packets_total")
+	promtest.Expect(t, f, 3, "flowlens_agent_malformed_packets_total", "reason=invalid")
+	promtest.Expect(t, f, 5, "flowlens_agent_malformed_packets_total", "reason=truncated")
 	promtest.Expect(t, f, 4, "flowlens_agent_attached_interfaces")
 	promtest.Expect(t, f, 1, "flowlens_agent_hook_up", "hook=tc")
 	promtest.Expect(t, f, 0, "flowlens_agent_hook_up", "hook=drops")

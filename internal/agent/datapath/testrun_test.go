@@ -194,6 +194,7 @@ func TestParseValidPackets(t *testing.T) {
 				t.Fatalf("%d flows, want 1: %+v", len(got), got)
 			}
 			e := got[0]
+			tc.key.Zone = datapath.LoopbackZone(runNetns(t, dp)) // test-run packets are on loopback
 			if e.k != tc.key {
 				t.Errorf("key\n got %+v\nwant %+v", e.k, tc.key)
 			}
@@ -216,6 +217,8 @@ func TestParseValidPackets(t *testing.T) {
 	}
 }
 
+// Frames whose addresses cannot be read end in a counter by reason, never in
+// a flow (those whose later headers cannot be read are flows: unread_test.go).
 func TestParseRejects(t *testing.T) {
 	needBPF(t)
 	for _, tc := range []struct {
@@ -226,18 +229,13 @@ func TestParseRejects(t *testing.T) {
 		{"arp is not ip", packet.Cat(packet.Eth(packet.EtherTypeARP), packet.Payload(28)), datapath.CounterNonIP},
 		{"vlan-tagged arp is not ip", packet.Cat(packet.Eth(packet.EtherTypeARP, packet.Dot1Q(42)), packet.Payload(28)), datapath.CounterNonIP},
 		{"three vlan tags", packet.Cat(packet.Eth(packet.EtherTypeIPv4, packet.Dot1Q(42), packet.Dot1Q(42), packet.Dot1Q(42)), packet.IPv4(packet.ProtoUDP, "10.0.0.1", "10.0.0.2", 8), packet.UDP(1, 2, 0)), datapath.CounterNonIP},
-		{"truncated vlan tag", packet.Pad(packet.Eth(packet.EtherTypeIPv4, packet.Dot1Q(1))[:16]), datapath.CounterMalformed},
+		{"truncated vlan tag", packet.Pad(packet.Eth(packet.EtherTypeIPv4, packet.Dot1Q(1))[:16]), datapath.CounterTruncated},
 		// The kernel's test run refuses an untagged IP frame shorter than an IP
 		// header, so these truncations hide behind a VLAN tag.
-		{"truncated ipv4 header", packet.Cat(packet.Eth(packet.EtherTypeIPv4, packet.Dot1Q(42)), packet.IPv4(packet.ProtoUDP, "10.0.0.1", "10.0.0.2", 8)[:12]), datapath.CounterMalformed},
+		{"truncated ipv4 header", packet.Cat(packet.Eth(packet.EtherTypeIPv4, packet.Dot1Q(42)), packet.IPv4(packet.ProtoUDP, "10.0.0.1", "10.0.0.2", 8)[:12]), datapath.CounterTruncated},
 		{"ipv4 ihl < 5", func() []byte {
 			ip := packet.IPv4(packet.ProtoUDP, "10.0.0.1", "10.0.0.2", 8)
 			ip[0] = 0x44
-			return packet.Cat(packet.Eth(packet.EtherTypeIPv4), ip, packet.UDP(1, 2, 0))
-		}(), datapath.CounterMalformed},
-		{"ipv4 ihl past the end", func() []byte {
-			ip := packet.IPv4(packet.ProtoUDP, "10.0.0.1", "10.0.0.2", 8)
-			ip[0] = 0x4f
 			return packet.Cat(packet.Eth(packet.EtherTypeIPv4), ip, packet.UDP(1, 2, 0))
 		}(), datapath.CounterMalformed},
 		{"wrong ip version", func() []byte {
@@ -245,16 +243,7 @@ func TestParseRejects(t *testing.T) {
 			ip[0] = 0x65
 			return packet.Cat(packet.Eth(packet.EtherTypeIPv4), ip, packet.UDP(1, 2, 0))
 		}(), datapath.CounterMalformed},
-		{"truncated udp", packet.Cat(packet.Eth(packet.EtherTypeIPv4), packet.IPv4(packet.ProtoUDP, "10.0.0.1", "10.0.0.2", 8), packet.UDP(1, 2, 0)[:5]), datapath.CounterMalformed},
-		{"truncated tcp", packet.Cat(packet.Eth(packet.EtherTypeIPv4), packet.IPv4(packet.ProtoTCP, "10.0.0.1", "10.0.0.2", 20), packet.TCP(1, 2, packet.SYN)[:12]), datapath.CounterMalformed},
-		{"tcp doff < 5", packet.Cat(packet.Eth(packet.EtherTypeIPv4), packet.IPv4(packet.ProtoTCP, "10.0.0.1", "10.0.0.2", 20), packet.TCP(1, 2, packet.SYN, packet.DataOffset(3))), datapath.CounterMalformed},
-		{"truncated icmp", packet.Cat(packet.Eth(packet.EtherTypeIPv4), packet.IPv4(packet.ProtoICMP, "10.0.0.1", "10.0.0.2", 8), packet.ICMP(packet.ICMPEchoRequest, 0, 0, 0)[:2]), datapath.CounterMalformed},
-		{"truncated ipv6 header", packet.Cat(packet.Eth(packet.EtherTypeIPv6, packet.Dot1Q(42)), packet.IPv6(packet.ProtoUDP, "fd00::1", "fd00::2", 8, tc46)[:30]), datapath.CounterMalformed},
-		{"truncated ipv6 extension header", packet.Cat(packet.Eth(packet.EtherTypeIPv6), packet.IPv6(packet.ProtoHopByHop, "fd00::1", "fd00::2", 4, tc46), packet.ExtHeader(packet.ProtoUDP, 0)[:4]), datapath.CounterMalformed},
-		{"ipv6 extension header past the end", packet.Cat(packet.Eth(packet.EtherTypeIPv6), packet.IPv6(packet.ProtoHopByHop, "fd00::1", "fd00::2", 8, tc46), packet.ExtHeader(packet.ProtoUDP, 9)[:8]), datapath.CounterMalformed},
-		{"too many ipv6 extension headers", packet.Cat(packet.Eth(packet.EtherTypeIPv6), packet.IPv6(packet.ProtoDstOpts, "fd00::1", "fd00::2", 56, tc46),
-			dstopts, dstopts, dstopts, dstopts, dstopts, dstopts,
-			packet.UDP(1, 2, 0)), datapath.CounterMalformed},
+		{"truncated ipv6 header", packet.Cat(packet.Eth(packet.EtherTypeIPv6, packet.Dot1Q(42)), packet.IPv6(packet.ProtoUDP, "fd00::1", "fd00::2", 8, tc46)[:30]), datapath.CounterTruncated},
 		{"ipv6 header with version 4", func() []byte {
 			ip := packet.IPv6(packet.ProtoUDP, "fd00::1", "fd00::2", 8, tc46)
 			ip[0] = 0x40

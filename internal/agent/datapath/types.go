@@ -31,7 +31,8 @@ type (
 // The TC programs' counters (enum counter in bpf/types.h).
 const (
 	CounterNonIP           = datapathCounterCNT_NON_IP           // not IPv4/IPv6: ignored
-	CounterMalformed       = datapathCounterCNT_MALFORMED        // truncated or invalid headers: skipped
+	CounterMalformed       = datapathCounterCNT_MALFORMED        // IP version or IPv4 IHL invalid: no flow
+	CounterTruncated       = datapathCounterCNT_TRUNCATED        // Ethernet, VLAN or fixed IP header truncated: no flow
 	CounterIfacesOverflow  = datapathCounterCNT_IFACES_OVERFLOW  // a seventh interface not recorded
 	CounterOverflowRecords = datapathCounterCNT_OVERFLOW_RECORDS // flow map full: packet sent to the ring buffer
 	CounterOverflowLost    = datapathCounterCNT_OVERFLOW_LOST    // flow map and ring buffer full: lost
@@ -66,6 +67,10 @@ const (
 	FlowFlagIfacesOverflow = uint8(datapathFlowFlagsFLOW_F_IFACES_OVERFLOW)
 	// FlowFlagFragUnmatched: IP fragments counted without their first fragment's ports.
 	FlowFlagFragUnmatched = uint8(datapathFlowFlagsFLOW_F_FRAG_UNMATCHED)
+	// FlowFlagL4Unread: packets whose transport header was not read, counted under ports 0.
+	FlowFlagL4Unread = uint8(datapathFlowFlagsFLOW_F_L4UNREAD)
+	// FlowFlagExtUnread: packets whose IPv4 options or IPv6 extension headers were not read to their end.
+	FlowFlagExtUnread = uint8(datapathFlowFlagsFLOW_F_EXT_UNREAD)
 )
 
 // Where a hook stands on a packet's way (enum hook_order, bpf/order.h):
@@ -88,8 +93,9 @@ const ControlOverflowed = uint32(datapathControlSlotCTL_OVERFLOWED)
 
 // The enrichment hooks' counters (enum enrich_counter).
 const (
-	enrichCounterLost    = uint32(datapathEnrichCounterENRICH_LOST)
-	enrichCounterDNSFull = uint32(datapathEnrichCounterENRICH_DNS_FULL)
+	enrichCounterLost      = uint32(datapathEnrichCounterENRICH_LOST)
+	enrichCounterDNSFull   = uint32(datapathEnrichCounterENRICH_DNS_FULL)
+	enrichCounterUnwatched = uint32(datapathEnrichCounterENRICH_UNWATCHED)
 )
 
 // The TC programs' names (feature "flows"), as the metrics label them.

@@ -75,6 +75,8 @@ func fromValue(r *flow.Record, k *datapath.FlowKey, v *datapath.FlowValue, clk C
 	r.EndTime = clk.Wall(v.LastSeen)
 	r.IfacesOverflow = v.Flags&datapath.FlowFlagIfacesOverflow != 0
 	r.FragUnmatched = v.Flags&datapath.FlowFlagFragUnmatched != 0
+	r.L4Unread = v.Flags&datapath.FlowFlagL4Unread != 0
+	r.ExtUnread = v.Flags&datapath.FlowFlagExtUnread != 0
 	r.Interfaces = b.Interfaces(ifaceCount(v))
 	for i := range r.Interfaces {
 		r.Interfaces[i] = iface(&v.Ifaces[i], res)

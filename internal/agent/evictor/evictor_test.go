@@ -7,6 +7,7 @@ import (
 	"github.com/flowlens/flowlens/internal/agent/datapath"
 	"github.com/flowlens/flowlens/internal/agent/evictor"
 	"github.com/flowlens/flowlens/internal/agent/feature/registry"
+	"github.com/flowlens/flowlens/internal/agent/ifaces"
 	"github.com/flowlens/flowlens/internal/testkit"
 	"github.com/flowlens/flowlens/internal/testkit/bpfrun"
 	"github.com/flowlens/flowlens/internal/testkit/packet"
@@ -68,6 +69,12 @@ func TestEvictKeepsGenerationWhenReadFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Test-run packets are on loopback: their flows' keys have its zone.
+	cookie, err := ifaces.NetnsCookie("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	zone := datapath.LoopbackZone(cookie)
 	// send counts packets (sport%3 + 1 each) of one UDP flow per source
 	// port in the active generation, through the TC program, and an
 	// enrichment entry for every seventh flow; it returns what it sent.
@@ -84,7 +91,7 @@ func TestEvictKeepsGenerationWhenReadFails(t *testing.T) {
 			}
 			packets[sport] = uint64(n)
 			if sport%7 == 0 {
-				k := datapath.FlowKey{SrcPort: sport, DstPort: 53, Proto: 17}
+				k := datapath.FlowKey{SrcPort: sport, DstPort: 53, Proto: 17, Zone: zone}
 				copy(k.SrcIp[10:], []byte{0xff, 0xff, 10, 1, 0, 1})
 				copy(k.DstIp[10:], []byte{0xff, 0xff, 10, 1, 0, 2})
 				if err := active.Put(&k, &datapath.EnrichValue{Retransmits: uint64(sport)}); err != nil {

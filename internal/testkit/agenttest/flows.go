@@ -40,6 +40,8 @@ type JSONFlow struct {
 	Sampling      uint32 `json:"sampling"`
 	Partial       *bool  `json:"partial"`
 	FragUnmatched *bool  `json:"frag_unmatched"`
+	L4Unread      bool   `json:"l4_unread"`
+	ExtUnread     bool   `json:"ext_unread"`
 
 	DropPackets  uint64 `json:"drop_packets"`
 	DropBytes    uint64 `json:"drop_bytes"`

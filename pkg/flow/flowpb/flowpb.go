@@ -89,6 +89,8 @@ func toProto(dst, spare *flowv1.Flow, r *flow.Record, nodeName string, agentIP [
 	dst.Interfaces = ifs[:len(r.Interfaces)]
 	dst.InterfacesOverflow = r.IfacesOverflow
 	dst.FragUnmatched = r.FragUnmatched
+	dst.L4Unread = r.L4Unread
+	dst.ExtUnread = r.ExtUnread
 
 	dst.Sampling = r.Sampling
 	dst.Partial = r.Partial
@@ -352,6 +354,8 @@ func toRecord(r *flow.Record, f *flowv1.Flow, ifs []flow.Interface) []flow.Inter
 	}
 	r.IfacesOverflow = f.InterfacesOverflow
 	r.FragUnmatched = f.FragUnmatched
+	r.L4Unread = f.L4Unread
+	r.ExtUnread = f.ExtUnread
 	r.Sampling = f.Sampling
 	r.Partial = f.Partial
 	for i := range groups {

@@ -97,6 +97,7 @@ func randRecords(rng *rand.Rand, n int) []flow.Record {
 				Netns: str(), NetnsID: u(math.MaxUint64), Direction: flow.Direction(rng.IntN(4))})
 		}
 		r.IfacesOverflow = rng.IntN(2) == 0
+		r.FragUnmatched, r.L4Unread, r.ExtUnread = rng.IntN(2) == 0, rng.IntN(2) == 0, rng.IntN(2) == 0
 		r.Sampling = uint32(u(math.MaxUint32))
 		r.Partial = rng.IntN(2) == 0
 		r.DropPackets, r.DropBytes = u(math.MaxUint64), u(math.MaxUint64)

@@ -199,6 +199,12 @@ func (e *encoder) attributes(r *flow.Record) {
 		b = kvBool(b, a, kFlowlensFragUnmatched, true)
 	}
 	b = tunnelAttributes(e, b, r)
+	if r.L4Unread {
+		b = kvBool(b, a, kFlowlensL4Unread, true)
+	}
+	if r.ExtUnread {
+		b = kvBool(b, a, kFlowlensExtUnread, true)
+	}
 	b = kvInt(b, a, kFlowlensSampling, int64(r.Sampling))
 	if r.Partial {
 		b = kvBool(b, a, kFlowlensPartial, true)
@@ -241,6 +247,8 @@ var (
 	kFlowlensEndTimeUnixNano    = newKey("flowlens.end_time_unix_nano")
 	kFlowlensInterfacesOverflow = newKey("flowlens.interfaces_overflow")
 	kFlowlensFragUnmatched      = newKey("flowlens.frag_unmatched")
+	kFlowlensL4Unread           = newKey("flowlens.l4_unread")
+	kFlowlensExtUnread          = newKey("flowlens.ext_unread")
 	kFlowlensSampling           = newKey("flowlens.sampling")
 	kFlowlensPartial            = newKey("flowlens.partial")
 	kFlowlensInterfaces         = newKey("flowlens.interfaces")

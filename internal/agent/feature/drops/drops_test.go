@@ -1,6 +1,7 @@
 package drops_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -76,14 +77,22 @@ func TestDropNetfilter(t *testing.T) {
 }
 
 // Packets dropped before any TC hook saw them (an nftables output rule in
-// the sender's namespace): their enrichment entry has no flow entry, so it
+// the sender's namespace): no watched interface carried them, so by
+// default they make no record (their drops are counted as unwatched);
+// with --enrich-unwatched their enrichment entry, which has no flow entry,
 // is exported as a partial record with zero counters.
 func TestPartialFlowFromDropsOnly(t *testing.T) {
+	for _, unwatched := range []bool{false, true} {
+		t.Run(fmt.Sprintf("enrich-unwatched=%v", unwatched), func(t *testing.T) { partialFlowFromDropsOnly(t, unwatched) })
+	}
+}
+
+func partialFlowFromDropsOnly(t *testing.T, unwatched bool) {
 	p := agenttest.NewPair(t)
 	netlab.Run(t, p.A, "nft", "add", "table", "inet", "fltest")
 	netlab.Run(t, p.A, "nft", "add chain inet fltest out { type filter hook output priority 0; }")
 	netlab.Run(t, p.A, "nft", "add", "rule", "inet", "fltest", "out", "udp", "dport", "9003", "drop")
-	h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg())
+	h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg(), fmt.Sprintf("--enrich-unwatched=%v", unwatched))
 	const n, size = 9, 40
 	err := netlab.UDPSend(p.A, p.IPA+":4000", p.IPB+":9003", make([]byte, size), n)
 	if err == nil || !strings.Contains(err.Error(), "operation not permitted") {
@@ -93,10 +102,21 @@ func TestPartialFlowFromDropsOnly(t *testing.T) {
 	for i := 1; i < n; i++ {
 		_ = netlab.UDPSend(p.A, p.IPA+":4000", p.IPB+":9003", make([]byte, size), 1)
 	}
+	skipped, err := h.A.DP.ReadEnrichmentUnwatched()
+	if err != nil {
+		t.Fatal(err)
+	}
 	flows := h.Stop()
 	m := agenttest.Match{Src: p.IPA, Dst: p.IPB, Sport: 4000, Dport: 9003, Proto: 17}
 	drops, dropBytes, _, _, causes, partial := agenttest.EnrichSum(flows, m)
 	pk, by, recs := agenttest.Sum(flows, m)
+	if !unwatched {
+		// The drop hook sees the whole host: other drops may add to it.
+		if len(recs) != 0 || skipped < n {
+			t.Fatalf("records %+v, %d unwatched drops; want none, at least %d", recs, skipped, n)
+		}
+		return
+	}
 	if drops != n || dropBytes != n*(20+8+size) || !causes["NETFILTER_DROP"] {
 		t.Fatalf("drops=%d bytes=%d causes=%v; want %d, %d (no L2 header yet), NETFILTER_DROP", drops, dropBytes, causes, n, n*(20+8+size))
 	}
