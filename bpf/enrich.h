@@ -18,6 +18,7 @@
 #include <bpf/bpf_endian.h>
 #include "maps.h"
 #include "core.h"
+#include "full.h"
 #include "zone.h"
 
 #define AF_INET 2
@@ -70,28 +71,40 @@ static __always_inline __u32 generation(void)
 	return gen ? *gen : 0;
 }
 
-/* The entry of key in the enrichment map of generation gen (inserted when
- * missing); NULL if it cannot be inserted. */
-static __always_inline struct enrich_value *enrich_entry(const struct flow_key *key, __u32 gen)
+/* enrich_insert inserts key's zero entry into m, the enrichment map of
+ * generation gen, unless m is known full (bpf/full.h), and returns it (NULL:
+ * counted lost). Not inlined: once per key and generation, and the hooks
+ * call enrich_entry from many places. */
+static __noinline struct enrich_value *enrich_insert(void *m, const struct flow_key *key, __u32 gen)
 {
 	__u32 lost_idx = ENRICH_LOST;
-	void *m = (gen & 1) ? (void *)&enrich_b : (void *)&enrich_a;
-	struct enrich_value *v = bpf_map_lookup_elem(m, key);
-	if (v)
-		return v;
+	struct enrich_value *v = NULL;
 	/* The zero value from a map, not the stack: the value is 232 bytes,
 	 * and the TC programs' call chains have 512 for all their frames. */
 	__u32 zero = 0;
 	const struct enrich_value *zv = bpf_map_lookup_elem(&enrich_zero, &zero);
-	if (zv)
-		bpf_map_update_elem(m, key, zv, BPF_NOEXIST); /* -EEXIST: another CPU won; fine */
-	v = bpf_map_lookup_elem(m, key);
+	if (zv && !full_known(CTL_ENRICH_FULL, gen)) {
+		long err = bpf_map_update_elem(m, key, zv, BPF_NOEXIST); /* -EEXIST: another CPU won; fine */
+		full_note(CTL_ENRICH_FULL, gen, err);
+		v = bpf_map_lookup_elem(m, key);
+	}
 	if (!v) {
 		__u64 *lost = bpf_map_lookup_elem(&enrich_counters, &lost_idx);
 		if (lost)
 			*lost += 1; /* per-CPU: no other writer */
 	}
 	return v;
+}
+
+/* The entry of key in the enrichment map of generation gen (inserted when
+ * missing); NULL if it cannot be inserted. */
+static __always_inline struct enrich_value *enrich_entry(const struct flow_key *key, __u32 gen)
+{
+	void *m = (gen & 1) ? (void *)&enrich_b : (void *)&enrich_a;
+	struct enrich_value *v = bpf_map_lookup_elem(m, key);
+	if (v)
+		return v;
+	return enrich_insert(m, key, gen);
 }
 
 /*

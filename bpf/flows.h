@@ -20,6 +20,7 @@
 #include "xlat.h"
 #include "tls.h"
 #include "dns.h"
+#include "full.h"
 #include "tunnel.h"
 #include "zone.h"
 
@@ -270,7 +271,7 @@ static __noinline int send_overflow(struct __sk_buff *skb, const struct wpkt *w,
 		r->was = *was;
 	else
 		__builtin_memset(&r->was, 0, sizeof(r->was));
-	bpf_ringbuf_submit(r, 0);
+	bpf_ringbuf_submit(r, overflow_wake());
 	count(CNT_OVERFLOW_RECORDS);
 	return 1;
 }
@@ -396,13 +397,18 @@ static __noinline int insert(struct __sk_buff *skb, void *cur, void *prev, const
 		nv.n_ifaces = 2;
 		nv.listed_only = 1 << 1;
 	}
-	long err = bpf_map_update_elem(cur, &p->key, &nv, BPF_NOEXIST);
-	if (err == 0) {
-		count(CNT_NEW_FLOWS);
-		return 0;
+	/* Known full (bpf/full.h): the insert would fail the same way. */
+	long err = -E2BIG_;
+	if (!full_known(CTL_FLOWS_FULL, gen)) {
+		err = bpf_map_update_elem(cur, &p->key, &nv, BPF_NOEXIST);
+		if (err == 0) {
+			count(CNT_NEW_FLOWS);
+			return 0;
+		}
+		if (err == -17 /* EEXIST */)
+			return 1;
+		full_note(CTL_FLOWS_FULL, gen, err);
 	}
-	if (err == -17 /* EEXIST */)
-		return 1;
 	if (order < 0)
 		order = hook_order(skb, w);
 	if (!counts) {

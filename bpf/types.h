@@ -105,11 +105,18 @@ enum filter_use {
  * insert), so a node whose map never fills pays one array read per new
  * flow. One slot per parity, so that a late program of the previous
  * generation cannot overwrite the current one's.
+ *
+ * CTL_FLOWS_FULL and CTL_ENRICH_FULL are g + 1 once generation g's flow
+ * (enrichment) map refused an insert because it was full (bpf/full.h): a
+ * map is emptied only while it is inactive, so it stays full for the rest
+ * of its generation, and the programs skip the insert that would fail.
  */
 enum control_slot {
 	CTL_GEN = 0,
 	CTL_OVERFLOWED = 1,
-	CTL_SLOTS = 3,
+	CTL_FLOWS_FULL = 3,
+	CTL_ENRICH_FULL = 4,
+	CTL_SLOTS = 5,
 };
 
 /* Per-CPU counters of the enrichment hooks (index into "enrich_counters"). */

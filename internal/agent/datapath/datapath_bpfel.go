@@ -22,9 +22,11 @@ type datapathClockSample struct {
 type datapathControlSlot uint32
 
 const (
-	datapathControlSlotCTL_GEN        datapathControlSlot = 0
-	datapathControlSlotCTL_OVERFLOWED datapathControlSlot = 1
-	datapathControlSlotCTL_SLOTS      datapathControlSlot = 3
+	datapathControlSlotCTL_GEN         datapathControlSlot = 0
+	datapathControlSlotCTL_OVERFLOWED  datapathControlSlot = 1
+	datapathControlSlotCTL_FLOWS_FULL  datapathControlSlot = 3
+	datapathControlSlotCTL_ENRICH_FULL datapathControlSlot = 4
+	datapathControlSlotCTL_SLOTS       datapathControlSlot = 5
 )
 
 type datapathCounter uint32

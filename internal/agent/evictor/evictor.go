@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -218,12 +219,24 @@ func New(cfg Config) (*Evictor, error) {
 	return e, nil
 }
 
+// ringPoll is how long a record may wait in the overflow ring for the
+// reader: the programs wake it only each time the unread data passes a
+// quarter of the ring (bpf/full.h, overflow_wake), not for every record of a
+// reader that keeps up, so it also reads whatever is there this often.
+const ringPoll = 50 * time.Millisecond
+
 func (e *Evictor) readOverflow() {
 	defer e.ringWG.Done()
 	var rec ringbuf.Record
+	e.ring.SetDeadline(time.Now().Add(ringPoll))
 	for {
 		err := e.ring.ReadInto(&rec)
 		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				// Every record that was there has been read.
+				e.ring.SetDeadline(time.Now().Add(ringPoll))
+				continue
+			}
 			if errors.Is(err, ringbuf.ErrFlushed) || errors.Is(err, ringbuf.ErrClosed) {
 				return
 			}
