@@ -15,6 +15,7 @@
  *   drops.h        tp_btf/kfree_skb, tracepoint fallback
  *   rtt.h          fentry/tcp_rcv_established, tp_btf/tcp_probe fallback
  *   retransmits.h  tp_btf/tcp_retransmit_skb
+ *   tcp.h          feature "tcp": TCP connection health
  *   clock.h        syscall program: jiffies and CLOCK_MONOTONIC, for the agent
  *
  * A new feature adds its header here and its Go package to
@@ -26,6 +27,7 @@
 #include "drops.h"
 #include "rtt.h"
 #include "retransmits.h"
+#include "tcp.h"
 #include "clock.h"
 
 char __license[] SEC("license") = "Dual BSD/GPL";

@@ -107,6 +107,7 @@ type Record struct {
 	XlatFields
 	TLSFields
 	DNSFields
+	TCPFields
 	// groupgen embeds: end.
 }
 

@@ -277,7 +277,7 @@ func TestLoadErrors(t *testing.T) {
 		{"bad level", []string{"--log-level=verbose"}, nil,
 			`invalid --log-level "verbose": must be one of debug, info, warn, error`},
 		{"bad feature", []string{"--features=drops,jitter"}, nil,
-			`invalid --features "drops,jitter": unknown feature "jitter": must be one of drops, rtt, retransmits, xlat, tls, dns, or none`},
+			`invalid --features "drops,jitter": unknown feature "jitter": must be one of drops, rtt, retransmits, xlat, tls, dns, tcp, or none`},
 		{"none with features", []string{"--features=none,rtt"}, nil,
 			`invalid --features "none,rtt": "none" cannot be combined with features`},
 		{"ipfix domain id", []string{"--ipfix-domain-id=4294967296"}, nil,
@@ -400,7 +400,7 @@ func TestFileErrors(t *testing.T) {
 		{"list for scalar", "target: [a, b]\n", `%s:1: invalid target: must be a single value, not a list`},
 		{"map in list", "export:\n  - {a: b}\n", `%s:2: invalid export: list entries must be plain values`},
 		{"bad list entry", "features: [drops, nope]\n",
-			`%s:1: invalid features "drops,nope": unknown feature "nope": must be one of drops, rtt, retransmits, xlat, tls, dns, or none`},
+			`%s:1: invalid features "drops,nope": unknown feature "nope": must be one of drops, rtt, retransmits, xlat, tls, dns, tcp, or none`},
 		{"not a mapping", "- sampling\n", `%s:1: the file must be a mapping of option names to values`},
 		{"syntax", "sampling: [\n", `%s: yaml: line 1: did not find expected node content`},
 	}

@@ -122,6 +122,7 @@ func appendTail(b []byte, r *flow.Record) []byte {
 	b = appendXlat(b, r)
 	b = appendTLS(b, r)
 	b = appendDNS(b, r)
+	b = appendTCP(b, r)
 	// groupgen wire: end.
 	return b
 }
