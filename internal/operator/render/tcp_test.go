@@ -1,0 +1,26 @@
+package render
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/flowlens/flowlens/api/v1alpha1"
+)
+
+// TestAgentConfigTCP: spec.agent.features takes tcp, and the agent reads
+// it back enabled; without features the operator's default is the agent's
+// own (the registry's), tcp included exactly when the agent defaults to it.
+func TestAgentConfigTCP(t *testing.T) {
+	c := loadAgentConfig(t, v1alpha1.FlowCollectorSpec{Agent: v1alpha1.AgentSpec{
+		Features: []v1alpha1.Feature{v1alpha1.FeatureDrops, v1alpha1.FeatureTCP}}})
+	if !slices.Equal(c.Features, []string{"drops", "tcp"}) {
+		t.Errorf("agent features %v, want [drops tcp]", c.Features)
+	}
+	var want []string
+	for _, f := range v1alpha1.DefaultFeatures {
+		want = append(want, string(f))
+	}
+	if c := loadAgentConfig(t, v1alpha1.FlowCollectorSpec{}); !slices.Equal(c.Features, want) {
+		t.Errorf("default features %v, want the agent's %v", c.Features, want)
+	}
+}
