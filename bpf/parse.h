@@ -52,6 +52,7 @@ struct pkt {
 	__u8 frag;    /* enum frag_kind */
 	__u16 payload; /* TCP, UDP: the L4 payload's offset from skb->data; 0: none */
 	__u32 frag_id; /* IPv4 ID / IPv6 fragment identification, when frag */
+	__u16 l4;      /* TCP: the header's offset from skb->data (feature "tcp") */
 };
 
 enum frag_kind {
@@ -89,6 +90,8 @@ static __always_inline __u16 tcp_flags_of(const struct tcphdr *th)
 		f |= TCP_FIN_ACK;
 	if ((f & 0x14) == 0x14) /* RST|ACK */
 		f |= TCP_RST_ACK;
+	if (!th->window && !(f & 0x06)) /* neither SYN nor RST (a RST's window means nothing) */
+		f |= TCP_ZERO_WIN;
 	return f;
 }
 
@@ -104,6 +107,7 @@ static __always_inline int parse_l4(void *data, void *l4, void *data_end, __u8 p
 		p->key.src_port = bpf_ntohs(th->source);
 		p->key.dst_port = bpf_ntohs(th->dest);
 		p->tcp_flags = tcp_flags_of(th);
+		p->l4 = (void *)th - data;
 		p->payload = (void *)th + th->doff * 4 - data;
 		return PARSE_OK;
 	}

@@ -25,4 +25,4 @@ const (
 )
 
 // DefaultFeatures are the features the agent enables when none are given.
-var DefaultFeatures = []Feature{FeatureDrops, FeatureRTT, FeatureRetransmits}
+var DefaultFeatures = []Feature{FeatureDrops, FeatureRTT, FeatureRetransmits, FeatureTCP}

@@ -14,34 +14,44 @@ import (
 )
 
 type MapchoiceEnrichValue struct {
-	_               structs.HostLayout
-	DropPackets     uint64
-	DropBytes       uint64
-	RttNs           uint64
-	RttMaxNs        uint64
-	Retransmits     uint64
-	DropCause       uint32
-	DropTcpFlags    uint16
-	DropTcpState    uint8
-	Xlat            uint8
-	XlatSrc         [16]uint8
-	XlatDst         [16]uint8
-	XlatSport       uint16
-	XlatDport       uint16
-	XlatZone        uint16
-	TlsVersion      uint16
-	TlsCipher       uint16
-	TlsGroup        uint16
-	TlsFlags        uint8
-	Pad             [3]uint8
-	DnsQueryNs      uint64
-	DnsLatencyNs    uint64
-	DnsLatencyMaxNs uint64
-	DnsId           uint16
-	DnsFlags        uint16
-	DnsState        uint8
-	Pad2            [3]uint8
-	DnsName         [64]uint8
+	_                 structs.HostLayout
+	DropPackets       uint64
+	DropBytes         uint64
+	RttNs             uint64
+	RttMaxNs          uint64
+	Retransmits       uint64
+	DropCause         uint32
+	DropTcpFlags      uint16
+	DropTcpState      uint8
+	Xlat              uint8
+	XlatSrc           [16]uint8
+	XlatDst           [16]uint8
+	XlatSport         uint16
+	XlatDport         uint16
+	XlatZone          uint16
+	TlsVersion        uint16
+	TlsCipher         uint16
+	TlsGroup          uint16
+	TlsFlags          uint8
+	Pad               [3]uint8
+	DnsQueryNs        uint64
+	DnsLatencyNs      uint64
+	DnsLatencyMaxNs   uint64
+	DnsId             uint16
+	DnsFlags          uint16
+	DnsState          uint8
+	Pad2              [3]uint8
+	DnsName           [64]uint8
+	TcpConnects       uint64
+	TcpRefused        uint64
+	TcpTimeouts       uint64
+	TcpSynRetrans     uint64
+	TcpResets         uint64
+	TcpZeroWindows    uint64
+	TcpHandshakeNs    uint64
+	TcpHandshakeMaxNs uint64
+	TcpRole           uint8
+	Pad3              [7]uint8
 }
 
 type MapchoiceFlowKey struct {

@@ -27,6 +27,8 @@ type Maps struct {
 	FilterIfaces   *ebpf.Map    // its per-interface bits
 	FilterCounters *ebpf.Map    // per-CPU packets matched per rule
 	DNSPending     *ebpf.Map    // DNS queries awaiting their answer (hash, feature "dns")
+	TCPConns       *ebpf.Map    // TCP connections seen open, by the client's flow (LRU, feature "tcp")
+	TCPZwin        *ebpf.Map    // each flow's last zero-window acknowledgement (LRU, feature "tcp")
 	EnrichZero     *ebpf.Map    // one all-zero enrichment value: what a new entry starts as
 
 	// percpu is the buffer the per-CPU counters are read into, reused so
@@ -72,6 +74,8 @@ func (m *Maps) table() []struct {
 		{datapathMapFilterIfaces, &m.FilterIfaces},
 		{datapathMapFilterCounters, &m.FilterCounters},
 		{datapathMapDnsPending, &m.DNSPending},
+		{datapathMapTcpConns, &m.TCPConns},
+		{datapathMapTcpZwin, &m.TCPZwin},
 		{datapathMapEnrichZero, &m.EnrichZero},
 	}
 }

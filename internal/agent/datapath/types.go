@@ -24,6 +24,8 @@ type (
 	// DNSPendingValue is struct dns_pending_value: a query awaiting its
 	// answer (its first sighting, flags and name).
 	DNSPendingValue = datapathDnsPendingValue
+	// TCPConn is struct tcp_conn: a TCP connection seen open (feature "tcp").
+	TCPConn = datapathTcpConn
 )
 
 // The TC programs' counters (enum counter in bpf/types.h).
@@ -122,3 +124,23 @@ const (
 
 // MapDNSPending is the name of the dns feature's map of pending queries.
 const MapDNSPending = datapathMapDnsPending
+
+// EnrichValue.TcpRole values (enum tcp_role, bpf/types.h; pkg/flow.TCPRole
+// has the same, checked in internal/agent/feature/tcp).
+const (
+	TCPRoleClient = uint8(datapathTcpRoleTCP_ROLE_CLIENT)
+	TCPRoleServer = uint8(datapathTcpRoleTCP_ROLE_SERVER)
+)
+
+// TCPConn.State bits (enum tcp_conn_state, bpf/types.h).
+const (
+	TCPConnOpen = uint64(datapathTcpConnStateTCP_C_OPEN) // answered by a SYN-ACK
+	TCPConnFin  = uint64(datapathTcpConnStateTCP_C_FIN)  // a FIN was seen
+)
+
+// The tcp feature's maps (bpf/maps.h): its connections and its last
+// zero-window acknowledgements.
+const (
+	MapTCPConns = datapathMapTcpConns
+	MapTCPZwin  = datapathMapTcpZwin
+)

@@ -1,11 +1,15 @@
-// Package tcp is the "tcp" feature: TCP connection health per flow (what
-// the flow's source did in the period: its role, connects and their
-// outcome, SYN retransmissions, resets, zero windows, handshake latency).
+// Package tcp is the "tcp" feature: TCP connection health per flow, what
+// the flow's source did in the period: its role (client, server), the
+// connects it started and how they ended (refused, timed out), the SYNs
+// and SYN-ACKs it sent again, its resets and zero windows, and its
+// connects' handshake latency (SYN to SYN-ACK). Kernel side: bpf/tcp.h,
+// inside the TC programs (SYN, RST, FIN and zero-window segments only),
+// and tp_btf/inet_sock_set_state for the clients that give up.
 // docs/tcp.md.
 package tcp
 
 import (
-	"errors"
+	"time"
 
 	"github.com/cilium/ebpf/btf"
 
@@ -14,6 +18,23 @@ import (
 	"github.com/flowlens/flowlens/internal/agent/feature"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
+
+// The kernel's roles are pkg/flow's.
+var (
+	_ = [1]struct{}{}[datapath.TCPRoleClient-uint8(flow.TCPRoleClient)]
+	_ = [1]struct{}{}[datapath.TCPRoleServer-uint8(flow.TCPRoleServer)]
+)
+
+// Connections bounds the TCP connections the kernel remembers at once, per
+// node (map tcp_conns, an LRU: 64 bytes each, about 6 MiB): beyond it the
+// least recently seen is forgotten, and its flows lose their role in the
+// periods after (and a pending connect of it its timeout).
+const Connections = 65536
+
+// zeroWindowFlows bounds the flows whose last zero-window acknowledgement
+// is remembered (map tcp_zwin, an LRU): only flows that advertised a zero
+// window are there.
+const zeroWindowFlows = 16384
 
 // Feature records TCP connection health.
 type Feature struct{ feature.NoOptions }
@@ -26,18 +47,20 @@ func (*Feature) Name() string { return "tcp" }
 func (*Feature) DocPage() string { return "docs/tcp.md" }
 
 func (*Feature) Config() config.Feature {
-	return config.Feature{Brief: "TCP connects, refusals, timeouts, resets, zero windows"}
+	return config.Feature{Default: true, Brief: "TCP connects, refusals, timeouts, resets, zero windows"}
 }
 
 func (*Feature) Doc() string {
 	return "TCP connection health: role, connects (refused, timed out), SYN retransmits, resets, zero windows, handshake latency"
 }
 
-// errNotBuilt: the record model comes first (issue #30), the kernel side next.
-var errNotBuilt = errors.New("the tcp feature's kernel side is not built yet")
-
+// Plan switches the segments' reading on inside the TC programs and
+// attaches the socket-state hook that sees clients give up.
 func (*Feature) Plan(*btf.Spec) datapath.Plan {
-	return datapath.Plan{Name: "tcp", Err: errNotBuilt}
+	return datapath.Plan{Name: "tcp",
+		TC:         map[string]any{"tcp_on": uint32(1)},
+		Candidates: []datapath.Candidate{{Program: "tcp_state", Attach: datapath.Tracing}}, // tp_btf/inet_sock_set_state
+		MapSizes:   map[string]uint32{datapath.MapTCPConns: Connections, datapath.MapTCPZwin: zeroWindowFlows}}
 }
 
 func (*Feature) Fields() []string {
@@ -45,5 +68,10 @@ func (*Feature) Fields() []string {
 		"tcp_resets", "tcp_zero_windows", "tcp_handshake_ns", "tcp_handshake_max_ns"}
 }
 
-// Fill copies the flow's connection health (none yet: see Plan).
-func (*Feature) Fill(*flow.Record, *datapath.EnrichValue) {}
+// Fill copies the flow's connection health.
+func (*Feature) Fill(r *flow.Record, v *datapath.EnrichValue) {
+	r.TCPRole = flow.TCPRole(v.TcpRole)
+	r.TCPConnects, r.TCPRefused, r.TCPTimeouts = v.TcpConnects, v.TcpRefused, v.TcpTimeouts
+	r.TCPSynRetrans, r.TCPResets, r.TCPZeroWindows = v.TcpSynRetrans, v.TcpResets, v.TcpZeroWindows
+	r.TCPHandshake, r.TCPHandshakeMax = time.Duration(v.TcpHandshakeNs), time.Duration(v.TcpHandshakeMaxNs)
+}
