@@ -54,7 +54,7 @@ func AppendCompact(b []byte, f *enriched.Flow) []byte {
 	if f.RTT > 0 {
 		b = append(b, " rtt="+f.RTT.Round(time.Microsecond).String()...)
 	}
-	b = appendTCP(b, f)
+	b = compactTCP(b, f)
 	if f.DNSName != "" {
 		b = append(b, " dns="+Safe(f.DNSName)...)
 	}
@@ -64,10 +64,10 @@ func AppendCompact(b []byte, f *enriched.Flow) []byte {
 	return b
 }
 
-// appendTCP appends the tcp feature's fields a flow carries: the source's
+// compactTCP appends the tcp feature's fields a flow carries: the source's
 // role, its connects by outcome (the names of observe's --tcp-result),
 // then the counts and the handshake latency that are not 0.
-func appendTCP(b []byte, f *enriched.Flow) []byte {
+func compactTCP(b []byte, f *enriched.Flow) []byte {
 	if !f.HasTCP() {
 		return b
 	}
