@@ -5,6 +5,9 @@ package main
 //
 //	tcp ack-other    exist-hot ACK with 32 bytes and an open window: the
 //	                 per-packet test only ("other packets")
+//	tcp new-other    each run a new flow's first packet, an ACK (the driver
+//	                 rewrites the source): the connection looked up for the
+//	                 flow's role (tcp_new_flow, two misses); new path, off too
 //	tcp syn-new      each run a new connection's first SYN (the driver
 //	                 rewrites the source): its flow, its tcp_conns entry, its
 //	                 enrichment entry (connects, role); new path, off too
@@ -35,6 +38,8 @@ func tcpCases() []featCase {
 	return []featCase{
 		{feature: "tcp", name: "ack-other", kind: "other", constant: on, pkt: seg(40000, 80, frames.ACK, 502, 32, true), warm: 1,
 			note: "exist-hot TCP ACK, 32 bytes, window open: the segment test only"},
+		{feature: "tcp", name: "new-other", kind: "other", constant: on, pkt: seg(40000, 80, frames.ACK, 502, 32, true), newPath: true,
+			note: "each run a new flow's first packet (an ACK): its connection looked up for its role; new path, off too"},
 		{feature: "tcp", name: "syn-new", kind: "own", constant: on, pkt: seg(40000, 80, frames.SYN, 64240, 0, true), newPath: true,
 			note: "each run a new connection's first SYN (new flow, tcp_conns and enrichment entries); new path, off too"},
 		{feature: "tcp", name: "syn-retrans", kind: "own", constant: on, pkt: seg(40000, 80, frames.SYN, 64240, 0, true), warm: 1,
