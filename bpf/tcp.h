@@ -19,7 +19,10 @@
  * (tcp_new_flow, on the insert path only). A connect ends answered (SYN-ACK:
  * the handshake latency), refused (a RST: the entry is deleted), or
  * abandoned: the client's socket leaves SYN_SENT for CLOSE without an
- * answer (tp_btf/inet_sock_set_state, tcp_gave_up), a timeout.
+ * answer (tp_btf/inet_sock_set_state, tcp_state), a timeout; a client
+ * whose socket is not on the node (forwarded traffic) is reported by the
+ * agent once its SYNs stopped for longer than any retry interval (the Go
+ * side's Sweep).
  */
 #ifndef FLOWLENS_TCP_H
 #define FLOWLENS_TCP_H
@@ -103,22 +106,20 @@ static __always_inline int tcp_counts(const struct flow_key *k, const struct ifa
 		      v->first_dir == me->dir && !(v->listed_only & 1));
 }
 
-/* The entry of k in the previous generation's enrichment map, if any (the
- * agent may be reading it: looked up, never written). */
-static __always_inline struct enrich_value *tcp_prev_entry(const struct flow_key *k, __u32 gen)
+/*
+ * tcp_syn_dropped keeps, with its pending connect, the drop of a SYN (e:
+ * the drop just recorded, feature "drops", bpf/drops.h), for the record of
+ * the connect's timeout, which may come periods later, when the flow's
+ * entries of the drop's period are gone.
+ */
+static __always_inline void tcp_syn_dropped(const struct flow_key *k, const struct enrich_value *e)
 {
-	return bpf_map_lookup_elem(gen & 1 ? (void *)&enrich_a : (void *)&enrich_b, k);
-}
-
-/* tcp_keep_drop keeps in c the latest drop of its SYNs, from e or the
- * previous generation's entry of the flow, for the record of its timeout. */
-static __always_inline void tcp_keep_drop(struct tcp_conn *c, const struct enrich_value *e)
-{
-	if (e && e->drop_cause) {
-		c->drop_cause = e->drop_cause;
-		c->drop_tcp_flags = e->drop_tcp_flags;
-		c->drop_tcp_state = e->drop_tcp_state;
-	}
+	struct tcp_conn *c = bpf_map_lookup_elem(&tcp_conns, k);
+	if (!c || (c->state & TCP_C_OPEN))
+		return;
+	c->drop_cause = e->drop_cause;
+	c->drop_tcp_flags = e->drop_tcp_flags;
+	c->drop_tcp_state = e->drop_tcp_state;
 }
 
 static __always_inline void tcp_add(__u64 *c, __u64 n)
@@ -190,19 +191,16 @@ static __noinline void tcp_segment(struct __sk_buff *skb, const struct pkt *p, c
 		c = bpf_map_lookup_elem(&tcp_conns, k);
 		if (c && !(c->state & TCP_C_FIN)) {
 			/* Not answered yet, or answered and the SYN-ACK lost
-			 * after this hook: sent again. The previous SYN may have
-			 * been dropped: its cause waits in c for a timeout. */
+			 * after this hook: sent again. */
 			tcp_add(&e->tcp_syn_retrans, 1);
-			if (!(c->state & TCP_C_OPEN)) {
-				tcp_keep_drop(c, tcp_prev_entry(k, gen));
-				tcp_keep_drop(c, e);
-			}
+			if (!(c->state & TCP_C_OPEN))
+				c->last_ns = now;
 			if (e->tcp_role != TCP_ROLE_CLIENT)
 				e->tcp_role = TCP_ROLE_CLIENT;
 			return;
 		}
 		/* A new connection (or one on the tuple of an ended one). */
-		struct tcp_conn n = {.syn_ns = now};
+		struct tcp_conn n = {.syn_ns = now, .last_ns = now};
 		if (bpf_map_update_elem(&tcp_conns, k, &n, c ? BPF_ANY : BPF_NOEXIST))
 			return; /* full, or another CPU's copy of it */
 		tcp_add(&e->tcp_connects, 1);
@@ -276,11 +274,9 @@ int tcp_state(unsigned long long *ctx)
 	if (!e)
 		return 0;
 	__sync_fetch_and_add(&e->tcp_timeouts, 1);
-	/* "Timed out, its SYNs dropped by ...": one record. The latest drop
-	 * of this period is there already; else the previous period's, else
-	 * the one its retransmissions kept. */
-	if (!e->drop_cause) {
-		tcp_keep_drop(&kept, tcp_prev_entry(&key, gen));
+	/* "Timed out, its SYNs dropped by ...": one record. A drop of this
+	 * period is there already; else the one its connection kept. */
+	if (!e->drop_cause && !e->drop_packets) {
 		e->drop_cause = kept.drop_cause;
 		e->drop_tcp_flags = kept.drop_tcp_flags;
 		e->drop_tcp_state = kept.drop_tcp_state;

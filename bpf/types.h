@@ -331,8 +331,9 @@ enum tcp_role {
 /* A TCP connection the TC programs saw open (map tcp_conns, bpf/tcp.h),
  * keyed by its client's flow. */
 struct tcp_conn {
-	__u64 syn_ns; /* CLOCK_MONOTONIC of its first SYN; 0: not seen */
-	__u64 state;  /* TCP_C_*, changed by atomic OR */
+	__u64 syn_ns;  /* CLOCK_MONOTONIC of its first SYN; 0: not seen */
+	__u64 last_ns; /* of its last SYN: the agent's sweep of abandoned connects */
+	__u64 state;   /* TCP_C_*, changed by atomic OR */
 	/* A pending connect's last SYN drop (enrich_value.drop_*), kept for
 	 * its timeout's record, which may come periods later. */
 	__u32 drop_cause;

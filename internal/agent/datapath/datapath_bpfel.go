@@ -309,6 +309,7 @@ type datapathRttSample struct {
 type datapathTcpConn struct {
 	_            structs.HostLayout
 	SynNs        uint64
+	LastNs       uint64
 	State        uint64
 	DropCause    uint32
 	DropTcpFlags uint16

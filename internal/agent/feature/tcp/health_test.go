@@ -2,6 +2,7 @@ package tcp_test
 
 import (
 	"bufio"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
+	"github.com/flowlens/flowlens/internal/agent/feature/tcp"
 	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
@@ -442,5 +444,57 @@ func TestAcrossEvictions(t *testing.T) {
 	if c.handshakeMax < uint64(time.Second) || c.handshakeMax > uint64(took) {
 		t.Errorf("handshake %v, want from the first SYN (a second before its answer) and at most the measured %v",
 			time.Duration(c.handshakeMax), took)
+	}
+}
+
+// A client whose socket is not on the node (here: SYNs written by hand on a
+// raw socket, so no TCP socket gives up) and whose SYNs a firewall drops:
+// the agent reports the connect abandoned once its SYNs stopped for the
+// give-up interval (shortened here), once, on the client's flow, with the
+// drop's cause.
+func TestAbandonedWithoutSocket(t *testing.T) {
+	defer tcp.SetSweep(time.Second, 0)()
+	p := agenttest.NewPair(t)
+	netlab.Run(t, p.B, "nft", "add", "table", "inet", "fltcp")
+	netlab.Run(t, p.B, "nft", "add chain inet fltcp in { type filter hook input priority 0; }")
+	netlab.Run(t, p.B, "nft", "add rule inet fltcp in tcp dport 7207 drop")
+	h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg(), "--features=tcp,drops", "--cache-active-timeout=300ms")
+	syn := make([]byte, 20)
+	binary.BigEndian.PutUint16(syn[0:], 45678)
+	binary.BigEndian.PutUint16(syn[2:], 7207)
+	binary.BigEndian.PutUint32(syn[4:], 12345) // its sequence number: the same in each copy
+	syn[12], syn[13] = 5<<4, 0x02                // 20 bytes, SYN
+	binary.BigEndian.PutUint16(syn[14:], 64240)
+	err := p.A.Do(func() error {
+		fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_RAW, syscall.IPPROTO_TCP)
+		if err != nil {
+			return err
+		}
+		defer syscall.Close(fd)
+		to := &syscall.SockaddrInet4{}
+		copy(to.Addr[:], net.ParseIP(p.IPB).To4())
+		for range 3 { // the first SYN and two retransmissions
+			if err := syscall.Sendto(fd, syn, 0, to); err != nil {
+				return err
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond) // the give-up interval, then a few sweeps
+	flows := stop(t, h)
+	c := sum(flows, agenttest.Match{Src: p.IPA, Dst: p.IPB, Sport: 45678, Dport: 7207, Proto: 6})
+	t.Logf("client: %d records, connects %d, syn_retrans %d, timeouts %d, roles %v, drop causes %v",
+		c.recs, c.connects, c.synRetrans, c.timeouts, c.roles, c.causes)
+	if c.connects != 1 || c.synRetrans != 2 || c.timeouts != 1 || c.refused != 0 {
+		t.Errorf("connects %d syn_retrans %d timeouts %d refused %d; want 1, 2, 1, 0", c.connects, c.synRetrans, c.timeouts, c.refused)
+	}
+	for _, f := range flows {
+		if f.TCPTimeouts > 0 && (f.DropCause != "NETFILTER_DROP" || f.TCPRole != "client") {
+			t.Errorf("the timeout's record: drop cause %q, role %q; want NETFILTER_DROP, client", f.DropCause, f.TCPRole)
+		}
 	}
 }
