@@ -320,8 +320,9 @@ type datapathTcpConn struct {
 type datapathTcpConnState uint32
 
 const (
-	datapathTcpConnStateTCP_C_OPEN datapathTcpConnState = 1
-	datapathTcpConnStateTCP_C_FIN  datapathTcpConnState = 2
+	datapathTcpConnStateTCP_C_OPEN       datapathTcpConnState = 1
+	datapathTcpConnStateTCP_C_FIN        datapathTcpConnState = 2
+	datapathTcpConnStateTCP_C_CLIENT_FWD datapathTcpConnState = 4
 )
 
 type datapathTcpMarkers uint32

@@ -138,7 +138,12 @@ func (f *Feature) Sweep(m *datapath.Maps, end time.Duration, entry func(*datapat
 			}
 			return fmt.Errorf("remove an abandoned TCP connect: %w", err)
 		}
-		v := entry(&c.k)
+		client := c.k // the key is the canonical one of the two flows
+		if c.v.State&datapath.TCPConnClientFwd == 0 {
+			client.SrcIp, client.DstIp = c.k.DstIp, c.k.SrcIp
+			client.SrcPort, client.DstPort = c.k.DstPort, c.k.SrcPort
+		}
+		v := entry(&client)
 		v.TcpTimeouts++
 		v.TcpRole = datapath.TCPRoleClient
 		if v.DropCause == 0 && v.DropPackets == 0 {
