@@ -12,14 +12,18 @@
  * flags parse already has (tcp_on 0: nothing is compiled in).
  *
  * A connection's state lives outside the generations, in tcp_conns (maps.h),
- * keyed by the client's flow (client -> server): the first SYN's time and
+ * keyed by the canonical one of its two flows (tcp_canon: one lookup finds
+ * it from either), with which side is the client: the first SYN's time and
  * whether it was answered, so that a SYN and its SYN-ACK on both sides of
  * a flip make one connect, and so that the flows of a connection get their
  * role in every period: a flow new in a generation looks its connection up
  * (tcp_new_flow, on the insert path only). A connect ends answered (SYN-ACK:
  * the handshake latency), refused (a RST: the entry is deleted), or
  * abandoned: the client's socket leaves SYN_SENT for CLOSE without an
- * answer (tp_btf/inet_sock_set_state, tcp_gave_up), a timeout.
+ * answer (tp_btf/inet_sock_set_state, tcp_state), a timeout; a client
+ * whose socket is not on the node (forwarded traffic) is reported by the
+ * agent once its SYNs stopped for longer than any retry interval (the Go
+ * side's Sweep).
  */
 #ifndef FLOWLENS_TCP_H
 #define FLOWLENS_TCP_H
@@ -60,6 +64,35 @@ static __always_inline void tcp_reverse(struct flow_key *r, const struct flow_ke
 	r->_pad = 0;
 }
 
+/*
+ * tcp_canon sets c to the canonical one of k and its reverse (the one whose
+ * source address, then port, is the smaller: any fixed order does), the
+ * key of their connection in tcp_conns; returns 1 when that is k itself.
+ */
+static __always_inline int tcp_canon(struct flow_key *c, const struct flow_key *k)
+{
+	const __u64 *s = (const __u64 *)k->src_ip, *d = (const __u64 *)k->dst_ip;
+	int fwd;
+	if (s[0] != d[0])
+		fwd = s[0] < d[0];
+	else if (s[1] != d[1])
+		fwd = s[1] < d[1];
+	else
+		fwd = k->src_port <= k->dst_port;
+	if (fwd)
+		*c = *k;
+	else
+		tcp_reverse(c, k);
+	return fwd;
+}
+
+/* tcp_client_side says whether k, the flow c was found by (fwd: k is the
+ * key), is the client's. */
+static __always_inline int tcp_client_side(const struct tcp_conn *c, int fwd)
+{
+	return fwd == !!(c->state & TCP_C_CLIENT_FWD);
+}
+
 /* enrich_entry, once out of line: tcp_segment needs up to two entries on
  * its paths, and inlined each would be hundreds of instructions more in
  * every TC program. */
@@ -83,14 +116,11 @@ static __always_inline void tcp_set_role(const struct flow_key *k, __u32 gen, __
  */
 static __noinline void tcp_new_flow(const struct flow_key *k, __u32 gen)
 {
-	if (bpf_map_lookup_elem(&tcp_conns, k)) {
-		tcp_set_role(k, gen, TCP_ROLE_CLIENT);
-		return;
-	}
-	struct flow_key r;
-	tcp_reverse(&r, k);
-	if (bpf_map_lookup_elem(&tcp_conns, &r))
-		tcp_set_role(k, gen, TCP_ROLE_SERVER);
+	struct flow_key ck;
+	int fwd = tcp_canon(&ck, k);
+	const struct tcp_conn *c = bpf_map_lookup_elem(&tcp_conns, &ck);
+	if (c)
+		tcp_set_role(k, gen, tcp_client_side(c, fwd) ? TCP_ROLE_CLIENT : TCP_ROLE_SERVER);
 }
 
 /* tcp_counts says whether this hook counted the packet: it is its flow's
@@ -103,22 +133,22 @@ static __always_inline int tcp_counts(const struct flow_key *k, const struct ifa
 		      v->first_dir == me->dir && !(v->listed_only & 1));
 }
 
-/* The entry of k in the previous generation's enrichment map, if any (the
- * agent may be reading it: looked up, never written). */
-static __always_inline struct enrich_value *tcp_prev_entry(const struct flow_key *k, __u32 gen)
+/*
+ * tcp_syn_dropped keeps, with its pending connect, the drop of a SYN (e:
+ * the drop just recorded, feature "drops", bpf/drops.h), for the record of
+ * the connect's timeout, which may come periods later, when the flow's
+ * entries of the drop's period are gone.
+ */
+static __always_inline void tcp_syn_dropped(const struct flow_key *k, const struct enrich_value *e)
 {
-	return bpf_map_lookup_elem(gen & 1 ? (void *)&enrich_a : (void *)&enrich_b, k);
-}
-
-/* tcp_keep_drop keeps in c the latest drop of its SYNs, from e or the
- * previous generation's entry of the flow, for the record of its timeout. */
-static __always_inline void tcp_keep_drop(struct tcp_conn *c, const struct enrich_value *e)
-{
-	if (e && e->drop_cause) {
-		c->drop_cause = e->drop_cause;
-		c->drop_tcp_flags = e->drop_tcp_flags;
-		c->drop_tcp_state = e->drop_tcp_state;
-	}
+	struct flow_key ck;
+	int fwd = tcp_canon(&ck, k);
+	struct tcp_conn *c = bpf_map_lookup_elem(&tcp_conns, &ck);
+	if (!c || (c->state & TCP_C_OPEN) || !tcp_client_side(c, fwd))
+		return;
+	c->drop_cause = e->drop_cause;
+	c->drop_tcp_flags = e->drop_tcp_flags;
+	c->drop_tcp_state = e->drop_tcp_state;
 }
 
 static __always_inline void tcp_add(__u64 *c, __u64 n)
@@ -161,64 +191,57 @@ static __noinline void tcp_segment(struct __sk_buff *skb, const struct pkt *p, c
 	if (!e)
 		return;
 	__u64 now = bpf_ktime_get_ns();
-	struct flow_key r;
-	tcp_reverse(&r, k);
-	struct tcp_conn *c;
+	struct flow_key ck, r;
+	int fwd = tcp_canon(&ck, k);
+	struct tcp_conn *c = bpf_map_lookup_elem(&tcp_conns, &ck);
 
 	if (seg & TCP_ZERO_WIN)
 		tcp_zero_window(skb, p, e);
 	if (seg & TH_RST) {
 		tcp_add(&e->tcp_resets, 1);
-		/* The end of the connection, whichever side resets. A RST
-		 * that answers the other side's SYN refuses its connect: the
-		 * delete is the claim (against the socket hook's timeout). */
-		c = bpf_map_lookup_elem(&tcp_conns, &r);
-		if (c) {
-			int pending = !(c->state & TCP_C_OPEN);
-			if (!bpf_map_delete_elem(&tcp_conns, &r) && pending) {
-				struct enrich_value *ce = tcp_entry(&r, gen);
-				if (ce)
-					tcp_add(&ce->tcp_refused, 1);
-			}
-		} else {
-			bpf_map_delete_elem(&tcp_conns, k);
+		/* The end of the connection, whichever side resets. A RST of
+		 * the server that answers a pending SYN refuses its connect:
+		 * the delete is the claim (against the socket hook's timeout
+		 * and the agent's sweep). */
+		if (!c)
+			return;
+		int refused = !(c->state & TCP_C_OPEN) && !tcp_client_side(c, fwd);
+		if (!bpf_map_delete_elem(&tcp_conns, &ck) && refused) {
+			tcp_reverse(&r, k);
+			struct enrich_value *ce = tcp_entry(&r, gen);
+			if (ce)
+				tcp_add(&ce->tcp_refused, 1);
 		}
 		return;
 	}
 	if ((seg & TH_SYN) && !(p->tcp_flags & TH_ACK)) {
 		/* A SYN: the client's flow is k. */
-		c = bpf_map_lookup_elem(&tcp_conns, k);
-		if (c && !(c->state & TCP_C_FIN)) {
+		if (e->tcp_role != TCP_ROLE_CLIENT)
+			e->tcp_role = TCP_ROLE_CLIENT;
+		if (c && !(c->state & TCP_C_FIN) && tcp_client_side(c, fwd)) {
 			/* Not answered yet, or answered and the SYN-ACK lost
-			 * after this hook: sent again. The previous SYN may have
-			 * been dropped: its cause waits in c for a timeout. */
+			 * after this hook: sent again. */
 			tcp_add(&e->tcp_syn_retrans, 1);
-			if (!(c->state & TCP_C_OPEN)) {
-				tcp_keep_drop(c, tcp_prev_entry(k, gen));
-				tcp_keep_drop(c, e);
-			}
-			if (e->tcp_role != TCP_ROLE_CLIENT)
-				e->tcp_role = TCP_ROLE_CLIENT;
+			if (!(c->state & TCP_C_OPEN))
+				c->last_ns = now;
 			return;
 		}
 		/* A new connection (or one on the tuple of an ended one). */
-		struct tcp_conn n = {.syn_ns = now};
-		if (bpf_map_update_elem(&tcp_conns, k, &n, c ? BPF_ANY : BPF_NOEXIST))
+		struct tcp_conn n = {.syn_ns = now, .last_ns = now, .state = fwd ? TCP_C_CLIENT_FWD : 0};
+		if (bpf_map_update_elem(&tcp_conns, &ck, &n, c ? BPF_ANY : BPF_NOEXIST))
 			return; /* full, or another CPU's copy of it */
 		tcp_add(&e->tcp_connects, 1);
-		if (e->tcp_role != TCP_ROLE_CLIENT)
-			e->tcp_role = TCP_ROLE_CLIENT;
 		return;
 	}
 	if (seg & TH_SYN) {
-		/* A SYN-ACK: the server's flow is k, the connection's key r. */
+		/* A SYN-ACK: the server's flow is k, the client's r. */
 		if (e->tcp_role != TCP_ROLE_SERVER)
 			e->tcp_role = TCP_ROLE_SERVER;
-		c = bpf_map_lookup_elem(&tcp_conns, &r);
+		tcp_reverse(&r, k);
 		if (!c) {
 			/* Its SYN was not seen: the roles are known from here. */
-			struct tcp_conn n = {.state = TCP_C_OPEN};
-			bpf_map_update_elem(&tcp_conns, &r, &n, BPF_NOEXIST);
+			struct tcp_conn n = {.state = TCP_C_OPEN | (fwd ? 0 : TCP_C_CLIENT_FWD)};
+			bpf_map_update_elem(&tcp_conns, &ck, &n, BPF_NOEXIST);
 			tcp_set_role(&r, gen, TCP_ROLE_CLIENT);
 			return;
 		}
@@ -235,14 +258,9 @@ static __noinline void tcp_segment(struct __sk_buff *skb, const struct pkt *p, c
 			ce->tcp_handshake_max_ns = lat;
 		return;
 	}
-	if (seg & TH_FIN) {
-		/* A FIN ends the tuple's connection: a later SYN on it is a new one. */
-		c = bpf_map_lookup_elem(&tcp_conns, k);
-		if (!c)
-			c = bpf_map_lookup_elem(&tcp_conns, &r);
-		if (c && !(c->state & TCP_C_FIN))
-			__sync_fetch_and_or(&c->state, TCP_C_FIN);
-	}
+	/* A FIN ends the tuple's connection: a later SYN on it is a new one. */
+	if ((seg & TH_FIN) && c && !(c->state & TCP_C_FIN))
+		__sync_fetch_and_or(&c->state, TCP_C_FIN);
 }
 
 /*
@@ -265,22 +283,22 @@ int tcp_state(unsigned long long *ctx)
 	if (!tp)
 		return 0;
 	key.src_port = bpf_ntohs(((struct inet_sock___tcp *)tp)->inet_sport);
-	struct tcp_conn *c = bpf_map_lookup_elem(&tcp_conns, &key);
-	if (!c || (c->state & TCP_C_OPEN))
+	struct flow_key ck;
+	int fwd = tcp_canon(&ck, &key);
+	struct tcp_conn *c = bpf_map_lookup_elem(&tcp_conns, &ck);
+	if (!c || (c->state & TCP_C_OPEN) || !tcp_client_side(c, fwd))
 		return 0;
 	struct tcp_conn kept = *c;
-	if (bpf_map_delete_elem(&tcp_conns, &key))
+	if (bpf_map_delete_elem(&tcp_conns, &ck))
 		return 0;
 	__u32 gen = generation();
 	struct enrich_value *e = enrich_entry(&key, gen);
 	if (!e)
 		return 0;
 	__sync_fetch_and_add(&e->tcp_timeouts, 1);
-	/* "Timed out, its SYNs dropped by ...": one record. The latest drop
-	 * of this period is there already; else the previous period's, else
-	 * the one its retransmissions kept. */
-	if (!e->drop_cause) {
-		tcp_keep_drop(&kept, tcp_prev_entry(&key, gen));
+	/* "Timed out, its SYNs dropped by ...": one record. A drop of this
+	 * period is there already; else the one its connection kept. */
+	if (!e->drop_cause && !e->drop_packets) {
 		e->drop_cause = kept.drop_cause;
 		e->drop_tcp_flags = kept.drop_tcp_flags;
 		e->drop_tcp_state = kept.drop_tcp_state;

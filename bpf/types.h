@@ -329,10 +329,11 @@ enum tcp_role {
 };
 
 /* A TCP connection the TC programs saw open (map tcp_conns, bpf/tcp.h),
- * keyed by its client's flow. */
+ * keyed by the canonical one of its two flows (bpf/tcp.h, tcp_canon). */
 struct tcp_conn {
-	__u64 syn_ns; /* CLOCK_MONOTONIC of its first SYN; 0: not seen */
-	__u64 state;  /* TCP_C_*, changed by atomic OR */
+	__u64 syn_ns;  /* CLOCK_MONOTONIC of its first SYN; 0: not seen */
+	__u64 last_ns; /* of its last SYN: the agent's sweep of abandoned connects */
+	__u64 state;   /* TCP_C_*, changed by atomic OR */
 	/* A pending connect's last SYN drop (enrich_value.drop_*), kept for
 	 * its timeout's record, which may come periods later. */
 	__u32 drop_cause;
@@ -344,6 +345,7 @@ struct tcp_conn {
 enum tcp_conn_state {
 	TCP_C_OPEN = 0x1, /* answered by a SYN-ACK */
 	TCP_C_FIN = 0x2,  /* a FIN was seen: a new SYN on the tuple is a new connection */
+	TCP_C_CLIENT_FWD = 0x4, /* the client is the key's source (else its destination) */
 };
 
 /* enrich_value.dns_state */

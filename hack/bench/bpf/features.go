@@ -73,6 +73,7 @@ import (
 
 	"github.com/flowlens/flowlens/internal/agent/datapath"
 	"github.com/flowlens/flowlens/internal/agent/feature/dns"
+	"github.com/flowlens/flowlens/internal/agent/feature/tcp"
 	"github.com/flowlens/flowlens/internal/agent/ifaces"
 	frames "github.com/flowlens/flowlens/internal/testkit/packet"
 )
@@ -146,6 +147,9 @@ func featCases(features []string) []featCase {
 				note: "exist-hot DNS answer; matched in the warm-up only, so the runs measure an unmatched answer"},
 			featCase{feature: "dns", name: "answer-match", kind: "own", pkt: dnsAnswerPacket("10.0.0.0"), newPath: true, dnsMatch: true,
 				note: "each run an answer matching a pending query (inserted before each repetition); new path: a new answer flow each run, off too"})
+	}
+	if slices.Contains(features, "tcp") {
+		out = append(out, tcpCases()...)
 	}
 	if slices.Contains(features, "netns") {
 		out = append(out,
@@ -454,6 +458,9 @@ func loadFeatDP(o options, c featCase, on bool) (*featDP, error) {
 		// As the agent sets them (internal/agent/feature/dns Plan): dns_on,
 		// dns_ports {53}, dns_pending sized; the size for off too.
 		h := dns.New().Plan(nil)
+		tc, cfg.MapSizes = h.TC, h.MapSizes
+	case "tcp": // as the agent sets it: tcp_on, its maps sized (off too)
+		h := tcp.New().Plan(nil)
 		tc, cfg.MapSizes = h.TC, h.MapSizes
 	default:
 		tc = map[string]any{c.constant: uint32(1)}
@@ -794,8 +801,8 @@ func parseFeatures(s string) ([]string, error) {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
-		if f != "tls" && f != "xlat" && f != "dns" && f != "netns" {
-			return nil, fmt.Errorf("bad -tc-features entry %q: tls, xlat, dns, netns", f)
+		if f != "tls" && f != "xlat" && f != "dns" && f != "tcp" && f != "netns" {
+			return nil, fmt.Errorf("bad -tc-features entry %q: tls, xlat, dns, tcp, netns", f)
 		}
 		if !slices.Contains(out, f) {
 			out = append(out, f)

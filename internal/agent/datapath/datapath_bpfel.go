@@ -309,6 +309,7 @@ type datapathRttSample struct {
 type datapathTcpConn struct {
 	_            structs.HostLayout
 	SynNs        uint64
+	LastNs       uint64
 	State        uint64
 	DropCause    uint32
 	DropTcpFlags uint16
@@ -319,8 +320,9 @@ type datapathTcpConn struct {
 type datapathTcpConnState uint32
 
 const (
-	datapathTcpConnStateTCP_C_OPEN datapathTcpConnState = 1
-	datapathTcpConnStateTCP_C_FIN  datapathTcpConnState = 2
+	datapathTcpConnStateTCP_C_OPEN       datapathTcpConnState = 1
+	datapathTcpConnStateTCP_C_FIN        datapathTcpConnState = 2
+	datapathTcpConnStateTCP_C_CLIENT_FWD datapathTcpConnState = 4
 )
 
 type datapathTcpMarkers uint32

@@ -136,6 +136,9 @@ const (
 const (
 	TCPConnOpen = uint64(datapathTcpConnStateTCP_C_OPEN) // answered by a SYN-ACK
 	TCPConnFin  = uint64(datapathTcpConnStateTCP_C_FIN)  // a FIN was seen
+	// TCPConnClientFwd: the client is the key's source (else its
+	// destination: tcp_conns is keyed by the canonical flow of the two).
+	TCPConnClientFwd = uint64(datapathTcpConnStateTCP_C_CLIENT_FWD)
 )
 
 // The tcp feature's maps (bpf/maps.h): its connections and its last

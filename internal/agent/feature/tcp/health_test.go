@@ -2,9 +2,11 @@ package tcp_test
 
 import (
 	"bufio"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
+	"github.com/flowlens/flowlens/internal/agent/feature/tcp"
 	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
@@ -299,24 +302,27 @@ func TestZeroWindow(t *testing.T) {
 	s := sum(flows, agenttest.Match{Src: p.IPB, Dst: p.IPA, Sport: 7204, Proto: 6})
 	c := sum(flows, agenttest.Match{Src: p.IPA, Dst: p.IPB, Dport: 7204, Proto: 6})
 	adv := b1["TCPToZeroWindowAdv"] - b0["TCPToZeroWindowAdv"]
-	for k, v := range b1 {
-		if d := v - b0[k]; d != 0 {
-			t.Logf("B %s +%d", k, d)
-		}
-	}
 	t.Logf("wrote %d bytes; receiver: zero windows %d (TCPToZeroWindowAdv +%d, TCPWantZeroWindowAdv +%d); sender: %d",
 		n, s.zeroWindows, adv, b1["TCPWantZeroWindowAdv"]-b0["TCPWantZeroWindowAdv"], c.zeroWindows)
 	if adv == 0 || s.zeroWindows != adv || c.zeroWindows != 0 {
+		for k, v := range b1 { // what the receiver's kernel did instead (pruning: RcvPruned, TCPRcvQDrop)
+			if d := v - b0[k]; d != 0 {
+				t.Logf("receiver TcpExt %s +%d", k, d)
+			}
+		}
 		t.Errorf("receiver's zero windows %d, TCPToZeroWindowAdv +%d, sender's %d; want equal, above 0, and 0",
 			s.zeroWindows, adv, c.zeroWindows)
 	}
 }
 
 // A connection closed with SO_LINGER 0: one reset, on the closer's flow.
+// The client has the higher address here: its flow is not the key of the
+// connection in tcp_conns (the canonical one of the two, bpf/tcp.h), and
+// the roles still come out right.
 func TestLingerZeroReset(t *testing.T) {
 	p := agenttest.NewPair(t)
 	var ln net.Listener
-	if err := p.B.Do(func() (err error) { ln, err = net.Listen("tcp", net.JoinHostPort(p.IPB, "7205")); return }); err != nil {
+	if err := p.A.Do(func() (err error) { ln, err = net.Listen("tcp", net.JoinHostPort(p.IPA, "7205")); return }); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
@@ -327,7 +333,13 @@ func TestLingerZeroReset(t *testing.T) {
 		if err != nil {
 			return
 		}
+		// Its answer acknowledges the client's data: no segment of the
+		// server is left in flight to meet the closed socket (which
+		// would answer it with a second RST).
 		buf := make([]byte, 64)
+		if _, err := c.Read(buf); err == nil {
+			c.Write([]byte("ok"))
+		}
 		for {
 			if _, err := c.Read(buf); err != nil {
 				break
@@ -336,13 +348,16 @@ func TestLingerZeroReset(t *testing.T) {
 		c.Close()
 	}()
 	h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg(), "--features=tcp")
-	a0 := tcpCounters(t, p.A)
-	err := p.A.Do(func() error {
-		c, err := net.Dial("tcp", net.JoinHostPort(p.IPB, "7205"))
+	a0 := tcpCounters(t, p.B)
+	err := p.B.Do(func() error {
+		c, err := net.Dial("tcp", net.JoinHostPort(p.IPA, "7205"))
 		if err != nil {
 			return err
 		}
 		if _, err := c.Write([]byte("hello")); err != nil {
+			return err
+		}
+		if _, err := io.ReadFull(c, make([]byte, 2)); err != nil {
 			return err
 		}
 		c.(*net.TCPConn).SetLinger(0)
@@ -352,14 +367,17 @@ func TestLingerZeroReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-done
-	a1 := tcpCounters(t, p.A)
+	a1 := tcpCounters(t, p.B)
 	flows := stop(t, h)
-	c := sum(flows, agenttest.Match{Src: p.IPA, Dst: p.IPB, Dport: 7205, Proto: 6})
-	s := sum(flows, agenttest.Match{Src: p.IPB, Dst: p.IPA, Sport: 7205, Proto: 6})
+	c := sum(flows, agenttest.Match{Src: p.IPB, Dst: p.IPA, Dport: 7205, Proto: 6})
+	s := sum(flows, agenttest.Match{Src: p.IPA, Dst: p.IPB, Sport: 7205, Proto: 6})
 	rsts := a1["OutRsts"] - a0["OutRsts"]
 	t.Logf("closer: resets %d (TcpOutRsts +%d), connects %d; peer: resets %d", c.resets, rsts, c.connects, s.resets)
 	if c.resets != 1 || rsts != 1 || s.resets != 0 || c.connects != 1 {
 		t.Errorf("closer's resets %d (TcpOutRsts +%d), peer's %d, connects %d; want 1, 1, 0, 1", c.resets, rsts, s.resets, c.connects)
+	}
+	if c.roles["client"] != c.recs || s.roles["server"] != s.recs {
+		t.Errorf("roles: client side %v, server side %v; want client, server on every record", c.roles, s.roles)
 	}
 }
 
@@ -442,5 +460,57 @@ func TestAcrossEvictions(t *testing.T) {
 	if c.handshakeMax < uint64(time.Second) || c.handshakeMax > uint64(took) {
 		t.Errorf("handshake %v, want from the first SYN (a second before its answer) and at most the measured %v",
 			time.Duration(c.handshakeMax), took)
+	}
+}
+
+// A client whose socket is not on the node (here: SYNs written by hand on a
+// raw socket, so no TCP socket gives up) and whose SYNs a firewall drops:
+// the agent reports the connect abandoned once its SYNs stopped for the
+// give-up interval (shortened here), once, on the client's flow, with the
+// drop's cause.
+func TestAbandonedWithoutSocket(t *testing.T) {
+	defer tcp.SetSweep(time.Second, 0)()
+	p := agenttest.NewPair(t)
+	netlab.Run(t, p.B, "nft", "add", "table", "inet", "fltcp")
+	netlab.Run(t, p.B, "nft", "add chain inet fltcp in { type filter hook input priority 0; }")
+	netlab.Run(t, p.B, "nft", "add rule inet fltcp in tcp dport 7207 drop")
+	h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg(), "--features=tcp,drops", "--cache-active-timeout=300ms")
+	syn := make([]byte, 20)
+	binary.BigEndian.PutUint16(syn[0:], 45678)
+	binary.BigEndian.PutUint16(syn[2:], 7207)
+	binary.BigEndian.PutUint32(syn[4:], 12345) // its sequence number: the same in each copy
+	syn[12], syn[13] = 5<<4, 0x02              // 20 bytes, SYN
+	binary.BigEndian.PutUint16(syn[14:], 64240)
+	err := p.A.Do(func() error {
+		fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_RAW, syscall.IPPROTO_TCP)
+		if err != nil {
+			return err
+		}
+		defer syscall.Close(fd)
+		to := &syscall.SockaddrInet4{}
+		copy(to.Addr[:], net.ParseIP(p.IPB).To4())
+		for range 3 { // the first SYN and two retransmissions
+			if err := syscall.Sendto(fd, syn, 0, to); err != nil {
+				return err
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond) // the give-up interval, then a few sweeps
+	flows := stop(t, h)
+	c := sum(flows, agenttest.Match{Src: p.IPA, Dst: p.IPB, Sport: 45678, Dport: 7207, Proto: 6})
+	t.Logf("client: %d records, connects %d, syn_retrans %d, timeouts %d, roles %v, drop causes %v",
+		c.recs, c.connects, c.synRetrans, c.timeouts, c.roles, c.causes)
+	if c.connects != 1 || c.synRetrans != 2 || c.timeouts != 1 || c.refused != 0 {
+		t.Errorf("connects %d syn_retrans %d timeouts %d refused %d; want 1, 2, 1, 0", c.connects, c.synRetrans, c.timeouts, c.refused)
+	}
+	for _, f := range flows {
+		if f.TCPTimeouts > 0 && (f.DropCause != "NETFILTER_DROP" || f.TCPRole != "client") {
+			t.Errorf("the timeout's record: drop cause %q, role %q; want NETFILTER_DROP, client", f.DropCause, f.TCPRole)
+		}
 	}
 }
