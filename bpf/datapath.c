@@ -11,8 +11,10 @@
  *                  tunnel.h (overlay packets in their inner flow),
  *                  filter.h (the flow filter rules), xlat.h (feature
  *                  "xlat": conntrack NAT translation), tls.h (feature "tls":
- *                  TLS handshakes and QUIC), dns.h (feature "dns"), all three
- *                  inside the TC programs
+ *                  TLS handshakes and QUIC), dns.h (feature "dns"), tcp.h
+ *                  (feature "tcp": TCP connection health, and its
+ *                  tp_btf/inet_sock_set_state), all four inside the TC
+ *                  programs
  *   drops.h        tp_btf/kfree_skb, tracepoint fallback
  *   rtt.h          fentry/tcp_rcv_established, tp_btf/tcp_probe fallback
  *   retransmits.h  tp_btf/tcp_retransmit_skb
@@ -47,3 +49,6 @@ const enum filter_use *unused_filter_use __attribute__((unused));
 const enum tls_flags *unused_tls_flags __attribute__((unused));
 const enum dns_state *unused_dns_state __attribute__((unused));
 const enum tunnel_type *unused_tunnel_type __attribute__((unused));
+const struct tcp_conn *unused_tcp_conn __attribute__((unused));
+const enum tcp_role *unused_tcp_role __attribute__((unused));
+const enum tcp_conn_state *unused_tcp_conn_state __attribute__((unused));

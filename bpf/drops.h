@@ -11,6 +11,7 @@
 #include "frags.h"
 #include "wire.h"
 #include "tunnel.h"
+#include "tcp.h" /* a dropped SYN's cause, kept with its connect */
 
 /* Values of enum skb_drop_reason that are not drops; the agent reads them
  * from the running kernel's BTF (they differ between versions). */
@@ -160,6 +161,8 @@ static __always_inline int record_drop(struct sk_buff *skb, int mode, __u32 reas
 		struct sock *sk = RD(mode, skb, sk);
 		v->drop_tcp_flags = flags;
 		v->drop_tcp_state = sk ? RD(mode, sk, __sk_common.skc_state) : 0;
+		if ((flags & 0x12) == 0x02) /* a SYN: feature "tcp" keeps its drop with the connect */
+			tcp_syn_dropped(&key, v);
 	}
 	return 0;
 }

@@ -23,6 +23,7 @@
 #include "full.h"
 #include "tunnel.h"
 #include "zone.h"
+#include "tcp.h"
 
 /* Load-time configuration (rewritten by the agent before loading). */
 volatile const __u32 sampling = 1;     /* 1:N; 1 = every packet */
@@ -448,6 +449,8 @@ static __always_inline void record(struct __sk_buff *skb, void *cur, void *prev,
 				flowlens_tunnel_note(skb, &w->p->key, w->tun, w->gen);
 			if (xlat_on)
 				xlat_lookup(skb, &w->p->key);
+			if (tcp_on && w->p->key.proto == IPPROTO_TCP)
+				tcp_new_flow(&w->p->key, w->gen); /* its role, once per generation */
 			return;
 		}
 		v = bpf_map_lookup_elem(cur, &w->p->key);
@@ -544,6 +547,10 @@ static __always_inline int handle(struct __sk_buff *skb, __u32 dir, int l3)
 		}
 		w.rule = vd & 0xff;
 	}
+	/* Feature "tcp": SYN, RST, FIN, zero window (after the flow map). The
+	 * zero-window marker never reaches a flow. */
+	__u16 tcp_seg = tcp_on ? p.tcp_flags & TCP_SEG_MASK : 0;
+	p.tcp_flags &= ~TCP_ZERO_WIN;
 	/* Feature "tls": hellos and QUIC long headers, before the flow map. */
 	if (tls_on)
 		tls_inspect(skb, &p);
@@ -559,6 +566,8 @@ static __always_inline int handle(struct __sk_buff *skb, __u32 dir, int l3)
 		record(skb, &flows_b, &flows_a, &w, l3);
 	else
 		record(skb, &flows_a, &flows_b, &w, l3);
+	if (tcp_seg)
+		tcp_segment(skb, &p, &w.me, w.gen, tcp_seg);
 	return TC_ACT_UNSPEC; /* TCX_NEXT: let the next program / the stack decide */
 }
 

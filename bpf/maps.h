@@ -198,6 +198,26 @@ struct {
 	__uint(max_entries, 1);
 } xlat_alias SEC(".maps");
 
+/* Feature "tcp" (bpf/tcp.h): the connections seen open, by the client's
+ * flow, across generations. An LRU: a connection whose end was not seen
+ * is forgotten without the agent's help. Sized at load when the feature is
+ * on (Hook.MapSizes), else one entry. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct flow_key);
+	__type(value, struct tcp_conn);
+	__uint(max_entries, 1);
+} tcp_conns SEC(".maps");
+
+/* Feature "tcp": the acknowledgement number of each flow's last zero-window
+ * segment, so that the answers to window probes are not counted again. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct flow_key);
+	__type(value, __u32);
+	__uint(max_entries, 1);
+} tcp_zwin SEC(".maps");
+
 /* The RTT hook's per-socket memory (bpf/rtt.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);

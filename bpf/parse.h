@@ -75,6 +75,7 @@ struct pkt {
 	/* FLOW_F_L4_UNREAD or FLOW_F_EXT_UNREAD: parse failed after reading the
 	 * addresses, the key is whole (ports 0); 0 on every other exit. */
 	__u8 unread;
+	__u16 l4;      /* TCP: the header's offset from skb->data (feature "tcp") */
 };
 
 enum frag_kind {
@@ -112,6 +113,8 @@ static __always_inline __u16 tcp_flags_of(const struct tcphdr *th)
 		f |= TCP_FIN_ACK;
 	if ((f & 0x14) == 0x14) /* RST|ACK */
 		f |= TCP_RST_ACK;
+	if (!th->window && !(f & 0x06)) /* neither SYN nor RST (a RST's window means nothing) */
+		f |= TCP_ZERO_WIN;
 	return f;
 }
 
@@ -127,6 +130,7 @@ static __always_inline int read_l4(void *data, void *l4, void *data_end, __u8 pr
 		p->key.src_port = bpf_ntohs(th->source);
 		p->key.dst_port = bpf_ntohs(th->dest);
 		p->tcp_flags = tcp_flags_of(th);
+		p->l4 = (void *)th - data;
 		p->payload = (void *)th + th->doff * 4 - data;
 		return PARSE_OK;
 	}

@@ -30,6 +30,10 @@ enum tcp_markers {
 	TCP_SYN_ACK = 0x100,
 	TCP_FIN_ACK = 0x200,
 	TCP_RST_ACK = 0x400,
+	/* A segment advertising a zero window (not a SYN or RST): set by
+	 * parse for feature "tcp", cleared by the TC programs before the
+	 * flow map, so it never reaches a flow (bpf/tcp.h). */
+	TCP_ZERO_WIN = 0x800,
 };
 
 /* Per-CPU counters (index into the "counters" map). */
@@ -338,6 +342,18 @@ struct enrich_value {
 	__u32 tun_vni;            /* VXLAN/Geneve network identifier; 0 for IP-in-IP */
 	__u8 tun_type;            /* enum tunnel_type; 0: no tunnel seen */
 	__u8 _pad3[3];
+	/* Feature "tcp" (bpf/tcp.h): what the flow's source did; the
+	 * counters take atomic adds (a flow's segments hit several CPUs). */
+	__u64 tcp_connects;
+	__u64 tcp_refused;
+	__u64 tcp_timeouts;
+	__u64 tcp_syn_retrans;
+	__u64 tcp_resets;
+	__u64 tcp_zero_windows;
+	__u64 tcp_handshake_ns;     /* SYN to SYN-ACK, last */
+	__u64 tcp_handshake_max_ns;
+	__u8 tcp_role;              /* enum tcp_role; 0: unknown */
+	__u8 _pad4[7];
 };
 
 /* enrich_value.tun_type: the encapsulations bpf/tunnel.h reads through. */
@@ -345,6 +361,32 @@ enum tunnel_type {
 	TUN_VXLAN = 1,  /* UDP 4789, or 8472 (flannel, Linux's default) */
 	TUN_GENEVE = 2, /* UDP 6081 */
 	TUN_IPIP = 3,   /* IP protocol 4 (IPv4 inside) or 41 (IPv6 inside), outer IPv4 or IPv6 */
+};
+
+/* enrich_value.tcp_role (pkg/flow.TCPRole has the same values). */
+enum tcp_role {
+	TCP_ROLE_CLIENT = 1,
+	TCP_ROLE_SERVER = 2,
+};
+
+/* A TCP connection the TC programs saw open (map tcp_conns, bpf/tcp.h),
+ * keyed by the canonical one of its two flows (bpf/tcp.h, tcp_canon). */
+struct tcp_conn {
+	__u64 syn_ns;  /* CLOCK_MONOTONIC of its first SYN; 0: not seen */
+	__u64 last_ns; /* of its last SYN: the agent's sweep of abandoned connects */
+	__u64 state;   /* TCP_C_*, changed by atomic OR */
+	/* A pending connect's last SYN drop (enrich_value.drop_*), kept for
+	 * its timeout's record, which may come periods later. */
+	__u32 drop_cause;
+	__u16 drop_tcp_flags;
+	__u8 drop_tcp_state;
+	__u8 _pad;
+};
+
+enum tcp_conn_state {
+	TCP_C_OPEN = 0x1, /* answered by a SYN-ACK */
+	TCP_C_FIN = 0x2,  /* a FIN was seen: a new SYN on the tuple is a new connection */
+	TCP_C_CLIENT_FWD = 0x4, /* the client is the key's source (else its destination) */
 };
 
 /* enrich_value.dns_state */

@@ -294,7 +294,7 @@ type AgentSpec struct {
 
 	// Features are the optional kernel measurements to enable; each costs
 	// per-packet work. [] enables none.
-	// +kubebuilder:default={drops,rtt,retransmits}
+	// +kubebuilder:default={drops,rtt,retransmits,tcp}
 	// +listType=set
 	// +optional
 	Features []Feature `json:"features"`

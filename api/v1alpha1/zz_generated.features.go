@@ -3,7 +3,7 @@
 package v1alpha1
 
 // Feature is an optional kernel measurement of the agent.
-// +kubebuilder:validation:Enum=drops;rtt;retransmits;xlat;tls;dns
+// +kubebuilder:validation:Enum=drops;rtt;retransmits;xlat;tls;dns;tcp
 type Feature string
 
 // The agent's optional measurements.
@@ -20,7 +20,9 @@ const (
 	FeatureTLS Feature = "tls"
 	// FeatureDNS: DNS per flow: id, flags, response code, query name, query-to-answer latency, timeouts (docs/dns.md).
 	FeatureDNS Feature = "dns"
+	// FeatureTCP: TCP connection health: role, connects (refused, timed out), SYN retransmits, resets, zero windows, handshake latency (docs/tcp.md).
+	FeatureTCP Feature = "tcp"
 )
 
 // DefaultFeatures are the features the agent enables when none are given.
-var DefaultFeatures = []Feature{FeatureDrops, FeatureRTT, FeatureRetransmits}
+var DefaultFeatures = []Feature{FeatureDrops, FeatureRTT, FeatureRetransmits, FeatureTCP}

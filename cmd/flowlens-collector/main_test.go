@@ -163,7 +163,7 @@ func TestRangeChecks(t *testing.T) {
 		{[]string{"--proto", "bogus"}, nil, `invalid --proto "bogus": must be tcp, udp, icmp, icmpv6, sctp, gre, esp or a protocol number from 0 to 255`},
 		{[]string{"--proto", "256"}, nil, `invalid --proto "256": must be tcp, udp, icmp, icmpv6, sctp, gre, esp or a protocol number from 0 to 255`},
 		{[]string{"--metrics", "flow_bytes"}, nil,
-			`invalid --metrics "flow_bytes": unknown metric: must be all, none or some of flow_bytes_total, flow_packets_total, node_bytes_total, drop_packets_total, drop_bytes_total, rtt_seconds, retransmits_total, flows_total, sampling, translated_bytes_total, translated_flows_total, tls_flows_total, dns_latency_seconds, dns_responses_total, dns_timeouts_total`},
+			`invalid --metrics "flow_bytes": unknown metric: must be all, none or some of flow_bytes_total, flow_packets_total, node_bytes_total, drop_packets_total, drop_bytes_total, rtt_seconds, retransmits_total, flows_total, sampling, translated_bytes_total, translated_flows_total, tls_flows_total, dns_latency_seconds, dns_responses_total, dns_timeouts_total, tcp_connects_total, tcp_resets_total, tcp_zero_windows_total, tcp_handshake_seconds`},
 		{[]string{"--listen", "9990"}, nil, `invalid --listen "9990": must be host:port, e.g. :9990 or 127.0.0.1:9990: missing port in address`},
 		{[]string{"--listen", ":99999"}, nil, `invalid --listen ":99999": port must be a number from 0 to 65535`},
 		// Plaintext off the machine only when asked for (issue #27).

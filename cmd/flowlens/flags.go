@@ -273,6 +273,18 @@ var observeFlags = slices.Concat(
 				}
 				return nil
 			}),
+		boolean(filter("tcp-failed", "bool", "flows whose source had TCP connects refused or timed out in the period (tcp_refused + tcp_timeouts > 0)",
+			func(ff *flowv1.FlowFilter, v []string) (err error) { ff.TcpFailed, err = parseBool(v[0]); return err })),
+		filter("tcp-result", "list", "flows whose source had TCP connects with one of these results in the period: "+strings.Join(flowquery.TCPResults, ", "),
+			func(ff *flowv1.FlowFilter, v []string) error {
+				for _, s := range v {
+					if !slices.Contains(flowquery.TCPResults, s) {
+						return cliconf.ItemError(s, errors.New("must be one of "+strings.Join(flowquery.TCPResults, ", ")))
+					}
+				}
+				ff.TcpResult = append(ff.TcpResult, v...)
+				return nil
+			}),
 	}),
 )
 

@@ -86,6 +86,7 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	b = r.XlatFields.appendJSON(b)
 	b = r.TLSFields.appendJSON(b)
 	b = r.DNSFields.appendJSON(b)
+	b = r.TCPFields.appendJSON(b)
 	// groupgen json: end.
 	return append(b, '}')
 }

@@ -121,6 +121,7 @@ type Record struct {
 	XlatFields
 	TLSFields
 	DNSFields
+	TCPFields
 	// groupgen embeds: end.
 }
 

@@ -4,4 +4,4 @@ package flow
 
 // Groups are the feature groups of a Record, in the registry's order, the
 // order their fields follow the core fields in the JSON output.
-var Groups = []Group{dropsGroup, rttGroup, retransmitsGroup, xlatGroup, tlsGroup, dnsGroup}
+var Groups = []Group{dropsGroup, rttGroup, retransmitsGroup, xlatGroup, tlsGroup, dnsGroup, tcpGroup}

@@ -58,6 +58,12 @@ var expectations = map[string]func([]targetResult) error{
 	"Hooks running":              lastIs(1),
 	"Exported flows by exporter": labelsInclude(0, "exporter", "grpc"),
 	"Flows received":             positive(0),
+	// Feature tcp: the lab's refused connects (frontend → backend:8081)
+	// and established ones (→ backend:8080).
+	"Failed TCP connects":                  positive(0),
+	"Failed TCP connects by workload pair": labelsInclude(0, "result", "refused"),
+	"TCP resets by workload pair":          labelsInclude(0, "src_workload", "backend"),
+	"TCP handshake p99":                    positive(0),
 }
 
 // maxOf is the largest numeric sample of s (NaN if none).

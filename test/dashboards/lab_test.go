@@ -178,7 +178,9 @@ func dialTCP(ns *netlab.Netns, addr string) (c net.Conn, err error) {
 //     fall at every phase of it, so some fill the map before a timer
 //     eviction empties it) a "port scan": frontend → backend, one datagram to each of
 //     300 closed ports (300 new flows at once: the agent's small flow map
-//     overflows; NO_SOCKET drops).
+//     overflows; NO_SOCKET drops);
+//   - frontend → backend TCP connects (feature tcp): to the closed port
+//     8081, refused, 10/s; to 8080, established and closed, 5/s.
 func (l *lab) startTraffic(ctx context.Context) (*traffic, error) {
 	tr := &traffic{}
 	ctx, cancel := context.WithCancel(ctx)
@@ -218,6 +220,24 @@ func (l *lab) startTraffic(ctx context.Context) (*traffic, error) {
 	}
 	tr.closeOnStop(api)
 	tr.loop(ctx, 20*time.Millisecond, request(api, 200, 4096, "frontend → backend"))
+	tr.loop(ctx, 100*time.Millisecond, func() error {
+		c, err := dialTCP(l.frontend, backendIP+":8081")
+		if err == nil {
+			c.Close()
+			return errors.New("frontend → backend:8081 connected, want refused")
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return nil
+		}
+		return fmt.Errorf("frontend → backend:8081: %w", err)
+	})
+	tr.loop(ctx, 200*time.Millisecond, func() error {
+		c, err := dialTCP(l.frontend, backendIP+":8080")
+		if err != nil {
+			return fmt.Errorf("frontend → backend:8080 connect: %w", err)
+		}
+		return c.Close()
+	})
 
 	// Bulk stream through random loss.
 	err = tr.listenTCP(l.database, databaseIP+":5432", func(c net.Conn) { io.Copy(io.Discard, c) })

@@ -76,7 +76,7 @@ func TestPanels(t *testing.T) {
 	// collector; a small flow map so the port scan overflows it.
 	h := agenttest.Start(t, 3, agent.Options{}, l.netnsArg(), "--metrics-address=127.0.0.1:0", "--export=grpc",
 		"--target="+col.grpcAddr, "--node-name=lab-node", "--cache-active-timeout=1s",
-		"--cache-max-flows=256", "--features=drops,rtt,retransmits")
+		"--cache-max-flows=256", "--features=drops,rtt,retransmits,tcp")
 	if n := h.A.DP.Attached(); n != 3 {
 		t.Fatalf("agent attached to %d interfaces, want 3 (eth0 of each workload)", n)
 	}

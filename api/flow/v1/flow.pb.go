@@ -420,6 +420,7 @@ type Flow struct {
 	Xlat        *Xlat        `protobuf:"bytes,53,opt,name=xlat,proto3" json:"xlat,omitempty"`
 	Tls         *TLS         `protobuf:"bytes,54,opt,name=tls,proto3" json:"tls,omitempty"`
 	Dns         *DNS         `protobuf:"bytes,55,opt,name=dns,proto3" json:"dns,omitempty"`
+	Tcp         *TCP         `protobuf:"bytes,56,opt,name=tcp,proto3" json:"tcp,omitempty"`
 	// The tunnel the flow's packets crossed a watched interface in (VXLAN,
 	// Geneve, IP-in-IP): an encapsulated packet is counted in its inner flow,
 	// which lists the uplink too (docs/design/counting.md, Overlays). Unset
@@ -668,6 +669,13 @@ func (x *Flow) GetTls() *TLS {
 func (x *Flow) GetDns() *DNS {
 	if x != nil {
 		return x.Dns
+	}
+	return nil
+}
+
+func (x *Flow) GetTcp() *TCP {
+	if x != nil {
+		return x.Tcp
 	}
 	return nil
 }
@@ -1235,6 +1243,126 @@ func (x *DNS) GetDnsTimeout() bool {
 	return false
 }
 
+// TCP (feature "tcp"): what the flow's source did for TCP connection health
+// in the period (docs/tcp.md).
+type TCP struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "client": the source sent the connection's SYN; "server": it answered
+	// it; "": the agent did not see the handshake.
+	TcpRole string `protobuf:"bytes,1,opt,name=tcp_role,json=tcpRole,proto3" json:"tcp_role,omitempty"`
+	// Connection attempts the source started (first SYN of each connection).
+	TcpConnects uint64 `protobuf:"varint,2,opt,name=tcp_connects,json=tcpConnects,proto3" json:"tcp_connects,omitempty"`
+	// Of those, refused (answered by a RST).
+	TcpRefused uint64 `protobuf:"varint,3,opt,name=tcp_refused,json=tcpRefused,proto3" json:"tcp_refused,omitempty"`
+	// Of those, abandoned without an answer (the client gave up).
+	TcpTimeouts uint64 `protobuf:"varint,4,opt,name=tcp_timeouts,json=tcpTimeouts,proto3" json:"tcp_timeouts,omitempty"`
+	// SYNs or SYN-ACKs the source sent again.
+	TcpSynRetrans uint64 `protobuf:"varint,5,opt,name=tcp_syn_retrans,json=tcpSynRetrans,proto3" json:"tcp_syn_retrans,omitempty"`
+	// RST segments the source sent, in any state.
+	TcpResets uint64 `protobuf:"varint,6,opt,name=tcp_resets,json=tcpResets,proto3" json:"tcp_resets,omitempty"`
+	// Segments the source sent advertising a zero receive window.
+	TcpZeroWindows uint64 `protobuf:"varint,7,opt,name=tcp_zero_windows,json=tcpZeroWindows,proto3" json:"tcp_zero_windows,omitempty"`
+	// SYN to SYN-ACK latency of the source's connects, last and maximum in
+	// the period, in nanoseconds.
+	TcpHandshakeNs    uint64 `protobuf:"varint,8,opt,name=tcp_handshake_ns,json=tcpHandshakeNs,proto3" json:"tcp_handshake_ns,omitempty"`
+	TcpHandshakeMaxNs uint64 `protobuf:"varint,9,opt,name=tcp_handshake_max_ns,json=tcpHandshakeMaxNs,proto3" json:"tcp_handshake_max_ns,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *TCP) Reset() {
+	*x = TCP{}
+	mi := &file_api_flow_v1_flow_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TCP) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TCP) ProtoMessage() {}
+
+func (x *TCP) ProtoReflect() protoreflect.Message {
+	mi := &file_api_flow_v1_flow_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TCP.ProtoReflect.Descriptor instead.
+func (*TCP) Descriptor() ([]byte, []int) {
+	return file_api_flow_v1_flow_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *TCP) GetTcpRole() string {
+	if x != nil {
+		return x.TcpRole
+	}
+	return ""
+}
+
+func (x *TCP) GetTcpConnects() uint64 {
+	if x != nil {
+		return x.TcpConnects
+	}
+	return 0
+}
+
+func (x *TCP) GetTcpRefused() uint64 {
+	if x != nil {
+		return x.TcpRefused
+	}
+	return 0
+}
+
+func (x *TCP) GetTcpTimeouts() uint64 {
+	if x != nil {
+		return x.TcpTimeouts
+	}
+	return 0
+}
+
+func (x *TCP) GetTcpSynRetrans() uint64 {
+	if x != nil {
+		return x.TcpSynRetrans
+	}
+	return 0
+}
+
+func (x *TCP) GetTcpResets() uint64 {
+	if x != nil {
+		return x.TcpResets
+	}
+	return 0
+}
+
+func (x *TCP) GetTcpZeroWindows() uint64 {
+	if x != nil {
+		return x.TcpZeroWindows
+	}
+	return 0
+}
+
+func (x *TCP) GetTcpHandshakeNs() uint64 {
+	if x != nil {
+		return x.TcpHandshakeNs
+	}
+	return 0
+}
+
+func (x *TCP) GetTcpHandshakeMaxNs() uint64 {
+	if x != nil {
+		return x.TcpHandshakeMaxNs
+	}
+	return 0
+}
+
 var File_api_flow_v1_flow_proto protoreflect.FileDescriptor
 
 const file_api_flow_v1_flow_proto_rawDesc = "" +
@@ -1256,7 +1384,7 @@ const file_api_flow_v1_flow_proto_rawDesc = "" +
 	"\aifindex\x18\x02 \x01(\rR\aifindex\x12\x14\n" +
 	"\x05netns\x18\x03 \x01(\tR\x05netns\x12\x19\n" +
 	"\bnetns_id\x18\x04 \x01(\x04R\anetnsId\x129\n" +
-	"\tdirection\x18\x05 \x01(\x0e2\x1b.flowlens.flow.v1.DirectionR\tdirection\"\xf6\b\n" +
+	"\tdirection\x18\x05 \x01(\x0e2\x1b.flowlens.flow.v1.DirectionR\tdirection\"\x9f\t\n" +
 	"\x04Flow\x12\x19\n" +
 	"\bsrc_addr\x18\x01 \x01(\fR\asrcAddr\x12\x19\n" +
 	"\bdst_addr\x18\x02 \x01(\fR\adstAddr\x12\x19\n" +
@@ -1290,7 +1418,8 @@ const file_api_flow_v1_flow_proto_rawDesc = "" +
 	"\vretransmits\x184 \x01(\v2\x1d.flowlens.flow.v1.RetransmitsR\vretransmits\x12*\n" +
 	"\x04xlat\x185 \x01(\v2\x16.flowlens.flow.v1.XlatR\x04xlat\x12'\n" +
 	"\x03tls\x186 \x01(\v2\x15.flowlens.flow.v1.TLSR\x03tls\x12'\n" +
-	"\x03dns\x187 \x01(\v2\x15.flowlens.flow.v1.DNSR\x03dns\x120\n" +
+	"\x03dns\x187 \x01(\v2\x15.flowlens.flow.v1.DNSR\x03dns\x12'\n" +
+	"\x03tcp\x188 \x01(\v2\x15.flowlens.flow.v1.TCPR\x03tcp\x120\n" +
 	"\x06tunnel\x18< \x01(\v2\x18.flowlens.flow.v1.TunnelR\x06tunnel\x12\x1b\n" +
 	"\tl4_unread\x18= \x01(\bR\bl4Unread\x12\x1d\n" +
 	"\n" +
@@ -1339,7 +1468,19 @@ const file_api_flow_v1_flow_proto_rawDesc = "" +
 	"\x0edns_latency_ns\x18\x06 \x01(\x04R\fdnsLatencyNs\x12+\n" +
 	"\x12dns_latency_max_ns\x18\a \x01(\x04R\x0fdnsLatencyMaxNs\x12\x1f\n" +
 	"\vdns_timeout\x18\b \x01(\bR\n" +
-	"dnsTimeout*g\n" +
+	"dnsTimeout\"\xd3\x02\n" +
+	"\x03TCP\x12\x19\n" +
+	"\btcp_role\x18\x01 \x01(\tR\atcpRole\x12!\n" +
+	"\ftcp_connects\x18\x02 \x01(\x04R\vtcpConnects\x12\x1f\n" +
+	"\vtcp_refused\x18\x03 \x01(\x04R\n" +
+	"tcpRefused\x12!\n" +
+	"\ftcp_timeouts\x18\x04 \x01(\x04R\vtcpTimeouts\x12&\n" +
+	"\x0ftcp_syn_retrans\x18\x05 \x01(\x04R\rtcpSynRetrans\x12\x1d\n" +
+	"\n" +
+	"tcp_resets\x18\x06 \x01(\x04R\ttcpResets\x12(\n" +
+	"\x10tcp_zero_windows\x18\a \x01(\x04R\x0etcpZeroWindows\x12(\n" +
+	"\x10tcp_handshake_ns\x18\b \x01(\x04R\x0etcpHandshakeNs\x12/\n" +
+	"\x14tcp_handshake_max_ns\x18\t \x01(\x04R\x11tcpHandshakeMaxNs*g\n" +
 	"\tDirection\x12\x19\n" +
 	"\x15DIRECTION_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11DIRECTION_INGRESS\x10\x01\x12\x14\n" +
@@ -1362,7 +1503,7 @@ func file_api_flow_v1_flow_proto_rawDescGZIP() []byte {
 }
 
 var file_api_flow_v1_flow_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_api_flow_v1_flow_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_api_flow_v1_flow_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_api_flow_v1_flow_proto_goTypes = []any{
 	(Direction)(0),                // 0: flowlens.flow.v1.Direction
 	(*FlowBatch)(nil),             // 1: flowlens.flow.v1.FlowBatch
@@ -1377,13 +1518,14 @@ var file_api_flow_v1_flow_proto_goTypes = []any{
 	(*Xlat)(nil),                  // 10: flowlens.flow.v1.Xlat
 	(*TLS)(nil),                   // 11: flowlens.flow.v1.TLS
 	(*DNS)(nil),                   // 12: flowlens.flow.v1.DNS
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*TCP)(nil),                   // 13: flowlens.flow.v1.TCP
+	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
 }
 var file_api_flow_v1_flow_proto_depIdxs = []int32{
 	5,  // 0: flowlens.flow.v1.FlowBatch.flows:type_name -> flowlens.flow.v1.Flow
 	0,  // 1: flowlens.flow.v1.Interface.direction:type_name -> flowlens.flow.v1.Direction
-	13, // 2: flowlens.flow.v1.Flow.start_time:type_name -> google.protobuf.Timestamp
-	13, // 3: flowlens.flow.v1.Flow.end_time:type_name -> google.protobuf.Timestamp
+	14, // 2: flowlens.flow.v1.Flow.start_time:type_name -> google.protobuf.Timestamp
+	14, // 3: flowlens.flow.v1.Flow.end_time:type_name -> google.protobuf.Timestamp
 	4,  // 4: flowlens.flow.v1.Flow.interfaces:type_name -> flowlens.flow.v1.Interface
 	7,  // 5: flowlens.flow.v1.Flow.drops:type_name -> flowlens.flow.v1.Drops
 	8,  // 6: flowlens.flow.v1.Flow.rtt:type_name -> flowlens.flow.v1.RTT
@@ -1391,16 +1533,17 @@ var file_api_flow_v1_flow_proto_depIdxs = []int32{
 	10, // 8: flowlens.flow.v1.Flow.xlat:type_name -> flowlens.flow.v1.Xlat
 	11, // 9: flowlens.flow.v1.Flow.tls:type_name -> flowlens.flow.v1.TLS
 	12, // 10: flowlens.flow.v1.Flow.dns:type_name -> flowlens.flow.v1.DNS
-	6,  // 11: flowlens.flow.v1.Flow.tunnel:type_name -> flowlens.flow.v1.Tunnel
-	1,  // 12: flowlens.flow.v1.FlowCollector.Export:input_type -> flowlens.flow.v1.FlowBatch
-	1,  // 13: flowlens.flow.v1.FlowCollector.ExportAcked:input_type -> flowlens.flow.v1.FlowBatch
-	2,  // 14: flowlens.flow.v1.FlowCollector.Export:output_type -> flowlens.flow.v1.ExportSummary
-	3,  // 15: flowlens.flow.v1.FlowCollector.ExportAcked:output_type -> flowlens.flow.v1.ExportAck
-	14, // [14:16] is the sub-list for method output_type
-	12, // [12:14] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	13, // 11: flowlens.flow.v1.Flow.tcp:type_name -> flowlens.flow.v1.TCP
+	6,  // 12: flowlens.flow.v1.Flow.tunnel:type_name -> flowlens.flow.v1.Tunnel
+	1,  // 13: flowlens.flow.v1.FlowCollector.Export:input_type -> flowlens.flow.v1.FlowBatch
+	1,  // 14: flowlens.flow.v1.FlowCollector.ExportAcked:input_type -> flowlens.flow.v1.FlowBatch
+	2,  // 15: flowlens.flow.v1.FlowCollector.Export:output_type -> flowlens.flow.v1.ExportSummary
+	3,  // 16: flowlens.flow.v1.FlowCollector.ExportAcked:output_type -> flowlens.flow.v1.ExportAck
+	15, // [15:17] is the sub-list for method output_type
+	13, // [13:15] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_api_flow_v1_flow_proto_init() }
@@ -1414,7 +1557,7 @@ func file_api_flow_v1_flow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_flow_v1_flow_proto_rawDesc), len(file_api_flow_v1_flow_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -160,7 +160,14 @@ type FlowFilter struct {
 	// above this.
 	RttAbove *durationpb.Duration `protobuf:"bytes,16,opt,name=rtt_above,json=rttAbove,proto3" json:"rtt_above,omitempty"`
 	// Flows with a DNS answer whose response code is one of these.
-	DnsRcode      []uint32 `protobuf:"varint,17,rep,packed,name=dns_rcode,json=dnsRcode,proto3" json:"dns_rcode,omitempty"`
+	DnsRcode []uint32 `protobuf:"varint,17,rep,packed,name=dns_rcode,json=dnsRcode,proto3" json:"dns_rcode,omitempty"`
+	// Flows whose source had connects that failed in the period: refused or
+	// timed out (tcp_refused + tcp_timeouts > 0, feature tcp).
+	TcpFailed bool `protobuf:"varint,18,opt,name=tcp_failed,json=tcpFailed,proto3" json:"tcp_failed,omitempty"`
+	// Flows whose source had connects with one of these results in the
+	// period: "established" (tcp_connects - tcp_refused - tcp_timeouts > 0),
+	// "refused" (tcp_refused > 0), "timeout" (tcp_timeouts > 0).
+	TcpResult     []string `protobuf:"bytes,19,rep,name=tcp_result,json=tcpResult,proto3" json:"tcp_result,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -310,6 +317,20 @@ func (x *FlowFilter) GetRttAbove() *durationpb.Duration {
 func (x *FlowFilter) GetDnsRcode() []uint32 {
 	if x != nil {
 		return x.DnsRcode
+	}
+	return nil
+}
+
+func (x *FlowFilter) GetTcpFailed() bool {
+	if x != nil {
+		return x.TcpFailed
+	}
+	return false
+}
+
+func (x *FlowFilter) GetTcpResult() []string {
+	if x != nil {
+		return x.TcpResult
 	}
 	return nil
 }
@@ -615,7 +636,7 @@ const file_api_flow_v1_history_proto_rawDesc = "" +
 	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
 	"\x05until\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x16\n" +
 	"\x06follow\x18\x05 \x01(\bR\x06follow\x12!\n" +
-	"\fskip_history\x18\x06 \x01(\bR\vskipHistory\"\xc9\x03\n" +
+	"\fskip_history\x18\x06 \x01(\bR\vskipHistory\"\x87\x04\n" +
 	"\n" +
 	"FlowFilter\x12\x10\n" +
 	"\x03not\x18\x01 \x01(\bR\x03not\x12\x1c\n" +
@@ -636,7 +657,11 @@ const file_api_flow_v1_history_proto_rawDesc = "" +
 	"drop_cause\x18\x0e \x03(\tR\tdropCause\x12\x1b\n" +
 	"\ttcp_flags\x18\x0f \x03(\rR\btcpFlags\x126\n" +
 	"\trtt_above\x18\x10 \x01(\v2\x19.google.protobuf.DurationR\brttAbove\x12\x1b\n" +
-	"\tdns_rcode\x18\x11 \x03(\rR\bdnsRcode\"\x8c\x01\n" +
+	"\tdns_rcode\x18\x11 \x03(\rR\bdnsRcode\x12\x1d\n" +
+	"\n" +
+	"tcp_failed\x18\x12 \x01(\bR\ttcpFailed\x12\x1d\n" +
+	"\n" +
+	"tcp_result\x18\x13 \x03(\tR\ttcpResult\"\x8c\x01\n" +
 	"\x10GetFlowsResponse\x123\n" +
 	"\x04flow\x18\x01 \x01(\v2\x1d.flowlens.flow.v1.HistoryFlowH\x00R\x04flow\x12\x14\n" +
 	"\x04lost\x18\x02 \x01(\x04H\x00R\x04lost\x12!\n" +

@@ -84,6 +84,7 @@ import (
 
 	"github.com/flowlens/flowlens/internal/agent/datapath"
 	"github.com/flowlens/flowlens/internal/agent/feature/dns"
+	"github.com/flowlens/flowlens/internal/agent/feature/tcp"
 	"github.com/flowlens/flowlens/internal/agent/ifaces"
 	frames "github.com/flowlens/flowlens/internal/testkit/packet"
 )
@@ -175,6 +176,9 @@ func featCases(features []string) []featCase {
 				note: "exist-hot UDP 10.0.0.0:40000 -> 10.100.0.1:5000, 64 bytes: the inner packet alone"},
 			featCase{feature: "overlay", name: "vxlan", kind: "own", constant: "overlay_on", pkt: vxlanPacket(), warm: 1,
 				note: "exist-hot, the same packet in VXLAN (UDP 4789, VNI 42): keyed on the inner flow every run"})
+	}
+	if slices.Contains(features, "tcp") {
+		out = append(out, tcpCases()...)
 	}
 	if slices.Contains(features, "netns") {
 		out = append(out,
@@ -491,6 +495,9 @@ func loadFeatDP(o options, c featCase, on bool) (*featDP, error) {
 		// As the agent sets them (internal/agent/feature/dns Plan): dns_on,
 		// dns_ports {53}, dns_pending sized; the size for off too.
 		h := dns.New().Plan(nil)
+		tc, cfg.MapSizes = h.TC, h.MapSizes
+	case "tcp": // as the agent sets it: tcp_on, its maps sized (off too)
+		h := tcp.New().Plan(nil)
 		tc, cfg.MapSizes = h.TC, h.MapSizes
 	default:
 		tc = map[string]any{c.constant: uint32(1)}
@@ -858,8 +865,8 @@ func parseFeatures(s string) ([]string, error) {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
-		if f != "tls" && f != "xlat" && f != "dns" && f != "netns" && f != "overlay" {
-			return nil, fmt.Errorf("bad -tc-features entry %q: tls, xlat, dns, netns, overlay", f)
+		if f != "tls" && f != "xlat" && f != "dns" && f != "tcp" && f != "netns" && f != "overlay" {
+			return nil, fmt.Errorf("bad -tc-features entry %q: tls, xlat, dns, tcp, netns, overlay", f)
 		}
 		if !slices.Contains(out, f) {
 			out = append(out, f)

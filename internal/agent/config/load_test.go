@@ -55,7 +55,7 @@ func defaultConfig() *Config {
 		OTLPCompression:      "none",
 		OTLPBatchFlows:       1000,
 		Kafka:                defaultKafka(),
-		Features:             []string{"drops", "rtt", "retransmits"},
+		Features:             []string{"drops", "rtt", "retransmits", "tcp"},
 		FeatureOptions:       defaultFeatureOptions(),
 		MetricsAddress:       ":9400",
 		BPFStats:             true,
@@ -179,7 +179,7 @@ func TestPrecedence(t *testing.T) {
 		want view
 	}{
 		{"defaults", nil, nil,
-			view{1, 5 * time.Second, nil, slog.LevelInfo, ":9400", []string{"drops", "rtt", "retransmits"}, "node-1"}},
+			view{1, 5 * time.Second, nil, slog.LevelInfo, ":9400", []string{"drops", "rtt", "retransmits", "tcp"}, "node-1"}},
 		{"file by flag", []string{"--config", file}, nil, fileView},
 		{"file by env", nil, map[string]string{"FLOWLENS_AGENT_CONFIG": file}, fileView},
 		{"env over file", []string{"--config", file}, map[string]string{
@@ -206,16 +206,16 @@ func TestPrecedence(t *testing.T) {
 			"FLOWLENS_AGENT_NODE_NAME":            "node-env",
 		}, view{30, time.Minute, []string{"eth2"}, slog.LevelWarn, "", []string{"rtt"}, "node-flag"}},
 		{"repeated flag: last wins", []string{"--sampling=2", "--sampling=3"}, nil,
-			view{3, 5 * time.Second, nil, slog.LevelInfo, ":9400", []string{"drops", "rtt", "retransmits"}, "node-1"}},
+			view{3, 5 * time.Second, nil, slog.LevelInfo, ":9400", []string{"drops", "rtt", "retransmits", "tcp"}, "node-1"}},
 		{"--config flag over FLOWLENS_AGENT_CONFIG", []string{"--config", file},
 			map[string]string{"FLOWLENS_AGENT_CONFIG": "testdata/missing.yaml"}, fileView},
 		{"--config= turns off FLOWLENS_AGENT_CONFIG", []string{"--config="},
 			map[string]string{"FLOWLENS_AGENT_CONFIG": file},
-			view{1, 5 * time.Second, nil, slog.LevelInfo, ":9400", []string{"drops", "rtt", "retransmits"}, "node-1"}},
+			view{1, 5 * time.Second, nil, slog.LevelInfo, ":9400", []string{"drops", "rtt", "retransmits", "tcp"}, "node-1"}},
 		{"empty env var is unset", nil, map[string]string{"FLOWLENS_AGENT_METRICS_ADDRESS": ""},
-			view{1, 5 * time.Second, nil, slog.LevelInfo, ":9400", []string{"drops", "rtt", "retransmits"}, "node-1"}},
+			view{1, 5 * time.Second, nil, slog.LevelInfo, ":9400", []string{"drops", "rtt", "retransmits", "tcp"}, "node-1"}},
 		{"FLOWLENS_AGENT_NODE_NAME over NODE_NAME", nil, map[string]string{"FLOWLENS_AGENT_NODE_NAME": "n2"},
-			view{1, 5 * time.Second, nil, slog.LevelInfo, ":9400", []string{"drops", "rtt", "retransmits"}, "n2"}},
+			view{1, 5 * time.Second, nil, slog.LevelInfo, ":9400", []string{"drops", "rtt", "retransmits", "tcp"}, "n2"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -277,7 +277,7 @@ func TestLoadErrors(t *testing.T) {
 		{"bad level", []string{"--log-level=verbose"}, nil,
 			`invalid --log-level "verbose": must be one of debug, info, warn, error`},
 		{"bad feature", []string{"--features=drops,jitter"}, nil,
-			`invalid --features "drops,jitter": unknown feature "jitter": must be one of drops, rtt, retransmits, xlat, tls, dns, or none`},
+			`invalid --features "drops,jitter": unknown feature "jitter": must be one of drops, rtt, retransmits, xlat, tls, dns, tcp, or none`},
 		{"none with features", []string{"--features=none,rtt"}, nil,
 			`invalid --features "none,rtt": "none" cannot be combined with features`},
 		{"ipfix domain id", []string{"--ipfix-domain-id=4294967296"}, nil,
@@ -400,7 +400,7 @@ func TestFileErrors(t *testing.T) {
 		{"list for scalar", "target: [a, b]\n", `%s:1: invalid target: must be a single value, not a list`},
 		{"map in list", "export:\n  - {a: b}\n", `%s:2: invalid export: list entries must be plain values`},
 		{"bad list entry", "features: [drops, nope]\n",
-			`%s:1: invalid features "drops,nope": unknown feature "nope": must be one of drops, rtt, retransmits, xlat, tls, dns, or none`},
+			`%s:1: invalid features "drops,nope": unknown feature "nope": must be one of drops, rtt, retransmits, xlat, tls, dns, tcp, or none`},
 		{"not a mapping", "- sampling\n", `%s:1: the file must be a mapping of option names to values`},
 		{"syntax", "sampling: [\n", `%s: yaml: line 1: did not find expected node content`},
 	}
@@ -480,7 +480,7 @@ func TestUsage(t *testing.T) {
 		"Usage: flowlens-agent [flags]",
 		"--config file",
 		"\nFlow cache:\n" + `  --cache-active-timeout duration  how often flows are evicted from the kernel (100ms to 1h) (default "5s")`,
-		`(default "drops,rtt,retransmits")`,
+		`(default "drops,rtt,retransmits,tcp")`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("usage lacks %q:\n%s", want, out)

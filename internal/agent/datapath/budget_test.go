@@ -18,6 +18,7 @@ import (
 	"github.com/flowlens/flowlens/internal/agent/datapath/batchread"
 	"github.com/flowlens/flowlens/internal/agent/evictor"
 	"github.com/flowlens/flowlens/internal/agent/feature/dns"
+	"github.com/flowlens/flowlens/internal/agent/feature/tcp"
 	"github.com/flowlens/flowlens/internal/agent/feature/tls"
 	"github.com/flowlens/flowlens/internal/agent/feature/xlat"
 	"github.com/flowlens/flowlens/internal/agent/flowrules"
@@ -232,7 +233,7 @@ func filterFigures(t *testing.T) progBudget {
 }
 
 // featuresFigures measures the ingress program with the features that run
-// inside the TC programs all on (xlat, tls, dns): their load-time constants
+// inside the TC programs all on (xlat, tls, dns, tcp): their load-time constants
 // and map sizes from their hooks, merged as the agent merges them. false
 // when one is refused on this kernel (xlat without the conntrack kfuncs).
 func featuresFigures(t *testing.T) (progBudget, bool) {
@@ -245,7 +246,7 @@ func featuresFigures(t *testing.T) (progBudget, bool) {
 	tc, sizes := map[string]any{}, map[string]uint32{}
 	for _, f := range []interface {
 		Plan(*btf.Spec) datapath.Plan
-	}{xlat.New(), tls.New(), dns.New()} {
+	}{xlat.New(), tls.New(), dns.New(), tcp.New()} {
 		h := f.Plan(kernel)
 		if h.Err != nil {
 			t.Logf("feature %s refused on this kernel: %v (ingress+features not measured)", h.Name, h.Err)
@@ -260,7 +261,7 @@ func featuresFigures(t *testing.T) (progBudget, bool) {
 	}
 	dp, err := datapath.Load(datapath.Config{MaxFlows: 1024, Sampling: 1, Enrichment: true, TCConstants: tc, MapSizes: sizes})
 	if err != nil {
-		t.Fatalf("load datapath with xlat, tls and dns on: %v", err)
+		t.Fatalf("load datapath with xlat, tls, dns and tcp on: %v", err)
 	}
 	defer dp.Close()
 	progs, err := dp.ProgramsFor(0)

@@ -88,39 +88,49 @@ const (
 )
 
 type datapathEnrichValue struct {
-	_               structs.HostLayout
-	DropPackets     uint64
-	DropBytes       uint64
-	RttNs           uint64
-	RttMaxNs        uint64
-	Retransmits     uint64
-	DropCause       uint32
-	DropTcpFlags    uint16
-	DropTcpState    uint8
-	Xlat            uint8
-	XlatSrc         [16]uint8
-	XlatDst         [16]uint8
-	XlatSport       uint16
-	XlatDport       uint16
-	XlatZone        uint16
-	TlsVersion      uint16
-	TlsCipher       uint16
-	TlsGroup        uint16
-	TlsFlags        uint8
-	Pad             [3]uint8
-	DnsQueryNs      uint64
-	DnsLatencyNs    uint64
-	DnsLatencyMaxNs uint64
-	DnsId           uint16
-	DnsFlags        uint16
-	DnsState        uint8
-	Pad2            [3]uint8
-	DnsName         [64]uint8
-	TunSrc          [16]uint8
-	TunDst          [16]uint8
-	TunVni          uint32
-	TunType         uint8
-	Pad3            [3]uint8
+	_                 structs.HostLayout
+	DropPackets       uint64
+	DropBytes         uint64
+	RttNs             uint64
+	RttMaxNs          uint64
+	Retransmits       uint64
+	DropCause         uint32
+	DropTcpFlags      uint16
+	DropTcpState      uint8
+	Xlat              uint8
+	XlatSrc           [16]uint8
+	XlatDst           [16]uint8
+	XlatSport         uint16
+	XlatDport         uint16
+	XlatZone          uint16
+	TlsVersion        uint16
+	TlsCipher         uint16
+	TlsGroup          uint16
+	TlsFlags          uint8
+	Pad               [3]uint8
+	DnsQueryNs        uint64
+	DnsLatencyNs      uint64
+	DnsLatencyMaxNs   uint64
+	DnsId             uint16
+	DnsFlags          uint16
+	DnsState          uint8
+	Pad2              [3]uint8
+	DnsName           [64]uint8
+	TunSrc            [16]uint8
+	TunDst            [16]uint8
+	TunVni            uint32
+	TunType           uint8
+	Pad3              [3]uint8
+	TcpConnects       uint64
+	TcpRefused        uint64
+	TcpTimeouts       uint64
+	TcpSynRetrans     uint64
+	TcpResets         uint64
+	TcpZeroWindows    uint64
+	TcpHandshakeNs    uint64
+	TcpHandshakeMaxNs uint64
+	TcpRole           uint8
+	Pad4              [7]uint8
 }
 
 type datapathFilterAddrBits struct {
@@ -307,12 +317,39 @@ type datapathRttSample struct {
 	Gen    uint32
 }
 
+type datapathTcpConn struct {
+	_            structs.HostLayout
+	SynNs        uint64
+	LastNs       uint64
+	State        uint64
+	DropCause    uint32
+	DropTcpFlags uint16
+	DropTcpState uint8
+	Pad          uint8
+}
+
+type datapathTcpConnState uint32
+
+const (
+	datapathTcpConnStateTCP_C_OPEN       datapathTcpConnState = 1
+	datapathTcpConnStateTCP_C_FIN        datapathTcpConnState = 2
+	datapathTcpConnStateTCP_C_CLIENT_FWD datapathTcpConnState = 4
+)
+
 type datapathTcpMarkers uint32
 
 const (
-	datapathTcpMarkersTCP_SYN_ACK datapathTcpMarkers = 256
-	datapathTcpMarkersTCP_FIN_ACK datapathTcpMarkers = 512
-	datapathTcpMarkersTCP_RST_ACK datapathTcpMarkers = 1024
+	datapathTcpMarkersTCP_SYN_ACK  datapathTcpMarkers = 256
+	datapathTcpMarkersTCP_FIN_ACK  datapathTcpMarkers = 512
+	datapathTcpMarkersTCP_RST_ACK  datapathTcpMarkers = 1024
+	datapathTcpMarkersTCP_ZERO_WIN datapathTcpMarkers = 2048
+)
+
+type datapathTcpRole uint32
+
+const (
+	datapathTcpRoleTCP_ROLE_CLIENT datapathTcpRole = 1
+	datapathTcpRoleTCP_ROLE_SERVER datapathTcpRole = 2
 )
 
 type datapathTlsFlags uint32
@@ -362,6 +399,8 @@ const (
 	datapathMapOverflow            = "overflow"
 	datapathMapOverflowSeen        = "overflow_seen"
 	datapathMapRttSeen             = "rtt_seen"
+	datapathMapTcpConns            = "tcp_conns"
+	datapathMapTcpZwin             = "tcp_zwin"
 	datapathMapXlatAlias           = "xlat_alias"
 	datapathProgDropKfreeSkb       = "drop_kfree_skb"
 	datapathProgDropTracepoint     = "drop_tracepoint"
@@ -373,6 +412,7 @@ const (
 	datapathProgRetransmit         = "retransmit"
 	datapathProgRttFentry          = "rtt_fentry"
 	datapathProgRttTcpProbe        = "rtt_tcp_probe"
+	datapathProgTcpState           = "tcp_state"
 	datapathVarDnsOn               = "dns_on"
 	datapathVarDnsPorts            = "dns_ports"
 	datapathVarDropsUnwatched      = "drops_unwatched"
@@ -385,6 +425,7 @@ const (
 	datapathVarReasonConsumed      = "reason_consumed"
 	datapathVarReasonNotSpecified  = "reason_not_specified"
 	datapathVarSampling            = "sampling"
+	datapathVarTcpOn               = "tcp_on"
 	datapathVarTlsOn               = "tls_on"
 	datapathVarUnusedClockSample   = "unused_clock_sample"
 	datapathVarUnusedControlSlot   = "unused_control_slot"
@@ -398,7 +439,10 @@ const (
 	datapathVarUnusedFlowFlags     = "unused_flow_flags"
 	datapathVarUnusedHookOrder     = "unused_hook_order"
 	datapathVarUnusedOverflowRec   = "unused_overflow_rec"
+	datapathVarUnusedTcpConn       = "unused_tcp_conn"
+	datapathVarUnusedTcpConnState  = "unused_tcp_conn_state"
 	datapathVarUnusedTcpMarkers    = "unused_tcp_markers"
+	datapathVarUnusedTcpRole       = "unused_tcp_role"
 	datapathVarUnusedTlsFlags      = "unused_tls_flags"
 	datapathVarUnusedTunnelType    = "unused_tunnel_type"
 	datapathVarXlatOn              = "xlat_on"
@@ -456,6 +500,7 @@ type datapathProgramSpecs struct {
 	Retransmit        *ebpf.ProgramSpec `ebpf:"retransmit"`
 	RttFentry         *ebpf.ProgramSpec `ebpf:"rtt_fentry"`
 	RttTcpProbe       *ebpf.ProgramSpec `ebpf:"rtt_tcp_probe"`
+	TcpState          *ebpf.ProgramSpec `ebpf:"tcp_state"`
 }
 
 // datapathMapSpecs contains maps before they are loaded into the kernel.
@@ -481,6 +526,8 @@ type datapathMapSpecs struct {
 	Overflow       *ebpf.MapSpec `ebpf:"overflow"`
 	OverflowSeen   *ebpf.MapSpec `ebpf:"overflow_seen"`
 	RttSeen        *ebpf.MapSpec `ebpf:"rtt_seen"`
+	TcpConns       *ebpf.MapSpec `ebpf:"tcp_conns"`
+	TcpZwin        *ebpf.MapSpec `ebpf:"tcp_zwin"`
 	XlatAlias      *ebpf.MapSpec `ebpf:"xlat_alias"`
 }
 
@@ -500,6 +547,7 @@ type datapathVariableSpecs struct {
 	ReasonConsumed      *ebpf.VariableSpec `ebpf:"reason_consumed"`
 	ReasonNotSpecified  *ebpf.VariableSpec `ebpf:"reason_not_specified"`
 	Sampling            *ebpf.VariableSpec `ebpf:"sampling"`
+	TcpOn               *ebpf.VariableSpec `ebpf:"tcp_on"`
 	TlsOn               *ebpf.VariableSpec `ebpf:"tls_on"`
 	UnusedClockSample   *ebpf.VariableSpec `ebpf:"unused_clock_sample"`
 	UnusedControlSlot   *ebpf.VariableSpec `ebpf:"unused_control_slot"`
@@ -513,7 +561,10 @@ type datapathVariableSpecs struct {
 	UnusedFlowFlags     *ebpf.VariableSpec `ebpf:"unused_flow_flags"`
 	UnusedHookOrder     *ebpf.VariableSpec `ebpf:"unused_hook_order"`
 	UnusedOverflowRec   *ebpf.VariableSpec `ebpf:"unused_overflow_rec"`
+	UnusedTcpConn       *ebpf.VariableSpec `ebpf:"unused_tcp_conn"`
+	UnusedTcpConnState  *ebpf.VariableSpec `ebpf:"unused_tcp_conn_state"`
 	UnusedTcpMarkers    *ebpf.VariableSpec `ebpf:"unused_tcp_markers"`
+	UnusedTcpRole       *ebpf.VariableSpec `ebpf:"unused_tcp_role"`
 	UnusedTlsFlags      *ebpf.VariableSpec `ebpf:"unused_tls_flags"`
 	UnusedTunnelType    *ebpf.VariableSpec `ebpf:"unused_tunnel_type"`
 	XlatOn              *ebpf.VariableSpec `ebpf:"xlat_on"`
@@ -558,6 +609,8 @@ type datapathMaps struct {
 	Overflow       *ebpf.Map `ebpf:"overflow"`
 	OverflowSeen   *ebpf.Map `ebpf:"overflow_seen"`
 	RttSeen        *ebpf.Map `ebpf:"rtt_seen"`
+	TcpConns       *ebpf.Map `ebpf:"tcp_conns"`
+	TcpZwin        *ebpf.Map `ebpf:"tcp_zwin"`
 	XlatAlias      *ebpf.Map `ebpf:"xlat_alias"`
 }
 
@@ -582,6 +635,8 @@ func (m *datapathMaps) Close() error {
 		m.Overflow,
 		m.OverflowSeen,
 		m.RttSeen,
+		m.TcpConns,
+		m.TcpZwin,
 		m.XlatAlias,
 	)
 }
@@ -602,6 +657,7 @@ type datapathVariables struct {
 	ReasonConsumed      *ebpf.Variable `ebpf:"reason_consumed"`
 	ReasonNotSpecified  *ebpf.Variable `ebpf:"reason_not_specified"`
 	Sampling            *ebpf.Variable `ebpf:"sampling"`
+	TcpOn               *ebpf.Variable `ebpf:"tcp_on"`
 	TlsOn               *ebpf.Variable `ebpf:"tls_on"`
 	UnusedClockSample   *ebpf.Variable `ebpf:"unused_clock_sample"`
 	UnusedControlSlot   *ebpf.Variable `ebpf:"unused_control_slot"`
@@ -615,7 +671,10 @@ type datapathVariables struct {
 	UnusedFlowFlags     *ebpf.Variable `ebpf:"unused_flow_flags"`
 	UnusedHookOrder     *ebpf.Variable `ebpf:"unused_hook_order"`
 	UnusedOverflowRec   *ebpf.Variable `ebpf:"unused_overflow_rec"`
+	UnusedTcpConn       *ebpf.Variable `ebpf:"unused_tcp_conn"`
+	UnusedTcpConnState  *ebpf.Variable `ebpf:"unused_tcp_conn_state"`
 	UnusedTcpMarkers    *ebpf.Variable `ebpf:"unused_tcp_markers"`
+	UnusedTcpRole       *ebpf.Variable `ebpf:"unused_tcp_role"`
 	UnusedTlsFlags      *ebpf.Variable `ebpf:"unused_tls_flags"`
 	UnusedTunnelType    *ebpf.Variable `ebpf:"unused_tunnel_type"`
 	XlatOn              *ebpf.Variable `ebpf:"xlat_on"`
@@ -635,6 +694,7 @@ type datapathPrograms struct {
 	Retransmit        *ebpf.Program `ebpf:"retransmit"`
 	RttFentry         *ebpf.Program `ebpf:"rtt_fentry"`
 	RttTcpProbe       *ebpf.Program `ebpf:"rtt_tcp_probe"`
+	TcpState          *ebpf.Program `ebpf:"tcp_state"`
 }
 
 func (p *datapathPrograms) Close() error {
@@ -649,6 +709,7 @@ func (p *datapathPrograms) Close() error {
 		p.Retransmit,
 		p.RttFentry,
 		p.RttTcpProbe,
+		p.TcpState,
 	)
 }
 

@@ -28,6 +28,8 @@ type Maps struct {
 	FilterCounters *ebpf.Map    // per-CPU packets matched per rule
 	DNSPending     *ebpf.Map    // DNS queries awaiting their answer (hash, feature "dns")
 	XlatAlias      *ebpf.Map    // post-NAT tuple -> the flow's key before NAT (LRU, feature "xlat")
+	TCPConns       *ebpf.Map    // TCP connections seen open, by the client's flow (LRU, feature "tcp")
+	TCPZwin        *ebpf.Map    // each flow's last zero-window acknowledgement (LRU, feature "tcp")
 	EnrichZero     *ebpf.Map    // one all-zero enrichment value: what a new entry starts as
 
 	// percpu is the buffer the per-CPU counters are read into, reused so
@@ -74,6 +76,8 @@ func (m *Maps) table() []struct {
 		{datapathMapFilterCounters, &m.FilterCounters},
 		{datapathMapDnsPending, &m.DNSPending},
 		{datapathMapXlatAlias, &m.XlatAlias},
+		{datapathMapTcpConns, &m.TCPConns},
+		{datapathMapTcpZwin, &m.TCPZwin},
 		{datapathMapEnrichZero, &m.EnrichZero},
 	}
 }

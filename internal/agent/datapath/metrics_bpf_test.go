@@ -170,7 +170,7 @@ func TestDatapathMetrics(t *testing.T) {
 	attach := map[string]string{
 		"drop_kfree_skb": "tp_btf/kfree_skb", "drop_tracepoint": "tracepoint/skb/kfree_skb",
 		"rtt_fentry": "fentry/tcp_rcv_established", "rtt_tcp_probe": "tp_btf/tcp_probe",
-		"retransmit": "tp_btf/tcp_retransmit_skb",
+		"retransmit": "tp_btf/tcp_retransmit_skb", "tcp_state": "tp_btf/inet_sock_set_state",
 	}
 	for _, h := range hooks {
 		promtest.Expect(t, f, map[bool]float64{true: 1, false: 0}[h.Running], "flowlens_agent_hook_up", "hook="+h.Name)

@@ -26,6 +26,8 @@ type (
 	DNSPendingValue = datapathDnsPendingValue
 	// XlatAlias is an entry of map xlat_alias (feature xlat, bpf/xlat.h).
 	XlatAlias = datapathXlatAliasValue
+	// TCPConn is struct tcp_conn: a TCP connection seen open (feature "tcp").
+	TCPConn = datapathTcpConn
 )
 
 // The TC programs' counters (enum counter in bpf/types.h).
@@ -134,3 +136,26 @@ const MapDNSPending = datapathMapDnsPending
 // MapXlatAlias is the name of the xlat feature's map of post-NAT tuples to
 // their flows' keys (bpf/xlat.h).
 const MapXlatAlias = datapathMapXlatAlias
+
+// EnrichValue.TcpRole values (enum tcp_role, bpf/types.h; pkg/flow.TCPRole
+// has the same, checked in internal/agent/feature/tcp).
+const (
+	TCPRoleClient = uint8(datapathTcpRoleTCP_ROLE_CLIENT)
+	TCPRoleServer = uint8(datapathTcpRoleTCP_ROLE_SERVER)
+)
+
+// TCPConn.State bits (enum tcp_conn_state, bpf/types.h).
+const (
+	TCPConnOpen = uint64(datapathTcpConnStateTCP_C_OPEN) // answered by a SYN-ACK
+	TCPConnFin  = uint64(datapathTcpConnStateTCP_C_FIN)  // a FIN was seen
+	// TCPConnClientFwd: the client is the key's source (else its
+	// destination: tcp_conns is keyed by the canonical flow of the two).
+	TCPConnClientFwd = uint64(datapathTcpConnStateTCP_C_CLIENT_FWD)
+)
+
+// The tcp feature's maps (bpf/maps.h): its connections and its last
+// zero-window acknowledgements.
+const (
+	MapTCPConns = datapathMapTcpConns
+	MapTCPZwin  = datapathMapTcpZwin
+)

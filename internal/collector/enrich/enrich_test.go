@@ -61,6 +61,7 @@ type fl struct {
 	retransmits    uint64
 	dropP, dropB   uint64
 	cause          string
+	tcp            flow.TCPFields
 }
 
 func (x fl) proto() *flowv1.Flow {
@@ -68,7 +69,8 @@ func (x fl) proto() *flowv1.Flow {
 		Bytes: x.bytes, Packets: x.packets, Sampling: x.sampling, StartTime: t0, EndTime: t0.Add(time.Second),
 		RTTFields:         flow.RTTFields{RTT: x.rtt, RTTMax: x.rtt},
 		RetransmitsFields: flow.RetransmitsFields{Retransmits: x.retransmits},
-		DropsFields:       flow.DropsFields{DropPackets: x.dropP, DropBytes: x.dropB, DropCause: x.cause}}
+		DropsFields:       flow.DropsFields{DropPackets: x.dropP, DropBytes: x.dropB, DropCause: x.cause},
+		TCPFields:         x.tcp}
 	if x.dir != 0 {
 		r.Interfaces = []flow.Interface{{Name: "eth0", Ifindex: 2, Netns: "host", Direction: x.dir}, {Name: "veth1", Ifindex: 7, Netns: "host", Direction: flow.DirIngress}}
 	} else {
@@ -317,7 +319,8 @@ func TestCardinalityWithinLabelSets(t *testing.T) {
 	for a, s := range addrs {
 		for b, d := range addrs {
 			flows = append(flows, fl{src: s, dst: d, bytes: 100, packets: 1, sampling: 1, dir: dirs[(a+b)%3], node: "node-0",
-				rtt: time.Millisecond, retransmits: 1, dropP: 1, dropB: 60, cause: fmt.Sprintf("CAUSE_%d", (a*pods+b)%300)})
+				rtt: time.Millisecond, retransmits: 1, dropP: 1, dropB: 60, cause: fmt.Sprintf("CAUSE_%d", (a*pods+b)%300),
+				tcp: flow.TCPFields{TCPConnects: 3, TCPRefused: 1, TCPTimeouts: 1, TCPResets: 1, TCPZeroWindows: 1, TCPHandshake: time.Millisecond}})
 		}
 		// and to 10 external addresses, none in a labelled subnet
 		for e := range 10 {
@@ -369,10 +372,15 @@ func TestCardinalityWithinLabelSets(t *testing.T) {
 			enrich.MetricFlowPackets: wl*wl*3 + wl,
 			enrich.MetricNodeBytes:   nodes*nodes + nodes, // + node → ""
 			// (drops: checked below)
-			enrich.MetricDropPackets:      got[enrich.MetricDropPackets],
-			enrich.MetricDropBytes:        got[enrich.MetricDropBytes],
-			enrich.MetricRTT:              namespaces * namespaces,
-			enrich.MetricRetransmits:      namespaces * namespaces,
+			enrich.MetricDropPackets: got[enrich.MetricDropPackets],
+			enrich.MetricDropBytes:   got[enrich.MetricDropBytes],
+			enrich.MetricRTT:         namespaces * namespaces,
+			enrich.MetricRetransmits: namespaces * namespaces,
+			// Workload pairs, × 3 results for connects.
+			enrich.MetricTCPConnects:      wl * wl * 3,
+			enrich.MetricTCPResets:        wl * wl,
+			enrich.MetricTCPZeroWindows:   wl * wl,
+			enrich.MetricTCPHandshake:     wl * wl,
 			enrich.MetricFlows:            1,
 			enrich.MetricSampling:         2,
 			enrich.MetricReceivedFlows:    1,
@@ -380,8 +388,8 @@ func TestCardinalityWithinLabelSets(t *testing.T) {
 			enrich.MetricEnrichmentMisses: 2,
 			// One series per flow metric that is served (none limited,
 			// none expired, all 0).
-			enrich.MetricSeriesLimited: 14,
-			enrich.MetricSeriesExpired: 14,
+			enrich.MetricSeriesLimited: 18,
+			enrich.MetricSeriesExpired: 18,
 		}
 		for name, w := range want {
 			if got[name] != w {
@@ -408,7 +416,8 @@ func TestCardinalityWithinLabelSets(t *testing.T) {
 			t.Errorf("flow_bytes %d, flow_packets %d series, want %d", got[enrich.MetricFlowBytes], got[enrich.MetricFlowPackets], w)
 		}
 		// Only the flow_* metrics get pod labels.
-		if got[enrich.MetricNodeBytes] != nodes*nodes+nodes || got[enrich.MetricRTT] != namespaces*namespaces {
+		if got[enrich.MetricNodeBytes] != nodes*nodes+nodes || got[enrich.MetricRTT] != namespaces*namespaces ||
+			got[enrich.MetricTCPConnects] != wl*wl*3 {
 			t.Errorf("other families grew: %v", got)
 		}
 	})

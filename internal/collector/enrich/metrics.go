@@ -47,6 +47,7 @@ var featureMetricNames = [][]string{
 	xlatMetricNames,
 	tlsMetricNames,
 	dnsMetricNames,
+	tcpMetricNames,
 	// groupgen metricnames: end.
 }
 
@@ -125,6 +126,7 @@ type Metrics struct {
 	xlat        xlatMetrics
 	tls         tlsMetrics
 	dns         dnsMetrics
+	tcp         tcpMetrics
 	// groupgen metricfields: end.
 	received         prometheus.Counter
 	convertErrors    atomic.Uint64
@@ -176,6 +178,7 @@ func NewMetrics(o MetricsOptions) (*Metrics, error) {
 	m.xlat.register(m.featureRegistrar("xlat", enabled))
 	m.tls.register(m.featureRegistrar("tls", enabled))
 	m.dns.register(m.featureRegistrar("dns", enabled))
+	m.tcp.register(m.featureRegistrar("tcp", enabled))
 	// groupgen register: end.
 	if enabled[MetricFlows] {
 		m.flows = prometheus.NewCounter(prometheus.CounterOpts{Name: MetricFlows, Help: "Flow records received and processed (rate() is flows per second)."})
@@ -320,6 +323,7 @@ func (m *Metrics) observe(f *enriched.Flow, now int64) {
 	m.xlat.observe(f, &l)
 	m.tls.observe(f, &l)
 	m.dns.observe(f, &l)
+	m.tcp.observe(f, &l)
 	// groupgen observe: end.
 }
 

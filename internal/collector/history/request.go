@@ -95,7 +95,7 @@ func countTerms(req *flowv1.GetFlowsRequest) int { return flowquery.Terms(req.Fi
 const wireFilters = 1
 
 var (
-	wireStringFields = []protowire.Number{2, 3, 4, 5, 6, 7, 8, 14}
+	wireStringFields = []protowire.Number{2, 3, 4, 5, 6, 7, 8, 14, 19}
 	wireNumberFields = []protowire.Number{9, 10, 11, 12, 15, 17}
 )
 

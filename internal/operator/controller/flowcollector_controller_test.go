@@ -143,7 +143,7 @@ func TestCreate(t *testing.T) {
 	if fc.Spec.Agent.Sampling != 1 || fc.Spec.Agent.CacheMaxFlows != 100000 || fc.Spec.Agent.CacheActiveTimeout.Duration != 5*time.Second ||
 		fc.Spec.Agent.MetricsPort != 9400 || fc.Spec.Agent.LogLevel != "info" || fc.Spec.Agent.ImagePullPolicy != corev1.PullIfNotPresent ||
 		!slices.Equal(fc.Spec.Agent.ExcludeInterfaces, []string{"lo"}) || !slices.Equal(fc.Spec.Agent.Netns, []string{"host"}) ||
-		len(fc.Spec.Agent.Features) != 3 || len(fc.Spec.Exporters) != 1 || fc.Spec.Exporters[0].Type != v1alpha1.ExporterStdout ||
+		len(fc.Spec.Agent.Features) != 4 || len(fc.Spec.Exporters) != 1 || fc.Spec.Exporters[0].Type != v1alpha1.ExporterStdout ||
 		len(fc.Spec.Agent.Tolerations) != 1 || fc.Spec.Agent.Tolerations[0].Operator != corev1.TolerationOpExists {
 		t.Errorf("schema defaults not applied: %+v", fc.Spec)
 	}
@@ -577,7 +577,7 @@ func TestMinimalSpec(t *testing.T) {
 		if fc.Spec.Namespace != "flowlens" || a.Sampling != 1 || a.CacheMaxFlows != 100000 || a.CacheActiveTimeout == nil ||
 			a.CacheActiveTimeout.Duration != 5*time.Second || a.MetricsPort != 9400 || a.LogLevel != "info" ||
 			a.ImagePullPolicy != corev1.PullIfNotPresent || !slices.Equal(a.ExcludeInterfaces, []string{"lo"}) ||
-			!slices.Equal(a.Netns, []string{"host"}) || len(a.Features) != 3 || len(a.Tolerations) != 1 ||
+			!slices.Equal(a.Netns, []string{"host"}) || len(a.Features) != 4 || len(a.Tolerations) != 1 ||
 			a.Privileged || a.FlowFilter != nil || len(fc.Spec.Exporters) != 1 ||
 			!slices.Equal(a.DNSPorts, []int32{53}) || a.DNSTimeout == nil || a.DNSTimeout.Duration != 5*time.Second {
 			t.Errorf("%s: schema defaults not applied: %+v", manifest, fc.Spec)

@@ -14,7 +14,7 @@ func rttQuantile(q float64, by string) string {
 func dropsLatency() spec {
 	return spec{
 		File: "flowlens-drops-latency.json", UID: "flowlens-drops-latency", Title: "flowlens / Drops & latency",
-		Description: "Packets the kernel dropped, by drop reason and namespace; TCP round-trip times from the sockets' smoothed RTT; TCP retransmits. From flowlens-collector's flow metrics.",
+		Description: "Packets the kernel dropped, by drop reason and namespace; TCP round-trip times from the sockets' smoothed RTT; TCP connection health (failed connects, resets, zero windows, handshake latency); TCP retransmits. From flowlens-collector's flow metrics.",
 		Tags:        []string{"flowlens", "network"},
 		Variables:   namespaceVariables(),
 		Rows: []row{
@@ -61,6 +61,7 @@ func dropsLatency() spec {
 					Queries: []query{{Legend: "{{src_namespace}} → {{dst_namespace}}",
 						Expr: external("sum by (src_namespace, dst_namespace) ("+rate(rttSeconds+"_sum")+") / sum by (src_namespace, dst_namespace) ("+rate(rttSeconds+"_count")+")", "src_namespace", "dst_namespace")}}},
 			}},
+			tcpHealth(),
 			{Title: "TCP retransmits", Panels: []panel{
 				{Title: "Retransmits by namespace pair", Kind: timeSeries, Unit: "short", Min: &zero,
 					Description: "Retransmitted TCP segments per second between namespaces: loss or congestion on the path.",

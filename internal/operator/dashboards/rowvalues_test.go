@@ -45,10 +45,16 @@ type promTest struct {
 // when promtool is not installed.
 func rowExprs(t *testing.T, row string) map[string]string {
 	t.Helper()
+	return dashboardRowExprs(t, "flowlens-traffic.json", row)
+}
+
+// dashboardRowExprs is rowExprs for a row of the dashboard in file.
+func dashboardRowExprs(t *testing.T, file, row string) map[string]string {
+	t.Helper()
 	if _, err := exec.LookPath("promtool"); err != nil {
 		t.Skip("promtool not installed (make deps-prometheus)")
 	}
-	m, err := dashboards.Parse(committed(t)["flowlens-traffic.json"])
+	m, err := dashboards.Parse(committed(t)[file])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,10 @@ const (
 	dnsLatency      = "flowlens_collector_dns_latency_seconds"
 	dnsResponses    = "flowlens_collector_dns_responses_total"
 	dnsTimeouts     = "flowlens_collector_dns_timeouts_total"
+	tcpConnects     = "flowlens_collector_tcp_connects_total"
+	tcpResets       = "flowlens_collector_tcp_resets_total"
+	tcpZeroWindows  = "flowlens_collector_tcp_zero_windows_total"
+	tcpHandshake    = "flowlens_collector_tcp_handshake_seconds"
 )
 
 // tlsFilter selects TLS handshakes by the destination namespace variable:

@@ -38,6 +38,7 @@ features:
     - drops
     - rtt
     - retransmits
+    - tcp
 log_level: info
 `
 }

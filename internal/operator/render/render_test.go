@@ -61,7 +61,7 @@ func TestAgentAcceptsDefaults(t *testing.T) {
 		c.MetricsAddress != ":9400" || c.NodeName != "node-1" || c.NetnsDir != "/var/run/netns" ||
 		!slices.Equal(c.Netns, []string{"host"}) || !slices.Equal(c.ExcludeInterfaces, []string{"lo"}) ||
 		len(c.Interfaces) != 0 || !slices.Equal(c.Export, []string{"stdout"}) ||
-		!slices.Equal(c.Features, []string{"drops", "rtt", "retransmits"}) {
+		!slices.Equal(c.Features, []string{"drops", "rtt", "retransmits", "tcp"}) {
 		t.Errorf("agent configuration from the defaults: %+v", c)
 	}
 }
@@ -605,6 +605,7 @@ features:
     - drops
     - rtt
     - retransmits
+    - tcp
 web_config_file: /etc/flowlens/web-config.yml
 log_level: info
 ipfix_target: '[fd00::2]:4739'

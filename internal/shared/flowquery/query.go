@@ -9,7 +9,7 @@
 // by the term's not. A criterion with several values matches any of them.
 // Each criterion is one file here (namespace.go, pod.go, workload.go,
 // node.go, ip.go, port.go, protocol.go, drops.go, dropcause.go,
-// tcpflags.go, rtt.go, dnsrcode.go), with its test beside it: a new one is
+// tcpflags.go, rtt.go, dnsrcode.go, tcpfailed.go, tcpresult.go), with its test beside it: a new one is
 // its FlowFilter field, its file, and its line in criteria.
 //
 //	q, err := flowquery.Compile(req.Filters) // err names the field: filters[1].from_ip: ...
@@ -45,7 +45,7 @@ type criterion func(ff *flowv1.FlowFilter) ([]check, error)
 // criteria are the criteria of a FlowFilter, in the order they are checked
 // (the first bad field is the one reported).
 var criteria = []criterion{
-	namespace, pod, workload, node, ips, ports, protocol, drops, dropCause, tcpFlags, rttAbove, dnsRcode,
+	namespace, pod, workload, node, ips, ports, protocol, drops, dropCause, tcpFlags, rttAbove, dnsRcode, tcpFailed, tcpResult,
 }
 
 // Compile checks and compiles filters (see FlowFilter in
@@ -74,7 +74,7 @@ func Terms(filters []*flowv1.FlowFilter) int {
 	n := 0
 	for _, f := range filters {
 		n += 1 + len(f.Namespace) + len(f.Pod) + len(f.Workload) + len(f.Node) + len(f.Ip) + len(f.FromIp) + len(f.ToIp) +
-			len(f.Port) + len(f.FromPort) + len(f.ToPort) + len(f.Protocol) + len(f.DropCause) + len(f.TcpFlags) + len(f.DnsRcode)
+			len(f.Port) + len(f.FromPort) + len(f.ToPort) + len(f.Protocol) + len(f.DropCause) + len(f.TcpFlags) + len(f.DnsRcode) + len(f.TcpResult)
 	}
 	return n
 }

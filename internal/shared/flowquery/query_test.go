@@ -109,6 +109,8 @@ func TestEveryFieldIsACriterion(t *testing.T) {
 		ff := &flowv1.FlowFilter{}
 		m := ff.ProtoReflect()
 		switch {
+		case fd.Name() == "tcp_result": // a fixed vocabulary
+			m.Mutable(fd).List().Append(protoreflect.ValueOfString(TCPResults[0]))
 		case fd.IsList() && fd.Kind() == protoreflect.StringKind:
 			m.Mutable(fd).List().Append(protoreflect.ValueOfString("10.0.0.1"))
 		case fd.IsList() && fd.Kind() == protoreflect.Uint32Kind:

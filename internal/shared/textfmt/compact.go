@@ -11,6 +11,7 @@ import (
 // AppendCompact appends f as one line (no newline), only what it carries:
 //
 //	07:08:58.123 node-a shop/web-1(Deployment/web) 10.0.0.1:40000 -> data/db-0 10.0.0.2:5432 tcp 1.5KiB 3p flags=SYN|ACK drops=1p/60B:NETFILTER_DROP rtt=3ms
+//	07:08:59.001 node-a shop/web-1(Deployment/web) 10.0.0.1:40002 -> data/db-0 10.0.0.2:5433 tcp 600B 10p flags=SYN|RST tcp=client refused=10 syn_retrans=2
 //
 // The Kubernetes context of an end comes before its address when the flow
 // is enriched.
@@ -53,11 +54,41 @@ func AppendCompact(b []byte, f *enriched.Flow) []byte {
 	if f.RTT > 0 {
 		b = append(b, " rtt="+f.RTT.Round(time.Microsecond).String()...)
 	}
+	b = compactTCP(b, f)
 	if f.DNSName != "" {
 		b = append(b, " dns="+Safe(f.DNSName)...)
 	}
 	if f.DNSAnswered() {
 		b = append(b, " rcode="+flow.DNSRcodeName(f.DNSRcode)...)
+	}
+	return b
+}
+
+// compactTCP appends the tcp feature's fields a flow carries: the source's
+// role, its connects by outcome (the names of observe's --tcp-result),
+// then the counts and the handshake latency that are not 0.
+func compactTCP(b []byte, f *enriched.Flow) []byte {
+	if !f.HasTCP() {
+		return b
+	}
+	b = append(b, " tcp="...)
+	b = append(b, dash(f.TCPRole.String())...)
+	for _, c := range []struct {
+		name string
+		n    uint64
+	}{
+		{"established", f.TCPEstablished()}, {"refused", f.TCPRefused}, {"timeout", f.TCPTimeouts},
+		{"syn_retrans", f.TCPSynRetrans}, {"resets", f.TCPResets}, {"zero_windows", f.TCPZeroWindows},
+	} {
+		if c.n > 0 {
+			b = append(b, ' ')
+			b = append(b, c.name...)
+			b = append(b, '=')
+			b = strconv.AppendUint(b, c.n, 10)
+		}
+	}
+	if f.TCPHandshake > 0 {
+		b = append(b, " handshake="+f.TCPHandshake.Round(time.Microsecond).String()...)
 	}
 	return b
 }

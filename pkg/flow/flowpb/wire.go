@@ -122,6 +122,7 @@ func appendTail(b []byte, r *flow.Record) []byte {
 	b = appendXlat(b, r)
 	b = appendTLS(b, r)
 	b = appendDNS(b, r)
+	b = appendTCP(b, r)
 	// groupgen wire: end.
 	b = appendTunnel(b, r) // 60, after the groups
 	b = appendBool(b, 61, r.L4Unread)

@@ -4,4 +4,4 @@ package flowpb
 
 // groups are the feature groups in Flow field-number order, the order the
 // wire encoder appends them in.
-var groups = []group{dropsGroup, rttGroup, retransmitsGroup, xlatGroup, tlsGroup, dnsGroup}
+var groups = []group{dropsGroup, rttGroup, retransmitsGroup, xlatGroup, tlsGroup, dnsGroup, tcpGroup}

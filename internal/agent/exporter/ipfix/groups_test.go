@@ -26,6 +26,8 @@ func TestGroupElements(t *testing.T) {
 		"xlat":        append([]uint16{iePostNATSourceIPv4, iePostNATDestinationIPv4, iePostNAPTSourcePort, iePostNAPTDestPort}, pen(ieFlXlatZoneID)...),
 		"tls":         pen(ieFlTLSVersion, ieFlTLSCipherSuite, ieFlTLSGroup, ieFlTLSClientHello, ieFlQUIC),
 		"dns":         pen(ieFlDNSID, ieFlDNSFlags, ieFlDNSRcode, ieFlDNSName, ieFlDNSNameTruncated, ieFlDNSLatencyNanosecs, ieFlDNSLatencyMaxNanosec, ieFlDNSTimeout),
+		"tcp": pen(ieFlTCPRole, ieFlTCPConnects, ieFlTCPRefused, ieFlTCPTimeouts, ieFlTCPSynRetrans, ieFlTCPResets,
+			ieFlTCPZeroWindows, ieFlTCPHandshakeNanosecs, ieFlTCPHandshakeMaxNanosec),
 	}
 	for _, g := range flow.Groups {
 		r := flow.Record{SrcAddr: netip.MustParseAddr("10.0.0.1"), DstAddr: netip.MustParseAddr("10.0.0.2"), Sampling: 1}

@@ -219,6 +219,9 @@ func check(t *testing.T, got decoded, r *flow.Record, domain uint32) {
 	if r.HasTLS() {
 		tmpl += variantTLS
 	}
+	if r.HasTCP() {
+		tmpl += variantTCP + 1 // templateID: 288 is TemplateInterface
+	}
 	if got.template != tmpl {
 		t.Errorf("%v: template %d, want %d", r.SrcAddr, got.template, tmpl)
 	}
@@ -328,7 +331,7 @@ func checkFull(t *testing.T, msgs [][]byte, batch []flow.Record, max int) {
 		r := &batch[k]
 		v := recordVariant(r)
 		need := recordLen(r, v)
-		if d[len(d)-1].template != TemplateIPv4+uint16(v) {
+		if d[len(d)-1].template != templateID(v) {
 			need += setHeaderLen
 		}
 		if len(m)+need <= max {
@@ -516,6 +519,12 @@ func wantEnterprise(r *flow.Record) map[uint16][]byte {
 		m[1030], m[1031], m[1032] = u16(r.TLSVersion), u16(r.TLSCipherSuite), u16(r.TLSGroup)
 		m[1033], m[1034] = boolean(r.TLSClientHello), boolean(r.QUIC)
 	}
+	if r.HasTCP() {
+		m[1040] = []byte{byte(r.TCPRole)}
+		m[1041], m[1042], m[1043] = u64(r.TCPConnects), u64(r.TCPRefused), u64(r.TCPTimeouts)
+		m[1044], m[1045], m[1046] = u64(r.TCPSynRetrans), u64(r.TCPResets), u64(r.TCPZeroWindows)
+		m[1047], m[1048] = u64(uint64(r.TCPHandshake)), u64(uint64(r.TCPHandshakeMax))
+	}
 	return m
 }
 
@@ -607,8 +616,8 @@ func TestEnrichedDecodedByGoflow2(t *testing.T) {
 	t.Logf("%d flows in %d messages, per template %v", len(batch), len(msgs), perTemplate)
 }
 
-// Every one of the 32 templates (address family × NAT × enrichment × DNS ×
-// TLS) is decoded by goflow2 to the record's values, in one batch.
+// Every one of the 64 templates (address family × NAT × enrichment × DNS ×
+// TLS × TCP) is decoded by goflow2 to the record's values, in one batch.
 func TestEveryTemplateDecodedByGoflow2(t *testing.T) {
 	col, e := udpExporter(t, Config{DomainID: 11})
 	base := records(variants * 2)
@@ -630,6 +639,9 @@ func TestEveryTemplateDecodedByGoflow2(t *testing.T) {
 		if v&variantTLS != 0 {
 			r.TLSVersion, r.TLSGroup, r.QUIC = 0x0304, 0x11ec, true
 		}
+		if v&variantTCP != 0 {
+			r.TCPRole, r.TCPConnects, r.TCPHandshake = flow.TCPRoleServer, uint64(v), time.Duration(v)*time.Microsecond
+		}
 		batch = append(batch, r)
 	}
 	if err := e.Export(context.Background(), batch); err != nil {
@@ -638,7 +650,7 @@ func TestEveryTemplateDecodedByGoflow2(t *testing.T) {
 	_, recs := receive(t, col, netflow.CreateTemplateSystem(), len(batch))
 	for i := range batch {
 		check(t, recs[i], &batch[i], 11)
-		if want := TemplateIPv4 + uint16(i); recs[i].template != want {
+		if want := templateID(i); recs[i].template != want {
 			t.Errorf("flow %d: template %d, want %d", i, recs[i].template, want)
 		}
 	}
@@ -1001,6 +1013,7 @@ func TestLargestRecordFits(t *testing.T) {
 	r.XlatSrcAddr = netip.MustParseAddr("fd00::1")
 	r.DropCause, r.DropTCPState, r.DNSName = strings.Repeat("c", 300), strings.Repeat("s", 50), strings.Repeat("n", 300)
 	r.TLSVersion, r.Partial = 0x0304, true
+	r.TCPRole = flow.TCPRoleClient
 	r.Interfaces = nil
 	for range 8 {
 		r.Interfaces = append(r.Interfaces, flow.Interface{Name: strings.Repeat("i", 20), Direction: flow.DirBoth})

@@ -6,11 +6,11 @@ import (
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
-// Template ids of the data sets: 256 + the record's variant, a sum of the
-// variant bits (variantV6, variantNAT, variantEnriched, variantDNS,
-// variantTLS); the named ones below are the first eight, 264 to 287 add the
-// DNS and TLS groups. TemplateInterface is the sub-template of the
-// interfaces list's entries.
+// Template ids of the data sets: templateID of the record's variant, a sum
+// of the variant bits (variantV6, variantNAT, variantEnriched, variantDNS,
+// variantTLS, variantTCP); the named ones below are the first eight, 264 to
+// 287 add the DNS and TLS groups, 289 to 320 the TCP group (288 is taken).
+// TemplateInterface is the sub-template of the interfaces list's entries.
 const (
 	TemplateIPv4            uint16 = 256
 	TemplateIPv6            uint16 = 257
@@ -30,6 +30,11 @@ const (
 // with blocks.
 const variantV6 = 1
 
+// templateID is the template id of variant v: 256 + v, skipping one id per
+// 32 variants so that the ids sent before the TCP group (256 to 287, and
+// TemplateInterface, 288) keep their meaning.
+func templateID(v int) uint16 { return TemplateIPv4 + uint16(v+v/32) }
+
 // EnterpriseNumber is the default Private Enterprise Number (IANA) of
 // flowlens's enterprise-specific Information Elements (Config.EnterpriseNumber
 // sets another). 32473 is the PEN IANA reserves for documentation and
@@ -45,7 +50,7 @@ const EnterpriseNumber uint32 = 32473
 // elements (1001 for octetDeltaCount's 1). Each block's are in its file,
 // in ranges: 1001-1012 enrichment (drops.go, rtt.go, retransmits.go,
 // enriched.go), 1013 NAT (xlat.go), 1020-1027 DNS (dns.go), 1030-1034 TLS
-// (tls.go).
+// (tls.go), 1040-1048 TCP (tcp.go).
 const (
 	enterpriseBit  = 0x8000
 	variableLength = 0xffff
@@ -222,7 +227,7 @@ func appendTemplateRecord(b []byte, id uint16, fs []field, pen uint32) []byte {
 func templateRecords(pen uint32) (out [][]byte) {
 	out = append(out, appendTemplateRecord(nil, TemplateInterface, interfaceFields, pen))
 	for v := range variants {
-		out = append(out, appendTemplateRecord(nil, TemplateIPv4+uint16(v), templateFields(v), pen))
+		out = append(out, appendTemplateRecord(nil, templateID(v), templateFields(v), pen))
 	}
 	return out
 }

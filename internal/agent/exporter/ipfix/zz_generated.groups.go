@@ -3,11 +3,11 @@
 package ipfix
 
 // groups are the feature groups exported, in the registry's order.
-var groups = []group{dropsGroup, rttGroup, retransmitsGroup, xlatGroup, tlsGroup, dnsGroup}
+var groups = []group{dropsGroup, rttGroup, retransmitsGroup, xlatGroup, tlsGroup, dnsGroup, tcpGroup}
 
 // blocks are the optional blocks, in the order of their bits and of their
 // fields in a record.
-var blocks = []block{natBlock, enrichedBlock, dnsBlock, tlsBlock}
+var blocks = []block{natBlock, enrichedBlock, dnsBlock, tlsBlock, tcpBlock}
 
 // variants counts the variants: the family's bit and one per block.
-const variants = 2 << 4
+const variants = 2 << 5

@@ -219,6 +219,7 @@ func (e *encoder) attributes(r *flow.Record) {
 	b = xlatAttributes(e, b, r)
 	b = tlsAttributes(e, b, r)
 	b = dnsAttributes(e, b, r)
+	b = tcpAttributes(e, b, r)
 	// groupgen attributes: end.
 	e.buf = b
 }

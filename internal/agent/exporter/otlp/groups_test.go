@@ -21,6 +21,8 @@ func TestGroupAttributes(t *testing.T) {
 		"tls":         {"tls.protocol.name", "tls.protocol.version", "tls.cipher", "tls.curve", "flowlens.tls_client_hello", "flowlens.quic"},
 		"dns": {"dns.question.name", "flowlens.dns_id", "flowlens.dns_flags", "flowlens.dns_rcode", "flowlens.dns_name_truncated",
 			"flowlens.dns_latency_ns", "flowlens.dns_latency_max_ns", "flowlens.dns_timeout"},
+		"tcp": {"flowlens.tcp_role", "flowlens.tcp_connects", "flowlens.tcp_refused", "flowlens.tcp_timeouts", "flowlens.tcp_syn_retrans",
+			"flowlens.tcp_resets", "flowlens.tcp_zero_windows", "flowlens.tcp_handshake_ns", "flowlens.tcp_handshake_max_ns"},
 	}
 	for _, g := range flow.Groups {
 		var r flow.Record

@@ -4,4 +4,4 @@ package otlp
 
 // groups are the feature groups in the order their attributes follow the
 // core ones.
-var groups = []group{dropsGroup, rttGroup, retransmitsGroup, xlatGroup, tlsGroup, dnsGroup}
+var groups = []group{dropsGroup, rttGroup, retransmitsGroup, xlatGroup, tlsGroup, dnsGroup, tcpGroup}

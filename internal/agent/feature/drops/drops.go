@@ -66,7 +66,9 @@ func (f *Feature) Fill(r *flow.Record, v *datapath.EnrichValue) {
 	r.DropPackets = v.DropPackets
 	r.DropBytes = v.DropBytes
 	r.DropTCPFlags = v.DropTcpFlags
-	if v.DropPackets == 0 {
+	// A cause without drops in the period: the tcp feature's timeout of a
+	// connect whose SYNs were dropped earlier carries their cause (bpf/tcp.h).
+	if v.DropPackets == 0 && v.DropCause == 0 {
 		return
 	}
 	if f.names != nil {

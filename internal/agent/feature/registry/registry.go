@@ -20,6 +20,7 @@ import (
 	"github.com/flowlens/flowlens/internal/agent/feature/drops"
 	"github.com/flowlens/flowlens/internal/agent/feature/retransmits"
 	"github.com/flowlens/flowlens/internal/agent/feature/rtt"
+	"github.com/flowlens/flowlens/internal/agent/feature/tcp"
 	"github.com/flowlens/flowlens/internal/agent/feature/tls"
 	"github.com/flowlens/flowlens/internal/agent/feature/xlat"
 )
@@ -34,6 +35,7 @@ func New() []feature.Feature {
 		xlat.New(),
 		tls.New(),
 		dns.New(),
+		tcp.New(),
 	}
 }
 

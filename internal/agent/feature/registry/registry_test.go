@@ -10,14 +10,20 @@ import (
 )
 
 // --features accepts exactly the registered features, in the registry's
-// order; its default enables the first three (drops, rtt, retransmits),
-// and the others (xlat, tls, dns) are opt-in.
+// order; its default enables the features whose Config says so (drops,
+// rtt, retransmits, tcp), and the others (xlat, tls, dns) are opt-in.
 func TestConfigFeaturesAreTheRegistry(t *testing.T) {
 	c, err := config.Load(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := strings.Join(c.Features, ","), strings.Join(registry.Names()[:3], ","); got != want {
+	var defaults []string
+	for _, f := range registry.New() {
+		if f.Config().Default {
+			defaults = append(defaults, f.Name())
+		}
+	}
+	if got, want := strings.Join(c.Features, ","), "drops,rtt,retransmits,tcp"; got != want || want != strings.Join(defaults, ",") {
 		t.Fatalf("default --features %q, registry %q", got, want)
 	}
 	for _, name := range registry.Names() {
