@@ -347,7 +347,7 @@ func (e *Exporter) fill(batch []flow.Record, now time.Time) int {
 	for i := range batch {
 		r := &batch[i]
 		v := recordVariant(r)
-		id, need := TemplateIPv4+uint16(v), recordLen(r, v)
+		id, need := templateID(v), recordLen(r, v)
 		if setID != id {
 			need += setHeaderLen
 		}

@@ -219,6 +219,9 @@ func check(t *testing.T, got decoded, r *flow.Record, domain uint32) {
 	if r.HasTLS() {
 		tmpl += variantTLS
 	}
+	if Tunneled(r) {
+		tmpl = templateID(int(tmpl-TemplateIPv4) + variantTunnel)
+	}
 	if got.template != tmpl {
 		t.Errorf("%v: template %d, want %d", r.SrcAddr, got.template, tmpl)
 	}
@@ -428,6 +431,27 @@ func enrich(batch []flow.Record) {
 	}
 }
 
+// tunnels gives some flows of records' batch a tunnel, as the TC programs
+// record a flow seen encapsulated on the uplink: VXLAN over IPv4, Geneve
+// over IPv6 (an IPv4 flow in an IPv6 underlay and the reverse), IP-in-IP
+// (no VNI); the others have none.
+func tunnels(batch []flow.Record) {
+	for i := range batch {
+		r := &batch[i]
+		switch i % 9 {
+		case 1:
+			r.Tunnel = flow.Tunnel{TunnelType: flow.TunnelVXLAN, TunnelSrcAddr: netip.MustParseAddr("10.0.0.1"),
+				TunnelDstAddr: netip.MustParseAddr("10.0.0.2"), TunnelVNI: uint32(100 + i)}
+		case 4:
+			r.Tunnel = flow.Tunnel{TunnelType: flow.TunnelGeneve, TunnelSrcAddr: netip.MustParseAddr("fd00:1::1"),
+				TunnelDstAddr: netip.MustParseAddr("fd00:1::2"), TunnelVNI: 0xabcdef}
+		case 8:
+			r.Tunnel = flow.Tunnel{TunnelType: flow.TunnelIPIP, TunnelSrcAddr: netip.MustParseAddr("172.16.0.1"),
+				TunnelDstAddr: netip.MustParseAddr("172.16.0.2")}
+		}
+	}
+}
+
 // dnsTLS gives some flows of records' batch the DNS fields (a query
 // answered, one unanswered, an answer on the server's flow, a name longer
 // than MaxDNSName), others the TLS fields (a ServerHello, a ClientHello,
@@ -516,6 +540,25 @@ func wantEnterprise(r *flow.Record) map[uint16][]byte {
 		m[1030], m[1031], m[1032] = u16(r.TLSVersion), u16(r.TLSCipherSuite), u16(r.TLSGroup)
 		m[1033], m[1034] = boolean(r.TLSClientHello), boolean(r.QUIC)
 	}
+	if Tunneled(r) {
+		tn := &r.Tunnel
+		a4 := func(a netip.Addr) []byte {
+			if a.Is4() {
+				return a.AsSlice()
+			}
+			return make([]byte, 4)
+		}
+		a16 := func(a netip.Addr) []byte {
+			if a.Is6() {
+				return a.AsSlice()
+			}
+			return make([]byte, 16)
+		}
+		m[1040] = []byte{byte(tn.TunnelType)}
+		m[1041], m[1042] = a4(tn.TunnelSrcAddr), a4(tn.TunnelDstAddr)
+		m[1043], m[1044] = a16(tn.TunnelSrcAddr), a16(tn.TunnelDstAddr)
+		m[1045] = be.AppendUint32(nil, tn.TunnelVNI)
+	}
 	return m
 }
 
@@ -591,6 +634,7 @@ func TestEnrichedDecodedByGoflow2(t *testing.T) {
 	translate(batch)
 	enrich(batch)
 	dnsTLS(batch)
+	tunnels(batch)
 	if err := e.Export(context.Background(), batch); err != nil {
 		t.Fatal(err)
 	}
@@ -607,8 +651,8 @@ func TestEnrichedDecodedByGoflow2(t *testing.T) {
 	t.Logf("%d flows in %d messages, per template %v", len(batch), len(msgs), perTemplate)
 }
 
-// Every one of the 32 templates (address family × NAT × enrichment × DNS ×
-// TLS) is decoded by goflow2 to the record's values, in one batch.
+// Every one of the 64 templates (address family × NAT × enrichment × DNS ×
+// TLS × tunnel) is decoded by goflow2 to the record's values, in one batch.
 func TestEveryTemplateDecodedByGoflow2(t *testing.T) {
 	col, e := udpExporter(t, Config{DomainID: 11})
 	base := records(variants * 2)
@@ -630,6 +674,10 @@ func TestEveryTemplateDecodedByGoflow2(t *testing.T) {
 		if v&variantTLS != 0 {
 			r.TLSVersion, r.TLSGroup, r.QUIC = 0x0304, 0x11ec, true
 		}
+		if v&variantTunnel != 0 {
+			r.Tunnel = flow.Tunnel{TunnelType: flow.TunnelGeneve, TunnelSrcAddr: netip.MustParseAddr("192.0.2.10"),
+				TunnelDstAddr: netip.MustParseAddr("192.0.2.11"), TunnelVNI: uint32(v)}
+		}
 		batch = append(batch, r)
 	}
 	if err := e.Export(context.Background(), batch); err != nil {
@@ -638,7 +686,7 @@ func TestEveryTemplateDecodedByGoflow2(t *testing.T) {
 	_, recs := receive(t, col, netflow.CreateTemplateSystem(), len(batch))
 	for i := range batch {
 		check(t, recs[i], &batch[i], 11)
-		if want := TemplateIPv4 + uint16(i); recs[i].template != want {
+		if want := templateID(i); recs[i].template != want {
 			t.Errorf("flow %d: template %d, want %d", i, recs[i].template, want)
 		}
 	}
@@ -983,6 +1031,7 @@ func TestExportAllocations(t *testing.T) {
 	translate(batch)
 	enrich(batch)
 	dnsTLS(batch)
+	tunnels(batch)
 	ctx := context.Background()
 	if err := e.Export(ctx, batch); err != nil {
 		t.Fatal(err)
@@ -1001,6 +1050,7 @@ func TestLargestRecordFits(t *testing.T) {
 	r.XlatSrcAddr = netip.MustParseAddr("fd00::1")
 	r.DropCause, r.DropTCPState, r.DNSName = strings.Repeat("c", 300), strings.Repeat("s", 50), strings.Repeat("n", 300)
 	r.TLSVersion, r.Partial = 0x0304, true
+	r.Tunnel = flow.Tunnel{TunnelType: flow.TunnelVXLAN, TunnelSrcAddr: netip.MustParseAddr("fd00::a"), TunnelDstAddr: netip.MustParseAddr("fd00::b"), TunnelVNI: 1}
 	r.Interfaces = nil
 	for range 8 {
 		r.Interfaces = append(r.Interfaces, flow.Interface{Name: strings.Repeat("i", 20), Direction: flow.DirBoth})

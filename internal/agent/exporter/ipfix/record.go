@@ -46,6 +46,9 @@ func recordVariant(r *flow.Record) int {
 	if r.HasTLS() {
 		v |= variantTLS
 	}
+	if Tunneled(r) {
+		v |= variantTunnel
+	}
 	// groupgen variant: end.
 	return v
 }
@@ -167,6 +170,9 @@ func appendRecord(b []byte, r *flow.Record, variant int) []byte {
 	}
 	if variant&variantTLS != 0 {
 		b = appendTLS(b, r)
+	}
+	if variant&variantTunnel != 0 {
+		b = appendTunnel(b, r)
 	}
 	// groupgen append: end.
 	return b

@@ -8,9 +8,10 @@ import (
 
 // Template ids of the data sets: 256 + the record's variant, a sum of the
 // variant bits (variantV6, variantNAT, variantEnriched, variantDNS,
-// variantTLS); the named ones below are the first eight, 264 to 287 add the
-// DNS and TLS groups. TemplateInterface is the sub-template of the
-// interfaces list's entries.
+// variantTLS, variantTunnel; templateID); the named ones below are the
+// first eight, 264 to 287 add the DNS and TLS groups, 289 to 320 the
+// tunnel's (one past 256 + variant, skipping TemplateInterface, the
+// sub-template of the interfaces list's entries).
 const (
 	TemplateIPv4            uint16 = 256
 	TemplateIPv6            uint16 = 257
@@ -195,6 +196,17 @@ var (
 	}()
 )
 
+// templateID is the template id of variant v: 256 + v, past
+// TemplateInterface (288) for the variants from 32 on (the tunnel block's),
+// so that the ids of the first 32 and the sub-template's stay as they were.
+func templateID(v int) uint16 {
+	id := TemplateIPv4 + uint16(v)
+	if id >= TemplateInterface {
+		id++
+	}
+	return id
+}
+
 // listHeaderLen is a subTemplateList's semantic and template id.
 const listHeaderLen = 3
 
@@ -222,7 +234,7 @@ func appendTemplateRecord(b []byte, id uint16, fs []field, pen uint32) []byte {
 func templateRecords(pen uint32) (out [][]byte) {
 	out = append(out, appendTemplateRecord(nil, TemplateInterface, interfaceFields, pen))
 	for v := range variants {
-		out = append(out, appendTemplateRecord(nil, TemplateIPv4+uint16(v), templateFields(v), pen))
+		out = append(out, appendTemplateRecord(nil, templateID(v), templateFields(v), pen))
 	}
 	return out
 }
