@@ -317,6 +317,18 @@ const (
 	datapathTlsFlagsTLS_F_QUIC         datapathTlsFlags = 4
 )
 
+type datapathTunnelOuterValue struct {
+	_         structs.HostLayout
+	Packets   uint64
+	Bytes     uint64
+	FirstSeen uint64
+	LastSeen  uint64
+	Obs       datapathIfaceObs
+	Vni       uint32
+	Type      uint8
+	Pad       [3]uint8
+}
+
 type datapathTunnelType uint32
 
 const (
@@ -348,6 +360,9 @@ const (
 	datapathMapOverflow            = "overflow"
 	datapathMapOverflowSeen        = "overflow_seen"
 	datapathMapRttSeen             = "rtt_seen"
+	datapathMapTunnelOuterA        = "tunnel_outer_a"
+	datapathMapTunnelOuterB        = "tunnel_outer_b"
+	datapathMapTunnelOuterZero     = "tunnel_outer_zero"
 	datapathProgDropKfreeSkb       = "drop_kfree_skb"
 	datapathProgDropTracepoint     = "drop_tracepoint"
 	datapathProgFlowlensClock      = "flowlens_clock"
@@ -365,6 +380,7 @@ const (
 	datapathVarNetnsCookie         = "netns_cookie"
 	datapathVarNetnsFromDev        = "netns_from_dev"
 	datapathVarOverlayOn           = "overlay_on"
+	datapathVarOverlayOuterOn      = "overlay_outer_on"
 	datapathVarReasonConsumed      = "reason_consumed"
 	datapathVarReasonNotSpecified  = "reason_not_specified"
 	datapathVarSampling            = "sampling"
@@ -445,25 +461,28 @@ type datapathProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type datapathMapSpecs struct {
-	Control        *ebpf.MapSpec `ebpf:"control"`
-	Counters       *ebpf.MapSpec `ebpf:"counters"`
-	DnsPending     *ebpf.MapSpec `ebpf:"dns_pending"`
-	EnrichA        *ebpf.MapSpec `ebpf:"enrich_a"`
-	EnrichB        *ebpf.MapSpec `ebpf:"enrich_b"`
-	EnrichCounters *ebpf.MapSpec `ebpf:"enrich_counters"`
-	EnrichZero     *ebpf.MapSpec `ebpf:"enrich_zero"`
-	FilterAddr     *ebpf.MapSpec `ebpf:"filter_addr"`
-	FilterCounters *ebpf.MapSpec `ebpf:"filter_counters"`
-	FilterIfaces   *ebpf.MapSpec `ebpf:"filter_ifaces"`
-	FilterPorts    *ebpf.MapSpec `ebpf:"filter_ports"`
-	FilterTables   *ebpf.MapSpec `ebpf:"filter_tables"`
-	FilterV4       *ebpf.MapSpec `ebpf:"filter_v4"`
-	FlowsA         *ebpf.MapSpec `ebpf:"flows_a"`
-	FlowsB         *ebpf.MapSpec `ebpf:"flows_b"`
-	Frags          *ebpf.MapSpec `ebpf:"frags"`
-	Overflow       *ebpf.MapSpec `ebpf:"overflow"`
-	OverflowSeen   *ebpf.MapSpec `ebpf:"overflow_seen"`
-	RttSeen        *ebpf.MapSpec `ebpf:"rtt_seen"`
+	Control         *ebpf.MapSpec `ebpf:"control"`
+	Counters        *ebpf.MapSpec `ebpf:"counters"`
+	DnsPending      *ebpf.MapSpec `ebpf:"dns_pending"`
+	EnrichA         *ebpf.MapSpec `ebpf:"enrich_a"`
+	EnrichB         *ebpf.MapSpec `ebpf:"enrich_b"`
+	EnrichCounters  *ebpf.MapSpec `ebpf:"enrich_counters"`
+	EnrichZero      *ebpf.MapSpec `ebpf:"enrich_zero"`
+	FilterAddr      *ebpf.MapSpec `ebpf:"filter_addr"`
+	FilterCounters  *ebpf.MapSpec `ebpf:"filter_counters"`
+	FilterIfaces    *ebpf.MapSpec `ebpf:"filter_ifaces"`
+	FilterPorts     *ebpf.MapSpec `ebpf:"filter_ports"`
+	FilterTables    *ebpf.MapSpec `ebpf:"filter_tables"`
+	FilterV4        *ebpf.MapSpec `ebpf:"filter_v4"`
+	FlowsA          *ebpf.MapSpec `ebpf:"flows_a"`
+	FlowsB          *ebpf.MapSpec `ebpf:"flows_b"`
+	Frags           *ebpf.MapSpec `ebpf:"frags"`
+	Overflow        *ebpf.MapSpec `ebpf:"overflow"`
+	OverflowSeen    *ebpf.MapSpec `ebpf:"overflow_seen"`
+	RttSeen         *ebpf.MapSpec `ebpf:"rtt_seen"`
+	TunnelOuterA    *ebpf.MapSpec `ebpf:"tunnel_outer_a"`
+	TunnelOuterB    *ebpf.MapSpec `ebpf:"tunnel_outer_b"`
+	TunnelOuterZero *ebpf.MapSpec `ebpf:"tunnel_outer_zero"`
 }
 
 // datapathVariableSpecs contains global variables before they are loaded into the kernel.
@@ -477,6 +496,7 @@ type datapathVariableSpecs struct {
 	NetnsCookie         *ebpf.VariableSpec `ebpf:"netns_cookie"`
 	NetnsFromDev        *ebpf.VariableSpec `ebpf:"netns_from_dev"`
 	OverlayOn           *ebpf.VariableSpec `ebpf:"overlay_on"`
+	OverlayOuterOn      *ebpf.VariableSpec `ebpf:"overlay_outer_on"`
 	ReasonConsumed      *ebpf.VariableSpec `ebpf:"reason_consumed"`
 	ReasonNotSpecified  *ebpf.VariableSpec `ebpf:"reason_not_specified"`
 	Sampling            *ebpf.VariableSpec `ebpf:"sampling"`
@@ -519,25 +539,28 @@ func (o *datapathObjects) Close() error {
 //
 // It can be passed to loadDatapathObjects or ebpf.CollectionSpec.LoadAndAssign.
 type datapathMaps struct {
-	Control        *ebpf.Map `ebpf:"control"`
-	Counters       *ebpf.Map `ebpf:"counters"`
-	DnsPending     *ebpf.Map `ebpf:"dns_pending"`
-	EnrichA        *ebpf.Map `ebpf:"enrich_a"`
-	EnrichB        *ebpf.Map `ebpf:"enrich_b"`
-	EnrichCounters *ebpf.Map `ebpf:"enrich_counters"`
-	EnrichZero     *ebpf.Map `ebpf:"enrich_zero"`
-	FilterAddr     *ebpf.Map `ebpf:"filter_addr"`
-	FilterCounters *ebpf.Map `ebpf:"filter_counters"`
-	FilterIfaces   *ebpf.Map `ebpf:"filter_ifaces"`
-	FilterPorts    *ebpf.Map `ebpf:"filter_ports"`
-	FilterTables   *ebpf.Map `ebpf:"filter_tables"`
-	FilterV4       *ebpf.Map `ebpf:"filter_v4"`
-	FlowsA         *ebpf.Map `ebpf:"flows_a"`
-	FlowsB         *ebpf.Map `ebpf:"flows_b"`
-	Frags          *ebpf.Map `ebpf:"frags"`
-	Overflow       *ebpf.Map `ebpf:"overflow"`
-	OverflowSeen   *ebpf.Map `ebpf:"overflow_seen"`
-	RttSeen        *ebpf.Map `ebpf:"rtt_seen"`
+	Control         *ebpf.Map `ebpf:"control"`
+	Counters        *ebpf.Map `ebpf:"counters"`
+	DnsPending      *ebpf.Map `ebpf:"dns_pending"`
+	EnrichA         *ebpf.Map `ebpf:"enrich_a"`
+	EnrichB         *ebpf.Map `ebpf:"enrich_b"`
+	EnrichCounters  *ebpf.Map `ebpf:"enrich_counters"`
+	EnrichZero      *ebpf.Map `ebpf:"enrich_zero"`
+	FilterAddr      *ebpf.Map `ebpf:"filter_addr"`
+	FilterCounters  *ebpf.Map `ebpf:"filter_counters"`
+	FilterIfaces    *ebpf.Map `ebpf:"filter_ifaces"`
+	FilterPorts     *ebpf.Map `ebpf:"filter_ports"`
+	FilterTables    *ebpf.Map `ebpf:"filter_tables"`
+	FilterV4        *ebpf.Map `ebpf:"filter_v4"`
+	FlowsA          *ebpf.Map `ebpf:"flows_a"`
+	FlowsB          *ebpf.Map `ebpf:"flows_b"`
+	Frags           *ebpf.Map `ebpf:"frags"`
+	Overflow        *ebpf.Map `ebpf:"overflow"`
+	OverflowSeen    *ebpf.Map `ebpf:"overflow_seen"`
+	RttSeen         *ebpf.Map `ebpf:"rtt_seen"`
+	TunnelOuterA    *ebpf.Map `ebpf:"tunnel_outer_a"`
+	TunnelOuterB    *ebpf.Map `ebpf:"tunnel_outer_b"`
+	TunnelOuterZero *ebpf.Map `ebpf:"tunnel_outer_zero"`
 }
 
 func (m *datapathMaps) Close() error {
@@ -561,6 +584,9 @@ func (m *datapathMaps) Close() error {
 		m.Overflow,
 		m.OverflowSeen,
 		m.RttSeen,
+		m.TunnelOuterA,
+		m.TunnelOuterB,
+		m.TunnelOuterZero,
 	)
 }
 
@@ -575,6 +601,7 @@ type datapathVariables struct {
 	NetnsCookie         *ebpf.Variable `ebpf:"netns_cookie"`
 	NetnsFromDev        *ebpf.Variable `ebpf:"netns_from_dev"`
 	OverlayOn           *ebpf.Variable `ebpf:"overlay_on"`
+	OverlayOuterOn      *ebpf.Variable `ebpf:"overlay_outer_on"`
 	ReasonConsumed      *ebpf.Variable `ebpf:"reason_consumed"`
 	ReasonNotSpecified  *ebpf.Variable `ebpf:"reason_not_specified"`
 	Sampling            *ebpf.Variable `ebpf:"sampling"`

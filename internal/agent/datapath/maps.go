@@ -28,6 +28,8 @@ type Maps struct {
 	FilterCounters *ebpf.Map    // per-CPU packets matched per rule
 	DNSPending     *ebpf.Map    // DNS queries awaiting their answer (hash, feature "dns")
 	EnrichZero     *ebpf.Map    // one all-zero enrichment value: what a new entry starts as
+	TunnelOuter    [2]*ebpf.Map // the tunnel flows (--overlay-outer-flows), switched by Control too (tunnel.go)
+	TunnelZero     *ebpf.Map    // one all-zero tunnel flow value: what a new entry starts as
 
 	// percpu is the buffer the per-CPU counters are read into, reused so
 	// that reading them (every flip, every pressure check, every scrape)
@@ -73,6 +75,9 @@ func (m *Maps) table() []struct {
 		{datapathMapFilterCounters, &m.FilterCounters},
 		{datapathMapDnsPending, &m.DNSPending},
 		{datapathMapEnrichZero, &m.EnrichZero},
+		{datapathMapTunnelOuterA, &m.TunnelOuter[0]},
+		{datapathMapTunnelOuterB, &m.TunnelOuter[1]},
+		{datapathMapTunnelOuterZero, &m.TunnelZero},
 	}
 }
 
