@@ -448,6 +448,10 @@ func tunnels(batch []flow.Record) {
 		case 8:
 			r.Tunnel = flow.Tunnel{TunnelType: flow.TunnelIPIP, TunnelSrcAddr: netip.MustParseAddr("172.16.0.1"),
 				TunnelDstAddr: netip.MustParseAddr("172.16.0.2")}
+		case 7:
+			// A tunnel flow's own record (--overlay-outer-flows).
+			r.Tunnel = flow.Tunnel{TunnelType: flow.TunnelVXLAN, TunnelSrcAddr: r.SrcAddr, TunnelDstAddr: r.DstAddr,
+				TunnelVNI: 7, OverlayOuter: true}
 		}
 	}
 }
@@ -558,6 +562,7 @@ func wantEnterprise(r *flow.Record) map[uint16][]byte {
 		m[1041], m[1042] = a4(tn.TunnelSrcAddr), a4(tn.TunnelDstAddr)
 		m[1043], m[1044] = a16(tn.TunnelSrcAddr), a16(tn.TunnelDstAddr)
 		m[1045] = be.AppendUint32(nil, tn.TunnelVNI)
+		m[1046] = boolean(tn.OverlayOuter)
 	}
 	return m
 }

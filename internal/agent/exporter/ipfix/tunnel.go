@@ -21,6 +21,7 @@ const (
 	ieFlTunnelSrcIPv6 = 1043 // ipv6Address, :: for an IPv4 outer header
 	ieFlTunnelDstIPv6 = 1044 // ipv6Address
 	ieFlTunnelVNI     = 1045 // unsigned32: VXLAN/Geneve network identifier, 0 for IP-in-IP
+	ieFlOverlayOuter  = 1046 // boolean: the tunnel flow\'s own record (--overlay-outer-flows), skipped by sums
 )
 
 var tunnelBlock = block{
@@ -30,7 +31,7 @@ var tunnelBlock = block{
 		return []field{{ieFlTunnelType, 1, true},
 			{ieFlTunnelSrcIPv4, 4, true}, {ieFlTunnelDstIPv4, 4, true},
 			{ieFlTunnelSrcIPv6, 16, true}, {ieFlTunnelDstIPv6, 16, true},
-			{ieFlTunnelVNI, 4, true}}
+			{ieFlTunnelVNI, 4, true}, {ieFlOverlayOuter, 1, true}}
 	},
 }
 
@@ -48,7 +49,8 @@ func appendTunnel(b []byte, r *flow.Record) []byte {
 	b = append4(b, dst)
 	b = append16(b, src)
 	b = append16(b, dst)
-	return binary.BigEndian.AppendUint32(b, t.TunnelVNI)
+	b = binary.BigEndian.AppendUint32(b, t.TunnelVNI)
+	return appendBool(b, t.OverlayOuter)
 }
 
 // append4 appends a if it is IPv4, else 0.0.0.0.
