@@ -210,7 +210,7 @@ func TestObserveJSONIsTheCollectors(t *testing.T) {
 	}
 	// compact: one line with what the flow carries.
 	out = observeOut(t, "--server", servers, "-o", "compact", "--from-port", "40001")
-	if want := " node-a shop/web-1(Deployment/web) 10.0.0.1:40001 -> svc:kube-system/kube-dns 10.96.0.10:53 udp 1.5KiB 1p dns=nope.example rcode=NXDOMAIN\n"; !strings.HasSuffix(out, want) {
+	if want := " node-a shop/web-1(Deployment/web) 10.0.0.1:40001 -> svc:kube-system/kube-dns 10.96.0.10:53 udp 1.5KiB 1p dns=nope.example rcode=NXDOMAIN tunnel=vxlan:192.0.2.1>192.0.2.2/vni=4096\n"; !strings.HasSuffix(out, want) {
 		t.Errorf("compact: %q", out)
 	}
 }
