@@ -63,6 +63,12 @@ package main
 //	overlay vxlan     exist-hot, the same packet in VXLAN: read through to
 //	                  its inner flow on every run
 //	netns new         each run a new flow's first packet
+//
+// "overlay-outer" (--overlay-outer-flows) compares the same packets with
+// and without overlay_outer_on:
+//
+//	overlay-outer udp-inner  exist-hot UDP, no tunnel
+//	overlay-outer vxlan      exist-hot VXLAN, its tunnel flow counted too
 
 import (
 	"bytes"
@@ -163,6 +169,16 @@ func featCases(features []string) []featCase {
 				note: "exist-hot UDP 10.0.0.0:40000 -> 10.100.0.1:5000, 64 bytes: the inner packet alone"},
 			featCase{feature: "overlay", name: "vxlan", kind: "own", constant: "overlay_on", pkt: vxlanPacket(), warm: 1,
 				note: "exist-hot, the same packet in VXLAN (UDP 4789, VNI 42): keyed on the inner flow every run"})
+	}
+	if slices.Contains(features, "overlay-outer") {
+		// --overlay-outer-flows: the tunnel flow counted apart
+		// (flowlens_tunnel_outer), on tunnel packets only; the maps sized
+		// in both runs, overlay_outer_on set in the "on" one.
+		out = append(out,
+			featCase{feature: "overlay-outer", name: "udp-inner", kind: "other", constant: datapath.OverlayOuterConstant, pkt: udpPacket(5000, 64), warm: 1,
+				note: "exist-hot UDP, 64 bytes, no tunnel: what other packets pay"},
+			featCase{feature: "overlay-outer", name: "vxlan", kind: "own", constant: datapath.OverlayOuterConstant, pkt: vxlanPacket(), warm: 1,
+				note: "exist-hot VXLAN packet: read through, and with the option its tunnel flow's entry updated"})
 	}
 	if slices.Contains(features, "netns") {
 		out = append(out,
@@ -480,6 +496,12 @@ func loadFeatDP(o options, c featCase, on bool) (*featDP, error) {
 		// dns_ports {53}, dns_pending sized; the size for off too.
 		h := dns.New().Plan(nil)
 		tc, cfg.MapSizes = h.TC, h.MapSizes
+	case "overlay-outer":
+		tc = map[string]any{c.constant: uint32(1)}
+		cfg.MapSizes = map[string]uint32{}
+		for _, m := range datapath.OverlayOuterMaps {
+			cfg.MapSizes[m] = cfg.MaxFlows
+		}
 	default:
 		tc = map[string]any{c.constant: uint32(1)}
 	}
@@ -819,8 +841,8 @@ func parseFeatures(s string) ([]string, error) {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
-		if f != "tls" && f != "xlat" && f != "dns" && f != "netns" && f != "overlay" {
-			return nil, fmt.Errorf("bad -tc-features entry %q: tls, xlat, dns, netns, overlay", f)
+		if f != "tls" && f != "xlat" && f != "dns" && f != "netns" && f != "overlay" && f != "overlay-outer" {
+			return nil, fmt.Errorf("bad -tc-features entry %q: tls, xlat, dns, netns, overlay, overlay-outer", f)
 		}
 		if !slices.Contains(out, f) {
 			out = append(out, f)
