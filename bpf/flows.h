@@ -521,9 +521,10 @@ static __always_inline int handle(struct __sk_buff *skb, __u32 dir, int l3)
 	struct wpkt w = {
 		.p = &p,
 		.me = {.netns = iface_netns(skb), .ifindex = skb->ifindex, .dir = dir},
-		.tun = tunnel_candidate(&p) ? flowlens_tunnel_inner(skb, &p, l3) : 0,
 		.flags = p.unread,
 	};
+	if (tunnel_candidate(&p))
+		w.tun = flowlens_tunnel_inner(skb, &p, l3, &w.me);
 	if (p.frag) { /* rare: one test on the common path */
 		if (p.frag == FRAG_FIRST) {
 			frag_remember(&p.key, p.frag_id);

@@ -29,9 +29,10 @@
  * i.e. some feature is on), the inner flow's enrichment entry
  * gets the outer endpoints, the tunnel type and VNI (enrich_value.tun_*),
  * written on a hook's first packet of the flow in a generation (insert and
- * slow, bpf/flows.h), never on the fast path. (The node-to-node tunnel
- * flows as records of their own, marked so that sums skip them, are not
- * built: docs/design/counting.md, Overlays.)
+ * slow, bpf/flows.h), never on the fast path. With overlay_outer_on
+ * (--overlay-outer-flows) the packets read through are also counted by
+ * outer 7-tuple in tunnel_outer_a/_b (below), for records marked
+ * overlay_outer that sums skip (docs/design/counting.md, Overlays).
  *
  * Cost: one protocol test per packet (and a port test for UDP); only
  * tunnel packets run flowlens_tunnel_inner.
@@ -41,8 +42,58 @@
 
 #include "enrich.h"
 #include "parse.h"
+#include "wire.h"
 
 volatile const __u32 overlay_on = 0; /* outer endpoints on the inner flow's enrichment entry */
+/* --overlay-outer-flows: the node-to-node tunnel flows, counted apart
+ * (tunnel_outer_a/_b below), for records marked overlay_outer. */
+volatile const __u32 overlay_outer_on = 0;
+
+/*
+ * The tunnel flows (overlay_outer_on): the packets read through, by outer
+ * 7-tuple, double-buffered like flows_a/_b and switched by the same
+ * generation (control[CTL_GEN]); the agent reads and empties the ended one
+ * at each eviction into records marked overlay_outer, which sums skip: the
+ * same packets are counted in their inner flows. Kept apart from the flow
+ * maps so that an outer packet is never a flow of the counting rule (a
+ * second record() for the outer key does not fit the TC programs' stack
+ * either). An outer flow counts at the first interface and direction that
+ * saw it in a generation (obs): the uplink, where the outer packets exist;
+ * another watched interface carrying the same outer packets (a bond's
+ * slave) is not added. max_entries is set at load: 1 when the option is
+ * off (the maps cost nothing), --cache-max-flows when on. A packet that
+ * finds the map full is not in an outer record (it stays in its inner
+ * flow, the one that sums count).
+ */
+struct tunnel_outer_value {
+	__u64 packets;
+	__u64 bytes;
+	__u64 first_seen; /* jiffies */
+	__u64 last_seen;
+	struct iface_obs obs; /* the observation that counts the outer flow */
+	__u32 vni;
+	__u8 type; /* enum tunnel_type */
+	__u8 _pad[3];
+};
+
+#define DEFINE_OUTER_MAP(name)                                  \
+	struct {                                                \
+		__uint(type, BPF_MAP_TYPE_HASH);                \
+		__type(key, struct flow_key);                   \
+		__type(value, struct tunnel_outer_value);       \
+		__uint(max_entries, 1);                         \
+	} name SEC(".maps")
+
+DEFINE_OUTER_MAP(tunnel_outer_a);
+DEFINE_OUTER_MAP(tunnel_outer_b);
+
+/* One all-zero tunnel flow value (never written): what a new entry starts as. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct tunnel_outer_value);
+	__uint(max_entries, 1);
+} tunnel_outer_zero SEC(".maps");
 
 #define VXLAN_PORT 4789
 #define VXLAN_LINUX_PORT 8472
@@ -82,6 +133,55 @@ static __always_inline int tunnel_candidate(const struct pkt *p)
 }
 
 /*
+ * flowlens_tunnel_outer counts a packet read through (tunnel word tun) in
+ * the outer flow k of the active generation, when me is the outer flow's
+ * counting observation there (the first that saw it). wire: the outer
+ * frames, GSO segments each (the inner protocol proto: a tunnelled GSO
+ * buffer's segments repeat the inner headers). Global: verified once, run
+ * only with overlay_outer_on, on tunnel packets.
+ */
+__noinline int flowlens_tunnel_outer(struct __sk_buff *skb, const struct flow_key *k, const struct iface_obs *me,
+				     __u64 tun, __u32 proto)
+{
+	if (!k || !me)
+		return 0;
+	__u32 slot = CTL_GEN;
+	__u32 *gen = bpf_map_lookup_elem(&control, &slot);
+	void *m = gen && (*gen & 1) ? (void *)&tunnel_outer_b : (void *)&tunnel_outer_a;
+	__u32 bytes, packets;
+	wire(skb, proto, &bytes, &packets);
+	__u64 now = bpf_jiffies64();
+	struct tunnel_outer_value *v = bpf_map_lookup_elem(m, k);
+	if (!v) {
+		/* Inserted from an all-zero value, not one built on the stack:
+		 * the TC programs' 512 bytes of stack are all but used by the
+		 * frames of handle and tunnel_inner. */
+		__u32 z = 0;
+		struct tunnel_outer_value *zero = bpf_map_lookup_elem(&tunnel_outer_zero, &z);
+		if (!zero)
+			return 0;
+		long err = bpf_map_update_elem(m, k, zero, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(m, k);
+		if (!v)
+			return 0;
+		if (err == 0) {
+			v->first_seen = now;
+			v->vni = TUN_VNI(tun);
+			v->type = TUN_TYPE(tun);
+			v->obs = *me;
+		}
+	}
+	/* Another interface carrying the same outer packets is not added; an
+	 * entry another CPU is still filling in (no ifindex yet) is. */
+	if (v->obs.ifindex && (v->obs.ifindex != me->ifindex || v->obs.netns != me->netns || v->obs.dir != me->dir))
+		return 0;
+	__sync_fetch_and_add(&v->packets, packets);
+	__sync_fetch_and_add(&v->bytes, bytes);
+	v->last_seen = now;
+	return 1;
+}
+
+/*
  * tunnel_inner reads the inner packet of a tunnel candidate p. On success
  * p becomes the inner packet (key, flags, DSCP, ether type, payload offset,
  * fragment state) and it returns the tunnel's word (TUN_WORD); otherwise p
@@ -93,7 +193,7 @@ static __always_inline int tunnel_candidate(const struct pkt *p)
  * a static function took the TC program from 47k to 408k verified
  * instructions). Only tunnel packets come here.
  */
-__noinline __u64 flowlens_tunnel_inner(struct __sk_buff *skb, struct pkt *p, int l3)
+__noinline __u64 flowlens_tunnel_inner(struct __sk_buff *skb, struct pkt *p, int l3, const struct iface_obs *me)
 {
 	if (!p)
 		return 0;
@@ -187,8 +287,11 @@ __noinline __u64 flowlens_tunnel_inner(struct __sk_buff *skb, struct pkt *p, int
 		return 0;
 	if (r != PARSE_OK)
 		return 0;
+	__u64 tun = TUN_WORD(nh, vni, type, v6);
+	if (overlay_outer_on)
+		flowlens_tunnel_outer(skb, &p->key, me, tun, q.key.proto);
 	*p = q;
-	return TUN_WORD(nh, vni, type, v6);
+	return tun;
 }
 
 /*

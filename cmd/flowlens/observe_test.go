@@ -43,6 +43,9 @@ func lab() (a, b []flow.Record) {
 	f1.TCPFlags, f1.RTT, f1.Bytes = 0x12, 5*time.Millisecond, 3000
 	f2 := rec("10.0.0.1", "10.96.0.10", 40001, 53, 17, 3) // web-1 → kube-dns: NXDOMAIN
 	f2.DNSID, f2.DNSFlags, f2.DNSRcode, f2.DNSName, f2.DNSLatency, f2.DNSLatencyMax = 7, 0x0100, 3, "nope.example", time.Millisecond, time.Millisecond
+	// to the DNS pod on node-b through a VXLAN tunnel: the tunnel fields
+	// must come through the collector and its history (JSON, jsonpb).
+	f2.Tunnel = flow.Tunnel{TunnelType: flow.TunnelVXLAN, TunnelSrcAddr: netip.MustParseAddr("192.0.2.1"), TunnelDstAddr: netip.MustParseAddr("192.0.2.2"), TunnelVNI: 4096}
 	f3 := rec("10.0.1.1", "10.0.0.1", 5432, 40000, 6, 2) // db-0 → web-1, dropped
 	f3.TCPFlags, f3.DropPackets, f3.DropBytes, f3.DropCause = 0x14, 2, 120, "NETFILTER_DROP"
 	f4 := rec("8.8.8.8", "10.0.0.1", 443, 40002, 6, 4) // external → web-1
@@ -193,13 +196,13 @@ func TestObserveJSONIsTheCollectors(t *testing.T) {
 	out := observeOut(t, "--server", servers, "-o", "json", "--from-port", "40001")
 	f := enriched.Flow{Record: a[1], NodeName: "node-a", AgentIP: netip.MustParseAddr("192.0.2.1"), Enriched: true,
 		Src: cluster["10.0.0.1"], Dst: cluster["10.96.0.10"]}
-	if want := string(f.AppendJSON(nil)) + "\n"; out != want {
+	if want := string(f.AppendJSON(nil)) + "\n"; out != want || !strings.Contains(out, `"tunnel_type":"vxlan","tunnel_src_addr":"192.0.2.1","tunnel_dst_addr":"192.0.2.2","tunnel_vni":4096`) {
 		t.Errorf("got  %s\nwant %s", out, want)
 	}
 	// jsonpb: the HistoryFlow message (proto field names), the same flow.
 	out = observeOut(t, "--server", servers, "-o", "jsonpb", "--from-port", "40001")
 	var h flowv1.HistoryFlow
-	if err := protojson.Unmarshal([]byte(out), &h); err != nil || !strings.Contains(out, `"dns_name":`) {
+	if err := protojson.Unmarshal([]byte(out), &h); err != nil || !strings.Contains(out, `"dns_name":`) || h.GetFlow().GetTunnel().GetTunnelVni() != 4096 {
 		t.Fatalf("jsonpb: %v\n%s", err, out)
 	}
 	if !proto.Equal(&h, enriched.ToProto(&f)) {
@@ -207,7 +210,7 @@ func TestObserveJSONIsTheCollectors(t *testing.T) {
 	}
 	// compact: one line with what the flow carries.
 	out = observeOut(t, "--server", servers, "-o", "compact", "--from-port", "40001")
-	if want := " node-a shop/web-1(Deployment/web) 10.0.0.1:40001 -> svc:kube-system/kube-dns 10.96.0.10:53 udp 1.5KiB 1p dns=nope.example rcode=NXDOMAIN\n"; !strings.HasSuffix(out, want) {
+	if want := " node-a shop/web-1(Deployment/web) 10.0.0.1:40001 -> svc:kube-system/kube-dns 10.96.0.10:53 udp 1.5KiB 1p dns=nope.example rcode=NXDOMAIN tunnel=vxlan:192.0.2.1>192.0.2.2/vni=4096\n"; !strings.HasSuffix(out, want) {
 		t.Errorf("compact: %q", out)
 	}
 }

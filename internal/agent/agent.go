@@ -137,6 +137,14 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 	if len(enabled) > 0 {
 		tc["overlay_on"] = uint32(1)
 	}
+	// --overlay-outer-flows: the tunnel flows counted apart, for records
+	// marked overlay_outer; their maps get a size only then.
+	if cfg.OverlayOuterFlows {
+		tc[datapath.OverlayOuterConstant] = uint32(1)
+		for _, m := range datapath.OverlayOuterMaps {
+			sizes[m] = uint32(cfg.CacheMaxFlows)
+		}
+	}
 	a.DP, err = datapath.Load(datapath.Config{
 		MaxFlows:         uint32(cfg.CacheMaxFlows),
 		Sampling:         cfg.Sampling,
@@ -212,6 +220,7 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 		Logger:      a.log,
 
 		OverflowMaxFlows: a.Memory.OverflowMaxFlows,
+		OverlayOuter:     cfg.OverlayOuterFlows,
 	})
 	if err != nil {
 		return nil, err

@@ -37,10 +37,23 @@ type Tunnel struct {
 	TunnelSrcAddr netip.Addr // outer source (plain IPv4 for IPv4)
 	TunnelDstAddr netip.Addr
 	TunnelVNI     uint32 // VXLAN/Geneve network identifier; 0 for IP-in-IP
+	// OverlayOuter marks a record of the tunnel flow itself (agent option
+	// --overlay-outer-flows): its key is the outer packets' (node to node,
+	// UDP 4789 for VXLAN), its packets and bytes what the uplink carried
+	// in the tunnel, the same packets that are counted in their inner
+	// flows. Sums over flows skip it (SkipInSums); TunnelSrcAddr and
+	// TunnelDstAddr are its own addresses.
+	OverlayOuter bool
 }
 
+// SkipInSums reports whether r's packets are counted in other records
+// too, so that a sum over flows must leave r out: a tunnel flow's record
+// (Tunnel.OverlayOuter), whose packets are its inner flows'.
+func (r *Record) SkipInSums() bool { return r.Tunnel.OverlayOuter }
+
 // appendJSON appends tunnel_type, tunnel_src_addr, tunnel_dst_addr and
-// tunnel_vni for a flow seen in a tunnel only.
+// tunnel_vni for a flow seen in a tunnel only, and "overlay_outer":true
+// for a tunnel flow's own record.
 func (t *Tunnel) appendJSON(b []byte) []byte {
 	if t.TunnelType == TunnelNone {
 		return b
@@ -51,5 +64,9 @@ func (t *Tunnel) appendJSON(b []byte) []byte {
 	b = appendAddr(b, t.TunnelSrcAddr)
 	b = append(b, `","tunnel_dst_addr":"`...)
 	b = appendAddr(b, t.TunnelDstAddr)
-	return appendUint(b, `","tunnel_vni":`, uint64(t.TunnelVNI))
+	b = appendUint(b, `","tunnel_vni":`, uint64(t.TunnelVNI))
+	if t.OverlayOuter {
+		b = append(b, `,"overlay_outer":true`...)
+	}
+	return b
 }

@@ -711,7 +711,11 @@ type Tunnel struct {
 	TunnelSrcAddr []byte `protobuf:"bytes,2,opt,name=tunnel_src_addr,json=tunnelSrcAddr,proto3" json:"tunnel_src_addr,omitempty"`
 	TunnelDstAddr []byte `protobuf:"bytes,3,opt,name=tunnel_dst_addr,json=tunnelDstAddr,proto3" json:"tunnel_dst_addr,omitempty"`
 	// The VXLAN or Geneve network identifier (24 bits; 0 for IP-in-IP).
-	TunnelVni     uint32 `protobuf:"varint,4,opt,name=tunnel_vni,json=tunnelVni,proto3" json:"tunnel_vni,omitempty"`
+	TunnelVni uint32 `protobuf:"varint,4,opt,name=tunnel_vni,json=tunnelVni,proto3" json:"tunnel_vni,omitempty"`
+	// A record of the tunnel flow itself (agent option
+	// --overlay-outer-flows): its packets are also counted in their inner
+	// flows, so sums over flows skip it. The JSON writes overlay_outer.
+	OverlayOuter  bool `protobuf:"varint,5,opt,name=overlay_outer,json=overlayOuter,proto3" json:"overlay_outer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -772,6 +776,13 @@ func (x *Tunnel) GetTunnelVni() uint32 {
 		return x.TunnelVni
 	}
 	return 0
+}
+
+func (x *Tunnel) GetOverlayOuter() bool {
+	if x != nil {
+		return x.OverlayOuter
+	}
+	return false
 }
 
 // Drops (feature "drops"): the flow's packets the kernel dropped in the
@@ -1423,14 +1434,15 @@ const file_api_flow_v1_flow_proto_rawDesc = "" +
 	"\x06tunnel\x18< \x01(\v2\x18.flowlens.flow.v1.TunnelR\x06tunnel\x12\x1b\n" +
 	"\tl4_unread\x18= \x01(\bR\bl4Unread\x12\x1d\n" +
 	"\n" +
-	"ext_unread\x18> \x01(\bR\textUnreadJ\x04\b\x15\x10\x1dJ\x04\b \x102\"\x98\x01\n" +
+	"ext_unread\x18> \x01(\bR\textUnreadJ\x04\b\x15\x10\x1dJ\x04\b \x102\"\xbd\x01\n" +
 	"\x06Tunnel\x12\x1f\n" +
 	"\vtunnel_type\x18\x01 \x01(\rR\n" +
 	"tunnelType\x12&\n" +
 	"\x0ftunnel_src_addr\x18\x02 \x01(\fR\rtunnelSrcAddr\x12&\n" +
 	"\x0ftunnel_dst_addr\x18\x03 \x01(\fR\rtunnelDstAddr\x12\x1d\n" +
 	"\n" +
-	"tunnel_vni\x18\x04 \x01(\rR\ttunnelVni\"\xb4\x01\n" +
+	"tunnel_vni\x18\x04 \x01(\rR\ttunnelVni\x12#\n" +
+	"\roverlay_outer\x18\x05 \x01(\bR\foverlayOuter\"\xb4\x01\n" +
 	"\x05Drops\x12!\n" +
 	"\fdrop_packets\x18\x01 \x01(\x04R\vdropPackets\x12\x1d\n" +
 	"\n" +

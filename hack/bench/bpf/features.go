@@ -67,6 +67,12 @@ package main
 //	overlay vxlan     exist-hot, the same packet in VXLAN: read through to
 //	                  its inner flow on every run
 //	netns new         each run a new flow's first packet
+//
+// "overlay-outer" (--overlay-outer-flows) compares the same packets with
+// and without overlay_outer_on:
+//
+//	overlay-outer udp-inner  exist-hot UDP, no tunnel
+//	overlay-outer vxlan      exist-hot VXLAN, its tunnel flow counted too
 
 import (
 	"bytes"
@@ -179,6 +185,16 @@ func featCases(features []string) []featCase {
 	}
 	if slices.Contains(features, "tcp") {
 		out = append(out, tcpCases()...)
+	}
+	if slices.Contains(features, "overlay-outer") {
+		// --overlay-outer-flows: the tunnel flow counted apart
+		// (flowlens_tunnel_outer), on tunnel packets only; the maps sized
+		// in both runs, overlay_outer_on set in the "on" one.
+		out = append(out,
+			featCase{feature: "overlay-outer", name: "udp-inner", kind: "other", constant: datapath.OverlayOuterConstant, pkt: udpPacket(5000, 64), warm: 1,
+				note: "exist-hot UDP, 64 bytes, no tunnel: what other packets pay"},
+			featCase{feature: "overlay-outer", name: "vxlan", kind: "own", constant: datapath.OverlayOuterConstant, pkt: vxlanPacket(), warm: 1,
+				note: "exist-hot VXLAN packet: read through, and with the option its tunnel flow's entry updated"})
 	}
 	if slices.Contains(features, "netns") {
 		out = append(out,
@@ -499,6 +515,12 @@ func loadFeatDP(o options, c featCase, on bool) (*featDP, error) {
 	case "tcp": // as the agent sets it: tcp_on, its maps sized (off too)
 		h := tcp.New().Plan(nil)
 		tc, cfg.MapSizes = h.TC, h.MapSizes
+	case "overlay-outer":
+		tc = map[string]any{c.constant: uint32(1)}
+		cfg.MapSizes = map[string]uint32{}
+		for _, m := range datapath.OverlayOuterMaps {
+			cfg.MapSizes[m] = cfg.MaxFlows
+		}
 	default:
 		tc = map[string]any{c.constant: uint32(1)}
 	}
@@ -865,8 +887,8 @@ func parseFeatures(s string) ([]string, error) {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
-		if f != "tls" && f != "xlat" && f != "dns" && f != "tcp" && f != "netns" && f != "overlay" {
-			return nil, fmt.Errorf("bad -tc-features entry %q: tls, xlat, dns, tcp, netns, overlay", f)
+		if f != "tls" && f != "xlat" && f != "dns" && f != "tcp" && f != "netns" && f != "overlay" && f != "overlay-outer" {
+			return nil, fmt.Errorf("bad -tc-features entry %q: tls, xlat, dns, tcp, netns, overlay, overlay-outer", f)
 		}
 		if !slices.Contains(out, f) {
 			out = append(out, f)

@@ -37,6 +37,10 @@ type Config struct {
 	// Sampling is 1 in how many packets is accounted; 1 means every packet.
 	Sampling uint32
 
+	// OverlayOuterFlows exports the node-to-node tunnel flows as records
+	// marked overlay_outer, which sums skip (--overlay-outer-flows).
+	OverlayOuterFlows bool
+
 	// FilterRules are the flow filter rules in the order given, read from
 	// FilterRulesFile (--filter-rules), or listed inline under the config
 	// file's filter_rules key, FilterRulesFile then being "". No rules: no

@@ -44,6 +44,9 @@ var options = slices.Concat(
 		{Name: "sampling", Arg: "n", Default: itoa(DefaultSampling),
 			Usage: "account 1 packet in n; 1 means every packet",
 			Set:   setSampling},
+		{Name: "overlay-outer-flows", Arg: "bool", Default: "false", Bool: true,
+			Usage: "also export the node-to-node tunnel flows (VXLAN, Geneve, IP-in-IP) as records of their own, marked overlay_outer: their packets are counted in their inner flows too, so sums over flows skip them (docs/design/counting.md, Overlays)",
+			Set:   cliconf.Bool(func(c *Config) *bool { return &c.OverlayOuterFlows })},
 	}),
 	cliconf.InSection("Flow filter (docs/filters.md)", []*cliconf.Option[Config]{
 		{Name: "filter-rules", Arg: "file", Default: "",

@@ -360,6 +360,18 @@ const (
 	datapathTlsFlagsTLS_F_QUIC         datapathTlsFlags = 4
 )
 
+type datapathTunnelOuterValue struct {
+	_         structs.HostLayout
+	Packets   uint64
+	Bytes     uint64
+	FirstSeen uint64
+	LastSeen  uint64
+	Obs       datapathIfaceObs
+	Vni       uint32
+	Type      uint8
+	Pad       [3]uint8
+}
+
 type datapathTunnelType uint32
 
 const (
@@ -401,6 +413,9 @@ const (
 	datapathMapRttSeen             = "rtt_seen"
 	datapathMapTcpConns            = "tcp_conns"
 	datapathMapTcpZwin             = "tcp_zwin"
+	datapathMapTunnelOuterA        = "tunnel_outer_a"
+	datapathMapTunnelOuterB        = "tunnel_outer_b"
+	datapathMapTunnelOuterZero     = "tunnel_outer_zero"
 	datapathMapXlatAlias           = "xlat_alias"
 	datapathProgDropKfreeSkb       = "drop_kfree_skb"
 	datapathProgDropTracepoint     = "drop_tracepoint"
@@ -422,6 +437,7 @@ const (
 	datapathVarNetnsCookie         = "netns_cookie"
 	datapathVarNetnsFromDev        = "netns_from_dev"
 	datapathVarOverlayOn           = "overlay_on"
+	datapathVarOverlayOuterOn      = "overlay_outer_on"
 	datapathVarReasonConsumed      = "reason_consumed"
 	datapathVarReasonNotSpecified  = "reason_not_specified"
 	datapathVarSampling            = "sampling"
@@ -507,28 +523,31 @@ type datapathProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type datapathMapSpecs struct {
-	Control        *ebpf.MapSpec `ebpf:"control"`
-	Counters       *ebpf.MapSpec `ebpf:"counters"`
-	DnsPending     *ebpf.MapSpec `ebpf:"dns_pending"`
-	EnrichA        *ebpf.MapSpec `ebpf:"enrich_a"`
-	EnrichB        *ebpf.MapSpec `ebpf:"enrich_b"`
-	EnrichCounters *ebpf.MapSpec `ebpf:"enrich_counters"`
-	EnrichZero     *ebpf.MapSpec `ebpf:"enrich_zero"`
-	FilterAddr     *ebpf.MapSpec `ebpf:"filter_addr"`
-	FilterCounters *ebpf.MapSpec `ebpf:"filter_counters"`
-	FilterIfaces   *ebpf.MapSpec `ebpf:"filter_ifaces"`
-	FilterPorts    *ebpf.MapSpec `ebpf:"filter_ports"`
-	FilterTables   *ebpf.MapSpec `ebpf:"filter_tables"`
-	FilterV4       *ebpf.MapSpec `ebpf:"filter_v4"`
-	FlowsA         *ebpf.MapSpec `ebpf:"flows_a"`
-	FlowsB         *ebpf.MapSpec `ebpf:"flows_b"`
-	Frags          *ebpf.MapSpec `ebpf:"frags"`
-	Overflow       *ebpf.MapSpec `ebpf:"overflow"`
-	OverflowSeen   *ebpf.MapSpec `ebpf:"overflow_seen"`
-	RttSeen        *ebpf.MapSpec `ebpf:"rtt_seen"`
-	TcpConns       *ebpf.MapSpec `ebpf:"tcp_conns"`
-	TcpZwin        *ebpf.MapSpec `ebpf:"tcp_zwin"`
-	XlatAlias      *ebpf.MapSpec `ebpf:"xlat_alias"`
+	Control         *ebpf.MapSpec `ebpf:"control"`
+	Counters        *ebpf.MapSpec `ebpf:"counters"`
+	DnsPending      *ebpf.MapSpec `ebpf:"dns_pending"`
+	EnrichA         *ebpf.MapSpec `ebpf:"enrich_a"`
+	EnrichB         *ebpf.MapSpec `ebpf:"enrich_b"`
+	EnrichCounters  *ebpf.MapSpec `ebpf:"enrich_counters"`
+	EnrichZero      *ebpf.MapSpec `ebpf:"enrich_zero"`
+	FilterAddr      *ebpf.MapSpec `ebpf:"filter_addr"`
+	FilterCounters  *ebpf.MapSpec `ebpf:"filter_counters"`
+	FilterIfaces    *ebpf.MapSpec `ebpf:"filter_ifaces"`
+	FilterPorts     *ebpf.MapSpec `ebpf:"filter_ports"`
+	FilterTables    *ebpf.MapSpec `ebpf:"filter_tables"`
+	FilterV4        *ebpf.MapSpec `ebpf:"filter_v4"`
+	FlowsA          *ebpf.MapSpec `ebpf:"flows_a"`
+	FlowsB          *ebpf.MapSpec `ebpf:"flows_b"`
+	Frags           *ebpf.MapSpec `ebpf:"frags"`
+	Overflow        *ebpf.MapSpec `ebpf:"overflow"`
+	OverflowSeen    *ebpf.MapSpec `ebpf:"overflow_seen"`
+	RttSeen         *ebpf.MapSpec `ebpf:"rtt_seen"`
+	TcpConns        *ebpf.MapSpec `ebpf:"tcp_conns"`
+	TcpZwin         *ebpf.MapSpec `ebpf:"tcp_zwin"`
+	TunnelOuterA    *ebpf.MapSpec `ebpf:"tunnel_outer_a"`
+	TunnelOuterB    *ebpf.MapSpec `ebpf:"tunnel_outer_b"`
+	TunnelOuterZero *ebpf.MapSpec `ebpf:"tunnel_outer_zero"`
+	XlatAlias       *ebpf.MapSpec `ebpf:"xlat_alias"`
 }
 
 // datapathVariableSpecs contains global variables before they are loaded into the kernel.
@@ -544,6 +563,7 @@ type datapathVariableSpecs struct {
 	NetnsCookie         *ebpf.VariableSpec `ebpf:"netns_cookie"`
 	NetnsFromDev        *ebpf.VariableSpec `ebpf:"netns_from_dev"`
 	OverlayOn           *ebpf.VariableSpec `ebpf:"overlay_on"`
+	OverlayOuterOn      *ebpf.VariableSpec `ebpf:"overlay_outer_on"`
 	ReasonConsumed      *ebpf.VariableSpec `ebpf:"reason_consumed"`
 	ReasonNotSpecified  *ebpf.VariableSpec `ebpf:"reason_not_specified"`
 	Sampling            *ebpf.VariableSpec `ebpf:"sampling"`
@@ -590,28 +610,31 @@ func (o *datapathObjects) Close() error {
 //
 // It can be passed to loadDatapathObjects or ebpf.CollectionSpec.LoadAndAssign.
 type datapathMaps struct {
-	Control        *ebpf.Map `ebpf:"control"`
-	Counters       *ebpf.Map `ebpf:"counters"`
-	DnsPending     *ebpf.Map `ebpf:"dns_pending"`
-	EnrichA        *ebpf.Map `ebpf:"enrich_a"`
-	EnrichB        *ebpf.Map `ebpf:"enrich_b"`
-	EnrichCounters *ebpf.Map `ebpf:"enrich_counters"`
-	EnrichZero     *ebpf.Map `ebpf:"enrich_zero"`
-	FilterAddr     *ebpf.Map `ebpf:"filter_addr"`
-	FilterCounters *ebpf.Map `ebpf:"filter_counters"`
-	FilterIfaces   *ebpf.Map `ebpf:"filter_ifaces"`
-	FilterPorts    *ebpf.Map `ebpf:"filter_ports"`
-	FilterTables   *ebpf.Map `ebpf:"filter_tables"`
-	FilterV4       *ebpf.Map `ebpf:"filter_v4"`
-	FlowsA         *ebpf.Map `ebpf:"flows_a"`
-	FlowsB         *ebpf.Map `ebpf:"flows_b"`
-	Frags          *ebpf.Map `ebpf:"frags"`
-	Overflow       *ebpf.Map `ebpf:"overflow"`
-	OverflowSeen   *ebpf.Map `ebpf:"overflow_seen"`
-	RttSeen        *ebpf.Map `ebpf:"rtt_seen"`
-	TcpConns       *ebpf.Map `ebpf:"tcp_conns"`
-	TcpZwin        *ebpf.Map `ebpf:"tcp_zwin"`
-	XlatAlias      *ebpf.Map `ebpf:"xlat_alias"`
+	Control         *ebpf.Map `ebpf:"control"`
+	Counters        *ebpf.Map `ebpf:"counters"`
+	DnsPending      *ebpf.Map `ebpf:"dns_pending"`
+	EnrichA         *ebpf.Map `ebpf:"enrich_a"`
+	EnrichB         *ebpf.Map `ebpf:"enrich_b"`
+	EnrichCounters  *ebpf.Map `ebpf:"enrich_counters"`
+	EnrichZero      *ebpf.Map `ebpf:"enrich_zero"`
+	FilterAddr      *ebpf.Map `ebpf:"filter_addr"`
+	FilterCounters  *ebpf.Map `ebpf:"filter_counters"`
+	FilterIfaces    *ebpf.Map `ebpf:"filter_ifaces"`
+	FilterPorts     *ebpf.Map `ebpf:"filter_ports"`
+	FilterTables    *ebpf.Map `ebpf:"filter_tables"`
+	FilterV4        *ebpf.Map `ebpf:"filter_v4"`
+	FlowsA          *ebpf.Map `ebpf:"flows_a"`
+	FlowsB          *ebpf.Map `ebpf:"flows_b"`
+	Frags           *ebpf.Map `ebpf:"frags"`
+	Overflow        *ebpf.Map `ebpf:"overflow"`
+	OverflowSeen    *ebpf.Map `ebpf:"overflow_seen"`
+	RttSeen         *ebpf.Map `ebpf:"rtt_seen"`
+	TcpConns        *ebpf.Map `ebpf:"tcp_conns"`
+	TcpZwin         *ebpf.Map `ebpf:"tcp_zwin"`
+	TunnelOuterA    *ebpf.Map `ebpf:"tunnel_outer_a"`
+	TunnelOuterB    *ebpf.Map `ebpf:"tunnel_outer_b"`
+	TunnelOuterZero *ebpf.Map `ebpf:"tunnel_outer_zero"`
+	XlatAlias       *ebpf.Map `ebpf:"xlat_alias"`
 }
 
 func (m *datapathMaps) Close() error {
@@ -637,6 +660,9 @@ func (m *datapathMaps) Close() error {
 		m.RttSeen,
 		m.TcpConns,
 		m.TcpZwin,
+		m.TunnelOuterA,
+		m.TunnelOuterB,
+		m.TunnelOuterZero,
 		m.XlatAlias,
 	)
 }
@@ -654,6 +680,7 @@ type datapathVariables struct {
 	NetnsCookie         *ebpf.Variable `ebpf:"netns_cookie"`
 	NetnsFromDev        *ebpf.Variable `ebpf:"netns_from_dev"`
 	OverlayOn           *ebpf.Variable `ebpf:"overlay_on"`
+	OverlayOuterOn      *ebpf.Variable `ebpf:"overlay_outer_on"`
 	ReasonConsumed      *ebpf.Variable `ebpf:"reason_consumed"`
 	ReasonNotSpecified  *ebpf.Variable `ebpf:"reason_not_specified"`
 	Sampling            *ebpf.Variable `ebpf:"sampling"`

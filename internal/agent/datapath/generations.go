@@ -47,6 +47,7 @@ type Generations struct {
 	// irqrestore) per entry. Measured: docs/benchmarks.md.
 	flows  *batchread.Reader[FlowKey, FlowValue]
 	enrich *batchread.Reader[FlowKey, EnrichValue]
+	outer  *batchread.Reader[FlowKey, TunnelOuterValue] // made on first use (tunnel.go)
 	// created is the new-flows counter when the active map became active.
 	created atomic.Uint64
 	// NoFill turns off the fill tracking behind Entries (one per-CPU

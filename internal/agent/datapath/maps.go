@@ -31,6 +31,8 @@ type Maps struct {
 	TCPConns       *ebpf.Map    // TCP connections seen open, by the client's flow (LRU, feature "tcp")
 	TCPZwin        *ebpf.Map    // each flow's last zero-window acknowledgement (LRU, feature "tcp")
 	EnrichZero     *ebpf.Map    // one all-zero enrichment value: what a new entry starts as
+	TunnelOuter    [2]*ebpf.Map // the tunnel flows (--overlay-outer-flows), switched by Control too (tunnel.go)
+	TunnelZero     *ebpf.Map    // one all-zero tunnel flow value: what a new entry starts as
 
 	// percpu is the buffer the per-CPU counters are read into, reused so
 	// that reading them (every flip, every pressure check, every scrape)
@@ -79,6 +81,9 @@ func (m *Maps) table() []struct {
 		{datapathMapTcpConns, &m.TCPConns},
 		{datapathMapTcpZwin, &m.TCPZwin},
 		{datapathMapEnrichZero, &m.EnrichZero},
+		{datapathMapTunnelOuterA, &m.TunnelOuter[0]},
+		{datapathMapTunnelOuterB, &m.TunnelOuter[1]},
+		{datapathMapTunnelOuterZero, &m.TunnelZero},
 	}
 }
 

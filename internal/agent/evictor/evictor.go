@@ -99,7 +99,10 @@ type Config struct {
 	// enrichment maps when there is at least one, and each fills its
 	// fields of the records with an enrichment entry.
 	Features []feature.Feature
-	Logger   *slog.Logger
+	// OverlayOuter reads the tunnel flows (--overlay-outer-flows,
+	// bpf/tunnel.h) into records marked Tunnel.OverlayOuter (tunnel.go).
+	OverlayOuter bool
+	Logger       *slog.Logger
 }
 
 // Stats are cumulative counts, safe to read concurrently.
@@ -108,6 +111,7 @@ type Stats struct {
 	Flows         atomic.Uint64    // records produced from the flow maps
 	OverflowFlows atomic.Uint64    // records produced from overflow records
 	PartialFlows  atomic.Uint64    // enrichment entries with no flow entry
+	OuterFlows    atomic.Uint64    // tunnel flows' records (Config.OverlayOuter), marked OverlayOuter
 	LastDuration  atomic.Int64     // ns
 	// ReadFailures counts evictions whose read of an ended generation
 	// failed after the flip: the generation was kept, and the next
@@ -422,6 +426,9 @@ func (e *Evictor) read(out *output) error {
 		return nil
 	})
 	e.Stats.Flows.Add(uint64(out.n - n))
+	if err == nil && e.cfg.OverlayOuter {
+		err = e.readOuter(out)
+	}
 	return err
 }
 

@@ -42,7 +42,10 @@ func Records() []flow.Record {
 	return []flow.Record{
 		{SrcAddr: netip.MustParseAddr("10.0.0.1"), DstAddr: netip.MustParseAddr("10.0.0.53"), SrcPort: 40000, DstPort: 53, Proto: 17,
 			Bytes: 120, Packets: 2, StartTime: t0, EndTime: t0.Add(time.Millisecond), Sampling: 1, EthType: 0x800,
-			Interfaces: []flow.Interface{{Name: "veth1", Ifindex: 9, Netns: "pod-a", Direction: flow.DirIngress}, {Name: "eth0", Ifindex: 2, Netns: "host", Direction: flow.DirEgress}}},
+			Interfaces: []flow.Interface{{Name: "veth1", Ifindex: 9, Netns: "pod-a", Direction: flow.DirIngress}, {Name: "eth0", Ifindex: 2, Netns: "host", Direction: flow.DirEgress}},
+			// Out of the node in a VXLAN tunnel: the tunnel fields go through
+			// the collector too.
+			Tunnel: flow.Tunnel{TunnelType: flow.TunnelVXLAN, TunnelSrcAddr: netip.MustParseAddr("192.0.2.1"), TunnelDstAddr: netip.MustParseAddr("192.0.2.2"), TunnelVNI: 1}},
 		{SrcAddr: netip.MustParseAddr("10.0.0.1"), DstAddr: netip.MustParseAddr("192.168.7.7"), SrcPort: 40001, DstPort: 443, Proto: 6,
 			Bytes: 9000, Packets: 10, StartTime: t0, EndTime: t0.Add(time.Second), Sampling: 1,
 			RTTFields:   flow.RTTFields{RTT: 1500 * time.Microsecond},

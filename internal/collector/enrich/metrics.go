@@ -290,7 +290,9 @@ func (m *Metrics) observe(f *enriched.Flow, now int64) {
 	dst := deliveredDst(f) // the backend, not the Service (metrics_xlat.go)
 	l.dstNS, l.dstW = endpointLabels(dst)
 
-	if f.Bytes > 0 || f.Packets > 0 {
+	// A tunnel flow's own record (overlay_outer) carries packets that its
+	// inner flows count: the sums leave it out (docs/metrics.md).
+	if (f.Bytes > 0 || f.Packets > 0) && !f.SkipInSums() {
 		if m.flowBytes != nil || m.flowPackets != nil {
 			dir := ""
 			if len(f.Interfaces) > 0 {

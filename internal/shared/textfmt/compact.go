@@ -13,6 +13,8 @@ import (
 //	07:08:58.123 node-a shop/web-1(Deployment/web) 10.0.0.1:40000 -> data/db-0 10.0.0.2:5432 tcp 1.5KiB 3p flags=SYN|ACK drops=1p/60B:NETFILTER_DROP rtt=3ms
 //	07:08:59.001 node-a shop/web-1(Deployment/web) 10.0.0.1:40002 -> data/db-0 10.0.0.2:5433 tcp 600B 10p flags=SYN|RST tcp=client refused=10 syn_retrans=2
 //
+// A flow seen in a tunnel ends with tunnel=vxlan:192.168.0.1>192.168.0.2/vni=42,
+// and a tunnel flow's own record (--overlay-outer-flows) with overlay_outer.
 // The Kubernetes context of an end comes before its address when the flow
 // is enriched.
 func AppendCompact(b []byte, f *enriched.Flow) []byte {
@@ -60,6 +62,16 @@ func AppendCompact(b []byte, f *enriched.Flow) []byte {
 	}
 	if f.DNSAnswered() {
 		b = append(b, " rcode="+flow.DNSRcodeName(f.DNSRcode)...)
+	}
+	if t := &f.Tunnel; t.TunnelType != flow.TunnelNone {
+		b = append(b, " tunnel="+t.TunnelType.String()+":"+t.TunnelSrcAddr.String()+">"+t.TunnelDstAddr.String()...)
+		if t.TunnelType != flow.TunnelIPIP {
+			b = append(b, "/vni="+strconv.FormatUint(uint64(t.TunnelVNI), 10)...)
+		}
+		if t.OverlayOuter {
+			// The tunnel flow's own record: its packets are its inner flows'.
+			b = append(b, " overlay_outer"...)
+		}
 	}
 	return b
 }

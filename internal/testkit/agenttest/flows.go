@@ -37,6 +37,7 @@ type JSONFlow struct {
 	TunnelSrcAddr string `json:"tunnel_src_addr"`
 	TunnelDstAddr string `json:"tunnel_dst_addr"`
 	TunnelVNI     uint32 `json:"tunnel_vni"`
+	OverlayOuter  bool   `json:"overlay_outer"` // a tunnel flow's own record (--overlay-outer-flows): sums skip it
 	Sampling      uint32 `json:"sampling"`
 	Partial       *bool  `json:"partial"`
 	FragUnmatched *bool  `json:"frag_unmatched"`

@@ -45,7 +45,8 @@ func sampleRecords() []flow.Record {
 			SrcAddr: netip.MustParseAddr("fd00::1"), DstAddr: netip.MustParseAddr("fd00::2"),
 			Proto: 58, IcmpType: 128, Bytes: 104, Packets: 1, EthType: 0x86dd,
 			StartTime: t0, EndTime: t0, Sampling: 1, Partial: true,
-			Tunnel: flow.Tunnel{TunnelType: flow.TunnelIPIP, TunnelSrcAddr: netip.MustParseAddr("fd50::1"), TunnelDstAddr: netip.MustParseAddr("fd50::2")},
+			Tunnel: flow.Tunnel{TunnelType: flow.TunnelIPIP, TunnelSrcAddr: netip.MustParseAddr("fd50::1"), TunnelDstAddr: netip.MustParseAddr("fd50::2"),
+				OverlayOuter: true}, // a tunnel flow's own record (--overlay-outer-flows)
 			XlatFields: flow.XlatFields{ // SNAT of an IPv6 source, zone 0.
 				XlatSrcAddr: netip.MustParseAddr("fd00:ffff::9"), XlatSrcPort: 61000, XlatDstAddr: netip.MustParseAddr("fd00::2")},
 			TLSFields: flow.TLSFields{ // A ClientHello, a QUIC flag, and values no table names.

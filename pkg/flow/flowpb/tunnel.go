@@ -20,12 +20,13 @@ func tunnelToProto(dst, spare *flowv1.Flow, r *flow.Record) {
 	m.TunnelSrcAddr = appendAddr(m.TunnelSrcAddr[:0], t.TunnelSrcAddr)
 	m.TunnelDstAddr = appendAddr(m.TunnelDstAddr[:0], t.TunnelDstAddr)
 	m.TunnelVni = t.TunnelVNI
+	m.OverlayOuter = t.OverlayOuter
 }
 
 func tunnelToRecord(r *flow.Record, f *flowv1.Flow) {
 	if m := f.Tunnel; m != nil {
 		r.Tunnel = flow.Tunnel{TunnelType: flow.TunnelType(m.TunnelType), TunnelSrcAddr: addrFrom(m.TunnelSrcAddr),
-			TunnelDstAddr: addrFrom(m.TunnelDstAddr), TunnelVNI: m.TunnelVni}
+			TunnelDstAddr: addrFrom(m.TunnelDstAddr), TunnelVNI: m.TunnelVni, OverlayOuter: m.OverlayOuter}
 	}
 }
 
@@ -52,5 +53,8 @@ func appendTunnel(b []byte, r *flow.Record) []byte {
 	b = appendAddrField(b, 2, t.TunnelSrcAddr)
 	b = appendAddrField(b, 3, t.TunnelDstAddr)
 	b = appendVarint(b, 4, uint64(t.TunnelVNI))
+	if t.OverlayOuter {
+		b = appendVarint(b, 5, 1)
+	}
 	return closeGroup(b, start)
 }

@@ -107,7 +107,7 @@ func randRecords(rng *rand.Rand, n int) []flow.Record {
 		r.Retransmits = u(math.MaxUint64)
 		if rng.IntN(2) == 0 {
 			r.Tunnel = flow.Tunnel{TunnelType: flow.TunnelType(1 + rng.IntN(3)), TunnelSrcAddr: addr(), TunnelDstAddr: addr(),
-				TunnelVNI: uint32(u(0xffffff))}
+				TunnelVNI: uint32(u(0xffffff)), OverlayOuter: rng.IntN(2) == 0}
 		}
 		if rng.IntN(2) == 0 { // translated (feature xlat), or one side only
 			r.XlatSrcAddr, r.XlatDstAddr = addr(), addr()

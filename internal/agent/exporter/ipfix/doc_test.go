@@ -19,7 +19,7 @@ func TestDocumentedTemplates(t *testing.T) {
 	// | 1 | `sourceIPv4Address` (8) / `sourceIPv6Address` (27) | 4 / 16 | ...
 	// | E1 | `flowlensDropPackets` (1001) | unsigned64, 8 | ...
 	// | `interfaceName` (82) | variable (...) | ...
-	row := regexp.MustCompile("(?m)^\\| (?:([0-9]+|[NEDTC][0-9]+) \\| )?`\\w+` \\(([0-9]+)(?:, under the PEN)?\\)(?: / `\\w+` \\(([0-9]+)\\))? \\| ([^|]+) \\|")
+	row := regexp.MustCompile("(?m)^\\| (?:([0-9]+|[NEDTCO][0-9]+) \\| )?`\\w+` \\(([0-9]+)(?:, under the PEN)?\\)(?: / `\\w+` \\(([0-9]+)\\))? \\| ([^|]+) \\|")
 	length := func(col string, v6 bool) uint16 {
 		if strings.HasPrefix(col, "variable") || strings.Contains(col, "variable") {
 			return variableLength
@@ -48,7 +48,7 @@ func TestDocumentedTemplates(t *testing.T) {
 				id = id6
 			}
 			n, _ := strconv.Atoi(id)
-			f := field{id: uint16(n), length: length(col, fam == 1), pen: label != "" && strings.ContainsAny(label[:1], "NEDTC")}
+			f := field{id: uint16(n), length: length(col, fam == 1), pen: label != "" && strings.ContainsAny(label[:1], "NEDTCO")}
 			if label == "" {
 				if fam == 0 {
 					sub = append(sub, f)
@@ -87,6 +87,9 @@ func TestDocumentedTemplates(t *testing.T) {
 		}
 		if v&variantTCP != 0 {
 			want = append(want, group(fam, prefix("C"))...)
+		}
+		if v&variantTunnel != 0 {
+			want = append(want, group(fam, prefix("O"))...)
 		}
 		if got := templateFields(v); !equalFields(got, want) {
 			t.Errorf("template %d: code %v\ndocs %v", templateID(v), got, want)

@@ -219,9 +219,14 @@ func check(t *testing.T, got decoded, r *flow.Record, domain uint32) {
 	if r.HasTLS() {
 		tmpl += variantTLS
 	}
+	v := int(tmpl - TemplateIPv4)
 	if r.HasTCP() {
-		tmpl += variantTCP + 1 // templateID: 288 is TemplateInterface
+		v += variantTCP
 	}
+	if Tunneled(r) {
+		v += variantTunnel
+	}
+	tmpl = TemplateIPv4 + uint16(v+v/32) // one id skipped per 32 variants: 288 is TemplateInterface
 	if got.template != tmpl {
 		t.Errorf("%v: template %d, want %d", r.SrcAddr, got.template, tmpl)
 	}
@@ -431,6 +436,31 @@ func enrich(batch []flow.Record) {
 	}
 }
 
+// tunnels gives some flows of records' batch a tunnel, as the TC programs
+// record a flow seen encapsulated on the uplink: VXLAN over IPv4, Geneve
+// over IPv6 (an IPv4 flow in an IPv6 underlay and the reverse), IP-in-IP
+// (no VNI); the others have none.
+func tunnels(batch []flow.Record) {
+	for i := range batch {
+		r := &batch[i]
+		switch i % 9 {
+		case 1:
+			r.Tunnel = flow.Tunnel{TunnelType: flow.TunnelVXLAN, TunnelSrcAddr: netip.MustParseAddr("10.0.0.1"),
+				TunnelDstAddr: netip.MustParseAddr("10.0.0.2"), TunnelVNI: uint32(100 + i)}
+		case 4:
+			r.Tunnel = flow.Tunnel{TunnelType: flow.TunnelGeneve, TunnelSrcAddr: netip.MustParseAddr("fd00:1::1"),
+				TunnelDstAddr: netip.MustParseAddr("fd00:1::2"), TunnelVNI: 0xabcdef}
+		case 8:
+			r.Tunnel = flow.Tunnel{TunnelType: flow.TunnelIPIP, TunnelSrcAddr: netip.MustParseAddr("172.16.0.1"),
+				TunnelDstAddr: netip.MustParseAddr("172.16.0.2")}
+		case 7:
+			// A tunnel flow's own record (--overlay-outer-flows).
+			r.Tunnel = flow.Tunnel{TunnelType: flow.TunnelVXLAN, TunnelSrcAddr: r.SrcAddr, TunnelDstAddr: r.DstAddr,
+				TunnelVNI: 7, OverlayOuter: true}
+		}
+	}
+}
+
 // dnsTLS gives some flows of records' batch the DNS fields (a query
 // answered, one unanswered, an answer on the server's flow, a name longer
 // than MaxDNSName), others the TLS fields (a ServerHello, a ClientHello,
@@ -525,6 +555,26 @@ func wantEnterprise(r *flow.Record) map[uint16][]byte {
 		m[1044], m[1045], m[1046] = u64(r.TCPSynRetrans), u64(r.TCPResets), u64(r.TCPZeroWindows)
 		m[1047], m[1048] = u64(uint64(r.TCPHandshake)), u64(uint64(r.TCPHandshakeMax))
 	}
+	if Tunneled(r) {
+		tn := &r.Tunnel
+		a4 := func(a netip.Addr) []byte {
+			if a.Is4() {
+				return a.AsSlice()
+			}
+			return make([]byte, 4)
+		}
+		a16 := func(a netip.Addr) []byte {
+			if a.Is6() {
+				return a.AsSlice()
+			}
+			return make([]byte, 16)
+		}
+		m[1049] = []byte{byte(tn.TunnelType)}
+		m[1050], m[1051] = a4(tn.TunnelSrcAddr), a4(tn.TunnelDstAddr)
+		m[1052], m[1053] = a16(tn.TunnelSrcAddr), a16(tn.TunnelDstAddr)
+		m[1054] = be.AppendUint32(nil, tn.TunnelVNI)
+		m[1055] = boolean(tn.OverlayOuter)
+	}
 	return m
 }
 
@@ -600,6 +650,7 @@ func TestEnrichedDecodedByGoflow2(t *testing.T) {
 	translate(batch)
 	enrich(batch)
 	dnsTLS(batch)
+	tunnels(batch)
 	if err := e.Export(context.Background(), batch); err != nil {
 		t.Fatal(err)
 	}
@@ -617,7 +668,7 @@ func TestEnrichedDecodedByGoflow2(t *testing.T) {
 }
 
 // Every one of the 64 templates (address family × NAT × enrichment × DNS ×
-// TLS × TCP) is decoded by goflow2 to the record's values, in one batch.
+// TLS × TCP × tunnel) is decoded by goflow2 to the record's values, in one batch.
 func TestEveryTemplateDecodedByGoflow2(t *testing.T) {
 	col, e := udpExporter(t, Config{DomainID: 11})
 	base := records(variants * 2)
@@ -641,6 +692,10 @@ func TestEveryTemplateDecodedByGoflow2(t *testing.T) {
 		}
 		if v&variantTCP != 0 {
 			r.TCPRole, r.TCPConnects, r.TCPHandshake = flow.TCPRoleServer, uint64(v), time.Duration(v)*time.Microsecond
+		}
+		if v&variantTunnel != 0 {
+			r.Tunnel = flow.Tunnel{TunnelType: flow.TunnelGeneve, TunnelSrcAddr: netip.MustParseAddr("192.0.2.10"),
+				TunnelDstAddr: netip.MustParseAddr("192.0.2.11"), TunnelVNI: uint32(v)}
 		}
 		batch = append(batch, r)
 	}
@@ -995,6 +1050,7 @@ func TestExportAllocations(t *testing.T) {
 	translate(batch)
 	enrich(batch)
 	dnsTLS(batch)
+	tunnels(batch)
 	ctx := context.Background()
 	if err := e.Export(ctx, batch); err != nil {
 		t.Fatal(err)
@@ -1014,6 +1070,7 @@ func TestLargestRecordFits(t *testing.T) {
 	r.DropCause, r.DropTCPState, r.DNSName = strings.Repeat("c", 300), strings.Repeat("s", 50), strings.Repeat("n", 300)
 	r.TLSVersion, r.Partial = 0x0304, true
 	r.TCPRole = flow.TCPRoleClient
+	r.Tunnel = flow.Tunnel{TunnelType: flow.TunnelVXLAN, TunnelSrcAddr: netip.MustParseAddr("fd00::a"), TunnelDstAddr: netip.MustParseAddr("fd00::b"), TunnelVNI: 1}
 	r.Interfaces = nil
 	for range 8 {
 		r.Interfaces = append(r.Interfaces, flow.Interface{Name: strings.Repeat("i", 20), Direction: flow.DirBoth})

@@ -49,6 +49,9 @@ func recordVariant(r *flow.Record) int {
 	if r.HasTCP() {
 		v |= variantTCP
 	}
+	if Tunneled(r) {
+		v |= variantTunnel
+	}
 	// groupgen variant: end.
 	return v
 }
@@ -173,6 +176,9 @@ func appendRecord(b []byte, r *flow.Record, variant int) []byte {
 	}
 	if variant&variantTCP != 0 {
 		b = appendTCP(b, r)
+	}
+	if variant&variantTunnel != 0 {
+		b = appendTunnel(b, r)
 	}
 	// groupgen append: end.
 	return b

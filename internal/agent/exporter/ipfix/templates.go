@@ -8,8 +8,9 @@ import (
 
 // Template ids of the data sets: templateID of the record's variant, a sum
 // of the variant bits (variantV6, variantNAT, variantEnriched, variantDNS,
-// variantTLS, variantTCP); the named ones below are the first eight, 264 to
-// 287 add the DNS and TLS groups, 289 to 320 the TCP group (288 is taken).
+// variantTLS, variantTCP, variantTunnel); the named ones below are the
+// first eight, 264 to 287 add the DNS and TLS groups, 289 to 320 the TCP
+// group (288 is taken), 322 to 386 the tunnel's (321 skipped alike).
 // TemplateInterface is the sub-template of the interfaces list's entries.
 const (
 	TemplateIPv4            uint16 = 256

@@ -250,6 +250,7 @@ func TestDecodedByWireshark(t *testing.T) {
 	translate(batch)
 	enrich(batch)
 	dnsTLS(batch)
+	tunnels(batch)
 	if err := e.Export(context.Background(), batch); err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +275,7 @@ func TestDecodedByWireshark(t *testing.T) {
 		}
 		byAddrs[fmt.Sprint(src, " ", dst)] = f
 	}
-	nat, dns, tls := 0, 0, 0
+	nat, dns, tls, tun := 0, 0, 0, 0
 	for i := range batch {
 		r := &batch[i]
 		f := byAddrs[r.SrcAddr.String()+" "+r.DstAddr.String()]
@@ -282,8 +283,8 @@ func TestDecodedByWireshark(t *testing.T) {
 			t.Errorf("flow %v -> %v not decoded by tshark", r.SrcAddr, r.DstAddr)
 			continue
 		}
-		tmpl := recordVariant(r) + int(TemplateIPv4)
-		if f["template"] != strconv.Itoa(tmpl) {
+		tmpl := templateID(recordVariant(r))
+		if f["template"] != strconv.Itoa(int(tmpl)) {
 			t.Errorf("%v: template %v, want %d", r.SrcAddr, f["template"], tmpl)
 		}
 		if r.Translated() {
@@ -309,12 +310,15 @@ func TestDecodedByWireshark(t *testing.T) {
 		if r.HasTLS() {
 			tls++
 		}
+		if Tunneled(r) {
+			tun++
+		}
 	}
 	if nat == 0 || nat == len(batch) {
 		t.Errorf("%d translated flows of %d: both kinds must be checked", nat, len(batch))
 	}
-	if dns == 0 || tls == 0 {
-		t.Errorf("%d flows with DNS, %d with TLS: both must be checked", dns, tls)
+	if dns == 0 || tls == 0 || tun == 0 {
+		t.Errorf("%d flows with DNS, %d with TLS, %d in a tunnel: all must be checked", dns, tls, tun)
 	}
-	t.Logf("tshark decoded %d flows (%d translated, %d DNS, %d TLS) from %d messages", len(flows), nat, dns, tls, len(msgs))
+	t.Logf("tshark decoded %d flows (%d translated, %d DNS, %d TLS, %d tunnel) from %d messages", len(flows), nat, dns, tls, tun, len(msgs))
 }

@@ -7,7 +7,7 @@ var groups = []group{dropsGroup, rttGroup, retransmitsGroup, xlatGroup, tlsGroup
 
 // blocks are the optional blocks, in the order of their bits and of their
 // fields in a record.
-var blocks = []block{natBlock, enrichedBlock, dnsBlock, tlsBlock, tcpBlock}
+var blocks = []block{natBlock, enrichedBlock, dnsBlock, tlsBlock, tcpBlock, tunnelBlock}
 
 // variants counts the variants: the family's bit and one per block.
-const variants = 2 << 5
+const variants = 2 << 6

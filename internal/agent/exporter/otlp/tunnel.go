@@ -10,6 +10,8 @@ var (
 	kFlowlensTunnelSrcAddr = newKey("flowlens.tunnel_src_addr")
 	kFlowlensTunnelDstAddr = newKey("flowlens.tunnel_dst_addr")
 	kFlowlensTunnelVNI     = newKey("flowlens.tunnel_vni")
+	// A tunnel flow's own record (--overlay-outer-flows): sums skip it.
+	kFlowlensOverlayOuter = newKey("flowlens.overlay_outer")
 )
 
 // tunnelAttributes appends the tunnel's attributes of r.
@@ -22,5 +24,9 @@ func tunnelAttributes(e *encoder, b []byte, r *flow.Record) []byte {
 	b = kvString(b, a, kFlowlensTunnelType, t.TunnelType.String())
 	b = e.kvAddr(b, kFlowlensTunnelSrcAddr, t.TunnelSrcAddr)
 	b = e.kvAddr(b, kFlowlensTunnelDstAddr, t.TunnelDstAddr)
-	return kvInt(b, a, kFlowlensTunnelVNI, int64(t.TunnelVNI))
+	b = kvInt(b, a, kFlowlensTunnelVNI, int64(t.TunnelVNI))
+	if t.OverlayOuter {
+		b = kvBool(b, a, kFlowlensOverlayOuter, true)
+	}
+	return b
 }
