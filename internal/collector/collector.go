@@ -192,6 +192,7 @@ func New(cfg Config, opts Options) (_ *Collector, err error) {
 		if cfg.Limits.TLS, err = serverTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA); err != nil {
 			return nil, err
 		}
+		c.cfg.Limits.TLS = cfg.Limits.TLS // the service map's listener serves it too
 	}
 	pl := &enrich.Pipeline{Resolver: resolver, Metrics: c.metrics}
 	if cfg.Output != OutputNone {
