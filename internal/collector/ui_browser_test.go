@@ -1,0 +1,248 @@
+package collector
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+
+	"github.com/flowlens/flowlens/internal/collector/collectortest"
+	"github.com/flowlens/flowlens/pkg/flow"
+)
+
+// The lab the page is shown: two namespaces (--k8s-static), shop's web
+// (two pods) calling its db and billing's api, billing's api calling its
+// ledger (with drops) and an external address.
+const browserLab = `{
+  "10.1.0.10": {"kind": "pod", "namespace": "shop", "name": "web-7d9c5-abcde", "workload": "web", "workload_kind": "Deployment", "node": "node-7"},
+  "10.1.0.11": {"kind": "pod", "namespace": "shop", "name": "web-7d9c5-fghij", "workload": "web", "workload_kind": "Deployment", "node": "node-7"},
+  "10.1.0.20": {"kind": "pod", "namespace": "shop", "name": "db-0", "workload": "db", "workload_kind": "StatefulSet", "node": "node-7"},
+  "10.2.0.10": {"kind": "pod", "namespace": "billing", "name": "api-5f6b7-xyzab", "workload": "api", "workload_kind": "Deployment", "node": "node-7"},
+  "10.2.0.20": {"kind": "pod", "namespace": "billing", "name": "ledger-0", "workload": "ledger", "workload_kind": "StatefulSet", "node": "node-7"}
+}`
+
+// browserLabFlows are the lab's flows, ending in the last 30 s (the page's
+// default window is the last 5 minutes).
+func browserLabFlows(now time.Time) []flow.Record {
+	tcp := func(src, dst string, sport, dport uint16, bytes, packets uint64, rtt time.Duration, ago time.Duration) flow.Record {
+		end := now.Add(-ago)
+		return flow.Record{SrcAddr: netip.MustParseAddr(src), DstAddr: netip.MustParseAddr(dst), SrcPort: sport, DstPort: dport, Proto: 6,
+			Bytes: bytes, Packets: packets, StartTime: end.Add(-2 * time.Second), EndTime: end, Sampling: 1, EthType: 0x800,
+			RTTFields: flow.RTTFields{RTT: rtt}}
+	}
+	drop := func(r flow.Record, packets uint64) flow.Record {
+		r.DropsFields = flow.DropsFields{DropPackets: packets, DropBytes: packets * 60, DropCause: "NETFILTER_DROP"}
+		return r
+	}
+	return []flow.Record{
+		tcp("10.1.0.10", "10.1.0.20", 41001, 5432, 48000, 60, 800*time.Microsecond, 20*time.Second),
+		tcp("10.1.0.11", "10.1.0.20", 41002, 5432, 36000, 45, 900*time.Microsecond, 18*time.Second),
+		tcp("10.1.0.10", "10.2.0.10", 41003, 8080, 12000, 20, 1200*time.Microsecond, 15*time.Second),
+		drop(tcp("10.2.0.10", "10.2.0.20", 41004, 7000, 9000, 30, 2*time.Millisecond, 8*time.Second), 6),
+		drop(tcp("10.2.0.10", "10.2.0.20", 41005, 7000, 3000, 10, 3*time.Millisecond, 4*time.Second), 2),
+		tcp("10.2.0.10", "93.184.216.34", 41006, 443, 5000, 12, 25*time.Millisecond, 10*time.Second),
+	}
+}
+
+// chromium is Debian's headless browser (make deps-test installs it).
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if testing.Short() || os.Getenv("FLOWLENS_TEST_SHORT") != "" {
+		t.Skip("no chromium (make deps-test installs Debian's)")
+	}
+	t.Fatal("no chromium in PATH: make deps-test installs Debian's chromium package")
+	return ""
+}
+
+// The service map in a real browser: headless Chromium loads the page from
+// the collector's --ui-listen, fed the lab's flows (Kubernetes context from
+// --k8s-static). The graph shows exactly the lab's four workloads, the
+// external /24 and the four edges, the dropping edge red; a click on
+// billing's api → ledger edge lists its two flows, newest first, with their
+// pods and the drop cause; the namespace filter "shop" leaves shop's
+// workloads and the one billing peer they call, hiding ledger and the
+// external address. Every request the browser made went to the collector.
+// With FLOWLENS_UI_SCREENSHOT set (make ui-screenshot) the page, the edge's
+// flows open, is written there as a PNG.
+func TestServiceMapInBrowser(t *testing.T) {
+	exe := chromium(t)
+	static := filepath.Join(t.TempDir(), "lab.json")
+	if err := os.WriteFile(static, []byte(browserLab), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config()
+	cfg.UI = UI{Listen: "127.0.0.1:0", MaxNodes: 100, MaxEdges: 100}
+	cfg.History = History{Size: 100, MaxAge: time.Hour}
+	cfg.Enrichment.StaticFile = static
+	c, _, _ := start(t, cfg)
+	collectortest.Send(t, c.lis.Addr().String(), browserLabFlows(time.Now()))
+	base := "http://" + c.ui.lis.Addr().String() + "/"
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
+		chromedp.WindowSize(1440, 860), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.Flag("no-pings", true), chromedp.Flag("dns-prefetch-disable", true),
+		chromedp.UserDataDir(t.TempDir()))
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelA()
+	bctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+
+	// Every request the page makes, its own and those of its scripts
+	// (Listen starts the browser: no timeout on its context).
+	var mu sync.Mutex
+	var requests, errs []string
+	if err := chromedp.Listen(bctx, func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e := ev.(type) {
+		case *network.EventRequestWillBeSent:
+			requests = append(requests, e.Request.URL)
+		case *network.EventLoadingFailed:
+			errs = append(errs, e.ErrorText)
+		}
+	}); err != nil {
+		t.Fatalf("starting %s: %v", exe, err)
+	}
+	ctx, cancelT := context.WithTimeout(bctx, 60*time.Second)
+	defer cancelT()
+	run := func(what string, a chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, a); err != nil {
+			mu.Lock()
+			defer mu.Unlock()
+			t.Fatalf("%s: %v (requests %q, failures %q)", what, err, requests, errs)
+		}
+	}
+	poll := func(what, expr string) {
+		t.Helper()
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+			mu.Lock()
+			defer mu.Unlock()
+			t.Fatalf("waiting for %s (%s): %v (requests %q, failures %q)", what, expr, err, requests, errs)
+		}
+	}
+	eval := func(expr string, v any) {
+		t.Helper()
+		raw, err := chromedp.Run(ctx, chromedp.Evaluate[json.RawMessage](expr))
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		if err := json.Unmarshal(raw, v); err != nil {
+			t.Fatalf("%s: %s: %v", expr, raw, err)
+		}
+	}
+
+	type graph struct {
+		Nodes []string `json:"nodes"`
+		Edges []string `json:"edges"`
+		Red   []string `json:"red"`
+	}
+	const readGraph = `(() => { const cy = window.flowlensMap.cy;
+		return {nodes: cy.nodes().not(".namespace").map(n => n.id()).sort(),
+			edges: cy.edges().map(e => e.id()).sort(),
+			red: cy.edges().filter(e => e.data("color") === "#c0392b").map(e => e.id()).sort()}; })()`
+	const web, db, api, ledger, ext = "workload:shop/Deployment/web", "workload:shop/StatefulSet/db",
+		"workload:billing/Deployment/api", "workload:billing/StatefulSet/ledger", "external:93.184.216.0/24"
+	edge := func(s, t string) string { return s + "\u2192" + t }
+
+	run("loading "+base, chromedp.Navigate(base))
+	poll("the graph", `!!(window.flowlensMap && window.flowlensMap.state.graph)`)
+	var g graph
+	eval(readGraph, &g)
+	want := graph{Nodes: sorted(api, ledger, db, web, ext),
+		Edges: sorted(edge(web, db), edge(web, api), edge(api, ledger), edge(api, ext)),
+		Red:   []string{edge(api, ledger)}}
+	if !reflect.DeepEqual(g, want) {
+		t.Errorf("graph drawn:\n%+v\nwant\n%+v", g, want)
+	}
+	t.Logf("graph: %d nodes %q, %d edges %q, red %q", len(g.Nodes), g.Nodes, len(g.Edges), g.Edges, g.Red)
+
+	// A real click where the edge is drawn (its midpoint in the canvas).
+	var at struct{ X, Y float64 }
+	eval(fmt.Sprintf(`(() => { const cy = window.flowlensMap.cy; const e = cy.getElementById(%q);
+		const p = e.renderedMidpoint(); const r = cy.container().getBoundingClientRect();
+		return {X: r.left + p.x, Y: r.top + p.y}; })()`, edge(api, ledger)), &at)
+	run(fmt.Sprintf("clicking the edge at (%.0f, %.0f)", at.X, at.Y), chromedp.MouseClickXY(at.X, at.Y))
+	poll("the edge's flows", `document.querySelectorAll("#flows .flow").length > 0`)
+	var flows []string
+	eval(`[...document.querySelectorAll("#flows .flow")].map(f => f.innerText)`, &flows)
+	if len(flows) != 2 || !strings.Contains(flows[0], "10.2.0.10:41005 → 10.2.0.20:7000") || !strings.Contains(flows[1], "10.2.0.10:41004 → 10.2.0.20:7000") {
+		t.Errorf("the edge's flows %q: want 41005's then 41004's (newest first)", flows)
+	}
+	for _, f := range flows {
+		for _, s := range []string{"pod billing/api-5f6b7-xyzab (Deployment api) → pod billing/ledger-0 (StatefulSet ledger)", "dropped NETFILTER_DROP", "on node-7"} {
+			if !strings.Contains(f, s) {
+				t.Errorf("flow %q: no %q", f, s)
+			}
+		}
+	}
+	t.Logf("clicked %s at (%.0f, %.0f): %d flows %q", edge(api, ledger), at.X, at.Y, len(flows), flows)
+
+	if out := os.Getenv("FLOWLENS_UI_SCREENSHOT"); out != "" {
+		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(out, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s (%d bytes)", out, len(png))
+	}
+
+	// The namespace filter: shop's flows only.
+	var ok bool
+	eval(`(() => { const i = document.getElementById("namespace"); i.value = "shop"; i.dispatchEvent(new Event("change")); return true; })()`, &ok)
+	poll("the filtered graph", fmt.Sprintf(`window.flowlensMap.cy.getElementById(%q).length === 0`, ledger))
+	var filtered graph
+	eval(readGraph, &filtered)
+	want = graph{Nodes: sorted(api, db, web), Edges: sorted(edge(web, db), edge(web, api)), Red: []string{}}
+	if !reflect.DeepEqual(filtered, want) {
+		t.Errorf("namespace=shop drew\n%+v\nwant\n%+v", filtered, want)
+	}
+	t.Logf("namespace=shop: nodes %q, edges %q", filtered.Nodes, filtered.Edges)
+
+	mu.Lock()
+	defer mu.Unlock()
+	var graphs, flowsReq int
+	for _, u := range requests {
+		if !strings.HasPrefix(u, base) {
+			t.Errorf("the browser requested %s, outside the collector (%s)", u, base)
+		}
+		graphs += b2i(strings.HasPrefix(u, base+"api/v1/graph?"))
+		flowsReq += b2i(strings.HasPrefix(u, base+"api/v1/flows?"))
+	}
+	if graphs < 2 || flowsReq != 1 || len(errs) > 0 {
+		t.Errorf("requests %q: %d graph, %d flows, failures %q; want 2 or more graph, 1 flows, no failure", requests, graphs, flowsReq, errs)
+	}
+	t.Logf("%d requests, all to %s: %q", len(requests), base, requests)
+}
+
+func sorted(s ...string) []string {
+	slices.Sort(s)
+	return s
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
