@@ -187,12 +187,45 @@ function draw(g) {
     state.layoutKey = key;
     cy.elements().remove();
     cy.add(elements(g));
-    cy.layout({ name: "cose", animate: false, nodeDimensionsIncludeLabels: true, padding: 30,
-      nodeRepulsion: () => 6000, idealEdgeLength: () => 110, gravity: 3, randomize: true }).run();
+    arrange();
     for (const id of selected) cy.getElementById(id).select();
   }
   search();
   status(g);
+}
+
+// arrange places each namespace's nodes in a small grid of their own
+// (the nodes without a namespace grouped by kind) and the groups around a
+// ring, in id order: the same graph is drawn the same way every time, no
+// group overlaps another, and the edges between groups are chords that
+// pass beside the groups rather than through them (a force layout does
+// these only by chance).
+function arrange() {
+  const STEP_X = 140, STEP_Y = 100, GAP = 120;
+  const groups = new Map();
+  for (const n of cy.nodes().not(".namespace")) {
+    const d = n.data("node");
+    const key = d.namespace ? "0 " + d.namespace : "1 " + d.kind;
+    if (!groups.has(key)) groups.set(key, []);
+    groups.get(key).push(n);
+  }
+  const list = [...groups.keys()].sort().map((key) => {
+    const members = groups.get(key).sort((a, b) => (a.id() < b.id() ? -1 : 1));
+    const cols = Math.ceil(Math.sqrt(members.length)), rows = Math.ceil(members.length / cols);
+    return { members, cols, w: (cols - 1) * STEP_X, h: (rows - 1) * STEP_Y };
+  });
+  const around = list.reduce((sum, g) => sum + Math.max(g.w, g.h) + GAP, 0);
+  const r = list.length > 1 ? Math.max(180, around / (2 * Math.PI)) : 0;
+  list.forEach((g, i) => {
+    const a = -Math.PI / 2 + (2 * Math.PI * i) / list.length;
+    const cx = r * Math.cos(a) - g.w / 2, cy0 = r * Math.sin(a) - g.h / 2;
+    g.members.forEach((n, j) => n.position({ x: cx + (j % g.cols) * STEP_X, y: cy0 + Math.floor(j / g.cols) * STEP_Y }));
+  });
+  cy.fit(undefined, 50);
+  if (cy.zoom() > 1.4) {
+    cy.zoom(1.4);
+    cy.center();
+  }
 }
 
 function status(g, err) {
