@@ -78,7 +78,9 @@ func chromium(t *testing.T) string {
 // billing's api → ledger edge lists its two flows, newest first, with their
 // pods and the drop cause; the namespace filter "shop" leaves shop's
 // workloads and the one billing peer they call, hiding ledger and the
-// external address. Every request the browser made went to the collector.
+// external address; a click on api then lists its one peer left (web), a
+// double click on web draws its two pods in its place. Every request the
+// browser made went to the collector.
 // With FLOWLENS_UI_SCREENSHOT set (make ui-screenshot) the page, the edge's
 // flows open, is written there as a PNG.
 func TestServiceMapInBrowser(t *testing.T) {
@@ -175,11 +177,19 @@ func TestServiceMapInBrowser(t *testing.T) {
 	}
 	t.Logf("graph: %d nodes %q, %d edges %q, red %q", len(g.Nodes), g.Nodes, len(g.Edges), g.Edges, g.Red)
 
-	// A real click where the edge is drawn (its midpoint in the canvas).
-	var at struct{ X, Y float64 }
-	eval(fmt.Sprintf(`(() => { const cy = window.flowlensMap.cy; const e = cy.getElementById(%q);
-		const p = e.renderedMidpoint(); const r = cy.container().getBoundingClientRect();
-		return {X: r.left + p.x, Y: r.top + p.y}; })()`, edge(api, ledger)), &at)
+	// where is the page's point where element id is drawn: an edge's
+	// midpoint, a node's centre.
+	type point struct{ X, Y float64 }
+	where := func(id string) point {
+		var p point
+		eval(fmt.Sprintf(`(() => { const cy = window.flowlensMap.cy; const e = cy.getElementById(%q);
+			const p = e.isEdge() ? e.renderedMidpoint() : e.renderedPosition(); const r = cy.container().getBoundingClientRect();
+			return {X: r.left + p.x, Y: r.top + p.y}; })()`, id), &p)
+		return p
+	}
+
+	// A real click where the edge is drawn.
+	at := where(edge(api, ledger))
 	run(fmt.Sprintf("clicking the edge at (%.0f, %.0f)", at.X, at.Y), chromedp.MouseClickXY(at.X, at.Y))
 	poll("the edge's flows", `document.querySelectorAll("#flows .flow").length > 0`)
 	var flows []string
@@ -219,6 +229,29 @@ func TestServiceMapInBrowser(t *testing.T) {
 	}
 	t.Logf("namespace=shop: nodes %q, edges %q", filtered.Nodes, filtered.Edges)
 
+	// A click on a node: its peers, both directions, by bytes.
+	at = where(api)
+	run("clicking api", chromedp.MouseClickXY(at.X, at.Y))
+	poll("api's peers", `document.querySelectorAll("#peers tr").length > 1`)
+	var peers []string
+	eval(`[...document.querySelectorAll("#peers tr")].slice(1).map(r => r.innerText.replace(/\s+/g, " ").trim())`, &peers)
+	if want := []string{"← shop/web 11.7 KiB 20 0"}; !reflect.DeepEqual(peers, want) {
+		t.Errorf("api's peers under namespace=shop: %q, want %q", peers, want)
+	}
+
+	// A double click on a workload draws it as its pods.
+	at = where(web)
+	run("double-clicking web", chromedp.Steps(chromedp.MouseClickXY(at.X, at.Y), chromedp.MouseClickXY(at.X, at.Y, chromedp.ClickCount(2))))
+	poll("web's pods", `window.flowlensMap.cy.getElementById("pod:shop/web-7d9c5-abcde").length === 1`)
+	var pods graph
+	eval(readGraph, &pods)
+	const abcde, fghij = "pod:shop/web-7d9c5-abcde", "pod:shop/web-7d9c5-fghij"
+	want = graph{Nodes: sorted(api, db, abcde, fghij), Edges: sorted(edge(abcde, db), edge(fghij, db), edge(abcde, api)), Red: []string{}}
+	if !reflect.DeepEqual(pods, want) {
+		t.Errorf("web expanded drew\n%+v\nwant\n%+v", pods, want)
+	}
+	t.Logf("api's peers %q; web expanded: nodes %q, edges %q", peers, pods.Nodes, pods.Edges)
+
 	mu.Lock()
 	defer mu.Unlock()
 	var graphs, flowsReq int
@@ -229,8 +262,8 @@ func TestServiceMapInBrowser(t *testing.T) {
 		graphs += b2i(strings.HasPrefix(u, base+"api/v1/graph?"))
 		flowsReq += b2i(strings.HasPrefix(u, base+"api/v1/flows?"))
 	}
-	if graphs < 2 || flowsReq != 1 || len(errs) > 0 {
-		t.Errorf("requests %q: %d graph, %d flows, failures %q; want 2 or more graph, 1 flows, no failure", requests, graphs, flowsReq, errs)
+	if graphs < 3 || flowsReq != 1 || len(errs) > 0 {
+		t.Errorf("requests %q: %d graph, %d flows, failures %q; want 3 or more graph, 1 flows, no failure", requests, graphs, flowsReq, errs)
 	}
 	t.Logf("%d requests, all to %s: %q", len(requests), base, requests)
 }

@@ -13,6 +13,7 @@ const state = {
   layoutKey: "", // the node ids of the last layout: a new set lays out again
   timer: 0,
   seq: 0, // answers to older requests are dropped
+  lastTap: null, // {id, t}: the last node clicked, for double clicks
 };
 
 const cy = cytoscape({
@@ -357,18 +358,23 @@ ${peers.map((p) => `<tr><td>${p.dir}</td><td>${esc(name(p.peer))}</td><td class=
 }
 
 cy.on("tap", "edge", (ev) => showEdge(ev.target.data("edge")));
+// A click shows a node; a second click on the same node within 400 ms
+// opens a workload into its pods, or folds a pod back. (Cytoscape's own
+// dbltap pairs any two taps, on different nodes too.)
 cy.on("tap", "node", (ev) => {
   const n = ev.target.data("node");
-  if (n) showNode(n);
-});
-// Double-click: a workload opens into its pods, a pod folds back.
-cy.on("dbltap", "node", (ev) => {
-  const n = ev.target.data("node");
   if (!n) return;
-  if (n.kind === "workload") state.expanded.add(n.id);
-  else if (n.expandedFrom) state.expanded.delete(n.expandedFrom);
-  else return;
-  refresh();
+  const now = performance.now(), last = state.lastTap;
+  state.lastTap = { id: n.id, t: now };
+  if (last && last.id === n.id && now - last.t < 400) {
+    state.lastTap = null;
+    if (n.kind === "workload") state.expanded.add(n.id);
+    else if (n.expandedFrom) state.expanded.delete(n.expandedFrom);
+    else return;
+    refresh();
+    return;
+  }
+  showNode(n);
 });
 
 // ---- refreshing ----
