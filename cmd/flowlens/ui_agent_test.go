@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -196,5 +197,14 @@ func TestServiceMapRealAgent(t *testing.T) {
 	if g := getGraph(t, base, "protocol=udp&port=7001&pods=true"); len(g.Edges) != 1 ||
 		g.Edges[0].Source != "pod:shop/client-1" || g.Edges[0].Target != "pod:data/server-0" || g.Edges[0].Packets != 10 {
 		t.Errorf("pods, port 7001: %+v", g.Edges)
+	}
+
+	// The same map through flowlens ui.
+	viaUI := startUI(t, "--server="+strings.TrimPrefix(base, "http://"))
+	var gu servicemap.Graph
+	getJSON(t, viaUI+"/api/v1/graph?namespace=shop,data&protocol=udp", &gu)
+	if gu.Collectors != 1 || len(gu.Nodes) != 2 || len(gu.Edges) != 2 || gu.Edges[0].Packets != 3 || gu.Edges[0].DropCauses["NO_SOCKET"] != 3 ||
+		gu.Edges[1].Packets != 10 || gu.Edges[1].Bytes != 10*udpFrame {
+		t.Errorf("through flowlens ui: %+v", gu)
 	}
 }
