@@ -79,8 +79,9 @@ func chromium(t *testing.T) string {
 // pods and the drop cause; the namespace filter "shop" leaves shop's
 // workloads and the one billing peer they call, hiding ledger and the
 // external address; a click on api then lists its one peer left (web), a
-// double click on web draws its two pods in its place. Every request the
-// browser made went to the collector.
+// double click on web draws its two pods in its place; a flow sent later
+// is drawn by the live refresh; a search highlights its node. Every
+// request the browser made went to the collector.
 // With FLOWLENS_UI_SCREENSHOT set (make ui-screenshot) the page, the edge's
 // flows open, is written there as a PNG.
 func TestServiceMapInBrowser(t *testing.T) {
@@ -251,6 +252,24 @@ func TestServiceMapInBrowser(t *testing.T) {
 		t.Errorf("web expanded drew\n%+v\nwant\n%+v", pods, want)
 	}
 	t.Logf("api's peers %q; web expanded: nodes %q, edges %q", peers, pods.Nodes, pods.Edges)
+
+	// Live refresh: a new flow (shop's db to billing's ledger) is drawn
+	// within the next refresh, nobody touching the page.
+	now := time.Now()
+	late := flow.Record{SrcAddr: netip.MustParseAddr("10.1.0.20"), DstAddr: netip.MustParseAddr("10.2.0.20"), SrcPort: 41007, DstPort: 7000, Proto: 6,
+		Bytes: 700, Packets: 7, StartTime: now.Add(-time.Second), EndTime: now, Sampling: 1, EthType: 0x800}
+	collectortest.Send(t, c.lis.Addr().String(), []flow.Record{late})
+	poll("the live refresh", fmt.Sprintf(`window.flowlensMap.cy.getElementById(%q).length === 1`, edge(db, ledger)))
+
+	// Search: the nodes whose name matches stand out, the others dim.
+	var hits, dim []string
+	eval(`(() => { const i = document.getElementById("search"); i.value = "ledg"; i.dispatchEvent(new Event("input")); return true; })()`, &ok)
+	eval(`window.flowlensMap.cy.nodes(".hit").map(n => n.id())`, &hits)
+	eval(`window.flowlensMap.cy.nodes(".dim").map(n => n.id()).sort()`, &dim)
+	if want := []string{ledger}; !reflect.DeepEqual(hits, want) || !reflect.DeepEqual(dim, sorted(abcde, fghij, api, db)) {
+		t.Errorf("search ledg: hits %q, dimmed %q; want %q, the four others dimmed", hits, dim, want)
+	}
+	t.Logf("live: %s drawn; search ledg: hits %q, dimmed %q", edge(db, ledger), hits, dim)
 
 	mu.Lock()
 	defer mu.Unlock()
