@@ -15,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"github.com/flowlens/flowlens/internal/collector/collectortest"
@@ -81,7 +83,8 @@ func chromium(t *testing.T) string {
 // external address; a click on api then lists its one peer left (web), a
 // double click on web draws its two pods in its place; a flow sent later
 // is drawn by the live refresh; a search highlights its node. Every
-// request the browser made went to the collector.
+// request the browser made went to the collector, and the page logged no
+// error, warning or exception (a CSP refusal among them).
 // With FLOWLENS_UI_SCREENSHOT set (make ui-screenshot) the page, the edge's
 // flows open, is written there as a PNG.
 func TestServiceMapInBrowser(t *testing.T) {
@@ -111,7 +114,7 @@ func TestServiceMapInBrowser(t *testing.T) {
 	// Every request the page makes, its own and those of its scripts
 	// (Listen starts the browser: no timeout on its context).
 	var mu sync.Mutex
-	var requests, errs []string
+	var requests, errs, problems []string
 	if err := chromedp.Listen(bctx, func(ev any) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -120,6 +123,20 @@ func TestServiceMapInBrowser(t *testing.T) {
 			requests = append(requests, e.Request.URL)
 		case *network.EventLoadingFailed:
 			errs = append(errs, e.ErrorText)
+		case *runtime.EventExceptionThrown: // the page's script failed
+			problems = append(problems, "exception: "+e.ExceptionDetails.Text+" "+describe(e.ExceptionDetails.Exception))
+		case *cdplog.EventEntryAdded: // CSP refusals, failed loads, console errors
+			if e.Entry.Level == cdplog.EntryLevelError || e.Entry.Level == cdplog.EntryLevelWarning {
+				problems = append(problems, string(e.Entry.Level)+": "+e.Entry.Text+" "+e.Entry.URL)
+			}
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.ConsoleAPICalledTypeError || e.Type == runtime.ConsoleAPICalledTypeWarning {
+				var args []string
+				for _, a := range e.Args {
+					args = append(args, describe(a))
+				}
+				problems = append(problems, "console."+string(e.Type)+": "+strings.Join(args, " "))
+			}
 		}
 	}); err != nil {
 		t.Fatalf("starting %s: %v", exe, err)
@@ -285,6 +302,20 @@ func TestServiceMapInBrowser(t *testing.T) {
 		t.Errorf("requests %q: %d graph, %d flows, failures %q; want 3 or more graph, 1 flows, no failure", requests, graphs, flowsReq, errs)
 	}
 	t.Logf("%d requests, all to %s: %q", len(requests), base, requests)
+	if len(problems) > 0 {
+		t.Errorf("the page reported %q", problems)
+	}
+}
+
+// describe is a remote object's value or description.
+func describe(o *runtime.RemoteObject) string {
+	if o == nil {
+		return ""
+	}
+	if len(o.Value) > 0 {
+		return string(o.Value)
+	}
+	return o.Description
 }
 
 func sorted(s ...string) []string {

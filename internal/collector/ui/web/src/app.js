@@ -20,9 +20,8 @@ const cy = cytoscape({
   container: $("graph"),
   minZoom: 0.2,
   maxZoom: 3,
-  wheelSensitivity: 0.3,
   style: [
-    { selector: "node", style: {
+    { selector: "node[size]", style: {
       label: "data(label)", "font-size": 11, "text-valign": "bottom", "text-margin-y": 4,
       "background-color": "#4a78c2", width: "data(size)", height: "data(size)", color: "#1d2330",
       "text-background-color": "#fff", "text-background-opacity": 0.8, "text-background-padding": 1,
