@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -82,7 +83,8 @@ func chromium(t *testing.T) string {
 // workloads and the one billing peer they call, hiding ledger and the
 // external address; a click on api then lists its one peer left (web), a
 // double click on web draws its two pods in its place; a flow sent later
-// is drawn by the live refresh; a search highlights its node. Every
+// is drawn by the live refresh; a search highlights its node; a since/until
+// window half an hour back draws nothing. Every
 // request the browser made went to the collector, and the page logged no
 // error, warning or exception (a CSP refusal among them).
 // With FLOWLENS_UI_SCREENSHOT set (make ui-screenshot) the page, the edge's
@@ -288,20 +290,45 @@ func TestServiceMapInBrowser(t *testing.T) {
 	}
 	t.Logf("live: %s drawn; search ledg: hits %q, dimmed %q", edge(db, ledger), hits, dim)
 
+	// A window of since/until an hour to half an hour ago: no flow ended in
+	// it, nothing is drawn.
+	eval(`(() => { const local = (ms) => { const d = new Date(Date.now() - ms);
+			return new Date(d.getTime() - d.getTimezoneOffset() * 60000).toISOString().slice(0, 19); };
+		document.getElementById("since").value = local(3600e3); document.getElementById("until").value = local(1800e3);
+		const w = document.getElementById("window"); w.value = "custom"; w.dispatchEvent(new Event("change")); return true; })()`, &ok)
+	poll("the empty window", `window.flowlensMap.cy.elements().length === 0`)
+
 	mu.Lock()
 	defer mu.Unlock()
-	var graphs, flowsReq int
+	var graphs, flowsReq, custom int
 	for _, u := range requests {
+		if strings.HasPrefix(u, "data:") {
+			continue // inline, no network (the date inputs' icon in Chromium's own style)
+		}
 		if !strings.HasPrefix(u, base) {
 			t.Errorf("the browser requested %s, outside the collector (%s)", u, base)
 		}
 		graphs += b2i(strings.HasPrefix(u, base+"api/v1/graph?"))
 		flowsReq += b2i(strings.HasPrefix(u, base+"api/v1/flows?"))
+		if strings.HasPrefix(u, base+"api/v1/graph?") {
+			q, err := url.Parse(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v := q.Query(); v.Get("until") != "" {
+				since, err1 := time.Parse(time.RFC3339Nano, v.Get("since"))
+				until, err2 := time.Parse(time.RFC3339Nano, v.Get("until"))
+				if err1 != nil || err2 != nil || until.Sub(since) != 30*time.Minute || time.Since(until) < 29*time.Minute || time.Since(until) > 32*time.Minute {
+					t.Errorf("the custom window asked %s: want RFC 3339 since/until, half an hour apart, half an hour ago", u)
+				}
+				custom++
+			}
+		}
 	}
-	if graphs < 3 || flowsReq != 1 || len(errs) > 0 {
-		t.Errorf("requests %q: %d graph, %d flows, failures %q; want 3 or more graph, 1 flows, no failure", requests, graphs, flowsReq, errs)
+	if graphs < 4 || flowsReq != 1 || custom < 1 || len(errs) > 0 {
+		t.Errorf("requests %q: %d graph (%d with until), %d flows, failures %q; want 4 or more graph, one with until, 1 flows, no failure", requests, graphs, custom, flowsReq, errs)
 	}
-	t.Logf("%d requests, all to %s: %q", len(requests), base, requests)
+	t.Logf("%d requests, all to %s or data: URLs: %.2000q", len(requests), base, requests)
 	if len(problems) > 0 {
 		t.Errorf("the page reported %q", problems)
 	}
