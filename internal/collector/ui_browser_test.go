@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"net/url"
@@ -22,6 +23,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/flowlens/flowlens/internal/collector/collectortest"
+	"github.com/flowlens/flowlens/internal/testkit"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
@@ -59,19 +61,21 @@ func browserLabFlows(now time.Time) []flow.Record {
 	}
 }
 
-// chromium is Debian's headless browser (make deps-test installs it).
+// chromium is Debian's headless browser, gated as every tool the tests
+// drive (testkit.Need: skipped in short mode or when missing outside CI,
+// failing in CI); make deps-test installs it.
 func chromium(t *testing.T) string {
 	t.Helper()
+	var missing error = errors.New("no chromium in PATH: make deps-test installs Debian's chromium package")
+	var exe string
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
 		if p, err := exec.LookPath(name); err == nil {
-			return p
+			exe, missing = p, nil
+			break
 		}
 	}
-	if testing.Short() || os.Getenv("FLOWLENS_TEST_SHORT") != "" {
-		t.Skip("no chromium (make deps-test installs Debian's)")
-	}
-	t.Fatal("no chromium in PATH: make deps-test installs Debian's chromium package")
-	return ""
+	testkit.Need(t, "Chromium (the service map's browser test)", missing)
+	return exe
 }
 
 // The service map in a real browser: headless Chromium loads the page from
