@@ -28,7 +28,7 @@ run: build ## run the agent on this machine's interfaces, JSON flows on stdout (
 deps-bpf: ## install clang, llvm and libbpf headers with apt when missing
 	@hack/install-deps.sh bpf
 
-deps-test: ## install the tools the tests drive (iproute2, nftables, iptables)
+deps-test: ## install the tools the tests drive (iproute2, nftables, iptables, chromium, ...)
 	@hack/install-deps.sh test
 
 generate: deps-bpf ## regenerate BPF objects and Go bindings (bpf2go)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what a build or test step needs, with apt, only when missing.
 #   hack/install-deps.sh bpf    clang, llvm, libbpf headers (make generate)
-#   hack/install-deps.sh test   iproute2, nftables, iptables, openssl, dnsmasq, tshark, promtool (make test)
+#   hack/install-deps.sh test   iproute2, nftables, iptables, openssl, dnsmasq, tshark, chromium, promtool (make test)
+#   hack/install-deps.sh ui     nodejs, npm (make ui)
 #   hack/install-deps.sh kubelet containerd, runc, CNI plugins, iptables, ethtool, dnsmasq (make e2e-kubelet)
 #   hack/install-deps.sh bench-kubelet  busybox-static (make bench-kubelet's client image)
 set -euo pipefail
@@ -21,9 +22,14 @@ test)
 	command -v openssl >/dev/null || need+=(openssl)            # the tls feature's test
 	command -v dnsmasq >/dev/null || need+=(dnsmasq-base)       # the dns feature's test
 	command -v tshark >/dev/null || need+=(tshark)              # the IPFIX exporter's Wireshark test
+	command -v chromium >/dev/null || need+=(chromium)          # the service map's browser test
 	# promtool test rules (test/install's alerts): Debian's prometheus package,
 	# installed by its own script, which keeps the package's service from starting.
 	[ -x /usr/bin/promtool ] || "$(dirname "$0")/dashboards/install-deps.sh" prometheus
+	;;
+ui)
+	command -v node >/dev/null || need+=(nodejs)
+	command -v npm >/dev/null || need+=(npm)
 	;;
 kubelet)
 	command -v containerd >/dev/null || need+=(containerd)
@@ -38,7 +44,7 @@ bench-kubelet)
 	[ -x /usr/bin/busybox ] || need+=(busybox-static)
 	;;
 *)
-	echo "usage: $0 bpf|test|kubelet|bench-kubelet" >&2
+	echo "usage: $0 bpf|test|ui|kubelet|bench-kubelet" >&2
 	exit 2
 	;;
 esac

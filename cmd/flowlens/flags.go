@@ -48,6 +48,11 @@ type options struct {
 	pos    *flowv1.FlowFilter
 	negate bool
 	used   map[string]bool
+	// flowlens ui: where it serves the page, and whether it opens the
+	// browser.
+	uiListen  string
+	noBrowser bool
+
 	// defaulted is false while the defaults are applied, true from then on
 	// (observeSpec.Init): an empty filter then is an error.
 	defaulted bool

@@ -1,4 +1,4 @@
-// Command flowlens is the flowlens client. Its one subcommand, observe,
+// Command flowlens is the flowlens client. Its subcommand observe
 // asks flowlens collectors for the flows of their history (the
 // FlowHistory API of api/flow/v1 on the collector's --listen), filtered in
 // the collector, and prints them as a table, compact lines, JSON lines (the
@@ -9,6 +9,11 @@
 //
 //	flowlens observe --server collector:9990 --namespace shop --drops --last 100
 //	flowlens observe -n flowlens --pod shop/checkout-7d9f8 -f -o compact
+//
+// Its subcommand ui serves the collectors' service map (their
+// /api/v1/graph and /api/v1/flows, merged with package servicemap, and
+// the page they embed) on a local port and opens the browser (ui.go,
+// docs/ui.md).
 //
 // docs/observe.md has every flag and the filter semantics; the flags are
 // also FLOWLENS_OBSERVE_* variables and keys of a --config file (package
@@ -37,6 +42,7 @@ const usage = `Usage: flowlens <command> [flags]
 
 Commands:
   observe    print the flows of flowlens collectors' history, filtered, and follow new ones
+  ui         serve the collectors' service map on a local port and open it in the browser
 
 flowlens observe --help lists its flags; --version prints the version.
 `
@@ -51,6 +57,8 @@ func run(ctx context.Context, args []string, env func(string) string, stdout, st
 	switch args[0] {
 	case "observe":
 		return observe(ctx, args[1:], env, stdout, stderr)
+	case "ui":
+		return ui(ctx, args[1:], env, stdout, stderr)
 	case "-h", "--help", "-help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -43,7 +43,7 @@ func observe(ctx context.Context, args []string, env func(string) string, stdout
 	var kube *rest.Config
 	var pods map[string]string
 	if len(servers) == 0 {
-		fwd, err := forwardCollectors(ctx, o, stderr)
+		fwd, err := forwardCollectors(ctx, o, grpcPort, stderr)
 		if err != nil {
 			fmt.Fprintf(stderr, "flowlens observe: %v\n", err)
 			return 1

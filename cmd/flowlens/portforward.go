@@ -39,8 +39,8 @@ func (f *forwards) close() { close(f.stop) }
 // forwardCollectors finds the running collector pods of o's namespace
 // with the kubeconfig (as kubectl does: --kubeconfig, $KUBECONFIG,
 // ~/.kube/config; --context) and port-forwards a local port to each one's
-// gRPC port.
-func forwardCollectors(ctx context.Context, o *options, stderr io.Writer) (*forwards, error) {
+// port (observe: grpcPort; ui: uiPort).
+func forwardCollectors(ctx context.Context, o *options, port func(corev1.Pod) int, stderr io.Writer) (*forwards, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = o.kubeconfig
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.kubeCtx}).ClientConfig()
@@ -54,7 +54,7 @@ func forwardCollectors(ctx context.Context, o *options, stderr io.Writer) (*forw
 	}
 	f := &forwards{kube: cfg, pods: map[string]string{}, stop: make(chan struct{})}
 	for _, pod := range pods {
-		addr, err := forward(cfg, pod, f.stop, stderr)
+		addr, err := forward(cfg, pod, port(pod), f.stop, stderr)
 		if err != nil {
 			f.close()
 			return nil, fmt.Errorf("port-forward to %s/%s: %w", pod.Namespace, pod.Name, err)
@@ -103,9 +103,9 @@ func grpcPort(pod corev1.Pod) int {
 	return defaultGRPCPort
 }
 
-// forward port-forwards a free loopback port to pod's gRPC port until stop
+// forward port-forwards a free loopback port to pod's port until stop
 // closes, as kubectl port-forward does, and returns the local address.
-func forward(cfg *rest.Config, pod corev1.Pod, stop chan struct{}, stderr io.Writer) (string, error) {
+func forward(cfg *rest.Config, pod corev1.Pod, port int, stop chan struct{}, stderr io.Writer) (string, error) {
 	rt, upgrader, err := spdy.RoundTripperFor(cfg)
 	if err != nil {
 		return "", err
@@ -117,7 +117,7 @@ func forward(cfg *rest.Config, pod corev1.Pod, stop chan struct{}, stderr io.Wri
 	url := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(pod.Namespace).Name(pod.Name).SubResource("portforward").URL()
 	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: rt}, http.MethodPost, url)
 	ready := make(chan struct{})
-	pf, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:" + strconv.Itoa(grpcPort(pod))}, stop, ready, io.Discard, stderr)
+	pf, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:" + strconv.Itoa(port)}, stop, ready, io.Discard, stderr)
 	if err != nil {
 		return "", err
 	}

@@ -6,7 +6,8 @@ shows: every panel at its place on Grafana's 24-column grid, with its title,
 from the results test/dashboards wrote (FLOWLENS_DASHBOARDS_RESULTS, `make
 dashboards-render`): time series as lines (stacked where the panel stacks),
 stat panels as their last value with a sparkline, bar gauges as bars, tables
-as tables. Units are formatted as Grafana formats them.
+as tables, node graphs as nodes on a circle with arrows. Units are
+formatted as Grafana formats them.
 
     /usr/bin/python3 hack/dashboards/render.py results.json docs/img/dashboards
 
@@ -213,7 +214,43 @@ def draw_table(ax, panel):
         cell.get_text().set_color(TEXT if r else MUTED)
 
 
-DRAW = {"timeseries": draw_timeseries, "stat": draw_stat, "bargauge": draw_bargauge, "table": draw_table}
+def draw_nodegraph(ax, panel):
+    """Grafana's Node Graph: the nodes query's ids on a circle, sized by
+    their value, and the edges query's source -> target arrows, as wide as
+    their share of the largest edge."""
+    ax.set_facecolor(PANEL)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    for s in ax.spines.values():
+        s.set_visible(False)
+    nodes = {s["labels"].get("id", ""): last(s) or 0 for s in panel["targets"][0]["series"] or []}
+    edges = [(s["labels"].get("source", ""), s["labels"].get("target", ""), last(s) or 0)
+             for s in panel["targets"][1]["series"] or []]
+    if not nodes:
+        ax.text(0.5, 0.5, "No data", color=MUTED, ha="center", va="center", transform=ax.transAxes)
+        return
+    names = sorted(nodes)
+    pos = {n: (math.cos(2 * math.pi * i / len(names)), math.sin(2 * math.pi * i / len(names))) for i, n in enumerate(names)}
+    ax.set_xlim(-1.6, 1.6)
+    ax.set_ylim(-1.3, 1.3)
+    top_e = max((v for _, _, v in edges), default=1) or 1
+    for src, dst, v in edges:
+        if src not in pos or dst not in pos or src == dst:
+            continue
+        (x0, y0), (x1, y1) = pos[src], pos[dst]
+        ax.annotate("", xy=(x1, y1), xytext=(x0, y0),
+                    arrowprops=dict(arrowstyle="-|>", color=PALETTE[2], alpha=0.7, lw=0.5 + 3 * v / top_e,
+                                    shrinkA=14, shrinkB=14, connectionstyle="arc3,rad=0.12"))
+    top_n = max(nodes.values()) or 1
+    for i, n in enumerate(names):
+        x, y = pos[n]
+        ax.scatter([x], [y], s=250 + 700 * nodes[n] / top_n, color=PANEL, edgecolors=PALETTE[0], linewidths=2, zorder=3)
+        ax.text(x, y - 0.2, short(n, 30), color=TEXT, fontsize=7, ha="center", va="top", zorder=4)
+        ax.text(x, y, fmt(nodes[n], panel["unit"]), color=TEXT, fontsize=6, ha="center", va="center", zorder=4)
+
+
+DRAW = {"timeseries": draw_timeseries, "stat": draw_stat, "bargauge": draw_bargauge, "table": draw_table,
+        "nodeGraph": draw_nodegraph}
 
 
 def render(board, lab, out):

@@ -66,7 +66,7 @@ type sender struct {
 // authorize.
 func (c *Collector) newAuth() error {
 	cfg := &c.cfg
-	if cfg.Listen == "" {
+	if cfg.Listen == "" && (cfg.UI.Listen == "" || cfg.History.Size == 0) {
 		return nil
 	}
 	mode := cfg.Auth

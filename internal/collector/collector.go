@@ -74,6 +74,7 @@ type Config struct {
 	// Kafka is consumed, as a member of its group, when Brokers is set.
 	Kafka      receiver.ConsumerOptions
 	History    History
+	UI         UI
 	Enrichment Enrichment
 }
 
@@ -117,6 +118,7 @@ type Options struct {
 type Addrs struct {
 	GRPC    net.Addr // nil with Listen ""
 	Metrics net.Addr // nil without a metrics address
+	UI      net.Addr // nil without the service map (UI.Listen "", or no history)
 }
 
 // ErrConfig marks an error of the Config itself (exit status 2), not of
@@ -142,6 +144,7 @@ type Collector struct {
 	hist            *history.Service   // nil with History.Size 0
 	lis             net.Listener
 	ms              *httpserve.Server // nil without a metrics address
+	ui              *uiServer         // nil without the service map
 	serving         chan struct{}     // closed once agents are served
 
 	stopConsuming context.CancelFunc // nil until the consumer runs
@@ -189,6 +192,7 @@ func New(cfg Config, opts Options) (_ *Collector, err error) {
 		if cfg.Limits.TLS, err = serverTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA); err != nil {
 			return nil, err
 		}
+		c.cfg.Limits.TLS = cfg.Limits.TLS // the service map's listener serves it too
 	}
 	pl := &enrich.Pipeline{Resolver: resolver, Metrics: c.metrics}
 	if cfg.Output != OutputNone {
@@ -270,6 +274,9 @@ func (c *Collector) listen() error {
 			return err
 		}
 	}
+	if err := c.listenUI(); err != nil {
+		return err
+	}
 	if c.opts.Ready != nil {
 		var a Addrs
 		if c.lis != nil {
@@ -277,6 +284,9 @@ func (c *Collector) listen() error {
 		}
 		if c.ms != nil {
 			a.Metrics = c.ms.Addr()
+		}
+		if c.ui != nil {
+			a.UI = c.ui.lis.Addr()
 		}
 		c.opts.Ready(a)
 	}

@@ -42,6 +42,8 @@ func TestOperatorArgs(t *testing.T) {
 	want := *defaults
 	// No gRPC API: a Kafka collector serves nothing but its metrics.
 	want.Kafka.Brokers, want.Output = k.Brokers, collector.OutputNone
+	// The service map on the pod's loopback, every call authorized.
+	want.UI.Listen, want.Auth = "127.0.0.1:9402", collector.AuthKubernetes
 	if !reflect.DeepEqual(*got, want) {
 		t.Errorf("the collector's configuration from the operator's flags\n got  %+v\n want %+v", *got, want)
 	}

@@ -142,6 +142,7 @@ var Spec = &cliconf.Spec[Config]{
 				Set:   cliconf.Int(func(o *Config) *int { return &o.Metrics.MaxSeries })},
 		}),
 		cliconf.InSection("Flow history", historyOptions),
+		cliconf.InSection("Service map", uiOptions),
 		cliconf.InSection("Collector", []*cliconf.Option[Config]{
 			{Name: "shutdown-grace", Arg: "duration", Default: "10s",
 				Usage: "how long shutdown waits for batches being handled",

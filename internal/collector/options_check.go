@@ -26,10 +26,11 @@ func (o *Config) validate() error {
 			add(cliconf.Invalid("--listen", o.Listen, errors.New(
 				"is not a loopback address: serve TLS (--tls-cert and --tls-key), or give --insecure-plaintext to let anyone who reaches it read and write flows in plaintext")))
 		}
-	} else if o.TLSCert != "" || o.InsecurePlaintext {
+	} else if (o.TLSCert != "" || o.InsecurePlaintext) && o.UI.Listen == "" {
 		add(errors.New(`--tls-cert and --insecure-plaintext need a gRPC listener: --listen is ""`))
 	}
 	add(o.History.validate())
+	add(o.validateUI())
 	if (o.TLSCert == "") != (o.TLSKey == "") {
 		add(errors.New("--tls-cert and --tls-key must be given together"))
 	}

@@ -120,6 +120,9 @@ func (c *Collector) shutdown(ctx context.Context) error {
 		}
 		printed = c.printer.printed.Load()
 	}
+	if c.ui != nil {
+		c.ui.shutdown(ctx, c.log)
+	}
 	if c.ms != nil {
 		if merr := c.ms.Shutdown(ctx); merr != nil {
 			c.log.Warn("metrics server shutdown", "error", merr)

@@ -23,11 +23,24 @@ var expectations = map[string]func([]targetResult) error{
 		}
 		return nil
 	},
-	"Bytes by direction":            labelsInclude(0, "direction", "ingress", "egress"),
-	"Dropped packets by cause":      labelsInclude(0, "cause", "NETFILTER_DROP", "NO_SOCKET"),
-	"Dropped bytes by cause":        labelsInclude(0, "cause", "NETFILTER_DROP", "NO_SOCKET"),
-	"Retransmits by namespace pair": positive(0),
-	"TCP retransmits":               positive(0),
+	// The Node Graph: the lab's workloads as nodes, the bulk stream the
+	// widest edge.
+	"Service map (bytes over the range)": func(ts []targetResult) error {
+		if err := labelsInclude(0, "id", "shop/frontend", "shop/backend", "data/database")(ts); err != nil {
+			return err
+		}
+		top := largest(ts[1].Series)
+		if top == nil || top.Labels["source"] != "shop/backend" || top.Labels["target"] != "data/database" || top.Labels["id"] != "shop/backend->data/database" {
+			return fmt.Errorf("widest edge %v, want shop/backend → data/database (the bulk stream)", top)
+		}
+		return nil
+	},
+	"Namespace map (bytes over the range)": labelsInclude(0, "id", "shop", "data"),
+	"Bytes by direction":                   labelsInclude(0, "direction", "ingress", "egress"),
+	"Dropped packets by cause":             labelsInclude(0, "cause", "NETFILTER_DROP", "NO_SOCKET"),
+	"Dropped bytes by cause":               labelsInclude(0, "cause", "NETFILTER_DROP", "NO_SOCKET"),
+	"Retransmits by namespace pair":        positive(0),
+	"TCP retransmits":                      positive(0),
 	"TCP RTT percentiles": func(ts []targetResult) error {
 		var p [3]float64
 		for i := range p {

@@ -13,6 +13,10 @@ const (
 	DefaultKafkaGroup = "flowlens-collector"
 	// DefaultMetricsPort is the port of --metrics-address's default.
 	DefaultMetricsPort = 9401
+	// DefaultUIPort is the service map's port (--ui-listen) the operator
+	// and the chart give collectors with a history, on the pod's loopback
+	// (127.0.0.1): flowlens ui port-forwards to it, nothing else reaches it.
+	DefaultUIPort = 9402
 	// OutputNone is the --output that prints nothing (metrics and history
 	// only); OutputJSON (the default) and OutputTable print.
 	OutputNone  = "none"

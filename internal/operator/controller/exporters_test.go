@@ -227,6 +227,8 @@ func TestKafkaCollector(t *testing.T) {
 		"--kafka-topic=flowlens-flows",
 		"--kafka-group=flowlens-collector",
 		"--listen=", // Kafka only: no gRPC API
+		"--auth=kubernetes",
+		"--ui-listen=127.0.0.1:9402", // the service map, on the pod's loopback
 		"--kafka-sasl-mechanism=scram-sha-512",
 		"--kafka-sasl-password-file=/etc/flowlens/kafka/sasl/password",
 		"--metrics-address=:9401",

@@ -7,6 +7,7 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/cog"
 	"github.com/grafana/grafana-foundation-sdk/go/common"
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"github.com/grafana/grafana-foundation-sdk/go/nodegraph"
 	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
 	"github.com/grafana/grafana-foundation-sdk/go/stat"
 	"github.com/grafana/grafana-foundation-sdk/go/table"
@@ -27,6 +28,7 @@ const (
 	statValue              // one big number (last value), with a sparkline
 	barGauge               // horizontal bars, one per series, instant query
 	tableView              // a table of series, instant query
+	nodeGraph              // Grafana's Node Graph: a nodes query (id) and an edges query (id, source, target), instant
 )
 
 // query is one PromQL expression of a panel.
@@ -243,6 +245,20 @@ func panelBuilder(p panel, id uint32) (cog.Builder[dashboard.Panel], error) {
 			WithTransformation(dashboard.DataTransformerConfig{
 				Id:      "organize",
 				Options: map[string]any{"excludeByName": map[string]any{"Time": true}},
+			})
+		for i, q := range p.Queries {
+			pb.WithTarget(target(q, refID(i), true))
+		}
+		return pb, nil
+	case nodeGraph:
+		// The value column of each instant table is the node's or the
+		// edge's main statistic.
+		pb := nodegraph.NewPanelBuilder().Id(id).Title(p.Title).Description(p.Description).
+			Datasource(promRef()).Unit(p.Unit).Span(w).Height(h).
+			WithTransformation(dashboard.DataTransformerConfig{
+				Id: "organize",
+				Options: map[string]any{"excludeByName": map[string]any{"Time": true},
+					"renameByName": map[string]any{"Value": "mainstat", "Value #A": "mainstat", "Value #B": "mainstat"}},
 			})
 		for i, q := range p.Queries {
 			pb.WithTarget(target(q, refID(i), true))

@@ -1,5 +1,6 @@
 // Package dashboards holds flowlens' Grafana dashboards as code: "flowlens /
-// Traffic", "flowlens / Drops & latency" and "flowlens / Agent health", built
+// Traffic", "flowlens / Drops & latency", "flowlens / Agent health" and
+// "flowlens / Service map" (Grafana's Node Graph), built
 // with the Grafana Foundation SDK (Grafana's own schema types), plus their
 // ConfigMap form for the Grafana sidecar.
 //
@@ -32,7 +33,7 @@ const ConfigMapFile = "flowlens-dashboards-configmap.yaml"
 // looks for on ConfigMaps.
 const SidecarLabel, SidecarLabelValue = "grafana_dashboard", "1"
 
-func specs() []spec { return []spec{traffic(), dropsLatency(), agentHealth()} }
+func specs() []spec { return []spec{traffic(), dropsLatency(), agentHealth(), serviceMap()} }
 
 // Dashboard is one generated dashboard.
 type Dashboard struct {

@@ -95,16 +95,15 @@ func buildCollector(fc *v1alpha1.FlowCollector, k *v1alpha1.KafkaExporter, opts 
 		WithOwnerReferences(owner)
 
 	// Read-only, and only what enrichment resolves addresses with: the
-	// rules of manifests/flowlens-collector.yaml; serving gRPC, the reviews
-	// that authorize each call (as system:auth-delegator).
+	// rules of manifests/flowlens-collector.yaml, and the reviews that
+	// authorize each call of the service map (and of gRPC, when served) as
+	// system:auth-delegator does.
 	rules := []*rbacv1ac.PolicyRuleApplyConfiguration{
 		rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("pods", "services", "nodes").WithVerbs("get", "list", "watch"),
 		rbacv1ac.PolicyRule().WithAPIGroups("apps").WithResources("replicasets").WithVerbs("get", "list", "watch"),
 		rbacv1ac.PolicyRule().WithAPIGroups("batch").WithResources("jobs").WithVerbs("get", "list", "watch"),
 	}
-	if fc.Spec.Collector.ServeGRPC {
-		rules = append(rules, ReviewRules()...)
-	}
+	rules = append(rules, ReviewRules()...)
 	o.ClusterRole = rbacv1ac.ClusterRole(CollectorName).
 		WithLabels(labels).
 		WithOwnerReferences(owner).
@@ -140,7 +139,8 @@ func buildCollector(fc *v1alpha1.FlowCollector, k *v1alpha1.KafkaExporter, opts 
 
 // CollectorArgs are the collector's flags for the kafka exporter k: the
 // agents' brokers, topic, TLS and SASL, the consumer group, no gRPC API
-// unless serveGRPC (spec.collector.serveGRPC), and metrics only (the flows
+// unless serveGRPC (spec.collector.serveGRPC), the service map on the pod's
+// loopback (every call authorized), and metrics only (the flows
 // are counted in the metrics, not printed), over TLS with metricsTLS
 // (unless spec.metricsPlaintext with no spec.collector.metricsTLS).
 func CollectorArgs(k *v1alpha1.KafkaExporter, metricsTLS bool, serveGRPC bool) []string {
@@ -155,9 +155,13 @@ func CollectorArgs(k *v1alpha1.KafkaExporter, metricsTLS bool, serveGRPC bool) [
 		args = append(args, "--listen=:"+strconv.Itoa(CollectorGRPCPort),
 			"--tls-cert="+CollectorTLSCertPath, "--tls-key="+CollectorTLSKeyPath, "--auth="+collectoropt.AuthKubernetes)
 	} else {
-		// Kafka only: nothing to reach but the metrics port.
-		args = append(args, "--listen=")
+		// Kafka only: nothing to reach but the metrics port (and the
+		// service map on the pod's loopback, authorized by the API server).
+		args = append(args, "--listen=", "--auth="+collectoropt.AuthKubernetes)
 	}
+	// The service map (docs/ui.md) from the history, on the pod's
+	// loopback: reached only through flowlens ui's port-forward.
+	args = append(args, "--ui-listen=127.0.0.1:"+strconv.Itoa(collectoropt.DefaultUIPort))
 	if tls, ca, cert, key := tlsPaths(k.TLS, KafkaTLSCAPath, KafkaTLSCertPath, KafkaTLSKeyPath); tls {
 		args = append(args, "--kafka-tls=true")
 		if ca != "" {

@@ -323,6 +323,8 @@ func TestKafkaCollector(t *testing.T) {
 		"--kafka-topic=cluster-a.flows",
 		"--kafka-group=flowlens-collector",
 		"--listen=", // Kafka only: no gRPC API
+		"--auth=kubernetes",
+		"--ui-listen=127.0.0.1:9402", // the service map, on the pod's loopback
 		"--kafka-tls=true",
 		"--kafka-tls-ca=/etc/flowlens/kafka/tls/ca/ca.crt",
 		"--kafka-tls-cert=/etc/flowlens/kafka/tls/client/tls.crt",
@@ -397,7 +399,8 @@ func TestKafkaCollector(t *testing.T) {
 	// no TLS or SASL flag, volume or variable.
 	c = build(t, exporters(v1alpha1.Exporter{Type: v1alpha1.ExporterKafka, Kafka: &v1alpha1.KafkaExporter{Brokers: []string{"kafka:9092"}}})).Collector
 	ctr = c.Deployment.Spec.Template.Spec.Containers[0]
-	wantArgs = []string{"--kafka-brokers=kafka:9092", "--kafka-topic=flowlens-flows", "--kafka-group=flowlens-collector", "--listen=", "--metrics-address=:9401", "--output=none"}
+	wantArgs = []string{"--kafka-brokers=kafka:9092", "--kafka-topic=flowlens-flows", "--kafka-group=flowlens-collector", "--listen=", "--auth=kubernetes",
+		"--ui-listen=127.0.0.1:9402", "--metrics-address=:9401", "--output=none"}
 	if !slices.Equal(ctr.Args, wantArgs) || *c.Deployment.Spec.Replicas != 1 || *ctr.Image != "collector:1" ||
 		*ctr.ImagePullPolicy != corev1.PullIfNotPresent || len(ctr.Env) != 0 || len(c.Deployment.Spec.Template.Spec.Volumes) != 0 {
 		t.Errorf("default collector: args %v replicas %d image %s %s env %v volumes %v", ctr.Args, *c.Deployment.Spec.Replicas,

@@ -477,8 +477,8 @@ func TestDashboards(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(objs.Dashboards) != len(want) || len(want) != 3 {
-			t.Fatalf("%d dashboard ConfigMaps, want %d (3)", len(objs.Dashboards), len(want))
+		if len(objs.Dashboards) != len(want) || len(want) != 4 {
+			t.Fatalf("%d dashboard ConfigMaps, want %d (4)", len(objs.Dashboards), len(want))
 		}
 		for i, cm := range objs.Dashboards {
 			w := want[i]

@@ -12,9 +12,9 @@ import (
 
 // TestKafkaCollectorServeGRPC: the Kafka collectors serve no gRPC API
 // unless spec.collector.serveGRPC; then over TLS with the collector's
-// certificate (Secret flowlens-collector-tls), with --auth kubernetes, and
-// their ClusterRole may create the reviews that needs, which it may not
-// otherwise.
+// certificate (Secret flowlens-collector-tls), with --auth kubernetes. The
+// service map is on either way, on the pod's loopback only (no port
+// added), authorized: the ClusterRole may create the reviews in both.
 func TestKafkaCollectorServeGRPC(t *testing.T) {
 	spec := exporters(v1alpha1.Exporter{Type: v1alpha1.ExporterKafka, Kafka: &v1alpha1.KafkaExporter{Brokers: []string{"kafka:9092"}}})
 	reviews := func(c *CollectorObjects) bool {
@@ -26,8 +26,12 @@ func TestKafkaCollectorServeGRPC(t *testing.T) {
 		return false
 	}
 	off := build(t, spec).Collector
-	if args := off.Deployment.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--listen=") || reviews(off) {
-		t.Errorf("without serveGRPC: args %v, reviews %v; want --listen= and no reviews", args, reviews(off))
+	// Without gRPC the service map on the pod's loopback is still
+	// authorized: the reviews are needed either way.
+	if args := off.Deployment.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--listen=") || !slices.Contains(args, "--auth=kubernetes") ||
+		!slices.Contains(args, "--ui-listen=127.0.0.1:9402") || !reviews(off) || len(off.Deployment.Spec.Template.Spec.Containers[0].Ports) != 1 {
+		t.Errorf("without serveGRPC: args %v, reviews %v, ports %v; want --listen=, --auth=kubernetes, the service map on loopback, the reviews, the metrics port alone",
+			args, reviews(off), off.Deployment.Spec.Template.Spec.Containers[0].Ports)
 	}
 	spec.Collector.ServeGRPC = true
 	on := build(t, spec).Collector
