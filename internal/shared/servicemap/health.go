@@ -2,10 +2,9 @@ package servicemap
 
 import "github.com/flowlens/flowlens/internal/shared/enriched"
 
-// addHealth adds a flow's TCP-health counts to its edge. The hook for the
-// TCP-health feature (branch s29-tcp): once pkg/flow's record carries its
-// failed connects, sum them here into e.FailedConnects (already part of
-// the JSON and of Unhealthy) and in Merge.
+// addHealth adds a flow's TCP-health counts (feature tcp, docs/tcp.md) to
+// its edge: the connects its source started that were refused or timed
+// out. Merge sums them across collectors.
 func addHealth(e *Edge, f *enriched.Flow) {
-	_, _ = e, f
+	e.FailedConnects += f.TCPFailed()
 }

@@ -22,6 +22,30 @@ func fl(src, dst enriched.K8sContext, bytes uint64) *enriched.Flow {
 		DstPort: 80, Proto: 6, Bytes: bytes, Packets: 1, EndTime: now.Add(-time.Minute)}, Enriched: true, Src: src, Dst: dst}
 }
 
+// An edge's failed connects are its flows' refused and timed-out connects
+// (feature tcp); they make it unhealthy, and Merge sums them.
+func TestFailedConnects(t *testing.T) {
+	a, b := pod("x", "a"), pod("x", "b")
+	ok, refused, timedOut := fl(a, b, 100), fl(a, b, 100), fl(a, b, 100)
+	ok.TCPConnects = 5
+	refused.TCPConnects, refused.TCPRefused = 3, 3
+	timedOut.TCPConnects, timedOut.TCPTimeouts = 2, 2
+	q, err := ParseQuery(url.Values{}, now, DefaultMaxNodes, DefaultMaxEdges)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := Build([]*enriched.Flow{ok}, q); len(g.Edges) != 1 || g.Edges[0].FailedConnects != 0 || g.Edges[0].Unhealthy {
+		t.Errorf("only established connects: %+v", g.Edges)
+	}
+	g := Build([]*enriched.Flow{ok, refused, timedOut}, q)
+	if len(g.Edges) != 1 || g.Edges[0].FailedConnects != 5 || !g.Edges[0].Unhealthy {
+		t.Fatalf("3 refused and 2 timed out: %+v, want 5 failed connects, unhealthy", g.Edges)
+	}
+	if m := Merge([]Graph{g, g}, q); m.Edges[0].FailedConnects != 10 {
+		t.Errorf("merged twice: %d failed connects, want 10", m.Edges[0].FailedConnects)
+	}
+}
+
 // The caps keep the unhealthy edges first, then the largest, as long as
 // both ends fit; what is left out is counted.
 func TestBuildCaps(t *testing.T) {

@@ -69,8 +69,9 @@ type Edge struct {
 	// in nanoseconds; 0: none measured.
 	RTTP50      int64  `json:"rtt_p50_ns"`
 	Retransmits uint64 `json:"retransmits"`
-	// FailedConnects counts the connection attempts that failed, once the
-	// TCP-health feature gives them (addHealth, health.go).
+	// FailedConnects counts the connection attempts the edge's flows
+	// started that were refused or timed out (feature tcp: tcp_refused +
+	// tcp_timeouts; addHealth, health.go).
 	FailedConnects uint64 `json:"failed_connects"`
 	// Ports are the destination ports seen (at most maxPorts), Protocols
 	// the protocols ("tcp", "udp", "icmp", or the number).
