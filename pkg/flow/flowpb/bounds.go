@@ -44,7 +44,7 @@ var Bounds = map[protoreflect.FullName]int{
 	"flowlens.flow.v1.DNS.dns_name":           flow.MaxDNSName,
 	"flowlens.flow.v1.Tunnel.tunnel_src_addr": 16,
 	"flowlens.flow.v1.Tunnel.tunnel_dst_addr": 16,
-	"flowlens.flow.v1.TCP.tcp_role":         flow.MaxTCPRole,
+	"flowlens.flow.v1.TCP.tcp_role":           flow.MaxTCPRole,
 }
 
 // MaxMessageBytes is the largest FlowBatch message a collector takes by
