@@ -206,6 +206,7 @@ func TestRoundTrip(t *testing.T) {
 				want[string(w)] = &recs[i]
 			}
 			partitions := map[int32]bool{}
+			codecs := map[uint8]int{} // records by their batch's compression
 			for _, g := range consume(t, b.Addr, topic, len(recs)) {
 				w, _ := proto.MarshalOptions{Deterministic: true}.Marshal(g.flow)
 				r, ok := want[string(w)]
@@ -217,9 +218,7 @@ func TestRoundTrip(t *testing.T) {
 					t.Errorf("flow in partition %d, want %d (its 7-tuple's)", g.partition, p)
 				}
 				partitions[g.partition] = true
-				if want := map[string]uint8{"": 3, "none": 0, "zstd": 4}[tc.cfg.Compression]; g.codec != want {
-					t.Fatalf("record batch compression %d, want %d (%q)", g.codec, want, tc.cfg.Compression)
-				}
+				codecs[g.codec]++
 				if tc.cfg.Message == "flow" {
 					if len(g.key) != 8 || binary.BigEndian.Uint64(g.key) != flowkafka.Hash(r) {
 						t.Errorf("flow record key %x, want the flow's hash %x", g.key, flowkafka.Hash(r))
@@ -227,6 +226,15 @@ func TestRoundTrip(t *testing.T) {
 				} else if tc.cfg.BatchFlows > 0 && g.flows > tc.cfg.BatchFlows {
 					t.Errorf("a batch record of %d flows, max %d", g.flows, tc.cfg.BatchFlows)
 				}
+			}
+			// Every batch is compressed as configured, except that franz-go
+			// sends a batch as is when the codec would not shrink it (a
+			// batch of one or two small records, which a busy machine's
+			// timing can cut): so batches in the codec or uncompressed, and
+			// the codec on some.
+			codec := map[string]uint8{"": 3, "none": 0, "zstd": 4}[tc.cfg.Compression]
+			if codecs[codec] == 0 || len(codecs) > 2 || (len(codecs) == 2 && codecs[0] == 0) {
+				t.Errorf("records by their batch's compression %v, want codec %d (%q), some uncompressed at most", codecs, codec, tc.cfg.Compression)
 			}
 			if len(partitions) != 4 {
 				t.Errorf("flows landed in %d partitions, want all 4", len(partitions))
