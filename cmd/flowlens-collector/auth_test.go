@@ -43,6 +43,30 @@ type authCluster struct {
 	ns string
 }
 
+// newAuthCluster starts a kube-apiserver (envtest) with namespace
+// flowlens, the nodes and the ServiceAccounts sas in it.
+func newAuthCluster(t *testing.T, nodes []string, sas ...string) (*authCluster, *rest.Config) {
+	t.Helper()
+	cfg := envtest.StartT(t, envtest.Options{}).Config
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	c := &authCluster{cs: cs, ns: "flowlens"}
+	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.ns}}, metav1.CreateOptions{})
+	c.must(t, err)
+	for _, n := range nodes {
+		_, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
+		c.must(t, err)
+	}
+	for _, sa := range sas {
+		_, err := cs.CoreV1().ServiceAccounts(c.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
+		c.must(t, err)
+	}
+	return c, cfg
+}
+
 func (c *authCluster) must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -88,23 +112,7 @@ func (c *authCluster) podToken(t *testing.T, sa, node, audience string) string {
 // Export (agents, for their own node) and who may GetFlows (readers), with
 // tokens minted by the API server and RBAC, the collector over TLS.
 func TestAuthorization(t *testing.T) {
-	cfg := envtest.StartT(t, envtest.Options{}).Config
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	c := &authCluster{cs: cs, ns: "flowlens"}
-	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.ns}}, metav1.CreateOptions{})
-	c.must(t, err)
-	for _, n := range []string{"node-a", "node-b"} {
-		_, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
-		c.must(t, err)
-	}
-	for _, sa := range []string{"agent", "reader", "nobody"} {
-		_, err := cs.CoreV1().ServiceAccounts(c.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
-		c.must(t, err)
-	}
+	c, cfg := newAuthCluster(t, []string{"node-a", "node-b"}, "agent", "reader", "nobody")
 	c.role(t, kubeauth.AgentClusterRole, kubeauth.VerbExport, "agent")
 	c.role(t, kubeauth.ReaderClusterRole, kubeauth.VerbRead, "reader")
 
@@ -229,19 +237,8 @@ func TestAuthorization(t *testing.T) {
 // the agent's permission revoked, its stream ends with PermissionDenied
 // within the reviews' cache TTL.
 func TestAuthorizationRevoked(t *testing.T) {
-	cfg := envtest.StartT(t, envtest.Options{}).Config
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	c := &authCluster{cs: cs, ns: "flowlens"}
-	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.ns}}, metav1.CreateOptions{})
-	c.must(t, err)
-	_, err = cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}, metav1.CreateOptions{})
-	c.must(t, err)
-	_, err = cs.CoreV1().ServiceAccounts(c.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "agent"}}, metav1.CreateOptions{})
-	c.must(t, err)
+	c, cfg := newAuthCluster(t, []string{"node-a"}, "agent")
+	cs, ctx := c.cs, context.Background()
 	c.role(t, kubeauth.AgentClusterRole, kubeauth.VerbExport, "agent")
 	token := c.podToken(t, "agent", "node-a", kubeauth.Audience)
 	pki := receivertest.NewPKI(t)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -11,15 +10,10 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-
 	grpcexp "github.com/flowlens/flowlens/internal/agent/exporter/grpc"
 	"github.com/flowlens/flowlens/internal/collector/collectortest"
 	"github.com/flowlens/flowlens/internal/collector/ui"
 	"github.com/flowlens/flowlens/internal/shared/kubeauth"
-	"github.com/flowlens/flowlens/internal/testkit/envtest"
 	"github.com/flowlens/flowlens/pkg/receiver/receivertest"
 	"github.com/flowlens/flowlens/pkg/tlsclient"
 )
@@ -29,21 +23,7 @@ import (
 // page; a token without the read permission gets 403, no token or a token
 // of another audience 401, each with the reason; over the collector's TLS.
 func TestServiceMapAuthorization(t *testing.T) {
-	cfg := envtest.StartT(t, envtest.Options{}).Config
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	c := &authCluster{cs: cs, ns: "flowlens"}
-	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.ns}}, metav1.CreateOptions{})
-	c.must(t, err)
-	_, err = cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-7"}}, metav1.CreateOptions{})
-	c.must(t, err)
-	for _, sa := range []string{"agent", "reader", "nobody"} {
-		_, err := cs.CoreV1().ServiceAccounts(c.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
-		c.must(t, err)
-	}
+	c, cfg := newAuthCluster(t, []string{"node-7"}, "agent", "reader", "nobody")
 	c.role(t, kubeauth.AgentClusterRole, kubeauth.VerbExport, "agent")
 	c.role(t, kubeauth.ReaderClusterRole, kubeauth.VerbRead, "reader")
 	agent := c.podToken(t, "agent", "node-7", kubeauth.Audience)

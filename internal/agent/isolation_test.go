@@ -4,50 +4,16 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
 	"github.com/flowlens/flowlens/internal/agent/exporter"
+	"github.com/flowlens/flowlens/internal/testkit"
 	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
-
-// blackhole is a collector that is down the nasty way: it accepts TCP
-// connections and never answers (no HTTP/2 handshake), so the gRPC
-// exporter's Export blocks for good.
-func blackhole(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return l.Addr().String()
-}
 
 func queueNamed(t *testing.T, qs exporter.Fanout, name string) *exporter.Queue {
 	t.Helper()
@@ -82,7 +48,7 @@ func TestDeadGRPCExporterDoesNotMakeStdoutDrop(t *testing.T) {
 	readDone := make(chan error, 1)
 	go func() { _, err := io.Copy(&out, pr); readDone <- err }()
 	h := agenttest.Start(t, 2, agent.Options{Stdout: pw}, p.NetnsArg(),
-		"--export=grpc,stdout", "--target="+blackhole(t),
+		"--export=grpc,stdout", "--target="+testkit.SilentListener(t),
 		"--export-buffer=2", "--grpc-batch-size=5", "--cache-active-timeout=1s",
 		// No enrichment hook: they see the whole host (other tests' drops
 		// would add partial records); the TC programs see only this pair.

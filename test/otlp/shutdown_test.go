@@ -2,7 +2,6 @@ package otlp_test
 
 import (
 	"context"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/agent/exporter"
 	"github.com/flowlens/flowlens/internal/agent/exporter/otlp"
+	"github.com/flowlens/flowlens/internal/testkit"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
@@ -118,32 +118,8 @@ func stuckReceiver(protocol string) func(t *testing.T) (string, func() int) {
 	}
 }
 
-// silentListener takes connections and never reads them.
+// silentListener takes connections and never reads them; it delivers
+// nothing.
 func silentListener(t *testing.T) (string, func() int) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return l.Addr().String(), func() int { return 0 }
+	return testkit.SilentListener(t), func() int { return 0 }
 }
