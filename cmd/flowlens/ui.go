@@ -172,6 +172,14 @@ type uiProxy struct {
 	client  *http.Client
 	token   string
 	fwd     *forwards // nil with --server
+	// caFromCluster: the TLS is the flowlens-ca ConfigMap's, found
+	// through the kubeconfig, not asked for: a collector that serves its
+	// map in plain HTTP on its loopback (a Kafka collector without
+	// serveGRPC has no certificate) is then asked in HTTP, through the
+	// port-forward's tunnel (plainHTTP remembers which).
+	caFromCluster bool
+	mu            sync.Mutex
+	plainHTTP     map[string]bool
 }
 
 func (p *uiProxy) close() {
@@ -216,6 +224,7 @@ func newUIProxy(ctx context.Context, o *options, stderr io.Writer) (*uiProxy, er
 		}
 		if pool != nil {
 			tc = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool, ServerName: serverName}
+			p.caFromCluster, p.plainHTTP = true, map[string]bool{}
 		}
 	}
 	tr := &http.Transport{TLSClientConfig: tc, MaxIdleConnsPerHost: 4}
@@ -291,7 +300,26 @@ func (p *uiProxy) name(s string) string {
 }
 
 func (p *uiProxy) get(ctx context.Context, server, pathQuery string) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.scheme+"://"+server+pathQuery, nil)
+	scheme := p.scheme
+	if p.caFromCluster {
+		p.mu.Lock()
+		if p.plainHTTP[server] {
+			scheme = "http"
+		}
+		p.mu.Unlock()
+	}
+	code, body, err := p.getScheme(ctx, scheme, server, pathQuery)
+	if err != nil && p.caFromCluster && scheme == "https" && strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") {
+		p.mu.Lock()
+		p.plainHTTP[server] = true
+		p.mu.Unlock()
+		return p.getScheme(ctx, "http", server, pathQuery)
+	}
+	return code, body, err
+}
+
+func (p *uiProxy) getScheme(ctx context.Context, scheme, server, pathQuery string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+server+pathQuery, nil)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -44,8 +44,8 @@ var operatorRights = []string{
 	// Cluster-wide writes: create (no name is known then), the rest by name.
 	"cluster /namespaces create", "cluster /namespaces patch [flowlens]",
 	"cluster /configmaps create",
-	"cluster /configmaps patch [flowlens-dashboard-agent-health flowlens-dashboard-drops-latency flowlens-dashboard-traffic]",
-	"cluster /configmaps delete [flowlens-dashboard-agent-health flowlens-dashboard-drops-latency flowlens-dashboard-traffic]",
+	"cluster /configmaps patch [flowlens-dashboard-agent-health flowlens-dashboard-drops-latency flowlens-dashboard-service-map flowlens-dashboard-traffic]",
+	"cluster /configmaps delete [flowlens-dashboard-agent-health flowlens-dashboard-drops-latency flowlens-dashboard-service-map flowlens-dashboard-traffic]",
 	"cluster rbac.authorization.k8s.io/clusterroles create", "cluster rbac.authorization.k8s.io/clusterrolebindings create",
 	"cluster rbac.authorization.k8s.io/clusterroles patch [flowlens-agent-export flowlens-collector-kafka]",
 	"cluster rbac.authorization.k8s.io/clusterroles delete [flowlens-agent-export flowlens-collector-kafka]",

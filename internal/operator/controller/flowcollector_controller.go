@@ -87,7 +87,7 @@ type FlowCollectorReconciler struct {
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=create
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=patch,resourceNames=flowlens
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=create
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=patch;delete,resourceNames=flowlens-dashboard-traffic;flowlens-dashboard-drops-latency;flowlens-dashboard-agent-health
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=patch;delete,resourceNames=flowlens-dashboard-traffic;flowlens-dashboard-drops-latency;flowlens-dashboard-agent-health;flowlens-dashboard-service-map
 // +kubebuilder:rbac:groups=apps,resources=daemonsets;deployments,verbs=get;list;watch
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings,verbs=get;list;watch;create

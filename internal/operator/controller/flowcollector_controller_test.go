@@ -808,7 +808,7 @@ func TestApplyFailed(t *testing.T) {
 }
 
 // dashboardNames are the ConfigMaps of the three flowlens dashboards.
-var dashboardNames = []string{"flowlens-dashboard-traffic", "flowlens-dashboard-drops-latency", "flowlens-dashboard-agent-health"}
+var dashboardNames = []string{"flowlens-dashboard-traffic", "flowlens-dashboard-drops-latency", "flowlens-dashboard-agent-health", "flowlens-dashboard-service-map"}
 
 // waitDashboards waits until the dashboard ConfigMaps are in ns, as
 // internal/operator/dashboards renders them, labelled for the sidecar and owned by fc.
