@@ -243,6 +243,49 @@ func decode(t *testing.T, lr plog.LogRecord) flow.Record {
 			r.DNSLatencyMax = time.Duration(i)
 		case "flowlens.dns_timeout":
 			r.DNSTimeout = b
+		case "flowlens.tcp_role":
+			role, ok := flow.ParseTCPRole(s)
+			if !ok {
+				t.Errorf("flowlens.tcp_role %q", s)
+			}
+			r.TCPRole = role
+		case "flowlens.tcp_connects":
+			r.TCPConnects = i
+		case "flowlens.tcp_refused":
+			r.TCPRefused = i
+		case "flowlens.tcp_timeouts":
+			r.TCPTimeouts = i
+		case "flowlens.tcp_syn_retrans":
+			r.TCPSynRetrans = i
+		case "flowlens.tcp_resets":
+			r.TCPResets = i
+		case "flowlens.tcp_zero_windows":
+			r.TCPZeroWindows = i
+		case "flowlens.tcp_handshake_ns":
+			r.TCPHandshake = time.Duration(i)
+		case "flowlens.tcp_handshake_max_ns":
+			r.TCPHandshakeMax = time.Duration(i)
+		case "flowlens.tunnel_type":
+			for _, tt := range []flow.TunnelType{flow.TunnelVXLAN, flow.TunnelGeneve, flow.TunnelIPIP} {
+				if tt.String() == s {
+					r.Tunnel.TunnelType = tt
+				}
+			}
+			if r.Tunnel.TunnelType == flow.TunnelNone {
+				t.Errorf("flowlens.tunnel_type %q", s)
+			}
+		case "flowlens.tunnel_src_addr":
+			r.Tunnel.TunnelSrcAddr = netip.MustParseAddr(s)
+		case "flowlens.tunnel_dst_addr":
+			r.Tunnel.TunnelDstAddr = netip.MustParseAddr(s)
+		case "flowlens.tunnel_vni":
+			r.Tunnel.TunnelVNI = uint32(i)
+		case "flowlens.overlay_outer":
+			r.Tunnel.OverlayOuter = b
+		case "flowlens.l4_unread":
+			r.L4Unread = b
+		case "flowlens.ext_unread":
+			r.ExtUnread = b
 		default:
 			t.Errorf("attribute %s=%v is not in the mapping", k, v.AsRaw())
 		}
