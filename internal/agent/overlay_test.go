@@ -264,17 +264,22 @@ func TestOverlayHandBuiltFrames(t *testing.T) {
 			packet.IPv4(41, p.IPA, p.IPB, len(inner6), packet.Checksum()), inner6), "ipip", 0},
 	}
 	const n = 50
-	before := map[string]netlab.Stats{}
-	for _, x := range []struct {
-		ns  *netlab.Netns
-		ifn string
-	}{{p.A, p.IfA}, {p.B, p.IfB}} {
-		s, err := netlab.ReadLinkStats(x.ns, x.ifn)
-		if err != nil {
-			t.Fatal(err)
+	// stats reads both ends' link counters.
+	stats := func() map[string]netlab.Stats {
+		out := map[string]netlab.Stats{}
+		for _, x := range []struct {
+			ns  *netlab.Netns
+			ifn string
+		}{{p.A, p.IfA}, {p.B, p.IfB}} {
+			s, err := netlab.ReadLinkStats(x.ns, x.ifn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[x.ifn] = s
 		}
-		before[x.ifn] = s
+		return out
 	}
+	before := stats()
 	for _, k := range kinds {
 		frames := make([][]byte, n)
 		for i := range frames {
@@ -283,17 +288,7 @@ func TestOverlayHandBuiltFrames(t *testing.T) {
 		wireSendFrames(t, p.A, la.Attrs().Index, frames)
 	}
 	time.Sleep(200 * time.Millisecond) // the receiver's ICMP errors
-	after := map[string]netlab.Stats{}
-	for _, x := range []struct {
-		ns  *netlab.Netns
-		ifn string
-	}{{p.A, p.IfA}, {p.B, p.IfB}} {
-		s, err := netlab.ReadLinkStats(x.ns, x.ifn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		after[x.ifn] = s
-	}
+	after := stats()
 	flows := h.Stop()
 	for _, k := range kinds {
 		pkts, _, recs := agenttest.Sum(flows, agenttest.Match{Src: k.src, Dst: k.dst, Sport: k.sport, Dport: 5000, Proto: 17})
