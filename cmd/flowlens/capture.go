@@ -414,7 +414,7 @@ func endText(reasons []string) string {
 		case "duration":
 			out = append(out, "--duration passed")
 		case "no_agent":
-			out = append(out, "no agent of a matching node is connected")
+			out = append(out, "no agent of a matching node could capture")
 		default:
 			out = append(out, r)
 		}
