@@ -13,8 +13,13 @@
 package capture
 
 import (
+	"context"
+	"errors"
+	"log/slog"
 	"net/netip"
 	"time"
+
+	"github.com/flowlens/flowlens/internal/agent/datapath"
 )
 
 // Direction of a captured packet, as seen by the hook that copied it.
@@ -80,4 +85,61 @@ type Result struct {
 	NotCaptured map[string]uint64
 	// Why it ended: "max_packets", "max_bytes", "duration", "canceled".
 	Reason string
+	// Snaplen is the snaplen applied; SnaplenClamped: the request asked
+	// more than --capture-max-snaplen (or 0), so it got that. Not a loss.
+	Snaplen        uint32
+	SnaplenClamped bool
+}
+
+// Config is what New needs: the agent's options and its datapath.
+type Config struct {
+	// Enabled is --capture: false refuses every capture (ErrDisabled).
+	Enabled bool
+	// MaxSnaplen is --capture-max-snaplen: a request asking more (or 0)
+	// gets this, and Result.SnaplenClamped says so.
+	MaxSnaplen uint32
+	// Datapath is the agent's: a capture hooks the interfaces its flow
+	// programs are attached to (every watched interface, in every watched
+	// namespace), beside them.
+	Datapath *datapath.Datapath
+	// RingBytes is the size of each CPU's ring (a power-of-two number of
+	// pages; default 256 KiB: about 1400 packets of 128 bytes per CPU).
+	RingBytes int
+	// QueueLen is how many packets wait between the ring and emit
+	// (default 4096); a packet that finds it full is "consumer".
+	QueueLen int
+	Logger   *slog.Logger
+}
+
+// Errors of Run a caller tells the user about.
+var (
+	// ErrDisabled: the agent runs with --capture=false.
+	ErrDisabled = errors.New("packet capture is disabled on this agent (--capture=false)")
+	// ErrNoInterface: no watched interface matches the filter's
+	// interfaces (nothing to capture on this node).
+	ErrNoInterface = errors.New("no watched interface matches the capture's interfaces")
+)
+
+// New returns a Capturer over the agent's datapath. It loads nothing: each
+// Run loads, attaches and removes its own program instances.
+func New(cfg Config) *Capturer {
+	if cfg.RingBytes <= 0 {
+		cfg.RingBytes = DefaultRingBytes
+	}
+	if cfg.QueueLen <= 0 {
+		cfg.QueueLen = DefaultQueueLen
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Capturer{cfg: cfg, log: cfg.Logger}
+}
+
+// Run captures the packets matching f on the watched interfaces until l
+// is reached or ctx ends, calling emit for each, from one goroutine, in
+// order per CPU. An emit error ends the capture; Run returns it with the
+// Result so far. With no error, Result.Reason says which bound ended it.
+// Several captures may run at once (up to MaxConcurrent).
+func (c *Capturer) Run(ctx context.Context, f Filter, l Limits, emit func(Packet) error) (Result, error) {
+	return c.run(ctx, f, l, emit)
 }
