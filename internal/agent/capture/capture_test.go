@@ -113,7 +113,13 @@ func (r *run) wait(t *testing.T) (capture.Result, []capture.Packet) {
 // hook on the way ran).
 func sendSized(t *testing.T, l *lab, src, dst string, n, base int) {
 	t.Helper()
-	c := agenttest.MustListen(t, l.p.B, dst)
+	sendSizedNs(t, l.p.A, l.p.B, src, dst, n, base)
+}
+
+// sendSizedNs is sendSized from namespace from to namespace to.
+func sendSizedNs(t *testing.T, from, to *netlab.Netns, src, dst string, n, base int) {
+	t.Helper()
+	c := agenttest.MustListen(t, to, dst)
 	got := make(chan int, 1)
 	go func() {
 		buf := make([]byte, 65536)
@@ -128,7 +134,7 @@ func sendSized(t *testing.T, l *lab, src, dst string, n, base int) {
 		got <- k
 	}()
 	for i := range n {
-		if err := netlab.UDPSend(l.p.A, src, dst, make([]byte, base+i), 1); err != nil {
+		if err := netlab.UDPSend(from, src, dst, make([]byte, base+i), 1); err != nil {
 			t.Fatal(err)
 		}
 	}
