@@ -232,7 +232,9 @@ func (s *stream) start(ctx context.Context, req *flowv1.CaptureStart) {
 			cancel()
 		}()
 		end := s.run(cctx, id, f, lim)
-		end.Snaplen = lim.Snaplen
+		if end.Snaplen == 0 {
+			end.Snaplen = lim.Snaplen
+		}
 		s.send(ctx, &flowv1.AgentCaptureMessage{Message: &flowv1.AgentCaptureMessage_End{End: &flowv1.AgentCaptureEnd{CaptureId: id, End: end}}})
 	}()
 }
@@ -258,7 +260,7 @@ func (s *stream) run(ctx context.Context, id uint64, f capture.Filter, lim captu
 	<-flushed
 	drops := dropped.Load()
 	end := &flowv1.NodeCaptureEnd{Packets: res.Packets - min(res.Packets, drops), Bytes: res.Bytes, Reason: res.Reason,
-		NotCaptured: map[string]uint64{}}
+		NotCaptured: map[string]uint64{}, Snaplen: res.Snaplen}
 	for r, n := range res.NotCaptured {
 		end.NotCaptured[r] += n
 	}
