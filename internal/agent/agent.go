@@ -21,11 +21,11 @@ import (
 
 	"github.com/cilium/ebpf/btf"
 
+	"github.com/flowlens/flowlens/internal/agent/capture"
 	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/agent/datapath"
 	"github.com/flowlens/flowlens/internal/agent/evictor"
 	"github.com/flowlens/flowlens/internal/agent/exporter"
-	"github.com/flowlens/flowlens/internal/agent/capture"
 	grpcexp "github.com/flowlens/flowlens/internal/agent/exporter/grpc"
 	"github.com/flowlens/flowlens/internal/agent/exporter/ipfix"
 	kafkaexp "github.com/flowlens/flowlens/internal/agent/exporter/kafka"
@@ -80,9 +80,9 @@ type Agent struct {
 	kafka          *kafkaexp.Exporter // for KafkaStats
 	// Capture is packet capture's engine (nil with --capture=false); its
 	// requests come on the gRPC exporter's connection (capture_wiring.go).
-	Capture *capture.Capturer
-	grpc    *grpcexp.Exporter // nil without the grpc exporter
-	bpfStats       io.Closer          // BPF_ENABLE_STATS for the agent's lifetime
+	Capture  *capture.Capturer
+	grpc     *grpcexp.Exporter // nil without the grpc exporter
+	bpfStats io.Closer         // BPF_ENABLE_STATS for the agent's lifetime
 
 	ready       chan struct{}
 	metricsAddr atomic.Pointer[string]
