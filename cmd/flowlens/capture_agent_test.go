@@ -33,10 +33,11 @@ const (
 )
 
 type captureLab struct {
-	cl, sv  *netlab.Netns
-	col     string
-	h       *agenttest.Harness
-	metrics string // the agent's /metrics
+	cl, sv     *netlab.Netns
+	col        string
+	colMetrics string // the collector's /metrics
+	h          *agenttest.Harness
+	metrics    string // the agent's /metrics
 }
 
 func startCaptureLab(t *testing.T) *captureLab {
@@ -55,7 +56,9 @@ func startCaptureLab(t *testing.T) *captureLab {
 	if err := os.WriteFile(static, js, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l.col = startCollector(t, "--k8s-static="+static)
+	colMetrics := testkit.FreeAddr(t)
+	l.col = startCollector(t, "--k8s-static="+static, "--metrics-address="+colMetrics)
+	l.colMetrics = "http://" + colMetrics + "/metrics"
 	l.h = agenttest.Start(t, 2, agent.Options{}, "--netns="+l.cl.Name+","+l.sv.Name, "--export=grpc", "--target="+l.col,
 		"--node-name="+capNode, "--metrics-address="+testkit.FreeAddr(t))
 	l.metrics = "http://" + l.h.A.MetricsAddr() + "/metrics"
@@ -225,6 +228,13 @@ func TestCaptureEndToEnd(t *testing.T) {
 			t.Errorf("first line %s: %+v, %v", lines[0], p, err)
 		}
 		l.waitRunning(t, 0, "capture ended")
+		// The collector passed on 200 + 40 + 50 packets, lost none.
+		fams := promtest.Scrape(t, l.colMetrics)
+		promtest.Expect(t, fams, 290, "flowlens_collector_capture_packets_total")
+		promtest.Expect(t, fams, 0, "flowlens_collector_captures_running")
+		for _, r := range []string{"ring_full", "consumer", "relay"} {
+			promtest.Expect(t, fams, 0, "flowlens_collector_capture_lost_packets_total", "reason="+r)
+		}
 	})
 
 	t.Run("duration 2s", func(t *testing.T) {

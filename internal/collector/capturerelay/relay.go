@@ -109,6 +109,9 @@ func New(opts Options) *Service {
 			Help: "Matching packets not captured, by reason: ring_full and consumer (the agents'), relay (the collector could not pass them on fast enough)."},
 			[]string{"reason"}),
 	}
+	for _, r := range []string{"ring_full", "consumer", "relay"} {
+		s.lost.WithLabelValues(r)
+	}
 	return s
 }
 
@@ -666,8 +669,11 @@ func filterText(f *flowv1.CaptureFilter) string {
 	add("protocol", f.Protocol, len(f.Protocol))
 	add("tcp_flags", f.TcpFlags, len(f.TcpFlags))
 	add("interface", f.Interface, len(f.Interface))
-	if f.Direction != flowv1.CaptureDirection_CAPTURE_DIRECTION_ANY {
-		add("direction", f.Direction, 1)
+	switch f.Direction {
+	case flowv1.CaptureDirection_CAPTURE_DIRECTION_INGRESS:
+		add("direction", "ingress", 1)
+	case flowv1.CaptureDirection_CAPTURE_DIRECTION_EGRESS:
+		add("direction", "egress", 1)
 	}
 	return strings.TrimSpace(b.String())
 }
