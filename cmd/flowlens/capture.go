@@ -354,6 +354,9 @@ func (r *captured) report(w io.Writer) {
 			reasons = append(reasons, e.Reason)
 		}
 	}
+	if len(reasons) > 1 {
+		reasons = slices.DeleteFunc(reasons, func(x string) bool { return x == "no_agent" })
+	}
 	if r.bound > 0 {
 		reasons = []string{"max_packets"}
 	}
@@ -370,9 +373,19 @@ func (r *captured) report(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "capture ended: %s\n", endText(reasons))
+	// With several collectors, each agent is connected to one: a node
+	// another collector captured on is not missing.
+	captured := map[string]bool{}
 	for _, e := range r.ends {
 		for _, n := range e.Nodes {
-			if n.Error != "" {
+			if n.Error == "" {
+				captured[n.Node] = true
+			}
+		}
+	}
+	for _, e := range r.ends {
+		for _, n := range e.Nodes {
+			if n.Error != "" && !captured[n.Node] {
 				fmt.Fprintf(w, "node %s: %s\n", textfmt.Safe(n.Node), textfmt.Safe(n.Error))
 			}
 		}

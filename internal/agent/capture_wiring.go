@@ -17,7 +17,7 @@ func (a *Agent) newCapture() {
 	if !a.cfg.Capture {
 		return
 	}
-	a.Capture = capture.New(capture.Config{Enabled: true, MaxSnaplen: uint32(a.cfg.CaptureMaxSnaplen), Datapath: a.DP, Logger: a.log})
+	a.Capture = capture.New(capture.ConfigFrom(a.cfg, a.DP, a.log))
 }
 
 // captureMetrics are the engine's (running, packets, lost by reason).
