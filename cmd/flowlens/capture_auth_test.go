@@ -48,7 +48,8 @@ func startCollectorProc(t *testing.T, args ...string) (string, *testkit.Proc) {
 // flowlens capture against a collector with --auth kubernetes on a real
 // kube-apiserver (envtest): a user who may read flows but not capture is
 // refused with a message naming create flowcollectors/capture and the
-// ClusterRole flowlens-capture; a user bound to it captures (here from
+// ClusterRole flowlens-capture, and so is one who may export flows (the
+// same verb, create, on flows); a user bound to it captures (here from
 // an agent whose capture is disabled, connected with its mTLS
 // certificate: the end report says so per node), and the collector logs
 // who asked what.
@@ -69,7 +70,7 @@ func TestCaptureAuthorization(t *testing.T) {
 	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "flowlens"}}, metav1.CreateOptions{})
 	must(err)
 	token := map[string]string{}
-	for _, sa := range []string{"reader", "capturer"} {
+	for _, sa := range []string{"reader", "capturer", "exporter"} {
 		_, err := cs.CoreV1().ServiceAccounts("flowlens").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
 		must(err)
 		tr, err := cs.CoreV1().ServiceAccounts("flowlens").CreateToken(ctx, sa, &authnv1.TokenRequest{}, metav1.CreateOptions{})
@@ -79,6 +80,8 @@ func TestCaptureAuthorization(t *testing.T) {
 	for _, r := range []struct{ role, sub, verb, sa string }{
 		{kubeauth.ReaderClusterRole, kubeauth.Subresource, kubeauth.VerbRead, "reader"},
 		{kubeauth.CaptureClusterRole, kubeauth.SubresourceCapture, kubeauth.VerbCapture, "capturer"},
+		// Export's verb is create too: on flows, not capture.
+		{kubeauth.AgentClusterRole, kubeauth.Subresource, kubeauth.VerbExport, "exporter"},
 	} {
 		_, err = cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: r.role},
 			Rules: []rbacv1.PolicyRule{{APIGroups: []string{kubeauth.Group}, Resources: []string{kubeauth.Resource + "/" + r.sub},
@@ -120,6 +123,10 @@ func TestCaptureAuthorization(t *testing.T) {
 	want := `: forbidden: User "system:serviceaccount:flowlens:reader" cannot create flowcollectors/capture in API group flowlens.io (resourceName "cluster"); an administrator can bind the ClusterRole flowlens-capture to it` + "\n"
 	if code, out, errOut := captureAs(token["reader"]); code != 1 || out != "" || !strings.HasPrefix(errOut, "flowlens capture: "+col) || !strings.HasSuffix(errOut, want) {
 		t.Errorf("without the permission: exit %d, stdout %q, stderr %q; want 1 and ...%s", code, out, errOut, want)
+	}
+	wantExporter := strings.ReplaceAll(want, "flowlens:reader", "flowlens:exporter")
+	if code, out, errOut := captureAs(token["exporter"]); code != 1 || out != "" || !strings.HasSuffix(errOut, wantExporter) {
+		t.Errorf("with the export permission only: exit %d, stdout %q, stderr %q; want 1 and ...%s", code, out, errOut, wantExporter)
 	}
 	if code, out, errOut := captureAs(""); code != 1 || out != "" || !strings.Contains(errOut, "capturing packets needs a bearer token whose user may create flowcollectors/capture in API group flowlens.io") {
 		t.Errorf("without a token: exit %d, stdout %q, stderr %q", code, out, errOut)
