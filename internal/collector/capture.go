@@ -23,6 +23,17 @@ func (c *Collector) startCapture(resolver *k8smeta.Resolver) {
 			u, _ := ctx.Value(userKey{}).(string)
 			return u
 		}}
+	if c.auth != nil {
+		// An agent's token is reviewed again as on its Export streams.
+		o.RecheckEvery = c.auth.every
+		o.Recheck = func(ctx context.Context) error {
+			s, ok := ctx.Value(senderKey{}).(*sender)
+			if !ok {
+				return nil
+			}
+			return c.auth.recheck(ctx, s)
+		}
+	}
 	if resolver != nil {
 		o.Resolve = resolver.Resolve
 		if l, ok := resolver.Source.(k8smeta.Lister); ok {

@@ -78,8 +78,13 @@ type Options struct {
 	// says it).
 	AgentNode func(ctx context.Context) (string, bool)
 	// User names a Capture caller in the log ("" : unknown).
-	User   func(ctx context.Context) string
-	Logger *slog.Logger
+	User func(ctx context.Context) string
+	// Recheck, called every RecheckEvery on an open AgentCapture stream,
+	// ends it with its error: the agent's token expired or its permission
+	// was revoked (as its Export streams are).
+	Recheck      func(ctx context.Context) error
+	RecheckEvery time.Duration
+	Logger       *slog.Logger
 }
 
 // Service is the PacketCapture service.
@@ -236,8 +241,18 @@ func (s *Service) AgentCapture(stream grpc.BidiStreamingServer[flowv1.AgentCaptu
 			}
 		}
 	}()
+	var recheck <-chan time.Time
+	if s.opts.Recheck != nil && s.opts.RecheckEvery > 0 {
+		t := time.NewTicker(s.opts.RecheckEvery)
+		defer t.Stop()
+		recheck = t.C
+	}
 	for {
 		select {
+		case <-recheck:
+			if err := s.opts.Recheck(ctx); err != nil {
+				return err
+			}
 		case err := <-sendErr:
 			return err
 		case err := <-recvErr:
