@@ -310,8 +310,8 @@ func (c *Capturer) run(ctx context.Context, f Filter, l Limits, emit func(Packet
 			return res, err
 		}
 	}
-	if s.rd, err = perf.NewReader(s.events, c.cfg.RingBytes); err != nil {
-		return res, fmt.Errorf("capture: ring reader: %w", err)
+	if s.rd, err = newReader(s.events, c.cfg.RingBytes); err != nil {
+		return res, err
 	}
 
 	// Wall clock of the programs' CLOCK_MONOTONIC stamps.
@@ -358,8 +358,14 @@ func (c *Capturer) run(ctx context.Context, f Filter, l Limits, emit func(Packet
 		defer close(queue)
 		var accepted, acceptedBytes uint64
 		stopped := false
+		s.rd.SetDeadline(time.Now().Add(readLatency))
 		for {
 			rec, err := s.rd.Read()
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				// The rings below the watermark were read: again in readLatency.
+				s.rd.SetDeadline(time.Now().Add(readLatency))
+				continue
+			}
 			if errors.Is(err, perf.ErrFlushed) || errors.Is(err, os.ErrClosed) {
 				readDone <- nil
 				return
@@ -492,6 +498,23 @@ func (c *Capturer) run(ctx context.Context, f Filter, l Limits, emit func(Packet
 		res.Reason = "canceled"
 	}
 	return res, errors.Join(detachErr, countErr)
+}
+
+// readLatency bounds how long a copied packet waits in a ring that is
+// below its watermark.
+const readLatency = 100 * time.Millisecond
+
+// newReader opens the ring's reader. The kernel wakes it when a CPU's ring
+// holds an eighth of its size (the watermark), not at every packet: a
+// wake-up per packet costs the program microseconds (make bench-bpf,
+// capture); the reader's deadline (readLatency) reads the rest.
+func newReader(events *ebpf.Map, ringBytes int) (*perf.Reader, error) {
+	size := (ringBytes + os.Getpagesize() - 1) / os.Getpagesize() * os.Getpagesize()
+	rd, err := perf.NewReaderWithOptions(events, size, perf.ReaderOptions{Watermark: max(1, size/8)})
+	if err != nil {
+		return nil, fmt.Errorf("capture: ring reader: %w", err)
+	}
+	return rd, nil
 }
 
 // loadInstance loads one program instance: the filter, snaplen, namespace
