@@ -188,7 +188,9 @@ func (s *session) close() {
 		s.rd.Close()
 	}
 	for _, p := range s.progs {
-		p.Close()
+		if p != nil {
+			p.Close()
+		}
 	}
 	if s.events != nil {
 		s.events.Close()
@@ -200,15 +202,19 @@ func (s *session) close() {
 
 // kernelCounts sums the per-CPU counters: packets matched, and those the
 // ring could not take.
+// ring_full is read first: a program counts a packet matched before it
+// may count it ring_full, so ringFull <= matched even while they run.
 func (s *session) kernelCounts() (matched, ringFull uint64, err error) {
-	for slot, dst := range map[uint32]*uint64{uint32(captureCapCountCAP_COUNT_MATCHED): &matched,
-		uint32(captureCapCountCAP_COUNT_RING_FULL): &ringFull} {
+	for _, c := range []struct {
+		slot captureCapCount
+		dst  *uint64
+	}{{captureCapCountCAP_COUNT_RING_FULL, &ringFull}, {captureCapCountCAP_COUNT_MATCHED, &matched}} {
 		var per []uint64
-		if err := s.counts.Lookup(slot, &per); err != nil {
+		if err := s.counts.Lookup(uint32(c.slot), &per); err != nil {
 			return 0, 0, fmt.Errorf("read the capture counters: %w", err)
 		}
 		for _, v := range per {
-			*dst += v
+			*c.dst += v
 		}
 	}
 	return matched, ringFull, nil
@@ -321,18 +327,26 @@ func (c *Capturer) run(ctx context.Context, f Filter, l Limits, emit func(Packet
 	}
 	offset := time.Now().UnixNano() - mono.Nano()
 
+	// An interface that went away since the listing is skipped (logged);
+	// the capture fails only when it can attach nowhere.
+	var attachErr error
 	for _, h := range hooks {
 		b, err := c.cfg.Datapath.AttachBeside(h.it.Interface, h.egress, s.progs[instanceKey{h.ns, h.egress, h.it.L3}], slot)
 		if err != nil {
-			return res, fmt.Errorf("capture: %w", err)
+			c.log.Warn("capture: interface skipped", "interface", h.it.Name, "netns", h.it.Netns, "error", err)
+			attachErr = err
+			continue
 		}
 		s.hooks = append(s.hooks, b)
+	}
+	if len(s.hooks) == 0 {
+		return res, fmt.Errorf("capture: %w", attachErr)
 	}
 	// Running once every hook is attached, until they are all detached
 	// (s.detach below, before this defer runs).
 	c.running.Add(1)
 	defer c.running.Add(-1)
-	c.log.Info("capture started", "hooks", len(hooks), "namespaces", len(nss), "snaplen", res.Snaplen,
+	c.log.Info("capture started", "hooks", len(s.hooks), "namespaces", len(nss), "snaplen", res.Snaplen,
 		"snaplen_clamped", res.SnaplenClamped, "max_packets", l.MaxPackets, "max_bytes", l.MaxBytes, "duration", l.Duration)
 	defer func() {
 		c.log.Info("capture ended", "reason", res.Reason, "packets", res.Packets, "bytes", res.Bytes,
