@@ -86,8 +86,24 @@ static __always_inline int port_in(const volatile __u16 *ps, __u32 n, __u16 port
 	return 0;
 }
 
-/* match parses what the filter needs (nothing when it needs nothing) with
- * bpf_skb_load_bytes, which reads non-linear data too. */
+/* load copies len bytes at off: straight from the linear data when they
+ * are there (the common case: headers), else with bpf_skb_load_bytes,
+ * which reads non-linear data too. len is a constant; off is bounded. */
+static __always_inline int load(struct __sk_buff *skb, __u32 off, void *to, const __u32 len)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	if (off <= 0x1ff) {
+		__u32 o = off & 0x1ff; /* the bound, for the verifier */
+		if (data + o + len <= end) {
+			__builtin_memcpy(to, data + o, len);
+			return 0;
+		}
+	}
+	return bpf_skb_load_bytes(skb, off, to, len);
+}
+
+/* match parses what the filter needs (nothing when it needs nothing). */
 static __always_inline int match(struct __sk_buff *skb)
 {
 	const volatile struct cap_filter *f = &cap_conf;
@@ -101,7 +117,7 @@ static __always_inline int match(struct __sk_buff *skb)
 
 	if (skb->protocol == bpf_htons(ETH_P_IP)) {
 		__u8 ip[20];
-		if (bpf_skb_load_bytes(skb, off, ip, sizeof(ip)))
+		if (load(skb, off, ip, sizeof(ip)))
 			return 0;
 		if ((ip[0] >> 4) != 4)
 			return 0;
@@ -114,7 +130,7 @@ static __always_inline int match(struct __sk_buff *skb)
 		off += (ip[0] & 0xf) * 4;
 	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
 		__u8 ip6[40];
-		if (bpf_skb_load_bytes(skb, off, ip6, sizeof(ip6)))
+		if (load(skb, off, ip6, sizeof(ip6)))
 			return 0;
 		proto = ip6[6];
 		__builtin_memcpy(src, &ip6[8], 16);
@@ -126,7 +142,7 @@ static __always_inline int match(struct __sk_buff *skb)
 			__u8 ext[8];
 			if (proto != 0 && proto != 43 && proto != 60 && proto != 44)
 				break;
-			if (bpf_skb_load_bytes(skb, off, ext, sizeof(ext)))
+			if (load(skb, off, ext, sizeof(ext)))
 				return 0;
 			if (proto == 44) {
 				if (((ext[2] << 8 | ext[3]) & 0xfff8) != 0)
@@ -163,7 +179,7 @@ static __always_inline int match(struct __sk_buff *skb)
 		if (!l4 || (proto != IPPROTO_TCP && proto != IPPROTO_UDP && proto != IPPROTO_SCTP &&
 			    proto != IPPROTO_UDPLITE))
 			return 0;
-		if (bpf_skb_load_bytes(skb, off, p, sizeof(p)))
+		if (load(skb, off, p, sizeof(p)))
 			return 0;
 		__u16 sp = bpf_ntohs(p[0]), dp = bpf_ntohs(p[1]);
 		if (f->n_ports && !port_in(f->ports, f->n_ports, sp) && !port_in(f->ports, f->n_ports, dp))
@@ -177,7 +193,7 @@ static __always_inline int match(struct __sk_buff *skb)
 		__u8 b[2];
 		if (!l4 || proto != IPPROTO_TCP)
 			return 0;
-		if (bpf_skb_load_bytes(skb, off + 12, b, sizeof(b)))
+		if (load(skb, off + 12, b, sizeof(b)))
 			return 0;
 		__u16 flags = (__u16)(b[0] & 1) << 8 | b[1]; /* NS, then CWR..FIN */
 		int ok = 0;

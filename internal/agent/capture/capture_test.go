@@ -367,24 +367,25 @@ func TestCaptureMaxPackets(t *testing.T) {
 	}
 }
 
-// TestCaptureRingFull: a one-page ring per CPU and a slow consumer behind a
+// TestCaptureRingFull: a one-page ring per CPU, which holds two copies of
+// 1400-byte datagrams (snaplen 1500), and a slow consumer behind a
 // one-packet queue; a burst loses packets to both, and every matching
 // packet is either captured or counted: captured + ring_full + consumer ==
 // sent.
 func TestCaptureRingFull(t *testing.T) {
-	l := newLab(t, capture.Config{RingBytes: 4096, QueueLen: 1})
+	l := newLab(t, capture.Config{RingBytes: 4096, QueueLen: 1, MaxSnaplen: 1500})
 	const n = 2000
 	var mu sync.Mutex
 	emitted := 0
 	r := l.start(t, capture.Filter{Interfaces: []string{"veth-a"}, Direction: capture.Egress, DstPorts: []uint16{7001}},
-		capture.Limits{}, func(capture.Packet) error {
+		capture.Limits{Snaplen: 1500}, func(capture.Packet) error {
 			time.Sleep(20 * time.Microsecond)
 			mu.Lock()
 			emitted++
 			mu.Unlock()
 			return nil
 		})
-	if err := netlab.UDPSend(l.p.A, "10.99.0.1:5000", "10.99.0.2:7001", make([]byte, 1000), n); err != nil {
+	if err := netlab.UDPSend(l.p.A, "10.99.0.1:5000", "10.99.0.2:7001", make([]byte, 1400), n); err != nil {
 		t.Fatal(err)
 	}
 	res, _ := r.stop(t)

@@ -188,7 +188,9 @@ func (s *session) close() {
 		s.rd.Close()
 	}
 	for _, p := range s.progs {
-		p.Close()
+		if p != nil {
+			p.Close()
+		}
 	}
 	if s.events != nil {
 		s.events.Close()
@@ -200,15 +202,19 @@ func (s *session) close() {
 
 // kernelCounts sums the per-CPU counters: packets matched, and those the
 // ring could not take.
+// ring_full is read first: a program counts a packet matched before it
+// may count it ring_full, so ringFull <= matched even while they run.
 func (s *session) kernelCounts() (matched, ringFull uint64, err error) {
-	for slot, dst := range map[uint32]*uint64{uint32(captureCapCountCAP_COUNT_MATCHED): &matched,
-		uint32(captureCapCountCAP_COUNT_RING_FULL): &ringFull} {
+	for _, c := range []struct {
+		slot captureCapCount
+		dst  *uint64
+	}{{captureCapCountCAP_COUNT_RING_FULL, &ringFull}, {captureCapCountCAP_COUNT_MATCHED, &matched}} {
 		var per []uint64
-		if err := s.counts.Lookup(slot, &per); err != nil {
+		if err := s.counts.Lookup(uint32(c.slot), &per); err != nil {
 			return 0, 0, fmt.Errorf("read the capture counters: %w", err)
 		}
 		for _, v := range per {
-			*dst += v
+			*c.dst += v
 		}
 	}
 	return matched, ringFull, nil
@@ -310,8 +316,8 @@ func (c *Capturer) run(ctx context.Context, f Filter, l Limits, emit func(Packet
 			return res, err
 		}
 	}
-	if s.rd, err = perf.NewReader(s.events, c.cfg.RingBytes); err != nil {
-		return res, fmt.Errorf("capture: ring reader: %w", err)
+	if s.rd, err = newReader(s.events, c.cfg.RingBytes); err != nil {
+		return res, err
 	}
 
 	// Wall clock of the programs' CLOCK_MONOTONIC stamps.
@@ -321,18 +327,26 @@ func (c *Capturer) run(ctx context.Context, f Filter, l Limits, emit func(Packet
 	}
 	offset := time.Now().UnixNano() - mono.Nano()
 
+	// An interface that went away since the listing is skipped (logged);
+	// the capture fails only when it can attach nowhere.
+	var attachErr error
 	for _, h := range hooks {
 		b, err := c.cfg.Datapath.AttachBeside(h.it.Interface, h.egress, s.progs[instanceKey{h.ns, h.egress, h.it.L3}], slot)
 		if err != nil {
-			return res, fmt.Errorf("capture: %w", err)
+			c.log.Warn("capture: interface skipped", "interface", h.it.Name, "netns", h.it.Netns, "error", err)
+			attachErr = err
+			continue
 		}
 		s.hooks = append(s.hooks, b)
+	}
+	if len(s.hooks) == 0 {
+		return res, fmt.Errorf("capture: %w", attachErr)
 	}
 	// Running once every hook is attached, until they are all detached
 	// (s.detach below, before this defer runs).
 	c.running.Add(1)
 	defer c.running.Add(-1)
-	c.log.Info("capture started", "hooks", len(hooks), "namespaces", len(nss), "snaplen", res.Snaplen,
+	c.log.Info("capture started", "hooks", len(s.hooks), "namespaces", len(nss), "snaplen", res.Snaplen,
 		"snaplen_clamped", res.SnaplenClamped, "max_packets", l.MaxPackets, "max_bytes", l.MaxBytes, "duration", l.Duration)
 	defer func() {
 		c.log.Info("capture ended", "reason", res.Reason, "packets", res.Packets, "bytes", res.Bytes,
@@ -358,8 +372,14 @@ func (c *Capturer) run(ctx context.Context, f Filter, l Limits, emit func(Packet
 		defer close(queue)
 		var accepted, acceptedBytes uint64
 		stopped := false
+		s.rd.SetDeadline(time.Now().Add(readLatency))
 		for {
 			rec, err := s.rd.Read()
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				// The rings below the watermark were read: again in readLatency.
+				s.rd.SetDeadline(time.Now().Add(readLatency))
+				continue
+			}
 			if errors.Is(err, perf.ErrFlushed) || errors.Is(err, os.ErrClosed) {
 				readDone <- nil
 				return
@@ -492,6 +512,23 @@ func (c *Capturer) run(ctx context.Context, f Filter, l Limits, emit func(Packet
 		res.Reason = "canceled"
 	}
 	return res, errors.Join(detachErr, countErr)
+}
+
+// readLatency bounds how long a copied packet waits in a ring that is
+// below its watermark.
+const readLatency = 100 * time.Millisecond
+
+// newReader opens the ring's reader. The kernel wakes it when a CPU's ring
+// holds an eighth of its size (the watermark), not at every packet: a
+// wake-up per packet costs the program microseconds (make bench-bpf,
+// capture); the reader's deadline (readLatency) reads the rest.
+func newReader(events *ebpf.Map, ringBytes int) (*perf.Reader, error) {
+	size := (ringBytes + os.Getpagesize() - 1) / os.Getpagesize() * os.Getpagesize()
+	rd, err := perf.NewReaderWithOptions(events, size, perf.ReaderOptions{Watermark: max(1, size/8)})
+	if err != nil {
+		return nil, fmt.Errorf("capture: ring reader: %w", err)
+	}
+	return rd, nil
 }
 
 // loadInstance loads one program instance: the filter, snaplen, namespace

@@ -52,6 +52,10 @@ func TestFilterInKernel(t *testing.T) {
 		packet.Payload(100))
 	v6ext := packet.Cat(packet.Eth(packet.EtherTypeIPv6), packet.IPv6(0, "fd00::1", "fd00::2", 8+packet.UDPLen+10),
 		packet.Options(packet.ProtoUDP, 0), packet.UDP(5000, 7001, 10), packet.Payload(10))
+	// The UDP header 566 bytes in: read with bpf_skb_load_bytes, not
+	// straight from the packet (bpf/capture.c, load).
+	v6far := packet.Cat(packet.Eth(packet.EtherTypeIPv6), packet.IPv6(0, "fd00::1", "fd00::2", 512+packet.UDPLen+10),
+		packet.Options(packet.ProtoUDP, 63), packet.UDP(5000, 7001, 10), packet.Payload(10))
 	for _, c := range []struct {
 		name string
 		f    capture.Filter
@@ -70,6 +74,8 @@ func TestFilterInKernel(t *testing.T) {
 		{"IPv6 prefix", capture.Filter{SrcCIDRs: pfx("fd00::/64")}, u6, true},
 		{"IPv6 prefix, other", capture.Filter{DstCIDRs: pfx("fd00::1/128")}, u6, false},
 		{"IPv6 after an extension header", capture.Filter{DstPorts: []uint16{7001}}, v6ext, true},
+		{"IPv6, ports past the straight read", capture.Filter{DstPorts: []uint16{7001}}, v6far, true},
+		{"IPv6, ports past the straight read, other", capture.Filter{DstPorts: []uint16{7002}}, v6far, false},
 		{"any port", capture.Filter{Ports: []uint16{1, 5000}}, u4, true},
 		{"source port", capture.Filter{SrcPorts: []uint16{7001}}, u4, false},
 		{"destination port", capture.Filter{DstPorts: []uint16{7001}}, u6, true},

@@ -14,7 +14,8 @@ import (
 type Instance struct {
 	Prog *ebpf.Program
 	// Ring reads what the program copies (perf records: a cap_meta, then
-	// the packet's first bytes).
+	// the packet's first bytes). It wakes at a watermark: read it with a
+	// deadline.
 	Ring *perf.Reader
 	s    *session
 }
@@ -46,8 +47,8 @@ func LoadInstance(f Filter, snaplen uint32, ringBytes int) (_ *Instance, err err
 	if s.progs[k], err = loadInstance(spec, k, conf, snaplen, s); err != nil {
 		return nil, err
 	}
-	if s.rd, err = perf.NewReader(s.events, ringBytes); err != nil {
-		return nil, fmt.Errorf("capture: ring reader: %w", err)
+	if s.rd, err = newReader(s.events, ringBytes); err != nil {
+		return nil, err
 	}
 	return &Instance{Prog: s.progs[k], Ring: s.rd, s: s}, nil
 }
