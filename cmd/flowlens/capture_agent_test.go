@@ -35,6 +35,7 @@ const (
 type captureLab struct {
 	cl, sv     *netlab.Netns
 	col        string
+	colProc    *testkit.Proc
 	colMetrics string // the collector's /metrics
 	h          *agenttest.Harness
 	metrics    string // the agent's /metrics
@@ -57,7 +58,7 @@ func startCaptureLab(t *testing.T) *captureLab {
 		t.Fatal(err)
 	}
 	colMetrics := testkit.FreeAddr(t)
-	l.col = startCollector(t, "--k8s-static="+static, "--metrics-address="+colMetrics)
+	l.col, l.colProc = startCollectorProc(t, "--k8s-static="+static, "--metrics-address="+colMetrics)
 	l.colMetrics = "http://" + colMetrics + "/metrics"
 	l.h = agenttest.Start(t, 2, agent.Options{}, "--netns="+l.cl.Name+","+l.sv.Name, "--export=grpc", "--target="+l.col,
 		"--node-name="+capNode, "--metrics-address="+testkit.FreeAddr(t))
@@ -132,7 +133,13 @@ func (l *captureLab) send(t *testing.T, sport, port, n int) {
 }
 
 // The end-to-end capture: the real agent, collector and CLI; tshark
-// reads the pcapng.
+// reads the pcapng. 200 matching datagrams among others: exactly those,
+// with their addresses, ports, wire lengths and snaplen, interface and
+// comment, in time order; a path over two interfaces: each datagram once
+// on each, two interface blocks; --max-packets 50 stops at 50; --duration
+// 2s returns and says why; the collector's metrics count what it passed
+// on; a SIGKILLed CLI, then a SIGKILLed collector, end the capture on the
+// agent (flowlens_agent_captures_running back to 0).
 func TestCaptureEndToEnd(t *testing.T) {
 	l := startCaptureLab(t)
 	dir := t.TempDir()
@@ -258,6 +265,20 @@ func TestCaptureEndToEnd(t *testing.T) {
 		}
 		cli.Wait()
 		l.waitRunning(t, 0, "the CLI killed")
+	})
+
+	t.Run("killed collector", func(t *testing.T) {
+		// The collector killed mid-capture: the agent's stream ends, and
+		// its captures with it; the CLI says the collector is gone.
+		r := l.capture("-o", "json", "--duration", "10m")
+		l.waitRunning(t, 1, "capture started")
+		if err := l.colProc.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		l.waitRunning(t, 0, "the collector killed")
+		if code, _, errOut := r.wait(t); code != 1 || !strings.HasPrefix(errOut, "flowlens capture: "+l.col+": ") {
+			t.Errorf("exit %d, stderr %q; want 1 and the collector named", code, errOut)
+		}
 	})
 }
 
