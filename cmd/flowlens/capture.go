@@ -229,11 +229,10 @@ func captureCmd(ctx context.Context, args []string, env func(string) string, std
 		defer f.Close()
 		out = f
 	}
+	// Interrupted (Ctrl-C), the capture ends on the agents and what came
+	// is written, as tcpdump does.
 	res, err := runCapture(ctx, o.captureRequest(), servers, conn)
 	if err != nil {
-		if ctx.Err() != nil {
-			return 1
-		}
 		return fail(err)
 	}
 	if err := writeCapture(out, o.output, res.packets); err != nil {
@@ -254,6 +253,8 @@ type captured struct {
 	ends    []*flowv1.CaptureEnd
 	bound   uint64 // packets dropped here: past --max-packets of all collectors together
 	snaplen uint32 // asked
+	// interrupted: the caller's context ended first (Ctrl-C).
+	interrupted bool
 }
 
 // runCapture asks every collector, gathers their packets and end reports,
@@ -294,7 +295,11 @@ func runCapture(ctx context.Context, req *flowv1.CaptureRequest, servers []strin
 				}
 				mu.Unlock()
 			}
-			if !errors.Is(err, io.EOF) {
+			switch {
+			case errors.Is(err, io.EOF):
+			case ctx.Err() != nil && status.Code(err) == codes.Canceled:
+				// Interrupted: what came so far is the capture.
+			default:
 				errs[i] = fmt.Errorf("%s: %w", name, explainCapture(c, err))
 			}
 		}()
@@ -303,6 +308,7 @@ func runCapture(ctx context.Context, req *flowv1.CaptureRequest, servers []strin
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	res.interrupted = ctx.Err() != nil
 	res.merge(req.MaxPackets)
 	return res, nil
 }
@@ -359,6 +365,9 @@ func (r *captured) report(w io.Writer) {
 	}
 	if r.bound > 0 {
 		reasons = []string{"max_packets"}
+	}
+	if r.interrupted {
+		reasons = append(slices.DeleteFunc(reasons, func(x string) bool { return x == "canceled" }), "interrupted")
 	}
 	fmt.Fprintf(w, "%d packets captured\n", len(r.packets))
 	for _, k := range slices.Sorted(func(yield func(string) bool) {
@@ -426,6 +435,8 @@ func endText(reasons []string) string {
 			out = append(out, "--max-bytes reached")
 		case "duration":
 			out = append(out, "--duration passed")
+		case "interrupted":
+			out = append(out, "interrupted")
 		case "no_agent":
 			out = append(out, "no agent of a matching node could capture")
 		default:

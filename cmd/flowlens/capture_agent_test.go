@@ -103,10 +103,14 @@ type cliRun struct {
 }
 
 func (l *captureLab) capture(args ...string) *cliRun {
+	return l.captureCtx(context.Background(), args...)
+}
+
+func (l *captureLab) captureCtx(ctx context.Context, args ...string) *cliRun {
 	r := &cliRun{done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
-		r.code = run(context.Background(), append([]string{"capture", "--server", l.col}, args...), func(string) string { return "" }, &r.out, &r.errOut)
+		r.code = run(ctx, append([]string{"capture", "--server", l.col}, args...), func(string) string { return "" }, &r.out, &r.errOut)
 	}()
 	return r
 }
@@ -138,8 +142,9 @@ func (l *captureLab) send(t *testing.T, sport, port, n int) {
 // comment, in time order; a path over two interfaces: each datagram once
 // on each, two interface blocks; --max-packets 50 stops at 50; --duration
 // 2s returns and says why; the collector's metrics count what it passed
-// on; a SIGKILLed CLI, then a SIGKILLed collector, end the capture on the
-// agent (flowlens_agent_captures_running back to 0).
+// on; an interrupted CLI writes what it got; a SIGKILLed CLI, then a
+// SIGKILLed collector, end the capture on the agent
+// (flowlens_agent_captures_running back to 0).
 func TestCaptureEndToEnd(t *testing.T) {
 	l := startCaptureLab(t)
 	dir := t.TempDir()
@@ -250,6 +255,38 @@ func TestCaptureEndToEnd(t *testing.T) {
 			t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
 		}
 		l.waitRunning(t, 0, "capture ended")
+	})
+
+	t.Run("interrupted", func(t *testing.T) {
+		// Ctrl-C: the capture ends on the agent, and what came is
+		// written (how much of the 10 datagrams the CLI had read when
+		// interrupted is timing: the file holds what it says).
+		before, _ := promtest.Value(promtest.Scrape(t, l.colMetrics), "flowlens_collector_capture_packets_total")
+		ctx, interrupt := context.WithCancel(context.Background())
+		file := filepath.Join(dir, "interrupted.pcapng")
+		r := l.captureCtx(ctx, "-w", file, "--to-port", "7001", "--direction", "ingress", "--duration", "10m")
+		l.waitRunning(t, 1, "capture started")
+		l.send(t, 5001, 7001, 10)
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if v, _ := promtest.Value(promtest.Scrape(t, l.colMetrics), "flowlens_collector_capture_packets_total"); v-before == 10 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the collector did not pass on 10 packets in 60s")
+			}
+		}
+		interrupt()
+		code, _, errOut := r.wait(t)
+		var n int
+		if _, err := fmt.Sscanf(errOut, "%d packets captured\ncapture ended: interrupted\n", &n); err != nil || code != 0 || n > 10 ||
+			errOut != fmt.Sprintf("%d packets captured\ncapture ended: interrupted\n", n) {
+			t.Fatalf("exit %d, stderr %q", code, errOut)
+		}
+		if rows := tshark(t, file, "frame.interface_name"); len(rows) != n {
+			t.Errorf("tshark read %d packets, the CLI said %d", len(rows), n)
+		}
+		t.Logf("%d of 10 packets read before the interruption", n)
+		l.waitRunning(t, 0, "the capture interrupted")
 	})
 
 	t.Run("killed CLI", func(t *testing.T) {
