@@ -98,6 +98,10 @@ type Packet struct {
 	// WireLen is the packet's length on the wire; len(Data) <= Snaplen.
 	WireLen uint32
 	Data    []byte
+	// RawIP: Data starts at the IP header, the device having no Ethernet
+	// header (tun, WireGuard, ipip, gre): pcapng link type RAW (101);
+	// otherwise at the Ethernet header: ETHERNET (1). Added by capk.
+	RawIP bool
 }
 
 // Result says how a capture ended.

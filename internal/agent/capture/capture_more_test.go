@@ -6,11 +6,13 @@ import (
 	"errors"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
 	"github.com/flowlens/flowlens/internal/agent/capture"
 	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
+	"github.com/flowlens/flowlens/internal/testkit/packet"
 )
 
 // TestCaptureBridged: a path a0 -> pa [bridge br0] pb -> b0 across three
@@ -149,5 +151,55 @@ func TestCaptureRefusedAndClamped(t *testing.T) {
 		if len(p.Data) != 100 || p.WireLen < 1042 {
 			t.Errorf("%d bytes of %d copied, want 100", len(p.Data), p.WireLen)
 		}
+	}
+}
+
+// TestCaptureTun: a device without an Ethernet header (tun): the copy
+// starts at the IP header and says so (RawIP), both directions.
+func TestCaptureTun(t *testing.T) {
+	netlab.Require(t)
+	ns := netlab.NewNetns(t, "ctun")
+	netlab.Quiet(t, ns)
+	q, _ := netlab.Tun(t, ns, "tun0")
+	netlab.AddAddr(t, ns, "tun0", "10.96.0.1/24")
+	go func() { // what the tun transmits, read and dropped
+		buf := make([]byte, 65536)
+		for {
+			if _, err := q.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	h := agenttest.Start(t, 1, agent.Options{}, "--netns="+ns.Name)
+	l := &lab{h: h, c: capture.New(capture.Config{Enabled: true, MaxSnaplen: 128, Datapath: h.A.DP})}
+	c := agenttest.MustListen(t, ns, "10.96.0.1:9000")
+	r := l.start(t, capture.Filter{Ports: []uint16{9000}}, capture.Limits{}, nil)
+	const n = 10
+	in := packet.Cat(packet.IPv4(packet.ProtoUDP, "10.96.0.2", "10.96.0.1", packet.UDPLen+20, packet.Checksum()), packet.UDP(4000, 9000, 20))
+	for range n {
+		if _, err := q.Write(in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	buf := make([]byte, 100)
+	for i := range n {
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		if _, _, err := c.ReadFromUDP(buf); err != nil {
+			t.Fatalf("datagram %d: %v", i, err)
+		}
+	}
+	if err := netlab.UDPSend(ns, "10.96.0.1:4001", "10.96.0.2:9000", make([]byte, 30), n); err != nil {
+		t.Fatal(err)
+	}
+	res, pkts := r.stop(t)
+	dirs := map[capture.Direction]int{}
+	for _, p := range pkts {
+		if !p.RawIP || p.Interface != "tun0" || p.Data[0]>>4 != 4 || int(binary.BigEndian.Uint16(p.Data[2:])) != int(p.WireLen) {
+			t.Fatalf("%s %v raw %v: want an IPv4 packet from its header, wire length %d: % x", p.Interface, p.Direction, p.RawIP, p.WireLen, p.Data)
+		}
+		dirs[p.Direction]++
+	}
+	if res.Packets != 2*n || dirs[capture.Ingress] != n || dirs[capture.Egress] != n {
+		t.Errorf("%d packets, by direction %v; want %d each way", res.Packets, dirs, n)
 	}
 }

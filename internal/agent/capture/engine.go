@@ -250,7 +250,7 @@ func (c *Capturer) run(ctx context.Context, f Filter, l Limits, emit func(Packet
 	// nothing per packet.
 	var nss []namespace
 	nsIndex := map[string]int{}
-	ifNames := map[ifKey]string{}
+	ifNames := map[ifKey]datapath.AttachedInterface{}
 	type hook struct {
 		it     datapath.AttachedInterface
 		ns     int
@@ -277,7 +277,7 @@ func (c *Capturer) run(ctx context.Context, f Filter, l Limits, emit func(Packet
 			nsIndex[it.Netns] = ns
 			nss = append(nss, namespace{name: it.Netns, cookie: it.NetnsCookie})
 		}
-		ifNames[ifKey{ns, uint32(it.Index)}] = it.Name
+		ifNames[ifKey{ns, uint32(it.Index)}] = it
 		if f.Direction != Egress {
 			hooks = append(hooks, hook{it, ns, false})
 		}
@@ -412,7 +412,8 @@ func (c *Capturer) run(ctx context.Context, f Filter, l Limits, emit func(Packet
 			}
 			if ns < len(nss) {
 				p.Netns, p.NetnsID = nss[ns].name, nss[ns].cookie
-				p.Interface = ifNames[ifKey{ns, ifindex}]
+				it := ifNames[ifKey{ns, ifindex}]
+				p.Interface, p.RawIP = it.Name, it.L3
 			}
 			if l.MaxBytes > 0 && acceptedBytes+uint64(capLen) > l.MaxBytes {
 				stopped = true

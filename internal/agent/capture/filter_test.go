@@ -22,12 +22,12 @@ import (
 
 func udp4Frame(src, dst string, sport, dport uint16, n int) []byte {
 	return packet.Cat(packet.Eth(packet.EtherTypeIPv4), packet.IPv4(packet.ProtoUDP, src, dst, packet.UDPLen+n),
-		packet.UDP(sport, dport, n), packet.Payload(n))
+		packet.UDP(sport, dport, n)) // UDP carries its n zero bytes
 }
 
 func udp6Frame(src, dst string, sport, dport uint16, n int) []byte {
 	return packet.Cat(packet.Eth(packet.EtherTypeIPv6), packet.IPv6(packet.ProtoUDP, src, dst, packet.UDPLen+n),
-		packet.UDP(sport, dport, n), packet.Payload(n))
+		packet.UDP(sport, dport, n)) // UDP carries its n zero bytes
 }
 
 func tcp4Frame(sport, dport uint16, flags uint8) []byte {
@@ -51,11 +51,11 @@ func TestFilterInKernel(t *testing.T) {
 	frag := packet.Cat(packet.Eth(packet.EtherTypeIPv4), packet.IPv4(packet.ProtoUDP, "10.0.0.1", "10.0.0.2", 100, packet.Frag(0, 64)),
 		packet.Payload(100))
 	v6ext := packet.Cat(packet.Eth(packet.EtherTypeIPv6), packet.IPv6(0, "fd00::1", "fd00::2", 8+packet.UDPLen+10),
-		packet.Options(packet.ProtoUDP, 0), packet.UDP(5000, 7001, 10), packet.Payload(10))
+		packet.Options(packet.ProtoUDP, 0), packet.UDP(5000, 7001, 10))
 	// The UDP header 566 bytes in: read with bpf_skb_load_bytes, not
 	// straight from the packet (bpf/capture.c, load).
 	v6far := packet.Cat(packet.Eth(packet.EtherTypeIPv6), packet.IPv6(0, "fd00::1", "fd00::2", 512+packet.UDPLen+10),
-		packet.Options(packet.ProtoUDP, 63), packet.UDP(5000, 7001, 10), packet.Payload(10))
+		packet.Options(packet.ProtoUDP, 63), packet.UDP(5000, 7001, 10))
 	for _, c := range []struct {
 		name string
 		f    capture.Filter
