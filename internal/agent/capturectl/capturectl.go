@@ -367,13 +367,16 @@ func Filter(f *flowv1.CaptureFilter) (capture.Filter, error) {
 	return out, err
 }
 
-// Packet is a captured packet for the stream. Its link type is Ethernet
-// unless the copy starts with an IP header rather than an Ethernet one
-// (interfaces without a layer 2 header: tun, wireguard...).
+// Packet is a captured packet for the stream: Ethernet, or raw IP from a
+// device without an Ethernet header (the engine says which).
 func Packet(p capture.Packet) *flowv1.CapturedPacket {
+	lt := uint32(LinkEthernet)
+	if p.RawIP {
+		lt = LinkRaw
+	}
 	return &flowv1.CapturedPacket{Interface: p.Interface, Ifindex: p.Ifindex, Netns: p.Netns, NetnsId: p.NetnsID,
 		Direction: flowv1.CaptureDirection(p.Direction), TimeUnixNano: p.Time.UnixNano(), WireLength: p.WireLen,
-		Data: p.Data, LinkType: linkType(p.Data)}
+		Data: p.Data, LinkType: lt}
 }
 
 // The pcap link types of CapturedPacket.link_type.
@@ -381,18 +384,3 @@ const (
 	LinkEthernet = 1
 	LinkRaw      = 101
 )
-
-// linkType tells Ethernet from raw IP: an Ethernet frame of flowlens's
-// interest carries IPv4, IPv6, ARP or a VLAN tag at bytes 12-13.
-func linkType(b []byte) uint32 {
-	if len(b) >= 14 {
-		switch uint16(b[12])<<8 | uint16(b[13]) {
-		case 0x0800, 0x86dd, 0x0806, 0x8100, 0x88a8:
-			return LinkEthernet
-		}
-	}
-	if len(b) > 0 && (b[0]>>4 == 4 || b[0]>>4 == 6) {
-		return LinkRaw
-	}
-	return LinkEthernet
-}
