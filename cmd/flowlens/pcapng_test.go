@@ -11,16 +11,18 @@ import (
 	"time"
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
+	"github.com/flowlens/flowlens/internal/testkit"
 	"github.com/flowlens/flowlens/internal/testkit/packet"
 )
 
 // tshark runs tshark -r file -T fields with the fields, one line per
-// packet, tab-separated. The test is skipped without tshark (make
-// deps-test installs it).
+// packet, tab-separated. Without tshark (hack/install-deps.sh test
+// installs it) the test is skipped, and fails in CI.
 func tshark(t *testing.T, file string, fields ...string) [][]string {
 	t.Helper()
 	if _, err := exec.LookPath("tshark"); err != nil {
-		t.Skip("no tshark (make deps-test)")
+		// A reader nobody here wrote: skipped only outside CI.
+		testkit.Need(t, "tshark", fmt.Errorf("%v: install it with `sudo hack/install-deps.sh test`", err))
 	}
 	args := []string{"-r", file, "-T", "fields", "-E", "separator=/t", "-o", "gui.column.format:\"No.\",\"%m\""}
 	for _, f := range fields {
