@@ -170,9 +170,13 @@ func New(cfg Config) *Capturer {
 
 // Run captures the packets matching f on the watched interfaces until l
 // is reached or ctx ends, calling emit for each, from one goroutine, in
-// order per CPU. An emit error ends the capture; Run returns it with the
-// Result so far. With no error, Result.Reason says which bound ended it.
-// Several captures may run at once (up to MaxConcurrent).
+// order per CPU. emit may block (packets then wait in a queue of
+// Config.QueueLen, beyond which they count as "consumer"), but must return
+// once ctx ends: Run waits for it. An emit error ends the capture; Run
+// returns it with the Result so far (unless ctx had ended: then the
+// capture was canceled). With no error, Result.Reason says which bound
+// ended it; MaxBytes ends it before a packet that would pass it. Several
+// captures may run at once (up to MaxConcurrent).
 func (c *Capturer) Run(ctx context.Context, f Filter, l Limits, emit func(Packet) error) (Result, error) {
 	return c.run(ctx, f, l, emit)
 }

@@ -203,3 +203,45 @@ func TestCaptureTun(t *testing.T) {
 		t.Errorf("%d packets, by direction %v; want %d each way", res.Packets, dirs, n)
 	}
 }
+
+// TestCaptureBounds: MaxBytes ends the capture before the packet that
+// would pass it; Duration ends it by itself; an emit error ends it and is
+// returned, with what was handed over before.
+func TestCaptureBounds(t *testing.T) {
+	l := newLab(t, capture.Config{})
+	f := capture.Filter{DstPorts: []uint16{7001, 7002}, Direction: capture.Egress}
+	r := l.start(t, f, capture.Limits{MaxBytes: 1000}, nil)
+	sendSized(t, l, "10.99.0.1:5000", "10.99.0.2:7001", 20, 1000) // 128 bytes copied of each
+	res, pkts := r.wait(t)
+	if res.Reason != "max_bytes" || res.Packets != 7 || res.Bytes != 7*128 || len(pkts) != 7 {
+		t.Errorf("max bytes 1000: reason %q, %d packets, %d bytes; want max_bytes, 7, 896", res.Reason, res.Packets, res.Bytes)
+	}
+
+	start := time.Now()
+	r = l.start(t, f, capture.Limits{Duration: 300 * time.Millisecond}, nil)
+	res, _ = r.wait(t)
+	if res.Reason != "duration" || time.Since(start) < 300*time.Millisecond {
+		t.Errorf("duration: reason %q after %v", res.Reason, time.Since(start))
+	}
+
+	broke := errors.New("stream broke")
+	n := 0
+	r = l.start(t, f, capture.Limits{}, func(capture.Packet) error {
+		if n++; n == 3 {
+			return broke
+		}
+		return nil
+	})
+	sendSized(t, l, "10.99.0.1:5001", "10.99.0.2:7002", 10, 10)
+	select {
+	case <-r.done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("an emit error did not end the capture")
+	}
+	if !errors.Is(r.err, broke) || r.res.Packets != 2 || r.res.Reason != "error" {
+		t.Errorf("emit error: %v, %d packets, reason %q; want %v, 2, error", r.err, r.res.Packets, r.res.Reason, broke)
+	}
+	if l.c.Running() != 0 {
+		t.Errorf("running %d after the end", l.c.Running())
+	}
+}

@@ -503,6 +503,11 @@ func (c *Capturer) run(ctx context.Context, f Filter, l Limits, emit func(Packet
 	if consumer+unsent > 0 {
 		res.NotCaptured[LostConsumer] = consumer + unsent
 	}
+	// Once ctx has ended, emit failing (the requester is gone) is how the
+	// capture ends, not an error of it.
+	if emitErr != nil && res.Reason == "canceled" && ctx.Err() != nil {
+		emitErr = nil
+	}
 	switch {
 	case emitErr != nil:
 		return res, emitErr
