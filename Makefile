@@ -32,7 +32,7 @@ deps-test: ## install the tools the tests drive (iproute2, nftables, iptables, c
 	@hack/install-deps.sh test
 
 generate: deps-bpf ## regenerate BPF objects and Go bindings (bpf2go)
-	$(GO) generate ./internal/agent/datapath/...
+	$(GO) generate ./internal/agent/datapath/... ./internal/agent/capture/...
 
 generate: generate-groups
 generate-groups: generate-grpc ## write the record model's lists of feature groups and the collector's feature metrics calls from the feature registry (groupgen)

@@ -21,7 +21,7 @@ test)
 	command -v iptables >/dev/null || need+=(iptables)
 	command -v openssl >/dev/null || need+=(openssl)            # the tls feature's test
 	command -v dnsmasq >/dev/null || need+=(dnsmasq-base)       # the dns feature's test
-	command -v tshark >/dev/null || need+=(tshark)              # the IPFIX exporter's Wireshark test
+	command -v tshark >/dev/null || need+=(tshark)              # the IPFIX exporter's Wireshark test, flowlens capture's pcapng
 	command -v chromium >/dev/null || need+=(chromium)          # the service map's browser test
 	# promtool test rules (test/install's alerts): Debian's prometheus package,
 	# installed by its own script, which keeps the package's service from starting.

@@ -52,6 +52,8 @@ type options struct {
 	// browser.
 	uiListen  string
 	noBrowser bool
+	// flowlens capture's own settings.
+	capture captureOptions
 
 	// defaulted is false while the defaults are applied, true from then on
 	// (observeSpec.Init): an empty filter then is an error.

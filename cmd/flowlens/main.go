@@ -13,7 +13,9 @@
 // Its subcommand ui serves the collectors' service map (their
 // /api/v1/graph and /api/v1/flows, merged with package servicemap, and
 // the page they embed) on a local port and opens the browser (ui.go,
-// docs/ui.md).
+// docs/ui.md). Its subcommand capture captures packets on the nodes
+// through the collectors and writes them as pcapng (capture.go, pcapng.go,
+// docs/capture.md).
 //
 // docs/observe.md has every flag and the filter semantics; the flags are
 // also FLOWLENS_OBSERVE_* variables and keys of a --config file (package
@@ -43,6 +45,7 @@ const usage = `Usage: flowlens <command> [flags]
 Commands:
   observe    print the flows of flowlens collectors' history, filtered, and follow new ones
   ui         serve the collectors' service map on a local port and open it in the browser
+  capture    capture packets on the nodes, with their Kubernetes context, to pcapng
 
 flowlens observe --help lists its flags; --version prints the version.
 `
@@ -59,6 +62,8 @@ func run(ctx context.Context, args []string, env func(string) string, stdout, st
 		return observe(ctx, args[1:], env, stdout, stderr)
 	case "ui":
 		return ui(ctx, args[1:], env, stdout, stderr)
+	case "capture":
+		return captureCmd(ctx, args[1:], env, stdout, stderr)
 	case "-h", "--help", "-help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -1,4 +1,4 @@
-# gRPC flow export API: regenerates api/flow/v1 (flow.pb.go, flow_grpc.pb.go)
+# gRPC flow export API: regenerates api/flow/v1 (flow, history and capture .pb.go)
 # from api/flow/v1/flow.proto. Included by the top-level Makefile, which
 # defines GO and BIN and makes `generate` depend on generate-grpc.
 #
@@ -26,7 +26,7 @@ PROTOC_PLUGINS     = $(abspath $(FLOWLENS_CACHE))/protoc-plugins
 PROTOC_GEN_GO      = $(PROTOC_PLUGINS)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)/protoc-gen-go
 PROTOC_GEN_GO_GRPC = $(PROTOC_PLUGINS)/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION)/protoc-gen-go-grpc
 
-FLOW_PROTO = api/flow/v1/flow.proto api/flow/v1/history.proto
+FLOW_PROTO = api/flow/v1/flow.proto api/flow/v1/history.proto api/flow/v1/capture.proto
 
 .PHONY: generate-grpc deps-protoc protoc-plugins
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/cilium/ebpf/btf"
 
+	"github.com/flowlens/flowlens/internal/agent/capture"
 	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/agent/datapath"
 	"github.com/flowlens/flowlens/internal/agent/evictor"
@@ -77,7 +78,11 @@ type Agent struct {
 	evictorMetrics *evictor.Metrics
 	resolver       *evictor.Resolver
 	kafka          *kafkaexp.Exporter // for KafkaStats
-	bpfStats       io.Closer          // BPF_ENABLE_STATS for the agent's lifetime
+	// Capture is packet capture's engine (nil with --capture=false); its
+	// requests come on the gRPC exporter's connection (capture_wiring.go).
+	Capture  *capture.Capturer
+	grpc     *grpcexp.Exporter // nil without the grpc exporter
+	bpfStats io.Closer         // BPF_ENABLE_STATS for the agent's lifetime
 
 	ready       chan struct{}
 	metricsAddr atomic.Pointer[string]
@@ -192,6 +197,8 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 		a.Queues = append(a.Queues, exporter.NewQueue(e, qcap, a.log))
 	}
 
+	a.newCapture()
+
 	// 4. The metrics, over the stats every stage keeps.
 	gens, err := datapath.NewGenerations(&a.DP.Maps, a.log)
 	if err != nil {
@@ -299,6 +306,7 @@ func (a *Agent) newMetrics(stats *evictor.Stats, gens *datapath.Generations, run
 	a.evictorMetrics = evictor.NewMetrics(metrics.Namespace, stats)
 	cs := append(dpMetrics.Collectors(), a.evictorMetrics.Collectors()...)
 	cs = append(cs, exporter.NewCollector(metrics.Namespace, a.Queues))
+	cs = append(cs, a.captureMetrics()...)
 	for _, f := range running {
 		if m, ok := f.(feature.MetricsSource); ok {
 			cs = append(cs, m.Collectors(metrics.Namespace, &a.DP.Maps)...)
@@ -360,6 +368,7 @@ func (a *Agent) exporters() ([]exporter.Exporter, error) {
 			if err != nil {
 				return out, fmt.Errorf("grpc exporter: %w", err)
 			}
+			a.grpc = g
 			out = append(out, g)
 		case "kafka":
 			k := a.cfg.Kafka
@@ -464,6 +473,9 @@ func (a *Agent) Run(ctx context.Context) (runErr error) {
 	evCtx, stopEv := context.WithCancel(ctx)
 	evDone := make(chan error, 1)
 	go func() { evDone <- a.Evictor.Run(evCtx) }()
+	// Packet capture's control stream: its captures end with it, before
+	// the datapath is detached.
+	stopCapture := a.runCapture(ctx)
 
 	for ev := range events {
 		a.handle(ev)
@@ -473,6 +485,7 @@ func (a *Agent) Run(ctx context.Context) (runErr error) {
 	}
 	stopEv()
 	<-evDone
+	stopCapture()
 
 	// Shutdown: detach first so no packet is counted after the final read.
 	a.DP.StopHooks()

@@ -113,7 +113,8 @@ func (c *Collector) newAuth() error {
 	cfg.Limits.Authorize = a.authorize
 	cfg.Limits.CheckInstance = a.checkInstance
 	c.log.Info("authorizing every call with the API server (--auth kubernetes)", "host", rc.Host,
-		"export", kubeauth.Permission(kubeauth.VerbExport), "read", kubeauth.Permission(kubeauth.VerbRead))
+		"export", kubeauth.Permission(kubeauth.VerbExport), "read", kubeauth.Permission(kubeauth.VerbRead),
+		"capture", kubeauth.PermissionOn(kubeauth.SubresourceCapture, kubeauth.VerbCapture))
 	return nil
 }
 
@@ -125,7 +126,7 @@ func (c *Collector) newAuth() error {
 func (a *authorizer) authorize(ctx context.Context, method string) (context.Context, error) {
 	token := bearer(ctx)
 	switch method {
-	case flowv1.FlowCollector_Export_FullMethodName, flowv1.FlowCollector_ExportAcked_FullMethodName:
+	case flowv1.FlowCollector_Export_FullMethodName, flowv1.FlowCollector_ExportAcked_FullMethodName, flowv1.PacketCapture_AgentCapture_FullMethodName:
 		if token == "" {
 			if cn, ok := verifiedCN(ctx); ok {
 				return context.WithValue(ctx, senderKey{}, &sender{node: cn}), nil
@@ -151,6 +152,19 @@ func (a *authorizer) authorize(ctx context.Context, method string) (context.Cont
 			return nil, err
 		}
 		return ctx, nil
+	case flowv1.PacketCapture_Capture_FullMethodName:
+		// Capturing packets is a permission of its own: packets carry
+		// payload, flows do not.
+		perm := kubeauth.PermissionOn(kubeauth.SubresourceCapture, kubeauth.VerbCapture)
+		if token == "" {
+			return nil, status.Error(codes.Unauthenticated, "collector: capturing packets needs a bearer token whose user may "+
+				perm+" (flowlens capture sends the kubeconfig's)")
+		}
+		id, err := a.reviewOn(ctx, token, "", kubeauth.SubresourceCapture, kubeauth.VerbCapture)
+		if err != nil {
+			return nil, err
+		}
+		return context.WithValue(ctx, userKey{}, id.User), nil
 	}
 	return nil, status.Errorf(codes.PermissionDenied, "forbidden: %s", method)
 }
@@ -162,10 +176,15 @@ const maxTokenBytes = 16 << 10
 
 // review asks the reviewer and turns its answer into a gRPC status.
 func (a *authorizer) review(ctx context.Context, token, audience, verb string) (*kubeauth.Identity, error) {
+	return a.reviewOn(ctx, token, audience, kubeauth.Subresource, verb)
+}
+
+// reviewOn is review for another subresource (capture).
+func (a *authorizer) reviewOn(ctx context.Context, token, audience, subresource, verb string) (*kubeauth.Identity, error) {
 	if len(token) > maxTokenBytes {
 		return nil, status.Errorf(codes.Unauthenticated, "collector: a bearer token of %d bytes, max %d", len(token), maxTokenBytes)
 	}
-	id, err := a.rev.Authorize(ctx, token, audience, verb)
+	id, err := a.rev.AuthorizeOn(ctx, token, audience, subresource, verb)
 	var forbidden *kubeauth.ForbiddenError
 	switch {
 	case err == nil:

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
+	"github.com/flowlens/flowlens/internal/collector/capturerelay"
 	"github.com/flowlens/flowlens/internal/collector/enrich"
 	"github.com/flowlens/flowlens/internal/collector/history"
 	"github.com/flowlens/flowlens/internal/collector/k8smeta"
@@ -142,6 +143,7 @@ type Collector struct {
 	refusedIdentity atomic.Uint64
 	consumer        *receiver.Consumer // nil without Kafka
 	hist            *history.Service   // nil with History.Size 0
+	capture         *capturerelay.Service
 	lis             net.Listener
 	ms              *httpserve.Server // nil without a metrics address
 	ui              *uiServer         // nil without the service map
@@ -213,6 +215,7 @@ func New(cfg Config, opts Options) (_ *Collector, err error) {
 		return nil, err
 	}
 	c.hist = startHistory(cfg.History, pl, c.srv, c.metrics.Registry())
+	c.startCapture(resolver)
 	if len(cfg.Kafka.Brokers) > 0 {
 		cfg.Kafka.MaxFlowsPerBatch, cfg.Kafka.Logger = cfg.Limits.MaxFlowsPerBatch, c.log
 		if c.consumer, err = receiver.NewConsumer(pl.Handle, cfg.Kafka); err != nil {

@@ -33,6 +33,9 @@
 // xlat and dns on vs off (load-time constants), IPv4, packets of the feature's kind
 // and other packets, against the floor and the "off" program in the same
 // repetitions.
+//
+// The packet capture program (-capture, capture.go): its cost on a packet
+// a capture's filter matches (copied) and on one it does not.
 package main
 
 import (
@@ -77,11 +80,13 @@ type options struct {
 	shape      ruleShape
 	tcFeatures []string // features inside the TC programs (features.go)
 	onlyFeat   bool
+	capture    []string // packet capture cases (capture.go)
+	onlyCap    bool
 }
 
 func main() {
 	var o options
-	var cards, fams, feats, paths, rules, ruleFields, ruleAddrs, tcFeats string
+	var cards, fams, feats, paths, rules, ruleFields, ruleAddrs, tcFeats, capCases string
 	flag.IntVar(&o.reps, "reps", 21, "repetitions per case (median and spread are over these)")
 	flag.StringVar(&cards, "flows", "1,1000,10000,100000,1000000", "flow cardinalities (prefilled active-map entries)")
 	flag.StringVar(&fams, "family", "ipv4,ipv6", "address families")
@@ -101,8 +106,13 @@ func main() {
 	flag.StringVar(&ruleAddrs, "rule-addrs", "near", "the other rules' prefixes: near (nested in the matching rule's, on the packet's trie walk) or far (disjoint)")
 	flag.StringVar(&tcFeats, "tc-features", "tls,xlat,dns,tcp,netns,overlay,overlay-outer", "features inside the TC programs to measure on vs off (IPv4, features.go; netns: shared programs vs one set per namespace; overlay: a VXLAN packet vs its inner packet; overlay-outer: --overlay-outer-flows; \"none\": skip)")
 	flag.BoolVar(&o.onlyFeat, "only-tc-features", false, "measure only the features inside the TC programs")
+	flag.StringVar(&capCases, "capture", "match,other", "packet capture program cases (capture.go): a matching and a non-matching packet; \"none\": skip")
+	flag.BoolVar(&o.onlyCap, "only-capture", false, "measure only the packet capture program")
 	flag.Parse()
 	var err error
+	if o.capture, err = parseCapture(capCases); err != nil {
+		fatalf("%v", err)
+	}
 	if o.tcFeatures, err = parseFeatures(tcFeats); err != nil {
 		fatalf("%v", err)
 	}
@@ -139,7 +149,7 @@ func main() {
 	if probe, err = newStatsProbe(); err != nil {
 		fatalf("load the no-op program: %v", err)
 	}
-	only := o.onlyChoice || o.onlyRules || o.onlyFeat
+	only := o.onlyChoice || o.onlyRules || o.onlyFeat || o.onlyCap
 	if !only {
 		for _, fam := range o.families {
 			for _, feat := range o.features {
@@ -170,6 +180,14 @@ func main() {
 		res.TCFeatures = rows
 		printFeatures(rows)
 	}
+	if len(o.capture) > 0 && (!only || o.onlyCap) {
+		rows, err := runCapture(o, o.capture)
+		if err != nil {
+			fatalf("packet capture: %v", err)
+		}
+		res.Capture = rows
+		printCapture(rows)
+	}
 	if (o.mapChoice && !only) || o.onlyChoice {
 		rows, err := runMapChoice(o)
 		if err != nil {
@@ -189,6 +207,11 @@ func main() {
 		}
 	}
 	for _, r := range res.TCFeatures {
+		if r.StatsOn {
+			flagged++
+		}
+	}
+	for _, r := range res.Capture {
 		if r.StatsOn {
 			flagged++
 		}
@@ -252,6 +275,8 @@ type results struct {
 	Filter []filterRow `json:"filter_rules,omitempty"`
 	// TCFeatures holds the features inside the TC programs, on vs off (features.go).
 	TCFeatures []featRow `json:"tc_features,omitempty"`
+	// Capture holds the packet capture program's cases (capture.go).
+	Capture []captureRow `json:"capture,omitempty"`
 }
 
 // stat is a distribution of ns per packet over the repetitions.

@@ -50,6 +50,12 @@ type Config struct {
 	FilterRulesFile string
 	FilterDefault   flowrules.Action
 
+	// Capture accepts packet capture requests (--capture);
+	// CaptureMaxSnaplen bounds the bytes copied of each packet
+	// (--capture-max-snaplen). internal/agent/capture applies both.
+	Capture           bool
+	CaptureMaxSnaplen int
+
 	// Export names the exporters ("stdout", "grpc", "ipfix", "kafka", "otlp"); Target is the
 	// grpc collector's host:port.
 	Export        []string

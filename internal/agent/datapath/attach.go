@@ -229,7 +229,7 @@ func removeStale(l netlink.Link) (removed int, others bool) {
 			continue // no clsact qdisc: no filter
 		}
 		for _, f := range fs {
-			if !isFlowlensFilter(f) {
+			if !isFlowlensFilter(f) && !isBesideFilter(f) { // a capture's too (beside.go)
 				others = true
 				continue
 			}

@@ -18,11 +18,11 @@ import (
 
 // An interface where an earlier agent was killed (its cls_bpf filters
 // left on a clsact qdisc: one at today's priority and handle, one at
-// another, as an older version might have used) is attached with exactly
-// one set of flowlens programs, tcx or clsact: the earlier filters are
-// removed (by name), a filter of someone else stays, and the clsact qdisc,
-// when only the earlier agent used it, is removed (at once with tcx, at
-// detach with clsact).
+// another, as an older version might have used, and a capture's) is
+// attached with exactly one set of flowlens programs, tcx or clsact: the
+// earlier filters are removed (by name), a filter of someone else stays,
+// and the clsact qdisc, when only the earlier agent used it, is removed (at
+// once with tcx, at detach with clsact).
 func TestAttachRemovesStaleFilters(t *testing.T) {
 	netlab.Require(t)
 	for _, mode := range []struct {
@@ -67,6 +67,7 @@ func testStaleFilters(t *testing.T, legacy, foreign bool) {
 	}
 	plant(netlink.HANDLE_MIN_INGRESS, 1, 0xf10e, "flowlens_ingress")
 	plant(netlink.HANDLE_MIN_EGRESS, 7, 1, "flowlens_egress")
+	plant(netlink.HANDLE_MIN_EGRESS, datapath.BesidePriority, 0xf10f, datapath.BesideFilterName) // a capture's
 	if foreign {
 		plant(netlink.HANDLE_MIN_INGRESS, 9, 2, "someone_else")
 	}
@@ -86,8 +87,8 @@ func testStaleFilters(t *testing.T, legacy, foreign bool) {
 	if err := dp.Attach(it); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(log.String(), "removed the filters an earlier flowlens agent left") || !strings.Contains(log.String(), "filters=2") {
-		t.Errorf("no log line for the 2 filters removed:\n%s", log.String())
+	if !strings.Contains(log.String(), "removed the filters an earlier flowlens agent left") || !strings.Contains(log.String(), "filters=3") {
+		t.Errorf("no log line for the 3 filters removed:\n%s", log.String())
 	}
 	want := 0
 	if legacy {
@@ -121,6 +122,15 @@ func testStaleFilters(t *testing.T, legacy, foreign bool) {
 		return
 	}
 	in, eg, others, qdisc := filters()
+	if err := a.Do(func() error {
+		n, err := datapath.BesideFilters(idx)
+		if err == nil && n != 0 {
+			t.Errorf("a capture's filter left by the earlier agent: %d left, want 0", n)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
 	if in != want || eg != want || others != btoi(foreign) {
 		t.Errorf("attached (%s): flowlens filters ingress %d egress %d, foreign %d; want %d %d %d",
 			dp.AttachMode(it), in, eg, others, want, want, btoi(foreign))

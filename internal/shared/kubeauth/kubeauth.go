@@ -9,7 +9,9 @@
 // The permission is a subresource of the FlowCollector named cluster, so
 // that RBAC says it like any other: agents may create
 // flowcollectors/flows (ClusterRole flowlens-agent-export), readers may
-// get them (ClusterRole flowlens-flows-reader, bound by an administrator).
+// get them (ClusterRole flowlens-flows-reader, bound by an administrator),
+// and capturing packets is create flowcollectors/capture (ClusterRole
+// flowlens-capture, bound by an administrator: packets carry payload).
 // No object is read: the API server only answers the reviews.
 //
 // The answers are kept for a short time (Options.TTL), in a bounded
@@ -64,12 +66,24 @@ const (
 	ReaderClusterRole = "flowlens-flows-reader"
 	AgentClusterRole  = "flowlens-agent-export"
 	ObserveRole       = "flowlens-observe"
+
+	// SubresourceCapture is the permission to capture packets
+	// (`flowlens capture`, issue #32): create flowcollectors/capture, a
+	// permission of its own because packets carry payload, which flows do
+	// not. CaptureClusterRole grants it; shipped unbound.
+	SubresourceCapture = "capture"
+	VerbCapture        = "create"
+	CaptureClusterRole = "flowlens-capture"
 )
 
 // Permission is how a refusal names what is missing, the way the API
 // server says it: "get flowcollectors/flows in API group flowlens.io".
-func Permission(verb string) string {
-	return fmt.Sprintf("%s %s/%s in API group %s", verb, Resource, Subresource, Group)
+func Permission(verb string) string { return PermissionOn(Subresource, verb) }
+
+// PermissionOn is Permission for a subresource of FlowCollector other than
+// flows: "create flowcollectors/capture in API group flowlens.io".
+func PermissionOn(subresource, verb string) string {
+	return fmt.Sprintf("%s %s/%s in API group %s", verb, Resource, subresource, Group)
 }
 
 // Identity is an authenticated caller.
@@ -90,12 +104,21 @@ var ErrUnauthenticated = errors.New("the token is not valid")
 // ForbiddenError is an authenticated caller without the permission.
 type ForbiddenError struct {
 	User, Verb string
-	Reason     string // the authorizer's, often ""
+	// Subresource is the permission's ("" is Subresource, flows).
+	Subresource string
+	Reason      string // the authorizer's, often ""
 }
 
 func (e *ForbiddenError) Error() string {
-	msg := fmt.Sprintf("forbidden: %s cannot %s", quoteUser(e.User), Permission(e.Verb))
-	if e.Verb == VerbRead {
+	sub := e.Subresource
+	if sub == "" {
+		sub = Subresource
+	}
+	msg := fmt.Sprintf("forbidden: %s cannot %s", quoteUser(e.User), PermissionOn(sub, e.Verb))
+	switch {
+	case sub == SubresourceCapture:
+		msg += fmt.Sprintf(" (resourceName %q); an administrator can bind the ClusterRole %s to it", Name, CaptureClusterRole)
+	case e.Verb == VerbRead:
 		msg += fmt.Sprintf(" (resourceName %q); an administrator can bind the ClusterRole %s to it", Name, ReaderClusterRole)
 	}
 	if e.Reason != "" {
@@ -154,6 +177,7 @@ type Reviewer struct {
 type cacheKey struct {
 	token    [sha256.Size]byte // the token's hash: no token is kept
 	audience string
+	sub      string
 	verb     string
 }
 
@@ -195,7 +219,13 @@ func New(client kubernetes.Interface, opts Options) *Reviewer {
 // the error of a review that could not be made (not cached); while the
 // API server cannot answer, the last answer within its StaleTTL instead.
 func (r *Reviewer) Authorize(ctx context.Context, token, audience, verb string) (*Identity, error) {
-	key := cacheKey{sha256.Sum256([]byte(token)), audience, verb}
+	return r.AuthorizeOn(ctx, token, audience, Subresource, verb)
+}
+
+// AuthorizeOn is Authorize for verb on another subresource of the
+// FlowCollector (SubresourceCapture).
+func (r *Reviewer) AuthorizeOn(ctx context.Context, token, audience, subresource, verb string) (*Identity, error) {
+	key := cacheKey{sha256.Sum256([]byte(token)), audience, subresource, verb}
 	now := r.opts.Now()
 	r.mu.Lock()
 	e, ok := r.cache[key]
@@ -211,7 +241,7 @@ func (r *Reviewer) Authorize(ctx context.Context, token, audience, verb string) 
 	rctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	id, err := r.authenticate(rctx, token, audience)
 	if err == nil {
-		err = r.allowed(rctx, id, verb)
+		err = r.allowed(rctx, id, subresource, verb)
 	}
 	cancel()
 	<-r.inFlight
@@ -297,10 +327,10 @@ func (r *Reviewer) authenticate(ctx context.Context, token, audience string) (*I
 	return id, nil
 }
 
-func (r *Reviewer) allowed(ctx context.Context, id *Identity, verb string) error {
+func (r *Reviewer) allowed(ctx context.Context, id *Identity, subresource, verb string) error {
 	sar := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
 		User: id.User, UID: id.UID, Groups: id.Groups, Extra: map[string]authzv1.ExtraValue{},
-		ResourceAttributes: &authzv1.ResourceAttributes{Group: Group, Resource: Resource, Subresource: Subresource, Name: Name, Verb: verb},
+		ResourceAttributes: &authzv1.ResourceAttributes{Group: Group, Resource: Resource, Subresource: subresource, Name: Name, Verb: verb},
 	}}
 	for k, v := range id.Extra {
 		sar.Spec.Extra[k] = v
@@ -310,7 +340,11 @@ func (r *Reviewer) allowed(ctx context.Context, id *Identity, verb string) error
 		return fmt.Errorf("SubjectAccessReview: %w", err)
 	}
 	if !res.Status.Allowed || res.Status.Denied {
-		return &ForbiddenError{User: id.User, Verb: verb, Reason: res.Status.Reason}
+		fe := &ForbiddenError{User: id.User, Verb: verb, Reason: res.Status.Reason}
+		if subresource != Subresource {
+			fe.Subresource = subresource
+		}
+		return fe
 	}
 	return nil
 }

@@ -297,6 +297,11 @@ func (e *Exporter) dial(ctx context.Context, addr string) (net.Conn, error) {
 	return c, nil
 }
 
+// Conn is the exporter's connection to the collector: the agent's packet
+// capture stream (package capturectl) rides on it, with the same target,
+// TLS, token and keepalives.
+func (e *Exporter) Conn() grpcgo.ClientConnInterface { return e.conn }
+
 // Name implements exporter.Exporter.
 func (e *Exporter) Name() string { return "grpc" }
 

@@ -1,0 +1,566 @@
+package capture
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/perf"
+	"golang.org/x/sys/unix"
+
+	"github.com/flowlens/flowlens/internal/agent/datapath"
+	"github.com/flowlens/flowlens/internal/agent/ifname"
+)
+
+// Defaults of Config.
+const (
+	DefaultRingBytes = 256 << 10
+	DefaultQueueLen  = 4096
+	// DefaultMaxSnaplen applies when Config.MaxSnaplen is 0 (the agent
+	// passes --capture-max-snaplen).
+	DefaultMaxSnaplen = 128
+)
+
+// MaxConcurrent is how many captures an agent runs at once (each has its
+// own program instances, ring and, on clsact, filter priority).
+const MaxConcurrent = 8
+
+// Bounds of a Filter's lists, those of bpf/capture.h (the filter is a
+// load-time constant of fixed size).
+const (
+	MaxCIDRs     = 16
+	MaxPorts     = 16
+	MaxProtocols = 8
+	MaxTCPFlags  = 8
+)
+
+// Reasons a matching packet is not captured (Result.NotCaptured and the
+// reason label of flowlens_agent_capture_lost_packets_total).
+const (
+	LostRingFull = "ring_full"
+	LostConsumer = "consumer"
+)
+
+// Capturer runs captures on the agent's watched interfaces. It holds
+// nothing in the kernel between captures.
+type Capturer struct {
+	cfg Config
+	log *slog.Logger
+
+	mu    sync.Mutex
+	slots [MaxConcurrent]bool
+
+	// Totals for the metrics (metrics.go).
+	running        atomic.Int64
+	packets, bytes atomic.Uint64
+	ringFull, cons atomic.Uint64
+}
+
+// metaSize is sizeof(struct cap_meta), what precedes each packet's bytes.
+const metaSize = int(unsafe.Sizeof(captureCapMeta{}))
+
+// namespace is one network namespace a capture hooks, by the index its
+// program instances carry (cap_ns).
+type namespace struct {
+	name   string
+	cookie uint64
+}
+
+type instanceKey struct {
+	ns         int
+	egress, l3 bool
+}
+
+type ifKey struct {
+	ns      int
+	ifindex uint32
+}
+
+func (c *Capturer) takeSlot() (int, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, used := range c.slots {
+		if !used {
+			c.slots[i] = true
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+func (c *Capturer) freeSlot(i int) {
+	c.mu.Lock()
+	c.slots[i] = false
+	c.mu.Unlock()
+}
+
+// compile turns a Filter into the program's load-time filter.
+func compile(f Filter) (captureCapFilter, error) {
+	var k captureCapFilter
+	if len(f.CIDRs) > MaxCIDRs || len(f.SrcCIDRs) > MaxCIDRs || len(f.DstCIDRs) > MaxCIDRs {
+		return k, fmt.Errorf("capture filter: at most %d CIDRs in each of any, source and destination", MaxCIDRs)
+	}
+	if len(f.Ports) > MaxPorts || len(f.SrcPorts) > MaxPorts || len(f.DstPorts) > MaxPorts {
+		return k, fmt.Errorf("capture filter: at most %d ports in each of any, source and destination", MaxPorts)
+	}
+	if len(f.Protocols) > MaxProtocols {
+		return k, fmt.Errorf("capture filter: at most %d protocols", MaxProtocols)
+	}
+	if len(f.TCPFlags) > MaxTCPFlags {
+		return k, fmt.Errorf("capture filter: at most %d TCP flag masks", MaxTCPFlags)
+	}
+	for i, p := range f.CIDRs {
+		k.Cidrs[i].Addr, k.Cidrs[i].Mask = prefixWords(p)
+	}
+	for i, p := range f.SrcCIDRs {
+		k.Src[i].Addr, k.Src[i].Mask = prefixWords(p)
+	}
+	for i, p := range f.DstCIDRs {
+		k.Dst[i].Addr, k.Dst[i].Mask = prefixWords(p)
+	}
+	copy(k.Ports[:], f.Ports)
+	copy(k.Sports[:], f.SrcPorts)
+	copy(k.Dports[:], f.DstPorts)
+	copy(k.Protos[:], f.Protocols)
+	copy(k.Flags[:], f.TCPFlags)
+	k.N_cidrs, k.N_src, k.N_dst = uint32(len(f.CIDRs)), uint32(len(f.SrcCIDRs)), uint32(len(f.DstCIDRs))
+	k.N_ports, k.N_sports, k.N_dports = uint32(len(f.Ports)), uint32(len(f.SrcPorts)), uint32(len(f.DstPorts))
+	k.N_protos, k.N_flags = uint32(len(f.Protocols)), uint32(len(f.TCPFlags))
+	if k.N_cidrs+k.N_src+k.N_dst+k.N_ports+k.N_sports+k.N_dports+k.N_protos+k.N_flags > 0 {
+		k.NeedsIp = 1
+	}
+	return k, nil
+}
+
+// prefixWords is a prefix as bpf/capture.h's cap_prefix: IPv4 mapped into
+// IPv6, the masked address and the mask as four words in network order
+// (their bytes as in the packet, read in the host's order).
+func prefixWords(p netip.Prefix) (addr, mask [4]uint32) {
+	p = p.Masked()
+	bits := p.Bits()
+	if p.Addr().Is4() {
+		bits += 96
+	}
+	a := p.Addr().As16()
+	var m [16]byte
+	for i := 0; i < bits; i++ {
+		m[i/8] |= 0x80 >> (i % 8)
+	}
+	for i := range 4 {
+		addr[i] = binary.NativeEndian.Uint32(a[4*i:])
+		mask[i] = binary.NativeEndian.Uint32(m[4*i:])
+	}
+	return addr, mask
+}
+
+// session is one running capture's kernel objects.
+type session struct {
+	events, counts *ebpf.Map
+	progs          map[instanceKey]*ebpf.Program
+	hooks          []*datapath.Beside
+	rd             *perf.Reader
+}
+
+func (s *session) detach() error {
+	var errs []error
+	for _, h := range s.hooks {
+		if err := h.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	s.hooks = nil
+	return errors.Join(errs...)
+}
+
+func (s *session) close() {
+	s.detach()
+	if s.rd != nil {
+		s.rd.Close()
+	}
+	for _, p := range s.progs {
+		if p != nil {
+			p.Close()
+		}
+	}
+	if s.events != nil {
+		s.events.Close()
+	}
+	if s.counts != nil {
+		s.counts.Close()
+	}
+}
+
+// kernelCounts sums the per-CPU counters: packets matched, and those the
+// ring could not take.
+// ring_full is read first: a program counts a packet matched before it
+// may count it ring_full, so ringFull <= matched even while they run.
+func (s *session) kernelCounts() (matched, ringFull uint64, err error) {
+	for _, c := range []struct {
+		slot captureCapCount
+		dst  *uint64
+	}{{captureCapCountCAP_COUNT_RING_FULL, &ringFull}, {captureCapCountCAP_COUNT_MATCHED, &matched}} {
+		var per []uint64
+		if err := s.counts.Lookup(uint32(c.slot), &per); err != nil {
+			return 0, 0, fmt.Errorf("read the capture counters: %w", err)
+		}
+		for _, v := range per {
+			*c.dst += v
+		}
+	}
+	return matched, ringFull, nil
+}
+
+func (c *Capturer) run(ctx context.Context, f Filter, l Limits, emit func(Packet) error) (res Result, err error) {
+	res.NotCaptured = map[string]uint64{}
+	if !c.cfg.Enabled {
+		return res, ErrDisabled
+	}
+	if c.cfg.Datapath == nil {
+		return res, errors.New("capture: no datapath")
+	}
+	maxSnap := c.cfg.MaxSnaplen
+	if maxSnap == 0 {
+		maxSnap = DefaultMaxSnaplen
+	}
+	res.Snaplen = l.Snaplen
+	if l.Snaplen == 0 || l.Snaplen > maxSnap {
+		res.Snaplen, res.SnaplenClamped = maxSnap, l.Snaplen > maxSnap
+	}
+	conf, err := compile(f)
+	if err != nil {
+		return res, err
+	}
+	names, err := ifname.Compile(f.Interfaces)
+	if err != nil {
+		return res, fmt.Errorf("capture filter: interfaces: %w", err)
+	}
+
+	// The hooks: every watched interface the filter names, in the
+	// directions it asks; matching interfaces and directions here costs
+	// nothing per packet.
+	var nss []namespace
+	nsIndex := map[string]int{}
+	ifNames := map[ifKey]datapath.AttachedInterface{}
+	type hook struct {
+		it     datapath.AttachedInterface
+		ns     int
+		egress bool
+	}
+	var hooks []hook
+	attached := c.cfg.Datapath.AttachedInterfaces()
+	slices.SortFunc(attached, func(a, b datapath.AttachedInterface) int {
+		if a.Netns != b.Netns {
+			if a.Netns < b.Netns {
+				return -1
+			}
+			return 1
+		}
+		return a.Index - b.Index
+	})
+	for _, it := range attached {
+		if len(f.Interfaces) > 0 && !names.Match(it.Name) {
+			continue
+		}
+		ns, ok := nsIndex[it.Netns]
+		if !ok {
+			ns = len(nss)
+			nsIndex[it.Netns] = ns
+			nss = append(nss, namespace{name: it.Netns, cookie: it.NetnsCookie})
+		}
+		ifNames[ifKey{ns, uint32(it.Index)}] = it
+		if f.Direction != Egress {
+			hooks = append(hooks, hook{it, ns, false})
+		}
+		if f.Direction != Ingress {
+			hooks = append(hooks, hook{it, ns, true})
+		}
+	}
+	if len(hooks) == 0 {
+		return res, ErrNoInterface
+	}
+
+	slot, ok := c.takeSlot()
+	if !ok {
+		return res, fmt.Errorf("capture: %d captures are running already on this agent, the most it runs at once", MaxConcurrent)
+	}
+	defer c.freeSlot(slot)
+
+	spec, err := loadCapture()
+	if err != nil {
+		return res, err
+	}
+	s := &session{progs: map[instanceKey]*ebpf.Program{}}
+	defer s.close()
+	if s.events, err = ebpf.NewMap(spec.Maps[captureMapCapEvents]); err != nil {
+		return res, fmt.Errorf("capture: ring: %w", err)
+	}
+	if s.counts, err = ebpf.NewMap(spec.Maps[captureMapCapCounts]); err != nil {
+		return res, fmt.Errorf("capture: counters: %w", err)
+	}
+	for _, h := range hooks {
+		k := instanceKey{h.ns, h.egress, h.it.L3}
+		if s.progs[k] != nil {
+			continue
+		}
+		if s.progs[k], err = loadInstance(spec, k, conf, res.Snaplen, s); err != nil {
+			return res, err
+		}
+	}
+	if s.rd, err = newReader(s.events, c.cfg.RingBytes); err != nil {
+		return res, err
+	}
+
+	// Wall clock of the programs' CLOCK_MONOTONIC stamps.
+	var mono unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono); err != nil {
+		return res, err
+	}
+	offset := time.Now().UnixNano() - mono.Nano()
+
+	// An interface that went away since the listing is skipped (logged);
+	// the capture fails only when it can attach nowhere.
+	var attachErr error
+	for _, h := range hooks {
+		b, err := c.cfg.Datapath.AttachBeside(h.it.Interface, h.egress, s.progs[instanceKey{h.ns, h.egress, h.it.L3}], slot)
+		if err != nil {
+			c.log.Warn("capture: interface skipped", "interface", h.it.Name, "netns", h.it.Netns, "error", err)
+			attachErr = err
+			continue
+		}
+		s.hooks = append(s.hooks, b)
+	}
+	if len(s.hooks) == 0 {
+		return res, fmt.Errorf("capture: %w", attachErr)
+	}
+	// Running once every hook is attached, until they are all detached
+	// (s.detach below, before this defer runs).
+	c.running.Add(1)
+	defer c.running.Add(-1)
+	c.log.Info("capture started", "hooks", len(s.hooks), "namespaces", len(nss), "snaplen", res.Snaplen,
+		"snaplen_clamped", res.SnaplenClamped, "max_packets", l.MaxPackets, "max_bytes", l.MaxBytes, "duration", l.Duration)
+	defer func() {
+		c.log.Info("capture ended", "reason", res.Reason, "packets", res.Packets, "bytes", res.Bytes,
+			"not_captured", res.NotCaptured, "error", err)
+	}()
+
+	stop := make(chan string, 3)
+	stopWith := func(reason string) {
+		select {
+		case stop <- reason:
+		default:
+		}
+	}
+	queue := make(chan Packet, c.cfg.QueueLen)
+
+	// The reader: ring -> queue, within the limits. It reads every sample
+	// until the flush (seen), also after a limit stopped the capture, so
+	// that the drain at the end knows when the ring is empty.
+	var seen atomic.Uint64
+	var consumer uint64
+	readDone := make(chan error, 1)
+	go func() {
+		defer close(queue)
+		var accepted, acceptedBytes uint64
+		stopped := false
+		s.rd.SetDeadline(time.Now().Add(readLatency))
+		for {
+			rec, err := s.rd.Read()
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				// The rings below the watermark were read: again in readLatency.
+				s.rd.SetDeadline(time.Now().Add(readLatency))
+				continue
+			}
+			if errors.Is(err, perf.ErrFlushed) || errors.Is(err, os.ErrClosed) {
+				readDone <- nil
+				return
+			}
+			if err != nil {
+				readDone <- fmt.Errorf("capture: read the ring: %w", err)
+				stopWith("error")
+				return
+			}
+			if rec.LostSamples > 0 || len(rec.RawSample) < metaSize {
+				continue // losses are counted by the program (ring_full)
+			}
+			seen.Add(1)
+			if stopped {
+				continue
+			}
+			raw := rec.RawSample
+			capLen := binary.NativeEndian.Uint32(raw[24:])
+			if int(capLen) > len(raw)-metaSize {
+				capLen = uint32(len(raw) - metaSize)
+			}
+			ns := int(binary.NativeEndian.Uint64(raw[8:]))
+			ifindex := binary.NativeEndian.Uint32(raw[16:])
+			p := Packet{
+				Time:      time.Unix(0, int64(binary.NativeEndian.Uint64(raw[0:]))+offset),
+				Ifindex:   ifindex,
+				Direction: Direction(binary.NativeEndian.Uint32(raw[28:])),
+				WireLen:   binary.NativeEndian.Uint32(raw[20:]),
+				Data:      raw[metaSize : metaSize+int(capLen) : metaSize+int(capLen)],
+			}
+			if ns < len(nss) {
+				p.Netns, p.NetnsID = nss[ns].name, nss[ns].cookie
+				it := ifNames[ifKey{ns, ifindex}]
+				p.Interface, p.RawIP = it.Name, it.L3
+			}
+			if l.MaxBytes > 0 && acceptedBytes+uint64(capLen) > l.MaxBytes {
+				stopped = true
+				stopWith("max_bytes")
+				continue
+			}
+			select {
+			case queue <- p:
+				accepted++
+				acceptedBytes += uint64(capLen)
+			default:
+				consumer++
+				c.cons.Add(1)
+				continue
+			}
+			if l.MaxPackets > 0 && accepted >= l.MaxPackets {
+				stopped = true
+				stopWith("max_packets")
+			} else if l.MaxBytes > 0 && acceptedBytes >= l.MaxBytes {
+				stopped = true
+				stopWith("max_bytes")
+			}
+		}
+	}()
+
+	// The emitter: queue -> emit. After an emit error the rest of the
+	// queue is "consumer": not handed over.
+	var emitErr error
+	var unsent uint64
+	emitDone := make(chan struct{})
+	go func() {
+		defer close(emitDone)
+		for p := range queue {
+			if emitErr != nil {
+				unsent++
+				continue
+			}
+			if err := emit(p); err != nil {
+				emitErr = err
+				unsent++
+				stopWith("error")
+				continue
+			}
+			res.Packets++
+			res.Bytes += uint64(len(p.Data))
+			c.packets.Add(1)
+			c.bytes.Add(uint64(len(p.Data)))
+		}
+	}()
+
+	var timer <-chan time.Time
+	if l.Duration > 0 {
+		t := time.NewTimer(l.Duration)
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case <-ctx.Done():
+		res.Reason = "canceled"
+	case <-timer:
+		res.Reason = "duration"
+	case res.Reason = <-stop:
+	}
+
+	// Detach first: no new sample. Then drain what the programs wrote
+	// (matched - ring_full; a program still running on another CPU may
+	// not have written its sample yet), flush the reader and wait for it.
+	detachErr := s.detach()
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		matched, full, err := s.kernelCounts()
+		if err != nil || seen.Load() >= matched-full || time.Now().After(deadline) {
+			break
+		}
+	}
+	s.rd.Flush()
+	readErr := <-readDone
+	if readErr != nil {
+		s.rd.Close() // the reader stopped early: nothing more to read
+	}
+	<-emitDone
+	_, full, countErr := s.kernelCounts()
+	c.ringFull.Add(full)
+	c.cons.Add(unsent)
+	if full > 0 {
+		res.NotCaptured[LostRingFull] = full
+	}
+	if consumer+unsent > 0 {
+		res.NotCaptured[LostConsumer] = consumer + unsent
+	}
+	// Once ctx has ended, emit failing (the requester is gone) is how the
+	// capture ends, not an error of it.
+	if emitErr != nil && res.Reason == "canceled" && ctx.Err() != nil {
+		emitErr = nil
+	}
+	switch {
+	case emitErr != nil:
+		return res, emitErr
+	case readErr != nil:
+		return res, readErr
+	}
+	if res.Reason == "error" {
+		res.Reason = "canceled"
+	}
+	return res, errors.Join(detachErr, countErr)
+}
+
+// readLatency bounds how long a copied packet waits in a ring that is
+// below its watermark.
+const readLatency = 100 * time.Millisecond
+
+// newReader opens the ring's reader. The kernel wakes it when a CPU's ring
+// holds an eighth of its size (the watermark), not at every packet: a
+// wake-up per packet costs the program microseconds (make bench-bpf,
+// capture); the reader's deadline (readLatency) reads the rest.
+func newReader(events *ebpf.Map, ringBytes int) (*perf.Reader, error) {
+	size := (ringBytes + os.Getpagesize() - 1) / os.Getpagesize() * os.Getpagesize()
+	rd, err := perf.NewReaderWithOptions(events, size, perf.ReaderOptions{Watermark: max(1, size/8)})
+	if err != nil {
+		return nil, fmt.Errorf("capture: ring reader: %w", err)
+	}
+	return rd, nil
+}
+
+// loadInstance loads one program instance: the filter, snaplen, namespace
+// index, direction and link type as load-time constants, the capture's
+// ring and counters as its maps.
+func loadInstance(spec *ebpf.CollectionSpec, k instanceKey, conf captureCapFilter, snaplen uint32, s *session) (*ebpf.Program, error) {
+	sp := spec.Copy()
+	dir, l2 := uint32(Ingress), uint32(14)
+	if k.egress {
+		dir = uint32(Egress)
+	}
+	if k.l3 {
+		l2 = 0
+	}
+	for name, v := range map[string]any{captureVarCapConf: conf, captureVarCapNs: uint64(k.ns),
+		captureVarCapDir: dir, captureVarCapSnaplen: snaplen, captureVarCapL2Len: l2} {
+		if err := sp.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("capture: set %s: %w", name, err)
+		}
+	}
+	coll, err := ebpf.NewCollectionWithOptions(sp, ebpf.CollectionOptions{
+		MapReplacements: map[string]*ebpf.Map{captureMapCapEvents: s.events, captureMapCapCounts: s.counts},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("capture: load the program: %w", err)
+	}
+	defer coll.Close()
+	return coll.DetachProgram(captureProgFlowlensCapture), nil
+}
