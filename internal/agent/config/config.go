@@ -110,6 +110,11 @@ type Config struct {
 	// feature's type: see FeatureOptions.
 	FeatureOptions map[string]any
 
+	// Capture accepts capture requests (--capture); CaptureMaxSnaplen is
+	// the most bytes copied of a captured packet (--capture-max-snaplen).
+	Capture           bool
+	CaptureMaxSnaplen uint32
+
 	// MetricsAddress is where Prometheus metrics are served; "" disables.
 	MetricsAddress string
 	// WebConfigFile is an exporter-toolkit web configuration file (TLS,

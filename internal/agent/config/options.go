@@ -134,6 +134,7 @@ var options = slices.Concat(
 			Usage: "keep the kernel's BPF run-time statistics on while the agent runs (flowlens_agent_bpf_program_* metrics); off saves every BPF program on the node two clock reads per run",
 			Set:   cliconf.OnOff(func(c *Config) *bool { return &c.BPFStats })},
 	}),
+	cliconf.InSection("Packet capture (docs/capture.md)", captureOptions),
 	cliconf.InSection("Agent", []*cliconf.Option[Config]{
 		{Name: "node-name", Arg: "name", Default: "",
 			Usage: "name of this node in exported flows (default $NODE_NAME, else the hostname)",
