@@ -7,17 +7,20 @@ import (
 	"github.com/flowlens/flowlens/internal/shared/cliconf"
 )
 
-// DefaultCaptureMaxSnaplen is --capture-max-snaplen's default, which the
-// operator's spec.agent.capture.maxSnaplen also has: 128 bytes hold a
+// The defaults of --capture and --capture-max-snaplen, which the operator's
+// spec.agent.capture.enable and .maxSnaplen also have. 128 bytes hold a
 // packet's headers (Ethernet, IPv6 with some extension headers, TCP with
 // options) but little or no payload, which is more sensitive than flows.
-const DefaultCaptureMaxSnaplen = 128
+const (
+	DefaultCapture           = true
+	DefaultCaptureMaxSnaplen = 128
+)
 
 // captureOptions are the options of on-demand packet capture
 // (docs/capture.md): whether the agent accepts capture requests, and the
 // most bytes of a packet it copies.
 var captureOptions = []*cliconf.Option[Config]{
-	{Name: "capture", Arg: "bool", Default: "true", Bool: true,
+	{Name: "capture", Arg: "bool", Default: strconv.FormatBool(DefaultCapture), Bool: true,
 		Usage: "accept capture requests (flowlens capture, docs/capture.md); false refuses them with an error saying capture is disabled on this agent",
 		Set:   cliconf.Bool(func(c *Config) *bool { return &c.Capture })},
 	{Name: "capture-max-snaplen", Arg: "bytes", Default: itoa(DefaultCaptureMaxSnaplen),

@@ -64,6 +64,14 @@ const (
 	ReaderClusterRole = "flowlens-flows-reader"
 	AgentClusterRole  = "flowlens-agent-export"
 	ObserveRole       = "flowlens-observe"
+
+	// SubresourceCapture is the permission to capture packets
+	// (`flowlens capture`, issue #32): create flowcollectors/capture, a
+	// permission of its own because packets carry payload, which flows do
+	// not. CaptureClusterRole grants it; shipped unbound.
+	SubresourceCapture = "capture"
+	VerbCapture        = "create"
+	CaptureClusterRole = "flowlens-capture"
 )
 
 // Permission is how a refusal names what is missing, the way the API
