@@ -386,12 +386,13 @@ type AgentCapture struct {
 	Enable *bool `json:"enable,omitempty"`
 
 	// MaxSnaplen is the most bytes the agents copy of a packet
-	// (--capture-max-snaplen); a request asking more is clamped to it, and
-	// its result says so. The default, 128, holds the headers but little
-	// or no payload; raise it only for those who may read payloads.
+	// (--capture-max-snaplen, at most 65000: a copy fits one perf sample);
+	// a request asking more is clamped to it, and its result says so. The
+	// default, 128, holds the headers but little or no payload; raise it
+	// only for those who may read payloads.
 	// +kubebuilder:default=128
 	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=65535
+	// +kubebuilder:validation:Maximum=65000
 	// +optional
 	MaxSnaplen int32 `json:"maxSnaplen,omitempty"`
 }

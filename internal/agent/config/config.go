@@ -50,6 +50,12 @@ type Config struct {
 	FilterRulesFile string
 	FilterDefault   flowrules.Action
 
+	// Capture accepts packet capture requests (--capture);
+	// CaptureMaxSnaplen bounds the bytes copied of each packet
+	// (--capture-max-snaplen). internal/agent/capture applies both.
+	Capture           bool
+	CaptureMaxSnaplen int
+
 	// Export names the exporters ("stdout", "grpc", "ipfix", "kafka", "otlp"); Target is the
 	// grpc collector's host:port.
 	Export        []string
@@ -109,11 +115,6 @@ type Config struct {
 	// feature's --dns-ports), by feature name, in a struct of the
 	// feature's type: see FeatureOptions.
 	FeatureOptions map[string]any
-
-	// Capture accepts capture requests (--capture); CaptureMaxSnaplen is
-	// the most bytes copied of a captured packet (--capture-max-snaplen).
-	Capture           bool
-	CaptureMaxSnaplen uint32
 
 	// MetricsAddress is where Prometheus metrics are served; "" disables.
 	MetricsAddress string

@@ -39,6 +39,9 @@ const (
 	DefaultKafkaMessage       = "batch"
 	DefaultKafkaBatchFlows    = 1000
 
+	DefaultCapture           = true
+	DefaultCaptureMaxSnaplen = 128
+
 	DefaultOTLPProtocol   = "grpc"
 	DefaultOTLPBatchFlows = 1000
 )
@@ -66,3 +69,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // Options are the agent's options, in the order the help lists them: for
 // the operator's tests, which check that what it renders is one of them.
 func Options() []*cliconf.Option[Config] { return slices.Clone(spec.Options) }
+
+// MaxCaptureSnaplen is the largest --capture-max-snaplen: a packet's copy
+// and its metadata fit one perf sample, whose size is 16 bits.
+const MaxCaptureSnaplen = 65000

@@ -65,6 +65,14 @@ var options = slices.Concat(
 			Usage: "have the drops, rtt and retransmits hooks, which see the whole host, also record flows no watched interface carried (sockets on an unwatched loopback or namespace) as partial records",
 			Set:   cliconf.Bool(func(c *Config) *bool { return &c.EnrichUnwatched })},
 	}),
+	cliconf.InSection("Packet capture (docs/capture.md)", []*cliconf.Option[Config]{
+		{Name: "capture", Arg: "bool", Default: strconv.FormatBool(DefaultCapture), Bool: true,
+			Usage: "accept packet capture requests (flowlens capture, relayed by the collector); false refuses them with an error saying so",
+			Set:   cliconf.Bool(func(c *Config) *bool { return &c.Capture })},
+		{Name: "capture-max-snaplen", Arg: "bytes", Default: itoa(DefaultCaptureMaxSnaplen),
+			Usage: "most bytes a capture copies of each packet (1 to 65000); a request asking more gets this, and its result says so. The default copies headers only; raise it to see payload",
+			Set:   cliconf.Int(func(c *Config) *int { return &c.CaptureMaxSnaplen })},
+	}),
 	cliconf.InSection("Export", []*cliconf.Option[Config]{
 		{Name: "export", Arg: "list", Default: DefaultExport,
 			Usage:   "exporters: stdout, grpc, ipfix, kafka, otlp",
@@ -134,7 +142,6 @@ var options = slices.Concat(
 			Usage: "keep the kernel's BPF run-time statistics on while the agent runs (flowlens_agent_bpf_program_* metrics); off saves every BPF program on the node two clock reads per run",
 			Set:   cliconf.OnOff(func(c *Config) *bool { return &c.BPFStats })},
 	}),
-	cliconf.InSection("Packet capture (docs/capture.md)", captureOptions),
 	cliconf.InSection("Agent", []*cliconf.Option[Config]{
 		{Name: "node-name", Arg: "name", Default: "",
 			Usage: "name of this node in exported flows (default $NODE_NAME, else the hostname)",

@@ -49,6 +49,8 @@ func (c *Config) Validate() error {
 		add(c.checkPlaintext())
 	}
 	add(checkRange("--grpc-batch-size", c.GRPCBatchSize, 1, 100_000))
+	// A copied packet and its header fit a perf sample (at most 64 KiB).
+	add(checkRange("--capture-max-snaplen", c.CaptureMaxSnaplen, 1, MaxCaptureSnaplen))
 	add(checkIPFIX(c))
 	add(checkOTLP(c))
 	add(checkKafka(c))

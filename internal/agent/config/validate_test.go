@@ -200,6 +200,12 @@ func TestValidate(t *testing.T) {
 		{"node name too long", func(c *Config) { c.NodeName = strings.Repeat("n", 254) },
 			`invalid --node-name "` + strings.Repeat("n", 254) + `": must be at most 253 bytes, as Kubernetes node names are`},
 
+		{"capture max snaplen", func(c *Config) { c.CaptureMaxSnaplen = 0 },
+			`invalid --capture-max-snaplen "0": must be from 1 to 65000`},
+		{"capture max snaplen too big", func(c *Config) { c.CaptureMaxSnaplen = 65001 },
+			`invalid --capture-max-snaplen "65001": must be from 1 to 65000`},
+		{"capture max snaplen largest", func(c *Config) { c.CaptureMaxSnaplen = 65000; c.Capture = false }, ""},
+
 		{"log level", func(c *Config) { c.LogLevel = slog.LevelInfo + 2 },
 			`invalid --log-level "INFO+2": must be one of debug, info, warn, error`},
 		{"log level error", func(c *Config) { c.LogLevel = slog.LevelError }, ""},

@@ -17,15 +17,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
+	"github.com/flowlens/flowlens/internal/agent/config"
 	"github.com/flowlens/flowlens/internal/operator/render"
 	"github.com/flowlens/flowlens/internal/shared/kubeauth"
 )
 
 // TestCaptureSpec: spec.agent.capture gets its defaults from the schema
-// (enable true, maxSnaplen 128), the schema refuses a snaplen outside 1 to
-// 65535 with the API server's message, and a change reaches the agents'
-// configuration (capture: false, capture_max_snaplen: 1500) and rolls them
-// (the pod template's hash is the new configuration's).
+// (enable true, maxSnaplen 128), the schema refuses a snaplen outside the
+// agent's 1 to 65000 with the API server's message, and a change reaches
+// the agents' configuration (capture: false, capture_max_snaplen: 1500)
+// and rolls them (the pod template's hash is the new configuration's).
 func TestCaptureSpec(t *testing.T) {
 	needEnv(t)
 	ctx := context.Background()
@@ -34,7 +35,8 @@ func TestCaptureSpec(t *testing.T) {
 		want    string
 	}{
 		{-1, "spec.agent.capture.maxSnaplen: Invalid value: -1: spec.agent.capture.maxSnaplen in body should be greater than or equal to 1"},
-		{65536, "spec.agent.capture.maxSnaplen: Invalid value: 65536: spec.agent.capture.maxSnaplen in body should be less than or equal to 65535"},
+		// The schema's maximum is the agent's (a copy fits one perf sample).
+		{config.MaxCaptureSnaplen + 1, "spec.agent.capture.maxSnaplen: Invalid value: 65001: spec.agent.capture.maxSnaplen in body should be less than or equal to 65000"},
 	} {
 		fc := newCollector("fl-never")
 		fc.Spec.Agent.Capture.MaxSnaplen = tc.snaplen

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
+	"github.com/flowlens/flowlens/internal/agent/config"
 )
 
 // TestAgentConfigCapture: spec.agent.capture reaches the agent's --capture
@@ -32,13 +33,13 @@ func TestAgentConfigCapture(t *testing.T) {
 		spec    v1alpha1.FlowCollectorSpec
 		keys    []string // the capture lines of the configuration, in order
 		on      bool
-		snaplen uint32
+		snaplen int
 	}{
 		{"unset", v1alpha1.FlowCollectorSpec{}, nil, true, 128},
 		{"the defaults, explicit", capture(ptr(true), 128), nil, true, 128},
 		{"disabled", capture(ptr(false), 0), []string{"capture: false"}, false, 128},
 		{"payload", capture(nil, 1500), []string{"capture_max_snaplen: 1500"}, true, 1500},
-		{"both, largest", capture(ptr(false), 65535), []string{"capture: false", "capture_max_snaplen: 65535"}, false, 65535},
+		{"both, largest", capture(ptr(false), config.MaxCaptureSnaplen), []string{"capture: false", "capture_max_snaplen: 65000"}, false, 65000},
 		{"smallest", capture(ptr(true), 1), []string{"capture_max_snaplen: 1"}, true, 1},
 	} {
 		data, hash := rendered(tc.spec)
