@@ -320,6 +320,13 @@ type AgentSpec struct {
 	// +optional
 	DNSTimeout *metav1.Duration `json:"dnsTimeout,omitempty"`
 
+	// Capture configures on-demand packet capture (`flowlens capture`,
+	// docs/capture.md) on the agents. Left out, the agents accept capture
+	// requests and copy at most 128 bytes of each packet (headers only).
+	// +kubebuilder:default={}
+	// +optional
+	Capture AgentCapture `json:"capture"`
+
 	// Privileged runs the agent as a privileged container. When false the
 	// agent gets only the capabilities it needs: BPF, PERFMON and
 	// NET_ADMIN, plus SYS_ADMIN when Netns is not just "host".
@@ -365,6 +372,29 @@ type AgentSpec struct {
 	// +listType=atomic
 	// +optional
 	Tolerations []corev1.Toleration `json:"tolerations"`
+}
+
+// AgentCapture configures the agents' side of on-demand packet capture. A
+// capture runs only while someone asks for one, and asking needs its own
+// permission (create flowcollectors/capture, the ClusterRole
+// flowlens-capture: docs/security.md).
+type AgentCapture struct {
+	// Enable has the agents accept capture requests (--capture). False:
+	// they refuse every one, with an error saying capture is disabled.
+	// +kubebuilder:default=true
+	// +optional
+	Enable *bool `json:"enable,omitempty"`
+
+	// MaxSnaplen is the most bytes the agents copy of a packet
+	// (--capture-max-snaplen, at most 65000: a copy fits one perf sample);
+	// a request asking more is clamped to it, and its result says so. The
+	// default, 128, holds the headers but little or no payload; raise it
+	// only for those who may read payloads.
+	// +kubebuilder:default=128
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65000
+	// +optional
+	MaxSnaplen int32 `json:"maxSnaplen,omitempty"`
 }
 
 // Dashboards deploys the flowlens Grafana dashboards (Traffic, Drops &

@@ -13,7 +13,8 @@
 //   - the Helm chart charts/flowlens: `helm template` with the default values
 //     renders the objects of manifests/ (compared object by object), the
 //     monitoring values render manifests/' ServiceMonitors and
-//     PrometheusRule, and `helm lint --strict` is clean; helm install (into
+//     PrometheusRule, the unbound ClusterRole flowlens-capture is there
+//     whatever the values, and `helm lint --strict` is clean; helm install (into
 //     a namespace it creates), upgrade and uninstall work against a real
 //     kube-apiserver (envtest), which stores and validates what they apply.
 //

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/flowlens/flowlens/api/v1alpha1"
+	"github.com/flowlens/flowlens/internal/agent/config"
 )
 
 // agentConfig is the agent's YAML configuration file (the keys of the agent's
@@ -101,6 +102,14 @@ type agentConfig struct {
 	// apply otherwise.
 	IPFIXMaxMessageSize   int32  `yaml:"ipfix_max_message_size,omitempty"`
 	IPFIXEnterpriseNumber uint32 `yaml:"ipfix_enterprise_number,omitempty"`
+
+	// spec.agent.capture (--capture, --capture-max-snaplen), written only
+	// where it differs from the agent's default (the same value, so the
+	// agent does the same), so that the configuration (and its hash) of a
+	// FlowCollector that leaves capture alone stays as it was before the
+	// keys existed: no roll of every agent when the operator is upgraded.
+	Capture           *bool `yaml:"capture,omitempty"`
+	CaptureMaxSnaplen int32 `yaml:"capture_max_snaplen,omitempty"`
 }
 
 // filterRule is one entry of the agent's filter_rules: the fields of a
@@ -210,6 +219,12 @@ func AgentConfig(spec *v1alpha1.FlowCollectorSpec) ([]byte, error) {
 		c.OTLPHeaders = otlpHeaders(o.Headers)
 		c.OTLPCompression = string(o.Compression)
 		c.OTLPBatchFlows = o.BatchFlows
+	}
+	if capt := spec.Agent.Capture; *capt.Enable != config.DefaultCapture {
+		c.Capture = capt.Enable
+	}
+	if n := spec.Agent.Capture.MaxSnaplen; n != config.DefaultCaptureMaxSnaplen {
+		c.CaptureMaxSnaplen = n
 	}
 	out, err := yaml.Marshal(&c)
 	if err != nil {

@@ -216,6 +216,13 @@ func WithDefaults(spec v1alpha1.FlowCollectorSpec) v1alpha1.FlowCollectorSpec {
 	if a.DNSTimeout == nil {
 		a.DNSTimeout = &metav1.Duration{Duration: dnsopt.DefaultTimeout}
 	}
+	if a.Capture.Enable == nil {
+		on := config.DefaultCapture
+		a.Capture.Enable = &on
+	}
+	if a.Capture.MaxSnaplen == 0 {
+		a.Capture.MaxSnaplen = config.DefaultCaptureMaxSnaplen
+	}
 	if a.Resources == nil {
 		r := DefaultResources()
 		a.Resources = &r
