@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/net/dns/dnsmessage"
-
 	"github.com/flowlens/flowlens/internal/agent"
 	"github.com/flowlens/flowlens/internal/agent/feature/dns"
 	"github.com/flowlens/flowlens/internal/testkit/agenttest"
@@ -17,82 +15,17 @@ import (
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
-// rr is one A or AAAA record an answer carries.
-type rr struct {
-	addr string
-	ttl  uint32
-}
-
-// answer builds the response to q (the question's name, class IN) with
-// the records, A or AAAA by the address's family.
-func answer(t testing.TB, id uint16, name string, rrs ...rr) []byte {
+// answer is netlab.DNSAnswer, failing t.
+func answer(t testing.TB, id uint16, name string, records ...netlab.DNSRecord) []byte {
 	t.Helper()
-	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: id, Response: true, RecursionAvailable: true})
-	b.EnableCompression()
-	n := dnsmessage.MustNewName(name + ".")
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
+	msg, err := netlab.DNSAnswer(id, name, records...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	must(b.StartQuestions())
-	must(b.Question(dnsmessage.Question{Name: n, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET}))
-	must(b.StartAnswers())
-	for _, r := range rrs {
-		a := netip.MustParseAddr(r.addr)
-		h := dnsmessage.ResourceHeader{Name: n, Class: dnsmessage.ClassINET, TTL: r.ttl}
-		if a.Is4() {
-			must(b.AResource(h, dnsmessage.AResource{A: a.As4()}))
-		} else {
-			must(b.AAAAResource(h, dnsmessage.AAAAResource{AAAA: a.As16()}))
-		}
-	}
-	msg, err := b.Finish()
-	must(err)
 	return msg
 }
 
-// serveDNS answers on addr in ns, from zone (name → its records); a name
-// it does not know gets NXDOMAIN.
-func serveDNS(t *testing.T, ns *netlab.Netns, addr string, zone map[string][]rr) {
-	t.Helper()
-	var c *net.UDPConn
-	if err := ns.Do(func() (err error) {
-		la, _ := net.ResolveUDPAddr("udp", addr)
-		c, err = net.ListenUDP("udp", la)
-		return
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	go func() {
-		buf := make([]byte, 1500)
-		for {
-			n, from, err := c.ReadFromUDP(buf)
-			if err != nil {
-				return
-			}
-			var p dnsmessage.Parser
-			h, err := p.Start(buf[:n])
-			if err != nil {
-				continue
-			}
-			q, err := p.Question()
-			if err != nil {
-				continue
-			}
-			name := q.Name.String()
-			name = name[:len(name)-1]
-			rrs, ok := zone[name]
-			msg := answer(t, h.ID, name, rrs...)
-			if !ok {
-				msg[3] |= 3 // NXDOMAIN
-			}
-			c.WriteToUDP(msg, from)
-		}
-	}()
-}
+type rr = netlab.DNSRecord
 
 const (
 	answersMetric   = "flowlens_agent_dns_answers_total"
@@ -113,10 +46,10 @@ const (
 // unparsed 0.
 func TestDNSNames(t *testing.T) {
 	p := agenttest.NewPair(t)
-	serveDNS(t, p.B, p.IPB+":53", map[string][]rr{
-		"web.test":    {{p.IPB, 300}, {"fd00::2", 300}},
-		"client.test": {{p.IPA, 1}},
-		"many.test":   {{"10.99.1.1", 100}, {"10.99.1.2", 200}},
+	netlab.ServeDNS(t, p.B, p.IPB+":53", map[string][]rr{
+		"web.test":    {{Addr: p.IPB, TTL: 300}, {Addr: "fd00::2", TTL: 300}},
+		"client.test": {{Addr: p.IPA, TTL: 1}},
+		"many.test":   {{Addr: "10.99.1.1", TTL: 100}, {Addr: "10.99.1.2", TTL: 200}},
 	})
 	agenttest.MustListen(t, p.B, p.IPB+":9000")
 	h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg(), "--features=dns", "--cache-active-timeout=1s",
@@ -216,7 +149,7 @@ func TestDNSNames(t *testing.T) {
 func TestNamesCache(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	n := dns.NewNames(3)
-	n.Add(answer(t, 1, "web.test", rr{"10.0.0.1", 60}, rr{"fd00::1", 30}, rr{"10.0.0.9", 0}), now)
+	n.Add(answer(t, 1, "web.test", rr{Addr: "10.0.0.1", TTL: 60}, rr{Addr: "fd00::1", TTL: 30}, rr{Addr: "10.0.0.9", TTL: 0}), now)
 	if got, exp := n.Lookup(netip.MustParseAddr("10.0.0.1")); got != "web.test" || !exp.Equal(now.Add(60*time.Second)) {
 		t.Errorf("10.0.0.1: %q until %v", got, exp)
 	}
@@ -228,9 +161,9 @@ func TestNamesCache(t *testing.T) {
 	}
 	// A rename; then two more addresses over the cap of 3: fd00::1
 	// (30 s) goes first, then 10.0.0.2 (40 s).
-	n.Add(answer(t, 2, "api.test", rr{"10.0.0.1", 120}), now)
-	n.Add(answer(t, 3, "db.test", rr{"10.0.0.2", 40}, rr{"10.0.0.3", 90}), now)
-	n.Add(answer(t, 4, "ledger.test", rr{"10.0.0.4", 100}), now)
+	n.Add(answer(t, 2, "api.test", rr{Addr: "10.0.0.1", TTL: 120}), now)
+	n.Add(answer(t, 3, "db.test", rr{Addr: "10.0.0.2", TTL: 40}, rr{Addr: "10.0.0.3", TTL: 90}), now)
+	n.Add(answer(t, 4, "ledger.test", rr{Addr: "10.0.0.4", TTL: 100}), now)
 	for addr, want := range map[string]string{"10.0.0.1": "api.test", "fd00::1": "", "10.0.0.2": "", "10.0.0.3": "db.test", "10.0.0.4": "ledger.test"} {
 		if got, _ := n.Lookup(netip.MustParseAddr(addr)); got != want {
 			t.Errorf("%s: %q, want %q", addr, got, want)
@@ -241,7 +174,7 @@ func TestNamesCache(t *testing.T) {
 	}
 	// Not an answer, cut short, nonsense: nothing.
 	q := netlab.DNSQuery(5, "query.test")
-	full := answer(t, 6, "cut.test", rr{"10.0.0.5", 60})
+	full := answer(t, 6, "cut.test", rr{Addr: "10.0.0.5", TTL: 60})
 	for _, msg := range [][]byte{q, full[:20], {1, 2, 3}} {
 		n.Add(msg, now)
 	}
