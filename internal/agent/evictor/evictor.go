@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -302,7 +303,15 @@ func (e *Evictor) Shutdown() error {
 		e.ring.Close()
 		e.ring = nil
 	}
-	return e.Evict(ReasonShutdown)
+	err := e.Evict(ReasonShutdown)
+	// The features' own readers (dns's ring of answers), read by that
+	// last eviction's sweep.
+	for _, f := range e.cfg.Features {
+		if c, ok := f.(io.Closer); ok {
+			c.Close()
+		}
+	}
+	return err
 }
 
 // Evict runs one eviction cycle. Not safe for concurrent use (Run and

@@ -101,6 +101,15 @@ func (f *Feature) cacheSize() int {
 // without names.
 func (f *Feature) Names() *Names { return f.names }
 
+// Close closes the reader of the ring of answers (the evictor, at its
+// shutdown).
+func (f *Feature) Close() error {
+	if f.names != nil {
+		f.names.close()
+	}
+	return nil
+}
+
 // Annotate names the record's addresses from the answers seen
 // (feature.Annotator).
 func (f *Feature) Annotate(r *flow.Record) {
