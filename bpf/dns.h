@@ -11,6 +11,10 @@
  * (feature.Sweeper: the Go side's Sweep). Go side:
  * internal/agent/feature/dns; docs/dns.md.
  *
+ * Answers are also handed to the agent whole (their first 512 bytes, ring
+ * dns_answers), which maps the addresses they give to the question's name
+ * for the flow records (src_dns_name, dst_dns_name).
+ *
  * Cost: packets to or from other ports pay a port compare, while the
  * feature is on; off (dns_on 0) nothing is compiled in.
  */
@@ -21,11 +25,23 @@
 #include "parse.h"
 
 volatile const __u32 dns_on = 0;
+/* Hand each answer to the agent (ring dns_answers), which maps the A and
+ * AAAA records' addresses to the question's name (--dns-names-cache-size;
+ * 0: off). */
+volatile const __u32 dns_answers_on = 0;
 volatile const __u16 dns_ports[4] = {53, 0, 0, 0}; /* 0: unused */
 
 #define DNS_QR 0x8000
 #define DNS_NAME_MAX 64
 #define DNS_EEXIST 17 /* EEXIST: another CPU inserted the same query first */
+#define DNS_ANSWER_MAX 512 /* bytes of an answer handed on: the classic UDP message */
+
+/* An answer for the agent (ring dns_answers): its first len bytes, from
+ * the DNS header (a TCP message without its length prefix). */
+struct dns_answer {
+	__u32 len;
+	__u8 msg[DNS_ANSWER_MAX];
+};
 
 struct dns_hdr {
 	__be16 id;
@@ -64,6 +80,34 @@ static __always_inline int dns_counts(const struct flow_key *k, const struct ifa
 	const struct flow_value *v = bpf_map_lookup_elem(gen & 1 ? (void *)&flows_b : (void *)&flows_a, k);
 	return !v || (v->ifaces[0].ifindex == me->ifindex && v->ifaces[0].netns == me->netns &&
 		      v->first_dir == me->dir);
+}
+
+/* dns_hand_on puts the answer at off on ring dns_answers, counting it lost
+ * when the ring is full. Only at the answer's counting hook (dns_counts),
+ * so that an answer crossing several hooks is handed on once. */
+static __always_inline void dns_hand_on(struct __sk_buff *skb, __u32 off, const struct flow_key *k,
+					const struct iface_obs *me, __u32 gen)
+{
+	if (skb->len <= off || !dns_counts(k, me, gen))
+		return;
+	struct dns_answer *a = bpf_ringbuf_reserve(&dns_answers, sizeof(*a), 0);
+	if (!a) {
+		__u32 idx = ENRICH_DNS_ANSWERS_LOST;
+		__u64 *lost = bpf_map_lookup_elem(&enrich_counters, &idx);
+		if (lost)
+			*lost += 1; /* per-CPU: no other writer */
+		return;
+	}
+	/* 64-bit and clamped both ways: the verifier needs 1 <= n <= max. */
+	__u64 n = (__u64)skb->len - off;
+	if (n > DNS_ANSWER_MAX)
+		n = DNS_ANSWER_MAX;
+	if (n < 1 || bpf_skb_load_bytes(skb, off, a->msg, n)) {
+		bpf_ringbuf_discard(a, 0);
+		return;
+	}
+	a->len = n;
+	bpf_ringbuf_submit(a, BPF_RB_NO_WAKEUP); /* read at each eviction, never awaited */
 }
 
 /* dns_inspect reads a DNS message at the start of the packet's payload. */
@@ -122,6 +166,8 @@ static __noinline void dns_inspect(struct __sk_buff *skb, const struct pkt *p, c
 		return;
 	}
 	/* An answer, on its own flow. */
+	if (dns_answers_on)
+		dns_hand_on(skb, off, k, me, gen);
 	e = enrich_entry(k, gen);
 	if (e) {
 		e->dns_id = id;

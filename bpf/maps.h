@@ -186,6 +186,16 @@ struct {
 	__uint(max_entries, 1);
 } dns_pending SEC(".maps");
 
+/* DNS answers for the agent's address -> name cache (bpf/dns.h,
+ * struct dns_answer): one record per answer, at its counting hook; a full
+ * ring counts ENRICH_DNS_ANSWERS_LOST. Sized at load when the dns feature
+ * hands answers on (internal/agent/feature/dns, AnswerRingBytes), else
+ * one page, the smallest ring. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} dns_answers SEC(".maps");
+
 /* Feature "xlat" (bpf/xlat.h): a packet's tuple after NAT -> its flow's
  * key, the tuple before NAT. LRU: an alias it forgets is written again by
  * the next packet where conntrack is (the namespace of the NAT, which a

@@ -128,7 +128,8 @@ enum enrich_counter {
 	ENRICH_LOST = 0, /* events whose entry could not be inserted (map full, allocator failed) */
 	ENRICH_DNS_FULL = 1, /* DNS queries not tracked: dns_pending was full (bpf/dns.h) */
 	ENRICH_UNWATCHED = 2, /* drops, RTT samples, retransmits of flows no watched interface carried (bpf/enrich.h) */
-	ENRICH_CNT_MAX = 3,
+	ENRICH_DNS_ANSWERS_LOST = 3, /* DNS answers not handed to the agent: ring dns_answers full (bpf/dns.h) */
+	ENRICH_CNT_MAX = 4,
 };
 
 /* The 7-tuple and a zone. IPv4 addresses are stored IPv4-mapped (::ffff:a.b.c.d). */

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"html"
 	"io"
 	"net"
 	"net/http"
@@ -433,10 +434,15 @@ func (p *uiProxy) page(w http.ResponseWriter, r *http.Request) {
 			last = fmt.Errorf("%s: %w", p.name(s), err)
 			continue
 		}
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Content-Security-Policy", pageCSP)
+		if code >= 400 && isDocument(r.URL.Path) {
+			refused(w, code, p.name(s), body)
+			return
+		}
 		if ct := contentType(r.URL.Path, body); ct != "" {
 			w.Header().Set("Content-Type", ct)
 		}
-		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.WriteHeader(code)
 		w.Write(body)
 		return
@@ -444,10 +450,42 @@ func (p *uiProxy) page(w http.ResponseWriter, r *http.Request) {
 	uiError(w, http.StatusBadGateway, last.Error())
 }
 
+// pageCSP is the collector's Content-Security-Policy for its page
+// (internal/collector/ui), kept on the page flowlens ui serves.
+const pageCSP = "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:"
+
+// isDocument says whether path is the page itself rather than one of its
+// files.
+func isDocument(path string) bool {
+	return strings.HasSuffix(path, "/") || strings.HasSuffix(path, ".html")
+}
+
+// refused answers the browser's request for the page, which the collector
+// refused (401: no or a bad token, 403: no read permission), with a page
+// saying so in the collector's words, rather than its JSON: a person
+// opening flowlens ui with the wrong credentials reads why, and no data.
+func refused(w http.ResponseWriter, code int, collector string, body []byte) {
+	var e struct{ Error string }
+	msg := http.StatusText(code)
+	if json.Unmarshal(body, &e) == nil && e.Error != "" {
+		msg = e.Error
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	fmt.Fprintf(w, `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>flowlens service map: refused</title><link rel="icon" href="data:,"></head>
+<body><h1>The collector refused to show the service map</h1>
+<p id="refusal">%s: %d %s</p>
+<p>flowlens ui sends the token of your kubeconfig (or --token): its user needs get on flowcollectors/flows (the ClusterRole flowlens-flows-reader). See docs/ui.md.</p>
+</body></html>
+`, html.EscapeString(collector), code, html.EscapeString(textfmt.Safe(msg)))
+}
+
 // contentType is the type of a page file by its name, else sniffed.
 func contentType(path string, body []byte) string {
 	switch {
-	case strings.HasSuffix(path, "/") || strings.HasSuffix(path, ".html"):
+	case isDocument(path):
 		return "text/html; charset=utf-8"
 	case strings.HasSuffix(path, ".js"):
 		return "text/javascript; charset=utf-8"

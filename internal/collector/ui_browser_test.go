@@ -29,7 +29,7 @@ import (
 
 // The lab the page is shown: two namespaces (--k8s-static), shop's web
 // (two pods) calling its db and billing's api, billing's api calling its
-// ledger (with drops) and an external address.
+// ledger (with drops) and an external address (answered for example.com).
 const browserLab = `{
   "10.1.0.10": {"kind": "pod", "namespace": "shop", "name": "web-7d9c5-abcde", "workload": "web", "workload_kind": "Deployment", "node": "node-7"},
   "10.1.0.11": {"kind": "pod", "namespace": "shop", "name": "web-7d9c5-fghij", "workload": "web", "workload_kind": "Deployment", "node": "node-7"},
@@ -51,13 +51,17 @@ func browserLabFlows(now time.Time) []flow.Record {
 		r.DropsFields = flow.DropsFields{DropPackets: packets, DropBytes: packets * 60, DropCause: "NETFILTER_DROP"}
 		return r
 	}
+	named := func(r flow.Record, name string) flow.Record { // the agents' dns feature saw name answered for it
+		r.DstDNSName = name
+		return r
+	}
 	return []flow.Record{
 		tcp("10.1.0.10", "10.1.0.20", 41001, 5432, 48000, 60, 800*time.Microsecond, 20*time.Second),
 		tcp("10.1.0.11", "10.1.0.20", 41002, 5432, 36000, 45, 900*time.Microsecond, 18*time.Second),
 		tcp("10.1.0.10", "10.2.0.10", 41003, 8080, 12000, 20, 1200*time.Microsecond, 15*time.Second),
 		drop(tcp("10.2.0.10", "10.2.0.20", 41004, 7000, 9000, 30, 2*time.Millisecond, 8*time.Second), 6),
 		drop(tcp("10.2.0.10", "10.2.0.20", 41005, 7000, 3000, 10, 3*time.Millisecond, 4*time.Second), 2),
-		tcp("10.2.0.10", "93.184.216.34", 41006, 443, 5000, 12, 25*time.Millisecond, 10*time.Second),
+		named(tcp("10.2.0.10", "93.184.216.34", 41006, 443, 5000, 12, 25*time.Millisecond, 10*time.Second), "example.com"),
 	}
 }
 
@@ -81,7 +85,8 @@ func chromium(t *testing.T) string {
 // The service map in a real browser: headless Chromium loads the page from
 // the collector's --ui-listen, fed the lab's flows (Kubernetes context from
 // --k8s-static). The graph shows exactly the lab's four workloads, the
-// external /24 and the four edges, the dropping edge red; a click on
+// external /24 (labelled with its DNS name) and the four edges, the
+// dropping edge red; a click on
 // billing's api → ledger edge lists its two flows, newest first, with their
 // pods and the drop cause; the namespace filter "shop" leaves shop's
 // workloads and the one billing peer they call, hiding ledger and the
@@ -200,6 +205,12 @@ func TestServiceMapInBrowser(t *testing.T) {
 		t.Errorf("graph drawn:\n%+v\nwant\n%+v", g, want)
 	}
 	t.Logf("graph: %d nodes %q, %d edges %q, red %q", len(g.Nodes), g.Nodes, len(g.Edges), g.Edges, g.Red)
+	// The external /24 is labelled with the DNS name its address had.
+	var label string
+	eval(fmt.Sprintf(`window.flowlensMap.cy.getElementById(%q).data("label")`, ext), &label)
+	if label != "example.com" {
+		t.Errorf("the external node's label %q, want example.com (its address's DNS name)", label)
+	}
 
 	// where is the page's point where element id is drawn: an edge's
 	// midpoint, a node's centre.

@@ -12,6 +12,7 @@ import (
 // tcp_flags, eth_type, dscp, src_mac, dst_mac, start_time, end_time,
 // interfaces[{name,ifindex,netns,direction}], for a flow seen in a tunnel
 // tunnel_type, tunnel_src_addr, tunnel_dst_addr and tunnel_vni (Tunnel),
+// src_dns_name and dst_dns_name when set,
 // sampling, partial, then each
 // group's fields (Groups, in order; each appender says when it writes
 // them): drop_*, rtt_ns and rtt_max_ns, retransmits, for translated flows
@@ -67,6 +68,7 @@ func (r *Record) AppendJSON(b []byte) []byte {
 		b = append(b, `,"frag_unmatched":true`...)
 	}
 	b = r.Tunnel.appendJSON(b)
+	b = r.appendDNSNames(b)
 	if r.L4Unread {
 		b = append(b, `,"l4_unread":true`...)
 	}

@@ -108,6 +108,10 @@ type Record struct {
 	Sampling uint32 // 1 = every packet was looked at
 	Partial  bool   // an enrichment entry with no matching flow entry
 
+	// The addresses' names from the DNS answers the agent saw
+	// (dnsnames.go); "": none.
+	SrcDNSName, DstDNSName string
+
 	// The feature groups: each kernel feature's fields, in a struct of its
 	// own file (drops.go, rtt.go ...). They are embedded, so a field reads
 	// as before (r.DNSName, r.RTT) and keeps the name of its JSON and

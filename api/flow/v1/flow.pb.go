@@ -435,7 +435,12 @@ type Flow struct {
 	// the agent could not read to their end (truncated, past its parse
 	// window, more than six): they are counted in this flow, under the last
 	// protocol read (IPv6: the next header not read) and ports 0.
-	ExtUnread     bool `protobuf:"varint,62,opt,name=ext_unread,json=extUnread,proto3" json:"ext_unread,omitempty"`
+	ExtUnread bool `protobuf:"varint,62,opt,name=ext_unread,json=extUnread,proto3" json:"ext_unread,omitempty"`
+	// The names the agent's DNS feature saw answered for the source and
+	// destination addresses (the question's name of an A or AAAA answer
+	// that gave the address, within its TTL; docs/dns.md); "" when none.
+	SrcDnsName    string `protobuf:"bytes,63,opt,name=src_dns_name,json=srcDnsName,proto3" json:"src_dns_name,omitempty"`
+	DstDnsName    string `protobuf:"bytes,64,opt,name=dst_dns_name,json=dstDnsName,proto3" json:"dst_dns_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -699,6 +704,20 @@ func (x *Flow) GetExtUnread() bool {
 		return x.ExtUnread
 	}
 	return false
+}
+
+func (x *Flow) GetSrcDnsName() string {
+	if x != nil {
+		return x.SrcDnsName
+	}
+	return ""
+}
+
+func (x *Flow) GetDstDnsName() string {
+	if x != nil {
+		return x.DstDnsName
+	}
+	return ""
 }
 
 // Tunnel: the overlay an encapsulated packet of the flow was read out of.
@@ -1395,7 +1414,7 @@ const file_api_flow_v1_flow_proto_rawDesc = "" +
 	"\aifindex\x18\x02 \x01(\rR\aifindex\x12\x14\n" +
 	"\x05netns\x18\x03 \x01(\tR\x05netns\x12\x19\n" +
 	"\bnetns_id\x18\x04 \x01(\x04R\anetnsId\x129\n" +
-	"\tdirection\x18\x05 \x01(\x0e2\x1b.flowlens.flow.v1.DirectionR\tdirection\"\x9f\t\n" +
+	"\tdirection\x18\x05 \x01(\x0e2\x1b.flowlens.flow.v1.DirectionR\tdirection\"\xe3\t\n" +
 	"\x04Flow\x12\x19\n" +
 	"\bsrc_addr\x18\x01 \x01(\fR\asrcAddr\x12\x19\n" +
 	"\bdst_addr\x18\x02 \x01(\fR\adstAddr\x12\x19\n" +
@@ -1434,7 +1453,11 @@ const file_api_flow_v1_flow_proto_rawDesc = "" +
 	"\x06tunnel\x18< \x01(\v2\x18.flowlens.flow.v1.TunnelR\x06tunnel\x12\x1b\n" +
 	"\tl4_unread\x18= \x01(\bR\bl4Unread\x12\x1d\n" +
 	"\n" +
-	"ext_unread\x18> \x01(\bR\textUnreadJ\x04\b\x15\x10\x1dJ\x04\b \x102\"\xbd\x01\n" +
+	"ext_unread\x18> \x01(\bR\textUnread\x12 \n" +
+	"\fsrc_dns_name\x18? \x01(\tR\n" +
+	"srcDnsName\x12 \n" +
+	"\fdst_dns_name\x18@ \x01(\tR\n" +
+	"dstDnsNameJ\x04\b\x15\x10\x1dJ\x04\b \x102\"\xbd\x01\n" +
 	"\x06Tunnel\x12\x1f\n" +
 	"\vtunnel_type\x18\x01 \x01(\rR\n" +
 	"tunnelType\x12&\n" +

@@ -73,7 +73,7 @@ func defaultConfig() *Config {
 // they are compared as printed).
 func checkDNSDefaults(t *testing.T, c *Config) {
 	t.Helper()
-	if got, want := fmt.Sprintf("%d %+v", len(c.FeatureOptions), c.FeatureOptions["dns"]), "1 &{Ports:[53] Timeout:5s}"; got != want {
+	if got, want := fmt.Sprintf("%d %+v", len(c.FeatureOptions), c.FeatureOptions["dns"]), "1 &{Ports:[53] Timeout:5s NamesCacheSize:16384}"; got != want {
 		t.Errorf("feature options %s, want %s", got, want)
 	}
 }

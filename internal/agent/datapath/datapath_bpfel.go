@@ -81,10 +81,11 @@ const (
 type datapathEnrichCounter uint32
 
 const (
-	datapathEnrichCounterENRICH_LOST      datapathEnrichCounter = 0
-	datapathEnrichCounterENRICH_DNS_FULL  datapathEnrichCounter = 1
-	datapathEnrichCounterENRICH_UNWATCHED datapathEnrichCounter = 2
-	datapathEnrichCounterENRICH_CNT_MAX   datapathEnrichCounter = 3
+	datapathEnrichCounterENRICH_LOST             datapathEnrichCounter = 0
+	datapathEnrichCounterENRICH_DNS_FULL         datapathEnrichCounter = 1
+	datapathEnrichCounterENRICH_UNWATCHED        datapathEnrichCounter = 2
+	datapathEnrichCounterENRICH_DNS_ANSWERS_LOST datapathEnrichCounter = 3
+	datapathEnrichCounterENRICH_CNT_MAX          datapathEnrichCounter = 4
 )
 
 type datapathEnrichValue struct {
@@ -394,6 +395,7 @@ type datapathXlatAliasValue struct {
 const (
 	datapathMapControl             = "control"
 	datapathMapCounters            = "counters"
+	datapathMapDnsAnswers          = "dns_answers"
 	datapathMapDnsPending          = "dns_pending"
 	datapathMapEnrichA             = "enrich_a"
 	datapathMapEnrichB             = "enrich_b"
@@ -428,6 +430,7 @@ const (
 	datapathProgRttFentry          = "rtt_fentry"
 	datapathProgRttTcpProbe        = "rtt_tcp_probe"
 	datapathProgTcpState           = "tcp_state"
+	datapathVarDnsAnswersOn        = "dns_answers_on"
 	datapathVarDnsOn               = "dns_on"
 	datapathVarDnsPorts            = "dns_ports"
 	datapathVarDropsUnwatched      = "drops_unwatched"
@@ -525,6 +528,7 @@ type datapathProgramSpecs struct {
 type datapathMapSpecs struct {
 	Control         *ebpf.MapSpec `ebpf:"control"`
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
+	DnsAnswers      *ebpf.MapSpec `ebpf:"dns_answers"`
 	DnsPending      *ebpf.MapSpec `ebpf:"dns_pending"`
 	EnrichA         *ebpf.MapSpec `ebpf:"enrich_a"`
 	EnrichB         *ebpf.MapSpec `ebpf:"enrich_b"`
@@ -554,6 +558,7 @@ type datapathMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type datapathVariableSpecs struct {
+	DnsAnswersOn        *ebpf.VariableSpec `ebpf:"dns_answers_on"`
 	DnsOn               *ebpf.VariableSpec `ebpf:"dns_on"`
 	DnsPorts            *ebpf.VariableSpec `ebpf:"dns_ports"`
 	DropsUnwatched      *ebpf.VariableSpec `ebpf:"drops_unwatched"`
@@ -612,6 +617,7 @@ func (o *datapathObjects) Close() error {
 type datapathMaps struct {
 	Control         *ebpf.Map `ebpf:"control"`
 	Counters        *ebpf.Map `ebpf:"counters"`
+	DnsAnswers      *ebpf.Map `ebpf:"dns_answers"`
 	DnsPending      *ebpf.Map `ebpf:"dns_pending"`
 	EnrichA         *ebpf.Map `ebpf:"enrich_a"`
 	EnrichB         *ebpf.Map `ebpf:"enrich_b"`
@@ -641,6 +647,7 @@ func (m *datapathMaps) Close() error {
 	return _DatapathClose(
 		m.Control,
 		m.Counters,
+		m.DnsAnswers,
 		m.DnsPending,
 		m.EnrichA,
 		m.EnrichB,
@@ -671,6 +678,7 @@ func (m *datapathMaps) Close() error {
 //
 // It can be passed to loadDatapathObjects or ebpf.CollectionSpec.LoadAndAssign.
 type datapathVariables struct {
+	DnsAnswersOn        *ebpf.Variable `ebpf:"dns_answers_on"`
 	DnsOn               *ebpf.Variable `ebpf:"dns_on"`
 	DnsPorts            *ebpf.Variable `ebpf:"dns_ports"`
 	DropsUnwatched      *ebpf.Variable `ebpf:"drops_unwatched"`

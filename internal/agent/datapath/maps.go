@@ -27,6 +27,7 @@ type Maps struct {
 	FilterIfaces   *ebpf.Map    // its per-interface bits
 	FilterCounters *ebpf.Map    // per-CPU packets matched per rule
 	DNSPending     *ebpf.Map    // DNS queries awaiting their answer (hash, feature "dns")
+	DNSAnswers     *ebpf.Map    // DNS answers for the agent's address -> name cache (ring, feature "dns")
 	XlatAlias      *ebpf.Map    // post-NAT tuple -> the flow's key before NAT (LRU, feature "xlat")
 	TCPConns       *ebpf.Map    // TCP connections seen open, by the client's flow (LRU, feature "tcp")
 	TCPZwin        *ebpf.Map    // each flow's last zero-window acknowledgement (LRU, feature "tcp")
@@ -77,6 +78,7 @@ func (m *Maps) table() []struct {
 		{datapathMapFilterIfaces, &m.FilterIfaces},
 		{datapathMapFilterCounters, &m.FilterCounters},
 		{datapathMapDnsPending, &m.DNSPending},
+		{datapathMapDnsAnswers, &m.DNSAnswers},
 		{datapathMapXlatAlias, &m.XlatAlias},
 		{datapathMapTcpConns, &m.TCPConns},
 		{datapathMapTcpZwin, &m.TCPZwin},
@@ -204,6 +206,18 @@ func (m *Maps) ReadEnrichmentUnwatched() (uint64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	v, err := m.sumPerCPU(m.EnrichCounters, enrichCounterUnwatched)
+	if err != nil {
+		return 0, fmt.Errorf("read enrichment counters: %w", err)
+	}
+	return v, nil
+}
+
+// ReadDNSAnswersLost sums over CPUs the DNS answers the TC programs could
+// not hand to the agent because ring dns_answers was full.
+func (m *Maps) ReadDNSAnswersLost() (uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, err := m.sumPerCPU(m.EnrichCounters, enrichCounterDNSLost)
 	if err != nil {
 		return 0, fmt.Errorf("read enrichment counters: %w", err)
 	}

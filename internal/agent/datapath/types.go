@@ -98,6 +98,7 @@ const (
 	enrichCounterLost      = uint32(datapathEnrichCounterENRICH_LOST)
 	enrichCounterDNSFull   = uint32(datapathEnrichCounterENRICH_DNS_FULL)
 	enrichCounterUnwatched = uint32(datapathEnrichCounterENRICH_UNWATCHED)
+	enrichCounterDNSLost   = uint32(datapathEnrichCounterENRICH_DNS_ANSWERS_LOST)
 )
 
 // The TC programs' names (feature "flows"), as the metrics label them.
@@ -132,6 +133,15 @@ const (
 
 // MapDNSPending is the name of the dns feature's map of pending queries.
 const MapDNSPending = datapathMapDnsPending
+
+// MapDNSAnswers is the name of the dns feature's ring of answers (struct
+// dns_answer, bpf/dns.h: a native-endian __u32 length, then that many
+// bytes of the message, at most DNSAnswerMax).
+const MapDNSAnswers = datapathMapDnsAnswers
+
+// DNSAnswerMax is DNS_ANSWER_MAX (bpf/dns.h): the bytes of an answer the
+// ring carries.
+const DNSAnswerMax = 512
 
 // MapXlatAlias is the name of the xlat feature's map of post-NAT tuples to
 // their flows' keys (bpf/xlat.h).

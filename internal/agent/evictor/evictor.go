@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -159,8 +160,9 @@ type Evictor struct {
 	// slice so the features get a pointer to them without a copy escaping.
 	pending    map[datapath.FlowKey]int32
 	enrichVals []datapath.EnrichValue
-	names      nameCache  // reused by every eviction
-	pool       *flow.Pool // the record batches handed to the Sink
+	names      nameCache           // reused by every eviction
+	annotators []feature.Annotator // the Features that annotate every record
+	pool       *flow.Pool          // the record batches handed to the Sink
 	over       *overflowAgg
 	ring       *ringbuf.Reader
 	ringWG     sync.WaitGroup
@@ -211,6 +213,11 @@ func New(cfg Config) (*Evictor, error) {
 	}
 	e := &Evictor{Stats: cfg.Stats, cfg: cfg, log: cfg.Logger, gens: cfg.Generations, over: newOverflowAgg(cfg.OverflowMaxFlows, cfg.Stats),
 		pool: flow.NewPool(cfg.BatchSize), pending: map[datapath.FlowKey]int32{}}
+	for _, f := range cfg.Features {
+		if a, ok := f.(feature.Annotator); ok {
+			e.annotators = append(e.annotators, a)
+		}
+	}
 	if cfg.Overflow != nil {
 		rd, err := ringbuf.NewReader(cfg.Overflow)
 		if err != nil {
@@ -296,7 +303,15 @@ func (e *Evictor) Shutdown() error {
 		e.ring.Close()
 		e.ring = nil
 	}
-	return e.Evict(ReasonShutdown)
+	err := e.Evict(ReasonShutdown)
+	// The features' own readers (dns's ring of answers), read by that
+	// last eviction's sweep.
+	for _, f := range e.cfg.Features {
+		if c, ok := f.(io.Closer); ok {
+			c.Close()
+		}
+	}
+	return err
 }
 
 // Evict runs one eviction cycle. Not safe for concurrent use (Run and
@@ -549,6 +564,11 @@ func (o *output) flush() {
 	if o.b.Len() == 0 {
 		o.b.Release()
 	} else {
+		for _, a := range o.e.annotators {
+			for i := range o.b.Records {
+				a.Annotate(&o.b.Records[i])
+			}
+		}
 		o.e.cfg.Sink.Push(o.b, o.until)
 	}
 	o.b = nil

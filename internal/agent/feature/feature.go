@@ -78,6 +78,14 @@ type Sweeper interface {
 	Sweep(m *datapath.Maps, end time.Duration, entry func(k *datapath.FlowKey) *datapath.EnrichValue) error
 }
 
+// An Annotator is a feature that adds to every flow record, not only to
+// the flows with an enrichment entry (Fill): dns's names of the addresses
+// its answers gave. The evictor calls Annotate on each record it hands on,
+// after Fill, on the goroutine Sweep runs on.
+type Annotator interface {
+	Annotate(r *flow.Record)
+}
+
 // A MetricsSource is a feature with metrics of its own (the agent registers
 // them beside the stages').
 type MetricsSource interface {

@@ -55,6 +55,25 @@ func cidrOf(a netip.Addr) string {
 	return p.String()
 }
 
+// keepNode puts n in nodes, with the DNS names its id had so far and, for
+// an external node, the flow end's dnsName.
+func keepNode(nodes map[string]Node, n Node, dnsName string) {
+	old, ok := nodes[n.ID]
+	if ok {
+		n.DNSNames = old.DNSNames
+	}
+	n.DNSNames = addName(n.DNSNames, n.Kind, dnsName)
+	nodes[n.ID] = n
+}
+
+// addName adds name to an external node's names, up to MaxDNSNames.
+func addName(names []string, kind, name string) []string {
+	if kind != KindExternal || name == "" || len(names) >= MaxDNSNames || slices.Contains(names, name) {
+		return names
+	}
+	return append(names, name)
+}
+
 // Ends are the nodes a flow goes from and to.
 func Ends(f *enriched.Flow, pods bool) (src, dst Node) {
 	return endpoint(f, &f.Src, f.SrcAddr, pods), endpoint(f, &f.Dst, f.DstAddr, pods)
@@ -115,7 +134,8 @@ func Build(flows []*enriched.Flow, q Query) Graph {
 		}
 		g.Flows++
 		src, dst := Ends(f, q.Pods)
-		nodes[src.ID], nodes[dst.ID] = src, dst
+		keepNode(nodes, src, f.SrcDNSName)
+		keepNode(nodes, dst, f.DstDNSName)
 		k := edgeKey{src.ID, dst.ID}
 		e := edges[k]
 		if e == nil {
@@ -153,6 +173,8 @@ func (g *Graph) assemble(all []*Edge, nodes map[string]Node, q Query) {
 	keep := func(id string) *Node {
 		n := nodes[id]
 		n.Bytes, n.Packets, n.DropPackets = 0, 0, 0
+		n.DNSNames = slices.Clone(n.DNSNames)
+		slices.Sort(n.DNSNames)
 		kept[id] = &n
 		return &n
 	}

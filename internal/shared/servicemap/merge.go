@@ -20,6 +20,14 @@ func Merge(gs []Graph, q Query) Graph {
 		out.OmittedNodes += g.OmittedNodes
 		out.OmittedEdges += g.OmittedEdges
 		for _, n := range g.Nodes {
+			old, ok := nodes[n.ID]
+			if ok {
+				names := slices.Clone(old.DNSNames)
+				for _, name := range n.DNSNames {
+					names = addName(names, n.Kind, name)
+				}
+				n.DNSNames = names
+			}
 			nodes[n.ID] = n
 		}
 		for _, e := range g.Edges {

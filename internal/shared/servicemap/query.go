@@ -19,6 +19,8 @@ const (
 	MaxLast         = 1000
 	maxTerms        = 64 // values of one filter
 	maxPorts        = 16 // ports listed on one edge
+	// MaxDNSNames bounds the names listed on one external node.
+	MaxDNSNames = 8
 )
 
 // Query is what a graph or flows request asks: the window, the filters

@@ -99,3 +99,37 @@ max_nodes="5000": want a number from 1 to 300`
 		t.Errorf("Values round trip: %+v %v, want %+v", back, err, q)
 	}
 }
+
+// An external node lists the DNS names its addresses carried (the agents'
+// src_dns_name, dst_dns_name), sorted and once each; a pod's name on a
+// flow is not listed on its workload; Merge joins the collectors' names.
+func TestExternalDNSNames(t *testing.T) {
+	web := pod("shop", "web")
+	ext := func(dst, name string) *enriched.Flow {
+		f := fl(web, enriched.K8sContext{Kind: "external"}, 100)
+		f.DstAddr, f.DstDNSName, f.SrcDNSName = netip.MustParseAddr(dst), name, "web.shop.example"
+		return f
+	}
+	q, err := ParseQuery(url.Values{}, now, DefaultMaxNodes, DefaultMaxEdges)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := Build([]*enriched.Flow{ext("140.82.121.4", "api.github.com"), ext("140.82.121.3", "github.com"),
+		ext("140.82.121.4", "api.github.com"), ext("140.82.121.5", ""), ext("93.184.216.34", "example.com")}, q)
+	names := map[string][]string{}
+	for _, n := range g.Nodes {
+		names[n.ID] = n.DNSNames
+	}
+	want := map[string][]string{"workload:shop/Deployment/web": nil,
+		"external:140.82.121.0/24": {"api.github.com", "github.com"}, "external:93.184.216.0/24": {"example.com"}}
+	if !reflect.DeepEqual(names, want) {
+		t.Errorf("names %q, want %q", names, want)
+	}
+	other := Build([]*enriched.Flow{ext("140.82.121.9", "codeload.github.com")}, q)
+	m := Merge([]Graph{g, other}, q)
+	for _, n := range m.Nodes {
+		if n.ID == "external:140.82.121.0/24" && !reflect.DeepEqual(n.DNSNames, []string{"api.github.com", "codeload.github.com", "github.com"}) {
+			t.Errorf("merged: %q", n.DNSNames)
+		}
+	}
+}

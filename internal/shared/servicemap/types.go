@@ -48,6 +48,11 @@ type Node struct {
 	WorkloadKind string `json:"workload_kind"`
 	// Workload is a pod's workload (Kind pod), for grouping pods under it.
 	Workload string `json:"workload,omitempty"`
+	// DNSNames are an external node's names: the src_dns_name or
+	// dst_dns_name its addresses carried in the window's flows (the names
+	// the agents' dns feature saw answered for them), sorted, at most
+	// MaxDNSNames.
+	DNSNames []string `json:"dns_names,omitempty"`
 	// Totals over the node's edges in the graph (both directions).
 	Bytes       uint64 `json:"bytes"`
 	Packets     uint64 `json:"packets"`

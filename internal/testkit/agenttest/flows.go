@@ -71,6 +71,9 @@ type JSONFlow struct {
 	DNSName      string `json:"dns_name"`
 	DNSLatencyNs uint64 `json:"dns_latency_ns"`
 	DNSTimeout   bool   `json:"dns_timeout"`
+
+	SrcDNSName string `json:"src_dns_name"`
+	DstDNSName string `json:"dst_dns_name"`
 }
 
 // Ifaces lists the flow's interfaces as netns/name:direction.

@@ -3,8 +3,11 @@ package netlab
 import (
 	"encoding/binary"
 	"net"
+	"net/netip"
 	"strings"
 	"time"
+
+	"golang.org/x/net/dns/dnsmessage"
 )
 
 // DNSQuery is a DNS query for name (type A, class IN), id given.
@@ -72,6 +75,92 @@ func SlowDNS(t T, ns *Netns, addr string, delay time.Duration) {
 			ans[3] = 0x80  // RA, NOERROR
 			time.Sleep(delay)
 			c.WriteToUDP(ans, from)
+		}
+	}()
+}
+
+// DNSRecord is one A or AAAA record of a DNSAnswer: A for an IPv4
+// address, AAAA for an IPv6 one.
+type DNSRecord struct {
+	Addr string
+	TTL  uint32
+}
+
+// DNSAnswer is the response (NOERROR, RA) with id to a type A query for
+// name, carrying the records.
+func DNSAnswer(id uint16, name string, records ...DNSRecord) ([]byte, error) {
+	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: id, Response: true, RecursionAvailable: true})
+	b.EnableCompression()
+	n, err := dnsmessage.NewName(name + ".")
+	if err != nil {
+		return nil, err
+	}
+	if err := b.StartQuestions(); err != nil {
+		return nil, err
+	}
+	if err := b.Question(dnsmessage.Question{Name: n, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET}); err != nil {
+		return nil, err
+	}
+	if err := b.StartAnswers(); err != nil {
+		return nil, err
+	}
+	for _, r := range records {
+		a, err := netip.ParseAddr(r.Addr)
+		if err != nil {
+			return nil, err
+		}
+		h := dnsmessage.ResourceHeader{Name: n, Class: dnsmessage.ClassINET, TTL: r.TTL}
+		if a.Is4() {
+			err = b.AResource(h, dnsmessage.AResource{A: a.As4()})
+		} else {
+			err = b.AAAAResource(h, dnsmessage.AAAAResource{AAAA: a.As16()})
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return b.Finish()
+}
+
+// ServeDNS is a resolver on UDP addr in ns until the test ends: it answers
+// a name of zone with its records (DNSAnswer), any other with NXDOMAIN.
+func ServeDNS(t T, ns *Netns, addr string, zone map[string][]DNSRecord) {
+	t.Helper()
+	var c *net.UDPConn
+	if err := ns.Do(func() (err error) {
+		la, _ := net.ResolveUDPAddr("udp", addr)
+		c, err = net.ListenUDP("udp", la)
+		return
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := c.ReadFromUDP(buf)
+			if err != nil {
+				return
+			}
+			var p dnsmessage.Parser
+			h, err := p.Start(buf[:n])
+			if err != nil {
+				continue
+			}
+			q, err := p.Question()
+			if err != nil {
+				continue
+			}
+			name := strings.TrimSuffix(q.Name.String(), ".")
+			records, ok := zone[name]
+			msg, err := DNSAnswer(h.ID, name, records...)
+			if err != nil {
+				continue
+			}
+			if !ok {
+				msg[3] |= 3 // NXDOMAIN
+			}
+			c.WriteToUDP(msg, from)
 		}
 	}()
 }

@@ -42,6 +42,8 @@ var Bounds = map[protoreflect.FullName]int{
 	"flowlens.flow.v1.Xlat.xlat_src_addr":     16,
 	"flowlens.flow.v1.Xlat.xlat_dst_addr":     16,
 	"flowlens.flow.v1.DNS.dns_name":           flow.MaxDNSName,
+	"flowlens.flow.v1.Flow.src_dns_name":      flow.MaxDNSName,
+	"flowlens.flow.v1.Flow.dst_dns_name":      flow.MaxDNSName,
 	"flowlens.flow.v1.Tunnel.tunnel_src_addr": 16,
 	"flowlens.flow.v1.Tunnel.tunnel_dst_addr": 16,
 	"flowlens.flow.v1.TCP.tcp_role":           flow.MaxTCPRole,

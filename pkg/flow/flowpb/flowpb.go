@@ -98,6 +98,7 @@ func toProto(dst, spare *flowv1.Flow, r *flow.Record, nodeName string, agentIP [
 		groups[i].toProto(dst, spare, r)
 	}
 	tunnelToProto(dst, spare, r)
+	dst.SrcDnsName, dst.DstDnsName = r.SrcDNSName, r.DstDNSName
 
 	dst.NodeName = nodeName
 	dst.AgentIp = agentIP
@@ -268,7 +269,8 @@ func checkBounds(f *flowv1.Flow) error {
 		}
 		return nil
 	}
-	if err := str("node_name", f.NodeName, flow.MaxNodeName); err != nil {
+	if err := firstErr(str("node_name", f.NodeName, flow.MaxNodeName), str("src_dns_name", f.SrcDnsName, flow.MaxDNSName),
+		str("dst_dns_name", f.DstDnsName, flow.MaxDNSName)); err != nil {
 		return err
 	}
 	if n := len(f.Interfaces); n > flow.MaxInterfaces {
@@ -362,6 +364,7 @@ func toRecord(r *flow.Record, f *flowv1.Flow, ifs []flow.Interface) []flow.Inter
 		groups[i].toRecord(r, f)
 	}
 	tunnelToRecord(r, f)
+	r.SrcDNSName, r.DstDNSName = f.SrcDnsName, f.DstDnsName
 	return ifs
 }
 

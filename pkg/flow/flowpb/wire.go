@@ -110,7 +110,7 @@ func appendHead(b []byte, r *flow.Record, ifaces *flow.InterfaceCache) []byte {
 }
 
 // appendTail appends the Flow's fields after the identity: 31, then the
-// feature groups (50 on), in groups' order, then the tunnel (60), 61 and 62. Each is called by name, not
+// feature groups (50 on), in groups' order, then the tunnel (60), 61 to 64. Each is called by name, not
 // through groups: an indirect call per group and flow cost a sixth of the
 // encoder's time.
 func appendTail(b []byte, r *flow.Record) []byte {
@@ -126,7 +126,9 @@ func appendTail(b []byte, r *flow.Record) []byte {
 	// groupgen wire: end.
 	b = appendTunnel(b, r) // 60, after the groups
 	b = appendBool(b, 61, r.L4Unread)
-	return appendBool(b, 62, r.ExtUnread)
+	b = appendBool(b, 62, r.ExtUnread)
+	b = appendString(b, 63, r.SrcDNSName)
+	return appendString(b, 64, r.DstDNSName)
 }
 
 // appendInterface appends it as an element of Flow.interfaces (17).

@@ -100,6 +100,7 @@ func randRecords(rng *rand.Rand, n int) []flow.Record {
 		r.FragUnmatched, r.L4Unread, r.ExtUnread = rng.IntN(2) == 0, rng.IntN(2) == 0, rng.IntN(2) == 0
 		r.Sampling = uint32(u(math.MaxUint32))
 		r.Partial = rng.IntN(2) == 0
+		r.SrcDNSName, r.DstDNSName = str(), str()
 		r.DropPackets, r.DropBytes = u(math.MaxUint64), u(math.MaxUint64)
 		r.DropCause, r.DropTCPState = str(), str()
 		r.DropTCPFlags = uint16(u(0xffff))

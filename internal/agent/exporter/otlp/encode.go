@@ -205,6 +205,7 @@ func (e *encoder) attributes(r *flow.Record) {
 	if r.ExtUnread {
 		b = kvBool(b, a, kFlowlensExtUnread, true)
 	}
+	b = dnsNameAttributes(b, r)
 	b = kvInt(b, a, kFlowlensSampling, int64(r.Sampling))
 	if r.Partial {
 		b = kvBool(b, a, kFlowlensPartial, true)

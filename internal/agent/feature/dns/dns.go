@@ -37,7 +37,12 @@ type Feature struct {
 	// record says DNSTimeout (--dns-timeout); 0: dnsopt.DefaultTimeout.
 	Timeout time.Duration
 
+	// NamesCacheSize caps the address -> name cache (--dns-names-cache-size);
+	// nil: dnsopt.DefaultNamesCacheSize; 0: no names.
+	NamesCacheSize *int
+
 	timeouts atomic.Uint64 // queries Sweep reported as timed out
+	names    *Names        // nil without names
 	reader   *batchread.Reader[datapath.DNSPendingKey, datapath.DNSPendingValue]
 	expired  []pendingQuery // reused by every Sweep
 }
@@ -72,9 +77,45 @@ func (f *Feature) Plan(*btf.Spec) datapath.Plan {
 		ports = [4]uint16{}
 		copy(ports[:], f.Ports)
 	}
-	return datapath.Plan{Name: "dns",
+	p := datapath.Plan{Name: "dns",
 		TC:       map[string]any{"dns_on": uint32(1), "dns_ports": ports},
 		MapSizes: map[string]uint32{datapath.MapDNSPending: PendingQueries}}
+	if n := f.cacheSize(); n > 0 {
+		p.TC["dns_answers_on"] = uint32(1)
+		p.MapSizes[datapath.MapDNSAnswers] = AnswerRingBytes
+		if f.names == nil {
+			f.names = NewNames(n)
+		}
+	}
+	return p
+}
+
+func (f *Feature) cacheSize() int {
+	if f.NamesCacheSize == nil {
+		return dnsopt.DefaultNamesCacheSize
+	}
+	return *f.NamesCacheSize
+}
+
+// Names is the feature's address -> name cache; nil before Plan or
+// without names.
+func (f *Feature) Names() *Names { return f.names }
+
+// Close closes the reader of the ring of answers (the evictor, at its
+// shutdown).
+func (f *Feature) Close() error {
+	if f.names != nil {
+		f.names.close()
+	}
+	return nil
+}
+
+// Annotate names the record's addresses from the answers seen
+// (feature.Annotator).
+func (f *Feature) Annotate(r *flow.Record) {
+	if f.names != nil {
+		f.names.Annotate(r)
+	}
 }
 
 func (*Feature) Fields() []string {
@@ -85,7 +126,8 @@ func (*Feature) Fields() []string {
 // Configure takes the ports and the timeout from the configuration.
 func (f *Feature) Configure(c *config.Config) {
 	o := dnsopt.OptionsOf(c)
-	f.Ports, f.Timeout = o.Ports, o.Timeout
+	n := o.NamesCacheSize
+	f.Ports, f.Timeout, f.NamesCacheSize = o.Ports, o.Timeout, &n
 }
 
 func (f *Feature) timeout() time.Duration {
@@ -126,7 +168,21 @@ func (f *Feature) Fill(r *flow.Record, v *datapath.EnrichValue) {
 // (no packet of it in the period), with the query's id, flags and name.
 // So each unanswered query is reported once, in the record of the period in
 // which its timeout expired, whatever the period's length.
+//
+// First it reads the answers the kernel handed on since the last Sweep
+// into the names, so that this eviction's records carry them.
 func (f *Feature) Sweep(m *datapath.Maps, end time.Duration, entry func(*datapath.FlowKey) *datapath.EnrichValue) error {
+	var namesErr error
+	if f.names != nil && m.DNSAnswers != nil {
+		namesErr = f.names.drain(m.DNSAnswers, time.Now())
+	}
+	if err := f.sweep(m, end, entry); err != nil {
+		return errors.Join(namesErr, err)
+	}
+	return namesErr
+}
+
+func (f *Feature) sweep(m *datapath.Maps, end time.Duration, entry func(*datapath.FlowKey) *datapath.EnrichValue) error {
 	if f.reader == nil {
 		f.reader = batchread.NewReader[datapath.DNSPendingKey, datapath.DNSPendingValue](batchread.DefaultChunk, false)
 	}

@@ -25,6 +25,12 @@ const Name = "dns"
 const (
 	DefaultPort    = 53
 	DefaultTimeout = 5 * time.Second
+	// DefaultNamesCacheSize is how many addresses the agent keeps a DNS
+	// name for (--dns-names-cache-size).
+	DefaultNamesCacheSize = 16384
+	// maxNamesCacheSize bounds --dns-names-cache-size (about 200 bytes an
+	// entry: 200 MB at most).
+	maxNamesCacheSize = 1 << 20
 )
 
 // The range --dns-timeout accepts.
@@ -41,6 +47,10 @@ type Options struct {
 	// Timeout is how long a query may go unanswered before its flow's
 	// record says dns_timeout.
 	Timeout time.Duration
+	// NamesCacheSize caps the address -> name cache filled from the
+	// answers (src_dns_name, dst_dns_name); 0: no names, answers are not
+	// handed to the agent.
+	NamesCacheSize int
 }
 
 // OptionsOf returns the dns options of a loaded configuration.
@@ -54,6 +64,16 @@ var Rows = []*cliconf.Option[config.Config]{
 	{Name: "dns-timeout", Arg: "duration", Default: DefaultTimeout.String(),
 		Usage: "how long a DNS query may go unanswered before its flow says dns_timeout (100ms to 1m)",
 		Set:   cliconf.Duration(func(c *config.Config) *time.Duration { return &OptionsOf(c).Timeout })},
+	{Name: "dns-names-cache-size", Arg: "n", Default: strconv.Itoa(DefaultNamesCacheSize),
+		Usage: "addresses the agent keeps the DNS name of, from the A and AAAA records of the answers it sees, for src_dns_name and dst_dns_name (until their TTL; when full, the one expiring first goes, counted); 0: no names",
+		Set: func(c *config.Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n > maxNamesCacheSize {
+				return fmt.Errorf("must be a number from 0 to %d", maxNamesCacheSize)
+			}
+			OptionsOf(c).NamesCacheSize = n
+			return nil
+		}},
 }
 
 func setPorts(c *config.Config, items []string) error {

@@ -151,7 +151,7 @@ function elements(g) {
   const namespaces = new Set();
   for (const n of g.nodes) {
     if (n.namespace) namespaces.add(n.namespace);
-    const label = n.kind === "workload" ? n.name : n.kind === "pod" ? n.name : n.name || n.id;
+    const label = n.kind === "workload" || n.kind === "pod" ? n.name : externalLabel(n);
     out.push({
       group: "nodes",
       data: { id: n.id, parent: n.namespace ? "ns:" + n.namespace : undefined, label,
@@ -170,6 +170,14 @@ function elements(g) {
     });
   }
   return out;
+}
+
+// externalLabel names an external node by the DNS names its addresses
+// were answered for (the first, and how many more), else its subnet.
+function externalLabel(n) {
+  const names = n.dns_names || [];
+  if (!names.length) return n.name || n.id;
+  return names[0] + (names.length > 1 ? ` +${names.length - 1}` : "");
 }
 
 function draw(g) {
@@ -252,7 +260,7 @@ function search() {
   if (!q) return;
   const hits = cy.nodes().not(".namespace").filter((n) => {
     const d = n.data("node");
-    return [d.id, d.name, d.namespace, d.workload].some((s) => s && s.toLowerCase().includes(q));
+    return [d.id, d.name, d.namespace, d.workload, ...(d.dns_names || [])].some((s) => s && s.toLowerCase().includes(q));
   });
   cy.elements().not(".namespace").addClass("dim");
   hits.removeClass("dim").addClass("hit");
@@ -346,6 +354,7 @@ function showNode(n) {
 <table>
 <tr><th>kind</th><td>${esc(n.kind)}${n.workload_kind ? " (" + esc(n.workload_kind) + ")" : ""}</td></tr>
 ${n.namespace ? `<tr><th>namespace</th><td>${esc(n.namespace)}</td></tr>` : ""}
+${(n.dns_names || []).length ? `<tr><th>DNS names</th><td id="dns-names">${n.dns_names.map(esc).join(", ")}</td></tr>` : ""}
 <tr><th>bytes</th><td class="n">${fmtBytes(n.bytes)}</td></tr>
 <tr><th>packets</th><td class="n">${n.packets}</td></tr>
 <tr><th>dropped packets</th><td class="n ${n.drop_packets ? "bad" : ""}">${n.drop_packets}</td></tr>
