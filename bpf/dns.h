@@ -182,6 +182,7 @@ static __noinline void dns_inspect(struct __sk_buff *skb, const struct pkt *p, c
 	pk.key.src_port = k->dst_port;
 	pk.key.dst_port = k->src_port;
 	pk.key.proto = k->proto;
+	pk.key.zone = k->zone; /* a loopback query and its answer share a namespace */
 	struct dns_pending_value *pv = bpf_map_lookup_elem(&dns_pending, &pk);
 	if (!pv)
 		return; /* its query was not seen, or was matched or timed out already */

@@ -114,3 +114,31 @@ func TestDNS(t *testing.T) {
 		}
 	}
 }
+
+// A query and its answer on a namespace's loopback (a node-local cache on
+// 127.0.0.x): the flow key's zone is non-zero there, and the answer must
+// find its query with it (it did not: every loopback answer was left
+// pending and the query reported as a timeout).
+func TestDNSOnLoopback(t *testing.T) {
+	p := agenttest.NewPair(t)
+	const delay = 20 * time.Millisecond
+	netlab.SlowDNS(t, p.A, "127.0.0.1:53", delay)
+	// Both namespaces' lo and the veth pair: 4 interfaces.
+	h := agenttest.Start(t, 4, agent.Options{}, p.NetnsArg(), "--exclude-interfaces=", "--features=dns",
+		"--dns-timeout=2s")
+	rc, err := netlab.AskDNS(p.A, "127.0.0.1:40101", "127.0.0.1:53", netlab.DNSQuery(0x5151, "lo.test"), time.Second)
+	if err != nil || rc < 0 {
+		t.Fatalf("loopback DNS: rcode %d (%v)", rc, err)
+	}
+	flows := h.Stop()
+	var q agenttest.JSONFlow
+	for _, f := range flows {
+		if (agenttest.Match{Src: "127.0.0.1", Dst: "127.0.0.1", Sport: 40101, Dport: 53, Proto: 17}).OK(f) && f.DNSName != "" {
+			q = f
+		}
+	}
+	if q.DNSName != "lo.test" || q.DNSID != 0x5151 || q.DNSTimeout || time.Duration(q.DNSLatencyNs) < delay {
+		t.Errorf("loopback query flow: name %q id %#x timeout %v latency %v; want lo.test 0x5151, answered after >= %v",
+			q.DNSName, q.DNSID, q.DNSTimeout, time.Duration(q.DNSLatencyNs), delay)
+	}
+}
