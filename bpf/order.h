@@ -36,7 +36,8 @@
 #include "core.h"
 #include "types.h"
 
-/* Device kinds as their first 8 bytes, little endian (rtnl_link_ops->kind). */
+/* Device kinds as their first 8 bytes, little endian (rtnl_link_ops->kind),
+ * and the mask of the bytes that name them with their NUL (KIND_IS). */
 #define KIND_VETH 0x68746576ULL       /* "veth" */
 #define KIND_NETKIT 0x74696b74656eULL /* "netkit" */
 /* Tunnels whose outer packets bpf/tunnel.h reads through at the uplink. */
@@ -45,12 +46,29 @@
 #define KIND_IPIP 0x70697069ULL         /* "ipip" */
 #define KIND_SIT 0x746973ULL            /* "sit" */
 #define KIND_IP6TNL 0x6c6e74367069ULL   /* "ip6tnl" */
+#define KIND_IS(k, K, len) (((k) & ((1ULL << (8 * ((len) + 1))) - 1)) == (K))
 #define IFF_LOOPBACK_ 0x8
 
-/* A non-empty adjacency list's head points away from itself. */
-#define STACKED(dev, list) \
-	((__u64)BPF_CORE_READ(dev, adj_list.list.next) != \
-	 (__u64)(dev) + bpf_core_field_offset(struct net_device, adj_list.list))
+/* A non-empty adjacency list's head points away from itself. Plain BTF
+ * loads from the device (PROBE_MEM, inlined), not helper calls. */
+#define STACKED(dev, list) ((__u64)(dev)->adj_list.list.next != (__u64)&(dev)->adj_list.list)
+
+/*
+ * kind_of is the device kind's first 8 bytes (0: none). One 8-byte read of
+ * the string, the bytes after its NUL included (KIND_IS masks them): a
+ * fixed-size copy, not the helper that scans for the NUL byte by byte; a
+ * string so near the end of a mapping that 8 bytes fault is read again up
+ * to its NUL.
+ */
+static __always_inline __u64 kind_of(const struct net_device *dev)
+{
+	__u64 kind = 0;
+	const struct rtnl_link_ops *ops = dev->rtnl_link_ops;
+	const char *kp = ops ? ops->kind : NULL;
+	if (kp && bpf_probe_read_kernel(&kind, sizeof(kind), kp) < 0)
+		bpf_probe_read_kernel_str(&kind, sizeof(kind), kp);
+	return kind;
+}
 
 /* order_of classifies this hook for this packet (enum hook_order). */
 static __noinline int order_of(struct __sk_buff *skb, __u32 dir)
@@ -63,18 +81,15 @@ static __noinline int order_of(struct __sk_buff *skb, __u32 dir)
 		return ORDER_UNKNOWN;
 	if (dir == DIR_EGRESS)
 		return STACKED(dev, upper) ? ORDER_UNKNOWN : ORDER_FIRST;
-	if (STACKED(dev, lower) || (BPF_CORE_READ(dev, flags) & IFF_LOOPBACK_))
+	if (STACKED(dev, lower) || (dev->flags & IFF_LOOPBACK_))
 		return ORDER_UNKNOWN;
-	__u64 kind = 0;
-	const char *kp = BPF_CORE_READ(dev, rtnl_link_ops, kind);
-	if (kp)
-		bpf_probe_read_kernel_str(&kind, sizeof(kind), kp);
-	if (kind == KIND_VETH || kind == KIND_NETKIT)
+	__u64 kind = kind_of(dev);
+	if (KIND_IS(kind, KIND_VETH, 4) || KIND_IS(kind, KIND_NETKIT, 6))
 		return ORDER_UNKNOWN;
 	/* Decapsulation by a tunnel whose outer packet the uplink keyed on
 	 * this inner flow already (bpf/tunnel.h). */
-	if (kind == KIND_VXLAN || kind == KIND_GENEVE || kind == KIND_IPIP || kind == KIND_SIT ||
-	    kind == KIND_IP6TNL)
+	if (KIND_IS(kind, KIND_VXLAN, 5) || KIND_IS(kind, KIND_GENEVE, 6) || KIND_IS(kind, KIND_IPIP, 4) ||
+	    KIND_IS(kind, KIND_SIT, 3) || KIND_IS(kind, KIND_IP6TNL, 6))
 		return ORDER_UNKNOWN;
 	return ORDER_FIRST;
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -290,4 +291,46 @@ func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
 		t.Fatalf("scrape %s: %v", url, err)
 	}
 	return fams
+}
+
+// progStats is, per BPF program (its "program" label), the run time and
+// runs the agent's metrics report (flowlens_agent_bpf_program_*).
+func progStats(fams map[string]*dto.MetricFamily) map[string][2]float64 {
+	out := map[string][2]float64{}
+	for _, name := range []string{"flowlens_agent_bpf_program_run_time_seconds_total", "flowlens_agent_bpf_program_runs_total"} {
+		f := fams[name]
+		if f == nil {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var prog string
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "program" {
+					prog = l.GetName() + "=" + l.GetValue()
+				}
+			}
+			v := out[prog]
+			if strings.HasSuffix(name, "seconds_total") {
+				v[0] += m.GetCounter().GetValue()
+			} else {
+				v[1] += m.GetCounter().GetValue()
+			}
+			out[prog] = v
+		}
+	}
+	return out
+}
+
+// progCost says, for each program that ran between two progStats, its
+// mean time per run in ns and its runs (the flood's per-packet kernel cost).
+func progCost(before, after map[string][2]float64) string {
+	var parts []string
+	for prog, a := range after {
+		b := before[prog]
+		if runs := a[1] - b[1]; runs > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.0f ns/run (%.0f runs)", strings.TrimPrefix(prog, "program="), (a[0]-b[0])*1e9/runs, runs))
+		}
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
 }

@@ -152,6 +152,7 @@ func TestNewFlowFlood(t *testing.T) {
 		return err == nil && ok, fmt.Sprint(err)
 	})
 	rx0, _, tx0, _ := netlab.LinkStats(p.B, p.IfB)
+	stats0 := progStats(scrape(t, url))
 
 	// The flood: one sender per CPU, each its own socket and flows.
 	senders := runtime.NumCPU()
@@ -178,12 +179,16 @@ func TestNewFlowFlood(t *testing.T) {
 			t.Fatalf("flood: %v", err)
 		}
 	}
+	stats1 := progStats(scrape(t, url))
 	sent := total.Load()
 	rate := float64(sent) / el.Seconds()
 	t.Logf("flood: %d new flows from %d senders in %v: %.0f flows/s (goal %d)", sent, senders, el.Round(time.Millisecond), rate, floodGoal)
 	if rate < floodGoal {
 		t.Logf("flood: below the goal of %d new flows/s on this machine (%d CPUs shared by the senders, the receive path and the agent)", floodGoal, senders)
 	}
+
+	load, _ := os.ReadFile("/proc/loadavg")
+	t.Logf("flood: BPF programs during the flood: %s; load average after it: %s", progCost(stats0, stats1), strings.TrimSpace(string(load)))
 
 	// Settled: two evictions after the flood, and the lost counts still.
 	m := scrape(t, url)

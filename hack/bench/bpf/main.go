@@ -19,6 +19,14 @@
 //	           looks the flow up in the overflow ring's memory (a miss), as
 //	           every new flow does on a node whose map filled up (opt-in:
 //	           -paths)
+//	full       a new-flow flood's steady state: the active map is known full
+//	           (bpf/full.h), the previous generation overflowed, and each run
+//	           is a flow not seen for a million runs, so every packet goes
+//	           to the overflow ring and into its memory (overflow_seen, an
+//	           LRU that is full after the first 16384: each insert evicts).
+//	           The ring is drained between repetitions, outside the timing
+//	           (at most -full-runs runs a repetition: they must fit in it).
+//	           Opt-in: -paths.
 //
 // "features on" loads the datapath with the enrichment maps sized and the
 // enrichment hooks (drops, rtt, retransmits) attached. Those are separate
@@ -42,6 +50,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -54,6 +63,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
 	"github.com/flowlens/flowlens/internal/agent/datapath"
@@ -82,6 +92,7 @@ type options struct {
 	onlyFeat   bool
 	capture    []string // packet capture cases (capture.go)
 	onlyCap    bool
+	fullRuns   int // runs per repetition on the full path (its records fit in the ring)
 }
 
 func main() {
@@ -94,6 +105,7 @@ func main() {
 	flag.StringVar(&paths, "paths", "exist-hot,exist,new,carry,listed,inherit", "paths to measure")
 	flag.IntVar(&o.existRuns, "exist-runs", 200000, "program runs per repetition on existing flows (at least N)")
 	flag.IntVar(&o.newFlows, "new-flows", 50000, "flows created per repetition on the new and carry paths")
+	flag.IntVar(&o.fullRuns, "full-runs", 6000, "runs per repetition on the full path (each sends a record to the 1 MiB overflow ring, drained between repetitions)")
 	flag.IntVar(&o.cpu, "cpu", 1, "CPU to pin the measuring thread to (-1: no pinning)")
 	flag.StringVar(&o.jsonOut, "json", "", "also write the results to this JSON file (for hack/bench/plot)")
 	flag.BoolVar(&o.mapChoice, "mapchoice", true, "also measure the enrichment map choice (shared hash + atomics vs per-CPU hash)")
@@ -566,7 +578,10 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 		var peerRet uint32
 		var runs int
 		var after func() error
-		var newPerRep uint64
+		var newPerRep, overflowPerRep uint64
+		if err := dp.Maps.Control.Put(datapath.ControlFlowsFull, uint32(0)); err != nil { // set by full only
+			return nil, err
+		}
 		switch path {
 		case "exist-hot":
 			progRun, floorRun, runs = real, noop.Noop, o.existRuns
@@ -625,6 +640,36 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 				_, err := cur.BatchDelete(ks, nil)
 				return err
 			}
+		case "full":
+			// Known full, and the previous generation overflowed: each
+			// packet looks its flow up in both maps and overflow_seen,
+			// classifies the hook, sends a record and remembers the flow.
+			if err := dp.Maps.Control.Put(datapath.ControlFlowsFull, gen+1); err != nil {
+				return nil, err
+			}
+			if err := dp.Maps.Control.Put(datapath.ControlOverflowed+((gen-1)&1), gen); err != nil {
+				return nil, err
+			}
+			const distinct = 1 << 20
+			first := n + 2*extra
+			runs, overflowPerRep = o.fullRuns, uint64(o.fullRuns)
+			p, closeP, err := driver(real, fam, first, distinct)
+			if err != nil {
+				return nil, err
+			}
+			defer closeP()
+			f, closeF, err := driver(noop.Noop, fam, first, distinct)
+			if err != nil {
+				return nil, err
+			}
+			defer closeF()
+			progRun, floorRun = p, f
+			rd, err := ringbuf.NewReader(dp.Maps.Overflow)
+			if err != nil {
+				return nil, err
+			}
+			defer rd.Close()
+			after = func() error { return drainRing(rd) }
 		default:
 			return nil, fmt.Errorf("unknown path %q", path)
 		}
@@ -703,8 +748,10 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 		if want := newPerRep * uint64(totalReps); created != want {
 			return nil, fmt.Errorf("%s: %d flows created, want %d", path, created, want)
 		}
-		if ov := cnt[datapath.CounterOverflowRecords] + cnt[datapath.CounterOverflowLost]; ov != 0 {
-			return nil, fmt.Errorf("%s: %d packets overflowed the flow map", path, ov)
+		ovRecs := cnt[datapath.CounterOverflowRecords] - before[datapath.CounterOverflowRecords]
+		ovLost := cnt[datapath.CounterOverflowLost] - before[datapath.CounterOverflowLost]
+		if want := overflowPerRep * uint64(totalReps); ovRecs != want || ovLost != 0 {
+			return nil, fmt.Errorf("%s: %d packets sent to the overflow ring and %d lost there, want %d and 0", path, ovRecs, ovLost, want)
 		}
 		r.Prog, r.Floor = summarize(c.pu, c.pk), summarize(c.fu, c.fk)
 		r.Ratio = median(c.ratios)
@@ -761,6 +808,20 @@ func measureCase(floor, prog *ebpf.Program, pkt []byte, runs, reps int, after fu
 		}
 	}
 	return c, nil
+}
+
+// drainRing reads every record in the overflow ring (the full path's clean-up).
+func drainRing(rd *ringbuf.Reader) error {
+	rd.SetDeadline(time.Now())
+	defer rd.SetDeadline(time.Time{})
+	for {
+		if _, err := rd.Read(); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return nil
+			}
+			return err
+		}
+	}
 }
 
 func fill(m *ebpf.Map, ks []datapath.FlowKey, v datapath.FlowValue) error {
@@ -862,7 +923,7 @@ func printDatapath(rows []row) {
 		"fam", "path", "flows", "feat", "M pkts/s", "ns/pkt", "p10..p90", "floor ns", "floor M", "×floor", "net ns")
 	fmt.Println(strings.Repeat("-", 113))
 	sorted := slices.Clone(rows)
-	order := map[string]int{"exist-hot": 0, "exist-hot/stats": 1, "exist": 2, "new": 3, "new-ovf": 4, "carry": 5, "listed": 6, "inherit": 7}
+	order := map[string]int{"exist-hot": 0, "exist-hot/stats": 1, "exist": 2, "new": 3, "new-ovf": 4, "full": 5, "carry": 6, "listed": 7, "inherit": 8}
 	slices.SortStableFunc(sorted, func(a, b row) int {
 		return cmp.Or(cmp.Compare(a.Family, b.Family), cmp.Compare(order[a.Path], order[b.Path]),
 			cmp.Compare(a.Features, b.Features), cmp.Compare(a.Flows, b.Flows))

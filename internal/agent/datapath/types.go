@@ -93,6 +93,11 @@ const (
 // ring's memory up (bpf/flows.h, insert).
 const ControlOverflowed = uint32(datapathControlSlotCTL_OVERFLOWED)
 
+// ControlFlowsFull is the slot of Maps.Control in which the TC programs note
+// that generation g's flow map is full (g+1), and skip the insert until the
+// flip (bpf/full.h); hack/bench/bpf sets it to measure the flood's path.
+const ControlFlowsFull = uint32(datapathControlSlotCTL_FLOWS_FULL)
+
 // The enrichment hooks' counters (enum enrich_counter).
 const (
 	enrichCounterLost      = uint32(datapathEnrichCounterENRICH_LOST)

@@ -178,14 +178,7 @@ func (e *Exporter) enqueue(batch []flow.Record) {
 	e.pendingBatches++
 }
 
-func (e *Exporter) takeBuf() []byte {
-	if n := len(e.free); n > 0 {
-		b := e.free[n-1]
-		e.free = e.free[:n-1]
-		return b[:0]
-	}
-	return nil
-}
+func (e *Exporter) takeBuf() []byte { return e.lender.take() }
 
 // trimAcked drops the acknowledged messages from pending.
 func (e *Exporter) trimAcked() {
@@ -206,9 +199,7 @@ func (e *Exporter) done(k int, c interface{ Add(uint64) uint64 }) {
 	if m.last {
 		e.pendingBatches--
 	}
-	if len(e.free) <= e.cfg.MaxUnackedBatches {
-		e.free = append(e.free, m.wire)
-	}
+	e.lender.release(m.wire)
 	m.wire = nil
 }
 
@@ -231,7 +222,7 @@ func (e *Exporter) flush(ctx context.Context) error {
 			return err
 		}
 		m := &e.pending[e.sent]
-		e.msg.wire = m.wire
+		e.msg.wire, e.msg.lend = m.wire, !e.stream.legacy
 		err := e.send(ctx)
 		e.msg.wire = nil
 		if err != nil {

@@ -198,7 +198,7 @@ type Exporter struct {
 	pending        []pendingMsg // sent or to send, not acknowledged, in seq order
 	pendingBatches int          // batches in pending
 	sent           int          // pending[:sent] went out on the current stream
-	free           [][]byte     // wire buffers of acknowledged messages, reused
+	lender         *lender      // wire buffers of messages done with, reused (codec.go)
 	failures       int          // consecutive failures, for the backoff
 	nextAttempt    time.Time
 	lastLog        time.Time
@@ -213,8 +213,9 @@ func New(cfg Config) (*Exporter, error) {
 		return nil, errors.New("grpc exporter: no target")
 	}
 	setDefaults(&cfg)
+	l := newLender(cfg.MaxUnackedBatches)
 	e := &Exporter{cfg: cfg, log: cfg.Logger.With("exporter", "grpc", "target", cfg.Target),
-		codec: newPassthroughCodec(), identityIP: cfg.AgentIP, enc: flowpb.NewAppender(cfg.NodeName, flowpb.AddrBytes(cfg.AgentIP)),
+		lender: l, codec: newPassthroughCodec(l), identityIP: cfg.AgentIP, enc: flowpb.NewAppender(cfg.NodeName, flowpb.AddrBytes(cfg.AgentIP)),
 		instance: newInstance(cfg.NodeName), ackWake: make(chan struct{}, 1)}
 	creds, err := transportCredentials(cfg)
 	if err != nil {
