@@ -130,13 +130,25 @@ type Config struct {
 	// programs are attached to (every watched interface, in every watched
 	// namespace), beside them.
 	Datapath *datapath.Datapath
-	// RingBytes is the size of each CPU's ring (a power-of-two number of
-	// pages; default 256 KiB: about 1400 packets of 128 bytes per CPU).
+	// RingBytes is the size of a capture's ring, one for all CPUs,
+	// charged to the agent's memory cgroup (rounded up to a power-of-two
+	// number of pages, and to at least 2 packets of the snaplen; default
+	// DefaultRingBytes: about 12,000 packets of 128 bytes).
 	RingBytes int
-	// QueueLen is how many packets wait between the ring and emit
-	// (default 4096); a packet that finds it full is "consumer".
-	QueueLen int
-	Logger   *slog.Logger
+	// QueueBytes bounds the packets waiting between the ring and emit, in
+	// bytes (each packet's record, cap_len + 32 bytes, and the Packet,
+	// ~150 bytes; at least one packet of the snaplen; default
+	// DefaultQueueBytes); a packet that finds it full is "consumer".
+	// QueueLen, when > 0, also bounds them in packets.
+	QueueBytes int64
+	QueueLen   int
+	// OnKernelBytes, when set, is called with the bytes the running
+	// captures hold in the kernel (rings and scratch values, charged to
+	// the agent's memory cgroup) each time a capture starts or ends: the
+	// agent lowers its Go memory limit by them (MemoryBudget.WithCapture).
+	// It is called with the Capturer's lock held: it must not call it.
+	OnKernelBytes func(total int64)
+	Logger        *slog.Logger
 }
 
 // ConfigFrom is the Config of an agent with configuration cfg and datapath dp.
@@ -159,8 +171,8 @@ func New(cfg Config) *Capturer {
 	if cfg.RingBytes <= 0 {
 		cfg.RingBytes = DefaultRingBytes
 	}
-	if cfg.QueueLen <= 0 {
-		cfg.QueueLen = DefaultQueueLen
+	if cfg.QueueBytes <= 0 {
+		cfg.QueueBytes = DefaultQueueBytes
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -170,8 +182,9 @@ func New(cfg Config) *Capturer {
 
 // Run captures the packets matching f on the watched interfaces until l
 // is reached or ctx ends, calling emit for each, from one goroutine, in
-// order per CPU. emit may block (packets then wait in a queue of
-// Config.QueueLen, beyond which they count as "consumer"), but must return
+// the order the ring took them (one ring for all CPUs). emit may block
+// (packets then wait in a queue of Config.QueueBytes, beyond which they
+// count as "consumer"), but must return
 // once ctx ends: Run waits for it. An emit error ends the capture; Run
 // returns it with the Result so far (unless ctx had ended: then the
 // capture was canceled). With no error, Result.Reason says which bound
