@@ -82,6 +82,23 @@ func newMemoryBudget(limit int64, source string, kernel int64, batchSize int) Me
 	return b
 }
 
+// WithCapture is the budget while packet captures run (issue #32) whose
+// kernel rings and maps take ring bytes in all. A capture loads them when
+// it starts and closes them when it ends, and like the flow maps they are
+// charged to the agent's cgroup: while it runs they come off the limit
+// first, so the Go runtime's soft limit is ¾ of (limit − maps − ring);
+// with no capture running, nothing is counted. The caller sets the Go
+// limit from it when a capture starts and back from b when the last one
+// ends (SetGoMemoryLimit). The bounds derived at start (overflow
+// aggregation, export queues, exporter buffer) stay: they are taken from
+// a Go limit whose rest (⅜ of it) leaves room for a ring.
+func (b MemoryBudget) WithCapture(ring int64) MemoryBudget {
+	c := b
+	c.Kernel += max(ring, 0)
+	c.GoLimit = int64(goShare * float64(max(c.Limit-c.Kernel, 0)))
+	return c
+}
+
 // QueueBatches is each of n export queues' capacity: want (--export-buffer),
 // lowered so that the n queues hold at most ExportBatches batches in all
 // (at least 1 each).

@@ -95,6 +95,30 @@ func TestMemoryBudget(t *testing.T) {
 	}
 }
 
+// A running capture's ring comes off the limit like the BPF maps, for the
+// Go limit only; the bounds taken at start stay, and with no ring the
+// budget is the one without capture.
+func TestMemoryBudgetWithCapture(t *testing.T) {
+	const limit, kernel, ring = 512 << 20, 32 << 20, 8 << 20
+	b := newMemoryBudget(limit, "default", kernel, 1000)
+	c := b.WithCapture(ring)
+	if want := int64(0.75 * float64(limit-kernel-ring)); c.GoLimit != want || c.Kernel != kernel+ring {
+		t.Fatalf("with an 8 MiB ring: GoLimit %d, Kernel %d; want %d, %d", c.GoLimit, c.Kernel, want, kernel+ring)
+	}
+	if b.GoLimit-c.GoLimit != 6<<20 {
+		t.Fatalf("an 8 MiB ring lowered the Go limit by %d, want 6 MiB", b.GoLimit-c.GoLimit)
+	}
+	if c.OverflowMaxFlows != b.OverflowMaxFlows || c.ExportBatches != b.ExportBatches || c.ExporterBytes != b.ExporterBytes {
+		t.Fatalf("the capture moved the bounds taken at start: %v, was %v", c, b)
+	}
+	if b.WithCapture(0) != b || b.WithCapture(-1) != b {
+		t.Fatalf("no ring: %v, want %v", b.WithCapture(0), b)
+	}
+	if f := b.WithCapture(limit); f.GoLimit != 0 {
+		t.Fatalf("a ring over the limit: GoLimit %d, want 0", f.GoLimit)
+	}
+}
+
 // GOMEMLIMIT, when set, wins; else the Go runtime's limit is the budget's.
 func TestSetGoMemoryLimit(t *testing.T) {
 	old := debug.SetMemoryLimit(-1)
