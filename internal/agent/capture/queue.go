@@ -13,6 +13,11 @@ const packetOverhead = int64(unsafe.Sizeof(Packet{}))
 // metadata and the packet's bytes: Data is a slice of it) costs queued.
 func queueCost(n int) int64 { return int64(n) + packetOverhead }
 
+// QueueCost is what a packet of capLen copied bytes costs in the queue
+// between the ring and emit (Config.QueueBytes counts it): its record,
+// MetaSize + capLen bytes, and the Packet.
+func QueueCost(capLen int) int64 { return queueCost(metaSize + capLen) }
+
 // queue holds the packets between the ring's reader and emit, bounded in
 // bytes (maxBytes: their records and overhead, queueCost) and, when
 // maxLen > 0, in packets. It allocates as it fills: an idle capture's
