@@ -11,16 +11,23 @@
  * load-time constants (rodata), so the checks a capture does not ask for
  * are removed by the verifier and cost nothing.
  *
- * The ring is a perf event array written with bpf_perf_event_output, which
- * in a TC program (bpf_skb_event_output in the kernel) takes the skb as
- * its context and, with the length in BPF_F_CTXLEN_MASK, copies the first
- * cap_len bytes of the packet, linear or not, after the
- * metadata, with no bounded copy loop and no per-snaplen reservation (a
- * BPF ring buffer would need a fixed-size reserve of the largest snaplen
- * and bpf_skb_load_bytes with a verifier-bounded length). Its per-CPU
- * rings also keep each CPU's packets in order, which the agent relies on
- * for timestamps in order per CPU. A sample the ring cannot take
- * (the helper fails, -ENOSPC) is counted in cap_counts, per CPU.
+ * The ring is one BPF ring buffer (BPF_MAP_TYPE_RINGBUF) for all CPUs: its
+ * pages are charged to the agent's memory cgroup like every map (a perf
+ * event array's are not, and count against RLIMIT_MEMLOCK and
+ * perf_event_mlock_kb instead), and one ring keeps the packets of all CPUs
+ * in the order they were written. A record is the metadata then the first
+ * cap_len bytes of the packet, written to the CPU's scratch value
+ * (cap_scratch, sizeof(cap_meta) + the snaplen, sized by the agent at load)
+ * with bpf_skb_load_bytes (linear or not) and copied to the ring with
+ * bpf_ringbuf_output at its exact length: a bpf_ringbuf_reserve would need
+ * a constant size, meta + snaplen, for every packet, and a 64-byte packet
+ * under a 65000-byte snaplen would take 65 KB of the ring. A record the
+ * ring cannot take (full) is counted in cap_counts, per CPU.
+ *
+ * The reader is woken only when the ring's unread bytes cross cap_wake (an
+ * eighth of the ring, a load-time constant); the records below it are read
+ * at the reader's poll timeout. A wake-up per record cost a match
+ * microseconds (docs/benchmarks.md §23).
  */
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
@@ -38,12 +45,26 @@ const volatile __u64 cap_ns = 0;
 const volatile __u32 cap_dir = 0;
 const volatile __u32 cap_snaplen = 128;
 const volatile __u32 cap_l2_len = ETH_HLEN; /* 0 on devices without an Ethernet header */
+const volatile __u64 cap_wake = 4096;         /* unread bytes that wake the reader */
 
+/* The ring; its size (max_entries, a power-of-two number of pages) is set
+ * by the agent at load. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} cap_ring SEC(".maps");
+
+/* Where a record is put together before it is copied to the ring, one
+ * value per CPU (an array indexed by the CPU: a per-CPU array's values are
+ * at most 32 KiB, and the snaplen may be 65000); its value size
+ * (sizeof(struct cap_meta) + the snaplen) and entries (the possible CPUs)
+ * are set by the agent at load, so it has no BTF value type. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
 	__uint(key_size, sizeof(__u32));
-	__uint(value_size, sizeof(__u32));
-} cap_events SEC(".maps");
+	__uint(value_size, sizeof(struct cap_meta) + 128);
+} cap_scratch SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -215,18 +236,27 @@ int flowlens_capture(struct __sk_buff *skb)
 	if (!match(skb))
 		return TC_ACT_UNSPEC;
 	count(CAP_COUNT_MATCHED);
-	struct cap_meta m = {
-		.ts = bpf_ktime_get_ns(),
-		.ns = cap_ns,
-		.ifindex = skb->ifindex,
-		.wire_len = skb->len,
-		.dir = cap_dir,
-	};
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct cap_meta *m = bpf_map_lookup_elem(&cap_scratch, &cpu);
+	if (!m)
+		return TC_ACT_UNSPEC;
 	__u32 cap = skb->len;
 	if (cap > cap_snaplen)
-		cap = cap_snaplen;
-	m.cap_len = cap;
-	if (bpf_perf_event_output(skb, &cap_events, BPF_F_CURRENT_CPU | ((__u64)cap << 32), &m, sizeof(m)))
-		count(CAP_COUNT_RING_FULL); /* -ENOSPC: the ring of this CPU is full */
+		cap = cap_snaplen; /* a constant: the verifier bounds the copy by it */
+	m->ts = bpf_ktime_get_ns();
+	m->ns = cap_ns;
+	m->ifindex = skb->ifindex;
+	m->wire_len = skb->len;
+	m->cap_len = cap;
+	m->dir = cap_dir;
+	if (cap > 0 && bpf_skb_load_bytes(skb, 0, (void *)(m + 1), cap))
+		return TC_ACT_UNSPEC; /* cannot happen: cap <= skb->len */
+	__u64 size = sizeof(*m) + cap;
+	__u64 unread = bpf_ringbuf_query(&cap_ring, BPF_RB_AVAIL_DATA);
+	__u64 flags = BPF_RB_NO_WAKEUP;
+	if (unread < cap_wake && unread + size >= cap_wake)
+		flags = BPF_RB_FORCE_WAKEUP;
+	if (bpf_ringbuf_output(&cap_ring, m, size, flags))
+		count(CAP_COUNT_RING_FULL); /* the ring is full */
 	return TC_ACT_UNSPEC;
 }

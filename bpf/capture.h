@@ -47,7 +47,7 @@ struct cap_meta {
 	__u64 ns;       /* the instance's namespace, an index the agent gave it (a load-time constant) */
 	__u32 ifindex;  /* skb->ifindex: the hooked device */
 	__u32 wire_len; /* skb->len */
-	__u32 cap_len;  /* bytes that follow (the sample is padded to 8 bytes) */
+	__u32 cap_len;  /* bytes that follow (the record is meta + cap_len bytes) */
 	__u32 dir;      /* 1 ingress, 2 egress (capture.Direction) */
 };
 

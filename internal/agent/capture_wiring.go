@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -17,7 +18,9 @@ func (a *Agent) newCapture() {
 	if !a.cfg.Capture {
 		return
 	}
-	a.Capture = capture.New(capture.ConfigFrom(a.cfg, a.DP, a.log))
+	// Ring and queue sized from the memory budget, the rings charged to it
+	// while captures run (docs/design/faults.md).
+	a.Capture = capture.New(a.Memory.CaptureConfig(capture.ConfigFrom(a.cfg, a.DP, a.log), os.Getenv))
 }
 
 // captureMetrics are the engine's (running, packets, lost by reason).

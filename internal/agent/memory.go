@@ -18,6 +18,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/flowlens/flowlens/internal/agent/capture"
 	"github.com/flowlens/flowlens/internal/agent/evictor"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
@@ -36,12 +37,17 @@ const DefaultMemoryLimit = 512 << 20
 //     kernel buffers of its sockets and pipes);
 //   - the overflow aggregation may use overflowShare of the Go limit, and
 //     the export queues' batches exportShare, and what an exporter's
-//     library buffers on its own (Kafka's produce buffer) libraryShare.
+//     library buffers on its own (Kafka's produce buffer) libraryShare;
+//   - the packet captures that may run at once (capture.MaxConcurrent)
+//     may queue captureShare of the Go limit together, and each has a ring
+//     of half its queue's bytes (rounded down to a power of two), in the
+//     kernel: charged only while a capture runs (WithCapture).
 const (
 	goShare       = 0.75
 	overflowShare = 0.25
 	exportShare   = 0.25
 	libraryShare  = 0.125
+	captureShare  = 0.125
 	// minOverflowFlows is the overflow aggregation's bound however small
 	// the budget: below it, the limit is too small for the flow maps anyway
 	// (logged at start).
@@ -69,6 +75,10 @@ type MemoryBudget struct {
 	// ExporterBytes bounds what an exporter's client library buffers
 	// beyond the queue's batch, in bytes (kafka.Config.MaxBufferedBytes).
 	ExporterBytes int64
+	// CaptureQueueBytes and CaptureRingBytes are one packet capture's
+	// queue (Go heap) and ring (kernel) bounds (capture.Config.QueueBytes
+	// and RingBytes; CaptureConfig).
+	CaptureQueueBytes, CaptureRingBytes int64
 }
 
 // newMemoryBudget derives the bounds from a memory limit and the BPF maps' size, for
@@ -79,7 +89,42 @@ func newMemoryBudget(limit int64, source string, kernel int64, batchSize int) Me
 	b.OverflowMaxFlows = max(int(overflowShare*float64(b.GoLimit))/evictor.OverflowEntryBytes, minOverflowFlows)
 	b.ExportBatches = max(int(exportShare*float64(b.GoLimit)/float64(recordBytes*int64(max(batchSize, 1)))), 1)
 	b.ExporterBytes = int64(libraryShare * float64(b.GoLimit))
+	b.CaptureQueueBytes = int64(captureShare*float64(b.GoLimit)) / capture.MaxConcurrent
+	b.CaptureRingBytes = minCaptureRing
+	for b.CaptureRingBytes*2 <= b.CaptureQueueBytes/2 {
+		b.CaptureRingBytes *= 2
+	}
 	return b
+}
+
+// minCaptureRing is a capture's smallest ring however small the budget.
+const minCaptureRing = 64 << 10
+
+// CaptureConfig is c with the capture bounds of b (CaptureQueueBytes,
+// CaptureRingBytes), and the Go memory limit lowered by the kernel bytes
+// of the running captures while they run (WithCapture, SetGoMemoryLimit
+// with getenv: GOMEMLIMIT, when set, wins).
+func (b MemoryBudget) CaptureConfig(c capture.Config, getenv func(string) string) capture.Config {
+	c.RingBytes, c.QueueBytes = int(b.CaptureRingBytes), b.CaptureQueueBytes
+	c.OnKernelBytes = func(total int64) { SetGoMemoryLimit(b.WithCapture(total), getenv) }
+	return c
+}
+
+// WithCapture is the budget while packet captures run (issue #32) whose
+// kernel rings and scratch maps take ring bytes in all. A capture loads them when
+// it starts and closes them when it ends, and like the flow maps they are
+// charged to the agent's cgroup: while it runs they come off the limit
+// first, so the Go runtime's soft limit is ¾ of (limit − maps − ring);
+// with no capture running, nothing is counted. The caller sets the Go
+// limit from it when a capture starts and back from b when the last one
+// ends (SetGoMemoryLimit; CaptureConfig does). The bounds derived at start
+// (overflow aggregation, export queues, exporter buffer, capture queues)
+// stay; the capture queues are Go heap, inside the Go limit.
+func (b MemoryBudget) WithCapture(ring int64) MemoryBudget {
+	c := b
+	c.Kernel += max(ring, 0)
+	c.GoLimit = int64(goShare * float64(max(c.Limit-c.Kernel, 0)))
+	return c
 }
 
 // QueueBatches is each of n export queues' capacity: want (--export-buffer),
@@ -94,8 +139,9 @@ func (b MemoryBudget) QueueBatches(want, n int) int {
 
 // String is the budget for the agent's start-up log line.
 func (b MemoryBudget) String() string {
-	return fmt.Sprintf("limit=%dMiB (%s) bpf_maps=%dMiB go_limit=%dMiB overflow_max_flows=%d export_batches=%d exporter_buffer=%dMiB",
-		b.Limit>>20, b.Source, b.Kernel>>20, b.GoLimit>>20, b.OverflowMaxFlows, b.ExportBatches, b.ExporterBytes>>20)
+	return fmt.Sprintf("limit=%dMiB (%s) bpf_maps=%dMiB go_limit=%dMiB overflow_max_flows=%d export_batches=%d exporter_buffer=%dMiB capture_ring=%dKiB capture_queue=%dKiB",
+		b.Limit>>20, b.Source, b.Kernel>>20, b.GoLimit>>20, b.OverflowMaxFlows, b.ExportBatches, b.ExporterBytes>>20,
+		b.CaptureRingBytes>>10, b.CaptureQueueBytes>>10)
 }
 
 // SetGoMemoryLimit sets the Go runtime's soft memory limit to b.GoLimit unless

@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"testing"
 
+	"github.com/flowlens/flowlens/internal/agent/capture"
 	"github.com/flowlens/flowlens/internal/agent/evictor"
 )
 
@@ -92,6 +93,66 @@ func TestMemoryBudget(t *testing.T) {
 		if q := b.QueueBatches(c.want, c.n); q != c.got {
 			t.Errorf("QueueBatches(%d, %d) = %d, want %d", c.want, c.n, q, c.got)
 		}
+	}
+}
+
+// A running capture's ring comes off the limit like the BPF maps, for the
+// Go limit only; the bounds taken at start stay, and with no ring the
+// budget is the one without capture.
+func TestMemoryBudgetWithCapture(t *testing.T) {
+	const limit, kernel, ring = 512 << 20, 32 << 20, 8 << 20
+	b := newMemoryBudget(limit, "default", kernel, 1000)
+	c := b.WithCapture(ring)
+	if want := int64(0.75 * float64(limit-kernel-ring)); c.GoLimit != want || c.Kernel != kernel+ring {
+		t.Fatalf("with an 8 MiB ring: GoLimit %d, Kernel %d; want %d, %d", c.GoLimit, c.Kernel, want, kernel+ring)
+	}
+	if b.GoLimit-c.GoLimit != 6<<20 {
+		t.Fatalf("an 8 MiB ring lowered the Go limit by %d, want 6 MiB", b.GoLimit-c.GoLimit)
+	}
+	if c.OverflowMaxFlows != b.OverflowMaxFlows || c.ExportBatches != b.ExportBatches || c.ExporterBytes != b.ExporterBytes {
+		t.Fatalf("the capture moved the bounds taken at start: %v, was %v", c, b)
+	}
+	if b.WithCapture(0) != b || b.WithCapture(-1) != b {
+		t.Fatalf("no ring: %v, want %v", b.WithCapture(0), b)
+	}
+	if f := b.WithCapture(limit); f.GoLimit != 0 {
+		t.Fatalf("a ring over the limit: GoLimit %d, want 0", f.GoLimit)
+	}
+}
+
+// A capture's bounds: its queue is an eighth of the Go limit shared by
+// the captures that may run at once, its ring half of that rounded down to
+// a power of two (64 KiB at least); CaptureConfig hands them to the
+// capture and lowers the Go limit by the kernel bytes while captures run.
+func TestMemoryBudgetCapture(t *testing.T) {
+	const limit, kernel = 512 << 20, 32 << 20
+	b := newMemoryBudget(limit, "default", kernel, 1000)
+	// Go limit 360 MiB: 45 MiB for 8 queues.
+	if b.CaptureQueueBytes != 45<<20/8 || b.CaptureRingBytes != 2<<20 {
+		t.Fatalf("queue %d ring %d, want %d and 2 MiB", b.CaptureQueueBytes, b.CaptureRingBytes, 45<<20/8)
+	}
+	// Go limit 6 MiB: 96 KiB a queue, and the smallest ring.
+	if s := newMemoryBudget(40<<20, "default", kernel, 1000); s.CaptureRingBytes != 64<<10 || s.CaptureQueueBytes != 96<<10 {
+		t.Fatalf("small limit: queue %d ring %d, want 96 KiB and 64 KiB", s.CaptureQueueBytes, s.CaptureRingBytes)
+	}
+	c := b.CaptureConfig(capture.Config{Enabled: true, MaxSnaplen: 128}, func(string) string { return "" })
+	if c.RingBytes != 2<<20 || c.QueueBytes != b.CaptureQueueBytes || !c.Enabled || c.MaxSnaplen != 128 {
+		t.Fatalf("config %+v", c)
+	}
+	old := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(old)
+	c.OnKernelBytes(8 << 20)
+	if got := debug.SetMemoryLimit(-1); got != b.WithCapture(8<<20).GoLimit || got != b.GoLimit-6<<20 {
+		t.Fatalf("Go limit %d while 8 MiB of rings run, want %d", got, b.GoLimit-6<<20)
+	}
+	c.OnKernelBytes(0)
+	if got := debug.SetMemoryLimit(-1); got != b.GoLimit {
+		t.Fatalf("Go limit %d after the captures, want %d", got, b.GoLimit)
+	}
+	debug.SetMemoryLimit(123 << 20)
+	b.CaptureConfig(capture.Config{}, func(k string) string { return map[string]string{"GOMEMLIMIT": "123MiB"}[k] }).OnKernelBytes(8 << 20)
+	if got := debug.SetMemoryLimit(-1); got != 123<<20 {
+		t.Fatalf("GOMEMLIMIT set: Go limit %d, want it kept (123 MiB)", got)
 	}
 }
 

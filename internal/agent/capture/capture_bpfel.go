@@ -69,13 +69,15 @@ type captureCapMeta struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	captureMapCapCounts        = "cap_counts"
-	captureMapCapEvents        = "cap_events"
+	captureMapCapRing          = "cap_ring"
+	captureMapCapScratch       = "cap_scratch"
 	captureProgFlowlensCapture = "flowlens_capture"
 	captureVarCapConf          = "cap_conf"
 	captureVarCapDir           = "cap_dir"
 	captureVarCapL2Len         = "cap_l2_len"
 	captureVarCapNs            = "cap_ns"
 	captureVarCapSnaplen       = "cap_snaplen"
+	captureVarCapWake          = "cap_wake"
 	captureVarUnusedCapCount   = "unused_cap_count"
 	captureVarUnusedCapMeta    = "unused_cap_meta"
 )
@@ -129,8 +131,9 @@ type captureProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type captureMapSpecs struct {
-	CapCounts *ebpf.MapSpec `ebpf:"cap_counts"`
-	CapEvents *ebpf.MapSpec `ebpf:"cap_events"`
+	CapCounts  *ebpf.MapSpec `ebpf:"cap_counts"`
+	CapRing    *ebpf.MapSpec `ebpf:"cap_ring"`
+	CapScratch *ebpf.MapSpec `ebpf:"cap_scratch"`
 }
 
 // captureVariableSpecs contains global variables before they are loaded into the kernel.
@@ -142,6 +145,7 @@ type captureVariableSpecs struct {
 	CapL2Len       *ebpf.VariableSpec `ebpf:"cap_l2_len"`
 	CapNs          *ebpf.VariableSpec `ebpf:"cap_ns"`
 	CapSnaplen     *ebpf.VariableSpec `ebpf:"cap_snaplen"`
+	CapWake        *ebpf.VariableSpec `ebpf:"cap_wake"`
 	UnusedCapCount *ebpf.VariableSpec `ebpf:"unused_cap_count"`
 	UnusedCapMeta  *ebpf.VariableSpec `ebpf:"unused_cap_meta"`
 }
@@ -166,14 +170,16 @@ func (o *captureObjects) Close() error {
 //
 // It can be passed to loadCaptureObjects or ebpf.CollectionSpec.LoadAndAssign.
 type captureMaps struct {
-	CapCounts *ebpf.Map `ebpf:"cap_counts"`
-	CapEvents *ebpf.Map `ebpf:"cap_events"`
+	CapCounts  *ebpf.Map `ebpf:"cap_counts"`
+	CapRing    *ebpf.Map `ebpf:"cap_ring"`
+	CapScratch *ebpf.Map `ebpf:"cap_scratch"`
 }
 
 func (m *captureMaps) Close() error {
 	return _CaptureClose(
 		m.CapCounts,
-		m.CapEvents,
+		m.CapRing,
+		m.CapScratch,
 	)
 }
 
@@ -186,6 +192,7 @@ type captureVariables struct {
 	CapL2Len       *ebpf.Variable `ebpf:"cap_l2_len"`
 	CapNs          *ebpf.Variable `ebpf:"cap_ns"`
 	CapSnaplen     *ebpf.Variable `ebpf:"cap_snaplen"`
+	CapWake        *ebpf.Variable `ebpf:"cap_wake"`
 	UnusedCapCount *ebpf.Variable `ebpf:"unused_cap_count"`
 	UnusedCapMeta  *ebpf.Variable `ebpf:"unused_cap_meta"`
 }

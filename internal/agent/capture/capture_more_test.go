@@ -5,14 +5,19 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/netip"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/flowlens/flowlens/internal/agent"
 	"github.com/flowlens/flowlens/internal/agent/capture"
 	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 	"github.com/flowlens/flowlens/internal/testkit/packet"
+	"github.com/flowlens/flowlens/internal/testkit/promtest"
 )
 
 // TestCaptureBridged: a path a0 -> pa [bridge br0] pb -> b0 across three
@@ -244,4 +249,67 @@ func TestCaptureBounds(t *testing.T) {
 	if l.c.Running() != 0 {
 		t.Errorf("running %d after the end", l.c.Running())
 	}
+}
+
+// TestCaptureMemory: the queue between the ring and emit is bounded in
+// bytes: with emit blocked and room for 10 packets of 128 copied bytes,
+// 10 or 11 of 200 matching datagrams are handed over (one may be in emit
+// before the queue fills) and the rest count as "consumer", exactly; the
+// ring and scratch values are reported to Config.OnKernelBytes while the
+// capture runs, and 0 after.
+func TestCaptureMemory(t *testing.T) {
+	var mu sync.Mutex
+	var charged []int64
+	cfg := capture.Config{RingBytes: 100_000, QueueBytes: 10 * capture.QueueCost(128), OnKernelBytes: func(n int64) {
+		mu.Lock()
+		charged = append(charged, n)
+		mu.Unlock()
+	}}
+	l := newLab(t, cfg)
+	ring, scratch, queue := l.c.Memory(128)
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ring != 128<<10 || scratch != int64(cpus)*(32+128) || queue != 10*capture.QueueCost(128) {
+		t.Fatalf("memory: ring %d scratch %d queue %d; want %d, %d, %d", ring, scratch, queue, 128<<10, cpus*(32+128), 10*capture.QueueCost(128))
+	}
+	const n = 200
+	release := make(chan struct{})
+	var emitted atomic.Int64
+	r := l.start(t, capture.Filter{DstPorts: []uint16{7001}, Direction: capture.Egress}, capture.Limits{}, func(capture.Packet) error {
+		<-release
+		emitted.Add(1)
+		return nil
+	})
+	mu.Lock()
+	if len(charged) != 1 || charged[0] != ring+scratch {
+		t.Errorf("charged %v while running, want [%d]", charged, ring+scratch)
+	}
+	mu.Unlock()
+	sendSized(t, l, "10.99.0.1:5000", "10.99.0.2:7001", n, 200)
+	// At most 11 are accepted while emit blocks: wait for the rest to be
+	// counted before releasing it.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if v, _ := promtest.Value(promtest.Gather(t, l.c), "flowlens_agent_capture_lost_packets_total", "reason=consumer"); v >= n-11 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the queue's excess was not counted in 30s")
+		}
+	}
+	close(release)
+	res, _ := r.stop(t)
+	t.Logf("result %+v", res)
+	cons := res.NotCaptured[capture.LostConsumer]
+	if res.Packets < 10 || res.Packets > 11 || res.Packets+cons != n || res.NotCaptured[capture.LostRingFull] != 0 ||
+		emitted.Load() != int64(res.Packets) {
+		t.Errorf("captured %d + consumer %d (ring_full %d), want 10 or 11 + the rest of %d", res.Packets, cons,
+			res.NotCaptured[capture.LostRingFull], n)
+	}
+	mu.Lock()
+	if len(charged) != 2 || charged[1] != 0 {
+		t.Errorf("charged %v, want [%d 0]", charged, ring+scratch)
+	}
+	mu.Unlock()
 }

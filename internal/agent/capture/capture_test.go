@@ -367,8 +367,8 @@ func TestCaptureMaxPackets(t *testing.T) {
 	}
 }
 
-// TestCaptureRingFull: a one-page ring per CPU, which holds two copies of
-// 1400-byte datagrams (snaplen 1500), and a slow consumer behind a
+// TestCaptureRingFull: a one-page ring (one for all CPUs), which holds two
+// copies of 1400-byte datagrams (snaplen 1500), and a slow consumer behind a
 // one-packet queue; a burst loses packets to both, and every matching
 // packet is either captured or counted: captured + ring_full + consumer ==
 // sent.

@@ -15,17 +15,18 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/perf"
+	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
 	"github.com/flowlens/flowlens/internal/agent/datapath"
 	"github.com/flowlens/flowlens/internal/agent/ifname"
 )
 
-// Defaults of Config.
+// Defaults of Config: the sizes the agent's memory budget gives a capture
+// under the operator's default memory limit (512 MiB; agent.MemoryBudget).
 const (
-	DefaultRingBytes = 256 << 10
-	DefaultQueueLen  = 4096
+	DefaultRingBytes  = 2 << 20
+	DefaultQueueBytes = 4 << 20
 	// DefaultMaxSnaplen applies when Config.MaxSnaplen is 0 (the agent
 	// passes --capture-max-snaplen).
 	DefaultMaxSnaplen = 128
@@ -64,6 +65,9 @@ type Capturer struct {
 	running        atomic.Int64
 	packets, bytes atomic.Uint64
 	ringFull, cons atomic.Uint64
+	// kernelBytes: the rings and scratch values of the running captures
+	// (under mu).
+	kernelBytes int64
 }
 
 // metaSize is sizeof(struct cap_meta), what precedes each packet's bytes.
@@ -165,10 +169,77 @@ func prefixWords(p netip.Prefix) (addr, mask [4]uint32) {
 
 // session is one running capture's kernel objects.
 type session struct {
-	events, counts *ebpf.Map
-	progs          map[instanceKey]*ebpf.Program
-	hooks          []*datapath.Beside
-	rd             *perf.Reader
+	ring, scratch, counts *ebpf.Map
+	progs                 map[instanceKey]*ebpf.Program
+	hooks                 []*datapath.Beside
+	rd                    *ringbuf.Reader
+	wake                  uint64 // cap_wake: unread bytes that wake the reader
+}
+
+// Memory is what one capture with snaplen takes while it runs: in the
+// kernel, its ring and its scratch values (one per possible CPU, a
+// record's metadata and snaplen bytes), charged to the agent's memory
+// cgroup; in the Go heap, at most queue bytes of packets waiting for emit.
+func (c *Capturer) Memory(snaplen uint32) (ring, scratch, queue int64) {
+	return ringSize(c.cfg.RingBytes, snaplen), scratchSize(snaplen), queueSize(c.cfg.QueueBytes, snaplen)
+}
+
+// ringSize is the ring's size: want rounded up to a power-of-two number of
+// pages (what BPF_MAP_TYPE_RINGBUF takes), and room for at least 2 records
+// of the snaplen (a record has an 8-byte header).
+func ringSize(want int, snaplen uint32) int64 {
+	need := max(int64(want), 2*(8+int64(metaSize)+int64(snaplen)), int64(os.Getpagesize()))
+	n := int64(os.Getpagesize())
+	for n < need {
+		n *= 2
+	}
+	return n
+}
+
+// scratchSize is the scratch map's size: a record per possible CPU.
+func scratchSize(snaplen uint32) int64 {
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		cpus = 1
+	}
+	return int64(cpus) * int64(scratchValue(snaplen))
+}
+
+func scratchValue(snaplen uint32) uint32 { return (uint32(metaSize) + snaplen + 7) &^ 7 }
+
+// queueSize is the queue's bound in bytes: want, and at least one packet
+// of the snaplen.
+func queueSize(want int64, snaplen uint32) int64 {
+	return max(want, queueCost(metaSize+int(snaplen)))
+}
+
+// newSession creates a capture's maps: its ring, scratch values and
+// counters.
+func newSession(spec *ebpf.CollectionSpec, ringBytes int64, snaplen uint32) (_ *session, err error) {
+	s := &session{progs: map[instanceKey]*ebpf.Program{}, wake: uint64(max(ringBytes/8, 1))}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	rs := spec.Maps[captureMapCapRing].Copy()
+	rs.MaxEntries = uint32(ringBytes)
+	if s.ring, err = ebpf.NewMap(rs); err != nil {
+		return nil, fmt.Errorf("capture: ring of %d bytes: %w", ringBytes, err)
+	}
+	ss := spec.Maps[captureMapCapScratch].Copy()
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		return nil, fmt.Errorf("capture: %w", err)
+	}
+	ss.MaxEntries, ss.ValueSize = uint32(cpus), scratchValue(snaplen)
+	if s.scratch, err = ebpf.NewMap(ss); err != nil {
+		return nil, fmt.Errorf("capture: scratch: %w", err)
+	}
+	if s.counts, err = ebpf.NewMap(spec.Maps[captureMapCapCounts]); err != nil {
+		return nil, fmt.Errorf("capture: counters: %w", err)
+	}
+	return s, nil
 }
 
 func (s *session) detach() error {
@@ -192,11 +263,10 @@ func (s *session) close() {
 			p.Close()
 		}
 	}
-	if s.events != nil {
-		s.events.Close()
-	}
-	if s.counts != nil {
-		s.counts.Close()
+	for _, m := range []*ebpf.Map{s.ring, s.scratch, s.counts} {
+		if m != nil {
+			m.Close()
+		}
 	}
 }
 
@@ -299,14 +369,16 @@ func (c *Capturer) run(ctx context.Context, f Filter, l Limits, emit func(Packet
 	if err != nil {
 		return res, err
 	}
-	s := &session{progs: map[instanceKey]*ebpf.Program{}}
+	ringBytes, scratchBytes, queueBytes := c.Memory(res.Snaplen)
+	s, err := newSession(spec, ringBytes, res.Snaplen)
+	if err != nil {
+		return res, err
+	}
 	defer s.close()
-	if s.events, err = ebpf.NewMap(spec.Maps[captureMapCapEvents]); err != nil {
-		return res, fmt.Errorf("capture: ring: %w", err)
-	}
-	if s.counts, err = ebpf.NewMap(spec.Maps[captureMapCapCounts]); err != nil {
-		return res, fmt.Errorf("capture: counters: %w", err)
-	}
+	// The ring and scratch values are the agent's memory (its cgroup's)
+	// until s.close.
+	c.charge(ringBytes + scratchBytes)
+	defer c.charge(-(ringBytes + scratchBytes))
 	for _, h := range hooks {
 		k := instanceKey{h.ns, h.egress, h.it.L3}
 		if s.progs[k] != nil {
@@ -316,8 +388,8 @@ func (c *Capturer) run(ctx context.Context, f Filter, l Limits, emit func(Packet
 			return res, err
 		}
 	}
-	if s.rd, err = newReader(s.events, c.cfg.RingBytes); err != nil {
-		return res, err
+	if s.rd, err = ringbuf.NewReader(s.ring); err != nil {
+		return res, fmt.Errorf("capture: ring reader: %w", err)
 	}
 
 	// Wall clock of the programs' CLOCK_MONOTONIC stamps.
@@ -360,27 +432,27 @@ func (c *Capturer) run(ctx context.Context, f Filter, l Limits, emit func(Packet
 		default:
 		}
 	}
-	queue := make(chan Packet, c.cfg.QueueLen)
+	queue := newQueue(queueBytes, c.cfg.QueueLen)
 
-	// The reader: ring -> queue, within the limits. It reads every sample
+	// The reader: ring -> queue, within the limits. It reads every record
 	// until the flush (seen), also after a limit stopped the capture, so
 	// that the drain at the end knows when the ring is empty.
 	var seen atomic.Uint64
 	var consumer uint64
 	readDone := make(chan error, 1)
 	go func() {
-		defer close(queue)
+		defer queue.close()
 		var accepted, acceptedBytes uint64
 		stopped := false
 		s.rd.SetDeadline(time.Now().Add(readLatency))
 		for {
 			rec, err := s.rd.Read()
 			if errors.Is(err, os.ErrDeadlineExceeded) {
-				// The rings below the watermark were read: again in readLatency.
+				// The records below the watermark were read: again in readLatency.
 				s.rd.SetDeadline(time.Now().Add(readLatency))
 				continue
 			}
-			if errors.Is(err, perf.ErrFlushed) || errors.Is(err, os.ErrClosed) {
+			if errors.Is(err, ringbuf.ErrFlushed) || errors.Is(err, os.ErrClosed) || errors.Is(err, ringbuf.ErrClosed) {
 				readDone <- nil
 				return
 			}
@@ -389,8 +461,8 @@ func (c *Capturer) run(ctx context.Context, f Filter, l Limits, emit func(Packet
 				stopWith("error")
 				return
 			}
-			if rec.LostSamples > 0 || len(rec.RawSample) < metaSize {
-				continue // losses are counted by the program (ring_full)
+			if len(rec.RawSample) < metaSize {
+				continue
 			}
 			seen.Add(1)
 			if stopped {
@@ -420,15 +492,13 @@ func (c *Capturer) run(ctx context.Context, f Filter, l Limits, emit func(Packet
 				stopWith("max_bytes")
 				continue
 			}
-			select {
-			case queue <- p:
-				accepted++
-				acceptedBytes += uint64(capLen)
-			default:
+			if !queue.push(p, queueCost(len(raw))) {
 				consumer++
 				c.cons.Add(1)
 				continue
 			}
+			accepted++
+			acceptedBytes += uint64(capLen)
 			if l.MaxPackets > 0 && accepted >= l.MaxPackets {
 				stopped = true
 				stopWith("max_packets")
@@ -446,7 +516,11 @@ func (c *Capturer) run(ctx context.Context, f Filter, l Limits, emit func(Packet
 	emitDone := make(chan struct{})
 	go func() {
 		defer close(emitDone)
-		for p := range queue {
+		for {
+			p, ok := queue.pop()
+			if !ok {
+				return
+			}
 			if emitErr != nil {
 				unsent++
 				continue
@@ -524,17 +598,15 @@ func (c *Capturer) run(ctx context.Context, f Filter, l Limits, emit func(Packet
 // below its watermark.
 const readLatency = 100 * time.Millisecond
 
-// newReader opens the ring's reader. The kernel wakes it when a CPU's ring
-// holds an eighth of its size (the watermark), not at every packet: a
-// wake-up per packet costs the program microseconds (make bench-bpf,
-// capture); the reader's deadline (readLatency) reads the rest.
-func newReader(events *ebpf.Map, ringBytes int) (*perf.Reader, error) {
-	size := (ringBytes + os.Getpagesize() - 1) / os.Getpagesize() * os.Getpagesize()
-	rd, err := perf.NewReaderWithOptions(events, size, perf.ReaderOptions{Watermark: max(1, size/8)})
-	if err != nil {
-		return nil, fmt.Errorf("capture: ring reader: %w", err)
+// charge adds n to the kernel bytes of the running captures and tells
+// Config.OnKernelBytes the total.
+func (c *Capturer) charge(n int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.kernelBytes += n
+	if c.cfg.OnKernelBytes != nil {
+		c.cfg.OnKernelBytes(c.kernelBytes)
 	}
-	return rd, nil
 }
 
 // loadInstance loads one program instance: the filter, snaplen, namespace
@@ -550,13 +622,17 @@ func loadInstance(spec *ebpf.CollectionSpec, k instanceKey, conf captureCapFilte
 		l2 = 0
 	}
 	for name, v := range map[string]any{captureVarCapConf: conf, captureVarCapNs: uint64(k.ns),
-		captureVarCapDir: dir, captureVarCapSnaplen: snaplen, captureVarCapL2Len: l2} {
+		captureVarCapDir: dir, captureVarCapSnaplen: snaplen, captureVarCapL2Len: l2, captureVarCapWake: s.wake} {
 		if err := sp.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("capture: set %s: %w", name, err)
 		}
 	}
+	// The session's maps were sized at run time (newSession).
+	sp.Maps[captureMapCapRing].MaxEntries = s.ring.MaxEntries()
+	sp.Maps[captureMapCapScratch].MaxEntries = s.scratch.MaxEntries()
+	sp.Maps[captureMapCapScratch].ValueSize = s.scratch.ValueSize()
 	coll, err := ebpf.NewCollectionWithOptions(sp, ebpf.CollectionOptions{
-		MapReplacements: map[string]*ebpf.Map{captureMapCapEvents: s.events, captureMapCapCounts: s.counts},
+		MapReplacements: map[string]*ebpf.Map{captureMapCapRing: s.ring, captureMapCapScratch: s.scratch, captureMapCapCounts: s.counts},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("capture: load the program: %w", err)

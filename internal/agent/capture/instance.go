@@ -1,10 +1,8 @@
 package capture
 
 import (
-	"fmt"
-
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/perf"
+	"github.com/cilium/ebpf/ringbuf"
 )
 
 // Instance is one capture program loaded outside Run and attached nowhere,
@@ -13,15 +11,15 @@ import (
 // namespace index 0.
 type Instance struct {
 	Prog *ebpf.Program
-	// Ring reads what the program copies (perf records: a cap_meta, then
-	// the packet's first bytes). It wakes at a watermark: read it with a
-	// deadline.
-	Ring *perf.Reader
+	// Ring reads what the program copies (records: a cap_meta, then the
+	// packet's first bytes). It wakes at a watermark (an eighth of the
+	// ring): read it with a deadline.
+	Ring *ringbuf.Reader
 	s    *session
 }
 
-// LoadInstance loads an Instance with filter f and snaplen, its ring
-// ringBytes per CPU.
+// LoadInstance loads an Instance with filter f and snaplen, its ring of
+// ringBytes (ringSize).
 func LoadInstance(f Filter, snaplen uint32, ringBytes int) (_ *Instance, err error) {
 	conf, err := compile(f)
 	if err != nil {
@@ -31,23 +29,20 @@ func LoadInstance(f Filter, snaplen uint32, ringBytes int) (_ *Instance, err err
 	if err != nil {
 		return nil, err
 	}
-	s := &session{progs: map[instanceKey]*ebpf.Program{}}
+	s, err := newSession(spec, ringSize(ringBytes, snaplen), snaplen)
+	if err != nil {
+		return nil, err
+	}
 	defer func() {
 		if err != nil {
 			s.close()
 		}
 	}()
-	if s.events, err = ebpf.NewMap(spec.Maps[captureMapCapEvents]); err != nil {
-		return nil, fmt.Errorf("capture: ring: %w", err)
-	}
-	if s.counts, err = ebpf.NewMap(spec.Maps[captureMapCapCounts]); err != nil {
-		return nil, fmt.Errorf("capture: counters: %w", err)
-	}
 	k := instanceKey{}
 	if s.progs[k], err = loadInstance(spec, k, conf, snaplen, s); err != nil {
 		return nil, err
 	}
-	if s.rd, err = newReader(s.events, ringBytes); err != nil {
+	if s.rd, err = ringbuf.NewReader(s.ring); err != nil {
 		return nil, err
 	}
 	return &Instance{Prog: s.progs[k], Ring: s.rd, s: s}, nil
