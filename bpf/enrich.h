@@ -54,8 +54,13 @@ static __always_inline int watched(const struct flow_key *key, int mode)
 	 * records every flow, as --enrich-unwatched (a stated limit). */
 	if (enrich_unwatched || mode == RAW_PTR)
 		return 1;
-	if (bpf_map_lookup_elem(&flows_a, key) || bpf_map_lookup_elem(&flows_b, key) ||
-	    bpf_map_lookup_elem(&overflow_seen, key))
+	/* An alias of feature xlat (bpf/xlat.h) is no flow: its tuple is
+	 * watched only as a flow of its own. */
+	const struct flow_value *v = bpf_map_lookup_elem(&flows_a, key);
+	if (v && !(v->flags & FLOW_F_XLAT_ALIAS))
+		return 1;
+	v = bpf_map_lookup_elem(&flows_b, key);
+	if ((v && !(v->flags & FLOW_F_XLAT_ALIAS)) || bpf_map_lookup_elem(&overflow_seen, key))
 		return 1;
 	__u32 idx = ENRICH_UNWATCHED;
 	__u64 *n = bpf_map_lookup_elem(&enrich_counters, &idx);

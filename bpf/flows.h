@@ -426,6 +426,35 @@ static __noinline int insert(struct __sk_buff *skb, void *cur, void *prev, const
 }
 
 /*
+ * xlat_via takes a packet whose tuple is an alias's (feature "xlat",
+ * bpf/xlat.h) to the flow the alias names: it returns that flow's entry
+ * (NULL: none yet, the caller inserts it under the key now in w), or the
+ * alias itself when the packet is done: a hook the flow lists as steady
+ * (the alias lists it from now on), or a flow of its own whose key's
+ * entry the alias holds (through the ring, as when the map is full). Not
+ * inlined: once per hook and generation for a listed hook after NAT, per
+ * packet for a counting one (a host-network client's egress), never on
+ * other flows' paths.
+ */
+static __noinline struct flow_value *xlat_via(struct __sk_buff *skb, void *cur, struct wpkt *w,
+					      struct flow_value *alias, int l3)
+{
+	if (!xlat_follow(alias, &w->p->key, &w->me)) {
+		measure(skb, w);
+		int order = hook_order(skb, w);
+		if (send_overflow(skb, w, order, l3, NULL))
+			remember(&w->p->key, &w->me, order, w->gen);
+		return alias;
+	}
+	struct flow_value *v = bpf_map_lookup_elem(cur, &w->p->key);
+	if (v && !fast(v, w) && steady(v, &w->me)) {
+		xlat_mirror(alias, &w->me);
+		return alias;
+	}
+	return v;
+}
+
+/*
  * record adds the packet to the active map "cur" (see insert for a flow
  * new there). Per packet, a hook is either the flow's counting observation
  * (fast, add) or a steady listed one (steady: nothing to write); only
@@ -436,12 +465,25 @@ static __always_inline void record(struct __sk_buff *skb, void *cur, void *prev,
 				   struct wpkt *w, int l3)
 {
 	struct flow_value *v = bpf_map_lookup_elem(cur, &w->p->key);
-	/* Feature "xlat": a packet after NAT goes to its flow before NAT. */
-	if (!v && xlat_on && xlat_redirect(skb, &w->p->key, w->me.netns, w->gen, w->me.dir))
-		v = bpf_map_lookup_elem(cur, &w->p->key);
+	/* Feature "xlat": a packet after NAT goes to its flow before NAT
+	 * (bpf/xlat.h), through an alias kept under its tuple. */
+	if (!v && xlat_on) {
+		struct flow_key post = w->p->key;
+		if (xlat_redirect(skb, &w->p->key, w->me.netns, w->gen, w->me.dir)) {
+			xlat_alias_put(cur, &post, w->gen);
+			v = bpf_map_lookup_elem(cur, &w->p->key);
+		}
+	}
 	int counting = v && fast(v, w);
 	if (v && !counting && steady(v, &w->me))
 		return; /* a listed hook: every second and later hook of a packet */
+	if (!counting && v && xlat_on && (v->flags & FLOW_F_XLAT_ALIAS)) {
+		struct flow_value *alias = v;
+		v = xlat_via(skb, cur, w, alias, l3);
+		if (v == alias)
+			return;
+		counting = v && fast(v, w);
+	}
 	measure(skb, w);
 	if (!v) {
 		if (!insert(skb, cur, prev, w, l3)) {

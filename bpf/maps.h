@@ -200,7 +200,8 @@ struct {
  * key, the tuple before NAT. LRU: an alias it forgets is written again by
  * the next packet where conntrack is (the namespace of the NAT, which a
  * packet crosses before the other namespaces). Sized at load when xlat is
- * on (internal/agent/feature/xlat, AliasEntries), else one entry. */
+ * on to --cache-max-flows (internal/agent/feature/xlat, Plan), else one
+ * entry. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__type(key, struct flow_key);

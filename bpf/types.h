@@ -62,6 +62,10 @@ enum flow_flags {
 	 * protocol read, ports 0. */
 	FLOW_F_L4_UNREAD = 0x8,  /* the TCP/UDP/SCTP/ICMP header: truncated, a tiny first fragment, TCP offset < 5 */
 	FLOW_F_EXT_UNREAD = 0x10, /* IPv4 options or IPv6 extension headers: truncated, past the window, > 6 */
+	/* Feature "xlat": not a flow but a tuple after NAT naming its flow
+	 * (struct xlat_flow_alias, bpf/xlat.h); the evictor skips it. */
+	FLOW_F_XLAT_ALIAS = 0x20,
+	FLOW_F_XLAT_DEAD = 0x40, /* that alias is stale: its tuple is a flow of its own (ring) */
 };
 
 /*
@@ -293,6 +297,23 @@ struct xlat_alias_value {
 	__u64 netns;         /* the namespace whose conntrack confirmed it */
 	__u32 gen;           /* the generation it was last confirmed in */
 	__u32 _pad;          /* always 0 */
+};
+
+/* Feature "xlat" (bpf/xlat.h): a flow map entry under a tuple after NAT
+ * (FLOW_F_XLAT_ALIAS): a struct flow_value whose header (lock,
+ * listed_only, n_ifaces, flags) and ifaces[0..2] keep their meaning (the
+ * hooks known listed in the flow it names, so that they stop at steady),
+ * the rest names the flow. */
+struct xlat_flow_alias {
+	struct bpf_spin_lock lock;
+	__u8 first_dir;   /* 0 */
+	__u8 listed_only; /* bit 0 always set: never a counting observation */
+	__u8 n_ifaces;    /* 1 + the mirrored listed hooks, at most 3 */
+	__u8 flags;       /* FLOW_F_XLAT_ALIAS, FLOW_F_XLAT_DEAD */
+	__u8 _pad[32];    /* zero: tcp_flags .. last_seen of a flow */
+	struct iface_obs ifaces[3]; /* [0] zero (no interface); [1..2] listed hooks */
+	struct xlat_alias_value to; /* the flow's key, the confirming namespace and generation */
+	__u8 _pad2[24];
 };
 
 /*

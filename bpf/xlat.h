@@ -127,17 +127,20 @@ static __always_inline int same_key(const struct flow_key *a, const struct flow_
 }
 
 /*
- * xlat_redirect runs when key *k (a packet's) is not in the active flow
- * map: when *k is a tuple after NAT, it rewrites *k to the canonical key
- * (the packet before NAT) and returns 1; else 0. An alias first (one hash
- * lookup: what every later packet of a post-NAT observation pays), then
- * conntrack: reverse(*k) found in a connection NAT rewrote means *k is
+ * xlat_redirect runs when key *k (a packet's, T) is not in the active
+ * flow map: when T is a tuple after NAT, it rewrites *k to the canonical
+ * key (the packet before NAT) and returns 1; else 0. An alias of
+ * xlat_alias first (one hash lookup), then
+ * conntrack: reverse(T) found in a connection NAT rewrote means T is
  * the packet after NAT, the connection's other tuple is its form before;
  * the alias is written for the hooks after this one, and the flow's
  * enrichment entry gets the translation (the counting hook may be in a
- * namespace whose conntrack knows none). A global function, verified
- * once (not at each of record()'s call sites); it runs once per new flow,
- * and per packet only on post-NAT observations.
+ * namespace whose conntrack knows none). The caller then writes the
+ * alias into the flow map as well (xlat_alias_put), where the later
+ * packets of the generation find it with their own lookup. A global
+ * function, verified once (not at each of record()'s call sites); it
+ * runs on a flow map miss only: once per new flow, once per post-NAT
+ * tuple and generation, and per packet only when the flow map is full.
  */
 __noinline int xlat_redirect(struct __sk_buff *skb, struct flow_key *k, __u64 netns, __u32 gen, __u32 dir)
 {
@@ -181,7 +184,7 @@ __noinline int xlat_redirect(struct __sk_buff *skb, struct flow_key *k, __u64 ne
 	}
 	int done = 0;
 	if (ct->status & (IPS_SRC_NAT_ | IPS_DST_NAT_)) {
-		/* reverse(*k) is the tuple of direction o.dir: the packet goes
+		/* reverse(T) is the tuple of direction o.dir: the packet goes
 		 * the other way, and that direction's tuple is its form before
 		 * NAT. */
 		const struct nf_conntrack_tuple *pre = o.dir == IP_CT_DIR_REPLY_ ? &ct->tuplehash[0].tuple :
@@ -211,6 +214,116 @@ __noinline int xlat_redirect(struct __sk_buff *skb, struct flow_key *k, __u64 ne
 	if (!done && a)
 		bpf_map_delete_elem(&xlat_alias, k);
 	return done;
+}
+
+/*
+ * The alias in the flow map (struct xlat_flow_alias, FLOW_F_XLAT_ALIAS):
+ * xlat_redirect's answer for tuple T, kept in the active flow map under T
+ * for the rest of the generation, so that a post-NAT packet's own lookup
+ * finds it: a listed hook after NAT stops there (steady, on the hooks
+ * the alias mirrors: no lookup more than a flow of its own), a counting
+ * one follows it to its flow (one lookup more). The map is per generation,
+ * so the alias ends with it; the next one asks xlat_redirect again.
+ */
+_Static_assert(sizeof(struct xlat_flow_alias) == sizeof(struct flow_value), "an alias is a flow map value");
+_Static_assert(__builtin_offsetof(struct xlat_flow_alias, listed_only) ==
+			       __builtin_offsetof(struct flow_value, listed_only) &&
+		       __builtin_offsetof(struct xlat_flow_alias, n_ifaces) ==
+			       __builtin_offsetof(struct flow_value, n_ifaces) &&
+		       __builtin_offsetof(struct xlat_flow_alias, flags) == __builtin_offsetof(struct flow_value, flags) &&
+		       __builtin_offsetof(struct xlat_flow_alias, ifaces) == __builtin_offsetof(struct flow_value, ifaces),
+	       "an alias's header and first interfaces are a flow value's");
+#define XLAT_ALIAS_IFACES 3
+
+/* xlat_alias_put copies xlat_redirect's alias of tuple post, when
+ * conntrack confirmed it in this generation, into the active flow map
+ * (not when that is known full: the packets after NAT then go through
+ * xlat_redirect, as they did before aliases lived there; nor an alias
+ * believed from the last generation: a packet in flight across the flip
+ * follows it there, the next ones do the same). */
+static __noinline void xlat_alias_put(void *cur, const struct flow_key *post, __u32 gen)
+{
+	const struct xlat_alias_value *to = bpf_map_lookup_elem(&xlat_alias, post);
+	if (!to || to->gen != gen || full_known(CTL_FLOWS_FULL, gen))
+		return;
+	struct xlat_flow_alias a = {};
+	a.listed_only = 1;
+	a.n_ifaces = 1;
+	a.flags = FLOW_F_XLAT_ALIAS;
+	a.to = *to;
+	long err = bpf_map_update_elem(cur, post, &a, BPF_NOEXIST);
+	if (err == 0) {
+		__u32 idx = CNT_NEW_FLOWS; /* an entry of the map: its fill */
+		__u64 *c = bpf_map_lookup_elem(&counters, &idx);
+		if (c)
+			*c += 1;
+	} else if (err != -17 /* EEXIST: another CPU's */) {
+		full_note(CTL_FLOWS_FULL, gen, err);
+	}
+}
+
+/* xlat_kill marks an alias stale: its tuple is now a connection of its
+ * own, whose packets go through the ring for the rest of the generation
+ * (the alias holds its key's entry); no hook stops at it any more. */
+static __always_inline void xlat_kill(struct flow_value *v)
+{
+	bpf_spin_lock(&v->lock);
+	v->flags |= FLOW_F_XLAT_DEAD;
+	v->listed_only = 1;
+	bpf_spin_unlock(&v->lock);
+}
+
+/*
+ * xlat_follow decides whether this hook's packet, whose tuple *k is an
+ * alias's (v), is the packet after NAT of the alias's flow: then it
+ * writes the flow's key to *k and returns 1. The rule is xlat_redirect's:
+ * only hooks after the NAT follow (the NAT namespace's egress, another
+ * namespace's ingress); an ingress of the NAT namespace proves it stale
+ * (NAT runs after TC ingress: there the tuple is a packet before NAT, of
+ * a connection of its own). Its freshness needs no test: the alias is
+ * in the flow map only in a generation in which conntrack confirmed it
+ * (record puts it there only then). 0: the packet is a flow of its own
+ * under *k (the caller sends it through the ring: the alias holds its
+ * key's entry).
+ */
+static __noinline int xlat_follow(struct flow_value *v, struct flow_key *k, const struct iface_obs *me)
+{
+	struct xlat_flow_alias *a = (struct xlat_flow_alias *)v;
+	if (v->flags & FLOW_F_XLAT_DEAD)
+		return 0;
+	int here = a->to.netns == me->netns;
+	if (here && me->dir == DIR_INGRESS) {
+		xlat_kill(v);
+		bpf_map_delete_elem(&xlat_alias, k);
+		return 0;
+	}
+	if (!here && me->dir != DIR_INGRESS)
+		return 0;
+	*k = a->to.key;
+	return 1;
+}
+
+/* xlat_mirror lists hook *me in alias v, once the alias's flow lists it
+ * as steady (known not first: for the rest of the generation, bpf/flows.h
+ * steady): its next packets stop at the alias. At most two hooks. */
+static __noinline void xlat_mirror(struct flow_value *v, const struct iface_obs *me)
+{
+	bpf_spin_lock(&v->lock);
+	__u8 n = v->n_ifaces;
+	int have = (n > 1 && v->ifaces[1].ifindex == me->ifindex && v->ifaces[1].netns == me->netns) ||
+		   (n > 2 && v->ifaces[2].ifindex == me->ifindex && v->ifaces[2].netns == me->netns);
+	if (!have && !(v->flags & FLOW_F_XLAT_DEAD)) {
+		if (n == 1) {
+			v->ifaces[1] = *me;
+			v->listed_only |= 1 << 1;
+			v->n_ifaces = 2;
+		} else if (n == 2) {
+			v->ifaces[2] = *me;
+			v->listed_only |= 1 << 2;
+			v->n_ifaces = 3;
+		}
+	}
+	bpf_spin_unlock(&v->lock);
 }
 
 /*

@@ -256,6 +256,15 @@ type AgentSpec struct {
 	// +optional
 	CacheMaxFlows int32 `json:"cacheMaxFlows,omitempty"`
 
+	// OverlayOuterFlows also exports the node-to-node tunnel flows (VXLAN,
+	// Geneve, IP-in-IP) as records of their own, marked overlay_outer:
+	// their packets are counted in their inner flows too, so sums over
+	// flows skip them. It adds two maps of CacheMaxFlows entries to each
+	// agent's memory. The agent's --overlay-outer-flows.
+	// +kubebuilder:default=false
+	// +optional
+	OverlayOuterFlows bool `json:"overlayOuterFlows,omitempty"`
+
 	// Interfaces lists the interfaces to watch: exact names, or regular
 	// expressions written /like this/ (unanchored unless they use ^ and $).
 	// Empty means every interface.

@@ -135,6 +135,9 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 		if h.Err == nil {
 			maps.Copy(tc, h.TC)
 			maps.Copy(sizes, h.MapSizes)
+			for _, m := range h.FlowSizedMaps {
+				sizes[m] = uint32(cfg.CacheMaxFlows)
+			}
 		}
 	}
 	// Overlays (bpf/tunnel.h): the tunnel's outer endpoints go to the

@@ -20,10 +20,14 @@ package main
 //	tls  quic         exist-hot, a UDP QUIC v1 Initial (long header), 1200 bytes
 //	xlat steady       exist-hot after the flow's first packets (a flag and
 //	                  packet-count test)
-//	xlat post-nat     exist-hot, the packet seen after NAT: its own key
-//	                  misses the flow map, an alias (xlat_alias) names its
-//	                  flow's key before NAT, found there (issue #29): the
-//	                  per-packet extra of a post-NAT observation
+//	xlat post-nat     exist-hot, the packet seen after NAT at its flow's
+//	                  counting hook: its own key finds the alias in the flow
+//	                  map (bpf/xlat.h), which names its flow's key before NAT,
+//	                  found there (issue #29): a counting post-NAT
+//	                  observation's per-packet extra
+//	xlat post-nat-listed  the same at a hook the flow lists (steady), which
+//	                  the alias lists too: a listed post-NAT observation's
+//	                  per-packet extra
 //	xlat new          each run the first packet of a new flow (the driver
 //	                  rewrites the source address): the conntrack lookup.
 //	                  BPF_PROG_TEST_RUN's skb has no conntrack entry, so this
@@ -127,6 +131,7 @@ type featCase struct {
 	dnsNewQuery         bool   // dns query-new: the pending entries removed after each repetition
 	warm                int    // runs before measuring (exist-hot)
 	postNAT             bool   // xlat post-nat: on, the flow moves to another key, which an alias names
+	postNATListed       bool   // xlat post-nat-listed: and the flow lists this hook as steady, as the alias does
 	note                string
 }
 
@@ -155,7 +160,9 @@ func featCases(features []string) []featCase {
 			featCase{feature: "xlat", name: "steady", kind: "other", constant: "xlat_on", pkt: packet("ipv4"), warm: xlatTries + 1,
 				note: "exist-hot after the flow's first packets: a flag and count test"},
 			featCase{feature: "xlat", name: "post-nat", kind: "own", constant: "xlat_on", pkt: packet("ipv4"), warm: xlatTries + 1, postNAT: true,
-				note: "exist-hot, a packet after NAT: its key misses, the alias names the flow's key before NAT (off: the packet's own flow)"},
+				note: "exist-hot, a packet after NAT at its flow's counting hook: the alias under its key names the flow's key before NAT (off: the packet's own flow)"},
+			featCase{feature: "xlat", name: "post-nat-listed", kind: "own", constant: "xlat_on", pkt: packet("ipv4"), warm: xlatTries + 1, postNAT: true, postNATListed: true,
+				note: "exist-hot, a packet after NAT at a hook its flow lists (steady), which the alias under its key lists too (off: the packet's own flow)"},
 			featCase{feature: "xlat", name: "new", kind: "own", constant: "xlat_on", pkt: packet("ipv4"), newPath: true,
 				note: "each run a new flow's first packet: conntrack lookup (a miss: no conntrack entry under BPF_PROG_TEST_RUN)"})
 	}
@@ -587,8 +594,23 @@ func loadFeatDP(o options, c featCase, on bool) (*featDP, error) {
 		}
 		pre := f.key
 		pre.DstPort = postNATPort
-		err := errors.Join(f.cur.Delete(&f.key), f.cur.Put(&pre, &v),
-			dp.Maps.XlatAlias.Put(&f.key, &datapath.XlatAlias{Key: pre, Netns: 1, Gen: f.gen}))
+		// The alias as bpf/xlat.h's xlat_alias_put writes it (and
+		// xlat_mirror, for a listed hook).
+		to := datapath.XlatAlias{Key: pre, Netns: 1, Gen: f.gen}
+		a := datapath.XlatFlowAlias{ListedOnly: 1, N_ifaces: 1, Flags: datapath.FlowFlagXlatAlias, To: to}
+		if c.postNATListed {
+			// Another hook counts the flow; this one is listed, steady.
+			me := v.Ifaces[0]
+			v.Ifaces[0] = datapath.IfaceObs{Netns: 1, Ifindex: 99, Dir: me.Dir}
+			v.Ifaces[1] = me
+			v.N_ifaces = 2
+			v.ListedOnly = 1 << 1
+			a.Ifaces[1] = me
+			a.N_ifaces = 2
+			a.ListedOnly |= 1 << 1
+		}
+		err := errors.Join(f.cur.Delete(&f.key), f.cur.Put(&pre, &v), f.cur.Put(&f.key, &a),
+			dp.Maps.XlatAlias.Put(&f.key, &to))
 		if err != nil {
 			f.Close()
 			return nil, err
@@ -818,15 +840,24 @@ func checkFeature(c featCase, off, on *featDP) (string, error) {
 			}
 		}
 		return fmt.Sprintf("flows on netns %d (shared: this namespace's cookie), 0 (per-namespace set of cookie 0)", host), nil
-	case "xlat/post-nat":
+	case "xlat/post-nat", "xlat/post-nat-listed":
 		var v datapath.FlowValue
-		if err := on.cur.Lookup(&on.key, &v); err == nil {
-			return "", fmt.Errorf("a flow under the key after NAT: the alias was not followed")
+		if err := on.cur.Lookup(&on.key, &v); err != nil || v.Flags&datapath.FlowFlagXlatAlias == 0 || v.Packets != 0 {
+			return "", fmt.Errorf("the key after NAT is not an alias with no packets (%v, flags %#x, %d packets)", err, v.Flags, v.Packets)
 		}
-		if err := on.cur.Lookup(&on.preKey, &v); err != nil || v.Packets <= xlatTries+1 {
-			return "", fmt.Errorf("the flow before NAT did not count the runs (%v, %d packets)", err, v.Packets)
+		if err := on.cur.Lookup(&on.preKey, &v); err != nil {
+			return "", err
 		}
-		return fmt.Sprintf("every run counted in the flow before NAT (%d packets), none under the key after NAT", v.Packets), nil
+		if c.name == "post-nat-listed" {
+			if v.Packets != xlatTries+1 {
+				return "", fmt.Errorf("the flow before NAT counted %d packets at a listed hook, want the warm-up's %d", v.Packets, xlatTries+1)
+			}
+			return fmt.Sprintf("no run counted (the flow keeps its %d packets), the key after NAT an alias with none", v.Packets), nil
+		}
+		if v.Packets <= xlatTries+1 {
+			return "", fmt.Errorf("the flow before NAT did not count the runs (%d packets)", v.Packets)
+		}
+		return fmt.Sprintf("every run counted in the flow before NAT (%d packets), none under the key after NAT (an alias)", v.Packets), nil
 	case "xlat/new":
 		if e, ok := enrich(on); ok && e.Xlat != 0 {
 			return "", fmt.Errorf("a translation recorded under BPF_PROG_TEST_RUN")

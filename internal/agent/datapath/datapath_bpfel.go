@@ -212,6 +212,8 @@ const (
 	datapathFlowFlagsFLOW_F_XLAT_DONE       datapathFlowFlags = 4
 	datapathFlowFlagsFLOW_F_L4UNREAD        datapathFlowFlags = 8
 	datapathFlowFlagsFLOW_F_EXT_UNREAD      datapathFlowFlags = 16
+	datapathFlowFlagsFLOW_F_XLAT_ALIAS      datapathFlowFlags = 32
+	datapathFlowFlagsFLOW_F_XLAT_DEAD       datapathFlowFlags = 64
 )
 
 type datapathFlowKey struct {
@@ -389,6 +391,22 @@ type datapathXlatAliasValue struct {
 	Pad   uint32
 }
 
+type datapathXlatFlowAlias struct {
+	_    structs.HostLayout
+	Lock struct {
+		_   structs.HostLayout
+		Val uint32
+	}
+	FirstDir   uint8
+	ListedOnly uint8
+	N_ifaces   uint8
+	Flags      uint8
+	Pad        [32]uint8
+	Ifaces     [3]datapathIfaceObs
+	To         datapathXlatAliasValue
+	Pad2       [24]uint8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -464,6 +482,7 @@ const (
 	datapathVarUnusedTcpRole       = "unused_tcp_role"
 	datapathVarUnusedTlsFlags      = "unused_tls_flags"
 	datapathVarUnusedTunnelType    = "unused_tunnel_type"
+	datapathVarUnusedXlatFlowAlias = "unused_xlat_flow_alias"
 	datapathVarXlatOn              = "xlat_on"
 )
 
@@ -592,6 +611,7 @@ type datapathVariableSpecs struct {
 	UnusedTcpRole       *ebpf.VariableSpec `ebpf:"unused_tcp_role"`
 	UnusedTlsFlags      *ebpf.VariableSpec `ebpf:"unused_tls_flags"`
 	UnusedTunnelType    *ebpf.VariableSpec `ebpf:"unused_tunnel_type"`
+	UnusedXlatFlowAlias *ebpf.VariableSpec `ebpf:"unused_xlat_flow_alias"`
 	XlatOn              *ebpf.VariableSpec `ebpf:"xlat_on"`
 }
 
@@ -712,6 +732,7 @@ type datapathVariables struct {
 	UnusedTcpRole       *ebpf.Variable `ebpf:"unused_tcp_role"`
 	UnusedTlsFlags      *ebpf.Variable `ebpf:"unused_tls_flags"`
 	UnusedTunnelType    *ebpf.Variable `ebpf:"unused_tunnel_type"`
+	UnusedXlatFlowAlias *ebpf.Variable `ebpf:"unused_xlat_flow_alias"`
 	XlatOn              *ebpf.Variable `ebpf:"xlat_on"`
 }
 

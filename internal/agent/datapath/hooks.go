@@ -32,6 +32,11 @@ type Plan struct {
 	// uses, by map name (the agent hands them to Load, Config.MapSizes);
 	// without the feature they keep one entry.
 	MapSizes map[string]uint32
+	// FlowSizedMaps are maps of bpf/maps.h only this feature uses whose
+	// entries follow the flow maps': the agent sizes them to
+	// --cache-max-flows (Config.MaxFlows), so the memory estimate
+	// (internal/agent/memory.go, measured after loading) counts them.
+	FlowSizedMaps []string
 	// Err, when set, is why the feature cannot run on this kernel, found
 	// before anything loads (e.g. a kfunc its BTF lacks); StartHooks
 	// reports it and loads nothing.

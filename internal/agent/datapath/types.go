@@ -26,6 +26,9 @@ type (
 	DNSPendingValue = datapathDnsPendingValue
 	// XlatAlias is an entry of map xlat_alias (feature xlat, bpf/xlat.h).
 	XlatAlias = datapathXlatAliasValue
+	// XlatFlowAlias is a flow map entry under a tuple after NAT
+	// (FlowFlagXlatAlias): not a flow, it names one (bpf/xlat.h).
+	XlatFlowAlias = datapathXlatFlowAlias
 	// TCPConn is struct tcp_conn: a TCP connection seen open (feature "tcp").
 	TCPConn = datapathTcpConn
 )
@@ -73,6 +76,9 @@ const (
 	FlowFlagL4Unread = uint8(datapathFlowFlagsFLOW_F_L4UNREAD)
 	// FlowFlagExtUnread: packets whose IPv4 options or IPv6 extension headers were not read to their end.
 	FlowFlagExtUnread = uint8(datapathFlowFlagsFLOW_F_EXT_UNREAD)
+	// FlowFlagXlatAlias: the entry is an alias (XlatFlowAlias), not a
+	// flow: no record (its packets are in the flow it names).
+	FlowFlagXlatAlias = uint8(datapathFlowFlagsFLOW_F_XLAT_ALIAS)
 )
 
 // Where a hook stands on a packet's way (enum hook_order, bpf/order.h):

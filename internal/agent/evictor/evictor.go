@@ -435,6 +435,9 @@ func (e *Evictor) read(out *output) error {
 		keys, vals = keys[skip:], vals[skip:]
 		skip = 0
 		for i := range keys {
+			if vals[i].Flags&datapath.FlowFlagXlatAlias != 0 {
+				continue // feature xlat: a tuple after NAT naming its flow, not a flow
+			}
 			out.add(&keys[i], &vals[i])
 		}
 		e.unreadFlows += len(keys)

@@ -26,10 +26,13 @@ type agentConfig struct {
 	NetnsDir           string   `yaml:"netns_dir"`
 	CacheActiveTimeout string   `yaml:"cache_active_timeout"`
 	CacheMaxFlows      int32    `yaml:"cache_max_flows"`
-	Sampling           int32    `yaml:"sampling"`
-	Export             []string `yaml:"export"`
-	Target             string   `yaml:"target,omitempty"`
-	GRPCBatchSize      int32    `yaml:"grpc_batch_size,omitempty"`
+	// Written only when set, so that the configuration (and its hash) of
+	// every other FlowCollector stays as it was before it existed.
+	OverlayOuterFlows bool     `yaml:"overlay_outer_flows,omitempty"`
+	Sampling          int32    `yaml:"sampling"`
+	Export            []string `yaml:"export"`
+	Target            string   `yaml:"target,omitempty"`
+	GRPCBatchSize     int32    `yaml:"grpc_batch_size,omitempty"`
 	// The grpc exporter's TLS and token: TLS with the CA bundle of
 	// ConfigMap flowlens-ca (or the Secrets of spec.exporters[].grpc.tls)
 	// and the projected ServiceAccount token; insecure_plaintext only when
@@ -144,6 +147,7 @@ func AgentConfig(spec *v1alpha1.FlowCollectorSpec) ([]byte, error) {
 		NetnsDir:           NetnsDir,
 		CacheActiveTimeout: spec.Agent.CacheActiveTimeout.Duration.String(),
 		CacheMaxFlows:      spec.Agent.CacheMaxFlows,
+		OverlayOuterFlows:  spec.Agent.OverlayOuterFlows,
 		Sampling:           spec.Agent.Sampling,
 		Export:             []string{},
 		Features:           []string{},

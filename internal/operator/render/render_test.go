@@ -410,6 +410,26 @@ func TestImageAndScheduling(t *testing.T) {
 }
 
 // TestHash: the hash follows the agent configuration only.
+// TestAgentConfigOverlayOuterFlows: spec.agent.overlayOuterFlows reaches
+// the agent's --overlay-outer-flows, and its default leaves the rendered
+// configuration (so every agent's hash) as it was before the field existed.
+func TestAgentConfigOverlayOuterFlows(t *testing.T) {
+	if c := loadAgentConfig(t, v1alpha1.FlowCollectorSpec{}); c.OverlayOuterFlows {
+		t.Error("overlay outer flows on by default")
+	}
+	if c := loadAgentConfig(t, v1alpha1.FlowCollectorSpec{Agent: v1alpha1.AgentSpec{OverlayOuterFlows: true}}); !c.OverlayOuterFlows {
+		t.Error("spec.agent.overlayOuterFlows: true did not reach the agent")
+	}
+	s := WithDefaults(v1alpha1.FlowCollectorSpec{})
+	data, err := AgentConfig(&s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), "overlay_outer_flows") {
+		t.Errorf("the default configuration writes overlay_outer_flows:\n%s", data)
+	}
+}
+
 func TestHash(t *testing.T) {
 	hash := func(spec v1alpha1.FlowCollectorSpec) string {
 		objs, err := Build(collector(spec), Options{DefaultImage: "img"})
@@ -427,6 +447,9 @@ func TestHash(t *testing.T) {
 	}
 	if hash(v1alpha1.FlowCollectorSpec{Agent: v1alpha1.AgentSpec{Sampling: 2}}) == base {
 		t.Error("hash ignores sampling")
+	}
+	if hash(v1alpha1.FlowCollectorSpec{Agent: v1alpha1.AgentSpec{OverlayOuterFlows: true}}) == base {
+		t.Error("hash ignores overlayOuterFlows")
 	}
 	rule := func(ports string) v1alpha1.FlowCollectorSpec {
 		p := intstr.FromString(ports)

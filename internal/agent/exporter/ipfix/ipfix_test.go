@@ -404,7 +404,7 @@ func TestNATDecodedByGoflow2(t *testing.T) {
 
 // enrich gives some flows of records' batch the enrichment fields: drops
 // with a cause (one longer than MaxDropCause), RTT and retransmits, partial,
-// sampling, several interfaces; the others have none.
+// sampling, several interfaces, unread headers; the others have none.
 func enrich(batch []flow.Record) {
 	long := strings.Repeat("SKB_DROP_REASON_", 20) // 320 bytes
 	for i := range batch {
@@ -427,6 +427,11 @@ func enrich(batch []flow.Record) {
 		case 6:
 			r.RTTMax = time.Duration(2_000_000+i) * time.Nanosecond
 			r.Interfaces = append(r.Interfaces, flow.Interface{Name: "a-name-longer-than-ifnamsiz", Ifindex: 9, Direction: flow.DirBoth})
+		case 4:
+			// Packets counted whose headers were not read to the end.
+			r.L4Unread, r.FragUnmatched = true, true
+		case 8:
+			r.ExtUnread = true
 		case 7:
 			r.IfacesOverflow = true
 			for k := range 6 {
@@ -534,6 +539,7 @@ func wantEnterprise(r *flow.Record) map[uint16][]byte {
 		m[1007], m[1008] = boolean(r.Partial), []byte{byte(len(r.Interfaces))}
 		m[1009], m[1010], m[1011] = u64(uint64(r.RTTMax)), []byte(state), u16(r.DropTCPFlags)
 		m[1012] = boolean(r.IfacesOverflow || len(r.Interfaces) > MaxInterfaces)
+		m[1056], m[1057], m[1058] = boolean(r.L4Unread), boolean(r.ExtUnread), boolean(r.FragUnmatched)
 	}
 	if r.HasDNS() {
 		name := r.DNSName

@@ -24,12 +24,6 @@ import (
 // lookupKfunc is the conntrack kfunc bpf/xlat.h calls from the TC programs.
 const lookupKfunc = "bpf_skb_ct_lookup"
 
-// AliasEntries is the size of the map of post-NAT tuples to their flows'
-// keys (bpf/xlat.h, xlat_alias; LRU): one entry per translated connection
-// direction a hook sees after NAT. An entry it forgets is written again by
-// the next packet where conntrack is (preallocated: ~2.4 MiB).
-const AliasEntries = 16384
-
 // Feature records NAT translations.
 type Feature struct{ feature.NoOptions }
 
@@ -55,7 +49,12 @@ func (*Feature) Plan(kernel *btf.Spec) datapath.Plan {
 		return h
 	}
 	h.TC = map[string]any{"xlat_on": uint32(1)}
-	h.MapSizes = map[string]uint32{datapath.MapXlatAlias: AliasEntries}
+	// The map of post-NAT tuples to their flows' keys (bpf/xlat.h,
+	// xlat_alias; LRU): at most one entry per flow of a generation (a
+	// flow's packets after NAT have one tuple), so sized like the flow
+	// maps; an entry it forgets is written again by the next packet
+	// where conntrack is.
+	h.FlowSizedMaps = []string{datapath.MapXlatAlias}
 	return h
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/flowlens/flowlens/internal/agent"
+	"github.com/flowlens/flowlens/internal/agent/datapath"
 	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
@@ -142,5 +143,31 @@ func TestXlat(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAliasMapSize: the map of post-NAT tuples (xlat_alias) is sized like
+// the flow maps, from --cache-max-flows, so the memory estimate (the maps'
+// memlock, internal/agent/memory.go) grows with it; without the feature it
+// keeps one entry.
+func TestAliasMapSize(t *testing.T) {
+	for _, c := range []struct {
+		features string
+		want     uint32
+	}{{"--features=xlat", 12345}, {"--features=drops", 1}} {
+		l := newNATLab(t, false)
+		h := agenttest.Start(t, 2, agent.Options{}, "--netns="+l.rtr.Name, c.features, "--cache-max-flows=12345")
+		got := h.A.DP.Maps.XlatAlias.MaxEntries()
+		flows := h.A.DP.Maps.Flows[0].MaxEntries()
+		mem, err := datapath.MapMemory(h.A.DP.Maps.XlatAlias)()
+		fmem, ferr := datapath.MapMemory(h.A.DP.Maps.Flows[0])()
+		h.Stop()
+		if err != nil || ferr != nil {
+			t.Fatal(err, ferr)
+		}
+		t.Logf("%s: xlat_alias %d entries, %d bytes; a flow map %d bytes", c.features, got, mem, fmem)
+		if got != c.want || flows != 12345 {
+			t.Errorf("%s: xlat_alias has %d entries, want %d (flow maps %d)", c.features, got, c.want, flows)
+		}
 	}
 }
