@@ -11,7 +11,7 @@ import (
 // to one of them, so a node one collector lacks but the other captured on
 // is not reported missing; losses add up; a clamped snaplen is said.
 func TestCaptureReportMergesCollectors(t *testing.T) {
-	r := &captured{packets: make([]*flowv1.CapturedPacket, 7), snaplen: 1500, ends: []*flowv1.CaptureEnd{
+	r := &captured{written: 7, snaplen: 1500, ends: []*flowv1.CaptureEnd{
 		{Reason: "duration", NotCaptured: map[string]uint64{"ring_full": 3}, Nodes: []*flowv1.NodeCaptureEnd{
 			{Node: "node-a", Packets: 4, Snaplen: 128, Reason: "duration"},
 			{Node: "node-b", Error: "no agent of this node is connected to this collector"},
