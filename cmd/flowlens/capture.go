@@ -245,8 +245,16 @@ func captureCmd(ctx context.Context, args []string, env func(string) string, std
 		}
 	}
 	res.report(stderr)
+	if res.noneCaptured() {
+		return exitNoCapture
+	}
 	return 0
 }
+
+// exitNoCapture is the exit status when no agent could capture: every
+// node asked refused, or none was connected, or none matched
+// (docs/capture.md).
+const exitNoCapture = 3
 
 // captured is what the collectors answered, merged.
 type captured struct {
@@ -255,6 +263,8 @@ type captured struct {
 	ends    []*flowv1.CaptureEnd
 	bound   uint64 // packets dropped here: past --max-packets of all collectors together
 	snaplen uint32 // asked
+	// noAgents are the collectors that had no agent to ask at all.
+	noAgents []string
 	// interrupted: the caller's context ended first (Ctrl-C).
 	interrupted bool
 }
@@ -338,6 +348,9 @@ func runCapture(ctx context.Context, req *flowv1.CaptureRequest, servers []strin
 				ro.push(it.p, time.Now())
 			default:
 				res.ends = append(res.ends, it.end)
+				if len(it.end.Nodes) == 0 {
+					res.noAgents = append(res.noAgents, it.from)
+				}
 			}
 		case <-due:
 		}
@@ -372,6 +385,23 @@ func runCapture(ctx context.Context, req *flowv1.CaptureRequest, servers []strin
 	res.interrupted = parent.Err() != nil
 	res.written, res.bound, res.late = sink.written, sink.bound, ro.late
 	return res, nil
+}
+
+// noneCaptured says that no agent could capture: no node of any
+// collector ran the capture (each refused, or was not connected, or none
+// matched). An interrupted capture is not that.
+func (r *captured) noneCaptured() bool {
+	if r.interrupted {
+		return false
+	}
+	for _, e := range r.ends {
+		for _, n := range e.Nodes {
+			if n.Error == "" {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // explainCapture is connection.explain for capture's permission.
@@ -450,6 +480,13 @@ func (r *captured) report(w io.Writer) {
 			if n.Error != "" && !captured[n.Node] {
 				fmt.Fprintf(w, "node %s: %s\n", textfmt.Safe(n.Node), textfmt.Safe(n.Error))
 			}
+		}
+	}
+	// A collector without any agent to ask (none connected to it): said
+	// when no other collector captured.
+	if len(captured) == 0 {
+		for _, c := range r.noAgents {
+			fmt.Fprintf(w, "collector %s: no agent is connected to it\n", textfmt.Safe(c))
 		}
 	}
 	// A snaplen the agents clamped (--capture-max-snaplen) is said, not
