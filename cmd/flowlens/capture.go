@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"os"
 	"slices"
@@ -475,12 +476,18 @@ func (r *captured) report(w io.Writer) {
 			}
 		}
 	}
+	// Once per node (each collector reports a node none has), in node
+	// order, whatever order the collectors ended in.
+	missing := map[string]string{}
 	for _, e := range r.ends {
 		for _, n := range e.Nodes {
-			if n.Error != "" && !captured[n.Node] {
-				fmt.Fprintf(w, "node %s: %s\n", textfmt.Safe(n.Node), textfmt.Safe(n.Error))
+			if _, ok := missing[n.Node]; n.Error != "" && !captured[n.Node] && !ok {
+				missing[n.Node] = n.Error
 			}
 		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(missing)) {
+		fmt.Fprintf(w, "node %s: %s\n", textfmt.Safe(n), textfmt.Safe(missing[n]))
 	}
 	// A collector without any agent to ask (none connected to it): said
 	// when no other collector captured.
@@ -491,12 +498,16 @@ func (r *captured) report(w io.Writer) {
 	}
 	// A snaplen the agents clamped (--capture-max-snaplen) is said, not
 	// hidden: the user asked for more bytes than the packets hold.
+	clamped := map[string]uint32{}
 	for _, e := range r.ends {
 		for _, n := range e.Nodes {
 			if n.Error == "" && n.Snaplen > 0 && r.snaplen > n.Snaplen {
-				fmt.Fprintf(w, "node %s: snaplen clamped to %d bytes (its agent's --capture-max-snaplen)\n", textfmt.Safe(n.Node), n.Snaplen)
+				clamped[n.Node] = n.Snaplen
 			}
 		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(clamped)) {
+		fmt.Fprintf(w, "node %s: snaplen clamped to %d bytes (its agent's --capture-max-snaplen)\n", textfmt.Safe(n), clamped[n])
 	}
 }
 

@@ -19,7 +19,8 @@ func TestCaptureReportMergesCollectors(t *testing.T) {
 			{Node: "node-c", Error: "no agent of this node is connected to this collector"}}},
 		{Reason: "duration", NotCaptured: map[string]uint64{"ring_full": 2, "relay": 1}, Nodes: []*flowv1.NodeCaptureEnd{
 			{Node: "node-a", Error: "no agent of this node is connected to this collector"},
-			{Node: "node-b", Packets: 3, Snaplen: 1500, Reason: "duration"}}},
+			{Node: "node-b", Packets: 3, Snaplen: 1500, Reason: "duration"},
+			{Node: "node-c", Error: "no agent of this node is connected to this collector"}}},
 	}}
 	var b strings.Builder
 	r.report(&b)
