@@ -57,10 +57,12 @@ const (
 	packetBuffer = 8192
 	// commandBuffer is how many commands wait for an agent's stream.
 	commandBuffer = 64
-	// helloTimeout is how long a new AgentCapture stream may take to say
-	// hello: a stream that says nothing does not hold its goroutine.
-	helloTimeout = 10 * time.Second
 )
+
+// helloTimeout is how long a new AgentCapture stream may take to say
+// hello: a stream that says nothing does not hold its goroutines (a
+// variable for its test).
+var helloTimeout = 10 * time.Second
 
 // Metric names (docs/metrics.md).
 const (

@@ -104,3 +104,36 @@ func TestAgentCaptureStreamsBounded(t *testing.T) {
 	default:
 	}
 }
+
+// A stream that says no hello within helloTimeout is ended
+// (DeadlineExceeded) and holds no agent slot.
+func TestAgentCaptureHelloTimeout(t *testing.T) {
+	old := helloTimeout
+	helloTimeout = 200 * time.Millisecond
+	t.Cleanup(func() { helloTimeout = old })
+	s := New(Options{MaxStreams: 1})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	s.Register(srv)
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	st, err := flowv1.NewPacketCaptureClient(conn).AgentCapture(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.Recv()
+	if status.Code(err) != codes.DeadlineExceeded || status.Convert(err).Message() != "capture: no hello within 200ms" {
+		t.Errorf("a silent stream: %v, want DeadlineExceeded", err)
+	}
+	if a := s.Agents(); len(a) != 0 {
+		t.Errorf("agents %v, want none", a)
+	}
+}
