@@ -9,10 +9,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"os"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -230,12 +230,14 @@ func captureCmd(ctx context.Context, args []string, env func(string) string, std
 		out = f
 	}
 	// Interrupted (Ctrl-C), the capture ends on the agents and what came
-	// is written, as tcpdump does.
-	res, err := runCapture(ctx, o.captureRequest(), servers, conn)
+	// is written, as tcpdump does. Packets are written as they come,
+	// merged in time order within a window (reorder.go).
+	sink, err := newCaptureSink(out, o.output, o.capture.maxPackets)
 	if err != nil {
 		return fail(err)
 	}
-	if err := writeCapture(out, o.output, res.packets); err != nil {
+	res, err := runCapture(ctx, o.captureRequest(), servers, conn, sink)
+	if err != nil {
 		return fail(err)
 	}
 	if f, ok := out.(*os.File); ok && f != os.Stdout {
@@ -244,29 +246,48 @@ func captureCmd(ctx context.Context, args []string, env func(string) string, std
 		}
 	}
 	res.report(stderr)
+	if res.noneCaptured() {
+		return exitNoCapture
+	}
 	return 0
 }
 
+// exitNoCapture is the exit status when no agent could capture: every
+// node asked refused, or none was connected, or none matched
+// (docs/capture.md).
+const exitNoCapture = 3
+
 // captured is what the collectors answered, merged.
 type captured struct {
-	packets []*flowv1.CapturedPacket
+	written uint64 // packets written
+	late    uint64 // of them, written out of time order (past the window)
 	ends    []*flowv1.CaptureEnd
 	bound   uint64 // packets dropped here: past --max-packets of all collectors together
 	snaplen uint32 // asked
+	// noAgents are the collectors that had no agent to ask at all.
+	noAgents []string
 	// interrupted: the caller's context ended first (Ctrl-C).
 	interrupted bool
 }
 
-// runCapture asks every collector, gathers their packets and end reports,
-// and sorts the packets by time (a stable sort: each collector's packets
-// of one interface stay in their order).
-func runCapture(ctx context.Context, req *flowv1.CaptureRequest, servers []string, c *connection) (*captured, error) {
+// captureItem is what a collector's stream gave: a packet or its end.
+type captureItem struct {
+	p    *flowv1.CapturedPacket
+	end  *flowv1.CaptureEnd
+	from string
+}
+
+// runCapture asks every collector and writes their packets to sink as
+// they come, merged in time order within the reorder window, and
+// gathers their end reports.
+func runCapture(ctx context.Context, req *flowv1.CaptureRequest, servers []string, c *connection, sink *captureSink) (*captured, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	parent := ctx
 	res := &captured{snaplen: req.Snaplen}
-	var mu sync.Mutex
 	var wg sync.WaitGroup
 	errs := make([]error, len(servers))
+	in := make(chan captureItem, 1024)
 	for i, s := range servers {
 		conn, err := grpc.NewClient(s, append(c.opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20)))...)
 		if err != nil {
@@ -286,42 +307,102 @@ func runCapture(ctx context.Context, req *flowv1.CaptureRequest, servers []strin
 				if r, err = st.Recv(); err != nil {
 					break
 				}
-				mu.Lock()
-				switch x := r.Response.(type) {
-				case *flowv1.CaptureResponse_Packet:
-					res.packets = append(res.packets, x.Packet)
-				case *flowv1.CaptureResponse_End:
-					res.ends = append(res.ends, x.End)
+				it := captureItem{p: r.GetPacket(), end: r.GetEnd(), from: name}
+				if it.p == nil && it.end == nil {
+					continue
 				}
-				mu.Unlock()
+				select {
+				case in <- it:
+				case <-ctx.Done():
+				}
 			}
 			switch {
 			case errors.Is(err, io.EOF):
-			case ctx.Err() != nil && status.Code(err) == codes.Canceled:
+			case parent.Err() != nil && status.Code(err) == codes.Canceled:
 				// Interrupted: what came so far is the capture.
 			default:
 				errs[i] = fmt.Errorf("%s: %w", name, explainCapture(c, err))
 			}
 		}()
 	}
-	wg.Wait()
+	go func() {
+		wg.Wait()
+		close(in)
+	}()
+	ro := newReorder(reorderWindow, reorderMaxHeld)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var werr error
+	wrote := false
+	for open := true; open; {
+		var due <-chan time.Time
+		if t, ok := ro.next(); ok {
+			timer.Reset(time.Until(t))
+			due = timer.C
+		}
+		select {
+		case it, ok := <-in:
+			switch {
+			case !ok:
+				open = false
+			case it.p != nil:
+				ro.push(it.p, time.Now())
+			default:
+				res.ends = append(res.ends, it.end)
+				if len(it.end.Nodes) == 0 {
+					res.noAgents = append(res.noAgents, it.from)
+				}
+			}
+		case <-due:
+		}
+		if werr != nil {
+			continue // draining the streams after a write error
+		}
+		n := sink.written
+		werr = ro.due(time.Now(), sink.packet)
+		wrote = wrote || sink.written != n
+		// Flushed when nothing more is waiting: a reader of a pipe sees
+		// each packet about the window after it came, and a busy
+		// capture is written in large writes.
+		if werr == nil && wrote && len(in) == 0 {
+			werr, wrote = sink.flush(), false
+		}
+		if werr != nil {
+			cancel() // the output is gone: end the capture on the agents
+		}
+	}
+	if werr == nil {
+		werr = ro.drain(sink.packet)
+	}
+	if werr == nil {
+		werr = sink.flush()
+	}
+	if werr != nil {
+		return nil, werr
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	res.interrupted = ctx.Err() != nil
-	res.merge(req.MaxPackets)
+	res.interrupted = parent.Err() != nil
+	res.written, res.bound, res.late = sink.written, sink.bound, ro.late
 	return res, nil
 }
 
-// merge sorts the packets of every collector by time (a stable sort: the
-// packets of one interface of one node stay in their order) and keeps
-// the first maxPackets (0: all), since each collector bounds only its own.
-func (r *captured) merge(maxPackets uint64) {
-	sort.SliceStable(r.packets, func(i, j int) bool { return r.packets[i].TimeUnixNano < r.packets[j].TimeUnixNano })
-	if n := maxPackets; n > 0 && uint64(len(r.packets)) > n {
-		r.bound = uint64(len(r.packets)) - n
-		r.packets = r.packets[:n]
+// noneCaptured says that no agent could capture: no node of any
+// collector ran the capture (each refused, or was not connected, or none
+// matched). An interrupted capture is not that.
+func (r *captured) noneCaptured() bool {
+	if r.interrupted {
+		return false
 	}
+	for _, e := range r.ends {
+		for _, n := range e.Nodes {
+			if n.Error == "" {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // explainCapture is connection.explain for capture's permission.
@@ -369,7 +450,10 @@ func (r *captured) report(w io.Writer) {
 	if r.interrupted {
 		reasons = append(slices.DeleteFunc(reasons, func(x string) bool { return x == "canceled" }), "interrupted")
 	}
-	fmt.Fprintf(w, "%d packets captured\n", len(r.packets))
+	fmt.Fprintf(w, "%d packets captured\n", r.written)
+	if r.late > 0 {
+		fmt.Fprintf(w, "%d packets written out of time order (they arrived more than %s after a later one)\n", r.late, reorderWindow)
+	}
 	for _, k := range slices.Sorted(func(yield func(string) bool) {
 		for k := range notCaptured {
 			if !yield(k) {
@@ -392,21 +476,38 @@ func (r *captured) report(w io.Writer) {
 			}
 		}
 	}
+	// Once per node (each collector reports a node none has), in node
+	// order, whatever order the collectors ended in.
+	missing := map[string]string{}
 	for _, e := range r.ends {
 		for _, n := range e.Nodes {
-			if n.Error != "" && !captured[n.Node] {
-				fmt.Fprintf(w, "node %s: %s\n", textfmt.Safe(n.Node), textfmt.Safe(n.Error))
+			if _, ok := missing[n.Node]; n.Error != "" && !captured[n.Node] && !ok {
+				missing[n.Node] = n.Error
 			}
+		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(missing)) {
+		fmt.Fprintf(w, "node %s: %s\n", textfmt.Safe(n), textfmt.Safe(missing[n]))
+	}
+	// A collector without any agent to ask (none connected to it): said
+	// when no other collector captured.
+	if len(captured) == 0 {
+		for _, c := range r.noAgents {
+			fmt.Fprintf(w, "collector %s: no agent is connected to it\n", textfmt.Safe(c))
 		}
 	}
 	// A snaplen the agents clamped (--capture-max-snaplen) is said, not
 	// hidden: the user asked for more bytes than the packets hold.
+	clamped := map[string]uint32{}
 	for _, e := range r.ends {
 		for _, n := range e.Nodes {
 			if n.Error == "" && n.Snaplen > 0 && r.snaplen > n.Snaplen {
-				fmt.Fprintf(w, "node %s: snaplen clamped to %d bytes (its agent's --capture-max-snaplen)\n", textfmt.Safe(n.Node), n.Snaplen)
+				clamped[n.Node] = n.Snaplen
 			}
 		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(clamped)) {
+		fmt.Fprintf(w, "node %s: snaplen clamped to %d bytes (its agent's --capture-max-snaplen)\n", textfmt.Safe(n), clamped[n])
 	}
 }
 
@@ -446,36 +547,56 @@ func endText(reasons []string) string {
 	return strings.Join(out, "; ")
 }
 
-// writeCapture writes the packets in the output format.
-func writeCapture(w io.Writer, format string, packets []*flowv1.CapturedPacket) error {
+// captureSink writes packets in the output format, bounded by
+// --max-packets over every collector (each collector bounds only its own).
+type captureSink struct {
+	pw         *pcapngWriter // pcapng
+	bw         *bufio.Writer // json
+	maxPackets uint64
+	written    uint64
+	bound      uint64 // packets past maxPackets, not written
+}
+
+func newCaptureSink(w io.Writer, format string, maxPackets uint64) (*captureSink, error) {
+	s := &captureSink{maxPackets: maxPackets}
 	if format == "json" {
-		bw := bufio.NewWriter(w)
-		for _, p := range packets {
-			b, err := json.Marshal(summary(p))
-			if err != nil {
-				return err
-			}
-			bw.Write(textfmt.SafeJSON(nil, b))
-			bw.WriteByte('\n')
-		}
-		return bw.Flush()
+		s.bw = bufio.NewWriter(w)
+		return s, nil
 	}
 	pw, err := newPcapngWriter(w, version.String("flowlens capture"))
-	if err != nil {
-		return err
+	s.pw = pw
+	return s, err
+}
+
+// packet writes p (or counts it past --max-packets).
+func (s *captureSink) packet(p *flowv1.CapturedPacket) error {
+	if s.maxPackets > 0 && s.written >= s.maxPackets {
+		s.bound++
+		return nil
 	}
-	for _, p := range packets {
-		lt := uint16(p.LinkType)
-		if lt == 0 {
-			lt = 1
-		}
-		ifc := pcapIface{name: p.Interface, linkType: lt, snaplen: 0,
-			description: fmt.Sprintf("node=%s netns=%s ifindex=%d direction=%s", p.Node, p.Netns, p.Ifindex, directionName(p.Direction))}
-		if err := pw.packet(ifc, p.TimeUnixNano, p.WireLength, p.Data, comment(p)); err != nil {
+	s.written++
+	if s.bw != nil {
+		b, err := json.Marshal(summary(p))
+		if err != nil {
 			return err
 		}
+		s.bw.Write(textfmt.SafeJSON(nil, b))
+		return s.bw.WriteByte('\n')
 	}
-	return pw.flush()
+	lt := uint16(p.LinkType)
+	if lt == 0 {
+		lt = 1
+	}
+	ifc := pcapIface{name: p.Interface, linkType: lt, snaplen: 0,
+		description: fmt.Sprintf("node=%s netns=%s ifindex=%d direction=%s", p.Node, p.Netns, p.Ifindex, directionName(p.Direction))}
+	return s.pw.packet(ifc, p.TimeUnixNano, p.WireLength, p.Data, comment(p))
+}
+
+func (s *captureSink) flush() error {
+	if s.bw != nil {
+		return s.bw.Flush()
+	}
+	return s.pw.flush()
 }
 
 func directionName(d flowv1.CaptureDirection) string {

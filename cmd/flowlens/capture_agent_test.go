@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -287,6 +288,97 @@ func TestCaptureEndToEnd(t *testing.T) {
 		}
 		t.Logf("%d of 10 packets read before the interruption", n)
 		l.waitRunning(t, 0, "the capture interrupted")
+	})
+
+	t.Run("streams to tshark", func(t *testing.T) {
+		// `flowlens capture -w - | tshark -i -`: the real CLI binary
+		// writes into a pipe that a real tshark reads live. tshark prints
+		// the first 10 datagrams while the capture still runs (it ends
+		// only at --max-packets 30), then exactly 30.
+		if _, err := exec.LookPath("tshark"); err != nil {
+			testkit.Need(t, "tshark", fmt.Errorf("%v: install it with `sudo hack/install-deps.sh test`", err))
+		}
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cli := exec.Command(buildCLI(t), "capture", "--server", l.col, "-w", "-", "--to-port", "7001", "--direction", "ingress",
+			"--max-packets", "30", "--duration", "5m")
+		cli.Stdout = pw
+		var cliErr strings.Builder
+		cli.Stderr = &cliErr
+		ts := exec.Command("tshark", "-i", "-", "-l", "-T", "fields", "-e", "udp.srcport", "-e", "frame.interface_name")
+		ts.Stdin = pr
+		tsOut, err := ts.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := testkit.StartOwned(ts); err != nil {
+			t.Fatal(err)
+		}
+		if err := testkit.StartOwned(cli); err != nil {
+			t.Fatal(err)
+		}
+		pr.Close()
+		pw.Close()
+		var mu sync.Mutex
+		var lines []string
+		read := make(chan struct{})
+		go func() {
+			defer close(read)
+			sc := bufio.NewScanner(tsOut)
+			for sc.Scan() {
+				mu.Lock()
+				lines = append(lines, sc.Text())
+				mu.Unlock()
+			}
+		}()
+		cliDone := make(chan error, 1)
+		go func() { cliDone <- cli.Wait() }()
+		count := func() int { mu.Lock(); defer mu.Unlock(); return len(lines) }
+		l.waitRunning(t, 1, "capture started")
+		l.send(t, 5001, 7001, 10)
+		for deadline := time.Now().Add(60 * time.Second); count() < 10; time.Sleep(50 * time.Millisecond) {
+			select {
+			case err := <-cliDone:
+				t.Fatalf("the CLI ended (%v) before tshark read 10 packets (%d): %s", err, count(), cliErr.String())
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("tshark read %d packets in 60s while the capture ran, want 10", count())
+			}
+		}
+		select {
+		case err := <-cliDone:
+			t.Fatalf("the CLI ended (%v) before its 30 packets", err)
+		default:
+		}
+		if n := count(); n != 10 {
+			t.Fatalf("tshark read %d packets while the capture ran, want 10", n)
+		}
+		l.send(t, 5001, 7001, 20)
+		select {
+		case err := <-cliDone:
+			if err != nil {
+				t.Fatalf("the CLI: %v: %s", err, cliErr.String())
+			}
+		case <-time.After(120 * time.Second):
+			t.Fatal("the CLI did not end in 120s")
+		}
+		<-read
+		ts.Wait()
+		if cliErr.String() != "30 packets captured\ncapture ended: --max-packets reached\n" {
+			t.Errorf("stderr %q", cliErr.String())
+		}
+		if len(lines) != 30 {
+			t.Fatalf("tshark read %d packets, want 30", len(lines))
+		}
+		for i, line := range lines {
+			if line != "5001\tcap-sv0" {
+				t.Errorf("packet %d: tshark read %q, want 5001 on cap-sv0", i, line)
+			}
+		}
+		l.waitRunning(t, 0, "capture ended")
 	})
 
 	t.Run("killed CLI", func(t *testing.T) {

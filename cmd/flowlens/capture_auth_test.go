@@ -143,8 +143,8 @@ func TestCaptureAuthorization(t *testing.T) {
 	}
 	wantErr := "0 packets captured\ncapture ended: no agent of a matching node could capture\nnode " + pki.ClientCN +
 		": capture is disabled on this node's agent (--capture=false; the operator's spec.agent.capture.enable)\n"
-	if code != 0 || out != "" || errOut != wantErr {
-		t.Errorf("as a capturer, agent's capture disabled: exit %d, stdout %q, stderr\n%s\nwant\n%s", code, out, errOut, wantErr)
+	if code != exitNoCapture || out != "" || errOut != wantErr {
+		t.Errorf("as a capturer, agent's capture disabled: exit %d (want 3), stdout %q, stderr\n%s\nwant\n%s", code, out, errOut, wantErr)
 	}
 	// Every capture is logged with who asked what.
 	logged := ""

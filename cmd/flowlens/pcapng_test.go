@@ -92,12 +92,19 @@ func TestCapturePcapngReadByTshark(t *testing.T) {
 		TimeUnixNano: base + int64(time.Second), WireLength: uint32(len(raw)), Data: raw, LinkType: 101})
 	wants = append(wants, want{"tun0", "node=node-a netns= ifindex=0 direction=ingress", "10.3.0.1", "10.3.0.2", 1000, 2000, len(raw), "node=node-a src=- dst=-"})
 
-	res := &captured{packets: packets}
-	res.merge(0)
 	file := filepath.Join(t.TempDir(), "c.pcapng")
 	var buf bytes.Buffer
-	if err := writeCapture(&buf, "pcapng", res.packets); err != nil {
+	sink, err := newCaptureSink(&buf, "pcapng", 0)
+	if err != nil {
 		t.Fatal(err)
+	}
+	ro := newReorder(reorderWindow, reorderMaxHeld)
+	now := time.Now()
+	for _, p := range packets {
+		ro.push(p, now)
+	}
+	if err := ro.drain(sink.packet); err != nil || sink.flush() != nil || ro.late != 0 {
+		t.Fatalf("drain: %v, late %d", err, ro.late)
 	}
 	if err := os.WriteFile(file, buf.Bytes(), 0o600); err != nil {
 		t.Fatal(err)

@@ -5,13 +5,20 @@ import (
 
 	"github.com/flowlens/flowlens/internal/collector/capturerelay"
 	"github.com/flowlens/flowlens/internal/collector/k8smeta"
+	"github.com/flowlens/flowlens/pkg/receiver"
 )
 
 // startCapture serves packet capture (package capturerelay, issue #32) on
 // the gRPC server: names resolve with the enrichment's source, the
 // agents' identity and the callers' names come from the authorizer.
 func (c *Collector) startCapture(resolver *k8smeta.Resolver) {
-	o := capturerelay.Options{Logger: c.log,
+	// Agents' capture streams are bounded as their Export streams are:
+	// --max-agents of them, one per agent identity.
+	maxStreams := c.cfg.Limits.MaxStreams
+	if maxStreams == 0 {
+		maxStreams = receiver.DefaultMaxStreams
+	}
+	o := capturerelay.Options{Logger: c.log, MaxStreams: maxStreams,
 		AgentNode: func(ctx context.Context) (string, bool) {
 			s, ok := ctx.Value(senderKey{}).(*sender)
 			if !ok {

@@ -68,7 +68,7 @@ var Spec = &cliconf.Spec[Config]{
 				Usage: "most flows accepted in one message (at least 1)",
 				Set:   cliconf.Int(func(o *Config) *int { return &o.Limits.MaxFlowsPerBatch })},
 			{Name: "max-agents", Arg: "n", Default: strconv.Itoa(receiver.DefaultMaxStreams),
-				Usage: "most agent streams served at once (-1: unlimited)",
+				Usage: "most agent streams served at once, and as many capture streams (AgentCapture, one per agent identity) (-1: unlimited)",
 				Set:   cliconf.Int(func(o *Config) *int { return &o.Limits.MaxStreams })},
 			{Name: "max-agents-per-client", Arg: "n", Default: strconv.Itoa(receiver.DefaultMaxStreamsPerClient),
 				Usage: "most agent streams of one client (its certificate's CN, else its IP address) at once, so that none takes the others' slots; raise it when agents reach the collector through one NAT address or proxy (-1: unlimited)",

@@ -185,6 +185,7 @@ func measurePrograms(t *testing.T) map[string]progBudget {
 		out[name] = progFigures(t, p, len(spec.Programs[name].Instructions))
 	}
 	out[datapath.ProgramIngress+"+filter"] = filterFigures(t)
+	out[captureProgram] = captureFigures(t)
 	if b, ok := featuresFigures(t); ok {
 		out[datapath.ProgramIngress+"+features"] = b
 	}

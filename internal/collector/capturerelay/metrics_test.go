@@ -15,7 +15,7 @@ func TestMetricsDocumentedAndServed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []string{MetricRunning, MetricPackets, MetricLostPackets} {
+	for _, n := range []string{MetricRunning, MetricPackets, MetricLostPackets, MetricStreams, MetricRefused} {
 		if !strings.Contains(string(doc), "\n| `"+n+"` |") {
 			t.Errorf("metric %s has no row in docs/metrics.md", n)
 		}
@@ -30,7 +30,7 @@ func TestMetricsDocumentedAndServed(t *testing.T) {
 	for _, f := range fams {
 		got[f.GetName()] = len(f.GetMetric())
 	}
-	if got[MetricRunning] != 1 || got[MetricPackets] != 1 || got[MetricLostPackets] != 3 {
-		t.Errorf("series served: %v, want 1 running, 1 packets, 3 lost (ring_full, consumer, relay)", got)
+	if got[MetricRunning] != 1 || got[MetricPackets] != 1 || got[MetricLostPackets] != 3 || got[MetricStreams] != 1 || got[MetricRefused] != 2 {
+		t.Errorf("series served: %v, want 1 running, 1 packets, 3 lost (ring_full, consumer, relay), 1 streams, 2 refused (max_agents, replaced)", got)
 	}
 }

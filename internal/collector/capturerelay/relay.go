@@ -59,11 +59,27 @@ const (
 	commandBuffer = 64
 )
 
+// helloTimeout is how long a new AgentCapture stream may take to say
+// hello: a stream that says nothing does not hold its goroutines (a
+// variable for its test).
+var helloTimeout = 10 * time.Second
+
 // Metric names (docs/metrics.md).
 const (
 	MetricRunning     = "flowlens_collector_captures_running"
 	MetricPackets     = "flowlens_collector_capture_packets_total"
 	MetricLostPackets = "flowlens_collector_capture_lost_packets_total"
+	MetricStreams     = "flowlens_collector_capture_streams"
+	MetricRefused     = "flowlens_collector_capture_streams_refused_total"
+)
+
+// The reasons of MetricRefused.
+const (
+	// RefusedMaxAgents: a stream refused because MaxStreams were open.
+	RefusedMaxAgents = "max_agents"
+	// RefusedReplaced: an open stream ended by a newer one of the same
+	// agent identity (its node).
+	RefusedReplaced = "replaced"
 )
 
 // Options are the relay's links to the rest of the collector.
@@ -84,7 +100,11 @@ type Options struct {
 	// was revoked (as its Export streams are).
 	Recheck      func(ctx context.Context) error
 	RecheckEvery time.Duration
-	Logger       *slog.Logger
+	// MaxStreams bounds the AgentCapture streams open at once (the
+	// collector's --max-agents; 0 or less: unlimited). Each agent
+	// identity (node) has one: a newer stream of a node ends the older.
+	MaxStreams int
+	Logger     *slog.Logger
 }
 
 // Service is the PacketCapture service.
@@ -97,6 +117,7 @@ type Service struct {
 	running atomic.Int64
 	packets prometheus.Counter
 	lost    *prometheus.CounterVec
+	refused *prometheus.CounterVec
 
 	mu     sync.Mutex
 	agents map[string]*agent // by node: the latest stream of each node
@@ -117,6 +138,12 @@ func New(opts Options) *Service {
 	for _, r := range []string{"ring_full", "consumer", "relay"} {
 		s.lost.WithLabelValues(r)
 	}
+	s.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricRefused,
+		Help: "Agent capture streams (AgentCapture) refused or ended, by reason: max_agents (--max-agents capture streams were open), replaced (a newer stream of the same agent identity ended it)."},
+		[]string{"reason"})
+	for _, r := range []string{RefusedMaxAgents, RefusedReplaced} {
+		s.refused.WithLabelValues(r)
+	}
 	return s
 }
 
@@ -132,7 +159,9 @@ func (s *Service) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: MetricRunning, Help: "Packet captures running (Capture calls)."},
 			func() float64 { return float64(s.running.Load()) }),
-		s.packets, s.lost,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: MetricStreams, Help: "Agent capture streams (AgentCapture) open, one per agent identity (node)."},
+			func() float64 { s.mu.Lock(); defer s.mu.Unlock(); return float64(len(s.agents)) }),
+		s.packets, s.lost, s.refused,
 	}
 }
 
@@ -150,6 +179,8 @@ type agent struct {
 	maxSnaplen uint32
 	send       chan *flowv1.CaptureCommand
 	done       chan struct{} // the stream ended
+	// replace ends the stream: a newer one of its node took its place.
+	replace context.CancelCauseFunc
 
 	mu       sync.Mutex
 	sessions map[uint64]*session
@@ -171,11 +202,32 @@ type capture struct {
 
 // AgentCapture is an agent's control stream.
 func (s *Service) AgentCapture(stream grpc.BidiStreamingServer[flowv1.AgentCaptureMessage, flowv1.CaptureCommand]) error {
-	ctx := stream.Context()
-	first, err := stream.Recv()
-	if err != nil {
-		return err
+	ctx, replace := context.WithCancelCause(stream.Context())
+	defer replace(nil)
+	// The hello within helloTimeout, or the stream ends.
+	helloTimer := time.AfterFunc(helloTimeout, func() {
+		replace(status.Errorf(codes.DeadlineExceeded, "capture: no hello within %s", helloTimeout))
+	})
+	type recv struct {
+		m   *flowv1.AgentCaptureMessage
+		err error
 	}
+	firstc := make(chan recv, 1)
+	go func() {
+		m, err := stream.Recv()
+		firstc <- recv{m, err}
+	}()
+	var first *flowv1.AgentCaptureMessage
+	select {
+	case r := <-firstc:
+		if r.err != nil {
+			return r.err
+		}
+		first = r.m
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	helloTimer.Stop()
 	hello := first.GetHello()
 	if hello == nil {
 		return status.Error(codes.InvalidArgument, "capture: the first message of AgentCapture must be a hello")
@@ -189,11 +241,27 @@ func (s *Service) AgentCapture(stream grpc.BidiStreamingServer[flowv1.AgentCaptu
 	if node == "" {
 		return status.Error(codes.InvalidArgument, "capture: the agent's hello names no node")
 	}
-	a := &agent{node: node, enabled: hello.GetEnabled(), maxSnaplen: hello.GetMaxSnaplen(),
+	a := &agent{node: node, enabled: hello.GetEnabled(), maxSnaplen: hello.GetMaxSnaplen(), replace: replace,
 		send: make(chan *flowv1.CaptureCommand, commandBuffer), done: make(chan struct{}), sessions: map[uint64]*session{}}
+	// One stream per agent identity, MaxStreams in all: a hostile client
+	// cannot open many. A newer stream of a node ends the older (an agent
+	// reconnecting while its old connection is half open must not wait
+	// for it to time out).
 	s.mu.Lock()
+	old := s.agents[node]
+	if old == nil && s.opts.MaxStreams > 0 && len(s.agents) >= s.opts.MaxStreams {
+		s.mu.Unlock()
+		s.refused.WithLabelValues(RefusedMaxAgents).Inc()
+		s.log.Warn("capture: agent stream refused: --max-agents capture streams open", "node", node, "max_agents", s.opts.MaxStreams)
+		return status.Errorf(codes.ResourceExhausted, "capture: %d agent capture streams are open (the collector's --max-agents)", s.opts.MaxStreams)
+	}
 	s.agents[node] = a
 	s.mu.Unlock()
+	if old != nil {
+		s.refused.WithLabelValues(RefusedReplaced).Inc()
+		s.log.Warn("capture: a newer capture stream of this agent replaced its open one", "node", node)
+		old.replace(status.Error(codes.Aborted, "capture: a newer capture stream of this agent (node) replaced this one"))
+	}
 	s.log.Debug("capture: agent connected", "node", node, "enabled", a.enabled)
 	defer func() {
 		s.mu.Lock()
@@ -261,6 +329,9 @@ func (s *Service) AgentCapture(stream grpc.BidiStreamingServer[flowv1.AgentCaptu
 			}
 			return err
 		case <-ctx.Done():
+			if err := context.Cause(ctx); status.Code(err) != codes.Unknown {
+				return err // replaced
+			}
 			return ctx.Err()
 		case m := <-recvd:
 			switch x := m.Message.(type) {
