@@ -388,6 +388,24 @@ type datapathXlatAliasValue struct {
 	Pad   uint32
 }
 
+type datapathZoneConst uint32
+
+const (
+	datapathZoneConstZONE_SLOTS   datapathZoneConst = 4096
+	datapathZoneConstZONE_SPILL   datapathZoneConst = 1024
+	datapathZoneConstZONE_CONF    datapathZoneConst = 0
+	datapathZoneConstZONE_DEFAULT datapathZoneConst = 0
+	datapathZoneConstZONE_LO_NONE datapathZoneConst = 255
+)
+
+type datapathZoneSlot struct {
+	_      structs.HostLayout
+	Netns  uint64
+	Domain uint8
+	Lo     uint8
+	Pad    [6]uint8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -417,6 +435,8 @@ const (
 	datapathMapTunnelOuterB        = "tunnel_outer_b"
 	datapathMapTunnelOuterZero     = "tunnel_outer_zero"
 	datapathMapXlatAlias           = "xlat_alias"
+	datapathMapZoneSpill           = "zone_spill"
+	datapathMapZones               = "zones"
 	datapathProgDropKfreeSkb       = "drop_kfree_skb"
 	datapathProgDropTracepoint     = "drop_tracepoint"
 	datapathProgFlowlensClock      = "flowlens_clock"
@@ -461,6 +481,7 @@ const (
 	datapathVarUnusedTcpRole       = "unused_tcp_role"
 	datapathVarUnusedTlsFlags      = "unused_tls_flags"
 	datapathVarUnusedTunnelType    = "unused_tunnel_type"
+	datapathVarUnusedZoneConst     = "unused_zone_const"
 	datapathVarXlatOn              = "xlat_on"
 )
 
@@ -548,6 +569,8 @@ type datapathMapSpecs struct {
 	TunnelOuterB    *ebpf.MapSpec `ebpf:"tunnel_outer_b"`
 	TunnelOuterZero *ebpf.MapSpec `ebpf:"tunnel_outer_zero"`
 	XlatAlias       *ebpf.MapSpec `ebpf:"xlat_alias"`
+	ZoneSpill       *ebpf.MapSpec `ebpf:"zone_spill"`
+	Zones           *ebpf.MapSpec `ebpf:"zones"`
 }
 
 // datapathVariableSpecs contains global variables before they are loaded into the kernel.
@@ -587,6 +610,7 @@ type datapathVariableSpecs struct {
 	UnusedTcpRole       *ebpf.VariableSpec `ebpf:"unused_tcp_role"`
 	UnusedTlsFlags      *ebpf.VariableSpec `ebpf:"unused_tls_flags"`
 	UnusedTunnelType    *ebpf.VariableSpec `ebpf:"unused_tunnel_type"`
+	UnusedZoneConst     *ebpf.VariableSpec `ebpf:"unused_zone_const"`
 	XlatOn              *ebpf.VariableSpec `ebpf:"xlat_on"`
 }
 
@@ -635,6 +659,8 @@ type datapathMaps struct {
 	TunnelOuterB    *ebpf.Map `ebpf:"tunnel_outer_b"`
 	TunnelOuterZero *ebpf.Map `ebpf:"tunnel_outer_zero"`
 	XlatAlias       *ebpf.Map `ebpf:"xlat_alias"`
+	ZoneSpill       *ebpf.Map `ebpf:"zone_spill"`
+	Zones           *ebpf.Map `ebpf:"zones"`
 }
 
 func (m *datapathMaps) Close() error {
@@ -664,6 +690,8 @@ func (m *datapathMaps) Close() error {
 		m.TunnelOuterB,
 		m.TunnelOuterZero,
 		m.XlatAlias,
+		m.ZoneSpill,
+		m.Zones,
 	)
 }
 
@@ -704,6 +732,7 @@ type datapathVariables struct {
 	UnusedTcpRole       *ebpf.Variable `ebpf:"unused_tcp_role"`
 	UnusedTlsFlags      *ebpf.Variable `ebpf:"unused_tls_flags"`
 	UnusedTunnelType    *ebpf.Variable `ebpf:"unused_tunnel_type"`
+	UnusedZoneConst     *ebpf.Variable `ebpf:"unused_zone_const"`
 	XlatOn              *ebpf.Variable `ebpf:"xlat_on"`
 }
 
