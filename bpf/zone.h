@@ -18,10 +18,10 @@
  * array read, no hashing: namespace cookies are a counter, so live
  * namespaces rarely collide), with the colliding ones in a hash beside it.
  * Slot 0 (a cookie 0 names no namespace; cookies = 0 mod ZONE_SLOTS go to
- * the hash) holds the configuration: domain != 0 when the watched
- * namespaces form several domains. Only then do non-loopback packets read
- * their slot: on a node whose namespaces are one domain (a Kubernetes node)
- * their zone is 0 after one load.
+ * the hash) holds the configuration: whether the watched namespaces form
+ * several domains. Only then do non-loopback packets read their slot: on a
+ * node whose namespaces are one domain (a Kubernetes node) their zone is 0
+ * after one load.
  */
 #ifndef FLOWLENS_ZONE_H
 #define FLOWLENS_ZONE_H
@@ -43,12 +43,15 @@ enum zone_const {
 	ZONE_LO_NONE = 255, /* the same for a loopback device: never a watched one's */
 };
 
-/* One namespace's zones (slot ZONE_CONF: domain is the several-domains flag). */
+/* One namespace's zones. Slot ZONE_CONF is the configuration: several
+ * (the namespaces form more than one domain), and in domain and lo the
+ * zones of a namespace given none (ZONE_DEFAULT, ZONE_LO_NONE). */
 struct zone_slot {
-	__u64 netns;  /* the namespace's cookie; 0: an empty slot */
-	__u8 domain;  /* the zone of its non-loopback devices' packets */
-	__u8 lo;      /* the zone of its loopback device's packets */
-	__u8 _pad[6]; /* always 0 */
+	__u64 netns;   /* the namespace's cookie; 0: an empty slot */
+	__u8 domain;   /* the zone of its non-loopback devices' packets */
+	__u8 lo;       /* the zone of its loopback device's packets */
+	__u8 several;  /* slot ZONE_CONF only: more than one domain */
+	__u8 _pad[5];  /* always 0 */
 };
 
 struct {
@@ -66,23 +69,27 @@ struct {
 	__uint(max_entries, ZONE_SPILL);
 } zone_spill SEC(".maps");
 
-/* zone_of is the zone of a packet on device ifindex of namespace netns. */
+/*
+ * zone_of is the zone of a packet on device ifindex of namespace netns.
+ * Every path but the one-domain fast path ends in a read of a slot (a
+ * miss reads the configuration's defaults): the verifier sees one unknown
+ * zone, not a constant per path, and prunes what follows.
+ */
 static __always_inline __u8 zone_of(__u32 ifindex, __u64 netns)
 {
 	__u32 i = ZONE_CONF;
-	struct zone_slot *s;
+	struct zone_slot *c = bpf_map_lookup_elem(&zones, &i);
+	if (!c)
+		return ZONE_DEFAULT;
 	int lo = ifindex == LOOPBACK_IFINDEX;
-	if (!lo) {
-		s = bpf_map_lookup_elem(&zones, &i);
-		if (!s || !s->domain)
-			return ZONE_DEFAULT;
-	}
+	if (!lo && !c->several)
+		return ZONE_DEFAULT;
 	i = netns & (ZONE_SLOTS - 1);
-	s = bpf_map_lookup_elem(&zones, &i);
+	struct zone_slot *s = bpf_map_lookup_elem(&zones, &i);
 	if (s && s->netns != netns)
 		s = bpf_map_lookup_elem(&zone_spill, &netns);
 	if (!s)
-		return lo ? ZONE_LO_NONE : ZONE_DEFAULT;
+		s = c;
 	return lo ? s->lo : s->domain;
 }
 

@@ -27,9 +27,10 @@ type zoner struct {
 	host    uint64 // the agent's own namespace's cookie
 	ns      map[uint64]*zoneNs
 	several bool
-	dirty   bool // a namespace's links changed, or one may be gone
-	recheck bool // some namespace may be gone
-	warned  bool // the ids ran out (said once)
+	dirty   bool  // a namespace's links changed, or one may be gone
+	recheck bool  // some namespace may be gone
+	warned  bool  // the ids ran out (said once)
+	last    uint8 // the last id handed out
 }
 
 type zoneNs struct {
@@ -63,6 +64,11 @@ func (z *zoner) seen(it ifaces.Interface, watchedLo bool) {
 	}
 	n := z.ns[it.NetnsCookie]
 	if n == nil {
+		// A link into a namespace not known until now led "outside":
+		// it may lead here.
+		for _, o := range z.ns {
+			o.stale = o.stale || slices.Contains(o.peers, 0)
+		}
 		n = &zoneNs{name: it.Netns, path: it.NetnsPath}
 		z.ns[it.NetnsCookie] = n
 	}
@@ -216,11 +222,16 @@ func (z *zoner) assign() (out map[uint64]datapath.Zones, several bool) {
 			used[n.z.Lo] = true
 		}
 	}
+	// New ids go round the range from the last one handed out: a zone
+	// freed by a namespace that went away is reused as late as possible,
+	// long after the flows keyed with it were evicted.
 	next := func() (uint8, bool) {
-		for id := zoneFirst; id <= zoneLast; id++ {
-			if !used[uint8(id)] {
-				used[uint8(id)] = true
-				return uint8(id), true
+		for k := 0; k <= zoneLast-zoneFirst; k++ {
+			id := uint8(zoneFirst + (int(z.last)-zoneFirst+1+k)%(zoneLast-zoneFirst+1))
+			if !used[id] {
+				used[id] = true
+				z.last = id
+				return id, true
 			}
 		}
 		if !z.warned {

@@ -399,11 +399,12 @@ const (
 )
 
 type datapathZoneSlot struct {
-	_      structs.HostLayout
-	Netns  uint64
-	Domain uint8
-	Lo     uint8
-	Pad    [6]uint8
+	_       structs.HostLayout
+	Netns   uint64
+	Domain  uint8
+	Lo      uint8
+	Several uint8
+	Pad     [5]uint8
 }
 
 // Names of all BPF objects in the ELF.

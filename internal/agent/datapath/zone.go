@@ -74,11 +74,12 @@ func (m *Maps) DeleteZones(netns uint64) error {
 
 // SetSeveralDomains tells the programs whether the namespaces form more
 // than one domain: only then do non-loopback packets read their
-// namespace's zone (otherwise it is 0).
+// namespace's zone (otherwise it is 0). It writes the configuration slot,
+// with the zones of a namespace given none (Load writes it first).
 func (m *Maps) SetSeveralDomains(several bool) error {
-	v := ZoneSlot{}
+	v := ZoneSlot{Domain: ZoneNone, Lo: ZoneLoNone}
 	if several {
-		v.Domain = 1
+		v.Several = 1
 	}
 	return m.Zones.Update(zoneConf, v, ebpf.UpdateAny)
 }
@@ -93,7 +94,7 @@ func (m *Maps) Zone(ifindex uint32, netns uint64) (uint8, error) {
 		if err := m.Zones.Lookup(zoneConf, &s); err != nil {
 			return 0, err
 		}
-		if s.Domain == 0 {
+		if s.Several == 0 {
 			return ZoneNone, nil
 		}
 	}
