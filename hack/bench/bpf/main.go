@@ -54,8 +54,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/flowlens/flowlens/internal/agent/datapath"
-	"github.com/flowlens/flowlens/internal/agent/ifaces"
 	"github.com/flowlens/flowlens/internal/agent/feature/registry"
+	"github.com/flowlens/flowlens/internal/agent/ifaces"
 	frames "github.com/flowlens/flowlens/internal/testkit/packet"
 )
 
