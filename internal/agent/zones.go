@@ -98,29 +98,38 @@ func (z *zoner) update() {
 	}
 	z.dirty = false
 	var errs []error
+	// forget drops a namespace that is gone (or whose name now binds
+	// another one) and reports whether it did.
+	forget := func(c uint64, n *zoneNs) bool {
+		if cur, err := ifaces.NetnsCookie(n.path); err == nil && cur == c {
+			return false
+		}
+		delete(z.ns, c)
+		if n.written {
+			errs = append(errs, z.maps.DeleteZones(c))
+		}
+		return true
+	}
 	if z.recheck {
 		z.recheck = false
 		for c, n := range z.ns {
-			if cur, err := ifaces.NetnsCookie(n.path); err != nil || cur != c {
-				delete(z.ns, c) // deleted (or its name now binds another one)
-				if n.written {
-					errs = append(errs, z.maps.DeleteZones(c))
-				}
-			}
+			forget(c, n)
 		}
 	}
 	known := make(map[uint64]string, len(z.ns))
 	for c, n := range z.ns {
 		known[c] = n.path
 	}
-	for _, n := range z.ns {
+	for c, n := range z.ns {
 		if !n.stale {
 			continue
 		}
 		peers, err := ifaces.NetnsPeers(n.path, known)
 		if err != nil {
-			errs = append(errs, err)
-			continue // keeps its last links; read again next time
+			if !forget(c, n) {
+				errs = append(errs, err) // keeps its last links; read again next time
+			}
+			continue
 		}
 		n.peers, n.stale = peers, false
 	}
