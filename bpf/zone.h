@@ -73,23 +73,30 @@ struct {
  * zone_of is the zone of a packet on device ifindex of namespace netns.
  * Every path but the one-domain fast path ends in a read of a slot (a
  * miss reads the configuration's defaults): the verifier sees one unknown
- * zone, not a constant per path, and prunes what follows.
+ * zone, not a constant per path, and prunes what follows. A loopback
+ * packet reads its own slot only.
  */
 static __always_inline __u8 zone_of(__u32 ifindex, __u64 netns)
 {
 	__u32 i = ZONE_CONF;
-	struct zone_slot *c = bpf_map_lookup_elem(&zones, &i);
-	if (!c)
-		return ZONE_DEFAULT;
+	struct zone_slot *s;
 	int lo = ifindex == LOOPBACK_IFINDEX;
-	if (!lo && !c->several)
-		return ZONE_DEFAULT;
+	if (!lo) {
+		s = bpf_map_lookup_elem(&zones, &i);
+		if (!s || !s->several)
+			return ZONE_DEFAULT;
+	}
 	i = netns & (ZONE_SLOTS - 1);
-	struct zone_slot *s = bpf_map_lookup_elem(&zones, &i);
-	if (s && s->netns != netns)
+	s = bpf_map_lookup_elem(&zones, &i);
+	if (s && s->netns != netns) {
 		s = bpf_map_lookup_elem(&zone_spill, &netns);
+		if (!s) {
+			i = ZONE_CONF;
+			s = bpf_map_lookup_elem(&zones, &i);
+		}
+	}
 	if (!s)
-		s = c;
+		return ZONE_DEFAULT;
 	return lo ? s->lo : s->domain;
 }
 
