@@ -53,3 +53,4 @@ const struct tcp_conn *unused_tcp_conn __attribute__((unused));
 const enum tcp_role *unused_tcp_role __attribute__((unused));
 const enum tcp_conn_state *unused_tcp_conn_state __attribute__((unused));
 const struct xlat_flow_alias *unused_xlat_flow_alias __attribute__((unused));
+const enum zone_const *unused_zone_const __attribute__((unused));

@@ -144,9 +144,10 @@ static __always_inline int record_drop(struct sk_buff *skb, int mode, __u32 reas
 	/* The zone the TC programs give the packet (bpf/zone.h): its
 	 * device's, after frag_resolve (which writes the key's tail). */
 	struct net_device *dev = RD(mode, skb, dev);
-	if (dev && RD(mode, dev, ifindex) == LOOPBACK_IFINDEX) {
+	if (dev) {
 		struct net *net = RD(mode, dev, nd_net.net);
-		key.zone = net ? lo_zone(RD(mode, net, net_cookie)) : 0;
+		if (net)
+			key.zone = zone_of(RD(mode, dev, ifindex), RD(mode, net, net_cookie));
 	}
 	if (!drops_unwatched && !watched(&key, mode))
 		return 0;

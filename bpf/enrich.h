@@ -173,15 +173,16 @@ static __always_inline int sock_key(const struct sock *sk, struct flow_key *k, i
 		k->dst_port = rport;
 	}
 	k->proto = IPPROTO_TCP;
-	/* A socket whose packets go out or arrive on loopback: the zone the
-	 * TC programs give them (bpf/zone.h). Its output route's device
-	 * (sk_dst_cache, NULL until it sends and after a route change) or
-	 * the device its packets arrive on (5.18+; a connecting socket's
-	 * was seen unset). Neither known: zone 0. */
+	/* The zone the TC programs give the socket's packets (bpf/zone.h):
+	 * its namespace's loopback zone when they go out or arrive on
+	 * loopback, its output route's device (sk_dst_cache, NULL until it
+	 * sends and after a route change) or the device its packets arrive on
+	 * (5.18+; a connecting socket's was seen unset); else its namespace's
+	 * domain. */
 	struct dst_entry *dst = sk->sk_dst_cache;
-	if ((dst && dst->dev && dst->dev->ifindex == LOOPBACK_IFINDEX) ||
-	    (bpf_core_field_exists(sk->sk_rx_dst_ifindex) && sk->sk_rx_dst_ifindex == LOOPBACK_IFINDEX))
-		k->zone = lo_zone(c->skc_net.net->net_cookie);
+	int lo = (dst && dst->dev && dst->dev->ifindex == LOOPBACK_IFINDEX) ||
+		 (bpf_core_field_exists(sk->sk_rx_dst_ifindex) && sk->sk_rx_dst_ifindex == LOOPBACK_IFINDEX);
+	k->zone = zone_of(lo ? LOOPBACK_IFINDEX : 0, c->skc_net.net->net_cookie);
 	return 0;
 }
 

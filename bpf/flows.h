@@ -575,7 +575,7 @@ static __always_inline int handle(struct __sk_buff *skb, __u32 dir, int l3)
 			count(CNT_FRAG_UNMATCHED);
 		}
 	}
-	/* Loopback traffic never leaves its namespace: keyed apart (bpf/zone.h). */
+	/* Its address domain's zone, or on loopback its namespace's (bpf/zone.h). */
 	p.key.zone = zone_of(w.me.ifindex, w.me.netns);
 	if (filter_on) {
 		__u64 vd = flowlens_filter(&p, &w.me);

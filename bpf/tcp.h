@@ -61,7 +61,7 @@ static __always_inline void tcp_reverse(struct flow_key *r, const struct flow_ke
 	r->proto = k->proto;
 	r->icmp_type = 0;
 	r->icmp_code = 0;
-	r->zone = k->zone; /* both directions of a loopback connection are in one namespace */
+	r->zone = k->zone; /* both directions of a connection are in one zone */
 }
 
 /*

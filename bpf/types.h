@@ -145,8 +145,8 @@ struct flow_key {
 	__u8 proto;
 	__u8 icmp_type;
 	__u8 icmp_code;
-	/* 0, except for loopback traffic: its namespace folded to 1..255
-	 * (bpf/zone.h), so two namespaces' loopback tuples are two flows. */
+	/* Which namespaces' packets may share the flow (bpf/zone.h): the
+	 * address domain's, or a loopback device's namespace's own zone. */
 	__u8 zone;
 };
 

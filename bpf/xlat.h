@@ -195,6 +195,7 @@ __noinline int xlat_redirect(struct __sk_buff *skb, struct flow_key *k, __u64 ne
 		n.key.src_port = bpf_ntohs(pre->src.u.all);
 		n.key.dst_port = bpf_ntohs(pre->dst.u.all);
 		n.key.proto = k->proto;
+		n.key.zone = k->zone; /* NAT rewrites in one namespace: one zone (bpf/zone.h) */
 		if (!same_key(&n.key, k)) {
 			bpf_map_update_elem(&xlat_alias, k, &n, BPF_ANY);
 			struct enrich_value *e = enrich_entry(&n.key, gen);

@@ -87,6 +87,7 @@ type Agent struct {
 	ready       chan struct{}
 	metricsAddr atomic.Pointer[string]
 	watched     *watched // what the interface log lines say (Run's loop only)
+	zones       *zoner   // the namespaces' zones (zones.go; Run's loop only)
 }
 
 // New builds the pipeline, kernel side first: the datapath (maps and TC
@@ -467,6 +468,7 @@ func (a *Agent) Run(ctx context.Context) (runErr error) {
 		a.Queues.StopWaiting(config.ShutdownQueueWait, time.Now().Add(config.ShutdownPushWait))
 	})()
 
+	a.zones = newZoner(&a.DP.Maps, a.log)
 	events := make(chan ifaces.Event, 64)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
@@ -520,11 +522,17 @@ func (a *Agent) handle(ev ifaces.Event) {
 		a.log.Info(a.watched.summary(), "skipped", a.watched.skipped)
 		close(a.ready)
 	case ifaces.Excluded:
+		// Not watched, but a packet may still cross it between namespaces.
+		a.zones.seen(it, false)
+		a.zones.update()
 		a.watched.skipped++
 		a.log.Info("interface skipped", "interface", it.Name, "netns", it.Netns, "ifindex", it.Index,
 			"reason", "excluded by --interfaces/--exclude-interfaces")
 	case ifaces.Added:
 		a.resolver.Add(key, it.Name, it.Netns)
+		// Its namespace's zones before its first packet.
+		a.zones.seen(it, true)
+		a.zones.update()
 		if err := a.DP.Attach(it); err != nil {
 			a.watched.skipped++
 			a.log.Warn("interface skipped", "interface", it.Name, "netns", it.Netns, "ifindex", it.Index,
@@ -536,6 +544,8 @@ func (a *Agent) handle(ev ifaces.Event) {
 		a.log.Info("attached", "interface", it.Name, "netns", it.Netns, "ifindex", it.Index, "hook", hook)
 	case ifaces.Removed:
 		a.resolver.Remove(key)
+		a.zones.gone(it)
+		a.zones.update()
 		if !a.watched.remove(it) {
 			return // never attached (the attach failed)
 		}

@@ -539,6 +539,10 @@ func loadFeatDP(o options, c featCase, on bool) (*featDP, error) {
 		return nil, err
 	}
 	f := &featDP{dp: dp}
+	if err := watchLoopback(dp); err != nil {
+		f.Close()
+		return nil, err
+	}
 	if c.feature == "netns" && dp.SharedPrograms() != on {
 		f.Close()
 		return nil, fmt.Errorf("shared TC programs %v, want %v (this kernel refuses them?)", dp.SharedPrograms(), on)

@@ -68,6 +68,7 @@ import (
 
 	"github.com/flowlens/flowlens/internal/agent/datapath"
 	"github.com/flowlens/flowlens/internal/agent/feature/registry"
+	"github.com/flowlens/flowlens/internal/agent/ifaces"
 	frames "github.com/flowlens/flowlens/internal/testkit/packet"
 )
 
@@ -469,6 +470,9 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 		return nil, err
 	}
 	defer dp.Close()
+	if err := watchLoopback(dp); err != nil {
+		return nil, err
+	}
 	note := ""
 	if features {
 		hooks, err := registry.Plans()
@@ -946,4 +950,16 @@ func printDatapath(rows []row) {
 			fmt.Sprintf("%.2f..%.2f", r.Prog.P10, r.Prog.P90), r.Floor.Median, 1000/r.Floor.Median, r.Ratio, r.Net, mark)
 	}
 	fmt.Println()
+}
+
+// watchLoopback gives the benchmark's namespace a loopback zone, as the
+// agent does before it attaches to a namespace's lo (internal/agent,
+// zones.go): BPF_PROG_TEST_RUN packets are on that lo, and a watched
+// device's namespace always has its zones.
+func watchLoopback(dp *datapath.Datapath) error {
+	c, err := ifaces.NetnsCookie("")
+	if err != nil {
+		return err
+	}
+	return dp.Maps.SetZones(c, datapath.Zones{Lo: 1})
 }

@@ -213,6 +213,10 @@ func runRules(o options, counts []int) ([]filterRow, error) {
 		if err != nil {
 			return nil, nil, err
 		}
+		if err := watchLoopback(dp); err != nil {
+			dp.Close()
+			return nil, nil, err
+		}
 		progs, err := dp.ProgramsFor(0)
 		if err != nil {
 			dp.Close()

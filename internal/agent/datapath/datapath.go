@@ -155,6 +155,10 @@ func Load(cfg Config) (*Datapath, error) {
 		d.Close()
 		return nil, err
 	}
+	if err := d.Maps.SetSeveralDomains(false); err != nil { // and the defaults (zone.go)
+		d.Close()
+		return nil, fmt.Errorf("zones: %w", err)
+	}
 	// Load the shared set (or the fallback's set for cookie 0) now: it
 	// fails here, with the verifier's reason, rather than at the first
 	// attach if the kernel refuses the programs; BPF_PROG_TEST_RUN and

@@ -407,6 +407,25 @@ type datapathXlatFlowAlias struct {
 	Pad2       [24]uint8
 }
 
+type datapathZoneConst uint32
+
+const (
+	datapathZoneConstZONE_SLOTS   datapathZoneConst = 4096
+	datapathZoneConstZONE_SPILL   datapathZoneConst = 1024
+	datapathZoneConstZONE_CONF    datapathZoneConst = 0
+	datapathZoneConstZONE_DEFAULT datapathZoneConst = 0
+	datapathZoneConstZONE_LO_NONE datapathZoneConst = 255
+)
+
+type datapathZoneSlot struct {
+	_       structs.HostLayout
+	Netns   uint64
+	Domain  uint8
+	Lo      uint8
+	Several uint8
+	Pad     [5]uint8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -437,6 +456,8 @@ const (
 	datapathMapTunnelOuterB        = "tunnel_outer_b"
 	datapathMapTunnelOuterZero     = "tunnel_outer_zero"
 	datapathMapXlatAlias           = "xlat_alias"
+	datapathMapZoneSpill           = "zone_spill"
+	datapathMapZones               = "zones"
 	datapathProgDropKfreeSkb       = "drop_kfree_skb"
 	datapathProgDropTracepoint     = "drop_tracepoint"
 	datapathProgFlowlensClock      = "flowlens_clock"
@@ -483,6 +504,7 @@ const (
 	datapathVarUnusedTlsFlags      = "unused_tls_flags"
 	datapathVarUnusedTunnelType    = "unused_tunnel_type"
 	datapathVarUnusedXlatFlowAlias = "unused_xlat_flow_alias"
+	datapathVarUnusedZoneConst     = "unused_zone_const"
 	datapathVarXlatOn              = "xlat_on"
 )
 
@@ -571,6 +593,8 @@ type datapathMapSpecs struct {
 	TunnelOuterB    *ebpf.MapSpec `ebpf:"tunnel_outer_b"`
 	TunnelOuterZero *ebpf.MapSpec `ebpf:"tunnel_outer_zero"`
 	XlatAlias       *ebpf.MapSpec `ebpf:"xlat_alias"`
+	ZoneSpill       *ebpf.MapSpec `ebpf:"zone_spill"`
+	Zones           *ebpf.MapSpec `ebpf:"zones"`
 }
 
 // datapathVariableSpecs contains global variables before they are loaded into the kernel.
@@ -612,6 +636,7 @@ type datapathVariableSpecs struct {
 	UnusedTlsFlags      *ebpf.VariableSpec `ebpf:"unused_tls_flags"`
 	UnusedTunnelType    *ebpf.VariableSpec `ebpf:"unused_tunnel_type"`
 	UnusedXlatFlowAlias *ebpf.VariableSpec `ebpf:"unused_xlat_flow_alias"`
+	UnusedZoneConst     *ebpf.VariableSpec `ebpf:"unused_zone_const"`
 	XlatOn              *ebpf.VariableSpec `ebpf:"xlat_on"`
 }
 
@@ -661,6 +686,8 @@ type datapathMaps struct {
 	TunnelOuterB    *ebpf.Map `ebpf:"tunnel_outer_b"`
 	TunnelOuterZero *ebpf.Map `ebpf:"tunnel_outer_zero"`
 	XlatAlias       *ebpf.Map `ebpf:"xlat_alias"`
+	ZoneSpill       *ebpf.Map `ebpf:"zone_spill"`
+	Zones           *ebpf.Map `ebpf:"zones"`
 }
 
 func (m *datapathMaps) Close() error {
@@ -691,6 +718,8 @@ func (m *datapathMaps) Close() error {
 		m.TunnelOuterB,
 		m.TunnelOuterZero,
 		m.XlatAlias,
+		m.ZoneSpill,
+		m.Zones,
 	)
 }
 
@@ -733,6 +762,7 @@ type datapathVariables struct {
 	UnusedTlsFlags      *ebpf.Variable `ebpf:"unused_tls_flags"`
 	UnusedTunnelType    *ebpf.Variable `ebpf:"unused_tunnel_type"`
 	UnusedXlatFlowAlias *ebpf.Variable `ebpf:"unused_xlat_flow_alias"`
+	UnusedZoneConst     *ebpf.Variable `ebpf:"unused_zone_const"`
 	XlatOn              *ebpf.Variable `ebpf:"xlat_on"`
 }
 

@@ -34,6 +34,8 @@ type Maps struct {
 	EnrichZero     *ebpf.Map    // one all-zero enrichment value: what a new entry starts as
 	TunnelOuter    [2]*ebpf.Map // the tunnel flows (--overlay-outer-flows), switched by Control too (tunnel.go)
 	TunnelZero     *ebpf.Map    // one all-zero tunnel flow value: what a new entry starts as
+	Zones          *ebpf.Map    // each watched namespace's zones, by cookie mod slots (bpf/zone.h, zone.go)
+	ZoneSpill      *ebpf.Map    // the namespaces whose slot in Zones is taken
 
 	// percpu is the buffer the per-CPU counters are read into, reused so
 	// that reading them (every flip, every pressure check, every scrape)
@@ -86,6 +88,8 @@ func (m *Maps) table() []struct {
 		{datapathMapTunnelOuterA, &m.TunnelOuter[0]},
 		{datapathMapTunnelOuterB, &m.TunnelOuter[1]},
 		{datapathMapTunnelOuterZero, &m.TunnelZero},
+		{datapathMapZones, &m.Zones},
+		{datapathMapZoneSpill, &m.ZoneSpill},
 	}
 }
 

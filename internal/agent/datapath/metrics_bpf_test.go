@@ -116,6 +116,11 @@ func TestDatapathMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The second namespace's lo has its zone, as the agent gives it before
+	// attaching there; the first (cookie 0, none) has the default, 255.
+	if err := dp.Maps.SetZones(0xc0ffee, datapath.Zones{Lo: 1}); err != nil {
+		t.Fatal(err)
+	}
 	for _, r := range []struct {
 		p     *ebpf.Program
 		sport uint16

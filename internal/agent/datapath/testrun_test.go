@@ -195,7 +195,7 @@ func TestParseValidPackets(t *testing.T) {
 				t.Fatalf("%d flows, want 1: %+v", len(got), got)
 			}
 			e := got[0]
-			tc.key.Zone = datapath.LoopbackZone(runNetns(t, dp)) // test-run packets are on loopback
+			tc.key.Zone = loZone(t, dp) // test-run packets are on loopback
 			if e.k != tc.key {
 				t.Errorf("key\n got %+v\nwant %+v", e.k, tc.key)
 			}

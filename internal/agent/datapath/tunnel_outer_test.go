@@ -70,7 +70,7 @@ func TestTunnelOuterFlows(t *testing.T) {
 		// Test-run packets are on loopback: the flow map's keys have its
 		// zone; the tunnel flow's key is taken before the zone is set
 		// (tunnels never run over a loopback device), so it has none.
-		zone := datapath.LoopbackZone(runNetns(t, dp))
+		zone := loZone(t, dp)
 		innerZ, outerZ := innerKey, outer
 		innerZ.Zone, outerZ.Zone = zone, zone
 		if len(got) != 2 || got[innerZ] != repeat || got[outerZ] != repeat {

@@ -96,7 +96,7 @@ func TestTunnelInnerKey(t *testing.T) {
 				t.Fatalf("%d flows, want 1: %+v", len(es), es)
 			}
 			e := es[0]
-			tc.key.Zone = datapath.LoopbackZone(runNetns(t, dp)) // test-run packets are on loopback
+			tc.key.Zone = loZone(t, dp) // test-run packets are on loopback
 			if e.k != tc.key {
 				t.Fatalf("key %+v, want %+v", e.k, tc.key)
 			}

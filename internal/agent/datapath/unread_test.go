@@ -74,7 +74,7 @@ func TestUnreadablePacketsAreCounted(t *testing.T) {
 		{"not ip", [][]byte{packet.Cat(packet.Eth(packet.EtherTypeARP), packet.Payload(28))}, datapath.FlowKey{}, 0, datapath.CounterNonIP},
 	}
 	dp := load(t, 64)
-	zone := datapath.LoopbackZone(runNetns(t, dp)) // test-run packets are on loopback
+	zone := loZone(t, dp) // test-run packets are on loopback
 	for i := range kinds {
 		if kinds[i].counter == noCounter {
 			kinds[i].key.Zone = zone

@@ -74,7 +74,10 @@ func TestEvictKeepsGenerationWhenReadFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	zone := datapath.LoopbackZone(cookie)
+	zone, err := dp.Maps.Zone(datapath.LoopbackIfindex, cookie)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// send counts packets (sport%3 + 1 each) of one UDP flow per source
 	// port in the active generation, through the TC program, and an
 	// enrichment entry for every seventh flow; it returns what it sent.

@@ -10,5 +10,7 @@
 //
 // [InNetns] runs code inside a namespace without ever handing a thread that
 // is switched into another namespace back to the Go scheduler; the agent uses
-// it to attach tc programs to interfaces of other namespaces.
+// it to attach tc programs to interfaces of other namespaces. [NetnsPeers]
+// reads which namespaces a namespace's devices link into (veth peers,
+// tunnel underlays, macvlan/ipvlan lower devices): the agent's zones.
 package ifaces
