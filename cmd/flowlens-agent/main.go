@@ -38,6 +38,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "flowlens-agent: %v\n", err)
 		return 2
 	}
+	started := agent.SetStartGCPercent(os.Getenv)
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	slog.SetDefault(log)
 
@@ -48,6 +49,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		log.Error("cannot start", "error", err)
 		return 1
 	}
+	go func() { // the start-up's GC target until every interface is attached
+		select {
+		case <-a.Ready():
+		case <-ctx.Done():
+		}
+		started()
+	}()
 	if agent.SetGoMemoryLimit(a.Memory, os.Getenv) {
 		log.Info("Go memory limit set from the cgroup's", "gomemlimit", a.Memory.GoLimit)
 	}

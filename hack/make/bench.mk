@@ -8,6 +8,7 @@
 #   make bench-enrich   enrichment hooks' ns per run on real traffic (~1 min)
 #   make bench-live     netns lab, hey + iperf3, baseline vs agent (~10 min)
 #   make bench-live PEER=1  flowlens beside NetObserv's agent, bridge lab, 4 workloads (~9 min)
+#   make bench-mem      the agent's RSS by origin, light loads, A/B (~5 min)
 #   make bench-plots    docs/img/*.png from the latest results
 #   make check-budget   instruction/size/allocation budget (bpf/budget.json)
 #   make budget-update  rewrite bpf/budget.json from this machine (a reviewed change)
@@ -32,7 +33,7 @@ BENCH_BPF_ARGS ?=
 BENCHSTAT_VERSION := v0.0.0-20260908200009-22c9c6c9d4da
 BENCHSTAT          = $(abspath $(BIN))/tools/benchstat-$(BENCHSTAT_VERSION)/benchstat
 
-.PHONY: bench-bpf bench bench-enrich bench-live bench-plots check-budget budget-update benchstat generate-bench
+.PHONY: bench-bpf bench bench-enrich bench-live bench-mem bench-plots check-budget budget-update benchstat generate-bench
 
 # The benchmark's own BPF objects (driver, map choice, lock-free experiment)
 # are committed like internal/agent/datapath's; `make generate` rebuilds them too.
@@ -79,6 +80,11 @@ PEER ?=
 bench-live: ## live overhead: netns lab, hey at a fixed rate + iperf3, baseline vs agent, A/A beside A/B; PEER=1: beside NetObserv (root)
 	@mkdir -p $(BENCH_OUT)
 	GO="$(GO)" BIN="$(abspath $(BIN))" OUT="$(abspath $(BENCH_OUT))" PEER="$(PEER)" hack/bench/live.sh
+
+# BENCH_MEM_ARGS: e.g. -agent bin/flowlens-agent,bin/flowlens-agent+GOGC=100 -workloads idle,udp
+BENCH_MEM_ARGS ?=
+bench-mem: build ## the agent's RSS by origin (binary text/rodata, anonymous, BPF maps, Go heap) on a small lab with light loads (root)
+	$(GO) run ./hack/bench/mem -agent $(BIN)/flowlens-agent -collector $(BIN)/flowlens-collector $(BENCH_MEM_ARGS)
 
 bench-plots: ## docs/img/*.png from $(BENCH_OUT)/{bpf.json,go.txt,live.json,live-sidebyside.json,soak.csv}
 	$(GO) -C hack/bench/plot run . -in $(abspath $(BENCH_OUT)) -out $(abspath docs/img)

@@ -174,3 +174,22 @@ func TestSetGoMemoryLimit(t *testing.T) {
 		t.Fatalf("limit %d, want %d", got, b.GoLimit)
 	}
 }
+
+// GOGC, when set, wins; else the agent starts at StartGCPercent, and the
+// function returned sets the runtime's target back.
+func TestSetStartGCPercent(t *testing.T) {
+	old := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(old) })
+	SetStartGCPercent(func(k string) string { return map[string]string{"GOGC": "200"}[k] })()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Fatalf("GOGC set: GC percent changed to %d", got)
+	}
+	started := SetStartGCPercent(func(string) string { return "" })
+	if got := debug.SetGCPercent(StartGCPercent); got != StartGCPercent {
+		t.Fatalf("starting: GC percent %d, want %d", got, StartGCPercent)
+	}
+	started()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Fatalf("started: GC percent %d, want 100 back", got)
+	}
+}
