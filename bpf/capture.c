@@ -178,8 +178,18 @@ static __always_inline int match(struct __sk_buff *skb)
 		return 0;
 	}
 
-	if (f->n_cidrs && !prefix_in(f->cidrs, f->n_cidrs, src) && !prefix_in(f->cidrs, f->n_cidrs, dst))
+	if (f->n_peer) {
+		/* A pair (peer_cidr of the flow filter rules): (src in cidrs
+		 * and dst in peer) or (dst in cidrs and src in peer). A packet
+		 * with neither end in cidrs costs what it costs without peer:
+		 * two passes over cidrs. n_peer is a load-time constant: with
+		 * none, the verifier removes this branch. */
+		if (!(prefix_in(f->cidrs, f->n_cidrs, src) && prefix_in(f->peer, f->n_peer, dst)) &&
+		    !(prefix_in(f->cidrs, f->n_cidrs, dst) && prefix_in(f->peer, f->n_peer, src)))
+			return 0;
+	} else if (f->n_cidrs && !prefix_in(f->cidrs, f->n_cidrs, src) && !prefix_in(f->cidrs, f->n_cidrs, dst)) {
 		return 0;
+	}
 	if (f->n_src && !prefix_in(f->src, f->n_src, src))
 		return 0;
 	if (f->n_dst && !prefix_in(f->dst, f->n_dst, dst))

@@ -31,7 +31,9 @@ struct cap_filter {
 	__u32 n_ports, n_sports, n_dports;
 	__u32 n_protos, n_flags;
 	__u32 needs_ip; /* some field above is set: non-IP packets never match */
+	__u32 n_peer;   /* with n_cidrs > 0 (the agent ensures it): one end in cidrs, the other in peer */
 	struct cap_prefix cidrs[CAP_MAX_CIDRS];
+	struct cap_prefix peer[CAP_MAX_CIDRS];
 	struct cap_prefix src[CAP_MAX_CIDRS];
 	struct cap_prefix dst[CAP_MAX_CIDRS];
 	__u16 ports[CAP_MAX_PORTS]; /* host order */

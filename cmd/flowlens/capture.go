@@ -41,6 +41,7 @@ type captureOptions struct {
 	write      string // -w: a file, "-" for stdout, "" with -o json
 	direction  flowv1.CaptureDirection
 	interfaces []string
+	peers      []string // --peer-ip
 }
 
 // The capture defaults the collector applies too (capturerelay, which
@@ -109,6 +110,15 @@ var captureRows = slices.Concat(
 	cliconf.InSection("Filters", []*cliconf.Option[options]{
 		observeRow("namespace"), observeRow("pod"), observeRow("workload"), observeRow("node"),
 		observeRow("ip"), observeRow("from-ip"), observeRow("to-ip"),
+		{Name: "peer-ip", Arg: "list", Usage: "the other end in one of these CIDRs or addresses: with --ip (or --namespace/--pod/--workload), packets between those and these, both directions; alone, like --ip",
+			SetList: func(o *options, v []string) error {
+				ff := &flowv1.FlowFilter{}
+				if err := cidrs(func(ff *flowv1.FlowFilter) *[]string { return &ff.Ip })(ff, v); err != nil {
+					return err
+				}
+				o.capture.peers = append(o.capture.peers, ff.Ip...)
+				return nil
+			}},
 		observeRow("port"), observeRow("from-port"), observeRow("to-port"),
 		observeRow("protocol"), observeRow("tcp-flags"),
 		setting(&cliconf.Option[options]{Name: "direction", Arg: "dir", Usage: "ingress or egress: packets seen by that hook only (default: both)",
@@ -173,7 +183,7 @@ func (o *options) captureRequest() *flowv1.CaptureRequest {
 		ff = &flowv1.FlowFilter{}
 	}
 	return &flowv1.CaptureRequest{
-		Filter: &flowv1.CaptureFilter{Ip: ff.Ip, FromIp: ff.FromIp, ToIp: ff.ToIp, Port: ff.Port, FromPort: ff.FromPort, ToPort: ff.ToPort,
+		Filter: &flowv1.CaptureFilter{Ip: ff.Ip, FromIp: ff.FromIp, ToIp: ff.ToIp, PeerIp: o.capture.peers, Port: ff.Port, FromPort: ff.FromPort, ToPort: ff.ToPort,
 			Protocol: ff.Protocol, TcpFlags: ff.TcpFlags, Direction: o.capture.direction, Interface: o.capture.interfaces},
 		Namespace: ff.Namespace, Pod: ff.Pod, Workload: ff.Workload, Node: ff.Node,
 		Duration: durationpb.New(o.capture.duration), MaxPackets: o.capture.maxPackets, MaxBytes: o.capture.maxBytes,

@@ -111,7 +111,11 @@ type CaptureFilter struct {
 	TcpFlags  []uint32         `protobuf:"varint,8,rep,packed,name=tcp_flags,json=tcpFlags,proto3" json:"tcp_flags,omitempty"`
 	Direction CaptureDirection `protobuf:"varint,9,opt,name=direction,proto3,enum=flowlens.flow.v1.CaptureDirection" json:"direction,omitempty"`
 	// Interface names; none: every interface the agent watches.
-	Interface     []string `protobuf:"bytes,10,rep,name=interface,proto3" json:"interface,omitempty"`
+	Interface []string `protobuf:"bytes,10,rep,name=interface,proto3" json:"interface,omitempty"`
+	// CIDRs or addresses of the other end (peer_cidr of the flow filter
+	// rules, docs/filters.md): with ip, packets between ip and peer_ip, in
+	// both directions; alone, like ip (either end in one of these).
+	PeerIp        []string `protobuf:"bytes,11,rep,name=peer_ip,json=peerIp,proto3" json:"peer_ip,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -212,6 +216,13 @@ func (x *CaptureFilter) GetDirection() CaptureDirection {
 func (x *CaptureFilter) GetInterface() []string {
 	if x != nil {
 		return x.Interface
+	}
+	return nil
+}
+
+func (x *CaptureFilter) GetPeerIp() []string {
+	if x != nil {
+		return x.PeerIp
 	}
 	return nil
 }
@@ -1183,7 +1194,7 @@ var File_api_flow_v1_capture_proto protoreflect.FileDescriptor
 
 const file_api_flow_v1_capture_proto_rawDesc = "" +
 	"\n" +
-	"\x19api/flow/v1/capture.proto\x12\x10flowlens.flow.v1\x1a\x19api/flow/v1/history.proto\x1a\x1egoogle/protobuf/duration.proto\"\xb0\x02\n" +
+	"\x19api/flow/v1/capture.proto\x12\x10flowlens.flow.v1\x1a\x19api/flow/v1/history.proto\x1a\x1egoogle/protobuf/duration.proto\"\xc9\x02\n" +
 	"\rCaptureFilter\x12\x0e\n" +
 	"\x02ip\x18\x01 \x03(\tR\x02ip\x12\x17\n" +
 	"\afrom_ip\x18\x02 \x03(\tR\x06fromIp\x12\x13\n" +
@@ -1195,7 +1206,8 @@ const file_api_flow_v1_capture_proto_rawDesc = "" +
 	"\ttcp_flags\x18\b \x03(\rR\btcpFlags\x12@\n" +
 	"\tdirection\x18\t \x01(\x0e2\".flowlens.flow.v1.CaptureDirectionR\tdirection\x12\x1c\n" +
 	"\tinterface\x18\n" +
-	" \x03(\tR\tinterface\"\xb8\x02\n" +
+	" \x03(\tR\tinterface\x12\x17\n" +
+	"\apeer_ip\x18\v \x03(\tR\x06peerIp\"\xb8\x02\n" +
 	"\x0eCaptureRequest\x127\n" +
 	"\x06filter\x18\x01 \x01(\v2\x1f.flowlens.flow.v1.CaptureFilterR\x06filter\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x03(\tR\tnamespace\x12\x10\n" +

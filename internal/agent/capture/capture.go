@@ -70,6 +70,10 @@ const (
 type Filter struct {
 	// Either end (CIDRs), source, destination.
 	CIDRs, SrcCIDRs, DstCIDRs []netip.Prefix
+	// PeerCIDRs, the other end (peer_cidr of the flow filter rules): with
+	// CIDRs, packets between CIDRs and PeerCIDRs, both directions (one end
+	// in each); alone, like CIDRs (either end in one of them).
+	PeerCIDRs []netip.Prefix
 	// Either end, source, destination ports (TCP, UDP, SCTP).
 	Ports, SrcPorts, DstPorts []uint16
 	// IP protocol numbers.

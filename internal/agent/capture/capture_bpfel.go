@@ -32,7 +32,13 @@ type captureCapFilter struct {
 	N_protos uint32
 	N_flags  uint32
 	NeedsIp  uint32
+	N_peer   uint32
 	Cidrs    [16]struct {
+		_    structs.HostLayout
+		Addr [4]uint32
+		Mask [4]uint32
+	}
+	Peer [16]struct {
 		_    structs.HostLayout
 		Addr [4]uint32
 		Mask [4]uint32

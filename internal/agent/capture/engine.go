@@ -111,8 +111,13 @@ func (c *Capturer) freeSlot(i int) {
 // compile turns a Filter into the program's load-time filter.
 func compile(f Filter) (captureCapFilter, error) {
 	var k captureCapFilter
-	if len(f.CIDRs) > MaxCIDRs || len(f.SrcCIDRs) > MaxCIDRs || len(f.DstCIDRs) > MaxCIDRs {
-		return k, fmt.Errorf("capture filter: at most %d CIDRs in each of any, source and destination", MaxCIDRs)
+	if len(f.CIDRs) > MaxCIDRs || len(f.SrcCIDRs) > MaxCIDRs || len(f.DstCIDRs) > MaxCIDRs || len(f.PeerCIDRs) > MaxCIDRs {
+		return k, fmt.Errorf("capture filter: at most %d CIDRs in each of any, source, destination and peer", MaxCIDRs)
+	}
+	if len(f.CIDRs) == 0 {
+		// PeerCIDRs alone is CIDRs (either end); the kernel's pair
+		// match needs both lists.
+		f.CIDRs, f.PeerCIDRs = f.PeerCIDRs, nil
 	}
 	if len(f.Ports) > MaxPorts || len(f.SrcPorts) > MaxPorts || len(f.DstPorts) > MaxPorts {
 		return k, fmt.Errorf("capture filter: at most %d ports in each of any, source and destination", MaxPorts)
@@ -126,6 +131,9 @@ func compile(f Filter) (captureCapFilter, error) {
 	for i, p := range f.CIDRs {
 		k.Cidrs[i].Addr, k.Cidrs[i].Mask = prefixWords(p)
 	}
+	for i, p := range f.PeerCIDRs {
+		k.Peer[i].Addr, k.Peer[i].Mask = prefixWords(p)
+	}
 	for i, p := range f.SrcCIDRs {
 		k.Src[i].Addr, k.Src[i].Mask = prefixWords(p)
 	}
@@ -138,6 +146,7 @@ func compile(f Filter) (captureCapFilter, error) {
 	copy(k.Protos[:], f.Protocols)
 	copy(k.Flags[:], f.TCPFlags)
 	k.N_cidrs, k.N_src, k.N_dst = uint32(len(f.CIDRs)), uint32(len(f.SrcCIDRs)), uint32(len(f.DstCIDRs))
+	k.N_peer = uint32(len(f.PeerCIDRs))
 	k.N_ports, k.N_sports, k.N_dports = uint32(len(f.Ports)), uint32(len(f.SrcPorts)), uint32(len(f.DstPorts))
 	k.N_protos, k.N_flags = uint32(len(f.Protocols)), uint32(len(f.TCPFlags))
 	if k.N_cidrs+k.N_src+k.N_dst+k.N_ports+k.N_sports+k.N_dports+k.N_protos+k.N_flags > 0 {

@@ -326,7 +326,7 @@ func Filter(f *flowv1.CaptureFilter) (capture.Filter, error) {
 	for _, x := range []struct {
 		in  []string
 		out *[]netip.Prefix
-	}{{f.Ip, &out.CIDRs}, {f.FromIp, &out.SrcCIDRs}, {f.ToIp, &out.DstCIDRs}} {
+	}{{f.Ip, &out.CIDRs}, {f.FromIp, &out.SrcCIDRs}, {f.ToIp, &out.DstCIDRs}, {f.PeerIp, &out.PeerCIDRs}} {
 		for _, s := range x.in {
 			p, perr := netip.ParsePrefix(s)
 			if perr != nil {

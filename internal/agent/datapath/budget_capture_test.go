@@ -24,6 +24,7 @@ func captureFigures(t *testing.T) progBudget {
 	}
 	f := capture.Filter{
 		CIDRs:     []netip.Prefix{netip.MustParsePrefix("10.244.1.7/32"), netip.MustParsePrefix("fd00:10:244::/64")},
+		PeerCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.2.0/24"), netip.MustParsePrefix("fd00:10:245::/64")},
 		SrcCIDRs:  []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
 		DstCIDRs:  []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")},
 		Ports:     []uint16{5432, 443},

@@ -433,7 +433,7 @@ func (s *Service) resolve(req *flowv1.CaptureRequest) (*plan, error) {
 	if req.GetFilter() != nil {
 		f = cloneFilter(req.GetFilter())
 	}
-	for _, l := range [][]string{f.Ip, f.FromIp, f.ToIp} {
+	for _, l := range [][]string{f.Ip, f.FromIp, f.ToIp, f.PeerIp} {
 		if _, err := flowquery.ParsePrefixes(l); err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "capture: %v", err)
 		}
@@ -455,7 +455,7 @@ func (s *Service) resolve(req *flowv1.CaptureRequest) (*plan, error) {
 	var nodes map[string]bool
 	if len(req.Namespace)+len(req.Pod)+len(req.Workload) > 0 {
 		if len(f.Ip) > 0 {
-			return nil, status.Error(codes.InvalidArgument, "capture: --ip with --namespace/--pod/--workload: the names resolve to addresses of either end too; give --from-ip/--to-ip, or one of them")
+			return nil, status.Error(codes.InvalidArgument, "capture: --ip with --namespace/--pod/--workload: the names resolve to addresses of either end too; give --peer-ip (packets between the names and these), --from-ip/--to-ip, or one of them")
 		}
 		if s.opts.Lister == nil {
 			return nil, status.Error(codes.FailedPrecondition, "capture: this collector has no Kubernetes metadata to resolve --namespace/--pod/--workload with; give addresses (--ip)")
@@ -538,7 +538,7 @@ func names(req *flowv1.CaptureRequest) string {
 }
 
 func cloneFilter(f *flowv1.CaptureFilter) *flowv1.CaptureFilter {
-	return &flowv1.CaptureFilter{Ip: slices.Clone(f.Ip), FromIp: slices.Clone(f.FromIp), ToIp: slices.Clone(f.ToIp),
+	return &flowv1.CaptureFilter{Ip: slices.Clone(f.Ip), FromIp: slices.Clone(f.FromIp), ToIp: slices.Clone(f.ToIp), PeerIp: slices.Clone(f.PeerIp),
 		Port: slices.Clone(f.Port), FromPort: slices.Clone(f.FromPort), ToPort: slices.Clone(f.ToPort),
 		Protocol: slices.Clone(f.Protocol), TcpFlags: slices.Clone(f.TcpFlags), Direction: f.Direction,
 		Interface: slices.Clone(f.Interface)}
@@ -749,6 +749,7 @@ func filterText(f *flowv1.CaptureFilter) string {
 	add("ip", f.Ip, len(f.Ip))
 	add("from_ip", f.FromIp, len(f.FromIp))
 	add("to_ip", f.ToIp, len(f.ToIp))
+	add("peer_ip", f.PeerIp, len(f.PeerIp))
 	add("port", f.Port, len(f.Port))
 	add("from_port", f.FromPort, len(f.FromPort))
 	add("to_port", f.ToPort, len(f.ToPort))

@@ -55,6 +55,12 @@ func TestResolve(t *testing.T) {
 		{"ip and names", &flowv1.CaptureRequest{Pod: []string{"shop/db-0"}, Filter: &flowv1.CaptureFilter{Ip: []string{"10.0.0.1"}}}, "", "", "",
 			"InvalidArgument: capture: --ip with --namespace/--pod/--workload"},
 		{"bad CIDR", &flowv1.CaptureRequest{Filter: &flowv1.CaptureFilter{ToIp: []string{"10.0.0.0/33"}}}, "", "", "", "InvalidArgument: capture: "},
+		// --pod a --peer-ip P: the pod's addresses are the pair's first
+		// side, P (kept as given) the other; only the pod's node works.
+		{"pod and peer: the pair", &flowv1.CaptureRequest{Pod: []string{"shop/web-1"}, Filter: &flowv1.CaptureFilter{PeerIp: []string{"10.0.1.0/24"}}},
+			"10.0.0.1/32", "node-a", "", ""},
+		{"peer alone: every agent", &flowv1.CaptureRequest{Filter: &flowv1.CaptureFilter{PeerIp: []string{"10.0.1.1"}}}, "", "node-a node-b node-d", "node-c", ""},
+		{"bad peer CIDR", &flowv1.CaptureRequest{Filter: &flowv1.CaptureFilter{PeerIp: []string{"10.0.0.300"}}}, "", "", "", "InvalidArgument: capture: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := s.resolve(tc.req)
@@ -77,6 +83,9 @@ func TestResolve(t *testing.T) {
 			slices.Sort(missing)
 			if got := strings.Join(p.filter.Ip, " "); got != tc.ips {
 				t.Errorf("addresses %q, want %q", got, tc.ips)
+			}
+			if got, want := strings.Join(p.filter.PeerIp, " "), strings.Join(tc.req.GetFilter().GetPeerIp(), " "); got != want {
+				t.Errorf("peer addresses %q, want %q (as given)", got, want)
 			}
 			if got := strings.Join(agents, " "); got != tc.agents {
 				t.Errorf("agents %q, want %q", got, tc.agents)
