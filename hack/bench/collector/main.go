@@ -54,14 +54,17 @@ import (
 )
 
 type result struct {
-	Target       string  `json:"target"`
-	Run          int     `json:"run"`
-	PacedFlows   int     `json:"paced_flows"`
-	PacedRate    float64 `json:"paced_rate"`   // flows/s achieved over the paced phase
-	PacedCPUNs   float64 `json:"paced_cpu_ns"` // CPU ns per flow, paced
-	MaxFlows     int     `json:"max_flows"`
-	MaxRate      float64 `json:"max_rate"`   // flows/s, unpaced
-	MaxCPUNs     float64 `json:"max_cpu_ns"` // CPU ns per flow, unpaced
+	Target     string  `json:"target"`
+	Run        int     `json:"run"`
+	PacedFlows int     `json:"paced_flows"`
+	PacedRate  float64 `json:"paced_rate"`   // flows/s achieved over the paced phase
+	PacedCPUNs float64 `json:"paced_cpu_ns"` // CPU ns per flow, paced
+	MaxFlows   int     `json:"max_flows"`
+	MaxRate    float64 `json:"max_rate"`   // flows/s, unpaced
+	MaxCPUNs   float64 `json:"max_cpu_ns"` // CPU ns per flow, unpaced
+	// MaxBusy is the target's core's busy share in the max phase (rate ×
+	// CPU per flow): below 1, the generator, not the target, set the rate.
+	MaxBusy      float64 `json:"max_busy"`
 	PeakRSSMB    float64 `json:"peak_rss_mb"`
 	Series       int     `json:"series"` // series of the bytes metric
 	ExactPairs   int     `json:"exact_pairs"`
@@ -81,6 +84,7 @@ func main() {
 	testing.Init() // internal/testkit's gate reads testing.Short
 	collector := flag.String("collector", "", "flowlens-collector binary")
 	flp := flag.String("flp", "", "flowlogs-pipeline binary (hack/bench/peer)")
+	base := flag.String("collector-base", "", "another flowlens-collector binary, target flowlens-base (an A/B of a change)")
 	runs := flag.Int("runs", 5, "runs per target")
 	rate := flag.Int("rate", 10000, "paced phase: flows per second")
 	secs := flag.Int("secs", 10, "paced phase: seconds")
@@ -135,6 +139,8 @@ func main() {
 			switch name {
 			case "flowlens":
 				t = &flowlensTarget{bin: *collector, kubeconfig: kubeconfig, extra: strings.Fields(*extra)}
+			case "flowlens-base":
+				t = &flowlensTarget{label: name, bin: *base, kubeconfig: kubeconfig, extra: strings.Fields(*extra)}
 			case "flowlens-nohist":
 				t = &flowlensTarget{label: name, bin: *collector, kubeconfig: kubeconfig,
 					extra: append([]string{"--history-size", "0"}, strings.Fields(*extra)...)}
@@ -147,8 +153,8 @@ func main() {
 			if err != nil {
 				log.Fatalf("run %d %s: %v", r, name, err)
 			}
-			log.Printf("run %d %-15s paced %6.0f flows/s %6.0f ns/flow | max %7.0f flows/s %6.0f ns/flow | RSS %5.1f MB | start %.2fs %.2f CPU s | idle %.1f%% | scrape %.1f ms ×%d,%d | series %d, pairs exact %d wrong %d",
-				r, name, res.PacedRate, res.PacedCPUNs, res.MaxRate, res.MaxCPUNs, res.PeakRSSMB,
+			log.Printf("run %d %-15s paced %6.0f flows/s %6.0f ns/flow | max %7.0f flows/s %6.0f ns/flow core %3.0f%% | RSS %5.1f MB | start %.2fs %.2f CPU s | idle %.1f%% | scrape %.1f ms ×%d,%d | series %d, pairs exact %d wrong %d",
+				r, name, res.PacedRate, res.PacedCPUNs, res.MaxRate, res.MaxCPUNs, 100*res.MaxBusy, res.PeakRSSMB,
 				res.StartupSecs, res.CPUStartSecs, res.IdleCPUPct, res.ScrapeCPUMs, res.PacedScrapes, res.MaxScrapes,
 				res.Series, res.ExactPairs, res.WrongPairs)
 			all = append(all, res)
@@ -284,6 +290,7 @@ func runOne(ctx context.Context, t target, g *generator, run, core, rate, secs, 
 	res.ScrapeCPUMs = perScrape * 1000
 	res.PacedCPUNs = ((cpu1 - cpu0).Seconds() - perScrape*float64(res.PacedScrapes)) * 1e9 / float64(n)
 	res.MaxCPUNs = ((cpu2 - cpu1).Seconds() - perScrape*float64(res.MaxScrapes)) * 1e9 / float64(maxFlows)
+	res.MaxBusy = (cpu2 - cpu1).Seconds() / el.Seconds()
 	res.PeakRSSMB, err = peakRSS(pid)
 	if err != nil {
 		return res, err
@@ -345,7 +352,9 @@ func summarize(all []result, names []string) {
 	figs := []fig{
 		{"CPU per flow, paced", func(r result) float64 { return r.PacedCPUNs }, "ns"},
 		{"CPU per flow, unpaced", func(r result) float64 { return r.MaxCPUNs }, "ns"},
-		{"max flows/s on one core", func(r result) float64 { return r.MaxRate }, "flows/s"},
+		{"flows/s, unpaced", func(r result) float64 { return r.MaxRate }, "flows/s"},
+		{"core busy, unpaced", func(r result) float64 { return 100 * r.MaxBusy }, "%"},
+		{"capacity of one core (1/CPU per flow)", func(r result) float64 { return 1e9 / r.MaxCPUNs }, "flows/s"},
 		{"peak RSS", func(r result) float64 { return r.PeakRSSMB }, "MB"},
 		{"start-up to first flows counted", func(r result) float64 { return r.StartupSecs }, "s"},
 		{"start-up CPU", func(r result) float64 { return r.CPUStartSecs }, "CPU s"},
