@@ -9,6 +9,7 @@
 #   make bench-live     netns lab, hey + iperf3, baseline vs agent (~10 min)
 #   make bench-live PEER=1  flowlens beside NetObserv's agent, bridge lab, 4 workloads (~9 min)
 #   make bench-mem      the agent's RSS by origin, light loads, A/B (~5 min)
+#   make bench-collector  flowlens-collector beside NetObserv's flowlogs-pipeline, same flows (~6 min)
 #   make bench-plots    docs/img/*.png from the latest results
 #   make check-budget   instruction/size/allocation budget (bpf/budget.json)
 #   make budget-update  rewrite bpf/budget.json from this machine (a reviewed change)
@@ -33,7 +34,7 @@ BENCH_BPF_ARGS ?=
 BENCHSTAT_VERSION := v0.0.0-20260908200009-22c9c6c9d4da
 BENCHSTAT          = $(abspath $(BIN))/tools/benchstat-$(BENCHSTAT_VERSION)/benchstat
 
-.PHONY: bench-bpf bench bench-enrich bench-live bench-mem bench-plots check-budget budget-update benchstat generate-bench
+.PHONY: bench-bpf bench bench-enrich bench-live bench-mem bench-collector bench-plots check-budget budget-update benchstat generate-bench
 
 # The benchmark's own BPF objects (driver, map choice, lock-free experiment)
 # are committed like internal/agent/datapath's; `make generate` rebuilds them too.
@@ -85,6 +86,21 @@ bench-live: ## live overhead: netns lab, hey at a fixed rate + iperf3, baseline 
 BENCH_MEM_ARGS ?=
 bench-mem: build ## the agent's RSS by origin (binary text/rodata, anonymous, BPF maps, Go heap) on a small lab with light loads (root)
 	$(GO) run ./hack/bench/mem -agent $(BIN)/flowlens-agent -collector $(BIN)/flowlens-collector $(BENCH_MEM_ARGS)
+
+# Extra flags for the collector benchmark, e.g. BENCH_COLLECTOR_ARGS='-runs 7 -rate 20000'.
+BENCH_COLLECTOR_ARGS ?=
+
+# flowlogs-pipeline is built from hack/bench/peer (the release its replace
+# pins; go.sum verifies NetObserv's modules, GONOSUMDB as its go.mod says).
+# The driver runs on core 0, each target pinned to core 1 (-core).
+bench-collector: envtest-assets ## flowlens-collector beside NetObserv's flowlogs-pipeline: same flows, envtest enrichment, same metrics; CPU per flow, max flows/s, RSS on one core
+	@mkdir -p $(BENCH_OUT)/collector-bin
+	$(GO) build -o $(BENCH_OUT)/collector-bin/flowlens-collector ./cmd/flowlens-collector
+	$(GO) build -o $(BENCH_OUT)/collector-bin/bench-collector ./hack/bench/collector
+	GONOSUMDB=$${GONOSUMDB:-github.com/netobserv,github.com/vmware} $(GO) -C hack/bench/peer build \
+		-o $(abspath $(BENCH_OUT))/collector-bin/flowlogs-pipeline github.com/netobserv/flowlogs-pipeline/cmd/flowlogs-pipeline
+	taskset -c 0 $(BENCH_OUT)/collector-bin/bench-collector -collector $(BENCH_OUT)/collector-bin/flowlens-collector \
+		-flp $(BENCH_OUT)/collector-bin/flowlogs-pipeline -out $(BENCH_OUT) $(BENCH_COLLECTOR_ARGS) 2>&1 | tee $(BENCH_OUT)/collector.txt
 
 bench-plots: ## docs/img/*.png from $(BENCH_OUT)/{bpf.json,go.txt,live.json,live-sidebyside.json,soak.csv}
 	$(GO) -C hack/bench/plot run . -in $(abspath $(BENCH_OUT)) -out $(abspath docs/img)

@@ -29,7 +29,7 @@ import (
 )
 
 func main() {
-	in := flag.String("in", "", "directory with bpf.json, go.txt, live.json, live-sidebyside.json, soak.csv")
+	in := flag.String("in", "", "directory with bpf.json, go.txt, live.json, live-sidebyside.json, soak.csv, collector.json")
 	out := flag.String("out", "docs/img", "where to write the PNGs")
 	before := flag.String("before", "", "a bpf.json of an earlier build: also draw bench-bpf-before-after.png against -in's bpf.json")
 	flag.Parse()
@@ -52,6 +52,7 @@ func main() {
 		{"live.json", plotLatency},
 		{"live-sidebyside.json", plotSideBySide},
 		{"soak.csv", plotSoak},
+		{"collector.json", plotCollector},
 	} {
 		src := filepath.Join(*in, p.file)
 		if _, err := os.Stat(src); err != nil {
