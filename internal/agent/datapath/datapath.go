@@ -48,6 +48,9 @@ type Config struct {
 // pair for Ethernet devices, and the pair for devices without a link-layer
 // header (tun, WireGuard, ipip, gre). One set serves every namespace, or,
 // in the fallback, each namespace has its own (Datapath.SharedPrograms).
+// The agent loads the L3 pair only when it attaches to such a device
+// (IngressL3 and EgressL3 are nil until then): verifying it costs as much
+// CPU as the Ethernet pair, at every start, and most nodes have none.
 type Programs struct {
 	Ingress   *ebpf.Program
 	Egress    *ebpf.Program
@@ -55,8 +58,11 @@ type Programs struct {
 	EgressL3  *ebpf.Program
 }
 
-// tcPrograms are the names Programs holds, in its field order.
-var tcPrograms = []string{ProgramIngress, ProgramEgress, ProgramIngressL3, ProgramEgressL3}
+// The names of Programs' two pairs, each loaded in one go.
+var (
+	ethPrograms = []string{ProgramIngress, ProgramEgress}
+	l3Programs  = []string{ProgramIngressL3, ProgramEgressL3}
+)
 
 // Datapath is the loaded kernel side: the maps, the TC programs and the
 // hooks of the enabled features. Close releases everything.
@@ -160,12 +166,12 @@ func Load(cfg Config) (*Datapath, error) {
 	// attach if the kernel refuses the programs; BPF_PROG_TEST_RUN and
 	// benchmarks use it.
 	d.shared = !cfg.ForcePerNamespacePrograms
-	_, err = d.programsFor(0)
+	_, err = d.programsFor(0, false)
 	if err != nil && d.shared {
 		d.log.Warn("the TC programs cannot read the device's network namespace on this kernel: loading one set per namespace",
 			"reason", err)
 		d.shared = false
-		_, err = d.programsFor(0)
+		_, err = d.programsFor(0, false)
 	}
 	if err != nil {
 		d.Close()
@@ -221,33 +227,52 @@ func (d *Datapath) loadPrograms(names []string, constants map[string]any) (map[s
 }
 
 // ProgramsFor returns the program set that serves interfaces of the
-// namespace with the given cookie: the shared set, or in the fallback that
-// namespace's own, loaded if needed.
+// namespace with the given cookie, both pairs loaded: the shared set, or in
+// the fallback that namespace's own, loaded if needed.
 func (d *Datapath) ProgramsFor(cookie uint64) (*Programs, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.programsFor(cookie)
+	return d.programsFor(cookie, true)
 }
 
-func (d *Datapath) programsFor(cookie uint64) (*Programs, error) {
+// programsFor returns the namespace's set with its Ethernet pair, and its
+// L3 pair too when l3 is set, loading what is missing. Callers hold d.mu
+// (or own d, in Load).
+func (d *Datapath) programsFor(cookie uint64, l3 bool) (*Programs, error) {
 	if d.shared {
 		cookie = 0
 	}
-	if p, ok := d.progs[cookie]; ok {
-		return p, nil
+	p, ok := d.progs[cookie]
+	if !ok {
+		progs, err := d.loadTC(cookie, ethPrograms)
+		if err != nil {
+			return nil, err
+		}
+		p = &Programs{Ingress: progs[ProgramIngress], Egress: progs[ProgramEgress]}
+		d.progs[cookie] = p
 	}
+	if l3 && p.IngressL3 == nil {
+		progs, err := d.loadTC(cookie, l3Programs)
+		if err != nil {
+			return nil, err
+		}
+		p.IngressL3, p.EgressL3 = progs[ProgramIngressL3], progs[ProgramEgressL3]
+	}
+	return p, nil
+}
+
+// loadTC loads the named TC programs for the namespace with the given
+// cookie (0: the shared set).
+func (d *Datapath) loadTC(cookie uint64, names []string) (map[string]*ebpf.Program, error) {
 	fromDev := uint32(0)
 	if d.shared {
 		fromDev = 1
 	}
-	progs, err := d.loadPrograms(tcPrograms, map[string]any{datapathVarNetnsCookie: cookie, datapathVarNetnsFromDev: fromDev})
+	progs, err := d.loadPrograms(names, map[string]any{datapathVarNetnsCookie: cookie, datapathVarNetnsFromDev: fromDev})
 	if err != nil {
 		return nil, fmt.Errorf("load tc programs: %w", err)
 	}
-	p := &Programs{Ingress: progs[ProgramIngress], Egress: progs[ProgramEgress],
-		IngressL3: progs[ProgramIngressL3], EgressL3: progs[ProgramEgressL3]}
-	d.progs[cookie] = p
-	return p, nil
+	return progs, nil
 }
 
 // LoadedProgram is one loaded program instance and where it is attached.
@@ -267,17 +292,19 @@ func (d *Datapath) SharedPrograms() bool {
 }
 
 // Programs lists every loaded program: each loaded TC set (the shared one,
-// or in the fallback one per namespace; one entry per program instance) and
-// each running hook.
+// or in the fallback one per namespace; one entry per program instance, the
+// L3 pair once loaded) and each running hook.
 func (d *Datapath) Programs() []LoadedProgram {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := make([]LoadedProgram, 0, 4*len(d.progs)+len(d.hooks))
 	for _, p := range d.progs {
 		out = append(out, LoadedProgram{ProgramIngress, "tc_ingress", p.Ingress},
-			LoadedProgram{ProgramEgress, "tc_egress", p.Egress},
-			LoadedProgram{ProgramIngressL3, "tc_ingress", p.IngressL3},
-			LoadedProgram{ProgramEgressL3, "tc_egress", p.EgressL3})
+			LoadedProgram{ProgramEgress, "tc_egress", p.Egress})
+		if p.IngressL3 != nil {
+			out = append(out, LoadedProgram{ProgramIngressL3, "tc_ingress", p.IngressL3},
+				LoadedProgram{ProgramEgressL3, "tc_egress", p.EgressL3})
+		}
 	}
 	for _, h := range d.hooks {
 		if h.prog != nil {
