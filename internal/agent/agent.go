@@ -129,7 +129,7 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 	}
 	// The features' plans are known before the TC programs load: those
 	// that run inside them (Plan.TC) are switched on by load-time constants.
-	plans := a.featurePlans(enabled)
+	plans, kernelBTF := a.featurePlans(enabled)
 	tc, sizes := map[string]any{}, map[string]uint32{}
 	for _, h := range plans {
 		if h.Err == nil {
@@ -160,6 +160,7 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 		Enrichment:       len(enabled) > 0,
 		EnrichUnwatched:  cfg.EnrichUnwatched,
 		SkipHookPrograms: opts.SkipHookPrograms,
+		BTF:              kernelBTF,
 		Logger:           a.log,
 
 		ForcePerNamespacePrograms: opts.ForcePerNamespacePrograms,
@@ -248,21 +249,24 @@ func (a *Agent) mapsMemory() int64 {
 	return n
 }
 
-// featurePlans asks each enabled feature for its plan on this kernel.
-func (a *Agent) featurePlans(enabled []feature.Feature) []datapath.Plan {
+// featurePlans asks each enabled feature for its plan on this kernel. The
+// kernel's BTF it decodes for them is returned for the datapath's loads
+// (datapath.Config.BTF): decoded once, not once per program.
+func (a *Agent) featurePlans(enabled []feature.Feature) ([]datapath.Plan, *btf.Cache) {
 	if len(enabled) == 0 {
-		return nil
+		return nil, nil
 	}
-	kernel, err := btf.LoadKernelSpec()
+	cache := btf.NewCache()
+	kernel, err := cache.Kernel()
 	if err != nil {
 		a.log.Warn("kernel BTF unreadable: drop reasons and TCP states will be numbers", "error", err)
-		kernel = nil
+		kernel, cache = nil, nil
 	}
 	plans := make([]datapath.Plan, len(enabled))
 	for i, f := range enabled {
 		plans[i] = f.Plan(kernel)
 	}
-	return plans
+	return plans, cache
 }
 
 // startFeatures starts the hooks of the enabled features (their plans) and

@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 
 	"github.com/flowlens/flowlens/internal/agent/flowrules"
 )
@@ -41,7 +43,13 @@ type Config struct {
 	// FlowRules are the compiled flow rules, the kernel's flow filter (nil
 	// or no rules: every packet is accounted, 1 in Sampling).
 	FlowRules *flowrules.Table
-	Logger    *slog.Logger
+	// BTF is the kernel's BTF, decoded once for the start (the features'
+	// plans read it too): every program load of Load and StartHooks
+	// relocates against it. StartHooks drops it, so the decoded types do
+	// not stay in memory; later loads (the L3 pair, a namespace's set in
+	// the fallback) decode their own. Nil: each load decodes its own.
+	BTF    *btf.Cache
+	Logger *slog.Logger
 }
 
 // Programs are one set of TC programs (feature "flows"): the ingress/egress
@@ -76,7 +84,8 @@ var (
 type Datapath struct {
 	cfg  Config
 	log  *slog.Logger
-	spec *ebpf.CollectionSpec // bpf/datapath.c, map sizes set
+	spec *ebpf.CollectionSpec      // bpf/datapath.c, map sizes set
+	btf  atomic.Pointer[btf.Cache] // Config.BTF until StartHooks ends
 	Maps Maps
 	// Clock converts the maps' timestamps (jiffies) to CLOCK_MONOTONIC.
 	Clock *Clock
@@ -153,6 +162,8 @@ func Load(cfg Config) (*Datapath, error) {
 
 	d := &Datapath{cfg: cfg, log: cfg.Logger, spec: spec,
 		progs: map[uint64]*Programs{}, attached: map[attachKey]*attachment{}}
+	d.btf.Store(cfg.BTF)
+	d.cfg.BTF = nil
 	if err := d.Maps.create(spec); err != nil {
 		d.Close()
 		return nil, err
@@ -214,7 +225,8 @@ func (d *Datapath) loadPrograms(names []string, constants map[string]any) (map[s
 			return nil, fmt.Errorf("set %s: %w", name, err)
 		}
 	}
-	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: d.Maps.replacements()})
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: d.Maps.replacements(),
+		Cache: d.btf.Load()})
 	if err != nil {
 		return nil, err
 	}
