@@ -34,7 +34,7 @@ BENCH_BPF_ARGS ?=
 BENCHSTAT_VERSION := v0.0.0-20260908200009-22c9c6c9d4da
 BENCHSTAT          = $(abspath $(BIN))/tools/benchstat-$(BENCHSTAT_VERSION)/benchstat
 
-.PHONY: bench-bpf bench bench-enrich bench-live bench-mem bench-collector bench-plots check-budget budget-update benchstat generate-bench
+.PHONY: bench-bpf bench bench-enrich bench-startup bench-live bench-mem bench-collector bench-plots check-budget budget-update benchstat generate-bench
 
 # The benchmark's own BPF objects (driver, map choice, lock-free experiment)
 # are committed like internal/agent/datapath's; `make generate` rebuilds them too.
@@ -74,6 +74,13 @@ bench-enrich: ## enrichment hooks' ns per run on real TCP (with loss) and UDP dr
 	@mkdir -p $(BENCH_OUT)
 	@command -v iperf3 >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends iperf3 >/dev/null; }
 	$(GO) run ./hack/bench/enrich $(BENCH_ENRICH_ARGS) | tee $(BENCH_OUT)/enrich.txt
+
+# Extra flags for the start-up benchmark, e.g. BENCH_STARTUP_ARGS='-agent old/flowlens-agent,bin/flowlens-agent -ifaces 10'.
+BENCH_STARTUP_ARGS ?= -agent $(abspath $(BIN))/flowlens-agent
+
+bench-startup: build ## the agent's start: exec to attached, wall and CPU, medians of interleaved runs (root)
+	@mkdir -p $(BENCH_OUT)
+	$(GO) run ./hack/bench/startup $(BENCH_STARTUP_ARGS) -out $(abspath $(BENCH_OUT))/startup.json | tee $(BENCH_OUT)/startup.txt
 
 # PEER=1: bench-live runs the side-by-side with NetObserv's agent (hack/bench/live.sh says how).
 PEER ?=

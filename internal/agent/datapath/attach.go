@@ -53,7 +53,7 @@ func (d *Datapath) Attach(iface ifaces.Interface) error {
 	if _, ok := d.attached[key]; ok {
 		return nil
 	}
-	progs, err := d.programsFor(iface.NetnsCookie)
+	progs, err := d.programsFor(iface.NetnsCookie, false)
 	if err != nil {
 		return err
 	}
@@ -70,6 +70,11 @@ func (d *Datapath) Attach(iface ifaces.Interface) error {
 			return fmt.Errorf("link: %w", err)
 		}
 		a.l3 = !hasEthernetHeader(l)
+		if a.l3 { // the L3 pair, loaded with the first such device
+			if _, err := d.programsFor(iface.NetnsCookie, true); err != nil {
+				return err
+			}
+		}
 		// An earlier agent killed with SIGKILL left its cls_bpf filters
 		// (tcx links go with the process): remove them first, so that
 		// one set of flowlens programs runs, this agent's.

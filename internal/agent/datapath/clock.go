@@ -23,7 +23,9 @@ import (
 // (the nearest CONFIG_HZ value), and the earliest bracket of all gives base
 // (the tick interrupt's latency only makes a bracket late). The coarse
 // clock would not do: it moves in steps of the timekeeper's accumulation
-// interval, whose phase is not the ticks'.
+// interval, whose phase is not the ticks'. It spins for the first three
+// brackets, sleeps through the rest of the 60 ms, and spins for one more:
+// spinning the whole span cost every start 60 ms of CPU.
 type Clock struct {
 	prog *ebpf.Program
 	tb   Timebase
@@ -33,6 +35,7 @@ const (
 	clockSpan   = 60 * time.Millisecond // between the first and last bracket
 	clockTight  = 50 * time.Microsecond // a bracket's width at most
 	clockBudget = 2 * time.Second       // to find them, on a busy machine
+	clockSpun   = 3                     // brackets found spinning before the sleep
 )
 
 func newClock(prog *ebpf.Program) (*Clock, error) {
@@ -51,6 +54,15 @@ func newClock(prog *ebpf.Program) (*Clock, error) {
 			edges = append(edges, n)
 			if n.MonoNs-edges[0].MonoNs >= uint64(clockSpan) && len(edges) >= 3 {
 				break
+			}
+			if len(edges) >= clockSpun {
+				// Sleep to the span's end; the reading after it is
+				// no bracket's start (it is too late), the spin
+				// after it finds the next tick's.
+				time.Sleep(time.Duration(int64(edges[0].MonoNs) + int64(clockSpan) - int64(n.MonoNs)))
+				if n, err = c.sample(); err != nil {
+					return nil, err
+				}
 			}
 		}
 		prev = n

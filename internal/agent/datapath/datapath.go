@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 
 	"github.com/flowlens/flowlens/internal/agent/flowrules"
 )
@@ -41,13 +43,22 @@ type Config struct {
 	// FlowRules are the compiled flow rules, the kernel's flow filter (nil
 	// or no rules: every packet is accounted, 1 in Sampling).
 	FlowRules *flowrules.Table
-	Logger    *slog.Logger
+	// BTF is the kernel's BTF, decoded once for the start (the features'
+	// plans read it too): every program load of Load and StartHooks
+	// relocates against it. StartHooks drops it, so the decoded types do
+	// not stay in memory; later loads (the L3 pair, a namespace's set in
+	// the fallback) decode their own. Nil: each load decodes its own.
+	BTF    *btf.Cache
+	Logger *slog.Logger
 }
 
 // Programs are one set of TC programs (feature "flows"): the ingress/egress
 // pair for Ethernet devices, and the pair for devices without a link-layer
 // header (tun, WireGuard, ipip, gre). One set serves every namespace, or,
 // in the fallback, each namespace has its own (Datapath.SharedPrograms).
+// The agent loads the L3 pair only when it attaches to such a device
+// (IngressL3 and EgressL3 are nil until then): verifying it costs as much
+// CPU as the Ethernet pair, at every start, and most nodes have none.
 type Programs struct {
 	Ingress   *ebpf.Program
 	Egress    *ebpf.Program
@@ -55,8 +66,11 @@ type Programs struct {
 	EgressL3  *ebpf.Program
 }
 
-// tcPrograms are the names Programs holds, in its field order.
-var tcPrograms = []string{ProgramIngress, ProgramEgress, ProgramIngressL3, ProgramEgressL3}
+// The names of Programs' two pairs, each loaded in one go.
+var (
+	ethPrograms = []string{ProgramIngress, ProgramEgress}
+	l3Programs  = []string{ProgramIngressL3, ProgramEgressL3}
+)
 
 // Datapath is the loaded kernel side: the maps, the TC programs and the
 // hooks of the enabled features. Close releases everything.
@@ -70,7 +84,8 @@ var tcPrograms = []string{ProgramIngress, ProgramEgress, ProgramIngressL3, Progr
 type Datapath struct {
 	cfg  Config
 	log  *slog.Logger
-	spec *ebpf.CollectionSpec // bpf/datapath.c, map sizes set
+	spec *ebpf.CollectionSpec      // bpf/datapath.c, map sizes set
+	btf  atomic.Pointer[btf.Cache] // Config.BTF until StartHooks ends
 	Maps Maps
 	// Clock converts the maps' timestamps (jiffies) to CLOCK_MONOTONIC.
 	Clock *Clock
@@ -147,6 +162,8 @@ func Load(cfg Config) (*Datapath, error) {
 
 	d := &Datapath{cfg: cfg, log: cfg.Logger, spec: spec,
 		progs: map[uint64]*Programs{}, attached: map[attachKey]*attachment{}}
+	d.btf.Store(cfg.BTF)
+	d.cfg.BTF = nil
 	if err := d.Maps.create(spec); err != nil {
 		d.Close()
 		return nil, err
@@ -159,29 +176,42 @@ func Load(cfg Config) (*Datapath, error) {
 		d.Close()
 		return nil, fmt.Errorf("zones: %w", err)
 	}
-	// Load the shared set (or the fallback's set for cookie 0) now: it
-	// fails here, with the verifier's reason, rather than at the first
-	// attach if the kernel refuses the programs; BPF_PROG_TEST_RUN and
-	// benchmarks use it.
-	d.shared = !cfg.ForcePerNamespacePrograms
-	_, err = d.programsFor(0)
-	if err != nil && d.shared {
-		d.log.Warn("the TC programs cannot read the device's network namespace on this kernel: loading one set per namespace",
-			"reason", err)
-		d.shared = false
-		_, err = d.programsFor(0)
-	}
-	if err != nil {
-		d.Close()
-		return nil, err
-	}
+	// The clock reads tick edges, mostly asleep (newClock), while the TC
+	// programs verify: it adds no CPU, and its 60 ms no longer add to the
+	// start's wall time.
 	clk, err := d.loadPrograms([]string{programClock}, nil)
 	if err != nil {
 		d.Close()
 		return nil, fmt.Errorf("load the clock program: %w", err)
 	}
-	if d.Clock, err = newClock(clk[programClock]); err != nil {
+	type clockResult struct {
+		c   *Clock
+		err error
+	}
+	clockDone := make(chan clockResult, 1)
+	go func() {
+		c, err := newClock(clk[programClock])
+		clockDone <- clockResult{c, err}
+	}()
+	// Load the shared set (or the fallback's set for cookie 0) now: it
+	// fails here, with the verifier's reason, rather than at the first
+	// attach if the kernel refuses the programs; BPF_PROG_TEST_RUN and
+	// benchmarks use it.
+	d.shared = !cfg.ForcePerNamespacePrograms
+	_, err = d.programsFor(0, false)
+	if err != nil && d.shared {
+		d.log.Warn("the TC programs cannot read the device's network namespace on this kernel: loading one set per namespace",
+			"reason", err)
+		d.shared = false
+		_, err = d.programsFor(0, false)
+	}
+	cr := <-clockDone
+	if cr.err != nil {
 		clk[programClock].Close()
+		err = errors.Join(err, cr.err)
+	}
+	d.Clock = cr.c
+	if err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -212,7 +242,8 @@ func (d *Datapath) loadPrograms(names []string, constants map[string]any) (map[s
 			return nil, fmt.Errorf("set %s: %w", name, err)
 		}
 	}
-	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: d.Maps.replacements()})
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: d.Maps.replacements(),
+		Cache: d.btf.Load()})
 	if err != nil {
 		return nil, err
 	}
@@ -225,33 +256,52 @@ func (d *Datapath) loadPrograms(names []string, constants map[string]any) (map[s
 }
 
 // ProgramsFor returns the program set that serves interfaces of the
-// namespace with the given cookie: the shared set, or in the fallback that
-// namespace's own, loaded if needed.
+// namespace with the given cookie, both pairs loaded: the shared set, or in
+// the fallback that namespace's own, loaded if needed.
 func (d *Datapath) ProgramsFor(cookie uint64) (*Programs, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.programsFor(cookie)
+	return d.programsFor(cookie, true)
 }
 
-func (d *Datapath) programsFor(cookie uint64) (*Programs, error) {
+// programsFor returns the namespace's set with its Ethernet pair, and its
+// L3 pair too when l3 is set, loading what is missing. Callers hold d.mu
+// (or own d, in Load).
+func (d *Datapath) programsFor(cookie uint64, l3 bool) (*Programs, error) {
 	if d.shared {
 		cookie = 0
 	}
-	if p, ok := d.progs[cookie]; ok {
-		return p, nil
+	p, ok := d.progs[cookie]
+	if !ok {
+		progs, err := d.loadTC(cookie, ethPrograms)
+		if err != nil {
+			return nil, err
+		}
+		p = &Programs{Ingress: progs[ProgramIngress], Egress: progs[ProgramEgress]}
+		d.progs[cookie] = p
 	}
+	if l3 && p.IngressL3 == nil {
+		progs, err := d.loadTC(cookie, l3Programs)
+		if err != nil {
+			return nil, err
+		}
+		p.IngressL3, p.EgressL3 = progs[ProgramIngressL3], progs[ProgramEgressL3]
+	}
+	return p, nil
+}
+
+// loadTC loads the named TC programs for the namespace with the given
+// cookie (0: the shared set).
+func (d *Datapath) loadTC(cookie uint64, names []string) (map[string]*ebpf.Program, error) {
 	fromDev := uint32(0)
 	if d.shared {
 		fromDev = 1
 	}
-	progs, err := d.loadPrograms(tcPrograms, map[string]any{datapathVarNetnsCookie: cookie, datapathVarNetnsFromDev: fromDev})
+	progs, err := d.loadPrograms(names, map[string]any{datapathVarNetnsCookie: cookie, datapathVarNetnsFromDev: fromDev})
 	if err != nil {
 		return nil, fmt.Errorf("load tc programs: %w", err)
 	}
-	p := &Programs{Ingress: progs[ProgramIngress], Egress: progs[ProgramEgress],
-		IngressL3: progs[ProgramIngressL3], EgressL3: progs[ProgramEgressL3]}
-	d.progs[cookie] = p
-	return p, nil
+	return progs, nil
 }
 
 // LoadedProgram is one loaded program instance and where it is attached.
@@ -271,17 +321,19 @@ func (d *Datapath) SharedPrograms() bool {
 }
 
 // Programs lists every loaded program: each loaded TC set (the shared one,
-// or in the fallback one per namespace; one entry per program instance) and
-// each running hook.
+// or in the fallback one per namespace; one entry per program instance, the
+// L3 pair once loaded) and each running hook.
 func (d *Datapath) Programs() []LoadedProgram {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := make([]LoadedProgram, 0, 4*len(d.progs)+len(d.hooks))
 	for _, p := range d.progs {
 		out = append(out, LoadedProgram{ProgramIngress, "tc_ingress", p.Ingress},
-			LoadedProgram{ProgramEgress, "tc_egress", p.Egress},
-			LoadedProgram{ProgramIngressL3, "tc_ingress", p.IngressL3},
-			LoadedProgram{ProgramEgressL3, "tc_egress", p.EgressL3})
+			LoadedProgram{ProgramEgress, "tc_egress", p.Egress})
+		if p.IngressL3 != nil {
+			out = append(out, LoadedProgram{ProgramIngressL3, "tc_ingress", p.IngressL3},
+				LoadedProgram{ProgramEgressL3, "tc_egress", p.EgressL3})
+		}
 	}
 	for _, h := range d.hooks {
 		if h.prog != nil {

@@ -105,6 +105,7 @@ type hook struct {
 // StartHooks loads and attaches the given hooks. A hook the kernel refuses
 // is reported in its status; the others run. It returns the status of each.
 func (d *Datapath) StartHooks(hooks []Plan) []HookStatus {
+	defer d.btf.Store(nil) // the start's loads are done (Config.BTF)
 	out := make([]HookStatus, 0, len(hooks))
 	for _, hk := range hooks {
 		h := &hook{status: HookStatus{Name: hk.Name}}
