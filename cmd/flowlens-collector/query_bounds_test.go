@@ -9,8 +9,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,34 +31,9 @@ import (
 // The history's bounds, against the real collector binary (built once
 // from this tree) with raw gRPC clients and the agent's real exporter.
 
-var (
-	queryBinOnce sync.Once
-	queryBin     string
-	queryBinErr  error
-)
-
 func queryCollectorBinary(t *testing.T) string {
 	t.Helper()
-	queryBinOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "query-bounds-")
-		if err != nil {
-			queryBinErr = err
-			return
-		}
-		queryBin = filepath.Join(dir, "flowlens-collector")
-		goBin, err := exec.LookPath("go")
-		if err != nil {
-			goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-		}
-		out, err := exec.Command(goBin, "build", "-o", queryBin, ".").CombinedOutput()
-		if err != nil {
-			queryBinErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if queryBinErr != nil {
-		t.Fatal(queryBinErr)
-	}
-	return queryBin
+	return testkit.Build(t, "./cmd/flowlens-collector")
 }
 
 // queryCollector is a running collector binary.

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -411,39 +410,8 @@ func TestCaptureEndToEnd(t *testing.T) {
 	})
 }
 
-var (
-	cliOnce sync.Once
-	cliBin  string
-	cliErr  error
-)
-
 // buildCLI builds cmd/flowlens once.
 func buildCLI(t *testing.T) string {
 	t.Helper()
-	cliOnce.Do(func() {
-		root, err := testkit.ModuleRoot()
-		if err != nil {
-			cliErr = err
-			return
-		}
-		d, err := os.MkdirTemp("", "capture-cli-")
-		if err != nil {
-			cliErr = err
-			return
-		}
-		cliBin = filepath.Join(d, "flowlens")
-		goBin, err := exec.LookPath("go")
-		if err != nil {
-			goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-		}
-		cmd := exec.Command(goBin, "build", "-o", cliBin, "./cmd/flowlens")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			cliErr = fmt.Errorf("%v: %s", err, out)
-		}
-	})
-	if cliErr != nil {
-		t.Fatalf("building flowlens: %v", cliErr)
-	}
-	return cliBin
+	return testkit.Build(t, "./cmd/flowlens")
 }

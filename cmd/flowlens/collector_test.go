@@ -5,9 +5,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,44 +18,12 @@ import (
 // The tests run the real flowlens-collector binary, built once from this
 // tree (FLOWLENS_COLLECTOR_BIN names a prebuilt one), and send it flows
 // with the agent's real gRPC exporter.
-var (
-	buildOnce    sync.Once
-	collectorBin string
-	buildErr     error
-)
-
 func buildCollector(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		if collectorBin = os.Getenv("FLOWLENS_COLLECTOR_BIN"); collectorBin != "" {
-			return
-		}
-		root, err := testkit.ModuleRoot()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "observe-collector-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		collectorBin = filepath.Join(dir, "flowlens-collector")
-		goBin, err := exec.LookPath("go")
-		if err != nil {
-			goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-		}
-		cmd := exec.Command(goBin, "build", "-o", collectorBin, "./cmd/flowlens-collector")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = err
-			collectorBin = string(out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("go build ./cmd/flowlens-collector: %v\n%s", buildErr, collectorBin)
+	if bin := os.Getenv("FLOWLENS_COLLECTOR_BIN"); bin != "" {
+		return bin
 	}
-	return collectorBin
+	return testkit.Build(t, "./cmd/flowlens-collector")
 }
 
 // startCollector runs a collector on a free loopback port with args and
