@@ -224,7 +224,7 @@ func TestMetricsFlags(t *testing.T) {
 		}
 	}
 	sort.Strings(flowFams)
-	if got := strings.Join(flowFams, ","); got != "ack_state_errors_total,build_info,capture_lost_packets_total,capture_packets_total,captures_running,decode_errors_total,drop_packets_total,duplicate_batches_total,duplicate_flows_total,enrichment_misses_total,flow_bytes_total,history_flows,history_follow_lost_flows_total,history_followers,history_refused_requests_total,metric_series_expired_total,metric_series_limited_total,received_flows_total,refused_flows_total,refused_streams_total" {
+	if got := strings.Join(flowFams, ","); got != "ack_state_errors_total,build_info,capture_lost_packets_total,capture_packets_total,capture_streams,capture_streams_refused_total,captures_running,decode_errors_total,drop_packets_total,duplicate_batches_total,duplicate_flows_total,enrichment_misses_total,flow_bytes_total,history_flows,history_follow_lost_flows_total,history_followers,history_refused_requests_total,metric_series_expired_total,metric_series_limited_total,received_flows_total,refused_flows_total,refused_streams_total" {
 		t.Errorf("families: %s", got)
 	}
 	expectSamples(t, fams, map[[2]string]float64{

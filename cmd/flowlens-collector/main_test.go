@@ -254,7 +254,7 @@ func TestHelpAndVersion(t *testing.T) {
 		"FLOWLENS_COLLECTOR_SOME_NAME",
 		"(or FLOWLENS_COLLECTOR_CONFIG)",
 		"Receiving from agents:\n" + `  --listen host:port           address serving agents (Export) and the flow history (GetFlows); "" serves no gRPC at all`,
-		`--max-agents n               most agent streams served at once (-1: unlimited) (default "4096")`,
+		`--max-agents n               most agent streams served at once, and as many capture streams (AgentCapture, one per agent identity) (-1: unlimited) (default "4096")`,
 		`--insecure-plaintext bool    serve plaintext gRPC on an address that is not loopback`,
 		`--auth auto|kubernetes|none  per-call authorization`,
 		"\nFlow history:\n  --history-size n ",

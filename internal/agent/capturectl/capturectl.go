@@ -20,7 +20,6 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -40,15 +39,16 @@ type Engine interface {
 const (
 	DefaultBackoffBase = time.Second
 	DefaultBackoffMax  = 30 * time.Second
-	// DefaultMaxCaptures bounds the captures an agent runs at once.
-	DefaultMaxCaptures = 4
+	// DefaultMaxCaptures bounds the captures an agent runs at once: the
+	// engine's limit, which the memory budget is divided by.
+	DefaultMaxCaptures = capture.MaxConcurrent
 	// batchPackets and batchDelay: packets go to the collector in
 	// messages of up to batchPackets, or after batchDelay.
 	batchPackets = 128
 	batchDelay   = 50 * time.Millisecond
-	// queuePackets bounds the packets waiting for the stream; more are
-	// counted as not captured (reason "consumer").
-	queuePackets = 8192
+	// queuePackets is the hand-over between the engine and the batcher
+	// (the engine's own queue, bounded in bytes, holds the backlog).
+	queuePackets = batchPackets
 )
 
 // Config is what the control stream needs.
@@ -242,30 +242,29 @@ func (s *stream) start(ctx context.Context, req *flowv1.CaptureStart) {
 // run runs the engine, batching its packets onto the stream.
 func (s *stream) run(ctx context.Context, id uint64, f capture.Filter, lim capture.Limits) *flowv1.NodeCaptureEnd {
 	q := make(chan *flowv1.CapturedPacket, queuePackets)
-	var dropped atomic.Uint64 // emit's: the queue was full
 	flushed := make(chan struct{})
 	go func() {
 		defer close(flushed)
 		s.batch(ctx, id, q)
 	}()
+	// emit waits for the batcher: the engine's queue, bounded in bytes from
+	// the memory budget, is the one that holds packets and counts what it
+	// cannot take ("consumer"); a second queue here would hold up to
+	// queuePackets copies of any size.
 	res, err := s.cfg.Engine.Run(ctx, f, lim, func(p capture.Packet) error {
 		select {
 		case q <- Packet(p):
-		default:
-			dropped.Add(1)
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		return nil
 	})
 	close(q)
 	<-flushed
-	drops := dropped.Load()
-	end := &flowv1.NodeCaptureEnd{Packets: res.Packets - min(res.Packets, drops), Bytes: res.Bytes, Reason: res.Reason,
+	end := &flowv1.NodeCaptureEnd{Packets: res.Packets, Bytes: res.Bytes, Reason: res.Reason,
 		NotCaptured: map[string]uint64{}, Snaplen: res.Snaplen}
 	for r, n := range res.NotCaptured {
 		end.NotCaptured[r] += n
-	}
-	if drops > 0 {
-		end.NotCaptured["consumer"] += drops
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		end.Error = err.Error()

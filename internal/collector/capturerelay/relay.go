@@ -52,9 +52,11 @@ const (
 	// endGrace is how long past its duration (or past a cancel) the relay
 	// waits for the agents' end reports before it reports them missing.
 	endGrace = 10 * time.Second
-	// packetBuffer is how many packets wait for a slow caller; more are
-	// counted as not captured (reason "relay").
+	// packetBuffer and bufferBytes bound the packets waiting for a slow
+	// caller, in number and in data (a snaplen may be 65000 bytes); more
+	// are counted as not captured (reason "relay").
 	packetBuffer = 8192
+	bufferBytes  = 16 << 20
 	// commandBuffer is how many commands wait for an agent's stream.
 	commandBuffer = 64
 )
@@ -198,7 +200,28 @@ type capture struct {
 	packets chan *flowv1.CapturedPacket
 	ends    chan *flowv1.NodeCaptureEnd
 	relay   atomic.Uint64 // packets the buffer could not take
+	// buffered is the data of the packets in packets (bufferBytes).
+	buffered atomic.Int64
 }
+
+// offer queues p for the caller unless the buffer is full, in packets or
+// in bytes; what it cannot take is counted (reason "relay").
+func (c *capture) offer(p *flowv1.CapturedPacket) {
+	n := int64(len(p.Data))
+	if c.buffered.Load()+n > bufferBytes {
+		c.relay.Add(1)
+		return
+	}
+	select {
+	case c.packets <- p:
+		c.buffered.Add(n)
+	default:
+		c.relay.Add(1)
+	}
+}
+
+// took accounts for a packet taken from packets.
+func (c *capture) took(p *flowv1.CapturedPacket) { c.buffered.Add(-int64(len(p.Data))) }
 
 // AgentCapture is an agent's control stream.
 func (s *Service) AgentCapture(stream grpc.BidiStreamingServer[flowv1.AgentCaptureMessage, flowv1.CaptureCommand]) error {
@@ -345,11 +368,7 @@ func (s *Service) AgentCapture(stream grpc.BidiStreamingServer[flowv1.AgentCaptu
 				for _, p := range x.Packets.GetPackets() {
 					p.Node = node
 					s.context(p)
-					select {
-					case se.c.packets <- p:
-					default:
-						se.c.relay.Add(1)
-					}
+					se.c.offer(p)
 				}
 			case *flowv1.AgentCaptureMessage_End:
 				a.mu.Lock()
@@ -640,6 +659,7 @@ func (s *Service) Capture(req *flowv1.CaptureRequest, stream grpc.ServerStreamin
 			s.log.Info("capture ended", "id", c.id, "user", user, "reason", "canceled", "packets", end.Packets)
 			return ctx.Err()
 		case pk := <-c.packets:
+			c.took(pk)
 			if reason != "" {
 				continue // past the capture's bounds
 			}
@@ -680,6 +700,7 @@ func (s *Service) Capture(req *flowv1.CaptureRequest, stream grpc.ServerStreamin
 	for more := reason == ""; more; {
 		select {
 		case pk := <-c.packets:
+			c.took(pk)
 			if (req.GetMaxPackets() > 0 && end.Packets >= req.GetMaxPackets()) || end.Bytes >= maxBytes {
 				more = false
 				break
