@@ -282,6 +282,11 @@ func TestCaptureMemory(t *testing.T) {
 		emitted.Add(1)
 		return nil
 	})
+	// Registered after start's cleanup, so it runs first: a test that
+	// fails while emit blocks still lets the capture end.
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
 	mu.Lock()
 	if len(charged) != 1 || charged[0] != ring+scratch {
 		t.Errorf("charged %v while running, want [%d]", charged, ring+scratch)
@@ -298,7 +303,7 @@ func TestCaptureMemory(t *testing.T) {
 			t.Fatal("the queue's excess was not counted in 30s")
 		}
 	}
-	close(release)
+	unblock()
 	res, _ := r.stop(t)
 	t.Logf("result %+v", res)
 	cons := res.NotCaptured[capture.LostConsumer]

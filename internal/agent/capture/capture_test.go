@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -120,6 +121,7 @@ func sendSized(t *testing.T, l *lab, src, dst string, n, base int) {
 func sendSizedNs(t *testing.T, from, to *netlab.Netns, src, dst string, n, base int) {
 	t.Helper()
 	c := agenttest.MustListen(t, to, dst)
+	var read atomic.Int64 // datagrams b's socket read so far
 	got := make(chan int, 1)
 	go func() {
 		buf := make([]byte, 65536)
@@ -130,10 +132,18 @@ func sendSizedNs(t *testing.T, from, to *netlab.Netns, src, dst string, n, base 
 				break
 			}
 			k++
+			read.Store(int64(k))
 		}
 		got <- k
 	}()
+	// At most inFlight datagrams wait in b's socket: a loaded host's
+	// reader falls behind, and a full socket buffer drops datagrams after
+	// every hook saw them (the count below would then be short).
+	const inFlight = 32
 	for i := range n {
+		for deadline := time.Now().Add(30 * time.Second); int64(i)-read.Load() >= inFlight && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
 		if err := netlab.UDPSend(from, src, dst, make([]byte, base+i), 1); err != nil {
 			t.Fatal(err)
 		}
