@@ -482,6 +482,7 @@ const (
 	datapathVarOverlayOuterOn      = "overlay_outer_on"
 	datapathVarReasonConsumed      = "reason_consumed"
 	datapathVarReasonNotSpecified  = "reason_not_specified"
+	datapathVarRetransmitErrArg    = "retransmit_err_arg"
 	datapathVarSampling            = "sampling"
 	datapathVarTcpOn               = "tcp_on"
 	datapathVarTlsOn               = "tls_on"
@@ -614,6 +615,7 @@ type datapathVariableSpecs struct {
 	OverlayOuterOn      *ebpf.VariableSpec `ebpf:"overlay_outer_on"`
 	ReasonConsumed      *ebpf.VariableSpec `ebpf:"reason_consumed"`
 	ReasonNotSpecified  *ebpf.VariableSpec `ebpf:"reason_not_specified"`
+	RetransmitErrArg    *ebpf.VariableSpec `ebpf:"retransmit_err_arg"`
 	Sampling            *ebpf.VariableSpec `ebpf:"sampling"`
 	TcpOn               *ebpf.VariableSpec `ebpf:"tcp_on"`
 	TlsOn               *ebpf.VariableSpec `ebpf:"tls_on"`
@@ -740,6 +742,7 @@ type datapathVariables struct {
 	OverlayOuterOn      *ebpf.Variable `ebpf:"overlay_outer_on"`
 	ReasonConsumed      *ebpf.Variable `ebpf:"reason_consumed"`
 	ReasonNotSpecified  *ebpf.Variable `ebpf:"reason_not_specified"`
+	RetransmitErrArg    *ebpf.Variable `ebpf:"retransmit_err_arg"`
 	Sampling            *ebpf.Variable `ebpf:"sampling"`
 	TcpOn               *ebpf.Variable `ebpf:"tcp_on"`
 	TlsOn               *ebpf.Variable `ebpf:"tls_on"`

@@ -28,10 +28,39 @@ func (*Feature) Config() config.Feature { return config.Feature{Default: true} }
 
 func (*Feature) Doc() string { return "TCP retransmitted segments on the flow that carries them" }
 
-func (*Feature) Plan(*btf.Spec) datapath.Plan {
-	return datapath.Plan{Name: "retransmits", Candidates: []datapath.Candidate{
-		{Program: "retransmit", Attach: datapath.Tracing}, // tp_btf/tcp_retransmit_skb
-	}}
+// Plan: tp_btf/tcp_retransmit_skb. Where the tracepoint has an err
+// argument it fires for attempts that sent nothing too; those are skipped
+// (bpf/retransmits.h, retransmit_err_arg).
+func (*Feature) Plan(kernel *btf.Spec) datapath.Plan {
+	errArg := uint32(0)
+	if tracepointArgs(kernel, "tcp_retransmit_skb") >= 3 {
+		errArg = 1
+	}
+	return datapath.Plan{Name: "retransmits",
+		Candidates: []datapath.Candidate{
+			{Program: "retransmit", Attach: datapath.Tracing}, // tp_btf/tcp_retransmit_skb
+		},
+		Constants: map[string]any{"retransmit_err_arg": errArg},
+	}
+}
+
+// tracepointArgs is the number of arguments of the kernel's tracepoint
+// name (its btf_trace_ typedef, whose first parameter is the tracepoint's
+// private data), 0 when the kernel's BTF does not describe it.
+func tracepointArgs(kernel *btf.Spec, name string) int {
+	var td *btf.Typedef
+	if kernel == nil || kernel.TypeByName("btf_trace_"+name, &td) != nil {
+		return 0
+	}
+	ptr, ok := td.Type.(*btf.Pointer)
+	if !ok {
+		return 0
+	}
+	fp, ok := ptr.Target.(*btf.FuncProto)
+	if !ok || len(fp.Params) == 0 {
+		return 0
+	}
+	return len(fp.Params) - 1
 }
 
 func (*Feature) Fields() []string { return []string{"retransmits"} }
