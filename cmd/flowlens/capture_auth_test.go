@@ -8,10 +8,6 @@ import (
 	"testing"
 	"time"
 
-	authnv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -67,31 +63,10 @@ func TestCaptureAuthorization(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "flowlens"}}, metav1.CreateOptions{})
-	must(err)
-	token := map[string]string{}
-	for _, sa := range []string{"reader", "capturer", "exporter"} {
-		_, err := cs.CoreV1().ServiceAccounts("flowlens").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
-		must(err)
-		tr, err := cs.CoreV1().ServiceAccounts("flowlens").CreateToken(ctx, sa, &authnv1.TokenRequest{}, metav1.CreateOptions{})
-		must(err)
-		token[sa] = tr.Status.Token
-	}
-	for _, r := range []struct{ role, sub, verb, sa string }{
-		{kubeauth.ReaderClusterRole, kubeauth.Subresource, kubeauth.VerbRead, "reader"},
-		{kubeauth.CaptureClusterRole, kubeauth.SubresourceCapture, kubeauth.VerbCapture, "capturer"},
+	token := authLab(t, cs, []string{"reader", "capturer", "exporter"}, readerRole,
+		authRole{kubeauth.CaptureClusterRole, kubeauth.SubresourceCapture, kubeauth.VerbCapture, "capturer"},
 		// Export's verb is create too: on flows, not capture.
-		{kubeauth.AgentClusterRole, kubeauth.Subresource, kubeauth.VerbExport, "exporter"},
-	} {
-		_, err = cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: r.role},
-			Rules: []rbacv1.PolicyRule{{APIGroups: []string{kubeauth.Group}, Resources: []string{kubeauth.Resource + "/" + r.sub},
-				ResourceNames: []string{kubeauth.Name}, Verbs: []string{r.verb}}}}, metav1.CreateOptions{})
-		must(err)
-		_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: r.sa},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: r.role},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: r.sa, Namespace: "flowlens"}}}, metav1.CreateOptions{})
-		must(err)
-	}
+		authRole{kubeauth.AgentClusterRole, kubeauth.Subresource, kubeauth.VerbExport, "exporter"})
 	admin := writeKubeconfig(t, cfg, &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData})
 	pki := receivertest.NewPKI(t)
 	col, proc := startCollectorProc(t, "--tls-cert="+pki.ServerCert, "--tls-key="+pki.ServerKey, "--tls-client-ca="+pki.CA,

@@ -18,16 +18,13 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
-	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	grpcexp "github.com/flowlens/flowlens/internal/agent/exporter/grpc"
 	"github.com/flowlens/flowlens/internal/collector/collectortest"
-	"github.com/flowlens/flowlens/internal/shared/kubeauth"
 	"github.com/flowlens/flowlens/internal/testkit"
 	"github.com/flowlens/flowlens/internal/testkit/envtest"
 	"github.com/flowlens/flowlens/pkg/flow"
@@ -116,22 +113,7 @@ func TestUIInBrowserAuthorized(t *testing.T) {
 		_, err = cs.CoreV1().Pods(p.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
 		must(err)
 	}
-	token := map[string]string{}
-	for _, sa := range []string{"reader", "nobody"} {
-		_, err := cs.CoreV1().ServiceAccounts("flowlens").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
-		must(err)
-		tr, err := cs.CoreV1().ServiceAccounts("flowlens").CreateToken(ctx, sa, &authnv1.TokenRequest{}, metav1.CreateOptions{})
-		must(err)
-		token[sa] = tr.Status.Token
-	}
-	_, err = cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: kubeauth.ReaderClusterRole},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{kubeauth.Group}, Resources: []string{kubeauth.Resource + "/" + kubeauth.Subresource},
-			ResourceNames: []string{kubeauth.Name}, Verbs: []string{kubeauth.VerbRead}}}}, metav1.CreateOptions{})
-	must(err)
-	_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "reader"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: kubeauth.ReaderClusterRole},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "reader", Namespace: "flowlens"}}}, metav1.CreateOptions{})
-	must(err)
+	token := authLab(t, cs, []string{"reader", "nobody"}, readerRole)
 
 	admin := writeKubeconfig(t, cfg, &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData})
 	pki := receivertest.NewPKI(t)
