@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -193,17 +192,9 @@ func (o *options) captureRequest() *flowv1.CaptureRequest {
 
 // captureCmd is the capture subcommand. It returns the exit code.
 func captureCmd(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) int {
-	o, err := captureSpec.Load(args, env)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		captureSpec.Usage(stdout)
-		return 0
-	case errors.Is(err, cliconf.ErrVersion):
-		fmt.Fprintln(stdout, version.String("flowlens"))
-		return 0
-	case err != nil:
-		fmt.Fprintf(stderr, "flowlens capture: %v\n", err)
-		return 2
+	o, code, done := loadOptions(captureSpec, "capture", args, env, stdout, stderr)
+	if done {
+		return code
 	}
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "flowlens capture: %s\n", textfmt.Safe(err.Error()))

@@ -2,7 +2,9 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"github.com/flowlens/flowlens/internal/shared/cliconf"
 	"github.com/flowlens/flowlens/internal/shared/flowquery"
 	"github.com/flowlens/flowlens/internal/shared/textfmt"
+	"github.com/flowlens/flowlens/internal/shared/version"
 	"github.com/flowlens/flowlens/pkg/flow"
 )
 
@@ -421,4 +424,23 @@ func rcode(s string) (uint32, bool) {
 		return 0, false
 	}
 	return uint32(n), true
+}
+
+// loadOptions reads a subcommand's options (cliconf: flags, then its
+// FLOWLENS_<CMD>_* variables, then its file). done says the command ends
+// here with code: --help or --version printed (0), a bad option (2).
+func loadOptions(spec *cliconf.Spec[options], cmd string, args []string, env func(string) string, stdout, stderr io.Writer) (o *options, code int, done bool) {
+	o, err := spec.Load(args, env)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		spec.Usage(stdout)
+		return nil, 0, true
+	case errors.Is(err, cliconf.ErrVersion):
+		fmt.Fprintln(stdout, version.String("flowlens"))
+		return nil, 0, true
+	case err != nil:
+		fmt.Fprintf(stderr, "flowlens %s: %v\n", cmd, err)
+		return nil, 2, true
+	}
+	return o, 0, false
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -17,26 +16,16 @@ import (
 	"k8s.io/client-go/rest"
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
-	"github.com/flowlens/flowlens/internal/shared/cliconf"
 	"github.com/flowlens/flowlens/internal/shared/enriched"
 	"github.com/flowlens/flowlens/internal/shared/textfmt"
-	"github.com/flowlens/flowlens/internal/shared/version"
 )
 
 // observe is the observe subcommand: env looks up its FLOWLENS_OBSERVE_*
 // variables. It returns the exit code.
 func observe(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) int {
-	o, err := observeSpec.Load(args, env)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		observeSpec.Usage(stdout)
-		return 0
-	case errors.Is(err, cliconf.ErrVersion):
-		fmt.Fprintln(stdout, version.String("flowlens"))
-		return 0
-	case err != nil:
-		fmt.Fprintf(stderr, "flowlens observe: %v\n", err)
-		return 2
+	o, code, done := loadOptions(observeSpec, "observe", args, env, stdout, stderr)
+	if done {
+		return code
 	}
 	servers := o.servers
 	serverName := o.serverName

@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"html"
 	"io"
@@ -26,7 +25,6 @@ import (
 	"github.com/flowlens/flowlens/internal/shared/cliconf"
 	"github.com/flowlens/flowlens/internal/shared/servicemap"
 	"github.com/flowlens/flowlens/internal/shared/textfmt"
-	"github.com/flowlens/flowlens/internal/shared/version"
 	"github.com/flowlens/flowlens/pkg/tlsclient"
 )
 
@@ -101,17 +99,9 @@ var uiSpec = &cliconf.Spec[options]{
 
 // ui runs flowlens ui until ctx ends.
 func ui(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) int {
-	o, err := uiSpec.Load(args, env)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		uiSpec.Usage(stdout)
-		return 0
-	case errors.Is(err, cliconf.ErrVersion):
-		fmt.Fprintln(stdout, version.String("flowlens"))
-		return 0
-	case err != nil:
-		fmt.Fprintf(stderr, "flowlens ui: %v\n", err)
-		return 2
+	o, code, done := loadOptions(uiSpec, "ui", args, env, stdout, stderr)
+	if done {
+		return code
 	}
 	p, err := newUIProxy(ctx, o, stderr)
 	if err != nil {
