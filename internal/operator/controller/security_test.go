@@ -125,11 +125,15 @@ func TestSecureDefault(t *testing.T) {
 	if fmt.Sprint(role.Rules) != fmt.Sprint(want) {
 		t.Errorf("%s rules %+v, want %+v", render.ExportRoleName, role.Rules, want)
 	}
-	rb := waitFor(t, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: render.ExportRoleName}}, exists)
-	if rb.RoleRef.Name != render.ExportRoleName || len(rb.Subjects) != 1 || rb.Subjects[0].Kind != "ServiceAccount" ||
-		rb.Subjects[0].Name != render.AgentName || rb.Subjects[0].Namespace != ns {
-		t.Errorf("%s binds %+v to %+v", render.ExportRoleName, rb.RoleRef, rb.Subjects)
-	}
+	// Cluster-scoped: an earlier test's FlowCollector (another namespace)
+	// may have written it; the operator rewrites it for this one.
+	waitFor(t, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: render.ExportRoleName}}, func(rb *rbacv1.ClusterRoleBinding) error {
+		if rb.RoleRef.Name != render.ExportRoleName || len(rb.Subjects) != 1 || rb.Subjects[0].Kind != "ServiceAccount" ||
+			rb.Subjects[0].Name != render.AgentName || rb.Subjects[0].Namespace != ns {
+			return fmt.Errorf("%s binds %+v to %+v, want only service account %s/%s", render.ExportRoleName, rb.RoleRef, rb.Subjects, ns, render.AgentName)
+		}
+		return nil
+	})
 
 	// The NetworkPolicies: every pod's ingress denied but the collectors'
 	// gRPC port from outside the pod network and metrics from monitoring.
