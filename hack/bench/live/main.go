@@ -409,7 +409,9 @@ func (l *lab) close() {
 	}
 }
 
-type ifStats struct{ Packets, Bytes uint64 }
+// ifStats are a device's tx counters; Dropped: the skbs it failed to hand
+// over (a veth: its peer's backlog was full).
+type ifStats struct{ Packets, Bytes, Dropped uint64 }
 
 func txStats(ns, dev string) (ifStats, error) {
 	out, err := exec.Command("ip", "-n", ns, "-j", "-s", "link", "show", "dev", dev).Output()
@@ -421,13 +423,14 @@ func txStats(ns, dev string) (ifStats, error) {
 			Tx struct {
 				Bytes   uint64 `json:"bytes"`
 				Packets uint64 `json:"packets"`
+				Dropped uint64 `json:"dropped"`
 			} `json:"tx"`
 		} `json:"stats64"`
 	}
 	if err := json.Unmarshal(out, &v); err != nil || len(v) == 0 {
 		return ifStats{}, fmt.Errorf("stats of %s: %v", dev, err)
 	}
-	return ifStats{v[0].Stats64.Tx.Packets, v[0].Stats64.Tx.Bytes}, nil
+	return ifStats{v[0].Stats64.Tx.Packets, v[0].Stats64.Tx.Bytes, v[0].Stats64.Tx.Dropped}, nil
 }
 
 // labTx is what the lab's two senders transmitted: every packet of the lab
@@ -438,7 +441,7 @@ func (l *lab) labTx() (ifStats, error) {
 		return a, err
 	}
 	b, err := txStats(l.srv, srvIf)
-	return ifStats{a.Packets + b.Packets, a.Bytes + b.Bytes}, err
+	return ifStats{a.Packets + b.Packets, a.Bytes + b.Bytes, a.Dropped + b.Dropped}, err
 }
 
 // ---- load generators ----

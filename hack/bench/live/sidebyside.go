@@ -619,12 +619,16 @@ type sbsRun struct {
 	LifeWirePackets uint64 `json:"life_wire_packets,omitempty"`
 	// Set when segments and skbs differ (offloads on, TCP): no kernel
 	// counter has the wire bytes, so flowlens' bytes are not checked.
-	BytesUnchecked bool    `json:"bytes_unchecked,omitempty"`
-	ExactPackets   bool    `json:"exact_packets"`
-	ExactBytes     bool    `json:"exact_bytes"`
-	DupListEntries uint64  `json:"dup_list_entries,omitempty"`
-	DrainS         float64 `json:"drain_s,omitempty"` // wait for the last eviction (NetObserv)
-	LeftAttached   int     `json:"left_attached,omitempty"`
+	BytesUnchecked bool `json:"bytes_unchecked,omitempty"`
+	// Set when a veth dropped skbs of a TCP workload with offloads on: the
+	// wire packets are unknown, flowlens' packets are not checked either.
+	PacketsUnchecked bool    `json:"packets_unchecked,omitempty"`
+	SenderDrops      uint64  `json:"sender_veth_drops,omitempty"` // over the agent's life
+	ExactPackets     bool    `json:"exact_packets"`
+	ExactBytes       bool    `json:"exact_bytes"`
+	DupListEntries   uint64  `json:"dup_list_entries,omitempty"`
+	DrainS           float64 `json:"drain_s,omitempty"` // wait for the last eviction (NetObserv)
+	LeftAttached     int     `json:"left_attached,omitempty"`
 }
 
 func (s sbsOptions) runNone(o options, l *lab, w string, r *sbsRun) error {
@@ -756,12 +760,15 @@ func (s sbsOptions) runAgent(o options, l *lab, w string, r *sbsRun, idx int) (e
 	}
 	r.Records, r.ExportedPackets, r.ExportedBytes, r.DupListEntries = tot.Records, tot.Packets, tot.Bytes, tot.DupList
 	r.LifePackets, r.LifeBytes = life1.Packets-life0.Packets, life1.Bytes-life0.Bytes
-	r.LifeWirePackets = wirePackets(life0, life1, s.offloads)
+	var wireOK bool
+	r.LifeWirePackets, wireOK = wirePackets(life0, life1, s.offloads)
+	r.SenderDrops = life1.Dropped - life0.Dropped
 	r.ExactBytes = r.ExportedBytes == r.LifeBytes
 	if r.Agent == agentFlowlens {
 		// flowlens counts a GSO buffer as its segments (§7 of the docs).
-		r.ExactPackets = r.ExportedPackets == r.LifeWirePackets
-		r.BytesUnchecked = r.LifeWirePackets != r.LifePackets
+		r.ExactPackets = r.ExportedPackets == r.LifeWirePackets && wireOK
+		r.PacketsUnchecked = !wireOK
+		r.BytesUnchecked = r.LifeWirePackets != r.LifePackets || !wireOK
 	} else {
 		r.ExactPackets = r.ExportedPackets == r.LifePackets
 	}
@@ -772,10 +779,11 @@ func (s sbsOptions) runAgent(o options, l *lab, w string, r *sbsRun, idx int) (e
 }
 
 // bridgedCount is what the lab's two senders put on the bridge so far:
-// their veths' tx counters (skbs: with offloads on a GSO buffer is one)
-// and their TCP stacks' OutSegs (segments: a GSO buffer counts as the
-// segments it becomes on the wire; retransmissions, resets and time-wait
-// ACKs included).
+// their veths' tx counters (skbs: with offloads on a GSO buffer is one;
+// the skbs a veth dropped are not in them) and their TCP stacks' segments,
+// OutSegs plus RetransSegs (OutSegs leaves out segments that only
+// retransmit; both count a GSO buffer as the segments it becomes on the
+// wire; resets and time-wait ACKs are in OutSegs).
 type bridgedCount struct {
 	ifStats
 	TCPSegs uint64
@@ -792,11 +800,13 @@ func (l *lab) bridged() (bridgedCount, error) {
 		if err != nil {
 			return c, fmt.Errorf("snmp of %s: %v", ns, err)
 		}
-		n, err := snmpField(string(out), "Tcp", "OutSegs")
-		if err != nil {
-			return c, fmt.Errorf("snmp of %s: %v", ns, err)
+		for _, f := range []string{"OutSegs", "RetransSegs"} {
+			n, err := snmpField(string(out), "Tcp", f)
+			if err != nil {
+				return c, fmt.Errorf("snmp of %s: %v", ns, err)
+			}
+			c.TCPSegs += n
 		}
-		c.TCPSegs += n
 	}
 	return c, nil
 }
@@ -826,16 +836,18 @@ func snmpField(snmp, proto, field string) (uint64, error) {
 
 // wirePackets is what went on the wire between a and b. Offloads off, one
 // skb is one packet. On, a TCP skb can be many segments, which only TCP's
-// OutSegs counts; a workload of the lab carries TCP or UDP, never both
+// counters count; a workload of the lab carries TCP or UDP, never both
 // (IPv6 off, static neighbours: nothing else crosses), so when TCP sent
 // anything its segments are the wire packets, otherwise the skbs are (the
 // UDP sender writes one datagram per send, which GSO leaves whole). A
 // stray non-TCP packet in a TCP workload shows as a mismatch, never hides.
-func wirePackets(a, b bridgedCount, offloads bool) uint64 {
+// TCP counts its segments before the veth: when a veth dropped skbs
+// meanwhile, how many segments crossed is unknown (ok false).
+func wirePackets(a, b bridgedCount, offloads bool) (n uint64, ok bool) {
 	if offloads && b.TCPSegs > a.TCPSegs {
-		return b.TCPSegs - a.TCPSegs
+		return b.TCPSegs - a.TCPSegs, b.Dropped == a.Dropped
 	}
-	return b.Packets - a.Packets
+	return b.Packets - a.Packets, true
 }
 
 // hookNs splits the TC programs' run time per bridged packet by direction:
@@ -1032,8 +1044,12 @@ func (s sbsOptions) runHarness(o options) ([]sbsRun, error) {
 				all = append(all, r)
 				fmt.Fprintf(os.Stderr, "%-10s %-9s round %d %-9s %10.2f %s, bridged %d packets", s.harness, w, round, kind, r.Client, r.Unit, r.BridgedPackets)
 				if kind != agentNone {
+					want := r.LifePackets // NetObserv counts skbs, flowlens wire packets
+					if kind == agentFlowlens {
+						want = r.LifeWirePackets
+					}
 					fmt.Fprintf(os.Stderr, ", TC %.0f ns/packet (in %.0f, out %.0f; %.2f runs/packet), exported %d/%d packets, %d records, CPU %.2f s, RSS %.0f MB",
-						r.TCNsPerPacket, r.IngressNsPerPacket, r.EgressNsPerPacket, r.TCRunsPerPacket, r.ExportedPackets, r.LifeWirePackets, r.Records, r.AgentCPUS, r.MaxRSSMB)
+						r.TCNsPerPacket, r.IngressNsPerPacket, r.EgressNsPerPacket, r.TCRunsPerPacket, r.ExportedPackets, want, r.Records, r.AgentCPUS, r.MaxRSSMB)
 				}
 				fmt.Fprintln(os.Stderr)
 			}
@@ -1101,35 +1117,36 @@ type roundSet struct {
 
 // workloadSummary is what the tables print, kept in the JSON for plots.
 type workloadSummary struct {
-	Harness          string `json:"harness"`
-	Workload         string `json:"workload"`
-	Title            string `json:"title"`
-	FlowlensNs       spread `json:"flowlens_tc_ns_per_packet"`
-	PeerNs           spread `json:"netobserv_tc_ns_per_packet"`
-	Ratio            spread `json:"ratio"` // per-round flowlens / NetObserv
-	FlowlensInNs     spread `json:"flowlens_ingress_ns_per_packet"`
-	PeerInNs         spread `json:"netobserv_ingress_ns_per_packet"`
-	FlowlensEgNs     spread `json:"flowlens_egress_ns_per_packet"`
-	PeerEgNs         spread `json:"netobserv_egress_ns_per_packet"`
-	EgressRatio      spread `json:"egress_ratio"` // per-round, the listed hook against NetObserv's egress
-	FlowlensAllNs    spread `json:"flowlens_all_ns_per_packet"`
-	PeerAllNs        spread `json:"netobserv_all_ns_per_packet"`
-	FlowlensCPUUS    spread `json:"flowlens_cpu_us_per_record"`
-	PeerCPUUS        spread `json:"netobserv_cpu_us_per_record"`
-	FlowlensRSSMB    spread `json:"flowlens_peak_rss_mb"`
-	PeerRSSMB        spread `json:"netobserv_peak_rss_mb"`
-	FlowlensExact    int    `json:"flowlens_exact_rounds"` // packets, and bytes where checked
-	PeerExactPackets int    `json:"netobserv_exact_packet_rounds"`
-	PeerExactBytes   int    `json:"netobserv_exact_byte_rounds"`
-	Rounds           int    `json:"rounds"`
-	Client           spread `json:"client_none"`
-	ClientAA         spread `json:"client_aa"` // none after / none before
-	ClientFlowlens   spread `json:"client_flowlens_vs_none"`
-	ClientPeer       spread `json:"client_netobserv_vs_none"`
-	P99None          spread `json:"p99_ms_none,omitzero"`
-	P99AA            spread `json:"p99_aa,omitzero"`
-	P99Flowlens      spread `json:"p99_flowlens_vs_none,omitzero"`
-	P99Peer          spread `json:"p99_netobserv_vs_none,omitzero"`
+	Harness           string `json:"harness"`
+	Workload          string `json:"workload"`
+	Title             string `json:"title"`
+	FlowlensNs        spread `json:"flowlens_tc_ns_per_packet"`
+	PeerNs            spread `json:"netobserv_tc_ns_per_packet"`
+	Ratio             spread `json:"ratio"` // per-round flowlens / NetObserv
+	FlowlensInNs      spread `json:"flowlens_ingress_ns_per_packet"`
+	PeerInNs          spread `json:"netobserv_ingress_ns_per_packet"`
+	FlowlensEgNs      spread `json:"flowlens_egress_ns_per_packet"`
+	PeerEgNs          spread `json:"netobserv_egress_ns_per_packet"`
+	EgressRatio       spread `json:"egress_ratio"` // per-round, the listed hook against NetObserv's egress
+	FlowlensAllNs     spread `json:"flowlens_all_ns_per_packet"`
+	PeerAllNs         spread `json:"netobserv_all_ns_per_packet"`
+	FlowlensCPUUS     spread `json:"flowlens_cpu_us_per_record"`
+	PeerCPUUS         spread `json:"netobserv_cpu_us_per_record"`
+	FlowlensRSSMB     spread `json:"flowlens_peak_rss_mb"`
+	PeerRSSMB         spread `json:"netobserv_peak_rss_mb"`
+	FlowlensExact     int    `json:"flowlens_exact_rounds"`               // packets, and bytes where checked
+	FlowlensUnchecked int    `json:"flowlens_unchecked_rounds,omitempty"` // wire packets unknown (PacketsUnchecked)
+	PeerExactPackets  int    `json:"netobserv_exact_packet_rounds"`
+	PeerExactBytes    int    `json:"netobserv_exact_byte_rounds"`
+	Rounds            int    `json:"rounds"`
+	Client            spread `json:"client_none"`
+	ClientAA          spread `json:"client_aa"` // none after / none before
+	ClientFlowlens    spread `json:"client_flowlens_vs_none"`
+	ClientPeer        spread `json:"client_netobserv_vs_none"`
+	P99None           spread `json:"p99_ms_none,omitzero"`
+	P99AA             spread `json:"p99_aa,omitzero"`
+	P99Flowlens       spread `json:"p99_flowlens_vs_none,omitzero"`
+	P99Peer           spread `json:"p99_netobserv_vs_none,omitzero"`
 }
 
 // roundSets groups one harness's runs by workload and round.
@@ -1213,6 +1230,9 @@ func (s sbsOptions) summarize(all []sbsRun) []workloadSummary {
 			if x.fl != nil && x.fl.ExactPackets && (x.fl.ExactBytes || x.fl.BytesUnchecked) {
 				ws.FlowlensExact++
 			}
+			if x.fl != nil && x.fl.PacketsUnchecked {
+				ws.FlowlensUnchecked++
+			}
 			if x.peer != nil && x.peer.ExactPackets {
 				ws.PeerExactPackets++
 			}
@@ -1250,11 +1270,15 @@ func (s sbsOptions) report(o options, all []sbsRun) []workloadSummary {
 	fmt.Println("| workload | BPF ns per bridged packet: flowlens / NetObserv | ratio | counting hook (ingress) | listed hook (egress) | egress ratio | µs agent CPU per exported flow | peak RSS MB | client with agent / without: flowlens | NetObserv | A/A | exact runs: flowlens, NetObserv packets (bytes) |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, ws := range sums {
-		fmt.Printf("| %s | %s | **%s** | %s | %s | %s | %s | %s | %s | %s | %s | %d/%d, %d/%d (%d/%d) |\n", ws.Title,
+		unchecked := ""
+		if ws.FlowlensUnchecked > 0 {
+			unchecked = fmt.Sprintf(" (%d unchecked)", ws.FlowlensUnchecked)
+		}
+		fmt.Printf("| %s | %s | **%s** | %s | %s | %s | %s | %s | %s | %s | %s | %d/%d%s, %d/%d (%d/%d) |\n", ws.Title,
 			pair(ws.FlowlensNs, ws.PeerNs, 0), ws.Ratio.f(2), pair(ws.FlowlensInNs, ws.PeerInNs, 0),
 			pair(ws.FlowlensEgNs, ws.PeerEgNs, 0), ws.EgressRatio.f(2), pair(ws.FlowlensCPUUS, ws.PeerCPUUS, 2),
 			pair(ws.FlowlensRSSMB, ws.PeerRSSMB, 1), ws.ClientFlowlens.f(3), ws.ClientPeer.f(3), ws.ClientAA.f(3),
-			ws.FlowlensExact, ws.Rounds, ws.PeerExactPackets, ws.Rounds, ws.PeerExactBytes, ws.Rounds)
+			ws.FlowlensExact, ws.Rounds, unchecked, ws.PeerExactPackets, ws.Rounds, ws.PeerExactBytes, ws.Rounds)
 	}
 
 	fmt.Println()
@@ -1323,7 +1347,7 @@ func (s sbsOptions) report(o options, all []sbsRun) []workloadSummary {
 	}
 
 	fmt.Println()
-	fmt.Println("Exact-count check: exported packets (bytes) against what crossed the bridge during the agent's life: skbs (bytes) from the veths' counters, and for flowlens, which counts a GSO buffer as its segments, wire packets (TCP's OutSegs when TCP sent; its bytes are then unchecked: no kernel counter has them)")
+	fmt.Println("Exact-count check: exported packets (bytes) against what crossed the bridge during the agent's life: skbs (bytes) from the veths' counters, and for flowlens, which counts a GSO buffer as its segments, wire packets (TCP's OutSegs + RetransSegs when TCP sent; its bytes are then unchecked: no kernel counter has them)")
 	for _, r := range all {
 		if r.Agent == agentNone {
 			continue
@@ -1334,6 +1358,9 @@ func (s sbsOptions) report(o options, all []sbsRun) []workloadSummary {
 			want = r.LifeWirePackets
 		}
 		switch {
+		case r.PacketsUnchecked:
+			verdict = fmt.Sprintf("UNCHECKED (the sender veths dropped %d skbs: the segments that crossed are unknown; %+d against TCP's count)",
+				r.SenderDrops, int64(r.ExportedPackets)-int64(want))
 		case !r.ExactPackets:
 			verdict = fmt.Sprintf("MISMATCH (%+d packets)", int64(r.ExportedPackets)-int64(want))
 		case r.BytesUnchecked:

@@ -53,22 +53,27 @@ func TestSnmpField(t *testing.T) {
 }
 
 func TestWirePackets(t *testing.T) {
-	a := bridgedCount{ifStats{Packets: 100, Bytes: 10_000}, 40}
-	tcp := bridgedCount{ifStats{Packets: 300, Bytes: 3_000_000}, 2_040} // 200 skbs, 2,000 segments
-	udp := bridgedCount{ifStats{Packets: 50_100, Bytes: 2_000_000}, 40} // no TCP at all
+	a := bridgedCount{ifStats{Packets: 100, Bytes: 10_000, Dropped: 3}, 40}
+	tcp := bridgedCount{ifStats{Packets: 300, Bytes: 3_000_000, Dropped: 3}, 2_040} // 200 skbs, 2,000 segments
+	udp := bridgedCount{ifStats{Packets: 50_100, Bytes: 2_000_000, Dropped: 9}, 40} // no TCP at all
+	tcpDrop := tcp
+	tcpDrop.Dropped = 4
 	for _, tc := range []struct {
 		name     string
 		b        bridgedCount
 		offloads bool
 		want     uint64
+		ok       bool
 	}{
-		{"offloads off: skbs are packets", tcp, false, 200},
-		{"offloads on, TCP: its segments", tcp, true, 2_000},
-		{"offloads on, no TCP: skbs", udp, true, 50_000},
-		{"offloads off, UDP", udp, false, 50_000},
+		{"offloads off: skbs are packets", tcp, false, 200, true},
+		{"offloads on, TCP: its segments", tcp, true, 2_000, true},
+		{"offloads on, TCP, a veth dropped an skb: unknown", tcpDrop, true, 2_000, false},
+		{"offloads off, drops: the veths count what they passed", tcpDrop, false, 200, true},
+		{"offloads on, no TCP: skbs", udp, true, 50_000, true},
+		{"offloads off, UDP", udp, false, 50_000, true},
 	} {
-		if got := wirePackets(a, tc.b, tc.offloads); got != tc.want {
-			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		if got, ok := wirePackets(a, tc.b, tc.offloads); got != tc.want || ok != tc.ok {
+			t.Errorf("%s: %d, %v; want %d, %v", tc.name, got, ok, tc.want, tc.ok)
 		}
 	}
 }
@@ -169,10 +174,10 @@ func TestSummarize(t *testing.T) {
 			fl, peer,
 			sbsRun{Workload: "tcp", Round: round, Agent: agentNone, Client: x.none2})
 	}
-	// An incomplete fourth round (no second none run) counts nowhere but
-	// in Rounds.
+	// An incomplete fourth round (no second none run) counts in Rounds and
+	// in the exactness columns only (its flowlens run: unchecked).
 	runs = append(runs, sbsRun{Workload: "tcp", Round: 4, Agent: agentNone, Client: 10},
-		sbsRun{Workload: "tcp", Round: 4, Agent: agentFlowlens, TCNsPerPacket: 1000, ExactPackets: true, ExactBytes: true})
+		sbsRun{Workload: "tcp", Round: 4, Agent: agentFlowlens, TCNsPerPacket: 1000, PacketsUnchecked: true, BytesUnchecked: true})
 	sums := s.summarize(runs)
 	if len(sums) != 1 {
 		t.Fatalf("%d summaries", len(sums))
@@ -196,8 +201,9 @@ func TestSummarize(t *testing.T) {
 	near("NetObserv RSS", ws.PeerRSSMB, 78, 78, 78, 3)
 	near("client flowlens", ws.ClientFlowlens, 9.6/10, 9.6/10.1, 9.6/9.9, 3)
 	near("client A/A", ws.ClientAA, 1, 0.98, 1.02, 3)
-	if ws.FlowlensExact != 4 || ws.PeerExactPackets != 2 || ws.Rounds != 4 {
-		t.Errorf("exact: flowlens %d, NetObserv %d, rounds %d; want 4, 2, 4", ws.FlowlensExact, ws.PeerExactPackets, ws.Rounds)
+	if ws.FlowlensExact != 3 || ws.FlowlensUnchecked != 1 || ws.PeerExactPackets != 2 || ws.Rounds != 4 {
+		t.Errorf("exact: flowlens %d (%d unchecked), NetObserv %d, rounds %d; want 3 (1), 2, 4",
+			ws.FlowlensExact, ws.FlowlensUnchecked, ws.PeerExactPackets, ws.Rounds)
 	}
 	if ws.Harness != harnessSaturating || ws.Title != "one iperf3 TCP stream" {
 		t.Errorf("harness %q title %q", ws.Harness, ws.Title)
