@@ -622,13 +622,15 @@ type sbsRun struct {
 	BytesUnchecked bool `json:"bytes_unchecked,omitempty"`
 	// Set when a veth dropped skbs of a TCP workload with offloads on: the
 	// wire packets are unknown, flowlens' packets are not checked either.
-	PacketsUnchecked bool    `json:"packets_unchecked,omitempty"`
-	SenderDrops      uint64  `json:"sender_veth_drops,omitempty"` // over the agent's life
-	ExactPackets     bool    `json:"exact_packets"`
-	ExactBytes       bool    `json:"exact_bytes"`
-	DupListEntries   uint64  `json:"dup_list_entries,omitempty"`
-	DrainS           float64 `json:"drain_s,omitempty"` // wait for the last eviction (NetObserv)
-	LeftAttached     int     `json:"left_attached,omitempty"`
+	PacketsUnchecked bool   `json:"packets_unchecked,omitempty"`
+	SenderDrops      uint64 `json:"sender_veth_drops,omitempty"` // over the agent's life
+	// A count that is off: the agent's warnings and errors, to say why.
+	AgentWarnings  []string `json:"agent_warnings,omitempty"`
+	ExactPackets   bool     `json:"exact_packets"`
+	ExactBytes     bool     `json:"exact_bytes"`
+	DupListEntries uint64   `json:"dup_list_entries,omitempty"`
+	DrainS         float64  `json:"drain_s,omitempty"` // wait for the last eviction (NetObserv)
+	LeftAttached   int      `json:"left_attached,omitempty"`
 }
 
 func (s sbsOptions) runNone(o options, l *lab, w string, r *sbsRun) error {
@@ -772,10 +774,28 @@ func (s sbsOptions) runAgent(o options, l *lab, w string, r *sbsRun, idx int) (e
 	} else {
 		r.ExactPackets = r.ExportedPackets == r.LifePackets
 	}
+	if !r.ExactPackets {
+		r.AgentWarnings = warnings(a.stderr.String(), 10)
+	}
 	if r.Records > 0 {
 		r.CPUPerRecordUS = r.AgentCPUS / float64(r.Records) * 1e6
 	}
 	return nil
+}
+
+// warnings are the last n lines of an agent's log at level warning or
+// error (slog's text and JSON, NetObserv's logrus: WARN, ERROR, warning,
+// error).
+func warnings(log string, n int) []string {
+	var out []string
+	for _, line := range strings.Split(log, "\n") {
+		l := strings.ToLower(line)
+		if strings.Contains(l, "level=warn") || strings.Contains(l, "level=error") ||
+			strings.Contains(l, `"level":"warn`) || strings.Contains(l, `"level":"error`) {
+			out = append(out, line)
+		}
+	}
+	return out[max(0, len(out)-n):]
 }
 
 // bridgedCount is what the lab's two senders put on the bridge so far:
@@ -1376,6 +1396,12 @@ func (s sbsOptions) report(o options, all []sbsRun) []workloadSummary {
 		}
 		if r.LeftAttached > 0 {
 			extra += fmt.Sprintf(", %d programs still attached after exit", r.LeftAttached)
+		}
+		if !r.ExactPackets {
+			extra += fmt.Sprintf("; the agent's last warnings and errors (%d):", len(r.AgentWarnings))
+			for _, w := range r.AgentWarnings {
+				extra += "\n      " + w
+			}
 		}
 		if r.Errors > 0 {
 			extra += fmt.Sprintf(", %d client errors", r.Errors)

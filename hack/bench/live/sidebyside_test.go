@@ -213,3 +213,22 @@ func TestSummarize(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestWarnings(t *testing.T) {
+	log := `time=2026-11-28T15:00:00Z level=INFO msg=attached
+time=2026-11-28T15:00:01Z level=WARN msg="collector unavailable: retrying with backoff"
+{"time":"2026-11-28T15:00:02Z","level":"ERROR","msg":"flows the collector never acknowledged (lost)","flows":5000}
+time="2026-11-28T15:00:03Z" level=warning msg="map full"
+time=2026-11-28T15:00:04Z level=DEBUG msg=evicted
+`
+	got := warnings(log, 10)
+	if len(got) != 3 || !strings.Contains(got[0], "retrying") || !strings.Contains(got[1], "never acknowledged") || !strings.Contains(got[2], "map full") {
+		t.Errorf("warnings: %q", got)
+	}
+	if got := warnings(log, 1); len(got) != 1 || !strings.Contains(got[0], "map full") {
+		t.Errorf("last one: %q", got)
+	}
+	if got := warnings("level=INFO msg=ok\n", 10); len(got) != 0 {
+		t.Errorf("none: %q", got)
+	}
+}
