@@ -7,18 +7,24 @@
 # PEER=1 (make bench-live PEER=1): the side-by-side with NetObserv instead.
 # Also builds NetObserv's agent and its gRPC sink from hack/bench/peer (the
 # pinned module; the agent binary, ~100 MB, is cached in $OUT/live-bin per
-# go.mod/go.sum), installs ethtool, and runs, per workload (HTTP keep-alive,
-# HTTP new connection per request, one iperf3 TCP stream, UDP with 50 000
-# flows cycled), ROUNDS rounds of none, flowlens, NetObserv, none in a
-# bridge lab (both agents on the two host-side veths). Prints the BPF ns per
-# bridged packet of both with the ratio, exactness, agent CPU and RSS, and
-# client-side ratios beside the A/A band; $OUT/live-sidebyside.{txt,json}.
-# Driver flags for it (in LIVE_ARGS): -workloads keepalive,newconn,tcp,udp,
-# -sbs-duration 8s, -sbs-hey-c 50, -sbs-hey-q-keepalive 100,
-# -sbs-hey-q-newconn 20, -sbs-udp-flows 50000, -sbs-udp-pps 50000,
-# -offloads (keep TSO/GSO/GRO on), -flowlens-features none,
+# go.mod/go.sum), installs ethtool, and runs two harnesses, each in a bridge
+# lab of its own (both agents on the two host-side veths): fixed (HTTP
+# keep-alive at 100 requests/s per hey worker, HTTP new connection per
+# request at 20, one iperf3 TCP stream, UDP at 50 000 datagrams/s cycling
+# 50 000 flows; offloads off), then saturating (the same four unpaced: hey
+# with no rate limit, the UDP sender as fast as it goes; TSO/GSO/GRO on).
+# Per workload, ROUNDS rounds of none, flowlens, NetObserv, none. Prints,
+# per harness, the BPF ns per bridged packet of both with the ratio, the
+# ingress (counting) and egress (listed) hooks apart, exactness, agent CPU
+# per exported flow and peak RSS, and client-side ratios beside the A/A
+# band; $OUT/live-sidebyside.{txt,json}.
+# Driver flags for it (in LIVE_ARGS): -harness fixed,saturating,
+# -workloads keepalive,newconn,tcp,udp, -sbs-duration 8s, -sbs-hey-c 50,
+# -sbs-hey-q-keepalive 100, -sbs-hey-q-newconn 20, -sbs-udp-flows 50000,
+# -sbs-udp-pps 50000 (the fixed harness's rates; 0: unpaced), -offloads
+# (fixed harness: keep TSO/GSO/GRO on), -flowlens-features none,
 # -peer-setarch=false, -cache-active-timeout 5s, -cache-max-flows 100000.
-# e.g. make bench-live PEER=1 ROUNDS=1 LIVE_ARGS="-workloads tcp,udp -sbs-duration 4s"
+# e.g. make bench-live PEER=1 ROUNDS=1 LIVE_ARGS="-harness saturating -workloads tcp,udp -sbs-duration 4s"
 #
 # Environment: GO, BIN, OUT (results dir), ROUNDS (default 3), PEER,
 # LIVE_ARGS (extra flags for hack/bench/live, e.g. "-hey-q 200 -tcp=false"),
@@ -28,7 +34,8 @@
 # A kafka-* export runs a local Apache Kafka broker (internal/testkit/kafkatest;
 # hack/kafka/fetch.sh fetches it once, with Java if missing).
 # Bounded: about 70 s per round plus ~30 s of builds and setup; with PEER=1
-# about 2.7 min per round (4 workloads, 8 s runs: ~9 min for 3) plus the
+# about 2.7 min per round and harness (4 workloads, 8 s runs: ~18 min for 3
+# rounds of both) plus the
 # builds (the first NetObserv build downloads its modules: a few minutes).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -84,7 +91,7 @@ if [ -n "$PEER" ]; then
 	fi
 	"$GO" -C hack/bench/peer build -o "$OUT/live-bin/netobserv-sink" ./sink
 	# shellcheck disable=SC2086
-	timeout --foreground 60m "$OUT/live-bin/live" -rounds "$ROUNDS" -agent "$OUT/live-bin/flowlens-agent" \
+	timeout --foreground 90m "$OUT/live-bin/live" -rounds "$ROUNDS" -agent "$OUT/live-bin/flowlens-agent" \
 		-peer-agent "$peer_agent" -peer-sink "$OUT/live-bin/netobserv-sink" -out "$OUT" ${LIVE_ARGS:-} | tee "$OUT/live-sidebyside.txt"
 	exit "${PIPESTATUS[0]}"
 fi

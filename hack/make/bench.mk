@@ -7,7 +7,7 @@
 #   make bench          Go micro-benchmarks, -count 6, benchstat (~10 min)
 #   make bench-enrich   enrichment hooks' ns per run on real traffic (~1 min)
 #   make bench-live     netns lab, hey + iperf3, baseline vs agent (~10 min)
-#   make bench-live PEER=1  flowlens beside NetObserv's agent, bridge lab, 4 workloads (~9 min)
+#   make bench-live PEER=1  flowlens beside NetObserv's agent, bridge lab, 4 workloads, fixed and saturating (~18 min)
 #   make bench-mem      the agent's RSS by origin, light loads, A/B (~5 min)
 #   make bench-collector  flowlens-collector beside NetObserv's flowlogs-pipeline, same flows (~6 min)
 #   make bench-plots    docs/img/*.png from the latest results

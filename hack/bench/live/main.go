@@ -24,7 +24,8 @@
 // instead (sidebyside.go, bridgelab.go): flowlens and NetObserv's agent
 // (hack/bench/peer, pinned) on the same live traffic in a bridge lab (client
 // and server namespaces bridged in a third; both agents on the two host-side
-// veths only), for each workload -rounds rounds of none, flowlens,
+// veths only), per harness (fixed rates, or saturating: unpaced, offloads
+// on) and workload -rounds rounds of none, flowlens,
 // NetObserv, none (NetObserv first in even rounds), and prints the BPF ns per
 // bridged packet of each with its spread, the per-round ratio, the per-agent
 // detail, the exact-count check of both and the client-side ratios beside
@@ -33,14 +34,16 @@
 //	-peer-agent PATH        NetObserv's agent (enables the mode)
 //	-peer-sink PATH         hack/bench/peer/sink, the gRPC sink NetObserv exports to
 //	-peer-setarch           start NetObserv under setarch --uname-2.6 (default true)
+//	-harness LIST           fixed,saturating (default both): the rates below with
+//	                        -offloads, or hey and UDP unpaced with offloads on
 //	-workloads LIST         keepalive,newconn,tcp,udp (default all four)
 //	-sbs-duration D         traffic per run (default 8s)
 //	-sbs-hey-c N            hey workers (default 50)
 //	-sbs-hey-q-keepalive N  requests/s per worker, keep-alive (default 100; 0 unpaced)
 //	-sbs-hey-q-newconn N    requests/s per worker, new connection each (default 20)
 //	-sbs-udp-flows N        UDP flows cycled through (default 50000)
-//	-sbs-udp-pps N          UDP datagrams per second (default 50000)
-//	-offloads               keep TSO/GSO/GRO on the lab veths (default off)
+//	-sbs-udp-pps N          UDP datagrams per second (default 50000; 0 unpaced)
+//	-offloads               fixed harness: keep TSO/GSO/GRO on the lab veths (default off)
 //	-flowlens-features F    flowlens --features (default none: flows only)
 //
 // and -rounds, -agent, -out, -cache-active-timeout, -cache-max-flows from
@@ -406,7 +409,9 @@ func (l *lab) close() {
 	}
 }
 
-type ifStats struct{ Packets, Bytes uint64 }
+// ifStats are a device's tx counters; Dropped: the skbs it failed to hand
+// over (a veth: its peer's backlog was full).
+type ifStats struct{ Packets, Bytes, Dropped uint64 }
 
 func txStats(ns, dev string) (ifStats, error) {
 	out, err := exec.Command("ip", "-n", ns, "-j", "-s", "link", "show", "dev", dev).Output()
@@ -418,13 +423,14 @@ func txStats(ns, dev string) (ifStats, error) {
 			Tx struct {
 				Bytes   uint64 `json:"bytes"`
 				Packets uint64 `json:"packets"`
+				Dropped uint64 `json:"dropped"`
 			} `json:"tx"`
 		} `json:"stats64"`
 	}
 	if err := json.Unmarshal(out, &v); err != nil || len(v) == 0 {
 		return ifStats{}, fmt.Errorf("stats of %s: %v", dev, err)
 	}
-	return ifStats{v[0].Stats64.Tx.Packets, v[0].Stats64.Tx.Bytes}, nil
+	return ifStats{v[0].Stats64.Tx.Packets, v[0].Stats64.Tx.Bytes, v[0].Stats64.Tx.Dropped}, nil
 }
 
 // labTx is what the lab's two senders transmitted: every packet of the lab
@@ -435,7 +441,7 @@ func (l *lab) labTx() (ifStats, error) {
 		return a, err
 	}
 	b, err := txStats(l.srv, srvIf)
-	return ifStats{a.Packets + b.Packets, a.Bytes + b.Bytes}, err
+	return ifStats{a.Packets + b.Packets, a.Bytes + b.Bytes, a.Dropped + b.Dropped}, err
 }
 
 // ---- load generators ----

@@ -68,6 +68,8 @@ type sbsOptions struct {
 	udpPPS           int
 	offloads         bool
 	features         string
+	harnesses        []string // fixed, saturating
+	harness          string   // the one running (forHarness)
 
 	iperf *iperfServer
 
@@ -96,13 +98,27 @@ func sbsFlags(fs *flag.FlagSet) *sbsOptions {
 		return nil
 	})
 	s.workloads = []string{"keepalive", "newconn", "tcp", "udp"}
+	fs.Func("harness", "side-by-side harnesses, comma list of fixed (the -sbs-* rates, offloads as -offloads says) and saturating (hey and the UDP sender unpaced, TSO/GSO/GRO on) (default both, in that order)", func(v string) error {
+		s.harnesses = nil
+		for _, h := range strings.Split(v, ",") {
+			if h = strings.TrimSpace(h); h == "" {
+				continue
+			}
+			if h != harnessFixed && h != harnessSaturating {
+				return fmt.Errorf("unknown harness %q (fixed, saturating)", h)
+			}
+			s.harnesses = append(s.harnesses, h)
+		}
+		return nil
+	})
+	s.harnesses = []string{harnessFixed, harnessSaturating}
 	fs.DurationVar(&s.dur, "sbs-duration", 8*time.Second, "side-by-side: traffic per run (iperf3 rounds it down to whole seconds)")
 	fs.IntVar(&s.heyConc, "sbs-hey-c", 50, "side-by-side: hey workers")
 	fs.IntVar(&s.heyQKeep, "sbs-hey-q-keepalive", 100, "side-by-side: requests/s per hey worker, keep-alive (0: unpaced)")
 	fs.IntVar(&s.heyQNew, "sbs-hey-q-newconn", 20, "side-by-side: requests/s per hey worker, a new connection per request (0: unpaced)")
 	fs.IntVar(&s.udpFlows, "sbs-udp-flows", 50000, "side-by-side: UDP flows cycled through (one datagram each in turn)")
-	fs.IntVar(&s.udpPPS, "sbs-udp-pps", 50000, "side-by-side: UDP datagrams per second")
-	fs.BoolVar(&s.offloads, "offloads", false, "side-by-side: keep TSO/GSO/GRO on the lab veths (default off: one skb is one wire packet for both agents)")
+	fs.IntVar(&s.udpPPS, "sbs-udp-pps", 50000, "side-by-side: UDP datagrams per second (0: unpaced)")
+	fs.BoolVar(&s.offloads, "offloads", false, "side-by-side, fixed harness: keep TSO/GSO/GRO on the lab veths (default off: one skb is one wire packet for both agents; the saturating harness always keeps them on)")
 	fs.StringVar(&s.features, "flowlens-features", "none", "side-by-side: flowlens --features (none: flows only, like the NetObserv run)")
 	fs.StringVar(&s.cycleUDP, "cycle-udp", "", "internal: send datagrams cycling through flows: addr:flows:pps:duration")
 	fs.StringVar(&s.flowlensSink, "flowlens-sink", "", "internal: flowlens gRPC sink that sums what it receives: listen-addr,totals-file")
@@ -125,20 +141,47 @@ func (s *sbsOptions) internal() (bool, error) {
 }
 
 var workloadTitles = map[string]string{
-	"keepalive": "HTTP keep-alive (hey -c %d -q %d)",
-	"newconn":   "HTTP new connection per request (hey -c %d -q %d -disable-keepalive)",
+	"keepalive": "HTTP keep-alive",
+	"newconn":   "HTTP new connection per request",
 	"tcp":       "one iperf3 TCP stream",
-	"udp":       "UDP, %d flows cycled (%d datagrams/s)",
+	"udp":       "UDP, %d flows cycled",
+}
+
+// The harnesses: the same workloads at fixed rates, or saturating.
+const (
+	harnessFixed      = "fixed"
+	harnessSaturating = "saturating"
+)
+
+// forHarness is s with harness h's loads. fixed keeps the -sbs-* rates and
+// -offloads; saturating is issue #33's: hey with no rate limit, the UDP
+// sender as fast as it goes, TSO/GSO/GRO on (what a node runs with).
+func (s sbsOptions) forHarness(h string) sbsOptions {
+	s.harness = h
+	if h == harnessSaturating {
+		s.heyQKeep, s.heyQNew, s.udpPPS, s.offloads = 0, 0, 0, true
+	}
+	return s
 }
 
 func (s sbsOptions) title(w string) string {
+	rate := func(q int) string {
+		if q == 0 {
+			return ", unpaced"
+		}
+		return fmt.Sprintf(" -q %d", q)
+	}
 	switch w {
 	case "keepalive":
-		return fmt.Sprintf(workloadTitles[w], s.heyConc, s.heyQKeep)
+		return fmt.Sprintf("%s (hey -c %d%s)", workloadTitles[w], s.heyConc, rate(s.heyQKeep))
 	case "newconn":
-		return fmt.Sprintf(workloadTitles[w], s.heyConc, s.heyQNew)
+		return fmt.Sprintf("%s (hey -c %d -disable-keepalive%s)", workloadTitles[w], s.heyConc, rate(s.heyQNew))
 	case "udp":
-		return fmt.Sprintf(workloadTitles[w], s.udpFlows, s.udpPPS)
+		pps := "unpaced"
+		if s.udpPPS > 0 {
+			pps = fmt.Sprintf("%d datagrams/s", s.udpPPS)
+		}
+		return fmt.Sprintf(workloadTitles[w]+" (%s)", s.udpFlows, pps)
 	}
 	return workloadTitles[w]
 }
@@ -254,10 +297,11 @@ func runFlowlensSink(addr, file string) error {
 	}
 }
 
-// cycleUDP sends datagrams at a fixed rate, cycling through flows flows
-// (datagram i belongs to flow i mod flows: source port 1024 + i mod flows,
-// through a raw socket, to the server's UDP socket on sinkPort, which reads
-// them). Prints "sent N" at the end.
+// cycleUDP sends datagrams at a fixed rate (pps 0: as fast as it can, for
+// the duration), cycling through flows flows (datagram i belongs to flow
+// i mod flows: source port 1024 + i mod flows, through a raw socket, to the
+// server's UDP socket on sinkPort, which reads them). Prints "sent N" at
+// the end.
 func cycleUDP(spec string) error {
 	parts := strings.Split(spec, ":")
 	if len(parts) != 4 {
@@ -267,7 +311,7 @@ func cycleUDP(spec string) error {
 	flows, err1 := strconv.Atoi(parts[1])
 	pps, err2 := strconv.Atoi(parts[2])
 	d, err3 := time.ParseDuration(parts[3])
-	if err := errors.Join(err1, err2, err3); err != nil || dst == nil || flows < 1 || flows > 65535-1024 || pps < 1 {
+	if err := errors.Join(err1, err2, err3); err != nil || dst == nil || flows < 1 || flows > 65535-1024 || pps < 0 {
 		return fmt.Errorf("bad -cycle-udp %q: %v", spec, err)
 	}
 	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_RAW, syscall.IPPROTO_UDP)
@@ -280,10 +324,16 @@ func cycleUDP(spec string) error {
 	binary.BigEndian.PutUint16(pkt[2:], sinkPort)
 	binary.BigEndian.PutUint16(pkt[4:], uint16(len(pkt)))
 	n := int(float64(pps) * d.Seconds())
+	if pps == 0 {
+		n = math.MaxInt
+	}
 	start := time.Now()
 	const burst = 50
 	sent := 0
 	for i := 0; i < n; i++ {
+		if pps == 0 && i%burst == 0 && time.Since(start) >= d {
+			break
+		}
 		binary.BigEndian.PutUint16(pkt[0:], uint16(1024+i%flows))
 		if err := syscall.Sendto(fd, pkt, 0, to); err != nil {
 			if errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.EAGAIN) {
@@ -292,7 +342,7 @@ func cycleUDP(spec string) error {
 			return fmt.Errorf("send: %w", err)
 		}
 		sent++
-		if i%burst == burst-1 {
+		if pps > 0 && i%burst == burst-1 {
 			if ahead := time.Duration(float64(i+1)/float64(pps)*float64(time.Second)) - time.Since(start); ahead > 0 {
 				time.Sleep(ahead)
 			}
@@ -530,6 +580,7 @@ func ready(hooks map[hook][]ebpf.ProgramID, own []ebpf.ProgramID) bool {
 // ---- one run ----
 
 type sbsRun struct {
+	Harness  string  `json:"harness"` // fixed, saturating
 	Workload string  `json:"workload"`
 	Round    int     `json:"round"`
 	Agent    string  `json:"agent"` // none, flowlens, netobserv
@@ -539,30 +590,47 @@ type sbsRun struct {
 	P99Ms    float64 `json:"p99_ms,omitempty"`
 	Errors   int     `json:"client_errors,omitempty"`
 	WindowS  float64 `json:"window_s"`
-	// What crossed the bridge in the traffic window.
+	// What crossed the bridge in the traffic window: skbs (the veths'
+	// counters; with offloads on a GSO buffer is one), which each run both
+	// agents' programs once, and their bytes.
 	BridgedPackets uint64 `json:"bridged_packets"`
 	BridgedBytes   uint64 `json:"bridged_bytes"`
 
 	// Agent runs only.
-	Hooks           map[string][]string `json:"hooks,omitempty"`    // hook -> the agent's programs there
-	TCProgs         map[string]progStat `json:"tc_progs,omitempty"` // by name, traffic window
-	Progs           map[string]progStat `json:"progs,omitempty"`    // all the agent's programs that ran
-	TCNsPerPacket   float64             `json:"tc_ns_per_packet,omitempty"`
-	TCRunsPerPacket float64             `json:"tc_runs_per_packet,omitempty"`
-	AllNsPerPacket  float64             `json:"all_ns_per_packet,omitempty"`
-	AgentCPUS       float64             `json:"agent_cpu_s,omitempty"` // traffic start to exit
-	MaxRSSMB        float64             `json:"max_rss_mb,omitempty"`
-	Records         uint64              `json:"records,omitempty"`
-	CPUPerRecordUS  float64             `json:"cpu_per_record_us,omitempty"`
-	ExportedPackets uint64              `json:"exported_packets,omitempty"`
-	ExportedBytes   uint64              `json:"exported_bytes,omitempty"`
-	LifePackets     uint64              `json:"life_bridged_packets,omitempty"` // bridged over the agent's life
-	LifeBytes       uint64              `json:"life_bridged_bytes,omitempty"`
-	ExactPackets    bool                `json:"exact_packets"`
-	ExactBytes      bool                `json:"exact_bytes"`
-	DupListEntries  uint64              `json:"dup_list_entries,omitempty"`
-	DrainS          float64             `json:"drain_s,omitempty"` // wait for the last eviction (NetObserv)
-	LeftAttached    int                 `json:"left_attached,omitempty"`
+	Hooks         map[string][]string `json:"hooks,omitempty"`    // hook -> the agent's programs there
+	TCProgs       map[string]progStat `json:"tc_progs,omitempty"` // by name, traffic window
+	Progs         map[string]progStat `json:"progs,omitempty"`    // all the agent's programs that ran
+	TCNsPerPacket float64             `json:"tc_ns_per_packet,omitempty"`
+	// The same split by hook: ingress (flowlens' counting hook), egress (its
+	// listed hook); 0 if a program sat at both directions.
+	IngressNsPerPacket float64 `json:"ingress_ns_per_packet,omitempty"`
+	EgressNsPerPacket  float64 `json:"egress_ns_per_packet,omitempty"`
+	TCRunsPerPacket    float64 `json:"tc_runs_per_packet,omitempty"`
+	AllNsPerPacket     float64 `json:"all_ns_per_packet,omitempty"`
+	AgentCPUS          float64 `json:"agent_cpu_s,omitempty"` // traffic start to exit
+	MaxRSSMB           float64 `json:"max_rss_mb,omitempty"`
+	Records            uint64  `json:"records,omitempty"`
+	CPUPerRecordUS     float64 `json:"cpu_per_record_us,omitempty"`
+	ExportedPackets    uint64  `json:"exported_packets,omitempty"`
+	ExportedBytes      uint64  `json:"exported_bytes,omitempty"`
+	LifePackets        uint64  `json:"life_bridged_packets,omitempty"` // bridged over the agent's life
+	LifeBytes          uint64  `json:"life_bridged_bytes,omitempty"`
+	// Wire packets over the agent's life (wirePackets): what flowlens counts.
+	LifeWirePackets uint64 `json:"life_wire_packets,omitempty"`
+	// Set when segments and skbs differ (offloads on, TCP): no kernel
+	// counter has the wire bytes, so flowlens' bytes are not checked.
+	BytesUnchecked bool `json:"bytes_unchecked,omitempty"`
+	// Set when a veth dropped skbs of a TCP workload with offloads on: the
+	// wire packets are unknown, flowlens' packets are not checked either.
+	PacketsUnchecked bool   `json:"packets_unchecked,omitempty"`
+	SenderDrops      uint64 `json:"sender_veth_drops,omitempty"` // over the agent's life
+	// A count that is off: the agent's warnings and errors, to say why.
+	AgentWarnings  []string `json:"agent_warnings,omitempty"`
+	ExactPackets   bool     `json:"exact_packets"`
+	ExactBytes     bool     `json:"exact_bytes"`
+	DupListEntries uint64   `json:"dup_list_entries,omitempty"`
+	DrainS         float64  `json:"drain_s,omitempty"` // wait for the last eviction (NetObserv)
+	LeftAttached   int      `json:"left_attached,omitempty"`
 }
 
 func (s sbsOptions) runNone(o options, l *lab, w string, r *sbsRun) error {
@@ -587,7 +655,7 @@ func (s sbsOptions) runNone(o options, l *lab, w string, r *sbsRun) error {
 }
 
 func (s sbsOptions) runAgent(o options, l *lab, w string, r *sbsRun, idx int) (err error) {
-	life0, err := l.labTx()
+	life0, err := l.bridged()
 	if err != nil {
 		return err
 	}
@@ -646,7 +714,7 @@ func (s sbsOptions) runAgent(o options, l *lab, w string, r *sbsRun, idx int) (e
 
 	if r.Agent == agentPeer {
 		// No flush at exit: wait for the first eviction after the traffic.
-		want := tx1.Packets - life0.Packets
+		want := tx1.Packets - life0.Packets // NetObserv counts skbs
 		r.DrainS = waitEvicted(a.totals, want, trafficEnd, o.period).Seconds()
 	}
 	u, err := a.stop()
@@ -654,7 +722,7 @@ func (s sbsOptions) runAgent(o options, l *lab, w string, r *sbsRun, idx int) (e
 	if err != nil {
 		return fmt.Errorf("%s agent exit: %v\n%s", r.Agent, err, tail(a.stderr.String(), 20))
 	}
-	life1, err := l.labTx()
+	life1, err := l.bridged()
 	if err != nil {
 		return err
 	}
@@ -686,6 +754,7 @@ func (s sbsOptions) runAgent(o options, l *lab, w string, r *sbsRun, idx int) (e
 	for _, st := range r.Progs {
 		allNs += st.RunNs
 	}
+	r.IngressNsPerPacket, r.EgressNsPerPacket = hookNs(r.TCProgs, r.Hooks, r.BridgedPackets)
 	if r.BridgedPackets > 0 {
 		r.TCNsPerPacket = float64(tcNs) / float64(r.BridgedPackets)
 		r.TCRunsPerPacket = float64(tcRuns) / float64(r.BridgedPackets)
@@ -693,12 +762,144 @@ func (s sbsOptions) runAgent(o options, l *lab, w string, r *sbsRun, idx int) (e
 	}
 	r.Records, r.ExportedPackets, r.ExportedBytes, r.DupListEntries = tot.Records, tot.Packets, tot.Bytes, tot.DupList
 	r.LifePackets, r.LifeBytes = life1.Packets-life0.Packets, life1.Bytes-life0.Bytes
-	r.ExactPackets = r.ExportedPackets == r.LifePackets
+	var wireOK bool
+	r.LifeWirePackets, wireOK = wirePackets(life0, life1, s.offloads)
+	r.SenderDrops = life1.Dropped - life0.Dropped
 	r.ExactBytes = r.ExportedBytes == r.LifeBytes
+	if r.Agent == agentFlowlens {
+		// flowlens counts a GSO buffer as its segments (§7 of the docs).
+		r.ExactPackets = r.ExportedPackets == r.LifeWirePackets && wireOK
+		r.PacketsUnchecked = !wireOK
+		r.BytesUnchecked = r.LifeWirePackets != r.LifePackets || !wireOK
+	} else {
+		r.ExactPackets = r.ExportedPackets == r.LifePackets
+	}
+	if !r.ExactPackets {
+		r.AgentWarnings = warnings(a.stderr.String(), 10)
+	}
 	if r.Records > 0 {
 		r.CPUPerRecordUS = r.AgentCPUS / float64(r.Records) * 1e6
 	}
 	return nil
+}
+
+// warnings are the last n lines of an agent's log at level warning or
+// error (slog's text and JSON, NetObserv's logrus: WARN, ERROR, warning,
+// error).
+func warnings(log string, n int) []string {
+	var out []string
+	for _, line := range strings.Split(log, "\n") {
+		l := strings.ToLower(line)
+		if strings.Contains(l, "level=warn") || strings.Contains(l, "level=error") ||
+			strings.Contains(l, `"level":"warn`) || strings.Contains(l, `"level":"error`) {
+			out = append(out, line)
+		}
+	}
+	return out[max(0, len(out)-n):]
+}
+
+// bridgedCount is what the lab's two senders put on the bridge so far:
+// their veths' tx counters (skbs: with offloads on a GSO buffer is one;
+// the skbs a veth dropped are not in them) and their TCP stacks' segments,
+// OutSegs plus RetransSegs (OutSegs leaves out segments that only
+// retransmit; both count a GSO buffer as the segments it becomes on the
+// wire; resets and time-wait ACKs are in OutSegs).
+type bridgedCount struct {
+	ifStats
+	TCPSegs uint64
+}
+
+func (l *lab) bridged() (bridgedCount, error) {
+	tx, err := l.labTx()
+	c := bridgedCount{ifStats: tx}
+	if err != nil {
+		return c, err
+	}
+	for _, ns := range []string{l.cli, l.srv} {
+		out, err := exec.Command("ip", "netns", "exec", ns, "cat", "/proc/net/snmp").Output()
+		if err != nil {
+			return c, fmt.Errorf("snmp of %s: %v", ns, err)
+		}
+		for _, f := range []string{"OutSegs", "RetransSegs"} {
+			n, err := snmpField(string(out), "Tcp", f)
+			if err != nil {
+				return c, fmt.Errorf("snmp of %s: %v", ns, err)
+			}
+			c.TCPSegs += n
+		}
+	}
+	return c, nil
+}
+
+// snmpField reads one counter of /proc/net/snmp, where each protocol has
+// a line of names and a line of values ("Tcp: ... OutSegs ..." then
+// "Tcp: ... 1234 ...").
+func snmpField(snmp, proto, field string) (uint64, error) {
+	var names []string
+	for _, line := range strings.Split(snmp, "\n") {
+		rest, ok := strings.CutPrefix(line, proto+":")
+		if !ok {
+			continue
+		}
+		if names == nil {
+			names = strings.Fields(rest)
+			continue
+		}
+		vals := strings.Fields(rest)
+		if i := slices.Index(names, field); i >= 0 && i < len(vals) {
+			return strconv.ParseUint(vals[i], 10, 64)
+		}
+		break
+	}
+	return 0, fmt.Errorf("no %s %s in /proc/net/snmp", proto, field)
+}
+
+// wirePackets is what went on the wire between a and b. Offloads off, one
+// skb is one packet. On, a TCP skb can be many segments, which only TCP's
+// counters count; a workload of the lab carries TCP or UDP, never both
+// (IPv6 off, static neighbours: nothing else crosses), so when TCP sent
+// anything its segments are the wire packets, otherwise the skbs are (the
+// UDP sender writes one datagram per send, which GSO leaves whole). A
+// stray non-TCP packet in a TCP workload shows as a mismatch, never hides.
+// TCP counts its segments before the veth: when a veth dropped skbs
+// meanwhile, how many segments crossed is unknown (ok false).
+func wirePackets(a, b bridgedCount, offloads bool) (n uint64, ok bool) {
+	if offloads && b.TCPSegs > a.TCPSegs {
+		return b.TCPSegs - a.TCPSegs, b.Dropped == a.Dropped
+	}
+	return b.Packets - a.Packets, true
+}
+
+// hookNs splits the TC programs' run time per bridged packet by direction:
+// the programs at ingress hooks (flowlens' counting hook) and at egress
+// ones (its listed hook). hooks maps "dev/dir" to program names; a program
+// at both directions (or at none) cannot be split: 0, 0.
+func hookNs(progs map[string]progStat, hooks map[string][]string, packets uint64) (ingress, egress float64) {
+	dir := map[string]string{}
+	for h, names := range hooks {
+		_, d, _ := strings.Cut(h, "/")
+		for _, n := range names {
+			if old, ok := dir[n]; ok && old != d {
+				d = "both"
+			}
+			dir[n] = d
+		}
+	}
+	if packets == 0 {
+		return 0, 0
+	}
+	var in, eg uint64
+	for n, st := range progs {
+		switch dir[n] {
+		case "ingress":
+			in += st.RunNs
+		case "egress":
+			eg += st.RunNs
+		default:
+			return 0, 0
+		}
+	}
+	return float64(in) / float64(packets), float64(eg) / float64(packets)
 }
 
 // diffStats is p1 - p0 by program name, programs that ran only.
@@ -767,37 +968,82 @@ func runSideBySide(o options, s sbsOptions) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
-	l, done, err := openLab(func() (*lab, error) { return newBridgeLab(s.offloads) })
-	if err != nil {
-		return err
-	}
-	defer done()
-	iperf := &iperfServer{l: l}
-	if err := iperf.start(); err != nil {
-		return err
-	}
-	s.iperf = iperf
-	time.Sleep(time.Second)
-
 	flVersion := "unknown version"
 	if out, err := exec.Command(o.agentBin, "--version").Output(); err == nil {
 		flVersion = strings.TrimSpace(string(out))
 	}
 	nVersion := peerVersion(s.peerBin)
-	fmt.Printf("flowlens bench-live side by side: %d rounds per workload of none, flowlens, NetObserv, none (NetObserv first in even rounds)\n", o.rounds)
+	fmt.Printf("flowlens bench-live side by side, harnesses %s: %d rounds per workload of none, flowlens, NetObserv, none (NetObserv first in even rounds)\n",
+		strings.Join(s.harnesses, " then "), o.rounds)
 	fmt.Printf("agents: %s (--features %s); %s (flows only%s)\n", flVersion, s.features, nVersion,
 		map[bool]string{true: ", under setarch --uname-2.6", false: ""}[s.setarch])
 	fmt.Printf("both: sampling 1, cache timeout %s, %d flows max, tcx on %s only, gRPC to a summing sink on loopback\n",
 		o.period, o.cacheFlows, strings.Join(hostIfs, " and "))
-	fmt.Printf("lab: client and server namespaces bridged in a third (%s), IPv4, static neighbours, offloads %s; %s of traffic per run\n",
-		bridgeIf, map[bool]string{true: "on", false: "off (TSO/GSO/GRO: one skb per wire packet)"}[s.offloads], s.dur)
-	fmt.Printf("machine: %s\n\n", machine())
+	fmt.Printf("machine: %s\n", machine())
+
+	var all []sbsRun
+	var sums []workloadSummary
+	harnesses := map[string]any{}
+	for _, h := range s.harnesses {
+		hs := s.forHarness(h)
+		runs, err := hs.runHarness(o)
+		if err != nil {
+			return fmt.Errorf("%s harness: %w", h, err)
+		}
+		all = append(all, runs...)
+		sums = append(sums, hs.report(o, runs)...)
+		harnesses[h] = map[string]any{
+			"hey_q_keepalive": hs.heyQKeep, "hey_q_newconn": hs.heyQNew, "udp_pps": hs.udpPPS, "offloads": hs.offloads,
+		}
+		// Written after each harness: a later failure keeps the earlier one.
+		b, err := json.MarshalIndent(map[string]any{
+			"machine": machine(),
+			"agents":  map[string]string{"flowlens": flVersion, "netobserv": nVersion},
+			"options": map[string]any{
+				"rounds": o.rounds, "harnesses": s.harnesses, "workloads": s.workloads, "duration_s": s.dur.Seconds(),
+				"hey_c": s.heyConc, "udp_flows": s.udpFlows, "flowlens_features": s.features,
+				"cache_active_timeout_s": o.period.Seconds(), "cache_max_flows": o.cacheFlows, "setarch": s.setarch,
+				"harness": harnesses, // 0: unpaced
+			},
+			"runs":    all,
+			"summary": sums,
+		}, "", "  ")
+		if err != nil {
+			return fmt.Errorf("results JSON: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(o.out, "live-sidebyside.json"), append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runHarness runs s's workloads in a bridge lab of its own (the offloads
+// are the lab's): R rounds each, after a warm-up.
+func (s sbsOptions) runHarness(o options) ([]sbsRun, error) {
+	l, done, err := openLab(func() (*lab, error) { return newBridgeLab(s.offloads) })
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	iperf := &iperfServer{l: l}
+	if err := iperf.start(); err != nil {
+		return nil, err
+	}
+	s.iperf = iperf
+	time.Sleep(time.Second)
+	offloads := "off (TSO/GSO/GRO: one skb per wire packet)"
+	if s.offloads {
+		offloads = "on (TSO/GSO/GRO: a GSO buffer is one skb, one run of each program, and as many packets as its segments)"
+	}
+	fmt.Printf("\n## harness: %s\n\nlab: client and server namespaces bridged in a third (%s), IPv4, static neighbours, offloads %s; %s of traffic per run\n",
+		s.harness, bridgeIf, offloads, s.dur)
 
 	var all []sbsRun
 	for _, w := range s.workloads {
 		// Warm-up, not reported.
 		if _, err := s.runWorkload(o, l, w, min(s.dur, 2*time.Second)); err != nil {
-			return fmt.Errorf("%s warm-up: %w", w, err)
+			return nil, fmt.Errorf("%s warm-up: %w", w, err)
 		}
 		for round := 1; round <= o.rounds; round++ {
 			order := []string{agentNone, agentFlowlens, agentPeer, agentNone}
@@ -805,7 +1051,7 @@ func runSideBySide(o options, s sbsOptions) error {
 				order = []string{agentNone, agentPeer, agentFlowlens, agentNone}
 			}
 			for slot, kind := range order {
-				r := sbsRun{Workload: w, Round: round, Agent: kind, Slot: slot, Unit: clientUnit(w)}
+				r := sbsRun{Harness: s.harness, Workload: w, Round: round, Agent: kind, Slot: slot, Unit: clientUnit(w)}
 				var err error
 				if kind == agentNone {
 					err = s.runNone(o, l, w, &r)
@@ -813,35 +1059,23 @@ func runSideBySide(o options, s sbsOptions) error {
 					err = s.runAgent(o, l, w, &r, len(all))
 				}
 				if err != nil {
-					return fmt.Errorf("%s round %d %s: %w", w, round, kind, err)
+					return nil, fmt.Errorf("%s round %d %s: %w", w, round, kind, err)
 				}
 				all = append(all, r)
-				fmt.Fprintf(os.Stderr, "%-9s round %d %-9s %10.2f %s, bridged %d packets", w, round, kind, r.Client, r.Unit, r.BridgedPackets)
+				fmt.Fprintf(os.Stderr, "%-10s %-9s round %d %-9s %10.2f %s, bridged %d packets", s.harness, w, round, kind, r.Client, r.Unit, r.BridgedPackets)
 				if kind != agentNone {
-					fmt.Fprintf(os.Stderr, ", TC %.0f ns/packet (%.2f runs/packet), exported %d/%d packets, %d records, CPU %.2f s, RSS %.0f MB",
-						r.TCNsPerPacket, r.TCRunsPerPacket, r.ExportedPackets, r.LifePackets, r.Records, r.AgentCPUS, r.MaxRSSMB)
+					want := r.LifePackets // NetObserv counts skbs, flowlens wire packets
+					if kind == agentFlowlens {
+						want = r.LifeWirePackets
+					}
+					fmt.Fprintf(os.Stderr, ", TC %.0f ns/packet (in %.0f, out %.0f; %.2f runs/packet), exported %d/%d packets, %d records, CPU %.2f s, RSS %.0f MB",
+						r.TCNsPerPacket, r.IngressNsPerPacket, r.EgressNsPerPacket, r.TCRunsPerPacket, r.ExportedPackets, want, r.Records, r.AgentCPUS, r.MaxRSSMB)
 				}
 				fmt.Fprintln(os.Stderr)
 			}
 		}
 	}
-	sum := s.report(o, all)
-	b, err := json.MarshalIndent(map[string]any{
-		"machine": machine(),
-		"agents":  map[string]string{"flowlens": flVersion, "netobserv": nVersion},
-		"options": map[string]any{
-			"rounds": o.rounds, "workloads": s.workloads, "duration_s": s.dur.Seconds(), "hey_c": s.heyConc,
-			"hey_q_keepalive": s.heyQKeep, "hey_q_newconn": s.heyQNew, "udp_flows": s.udpFlows, "udp_pps": s.udpPPS,
-			"offloads": s.offloads, "flowlens_features": s.features, "cache_active_timeout_s": o.period.Seconds(),
-			"cache_max_flows": o.cacheFlows, "setarch": s.setarch,
-		},
-		"runs":    all,
-		"summary": sum,
-	}, "", "  ")
-	if err != nil {
-		return fmt.Errorf("results JSON: %w", err)
-	}
-	return os.WriteFile(filepath.Join(o.out, "live-sidebyside.json"), append(b, '\n'), 0o644)
+	return all, nil
 }
 
 // ---- report ----
@@ -903,28 +1137,40 @@ type roundSet struct {
 
 // workloadSummary is what the tables print, kept in the JSON for plots.
 type workloadSummary struct {
-	Workload         string `json:"workload"`
-	Title            string `json:"title"`
-	FlowlensNs       spread `json:"flowlens_tc_ns_per_packet"`
-	PeerNs           spread `json:"netobserv_tc_ns_per_packet"`
-	Ratio            spread `json:"ratio"` // per-round flowlens / NetObserv
-	FlowlensAllNs    spread `json:"flowlens_all_ns_per_packet"`
-	PeerAllNs        spread `json:"netobserv_all_ns_per_packet"`
-	FlowlensExact    int    `json:"flowlens_exact_rounds"` // packets and bytes
-	PeerExactPackets int    `json:"netobserv_exact_packet_rounds"`
-	PeerExactBytes   int    `json:"netobserv_exact_byte_rounds"`
-	Rounds           int    `json:"rounds"`
-	Client           spread `json:"client_none"`
-	ClientAA         spread `json:"client_aa"` // none after / none before
-	ClientFlowlens   spread `json:"client_flowlens_vs_none"`
-	ClientPeer       spread `json:"client_netobserv_vs_none"`
-	P99None          spread `json:"p99_ms_none,omitzero"`
-	P99AA            spread `json:"p99_aa,omitzero"`
-	P99Flowlens      spread `json:"p99_flowlens_vs_none,omitzero"`
-	P99Peer          spread `json:"p99_netobserv_vs_none,omitzero"`
+	Harness           string `json:"harness"`
+	Workload          string `json:"workload"`
+	Title             string `json:"title"`
+	FlowlensNs        spread `json:"flowlens_tc_ns_per_packet"`
+	PeerNs            spread `json:"netobserv_tc_ns_per_packet"`
+	Ratio             spread `json:"ratio"` // per-round flowlens / NetObserv
+	FlowlensInNs      spread `json:"flowlens_ingress_ns_per_packet"`
+	PeerInNs          spread `json:"netobserv_ingress_ns_per_packet"`
+	FlowlensEgNs      spread `json:"flowlens_egress_ns_per_packet"`
+	PeerEgNs          spread `json:"netobserv_egress_ns_per_packet"`
+	EgressRatio       spread `json:"egress_ratio"` // per-round, the listed hook against NetObserv's egress
+	FlowlensAllNs     spread `json:"flowlens_all_ns_per_packet"`
+	PeerAllNs         spread `json:"netobserv_all_ns_per_packet"`
+	FlowlensCPUUS     spread `json:"flowlens_cpu_us_per_record"`
+	PeerCPUUS         spread `json:"netobserv_cpu_us_per_record"`
+	FlowlensRSSMB     spread `json:"flowlens_peak_rss_mb"`
+	PeerRSSMB         spread `json:"netobserv_peak_rss_mb"`
+	FlowlensExact     int    `json:"flowlens_exact_rounds"`               // packets, and bytes where checked
+	FlowlensUnchecked int    `json:"flowlens_unchecked_rounds,omitempty"` // wire packets unknown (PacketsUnchecked)
+	PeerExactPackets  int    `json:"netobserv_exact_packet_rounds"`
+	PeerExactBytes    int    `json:"netobserv_exact_byte_rounds"`
+	Rounds            int    `json:"rounds"`
+	Client            spread `json:"client_none"`
+	ClientAA          spread `json:"client_aa"` // none after / none before
+	ClientFlowlens    spread `json:"client_flowlens_vs_none"`
+	ClientPeer        spread `json:"client_netobserv_vs_none"`
+	P99None           spread `json:"p99_ms_none,omitzero"`
+	P99AA             spread `json:"p99_aa,omitzero"`
+	P99Flowlens       spread `json:"p99_flowlens_vs_none,omitzero"`
+	P99Peer           spread `json:"p99_netobserv_vs_none,omitzero"`
 }
 
-func (s sbsOptions) report(o options, all []sbsRun) []workloadSummary {
+// roundSets groups one harness's runs by workload and round.
+func roundSets(all []sbsRun) map[string][]roundSet {
 	sets := map[string][]roundSet{}
 	for i := range all {
 		r := &all[i]
@@ -945,6 +1191,14 @@ func (s sbsOptions) report(o options, all []sbsRun) []workloadSummary {
 		}
 		sets[r.Workload] = rs
 	}
+	return sets
+}
+
+// summarize is one harness's table: per workload, medians (min–max) over
+// its complete rounds; ratios are per round (the host's speed drifts
+// between rounds more than the differences measured).
+func (s sbsOptions) summarize(all []sbsRun) []workloadSummary {
+	sets := roundSets(all)
 	collect := func(rs []roundSet, f func(roundSet) (float64, bool)) spread {
 		var v []float64
 		for _, x := range rs {
@@ -963,20 +1217,41 @@ func (s sbsOptions) report(o options, all []sbsRun) []workloadSummary {
 			return get(agent(x)) / base, base > 0
 		}
 	}
+	// each is a figure of both agents' runs; positive only (0: not measured).
+	each := func(rs []roundSet, get func(*sbsRun) float64) (fl, peer spread) {
+		fl = collect(rs, func(x roundSet) (float64, bool) { return get(x.fl), get(x.fl) > 0 })
+		peer = collect(rs, func(x roundSet) (float64, bool) { return get(x.peer), get(x.peer) > 0 })
+		return fl, peer
+	}
+	ratio := func(rs []roundSet, get func(*sbsRun) float64) spread {
+		return collect(rs, func(x roundSet) (float64, bool) {
+			return get(x.fl) / get(x.peer), get(x.fl) > 0 && get(x.peer) > 0
+		})
+	}
 	var sums []workloadSummary
 	for _, w := range s.workloads {
 		rs := sets[w]
-		ws := workloadSummary{Workload: w, Title: s.title(w), Rounds: len(rs)}
-		ws.FlowlensNs = collect(rs, func(x roundSet) (float64, bool) { return x.fl.TCNsPerPacket, true })
-		ws.PeerNs = collect(rs, func(x roundSet) (float64, bool) { return x.peer.TCNsPerPacket, true })
-		ws.Ratio = collect(rs, func(x roundSet) (float64, bool) {
-			return x.fl.TCNsPerPacket / x.peer.TCNsPerPacket, x.peer.TCNsPerPacket > 0
-		})
-		ws.FlowlensAllNs = collect(rs, func(x roundSet) (float64, bool) { return x.fl.AllNsPerPacket, true })
-		ws.PeerAllNs = collect(rs, func(x roundSet) (float64, bool) { return x.peer.AllNsPerPacket, true })
+		if len(rs) == 0 {
+			continue
+		}
+		ws := workloadSummary{Harness: s.harness, Workload: w, Title: s.title(w), Rounds: len(rs)}
+		tc := func(r *sbsRun) float64 { return r.TCNsPerPacket }
+		in := func(r *sbsRun) float64 { return r.IngressNsPerPacket }
+		eg := func(r *sbsRun) float64 { return r.EgressNsPerPacket }
+		ws.FlowlensNs, ws.PeerNs = each(rs, tc)
+		ws.Ratio = ratio(rs, tc)
+		ws.FlowlensInNs, ws.PeerInNs = each(rs, in)
+		ws.FlowlensEgNs, ws.PeerEgNs = each(rs, eg)
+		ws.EgressRatio = ratio(rs, eg)
+		ws.FlowlensAllNs, ws.PeerAllNs = each(rs, func(r *sbsRun) float64 { return r.AllNsPerPacket })
+		ws.FlowlensCPUUS, ws.PeerCPUUS = each(rs, func(r *sbsRun) float64 { return r.CPUPerRecordUS })
+		ws.FlowlensRSSMB, ws.PeerRSSMB = each(rs, func(r *sbsRun) float64 { return r.MaxRSSMB })
 		for _, x := range rs {
-			if x.fl != nil && x.fl.ExactPackets && x.fl.ExactBytes {
+			if x.fl != nil && x.fl.ExactPackets && (x.fl.ExactBytes || x.fl.BytesUnchecked) {
 				ws.FlowlensExact++
+			}
+			if x.fl != nil && x.fl.PacketsUnchecked {
+				ws.FlowlensUnchecked++
 			}
 			if x.peer != nil && x.peer.ExactPackets {
 				ws.PeerExactPackets++
@@ -999,14 +1274,31 @@ func (s sbsOptions) report(o options, all []sbsRun) []workloadSummary {
 		}
 		sums = append(sums, ws)
 	}
+	return sums
+}
+
+// pair formats "flowlens / NetObserv" of two spreads.
+func pair(a, b spread, prec int) string { return a.f(prec) + " / " + b.f(prec) }
+
+// report prints one harness's tables and returns its summary.
+func (s sbsOptions) report(o options, all []sbsRun) []workloadSummary {
+	sets := roundSets(all)
+	sums := s.summarize(all)
 
 	fmt.Println()
-	fmt.Printf("BPF cost on live traffic: TC programs' run time per bridged packet (2 runs per packet), median (min–max) over %d rounds; ratio: median of per-round flowlens / NetObserv\n\n", o.rounds)
-	fmt.Println("| workload | flowlens: BPF ns per bridged packet | NetObserv | ratio | exact runs: flowlens (packets and bytes) | NetObserv: packets (bytes) |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|")
+	fmt.Printf("%s harness: BPF cost on live traffic, TC programs' run time per bridged packet (skb; 2 program runs each), median (min–max) over %d rounds; ratios: median of the per-round flowlens / NetObserv; client: run with the agent / mean of the round's none runs, A/A: none after / none before\n\n", s.harness, o.rounds)
+	fmt.Println("| workload | BPF ns per bridged packet: flowlens / NetObserv | ratio | counting hook (ingress) | listed hook (egress) | egress ratio | µs agent CPU per exported flow | peak RSS MB | client with agent / without: flowlens | NetObserv | A/A | exact runs: flowlens, NetObserv packets (bytes) |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, ws := range sums {
-		fmt.Printf("| %s | %s | %s | %s | %d/%d | %d/%d (%d/%d) |\n", ws.Title, ws.FlowlensNs.f(0), ws.PeerNs.f(0), ws.Ratio.f(2),
-			ws.FlowlensExact, ws.Rounds, ws.PeerExactPackets, ws.Rounds, ws.PeerExactBytes, ws.Rounds)
+		unchecked := ""
+		if ws.FlowlensUnchecked > 0 {
+			unchecked = fmt.Sprintf(" (%d unchecked)", ws.FlowlensUnchecked)
+		}
+		fmt.Printf("| %s | %s | **%s** | %s | %s | %s | %s | %s | %s | %s | %s | %d/%d%s, %d/%d (%d/%d) |\n", ws.Title,
+			pair(ws.FlowlensNs, ws.PeerNs, 0), ws.Ratio.f(2), pair(ws.FlowlensInNs, ws.PeerInNs, 0),
+			pair(ws.FlowlensEgNs, ws.PeerEgNs, 0), ws.EgressRatio.f(2), pair(ws.FlowlensCPUUS, ws.PeerCPUUS, 2),
+			pair(ws.FlowlensRSSMB, ws.PeerRSSMB, 1), ws.ClientFlowlens.f(3), ws.ClientPeer.f(3), ws.ClientAA.f(3),
+			ws.FlowlensExact, ws.Rounds, unchecked, ws.PeerExactPackets, ws.Rounds, ws.PeerExactBytes, ws.Rounds)
 	}
 
 	fmt.Println()
@@ -1075,15 +1367,24 @@ func (s sbsOptions) report(o options, all []sbsRun) []workloadSummary {
 	}
 
 	fmt.Println()
-	fmt.Println("Exact-count check: exported packets (bytes) against what crossed the bridge during the agent's life")
+	fmt.Println("Exact-count check: exported packets (bytes) against what crossed the bridge during the agent's life: skbs (bytes) from the veths' counters, and for flowlens, which counts a GSO buffer as its segments, wire packets (TCP's OutSegs + RetransSegs when TCP sent; its bytes are then unchecked: no kernel counter has them)")
 	for _, r := range all {
 		if r.Agent == agentNone {
 			continue
 		}
 		verdict := "EXACT"
+		want := r.LifePackets
+		if r.Agent == agentFlowlens {
+			want = r.LifeWirePackets
+		}
 		switch {
+		case r.PacketsUnchecked:
+			verdict = fmt.Sprintf("UNCHECKED (the sender veths dropped %d skbs: the segments that crossed are unknown; %+d against TCP's count)",
+				r.SenderDrops, int64(r.ExportedPackets)-int64(want))
 		case !r.ExactPackets:
-			verdict = fmt.Sprintf("MISMATCH (%+d packets)", int64(r.ExportedPackets)-int64(r.LifePackets))
+			verdict = fmt.Sprintf("MISMATCH (%+d packets)", int64(r.ExportedPackets)-int64(want))
+		case r.BytesUnchecked:
+			verdict = "EXACT (packets; bytes unchecked)"
 		case !r.ExactBytes && r.Agent == agentFlowlens:
 			verdict = fmt.Sprintf("MISMATCH (bytes %+d)", int64(r.ExportedBytes)-int64(r.LifeBytes))
 		case !r.ExactBytes:
@@ -1096,11 +1397,17 @@ func (s sbsOptions) report(o options, all []sbsRun) []workloadSummary {
 		if r.LeftAttached > 0 {
 			extra += fmt.Sprintf(", %d programs still attached after exit", r.LeftAttached)
 		}
+		if !r.ExactPackets {
+			extra += fmt.Sprintf("; the agent's last warnings and errors (%d):", len(r.AgentWarnings))
+			for _, w := range r.AgentWarnings {
+				extra += "\n      " + w
+			}
+		}
 		if r.Errors > 0 {
 			extra += fmt.Sprintf(", %d client errors", r.Errors)
 		}
-		fmt.Printf("  %-9s round %d %-9s exported %d packets / %d bytes in %d records, bridged %d / %d: %s%s\n",
-			r.Workload, r.Round, r.Agent, r.ExportedPackets, r.ExportedBytes, r.Records, r.LifePackets, r.LifeBytes, verdict, extra)
+		fmt.Printf("  %-9s round %d %-9s exported %d packets / %d bytes in %d records, bridged %d skbs (%d wire packets) / %d bytes: %s%s\n",
+			r.Workload, r.Round, r.Agent, r.ExportedPackets, r.ExportedBytes, r.Records, r.LifePackets, r.LifeWirePackets, r.LifeBytes, verdict, extra)
 	}
 	fmt.Println()
 	fmt.Println("Hooks (first run of each agent):")

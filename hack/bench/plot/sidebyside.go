@@ -38,6 +38,7 @@ func spreadOf(v []float64) spread {
 }
 
 type sbsSummary struct {
+	Harness    string `json:"harness"` // fixed, saturating; "" in files from before the harnesses
 	Workload   string `json:"workload"`
 	Title      string `json:"title"`
 	FlowlensNs spread `json:"flowlens_tc_ns_per_packet"`
@@ -52,6 +53,7 @@ type sbsResults struct {
 		Workloads []string `json:"workloads"`
 	} `json:"options"`
 	Runs []struct {
+		Harness       string  `json:"harness"`
 		Workload      string  `json:"workload"`
 		Round         int     `json:"round"`
 		Agent         string  `json:"agent"`
@@ -61,23 +63,28 @@ type sbsResults struct {
 }
 
 // summaries are the JSON's own (what its tables print); a file without
-// them is summarised from its runs, pairing the two agents by round.
+// them is summarised from its runs, pairing the two agents by harness and
+// round.
 func (res *sbsResults) summaries() []sbsSummary {
 	if len(res.Summary) > 0 {
 		return res.Summary
 	}
-	workloads := res.Options.Workloads
+	type key struct{ harness, workload string }
+	var keys []key
+	for _, w := range res.Options.Workloads {
+		keys = append(keys, key{"", w})
+	}
 	for _, r := range res.Runs {
-		if !slices.Contains(workloads, r.Workload) {
-			workloads = append(workloads, r.Workload)
+		if k := (key{r.Harness, r.Workload}); !slices.Contains(keys, k) {
+			keys = append(keys, k)
 		}
 	}
 	var sums []sbsSummary
-	for _, w := range workloads {
+	for _, k := range keys {
 		fl, peer := map[int]float64{}, map[int]float64{}
 		for _, r := range res.Runs {
 			switch {
-			case r.Workload != w || r.TCNsPerPacket <= 0:
+			case r.Harness != k.harness || r.Workload != k.workload || r.TCNsPerPacket <= 0:
 			case r.Agent == "flowlens":
 				fl[r.Round] = r.TCNsPerPacket
 			case r.Agent == "netobserv":
@@ -91,16 +98,17 @@ func (res *sbsResults) summaries() []sbsSummary {
 			}
 		}
 		if len(a) > 0 {
-			sums = append(sums, sbsSummary{Workload: w, FlowlensNs: spreadOf(a), PeerNs: spreadOf(b), Ratio: spreadOf(ratio)})
+			sums = append(sums, sbsSummary{Harness: k.harness, Workload: k.workload, FlowlensNs: spreadOf(a), PeerNs: spreadOf(b), Ratio: spreadOf(ratio)})
 		}
 	}
 	return sums
 }
 
 // plotSideBySide draws each workload's TC BPF ns per bridged packet for
-// flowlens and NetObserv: median bars, min..max whiskers over rounds, the
-// flowlens/NetObserv ratio above each pair and a dashed mark where flowlens
-// would be at half NetObserv's cost.
+// flowlens and NetObserv, per harness (fixed rates, saturating): median
+// bars, min..max whiskers over rounds, the flowlens/NetObserv ratio above
+// each pair and dashed marks where flowlens would be at 0.6× (issue #33's
+// step) and 0.5× (the goal) of NetObserv's cost.
 func plotSideBySide(src, outDir string) error {
 	b, err := os.ReadFile(src)
 	if err != nil {
@@ -140,6 +148,15 @@ func plotSideBySide(src, outDir string) error {
 		Width:  vg.Points(1.5),
 		Dashes: []vg.Length{vg.Points(4), vg.Points(3)},
 	}}
+	step := &barMarks{Style: draw.LineStyle{
+		Color:  color.RGBA{R: 230, G: 140, A: 255},
+		Width:  vg.Points(1.5),
+		Dashes: []vg.Length{vg.Points(2), vg.Points(2)},
+	}}
+	harnesses := map[string]bool{}
+	for _, s := range sums {
+		harnesses[s.Harness] = true
+	}
 	var ratioAt plotter.XYs
 	var ratios []string
 	hi := 0.0
@@ -151,10 +168,15 @@ func plotSideBySide(src, outDir string) error {
 		if title == "" {
 			title = s.Workload
 		}
-		names = append(names, wrapTitle(title, 28))
+		title = wrapTitle(title, 24)
+		if len(harnesses) > 1 || s.Harness != "" {
+			title = "[" + s.Harness + "]\n" + title
+		}
+		names = append(names, title)
 		whiskers.whisker(x, -w/2, s.FlowlensNs, vg.Points(8))
 		whiskers.whisker(x, w/2, s.PeerNs, vg.Points(8))
 		half.Marks = append(half.Marks, barMark{X: x, DX0: -w - vg.Points(4), DX1: vg.Points(4), Y0: s.PeerNs.Med / 2, Y1: s.PeerNs.Med / 2})
+		step.Marks = append(step.Marks, barMark{X: x, DX0: -w - vg.Points(4), DX1: vg.Points(4), Y0: s.PeerNs.Med * 0.6, Y1: s.PeerNs.Med * 0.6})
 		top := math.Max(s.FlowlensNs.Max, s.PeerNs.Max)
 		hi = math.Max(hi, top)
 		ratioAt = append(ratioAt, plotter.XY{X: x, Y: top})
@@ -193,9 +215,10 @@ func plotSideBySide(src, outDir string) error {
 	}
 	labels.Offset = vg.Point{Y: vg.Points(4)}
 
-	p.Add(plotter.NewGrid(), barF, barN, half, whiskers, labels)
+	p.Add(plotter.NewGrid(), barF, barN, step, half, whiskers, labels)
 	p.Legend.Add(agentLabel("flowlens", res.Agents["flowlens"]), barF)
 	p.Legend.Add(agentLabel("NetObserv", res.Agents["netobserv"]), barN)
+	p.Legend.Add("flowlens at 0.6× NetObserv (issue #33's step)", step)
 	p.Legend.Add("flowlens at 0.5× NetObserv", half)
 	p.Legend.Add("above each pair: flowlens / NetObserv (median of the rounds' ratios)")
 	p.Legend.Top = true
@@ -204,7 +227,14 @@ func plotSideBySide(src, outDir string) error {
 	p.Y.Min = 0
 	p.Y.Max = hi * 1.7 // room for the ratios and the legend
 	p.Y.Tick.Marker = plot.TickerFunc(linearTicks)
-	return save(p, filepath.Join(outDir, "bench-live-sidebyside.png"))
+	// Wider with more pairs: eight (two harnesses) need twice four's room.
+	width := max(8*vg.Inch, vg.Length(len(sums))*1.6*vg.Inch)
+	path := filepath.Join(outDir, "bench-live-sidebyside.png")
+	if err := p.Save(width, 5.5*vg.Inch, path); err != nil {
+		return err
+	}
+	fmt.Println("wrote", path)
+	return nil
 }
 
 // agentLabel is a legend entry: the name and the version the JSON
