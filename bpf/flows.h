@@ -89,13 +89,13 @@ struct wpkt {
 	__u64 tun;     /* the tunnel it was read out of (bpf/tunnel.h, TUN_WORD); 0: none */
 };
 
-/* hook_order is order_of for this packet: an encapsulated packet's egress
+/* hook_order is flowlens_order_of for this packet: an encapsulated packet's egress
  * is never certainly first (bpf/tunnel.h). */
 static __always_inline int hook_order(struct __sk_buff *skb, const struct wpkt *w)
 {
 	if (w->tun && w->me.dir == DIR_EGRESS)
 		return ORDER_UNKNOWN;
-	return order_of(skb, w->me.dir);
+	return flowlens_order_of(skb, w->me.dir);
 }
 
 /* measure fills the packet's wire bytes and packets and the time. */

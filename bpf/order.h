@@ -26,8 +26,12 @@
  * reaches a pod's veth ingress without crossing the peer's egress.
  *
  * Only the flow's slow path asks (a hook's first packet of the flow in a
- * generation), never the per-packet fast path; a function of its own (not
- * inlined): its call sites share one copy.
+ * generation), never the per-packet fast path; a global function, verified
+ * once on its own rather than in each of the ~40 verifier states of its
+ * callers that reach it: its walk from the trusted sk_buff to the device
+ * costs the 6.18 verifier linear scans of the kernel's BTF (a
+ * `<struct>__safe_trusted` name lookup) at each state (docs/benchmarks.md
+ * §28).
  */
 #ifndef FLOWLENS_ORDER_H
 #define FLOWLENS_ORDER_H
@@ -71,7 +75,7 @@ static __always_inline __u64 kind_of(const struct net_device *dev)
 }
 
 /* order_of classifies this hook for this packet (enum hook_order). */
-static __noinline int order_of(struct __sk_buff *skb, __u32 dir)
+__noinline int flowlens_order_of(struct __sk_buff *skb, __u32 dir)
 {
 	if (dir == DIR_EGRESS && skb->ingress_ifindex)
 		return ORDER_UNKNOWN;
