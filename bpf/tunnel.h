@@ -274,18 +274,7 @@ __noinline __u64 flowlens_tunnel_inner(struct __sk_buff *skb, struct pkt *p, int
 	if (off > TUNNEL_MAX_OFF)
 		return 0;
 	struct pkt q;
-	q.tcp_flags = 0;
-	q.frag = FRAG_NONE;
-	q.payload = 0;
-	q.eth_type = bpf_ntohs(inner);
-	int r;
-	if (inner == bpf_htons(ETH_P_IP))
-		r = parse_ipv4(data, data + off, data_end, &q);
-	else if (inner == bpf_htons(ETH_P_IPV6))
-		r = parse_ipv6(data, data + off, data_end, &q);
-	else
-		return 0;
-	if (r != PARSE_OK)
+	if (flowlens_parse_ip(skb, &q, off, inner) != PARSE_OK) /* also: not IP */
 		return 0;
 	__u64 tun = TUN_WORD(nh, vni, type, v6);
 	if (overlay_outer_on)
