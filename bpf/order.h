@@ -28,10 +28,7 @@
  * Only the flow's slow path asks (a hook's first packet of the flow in a
  * generation), never the per-packet fast path; a global function, verified
  * once on its own rather than in each of the ~40 verifier states of its
- * callers that reach it: its walk from the trusted sk_buff to the device
- * costs the 6.18 verifier linear scans of the kernel's BTF (a
- * `<struct>__safe_trusted` name lookup) at each state (docs/benchmarks.md
- * §28).
+ * callers that reach it (docs/benchmarks.md §28).
  */
 #ifndef FLOWLENS_ORDER_H
 #define FLOWLENS_ORDER_H
@@ -79,7 +76,7 @@ __noinline int flowlens_order_of(struct __sk_buff *skb, __u32 dir)
 {
 	if (dir == DIR_EGRESS && skb->ingress_ifindex)
 		return ORDER_UNKNOWN;
-	struct sk_buff *k = bpf_cast_to_kern_ctx(skb);
+	struct sk_buff *k = UNTRUSTED(bpf_cast_to_kern_ctx(skb), struct sk_buff); /* bpf/core.h */
 	struct net_device *dev = k->dev;
 	if (!dev)
 		return ORDER_UNKNOWN;
