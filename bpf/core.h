@@ -145,7 +145,7 @@ extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
  * pointer field loaded from a trusted pointer costs the 6.18 verifier
  * linear scans of the kernel's BTF (btf_nested_type_is_trusted: a
  * <struct>__safe_trusted name lookup, in each verifier state that loads
- * it), from an untrusted one none (docs/benchmarks.md §28); but the load
+ * it), from an untrusted one none (docs/benchmarks.md §27); but the load
  * becomes a fault-safe one (PROBE_MEM: the JIT adds an address check), so
  * it is used for those pointer fields only, off the TC fast path. 6.2+,
  * like bpf_cast_to_kern_ctx.

@@ -28,7 +28,7 @@
  * Only the flow's slow path asks (a hook's first packet of the flow in a
  * generation), never the per-packet fast path; a global function, verified
  * once on its own rather than in each of the ~40 verifier states of its
- * callers that reach it (docs/benchmarks.md §28).
+ * callers that reach it (docs/benchmarks.md §27).
  */
 #ifndef FLOWLENS_ORDER_H
 #define FLOWLENS_ORDER_H

@@ -331,7 +331,7 @@ static __always_inline int parse(struct __sk_buff *skb, struct pkt *p)
 	 * difference, masked: 14, 18 or 22 keep their bits), from skb->data
 	 * loaded again (barrier: not the register whose checked range differs
 	 * by tag count): the IP headers are verified once, not once per number
-	 * of tags, and so is everything after them (docs/benchmarks.md §28). */
+	 * of tags, and so is everything after them (docs/benchmarks.md §27). */
 	__u64 off = (nh - data) & 0x1e;
 	barrier();
 	data = (void *)(long)skb->data;
@@ -378,7 +378,7 @@ static __always_inline int parse_l3(struct __sk_buff *skb, struct pkt *p)
  * again, for an Ethernet device's packet after bpf_skb_pull_data. The IP
  * header at a variable offset is verified once, not once per number of
  * VLAN tags.
- * Measured: docs/benchmarks.md §28.
+ * Measured: docs/benchmarks.md §27.
  */
 #define PARSE_MAX_OFF 384 /* headers further in are not read */
 

@@ -69,7 +69,7 @@ static __always_inline void gso_wire(__u32 len, __u32 gso_size, __u32 gso_segs, 
  * flowlens_gso_wire is the wire bytes (low 32 bits) and packets (high 32)
  * of a GSO skb. A global function, verified once on its own rather than in
  * each verifier state that measures a packet (~20 per TC program; measured:
- * docs/benchmarks.md §28); only GSO buffers (each many packets) pay the call.
+ * docs/benchmarks.md §27); only GSO buffers (each many packets) pay the call.
  */
 __noinline __u64 flowlens_gso_wire(struct __sk_buff *skb, __u32 proto)
 {
