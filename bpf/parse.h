@@ -370,14 +370,13 @@ static __always_inline int parse_l3(struct __sk_buff *skb, struct pkt *p)
  * The parses after the first, global functions verified once on their own
  * (p comes back as unknown bytes): inlined, a parse is verified once per
  * state that reaches it, and each way through it multiplies the states of
- * the code after it. Only rare paths take them, never a packet's first
- * parse. flowlens_parse_ip reads the IP packet of ether type proto (network
- * order) at offset off of the linear data, as parse_l3 does at offset 0:
- * the inner packet of a tunnel (bpf/tunnel.h), and an L3 device's packet
- * again after bpf_skb_pull_data (bpf/flows.h); flowlens_reparse is parse
- * again, for an Ethernet device's packet after bpf_skb_pull_data. The IP
- * header at a variable offset is verified once, not once per number of
- * VLAN tags.
+ * the code after it. Only a rare path takes them, the parse again after
+ * bpf_skb_pull_data (bpf/flows.h), never a packet's first parse.
+ * flowlens_parse_ip reads the IP packet of ether type proto (network
+ * order) at offset off of the linear data, as parse_l3 does at offset 0
+ * (an L3 device's packet); flowlens_reparse is parse again, for an
+ * Ethernet device's packet. The IP header at a variable offset is verified
+ * once, not once per number of VLAN tags.
  * Measured: docs/benchmarks.md §27.
  */
 #define PARSE_MAX_OFF 384 /* headers further in are not read */
