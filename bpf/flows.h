@@ -89,8 +89,8 @@ struct wpkt {
 	__u64 tun;     /* the tunnel it was read out of (bpf/tunnel.h, TUN_WORD); 0: none */
 };
 
-/* hook_order is flowlens_order_of for this packet: an encapsulated packet's egress
- * is never certainly first (bpf/tunnel.h). */
+/* hook_order is flowlens_order_of for this packet: an encapsulated
+ * packet's egress is never certainly first (bpf/tunnel.h). */
 static __always_inline int hook_order(struct __sk_buff *skb, const struct wpkt *w)
 {
 	if (w->tun && w->me.dir == DIR_EGRESS)
