@@ -11,6 +11,7 @@
 
 #include <linux/types.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
 
 #pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
 
@@ -135,5 +136,20 @@ struct nf_conn {
 
 /* The TC context's sk_buff (a kfunc the verifier inlines: no call). */
 extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
+/* The same pointer, untrusted (a kfunc the verifier inlines: a move). */
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
+
+/*
+ * UNTRUSTED is p as an untrusted pointer to the kernel's type T, for
+ * reading only (never for a helper or kfunc that wants p trusted). A
+ * pointer field loaded from a trusted pointer costs the 6.18 verifier
+ * linear scans of the kernel's BTF (btf_nested_type_is_trusted: a
+ * <struct>__safe_trusted name lookup, in each verifier state that loads
+ * it), from an untrusted one none (docs/benchmarks.md §27); but the load
+ * becomes a fault-safe one (PROBE_MEM: the JIT adds an address check), so
+ * it is used for those pointer fields only, off the TC fast path. 6.2+,
+ * like bpf_cast_to_kern_ctx.
+ */
+#define UNTRUSTED(p, T) ((T *)bpf_rdonly_cast((p), bpf_core_type_id_kernel(T)))
 
 #endif

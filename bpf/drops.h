@@ -143,7 +143,9 @@ static __always_inline int record_drop(struct sk_buff *skb, int mode, __u32 reas
 		return 0;
 	/* The zone the TC programs give the packet (bpf/zone.h): its
 	 * device's, after frag_resolve (which writes the key's tail). */
-	struct net_device *dev = RD(mode, skb, dev);
+	/* Its pointer fields through an untrusted copy (bpf/core.h). */
+	struct sk_buff *u = mode == BTF_PTR ? UNTRUSTED(skb, struct sk_buff) : skb;
+	struct net_device *dev = RD(mode, u, dev);
 	if (dev) {
 		struct net *net = RD(mode, dev, nd_net.net);
 		if (net)
@@ -159,7 +161,7 @@ static __always_inline int record_drop(struct sk_buff *skb, int mode, __u32 reas
 	__sync_fetch_and_add(&v->drop_bytes, len);
 	v->drop_cause = reason;
 	if (key.proto == IPPROTO_TCP) {
-		struct sock *sk = RD(mode, skb, sk);
+		struct sock *sk = RD(mode, u, sk);
 		v->drop_tcp_flags = flags;
 		v->drop_tcp_state = sk ? RD(mode, sk, __sk_common.skc_state) : 0;
 		if ((flags & 0x12) == 0x02) /* a SYN: feature "tcp" keeps its drop with the connect */

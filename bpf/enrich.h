@@ -179,10 +179,11 @@ static __always_inline int sock_key(const struct sock *sk, struct flow_key *k, i
 	 * sends and after a route change) or the device its packets arrive on
 	 * (5.18+; a connecting socket's was seen unset); else its namespace's
 	 * domain. */
-	struct dst_entry *dst = sk->sk_dst_cache;
+	const struct sock *u = UNTRUSTED(sk, struct sock); /* its pointer fields (bpf/core.h) */
+	struct dst_entry *dst = u->sk_dst_cache;
 	int lo = (dst && dst->dev && dst->dev->ifindex == LOOPBACK_IFINDEX) ||
 		 (bpf_core_field_exists(sk->sk_rx_dst_ifindex) && sk->sk_rx_dst_ifindex == LOOPBACK_IFINDEX);
-	k->zone = zone_of(lo ? LOOPBACK_IFINDEX : 0, c->skc_net.net->net_cookie);
+	k->zone = zone_of(lo ? LOOPBACK_IFINDEX : 0, u->__sk_common.skc_net.net->net_cookie);
 	return 0;
 }
 

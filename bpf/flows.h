@@ -89,13 +89,13 @@ struct wpkt {
 	__u64 tun;     /* the tunnel it was read out of (bpf/tunnel.h, TUN_WORD); 0: none */
 };
 
-/* hook_order is order_of for this packet: an encapsulated packet's egress
- * is never certainly first (bpf/tunnel.h). */
+/* hook_order is flowlens_order_of for this packet: an encapsulated
+ * packet's egress is never certainly first (bpf/tunnel.h). */
 static __always_inline int hook_order(struct __sk_buff *skb, const struct wpkt *w)
 {
 	if (w->tun && w->me.dir == DIR_EGRESS)
 		return ORDER_UNKNOWN;
-	return order_of(skb, w->me.dir);
+	return flowlens_order_of(skb, w->me.dir);
 }
 
 /* measure fills the packet's wire bytes and packets and the time. */
@@ -545,8 +545,8 @@ static __always_inline int handle(struct __sk_buff *skb, __u32 dir, int l3)
 	if (r == PARSE_TRUNCATED && skb->len > skb->data_end - skb->data) {
 		/* Headers beyond the linear area (rare): pull them in and retry. */
 		__u32 want = skb->len < 256 ? skb->len : 256;
-		if (bpf_skb_pull_data(skb, want) == 0)
-			r = l3 ? parse_l3(skb, &p) : parse(skb, &p);
+		if (bpf_skb_pull_data(skb, want) == 0) /* parsed again out of line (bpf/parse.h) */
+			r = l3 ? flowlens_parse_ip(skb, &p, 0, skb->protocol) : flowlens_reparse(skb, &p);
 	}
 	if (r == PARSE_NON_IP) {
 		count(CNT_NON_IP);

@@ -26,8 +26,9 @@
  * reaches a pod's veth ingress without crossing the peer's egress.
  *
  * Only the flow's slow path asks (a hook's first packet of the flow in a
- * generation), never the per-packet fast path; a function of its own (not
- * inlined): its call sites share one copy.
+ * generation), never the per-packet fast path; a global function, verified
+ * once on its own rather than in each of the ~40 verifier states of its
+ * callers that reach it (docs/benchmarks.md §27).
  */
 #ifndef FLOWLENS_ORDER_H
 #define FLOWLENS_ORDER_H
@@ -71,11 +72,11 @@ static __always_inline __u64 kind_of(const struct net_device *dev)
 }
 
 /* order_of classifies this hook for this packet (enum hook_order). */
-static __noinline int order_of(struct __sk_buff *skb, __u32 dir)
+__noinline int flowlens_order_of(struct __sk_buff *skb, __u32 dir)
 {
 	if (dir == DIR_EGRESS && skb->ingress_ifindex)
 		return ORDER_UNKNOWN;
-	struct sk_buff *k = bpf_cast_to_kern_ctx(skb);
+	struct sk_buff *k = UNTRUSTED(bpf_cast_to_kern_ctx(skb), struct sk_buff); /* bpf/core.h */
 	struct net_device *dev = k->dev;
 	if (!dev)
 		return ORDER_UNKNOWN;

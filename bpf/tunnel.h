@@ -273,6 +273,13 @@ __noinline __u64 flowlens_tunnel_inner(struct __sk_buff *skb, struct pkt *p, int
 	}
 	if (off > TUNNEL_MAX_OFF)
 		return 0;
+	/* One offset the verifier does not know, from skb->data loaded again
+	 * (as parse does): the inner headers are verified once, not once per
+	 * way through the outer ones. */
+	__u64 o = ((data + off) - data) & 0x1ff;
+	barrier();
+	data = (void *)(long)skb->data;
+	data_end = (void *)(long)skb->data_end;
 	struct pkt q;
 	q.tcp_flags = 0;
 	q.frag = FRAG_NONE;
@@ -280,9 +287,9 @@ __noinline __u64 flowlens_tunnel_inner(struct __sk_buff *skb, struct pkt *p, int
 	q.eth_type = bpf_ntohs(inner);
 	int r;
 	if (inner == bpf_htons(ETH_P_IP))
-		r = parse_ipv4(data, data + off, data_end, &q);
+		r = parse_ipv4(data, data + o, data_end, &q);
 	else if (inner == bpf_htons(ETH_P_IPV6))
-		r = parse_ipv6(data, data + off, data_end, &q);
+		r = parse_ipv6(data, data + o, data_end, &q);
 	else
 		return 0;
 	if (r != PARSE_OK)

@@ -65,19 +65,33 @@ static __always_inline void gso_wire(__u32 len, __u32 gso_size, __u32 gso_segs, 
 	*packets = segs;
 }
 
+/*
+ * flowlens_gso_wire is the wire bytes (low 32 bits) and packets (high 32)
+ * of a GSO skb. A global function, verified once on its own rather than in
+ * each verifier state that measures a packet (~20 per TC program; measured:
+ * docs/benchmarks.md §27); only GSO buffers (each many packets) pay the call.
+ */
+__noinline __u64 flowlens_gso_wire(struct __sk_buff *skb, __u32 proto)
+{
+	__u32 bytes, packets;
+	gso_wire(skb->len, skb->gso_size, skb->gso_segs, gso_hdr_len(skb, proto), skb->vlan_present ? 4 : 0,
+		 &bytes, &packets);
+	return ((__u64)packets << 32) | bytes;
+}
+
 /* wire sets the wire bytes and packets the skb stands for. */
 static __always_inline void wire(struct __sk_buff *skb, __u8 proto, __u32 *bytes, __u32 *packets)
 {
-	__u32 len = skb->len;
-	__u32 tag = skb->vlan_present ? 4 : 0;
 	__u32 gso = skb->gso_size;
 	if (!gso) { /* the common case: one packet */
-		*bytes = len + tag;
+		*bytes = skb->len + (skb->vlan_present ? 4 : 0);
 		*packets = 1;
 		return;
 	}
 	/* Bulk TCP (and UDP GSO). */
-	gso_wire(len, gso, skb->gso_segs, gso_hdr_len(skb, proto), tag, bytes, packets);
+	__u64 bp = flowlens_gso_wire(skb, proto);
+	*bytes = (__u32)bp;
+	*packets = bp >> 32;
 }
 
 #endif
