@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 )
 
 // Clock converts the datapath's timestamps, jiffies (bpf/clock.h), to
@@ -19,13 +20,18 @@ import (
 // length. When loaded, Clock runs the flowlens_clock program (jiffies and
 // the precise monotonic clock, read together) back to back and keeps the
 // readings where jiffies moved since a reading at most 50 µs earlier: each
-// brackets a tick's beginning that closely. Readings 60 ms apart give HZ
-// (the nearest CONFIG_HZ value), and the earliest bracket of all gives base
-// (the tick interrupt's latency only makes a bracket late). The coarse
-// clock would not do: it moves in steps of the timekeeper's accumulation
-// interval, whose phase is not the ticks'. It spins for the first three
-// brackets, sleeps through the rest of the 60 ms, and spins for one more:
-// spinning the whole span cost every start 60 ms of CPU.
+// brackets a tick's beginning that closely. The earliest bracket of all
+// gives base (the tick interrupt's latency only makes a bracket late).
+// The tick length is the resolution the kernel reports for its coarse
+// clocks (LOW_RES_NSEC, which is TICK_NSEC): exact, so three brackets do.
+// Where it reports none, readings 60 ms apart measure it (the nearest
+// CONFIG_HZ value within 1 %): a tick interrupt late by 1 ms on a loaded
+// VM puts that 1.7 % off, so the measurement is only the fallback. The
+// coarse clock's readings would not do for base: it moves in steps of the
+// timekeeper's accumulation interval, whose phase is not the ticks'. When
+// measuring, it spins for the first three brackets, sleeps through the
+// rest of the 60 ms, and spins for one more: spinning the whole span cost
+// every start 60 ms of CPU.
 type Clock struct {
 	prog *ebpf.Program
 	tb   Timebase
@@ -40,6 +46,7 @@ const (
 
 func newClock(prog *ebpf.Program) (*Clock, error) {
 	c := &Clock{prog: prog}
+	tick := kernelTick()
 	var edges []ClockSample
 	prev, err := c.sample()
 	if err != nil {
@@ -52,6 +59,9 @@ func newClock(prog *ebpf.Program) (*Clock, error) {
 		}
 		if n.Jiffies != prev.Jiffies && n.MonoNs-prev.MonoNs <= uint64(clockTight) {
 			edges = append(edges, n)
+			if tick != 0 && len(edges) >= clockSpun {
+				break
+			}
 			if n.MonoNs-edges[0].MonoNs >= uint64(clockSpan) && len(edges) >= 3 {
 				break
 			}
@@ -67,11 +77,32 @@ func newClock(prog *ebpf.Program) (*Clock, error) {
 		}
 		prev = n
 	}
+	if tick != 0 {
+		if len(edges) == 0 {
+			return nil, fmt.Errorf("read the datapath clock: no clean tick edge in %v", clockBudget)
+		}
+		c.tb = timebaseTick(edges, tick)
+		return c, nil
+	}
 	if len(edges) < 2 || edges[len(edges)-1].MonoNs-edges[0].MonoNs < uint64(clockSpan)/3 {
 		return nil, fmt.Errorf("read the datapath clock: %d clean tick edges in %v, want 2 at least 20 ms apart", len(edges), clockBudget)
 	}
 	c.tb = timebaseFrom(edges)
 	return c, nil
+}
+
+// kernelTick is TICK_NSEC, the length of a jiffy, as the kernel reports
+// it: the resolution of its coarse clocks (LOW_RES_NSEC). 0 when it
+// reports nothing a tick could be (HZ 10 to 2000).
+func kernelTick() uint64 {
+	var ts unix.Timespec
+	if unix.ClockGetres(unix.CLOCK_MONOTONIC_COARSE, &ts) != nil {
+		return 0
+	}
+	if ns := ts.Nano(); ns >= 1e9/2000 && ns <= 1e9/10 {
+		return uint64(ns)
+	}
+	return 0
 }
 
 // sample runs the program on a dummy frame, where it writes the reading.
@@ -110,10 +141,24 @@ var kernelHZ = []uint64{24, 48, 100, 128, 250, 256, 300, 512, 1000, 1024, 1200}
 func timebaseFrom(edges []ClockSample) Timebase {
 	a, b := edges[0], edges[len(edges)-1]
 	per := float64(b.MonoNs-a.MonoNs) / float64(b.Jiffies-a.Jiffies) // ns per tick, measured
-	tb := Timebase{Tick: uint64(math.Round(per))}
+	tick := uint64(math.Round(per))
 	for _, h := range kernelHZ {
 		if math.Abs(per-1e9/float64(h)) <= 0.01*1e9/float64(h) {
-			tb.HZ, tb.Tick = h, (1_000_000_000+h/2)/h
+			tick = (1_000_000_000 + h/2) / h
+			break
+		}
+	}
+	return timebaseTick(edges, tick)
+}
+
+// timebaseTick is the timebase of a known tick length: base from the
+// earliest-bracketed tick of edges; HZ the CONFIG_HZ value whose
+// TICK_NSEC it is (0 if none).
+func timebaseTick(edges []ClockSample, tick uint64) Timebase {
+	tb := Timebase{Tick: tick}
+	for _, h := range kernelHZ {
+		if (1_000_000_000+h/2)/h == tick {
+			tb.HZ = h
 			break
 		}
 	}

@@ -27,6 +27,12 @@ func TestClockTimebase(t *testing.T) {
 	if !slices.Contains([]uint64{24, 48, 100, 128, 250, 256, 300, 512, 1000, 1024, 1200}, tb.HZ) || tb.Tick != (1e9+tb.HZ/2)/tb.HZ {
 		t.Fatalf("timebase %+v", tb)
 	}
+	// The tick is the kernel's own (its coarse clocks' resolution), not
+	// a measurement that a late tick interrupt on a loaded VM skews.
+	var res unix.Timespec
+	if err := unix.ClockGetres(unix.CLOCK_MONOTONIC_COARSE, &res); err != nil || tb.Tick != uint64(res.Nano()) {
+		t.Fatalf("timebase %+v, the kernel's tick %d ns (%v)", tb, res.Nano(), err)
+	}
 	frame := packet.Cat(packet.Eth(packet.EtherTypeIPv4), packet.IPv4(packet.ProtoUDP, "10.0.0.1", "10.0.0.2", 8), packet.UDP(1, 2, 0))
 	const runs = 20
 	late := 0 // stamps more than a tick before their packet
