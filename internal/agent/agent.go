@@ -530,6 +530,8 @@ func (a *Agent) handle(ev ifaces.Event) {
 		// Every interface there at start has been handled: say what is
 		// watched, and become ready.
 		a.log.Info(a.watched.summary(), "skipped", a.watched.skipped)
+		// The start's programs are loaded: the parsed object need not stay.
+		a.DP.ReleaseSpec()
 		close(a.ready)
 	case ifaces.Excluded:
 		// Not watched, but a packet may still cross it between namespaces.

@@ -3,7 +3,6 @@
 package chaos
 
 import (
-	"encoding/binary"
 	"fmt"
 	"net"
 	"net/http"
@@ -14,12 +13,10 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"golang.org/x/sys/unix"
 
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
@@ -150,131 +147,16 @@ func vmHWM(t *testing.T, pid int) int64 {
 	return 0
 }
 
-// flooder sends UDP/IPv4 frames with a new 5-tuple each from an AF_PACKET
-// socket, batch frames per sendmmsg, past the qdisc (PACKET_QDISC_BYPASS):
-// the cheapest way to make new flows from user space.
-type flooder struct {
-	fd     int
-	frames [][]byte
-	hdrs   []unix.Mmsghdr
-	iovs   []unix.Iovec
-	next   uint64 // the next flow's number
-}
-
-// Frame layout: Ethernet (14), IPv4 (20), UDP (8), padding to the 60-byte
-// minimum; only the UDP ports vary, so the IPv4 checksum is fixed.
-const (
-	frameLen    = 60
-	offSrcPort  = 14 + 20
-	offDstPort  = offSrcPort + 2
-	floodBatch  = 512
-	floodIPHdr  = 20
-	floodUDPLen = frameLen - 14 - floodIPHdr
-)
-
-// newFlooder opens the socket in ns on ifname, sending frames from src to
-// dst (IPv4) with dstMAC as the destination: a MAC that is not the peer's
-// makes the peer's stack drop the frames at once (PACKET_OTHERHOST), after
-// its TC hooks saw them, and answer nothing.
-func newFlooder(t *testing.T, ns *netlab.Netns, ifname string, srcMAC, dstMAC net.HardwareAddr, src, dst net.IP) *flooder {
+// newFlooder is netlab.NewFlooder past the qdisc (bypass: the peer's
+// ingress hook is what the flood measures), closed when the test ends.
+func newFlooder(t *testing.T, ns *netlab.Netns, ifname string, srcMAC, dstMAC net.HardwareAddr, src, dst net.IP) *netlab.Flooder {
 	t.Helper()
-	f := &flooder{}
-	err := ns.Do(func() error {
-		ifi, err := net.InterfaceByName(ifname)
-		if err != nil {
-			return err
-		}
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0) // protocol 0: receives nothing
-		if err != nil {
-			return err
-		}
-		f.fd = fd
-		if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS, 1); err != nil {
-			return err
-		}
-		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IP), Ifindex: ifi.Index})
-	})
+	f, err := netlab.NewFlooder(ns, ifname, srcMAC, dstMAC, src, dst, true)
 	if err != nil {
 		t.Fatalf("flood socket: %v", err)
 	}
-	t.Cleanup(func() { unix.Close(f.fd) })
-	tmpl := make([]byte, frameLen)
-	copy(tmpl[0:6], dstMAC)
-	copy(tmpl[6:12], srcMAC)
-	binary.BigEndian.PutUint16(tmpl[12:], unix.ETH_P_IP)
-	ip := tmpl[14:]
-	ip[0], ip[8], ip[9] = 0x45, 64, unix.IPPROTO_UDP
-	binary.BigEndian.PutUint16(ip[2:], floodIPHdr+floodUDPLen)
-	binary.BigEndian.PutUint16(ip[6:], 0x4000) // DF
-	copy(ip[12:16], src.To4())
-	copy(ip[16:20], dst.To4())
-	binary.BigEndian.PutUint16(ip[10:], ipChecksum(ip[:floodIPHdr]))
-	binary.BigEndian.PutUint16(tmpl[offDstPort+2:], floodUDPLen) // UDP length; checksum 0: none
-	f.frames = make([][]byte, floodBatch)
-	f.iovs = make([]unix.Iovec, floodBatch)
-	f.hdrs = make([]unix.Mmsghdr, floodBatch)
-	for i := range f.frames {
-		f.frames[i] = append([]byte(nil), tmpl...)
-		f.iovs[i].Base = &f.frames[i][0]
-		f.iovs[i].SetLen(frameLen)
-		f.hdrs[i].Hdr.Iov = &f.iovs[i]
-		f.hdrs[i].Hdr.SetIovlen(1)
-	}
+	t.Cleanup(func() { f.Close() })
 	return f
-}
-
-// send sends n frames (at most floodBatch) of consecutive new flows, and
-// returns how many the kernel took.
-func (f *flooder) send(n int) (int, error) {
-	for i := range n {
-		k := f.next + uint64(i)
-		binary.BigEndian.PutUint16(f.frames[i][offSrcPort:], uint16(k))
-		binary.BigEndian.PutUint16(f.frames[i][offDstPort:], uint16(1+k>>16)) // 65535 x 65536 flows
-	}
-	r, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(f.fd), uintptr(unsafe.Pointer(&f.hdrs[0])), uintptr(n), 0, 0, 0)
-	if errno != 0 {
-		if errno == unix.ENOBUFS || errno == unix.EAGAIN {
-			return 0, nil
-		}
-		return 0, errno
-	}
-	f.next += uint64(r)
-	return int(r), nil
-}
-
-// flood sends new flows as fast as it can (rate <= 0) or at about rate
-// frames a second, for d; it returns the frames the kernel took.
-func (f *flooder) flood(d time.Duration, rate float64) (uint64, error) {
-	start := time.Now()
-	var sent uint64
-	for {
-		el := time.Since(start)
-		if el >= d {
-			return sent, nil
-		}
-		if rate > 0 && float64(sent) > rate*el.Seconds() {
-			time.Sleep(200 * time.Microsecond)
-			continue
-		}
-		n, err := f.send(floodBatch)
-		if err != nil {
-			return sent, err
-		}
-		sent += uint64(n)
-	}
-}
-
-func htons(v uint16) uint16 { return v<<8 | v>>8 }
-
-func ipChecksum(h []byte) uint16 {
-	var s uint32
-	for i := 0; i < len(h); i += 2 {
-		s += uint32(binary.BigEndian.Uint16(h[i:]))
-	}
-	for s > 0xffff {
-		s = s>>16 + s&0xffff
-	}
-	return ^uint16(s)
 }
 
 // scrape reads a Prometheus text endpoint.

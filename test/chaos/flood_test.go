@@ -162,11 +162,11 @@ func TestNewFlowFlood(t *testing.T) {
 	start := time.Now()
 	for i := range senders {
 		f := newFlooder(t, p.A, p.IfA, srcMAC, otherHost, net.ParseIP(p.IPA), net.ParseIP(p.IPB))
-		f.next = uint64(i) << 31 // distinct ports: up to 2^31 flows each
+		f.Next = uint64(i) << 31 // distinct ports: up to 2^31 flows each
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			n, err := f.flood(floodFor, 0)
+			n, err := f.Flood(floodFor, 0)
 			total.Add(n)
 			errs <- err
 		}()
@@ -206,10 +206,10 @@ func TestNewFlowFlood(t *testing.T) {
 	// Still exporting: a new flow after the flood reaches stdout.
 	pf := newFlooder(t, p.A, p.IfA, srcMAC, otherHost, net.ParseIP("10.99.0.3"), net.ParseIP(p.IPB))
 	for range 10 {
-		if n, err := pf.send(1); err != nil || n != 1 {
+		if n, err := pf.Send(1); err != nil || n != 1 {
 			t.Fatalf("probe: %d %v", n, err)
 		}
-		pf.next-- // the same flow each time
+		pf.Next-- // the same flow each time
 	}
 	waitFor(t, 30*time.Second, "the probe flow's 10 packets on stdout", func() (bool, string) { return probe.Load() == 10, fmt.Sprint(probe.Load()) })
 

@@ -16,9 +16,9 @@
 // Workloads (client → server): idle (none), keepalive (-ka-conns HTTP
 // keep-alive connections at -ka-rate requests/s in all), newconn (a TCP
 // connection per request at -nc-rate/s), tcp (one stream paced at
-// -tcp-mbps), udp (-udp-pps datagrams/s cycling through -udp-flows
-// destination ports: a flow each). Medians over the rounds, with min..max;
-// JSON of every run in -out.
+// -tcp-mbps), udp (-udp-pps raw UDP frames/s from -udp-senders AF_PACKET
+// sockets, cycling through -udp-flows flows, or with 0 each frame a new
+// flow). Medians over the rounds, with min..max; JSON of every run in -out.
 //
 //	go build -o bin/mem ./hack/bench/mem
 //	bin/mem -agent bin/flowlens-agent,bin/flowlens-agent+GOGC=50 -rounds 5
@@ -44,6 +44,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -61,6 +62,7 @@ type options struct {
 	kaConns, kaRate     int
 	ncRate, tcpMbps     int
 	udpPPS, udpFlows    int
+	udpSenders          int
 	out                 string
 	period              string
 	features, cacheSize string
@@ -81,7 +83,8 @@ func main() {
 	flag.IntVar(&o.ncRate, "nc-rate", 1000, "newconn: connections/s")
 	flag.IntVar(&o.tcpMbps, "tcp-mbps", 800, "tcp: stream pace, Mbit/s")
 	flag.IntVar(&o.udpPPS, "udp-pps", 300000, "udp: datagrams/s")
-	flag.IntVar(&o.udpFlows, "udp-flows", 50000, "udp: flows cycled through")
+	flag.IntVar(&o.udpFlows, "udp-flows", 50000, "udp: flows cycled through (0: every frame a new flow)")
+	flag.IntVar(&o.udpSenders, "udp-senders", 2, "udp: sending sockets (goroutines), the rate shared")
 	flag.StringVar(&o.period, "cache-active-timeout", "5s", "agent --cache-active-timeout")
 	flag.StringVar(&o.features, "features", "none", "agent --features")
 	flag.StringVar(&o.cacheSize, "cache-max-flows", "100000", "agent --cache-max-flows")
@@ -233,28 +236,59 @@ func (l *lab) traffic(ctx context.Context, o options, w string) (string, error) 
 		})
 		return fmt.Sprintf("%d MB sent", sent>>20), nil
 	case "udp":
-		var c *net.UDPConn
-		if err := l.cli.Do(func() (err error) {
-			c, err = net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP(cliIP)})
-			return err
-		}); err != nil {
+		// Raw frames from AF_PACKET sockets (netlab.Flooder), through the
+		// client device's qdisc and so its TC egress hook (where the agent
+		// counts them), to a destination MAC the server drops at once:
+		// one Go UDP socket reached ~120,000 datagrams/s here, these
+		// senders the -udp-pps asked for.
+		var cli *net.Interface
+		if err := l.cli.Do(func() (err error) { cli, err = net.InterfaceByName("flmc0"); return err }); err != nil {
 			return "", err
 		}
-		defer c.Close()
-		// A static neighbour would do too; the server drops the datagrams
-		// (no socket) and rate-limits its port unreachables.
-		payload, dst := make([]byte, 64), &net.UDPAddr{IP: net.ParseIP(srvIP)}
-		sent, port := 0, 0
-		paced(ctx, o.udpPPS, func() {
-			dst.Port = 10000 + port
-			port = (port + 1) % o.udpFlows
-			if _, err := c.WriteToUDP(payload, dst); err == nil {
-				sent++
+		otherHost := net.HardwareAddr{0x02, 0x00, 0x00, 0x00, 0x77, 0x77}
+		var sent atomic.Uint64
+		var wg sync.WaitGroup
+		errs := make(chan error, o.udpSenders)
+		for i := range o.udpSenders {
+			// Each sender its own source address: disjoint flows.
+			src := net.IPv4(10, 77, 0, byte(10+i))
+			f, err := netlab.NewFlooder(l.cli, "flmc0", cli.HardwareAddr, otherHost, src, net.ParseIP(srvIP), false)
+			if err != nil {
+				return "", err
 			}
-		})
-		return fmt.Sprintf("%d datagrams (%.0f/s)", sent, float64(sent)/o.duration.Seconds()), nil
+			if o.udpFlows > 0 {
+				f.Cycle = uint64(max(1, o.udpFlows/o.udpSenders))
+			}
+			wg.Go(func() {
+				defer f.Close()
+				d := time.Until(deadline(ctx))
+				n, err := f.Flood(d, float64(o.udpPPS)/float64(o.udpSenders))
+				sent.Add(n)
+				if err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		if err := <-errs; err != nil {
+			return "", err
+		}
+		flows := "every frame a new flow"
+		if o.udpFlows > 0 {
+			flows = fmt.Sprintf("%d flows cycled", o.udpFlows)
+		}
+		return fmt.Sprintf("%d frames (%.0f/s, %d senders, %s)", sent.Load(), float64(sent.Load())/o.duration.Seconds(), o.udpSenders, flows), nil
 	}
 	return "", fmt.Errorf("unknown workload %q", w)
+}
+
+// deadline is ctx's deadline (now if it has none).
+func deadline(ctx context.Context) time.Time {
+	if d, ok := ctx.Deadline(); ok {
+		return d
+	}
+	return time.Now()
 }
 
 // reading is the agent's memory at one moment, in MiB.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -81,9 +82,12 @@ var (
 // own set, with its cookie as a load-time constant, released with the
 // namespace's last interface.
 type Datapath struct {
-	cfg  Config
-	log  *slog.Logger
-	spec *ebpf.CollectionSpec      // bpf/datapath.c, map sizes set
+	cfg Config
+	log *slog.Logger
+	// spec is bpf/datapath.c with this datapath's sizes and constants,
+	// but for the L3 pair, kept until ReleaseSpec (ownSpec parses it again
+	// for what it lacks).
+	spec atomic.Pointer[ebpf.CollectionSpec]
 	btf  atomic.Pointer[btf.Cache] // Config.BTF until StartHooks ends
 	Maps Maps
 	// Clock converts the maps' timestamps (jiffies) to CLOCK_MONOTONIC.
@@ -110,57 +114,21 @@ func Load(cfg Config) (*Datapath, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	spec, err := loadDatapath()
+	spec, v4, err := newSpec(cfg)
 	if err != nil {
 		return nil, err
-	}
-	spec.Maps[datapathMapFlowsA].MaxEntries = cfg.MaxFlows
-	spec.Maps[datapathMapFlowsB].MaxEntries = cfg.MaxFlows
-	spec.Maps[datapathMapOverflow].MaxEntries = cfg.RingBytes
-	enrichSize := uint32(1)
-	if cfg.Enrichment {
-		enrichSize = cfg.MaxFlows
-	}
-	spec.Maps[datapathMapEnrichA].MaxEntries = enrichSize
-	spec.Maps[datapathMapEnrichB].MaxEntries = enrichSize
-	if err := spec.Variables[datapathVarSampling].Set(cfg.Sampling); err != nil {
-		return nil, fmt.Errorf("set sampling: %w", err)
-	}
-	v4, err := sizeFlowRules(spec, cfg.FlowRules)
-	if err != nil {
-		return nil, err
-	}
-	for name, n := range cfg.MapSizes {
-		ms, ok := spec.Maps[name]
-		if !ok {
-			return nil, fmt.Errorf("map %s: not in the BPF object", name)
-		}
-		ms.MaxEntries = n
-	}
-	if cfg.EnrichUnwatched {
-		if err := spec.Variables[datapathVarEnrichUnwatched].Set(uint32(1)); err != nil {
-			return nil, fmt.Errorf("set enrich_unwatched: %w", err)
-		}
-	}
-	// A drops rule keeps its packets out of the flow maps (only their
-	// drops are kept): the drop hook cannot check its flows were watched.
-	if cfg.FlowRules != nil && cfg.FlowRules.Drops != 0 {
-		if err := spec.Variables[datapathVarDropsUnwatched].Set(uint32(1)); err != nil {
-			return nil, fmt.Errorf("set drops_unwatched: %w", err)
-		}
-	}
-	for name, v := range cfg.TCConstants {
-		sv, ok := spec.Variables[name]
-		if !ok {
-			return nil, fmt.Errorf("TC constant %s: not in the BPF object", name)
-		}
-		if err := sv.Set(v); err != nil {
-			return nil, fmt.Errorf("set %s: %w", name, err)
-		}
 	}
 
-	d := &Datapath{cfg: cfg, log: cfg.Logger, spec: spec,
+	d := &Datapath{cfg: cfg, log: cfg.Logger,
 		progs: map[uint64]*Programs{}, attached: map[attachKey]*attachment{}}
+	// The L3 pair is loaded with the first device without a link-layer
+	// header, on few nodes: its half of the object's instructions need not
+	// be in the heap while the Ethernet pair verifies (the start's peak).
+	// Its load parses the object again (ownSpec).
+	for _, name := range l3Programs {
+		delete(spec.Programs, name)
+	}
+	d.spec.Store(spec)
 	d.btf.Store(cfg.BTF)
 	d.cfg.BTF = nil
 	if err := d.Maps.create(spec); err != nil {
@@ -217,23 +185,77 @@ func Load(cfg Config) (*Datapath, error) {
 	return d, nil
 }
 
+// newSpec parses the embedded object and sets what cfg decides in it: the
+// maps' sizes and the load-time constants. It reports whether the flow
+// rules' IPv4 table (sizeFlowRules).
+func newSpec(cfg Config) (*ebpf.CollectionSpec, []datapathFilterV4Entry, error) {
+	spec, err := loadDatapath()
+	if err != nil {
+		return nil, nil, err
+	}
+	spec.Maps[datapathMapFlowsA].MaxEntries = cfg.MaxFlows
+	spec.Maps[datapathMapFlowsB].MaxEntries = cfg.MaxFlows
+	spec.Maps[datapathMapOverflow].MaxEntries = cfg.RingBytes
+	enrichSize := uint32(1)
+	if cfg.Enrichment {
+		enrichSize = cfg.MaxFlows
+	}
+	spec.Maps[datapathMapEnrichA].MaxEntries = enrichSize
+	spec.Maps[datapathMapEnrichB].MaxEntries = enrichSize
+	if err := spec.Variables[datapathVarSampling].Set(cfg.Sampling); err != nil {
+		return nil, nil, fmt.Errorf("set sampling: %w", err)
+	}
+	v4, err := sizeFlowRules(spec, cfg.FlowRules)
+	if err != nil {
+		return nil, nil, err
+	}
+	for name, n := range cfg.MapSizes {
+		ms, ok := spec.Maps[name]
+		if !ok {
+			return nil, nil, fmt.Errorf("map %s: not in the BPF object", name)
+		}
+		ms.MaxEntries = n
+	}
+	if cfg.EnrichUnwatched {
+		if err := spec.Variables[datapathVarEnrichUnwatched].Set(uint32(1)); err != nil {
+			return nil, nil, fmt.Errorf("set enrich_unwatched: %w", err)
+		}
+	}
+	// A drops rule keeps its packets out of the flow maps (only their
+	// drops are kept): the drop hook cannot check its flows were watched.
+	if cfg.FlowRules != nil && cfg.FlowRules.Drops != 0 {
+		if err := spec.Variables[datapathVarDropsUnwatched].Set(uint32(1)); err != nil {
+			return nil, nil, fmt.Errorf("set drops_unwatched: %w", err)
+		}
+	}
+	for name, v := range cfg.TCConstants {
+		sv, ok := spec.Variables[name]
+		if !ok {
+			return nil, nil, fmt.Errorf("TC constant %s: not in the BPF object", name)
+		}
+		if err := sv.Set(v); err != nil {
+			return nil, nil, fmt.Errorf("set %s: %w", name, err)
+		}
+	}
+	return spec, v4, nil
+}
+
 // loadPrograms loads the named programs, and only those, from a copy of
 // the object with the given load-time constants, handing them the
 // datapath's maps (so no map but the constants' own is created).
 func (d *Datapath) loadPrograms(names []string, constants map[string]any) (map[string]*ebpf.Program, error) {
-	// A copy of the object with the named programs only: copying every
-	// program's instructions for each load cost ~4 % of the start's CPU
-	// (docs/benchmarks.md §27).
-	only := *d.spec
-	only.Programs = make(map[string]*ebpf.ProgramSpec, len(names))
+	// A copy of the object with the named programs only (ownSpec):
+	// copying every program's instructions for each load cost ~4 % of the
+	// start's CPU (docs/benchmarks.md §27).
+	spec, err := d.ownSpec(names)
+	if err != nil {
+		return nil, err
+	}
 	for _, name := range names {
-		ps, ok := d.spec.Programs[name]
-		if !ok {
+		if _, ok := spec.Programs[name]; !ok {
 			return nil, fmt.Errorf("program %s missing from the BPF object", name)
 		}
-		only.Programs[name] = ps
 	}
-	spec := only.Copy()
 	for name, v := range constants {
 		sv, ok := spec.Variables[name]
 		if !ok {
@@ -338,11 +360,7 @@ func (d *Datapath) Programs() []LoadedProgram {
 	}
 	for _, h := range d.hooks {
 		if h.prog != nil {
-			attach := "tracing"
-			if ps, ok := d.spec.Programs[h.status.Program]; ok && ps.SectionName != "" {
-				attach = ps.SectionName
-			}
-			out = append(out, LoadedProgram{h.status.Program, attach, h.prog})
+			out = append(out, LoadedProgram{h.status.Program, h.attach, h.prog})
 		}
 	}
 	return out
@@ -403,8 +421,68 @@ func (d *Datapath) ReadEnrichmentLost() (uint64, error) { return d.Maps.ReadEnri
 // watched interface carried, not recorded (see Maps.ReadEnrichmentUnwatched).
 func (d *Datapath) ReadEnrichmentUnwatched() (uint64, error) { return d.Maps.ReadEnrichmentUnwatched() }
 
-// Spec returns a copy of the object's spec, with this datapath's sizes.
-func (d *Datapath) Spec() *ebpf.CollectionSpec { return d.spec.Copy() }
+// Spec returns the object's spec, every program in it, with this
+// datapath's sizes and constants, parsed again (nil if the object, parsed
+// at Load, could not be parsed again). Budget checks use it.
+func (d *Datapath) Spec() *ebpf.CollectionSpec {
+	spec, _, _ := newSpec(d.cfg)
+	return spec
+}
+
+// ownSpec returns the object's spec with the named programs only and this
+// datapath's sizes and constants, the caller's own: copied from the kept
+// spec if it has them, else parsed again (the L3 pair, anything after
+// ReleaseSpec).
+func (d *Datapath) ownSpec(names []string) (*ebpf.CollectionSpec, error) {
+	kept := d.spec.Load()
+	for _, name := range names {
+		if kept != nil && kept.Programs[name] == nil {
+			kept = nil
+		}
+	}
+	if kept != nil {
+		cpy := &ebpf.CollectionSpec{
+			Maps:      make(map[string]*ebpf.MapSpec, len(kept.Maps)),
+			Programs:  make(map[string]*ebpf.ProgramSpec, len(names)),
+			Variables: make(map[string]*ebpf.VariableSpec, len(kept.Variables)),
+			ByteOrder: kept.ByteOrder,
+			Types:     kept.Types.Copy(),
+		}
+		for name, ms := range kept.Maps {
+			cpy.Maps[name] = ms.Copy()
+		}
+		for name, vs := range kept.Variables {
+			cpy.Variables[name] = vs.Copy()
+		}
+		for _, name := range names { // not the others' (CollectionSpec.Copy copies all)
+			cpy.Programs[name] = kept.Programs[name].Copy()
+		}
+		return cpy, nil
+	}
+	spec, _, err := newSpec(d.cfg)
+	if err != nil {
+		return nil, err
+	}
+	for name := range spec.Programs {
+		if !slices.Contains(names, name) {
+			delete(spec.Programs, name)
+		}
+	}
+	return spec, nil
+}
+
+// ReleaseSpec drops the parsed object once the start's programs are loaded
+// (the agent calls it when ready): its instructions, line info and BTF,
+// ~1 MiB of heap, would otherwise stay for the agent's life for loads that
+// seldom come. A later load parses the object again (ownSpec). In the
+// fallback (a set per namespace, loaded at each new namespace) it is kept.
+func (d *Datapath) ReleaseSpec() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.shared {
+		d.spec.Store(nil)
+	}
+}
 
 // LoadProgram loads one program of the object alone, unattached, with the
 // datapath's maps and the object's default constants (budget checks and

@@ -98,6 +98,7 @@ type HookStatus struct {
 
 type hook struct {
 	status HookStatus
+	attach string // the program's section, e.g. "tp_btf/tcp_probe" ("tracing" if none)
 	prog   *ebpf.Program
 	link   link.Link
 }
@@ -131,7 +132,7 @@ func (d *Datapath) StartHooks(hooks []Plan) []HookStatus {
 			}
 			prog, l, err := d.loadHook(c, hk.Constants)
 			if err == nil {
-				h.prog, h.link = prog, l
+				h.prog, h.link, h.attach = prog, l, d.sectionName(c.Program)
 				h.status.Running, h.status.Program = true, c.Program
 				errs = nil
 				break
@@ -176,6 +177,22 @@ func (d *Datapath) loadHook(c Candidate, constants map[string]any) (*ebpf.Progra
 		return nil, nil, fmt.Errorf("attach: %w", err)
 	}
 	return prog, l, nil
+}
+
+// sectionName is the object's section of the named program ("tracing" if
+// it has none): what Programs reports, kept with the hook so that the
+// object's spec need not be.
+func (d *Datapath) sectionName(program string) string {
+	spec := d.spec.Load()
+	if spec == nil || spec.Programs[program] == nil { // after ReleaseSpec
+		spec = d.Spec()
+	}
+	if spec != nil {
+		if ps, ok := spec.Programs[program]; ok && ps.SectionName != "" {
+			return ps.SectionName
+		}
+	}
+	return "tracing"
 }
 
 // Hooks returns the status of every hook StartHooks was asked for.

@@ -4,8 +4,11 @@
 // BPF_MAP_LOOKUP_AND_DELETE_BATCH) and hands each chunk to a callback, so
 // memory stays bounded by the chunk size whatever the map size, and nothing
 // is allocated per entry: the key and value slices are owned by the Reader
-// and reused by every call. On kernels without batch operations it falls back
-// to iterating with BPF_MAP_GET_NEXT_KEY.
+// and reused by every call. The chunk starts small and doubles, up to its
+// maximum, each time a read fills it: a reader of a map that holds a hundred
+// flows keeps a few KiB, not the maximum's ~0.8 MiB (issue #33, item 3). On
+// kernels without batch operations it falls back to iterating with
+// BPF_MAP_GET_NEXT_KEY.
 package batchread
 
 import (
@@ -13,11 +16,17 @@ import (
 	"fmt"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 )
 
-// DefaultChunk is the number of entries read per batch syscall: large enough
-// to amortise the syscall, small enough to keep the buffers in cache.
+// DefaultChunk is the number of entries read per batch syscall once the
+// map's fill asks for it: large enough to amortise the syscall, small enough
+// to keep the buffers in cache.
 const DefaultChunk = 4096
+
+// firstChunk is the chunk a Reader allocates on its first read; it doubles
+// after every read that fills it, up to the Reader's maximum.
+const firstChunk = 128
 
 // Reader reads maps with keys of type K and values of type V. K and V must be
 // fixed-size types without implicit padding (bpf2go-generated structs are).
@@ -25,6 +34,7 @@ const DefaultChunk = 4096
 type Reader[K, V any] struct {
 	keys    []K
 	vals    []V
+	max     int  // the chunk's maximum (NewReader's chunk)
 	lock    bool // read values under their bpf_spin_lock (BPF_F_LOCK)
 	noBatch bool
 	cursor  ebpf.MapBatchCursor
@@ -32,12 +42,32 @@ type Reader[K, V any] struct {
 
 // NewReader returns a Reader whose chunks hold at most chunk entries. With
 // lock, values are copied under their bpf_spin_lock (BPF_F_LOCK), so a value
-// is never seen half-updated.
+// is never seen half-updated. Nothing is allocated before the first read.
 func NewReader[K, V any](chunk int, lock bool) *Reader[K, V] {
 	if chunk <= 0 {
 		chunk = DefaultChunk
 	}
-	return &Reader[K, V]{keys: make([]K, chunk), vals: make([]V, chunk), lock: lock}
+	return &Reader[K, V]{max: chunk, lock: lock}
+}
+
+// Chunk is the number of entries the Reader's buffers hold now (0 before
+// its first read).
+func (r *Reader[K, V]) Chunk() int { return len(r.keys) }
+
+// grow makes the buffers hold at least n entries (at most the maximum),
+// doubling; it reports whether they grew.
+func (r *Reader[K, V]) grow(n int) bool {
+	n = min(n, r.max)
+	if len(r.keys) >= n {
+		return false
+	}
+	c := max(len(r.keys), min(firstChunk, r.max))
+	for c < n {
+		c *= 2
+	}
+	c = min(c, r.max)
+	r.keys, r.vals = make([]K, c), make([]V, c)
+	return true
 }
 
 // Batched reports whether the Reader uses batch syscalls (false after it
@@ -81,6 +111,7 @@ func (r *Reader[K, V]) opts() *ebpf.BatchOptions {
 func (r *Reader[K, V]) walkBatch(m *ebpf.Map, del bool, fn func([]K, []V) error) (int, error) {
 	r.cursor = ebpf.MapBatchCursor{}
 	opts := r.opts()
+	r.grow(1)
 	total := 0
 	for {
 		var n int
@@ -89,6 +120,11 @@ func (r *Reader[K, V]) walkBatch(m *ebpf.Map, del bool, fn func([]K, []V) error)
 			n, err = m.BatchLookupAndDelete(&r.cursor, r.keys, r.vals, opts)
 		} else {
 			n, err = m.BatchLookup(&r.cursor, r.keys, r.vals, opts)
+		}
+		// ENOSPC: a bucket holds more entries than the chunk; nothing was
+		// read and the cursor stays on that bucket. Retry with a larger one.
+		if n == 0 && errors.Is(err, unix.ENOSPC) && r.grow(2*len(r.keys)) {
+			continue
 		}
 		done := errors.Is(err, ebpf.ErrKeyNotExist)
 		if err != nil && !done {
@@ -103,6 +139,9 @@ func (r *Reader[K, V]) walkBatch(m *ebpf.Map, del bool, fn func([]K, []V) error)
 		if done {
 			return total, nil
 		}
+		if n == len(r.keys) { // the map holds more than a chunk
+			r.grow(2 * n)
+		}
 	}
 }
 
@@ -114,6 +153,7 @@ func (r *Reader[K, V]) walkIterate(m *ebpf.Map, del bool, fn func([]K, []V) erro
 	if r.lock {
 		flags = ebpf.LookupLock
 	}
+	r.grow(1)
 	total, n := 0, 0
 	flush := func() error {
 		if n == 0 {
@@ -143,6 +183,7 @@ func (r *Reader[K, V]) walkIterate(m *ebpf.Map, del bool, fn func([]K, []V) erro
 			if ferr := flush(); ferr != nil {
 				return total, ferr
 			}
+			r.grow(2 * len(r.keys))
 		}
 		key, err = next, nextErr
 	}

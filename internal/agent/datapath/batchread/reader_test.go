@@ -147,3 +147,33 @@ func TestReaderAllocsPerChunk(t *testing.T) {
 	}
 	t.Logf("%.0f allocations for %d entries", allocs, n)
 }
+
+// The chunk follows the map's fill: nothing before the first read, the first
+// chunk for a map that fits in it, doubling up to the maximum for one that
+// does not (and every entry read once meanwhile, by check).
+func TestReaderChunkFollowsFill(t *testing.T) {
+	for _, iterate := range []bool{false, true} {
+		t.Run(fmt.Sprintf("iterate=%v", iterate), func(t *testing.T) {
+			r := batchread.NewReader[key, val](1024, false)
+			if iterate {
+				r.ForceIterate()
+			}
+			if c := r.Chunk(); c != 0 {
+				t.Fatalf("chunk %d before any read, want 0", c)
+			}
+			check(t, r, newMap(t, 100), 100, false)
+			if c := r.Chunk(); c != 128 {
+				t.Fatalf("chunk %d after reading 100 entries, want 128", c)
+			}
+			check(t, r, newMap(t, 5000), 5000, true)
+			if c := r.Chunk(); c != 1024 {
+				t.Fatalf("chunk %d after reading 5000 entries, want the maximum 1024", c)
+			}
+			small := batchread.NewReader[key, val](64, false) // a maximum below the first chunk
+			check(t, small, newMap(t, 500), 500, false)
+			if c := small.Chunk(); c != 64 {
+				t.Fatalf("chunk %d, want the maximum 64", c)
+			}
+		})
+	}
+}

@@ -1181,3 +1181,13 @@ func TestConnectedWhileReconnecting(t *testing.T) {
 	e.Close()
 	<-exported
 }
+
+// recLen, summed from the blocks' lengths at start, is each variant's
+// template's fixed length.
+func TestRecLenIsTemplateLength(t *testing.T) {
+	for v := range variants {
+		if want := fixedLen(templateFields(v)); recLen[v] != want {
+			t.Errorf("variant %#x: recLen %d, its template's fixed length %d", v, recLen[v], want)
+		}
+	}
+}
