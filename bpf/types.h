@@ -63,7 +63,7 @@ enum flow_flags {
 	FLOW_F_L4_UNREAD = 0x8,  /* the TCP/UDP/SCTP/ICMP header: truncated, a tiny first fragment, TCP offset < 5 */
 	FLOW_F_EXT_UNREAD = 0x10, /* IPv4 options or IPv6 extension headers: truncated, past the window, > 6 */
 	/* Feature "xlat": not a flow but a tuple after NAT naming its flow
-	 * (struct xlat_flow_alias, bpf/xlat.h); the evictor skips it. */
+	 * (struct xlat_flow_alias, bpf/xlat.h); no record (evictor/xlat.go). */
 	FLOW_F_XLAT_ALIAS = 0x20,
 	FLOW_F_XLAT_DEAD = 0x40, /* that alias is stale: its tuple is a flow of its own (ring) */
 	/* Feature "xlat": the packets after NAT of this flow's counting
