@@ -254,6 +254,8 @@ static __noinline int send_overflow(struct __sk_buff *skb, const struct wpkt *w,
 		return 0;
 	}
 	r->key = w->p->key;
+	if (xlat_on && order == ORDER_SPLIT)
+		xlat_own_key(&r->key, w->gen); /* counted by an alias: its flow's */
 	r->iface = w->me;
 	r->ts = w->now;
 	r->bytes = w->bytes;
@@ -432,9 +434,10 @@ static __noinline int insert(struct __sk_buff *skb, void *cur, void *prev, const
  * alias itself when the packet is done: a hook the flow lists as steady
  * (the alias lists it from now on), or a flow of its own whose key's
  * entry the alias holds (through the ring, as when the map is full). Not
- * inlined: once per hook and generation for a listed hook after NAT, per
- * packet for a counting one (a host-network client's egress), never on
- * other flows' paths.
+ * inlined: once per hook and generation for a listed hook after NAT and
+ * for a certainly-first counting one (a host-network client's egress,
+ * which the alias then counts: xlat_delegate), per packet for another
+ * counting one; never on other flows' paths.
  */
 static __noinline struct flow_value *xlat_via(struct __sk_buff *skb, void *cur, struct wpkt *w,
 					      struct flow_value *alias, int l3)
@@ -451,6 +454,11 @@ static __noinline struct flow_value *xlat_via(struct __sk_buff *skb, void *cur, 
 		xlat_mirror(alias, &w->me);
 		return alias;
 	}
+	/* The flow's counting hook: once per alias, may it count here? Not
+	 * before the flow counted a packet of its own (its inheritance at
+	 * the next flip asks whether it counted: bpf/xlat.h). */
+	if (v && !(alias->flags & FLOW_F_XLAT_DONE) && v->packets && fast(v, w))
+		xlat_delegate(alias, v, &w->me, hook_order(skb, w) == ORDER_FIRST);
 	return v;
 }
 

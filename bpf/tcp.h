@@ -125,12 +125,17 @@ static __noinline void tcp_new_flow(const struct flow_key *k, __u32 gen)
 
 /* tcp_counts says whether this hook counted the packet: it is its flow's
  * counting observation in the generation (record just ran), or the flow
- * is in no map (it went through the overflow ring). */
-static __always_inline int tcp_counts(const struct flow_key *k, const struct iface_obs *me, __u32 gen)
+ * is in no map (it went through the overflow ring). An alias that counts
+ * for its flow (feature xlat, bpf/xlat.h xlat_delegate) counted it for
+ * that flow: *k becomes the flow's key. */
+static __always_inline int tcp_counts(struct flow_key *k, const struct iface_obs *me, __u32 gen)
 {
 	const struct flow_value *v = bpf_map_lookup_elem(gen & 1 ? (void *)&flows_b : (void *)&flows_a, k);
-	return !v || (v->ifaces[0].ifindex == me->ifindex && v->ifaces[0].netns == me->netns &&
-		      v->first_dir == me->dir && !(v->listed_only & 1));
+	int counts = !v || (v->ifaces[0].ifindex == me->ifindex && v->ifaces[0].netns == me->netns &&
+			    v->first_dir == me->dir && !(v->listed_only & 1));
+	if (counts && v && (v->flags & FLOW_F_XLAT_ALIAS))
+		*k = ((const struct xlat_flow_alias *)v)->to.key;
+	return counts;
 }
 
 /*
@@ -184,8 +189,9 @@ static __always_inline void tcp_zero_window(struct __sk_buff *skb, const struct 
 static __noinline void tcp_segment(struct __sk_buff *skb, const struct pkt *p, const struct iface_obs *me,
 				   __u32 gen, __u16 seg)
 {
-	const struct flow_key *k = &p->key;
-	if (!tcp_counts(k, me, gen))
+	struct flow_key fk = p->key;
+	const struct flow_key *k = &fk;
+	if (!tcp_counts(&fk, me, gen))
 		return;
 	struct enrich_value *e = tcp_entry(k, gen);
 	if (!e)

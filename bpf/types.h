@@ -63,9 +63,13 @@ enum flow_flags {
 	FLOW_F_L4_UNREAD = 0x8,  /* the TCP/UDP/SCTP/ICMP header: truncated, a tiny first fragment, TCP offset < 5 */
 	FLOW_F_EXT_UNREAD = 0x10, /* IPv4 options or IPv6 extension headers: truncated, past the window, > 6 */
 	/* Feature "xlat": not a flow but a tuple after NAT naming its flow
-	 * (struct xlat_flow_alias, bpf/xlat.h); the evictor skips it. */
+	 * (struct xlat_flow_alias, bpf/xlat.h); no record (evictor/xlat.go). */
 	FLOW_F_XLAT_ALIAS = 0x20,
 	FLOW_F_XLAT_DEAD = 0x40, /* that alias is stale: its tuple is a flow of its own (ring) */
+	/* Feature "xlat": the packets after NAT of this flow's counting
+	 * observation are counted in an alias (bpf/xlat.h, xlat_delegate);
+	 * the evictor adds that alias's counts to this flow's record. */
+	FLOW_F_XLAT_VIA = 0x80,
 };
 
 /*
@@ -306,12 +310,14 @@ struct xlat_alias_value {
  * the rest names the flow. */
 struct xlat_flow_alias {
 	struct bpf_spin_lock lock;
-	__u8 first_dir;   /* 0 */
-	__u8 listed_only; /* bit 0 always set: never a counting observation */
+	__u8 first_dir;   /* 0, or the delegated counting observation's */
+	__u8 listed_only; /* bit 0 set: not a counting observation (clear: delegated) */
 	__u8 n_ifaces;    /* 1 + the mirrored listed hooks, at most 3 */
-	__u8 flags;       /* FLOW_F_XLAT_ALIAS, FLOW_F_XLAT_DEAD */
-	__u8 _pad[32];    /* zero: tcp_flags .. last_seen of a flow */
-	struct iface_obs ifaces[3]; /* [0] zero (no interface); [1..2] listed hooks */
+	__u8 flags;       /* FLOW_F_XLAT_ALIAS, _DEAD, _DONE (delegation decided) */
+	/* A flow's tcp_flags .. last_seen: zero, or, delegated, the counts of
+	 * the packets counted here (bpf/xlat.h, xlat_delegate). */
+	__u8 _pad[32];
+	struct iface_obs ifaces[3]; /* [0] zero, or the delegated counting hook; [1..2] listed hooks */
 	struct xlat_alias_value to; /* the flow's key, the confirming namespace and generation */
 	__u8 _pad2[24];
 };

@@ -223,8 +223,10 @@ __noinline int xlat_redirect(struct __sk_buff *skb, struct flow_key *k, __u64 ne
  * for the rest of the generation, so that a post-NAT packet's own lookup
  * finds it: a listed hook after NAT stops there (steady, on the hooks
  * the alias mirrors: no lookup more than a flow of its own), a counting
- * one follows it to its flow (one lookup more). The map is per generation,
- * so the alias ends with it; the next one asks xlat_redirect again.
+ * one that is certainly first counts there (xlat_delegate: no lookup
+ * more either), any other counting one follows it to its flow (one
+ * lookup more). The map is per generation, so the alias ends with it;
+ * the next one asks xlat_redirect again.
  */
 _Static_assert(sizeof(struct xlat_flow_alias) == sizeof(struct flow_value), "an alias is a flow map value");
 _Static_assert(__builtin_offsetof(struct xlat_flow_alias, listed_only) ==
@@ -265,13 +267,66 @@ static __noinline void xlat_alias_put(void *cur, const struct flow_key *post, __
 
 /* xlat_kill marks an alias stale: its tuple is now a connection of its
  * own, whose packets go through the ring for the rest of the generation
- * (the alias holds its key's entry); no hook stops at it any more. */
+ * (the alias holds its key's entry); no hook stops at it or counts in it
+ * any more (what it counted while delegated stays, for the evictor). */
 static __always_inline void xlat_kill(struct flow_value *v)
 {
 	bpf_spin_lock(&v->lock);
 	v->flags |= FLOW_F_XLAT_DEAD;
 	v->listed_only = 1;
+	v->first_dir = 0;
+	__builtin_memset(&v->ifaces[0], 0, sizeof(v->ifaces[0]));
 	bpf_spin_unlock(&v->lock);
+}
+
+/*
+ * xlat_delegate runs when hook *me's packet after NAT, which followed
+ * alias a, is counted at flow v's counting observation (me is it): once
+ * per alias and generation (FLOW_F_XLAT_DONE on the alias), it decides
+ * whether the alias counts the hook's next packets itself, so that they
+ * cost one lookup, as a flow's own do (docs/design/counting.md, "The
+ * alias in the flow map"). Only when the hook is certainly first (first:
+ * hook_order said ORDER_FIRST for this packet: a host-network client's
+ * egress after an OUTPUT DNAT): a certainly-first hook counts its packets
+ * whatever the flow's state, so its counts need not follow a later
+ * hand-over of v's counting observation. The alias then takes the
+ * hook as its ifaces[0], counting (listed_only bit 0 clear), and v's
+ * rule; v gets FLOW_F_XLAT_VIA, which tells the evictor to add the
+ * alias's counts to v's record. This packet is counted in v (so v's
+ * packets say it counted, for the next generation's inheritance).
+ */
+static __noinline void xlat_delegate(struct flow_value *a, struct flow_value *v, const struct iface_obs *me,
+				     int first)
+{
+	if (first) {
+		bpf_spin_lock(&v->lock);
+		v->flags |= FLOW_F_XLAT_VIA;
+		bpf_spin_unlock(&v->lock);
+	}
+	__u8 rule = v->rule;
+	bpf_spin_lock(&a->lock);
+	if (!(a->flags & (FLOW_F_XLAT_DONE | FLOW_F_XLAT_DEAD))) {
+		a->flags |= FLOW_F_XLAT_DONE; /* decided: xlat_lookup never runs on an alias */
+		if (first) {
+			a->ifaces[0] = *me;
+			a->first_dir = me->dir;
+			a->rule = rule;
+			/* Last: fast() needs ifaces[0] and first_dir as well. */
+			a->listed_only &= ~1;
+		}
+	}
+	bpf_spin_unlock(&a->lock);
+}
+
+/* xlat_own_key: a packet counted at an alias that counts for its flow
+ * (xlat_delegate) but split off it (another sampling rate, bpf/flows.h)
+ * is its flow's: *k, the alias's tuple, becomes the flow's key. Only on
+ * that rare path. */
+static __noinline void xlat_own_key(struct flow_key *k, __u32 gen)
+{
+	const struct flow_value *v = bpf_map_lookup_elem(gen & 1 ? (void *)&flows_b : (void *)&flows_a, k);
+	if (v && (v->flags & FLOW_F_XLAT_ALIAS) && !(v->listed_only & 1))
+		*k = ((const struct xlat_flow_alias *)v)->to.key;
 }
 
 /*

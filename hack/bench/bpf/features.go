@@ -28,6 +28,11 @@ package main
 //	xlat post-nat-listed  the same at a hook the flow lists (steady), which
 //	                  the alias lists too: a listed post-NAT observation's
 //	                  per-packet extra
+//	xlat post-nat-first  the same at a counting hook that is certainly first
+//	                  (a host-network client's egress after an OUTPUT DNAT):
+//	                  the alias counts its packets itself (bpf/xlat.h,
+//	                  xlat_delegate), as the programs leave it after the
+//	                  hook's first packets in a generation
 //	xlat new          each run the first packet of a new flow (the driver
 //	                  rewrites the source address): the conntrack lookup.
 //	                  BPF_PROG_TEST_RUN's skb has no conntrack entry, so this
@@ -132,6 +137,7 @@ type featCase struct {
 	warm                int    // runs before measuring (exist-hot)
 	postNAT             bool   // xlat post-nat: on, the flow moves to another key, which an alias names
 	postNATListed       bool   // xlat post-nat-listed: and the flow lists this hook as steady, as the alias does
+	postNATFirst        bool   // xlat post-nat-first: and the alias counts for the flow (xlat_delegate)
 	note                string
 }
 
@@ -161,6 +167,8 @@ func featCases(features []string) []featCase {
 				note: "exist-hot after the flow's first packets: a flag and count test"},
 			featCase{feature: "xlat", name: "post-nat", kind: "own", constant: "xlat_on", pkt: packet("ipv4"), warm: xlatTries + 1, postNAT: true,
 				note: "exist-hot, a packet after NAT at its flow's counting hook: the alias under its key names the flow's key before NAT (off: the packet's own flow)"},
+			featCase{feature: "xlat", name: "post-nat-first", kind: "own", constant: "xlat_on", pkt: packet("ipv4"), warm: xlatTries + 1, postNAT: true, postNATFirst: true,
+				note: "exist-hot, a packet after NAT at a certainly-first counting hook: the alias under its key counts it for the flow (off: the packet's own flow)"},
 			featCase{feature: "xlat", name: "post-nat-listed", kind: "own", constant: "xlat_on", pkt: packet("ipv4"), warm: xlatTries + 1, postNAT: true, postNATListed: true,
 				note: "exist-hot, a packet after NAT at a hook its flow lists (steady), which the alias under its key lists too (off: the packet's own flow)"},
 			featCase{feature: "xlat", name: "new", kind: "own", constant: "xlat_on", pkt: packet("ipv4"), newPath: true,
@@ -613,6 +621,15 @@ func loadFeatDP(o options, c featCase, on bool) (*featDP, error) {
 			a.N_ifaces = 2
 			a.ListedOnly |= 1 << 1
 		}
+		if c.postNATFirst {
+			// As xlat_delegate leaves them: the alias counts this hook,
+			// with the flow's rule (flow_value.rule, offset 13, is the
+			// alias's Pad[5]); the flow is marked Via.
+			a.Ifaces[0], a.FirstDir, a.ListedOnly = v.Ifaces[0], v.FirstDir, 0
+			a.Flags |= flowXlatDone
+			a.Pad[5] = v.Rule
+			v.Flags |= datapath.FlowFlagXlatVia
+		}
 		err := errors.Join(f.cur.Delete(&f.key), f.cur.Put(&pre, &v), f.cur.Put(&f.key, &a),
 			dp.Maps.XlatAlias.Put(&f.key, &to))
 		if err != nil {
@@ -844,6 +861,16 @@ func checkFeature(c featCase, off, on *featDP) (string, error) {
 			}
 		}
 		return fmt.Sprintf("flows on netns %d (shared: this namespace's cookie), 0 (per-namespace set of cookie 0)", host), nil
+	case "xlat/post-nat-first":
+		var a, v datapath.FlowValue
+		if err := errors.Join(on.cur.Lookup(&on.key, &a), on.cur.Lookup(&on.preKey, &v)); err != nil {
+			return "", err
+		}
+		if a.Flags&datapath.FlowFlagXlatAlias == 0 || a.Packets == 0 || v.Packets != xlatTries+1 || v.Flags&datapath.FlowFlagXlatVia == 0 {
+			return "", fmt.Errorf("the alias counted %d packets (flags %#x), the flow %d (flags %#x): want the runs in the alias, the warm-up's %d in the Via flow",
+				a.Packets, a.Flags, v.Packets, v.Flags, xlatTries+1)
+		}
+		return fmt.Sprintf("every run counted in the alias (%d packets), for the flow before NAT (Via, its %d)", a.Packets, v.Packets), nil
 	case "xlat/post-nat", "xlat/post-nat-listed":
 		var v datapath.FlowValue
 		if err := on.cur.Lookup(&on.key, &v); err != nil || v.Flags&datapath.FlowFlagXlatAlias == 0 || v.Packets != 0 {

@@ -214,6 +214,7 @@ const (
 	datapathFlowFlagsFLOW_F_EXT_UNREAD      datapathFlowFlags = 16
 	datapathFlowFlagsFLOW_F_XLAT_ALIAS      datapathFlowFlags = 32
 	datapathFlowFlagsFLOW_F_XLAT_DEAD       datapathFlowFlags = 64
+	datapathFlowFlagsFLOW_F_XLAT_VIA        datapathFlowFlags = 128
 )
 
 type datapathFlowKey struct {

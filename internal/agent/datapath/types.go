@@ -79,6 +79,10 @@ const (
 	// FlowFlagXlatAlias: the entry is an alias (XlatFlowAlias), not a
 	// flow: no record (its packets are in the flow it names).
 	FlowFlagXlatAlias = uint8(datapathFlowFlagsFLOW_F_XLAT_ALIAS)
+	// FlowFlagXlatVia: the flow's packets after NAT at its counting hook
+	// were counted in an alias (XlatFlowAlias, bpf/xlat.h xlat_delegate),
+	// whose counts belong to the flow's record.
+	FlowFlagXlatVia = uint8(datapathFlowFlagsFLOW_F_XLAT_VIA)
 )
 
 // Where a hook stands on a packet's way (enum hook_order, bpf/order.h):

@@ -160,6 +160,7 @@ type Evictor struct {
 	// slice so the features get a pointer to them without a copy escaping.
 	pending    map[datapath.FlowKey]int32
 	enrichVals []datapath.EnrichValue
+	via        viaFold             // feature xlat's aliases that count for their flow (xlat.go)
 	names      nameCache           // reused by every eviction
 	annotators []feature.Annotator // the Features that annotate every record
 	pool       *flow.Pool          // the record batches handed to the Sink
@@ -435,14 +436,18 @@ func (e *Evictor) read(out *output) error {
 		keys, vals = keys[skip:], vals[skip:]
 		skip = 0
 		for i := range keys {
-			if vals[i].Flags&datapath.FlowFlagXlatAlias != 0 {
-				continue // feature xlat: a tuple after NAT naming its flow, not a flow
+			if vals[i].Flags&(datapath.FlowFlagXlatAlias|datapath.FlowFlagXlatVia) != 0 {
+				e.via.take(&keys[i], &vals[i]) // feature xlat (xlat.go)
+				continue
 			}
 			out.add(&keys[i], &vals[i])
 		}
 		e.unreadFlows += len(keys)
 		return nil
 	})
+	if err == nil {
+		e.via.flush(out)
+	}
 	e.Stats.Flows.Add(uint64(out.n - n))
 	if err == nil && e.cfg.OverlayOuter {
 		err = e.readOuter(out)

@@ -299,6 +299,9 @@ func TestServiceCountedOnce(t *testing.T) {
 			if c.name == "dnat+pods" {
 				checkAlias(t, h)
 			}
+			if c.name == "dnat" || c.name == "dnat+pods" {
+				checkHostAlias(t, h)
+			}
 			flows := h.Stop()
 			if strings.HasSuffix(c.name, "map full") && counters[datapath.CounterOverflowRecords] < 4*svcDatagrams {
 				t.Errorf("%d packets through the overflow ring, want most of the %d sightings", counters[datapath.CounterOverflowRecords], 4*2*svcDatagrams)
@@ -470,6 +473,37 @@ func TestServiceCountedOnceIPv6(t *testing.T) {
 				f.Packets, f.XlatSrcAddr, f.XlatSrcPort, f.XlatDstAddr, f.XlatDstPort, f.Ifaces())
 		}
 	}
+}
+
+// checkHostAlias: the host-network client's tuple after NAT (node ->
+// backend, seen first at the node's egress, certainly first: a local
+// socket's) is an alias that counts that hook's packets itself, after the
+// first ones in its flow (bpf/xlat.h, xlat_delegate), which the flow's
+// FlowFlagXlatVia tells the evictor to add: in the map, alias and flow
+// hold every datagram between them, each once; what makes such a packet
+// cost one lookup, as a flow's own (docs/design/counting.md).
+func checkHostAlias(t *testing.T, h *agenttest.Harness) {
+	t.Helper()
+	k := datapath.FlowKey{SrcPort: svcHostPort, DstPort: svcTargetPort, Proto: 17}
+	k.SrcIp, k.DstIp = netip.MustParseAddr(svcNodeB).As16(), netip.MustParseAddr(svcBackend).As16()
+	pre := datapath.FlowKey{SrcPort: svcHostPort, DstPort: svcPort, Proto: 17}
+	pre.SrcIp, pre.DstIp = netip.MustParseAddr(svcNodeB).As16(), netip.MustParseAddr(svcVIP).As16()
+	for _, m := range h.A.DP.Maps.Flows {
+		var a, v datapath.FlowValue
+		if m.Lookup(&k, &a) != nil || m.Lookup(&pre, &v) != nil {
+			continue
+		}
+		if a.Flags&datapath.FlowFlagXlatAlias == 0 || a.ListedOnly&1 != 0 || a.Packets == 0 || v.Flags&datapath.FlowFlagXlatVia == 0 {
+			t.Errorf("node -> backend: flags %#x, listed_only %#b, %d packets; its flow's flags %#x: want an alias counting, its flow Via",
+				a.Flags, a.ListedOnly, a.Packets, v.Flags)
+		}
+		if a.Packets+v.Packets != svcDatagrams {
+			t.Errorf("host-network client: %d packets in the alias + %d in the flow, want %d", a.Packets, v.Packets, svcDatagrams)
+		}
+		t.Logf("host-network client: %d packets in the alias, %d in the flow", a.Packets, v.Packets)
+		return
+	}
+	t.Error("no map holds both node -> backend's alias and node -> Service's flow")
 }
 
 // checkAlias: the request's tuple after NAT (pod -> backend) is an alias in
