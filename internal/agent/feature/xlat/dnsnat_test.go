@@ -1,0 +1,309 @@
+package xlat_test
+
+import (
+	"fmt"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flowlens/flowlens/internal/agent"
+	"github.com/flowlens/flowlens/internal/testkit/agenttest"
+	"github.com/flowlens/flowlens/internal/testkit/netlab"
+	"github.com/flowlens/flowlens/internal/testkit/promtest"
+)
+
+// The Kubernetes DNS path through issue #29's Service lab: the ClusterIP's
+// port 53 (kube-dns) DNATed to a DNS server in the backend namespace (a
+// CoreDNS pod), and its port 443 to a TLS server, in PREROUTING and OUTPUT.
+const (
+	dnsQueries   = 10
+	dnsPodPort   = 41000 // the pod's queries' source ports: 41000..41009
+	dnsHostPort  = 42000 // the host-network client's
+	dnsName      = "svc.test"
+	dnsBadName   = "nope.test" // NXDOMAIN
+	dnsTimeout   = "300ms"
+	svcTLSPort   = 443
+	svcTLSClient = 44000
+)
+
+func dnsSvcLab(t *testing.T) *svcLab {
+	l := newSvcLab(t, false)
+	for _, c := range []string{"pre", "out"} {
+		netlab.Run(t, l.node, "nft", "add rule ip svc "+c+" ip daddr "+svcVIP+" udp dport 53 dnat to "+svcBackend+":53")
+		netlab.Run(t, l.node, "nft", "add rule ip svc "+c+" ip daddr "+svcVIP+" tcp dport 443 dnat to "+svcBackend+":443")
+	}
+	netlab.ServeDNS(t, l.b, svcBackend+":53", map[string][]netlab.DNSRecord{dnsName: {{Addr: "10.1.2.3", TTL: 60}}})
+	return l
+}
+
+// askAll sends dnsQueries queries from ns (source address src, ports from
+// port0 on, one flow each; one port when same: one flow) to the
+// ClusterIP's port 53, each answered: ids 0x100+i, every third one for a
+// name the server does not know.
+func askAll(t *testing.T, ns *netlab.Netns, src string, port0 int, same bool) {
+	t.Helper()
+	for i := range dnsQueries {
+		port := port0 + i
+		if same {
+			port = port0
+		}
+		name, want := dnsName, 0
+		if i%3 == 2 {
+			name, want = dnsBadName, 3
+		}
+		var rc int
+		var err error
+		for try := 0; try < 50; try++ { // the first one waits for the server
+			rc, err = netlab.AskDNS(ns, fmt.Sprintf("%s:%d", src, port), svcVIP+":53", netlab.DNSQuery(uint16(0x100+i), name), 2*time.Second)
+			if err != nil || rc >= 0 {
+				break
+			}
+		}
+		if err != nil || rc != want {
+			t.Fatalf("query %d from %s: rcode %d (%v), want %d", i, src, rc, err, want)
+		}
+	}
+}
+
+// checkDNS: each of the dnsQueries queries from src (ports from port0) is
+// one packet in records keyed on client -> ClusterIP:53 (before NAT)
+// that carry its id, its answer's rcode and a latency and no timeout, and
+// its answer one packet in records keyed on backend:53 -> client (before
+// un-DNAT) that carry the answer; nothing is keyed on the tuples after NAT,
+// and no record is partial.
+func checkDNS(t *testing.T, flows []agenttest.JSONFlow, what, src string, port0 int, ifaces int) {
+	t.Helper()
+	var total uint64
+	for i := range dnsQueries {
+		sport := uint16(port0 + i)
+		rcode := "NOERROR"
+		if i%3 == 2 {
+			rcode = "NXDOMAIN"
+		}
+		id := uint16(0x100 + i)
+		for _, c := range []struct {
+			dir   string
+			m     agenttest.Match
+			after agenttest.Match
+		}{
+			{"query", agenttest.Match{Src: src, Dst: svcVIP, Sport: sport, Dport: 53, Proto: 17},
+				agenttest.Match{Src: src, Dst: svcBackend, Sport: sport, Dport: 53, Proto: 17}},
+			{"answer", agenttest.Match{Src: svcBackend, Dst: src, Sport: 53, Dport: sport, Proto: 17},
+				agenttest.Match{Src: svcVIP, Dst: src, Sport: 53, Dport: sport, Proto: 17}},
+		} {
+			pk, _, recs := agenttest.Sum(flows, c.m)
+			total += pk
+			if pk != 1 || len(recs) != 1 {
+				t.Errorf("%s %d's %s: %d packets in %d records, want 1 in 1", what, i, c.dir, pk, len(recs))
+				continue
+			}
+			r := recs[0]
+			if r.DNSID != id || r.DNSRcode != rcode || r.DNSTimeout || *r.Partial {
+				t.Errorf("%s %d's %s: id %#x rcode %q timeout %v partial %v; want %#x %q, no timeout, not partial",
+					what, i, c.dir, r.DNSID, r.DNSRcode, r.DNSTimeout, *r.Partial, id, rcode)
+			}
+			if c.dir == "query" && (r.DNSLatencyNs == 0 || r.DNSLatencyNs > uint64(2*time.Second)) {
+				t.Errorf("%s %d's query: latency %v, want its answer's", what, i, time.Duration(r.DNSLatencyNs))
+			}
+			if c.dir == "answer" && r.DNSLatencyNs != 0 {
+				t.Errorf("%s %d's answer: latency %v on the server's flow, want it on the query's only", what, i, time.Duration(r.DNSLatencyNs))
+			}
+			if r.XlatDstAddr == "" || len(r.Interfaces) != ifaces {
+				t.Errorf("%s %d's %s: xlat %q, interfaces %s; want a translation and %d interfaces", what, i, c.dir, r.XlatDstAddr, r.Ifaces(), ifaces)
+			}
+			if pk, _, recs := agenttest.Sum(flows, c.after); len(recs) != 0 {
+				t.Errorf("%s %d's %s: %d records (%d packets) under the tuple after NAT %+v", what, i, c.dir, len(recs), pk, c.after)
+			}
+		}
+	}
+	if total != 2*dnsQueries {
+		t.Errorf("%s: %d packets in the DNS flows, want %d", what, total, 2*dnsQueries)
+	}
+}
+
+// checkOneFlow: the dnsQueries queries from src:port, one flow, are
+// dnsQueries packets in records keyed before NAT, the last of which
+// carries the last query's id, rcode and latency; their answers as many
+// packets on the answer's flow; no timeout, nothing partial, nothing
+// after NAT.
+func checkOneFlow(t *testing.T, flows []agenttest.JSONFlow, what, src string, port int, ifaces int) {
+	t.Helper()
+	last := dnsQueries - 1
+	rcode := "NOERROR"
+	if last%3 == 2 {
+		rcode = "NXDOMAIN"
+	}
+	sport := uint16(port)
+	for _, c := range []struct {
+		dir      string
+		m, after agenttest.Match
+	}{
+		{"query", agenttest.Match{Src: src, Dst: svcVIP, Sport: sport, Dport: 53, Proto: 17},
+			agenttest.Match{Src: src, Dst: svcBackend, Sport: sport, Dport: 53, Proto: 17}},
+		{"answer", agenttest.Match{Src: svcBackend, Dst: src, Sport: 53, Dport: sport, Proto: 17},
+			agenttest.Match{Src: svcVIP, Dst: src, Sport: 53, Dport: sport, Proto: 17}},
+	} {
+		pk, _, recs := agenttest.Sum(flows, c.m)
+		if pk != dnsQueries || len(recs) != 1 {
+			t.Errorf("%s, %ss: %d packets in %d records, want %d in 1", what, c.dir, pk, len(recs), dnsQueries)
+			continue
+		}
+		r := recs[0]
+		if r.DNSID != uint16(0x100+last) || r.DNSRcode != rcode || r.DNSTimeout || *r.Partial || len(r.Interfaces) != ifaces {
+			t.Errorf("%s, %ss: id %#x rcode %q timeout %v partial %v interfaces %s; want %#x %q, no timeout, not partial, %d interfaces",
+				what, c.dir, r.DNSID, r.DNSRcode, r.DNSTimeout, *r.Partial, r.Ifaces(), 0x100+last, rcode, ifaces)
+		}
+		if (c.dir == "query") != (r.DNSLatencyNs > 0) {
+			t.Errorf("%s, %ss: latency %v, want one on the query's flow only", what, c.dir, time.Duration(r.DNSLatencyNs))
+		}
+		if pk, _, recs := agenttest.Sum(flows, c.after); len(recs) != 0 {
+			t.Errorf("%s, %ss: %d records (%d packets) under the tuple after NAT %+v", what, c.dir, len(recs), pk, c.after)
+		}
+	}
+}
+
+func logFlows(t *testing.T, flows []agenttest.JSONFlow) {
+	for _, f := range flows {
+		t.Logf("%s:%d -> %s:%d p%d pk=%d partial=%v xlat %s:%d -> %s:%d dns id=%#x rc=%q lat=%d to=%v tls ch=%v v=%q %s",
+			f.SrcAddr, f.SrcPort, f.DstAddr, f.DstPort, f.Proto, f.Packets, *f.Partial, f.XlatSrcAddr, f.XlatSrcPort,
+			f.XlatDstAddr, f.XlatDstPort, f.DNSID, f.DNSRcode, f.DNSLatencyNs, f.DNSTimeout, f.TLSClientHello, f.TLSVersion, f.Ifaces())
+	}
+}
+
+// Issue #29, DNS across a Service's NAT: a pod's queries to the kube-dns
+// ClusterIP and a host-network client's (DNAT in OUTPUT: its only hook
+// sees the query after NAT), the agent on every veth with dns and xlat.
+// Each query and answer is inspected under its flow's key before NAT
+// (docs/design/counting.md, Translated packets): the query's record has
+// its id, rcode and one latency, no record under a tuple after NAT, no
+// partial record, no timeout, and the agent's DNS metrics count each answer
+// once.
+func TestServiceDNS(t *testing.T) {
+	l := dnsSvcLab(t)
+	h := agenttest.Start(t, svcAllIfaces, agent.Options{}, "--netns="+l.node.Name+","+l.a.Name+","+l.b.Name,
+		"--features=dns,xlat", "--dns-timeout="+dnsTimeout)
+	askAll(t, l.a, svcPod, dnsPodPort, false)
+	askAll(t, l.node, svcNodeB, dnsHostPort, false)
+	// And as many on one flow each: after its first packets, the hooks
+	// after NAT that the flow lists stop at the alias (steady).
+	askAll(t, l.a, svcPod, dnsPodPort+100, true)
+	askAll(t, l.node, svcNodeB, dnsHostPort+100, true)
+	// The metrics at the first periodic eviction (5 s after the start),
+	// past --dns-timeout: it swept the pending queries and read the
+	// answers. (Not after Stop: the maps are closed then.)
+	time.Sleep(500 * time.Millisecond)
+	var fams promtest.Families
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		fams = promtest.GatherFrom(t, h.A.Metrics.Registry())
+		if v, _ := promtest.Value(fams, "flowlens_agent_evictions_total", "reason=timer"); v > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no periodic eviction in 20 s")
+		}
+	}
+	flows := h.Stop()
+	promtest.Expect(t, fams, 0, "flowlens_agent_dns_pending_evictions_total", "reason=timeout")
+	promtest.Expect(t, fams, 0, "flowlens_agent_dns_pending_evictions_total", "reason=full")
+	// Each answer handed on once (at its counting hook), read once.
+	promtest.Expect(t, fams, 4*dnsQueries, "flowlens_agent_dns_answers_total", "result=read")
+	promtest.Expect(t, fams, 0, "flowlens_agent_dns_answers_total", "result=unparsed")
+
+	checkDNS(t, flows, "pod", svcPod, dnsPodPort, svcAllIfaces)
+	checkDNS(t, flows, "host", svcNodeB, dnsHostPort, 2) // nb egress, b0 ingress (the answer's: b0 egress, nb ingress)
+	checkOneFlow(t, flows, "pod, one flow", svcPod, dnsPodPort+100, svcAllIfaces)
+	checkOneFlow(t, flows, "host, one flow", svcNodeB, dnsHostPort+100, 2)
+	var partial, timeouts int
+	for _, f := range flows {
+		if *f.Partial {
+			partial++
+		}
+		if f.DNSTimeout {
+			timeouts++
+		}
+	}
+	if partial != 0 || timeouts != 0 {
+		t.Errorf("%d partial records, %d with dns_timeout; want none", partial, timeouts)
+	}
+	if t.Failed() {
+		logFlows(t, flows)
+	}
+}
+
+// Issue #29, TLS across a Service's NAT: a ClientHello to ClusterIP:443 and
+// the backend's ServerHello are inspected under their flows' keys before
+// NAT: the client's flow (pod -> ClusterIP) says client hello, the
+// backend's (backend -> pod) the version; nothing is keyed on a tuple after
+// NAT and no record is partial.
+func TestServiceTLS(t *testing.T) {
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Fatal("openssl not installed")
+	}
+	l := dnsSvcLab(t)
+	dir := t.TempDir()
+	key, cert := filepath.Join(dir, "k.pem"), filepath.Join(dir, "c.pem")
+	if out, err := exec.Command("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+		"-nodes", "-keyout", key, "-out", cert, "-subj", "/CN=flowlens-test", "-days", "1").CombinedOutput(); err != nil {
+		t.Fatalf("openssl req: %v\n%s", err, out)
+	}
+	var srv *exec.Cmd
+	if err := l.b.Do(func() error {
+		srv = exec.Command("openssl", "s_server", "-accept", net.JoinHostPort(svcBackend, "443"), "-cert", cert, "-key", key, "-quiet")
+		return srv.Start()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	h := agenttest.Start(t, svcAllIfaces, agent.Options{}, "--netns="+l.node.Name+","+l.a.Name+","+l.b.Name, "--features=tls,xlat")
+	var out []byte
+	var err error
+	for range 50 { // until the server listens
+		out, err = netlab.RunIn(l.a, "openssl", "s_client", "-connect", net.JoinHostPort(svcVIP, "443"),
+			"-bind", fmt.Sprintf("%s:%d", svcPod, svcTLSClient), "-tls1_3")
+		if err == nil && strings.Contains(string(out), "TLSv1.3") {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !strings.Contains(string(out), "TLSv1.3") {
+		t.Fatalf("s_client did not report TLSv1.3: %v\n%s", err, out)
+	}
+	time.Sleep(50 * time.Millisecond)
+	flows := h.Stop()
+	for _, c := range []struct {
+		what     string
+		m, after agenttest.Match
+		hello    bool
+		version  string
+	}{
+		{"client", agenttest.Match{Src: svcPod, Dst: svcVIP, Dport: svcTLSPort, Proto: 6},
+			agenttest.Match{Src: svcPod, Dst: svcBackend, Dport: svcTLSPort, Proto: 6}, true, ""},
+		{"server", agenttest.Match{Src: svcBackend, Dst: svcPod, Sport: svcTLSPort, Proto: 6},
+			agenttest.Match{Src: svcVIP, Dst: svcPod, Sport: svcTLSPort, Proto: 6}, false, "TLS 1.3"},
+	} {
+		_, _, recs := agenttest.Sum(flows, c.m)
+		var hello bool
+		var version string
+		for _, r := range recs {
+			hello = hello || r.TLSClientHello
+			if r.TLSVersion != "" {
+				version = r.TLSVersion
+			}
+			if *r.Partial || len(r.Interfaces) != svcAllIfaces {
+				t.Errorf("%s: record partial %v, interfaces %s; want %d", c.what, *r.Partial, r.Ifaces(), svcAllIfaces)
+			}
+		}
+		if len(recs) == 0 || hello != c.hello || version != c.version {
+			t.Errorf("%s: %d records, client hello %v, version %q; want %v %q", c.what, len(recs), hello, version, c.hello, c.version)
+		}
+		if pk, _, recs := agenttest.Sum(flows, c.after); len(recs) != 0 {
+			t.Errorf("%s: %d records (%d packets) under the tuple after NAT %+v", c.what, len(recs), pk, c.after)
+		}
+	}
+	if t.Failed() {
+		logFlows(t, flows)
+	}
+}
