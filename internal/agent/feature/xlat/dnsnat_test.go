@@ -29,13 +29,18 @@ const (
 	svcTLSClient = 44000
 )
 
-func dnsSvcLab(t *testing.T) *svcLab {
-	l := newSvcLab(t, false)
+func dnsSvcLab(t *testing.T, ad svcAddrs) *svcLab {
+	l := newSvcLabOf(t, ad, false)
 	for _, c := range []string{"pre", "out"} {
-		netlab.Run(t, l.node, "nft", "add rule ip svc "+c+" ip daddr "+svcVIP+" udp dport 53 dnat to "+svcBackend+":53")
-		netlab.Run(t, l.node, "nft", "add rule ip svc "+c+" ip daddr "+svcVIP+" tcp dport 443 dnat to "+svcBackend+":443")
+		for _, r := range []struct{ proto, port string }{{"udp", "53"}, {"tcp", "443"}} {
+			to := ad.backend + ":" + r.port // nft's syntax: [addr]:port for IPv6
+			if ad.v6 {
+				to = "[" + ad.backend + "]:" + r.port
+			}
+			netlab.Run(t, l.node, "nft", "add rule "+ad.nft+" svc "+c+" "+ad.nft+" daddr "+ad.vip+" "+r.proto+" dport "+r.port+" dnat to "+to)
+		}
 	}
-	netlab.ServeDNS(t, l.b, svcBackend+":53", map[string][]netlab.DNSRecord{dnsName: {{Addr: "10.1.2.3", TTL: 60}}})
+	netlab.ServeDNS(t, l.b, net.JoinHostPort(ad.backend, "53"), map[string][]netlab.DNSRecord{dnsName: {{Addr: "10.1.2.3", TTL: 60}}})
 	return l
 }
 
@@ -43,7 +48,7 @@ func dnsSvcLab(t *testing.T) *svcLab {
 // port0 on, one flow each; one port when same: one flow) to the
 // ClusterIP's port 53, each answered: ids 0x100+i, every third one for a
 // name the server does not know.
-func askAll(t *testing.T, ns *netlab.Netns, src string, port0 int, same bool) {
+func askAll(t *testing.T, ns *netlab.Netns, vip, src string, port0 int, same bool) {
 	t.Helper()
 	for i := range dnsQueries {
 		port := port0 + i
@@ -57,7 +62,7 @@ func askAll(t *testing.T, ns *netlab.Netns, src string, port0 int, same bool) {
 		// One try: a second query with the same id would be a second
 		// packet of its flow. The server is up (ServeDNS listens before
 		// it returns); the wait is generous for a loaded host.
-		rc, err := netlab.AskDNS(ns, fmt.Sprintf("%s:%d", src, port), svcVIP+":53", netlab.DNSQuery(uint16(0x100+i), name), 10*time.Second)
+		rc, err := netlab.AskDNS(ns, net.JoinHostPort(src, fmt.Sprint(port)), net.JoinHostPort(vip, "53"), netlab.DNSQuery(uint16(0x100+i), name), 10*time.Second)
 		if err != nil || rc != want {
 			t.Fatalf("query %d from %s: rcode %d (%v), want %d", i, src, rc, err, want)
 		}
@@ -74,7 +79,7 @@ func askAll(t *testing.T, ns *netlab.Netns, src string, port0 int, same bool) {
 // The records of a flow are taken together: a generation flip between a
 // query and its answer (a loaded host stalling the test past the 5 s
 // period) puts the latency in the next period's record of the flow.
-func checkDNS(t *testing.T, flows []agenttest.JSONFlow, what, src string, port0 int, same bool, ifaces int) {
+func checkDNS(t *testing.T, flows []agenttest.JSONFlow, ad svcAddrs, what, src string, port0 int, same bool, ifaces int) {
 	t.Helper()
 	flowsOf, perFlow := dnsQueries, 1
 	if same {
@@ -93,10 +98,10 @@ func checkDNS(t *testing.T, flows []agenttest.JSONFlow, what, src string, port0 
 			dir      string
 			m, after agenttest.Match
 		}{
-			{"query", agenttest.Match{Src: src, Dst: svcVIP, Sport: sport, Dport: 53, Proto: 17},
-				agenttest.Match{Src: src, Dst: svcBackend, Sport: sport, Dport: 53, Proto: 17}},
-			{"answer", agenttest.Match{Src: svcBackend, Dst: src, Sport: 53, Dport: sport, Proto: 17},
-				agenttest.Match{Src: svcVIP, Dst: src, Sport: 53, Dport: sport, Proto: 17}},
+			{"query", agenttest.Match{Src: src, Dst: ad.vip, Sport: sport, Dport: 53, Proto: 17},
+				agenttest.Match{Src: src, Dst: ad.backend, Sport: sport, Dport: 53, Proto: 17}},
+			{"answer", agenttest.Match{Src: ad.backend, Dst: src, Sport: 53, Dport: sport, Proto: 17},
+				agenttest.Match{Src: ad.vip, Dst: src, Sport: 53, Dport: sport, Proto: 17}},
 		} {
 			pk, _, recs := agenttest.Sum(flows, c.m)
 			total += pk
@@ -163,15 +168,25 @@ func logFlows(t *testing.T, flows []agenttest.JSONFlow) {
 // partial record, no timeout, and the agent's DNS metrics count each answer
 // once.
 func TestServiceDNS(t *testing.T) {
-	l := dnsSvcLab(t)
+	for _, ad := range []svcAddrs{svcV4, svcV6} {
+		name := "ipv4"
+		if ad.v6 {
+			name = "ipv6"
+		}
+		t.Run(name, func(t *testing.T) { serviceDNS(t, ad) })
+	}
+}
+
+func serviceDNS(t *testing.T, ad svcAddrs) {
+	l := dnsSvcLab(t, ad)
 	h := agenttest.Start(t, svcAllIfaces, agent.Options{}, "--netns="+l.node.Name+","+l.a.Name+","+l.b.Name,
 		"--features=dns,xlat", "--dns-timeout="+dnsTimeout)
-	askAll(t, l.a, svcPod, dnsPodPort, false)
-	askAll(t, l.node, svcNodeB, dnsHostPort, false)
+	askAll(t, l.a, ad.vip, ad.pod, dnsPodPort, false)
+	askAll(t, l.node, ad.vip, ad.nodeB, dnsHostPort, false)
 	// And as many on one flow each: after its first packets, the hooks
 	// after NAT that the flow lists stop at the alias (steady).
-	askAll(t, l.a, svcPod, dnsPodPort+100, true)
-	askAll(t, l.node, svcNodeB, dnsHostPort+100, true)
+	askAll(t, l.a, ad.vip, ad.pod, dnsPodPort+100, true)
+	askAll(t, l.node, ad.vip, ad.nodeB, dnsHostPort+100, true)
 	// The metrics at the first periodic eviction (5 s after the start),
 	// past --dns-timeout: it swept the pending queries and read the
 	// answers. (Not after Stop: the maps are closed then.)
@@ -193,14 +208,14 @@ func TestServiceDNS(t *testing.T) {
 	promtest.Expect(t, fams, 4*dnsQueries, "flowlens_agent_dns_answers_total", "result=read")
 	promtest.Expect(t, fams, 0, "flowlens_agent_dns_answers_total", "result=unparsed")
 
-	checkDNS(t, flows, "pod", svcPod, dnsPodPort, false, svcAllIfaces)
-	checkDNS(t, flows, "host", svcNodeB, dnsHostPort, false, 2) // nb egress, b0 ingress (the answer's: b0 egress, nb ingress)
-	checkDNS(t, flows, "pod, one flow", svcPod, dnsPodPort+100, true, svcAllIfaces)
-	checkDNS(t, flows, "host, one flow", svcNodeB, dnsHostPort+100, true, 2)
+	checkDNS(t, flows, ad, "pod", ad.pod, dnsPodPort, false, svcAllIfaces)
+	checkDNS(t, flows, ad, "host", ad.nodeB, dnsHostPort, false, 2) // nb egress, b0 ingress (the answer's: b0 egress, nb ingress)
+	checkDNS(t, flows, ad, "pod, one flow", ad.pod, dnsPodPort+100, true, svcAllIfaces)
+	checkDNS(t, flows, ad, "host, one flow", ad.nodeB, dnsHostPort+100, true, 2)
 	// Nothing else: no record of another tuple (a partial one under a
 	// tuple after NAT), no timeout.
 	for _, f := range flows {
-		if f.Proto == 17 && (f.SrcPort == 53 || f.DstPort == 53) && f.SrcAddr != svcBackend && f.DstAddr != svcVIP {
+		if f.Proto == 17 && (f.SrcPort == 53 || f.DstPort == 53) && f.SrcAddr != ad.backend && f.DstAddr != ad.vip {
 			t.Errorf("a record of another tuple: %s:%d -> %s:%d, %d packets", f.SrcAddr, f.SrcPort, f.DstAddr, f.DstPort, f.Packets)
 		}
 	}
@@ -218,7 +233,7 @@ func TestServiceTLS(t *testing.T) {
 	if _, err := exec.LookPath("openssl"); err != nil {
 		t.Fatal("openssl not installed")
 	}
-	l := dnsSvcLab(t)
+	l := dnsSvcLab(t, svcV4)
 	dir := t.TempDir()
 	key, cert := filepath.Join(dir, "k.pem"), filepath.Join(dir, "c.pem")
 	if out, err := exec.Command("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
