@@ -123,9 +123,13 @@ static __noinline void dns_inspect(struct __sk_buff *skb, const struct pkt *p, c
 	__u32 name = h.qdcount ? off + sizeof(h) : 0;
 	__u64 now = bpf_ktime_get_ns();
 	__u32 gen = generation();
-	struct flow_key key = p->key;
-	xlat_inspect_key(&key, me, gen);
-	const struct flow_key *k = &key;
+	const struct flow_key *k = &p->key;
+	struct flow_key key;
+	if (xlat_on) { /* the copy too: nothing without xlat */
+		key = p->key;
+		xlat_inspect_key(&key, me, gen);
+		k = &key;
+	}
 	struct dns_pending_key pk = {.id = id};
 	struct enrich_value *e;
 	if (!(flags & DNS_QR)) { /* a query: its first sighting starts the clock */

@@ -33,9 +33,13 @@ volatile const __u32 tls_on = 0;
 static __noinline void tls_mark(const struct flow_key *pk, const struct iface_obs *me, __u8 flag)
 {
 	__u32 gen = generation();
-	struct flow_key k = *pk;
-	xlat_inspect_key(&k, me, gen);
-	struct enrich_value *e = enrich_entry(&k, gen);
+	struct flow_key key;
+	const struct flow_key *k = xlat_on ? &key : pk;
+	if (xlat_on) {
+		key = *pk;
+		xlat_inspect_key(&key, me, gen);
+	}
+	struct enrich_value *e = enrich_entry(k, gen);
 	if (e)
 		e->tls_flags |= flag;
 }
@@ -74,9 +78,13 @@ static __noinline void server_hello(struct __sk_buff *skb, const struct flow_key
 		q += 4 + len;
 	}
 	__u32 gen = generation();
-	struct flow_key k = *pk;
-	xlat_inspect_key(&k, me, gen);
-	struct enrich_value *e = enrich_entry(&k, gen);
+	struct flow_key key;
+	const struct flow_key *k = xlat_on ? &key : pk;
+	if (xlat_on) {
+		key = *pk;
+		xlat_inspect_key(&key, me, gen);
+	}
+	struct enrich_value *e = enrich_entry(k, gen);
 	if (!e)
 		return;
 	e->tls_version = version;
