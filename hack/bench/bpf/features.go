@@ -57,6 +57,10 @@ package main
 //	                  table's 16384 entries. Each run also creates the answer's
 //	                  flow (off does too), so ×off is diluted: read the ns.
 //
+// "dns-xlat" (opt-in, -tc-features dns-xlat) runs dns's query and answer
+// with xlat on too (bpf/xlatkey.h): its "on" figure minus dns's is what
+// xlat adds to a DNS packet (issue #29).
+//
 // "netns" is not a feature but how the programs learn the interface's
 // namespace: "on" is the one set shared by every namespace, which reads
 // the device's (skb->dev->nd_net.net->net_cookie), "off" the fallback, one
