@@ -19,14 +19,16 @@ import (
 // port 53 (kube-dns) DNATed to a DNS server in the backend namespace (a
 // CoreDNS pod), and its port 443 to a TLS server, in PREROUTING and OUTPUT.
 const (
-	dnsQueries   = 10
-	dnsPodPort   = 41000 // the pod's queries' source ports: 41000..41009
-	dnsHostPort  = 42000 // the host-network client's
-	dnsName      = "svc.test"
-	dnsBadName   = "nope.test" // NXDOMAIN
-	dnsTimeout   = "300ms"
-	svcTLSPort   = 443
-	svcTLSClient = 44000
+	dnsQueries  = 10
+	dnsPodPort  = 41000 // the pod's queries' source ports: 41000..41009
+	dnsHostPort = 42000 // the host-network client's
+	dnsName     = "svc.test"
+	dnsBadName  = "nope.test" // NXDOMAIN
+	dnsTimeout  = "300ms"
+	svcTLSPort  = 443
+	// The Service port 5300 to the pods' 5353, only the first a DNS port.
+	dnsSvcDNSPort, dnsPodDNSPort = "5300", "5353"
+	svcTLSClient                 = 44000
 )
 
 func dnsSvcLab(t *testing.T, ad svcAddrs) *svcLab {
@@ -39,7 +41,14 @@ func dnsSvcLab(t *testing.T, ad svcAddrs) *svcLab {
 			}
 			netlab.Run(t, l.node, "nft", "add rule "+ad.nft+" svc "+c+" "+ad.nft+" daddr "+ad.vip+" "+r.proto+" dport "+r.port+" dnat to "+to)
 		}
+		// A Service port other than its pods' (OpenShift's DNS: 53 -> 5353).
+		to := ad.backend + ":" + dnsPodDNSPort
+		if ad.v6 {
+			to = "[" + ad.backend + "]:" + dnsPodDNSPort
+		}
+		netlab.Run(t, l.node, "nft", "add rule "+ad.nft+" svc "+c+" "+ad.nft+" daddr "+ad.vip+" udp dport "+dnsSvcDNSPort+" dnat to "+to)
 	}
+	netlab.ServeDNS(t, l.b, net.JoinHostPort(ad.backend, dnsPodDNSPort), map[string][]netlab.DNSRecord{dnsName: {{Addr: "10.1.2.3", TTL: 60}}})
 	netlab.ServeDNS(t, l.b, net.JoinHostPort(ad.backend, "53"), map[string][]netlab.DNSRecord{dnsName: {{Addr: "10.1.2.3", TTL: 60}}})
 	return l
 }
@@ -49,6 +58,11 @@ func dnsSvcLab(t *testing.T, ad svcAddrs) *svcLab {
 // ClusterIP's port 53, each answered: ids 0x100+i, every third one for a
 // name the server does not know.
 func askAll(t *testing.T, ns *netlab.Netns, vip, src string, port0 int, same bool) {
+	t.Helper()
+	askAt(t, ns, net.JoinHostPort(vip, "53"), src, port0, same)
+}
+
+func askAt(t *testing.T, ns *netlab.Netns, to, src string, port0 int, same bool) {
 	t.Helper()
 	for i := range dnsQueries {
 		port := port0 + i
@@ -62,7 +76,7 @@ func askAll(t *testing.T, ns *netlab.Netns, vip, src string, port0 int, same boo
 		// One try: a second query with the same id would be a second
 		// packet of its flow. The server is up (ServeDNS listens before
 		// it returns); the wait is generous for a loaded host.
-		rc, err := netlab.AskDNS(ns, net.JoinHostPort(src, fmt.Sprint(port)), net.JoinHostPort(vip, "53"), netlab.DNSQuery(uint16(0x100+i), name), 10*time.Second)
+		rc, err := netlab.AskDNS(ns, net.JoinHostPort(src, fmt.Sprint(port)), to, netlab.DNSQuery(uint16(0x100+i), name), 10*time.Second)
 		if err != nil || rc != want {
 			t.Fatalf("query %d from %s: rcode %d (%v), want %d", i, src, rc, err, want)
 		}
@@ -151,6 +165,59 @@ func checkDNS(t *testing.T, flows []agenttest.JSONFlow, ad svcAddrs, what, src s
 	}
 }
 
+// checkPortMapped: through a Service port (5300, listed in --dns-ports)
+// to the pods' 5353 (not listed), the DNS port is tested on each packet's
+// own tuple, as without NAT: a pod's query is read before DNAT and its
+// answer after un-DNAT, both under their flows' keys before NAT, and
+// matched (one latency, no timeout); a host-network client's query is
+// seen only after DNAT (5353) and its answer only before un-DNAT: neither
+// is read, and nothing times out.
+func checkPortMapped(t *testing.T, flows []agenttest.JSONFlow, ad svcAddrs) {
+	t.Helper()
+	for i := range dnsQueries {
+		id := uint16(0x100 + i)
+		for _, c := range []struct {
+			what           string
+			m              agenttest.Match
+			id             uint16
+			latency, rcode bool
+		}{
+			{"pod's query", agenttest.Match{Src: ad.pod, Dst: ad.vip, Sport: uint16(dnsPodPort + 200 + i), Dport: 5300, Proto: 17}, id, true, true},
+			{"pod's answer", agenttest.Match{Src: ad.backend, Dst: ad.pod, Sport: 5353, Dport: uint16(dnsPodPort + 200 + i), Proto: 17}, id, false, true},
+			{"host's query", agenttest.Match{Src: ad.nodeB, Dst: ad.vip, Sport: uint16(dnsHostPort + 200 + i), Dport: 5300, Proto: 17}, 0, false, false},
+			{"host's answer", agenttest.Match{Src: ad.backend, Dst: ad.nodeB, Sport: 5353, Dport: uint16(dnsHostPort + 200 + i), Proto: 17}, 0, false, false},
+		} {
+			pk, _, recs := agenttest.Sum(flows, c.m)
+			var ids, latencies, rcodes, timeouts int
+			for _, r := range recs {
+				if r.DNSID == c.id && c.id != 0 {
+					ids++
+				}
+				if r.DNSLatencyNs > 0 {
+					latencies++
+				}
+				if r.DNSRcode != "" {
+					rcodes++
+				}
+				if r.DNSTimeout {
+					timeouts++
+				}
+			}
+			if pk != 1 || (c.id != 0) != (ids > 0) || latencies != btoi(c.latency) || (rcodes > 0) != c.rcode || timeouts != 0 {
+				t.Errorf("port 5300 -> 5353, %s %d: %d packets, %d records with id %#x, %d with a latency, %d with an rcode, %d timeouts",
+					c.what, i, pk, ids, c.id, latencies, rcodes, timeouts)
+			}
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 func logFlows(t *testing.T, flows []agenttest.JSONFlow) {
 	for _, f := range flows {
 		t.Logf("%s:%d -> %s:%d p%d pk=%d partial=%v xlat %s:%d -> %s:%d dns id=%#x rc=%q lat=%d to=%v tls ch=%v v=%q %s",
@@ -180,13 +247,16 @@ func TestServiceDNS(t *testing.T) {
 func serviceDNS(t *testing.T, ad svcAddrs) {
 	l := dnsSvcLab(t, ad)
 	h := agenttest.Start(t, svcAllIfaces, agent.Options{}, "--netns="+l.node.Name+","+l.a.Name+","+l.b.Name,
-		"--features=dns,xlat", "--dns-timeout="+dnsTimeout)
+		"--features=dns,xlat", "--dns-timeout="+dnsTimeout, "--dns-ports=53,"+dnsSvcDNSPort)
 	askAll(t, l.a, ad.vip, ad.pod, dnsPodPort, false)
 	askAll(t, l.node, ad.vip, ad.nodeB, dnsHostPort, false)
 	// And as many on one flow each: after its first packets, the hooks
 	// after NAT that the flow lists stop at the alias (steady).
 	askAll(t, l.a, ad.vip, ad.pod, dnsPodPort+100, true)
 	askAll(t, l.node, ad.vip, ad.nodeB, dnsHostPort+100, true)
+	// Through the Service port 5300 to the pods' 5353 (not a DNS port).
+	askAt(t, l.a, net.JoinHostPort(ad.vip, dnsSvcDNSPort), ad.pod, dnsPodPort+200, false)
+	askAt(t, l.node, net.JoinHostPort(ad.vip, dnsSvcDNSPort), ad.nodeB, dnsHostPort+200, false)
 	// The metrics at the first periodic eviction (5 s after the start),
 	// past --dns-timeout: it swept the pending queries and read the
 	// answers. (Not after Stop: the maps are closed then.)
@@ -212,6 +282,7 @@ func serviceDNS(t *testing.T, ad svcAddrs) {
 	checkDNS(t, flows, ad, "host", ad.nodeB, dnsHostPort, false, 2) // nb egress, b0 ingress (the answer's: b0 egress, nb ingress)
 	checkDNS(t, flows, ad, "pod, one flow", ad.pod, dnsPodPort+100, true, svcAllIfaces)
 	checkDNS(t, flows, ad, "host, one flow", ad.nodeB, dnsHostPort+100, true, 2)
+	checkPortMapped(t, flows, ad)
 	// Nothing else: no record of another tuple (a partial one under a
 	// tuple after NAT), no timeout.
 	for _, f := range flows {
