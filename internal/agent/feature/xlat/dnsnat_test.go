@@ -233,7 +233,8 @@ func logFlows(t *testing.T, flows []agenttest.JSONFlow) {
 // (docs/design/counting.md, Translated packets): the query's record has
 // its id, rcode and one latency, no record under a tuple after NAT, no
 // partial record, no timeout, and the agent's DNS metrics count each answer
-// once.
+// once. Over IPv4 and IPv6; one query per flow and ten on one flow; and
+// through a Service port other than its pods' (checkPortMapped).
 func TestServiceDNS(t *testing.T) {
 	for _, ad := range []svcAddrs{svcV4, svcV6} {
 		name := "ipv4"
