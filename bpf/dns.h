@@ -23,6 +23,7 @@
 
 #include "enrich.h"
 #include "parse.h"
+#include "xlatkey.h"
 
 volatile const __u32 dns_on = 0;
 /* Hand each answer to the agent (ring dns_answers), which maps the A and
@@ -110,11 +111,11 @@ static __always_inline void dns_hand_on(struct __sk_buff *skb, __u32 off, const 
 	bpf_ringbuf_submit(a, BPF_RB_NO_WAKEUP); /* read at each eviction, never awaited */
 }
 
-/* dns_inspect reads a DNS message at the start of the packet's payload. */
+/* dns_inspect reads a DNS message at the start of the packet's payload,
+ * after record(): under its flow's key before NAT (bpf/xlatkey.h). */
 static __noinline void dns_inspect(struct __sk_buff *skb, const struct pkt *p, const struct iface_obs *me)
 {
-	const struct flow_key *k = &p->key;
-	__u32 off = p->payload + (k->proto == IPPROTO_TCP ? 2 : 0); /* TCP: a length first */
+	__u32 off = p->payload + (p->key.proto == IPPROTO_TCP ? 2 : 0); /* TCP: a length first */
 	struct dns_hdr h;
 	if (bpf_skb_load_bytes(skb, off, &h, sizeof(h)))
 		return;
@@ -122,6 +123,13 @@ static __noinline void dns_inspect(struct __sk_buff *skb, const struct pkt *p, c
 	__u32 name = h.qdcount ? off + sizeof(h) : 0;
 	__u64 now = bpf_ktime_get_ns();
 	__u32 gen = generation();
+	const struct flow_key *k = &p->key;
+	struct flow_key key;
+	if (xlat_on) { /* the copy too: nothing without xlat */
+		key = p->key;
+		xlat_inspect_key(&key, me, gen);
+		k = &key;
+	}
 	struct dns_pending_key pk = {.id = id};
 	struct enrich_value *e;
 	if (!(flags & DNS_QR)) { /* a query: its first sighting starts the clock */
@@ -184,6 +192,10 @@ static __noinline void dns_inspect(struct __sk_buff *skb, const struct pkt *p, c
 	pk.key.proto = k->proto;
 	pk.key.zone = k->zone; /* a loopback query and its answer share a namespace */
 	struct dns_pending_value *pv = bpf_map_lookup_elem(&dns_pending, &pk);
+	/* An answer before un-DNAT (backend -> client): that reverse is its
+	 * query after DNAT, whose key before NAT the alias gives. */
+	if (!pv && xlat_query_key(&pk.key))
+		pv = bpf_map_lookup_elem(&dns_pending, &pk);
 	if (!pv)
 		return; /* its query was not seen, or was matched or timed out already */
 	__u64 ts = pv->query_ns;

@@ -602,12 +602,12 @@ static __always_inline int handle(struct __sk_buff *skb, __u32 dir, int l3)
 	 * zero-window marker never reaches a flow. */
 	__u16 tcp_seg = tcp_on ? p.tcp_flags & TCP_SEG_MASK : 0;
 	p.tcp_flags &= ~TCP_ZERO_WIN;
-	/* Feature "tls": hellos and QUIC long headers, before the flow map. */
-	if (tls_on)
-		tls_inspect(skb, &p);
-	/* Feature "dns": messages to or from the DNS ports. */
-	if (dns_on && p.payload && (dns_port(p.key.dst_port) || dns_port(p.key.src_port)))
-		dns_inspect(skb, &p, &w.me);
+	/* Feature "dns": a message to or from the DNS ports, tested on the
+	 * packet's own tuple (its key may change to its flow's before NAT).
+	 * 2 or 3, never 0: the verifier tracks a stored 0 apart from other
+	 * values, which would double the states it walks through record(). */
+	if (dns_on)
+		p.dns = 2 | (p.payload && (dns_port(p.key.dst_port) || dns_port(p.key.src_port)));
 	__u32 slot = CTL_GEN;
 	__u32 *gen = bpf_map_lookup_elem(&control, &slot);
 	/* The programs go on writing the map they picked here, even across
@@ -617,6 +617,13 @@ static __always_inline int handle(struct __sk_buff *skb, __u32 dir, int l3)
 		record(skb, &flows_b, &flows_a, &w, l3);
 	else
 		record(skb, &flows_a, &flows_b, &w, l3);
+	/* Features "tls" (hellos, QUIC long headers) and "dns", after the flow
+	 * map: under the key record() gave the packet, its flow's before NAT
+	 * (bpf/xlatkey.h). */
+	if (tls_on)
+		tls_inspect(skb, &p, &w.me);
+	if (dns_on && (p.dns & 1))
+		dns_inspect(skb, &p, &w.me);
 	if (tcp_seg)
 		tcp_segment(skb, &p, &w.me, w.gen, tcp_seg);
 	return TC_ACT_UNSPEC; /* TCX_NEXT: let the next program / the stack decide */

@@ -75,6 +75,7 @@ struct pkt {
 	/* FLOW_F_L4_UNREAD or FLOW_F_EXT_UNREAD: parse failed after reading the
 	 * addresses, the key is whole (ports 0); 0 on every other exit. */
 	__u8 unread;
+	__u8 dns;      /* feature "dns": written and read by handle (bpf/flows.h) only */
 	__u16 l4;      /* TCP: the header's offset from skb->data (feature "tcp") */
 };
 

@@ -19,6 +19,7 @@
 
 #include "enrich.h"
 #include "parse.h"
+#include "xlatkey.h"
 
 volatile const __u32 tls_on = 0;
 
@@ -27,10 +28,18 @@ volatile const __u32 tls_on = 0;
 #define TLS_EXT_KEY_SHARE 0x0033
 
 /* Not inlined: its enrichment value on the stack would add to the TC
- * programs' deepest call chain (512 bytes for all frames). */
-static __noinline void tls_mark(const struct flow_key *k, __u8 flag)
+ * programs' deepest call chain (512 bytes for all frames). The flow's
+ * key before NAT (bpf/xlatkey.h). */
+static __noinline void tls_mark(const struct flow_key *pk, const struct iface_obs *me, __u8 flag)
 {
-	struct enrich_value *e = enrich_entry(k, generation());
+	__u32 gen = generation();
+	struct flow_key key;
+	const struct flow_key *k = xlat_on ? &key : pk;
+	if (xlat_on) {
+		key = *pk;
+		xlat_inspect_key(&key, me, gen);
+	}
+	struct enrich_value *e = enrich_entry(k, gen);
 	if (e)
 		e->tls_flags |= flag;
 }
@@ -43,8 +52,10 @@ static __always_inline int load16(struct __sk_buff *skb, __u32 off, __u16 *v)
 	return 0;
 }
 
-/* server_hello reads a ServerHello whose handshake message starts at off. */
-static __noinline void server_hello(struct __sk_buff *skb, const struct flow_key *k, __u32 off)
+/* server_hello reads a ServerHello whose handshake message starts at off,
+ * for the flow's key before NAT (bpf/xlatkey.h). */
+static __noinline void server_hello(struct __sk_buff *skb, const struct flow_key *pk, const struct iface_obs *me,
+				    __u32 off)
 {
 	__u16 version, cipher, extlen, group = 0;
 	__u8 sid;
@@ -66,7 +77,14 @@ static __noinline void server_hello(struct __sk_buff *skb, const struct flow_key
 			load16(skb, q + 4, &group); /* the server's one share: its group first */
 		q += 4 + len;
 	}
-	struct enrich_value *e = enrich_entry(k, generation());
+	__u32 gen = generation();
+	struct flow_key key;
+	const struct flow_key *k = xlat_on ? &key : pk;
+	if (xlat_on) {
+		key = *pk;
+		xlat_inspect_key(&key, me, gen);
+	}
+	struct enrich_value *e = enrich_entry(k, gen);
 	if (!e)
 		return;
 	e->tls_version = version;
@@ -80,8 +98,9 @@ static __always_inline int quic_version(__u32 v)
 	return v == 0x00000001 || v == 0x6b3343cf || (v & 0xffffff00) == 0xff000000;
 }
 
-/* tls_inspect looks at the start of the packet's payload for a hello. */
-static __always_inline void tls_inspect(struct __sk_buff *skb, const struct pkt *p)
+/* tls_inspect looks at the start of the packet's payload for a hello
+ * (after record(): see bpf/xlatkey.h). */
+static __always_inline void tls_inspect(struct __sk_buff *skb, const struct pkt *p, const struct iface_obs *me)
 {
 	if (!p->payload)
 		return;
@@ -102,13 +121,13 @@ static __always_inline void tls_inspect(struct __sk_buff *skb, const struct pkt 
 		if (b[0] != 0x16 || b[1] != 0x03)
 			return;
 		if (b[5] == 1)
-			tls_mark(&p->key, TLS_F_CLIENT_HELLO);
+			tls_mark(&p->key, me, TLS_F_CLIENT_HELLO);
 		else if (b[5] == 2)
-			server_hello(skb, &p->key, p->payload + 5);
+			server_hello(skb, &p->key, me, p->payload + 5);
 	} else if (p->key.proto == IPPROTO_UDP) {
 		/* QUIC long header: form and fixed bits, then a known version. */
 		if ((b[0] & 0xc0) == 0xc0 && quic_version((__u32)b[1] << 24 | (__u32)b[2] << 16 | (__u32)b[3] << 8 | b[4]))
-			tls_mark(&p->key, TLS_F_QUIC);
+			tls_mark(&p->key, me, TLS_F_QUIC);
 	}
 }
 

@@ -62,6 +62,10 @@ package main
 //	                  table's 16384 entries. Each run also creates the answer's
 //	                  flow (off does too), so ×off is diluted: read the ns.
 //
+// "dns-xlat" (opt-in, -tc-features dns-xlat) runs dns's query and answer
+// with xlat on too (bpf/xlatkey.h): its "on" figure minus dns's is what
+// xlat adds to a DNS packet (issue #29).
+//
 // "netns" is not a feature but how the programs learn the interface's
 // namespace: "on" is the one set shared by every namespace, which reads
 // the device's (skb->dev->nd_net.net->net_cookie), "off" the fallback, one
@@ -88,6 +92,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -186,6 +191,18 @@ func featCases(features []string) []featCase {
 				note: "exist-hot DNS answer; matched in the warm-up only, so the runs measure an unmatched answer"},
 			featCase{feature: "dns", name: "answer-match", kind: "own", pkt: dnsAnswerPacket("10.0.0.0"), newPath: true, dnsMatch: true,
 				note: "each run an answer matching a pending query (inserted before each repetition); new path: a new answer flow each run, off too"})
+	}
+	if slices.Contains(features, "dns-xlat") {
+		// dns with xlat on too (issue #29: the inspections under the key
+		// before NAT, bpf/xlatkey.h): against "off" (neither), as dns's
+		// cases; the difference of the two "on" figures is what xlat adds
+		// to a DNS packet (its key resolved: one flow map lookup; an
+		// unmatched answer, one xlat_alias lookup more).
+		out = append(out,
+			featCase{feature: "dns-xlat", name: "query", kind: "own", pkt: dnsQueryPacket(), warm: xlatTries + 1,
+				note: "dns query, xlat on: the flow map lookup of xlat_inspect_key (the key is a flow, not an alias)"},
+			featCase{feature: "dns-xlat", name: "answer", kind: "own", pkt: dnsAnswerPacket("10.100.0.1"), pre: dnsQueryPacket(), warm: xlatTries + 1,
+				note: "dns unmatched answer, xlat on: the key's lookup, and xlat_alias's for its query (a miss)"})
 	}
 	if slices.Contains(features, "overlay") {
 		// Both read through the tunnel (the inner keying is not a feature);
@@ -522,11 +539,15 @@ func loadFeatDP(o options, c featCase, on bool) (*featDP, error) {
 	switch c.feature {
 	case "netns":
 		cfg.ForcePerNamespacePrograms = !on
-	case "dns":
+	case "dns", "dns-xlat":
 		// As the agent sets them (internal/agent/feature/dns Plan): dns_on,
 		// dns_ports {53}, dns_pending sized; the size for off too.
 		h := dns.New().Plan(nil)
 		tc, cfg.MapSizes = h.TC, h.MapSizes
+		if c.feature == "dns-xlat" {
+			tc = maps.Clone(tc)
+			tc["xlat_on"] = uint32(1)
+		}
 	case "tcp": // as the agent sets it: tcp_on, its maps sized (off too)
 		h := tcp.New().Plan(nil)
 		tc, cfg.MapSizes = h.TC, h.MapSizes
@@ -803,7 +824,7 @@ func checkFeature(c featCase, off, on *featDP) (string, error) {
 		err := f.dp.Maps.Enrich[f.gen&1].Lookup(&f.key, &v)
 		return v, err == nil
 	}
-	switch c.feature + "/" + c.name {
+	switch strings.TrimSuffix(c.feature, "-xlat") + "/" + c.name { // dns-xlat: dns's checks
 	case "tls/tcp-other":
 		if v, ok := enrich(on); ok && v.TlsFlags != 0 {
 			return "", fmt.Errorf("a non-TLS payload set TLS flags %#x", v.TlsFlags)
@@ -949,8 +970,8 @@ func parseFeatures(s string) ([]string, error) {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
-		if f != "tls" && f != "xlat" && f != "dns" && f != "tcp" && f != "netns" && f != "overlay" && f != "overlay-outer" {
-			return nil, fmt.Errorf("bad -tc-features entry %q: tls, xlat, dns, tcp, netns, overlay, overlay-outer", f)
+		if f != "tls" && f != "xlat" && f != "dns" && f != "dns-xlat" && f != "tcp" && f != "netns" && f != "overlay" && f != "overlay-outer" {
+			return nil, fmt.Errorf("bad -tc-features entry %q: tls, xlat, dns, dns-xlat, tcp, netns, overlay, overlay-outer", f)
 		}
 		if !slices.Contains(out, f) {
 			out = append(out, f)

@@ -117,7 +117,7 @@ func main() {
 	flag.BoolVar(&o.onlyRules, "only-rules", false, "measure only the flow filter rule cases")
 	flag.StringVar(&ruleFields, "rule-fields", "addr,ports,flags", "fields the generated rules constrain besides protocol and direction (fewer: to attribute the cost)")
 	flag.StringVar(&ruleAddrs, "rule-addrs", "near", "the other rules' prefixes: near (nested in the matching rule's, on the packet's trie walk) or far (disjoint)")
-	flag.StringVar(&tcFeats, "tc-features", "tls,xlat,dns,tcp,netns,overlay,overlay-outer", "features inside the TC programs to measure on vs off (IPv4, features.go; netns: shared programs vs one set per namespace; overlay: a VXLAN packet vs its inner packet; overlay-outer: --overlay-outer-flows; \"none\": skip)")
+	flag.StringVar(&tcFeats, "tc-features", "tls,xlat,dns,tcp,netns,overlay,overlay-outer", "features inside the TC programs to measure on vs off (IPv4, features.go; netns: shared programs vs one set per namespace; overlay: a VXLAN packet vs its inner packet; overlay-outer: --overlay-outer-flows; dns-xlat, opt-in: dns with xlat on; \"none\": skip)")
 	flag.BoolVar(&o.onlyFeat, "only-tc-features", false, "measure only the features inside the TC programs")
 	flag.StringVar(&capCases, "capture", "match,other,pair,pair-other", "packet capture program cases (capture.go): a matching and a non-matching packet, without and with a --peer-ip pair; \"none\": skip")
 	flag.BoolVar(&o.onlyCap, "only-capture", false, "measure only the packet capture program")
