@@ -131,6 +131,8 @@ func (m *Maps) replacements() map[string]*ebpf.Map {
 }
 
 func (m *Maps) close() error {
+	m.mu.Lock() // the counters' readers (a metrics scrape) may still run
+	defer m.mu.Unlock()
 	var errs []error
 	for _, e := range m.table() {
 		if *e.dst != nil {
@@ -141,9 +143,16 @@ func (m *Maps) close() error {
 	return errors.Join(errs...)
 }
 
+// ErrClosed is the counters' readers' error once the datapath is closed
+// (a metrics scrape during shutdown).
+var ErrClosed = errors.New("datapath closed")
+
 // sumPerCPU reads index i of a per-CPU array of uint64 summed over CPUs.
 // Call with mu held.
 func (m *Maps) sumPerCPU(mp *ebpf.Map, i uint32) (uint64, error) {
+	if mp == nil {
+		return 0, ErrClosed
+	}
 	if m.percpu == nil {
 		n, err := ebpf.PossibleCPU()
 		if err != nil {
