@@ -138,16 +138,20 @@ static __always_inline int fast(const struct flow_value *v, const struct wpkt *w
 /*
  * steady tells whether this hook is known (this generation) not to be
  * first for the flow's packets: a listed hook, which only needs the flow to
- * list it, as it does; no lock, no clock, no skb field read.
+ * list it, as it does; no lock, no clock, no skb field read. ifaces[0] is
+ * never one: a flow's listed_only bit 0 is never set (slow sets a bit 0
+ * only where it is set), and an alias's (bpf/xlat.h) ifaces[0] names no
+ * interface; so the search starts at ifaces[1] (fast has compared
+ * ifaces[0] already).
  */
 static __always_inline int steady(const struct flow_value *v, const struct iface_obs *me)
 {
 	int idx = -1;
 #pragma unroll
-	for (int i = 0; i < MAX_IFACES; i++)
+	for (int i = 1; i < MAX_IFACES; i++)
 		if (idx < 0 && i < v->n_ifaces && same_iface(&v->ifaces[i], me))
 			idx = i;
-	return idx >= 0 && (v->listed_only & (1 << idx)) &&
+	return idx > 0 && (v->listed_only & (1 << idx)) &&
 	       (v->ifaces[idx].dir == me->dir || v->ifaces[idx].dir == DIR_BOTH);
 }
 
@@ -353,14 +357,21 @@ static __noinline int insert(struct __sk_buff *skb, void *cur, void *prev, const
 	struct iface_obs was = {};
 	int inherit = 0;
 	__u32 gen = w->gen;
-	struct flow_value *old = bpf_map_lookup_elem(prev, &p->key);
+	/* A certainly-first hook counts whatever the previous generation
+	 * did: it skips looking the flow up there (a hash of the key; a miss
+	 * for a new flow). Asked first on egress only, where the order is one
+	 * to three loads (bpf/order.h); on ingress it may take the device's
+	 * kind (a helper call), and a veth's ingress, the usual first hook of
+	 * a pod's flow, is never certainly first. */
+	int first = me->dir == DIR_EGRESS && hook_order(skb, w) == ORDER_FIRST;
+	struct flow_value *old = first ? NULL : bpf_map_lookup_elem(prev, &p->key);
 	if (old) {
 		if (old->packets && !(old->listed_only & 1)) {
 			was = old->ifaces[0];
 			was.dir = old->first_dir;
 			inherit = 1;
 		}
-	} else {
+	} else if (!first) {
 		/* Did the flow go through the ring in the previous generation?
 		 * Asked only when that generation overflowed at all. */
 		__u32 slot = CTL_OVERFLOWED + ((gen - 1) & 1);

@@ -15,6 +15,10 @@
 //	new        each run creates a flow that is in neither map
 //	carry      each run creates a flow of the previous generation (the first
 //	           packet of a continuing flow after an eviction flip)
+//	new-egress new, through the egress program: a host socket's packet on a
+//	           device with nothing above it (here lo), certainly the first
+//	           hook (bpf/order.h), which skips the previous generation
+//	           (opt-in: -paths)
 //	new-ovf    new, while the previous generation overflowed: each run also
 //	           looks the flow up in the overflow ring's memory (a miss), as
 //	           every new flow does on a node whose map filled up (opt-in:
@@ -607,8 +611,11 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 			}
 			defer closeF()
 			progRun, floorRun = p, f
-		case "new", "carry", "inherit", "new-ovf":
+		case "new", "carry", "inherit", "new-ovf", "new-egress":
 			first, ks := n+extra, fresh
+			if path == "new-egress" {
+				real = progs.Egress
+			}
 			// new-ovf: the previous generation sent packets to the
 			// overflow ring (bpf/types.h, enum control_slot); the others:
 			// it did not.
@@ -683,7 +690,7 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 			peerRun, peerRet = pr.prog, pr.ret
 			first, count := 0, n
 			switch path {
-			case "new", "new-ovf":
+			case "new", "new-ovf", "new-egress":
 				first, count = n+extra, extra
 			case "carry", "inherit":
 				first, count = n, extra
@@ -927,7 +934,7 @@ func printDatapath(rows []row) {
 		"fam", "path", "flows", "feat", "M pkts/s", "ns/pkt", "p10..p90", "floor ns", "floor M", "×floor", "net ns")
 	fmt.Println(strings.Repeat("-", 113))
 	sorted := slices.Clone(rows)
-	order := map[string]int{"exist-hot": 0, "exist-hot/stats": 1, "exist": 2, "new": 3, "new-ovf": 4, "full": 5, "carry": 6, "listed": 7, "inherit": 8}
+	order := map[string]int{"exist-hot": 0, "exist-hot/stats": 1, "exist": 2, "new": 3, "new-egress": 4, "new-ovf": 5, "full": 6, "carry": 7, "listed": 8, "inherit": 9}
 	slices.SortStableFunc(sorted, func(a, b row) int {
 		return cmp.Or(cmp.Compare(a.Family, b.Family), cmp.Compare(order[a.Path], order[b.Path]),
 			cmp.Compare(a.Features, b.Features), cmp.Compare(a.Flows, b.Flows))
