@@ -27,10 +27,9 @@ volatile const __u32 tls_on = 0;
 #define TLS_EXT_SUPPORTED_VERSIONS 0x002b
 #define TLS_EXT_KEY_SHARE 0x0033
 
-/* Not inlined: its enrichment value on the stack would add to the TC
- * programs' deepest call chain (512 bytes for all frames). The flow's
- * key before NAT (bpf/xlatkey.h). */
-static __noinline void tls_mark(const struct flow_key *pk, const struct iface_obs *me, __u8 flag)
+/* tls_entry is the enrichment entry of the flow's key before NAT
+ * (bpf/xlatkey.h), where the hellos are kept. */
+static __always_inline struct enrich_value *tls_entry(const struct flow_key *pk, const struct iface_obs *me)
 {
 	__u32 gen = generation();
 	struct flow_key key;
@@ -39,7 +38,14 @@ static __noinline void tls_mark(const struct flow_key *pk, const struct iface_ob
 		key = *pk;
 		xlat_inspect_key(&key, me, gen);
 	}
-	struct enrich_value *e = enrich_entry(k, gen);
+	return enrich_entry(k, gen);
+}
+
+/* Not inlined: its enrichment value on the stack would add to the TC
+ * programs' deepest call chain (512 bytes for all frames). */
+static __noinline void tls_mark(const struct flow_key *pk, const struct iface_obs *me, __u8 flag)
+{
+	struct enrich_value *e = tls_entry(pk, me);
 	if (e)
 		e->tls_flags |= flag;
 }
@@ -77,14 +83,7 @@ static __noinline void server_hello(struct __sk_buff *skb, const struct flow_key
 			load16(skb, q + 4, &group); /* the server's one share: its group first */
 		q += 4 + len;
 	}
-	__u32 gen = generation();
-	struct flow_key key;
-	const struct flow_key *k = xlat_on ? &key : pk;
-	if (xlat_on) {
-		key = *pk;
-		xlat_inspect_key(&key, me, gen);
-	}
-	struct enrich_value *e = enrich_entry(k, gen);
+	struct enrich_value *e = tls_entry(pk, me);
 	if (!e)
 		return;
 	e->tls_version = version;
