@@ -30,6 +30,7 @@
 
 #include "enrich.h"
 #include "parse.h"
+#include "xlatkey.h" /* a reply's connection across NAT */
 
 volatile const __u32 tcp_on = 0;
 
@@ -200,6 +201,29 @@ static __noinline void tcp_segment(struct __sk_buff *skb, const struct pkt *p, c
 	struct flow_key ck, r;
 	int fwd = tcp_canon(&ck, k);
 	struct tcp_conn *c = bpf_map_lookup_elem(&tcp_conns, &ck);
+	/* Feature "xlat": a reply of a connection NAT rewrote is keyed before
+	 * un-NAT (backend -> client), and its reverse is the request after
+	 * NAT, whose alias names the request's key before NAT (client ->
+	 * Service), the connection's. Its segments then stand for the
+	 * reverse of that key, so the connection and the client's entry are
+	 * the request's, never a record under the tuple after NAT. Not for a
+	 * client's SYN: its own key is the connection's. */
+	struct flow_key kc;
+	if (!c && xlat_on && !((seg & TH_SYN) && !(p->tcp_flags & TH_ACK))) {
+		tcp_reverse(&r, k);
+		if (xlat_query_key(&r)) {
+			tcp_reverse(&kc, &r);
+			struct flow_key nck;
+			int nfwd = tcp_canon(&nck, &kc);
+			struct tcp_conn *nc = bpf_map_lookup_elem(&tcp_conns, &nck);
+			if (nc) {
+				k = &kc;
+				ck = nck;
+				fwd = nfwd;
+				c = nc;
+			}
+		}
+	}
 
 	if (seg & TCP_ZERO_WIN)
 		tcp_zero_window(skb, p, e);
