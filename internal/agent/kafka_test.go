@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -88,6 +89,22 @@ func (c *collectorProc) flows(t *testing.T) []agenttest.JSONFlow {
 		s = ""
 	}
 	return agenttest.ParseFlows(t, s)
+}
+
+// held is the number of partitions the collector said it holds last
+// (its "partitions" log line), 0 before any.
+func (c *collectorProc) held(t *testing.T) int {
+	b, err := os.ReadFile(c.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	i := strings.LastIndex(s, " held=")
+	if i < 0 {
+		return 0
+	}
+	n, _ := strconv.Atoi(strings.Fields(s[i+len(" held="):])[0])
+	return n
 }
 
 // commitFailed reports whether the collector logged an offset commit
@@ -193,7 +210,13 @@ func TestKafkaEndToEnd(t *testing.T) {
 		return n
 	}
 
-	// 1. Both collectors share the flows.
+	// 1. Both collectors share the flows, once the group gave each two of
+	// the four partitions (a member that joins late would find them read).
+	for deadline := time.Now().Add(90 * time.Second); c1.held(t) != 2 || c2.held(t) != 2; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the group did not split the partitions in 90s: c1 holds %d, c2 %d", c1.held(t), c2.held(t))
+		}
+	}
 	send(40)
 	waitFor("phase 1 delivered", func(all []agenttest.JSONFlow) bool { return packetsOf(all, 20000, 20040) == 40*per })
 	if len(c1.flows(t)) == 0 || len(c2.flows(t)) == 0 {
