@@ -54,6 +54,19 @@ func AskDNS(ns *Netns, src, dst string, q []byte, wait time.Duration) (rcode int
 // records: a slow upstream server (a dnsmasq forwards to it).
 func SlowDNS(t T, ns *Netns, addr string, delay time.Duration) {
 	t.Helper()
+	serveUDP(t, ns, addr, func(q []byte) []byte {
+		ans := append([]byte(nil), q...)
+		ans[2] |= 0x80 // QR
+		ans[3] = 0x80  // RA, NOERROR
+		time.Sleep(delay)
+		return ans
+	})
+}
+
+// serveUDP answers each datagram on UDP addr in ns with what answer
+// returns for it (nil: none), until the test ends.
+func serveUDP(t T, ns *Netns, addr string, answer func(q []byte) []byte) {
+	t.Helper()
 	var c *net.UDPConn
 	if err := ns.Do(func() (err error) {
 		la, _ := net.ResolveUDPAddr("udp", addr)
@@ -70,11 +83,11 @@ func SlowDNS(t T, ns *Netns, addr string, delay time.Duration) {
 			if err != nil {
 				return
 			}
-			ans := append([]byte(nil), buf[:n]...)
-			ans[2] |= 0x80 // QR
-			ans[3] = 0x80  // RA, NOERROR
-			time.Sleep(delay)
-			c.WriteToUDP(ans, from)
+			if n >= 4 {
+				if ans := answer(buf[:n]); ans != nil {
+					c.WriteToUDP(ans, from)
+				}
+			}
 		}
 	}()
 }
@@ -126,41 +139,25 @@ func DNSAnswer(id uint16, name string, records ...DNSRecord) ([]byte, error) {
 // a name of zone with its records (DNSAnswer), any other with NXDOMAIN.
 func ServeDNS(t T, ns *Netns, addr string, zone map[string][]DNSRecord) {
 	t.Helper()
-	var c *net.UDPConn
-	if err := ns.Do(func() (err error) {
-		la, _ := net.ResolveUDPAddr("udp", addr)
-		c, err = net.ListenUDP("udp", la)
-		return
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	go func() {
-		buf := make([]byte, 1500)
-		for {
-			n, from, err := c.ReadFromUDP(buf)
-			if err != nil {
-				return
-			}
-			var p dnsmessage.Parser
-			h, err := p.Start(buf[:n])
-			if err != nil {
-				continue
-			}
-			q, err := p.Question()
-			if err != nil {
-				continue
-			}
-			name := strings.TrimSuffix(q.Name.String(), ".")
-			records, ok := zone[name]
-			msg, err := DNSAnswer(h.ID, name, records...)
-			if err != nil {
-				continue
-			}
-			if !ok {
-				msg[3] |= 3 // NXDOMAIN
-			}
-			c.WriteToUDP(msg, from)
+	serveUDP(t, ns, addr, func(query []byte) []byte {
+		var p dnsmessage.Parser
+		h, err := p.Start(query)
+		if err != nil {
+			return nil
 		}
-	}()
+		q, err := p.Question()
+		if err != nil {
+			return nil
+		}
+		name := strings.TrimSuffix(q.Name.String(), ".")
+		records, ok := zone[name]
+		msg, err := DNSAnswer(h.ID, name, records...)
+		if err != nil {
+			return nil
+		}
+		if !ok {
+			msg[3] |= 3 // NXDOMAIN
+		}
+		return msg
+	})
 }
