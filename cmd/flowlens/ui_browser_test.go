@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/netip"
-	"os/exec"
 	"reflect"
 	"slices"
 	"strings"
@@ -79,7 +77,7 @@ func uiLabFlows(now time.Time) []flow.Record {
 // the permission and the ClusterRole, and none of the lab. Every request
 // of both browsers went to flowlens ui's port.
 func TestUIInBrowserAuthorized(t *testing.T) {
-	exe := chromiumPath(t)
+	exe := testkit.Chromium(t)
 	env := envtest.StartT(t, envtest.Options{})
 	cfg := env.Config
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -246,22 +244,6 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-// chromiumPath is Debian's headless browser, gated as every tool the
-// tests drive (testkit.Need); make deps-test installs it.
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	var missing error = errors.New("no chromium in PATH: make deps-test installs Debian's chromium package")
-	var exe string
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			exe, missing = p, nil
-			break
-		}
-	}
-	testkit.Need(t, "Chromium (the service map's browser test)", missing)
-	return exe
 }
 
 // browser is a headless Chromium recording every request its pages make

@@ -3,12 +3,10 @@ package collector
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/netip"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -65,23 +63,6 @@ func browserLabFlows(now time.Time) []flow.Record {
 	}
 }
 
-// chromium is Debian's headless browser, gated as every tool the tests
-// drive (testkit.Need: skipped in short mode or when missing outside CI,
-// failing in CI); make deps-test installs it.
-func chromium(t *testing.T) string {
-	t.Helper()
-	var missing error = errors.New("no chromium in PATH: make deps-test installs Debian's chromium package")
-	var exe string
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			exe, missing = p, nil
-			break
-		}
-	}
-	testkit.Need(t, "Chromium (the service map's browser test)", missing)
-	return exe
-}
-
 // The service map in a real browser: headless Chromium loads the page from
 // the collector's --ui-listen, fed the lab's flows (Kubernetes context from
 // --k8s-static). The graph shows exactly the lab's four workloads, the
@@ -99,7 +80,7 @@ func chromium(t *testing.T) string {
 // With FLOWLENS_UI_SCREENSHOT set (make ui-screenshot) the page, the edge's
 // flows open, is written there as a PNG.
 func TestServiceMapInBrowser(t *testing.T) {
-	exe := chromium(t)
+	exe := testkit.Chromium(t)
 	static := filepath.Join(t.TempDir(), "lab.json")
 	if err := os.WriteFile(static, []byte(browserLab), 0o600); err != nil {
 		t.Fatal(err)
