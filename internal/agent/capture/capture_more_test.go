@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"maps"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -317,4 +318,49 @@ func TestCaptureMemory(t *testing.T) {
 		t.Errorf("charged %v, want [%d 0]", charged, ring+scratch)
 	}
 	mu.Unlock()
+}
+
+// TestCaptureNewInterface: an interface the agent attaches to while a
+// capture runs (a pod created during the capture) is hooked too. A second
+// veth pair, veth-a2 (10.99.1.1) to veth-b2 (10.99.1.2), appears after the
+// capture started: its 30 datagrams are copied once at veth-a2's egress and
+// once at veth-b2's ingress, named, as the first pair's 20 are on theirs.
+func TestCaptureNewInterface(t *testing.T) {
+	l := newLab(t, capture.Config{})
+	r := l.start(t, capture.Filter{DstPorts: []uint16{7001}}, capture.Limits{}, nil)
+	sendSized(t, l, "10.99.0.1:5000", "10.99.0.2:7001", 20, 10)
+
+	la, lb := netlab.Veth(t, l.p.A, "veth-a2", l.p.B, "veth-b2")
+	netlab.AddAddr(t, l.p.A, "veth-a2", "10.99.1.1/24")
+	netlab.AddAddr(t, l.p.B, "veth-b2", "10.99.1.2/24")
+	netlab.Neigh(t, l.p.A, "veth-a2", "10.99.1.2", lb.Attrs().HardwareAddr)
+	netlab.Neigh(t, l.p.B, "veth-b2", "10.99.1.1", la.Attrs().HardwareAddr)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		n := 0
+		for _, it := range l.h.A.DP.AttachedInterfaces() {
+			if it.Name == "veth-a2" || it.Name == "veth-b2" {
+				n++
+			}
+		}
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the agent did not attach to the new pair within 30 s")
+		}
+	}
+	sendSizedNs(t, l.p.A, l.p.B, "10.99.1.1:5000", "10.99.1.2:7001", 30, 10)
+
+	res, pkts := r.stop(t)
+	got := map[hookKey]int{}
+	for _, p := range pkts {
+		got[hookKey{p.Interface, p.Netns, p.Direction}]++
+	}
+	want := map[hookKey]int{
+		{"veth-a", l.p.A.Name, capture.Egress}: 20, {"veth-b", l.p.B.Name, capture.Ingress}: 20,
+		{"veth-a2", l.p.A.Name, capture.Egress}: 30, {"veth-b2", l.p.B.Name, capture.Ingress}: 30,
+	}
+	if res.Packets != 100 || len(res.NotCaptured) != 0 || !maps.Equal(got, want) {
+		t.Errorf("%d packets (not captured %v) by hook %v; want 100 by hook %v", res.Packets, res.NotCaptured, got, want)
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -327,44 +326,7 @@ func (c *Capturer) run(ctx context.Context, f Filter, l Limits, emit func(Packet
 	// The hooks: every watched interface the filter names, in the
 	// directions it asks; matching interfaces and directions here costs
 	// nothing per packet.
-	var nss []namespace
-	nsIndex := map[string]int{}
-	ifNames := map[ifKey]datapath.AttachedInterface{}
-	type hook struct {
-		it     datapath.AttachedInterface
-		ns     int
-		egress bool
-	}
-	var hooks []hook
-	attached := c.cfg.Datapath.AttachedInterfaces()
-	slices.SortFunc(attached, func(a, b datapath.AttachedInterface) int {
-		if a.Netns != b.Netns {
-			if a.Netns < b.Netns {
-				return -1
-			}
-			return 1
-		}
-		return a.Index - b.Index
-	})
-	for _, it := range attached {
-		if len(f.Interfaces) > 0 && !names.Match(it.Name) {
-			continue
-		}
-		ns, ok := nsIndex[it.Netns]
-		if !ok {
-			ns = len(nss)
-			nsIndex[it.Netns] = ns
-			nss = append(nss, namespace{name: it.Netns, cookie: it.NetnsCookie})
-		}
-		ifNames[ifKey{ns, uint32(it.Index)}] = it
-		if f.Direction != Egress {
-			hooks = append(hooks, hook{it, ns, false})
-		}
-		if f.Direction != Ingress {
-			hooks = append(hooks, hook{it, ns, true})
-		}
-	}
-	if len(hooks) == 0 {
+	if len(matching(c.cfg.Datapath.AttachedInterfaces(), f, names)) == 0 {
 		return res, ErrNoInterface
 	}
 
@@ -388,15 +350,6 @@ func (c *Capturer) run(ctx context.Context, f Filter, l Limits, emit func(Packet
 	// until s.close.
 	c.charge(ringBytes + scratchBytes)
 	defer c.charge(-(ringBytes + scratchBytes))
-	for _, h := range hooks {
-		k := instanceKey{h.ns, h.egress, h.it.L3}
-		if s.progs[k] != nil {
-			continue
-		}
-		if s.progs[k], err = loadInstance(spec, k, conf, res.Snaplen, s); err != nil {
-			return res, err
-		}
-	}
 	if s.rd, err = ringbuf.NewReader(s.ring); err != nil {
 		return res, fmt.Errorf("capture: ring reader: %w", err)
 	}
@@ -408,26 +361,39 @@ func (c *Capturer) run(ctx context.Context, f Filter, l Limits, emit func(Packet
 	}
 	offset := time.Now().UnixNano() - mono.Nano()
 
-	// An interface that went away since the listing is skipped (logged);
-	// the capture fails only when it can attach nowhere.
-	var attachErr error
-	for _, h := range hooks {
-		b, err := c.cfg.Datapath.AttachBeside(h.it.Interface, h.egress, s.progs[instanceKey{h.ns, h.egress, h.it.L3}], slot)
-		if err != nil {
-			c.log.Warn("capture: interface skipped", "interface", h.it.Name, "netns", h.it.Netns, "error", err)
-			attachErr = err
-			continue
+	// Interfaces the agent attaches from now on are hooked as they come
+	// (watching before listing: none falls between). An interface that
+	// went away since the listing is skipped (logged); the capture fails
+	// only when it can attach nowhere. stopWatch runs before the deferred
+	// s.close: no hook is added once the capture detaches.
+	hs := &hookSet{c: c, f: f, names: names, conf: conf, snaplen: res.Snaplen, slot: slot, spec: spec, s: s,
+		nsIndex: map[string]int{}, ifNames: map[ifKey]datapath.AttachedInterface{}}
+	stopWatch := c.cfg.Datapath.OnAttach(hs.later)
+	watching := true
+	defer func() {
+		if watching {
+			stopWatch()
 		}
-		s.hooks = append(s.hooks, b)
+	}()
+	hooked := 0
+	for _, it := range matching(c.cfg.Datapath.AttachedInterfaces(), f, names) {
+		n, err := hs.add(it)
+		if err != nil {
+			return res, err
+		}
+		hooked += n
 	}
-	if len(s.hooks) == 0 {
+	hs.mu.RLock()
+	nss, attachErr := len(hs.nss), hs.attachErr
+	hs.mu.RUnlock()
+	if hooked == 0 {
 		return res, fmt.Errorf("capture: %w", attachErr)
 	}
 	// Running once every hook is attached, until they are all detached
 	// (s.detach below, before this defer runs).
 	c.running.Add(1)
 	defer c.running.Add(-1)
-	c.log.Info("capture started", "hooks", len(s.hooks), "namespaces", len(nss), "snaplen", res.Snaplen,
+	c.log.Info("capture started", "hooks", hooked, "namespaces", nss, "snaplen", res.Snaplen,
 		"snaplen_clamped", res.SnaplenClamped, "max_packets", l.MaxPackets, "max_bytes", l.MaxBytes, "duration", l.Duration)
 	defer func() {
 		c.log.Info("capture ended", "reason", res.Reason, "packets", res.Packets, "bytes", res.Bytes,
@@ -491,9 +457,8 @@ func (c *Capturer) run(ctx context.Context, f Filter, l Limits, emit func(Packet
 				WireLen:   binary.NativeEndian.Uint32(raw[20:]),
 				Data:      raw[metaSize : metaSize+int(capLen) : metaSize+int(capLen)],
 			}
-			if ns < len(nss) {
-				p.Netns, p.NetnsID = nss[ns].name, nss[ns].cookie
-				it := ifNames[ifKey{ns, ifindex}]
+			if n, it, err := hs.lookup(ns, ifindex); err == nil {
+				p.Netns, p.NetnsID = n.name, n.cookie
 				p.Interface, p.RawIP = it.Name, it.L3
 			}
 			if l.MaxBytes > 0 && acceptedBytes+uint64(capLen) > l.MaxBytes {
@@ -564,6 +529,8 @@ func (c *Capturer) run(ctx context.Context, f Filter, l Limits, emit func(Packet
 	// Detach first: no new sample. Then drain what the programs wrote
 	// (matched - ring_full; a program still running on another CPU may
 	// not have written its sample yet), flush the reader and wait for it.
+	stopWatch()
+	watching = false
 	detachErr := s.detach()
 	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		matched, full, err := s.kernelCounts()

@@ -45,23 +45,34 @@ type attachment struct {
 }
 
 // Attach hooks the programs to the interface's ingress and egress. Attaching
-// an already attached interface is a no-op.
+// an already attached interface is a no-op. The OnAttach callbacks run after
+// a new attach, without the datapath's lock.
 func (d *Datapath) Attach(iface ifaces.Interface) error {
+	a, err := d.attach(iface)
+	if a != nil {
+		d.watchers.notify(AttachedInterface{Interface: a.iface, L3: a.l3})
+	}
+	return err
+}
+
+// attach is Attach under the lock; it returns the new attachment, or nil
+// when the interface was attached already or on error.
+func (d *Datapath) attach(iface ifaces.Interface) (*attachment, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	key := attachKey{iface.NetnsCookie, iface.Index}
 	if _, ok := d.attached[key]; ok {
-		return nil
+		return nil, nil
 	}
 	progs, err := d.programsFor(iface.NetnsCookie, false)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The interface's rule bits go in before its programs: a packet never
 	// sees the interface without them.
 	if err := d.flowRulesAttach(iface); err != nil {
 		d.release(iface.NetnsCookie)
-		return err
+		return nil, err
 	}
 	a := &attachment{iface: iface}
 	err = ifaces.InNetns(iface.NetnsPath, func() error {
@@ -104,10 +115,10 @@ func (d *Datapath) Attach(iface ifaces.Interface) error {
 	if err != nil {
 		d.flowRulesDetach(iface)
 		d.release(iface.NetnsCookie)
-		return fmt.Errorf("attach to %s (netns %s): %w", iface.Name, iface.Netns, err)
+		return nil, fmt.Errorf("attach to %s (netns %s): %w", iface.Name, iface.Netns, err)
 	}
 	d.attached[key] = a
-	return nil
+	return a, nil
 }
 
 // hasEthernetHeader says whether the device's frames start with an Ethernet

@@ -3,6 +3,7 @@ package datapath
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -49,6 +50,45 @@ func (d *Datapath) AttachedInterfaces() []AttachedInterface {
 		out = append(out, AttachedInterface{Interface: a.iface, L3: a.l3})
 	}
 	return out
+}
+
+// attachWatchers are the OnAttach callbacks.
+type attachWatchers struct {
+	mu   sync.Mutex
+	next int
+	fns  map[int]func(AttachedInterface)
+}
+
+// OnAttach calls fn with each interface the flow programs attach to from
+// now on, until stop is called: a capture hooks the interfaces that appear
+// while it runs. fn runs on the attaching goroutine, after the attach and
+// without the datapath's lock (it may AttachBeside), once per interface;
+// after stop returns it is not called again.
+func (d *Datapath) OnAttach(fn func(AttachedInterface)) (stop func()) {
+	w := &d.watchers
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fns == nil {
+		w.fns = map[int]func(AttachedInterface){}
+	}
+	id := w.next
+	w.next++
+	w.fns[id] = fn
+	return func() {
+		w.mu.Lock()
+		delete(w.fns, id)
+		w.mu.Unlock()
+	}
+}
+
+// notify calls the callbacks under w.mu, so that stop waits for a call in
+// progress: after it, none runs.
+func (w *attachWatchers) notify(it AttachedInterface) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, fn := range w.fns {
+		fn(it)
+	}
 }
 
 // Beside is one program attached beside the flow programs; Close detaches it.

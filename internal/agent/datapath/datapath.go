@@ -98,6 +98,7 @@ type Datapath struct {
 	shared   bool                 // one TC set for every namespace: progs[0]
 	progs    map[uint64]*Programs // by netns cookie
 	attached map[attachKey]*attachment
+	watchers attachWatchers // OnAttach (beside.go)
 }
 
 // Load creates the maps and loads the TC programs.
