@@ -411,8 +411,13 @@ func (d *dnsPending) tally(f *featDP) error {
 		}
 	}
 	d.runs += len(d.pk)
-	if _, err := f.dp.Maps.Enrich[f.gen&1].BatchDelete(d.ak, nil); err != nil {
-		return fmt.Errorf("answers' enrichment entries: %w", err)
+	// An answer matched to its query writes the query's entry; its own
+	// flow has an entry only when something else of it was recorded, so
+	// each key may be absent (a batch delete stops at the first).
+	for i := range d.ak {
+		if err := f.dp.Maps.Enrich[f.gen&1].Delete(&d.ak[i]); err != nil && !isKeyNotExist(err) {
+			return fmt.Errorf("answers' enrichment entries: %w", err)
+		}
 	}
 	return nil
 }
