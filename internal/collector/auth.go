@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	flowv1 "github.com/flowlens/flowlens/api/flow/v1"
+	"github.com/flowlens/flowlens/internal/collector/history"
 	"github.com/flowlens/flowlens/internal/shared/kubeauth"
 	"github.com/flowlens/flowlens/pkg/receiver"
 )
@@ -148,10 +149,11 @@ func (a *authorizer) authorize(ctx context.Context, method string) (context.Cont
 			return nil, status.Error(codes.Unauthenticated, "collector: reading flows needs a bearer token whose user may "+
 				kubeauth.Permission(kubeauth.VerbRead)+" (flowlens observe sends the kubeconfig's)")
 		}
-		if _, err := a.review(ctx, token, "", kubeauth.VerbRead); err != nil {
+		id, err := a.review(ctx, token, "", kubeauth.VerbRead)
+		if err != nil {
 			return nil, err
 		}
-		return ctx, nil
+		return history.WithClient(ctx, "user "+id.User), nil
 	case flowv1.PacketCapture_Capture_FullMethodName:
 		// Capturing packets is a permission of its own: packets carry
 		// payload, flows do not.

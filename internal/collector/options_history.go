@@ -29,7 +29,7 @@ var historyOptions = []*cliconf.Option[Config]{
 		Usage: "most GetFlows streams in follow mode (flowlens observe --follow) open at once; more get ResourceExhausted",
 		Set:   cliconf.Int(func(c *Config) *int { return &c.History.MaxFollowers })},
 	{Name: "history-max-followers-per-client", Arg: "n", Default: strconv.Itoa(history.DefaultMaxFollowersPerClient),
-		Usage: "most follow streams open at once from one client IP address; more get ResourceExhausted",
+		Usage: "most follow streams open at once from one client (the authenticated user with --auth kubernetes, else the IP address); more get ResourceExhausted",
 		Set:   cliconf.Int(func(c *Config) *int { return &c.History.MaxFollowersPerClient })},
 	{Name: "history-max-queries", Arg: "n", Default: strconv.Itoa(history.DefaultMaxQueries),
 		Usage: "most GetFlows calls answering from the history at once (a follower until it has sent the history); more get ResourceExhausted",

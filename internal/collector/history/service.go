@@ -354,8 +354,24 @@ func (s *Service) Close() {
 
 var errClosed = status.Error(codes.Unavailable, "collector: shutting down")
 
-// clientOf is who a follower is counted against: the peer's IP address.
+// clientKey holds, in a call's context, who its caller is (WithClient).
+type clientKey struct{}
+
+// WithClient names the caller a GetFlows call is counted against
+// (--history-max-followers-per-client): the user the collector
+// authenticated (--auth kubernetes). Every `flowlens observe` through a
+// port-forward comes from the collector pod's loopback, so without it they
+// would all share one address's followers.
+func WithClient(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, clientKey{}, name)
+}
+
+// clientOf is who a follower is counted against: the caller WithClient
+// named, or else the peer's IP address.
 func clientOf(ctx context.Context) string {
+	if c, ok := ctx.Value(clientKey{}).(string); ok && c != "" {
+		return c
+	}
 	p, ok := peer.FromContext(ctx)
 	if !ok || p.Addr == nil {
 		return ""
