@@ -78,6 +78,7 @@ import (
 
 	"github.com/flowlens/flowlens/internal/testkit"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
+	"github.com/flowlens/flowlens/pkg/receiver/receivertest"
 )
 
 type options struct {
@@ -610,12 +611,14 @@ func (o options) startAgent(l *lab, idx int) (*agentRun, error) {
 		}
 		collArgs := []string{"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--output", "json"}
 		if o.tls {
-			ca, cert, key, err := benchPKI(o.out)
+			// The agent exports over TLS, as the operator's secure default
+			// runs it (issue #27), so the run prices encryption.
+			pki, err := receivertest.WritePKI(o.out)
 			if err != nil {
 				return nil, err
 			}
-			collArgs = append(collArgs, "--tls-cert", cert, "--tls-key", key)
-			args = append(args, "--tls", "--tls-ca", ca)
+			collArgs = append(collArgs, "--tls-cert", pki.ServerCert, "--tls-key", pki.ServerKey)
+			args = append(args, "--tls", "--tls-ca", pki.CA)
 		}
 		a.coll = exec.Command(o.collBin, collArgs...)
 		a.coll.Stdout, a.coll.Stderr = f, a.collErr

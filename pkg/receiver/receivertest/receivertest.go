@@ -172,27 +172,36 @@ type PKI struct {
 // in a temporary directory.
 func NewPKI(t testing.TB) *PKI {
 	t.Helper()
-	p := &PKI{Dir: t.TempDir(), ClientCN: "agent-1"}
-	var err error
-	p.caCert, p.caKey, p.CA, err = p.newCA("flowlens test CA", "ca")
+	p, err := WritePKI(t.TempDir())
 	if err != nil {
-		t.Fatal(err)
-	}
-	if p.ServerCert, p.ServerKey, err = p.issue(p.caCert, p.caKey, "collector", "server", true); err != nil {
-		t.Fatal(err)
-	}
-	if p.ClientCert, p.ClientKey, err = p.issue(p.caCert, p.caKey, p.ClientCN, "client", false); err != nil {
-		t.Fatal(err)
-	}
-	otherCert, otherKey, otherFile, err := p.newCA("unrelated CA", "other-ca")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.OtherCA = otherFile
-	if p.OtherCert, p.OtherKey, err = p.issue(otherCert, otherKey, "intruder", "other-client", false); err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// WritePKI is NewPKI into dir, for programs that are not tests (the
+// benchmarks' TLS runs).
+func WritePKI(dir string) (*PKI, error) {
+	p := &PKI{Dir: dir, ClientCN: "agent-1"}
+	var err error
+	if p.caCert, p.caKey, p.CA, err = p.newCA("flowlens test CA", "ca"); err != nil {
+		return nil, err
+	}
+	if p.ServerCert, p.ServerKey, err = p.issue(p.caCert, p.caKey, "collector", "server", true); err != nil {
+		return nil, err
+	}
+	if p.ClientCert, p.ClientKey, err = p.issue(p.caCert, p.caKey, p.ClientCN, "client", false); err != nil {
+		return nil, err
+	}
+	otherCert, otherKey, otherFile, err := p.newCA("unrelated CA", "other-ca")
+	if err != nil {
+		return nil, err
+	}
+	p.OtherCA = otherFile
+	if p.OtherCert, p.OtherKey, err = p.issue(otherCert, otherKey, "intruder", "other-client", false); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 var serial atomic.Int64
