@@ -6,8 +6,9 @@ export CGO_ENABLED ?= 0
 # gRPC without golang.org/x/net/trace, whose init registers an html/template
 # page: a reachable template execution makes the linker keep every exported
 # method of every type in an interface (the agent ~4 MB larger, ~2 MiB more
-# resident: docs/benchmarks.md §33). Every go command of make gets it, as the
-# Containerfile's build; `make check-layers` checks the binaries are free of it.
+# resident: docs/benchmarks.md, "the agent's memory, third round"). Every go
+# command of make gets it, as the Containerfile's build does; `make
+# check-layers` checks that the agent and the collector are free of it.
 export GOFLAGS += -tags=grpcnotrace
 
 .PHONY: help all build run test test-short check-layers generate generate-groups check-generated deps-bpf deps-test vet clean
