@@ -58,8 +58,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		started()
 		// The start's heap pages, free since its loads' garbage was
 		// collected, go back to the system now rather than when the
-		// runtime's scavenger gets to them: ~2 MiB less resident on light
-		// traffic (docs/benchmarks.md, "the agent's memory, third round").
+		// runtime's scavenger gets to them: ~2 MiB less resident after
+		// start, ~1 MiB under light traffic (docs/benchmarks.md, "the
+		// agent's memory, third round").
 		debug.FreeOSMemory()
 	}()
 	if agent.SetGoMemoryLimit(a.Memory, os.Getenv) {
