@@ -11,7 +11,10 @@
 // anonymous memory (the Go heap's arenas, goroutine stacks, the runtime's
 // own structures, the binary's bss), BPF map mmaps (anon_inode:bpf-map)
 // and the rest; and the Go runtime's view from the agent's /metrics (heap
-// in use, stacks in use, runtime structures, OS threads).
+// in use, stacks in use, runtime structures, OS threads), with its flow
+// and loss counters (lost packets by reason, overflow ring, evicted and
+// exported flows). An agent path may be a wrapper that execs the agent (one
+// entering a memory cgroup): the binary is found through /proc/PID/exe.
 //
 // Workloads (client → server): idle (none), keepalive (-ka-conns HTTP
 // keep-alive connections at -ka-rate requests/s in all), newconn (a TCP
