@@ -3,6 +3,13 @@ GO      ?= go
 BIN     ?= bin
 GOFLAGS ?=
 export CGO_ENABLED ?= 0
+# gRPC without golang.org/x/net/trace, whose init registers an html/template
+# page: a reachable template execution makes the linker keep every exported
+# method of every type in an interface (the agent ~4 MB larger, ~2 MiB more
+# resident: docs/benchmarks.md, "the agent's memory, third round"). Every go
+# command of make gets it, as the Containerfile's build does; `make
+# check-layers` checks that the agent and the collector are free of it.
+export GOFLAGS += -tags=grpcnotrace
 
 .PHONY: help all build run test test-short check-layers generate generate-groups check-generated deps-bpf deps-test vet clean
 
@@ -74,10 +81,12 @@ check-layers: ## the layering rules of docs/architecture.md: the collector links
 	if [ -n "$$bad" ]; then echo "internal/shared links a program's packages (shared is below the agent, the collector and the operator):"; echo "$$bad"; exit 1; fi
 	@bad=$$($(GO) list -deps ./pkg/... | grep -E 'cilium/ebpf|vishvananda|flowlens/flowlens/internal/' || true); \
 	if [ -n "$$bad" ]; then echo "pkg/ links internal packages or the kernel side:"; echo "$$bad"; exit 1; fi
+	@bad=$$($(GO) list -deps ./cmd/flowlens-agent ./cmd/flowlens-collector | grep -E '^(golang.org/x/net/trace|html/template)$$' || true); \
+	if [ -n "$$bad" ]; then echo "the agent or the collector links x/net/trace or html/template (GOFLAGS without -tags=grpcnotrace? go.mod's replace of go-conntrack gone?):"; echo "$$bad"; exit 1; fi
 	GOOS=darwin GOARCH=arm64 $(GO) build -o /dev/null ./cmd/flowlens-collector
 	GOOS=darwin GOARCH=arm64 $(GO) build -o /dev/null ./cmd/flowlens
 	GOOS=linux GOARCH=arm64 $(GO) build ./...
-	@echo "layers ok: collector, flowlens and pkg/ free of the kernel side; flowlens free of the collector, shared of the programs; the operator free of the kernel side and of the exporters; darwin/arm64 collector and flowlens, linux/arm64 builds pass"
+	@echo "layers ok: collector, flowlens and pkg/ free of the kernel side; flowlens free of the collector, shared of the programs; agent and collector free of x/net/trace; the operator free of the kernel side and of the exporters; darwin/arm64 collector and flowlens, linux/arm64 builds pass"
 
 clean:
 	rm -rf $(BIN)

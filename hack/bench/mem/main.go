@@ -11,7 +11,10 @@
 // anonymous memory (the Go heap's arenas, goroutine stacks, the runtime's
 // own structures, the binary's bss), BPF map mmaps (anon_inode:bpf-map)
 // and the rest; and the Go runtime's view from the agent's /metrics (heap
-// in use, stacks in use, runtime structures, OS threads).
+// in use, stacks in use, runtime structures, OS threads), with its flow
+// and loss counters (lost packets by reason, overflow ring, evicted and
+// exported flows). An agent path may be a wrapper that execs the agent (one
+// entering a memory cgroup): the binary is found through /proc/PID/exe.
 //
 // Workloads (client → server): idle (none), keepalive (-ka-conns HTTP
 // keep-alive connections at -ka-rate requests/s in all), newconn (a TCP
@@ -32,6 +35,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -300,9 +304,15 @@ type reading struct {
 	GoRuntimeSys, GoHeapRelease float64 // runtime: its own structures (mspan, mcache, gc, other sys); heap released to the OS
 	GoHeapIdle                  float64 // heap idle, not yet released
 	Threads                     float64
+	// Counts is the agent's flow and loss counters (not MiB): the
+	// flowlens_agent_ series of countLine, labels included.
+	Counts map[string]float64 `json:",omitempty"`
 }
 
 func readMem(pid int, exe, metricsAddr string) (r reading, err error) {
+	if p, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil {
+		exe = p // the binary a wrapper (a cgroup's, an env's) executed
+	}
 	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return r, err
@@ -368,11 +378,21 @@ func readMem(pid int, exe, metricsAddr string) (r reading, err error) {
 		r.GoHeapIdle = m["go_memstats_heap_idle_bytes"]/(1<<20) - r.GoHeapRelease
 		r.GoRuntimeSys = (m["go_memstats_mspan_sys_bytes"] + m["go_memstats_mcache_sys_bytes"] + m["go_memstats_buck_hash_sys_bytes"] +
 			m["go_memstats_gc_sys_bytes"] + m["go_memstats_other_sys_bytes"]) / (1 << 20)
+		r.Counts = map[string]float64{}
+		for k, v := range m {
+			if strings.HasPrefix(k, "flowlens_agent_") {
+				r.Counts[k] = v
+			}
+		}
 	}
 	return r, sc.Err()
 }
 
-var metricLine = regexp.MustCompile(`^(go_memstats_[a-z_]+) ([0-9.e+]+)$`)
+var metricLine = regexp.MustCompile(`^(go_memstats_[a-z_]+|` + countLine + `) ([0-9.e+]+)$`)
+
+// countLine is the agent's counters a reading keeps: where the flows went
+// (the overflow ring, evicted, exported) and what was lost, by reason.
+const countLine = `flowlens_agent_(?:lost_packets_total|overflow_lost_total|overflow_records_total|evicted_flows_total|export_flows_total)(?:\{[^}]*\})?`
 
 func scrape(addr string) map[string]float64 {
 	m := map[string]float64{}
@@ -571,6 +591,28 @@ func report(o options, all []runResult) {
 				}
 				m, lo, hi := med(v)
 				fmt.Printf(" %.1f (%.1f..%.1f) |", m, lo, hi)
+			}
+			fmt.Println()
+		}
+		counts := map[string]bool{}
+		for _, r := range all {
+			for k, v := range r.Load.Counts {
+				if r.Workload == w && v > 0 {
+					counts[k] = true
+				}
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(counts)) {
+			fmt.Printf("| %s |", strings.TrimPrefix(k, "flowlens_agent_"))
+			for _, a := range o.agents {
+				var v []float64
+				for _, r := range all {
+					if r.Agent == a && r.Workload == w {
+						v = append(v, r.Load.Counts[k])
+					}
+				}
+				m, lo, hi := med(v)
+				fmt.Printf(" %.0f (%.0f..%.0f) |", m, lo, hi)
 			}
 			fmt.Println()
 		}
