@@ -634,11 +634,11 @@ type sbsRun struct {
 	// what became of the flows it evicted (exported_flows, dropped_flows,
 	// shutdown_lost_flows, failed_flows...): a loss it counted shows here.
 	AgentExport    map[string]uint64 `json:"agent_export,omitempty"`
-	ExactPackets   bool     `json:"exact_packets"`
-	ExactBytes     bool     `json:"exact_bytes"`
-	DupListEntries uint64   `json:"dup_list_entries,omitempty"`
-	DrainS         float64  `json:"drain_s,omitempty"` // wait for the last eviction (NetObserv)
-	LeftAttached   int      `json:"left_attached,omitempty"`
+	ExactPackets   bool              `json:"exact_packets"`
+	ExactBytes     bool              `json:"exact_bytes"`
+	DupListEntries uint64            `json:"dup_list_entries,omitempty"`
+	DrainS         float64           `json:"drain_s,omitempty"` // wait for the last eviction (NetObserv)
+	LeftAttached   int               `json:"left_attached,omitempty"`
 }
 
 func (s sbsOptions) runNone(o options, l *lab, w string, r *sbsRun) error {
