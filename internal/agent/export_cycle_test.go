@@ -144,9 +144,6 @@ func TestGRPCCycledFlowsAccounted(t *testing.T) {
 				if st["dropped_flows"] == 0 || packets >= n {
 					t.Errorf("no drop at a shutdown budget (%d flows dropped, %d of %d packets delivered): the case tests nothing", st["dropped_flows"], packets, n)
 				}
-				if st["dropped_flows"]%1000 != 0 {
-					t.Errorf("%d flows dropped: not whole batches of 1,000", st["dropped_flows"])
-				}
 				if !strings.Contains(h.Log(), "export queue full: dropping the oldest batches") {
 					t.Error("the drop was not logged")
 				}
