@@ -633,12 +633,15 @@ type sbsRun struct {
 	// flowlens: the counts of its "exporter stopped" line, its last word on
 	// what became of the flows it evicted (exported_flows, dropped_flows,
 	// shutdown_lost_flows, failed_flows...): a loss it counted shows here.
-	AgentExport    map[string]uint64 `json:"agent_export,omitempty"`
-	ExactPackets   bool              `json:"exact_packets"`
-	ExactBytes     bool              `json:"exact_bytes"`
-	DupListEntries uint64            `json:"dup_list_entries,omitempty"`
-	DrainS         float64           `json:"drain_s,omitempty"` // wait for the last eviction (NetObserv)
-	LeftAttached   int               `json:"left_attached,omitempty"`
+	AgentExport map[string]uint64 `json:"agent_export,omitempty"`
+	// The sink was killed before it wrote its final totals: the exported
+	// counts may miss its last batches.
+	SinkNotFinal   bool    `json:"sink_not_final,omitempty"`
+	ExactPackets   bool    `json:"exact_packets"`
+	ExactBytes     bool    `json:"exact_bytes"`
+	DupListEntries uint64  `json:"dup_list_entries,omitempty"`
+	DrainS         float64 `json:"drain_s,omitempty"` // wait for the last eviction (NetObserv)
+	LeftAttached   int     `json:"left_attached,omitempty"`
 }
 
 func (s sbsOptions) runNone(o options, l *lab, w string, r *sbsRun) error {
@@ -739,6 +742,9 @@ func (s sbsOptions) runAgent(o options, l *lab, w string, r *sbsRun, idx int) (e
 		return fmt.Errorf("%s sink totals: %v\n%s", r.Agent, err, tail(a.collErr.String(), 10))
 	}
 	if !tot.Final {
+		// Killed: its totals are its last snapshot (every 100 ms), which
+		// may miss the last batches it applied.
+		r.SinkNotFinal = true
 		fmt.Fprintf(os.Stderr, "warning: %s sink did not write its final totals: %s\n", r.Agent, tail(a.collErr.String(), 5))
 	}
 	if after, err := tcxProgs(l.mid); err == nil {
@@ -1440,6 +1446,9 @@ func (s sbsOptions) report(o options, all []sbsRun) []workloadSummary {
 		extra := ""
 		if r.Agent == agentPeer {
 			extra = fmt.Sprintf(", waited %.1f s for its eviction, %d dup_list entries", r.DrainS, r.DupListEntries)
+		}
+		if r.SinkNotFinal {
+			extra += ", the sink was killed before its final totals (the last 100 ms of batches may be missing)"
 		}
 		if r.LeftAttached > 0 {
 			extra += fmt.Sprintf(", %d programs still attached after exit", r.LeftAttached)
