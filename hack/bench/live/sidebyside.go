@@ -634,6 +634,10 @@ type sbsRun struct {
 	// what became of the flows it evicted (exported_flows, dropped_flows,
 	// shutdown_lost_flows, failed_flows...): a loss it counted shows here.
 	AgentExport map[string]uint64 `json:"agent_export,omitempty"`
+	// flowlens: its counters of packets lost before the export (the flow
+	// map and overflow ring full, a memory bound) and of failed reads,
+	// scraped just before the stop, without the "flowlens_agent_" prefix.
+	AgentKernelLost map[string]uint64 `json:"agent_kernel_lost,omitempty"`
 	// The sink was killed before it wrote its final totals: the exported
 	// counts may miss its last batches.
 	SinkNotFinal   bool    `json:"sink_not_final,omitempty"`
@@ -728,6 +732,18 @@ func (s sbsOptions) runAgent(o options, l *lab, w string, r *sbsRun, idx int) (e
 		want := tx1.Packets - life0.Packets // NetObserv counts skbs
 		r.DrainS = waitEvicted(a.totals, want, trafficEnd, o.period).Seconds()
 	}
+	if r.Agent == agentFlowlens {
+		// Its losses before the export, while it still serves metrics (the
+		// traffic is over: nothing adds to them before the stop).
+		if m, err := scrape(a.metrics); err == nil {
+			r.AgentKernelLost = map[string]uint64{}
+			for _, k := range kernelLossMetrics {
+				r.AgentKernelLost[strings.TrimPrefix(k, "flowlens_agent_")] = uint64(m[k])
+			}
+		} else {
+			fmt.Fprintf(os.Stderr, "warning: flowlens metrics: %v\n", err)
+		}
+	}
 	u, err := a.stop()
 	stopped = true
 	if err != nil {
@@ -818,6 +834,11 @@ func warnings(log string, n int) []string {
 	}
 	return out[max(0, len(out)-n):]
 }
+
+// kernelLossMetrics are flowlens' counts of packets lost before the export
+// (docs/metrics-agent.md), and of evictions whose read failed.
+var kernelLossMetrics = []string{"flowlens_agent_overflow_lost_total", "flowlens_agent_lost_packets_total",
+	"flowlens_agent_overflow_records_total", "flowlens_agent_eviction_read_failures_total"}
 
 // exporterStopped reads the counts of flowlens' "exporter stopped" line
 // for exporter (nil when the log has none: the agent did not get that far).
@@ -1457,6 +1478,11 @@ func (s sbsOptions) report(o options, all []sbsRun) []workloadSummary {
 			extra += fmt.Sprintf("; the agent counted %d flows lost (dropped for a full queue %d, at shutdown %d, failed %d, rejected %d) of %d handed to its exporter",
 				countedLost(r.AgentExport), r.AgentExport["dropped_flows"], r.AgentExport["shutdown_lost_flows"],
 				r.AgentExport["failed_flows"], r.AgentExport["rejected_flows"], handedToExporter(r.AgentExport))
+		}
+		for _, k := range slices.Sorted(maps.Keys(r.AgentKernelLost)) {
+			if n := r.AgentKernelLost[k]; n > 0 {
+				extra += fmt.Sprintf(", %s %d", k, n)
+			}
 		}
 		if !r.ExactPackets {
 			extra += fmt.Sprintf("; its log: %s; the agent's last warnings and errors (%d):", r.AgentLog, len(r.AgentWarnings))
