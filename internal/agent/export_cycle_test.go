@@ -121,7 +121,13 @@ func TestGRPCCycledFlowsAccounted(t *testing.T) {
 			evicted := es.Flows.Load() + es.OverflowFlows.Load() + es.PartialFlows.Load() + es.OuterFlows.Load()
 			col.kill(t) // every message it applied is in sink
 
-			st := exporterStopped(t, h.Log())
+			// Nothing lost before the export: the agent's last word on it.
+			ev := stoppedLine(t, h.Log(), "evictor stopped", "")
+			if ev["flows"]+ev["overflow_flows"]+ev["partial_flows"]+ev["outer_flows"] != evicted ||
+				ev["overflow_records"] != 0 || ev["overflow_lost"] != 0 || ev["lost_packets_overflow_aggregation_full"] != 0 || ev["read_failures"] != 0 {
+				t.Errorf("evictor stopped: %v, want %d flows and nothing lost", ev, evicted)
+			}
+			st := stoppedLine(t, h.Log(), "exporter stopped", "exporter=grpc")
 			handed := st["exported_flows"] + st["failed_export_flows"] + st["dropped_flows"] + st["shutdown_lost_flows"]
 			lost := st["dropped_flows"] + st["shutdown_lost_flows"] + st["failed_flows"] + st["rejected_flows"]
 			records, packets, other := sink.totals()
@@ -270,13 +276,18 @@ func (c *cycleCollector) kill(t *testing.T) {
 	c.sink.mu.Unlock()
 }
 
-// exporterStopped reads the counts of the grpc exporter's "exporter
-// stopped" line, the agent's last word on its flows.
-func exporterStopped(t *testing.T, log string) map[string]uint64 {
+// stoppedLine reads the counts of the agent's msg line (after the
+// attribute first, when not empty): its "evictor stopped" and "exporter
+// stopped" lines, its last word on its flows.
+func stoppedLine(t *testing.T, log, msg, first string) map[string]uint64 {
 	t.Helper()
-	m := regexp.MustCompile(`msg="exporter stopped" exporter=grpc (.*)`).FindStringSubmatch(log)
+	prefix := `msg="` + msg + `" `
+	if first != "" {
+		prefix += first + " "
+	}
+	m := regexp.MustCompile(regexp.QuoteMeta(prefix) + `(.*)`).FindStringSubmatch(log)
 	if m == nil {
-		t.Fatal(`no "exporter stopped" line for grpc`)
+		t.Fatalf("no %s line", prefix)
 	}
 	counts := map[string]uint64{}
 	for _, kv := range strings.Fields(m[1]) {
@@ -287,7 +298,8 @@ func exporterStopped(t *testing.T, log string) map[string]uint64 {
 		}
 		counts[k] = n
 	}
-	for _, k := range []string{"exported_flows", "acked_flows", "rejected_flows"} {
+	for _, k := range map[string][]string{"evictor stopped": {"flows", "overflow_lost", "overflow_records"},
+		"exporter stopped": {"exported_flows", "acked_flows", "rejected_flows"}}[msg] {
 		if _, ok := counts[k]; !ok {
 			t.Fatalf("no %s in %q", k, m[0])
 		}
