@@ -636,7 +636,9 @@ type sbsRun struct {
 	AgentExport map[string]uint64 `json:"agent_export,omitempty"`
 	// flowlens: its counters of packets lost before the export (the flow
 	// map and overflow ring full, a memory bound) and of failed reads,
-	// scraped just before the stop, without the "flowlens_agent_" prefix.
+	// scraped just before the stop, without the "flowlens_agent_" prefix;
+	// with overflow_records_total, not a loss (those packets are exported
+	// through the ring buffer) but the sign that the flow map filled.
 	AgentKernelLost map[string]uint64 `json:"agent_kernel_lost,omitempty"`
 	// The sink was killed before it wrote its final totals: the exported
 	// counts may miss its last batches.
@@ -836,7 +838,8 @@ func warnings(log string, n int) []string {
 }
 
 // kernelLossMetrics are flowlens' counts of packets lost before the export
-// (docs/metrics-agent.md), and of evictions whose read failed.
+// (docs/metrics-agent.md), of evictions whose read failed, and of packets
+// that went through the overflow ring buffer (the flow map was full).
 var kernelLossMetrics = []string{"flowlens_agent_overflow_lost_total", "flowlens_agent_lost_packets_total",
 	"flowlens_agent_overflow_records_total", "flowlens_agent_eviction_read_failures_total"}
 
