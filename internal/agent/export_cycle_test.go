@@ -24,18 +24,20 @@ import (
 // veth sent is delivered exactly once, or its flow is counted lost by the
 // agent: the collector's records plus the flows the agent's "exporter
 // stopped" line counts lost are every flow handed to the exporter, which
-// are every flow evicted. Cases:
+// are every flow evicted ("evictor stopped": nothing lost before). Cases:
 //   - the collector's acknowledgements slowed, the agent stopped as soon as
 //     the traffic ends (the final eviction's batches in flight): nothing
 //     lost, every flow's packets exact;
 //   - the collector stopped hard twice mid-run, in the middle of an
 //     eviction's batches (streams cut, a message applied and not
-//     acknowledged, others sent and not applied) and started again on its port with its
-//     acknowledgement journal: the agent sends what is pending again, the
-//     collector drops what it had applied; every flow's packets exact;
-//   - acknowledgements slower than the agent's shutdown budgets: the final
-//     eviction's batches that do not fit are dropped, each counted (queue
-//     full), never silently: a loss of whole batches shows in the counts.
+//     acknowledged, others sent and not applied) and started again on its
+//     port with its acknowledgement journal: the agent sends what is
+//     pending again, the collector drops what it had applied; every
+//     flow's packets exact;
+//   - acknowledgements slower than the agent's wait budgets (half the
+//     period, 2 s at shutdown): the batches of an eviction that do not fit
+//     in time are dropped, oldest first, each counted (queue full), never
+//     silently: bench-live's loss of whole batches, in the counts.
 func TestGRPCCycledFlowsAccounted(t *testing.T) {
 	netlab.Require(t)
 	const (
