@@ -22,7 +22,8 @@
 # -workloads keepalive,newconn,tcp,udp, -sbs-duration 8s, -sbs-hey-c 50,
 # -sbs-hey-q-keepalive 100, -sbs-hey-q-newconn 20, -sbs-udp-flows 50000,
 # -sbs-udp-pps 50000 (the fixed harness's rates; 0: unpaced), -offloads
-# (fixed harness: keep TSO/GSO/GRO on), -flowlens-features none,
+# (fixed harness: keep TSO/GSO/GRO on), -sbs-keep-logs (keep every agent
+# run's log; a run whose count is off always keeps it), -flowlens-features none,
 # -peer-setarch=false, -cache-active-timeout 5s, -cache-max-flows 100000.
 # e.g. make bench-live PEER=1 ROUNDS=1 LIVE_ARGS="-harness saturating -workloads tcp,udp -sbs-duration 4s"
 #

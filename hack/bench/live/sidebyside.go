@@ -66,6 +66,7 @@ type sbsOptions struct {
 	heyQNew          int
 	udpFlows         int
 	udpPPS           int
+	keepLogs         bool
 	offloads         bool
 	features         string
 	harnesses        []string // fixed, saturating
@@ -118,6 +119,7 @@ func sbsFlags(fs *flag.FlagSet) *sbsOptions {
 	fs.IntVar(&s.heyQNew, "sbs-hey-q-newconn", 20, "side-by-side: requests/s per hey worker, a new connection per request (0: unpaced)")
 	fs.IntVar(&s.udpFlows, "sbs-udp-flows", 50000, "side-by-side: UDP flows cycled through (one datagram each in turn)")
 	fs.IntVar(&s.udpPPS, "sbs-udp-pps", 50000, "side-by-side: UDP datagrams per second (0: unpaced)")
+	fs.BoolVar(&s.keepLogs, "sbs-keep-logs", false, "side-by-side: keep every agent run's log in -out (a run whose count is off always keeps it)")
 	fs.BoolVar(&s.offloads, "offloads", false, "side-by-side, fixed harness: keep TSO/GSO/GRO on the lab veths (default off: one skb is one wire packet for both agents; the saturating harness always keeps them on)")
 	fs.StringVar(&s.features, "flowlens-features", "none", "side-by-side: flowlens --features (none: flows only, like the NetObserv run)")
 	fs.StringVar(&s.cycleUDP, "cycle-udp", "", "internal: send datagrams cycling through flows: addr:flows:pps:duration")
@@ -624,13 +626,28 @@ type sbsRun struct {
 	// wire packets are unknown, flowlens' packets are not checked either.
 	PacketsUnchecked bool   `json:"packets_unchecked,omitempty"`
 	SenderDrops      uint64 `json:"sender_veth_drops,omitempty"` // over the agent's life
-	// A count that is off: the agent's warnings and errors, to say why.
-	AgentWarnings  []string `json:"agent_warnings,omitempty"`
-	ExactPackets   bool     `json:"exact_packets"`
-	ExactBytes     bool     `json:"exact_bytes"`
-	DupListEntries uint64   `json:"dup_list_entries,omitempty"`
-	DrainS         float64  `json:"drain_s,omitempty"` // wait for the last eviction (NetObserv)
-	LeftAttached   int      `json:"left_attached,omitempty"`
+	// A count that is off: the agent's warnings and errors, to say why,
+	// and its whole log, kept in this file (in -out).
+	AgentWarnings []string `json:"agent_warnings,omitempty"`
+	AgentLog      string   `json:"agent_log,omitempty"`
+	// flowlens: the counts of its "exporter stopped" line, its last word on
+	// what became of the flows it evicted (exported_flows, dropped_flows,
+	// shutdown_lost_flows, failed_flows...): a loss it counted shows here.
+	AgentExport map[string]uint64 `json:"agent_export,omitempty"`
+	// flowlens: its counters of packets lost before the export (the flow
+	// map and overflow ring full, a memory bound) and of failed reads,
+	// scraped just before the stop, without the "flowlens_agent_" prefix;
+	// with overflow_records_total, not a loss (those packets are exported
+	// through the ring buffer) but the sign that the flow map filled.
+	AgentKernelLost map[string]uint64 `json:"agent_kernel_lost,omitempty"`
+	// The sink was killed before it wrote its final totals: the exported
+	// counts may miss its last batches.
+	SinkNotFinal   bool    `json:"sink_not_final,omitempty"`
+	ExactPackets   bool    `json:"exact_packets"`
+	ExactBytes     bool    `json:"exact_bytes"`
+	DupListEntries uint64  `json:"dup_list_entries,omitempty"`
+	DrainS         float64 `json:"drain_s,omitempty"` // wait for the last eviction (NetObserv)
+	LeftAttached   int     `json:"left_attached,omitempty"`
 }
 
 func (s sbsOptions) runNone(o options, l *lab, w string, r *sbsRun) error {
@@ -717,6 +734,18 @@ func (s sbsOptions) runAgent(o options, l *lab, w string, r *sbsRun, idx int) (e
 		want := tx1.Packets - life0.Packets // NetObserv counts skbs
 		r.DrainS = waitEvicted(a.totals, want, trafficEnd, o.period).Seconds()
 	}
+	if r.Agent == agentFlowlens {
+		// Its losses before the export, while it still serves metrics (the
+		// traffic is over: nothing adds to them before the stop).
+		if m, err := scrape(a.metrics); err == nil {
+			r.AgentKernelLost = map[string]uint64{}
+			for _, k := range kernelLossMetrics {
+				r.AgentKernelLost[strings.TrimPrefix(k, "flowlens_agent_")] = uint64(m[k])
+			}
+		} else {
+			fmt.Fprintf(os.Stderr, "warning: flowlens metrics: %v\n", err)
+		}
+	}
 	u, err := a.stop()
 	stopped = true
 	if err != nil {
@@ -731,6 +760,9 @@ func (s sbsOptions) runAgent(o options, l *lab, w string, r *sbsRun, idx int) (e
 		return fmt.Errorf("%s sink totals: %v\n%s", r.Agent, err, tail(a.collErr.String(), 10))
 	}
 	if !tot.Final {
+		// Killed: its totals are its last snapshot (every 100 ms), which
+		// may miss the last batches it applied.
+		r.SinkNotFinal = true
 		fmt.Fprintf(os.Stderr, "warning: %s sink did not write its final totals: %s\n", r.Agent, tail(a.collErr.String(), 5))
 	}
 	if after, err := tcxProgs(l.mid); err == nil {
@@ -774,8 +806,15 @@ func (s sbsOptions) runAgent(o options, l *lab, w string, r *sbsRun, idx int) (e
 	} else {
 		r.ExactPackets = r.ExportedPackets == r.LifePackets
 	}
-	if !r.ExactPackets {
+	if r.Agent == agentFlowlens {
+		r.AgentExport = exporterStopped(a.stderr.String(), "grpc")
+	}
+	if !r.ExactPackets || s.keepLogs {
 		r.AgentWarnings = warnings(a.stderr.String(), 10)
+		r.AgentLog = fmt.Sprintf("sbs-agent-%s-%s-r%d-%s.log", r.Harness, r.Workload, r.Round, r.Agent)
+		if err := os.WriteFile(filepath.Join(o.out, r.AgentLog), []byte(a.stderr.String()), 0o644); err != nil {
+			return err
+		}
 	}
 	if r.Records > 0 {
 		r.CPUPerRecordUS = r.AgentCPUS / float64(r.Records) * 1e6
@@ -796,6 +835,44 @@ func warnings(log string, n int) []string {
 		}
 	}
 	return out[max(0, len(out)-n):]
+}
+
+// kernelLossMetrics are flowlens' counts of packets lost before the export
+// (docs/metrics-agent.md), of evictions whose read failed, and of packets
+// that went through the overflow ring buffer (the flow map was full).
+var kernelLossMetrics = []string{"flowlens_agent_overflow_lost_total", "flowlens_agent_lost_packets_total",
+	"flowlens_agent_overflow_records_total", "flowlens_agent_eviction_read_failures_total"}
+
+// exporterStopped reads the counts of flowlens' "exporter stopped" line
+// for exporter (nil when the log has none: the agent did not get that far).
+func exporterStopped(log, exporter string) map[string]uint64 {
+	_, rest, ok := strings.Cut(log, `msg="exporter stopped" exporter=`+exporter+" ")
+	if !ok {
+		return nil
+	}
+	rest, _, _ = strings.Cut(rest, "\n")
+	counts := map[string]uint64{}
+	for _, kv := range strings.Fields(rest) {
+		k, v, _ := strings.Cut(kv, "=")
+		if n, err := strconv.ParseUint(v, 10, 64); err == nil {
+			counts[k] = n
+		}
+	}
+	return counts
+}
+
+// countedLost is the flows flowlens said it lost (its "exporter stopped"
+// counts): dropped for a full queue, still queued at shutdown, failed,
+// rejected by the sink.
+func countedLost(c map[string]uint64) uint64 {
+	return c["dropped_flows"] + c["shutdown_lost_flows"] + c["failed_flows"] + c["rejected_flows"]
+}
+
+// handedToExporter is every flow flowlens' evictions gave its exporter's
+// queue: exported, failed exports, dropped for a full queue, still queued
+// at shutdown (they add up to it, exporter.Queue.Summary).
+func handedToExporter(c map[string]uint64) uint64 {
+	return c["exported_flows"] + c["failed_export_flows"] + c["dropped_flows"] + c["shutdown_lost_flows"]
 }
 
 // bridgedCount is what the lab's two senders put on the bridge so far:
@@ -1394,11 +1471,24 @@ func (s sbsOptions) report(o options, all []sbsRun) []workloadSummary {
 		if r.Agent == agentPeer {
 			extra = fmt.Sprintf(", waited %.1f s for its eviction, %d dup_list entries", r.DrainS, r.DupListEntries)
 		}
+		if r.SinkNotFinal {
+			extra += ", the sink was killed before its final totals (the last 100 ms of batches may be missing)"
+		}
 		if r.LeftAttached > 0 {
 			extra += fmt.Sprintf(", %d programs still attached after exit", r.LeftAttached)
 		}
+		if r.AgentExport != nil && (!r.ExactPackets || countedLost(r.AgentExport) > 0) {
+			extra += fmt.Sprintf("; the agent counted %d flows lost (dropped for a full queue %d, at shutdown %d, failed %d, rejected %d) of %d handed to its exporter",
+				countedLost(r.AgentExport), r.AgentExport["dropped_flows"], r.AgentExport["shutdown_lost_flows"],
+				r.AgentExport["failed_flows"], r.AgentExport["rejected_flows"], handedToExporter(r.AgentExport))
+		}
+		for _, k := range slices.Sorted(maps.Keys(r.AgentKernelLost)) {
+			if n := r.AgentKernelLost[k]; n > 0 {
+				extra += fmt.Sprintf(", %s %d", k, n)
+			}
+		}
 		if !r.ExactPackets {
-			extra += fmt.Sprintf("; the agent's last warnings and errors (%d):", len(r.AgentWarnings))
+			extra += fmt.Sprintf("; its log: %s; the agent's last warnings and errors (%d):", r.AgentLog, len(r.AgentWarnings))
 			for _, w := range r.AgentWarnings {
 				extra += "\n      " + w
 			}

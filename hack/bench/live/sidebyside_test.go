@@ -232,3 +232,23 @@ time=2026-11-28T15:00:04Z level=DEBUG msg=evicted
 		t.Errorf("none: %q", got)
 	}
 }
+
+// The counts of flowlens' "exporter stopped" line, as an agent whose sink
+// was starved of CPU wrote it (bench-live with the sink in a cgroup at
+// 0.5 % of a CPU: 80 batches dropped at a full queue, counted).
+func TestExporterStopped(t *testing.T) {
+	log := `time=2026-11-28T18:04:53.867Z level=WARN msg="export queue full: dropping the oldest batches (consumer slow or down)" exporter=grpc dropped_batches_total=1 dropped_flows_total=1000
+time=2026-11-28T18:05:01.789Z level=INFO msg="exporter stopped" exporter=grpc exported_flows=20000 dropped_flows=80000 shutdown_lost_flows=0 failed_exports=0 failed_export_flows=0 failed_flows=0 acked_flows=20000 rejected_flows=0
+time=2026-11-28T18:05:01.790Z level=INFO msg="flowlens-agent stopped: all hooks detached, flows flushed"
+`
+	c := exporterStopped(log, "grpc")
+	if c["exported_flows"] != 20000 || c["dropped_flows"] != 80000 || c["acked_flows"] != 20000 || len(c) != 8 {
+		t.Errorf("counts: %v", c)
+	}
+	if countedLost(c) != 80000 || handedToExporter(c) != 100000 {
+		t.Errorf("lost %d of %d, want 80000 of 100000", countedLost(c), handedToExporter(c))
+	}
+	if c := exporterStopped(log, "kafka"); c != nil {
+		t.Errorf("no kafka line: %v", c)
+	}
+}

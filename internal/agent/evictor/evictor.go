@@ -305,6 +305,7 @@ func (e *Evictor) Shutdown() error {
 		e.ring = nil
 	}
 	err := e.Evict(ReasonShutdown)
+	e.summary()
 	// The features' own readers (dns's ring of answers), read by that
 	// last eviction's sweep.
 	for _, f := range e.cfg.Features {
@@ -313,6 +314,25 @@ func (e *Evictor) Shutdown() error {
 		}
 	}
 	return err
+}
+
+// summary logs, once at shutdown, the records the evictions produced and
+// the packets lost before them (the kernel's overflow counters, the
+// evictor's memory bounds) and the failed reads: with each exporter's
+// "exporter stopped" line, the agent's last word on every packet once its
+// metrics are no longer scraped. The lost packets line (logLost) comes at
+// most once a minute, so a short-lived agent may never have written it.
+func (e *Evictor) summary() {
+	st := e.Stats
+	args := []any{"flows", st.Flows.Load(), "overflow_flows", st.OverflowFlows.Load(), "partial_flows", st.PartialFlows.Load(),
+		"outer_flows", st.OuterFlows.Load(), "read_failures", st.ReadFailures.Load()}
+	for i, reason := range LostReasons {
+		args = append(args, "lost_packets_"+reason, st.LostPackets[i].Load())
+	}
+	if c, err := e.gens.Maps().ReadCounters(); err == nil {
+		args = append(args, "overflow_records", c[datapath.CounterOverflowRecords], "overflow_lost", c[datapath.CounterOverflowLost])
+	}
+	e.log.Info("evictor stopped", args...)
 }
 
 // Evict runs one eviction cycle. Not safe for concurrent use (Run and

@@ -345,12 +345,24 @@ func (q *Queue) Close(ctx context.Context) error {
 // Summary logs what became of the flows this exporter was given, once at
 // shutdown: exported, dropped for backpressure, lost at shutdown, in
 // failed exports (batches and flows; they add up to every flow given),
-// and the failed flows (FailedFlows).
+// and the failed flows (FailedFlows); for an exporter that learns them,
+// the flows its consumer acknowledged and those it rejected (lost too:
+// without them the line would not name every flow lost).
 func (q *Queue) Summary() {
 	st := &q.Stats
-	q.log.Info("exporter stopped", "exported_flows", st.Flows.Load(), "dropped_flows", st.DroppedFlows.Load(),
+	args := []any{"exported_flows", st.Flows.Load(), "dropped_flows", st.DroppedFlows.Load(),
 		"shutdown_lost_flows", st.ShutdownFlows.Load(), "failed_exports", st.Errors.Load(), "failed_export_flows", st.ErrorFlows.Load(),
-		"failed_flows", q.FailedFlows())
+		"failed_flows", q.FailedFlows()}
+	if e, ok := q.exp.(Delivering); ok {
+		d, keeps := e.Delivery()
+		if keeps&CountAcked != 0 {
+			args = append(args, "acked_flows", d.AckedFlows.Load())
+		}
+		if keeps&CountRejected != 0 {
+			args = append(args, "rejected_flows", d.RejectedFlows.Load())
+		}
+	}
+	q.log.Info("exporter stopped", args...)
 }
 
 // FailedFlows are the flows handed to the exporter and not delivered
