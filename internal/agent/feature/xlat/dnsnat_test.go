@@ -32,6 +32,11 @@ const (
 )
 
 func dnsSvcLab(t *testing.T, ad svcAddrs) *svcLab {
+	return dnsSvcLabOf(t, ad, map[string][]netlab.DNSRecord{dnsName: {{Addr: "10.1.2.3", TTL: 60}}})
+}
+
+// dnsSvcLabOf is dnsSvcLab with the DNS servers' zone.
+func dnsSvcLabOf(t *testing.T, ad svcAddrs, zone map[string][]netlab.DNSRecord) *svcLab {
 	l := newSvcLabOf(t, ad, false)
 	for _, c := range []string{"pre", "out"} {
 		for _, r := range []struct{ proto, port string }{{"udp", "53"}, {"tcp", "443"}} {
@@ -48,8 +53,8 @@ func dnsSvcLab(t *testing.T, ad svcAddrs) *svcLab {
 		}
 		netlab.Run(t, l.node, "nft", "add rule "+ad.nft+" svc "+c+" "+ad.nft+" daddr "+ad.vip+" udp dport "+dnsSvcDNSPort+" dnat to "+to)
 	}
-	netlab.ServeDNS(t, l.b, net.JoinHostPort(ad.backend, dnsPodDNSPort), map[string][]netlab.DNSRecord{dnsName: {{Addr: "10.1.2.3", TTL: 60}}})
-	netlab.ServeDNS(t, l.b, net.JoinHostPort(ad.backend, "53"), map[string][]netlab.DNSRecord{dnsName: {{Addr: "10.1.2.3", TTL: 60}}})
+	netlab.ServeDNS(t, l.b, net.JoinHostPort(ad.backend, dnsPodDNSPort), zone)
+	netlab.ServeDNS(t, l.b, net.JoinHostPort(ad.backend, "53"), zone)
 	return l
 }
 
@@ -259,6 +264,90 @@ func serviceDNS(t *testing.T, ad svcAddrs) {
 		if f.Proto == 17 && (dnsPort(f.SrcPort) || dnsPort(f.DstPort)) && f.SrcAddr != ad.backend && f.DstAddr != ad.vip {
 			t.Errorf("a record of another tuple: %s:%d -> %s:%d, %d packets", f.SrcAddr, f.SrcPort, f.DstAddr, f.DstPort, f.Packets)
 		}
+	}
+	if t.Failed() {
+		logFlows(t, flows)
+	}
+}
+
+// Issue #29, the names cache (--dns-names-cache-size) across a Service's
+// NAT, through 5300 -> 5353 with only 5300 listed: the host-network
+// client asks web.test (the backend's address), whose answer no hook sees
+// on 5300, and the pod asks pod.test (its own address), whose answer is
+// on 5300 only after un-DNAT, at a hook that is not its flow's counting
+// one. Both answers are read by the port of their queries' keys before
+// NAT and handed to the cache once each (read 2, lost 0, unparsed 0), the
+// cache holds exactly those two addresses, and a datagram from the pod to
+// the backend (no NAT) says src_dns_name pod.test, dst_dns_name web.test.
+func TestServiceDNSNames(t *testing.T) {
+	for _, ad := range []svcAddrs{svcV4, svcV6} {
+		name := "ipv4"
+		if ad.v6 {
+			name = "ipv6"
+		}
+		t.Run(name, func(t *testing.T) { serviceDNSNames(t, ad) })
+	}
+}
+
+func serviceDNSNames(t *testing.T, ad svcAddrs) {
+	l := dnsSvcLabOf(t, ad, map[string][]netlab.DNSRecord{
+		"web.test": {{Addr: ad.backend, TTL: 300}},
+		"pod.test": {{Addr: ad.pod, TTL: 300}},
+	})
+	agenttest.MustListen(t, l.b, net.JoinHostPort(ad.backend, "9000"))
+	h := agenttest.Start(t, svcAllIfaces, agent.Options{}, "--netns="+l.node.Name+","+l.a.Name+","+l.b.Name,
+		"--features=dns,xlat", "--dns-ports="+dnsSvcDNSPort, "--dns-names-cache-size=16", "--cache-active-timeout=1s")
+	svc := net.JoinHostPort(ad.vip, dnsSvcDNSPort)
+	for _, q := range []struct {
+		ns        *netlab.Netns
+		src, name string
+	}{{l.node, ad.nodeB, "web.test"}, {l.a, ad.pod, "pod.test"}} {
+		rc, err := netlab.AskDNS(q.ns, net.JoinHostPort(q.src, "43000"), svc, netlab.DNSQuery(0x4300, q.name), 10*time.Second)
+		if err != nil || rc != 0 {
+			t.Fatalf("%s from %s: rcode %d (%v)", q.name, q.src, rc, err)
+		}
+	}
+	// The answers reach the cache at the evictions (every second).
+	gauge := func() float64 {
+		v, _ := promtest.Value(promtest.GatherFrom(t, h.A.Metrics.Registry()), "flowlens_agent_dns_names", "")
+		return v
+	}
+	for deadline := time.Now().Add(30 * time.Second); gauge() != 2; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("flowlens_agent_dns_names = %v, want 2 (web.test, pod.test)", gauge())
+		}
+	}
+	if err := l.a.Do(func() error {
+		c, err := net.DialUDP("udp", &net.UDPAddr{IP: net.ParseIP(ad.pod), Port: 43100},
+			&net.UDPAddr{IP: net.ParseIP(ad.backend), Port: 9000})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.Write([]byte("hello"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	fams := promtest.GatherFrom(t, h.A.Metrics.Registry())
+	promtest.Expect(t, fams, 2, "flowlens_agent_dns_answers_total", "result=read")
+	promtest.Expect(t, fams, 0, "flowlens_agent_dns_answers_total", "result=lost")
+	promtest.Expect(t, fams, 0, "flowlens_agent_dns_answers_total", "result=unparsed")
+	promtest.Expect(t, fams, 2, "flowlens_agent_dns_names", "")
+	time.Sleep(50 * time.Millisecond)
+	flows := h.Stop()
+	m := agenttest.Match{Src: ad.pod, Dst: ad.backend, Sport: 43100, Dport: 9000, Proto: 17}
+	var n int
+	for _, f := range flows {
+		if m.OK(f) {
+			n++
+			if f.SrcDNSName != "pod.test" || f.DstDNSName != "web.test" {
+				t.Errorf("datagram: src_dns_name %q, dst_dns_name %q; want pod.test, web.test", f.SrcDNSName, f.DstDNSName)
+			}
+		}
+	}
+	if n != 1 {
+		t.Errorf("datagram: %d records, want 1", n)
 	}
 	if t.Failed() {
 		logFlows(t, flows)
