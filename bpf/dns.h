@@ -113,8 +113,8 @@ static __always_inline void dns_learn(__u16 port)
 
 /* dns_learn_from learns the packet's own port (dst: its destination's,
  * else its source's), read again from its L4 header: p->key is its flow's
- * key before NAT now. Then the packet is read (dns 3). Once per tuple
- * after NAT, hook and generation. */
+ * key before NAT now. Then the packet is read (dns 3) if it has a
+ * payload. Once per tuple after NAT, hook and generation. */
 static __noinline void dns_learn_from(struct __sk_buff *skb, struct pkt *p, int dst)
 {
 	if (!skb || !p)
@@ -124,12 +124,15 @@ static __noinline void dns_learn_from(struct __sk_buff *skb, struct pkt *p, int 
 	if (bpf_skb_load_bytes(skb, off, ports, sizeof(ports)))
 		return;
 	dns_learn(bpf_ntohs(dst ? ports[1] : ports[0]));
-	p->dns = 3;
+	if (p->payload)
+		p->dns = 3;
 }
 
-/* dns_after_record: a packet with a payload on no listed or learned port
- * (dns 2) whose key record() moved to one with a listed port (its key
- * before NAT: the first packets of a tuple after NAT at a hook). */
+/* dns_after_record: a packet on no listed or learned port (dns 2) whose
+ * key record() moved to one with a listed port (its key before NAT: the
+ * first packets of a tuple after NAT at a hook; a TCP SYN too, without a
+ * payload: after it, a host-network client's egress counts in the alias
+ * and keeps the packets' own tuple). */
 static __always_inline void dns_after_record(struct __sk_buff *skb, struct pkt *p)
 {
 	if (dns_port(p->key.dst_port))

@@ -634,7 +634,7 @@ static __always_inline int handle(struct __sk_buff *skb, __u32 dir, int l3)
 	 * (bpf/xlatkey.h). */
 	if (tls_on)
 		tls_inspect(skb, &p, &w.me);
-	if (dns_on && xlat_on && p.dns == 2 && p.payload)
+	if (dns_on && xlat_on && p.dns == 2)
 		dns_after_record(skb, &p);
 	if (dns_on && (p.dns & 1))
 		dns_inspect(skb, &p, &w.me);
