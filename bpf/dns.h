@@ -76,10 +76,19 @@ static __always_inline int dns_port(__u16 p)
 #define DNS_NAT_PORTS 4
 __u16 dns_nat_ports[DNS_NAT_PORTS];
 
-static __always_inline int dns_nat_port(__u16 p)
+/* dns_nat_ports_of: is port a or b a learned one? Slots fill in order,
+ * so the test stops at the first free one: with one port learned (a
+ * Service's DNS mapping), two compares and one load more. */
+static __always_inline int dns_nat_ports_of(__u16 a, __u16 b)
 {
-	return p == dns_nat_ports[0] || (dns_nat_ports[1] && p == dns_nat_ports[1]) ||
-	       (dns_nat_ports[2] && p == dns_nat_ports[2]) || (dns_nat_ports[3] && p == dns_nat_ports[3]);
+	for (int i = 0; i < DNS_NAT_PORTS; i++) {
+		__u16 l = dns_nat_ports[i];
+		if (!l)
+			return 0;
+		if (a == l || b == l)
+			return 1;
+	}
+	return 0;
 }
 
 /* dns_mark is struct pkt's dns: 2, never 0 (bpf/flows.h); | 1: read it;
@@ -91,7 +100,7 @@ static __always_inline __u8 dns_mark(const struct pkt *p)
 	if (dns_port(p->key.dst_port) || dns_port(p->key.src_port))
 		return 3;
 	/* Nothing learned (no Service port mapped): one load. */
-	if (xlat_on && dns_nat_ports[0] && (dns_nat_port(p->key.dst_port) || dns_nat_port(p->key.src_port)))
+	if (xlat_on && dns_nat_ports_of(p->key.dst_port, p->key.src_port))
 		return 7;
 	return 2;
 }
