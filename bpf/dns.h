@@ -92,17 +92,22 @@ static __always_inline int dns_nat_ports_of(__u16 a, __u16 b)
 }
 
 /* dns_mark is struct pkt's dns: 2, never 0 (bpf/flows.h); | 1: read it;
- * | 4: by a learned port only, its key before NAT to be checked. */
+ * | 4: by a learned port only, its key before NAT to be checked; | 8:
+ * with xlat, on no listed or learned port, to be tested again after
+ * record() (dns_after_record). Each load of a load-time constant stays in
+ * the program (the verifier removes only the branches), so xlat_on is
+ * read once here and the bits carry it. */
 static __always_inline __u8 dns_mark(const struct pkt *p)
 {
+	__u8 x = xlat_on ? 8 : 0;
 	if (!p->payload)
-		return 2;
+		return 2 | x;
 	if (dns_port(p->key.dst_port) || dns_port(p->key.src_port))
 		return 3;
 	/* Nothing learned (no Service port mapped): one load. */
-	if (xlat_on && dns_nat_ports_of(p->key.dst_port, p->key.src_port))
+	if (x && dns_nat_ports_of(p->key.dst_port, p->key.src_port))
 		return 7;
-	return 2;
+	return 2 | x;
 }
 
 /* dns_learn adds a port behind a listed one (once; the slots' races
@@ -137,7 +142,7 @@ static __noinline void dns_learn_from(struct __sk_buff *skb, struct pkt *p, int 
 		p->dns = 3;
 }
 
-/* dns_after_record: a packet on no listed or learned port (dns 2) whose
+/* dns_after_record: a packet on no listed or learned port (dns & 8) whose
  * key record() moved to one with a listed port (its key before NAT: the
  * first packets of a tuple after NAT at a hook; a TCP SYN too, without a
  * payload: after it, a host-network client's egress counts in the alias
