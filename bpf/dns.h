@@ -56,6 +56,105 @@ static __always_inline int dns_port(__u16 p)
 	       (dns_ports[2] && p == dns_ports[2]) || (dns_ports[3] && p == dns_ports[3]);
 }
 
+/*
+ * Across a Service's NAT (feature "xlat") a DNS message is a message of a
+ * flow whose key before NAT has a listed port, whatever its own tuple's.
+ * A Service port other than its pods' (OpenShift's 53 -> 5353) with only
+ * the Service's listed: a host-network client's query is seen only after
+ * DNAT (5353) and its answer only before un-DNAT. The key before NAT is
+ * known per packet only after record() and not at every hook (a hook that
+ * stops at an alias keeps the packet's own tuple), so the programs learn
+ * the ports behind a listed one: a packet whose own ports are not listed
+ * and whose key record() moved to a listed port (its first packets at a
+ * hook after NAT, xlat_redirect or xlat_via) puts its own port here
+ * (dns_learn). A packet to or from a learned port is then read when its
+ * flow's key before NAT has a listed port (dns_inspect checks; a query's
+ * key, or for an answer the query's alias, xlat_alias), else left alone:
+ * a learned port costs those packets a lookup, never a record. Per set of
+ * programs (.bss), never forgotten; 0: a free slot, filled in order.
+ */
+#define DNS_NAT_PORTS 4
+__u16 dns_nat_ports[DNS_NAT_PORTS];
+
+/* dns_nat_ports_of: is port a or b a learned one? Slots fill in order,
+ * so the test stops at the first free one: with one port learned (a
+ * Service's DNS mapping), two compares and one load more. */
+static __always_inline int dns_nat_ports_of(__u16 a, __u16 b)
+{
+	for (int i = 0; i < DNS_NAT_PORTS; i++) {
+		__u16 l = dns_nat_ports[i];
+		if (!l)
+			return 0;
+		if (a == l || b == l)
+			return 1;
+	}
+	return 0;
+}
+
+/* dns_mark is struct pkt's dns: 2, never 0 (bpf/flows.h); | 1: read it;
+ * | 4: by a learned port only, its key before NAT to be checked; | 8:
+ * with xlat, on no listed or learned port, to be tested again after
+ * record() (dns_after_record). Each load of a load-time constant stays in
+ * the program (the verifier removes only the branches), so xlat_on is
+ * read once here and the bits carry it. */
+static __always_inline __u8 dns_mark(const struct pkt *p)
+{
+	__u8 x = xlat_on ? 8 : 0;
+	if (!p->payload)
+		return 2 | x;
+	if (dns_port(p->key.dst_port) || dns_port(p->key.src_port))
+		return 3;
+	/* Nothing learned (no Service port mapped): one load. */
+	if (x && dns_nat_ports_of(p->key.dst_port, p->key.src_port))
+		return 7;
+	return 2 | x;
+}
+
+/* dns_learn adds a port behind a listed one (once; the slots' races
+ * between CPUs at worst lose one, learned again at its next first packet). */
+static __always_inline void dns_learn(__u16 port)
+{
+	for (int i = 0; i < DNS_NAT_PORTS; i++) {
+		__u16 l = dns_nat_ports[i];
+		if (l == port)
+			return;
+		if (!l) {
+			dns_nat_ports[i] = port;
+			return;
+		}
+	}
+}
+
+/* dns_learn_from learns the packet's own port (dst: its destination's,
+ * else its source's), read again from its L4 header: p->key is its flow's
+ * key before NAT now. Then the packet is read (dns 3) if it has a
+ * payload. Once per tuple after NAT, hook and generation. */
+static __noinline void dns_learn_from(struct __sk_buff *skb, struct pkt *p, int dst)
+{
+	if (!skb || !p)
+		return;
+	__u32 off = p->key.proto == IPPROTO_TCP ? p->l4 : (__u32)p->payload - 8;
+	__be16 ports[2];
+	if (bpf_skb_load_bytes(skb, off, ports, sizeof(ports)))
+		return;
+	dns_learn(bpf_ntohs(dst ? ports[1] : ports[0]));
+	if (p->payload)
+		p->dns = 3;
+}
+
+/* dns_after_record: a packet on no listed or learned port (dns & 8) whose
+ * key record() moved to one with a listed port (its key before NAT: the
+ * first packets of a tuple after NAT at a hook; a TCP SYN too, without a
+ * payload: after it, a host-network client's egress counts in the alias
+ * and keeps the packets' own tuple). */
+static __always_inline void dns_after_record(struct __sk_buff *skb, struct pkt *p)
+{
+	if (dns_port(p->key.dst_port))
+		dns_learn_from(skb, p, 1);
+	else if (dns_port(p->key.src_port))
+		dns_learn_from(skb, p, 0);
+}
+
 /* dns_name copies the question's name (at off) into e->dns_name. */
 static __always_inline void dns_name(struct __sk_buff *skb, __u32 off, struct enrich_value *e)
 {
@@ -111,6 +210,25 @@ static __always_inline void dns_hand_on(struct __sk_buff *skb, __u32 off, const 
 	bpf_ringbuf_submit(a, BPF_RB_NO_WAKEUP); /* read at each eviction, never awaited */
 }
 
+/* dns_nat_answer says whether the answer of key k (before un-DNAT) answers
+ * a query whose key before NAT has a listed port: k's reverse is that
+ * query's tuple after DNAT, an alias of xlat_alias (bpf/xlatkey.h). */
+static __noinline int dns_nat_answer(const struct flow_key *k)
+{
+	if (!k)
+		return 0;
+	struct flow_key q = {};
+	__builtin_memcpy(q.src_ip, k->dst_ip, 16);
+	__builtin_memcpy(q.dst_ip, k->src_ip, 16);
+	q.src_port = k->dst_port;
+	q.dst_port = k->src_port;
+	q.proto = k->proto;
+	q.zone = k->zone;
+	if (!xlat_query_key(&q))
+		return 0;
+	return dns_port(q.dst_port) || dns_port(q.src_port);
+}
+
 /* dns_inspect reads a DNS message at the start of the packet's payload,
  * after record(): under its flow's key before NAT (bpf/xlatkey.h). */
 static __noinline void dns_inspect(struct __sk_buff *skb, const struct pkt *p, const struct iface_obs *me)
@@ -130,9 +248,14 @@ static __noinline void dns_inspect(struct __sk_buff *skb, const struct pkt *p, c
 		xlat_inspect_key(&key, me, gen);
 		k = &key;
 	}
+	/* Read by a learned port only (dns_mark): its flow's key before NAT
+	 * must have a listed port, or, for an answer, its query's. */
+	int unlisted = xlat_on && (p->dns & 4) && !dns_port(k->dst_port) && !dns_port(k->src_port);
 	struct dns_pending_key pk = {.id = id};
 	struct enrich_value *e;
 	if (!(flags & DNS_QR)) { /* a query: its first sighting starts the clock */
+		if (unlisted)
+			return;
 		pk.key = *k;
 		/* Look first: a query is seen again at every later hook (and on
 		 * a retransmission), and only its first sighting is its time. */
@@ -174,6 +297,8 @@ static __noinline void dns_inspect(struct __sk_buff *skb, const struct pkt *p, c
 		return;
 	}
 	/* An answer, on its own flow. */
+	if (unlisted && !dns_nat_answer(k))
+		return;
 	if (dns_answers_on)
 		dns_hand_on(skb, off, k, me, gen);
 	e = enrich_entry(k, gen);

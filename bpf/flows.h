@@ -614,11 +614,12 @@ static __always_inline int handle(struct __sk_buff *skb, __u32 dir, int l3)
 	__u16 tcp_seg = tcp_on ? p.tcp_flags & TCP_SEG_MASK : 0;
 	p.tcp_flags &= ~TCP_ZERO_WIN;
 	/* Feature "dns": a message to or from the DNS ports, tested on the
-	 * packet's own tuple (its key may change to its flow's before NAT).
-	 * 2 or 3, never 0: the verifier tracks a stored 0 apart from other
-	 * values, which would double the states it walks through record(). */
+	 * packet's own tuple, and with "xlat" on its flow's key before NAT
+	 * (bpf/dns.h, dns_mark and dns_after_record). 2, 3, 7 or 10, never 0:
+	 * the verifier tracks a stored 0 apart from other values, which
+	 * would double the states it walks through record(). */
 	if (dns_on)
-		p.dns = 2 | (p.payload && (dns_port(p.key.dst_port) || dns_port(p.key.src_port)));
+		p.dns = dns_mark(&p);
 	__u32 slot = CTL_GEN;
 	__u32 *gen = bpf_map_lookup_elem(&control, &slot);
 	/* The programs go on writing the map they picked here, even across
@@ -633,8 +634,12 @@ static __always_inline int handle(struct __sk_buff *skb, __u32 dir, int l3)
 	 * (bpf/xlatkey.h). */
 	if (tls_on)
 		tls_inspect(skb, &p, &w.me);
-	if (dns_on && (p.dns & 1))
-		dns_inspect(skb, &p, &w.me);
+	if (dns_on) {
+		if (p.dns & 8)
+			dns_after_record(skb, &p);
+		if (p.dns & 1)
+			dns_inspect(skb, &p, &w.me);
+	}
 	if (tcp_seg)
 		tcp_segment(skb, &p, &w.me, w.gen, tcp_seg);
 	return TC_ACT_UNSPEC; /* TCX_NEXT: let the next program / the stack decide */

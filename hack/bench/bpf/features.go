@@ -62,9 +62,11 @@ package main
 //	                  table's 16384 entries. Each run also creates the answer's
 //	                  flow (off does too), so ×off is diluted: read the ns.
 //
-// "dns-xlat" (opt-in, -tc-features dns-xlat) runs dns's query and answer
-// with xlat on too (bpf/xlatkey.h): its "on" figure minus dns's is what
-// xlat adds to a DNS packet (issue #29).
+// "dns-xlat" (opt-in, -tc-features dns-xlat) runs dns's udp-other, query
+// and answer with xlat on too (bpf/xlatkey.h): its "on" figure minus dns's
+// is what xlat adds to a packet (issue #29); and udp-learned, udp-other
+// with a port learned behind a listed one (bpf/dns.h, dns_nat_ports): the
+// per-packet cost of a Service's DNS port mapped to another.
 //
 // "netns" is not a feature but how the programs learn the interface's
 // namespace: "on" is the one set shared by every namespace, which reads
@@ -143,6 +145,7 @@ type featCase struct {
 	postNAT             bool   // xlat post-nat: on, the flow moves to another key, which an alias names
 	postNATListed       bool   // xlat post-nat-listed: and the flow lists this hook as steady, as the alias does
 	postNATFirst        bool   // xlat post-nat-first: and the alias counts for the flow (xlat_delegate)
+	dnsLearned          bool   // dns-xlat udp-learned: on, a port learned behind a listed one (dns_nat_ports)
 	note                string
 }
 
@@ -199,6 +202,10 @@ func featCases(features []string) []featCase {
 		// to a DNS packet (its key resolved: one flow map lookup; an
 		// unmatched answer, one xlat_alias lookup more).
 		out = append(out,
+			featCase{feature: "dns-xlat", name: "udp-other", kind: "other", pkt: udpPacket(8125, 64), warm: xlatTries + 1,
+				note: "exist-hot UDP to port 8125, dns and xlat on, no port learned behind a listed one: the port compare and one load"},
+			featCase{feature: "dns-xlat", name: "udp-learned", kind: "other", pkt: udpPacket(8125, 64), warm: xlatTries + 1, dnsLearned: true,
+				note: "the same with port 5353 learned behind a listed one (dns_nat_ports, bpf/dns.h): its compares too"},
 			featCase{feature: "dns-xlat", name: "query", kind: "own", pkt: dnsQueryPacket(), warm: xlatTries + 1,
 				note: "dns query, xlat on: the flow map lookup of xlat_inspect_key (the key is a flow, not an alias)"},
 			featCase{feature: "dns-xlat", name: "answer", kind: "own", pkt: dnsAnswerPacket("10.100.0.1"), pre: dnsQueryPacket(), warm: xlatTries + 1,
@@ -552,6 +559,9 @@ func loadFeatDP(o options, c featCase, on bool) (*featDP, error) {
 		if c.feature == "dns-xlat" {
 			tc = maps.Clone(tc)
 			tc["xlat_on"] = uint32(1)
+			if c.dnsLearned && on {
+				tc["dns_nat_ports"] = [4]uint16{5353} // as after a host-network client's first query to 53 -> 5353
+			}
 		}
 	case "tcp": // as the agent sets it: tcp_on, its maps sized (off too)
 		h := tcp.New().Plan(nil)
@@ -920,7 +930,7 @@ func checkFeature(c featCase, off, on *featDP) (string, error) {
 			return "", fmt.Errorf("a translation recorded under BPF_PROG_TEST_RUN")
 		}
 		return "every run a new flow; conntrack lookup misses (no entry)", nil
-	case "dns/udp-other":
+	case "dns/udp-other", "dns/udp-learned":
 		if v, ok := enrich(on); ok && v.DnsState != 0 {
 			return "", fmt.Errorf("a UDP packet to port 8125 set DNS state %#x", v.DnsState)
 		}

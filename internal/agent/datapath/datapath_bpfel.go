@@ -471,6 +471,7 @@ const (
 	datapathProgRttTcpProbe        = "rtt_tcp_probe"
 	datapathProgTcpState           = "tcp_state"
 	datapathVarDnsAnswersOn        = "dns_answers_on"
+	datapathVarDnsNatPorts         = "dns_nat_ports"
 	datapathVarDnsOn               = "dns_on"
 	datapathVarDnsPorts            = "dns_ports"
 	datapathVarDropsUnwatched      = "drops_unwatched"
@@ -604,6 +605,7 @@ type datapathMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type datapathVariableSpecs struct {
 	DnsAnswersOn        *ebpf.VariableSpec `ebpf:"dns_answers_on"`
+	DnsNatPorts         *ebpf.VariableSpec `ebpf:"dns_nat_ports"`
 	DnsOn               *ebpf.VariableSpec `ebpf:"dns_on"`
 	DnsPorts            *ebpf.VariableSpec `ebpf:"dns_ports"`
 	DropsUnwatched      *ebpf.VariableSpec `ebpf:"drops_unwatched"`
@@ -731,6 +733,7 @@ func (m *datapathMaps) Close() error {
 // It can be passed to loadDatapathObjects or ebpf.CollectionSpec.LoadAndAssign.
 type datapathVariables struct {
 	DnsAnswersOn        *ebpf.Variable `ebpf:"dns_answers_on"`
+	DnsNatPorts         *ebpf.Variable `ebpf:"dns_nat_ports"`
 	DnsOn               *ebpf.Variable `ebpf:"dns_on"`
 	DnsPorts            *ebpf.Variable `ebpf:"dns_ports"`
 	DropsUnwatched      *ebpf.Variable `ebpf:"drops_unwatched"`
