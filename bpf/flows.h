@@ -450,9 +450,10 @@ static __noinline int insert(struct __sk_buff *skb, void *cur, void *prev, const
  * (the alias lists it from now on), or a flow of its own whose key's
  * entry the alias holds (through the ring, as when the map is full). Not
  * inlined: once per hook and generation for a listed hook after NAT and
- * for a certainly-first counting one (a host-network client's egress,
- * which the alias then counts: xlat_delegate), per packet for another
- * counting one; never on other flows' paths.
+ * for the flow's counting hook (which the alias then counts:
+ * xlat_delegate), per packet only for a counting hook whose delegation a
+ * hand-over took back (bpf/xlat.h, xlat_handover); never on other flows'
+ * paths.
  */
 static __noinline struct flow_value *xlat_via(struct __sk_buff *skb, void *cur, struct wpkt *w,
 					      struct flow_value *alias, int l3)

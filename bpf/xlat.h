@@ -222,9 +222,10 @@ __noinline int xlat_redirect(struct __sk_buff *skb, struct flow_key *k, __u64 ne
  * xlat_redirect's answer for tuple T, kept in the active flow map under T
  * for the rest of the generation, so that a post-NAT packet's own lookup
  * finds it: a listed hook after NAT stops there (steady, on the hooks
- * the alias mirrors: no lookup more than a flow of its own), a counting
- * one that is certainly first counts there (xlat_delegate: no lookup
- * more either), any other counting one follows it to its flow (one
+ * the alias mirrors: no lookup more than a flow of its own), the flow's
+ * counting hook counts there after its first packets (xlat_delegate: no
+ * lookup more either; xlat_handover takes it back when another hook
+ * takes the counting over), any other packet follows it to its flow (one
  * lookup more). The map is per generation, so the alias ends with it;
  * the next one asks xlat_redirect again.
  */
