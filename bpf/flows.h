@@ -169,6 +169,10 @@ static __noinline int slow(struct __sk_buff *skb, struct flow_value *v, const st
 	const struct iface_obs *me = &w->me;
 	int counts = hook_order(skb, w) == ORDER_FIRST;
 
+	/* Feature "xlat": a take-over first takes back a delegation of the
+	 * counting to an alias (bpf/xlat.h). */
+	if (xlat_on && counts)
+		xlat_handover(v, &w->p->key, w->gen);
 	int lost_iface = 0;
 	bpf_spin_lock(&v->lock);
 	{
@@ -446,13 +450,15 @@ static __noinline int insert(struct __sk_buff *skb, void *cur, void *prev, const
  * (the alias lists it from now on), or a flow of its own whose key's
  * entry the alias holds (through the ring, as when the map is full). Not
  * inlined: once per hook and generation for a listed hook after NAT and
- * for a certainly-first counting one (a host-network client's egress,
- * which the alias then counts: xlat_delegate), per packet for another
- * counting one; never on other flows' paths.
+ * for the flow's counting hook (which the alias then counts:
+ * xlat_delegate), per packet only for a counting hook whose delegation a
+ * hand-over took back (bpf/xlat.h, xlat_handover); never on other flows'
+ * paths.
  */
 static __noinline struct flow_value *xlat_via(struct __sk_buff *skb, void *cur, struct wpkt *w,
 					      struct flow_value *alias, int l3)
 {
+	struct flow_key t = w->p->key; /* T: a delegation's note names it (bpf/xlat.h) */
 	if (!xlat_follow(alias, &w->p->key, &w->me)) {
 		measure(skb, w);
 		int order = hook_order(skb, w);
@@ -469,7 +475,8 @@ static __noinline struct flow_value *xlat_via(struct __sk_buff *skb, void *cur, 
 	 * before the flow counted a packet of its own (its inheritance at
 	 * the next flip asks whether it counted: bpf/xlat.h). */
 	if (v && !(alias->flags & FLOW_F_XLAT_DONE) && v->packets && fast(v, w))
-		xlat_delegate(alias, v, &w->me, hook_order(skb, w) == ORDER_FIRST);
+		xlat_delegate(alias, v, &w->me,
+			      hook_order(skb, w) == ORDER_FIRST || xlat_note(cur, &w->p->key, &t, w->gen));
 	return v;
 }
 

@@ -67,8 +67,9 @@ enum flow_flags {
 	FLOW_F_XLAT_ALIAS = 0x20,
 	FLOW_F_XLAT_DEAD = 0x40, /* that alias is stale: its tuple is a flow of its own (ring) */
 	/* Feature "xlat": the packets after NAT of this flow's counting
-	 * observation are counted in an alias (bpf/xlat.h, xlat_delegate);
-	 * the evictor adds that alias's counts to this flow's record. */
+	 * observation may be counted in an alias (bpf/xlat.h, xlat_delegate;
+	 * also set by a take-over, xlat_handover, so that none starts after
+	 * it); the evictor adds that alias's counts to this flow's record. */
 	FLOW_F_XLAT_VIA = 0x80,
 };
 

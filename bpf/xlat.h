@@ -222,9 +222,10 @@ __noinline int xlat_redirect(struct __sk_buff *skb, struct flow_key *k, __u64 ne
  * xlat_redirect's answer for tuple T, kept in the active flow map under T
  * for the rest of the generation, so that a post-NAT packet's own lookup
  * finds it: a listed hook after NAT stops there (steady, on the hooks
- * the alias mirrors: no lookup more than a flow of its own), a counting
- * one that is certainly first counts there (xlat_delegate: no lookup
- * more either), any other counting one follows it to its flow (one
+ * the alias mirrors: no lookup more than a flow of its own), the flow's
+ * counting hook counts there after its first packets (xlat_delegate: no
+ * lookup more either; xlat_handover takes it back when another hook
+ * takes the counting over), any other packet follows it to its flow (one
  * lookup more). The map is per generation, so the alias ends with it;
  * the next one asks xlat_redirect again.
  */
@@ -280,34 +281,87 @@ static __always_inline void xlat_kill(struct flow_value *v)
 }
 
 /*
+ * The note: a flow map entry under its flow's key with icmp_type and
+ * icmp_code XLAT_NOTE (no TCP or UDP packet has them: the parser writes
+ * them only for ICMP), shaped as a dead alias that names, in "to", the
+ * alias a delegation made count for the flow (docs/design/counting.md,
+ * "The alias in the flow map"). A hand-over in the flow finds that alias
+ * through it (xlat_handover). No record: an alias with no packets
+ * (internal/agent/evictor/xlat.go); one per delegated flow and generation.
+ */
+#define XLAT_NOTE 0xff
+
+static __always_inline void xlat_note_key(struct flow_key *n, const struct flow_key *k)
+{
+	*n = *k;
+	n->icmp_type = XLAT_NOTE;
+	n->icmp_code = XLAT_NOTE;
+}
+
+/* xlat_note writes flow k's note naming alias t (tuple T) unless it
+ * exists; 1 when the note names t. */
+static __noinline int xlat_note(void *cur, const struct flow_key *k, const struct flow_key *t, __u32 gen)
+{
+	struct flow_key n;
+	xlat_note_key(&n, k);
+	struct xlat_flow_alias a = {};
+	a.listed_only = 1;
+	a.flags = FLOW_F_XLAT_ALIAS | FLOW_F_XLAT_DONE | FLOW_F_XLAT_DEAD;
+	a.to.key = *t;
+	a.to.gen = gen;
+	long err = full_known(CTL_FLOWS_FULL, gen) ? -E2BIG_ : bpf_map_update_elem(cur, &n, &a, BPF_NOEXIST);
+	if (err == 0) {
+		__u32 idx = CNT_NEW_FLOWS; /* an entry of the map: its fill */
+		__u64 *c = bpf_map_lookup_elem(&counters, &idx);
+		if (c)
+			*c += 1;
+		return 1;
+	}
+	if (err != -17 /* EEXIST */) {
+		full_note(CTL_FLOWS_FULL, gen, err);
+		return 0;
+	}
+	const struct xlat_flow_alias *e = bpf_map_lookup_elem(cur, &n);
+	return e && same_key(&e->to.key, t);
+}
+
+/*
  * xlat_delegate runs when hook *me's packet after NAT, which followed
- * alias a, is counted at flow v's counting observation (me is it): once
- * per alias and generation (FLOW_F_XLAT_DONE on the alias), it decides
- * whether the alias counts the hook's next packets itself, so that they
- * cost one lookup, as a flow's own do (docs/design/counting.md, "The
- * alias in the flow map"). Only when the hook is certainly first (first:
- * hook_order said ORDER_FIRST for this packet: a host-network client's
- * egress after an OUTPUT DNAT): a certainly-first hook counts its packets
- * whatever the flow's state, so its counts need not follow a later
- * hand-over of v's counting observation. The alias then takes the
- * hook as its ifaces[0], counting (listed_only bit 0 clear), and v's
- * rule; v gets FLOW_F_XLAT_VIA, which tells the evictor to add the
- * alias's counts to v's record. This packet is counted in v (so v's
- * packets say it counted, for the next generation's inheritance).
+ * alias a to flow v, is counted at v's counting observation (me is it):
+ * it decides whether the alias counts the hook's next packets itself, so
+ * that they cost one lookup, as a flow's own do (docs/design/counting.md,
+ * "The alias in the flow map"). "may": the hook is certainly first (a
+ * host-network client's egress after an OUTPUT DNAT, whose packets count
+ * there whatever v's state), or v's note names the alias (xlat_note), so
+ * that a hand-over can take the delegation back (xlat_handover). Under v's
+ * lock, the hook must still be v's counting observation and v not yet
+ * FLOW_F_XLAT_VIA (set by the one delegation of the generation, or by a
+ * hand-over, after which none may start); v then gets FLOW_F_XLAT_VIA,
+ * which tells the evictor to add the alias's counts to v's record. Then,
+ * under the alias's lock, once per alias and generation
+ * (FLOW_F_XLAT_DONE, which xlat_handover sets too): the alias takes the
+ * hook as its ifaces[0], counting (listed_only bit 0 clear), and v's rule.
+ * This packet is counted in v (so v's packets say it counted, for the
+ * next generation's inheritance).
  */
 static __noinline void xlat_delegate(struct flow_value *a, struct flow_value *v, const struct iface_obs *me,
-				     int first)
+				     int may)
 {
-	if (first) {
-		bpf_spin_lock(&v->lock);
+	int ok = may;
+	bpf_spin_lock(&v->lock);
+	ok = ok && v->ifaces[0].ifindex == me->ifindex && v->ifaces[0].netns == me->netns && v->first_dir == me->dir && !(v->listed_only & 1) &&
+	     !(v->flags & FLOW_F_XLAT_VIA);
+	int lost = !ok && (v->flags & FLOW_F_XLAT_VIA); /* another CPU's delegation, or a hand-over */
+	if (ok)
 		v->flags |= FLOW_F_XLAT_VIA;
-		bpf_spin_unlock(&v->lock);
-	}
 	__u8 rule = v->rule;
+	bpf_spin_unlock(&v->lock);
+	if (lost)
+		return; /* the winner (or the hand-over) decides the alias */
 	bpf_spin_lock(&a->lock);
 	if (!(a->flags & (FLOW_F_XLAT_DONE | FLOW_F_XLAT_DEAD))) {
 		a->flags |= FLOW_F_XLAT_DONE; /* decided: xlat_lookup never runs on an alias */
-		if (first) {
+		if (ok) {
 			a->ifaces[0] = *me;
 			a->first_dir = me->dir;
 			a->rule = rule;
@@ -315,6 +369,45 @@ static __noinline void xlat_delegate(struct flow_value *a, struct flow_value *v,
 			a->listed_only &= ~1;
 		}
 	}
+	bpf_spin_unlock(&a->lock);
+}
+
+/*
+ * xlat_handover runs in slow() before a certainly-first hook counts a
+ * packet of flow v (key *k) and takes its counting over: it marks v
+ * FLOW_F_XLAT_VIA, so that no delegation starts from now on (xlat_delegate
+ * checks it under the same lock), and when v was marked already, a
+ * delegation may have made an alias count at v's former counting hook h:
+ * it takes it back, through v's note, before the take-over is visible in
+ * v (the caller's locked section, after this returns). So no packet
+ * counted at the new hook, on this CPU or on one that then counts in v's
+ * fast path, finds the alias counting at h when it gets there: it follows
+ * the alias to v, where h is listed. What the alias counted stays, for
+ * the evictor. Two spin locks one after the other (never nested: the
+ * verifier allows one), only on a hand-over.
+ */
+static __noinline void xlat_handover(struct flow_value *v, const struct flow_key *k, __u32 gen)
+{
+	bpf_spin_lock(&v->lock);
+	int via = v->flags & FLOW_F_XLAT_VIA;
+	v->flags |= FLOW_F_XLAT_VIA;
+	bpf_spin_unlock(&v->lock);
+	if (!via)
+		return;
+	void *cur = gen & 1 ? (void *)&flows_b : (void *)&flows_a;
+	struct flow_key n;
+	xlat_note_key(&n, k);
+	const struct xlat_flow_alias *note = bpf_map_lookup_elem(cur, &n);
+	if (!note)
+		return; /* none: no delegation, or a certainly-first hook's */
+	struct flow_value *a = bpf_map_lookup_elem(cur, &note->to.key);
+	if (!a || !(a->flags & FLOW_F_XLAT_ALIAS))
+		return;
+	bpf_spin_lock(&a->lock);
+	a->flags |= FLOW_F_XLAT_DONE; /* and never again this generation */
+	a->listed_only |= 1;
+	a->first_dir = 0;
+	__builtin_memset(&a->ifaces[0], 0, sizeof(a->ifaces[0]));
 	bpf_spin_unlock(&a->lock);
 }
 

@@ -21,10 +21,17 @@ package main
 //	xlat steady       exist-hot after the flow's first packets (a flag and
 //	                  packet-count test)
 //	xlat post-nat     exist-hot, the packet seen after NAT at its flow's
-//	                  counting hook: its own key finds the alias in the flow
-//	                  map (bpf/xlat.h), which names its flow's key before NAT,
-//	                  found there (issue #29): a counting post-NAT
+//	                  counting hook (not certainly first: a forwarded
+//	                  packet): its own key finds the alias in the flow map
+//	                  (bpf/xlat.h), which names its flow's key before NAT;
+//	                  the first run delegates the counting to the alias
+//	                  (xlat_delegate, with the flow's note), the others are
+//	                  counted there (issue #29): a counting post-NAT
 //	                  observation's per-packet extra
+//	xlat post-nat-follow  the same with the alias's delegation decided and
+//	                  not made (FLOW_F_XLAT_DONE, as a hand-over leaves it):
+//	                  every run follows the alias to the flow (one lookup
+//	                  more), the path before the delegation
 //	xlat post-nat-listed  the same at a hook the flow lists (steady), which
 //	                  the alias lists too: a listed post-NAT observation's
 //	                  per-packet extra
@@ -99,6 +106,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 
@@ -145,6 +153,7 @@ type featCase struct {
 	postNAT             bool   // xlat post-nat: on, the flow moves to another key, which an alias names
 	postNATListed       bool   // xlat post-nat-listed: and the flow lists this hook as steady, as the alias does
 	postNATFirst        bool   // xlat post-nat-first: and the alias counts for the flow (xlat_delegate)
+	postNATFollow       bool   // xlat post-nat-follow: the alias's delegation decided, not made
 	dnsLearned          bool   // dns-xlat udp-learned: on, a port learned behind a listed one (dns_nat_ports)
 	note                string
 }
@@ -175,6 +184,8 @@ func featCases(features []string) []featCase {
 				note: "exist-hot after the flow's first packets: a flag and count test"},
 			featCase{feature: "xlat", name: "post-nat", kind: "own", constant: "xlat_on", pkt: packet("ipv4"), warm: xlatTries + 1, postNAT: true,
 				note: "exist-hot, a packet after NAT at its flow's counting hook: the alias under its key names the flow's key before NAT (off: the packet's own flow)"},
+			featCase{feature: "xlat", name: "post-nat-follow", kind: "own", constant: "xlat_on", pkt: packet("ipv4"), warm: xlatTries + 1, postNAT: true, postNATFollow: true,
+				note: "exist-hot, a packet after NAT at its flow's counting hook, the alias's delegation decided and not made (a hand-over took it back): the alias followed to the flow (off: the packet's own flow)"},
 			featCase{feature: "xlat", name: "post-nat-first", kind: "own", constant: "xlat_on", pkt: packet("ipv4"), warm: xlatTries + 1, postNAT: true, postNATFirst: true,
 				note: "exist-hot, a packet after NAT at a certainly-first counting hook: the alias under its key counts it for the flow (off: the packet's own flow)"},
 			featCase{feature: "xlat", name: "post-nat-listed", kind: "own", constant: "xlat_on", pkt: packet("ipv4"), warm: xlatTries + 1, postNAT: true, postNATListed: true,
@@ -657,6 +668,9 @@ func loadFeatDP(o options, c featCase, on bool) (*featDP, error) {
 			a.N_ifaces = 2
 			a.ListedOnly |= 1 << 1
 		}
+		if c.postNATFollow {
+			a.Flags |= flowXlatDone
+		}
 		if c.postNATFirst {
 			// As xlat_delegate leaves them: the alias counts this hook,
 			// with the flow's rule (flow_value.rule, offset 13, is the
@@ -803,6 +817,9 @@ func runFeatCase(o options, c featCase, floor *ebpf.Program) (featRow, error) {
 		if c.newPath {
 			want = uint64(total * runs)
 		}
+		if i == 1 && c.postNAT && !c.postNATListed && !c.postNATFirst && !c.postNATFollow {
+			want = 1 // the flow's note, by the delegation (bpf/xlat.h)
+		}
 		if d := cnt[datapath.CounterNewFlows] - before[i][datapath.CounterNewFlows]; d != want {
 			return r, fmt.Errorf("%s: %d flows created, want %d", onOff(i == 1), d, want)
 		}
@@ -907,7 +924,24 @@ func checkFeature(c featCase, off, on *featDP) (string, error) {
 				a.Packets, a.Flags, v.Packets, v.Flags, xlatTries+1)
 		}
 		return fmt.Sprintf("every run counted in the alias (%d packets), for the flow before NAT (Via, its %d)", a.Packets, v.Packets), nil
-	case "xlat/post-nat", "xlat/post-nat-listed":
+	case "xlat/post-nat":
+		// The first run delegated (counted in the flow), the others are
+		// the alias's; the flow's note names the alias (bpf/xlat.h).
+		var a, v, n datapath.FlowValue
+		note := on.preKey
+		note.IcmpType, note.IcmpCode = 0xff, 0xff
+		if err := errors.Join(on.cur.Lookup(&on.key, &a), on.cur.Lookup(&on.preKey, &v), on.cur.Lookup(&note, &n)); err != nil {
+			return "", err
+		}
+		if a.Flags&datapath.FlowFlagXlatAlias == 0 || a.ListedOnly&1 != 0 || a.Packets == 0 || v.Packets != xlatTries+2 || v.Flags&datapath.FlowFlagXlatVia == 0 {
+			return "", fmt.Errorf("the alias counted %d packets (flags %#x, listed_only %#b), the flow %d (flags %#x): want the runs but the first in the alias, the warm-up's %d and the first in the Via flow",
+				a.Packets, a.Flags, a.ListedOnly, v.Packets, v.Flags, xlatTries+1)
+		}
+		if to := (*datapath.XlatFlowAlias)(unsafe.Pointer(&n)).To.Key; to != on.key {
+			return "", fmt.Errorf("the flow's note names %+v, not the alias", to)
+		}
+		return fmt.Sprintf("the first run delegated, the others counted in the alias (%d packets), for the flow before NAT (Via, its %d); its note names the alias", a.Packets, v.Packets), nil
+	case "xlat/post-nat-follow", "xlat/post-nat-listed":
 		var v datapath.FlowValue
 		if err := on.cur.Lookup(&on.key, &v); err != nil || v.Flags&datapath.FlowFlagXlatAlias == 0 || v.Packets != 0 {
 			return "", fmt.Errorf("the key after NAT is not an alias with no packets (%v, flags %#x, %d packets)", err, v.Flags, v.Packets)

@@ -80,8 +80,9 @@ const (
 	// flow: no record (its packets are in the flow it names).
 	FlowFlagXlatAlias = uint8(datapathFlowFlagsFLOW_F_XLAT_ALIAS)
 	// FlowFlagXlatVia: the flow's packets after NAT at its counting hook
-	// were counted in an alias (XlatFlowAlias, bpf/xlat.h xlat_delegate),
-	// whose counts belong to the flow's record.
+	// may have been counted in an alias (XlatFlowAlias, bpf/xlat.h
+	// xlat_delegate), whose counts belong to the flow's record (also set
+	// by a take-over, xlat_handover, after which none is delegated).
 	FlowFlagXlatVia = uint8(datapathFlowFlagsFLOW_F_XLAT_VIA)
 )
 

@@ -8,10 +8,13 @@ import (
 
 // viaFold gives feature xlat's delegated counts to their flow. A flow
 // map entry with FlowFlagXlatAlias is no flow: it names one (bpf/xlat.h).
-// Most count nothing; one that a certainly-first hook after NAT counts in
-// (xlat_delegate: a host-network client's egress after an OUTPUT DNAT)
-// holds that hook's packets of the flow it names, which carries
-// FlowFlagXlatVia. So a Via flow's entry is held back until the whole
+// Most count nothing; one that its flow's counting hook after NAT counts
+// in (xlat_delegate: a host-network client's egress after an OUTPUT DNAT,
+// an uplink that sees a forwarded packet after NAT) holds that hook's
+// packets of the flow it names, which carries FlowFlagXlatVia, also once
+// a hand-over took the delegation back (xlat_handover). A flow's note
+// (its key with ICMP type and code 255, naming the alias) is an alias
+// with no packets: no record either. So a Via flow's entry is held back until the whole
 // map is read, then handed on with its aliases' counts added: one record,
 // its packets counted once (docs/design/counting.md, "The alias in the
 // flow map"). Both maps are reused: steady state allocates nothing.

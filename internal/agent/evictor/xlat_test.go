@@ -13,7 +13,7 @@ import (
 )
 
 // Feature xlat's delegated counts (bpf/xlat.h, xlat_delegate): an alias
-// that counts a certainly-first hook's packets after NAT for the flow it
+// that counts its flow's counting hook's packets after NAT for the flow it
 // names (a host-network client's egress after an OUTPUT DNAT) ends in that
 // flow's record, once, whatever order the ended map is walked in, and also
 // when the walk fails midway (the generation is kept, its Via flows held
@@ -23,7 +23,9 @@ import (
 // with 2 packets of its own and its alias with 98, a Via flow whose alias
 // counted nothing, an alias that only lists hooks (no record, no packets),
 // an alias whose flow has no entry (a record of its own under the flow's
-// key, so no counted packet is lost), and 9000 ordinary flows.
+// key, so no counted packet is lost), a Via flow (10) whose alias's
+// delegation a hand-over took back (40, the alias counting no more) with
+// the flow's note (no record), and 9000 ordinary flows.
 func TestEvictAddsDelegatedAlias(t *testing.T) {
 	testkit.NeedRoot(t, "BPF")
 	dp, err := datapath.Load(datapath.Config{MaxFlows: 16384, Sampling: 1})
@@ -46,6 +48,7 @@ func TestEvictAddsDelegatedAlias(t *testing.T) {
 		plain                          = 9000
 		viaPort, quietPort, orphanPort = 50001, 50002, 50003
 		listedAlias, orphanAlias       = 60003, 60004
+		takenPort, takenAlias          = 50004, 60005
 	)
 	flowOf := func(packets uint64, flags uint8) datapath.FlowValue {
 		v := datapath.FlowValue{Packets: packets, Bytes: 100 * packets, N_ifaces: 1, FirstDir: uint8(hook.Dir), Flags: flags,
@@ -111,6 +114,18 @@ func TestEvictAddsDelegatedAlias(t *testing.T) {
 		put(key(listedAlias, 8080), &a3)
 		a4 := aliasOf(key(orphanPort, 80), 7, true)
 		put(key(orphanAlias, 8080), &a4)
+		// A delegation taken back (xlat_handover): the alias keeps what it
+		// counted, for its Via flow; the flow's note names it and is no
+		// record (bpf/xlat.h, xlat_note).
+		taken := flowOf(10, datapath.FlowFlagXlatVia)
+		put(key(takenPort, 80), &taken)
+		a5 := aliasOf(key(takenPort, 80), 40, false)
+		put(key(takenAlias, 8080), &a5)
+		note := datapath.XlatFlowAlias{ListedOnly: 1, Flags: datapath.FlowFlagXlatAlias | 4 | 0x40 /* DONE, DEAD */}
+		note.To.Key = key(takenAlias, 8080)
+		noteKey := key(takenPort, 80)
+		noteKey.IcmpType, noteKey.IcmpCode = 0xff, 0xff
+		put(noteKey, &note)
 		if failMidway {
 			ended := gens.Generation() & 1
 			onPush = func() { // the walk fails after its first chunk, as in TestEvictKeepsGenerationWhenReadFails
@@ -137,13 +152,13 @@ func TestEvictAddsDelegatedAlias(t *testing.T) {
 		for _, w := range []struct {
 			sport   uint16
 			packets uint64
-		}{{viaPort, 100}, {quietPort, 5}, {orphanPort, 7}} {
+		}{{viaPort, 100}, {quietPort, 5}, {orphanPort, 7}, {takenPort, 50}} {
 			if g.records[w.sport] != 1 || g.packets[w.sport] != w.packets {
 				t.Errorf("fail midway %v: flow %d in %d records with %d packets, want 1 with %d", failMidway, w.sport, g.records[w.sport], g.packets[w.sport], w.packets)
 			}
 		}
-		if g.n != plain+3 || g.partial != 0 {
-			t.Errorf("fail midway %v: %d records (%d partial), want %d", failMidway, g.n, g.partial, plain+3)
+		if g.n != plain+4 || g.partial != 0 {
+			t.Errorf("fail midway %v: %d records (%d partial), want %d", failMidway, g.n, g.partial, plain+4)
 		}
 		t.Logf("fail midway %v: the Via flow's record has %d packets (2 its own, 98 its alias's)", failMidway, g.packets[viaPort])
 	}
