@@ -97,12 +97,14 @@ type options struct {
 	onlyFeat   bool
 	capture    []string // packet capture cases (capture.go)
 	onlyCap    bool
-	fullRuns   int // runs per repetition on the full path (its records fit in the ring)
+	fullRuns   int   // runs per repetition on the full path (its records fit in the ring)
+	hashKey    []int // entries of the flow key size cases (hashkey.go); none: skip
+	onlyHash   bool
 }
 
 func main() {
 	var o options
-	var cards, fams, feats, paths, rules, ruleFields, ruleAddrs, tcFeats, capCases string
+	var cards, fams, feats, paths, rules, ruleFields, ruleAddrs, tcFeats, capCases, hashKey string
 	flag.IntVar(&o.reps, "reps", 21, "repetitions per case (median and spread are over these)")
 	flag.StringVar(&cards, "flows", "1,1000,10000,100000,1000000", "flow cardinalities (prefilled active-map entries)")
 	flag.StringVar(&fams, "family", "ipv4,ipv6", "address families")
@@ -125,6 +127,8 @@ func main() {
 	flag.BoolVar(&o.onlyFeat, "only-tc-features", false, "measure only the features inside the TC programs")
 	flag.StringVar(&capCases, "capture", "match,other,pair,pair-other", "packet capture program cases (capture.go): a matching and a non-matching packet, without and with a --peer-ip pair; \"none\": skip")
 	flag.BoolVar(&o.onlyCap, "only-capture", false, "measure only the packet capture program")
+	flag.StringVar(&hashKey, "hashkey", "", "also measure the flow key's size (hashkey.go): 40- vs 16-byte keys in maps shaped like the flow map, at these entry counts (e.g. 1k,50k,100k)")
+	flag.BoolVar(&o.onlyHash, "only-hashkey", false, "measure only the flow key size cases")
 	flag.Parse()
 	var err error
 	if o.capture, err = parseCapture(capCases); err != nil {
@@ -146,6 +150,16 @@ func main() {
 		}
 		o.cards = append(o.cards, n)
 	}
+	for _, s := range strings.Split(hashKey, ",") {
+		if s == "" {
+			continue
+		}
+		n, err := parseCount(s)
+		if err != nil || n < 1 {
+			fatalf("bad -hashkey entry %q", s)
+		}
+		o.hashKey = append(o.hashKey, n)
+	}
 	o.families = strings.Split(fams, ",")
 	for _, f := range strings.Split(feats, ",") {
 		o.features = append(o.features, f == "on")
@@ -166,7 +180,7 @@ func main() {
 	if probe, err = newStatsProbe(); err != nil {
 		fatalf("load the no-op program: %v", err)
 	}
-	only := o.onlyChoice || o.onlyRules || o.onlyFeat || o.onlyCap
+	only := o.onlyChoice || o.onlyRules || o.onlyFeat || o.onlyCap || o.onlyHash
 	if !only {
 		for _, fam := range o.families {
 			for _, feat := range o.features {
@@ -204,6 +218,13 @@ func main() {
 		}
 		res.Capture = rows
 		printCapture(rows)
+	}
+	if len(o.hashKey) > 0 && (!only || o.onlyHash) {
+		rows, err := runHashKey(o, o.hashKey)
+		if err != nil {
+			fatalf("flow key size: %v", err)
+		}
+		res.HashKey = rows
 	}
 	if (o.mapChoice && !only) || o.onlyChoice {
 		rows, err := runMapChoice(o)
@@ -294,6 +315,8 @@ type results struct {
 	TCFeatures []featRow `json:"tc_features,omitempty"`
 	// Capture holds the packet capture program's cases (capture.go).
 	Capture []captureRow `json:"capture,omitempty"`
+	// HashKey holds the flow key size cases (hashkey.go).
+	HashKey []hashKeyRow `json:"hash_key,omitempty"`
 }
 
 // stat is a distribution of ns per packet over the repetitions.
