@@ -136,7 +136,7 @@ static __always_inline int record_drop(struct sk_buff *skb, int mode, __u32 reas
 {
 	if (reason == reason_consumed || reason == reason_not_specified || reason == 0)
 		return 0;
-	struct flow_key key = {};
+	TCP_KEY key = {}; /* 8-aligned: tcp_syn_dropped (bpf/tcp.h) */
 	__u16 flags = 0;
 	__u32 hdr = 0, len, segs;
 	if (skb_key(skb, mode, &key, &flags, &hdr))

@@ -344,13 +344,18 @@ static __noinline void remember(const struct flow_key *key, const struct iface_o
  * after it. The previous generation is its map "prev" (read by the agent,
  * not written), or, for a flow that had no room there and went through
  * the ring buffer, what remember kept of it. Returns 1 when another CPU
- * inserted the flow first (the caller adds the packet to it), else 0.
- * Not inlined, like slow: once per flow and generation, out of the
- * per-packet code's way.
+ * inserted the flow first (the caller adds the packet to it), 0 when
+ * inserted, or when the map is full INSERT_OVERFLOW with the hook's order
+ * in the low byte, INSERT_COUNTS when the packet counts here, and in *out
+ * the counting observation. Out of line, like slow (once per flow and
+ * generation, out of the per-packet code's way): flowlens_insert below.
  */
-static __noinline int insert(struct __sk_buff *skb, void *cur, void *prev, const struct wpkt *w, int l3)
+#define INSERT_OVERFLOW 0x100
+#define INSERT_COUNTS 0x200
+
+static __always_inline int insert(struct __sk_buff *skb, void *cur, void *prev, const struct wpkt *w,
+				   const struct pkt *p, int l3, struct iface_obs *out)
 {
-	const struct pkt *p = w->p;
 	const struct iface_obs *me = &w->me;
 	/* The hook that counted the flow in the previous generation, if
 	 * any: one that counted nothing there is not inherited (a packet
@@ -429,16 +434,49 @@ static __noinline int insert(struct __sk_buff *skb, void *cur, void *prev, const
 	}
 	if (order < 0)
 		order = hook_order(skb, w);
-	if (!counts) {
+	/* To the ring (flowlens_insert): an inherited flow's listed hook with
+	 * the counting observation (nv.ifaces[0], was), else with none. */
+	*out = nv.ifaces[0];
+	return INSERT_OVERFLOW | (counts ? INSERT_COUNTS : 0) | (order & 0xff);
+}
+
+/*
+ * flowlens_insert is insert as a global function, verified once on its own
+ * instead of in each verifier state of its callers that reaches it (the two
+ * generations' maps, the IPv4 and IPv6 keys: ten states, a third of the TC
+ * programs' verified instructions, docs/benchmarks.md §38). A global
+ * function takes no map pointer and no pointer stored in memory (w->p): it
+ * takes the packet p and w (wc, which it only reads), and the maps come from
+ * the generation as handle picks them. The verifier takes what a global
+ * function is given as written with unknown bytes: the caller writes w->p
+ * back after the call (no copy of w on its stack: the TC programs' stack
+ * chains stay within 512 bytes), and reads p's fields as unknown. Returns
+ * as insert does.
+ */
+__noinline int flowlens_insert(struct __sk_buff *skb, struct pkt *p, struct wpkt *wc, int l3)
+{
+	if (!p || !wc)
+		return 0;
+	struct iface_obs was;
+	int r = wc->gen & 1 ? insert(skb, &flows_b, &flows_a, wc, p, l3, &was)
+			    : insert(skb, &flows_a, &flows_b, wc, p, l3, &was);
+	if (!(r & INSERT_OVERFLOW))
+		return r;
+	/* The map is full (rare). send_overflow reads w->p: a wpkt of our
+	 * own, on the stack insert's flow value used (its life is over). */
+	struct wpkt w = *wc;
+	w.p = p;
+	int order = r & 0xff;
+	if (!(r & INSERT_COUNTS)) {
 		/* An inherited flow's listed hook: the ring's aggregation lists
-		 * it on the counting observation (nv.ifaces[0], was). Nothing
-		 * to remember: the flow's counting observation is remembered
-		 * when a record counts there, as it would be without this one. */
-		send_overflow(skb, w, ORDER_INHERITED, l3, &nv.ifaces[0]);
+		 * it on the counting observation (was). Nothing to remember:
+		 * the flow's counting observation is remembered when a record
+		 * counts there, as it would be without this one. */
+		send_overflow(skb, &w, ORDER_INHERITED, l3, &was);
 		return 0;
 	}
-	if (send_overflow(skb, w, order, l3, NULL))
-		remember(&p->key, me, order, gen);
+	if (send_overflow(skb, &w, order, l3, NULL))
+		remember(&p->key, &w.me, order, w.gen);
 	return 0;
 }
 
@@ -512,7 +550,10 @@ static __always_inline void record(struct __sk_buff *skb, void *cur, void *prev,
 	}
 	measure(skb, w);
 	if (!v) {
-		if (!insert(skb, cur, prev, w, l3)) {
+		struct pkt *p = w->p;
+		int r = flowlens_insert(skb, p, w, l3);
+		w->p = p; /* the call left w's bytes unknown to the verifier */
+		if (!r) {
 			if (overlay_on && w->tun)
 				flowlens_tunnel_note(skb, &w->p->key, w->tun, w->gen);
 			if (xlat_on)

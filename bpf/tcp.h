@@ -53,10 +53,22 @@ struct inet_sock___tcp {
 	__be16 inet_sport;
 } __attribute__((preserve_access_index));
 
+/* TCP_KEY declares a key on the stack 8-byte aligned: tcp_reverse and
+ * tcp_canon copy the addresses 8 bytes at a time (a flow_key is only
+ * 2-byte aligned, so memcpy made 2-byte copies: 64 instructions per
+ * reverse, a fifth of the TC programs' verification with "tcp" on,
+ * docs/benchmarks.md §38), and the verifier wants stack loads aligned.
+ * Every key they get is one, or struct pkt's (aligned 8). */
+#define TCP_KEY struct flow_key __attribute__((aligned(8)))
+
 static __always_inline void tcp_reverse(struct flow_key *r, const struct flow_key *k)
 {
-	__builtin_memcpy(r->src_ip, k->dst_ip, 16);
-	__builtin_memcpy(r->dst_ip, k->src_ip, 16);
+	__u64 *rd = (__u64 *)r;
+	const __u64 *kd = (const __u64 *)k;
+	rd[0] = kd[2];
+	rd[1] = kd[3];
+	rd[2] = kd[0];
+	rd[3] = kd[1];
 	r->src_port = k->dst_port;
 	r->dst_port = k->src_port;
 	r->proto = k->proto;
@@ -80,9 +92,13 @@ static __always_inline int tcp_canon(struct flow_key *c, const struct flow_key *
 		fwd = s[1] < d[1];
 	else
 		fwd = k->src_port <= k->dst_port;
-	if (fwd)
-		*c = *k;
-	else
+	if (fwd) {
+		__u64 *cd = (__u64 *)c;
+		const __u64 *kd = (const __u64 *)k;
+#pragma unroll
+		for (int i = 0; i < (int)(sizeof(*k) / 8); i++)
+			cd[i] = kd[i];
+	} else
 		tcp_reverse(c, k);
 	return fwd;
 }
@@ -117,7 +133,7 @@ static __always_inline void tcp_set_role(const struct flow_key *k, __u32 gen, __
  */
 static __noinline void tcp_new_flow(const struct flow_key *k, __u32 gen)
 {
-	struct flow_key ck;
+	TCP_KEY ck;
 	int fwd = tcp_canon(&ck, k);
 	const struct tcp_conn *c = bpf_map_lookup_elem(&tcp_conns, &ck);
 	if (c)
@@ -147,7 +163,7 @@ static __always_inline int tcp_counts(struct flow_key *k, const struct iface_obs
  */
 static __always_inline void tcp_syn_dropped(const struct flow_key *k, const struct enrich_value *e)
 {
-	struct flow_key ck;
+	TCP_KEY ck;
 	int fwd = tcp_canon(&ck, k);
 	struct tcp_conn *c = bpf_map_lookup_elem(&tcp_conns, &ck);
 	if (!c || (c->state & TCP_C_OPEN) || !tcp_client_side(c, fwd))
@@ -190,7 +206,7 @@ static __always_inline void tcp_zero_window(struct __sk_buff *skb, const struct 
 static __noinline void tcp_segment(struct __sk_buff *skb, const struct pkt *p, const struct iface_obs *me,
 				   __u32 gen, __u16 seg)
 {
-	struct flow_key fk = p->key;
+	TCP_KEY fk = p->key;
 	const struct flow_key *k = &fk;
 	if (!tcp_counts(&fk, me, gen))
 		return;
@@ -198,7 +214,7 @@ static __noinline void tcp_segment(struct __sk_buff *skb, const struct pkt *p, c
 	if (!e)
 		return;
 	__u64 now = bpf_ktime_get_ns();
-	struct flow_key ck, r;
+	TCP_KEY ck, r;
 	int fwd = tcp_canon(&ck, k);
 	struct tcp_conn *c = bpf_map_lookup_elem(&tcp_conns, &ck);
 	/* Feature "xlat": a reply of a connection NAT rewrote is keyed before
@@ -208,12 +224,12 @@ static __noinline void tcp_segment(struct __sk_buff *skb, const struct pkt *p, c
 	 * reverse of that key, so the connection and the client's entry are
 	 * the request's, never a record under the tuple after NAT. Not for a
 	 * client's SYN: its own key is the connection's. */
-	struct flow_key kc;
+	TCP_KEY kc;
 	if (!c && xlat_on && !((seg & TH_SYN) && !(p->tcp_flags & TH_ACK))) {
 		tcp_reverse(&r, k);
 		if (xlat_query_key(&r)) {
 			tcp_reverse(&kc, &r);
-			struct flow_key nck;
+			TCP_KEY nck;
 			int nfwd = tcp_canon(&nck, &kc);
 			struct tcp_conn *nc = bpf_map_lookup_elem(&tcp_conns, &nck);
 			if (nc) {
@@ -306,14 +322,14 @@ int tcp_state(unsigned long long *ctx)
 	int oldstate = (int)ctx[1], newstate = (int)ctx[2];
 	if (oldstate != TCP_SYN_SENT_ || newstate != TCP_CLOSE_ || sk->sk_protocol != IPPROTO_TCP)
 		return 0;
-	struct flow_key key = {};
+	TCP_KEY key = {};
 	if (sock_key(sk, &key, 0))
 		return 0;
 	struct tcp_sock *tp = bpf_skc_to_tcp_sock((void *)sk);
 	if (!tp)
 		return 0;
 	key.src_port = bpf_ntohs(((struct inet_sock___tcp *)tp)->inet_sport);
-	struct flow_key ck;
+	TCP_KEY ck;
 	int fwd = tcp_canon(&ck, &key);
 	struct tcp_conn *c = bpf_map_lookup_elem(&tcp_conns, &ck);
 	if (!c || (c->state & TCP_C_OPEN) || !tcp_client_side(c, fwd))

@@ -289,7 +289,7 @@ __noinline __u64 flowlens_tunnel_inner(struct __sk_buff *skb, struct pkt *p, int
 	if (inner == bpf_htons(ETH_P_IP))
 		r = parse_ipv4(data, data + o, data_end, &q);
 	else if (inner == bpf_htons(ETH_P_IPV6))
-		r = parse_ipv6(data, data + o, data_end, &q);
+		r = parse_ipv6(skb, data, data + o, data_end, &q);
 	else
 		return 0;
 	if (r != PARSE_OK)

@@ -26,7 +26,15 @@ func loadNames(kernel *btf.Spec) *Names {
 			n.dropReasons[uint32(v.Value)] = name
 		}
 	}
-	// The TCP states are an anonymous enum: find the one holding TCP_ESTABLISHED.
+	// The TCP states are an anonymous enum: find the one holding
+	// TCP_ESTABLISHED, by its ID in the raw BTF (tcpStatesEnum), else
+	// by decoding the types in order.
+	if en := tcpStatesEnum(kernel); en != nil {
+		for _, v := range en.Values {
+			n.tcpStates[uint8(v.Value)] = strings.TrimPrefix(v.Name, "TCP_")
+		}
+		return n
+	}
 	for typ, err := range kernel.All() {
 		if err != nil {
 			break
