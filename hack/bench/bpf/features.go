@@ -769,9 +769,15 @@ func runFeatCase(o options, c featCase, floor *ebpf.Program) (featRow, error) {
 				return r, err
 			}
 		}
+		// Each side's new flows are keyed like its own first flow: the
+		// shared programs and one set per namespace (netns) key them apart.
+		ksOff := keys(off.key, ipv4Base, 1, 1+runs)
 		after = func() error {
-			for _, f := range []*featDP{off, on} {
-				if _, err := f.cur.BatchDelete(ks, nil); err != nil {
+			for _, d := range []struct {
+				f  *featDP
+				ks []datapath.FlowKey
+			}{{off, ksOff}, {on, ks}} {
+				if _, err := d.f.cur.BatchDelete(d.ks, nil); err != nil {
 					return err
 				}
 			}
