@@ -335,18 +335,17 @@ func TestCaptureNewInterface(t *testing.T) {
 	netlab.AddAddr(t, l.p.B, "veth-b2", "10.99.1.2/24")
 	netlab.Neigh(t, l.p.A, "veth-a2", "10.99.1.2", lb.Attrs().HardwareAddr)
 	netlab.Neigh(t, l.p.B, "veth-b2", "10.99.1.1", la.Attrs().HardwareAddr)
+	// Hooked: the flow program and the capture's on each tcx hook of both
+	// (the datapath lists an interface as attached before its OnAttach
+	// callbacks run, so that listing would not do).
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		n := 0
-		for _, it := range l.h.A.DP.AttachedInterfaces() {
-			if it.Name == "veth-a2" || it.Name == "veth-b2" {
-				n++
-			}
-		}
-		if n == 2 {
+		ia, ea := tcxPrograms(t, l.p.A, "veth-a2")
+		ib, eb := tcxPrograms(t, l.p.B, "veth-b2")
+		if ia == 2 && ea == 2 && ib == 2 && eb == 2 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the agent did not attach to the new pair within 30 s")
+			t.Fatalf("the new pair not hooked within 30 s: veth-a2 %d/%d, veth-b2 %d/%d tcx programs (ingress/egress); want 2/2", ia, ea, ib, eb)
 		}
 	}
 	sendSizedNs(t, l.p.A, l.p.B, "10.99.1.1:5000", "10.99.1.2:7001", 30, 10)
