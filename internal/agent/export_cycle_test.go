@@ -67,16 +67,7 @@ func TestGRPCCycledFlowsAccounted(t *testing.T) {
 			h := agenttest.Start(t, 2, agent.Options{}, p.NetnsArg(), "--export=grpc", "--target="+addr,
 				"--cache-active-timeout=1s", "--export-buffer="+tc.buffer)
 
-			var srcMAC net.HardwareAddr
-			if err := p.A.Do(func() error {
-				i, err := net.InterfaceByName(p.IfA)
-				if err == nil {
-					srcMAC = i.HardwareAddr
-				}
-				return err
-			}); err != nil {
-				t.Fatal(err)
-			}
+			srcMAC := p.MACA(t)
 			// A destination MAC that is not the peer's: veth-b's hooks see
 			// each frame, then its stack drops it, answering nothing.
 			f, err := netlab.NewFlooder(p.A, p.IfA, srcMAC, net.HardwareAddr{0x02, 0, 0, 0, 0xf1, 0x00},

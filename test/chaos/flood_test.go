@@ -48,16 +48,7 @@ func TestNewFlowFlood(t *testing.T) {
 	cg := newMemCgroup(t, limit)
 
 	p := agenttest.NewPair(t)
-	var srcMAC net.HardwareAddr
-	if err := p.A.Do(func() error {
-		i, err := net.InterfaceByName(p.IfA)
-		if err == nil {
-			srcMAC = i.HardwareAddr
-		}
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	srcMAC := p.MACA(t)
 	otherHost := net.HardwareAddr{0x02, 0, 0, 0, 0xf1, 0x00}
 
 	// The stuck collector: accepts, never reads.

@@ -84,6 +84,23 @@ func TCPSink(t *testing.T, ns *netlab.Netns, network, addr string) <-chan int64 
 	return got
 }
 
+// MACA is veth-a's hardware address, read in its namespace: what a raw
+// sender on veth-a writes as the source of its frames.
+func (p *Pair) MACA(t *testing.T) net.HardwareAddr {
+	t.Helper()
+	var mac net.HardwareAddr
+	if err := p.A.Do(func() error {
+		i, err := net.InterfaceByName(p.IfA)
+		if err == nil {
+			mac = i.HardwareAddr
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return mac
+}
+
 // NetnsArg is the --netns flag that watches both namespaces.
 func (p *Pair) NetnsArg() string { return "--netns=" + p.A.Name + "," + p.B.Name }
 
