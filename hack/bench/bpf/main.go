@@ -64,6 +64,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -102,7 +103,35 @@ type options struct {
 	onlyHash   bool
 }
 
+// noAsyncPreempt re-executes the benchmark with Go's asynchronous
+// preemption off. Its signal can interrupt BPF_PROG_TEST_RUN (EINTR), and
+// Program.Benchmark then reruns the whole batch while the insert paths'
+// cursor has moved on: keys already inserted would take the exist path and
+// the interrupted part would be timed too (docs/benchmarks.md §37).
+func noAsyncPreempt() {
+	old := os.Getenv("GODEBUG")
+	if strings.Contains(old, "asyncpreemptoff=1") {
+		return
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		fatalf("find the benchmark's binary: %v", err)
+	}
+	v := "asyncpreemptoff=1"
+	if old != "" {
+		v = old + "," + v
+	}
+	env := []string{"GODEBUG=" + v}
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "GODEBUG=") {
+			env = append(env, e)
+		}
+	}
+	fatalf("re-execute without async preemption: %v", syscall.Exec(exe, os.Args, env))
+}
+
 func main() {
+	noAsyncPreempt()
 	var o options
 	var cards, fams, feats, paths, rules, ruleFields, ruleAddrs, tcFeats, capCases, hashKey string
 	flag.IntVar(&o.reps, "reps", 21, "repetitions per case (median and spread are over these)")
