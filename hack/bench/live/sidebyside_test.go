@@ -252,3 +252,32 @@ time=2026-11-28T18:05:01.790Z level=INFO msg="flowlens-agent stopped: all hooks 
 		t.Errorf("no kafka line: %v", c)
 	}
 }
+
+// TestLossCounted: a flowlens run short of packets is "losses counted"
+// only beside a loss the agent counted (its exporter's, or packets before
+// the export); the overflow ring's records, an excess, NetObserv's runs and
+// an unknown wire count never are.
+func TestLossCounted(t *testing.T) {
+	short := func(mod func(*sbsRun)) *sbsRun {
+		r := &sbsRun{Agent: agentFlowlens, ExportedPackets: 90, LifeWirePackets: 100}
+		mod(r)
+		return r
+	}
+	for name, c := range map[string]struct {
+		r    *sbsRun
+		want bool
+	}{
+		"queue full":      {short(func(r *sbsRun) { r.AgentExport = map[string]uint64{"dropped_flows": 3} }), true},
+		"ring lost":       {short(func(r *sbsRun) { r.AgentKernelLost = map[string]uint64{"overflow_lost_total": 1} }), true},
+		"nothing counted": {short(func(r *sbsRun) { r.AgentExport = map[string]uint64{"exported_flows": 9} }), false},
+		"ring records":    {short(func(r *sbsRun) { r.AgentKernelLost = map[string]uint64{"overflow_records_total": 5} }), false},
+		"excess":          {short(func(r *sbsRun) { r.ExportedPackets = 101; r.AgentExport = map[string]uint64{"dropped_flows": 3} }), false},
+		"exact":           {short(func(r *sbsRun) { r.ExactPackets = true; r.AgentExport = map[string]uint64{"dropped_flows": 3} }), false},
+		"unchecked":       {short(func(r *sbsRun) { r.PacketsUnchecked = true; r.AgentExport = map[string]uint64{"dropped_flows": 3} }), false},
+		"NetObserv":       {short(func(r *sbsRun) { r.Agent = agentPeer; r.AgentExport = map[string]uint64{"dropped_flows": 3} }), false},
+	} {
+		if got := lossCounted(c.r); got != c.want {
+			t.Errorf("%s: lossCounted = %v, want %v", name, got, c.want)
+		}
+	}
+}
