@@ -136,7 +136,9 @@ func benchEvict(b *testing.B, n int, enrich string) {
 			b.Fatal(err)
 		}
 		ctl &= 1
-		batchUpdate(b, dp.Maps.Flows[ctl], keys, vals)
+		if err := dp.Maps.Gen(int(ctl)).BatchUpdate(keys, vals); err != nil {
+			b.Fatalf("fill: %v", err)
+		}
 		if len(ekeys) > 0 {
 			batchUpdate(b, dp.Maps.Enrich[ctl], ekeys, evals)
 		}

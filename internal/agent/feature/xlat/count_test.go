@@ -488,7 +488,8 @@ func checkHostAlias(t *testing.T, h *agenttest.Harness) {
 	k.SrcIp, k.DstIp = netip.MustParseAddr(svcNodeB).As16(), netip.MustParseAddr(svcBackend).As16()
 	pre := datapath.FlowKey{SrcPort: svcHostPort, DstPort: svcPort, Proto: 17}
 	pre.SrcIp, pre.DstIp = netip.MustParseAddr(svcNodeB).As16(), netip.MustParseAddr(svcVIP).As16()
-	for _, m := range h.A.DP.Maps.Flows {
+	for idx := range 2 {
+		m := h.A.DP.Maps.Gen(idx)
 		var a, v datapath.FlowValue
 		if m.Lookup(&k, &a) != nil || m.Lookup(&pre, &v) != nil {
 			continue
@@ -520,7 +521,8 @@ func checkAlias(t *testing.T, h *agenttest.Harness) {
 	// Either generation's map (the other may have flipped in at the end of
 	// the traffic, before the alias's second packet at each hook).
 	found := false
-	for _, m := range h.A.DP.Maps.Flows {
+	for idx := range 2 {
+		m := h.A.DP.Maps.Gen(idx)
 		var v datapath.FlowValue
 		if m.Lookup(&k, &v) != nil {
 			continue

@@ -186,7 +186,8 @@ func postNAT(t *testing.T, h *agenttest.Harness, src string, sport uint16) (alia
 	k.SrcIp, k.DstIp = netip.MustParseAddr(src).As16(), netip.MustParseAddr(svcBackend).As16()
 	pre := datapath.FlowKey{SrcPort: sport, DstPort: svcPort, Proto: 17}
 	pre.SrcIp, pre.DstIp = netip.MustParseAddr(src).As16(), netip.MustParseAddr(svcVIP).As16()
-	for _, m := range h.A.DP.Maps.Flows {
+	for idx := range 2 {
+		m := h.A.DP.Maps.Gen(idx)
 		if m.Lookup(&k, &alias) == nil && m.Lookup(&pre, &flow) == nil {
 			return alias, flow
 		}
