@@ -177,7 +177,7 @@ static __always_inline void dns_name(struct __sk_buff *skb, __u32 off, struct en
  * Only on that rare path. */
 static __always_inline int dns_counts(const struct flow_key *k, const struct iface_obs *me, __u32 gen)
 {
-	const struct flow_value *v = fm_lookup(gen, k);
+	const struct flow_value *v = bpf_map_lookup_elem(gen & 1 ? (void *)&flows_b : (void *)&flows_a, k);
 	return !v || (v->ifaces[0].ifindex == me->ifindex && v->ifaces[0].netns == me->netns &&
 		      v->first_dir == me->dir);
 }

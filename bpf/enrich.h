@@ -19,7 +19,6 @@
 #include "maps.h"
 #include "core.h"
 #include "full.h"
-#include "flowmap.h"
 #include "zone.h"
 
 #define AF_INET 2
@@ -57,10 +56,10 @@ static __always_inline int watched(const struct flow_key *key, int mode)
 		return 1;
 	/* An alias of feature xlat (bpf/xlat.h) is no flow: its tuple is
 	 * watched only as a flow of its own. */
-	const struct flow_value *v = fm_lookup(0, key);
+	const struct flow_value *v = bpf_map_lookup_elem(&flows_a, key);
 	if (v && !(v->flags & FLOW_F_XLAT_ALIAS))
 		return 1;
-	v = fm_lookup(1, key);
+	v = bpf_map_lookup_elem(&flows_b, key);
 	if ((v && !(v->flags & FLOW_F_XLAT_ALIAS)) || bpf_map_lookup_elem(&overflow_seen, key))
 		return 1;
 	__u32 idx = ENRICH_UNWATCHED;

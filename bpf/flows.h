@@ -12,7 +12,6 @@
 
 #include <linux/pkt_cls.h>
 #include "maps.h"
-#include "flowmap.h"
 #include "parse.h"
 #include "wire.h"
 #include "frags.h"
@@ -354,7 +353,7 @@ static __noinline void remember(const struct flow_key *key, const struct iface_o
 #define INSERT_OVERFLOW 0x100
 #define INSERT_COUNTS 0x200
 
-static __always_inline int insert(struct __sk_buff *skb, __u32 odd, const struct wpkt *w,
+static __always_inline int insert(struct __sk_buff *skb, void *cur, void *prev, const struct wpkt *w,
 				   const struct pkt *p, int l3, struct iface_obs *out)
 {
 	const struct iface_obs *me = &w->me;
@@ -374,7 +373,7 @@ static __always_inline int insert(struct __sk_buff *skb, __u32 odd, const struct
 	 * kind (a helper call), and a veth's ingress, the usual first hook of
 	 * a pod's flow, is never certainly first. */
 	int first = me->dir == DIR_EGRESS && hook_order(skb, w) == ORDER_FIRST;
-	struct flow_value *old = first ? NULL : fm_lookup(odd ^ 1, &p->key);
+	struct flow_value *old = first ? NULL : bpf_map_lookup_elem(prev, &p->key);
 	if (old) {
 		if (old->packets && !(old->listed_only & 1)) {
 			was = old->ifaces[0];
@@ -397,45 +396,47 @@ static __always_inline int insert(struct __sk_buff *skb, __u32 odd, const struct
 	int order = inherit ? hook_order(skb, w) : -1;
 	int counts = !inherit || order == ORDER_FIRST;
 
-	/* Built in the per-CPU buffer, not on the stack (bpf/flowmap.h). */
-	struct flow_value *nv = fm_build();
+	struct flow_value nv = {};
+	nv.first_seen = w->now;
+	nv.last_seen = w->now;
+	nv.eth_type = p->eth_type;
+	nv.dscp = p->dscp;
+	if (!l3)
+		copy_macs(skb, nv.src_mac, nv.dst_mac);
+	nv.ifaces[0] = *me;
+	nv.first_dir = me->dir;
+	nv.n_ifaces = 1;
+	nv.flags = w->flags;
+	nv.rule = w->rule;
+	if (counts) {
+		nv.bytes = w->bytes;
+		nv.packets = w->packets;
+		nv.tcp_flags = p->tcp_flags;
+	} else if (inherit) {
+		/* Inherit the counting interface; this one is only listed. */
+		nv.ifaces[0] = was;
+		nv.first_dir = was.dir;
+		nv.ifaces[1] = *me;
+		nv.n_ifaces = 2;
+		nv.listed_only = 1 << 1;
+	}
+	/* Known full (bpf/full.h): the insert would fail the same way. */
 	long err = -E2BIG_;
-	if (nv) {
-		nv->first_seen = w->now;
-		nv->last_seen = w->now;
-		nv->eth_type = p->eth_type;
-		nv->dscp = p->dscp;
-		if (!l3)
-			copy_macs(skb, nv->src_mac, nv->dst_mac);
-		nv->ifaces[0] = *me;
-		nv->first_dir = me->dir;
-		nv->n_ifaces = 1;
-		nv->flags = w->flags;
-		nv->rule = w->rule;
-		if (counts) {
-			nv->bytes = w->bytes;
-			nv->packets = w->packets;
-			nv->tcp_flags = p->tcp_flags;
-		} else if (inherit) {
-			/* Inherit the counting interface; this one is only listed. */
-			nv->ifaces[0] = was;
-			nv->first_dir = was.dir;
-			nv->ifaces[1] = *me;
-			nv->n_ifaces = 2;
-			nv->listed_only = 1 << 1;
-		}
-		/* Known full (bpf/full.h): fails the same way without an update. */
-		err = fm_insert(odd, &p->key, nv);
-		if (err == 0)
+	if (!full_known(CTL_FLOWS_FULL, gen)) {
+		err = bpf_map_update_elem(cur, &p->key, &nv, BPF_NOEXIST);
+		if (err == 0) {
+			count(CNT_NEW_FLOWS);
 			return 0;
+		}
 		if (err == -17 /* EEXIST */)
 			return 1;
+		full_note(CTL_FLOWS_FULL, gen, err);
 	}
 	if (order < 0)
 		order = hook_order(skb, w);
 	/* To the ring (flowlens_insert): an inherited flow's listed hook with
-	 * the counting observation (was), else with none. */
-	*out = counts ? *me : was;
+	 * the counting observation (nv.ifaces[0], was), else with none. */
+	*out = nv.ifaces[0];
 	return INSERT_OVERFLOW | (counts ? INSERT_COUNTS : 0) | (order & 0xff);
 }
 
@@ -457,7 +458,8 @@ __noinline int flowlens_insert(struct __sk_buff *skb, struct pkt *p, struct wpkt
 	if (!p || !wc)
 		return 0;
 	struct iface_obs was;
-	int r = wc->gen & 1 ? insert(skb, 1, wc, p, l3, &was) : insert(skb, 0, wc, p, l3, &was);
+	int r = wc->gen & 1 ? insert(skb, &flows_b, &flows_a, wc, p, l3, &was)
+			    : insert(skb, &flows_a, &flows_b, wc, p, l3, &was);
 	if (!(r & INSERT_OVERFLOW))
 		return r;
 	/* The map is full (rare). send_overflow reads w->p: a wpkt of our
@@ -491,8 +493,8 @@ __noinline int flowlens_insert(struct __sk_buff *skb, struct pkt *p, struct wpkt
  * hand-over took back (bpf/xlat.h, xlat_handover); never on other flows'
  * paths.
  */
-static __noinline struct flow_value *xlat_via(struct __sk_buff *skb, struct wpkt *w, struct flow_value *alias,
-					      int l3)
+static __noinline struct flow_value *xlat_via(struct __sk_buff *skb, void *cur, struct wpkt *w,
+					      struct flow_value *alias, int l3)
 {
 	struct flow_key t = w->p->key; /* T: a delegation's note names it (bpf/xlat.h) */
 	if (!xlat_follow(alias, &w->p->key, &w->me)) {
@@ -502,7 +504,7 @@ static __noinline struct flow_value *xlat_via(struct __sk_buff *skb, struct wpkt
 			remember(&w->p->key, &w->me, order, w->gen);
 		return alias;
 	}
-	struct flow_value *v = fm_lookup(w->gen, &w->p->key);
+	struct flow_value *v = bpf_map_lookup_elem(cur, &w->p->key);
 	if (v && !fast(v, w) && steady(v, &w->me)) {
 		xlat_mirror(alias, &w->me);
 		return alias;
@@ -512,28 +514,28 @@ static __noinline struct flow_value *xlat_via(struct __sk_buff *skb, struct wpkt
 	 * the next flip asks whether it counted: bpf/xlat.h). */
 	if (v && !(alias->flags & FLOW_F_XLAT_DONE) && v->packets && fast(v, w))
 		xlat_delegate(alias, v, &w->me,
-			      hook_order(skb, w) == ORDER_FIRST || xlat_note(&w->p->key, &t, w->gen));
+			      hook_order(skb, w) == ORDER_FIRST || xlat_note(cur, &w->p->key, &t, w->gen));
 	return v;
 }
 
 /*
- * record adds the packet to the active flow map, generation w->gen's,
- * whose parity odd is (a constant where it is inlined: each lookup names
- * one map); see insert for a flow new there. Per packet, a hook is either the flow's counting observation
+ * record adds the packet to the active map "cur" (see insert for a flow
+ * new there). Per packet, a hook is either the flow's counting observation
  * (fast, add) or a steady listed one (steady: nothing to write); only
  * these two paths run for every packet, and only the first reads the clock
  * and the skb's size fields (measure).
  */
-static __always_inline void record(struct __sk_buff *skb, __u32 odd, struct wpkt *w, int l3)
+static __always_inline void record(struct __sk_buff *skb, void *cur, void *prev,
+				   struct wpkt *w, int l3)
 {
-	struct flow_value *v = fm_lookup(odd, &w->p->key);
+	struct flow_value *v = bpf_map_lookup_elem(cur, &w->p->key);
 	/* Feature "xlat": a packet after NAT goes to its flow before NAT
 	 * (bpf/xlat.h), through an alias kept under its tuple. */
 	if (!v && xlat_on) {
 		struct flow_key post = w->p->key;
 		if (xlat_redirect(skb, &w->p->key, w->me.netns, w->gen, w->me.dir)) {
-			xlat_alias_put(&post, w->gen);
-			v = fm_lookup(odd, &w->p->key);
+			xlat_alias_put(cur, &post, w->gen);
+			v = bpf_map_lookup_elem(cur, &w->p->key);
 		}
 	}
 	int counting = v && fast(v, w);
@@ -541,7 +543,7 @@ static __always_inline void record(struct __sk_buff *skb, __u32 odd, struct wpkt
 		return; /* a listed hook: every second and later hook of a packet */
 	if (!counting && v && xlat_on && (v->flags & FLOW_F_XLAT_ALIAS)) {
 		struct flow_value *alias = v;
-		v = xlat_via(skb, w, alias, l3);
+		v = xlat_via(skb, cur, w, alias, l3);
 		if (v == alias)
 			return;
 		counting = v && fast(v, w);
@@ -560,7 +562,7 @@ static __always_inline void record(struct __sk_buff *skb, __u32 odd, struct wpkt
 				tcp_new_flow(&w->p->key, w->gen); /* its role, once per generation */
 			return;
 		}
-		v = fm_lookup(odd, &w->p->key);
+		v = bpf_map_lookup_elem(cur, &w->p->key);
 		if (!v) { /* cannot happen: the active map is never deleted from */
 			send_overflow(skb, w, hook_order(skb, w), l3, NULL);
 			return;
@@ -672,9 +674,9 @@ static __always_inline int handle(struct __sk_buff *skb, __u32 dir, int l3)
 	 * a flip (the agent waits for them): w.gen is that map's generation. */
 	w.gen = gen ? *gen : 0;
 	if (w.gen & 1)
-		record(skb, 1, &w, l3);
+		record(skb, &flows_b, &flows_a, &w, l3);
 	else
-		record(skb, 0, &w, l3);
+		record(skb, &flows_a, &flows_b, &w, l3);
 	/* Features "tls" (hellos, QUIC long headers) and "dns", after the flow
 	 * map: under the key record() gave the packet, its flow's before NAT
 	 * (bpf/xlatkey.h). */

@@ -5,9 +5,8 @@
  * the same map to every program it loads, whatever feature the program
  * belongs to.
  *
- * The double buffers: two flow maps per family (flows4_a, flows4_b for
- * IPv4; flows_a, flows_b for IPv6) and two enrichment maps (enrich_a,
- * enrich_b). control[0] is a generation counter the agent
+ * The double buffers: two flow maps (flows_a, flows_b) and two enrichment
+ * maps (enrich_a, enrich_b). control[0] is a generation counter the agent
  * increments at each eviction; its parity picks the active map of each pair
  * (odd: the _b maps). The agent reads the inactive pair only after an RCU
  * grace period, when no program writes it (docs/design/eviction.md).
@@ -25,50 +24,11 @@
 		__type(key, struct flow_key);          \
 		__type(value, struct flow_value);      \
 		__uint(max_entries, 1);                \
-		__uint(map_flags, BPF_F_NO_PREALLOC);  \
 	} name SEC(".maps")
 
-/*
- * Two families (bpf/flowmap.h picks the map): IPv4 flows in flows4_a/_b,
- * keyed on the 16-byte struct flow_key4, everything else (IPv6) in
- * flows_a/_b under the 40-byte struct flow_key. max_entries of each is set
- * at load from --cache-max-flows. The IPv4 maps are preallocated, 256-byte
- * line-aligned elements (struct flow_value4); the IPv6 ones are not
- * (BPF_F_NO_PREALLOC): a node of IPv4 flows pays no memory for them, an
- * IPv6 flow's insert takes an element from the kernel's allocator.
- */
+/* max_entries is set at load from --cache-max-flows. */
 DEFINE_FLOW_MAP(flows_a);
 DEFINE_FLOW_MAP(flows_b);
-
-#define DEFINE_FLOW4_MAP(name)                         \
-	struct {                                       \
-		__uint(type, BPF_MAP_TYPE_HASH);       \
-		__type(key, struct flow_key4);         \
-		__type(value, struct flow_value4);     \
-		__uint(max_entries, 1);                \
-	} name SEC(".maps")
-
-DEFINE_FLOW4_MAP(flows4_a);
-DEFINE_FLOW4_MAP(flows4_b);
-
-/*
- * Where a flow map value is built before its insert (bpf/flowmap.h,
- * fm_build): per CPU, so that the 192 bytes an IPv4 insert copies are not
- * on the TC programs' stack (its chain is near the verifier's 512 bytes).
- * Only the TC programs use it, which no other TC program interrupts on
- * their CPU, and each value is built and inserted in one call. Raw bytes:
- * a per-CPU map may not hold a bpf_spin_lock.
- */
-struct flow_build {
-	__u64 w[sizeof(struct flow_value4) / 8];
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__type(key, __u32);
-	__type(value, struct flow_build);
-	__uint(max_entries, 1);
-} flow_build SEC(".maps");
 
 /* The slots of control: enum control_slot (bpf/types.h). */
 struct {

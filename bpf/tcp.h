@@ -147,7 +147,7 @@ static __noinline void tcp_new_flow(const struct flow_key *k, __u32 gen)
  * that flow: *k becomes the flow's key. */
 static __always_inline int tcp_counts(struct flow_key *k, const struct iface_obs *me, __u32 gen)
 {
-	const struct flow_value *v = fm_lookup(gen, k);
+	const struct flow_value *v = bpf_map_lookup_elem(gen & 1 ? (void *)&flows_b : (void *)&flows_a, k);
 	int counts = !v || (v->ifaces[0].ifindex == me->ifindex && v->ifaces[0].netns == me->netns &&
 			    v->first_dir == me->dir && !(v->listed_only & 1));
 	if (counts && v && (v->flags & FLOW_F_XLAT_ALIAS))

@@ -119,8 +119,8 @@ enum filter_use {
  * flow. One slot per parity, so that a late program of the previous
  * generation cannot overwrite the current one's.
  *
- * CTL_FLOWS_FULL (CTL_FLOWS4_FULL: the IPv4 one) and CTL_ENRICH_FULL are
- * g + 1 once generation g's flow (enrichment) map refused an insert because it was full (bpf/full.h): a
+ * CTL_FLOWS_FULL and CTL_ENRICH_FULL are g + 1 once generation g's flow
+ * (enrichment) map refused an insert because it was full (bpf/full.h): a
  * map is emptied only while it is inactive, so it stays full for the rest
  * of its generation, and the programs skip the insert that would fail.
  */
@@ -129,8 +129,7 @@ enum control_slot {
 	CTL_OVERFLOWED = 1,
 	CTL_FLOWS_FULL = 3,
 	CTL_ENRICH_FULL = 4,
-	CTL_FLOWS4_FULL = 5, /* CTL_FLOWS_FULL of the IPv4 flow map (bpf/flowmap.h) */
-	CTL_SLOTS = 6,
+	CTL_SLOTS = 5,
 };
 
 /* Per-CPU counters of the enrichment hooks (index into "enrich_counters"). */
@@ -144,8 +143,6 @@ enum enrich_counter {
 
 /* The 7-tuple and a zone. IPv4 addresses are stored IPv4-mapped (::ffff:a.b.c.d). */
 struct flow_key {
-	/* IPv4: IPv4-mapped (::ffff:a.b.c.d); such a flow lives in the IPv4
-	 * flow maps under its struct flow_key4 (bpf/flowmap.h). */
 	__u8 src_ip[16];
 	__u8 dst_ip[16];
 	__u16 src_port;
@@ -155,23 +152,6 @@ struct flow_key {
 	__u8 icmp_code;
 	/* Which namespaces' packets may share the flow (bpf/zone.h): the
 	 * address domain's, or a loopback device's namespace's own zone. */
-	__u8 zone;
-} __attribute__((aligned(8))); /* whole-word reads (bpf/flowmap.h, fm_key4) */
-
-/*
- * The key of the IPv4 flow maps (flows4_a, flows4_b): a struct flow_key
- * whose addresses are both IPv4-mapped, in 16 bytes, so that the htab
- * hashes 4 words instead of 10 and the element's header and key share its
- * first cache line (bpf/flowmap.h; docs/benchmarks.md §37 and §40).
- */
-struct flow_key4 {
-	__be32 src_ip;
-	__be32 dst_ip;
-	__u16 src_port;
-	__u16 dst_port;
-	__u8 proto;
-	__u8 icmp_type;
-	__u8 icmp_code;
 	__u8 zone;
 };
 
@@ -214,17 +194,6 @@ struct flow_value {
 	__u8 src_mac[6];
 	__u8 dst_mac[6];
 	__u8 _pad2[12]; /* to 168 bytes: a 256-byte element */
-};
-
-/*
- * The value of the IPv4 flow maps: a flow_value padded to 192 bytes, so
- * that the element (header 48, struct flow_key4 16, this) is 256 bytes and
- * line-aligned: header and key fill line 0, and the counting path's block
- * (the first 40 bytes and ifaces[0]) is line 1 (§37's "k16a").
- */
-struct flow_value4 {
-	struct flow_value v;
-	__u8 _pad[24];
 };
 
 /*

@@ -245,21 +245,25 @@ _Static_assert(__builtin_offsetof(struct xlat_flow_alias, listed_only) ==
  * xlat_redirect, as they did before aliases lived there; nor an alias
  * believed from the last generation: a packet in flight across the flip
  * follows it there, the next ones do the same). */
-static __noinline void xlat_alias_put(const struct flow_key *post, __u32 gen)
+static __noinline void xlat_alias_put(void *cur, const struct flow_key *post, __u32 gen)
 {
 	const struct xlat_alias_value *to = bpf_map_lookup_elem(&xlat_alias, post);
-	if (!to || to->gen != gen)
+	if (!to || to->gen != gen || full_known(CTL_FLOWS_FULL, gen))
 		return;
-	/* Built in the per-CPU buffer (bpf/flowmap.h); fm_insert skips a
-	 * map known full, counts the entry and notes a full map. */
-	struct xlat_flow_alias *a = (struct xlat_flow_alias *)fm_build();
-	if (!a)
-		return;
-	a->listed_only = 1;
-	a->n_ifaces = 1;
-	a->flags = FLOW_F_XLAT_ALIAS;
-	a->to = *to;
-	fm_insert(gen, post, (const struct flow_value *)a); /* EEXIST: another CPU's */
+	struct xlat_flow_alias a = {};
+	a.listed_only = 1;
+	a.n_ifaces = 1;
+	a.flags = FLOW_F_XLAT_ALIAS;
+	a.to = *to;
+	long err = bpf_map_update_elem(cur, post, &a, BPF_NOEXIST);
+	if (err == 0) {
+		__u32 idx = CNT_NEW_FLOWS; /* an entry of the map: its fill */
+		__u64 *c = bpf_map_lookup_elem(&counters, &idx);
+		if (c)
+			*c += 1;
+	} else if (err != -17 /* EEXIST: another CPU's */) {
+		full_note(CTL_FLOWS_FULL, gen, err);
+	}
 }
 
 /* xlat_kill marks an alias stale: its tuple is now a connection of its
@@ -296,25 +300,28 @@ static __always_inline void xlat_note_key(struct flow_key *n, const struct flow_
 
 /* xlat_note writes flow k's note naming alias t (tuple T) unless it
  * exists; 1 when the note names t. */
-static __noinline int xlat_note(const struct flow_key *k, const struct flow_key *t, __u32 gen)
+static __noinline int xlat_note(void *cur, const struct flow_key *k, const struct flow_key *t, __u32 gen)
 {
 	struct flow_key n;
 	xlat_note_key(&n, k);
-	/* Built in the per-CPU buffer (bpf/flowmap.h), not on this frame,
-	 * the deepest of the TC programs' stack chain. */
-	struct xlat_flow_alias *a = (struct xlat_flow_alias *)fm_build();
-	if (!a)
-		return 0;
-	a->listed_only = 1;
-	a->flags = FLOW_F_XLAT_ALIAS | FLOW_F_XLAT_DONE | FLOW_F_XLAT_DEAD;
-	a->to.key = *t;
-	a->to.gen = gen;
-	long err = fm_insert(gen, &n, (const struct flow_value *)a);
-	if (err == 0)
+	struct xlat_flow_alias a = {};
+	a.listed_only = 1;
+	a.flags = FLOW_F_XLAT_ALIAS | FLOW_F_XLAT_DONE | FLOW_F_XLAT_DEAD;
+	a.to.key = *t;
+	a.to.gen = gen;
+	long err = full_known(CTL_FLOWS_FULL, gen) ? -E2BIG_ : bpf_map_update_elem(cur, &n, &a, BPF_NOEXIST);
+	if (err == 0) {
+		__u32 idx = CNT_NEW_FLOWS; /* an entry of the map: its fill */
+		__u64 *c = bpf_map_lookup_elem(&counters, &idx);
+		if (c)
+			*c += 1;
 		return 1;
-	if (err != -17 /* EEXIST */)
+	}
+	if (err != -17 /* EEXIST */) {
+		full_note(CTL_FLOWS_FULL, gen, err);
 		return 0;
-	const struct xlat_flow_alias *e = fm_lookup(gen, &n);
+	}
+	const struct xlat_flow_alias *e = bpf_map_lookup_elem(cur, &n);
 	return e && same_key(&e->to.key, t);
 }
 
@@ -387,12 +394,13 @@ static __noinline void xlat_handover(struct flow_value *v, const struct flow_key
 	bpf_spin_unlock(&v->lock);
 	if (!via)
 		return;
+	void *cur = gen & 1 ? (void *)&flows_b : (void *)&flows_a;
 	struct flow_key n;
 	xlat_note_key(&n, k);
-	const struct xlat_flow_alias *note = fm_lookup(gen, &n);
+	const struct xlat_flow_alias *note = bpf_map_lookup_elem(cur, &n);
 	if (!note)
 		return; /* none: no delegation, or a certainly-first hook's */
-	struct flow_value *a = fm_lookup(gen, &note->to.key);
+	struct flow_value *a = bpf_map_lookup_elem(cur, &note->to.key);
 	if (!a || !(a->flags & FLOW_F_XLAT_ALIAS))
 		return;
 	bpf_spin_lock(&a->lock);
@@ -409,7 +417,7 @@ static __noinline void xlat_handover(struct flow_value *v, const struct flow_key
  * that rare path. */
 static __noinline void xlat_own_key(struct flow_key *k, __u32 gen)
 {
-	const struct flow_value *v = fm_lookup(gen, k);
+	const struct flow_value *v = bpf_map_lookup_elem(gen & 1 ? (void *)&flows_b : (void *)&flows_a, k);
 	if (v && (v->flags & FLOW_F_XLAT_ALIAS) && !(v->listed_only & 1))
 		*k = ((const struct xlat_flow_alias *)v)->to.key;
 }

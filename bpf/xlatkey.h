@@ -34,7 +34,7 @@ static __noinline void xlat_inspect_key(struct flow_key *k, const struct iface_o
 	if (!xlat_on || !k || !me)
 		return;
 	const struct xlat_flow_alias *a =
-		fm_lookup(gen, k);
+		bpf_map_lookup_elem(gen & 1 ? (void *)&flows_b : (void *)&flows_a, k);
 	if (!a || !(a->flags & FLOW_F_XLAT_ALIAS) || (a->flags & FLOW_F_XLAT_DEAD))
 		return;
 	if ((a->to.netns == me->netns) == (me->dir == DIR_INGRESS))

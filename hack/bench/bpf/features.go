@@ -534,7 +534,7 @@ type featDP struct {
 	key  datapath.FlowKey // the measured flow (exist-hot) or the template key (new)
 	// preKey is the flow of featCase.pre (dns answer: the query's).
 	preKey datapath.FlowKey
-	cur    datapath.FlowMap
+	cur    *ebpf.Map
 	gen    uint32
 	done   []func()
 }
@@ -611,15 +611,14 @@ func loadFeatDP(o options, c featCase, on bool) (*featDP, error) {
 		f.Close()
 		return nil, err
 	}
-	f.cur = dp.Maps.Gen(int(f.gen)) // both families (datapath/flowmap.go)
+	f.cur = dp.Maps.Flows[f.gen&1]
 	var preKey datapath.FlowKey
 	if c.pre != nil {
 		if _, err := progs.Ingress.Run(&ebpf.RunOptions{Data: c.pre}); err != nil {
 			f.Close()
 			return nil, err
 		}
-		var err error
-		if preKey, err = f.cur.First(); err != nil {
+		if err := f.cur.NextKey(nil, &preKey); err != nil {
 			f.Close()
 			return nil, fmt.Errorf("the first packet created no flow: %w", err)
 		}
@@ -631,15 +630,12 @@ func loadFeatDP(o options, c featCase, on bool) (*featDP, error) {
 			return nil, err
 		}
 	}
-	if err := f.cur.Each(func(k datapath.FlowKey, _ datapath.FlowValue) bool {
+	var k datapath.FlowKey
+	for it := f.cur.Iterate(); it.Next(&k, new(datapath.FlowValue)); {
 		if c.pre == nil || k != preKey {
 			f.key = k
-			return false
+			break
 		}
-		return true
-	}); err != nil {
-		f.Close()
-		return nil, err
 	}
 	if f.key == (datapath.FlowKey{}) {
 		f.Close()
@@ -781,7 +777,7 @@ func runFeatCase(o options, c featCase, floor *ebpf.Program) (featRow, error) {
 				f  *featDP
 				ks []datapath.FlowKey
 			}{{off, ksOff}, {on, ks}} {
-				if _, err := d.f.cur.BatchDelete(d.ks); err != nil {
+				if _, err := d.f.cur.BatchDelete(d.ks, nil); err != nil {
 					return err
 				}
 			}
@@ -915,14 +911,12 @@ func checkFeature(c featCase, off, on *featDP) (string, error) {
 			f    *featDP
 			want uint64
 		}{{off, 0}, {on, host}} {
-			var bad error
-			if err := x.f.cur.Each(func(_ datapath.FlowKey, v datapath.FlowValue) bool {
+			var k datapath.FlowKey
+			var v datapath.FlowValue
+			for it := x.f.cur.Iterate(); it.Next(&k, &v); {
 				if v.Ifaces[0].Netns != x.want {
-					bad = fmt.Errorf("a flow recorded on netns %d, want %d", v.Ifaces[0].Netns, x.want)
+					return "", fmt.Errorf("a flow recorded on netns %d, want %d", v.Ifaces[0].Netns, x.want)
 				}
-				return bad == nil
-			}); err != nil || bad != nil {
-				return "", errors.Join(err, bad)
 			}
 		}
 		return fmt.Sprintf("flows on netns %d (shared: this namespace's cookie), 0 (per-namespace set of cookie 0)", host), nil

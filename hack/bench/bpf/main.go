@@ -549,13 +549,13 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 		}
 	}
 	ctl &= 1
-	cur, prev := dp.Maps.Gen(int(ctl)), dp.Maps.Gen(int(1-ctl)) // both families (datapath/flowmap.go)
+	cur, prev := dp.Maps.Flows[ctl], dp.Maps.Flows[1-ctl]
 	if _, err := real.Run(&ebpf.RunOptions{Data: pkt}); err != nil {
 		return nil, err
 	}
+	var tk datapath.FlowKey
 	var tv datapath.FlowValue
-	tk, err := cur.First()
-	if err != nil {
+	if err := cur.NextKey(nil, &tk); err != nil {
 		return nil, fmt.Errorf("calibration run created no flow: %w", err)
 	}
 	if err := cur.Lookup(&tk, &tv); err != nil {
@@ -610,10 +610,8 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 		var runs int
 		var after func() error
 		var newPerRep, overflowPerRep uint64
-		for _, slot := range []uint32{datapath.ControlFlowsFull, datapath.ControlFlows4Full} { // set by full only
-			if err := dp.Maps.Control.Put(slot, uint32(0)); err != nil {
-				return nil, err
-			}
+		if err := dp.Maps.Control.Put(datapath.ControlFlowsFull, uint32(0)); err != nil { // set by full only
+			return nil, err
 		}
 		switch path {
 		case "exist-hot":
@@ -673,17 +671,15 @@ func runConfig(o options, fam string, n int, features bool) ([]row, error) {
 			defer closeF()
 			progRun, floorRun = p, f
 			after = func() error {
-				_, err := cur.BatchDelete(ks)
+				_, err := cur.BatchDelete(ks, nil)
 				return err
 			}
 		case "full":
 			// Known full, and the previous generation overflowed: each
 			// packet looks its flow up in both maps and overflow_seen,
 			// classifies the hook, sends a record and remembers the flow.
-			for _, slot := range []uint32{datapath.ControlFlowsFull, datapath.ControlFlows4Full} { // either family's
-				if err := dp.Maps.Control.Put(slot, gen+1); err != nil {
-					return nil, err
-				}
+			if err := dp.Maps.Control.Put(datapath.ControlFlowsFull, gen+1); err != nil {
+				return nil, err
 			}
 			if err := dp.Maps.Control.Put(datapath.ControlOverflowed+((gen-1)&1), gen); err != nil {
 				return nil, err
@@ -862,7 +858,7 @@ func drainRing(rd *ringbuf.Reader) error {
 	}
 }
 
-func fill(m datapath.FlowMap, ks []datapath.FlowKey, v datapath.FlowValue) error {
+func fill(m *ebpf.Map, ks []datapath.FlowKey, v datapath.FlowValue) error {
 	const chunk = 65536
 	vals := make([]datapath.FlowValue, min(chunk, len(ks)))
 	for i := range vals {
@@ -870,7 +866,7 @@ func fill(m datapath.FlowMap, ks []datapath.FlowKey, v datapath.FlowValue) error
 	}
 	for i := 0; i < len(ks); i += chunk {
 		end := min(i+chunk, len(ks))
-		if err := m.BatchUpdate(ks[i:end], vals[:end-i]); err != nil {
+		if _, err := m.BatchUpdate(ks[i:end], vals[:end-i], nil); err != nil {
 			return err
 		}
 	}

@@ -16,7 +16,7 @@ import (
 
 // Config is what the datapath needs at load time.
 type Config struct {
-	MaxFlows  uint32 // entries of each flow map (of each family: flowmap.go)
+	MaxFlows  uint32 // entries of each flow map
 	Sampling  uint32 // 1:N; 0 or 1 = every packet
 	RingBytes uint32 // overflow ring buffer size; power of two multiple of the page size (default 1 MiB)
 
@@ -194,9 +194,8 @@ func newSpec(cfg Config) (*ebpf.CollectionSpec, []datapathFilterV4Entry, error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, m := range []string{datapathMapFlows4A, datapathMapFlows4B, datapathMapFlowsA, datapathMapFlowsB} {
-		spec.Maps[m].MaxEntries = cfg.MaxFlows // each family's map (flowmap.go)
-	}
+	spec.Maps[datapathMapFlowsA].MaxEntries = cfg.MaxFlows
+	spec.Maps[datapathMapFlowsB].MaxEntries = cfg.MaxFlows
 	spec.Maps[datapathMapOverflow].MaxEntries = cfg.RingBytes
 	enrichSize := uint32(1)
 	if cfg.Enrichment {

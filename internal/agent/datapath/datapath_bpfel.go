@@ -26,8 +26,7 @@ const (
 	datapathControlSlotCTL_OVERFLOWED  datapathControlSlot = 1
 	datapathControlSlotCTL_FLOWS_FULL  datapathControlSlot = 3
 	datapathControlSlotCTL_ENRICH_FULL datapathControlSlot = 4
-	datapathControlSlotCTL_FLOWS4FULL  datapathControlSlot = 5
-	datapathControlSlotCTL_SLOTS       datapathControlSlot = 6
+	datapathControlSlotCTL_SLOTS       datapathControlSlot = 5
 )
 
 type datapathCounter uint32
@@ -205,11 +204,6 @@ type datapathFilterV4Entry struct {
 	Pad  uint32
 }
 
-type datapathFlowBuild struct {
-	_ structs.HostLayout
-	W [24]uint64
-}
-
 type datapathFlowFlags uint32
 
 const (
@@ -227,18 +221,6 @@ type datapathFlowKey struct {
 	_        structs.HostLayout
 	SrcIp    [16]uint8
 	DstIp    [16]uint8
-	SrcPort  uint16
-	DstPort  uint16
-	Proto    uint8
-	IcmpType uint8
-	IcmpCode uint8
-	Zone     uint8
-}
-
-type datapathFlowKey4 struct {
-	_        structs.HostLayout
-	SrcIp    uint32
-	DstIp    uint32
 	SrcPort  uint16
 	DstPort  uint16
 	Proto    uint8
@@ -270,12 +252,6 @@ type datapathFlowValue struct {
 	SrcMac     [6]uint8
 	DstMac     [6]uint8
 	Pad2       [12]uint8
-}
-
-type datapathFlowValue4 struct {
-	_   structs.HostLayout
-	V   datapathFlowValue
-	Pad [24]uint8
 }
 
 type datapathFragKey struct {
@@ -469,9 +445,6 @@ const (
 	datapathMapFilterPorts         = "filter_ports"
 	datapathMapFilterTables        = "filter_tables"
 	datapathMapFilterV4            = "filter_v4"
-	datapathMapFlowBuild           = "flow_build"
-	datapathMapFlows4A             = "flows4_a"
-	datapathMapFlows4B             = "flows4_b"
 	datapathMapFlowsA              = "flows_a"
 	datapathMapFlowsB              = "flows_b"
 	datapathMapFrags               = "frags"
@@ -611,9 +584,6 @@ type datapathMapSpecs struct {
 	FilterPorts     *ebpf.MapSpec `ebpf:"filter_ports"`
 	FilterTables    *ebpf.MapSpec `ebpf:"filter_tables"`
 	FilterV4        *ebpf.MapSpec `ebpf:"filter_v4"`
-	FlowBuild       *ebpf.MapSpec `ebpf:"flow_build"`
-	Flows4A         *ebpf.MapSpec `ebpf:"flows4_a"`
-	Flows4B         *ebpf.MapSpec `ebpf:"flows4_b"`
 	FlowsA          *ebpf.MapSpec `ebpf:"flows_a"`
 	FlowsB          *ebpf.MapSpec `ebpf:"flows_b"`
 	Frags           *ebpf.MapSpec `ebpf:"frags"`
@@ -709,9 +679,6 @@ type datapathMaps struct {
 	FilterPorts     *ebpf.Map `ebpf:"filter_ports"`
 	FilterTables    *ebpf.Map `ebpf:"filter_tables"`
 	FilterV4        *ebpf.Map `ebpf:"filter_v4"`
-	FlowBuild       *ebpf.Map `ebpf:"flow_build"`
-	Flows4A         *ebpf.Map `ebpf:"flows4_a"`
-	Flows4B         *ebpf.Map `ebpf:"flows4_b"`
 	FlowsA          *ebpf.Map `ebpf:"flows_a"`
 	FlowsB          *ebpf.Map `ebpf:"flows_b"`
 	Frags           *ebpf.Map `ebpf:"frags"`
@@ -744,9 +711,6 @@ func (m *datapathMaps) Close() error {
 		m.FilterPorts,
 		m.FilterTables,
 		m.FilterV4,
-		m.FlowBuild,
-		m.Flows4A,
-		m.Flows4B,
 		m.FlowsA,
 		m.FlowsB,
 		m.Frags,

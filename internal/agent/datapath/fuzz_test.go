@@ -107,18 +107,21 @@ func (r *parserRig) run(t testing.TB, frame []byte, egress bool) string {
 		t.Fatalf("frame %x: program returned %d, want -1 (TC_ACT_UNSPEC)", frame, int32(ret))
 	}
 	var packets uint64
-	for idx := range 2 {
+	for _, m := range r.dp.Maps.Flows {
+		var k datapath.FlowKey
+		var v datapath.FlowValue
 		var keys []datapath.FlowKey
-		if err := r.dp.Maps.Gen(idx).Each(func(k datapath.FlowKey, v datapath.FlowValue) bool {
+		it := m.Iterate()
+		for it.Next(&k, &v) {
 			packets += v.Packets
 			keys = append(keys, k)
-			return true
-		}); err != nil {
+		}
+		if err := it.Err(); err != nil {
 			t.Fatal(err)
 		}
 		if r.clear {
 			for _, k := range keys {
-				if err := r.dp.Maps.Gen(idx).Delete(&k); err != nil {
+				if err := m.Delete(&k); err != nil {
 					t.Fatal(err)
 				}
 			}

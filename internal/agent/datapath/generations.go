@@ -18,7 +18,7 @@ import (
 // before it. bpf/maps.h is its kernel half.
 //
 // The programs write the maps of one generation: Control[0] is a counter
-// and its parity says which of each pair (Flows4 and Flows, Enrich). Flip (1) empties
+// and its parity says which of each pair (Flows, Enrich). Flip (1) empties
 // the other flow map, which holds the generation read at the previous flip,
 // (2) increments the counter, which makes that map active, and (3) waits
 // for an RCU grace period, after which no program can still be writing the
@@ -46,14 +46,6 @@ type Generations struct {
 	// without their lock, and the read skips a lock/unlock (irqsave/
 	// irqrestore) per entry. Measured: docs/benchmarks.md.
 	flows  *batchread.Reader[FlowKey, FlowValue]
-	flows4 *batchread.Reader[FlowKey4, FlowValue4] // the IPv4 maps (flowmap.go)
-	// keys4, vals4: flows4's chunks as FlowKeys and FlowValues, reused;
-	// read4 hands them to fn4, ReadFlows's callback (one closure, made
-	// once: nothing allocated per eviction).
-	keys4  []FlowKey
-	vals4  []FlowValue
-	read4  func([]FlowKey4, []FlowValue4) error
-	fn4    func([]FlowKey, []FlowValue) error
 	enrich *batchread.Reader[FlowKey, EnrichValue]
 	outer  *batchread.Reader[FlowKey, TunnelOuterValue] // made on first use (tunnel.go)
 	// created is the new-flows counter when the active map became active.
@@ -71,19 +63,7 @@ func NewGenerations(m *Maps, log *slog.Logger) (*Generations, error) {
 	}
 	g := &Generations{maps: m, log: log,
 		flows:  batchread.NewReader[FlowKey, FlowValue](batchread.DefaultChunk, false),
-		flows4: batchread.NewReader[FlowKey4, FlowValue4](batchread.DefaultChunk, false),
 		enrich: batchread.NewReader[FlowKey, EnrichValue](batchread.DefaultChunk, false)}
-	g.read4 = func(k4 []FlowKey4, v4 []FlowValue4) error {
-		if cap(g.keys4) < len(k4) {
-			g.keys4, g.vals4 = make([]FlowKey, len(k4)), make([]FlowValue, len(k4))
-		}
-		keys, vals := g.keys4[:len(k4)], g.vals4[:len(k4)]
-		for i := range k4 {
-			keys[i] = KeyOf4(&k4[i])
-			vals[i] = v4[i].V
-		}
-		return g.fn4(keys, vals)
-	}
 	if err := m.Control.Lookup(uint32(0), &g.gen); err != nil {
 		return nil, fmt.Errorf("read map generation: %w", err)
 	}
@@ -111,10 +91,6 @@ func (g *Generations) Flip() (Ended, error) {
 	discard := func([]FlowKey, []FlowValue) error { return nil }
 	if _, err := g.flows.ReadAndDelete(g.maps.Flows[next], discard); err != nil {
 		return Ended{}, fmt.Errorf("empty flow map %d: %w", next, err)
-	}
-	discard4 := func([]FlowKey4, []FlowValue4) error { return nil }
-	if _, err := g.flows4.ReadAndDelete(g.maps.Flows4[next], discard4); err != nil {
-		return Ended{}, fmt.Errorf("empty IPv4 flow map %d: %w", next, err)
 	}
 	// The baseline of the map about to become active is taken before the
 	// flip: an insert racing with it is counted (an over-estimate is the
@@ -159,21 +135,13 @@ func (g *Generations) Entries() (uint64, error) {
 	return n - g.created.Load(), nil
 }
 
-// ReadFlows reads the ended flow maps in chunks, the IPv4 map's first, its
-// keys as FlowKeys (KeyOf4); fn must not keep the slices.
+// ReadFlows reads the ended flow map in chunks; fn must not keep the slices.
 func (e Ended) ReadFlows(fn func(keys []FlowKey, vals []FlowValue) error) (int, error) {
-	g := e.g
-	g.fn4 = fn
-	n4, err := g.flows4.Read(g.maps.Flows4[e.idx], g.read4)
-	g.fn4 = nil
+	n, err := e.g.flows.Read(e.g.maps.Flows[e.idx], fn)
 	if err != nil {
-		return n4, fmt.Errorf("read IPv4 flow map %d: %w", e.idx, err)
+		return n, fmt.Errorf("read flow map %d: %w", e.idx, err)
 	}
-	n, err := g.flows.Read(g.maps.Flows[e.idx], fn)
-	if err != nil {
-		return n4 + n, fmt.Errorf("read flow map %d: %w", e.idx, err)
-	}
-	return n4 + n, nil
+	return n, nil
 }
 
 // ReadEnrich reads and empties the ended enrichment map in chunks; fn must

@@ -11,9 +11,7 @@ import (
 // Maps are the datapath's maps (bpf/maps.h), created once by Load and shared
 // by every program the agent loads, whatever its feature.
 type Maps struct {
-	Flows4         [2]*ebpf.Map // the IPv4 flow double buffer (FlowKey4); Control[0] says which one is active
-	Flows          [2]*ebpf.Map // the IPv6 flow double buffer (FlowKey); see flowmap.go for which key goes where
-	FlowBuild      *ebpf.Map    // per-CPU buffer the programs build a new flow value in (bpf/flowmap.h)
+	Flows          [2]*ebpf.Map // the flow double buffer; Control[0] says which one is active
 	Control        *ebpf.Map    // [0]: the generation counter (Generations owns it); [1], [2]: written by the programs
 	Counters       *ebpf.Map    // per-CPU, indexed by Counter
 	Overflow       *ebpf.Map    // ring buffer of OverflowRec
@@ -64,11 +62,8 @@ func (m *Maps) table() []struct {
 		name string
 		dst  **ebpf.Map
 	}{
-		{datapathMapFlows4A, &m.Flows4[0]},
-		{datapathMapFlows4B, &m.Flows4[1]},
 		{datapathMapFlowsA, &m.Flows[0]},
 		{datapathMapFlowsB, &m.Flows[1]},
-		{datapathMapFlowBuild, &m.FlowBuild},
 		{datapathMapControl, &m.Control},
 		{datapathMapCounters, &m.Counters},
 		{datapathMapOverflow, &m.Overflow},

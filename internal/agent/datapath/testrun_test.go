@@ -72,11 +72,13 @@ type entry struct {
 func flows(t *testing.T, dp *datapath.Datapath) []entry {
 	t.Helper()
 	var out []entry
-	for idx := range 2 {
-		if err := dp.Maps.Gen(idx).Each(func(k datapath.FlowKey, v datapath.FlowValue) bool {
-			out = append(out, entry{k, v})
-			return true
-		}); err != nil {
+	for _, m := range dp.Maps.Flows {
+		var e entry
+		it := m.Iterate()
+		for it.Next(&e.k, &e.v) {
+			out = append(out, e)
+		}
+		if err := it.Err(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -9,12 +9,6 @@ type (
 	FlowKey = datapathFlowKey
 	// FlowValue is struct flow_value: one flow's counters and interfaces.
 	FlowValue = datapathFlowValue
-	// FlowKey4 is struct flow_key4: an IPv4 flow's key in the IPv4 flow
-	// maps (Maps.Flows4; flowmap.go).
-	FlowKey4 = datapathFlowKey4
-	// FlowValue4 is struct flow_value4: a FlowValue padded to a 256-byte
-	// element, the IPv4 flow maps' value.
-	FlowValue4 = datapathFlowValue4
 	// IfaceObs is struct iface_obs: (netns cookie, ifindex, direction).
 	IfaceObs = datapathIfaceObs
 	// OverflowRec is struct overflow_rec: a packet that found the flow map full.
@@ -114,9 +108,6 @@ const ControlOverflowed = uint32(datapathControlSlotCTL_OVERFLOWED)
 // that generation g's flow map is full (g+1), and skip the insert until the
 // flip (bpf/full.h); hack/bench/bpf sets it to measure the flood's path.
 const ControlFlowsFull = uint32(datapathControlSlotCTL_FLOWS_FULL)
-
-// ControlFlows4Full is ControlFlowsFull for the IPv4 flow maps.
-const ControlFlows4Full = uint32(datapathControlSlotCTL_FLOWS4FULL)
 
 // The enrichment hooks' counters (enum enrich_counter).
 const (

@@ -136,9 +136,7 @@ func benchEvict(b *testing.B, n int, enrich string) {
 			b.Fatal(err)
 		}
 		ctl &= 1
-		if err := dp.Maps.Gen(int(ctl)).BatchUpdate(keys, vals); err != nil {
-			b.Fatalf("fill: %v", err)
-		}
+		batchUpdate(b, dp.Maps.Flows[ctl], keys, vals)
 		if len(ekeys) > 0 {
 			batchUpdate(b, dp.Maps.Enrich[ctl], ekeys, evals)
 		}

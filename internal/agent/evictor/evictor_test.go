@@ -148,12 +148,12 @@ func TestEvictKeepsGenerationWhenReadFails(t *testing.T) {
 	wantP, wantR := send(1000, 1000+flows)
 	ended := gens.Generation() & 1 // the map the flip below ends
 	onPush = func() {              // the first batch of the ended generation: its first chunk is being converted
-		m := dp.Maps.Flows4[ended] // IPv4 flows (flowmap.go)
+		m := dp.Maps.Flows[ended]
 		clone, err := m.Clone()
 		if err != nil {
 			t.Fatal(err)
 		}
-		dp.Maps.Flows4[ended] = clone
+		dp.Maps.Flows[ended] = clone
 		m.Close() // the walk in progress reads through this descriptor
 	}
 	if err := ev.Evict(evictor.ReasonTimer); err == nil {

@@ -72,7 +72,7 @@ func TestEvictAddsDelegatedAlias(t *testing.T) {
 	}
 	put := func(k datapath.FlowKey, v any) {
 		t.Helper()
-		if err := dp.Maps.Gen(int(gens.Generation())).Put(&k, v); err != nil {
+		if err := dp.Maps.Flows[gens.Generation()&1].Put(&k, v); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -129,12 +129,12 @@ func TestEvictAddsDelegatedAlias(t *testing.T) {
 		if failMidway {
 			ended := gens.Generation() & 1
 			onPush = func() { // the walk fails after its first chunk, as in TestEvictKeepsGenerationWhenReadFails
-				m := dp.Maps.Flows4[ended] // IPv4 flows (flowmap.go)
+				m := dp.Maps.Flows[ended]
 				clone, err := m.Clone()
 				if err != nil {
 					t.Fatal(err)
 				}
-				dp.Maps.Flows4[ended] = clone
+				dp.Maps.Flows[ended] = clone
 				m.Close()
 			}
 			if err := ev.Evict(evictor.ReasonTimer); err == nil {

@@ -488,8 +488,7 @@ func checkHostAlias(t *testing.T, h *agenttest.Harness) {
 	k.SrcIp, k.DstIp = netip.MustParseAddr(svcNodeB).As16(), netip.MustParseAddr(svcBackend).As16()
 	pre := datapath.FlowKey{SrcPort: svcHostPort, DstPort: svcPort, Proto: 17}
 	pre.SrcIp, pre.DstIp = netip.MustParseAddr(svcNodeB).As16(), netip.MustParseAddr(svcVIP).As16()
-	for idx := range 2 {
-		m := h.A.DP.Maps.Gen(idx)
+	for _, m := range h.A.DP.Maps.Flows {
 		var a, v datapath.FlowValue
 		if m.Lookup(&k, &a) != nil || m.Lookup(&pre, &v) != nil {
 			continue
@@ -521,8 +520,7 @@ func checkAlias(t *testing.T, h *agenttest.Harness) {
 	// Either generation's map (the other may have flipped in at the end of
 	// the traffic, before the alias's second packet at each hook).
 	found := false
-	for idx := range 2 {
-		m := h.A.DP.Maps.Gen(idx)
+	for _, m := range h.A.DP.Maps.Flows {
 		var v datapath.FlowValue
 		if m.Lookup(&k, &v) != nil {
 			continue

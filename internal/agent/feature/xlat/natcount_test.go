@@ -186,8 +186,7 @@ func postNAT(t *testing.T, h *agenttest.Harness, src string, sport uint16) (alia
 	k.SrcIp, k.DstIp = netip.MustParseAddr(src).As16(), netip.MustParseAddr(svcBackend).As16()
 	pre := datapath.FlowKey{SrcPort: sport, DstPort: svcPort, Proto: 17}
 	pre.SrcIp, pre.DstIp = netip.MustParseAddr(src).As16(), netip.MustParseAddr(svcVIP).As16()
-	for idx := range 2 {
-		m := h.A.DP.Maps.Gen(idx)
+	for _, m := range h.A.DP.Maps.Flows {
 		if m.Lookup(&k, &alias) == nil && m.Lookup(&pre, &flow) == nil {
 			return alias, flow
 		}

@@ -158,9 +158,9 @@ func TestAliasMapSize(t *testing.T) {
 		l := newNATLab(t, false)
 		h := agenttest.Start(t, 2, agent.Options{}, "--netns="+l.rtr.Name, c.features, "--cache-max-flows=12345")
 		got := h.A.DP.Maps.XlatAlias.MaxEntries()
-		flows := h.A.DP.Maps.Flows4[0].MaxEntries()
+		flows := h.A.DP.Maps.Flows[0].MaxEntries()
 		mem, err := datapath.MapMemory(h.A.DP.Maps.XlatAlias)()
-		fmem, ferr := datapath.MapMemory(h.A.DP.Maps.Flows4[0])()
+		fmem, ferr := datapath.MapMemory(h.A.DP.Maps.Flows[0])()
 		h.Stop()
 		if err != nil || ferr != nil {
 			t.Fatal(err, ferr)
