@@ -476,10 +476,11 @@ func (d *Datapath) ownSpec(names []string) (*ebpf.CollectionSpec, error) {
 }
 
 // ReleaseSpec drops the parsed object once the start's programs are loaded
-// (the agent calls it when ready): its instructions, line info and BTF,
-// ~1 MiB of heap, would otherwise stay for the agent's life for loads that
-// seldom come. A later load parses the object again (ownSpec). In the
-// fallback (a set per namespace, loaded at each new namespace) it is kept.
+// (the agent calls it once its hooks are started, before the start's last
+// collection): its instructions, line info and BTF, ~1 MiB of heap, would
+// otherwise stay for the agent's life for loads that seldom come. A later
+// load parses the object again (ownSpec). In the fallback (a set per
+// namespace, loaded at each new namespace) it is kept.
 func (d *Datapath) ReleaseSpec() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
