@@ -18,20 +18,21 @@ import (
 // again, a 64 KiB window at a time (fault-around). So what a phase of the
 // start touched once (213 package inits, the BPF object's ELF and BTF
 // decoding, the exporters' set-up) no longer adds to the next phase's RSS,
-// and after the start the agent's RSS holds what its steady state runs:
-// 15.5 MiB of the binary resident before, 4.5 text and ~6 rodata after
+// and after the start the agent's RSS holds what its steady state runs
 // (docs/benchmarks.md §40). Writable mappings (.data, .noptrdata, .bss)
-// are left alone: their pages may differ from the file's.
+// are left alone: their pages may differ from the file's. So is a
+// read-only mapping holding a private copy of a page (a debugger's
+// breakpoint, another tool's uprobe): unmapping it would drop the copy.
 func UnmapBinaryPages() (int64, error) {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
 		return 0, err
 	}
-	maps, err := os.ReadFile("/proc/self/maps")
+	smaps, err := os.ReadFile("/proc/self/smaps")
 	if err != nil {
 		return 0, err
 	}
-	ranges, err := readOnlyRanges(maps, exe)
+	ranges, err := unmodifiedRanges(smaps, exe)
 	if err != nil {
 		return 0, err
 	}
@@ -47,15 +48,34 @@ func UnmapBinaryPages() (int64, error) {
 	return n, nil
 }
 
-// readOnlyRanges returns the [start, end) address ranges of the private
-// mappings of the file path without write permission, from the content of
-// /proc/PID/maps.
-func readOnlyRanges(maps []byte, path string) ([][2]uintptr, error) {
+// unmodifiedRanges returns the [start, end) address ranges of the private
+// mappings of the file path without write permission and without
+// anonymous (copied-on-write) pages, resident or swapped, from the content
+// of /proc/PID/smaps.
+func unmodifiedRanges(smaps []byte, path string) ([][2]uintptr, error) {
 	var out [][2]uintptr
-	sc := bufio.NewScanner(bytes.NewReader(maps))
+	var cur *[2]uintptr // the current mapping's range, if it is a candidate
+	flush := func() {
+		if cur != nil {
+			out = append(out, *cur)
+			cur = nil
+		}
+	}
+	sc := bufio.NewScanner(bytes.NewReader(smaps))
 	for sc.Scan() {
-		// address perms offset dev inode pathname (which may hold spaces)
 		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		if strings.HasSuffix(f[0], ":") { // a field of the current mapping
+			if cur != nil && (f[0] == "Anonymous:" || f[0] == "Swap:") && len(f) > 1 && f[1] != "0" {
+				cur = nil
+			}
+			continue
+		}
+		// A mapping: address perms offset dev inode pathname (which may
+		// hold spaces).
+		flush()
 		if len(f) < 6 || strings.Join(f[5:], " ") != path {
 			continue
 		}
@@ -64,17 +84,18 @@ func readOnlyRanges(maps []byte, path string) ([][2]uintptr, error) {
 		}
 		lo, hi, ok := strings.Cut(f[0], "-")
 		if !ok {
-			return nil, fmt.Errorf("maps line %q: no address range", sc.Text())
+			return nil, fmt.Errorf("smaps line %q: no address range", sc.Text())
 		}
 		a, err := strconv.ParseUint(lo, 16, 64)
 		if err != nil {
-			return nil, fmt.Errorf("maps line %q: %w", sc.Text(), err)
+			return nil, fmt.Errorf("smaps line %q: %w", sc.Text(), err)
 		}
 		b, err := strconv.ParseUint(hi, 16, 64)
 		if err != nil {
-			return nil, fmt.Errorf("maps line %q: %w", sc.Text(), err)
+			return nil, fmt.Errorf("smaps line %q: %w", sc.Text(), err)
 		}
-		out = append(out, [2]uintptr{uintptr(a), uintptr(b)})
+		cur = &[2]uintptr{uintptr(a), uintptr(b)}
 	}
+	flush()
 	return out, sc.Err()
 }
