@@ -15,7 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"runtime"
+	"runtime/debug"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -59,6 +59,10 @@ type Options struct {
 	// MemoryLimit, when > 0, is the memory limit in bytes the bounds are
 	// derived from, instead of the cgroup's (tests, embedders).
 	MemoryLimit int64
+	// UnmapBinaryPages has New unmap the binary's read-only pages once the
+	// programs are loaded (UnmapBinaryPages): the agent's command sets it;
+	// the binary is the process's, not an embedder's or a test's.
+	UnmapBinaryPages bool
 }
 
 // Agent is one node agent.
@@ -177,11 +181,21 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 	// 2. The optional features' hooks; one the kernel refuses is reported
 	// and the others run.
 	running := a.startFeatures(enabled, plans)
-	// The loads' garbage (the kernel's BTF decoded for them, the object's
-	// spec copies: ~6 MiB) is most of the heap now: collected before the
-	// exporters' and metrics' allocations, they reuse its pages rather
-	// than add to the peak.
-	runtime.GC()
+	// Every program of the start is loaded: the parsed object need not
+	// stay (ReleaseSpec; kept in the per-namespace fallback). The loads'
+	// garbage (the kernel's BTF decoded for them, the object: ~7 MiB) is
+	// most of the heap now: collected, and its pages returned to the
+	// system, before the exporters, the metrics and the overflow ring's
+	// mapping add theirs; a collection alone kept them resident, and the
+	// start's peak came after it (docs/benchmarks.md §41). So are the
+	// binary's pages the load touched.
+	a.DP.ReleaseSpec()
+	debug.FreeOSMemory()
+	if opts.UnmapBinaryPages {
+		if _, err := UnmapBinaryPages(); err != nil {
+			a.log.Debug("binary pages not unmapped", "error", err)
+		}
+	}
 
 	// The memory budget: the cgroup's limit less the BPF maps just loaded
 	// (charged to the cgroup), and the bounds of what grows with traffic.
@@ -530,8 +544,6 @@ func (a *Agent) handle(ev ifaces.Event) {
 		// Every interface there at start has been handled: say what is
 		// watched, and become ready.
 		a.log.Info(a.watched.summary(), "skipped", a.watched.skipped)
-		// The start's programs are loaded: the parsed object need not stay.
-		a.DP.ReleaseSpec()
 		close(a.ready)
 	case ifaces.Excluded:
 		// Not watched, but a packet may still cross it between namespaces.

@@ -9,7 +9,7 @@ import (
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
 
-// ReleaseSpec drops the parsed object (the agent calls it when ready): the
+// ReleaseSpec drops the parsed object (the agent calls it after its hooks): the
 // live heap shrinks by more than 0.5 MiB (the kept spec is ~1 MiB), and
 // what needs the object later parses it again with the datapath's sizes
 // and constants: the L3 pair at the first tun (loaded against the
