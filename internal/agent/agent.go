@@ -189,7 +189,7 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 	if opts.MemoryLimit > 0 {
 		limit, source = opts.MemoryLimit, "Options.MemoryLimit"
 	}
-	a.Memory = newMemoryBudget(limit, source, a.mapsMemory(), cfg.GRPCBatchSize)
+	a.Memory = newMemoryBudget(limit, source, a.mapsMemory(), cfg.CacheMaxFlows, cfg.GRPCBatchSize)
 	a.log.Info("memory budget", "budget", a.Memory.String())
 	if a.Memory.GoLimit == 0 {
 		a.log.Warn("the BPF maps take the whole memory limit: lower --cache-max-flows or raise the limit", "budget", a.Memory.String())
@@ -200,9 +200,13 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 		return nil, err
 	}
 	qcap := a.Memory.QueueBatches(cfg.ExportQueueBatches(), len(exps))
-	if qcap < cfg.ExportQueueBatches() {
+	switch {
+	case qcap < cfg.ExportQueueBatches() && a.Memory.ExportByLimit:
 		a.log.Warn("--export-buffer lowered to fit the memory limit", "export_buffer", cfg.ExportQueueBatches(),
 			"queue_batches", qcap, "exporters", len(exps), "budget", a.Memory.String())
+	case qcap < cfg.ExportQueueBatches():
+		a.log.Info("--export-buffer lowered to the flow map's share (--cache-max-flows)", "export_buffer", cfg.ExportQueueBatches(),
+			"queue_batches", qcap, "exporters", len(exps))
 	}
 	for _, e := range exps {
 		a.Queues = append(a.Queues, exporter.NewQueue(e, qcap, a.log))

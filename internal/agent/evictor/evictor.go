@@ -144,10 +144,11 @@ var LostReasons = [...]string{LostOverflowAggregationFull: "overflow_aggregation
 const DefaultOverflowMaxFlows = 100_000
 
 // OverflowEntryBytes bounds the heap one flow of the overflow aggregation
-// costs: its value (two periods' worth) and its slot in the aggregation's
-// three maps (TestOverflowEntryBytes measures it). The agent sizes
-// OverflowMaxFlows with it.
-const OverflowEntryBytes = 640
+// costs: its compact entry and its index slot, two periods' worth
+// (TestOverflowEntryBytes measures it; 640 when each flow was a FlowValue
+// behind a pointer in three maps). The agent sizes OverflowMaxFlows with
+// it when its memory limit is the smaller bound.
+const OverflowEntryBytes = 352
 
 // Evictor periodically moves the flows out of the kernel into records.
 type Evictor struct {
@@ -277,6 +278,11 @@ func (e *Evictor) Run(ctx context.Context) error {
 			if err := e.Evict(ReasonTimer); err != nil {
 				e.log.Error("eviction failed", "error", err)
 			}
+		case <-e.over.wake: // the overflow aggregation is half full
+			if err := e.Evict(ReasonPressure); err != nil {
+				e.log.Error("eviction failed", "error", err)
+			}
+			period.Reset(e.cfg.Period)
 		case <-pressure.C:
 			if e.underPressure() {
 				if err := e.Evict(ReasonPressure); err != nil {
@@ -379,10 +385,9 @@ func (e *Evictor) Evict(reason string) error {
 	if err := e.read(out); err != nil {
 		return e.keep(out, err)
 	}
-	for k, f := range e.over.take() {
-		out.add(&k, &f.v)
-		e.Stats.OverflowFlows.Add(1)
-	}
+	over := e.over.take()
+	over.each(out.add)
+	e.Stats.OverflowFlows.Add(uint64(over.len()))
 	for k, f := range e.over.takeSplit() {
 		out.add(&k.key, &f.v)
 		e.Stats.OverflowFlows.Add(1)

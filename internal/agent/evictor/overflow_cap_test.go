@@ -35,8 +35,8 @@ func TestOverflowAggCap(t *testing.T) {
 		t.Fatalf("lost packets %d records %d, want 9 and 4", lost.Load(), drops.Load())
 	}
 	got := a.take()
-	if len(got) != 3 || got[rec(1, 0, 0).Key].v.Packets != 7 {
-		t.Fatalf("took %d flows, flow 1 with %+v", len(got), got[rec(1, 0, 0).Key])
+	if got.len() != 3 || got.value(rec(1, 0, 0).Key).Packets != 7 {
+		t.Fatalf("took %d flows, flow 1 with %+v", got.len(), got.value(rec(1, 0, 0).Key))
 	}
 	// A new period: room for three again; the split records share the bound.
 	a.add(rec(4, datapath.OrderFirst, 1))
@@ -45,21 +45,21 @@ func TestOverflowAggCap(t *testing.T) {
 	a.add(rec(7, datapath.OrderFirst, 1)) // lost
 	// Flow 2 counted on other in the previous period (its packets were
 	// inherited): an OrderUnknown sighting on in would not count there.
-	a.last[rec(2, 0, 0).Key].v.Ifaces[0] = other
-	a.last[rec(2, 0, 0).Key].v.FirstDir = uint8(other.Dir)
+	e := a.last.entry(&rec(2, 0, 0).Key)
+	e.ifaces[0], e.firstDir = other, uint8(other.Dir)
 	a.add(rec(2, datapath.OrderUnknown, 1)) // dropped, not lost
 	if lost.Load() != 10 || drops.Load() != 6 {
 		t.Fatalf("lost packets %d records %d, want 10 and 6", lost.Load(), drops.Load())
 	}
-	if n, m := len(a.take()), len(a.takeSplit()); n != 1 || m != 2 {
+	if n, m := a.take().len(), len(a.takeSplit()); n != 1 || m != 2 {
 		t.Fatalf("took %d flows and %d split ones, want 1 and 2", n, m)
 	}
 }
 
 // OverflowEntryBytes is what one flow of the overflow aggregation costs
-// at most in the heap, over its three maps (the period's, the previous
-// one's, the spare) and two periods' values: the agent's memory budget
-// divides by it (internal/agent/memory.go). Measured here, so that the bound follows the
+// at most in the heap, over two periods (the period's and the previous
+// one's index and entries): the agent's memory budget divides by it
+// (internal/agent/memory.go). Measured here, so that the bound follows the
 // Go runtime's map layout.
 func TestOverflowEntryBytes(t *testing.T) {
 	const n = 200_000
