@@ -200,13 +200,9 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 		return nil, err
 	}
 	qcap := a.Memory.QueueBatches(cfg.ExportQueueBatches(), len(exps))
-	switch {
-	case qcap < cfg.ExportQueueBatches() && a.Memory.ExportByLimit:
+	if qcap < cfg.ExportQueueBatches() {
 		a.log.Warn("--export-buffer lowered to fit the memory limit", "export_buffer", cfg.ExportQueueBatches(),
 			"queue_batches", qcap, "exporters", len(exps), "budget", a.Memory.String())
-	case qcap < cfg.ExportQueueBatches():
-		a.log.Info("--export-buffer lowered to the flow map's share (--cache-max-flows)", "export_buffer", cfg.ExportQueueBatches(),
-			"queue_batches", qcap, "exporters", len(exps))
 	}
 	for _, e := range exps {
 		a.Queues = append(a.Queues, exporter.NewQueue(e, qcap, a.log))

@@ -36,21 +36,23 @@ const DefaultMemoryLimit = 512 << 20
 //     what the runtime does not count: the binary's text, thread stacks,
 //     kernel buffers of its sockets and pipes);
 //   - the overflow aggregation holds at most one flow per overflowPerMap
-//     flows of the flow map, and the export queues one record per
-//     exportPerMap, each within its share of the Go limit (overflowShare,
-//     exportShare) when the limit is the smaller bound; what an exporter's
-//     library buffers on its own (Kafka's produce buffer) libraryShare;
+//     flows of the flow map, within overflowShare of the Go limit when the
+//     limit is the smaller bound; the export queues' batches may use
+//     exportShare of the Go limit, and what an exporter's library buffers
+//     on its own (Kafka's produce buffer) libraryShare;
 //   - the packet captures that may run at once (capture.MaxConcurrent)
 //     may queue captureShare of the Go limit together, and each has a ring
 //     of half its queue's bytes (rounded down to a power of two), in the
 //     kernel: charged only while a capture runs (WithCapture).
 //
-// The flows that wait for an export (overflow aggregation, queues) are
-// bounded by the flow map's size, not by the limit: they wait for the
-// next eviction or for a slower consumer, and holding more of them only
-// delays the drop (counted) when the consumer cannot keep up. The
-// aggregation asks for an eviction at half its bound (evictor), so it
-// drops only when evictions cannot keep up either (docs/design/faults.md).
+// The overflow aggregation's flows wait for the next eviction: it asks for
+// one at half its bound (evictor), so it needs to hold what overflows
+// while an eviction runs, which follows the flow map's size (an eviction
+// reads at most one map), not the limit; beyond its bound it refuses
+// flows, counted, which it would only have delayed when evictions cannot
+// keep up (docs/design/faults.md). The export queues' batches are the
+// --export-buffer an operator sets to ride out a collector's outage: the
+// limit lowers it only when it does not fit.
 const (
 	goShare       = 0.75
 	overflowShare = 0.25
@@ -60,9 +62,6 @@ const (
 	// overflowPerMap: the overflow aggregation holds --cache-max-flows /
 	// overflowPerMap flows (6,250 for the default 100,000).
 	overflowPerMap = 16
-	// exportPerMap: the export queues hold --cache-max-flows / exportPerMap
-	// records together (4 batches of 1,000 for the default 100,000).
-	exportPerMap = 25
 	// minOverflowFlows is the overflow aggregation's bound however small
 	// the budget: below it, the limit is too small for the flow maps anyway
 	// (logged at start).
@@ -85,11 +84,8 @@ type MemoryBudget struct {
 	// overflow ring buffer in one period (evictor.Config.OverflowMaxFlows).
 	OverflowMaxFlows int
 	// ExportBatches bounds the batches queued in all the export queues
-	// together (exporter.NewQueue's capacity times the exporters);
-	// ExportByLimit says the memory limit set it (its share of the Go limit
-	// was smaller than the flow map's bound).
+	// together (exporter.NewQueue's capacity times the exporters).
 	ExportBatches int
-	ExportByLimit bool
 	// ExporterBytes bounds what an exporter's client library buffers
 	// beyond the queue's batch, in bytes (kafka.Config.MaxBufferedBytes).
 	ExporterBytes int64
@@ -107,10 +103,7 @@ func newMemoryBudget(limit int64, source string, kernel int64, mapFlows, batchSi
 	b.GoLimit = int64(goShare * float64(max(limit-kernel, 0)))
 	byLimit := int(overflowShare*float64(b.GoLimit)) / evictor.OverflowEntryBytes
 	b.OverflowMaxFlows = max(min(mapFlows/overflowPerMap, byLimit), minOverflowFlows)
-	batchSize = max(batchSize, 1)
-	exportByLimit := int(exportShare * float64(b.GoLimit) / float64(recordBytes*int64(batchSize)))
-	exportByMap := (mapFlows/exportPerMap + batchSize - 1) / batchSize
-	b.ExportBatches, b.ExportByLimit = max(min(exportByMap, exportByLimit), 1), exportByLimit < exportByMap
+	b.ExportBatches = max(int(exportShare*float64(b.GoLimit)/float64(recordBytes*int64(max(batchSize, 1)))), 1)
 	b.ExporterBytes = int64(libraryShare * float64(b.GoLimit))
 	b.CaptureQueueBytes = int64(captureShare*float64(b.GoLimit)) / capture.MaxConcurrent
 	b.CaptureRingBytes = minCaptureRing

@@ -69,33 +69,28 @@ func TestMemoryBudget(t *testing.T) {
 	if b.GoLimit != goLimit {
 		t.Fatalf("GoLimit %d, want %d", b.GoLimit, goLimit)
 	}
-	// The flow map's share: 100,000 / 16 flows, 100,000 / 25 records.
-	if b.OverflowMaxFlows != 6250 || b.ExportBatches != 4 || b.ExportByLimit {
-		t.Fatalf("OverflowMaxFlows %d ExportBatches %d (by limit %v), want 6250 and 4 (by the flow map)",
-			b.OverflowMaxFlows, b.ExportBatches, b.ExportByLimit)
+	// The flow map's share: 100,000 / 16 flows; the export queues a
+	// quarter of the Go limit.
+	if b.OverflowMaxFlows != 6250 {
+		t.Fatalf("OverflowMaxFlows %d, want 6250 (by the flow map)", b.OverflowMaxFlows)
 	}
-	// A batch size that does not divide the records: rounded up.
-	if c := newMemoryBudget(limit, "default", kernel, 100_000, 3000); c.ExportBatches != 2 {
-		t.Fatalf("batches of 3000: ExportBatches %d, want 2", c.ExportBatches)
+	if want := int(0.25 * float64(goLimit) / float64(recordBytes*1000)); b.ExportBatches != want {
+		t.Fatalf("ExportBatches %d, want %d", b.ExportBatches, want)
 	}
-	// A limit smaller than the flow map's share: a quarter of the Go limit
-	// each. 64 MiB - 57 MiB of maps: Go limit 5,505,024 bytes, 1,376,256
-	// for each share.
-	s := newMemoryBudget(64<<20, "cgroup", 57<<20, 100_000, 1000)
-	if s.GoLimit != 5505024 {
-		t.Fatalf("small limit: GoLimit %d, want 5505024", s.GoLimit)
-	}
-	if want := 1376256 / evictor.OverflowEntryBytes; s.OverflowMaxFlows != want || s.ExportBatches != int(1376256/(recordBytes*1000)) || !s.ExportByLimit {
-		t.Fatalf("small limit: OverflowMaxFlows %d ExportBatches %d (by limit %v), want %d and %d by the limit",
-			s.OverflowMaxFlows, s.ExportBatches, s.ExportByLimit, want, 1376256/(recordBytes*1000))
+	// A limit smaller than the flow map's share: a quarter of the Go limit.
+	// 60 MiB - 57 MiB of maps: Go limit 2,359,296 bytes, 589,824 for the
+	// aggregation: 1675 flows of 352 bytes.
+	s := newMemoryBudget(60<<20, "cgroup", 57<<20, 100_000, 1000)
+	if s.GoLimit != 2359296 || 589824/evictor.OverflowEntryBytes != 1675 || s.OverflowMaxFlows != 1675 {
+		t.Fatalf("small limit: GoLimit %d OverflowMaxFlows %d, want 2359296 and 1675", s.GoLimit, s.OverflowMaxFlows)
 	}
 	if want := int64(0.125 * float64(goLimit)); b.ExporterBytes != want {
 		t.Fatalf("ExporterBytes %d, want %d", b.ExporterBytes, want)
 	}
-	// Bigger flow maps, bigger bounds (the BPF maps' memory lowers the Go
-	// limit only).
-	if c := newMemoryBudget(limit, "default", 4*kernel, 1_000_000, 1000); c.OverflowMaxFlows != 62500 || c.ExportBatches != 40 || c.GoLimit >= b.GoLimit {
-		t.Fatalf("a 1,000,000-flow map: %v, want 62500 flows and 40 batches", c)
+	// A bigger flow map, a bigger aggregation (its BPF maps lower the Go
+	// limit).
+	if c := newMemoryBudget(limit, "default", 4*kernel, 1_000_000, 1000); c.OverflowMaxFlows != 62500 || c.GoLimit >= b.GoLimit {
+		t.Fatalf("a 1,000,000-flow map: %v, want 62500 flows", c)
 	}
 	// Maps over the limit: the floors.
 	f := newMemoryBudget(limit, "default", 2*limit, 100_000, 1000)

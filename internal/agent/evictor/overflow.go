@@ -26,12 +26,12 @@ type overflowFlow struct {
 // hooks while the map is full) in more. 96 bytes against a FlowValue's 168
 // behind a pointer: a new-flow flood's flows wait here.
 type overflowEntry struct {
-	firstSeen, lastSeen uint64
-	bytes, packets      uint64
-	ifaces              [2]datapath.IfaceObs
-	more                *[len(datapath.FlowValue{}.Ifaces) - 2]datapath.IfaceObs
-	ethType, tcpFlags   uint16
-	srcMac, dstMac      [6]uint8
+	firstSeen, lastSeen                              uint64
+	bytes, packets                                   uint64
+	ifaces                                           [2]datapath.IfaceObs
+	more                                             *[len(datapath.FlowValue{}.Ifaces) - 2]datapath.IfaceObs
+	ethType, tcpFlags                                uint16
+	srcMac, dstMac                                   [6]uint8
 	firstDir, listedOnly, nIfaces, flags, dscp, rule uint8
 }
 

@@ -87,3 +87,65 @@ func TestOverflowEntryBytes(t *testing.T) {
 		t.Fatal("dropped below the bound")
 	}
 }
+
+// A new-flow flood into the aggregation: it holds exactly its bound of
+// flows, asks for one eviction when it holds half of them (wake, once a
+// period), and counts every record it refused and their packets, exactly;
+// the flows it holds keep adding up. take hands on the flows and their
+// packets, exactly, and the next period has room and asks again.
+func TestOverflowAggBoundHolds(t *testing.T) {
+	const max, flood = 1000, 5000
+	var s Stats
+	a := newOverflowAgg(max, &s)
+	in := datapath.IfaceObs{Netns: 1, Ifindex: 2, Dir: datapath.DirIngress}
+	rec := func(i int) *datapath.OverflowRec {
+		return &datapath.OverflowRec{Key: datapath.FlowKey{SrcPort: uint16(i), DstPort: uint16(i >> 16), Proto: 17},
+			Iface: in, Order: datapath.OrderFirst, Bytes: 60 * uint32(1+i%3), Packets: uint32(1 + i%3), Ts: uint64(i)}
+	}
+	woken := func() bool {
+		select {
+		case <-a.wake:
+			return true
+		default:
+			return false
+		}
+	}
+	var held, refused uint64
+	for i := range flood {
+		a.add(rec(i))
+		if i < max {
+			held += uint64(1 + i%3)
+		} else {
+			refused += uint64(1 + i%3)
+		}
+		if i == max/2-2 && woken() {
+			t.Fatalf("asked for an eviction at %d flows, before half of %d", i+1, max)
+		}
+		if i == max/2-1 && !woken() {
+			t.Fatalf("did not ask for an eviction at %d flows", i+1)
+		}
+	}
+	if woken() {
+		t.Fatal("asked for a second eviction in the same period")
+	}
+	for i := range max { // the flows it holds still add up
+		a.add(rec(i))
+	}
+	lost, drops := s.LostPackets[LostOverflowAggregationFull].Load(), s.LostRecords[LostOverflowAggregationFull].Load()
+	if drops != flood-max || lost != refused || refused != 8000 {
+		t.Fatalf("refused %d records and %d packets, want %d and %d (8000)", drops, lost, flood-max, refused)
+	}
+	got := a.take()
+	var packets, bytes uint64
+	got.each(func(_ *datapath.FlowKey, v *datapath.FlowValue) { packets += v.Packets; bytes += v.Bytes })
+	if got.len() != max || packets != 2*held || bytes != 60*2*held {
+		t.Fatalf("took %d flows, %d packets, %d bytes; want %d, %d and %d", got.len(), packets, bytes, max, 2*held, 60*2*held)
+	}
+	for i := range max / 2 {
+		a.add(rec(flood + i))
+	}
+	if w := woken(); !w || a.flows.len() != max/2 || s.LostRecords[LostOverflowAggregationFull].Load() != drops {
+		t.Fatalf("the next period: woken %v, %d flows, %d refused in all", w, a.flows.len(),
+			s.LostRecords[LostOverflowAggregationFull].Load())
+	}
+}
