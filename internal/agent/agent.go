@@ -205,7 +205,11 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 			"queue_batches", qcap, "exporters", len(exps), "budget", a.Memory.String())
 	}
 	for _, e := range exps {
-		a.Queues = append(a.Queues, exporter.NewQueue(e, qcap, a.log))
+		q := exporter.NewQueue(e, qcap, a.log)
+		if cfg.ExportBuffer == 0 { // the default: records bounded by the flow map too
+			q.LimitFlows(a.Memory.QueueFlows(len(exps)))
+		}
+		a.Queues = append(a.Queues, q)
 	}
 
 	a.newCapture()

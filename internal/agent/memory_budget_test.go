@@ -69,20 +69,26 @@ func TestMemoryBudget(t *testing.T) {
 	if b.GoLimit != goLimit {
 		t.Fatalf("GoLimit %d, want %d", b.GoLimit, goLimit)
 	}
-	// The flow map's share: 100,000 / 16 flows; the export queues a
-	// quarter of the Go limit.
-	if b.OverflowMaxFlows != 6250 {
-		t.Fatalf("OverflowMaxFlows %d, want 6250 (by the flow map)", b.OverflowMaxFlows)
+	// The flow map's share: 100,000 / 16 flows, 100,000 / 50 records
+	// queued (1000 a queue for two exporters); the export queues' batches
+	// a quarter of the Go limit.
+	if b.OverflowMaxFlows != 6250 || b.ExportFlows != 2000 || b.QueueFlows(2) != 1000 || b.QueueFlows(0) != 2000 {
+		t.Fatalf("OverflowMaxFlows %d ExportFlows %d (%d a queue of two), want 6250 and 2000 (by the flow map)",
+			b.OverflowMaxFlows, b.ExportFlows, b.QueueFlows(2))
 	}
 	if want := int(0.25 * float64(goLimit) / float64(recordBytes*1000)); b.ExportBatches != want {
 		t.Fatalf("ExportBatches %d, want %d", b.ExportBatches, want)
 	}
 	// A limit smaller than the flow map's share: a quarter of the Go limit.
 	// 60 MiB - 57 MiB of maps: Go limit 2,359,296 bytes, 589,824 for the
-	// aggregation: 1675 flows of 352 bytes.
+	// aggregation: 1675 flows of 352 bytes; as much for the queues: 877
+	// records of 672 bytes.
 	s := newMemoryBudget(60<<20, "cgroup", 57<<20, 100_000, 1000)
 	if s.GoLimit != 2359296 || 589824/evictor.OverflowEntryBytes != 1675 || s.OverflowMaxFlows != 1675 {
 		t.Fatalf("small limit: GoLimit %d OverflowMaxFlows %d, want 2359296 and 1675", s.GoLimit, s.OverflowMaxFlows)
+	}
+	if recordBytes != 672 || s.ExportFlows != 877 {
+		t.Fatalf("small limit: ExportFlows %d (records of %d bytes), want 877 of 672", s.ExportFlows, recordBytes)
 	}
 	if want := int64(0.125 * float64(goLimit)); b.ExporterBytes != want {
 		t.Fatalf("ExporterBytes %d, want %d", b.ExporterBytes, want)
