@@ -36,19 +36,19 @@ type Queue struct {
 	log   *slog.Logger
 	Stats QueueStats
 
-	mu      sync.Mutex
-	buf     []*flow.Batch // FIFO of at most cap batches
-	cap     int
+	mu  sync.Mutex
+	buf []*flow.Batch // FIFO of at most cap batches
+	cap int
 	// maxFlows, when > 0, bounds the records queued (flows) too: a batch
 	// that would take them past it waits, or the oldest are dropped, as
 	// for a queue of cap batches (LimitFlows). A queue always takes one
 	// batch, however large.
 	maxFlows, flows int
-	closed  bool
-	wake    chan struct{} // a batch was queued (or Close was called)
-	room    chan struct{} // a batch left the queue
-	done    chan struct{}
-	lastLog time.Time
+	closed          bool
+	wake            chan struct{} // a batch was queued (or Close was called)
+	room            chan struct{} // a batch left the queue
+	done            chan struct{}
+	lastLog         time.Time
 	// This queue's own wait budget in the eviction being pushed, which
 	// the deadline its Pushes share identifies: the time Push may still
 	// wait for room here. Only waiting for this queue spends it, so an
