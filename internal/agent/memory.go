@@ -68,9 +68,9 @@ const (
 	// overflowPerMap flows (6,250 for the default 100,000).
 	overflowPerMap = 16
 	// exportPerMap: the export queues hold --cache-max-flows / exportPerMap
-	// records together (2,000 for the default 100,000), at least a batch
+	// records together (1,000 for the default 100,000), at least a batch
 	// each.
-	exportPerMap = 50
+	exportPerMap = 100
 	// minOverflowFlows is the overflow aggregation's bound however small
 	// the budget: below it, the limit is too small for the flow maps anyway
 	// (logged at start).

@@ -69,11 +69,11 @@ func TestMemoryBudget(t *testing.T) {
 	if b.GoLimit != goLimit {
 		t.Fatalf("GoLimit %d, want %d", b.GoLimit, goLimit)
 	}
-	// The flow map's share: 100,000 / 16 flows, 100,000 / 50 records
-	// queued (1000 a queue for two exporters); the export queues' batches
+	// The flow map's share: 100,000 / 16 flows, 100,000 / 100 records
+	// queued (500 a queue for two exporters); the export queues' batches
 	// a quarter of the Go limit.
-	if b.OverflowMaxFlows != 6250 || b.ExportFlows != 2000 || b.QueueFlows(2) != 1000 || b.QueueFlows(0) != 2000 {
-		t.Fatalf("OverflowMaxFlows %d ExportFlows %d (%d a queue of two), want 6250 and 2000 (by the flow map)",
+	if b.OverflowMaxFlows != 6250 || b.ExportFlows != 1000 || b.QueueFlows(2) != 500 || b.QueueFlows(0) != 1000 {
+		t.Fatalf("OverflowMaxFlows %d ExportFlows %d (%d a queue of two), want 6250 and 1000 (by the flow map)",
 			b.OverflowMaxFlows, b.ExportFlows, b.QueueFlows(2))
 	}
 	if want := int(0.25 * float64(goLimit) / float64(recordBytes*1000)); b.ExportBatches != want {
