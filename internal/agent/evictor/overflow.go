@@ -7,15 +7,8 @@ import (
 	"github.com/flowlens/flowlens/internal/agent/datapath"
 )
 
-// overflowFlow is one flow of the overflow aggregation as the kernel would
-// have it, by the kernel's counting rule (bpf/flows.h,
-// docs/design/counting.md): a packet counts on the hook the kernel classed
-// as its first (OverflowRec.Order), not at all when the kernel found it
-// counted before the flip (OrderInherited, on OverflowRec.Was), or else on
-// the flow's counting observation: the first seen in this period, or the
-// one the previous period counted on. The aggregation keeps each flow as an
-// overflowEntry and builds its FlowValue only while a record is added and
-// when the flow is handed on.
+// overflowFlow is a flow of the split records (overflowAgg.split, rare),
+// as the kernel would have it. The other flows are overflowEntry.
 type overflowFlow struct {
 	v datapath.FlowValue
 }
@@ -220,6 +213,13 @@ func countingObs(v *datapath.FlowValue) (datapath.IfaceObs, bool) {
 	return o, true
 }
 
+// add aggregates r by the kernel's counting rule (bpf/flows.h,
+// docs/design/counting.md): a packet counts on the hook the kernel classed
+// as its first (OverflowRec.Order), not at all when the kernel found it
+// counted before the flip (OrderInherited, on OverflowRec.Was), or else on
+// the flow's counting observation: the first seen in this period, or the
+// one the previous period counted on. The flow's entry is expanded into a
+// FlowValue for the rule and stored back.
 func (a *overflowAgg) add(r *datapath.OverflowRec) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
