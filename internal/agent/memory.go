@@ -53,12 +53,13 @@ const DefaultMemoryLimit = 512 << 20
 // reads at most one map), not the limit; beyond its bound it refuses
 // flows, counted, which it would only have delayed when evictions cannot
 // keep up. With one exporter stuck, evictions wait for it and fewer flows
-// reach the others than with the limit's bound (docs/design/faults.md). The export queues' batches are the
-// --export-buffer an operator sets to ride out a collector's outage
-// (across evictions, in the small batches of light traffic): the limit
-// lowers it only when it does not fit. Their records are bounded by the
-// flow map too: a flood's full batches wait in the flow map, not in the
-// queues, which need only keep the exporter busy.
+// reach the others than with the limit's bound (docs/design/faults.md).
+// The export queues' batches are the --export-buffer an operator sets to
+// ride out a collector's outage (across evictions, in the small batches of
+// light traffic): the limit lowers it only when it does not fit. Unset,
+// their records are bounded by the flow map too: a flood's full batches
+// wait in the flow map, not in the queues, which need only keep the
+// exporter busy.
 const (
 	goShare       = 0.75
 	overflowShare = 0.25
