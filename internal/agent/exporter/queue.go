@@ -55,6 +55,14 @@ type Queue struct {
 	// eviction that waited for another exporter leaves it whole.
 	evUntil time.Time
 	evLeft  time.Duration
+	// stuck: a whole wait budget was spent with the queue still full, when
+	// the exporter had finished stuckAt Exports (progress); until it
+	// finishes another, the next evictions get no budget here. A consumer
+	// that exports nothing (a collector that never reads) then costs the
+	// evictions its budget once, not each time, so they keep the pace of
+	// the flow map and the other exporters get their flows.
+	stuck   bool
+	stuckAt uint64
 	// Once stopping (StopWaiting: the agent is shutting down), waits for
 	// room are also bounded by stopLeft, a budget for all the remaining
 	// evictions spent only by waiting for this queue, and end by waitEnd
@@ -135,9 +143,19 @@ func (q *Queue) tryPush(b *flow.Batch, until time.Time) bool {
 func (q *Queue) budget(until time.Time) {
 	if !until.Equal(q.evUntil) {
 		q.evUntil, q.evLeft = until, time.Until(until)
+		if q.stuck {
+			if q.progress() == q.stuckAt {
+				q.evLeft = 0
+			} else {
+				q.stuck = false
+			}
+		}
 	}
 	q.evLeft = q.left()
 }
+
+// progress is the number of Exports that have returned.
+func (q *Queue) progress() uint64 { return q.Stats.Batches.Load() + q.Stats.Errors.Load() }
 
 // left is the time Push may still wait for room. Called with q.mu held.
 func (q *Queue) left() time.Duration {
@@ -189,6 +207,9 @@ func (q *Queue) waitRoom(b *flow.Batch) {
 	}
 	if waited > 0 {
 		q.Stats.WaitNanos.Add(uint64(waited))
+	}
+	if waited > 0 && q.evLeft <= 0 && q.full(b) && !q.closed && !q.stuck {
+		q.stuck, q.stuckAt = true, q.progress()
 	}
 }
 

@@ -53,3 +53,54 @@ func TestQueueLimitFlows(t *testing.T) {
 		t.Fatalf("exported %d + dropped %d, want the %d pushed", q.Stats.Flows.Load(), q.Stats.DroppedFlows.Load(), sent)
 	}
 }
+
+// A consumer that spent a whole wait budget without exporting costs the
+// next evictions no wait until it exports again (Queue.budget): eviction 1
+// waits its budget and drops, eviction 2 drops at once, and once the
+// consumer has exported a batch eviction 3 waits its budget again. Every
+// drop is counted.
+func TestQueueStuckConsumerWaitsOnce(t *testing.T) {
+	const budget = 200 * time.Millisecond
+	exp := &blocking{release: make(chan struct{})}
+	q := exporter.NewQueue(exp, 1, nil)
+	go q.Run(context.Background())
+	waited := func() time.Duration { return time.Duration(q.Stats.WaitNanos.Load()) }
+	until := time.Now().Add(budget)
+	q.Push(flow.BatchOf(batch(1)), until) // taken by Run, blocked in Export
+	for deadline := time.Now().Add(10 * time.Second); q.Len() != 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("Run did not take the first batch")
+		}
+	}
+	q.Push(flow.BatchOf(batch(2)), until) // queued
+	q.Push(flow.BatchOf(batch(3)), until) // waits the budget, drops 2
+	if w := waited(); w < budget*9/10 || q.Stats.DroppedFlows.Load() != 2 {
+		t.Fatalf("eviction 1: waited %v, dropped %d flows; want about %v and 2", w, q.Stats.DroppedFlows.Load(), budget)
+	}
+	w1 := waited()
+	q.Push(flow.BatchOf(batch(4)), time.Now().Add(10*time.Second)) // eviction 2: drops 3 at once
+	if w := waited(); w != w1 || q.Stats.DroppedFlows.Load() != 5 {
+		t.Fatalf("eviction 2: waited %v more, dropped %d flows in all; want 0 and 5", w-w1, q.Stats.DroppedFlows.Load())
+	}
+	exp.release <- struct{}{} // batch 1 exported; Run takes 4 and blocks
+	for deadline := time.Now().Add(10 * time.Second); q.Stats.Batches.Load() != 1 || q.Len() != 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the consumer did not export batch 1")
+		}
+	}
+	until = time.Now().Add(budget)
+	q.Push(flow.BatchOf(batch(5)), until) // queued
+	q.Push(flow.BatchOf(batch(6)), until) // waits the budget again, drops 5
+	if w := waited() - w1; w < budget*9/10 || q.Stats.DroppedFlows.Load() != 10 {
+		t.Fatalf("eviction 3: waited %v, dropped %d flows in all; want about %v and 10", w, q.Stats.DroppedFlows.Load(), budget)
+	}
+	close(exp.release)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := q.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := q.Stats.Flows.Load() + q.Stats.DroppedFlows.Load(); got != 1+2+3+4+5+6 {
+		t.Fatalf("exported %d + dropped %d, want the 21 pushed", q.Stats.Flows.Load(), q.Stats.DroppedFlows.Load())
+	}
+}
