@@ -52,8 +52,8 @@ const DefaultMemoryLimit = 512 << 20
 // while an eviction runs, which follows the flow map's size (an eviction
 // reads at most one map), not the limit; beyond its bound it refuses
 // flows, counted, which it would only have delayed when evictions cannot
-// keep up. With one exporter stuck, evictions wait for it and fewer flows
-// reach the others than with the limit's bound (docs/design/faults.md).
+// keep up (a stuck exporter holds up one eviction, not each:
+// exporter.Queue; docs/design/faults.md).
 // The export queues' batches are the --export-buffer an operator sets to
 // ride out a collector's outage (across evictions, in the small batches of
 // light traffic): the limit lowers it only when it does not fit. Unset,
