@@ -203,7 +203,7 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 	if opts.MemoryLimit > 0 {
 		limit, source = opts.MemoryLimit, "Options.MemoryLimit"
 	}
-	a.Memory = newMemoryBudget(limit, source, a.mapsMemory(), cfg.GRPCBatchSize)
+	a.Memory = newMemoryBudget(limit, source, a.mapsMemory(), cfg.CacheMaxFlows, cfg.GRPCBatchSize)
 	a.log.Info("memory budget", "budget", a.Memory.String())
 	if a.Memory.GoLimit == 0 {
 		a.log.Warn("the BPF maps take the whole memory limit: lower --cache-max-flows or raise the limit", "budget", a.Memory.String())
@@ -219,7 +219,11 @@ func New(cfg *config.Config, opts Options) (_ *Agent, err error) {
 			"queue_batches", qcap, "exporters", len(exps), "budget", a.Memory.String())
 	}
 	for _, e := range exps {
-		a.Queues = append(a.Queues, exporter.NewQueue(e, qcap, a.log))
+		q := exporter.NewQueue(e, qcap, a.log)
+		if cfg.ExportBuffer == 0 { // the default: records bounded by the flow map too
+			q.LimitFlows(a.Memory.QueueFlows(len(exps)))
+		}
+		a.Queues = append(a.Queues, q)
 	}
 
 	a.newCapture()

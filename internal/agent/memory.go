@@ -35,19 +35,44 @@ const DefaultMemoryLimit = 512 << 20
 //   - the Go runtime's soft limit is goShare of the rest (the remainder is
 //     what the runtime does not count: the binary's text, thread stacks,
 //     kernel buffers of its sockets and pipes);
-//   - the overflow aggregation may use overflowShare of the Go limit, and
-//     the export queues' batches exportShare, and what an exporter's
-//     library buffers on its own (Kafka's produce buffer) libraryShare;
+//   - the overflow aggregation holds at most one flow per overflowPerMap
+//     flows of the flow map, and the export queues one record per
+//     exportPerMap, each within its share of the Go limit (overflowShare,
+//     exportShare) when the limit is the smaller bound; the queues'
+//     batches (--export-buffer) are bounded by exportShare too; what an
+//     exporter's library buffers on its own (Kafka's produce buffer) may use
+//     libraryShare;
 //   - the packet captures that may run at once (capture.MaxConcurrent)
 //     may queue captureShare of the Go limit together, and each has a ring
 //     of half its queue's bytes (rounded down to a power of two), in the
 //     kernel: charged only while a capture runs (WithCapture).
+//
+// The overflow aggregation's flows wait for the next eviction: it asks for
+// one at half its bound (evictor), so it needs to hold what overflows
+// while an eviction runs, which follows the flow map's size (an eviction
+// reads at most one map), not the limit; beyond its bound it refuses
+// flows, counted, which it would only have delayed when evictions cannot
+// keep up (a stuck exporter holds up one eviction, not each:
+// exporter.Queue; docs/design/faults.md).
+// The export queues' batches are the --export-buffer an operator sets to
+// ride out a collector's outage (across evictions, in the small batches of
+// light traffic): the limit lowers it only when it does not fit. Unset,
+// their records are bounded by the flow map too: a flood's full batches
+// wait in the flow map, not in the queues, which need only keep the
+// exporter busy.
 const (
 	goShare       = 0.75
 	overflowShare = 0.25
 	exportShare   = 0.25
 	libraryShare  = 0.125
 	captureShare  = 0.125
+	// overflowPerMap: the overflow aggregation holds --cache-max-flows /
+	// overflowPerMap flows (6,250 for the default 100,000).
+	overflowPerMap = 16
+	// exportPerMap: the export queues hold --cache-max-flows / exportPerMap
+	// records together (1,000 for the default 100,000), at least a batch
+	// each.
+	exportPerMap = 100
 	// minOverflowFlows is the overflow aggregation's bound however small
 	// the budget: below it, the limit is too small for the flow maps anyway
 	// (logged at start).
@@ -70,8 +95,9 @@ type MemoryBudget struct {
 	// overflow ring buffer in one period (evictor.Config.OverflowMaxFlows).
 	OverflowMaxFlows int
 	// ExportBatches bounds the batches queued in all the export queues
-	// together (exporter.NewQueue's capacity times the exporters).
-	ExportBatches int
+	// together (exporter.NewQueue's capacity times the exporters), and
+	// ExportFlows their records (exporter.Queue.LimitFlows).
+	ExportBatches, ExportFlows int
 	// ExporterBytes bounds what an exporter's client library buffers
 	// beyond the queue's batch, in bytes (kafka.Config.MaxBufferedBytes).
 	ExporterBytes int64
@@ -81,13 +107,16 @@ type MemoryBudget struct {
 	CaptureQueueBytes, CaptureRingBytes int64
 }
 
-// newMemoryBudget derives the bounds from a memory limit and the BPF maps' size, for
-// export batches of batchSize records.
-func newMemoryBudget(limit int64, source string, kernel int64, batchSize int) MemoryBudget {
+// newMemoryBudget derives the bounds from a memory limit, the BPF maps'
+// size and the flow map's entries (--cache-max-flows), for export batches
+// of batchSize records.
+func newMemoryBudget(limit int64, source string, kernel int64, mapFlows, batchSize int) MemoryBudget {
 	b := MemoryBudget{Limit: limit, Source: source, Kernel: kernel}
 	b.GoLimit = int64(goShare * float64(max(limit-kernel, 0)))
-	b.OverflowMaxFlows = max(int(overflowShare*float64(b.GoLimit))/evictor.OverflowEntryBytes, minOverflowFlows)
+	byLimit := int(overflowShare*float64(b.GoLimit)) / evictor.OverflowEntryBytes
+	b.OverflowMaxFlows = max(min(mapFlows/overflowPerMap, byLimit), minOverflowFlows)
 	b.ExportBatches = max(int(exportShare*float64(b.GoLimit)/float64(recordBytes*int64(max(batchSize, 1)))), 1)
+	b.ExportFlows = max(min(mapFlows/exportPerMap, int(exportShare*float64(b.GoLimit)/float64(recordBytes))), 1)
 	b.ExporterBytes = int64(libraryShare * float64(b.GoLimit))
 	b.CaptureQueueBytes = int64(captureShare*float64(b.GoLimit)) / capture.MaxConcurrent
 	b.CaptureRingBytes = minCaptureRing
@@ -137,10 +166,16 @@ func (b MemoryBudget) QueueBatches(want, n int) int {
 	return max(min(want, b.ExportBatches/n), 1)
 }
 
+// QueueFlows is each of n export queues' bound in records: ExportFlows
+// shared (a queue takes one batch whatever its size).
+func (b MemoryBudget) QueueFlows(n int) int {
+	return max(b.ExportFlows/max(n, 1), 1)
+}
+
 // String is the budget for the agent's start-up log line.
 func (b MemoryBudget) String() string {
-	return fmt.Sprintf("limit=%dMiB (%s) bpf_maps=%dMiB go_limit=%dMiB overflow_max_flows=%d export_batches=%d exporter_buffer=%dMiB capture_ring=%dKiB capture_queue=%dKiB",
-		b.Limit>>20, b.Source, b.Kernel>>20, b.GoLimit>>20, b.OverflowMaxFlows, b.ExportBatches, b.ExporterBytes>>20,
+	return fmt.Sprintf("limit=%dMiB (%s) bpf_maps=%dMiB go_limit=%dMiB overflow_max_flows=%d export_batches=%d export_flows=%d exporter_buffer=%dMiB capture_ring=%dKiB capture_queue=%dKiB",
+		b.Limit>>20, b.Source, b.Kernel>>20, b.GoLimit>>20, b.OverflowMaxFlows, b.ExportBatches, b.ExportFlows, b.ExporterBytes>>20,
 		b.CaptureRingBytes>>10, b.CaptureQueueBytes>>10)
 }
 

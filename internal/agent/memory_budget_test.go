@@ -60,30 +60,46 @@ func TestReadMemoryLimit(t *testing.T) {
 	}
 }
 
-// The bounds follow the limit and the BPF maps (which follow
-// --cache-max-flows), exactly.
+// The bounds follow the flow map's size (--cache-max-flows), within the
+// limit less the BPF maps (which follow --cache-max-flows too), exactly.
 func TestMemoryBudget(t *testing.T) {
 	const limit, kernel = 512 << 20, 32 << 20
-	b := newMemoryBudget(limit, "default", kernel, 1000)
+	b := newMemoryBudget(limit, "default", kernel, 100_000, 1000)
 	goLimit := int64(0.75 * float64(limit-kernel))
 	if b.GoLimit != goLimit {
 		t.Fatalf("GoLimit %d, want %d", b.GoLimit, goLimit)
 	}
-	if want := int(0.25*float64(goLimit)) / evictor.OverflowEntryBytes; b.OverflowMaxFlows != want {
-		t.Fatalf("OverflowMaxFlows %d, want %d", b.OverflowMaxFlows, want)
+	// The flow map's share: 100,000 / 16 flows, 100,000 / 100 records
+	// queued (500 a queue for two exporters); the export queues' batches
+	// a quarter of the Go limit.
+	if b.OverflowMaxFlows != 6250 || b.ExportFlows != 1000 || b.QueueFlows(2) != 500 || b.QueueFlows(0) != 1000 {
+		t.Fatalf("OverflowMaxFlows %d ExportFlows %d (%d a queue of two), want 6250 and 1000 (by the flow map)",
+			b.OverflowMaxFlows, b.ExportFlows, b.QueueFlows(2))
 	}
 	if want := int(0.25 * float64(goLimit) / float64(recordBytes*1000)); b.ExportBatches != want {
 		t.Fatalf("ExportBatches %d, want %d", b.ExportBatches, want)
 	}
+	// A limit smaller than the flow map's share: a quarter of the Go limit.
+	// 60 MiB - 57 MiB of maps: Go limit 2,359,296 bytes, 589,824 for the
+	// aggregation: 1675 flows of 352 bytes; as much for the queues: 877
+	// records of 672 bytes.
+	s := newMemoryBudget(60<<20, "cgroup", 57<<20, 100_000, 1000)
+	if s.GoLimit != 2359296 || 589824/evictor.OverflowEntryBytes != 1675 || s.OverflowMaxFlows != 1675 {
+		t.Fatalf("small limit: GoLimit %d OverflowMaxFlows %d, want 2359296 and 1675", s.GoLimit, s.OverflowMaxFlows)
+	}
+	if recordBytes != 672 || s.ExportFlows != 877 {
+		t.Fatalf("small limit: ExportFlows %d (records of %d bytes), want 877 of 672", s.ExportFlows, recordBytes)
+	}
 	if want := int64(0.125 * float64(goLimit)); b.ExporterBytes != want {
 		t.Fatalf("ExporterBytes %d, want %d", b.ExporterBytes, want)
 	}
-	// Bigger flow maps, smaller bounds.
-	if c := newMemoryBudget(limit, "default", 4*kernel, 1000); c.OverflowMaxFlows >= b.OverflowMaxFlows || c.GoLimit >= b.GoLimit {
-		t.Fatalf("bigger maps did not lower the bounds: %v vs %v", c, b)
+	// A bigger flow map, a bigger aggregation (its BPF maps lower the Go
+	// limit).
+	if c := newMemoryBudget(limit, "default", 4*kernel, 1_000_000, 1000); c.OverflowMaxFlows != 62500 || c.GoLimit >= b.GoLimit {
+		t.Fatalf("a 1,000,000-flow map: %v, want 62500 flows", c)
 	}
 	// Maps over the limit: the floors.
-	f := newMemoryBudget(limit, "default", 2*limit, 1000)
+	f := newMemoryBudget(limit, "default", 2*limit, 100_000, 1000)
 	if f.GoLimit != 0 || f.OverflowMaxFlows != minOverflowFlows || f.ExportBatches != 1 {
 		t.Fatalf("floors: %v", f)
 	}
@@ -101,7 +117,7 @@ func TestMemoryBudget(t *testing.T) {
 // budget is the one without capture.
 func TestMemoryBudgetWithCapture(t *testing.T) {
 	const limit, kernel, ring = 512 << 20, 32 << 20, 8 << 20
-	b := newMemoryBudget(limit, "default", kernel, 1000)
+	b := newMemoryBudget(limit, "default", kernel, 100_000, 1000)
 	c := b.WithCapture(ring)
 	if want := int64(0.75 * float64(limit-kernel-ring)); c.GoLimit != want || c.Kernel != kernel+ring {
 		t.Fatalf("with an 8 MiB ring: GoLimit %d, Kernel %d; want %d, %d", c.GoLimit, c.Kernel, want, kernel+ring)
@@ -126,13 +142,13 @@ func TestMemoryBudgetWithCapture(t *testing.T) {
 // capture and lowers the Go limit by the kernel bytes while captures run.
 func TestMemoryBudgetCapture(t *testing.T) {
 	const limit, kernel = 512 << 20, 32 << 20
-	b := newMemoryBudget(limit, "default", kernel, 1000)
+	b := newMemoryBudget(limit, "default", kernel, 100_000, 1000)
 	// Go limit 360 MiB: 45 MiB for 8 queues.
 	if b.CaptureQueueBytes != 45<<20/8 || b.CaptureRingBytes != 2<<20 {
 		t.Fatalf("queue %d ring %d, want %d and 2 MiB", b.CaptureQueueBytes, b.CaptureRingBytes, 45<<20/8)
 	}
 	// Go limit 6 MiB: 96 KiB a queue, and the smallest ring.
-	if s := newMemoryBudget(40<<20, "default", kernel, 1000); s.CaptureRingBytes != 64<<10 || s.CaptureQueueBytes != 96<<10 {
+	if s := newMemoryBudget(40<<20, "default", kernel, 100_000, 1000); s.CaptureRingBytes != 64<<10 || s.CaptureQueueBytes != 96<<10 {
 		t.Fatalf("small limit: queue %d ring %d, want 96 KiB and 64 KiB", s.CaptureQueueBytes, s.CaptureRingBytes)
 	}
 	c := b.CaptureConfig(capture.Config{Enabled: true, MaxSnaplen: 128}, func(string) string { return "" })
@@ -160,7 +176,7 @@ func TestMemoryBudgetCapture(t *testing.T) {
 func TestSetGoMemoryLimit(t *testing.T) {
 	old := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetMemoryLimit(old) })
-	b := newMemoryBudget(512<<20, "default", 0, 1000)
+	b := newMemoryBudget(512<<20, "default", 0, 100_000, 1000)
 	if SetGoMemoryLimit(b, func(k string) string { return map[string]string{"GOMEMLIMIT": "100MiB"}[k] }) {
 		t.Fatal("set the limit although GOMEMLIMIT is set")
 	}

@@ -68,6 +68,7 @@ type options struct {
 	udpPPS, udpFlows    int
 	udpSenders          int
 	out                 string
+	drain               time.Duration
 	period              string
 	features, cacheSize string
 }
@@ -93,6 +94,7 @@ func main() {
 	flag.StringVar(&o.features, "features", "none", "agent --features")
 	flag.StringVar(&o.cacheSize, "cache-max-flows", "100000", "agent --cache-max-flows")
 	flag.StringVar(&o.out, "out", "", "JSON of every run")
+	flag.DurationVar(&o.drain, "drain", 0, "after the load reading, wait this long and read the counters and the peak again (0: not)")
 	flag.Parse()
 	o.agents = strings.Split(agents, ",")
 	o.workloads = strings.Split(workloads, ",")
@@ -392,7 +394,7 @@ var metricLine = regexp.MustCompile(`^(go_memstats_[a-z_]+|` + countLine + `) ([
 
 // countLine is the agent's counters a reading keeps: where the flows went
 // (the overflow ring, evicted, exported) and what was lost, by reason.
-const countLine = `flowlens_agent_(?:lost_packets_total|overflow_lost_total|overflow_records_total|evicted_flows_total|export_flows_total)(?:\{[^}]*\})?`
+const countLine = `flowlens_agent_(?:lost_packets_total|overflow_lost_total|overflow_records_total|evicted_flows_total|export_flows_total|export_dropped_flows_total)(?:\{[^}]*\})?`
 
 func scrape(addr string) map[string]float64 {
 	m := map[string]float64{}
@@ -415,8 +417,12 @@ type runResult struct {
 	Agent, Workload string
 	Round           int
 	Start, Load     reading
-	StartS, CPUS    float64 // s from exec to ready; the agent's CPU over its life
-	Traffic         string
+	// Drained is read -drain after Load (zero without -drain): what the
+	// traffic left in the maps, the overflow aggregation and the queues
+	// exported or counted by then.
+	Drained      reading
+	StartS, CPUS float64 // s from exec to ready; the agent's CPU over its life
+	Traffic      string
 }
 
 func freePort() int {
@@ -534,6 +540,12 @@ func runOnce(o options, l *lab, agent, w, sink string) (runResult, error) {
 	if r.Load, err = readMem(pid, exe, metrics); err != nil {
 		return r, err
 	}
+	if o.drain > 0 {
+		time.Sleep(o.drain)
+		if r.Drained, err = readMem(pid, exe, metrics); err != nil {
+			return r, err
+		}
+	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	cmd.Wait()
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
@@ -596,25 +608,54 @@ func report(o options, all []runResult) {
 		}
 		counts := map[string]bool{}
 		for _, r := range all {
-			for k, v := range r.Load.Counts {
-				if r.Workload == w && v > 0 {
-					counts[k] = true
+			for _, c := range []map[string]float64{r.Load.Counts, r.Drained.Counts} {
+				for k, v := range c {
+					if r.Workload == w && v > 0 {
+						counts[k] = true
+					}
 				}
 			}
 		}
-		for _, k := range slices.Sorted(maps.Keys(counts)) {
-			fmt.Printf("| %s |", strings.TrimPrefix(k, "flowlens_agent_"))
-			for _, a := range o.agents {
-				var v []float64
-				for _, r := range all {
-					if r.Agent == a && r.Workload == w {
-						v = append(v, r.Load.Counts[k])
-					}
-				}
-				m, lo, hi := med(v)
-				fmt.Printf(" %.0f (%.0f..%.0f) |", m, lo, hi)
+		for _, drained := range []bool{false, true} {
+			if drained && o.drain <= 0 {
+				break
 			}
-			fmt.Println()
+			if drained {
+				fmt.Printf("| %s after the load: peak RSS (HWM) |", o.drain)
+				for _, a := range o.agents {
+					var v []float64
+					for _, r := range all {
+						if r.Agent == a && r.Workload == w {
+							v = append(v, r.Drained.HWM)
+						}
+					}
+					m, lo, hi := med(v)
+					fmt.Printf(" %.1f (%.1f..%.1f) |", m, lo, hi)
+				}
+				fmt.Println()
+			}
+			for _, k := range slices.Sorted(maps.Keys(counts)) {
+				name := strings.TrimPrefix(k, "flowlens_agent_")
+				if drained {
+					name = o.drain.String() + " after: " + name
+				}
+				fmt.Printf("| %s |", name)
+				for _, a := range o.agents {
+					var v []float64
+					for _, r := range all {
+						if r.Agent == a && r.Workload == w {
+							c := r.Load.Counts
+							if drained {
+								c = r.Drained.Counts
+							}
+							v = append(v, c[k])
+						}
+					}
+					m, lo, hi := med(v)
+					fmt.Printf(" %.0f (%.0f..%.0f) |", m, lo, hi)
+				}
+				fmt.Println()
+			}
 		}
 	}
 }

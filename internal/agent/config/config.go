@@ -91,7 +91,9 @@ type Config struct {
 	// period in all), then drops the oldest batches, counted. It also
 	// bounds the batches the grpc exporter keeps unacknowledged
 	// (grpc.Config.MaxUnackedBatches). 0 means DefaultExportBuffer (see
-	// ExportQueueBatches).
+	// ExportQueueBatches), and then the queues' records are bounded too,
+	// by the flow map's size (the agent's memory budget, ExportFlows): a
+	// flood's full batches wait in the flow map, not in the queues.
 	ExportBuffer int
 
 	// The grpc exporter's TLS: on when TLS is set or any file is given

@@ -78,7 +78,7 @@ var options = slices.Concat(
 			Usage:   "exporters: stdout, grpc, ipfix, kafka, otlp",
 			SetList: func(c *Config, v []string) error { c.Export = v; return nil }},
 		{Name: "export-buffer", Arg: "n", Default: "0",
-			Usage: "batches queued per exporter; when full, eviction waits for room (up to half the eviction period per exporter), then the oldest are dropped, counted; the grpc exporter also keeps at most this many batches sent and not yet acknowledged by the collector, to send again after a reconnection (0 to 100000; 0 = 8)",
+			Usage: "batches queued per exporter; when full, eviction waits for room (up to half the eviction period per exporter), then the oldest are dropped, counted; the grpc exporter also keeps at most this many batches sent and not yet acknowledged by the collector, to send again after a reconnection (0 to 100000; 0 = 8, and at most a share of --cache-max-flows in records: docs/design/faults.md)",
 			Set:   cliconf.Int(func(c *Config) *int { return &c.ExportBuffer })},
 	}),
 	cliconf.InSection("gRPC exporter", []*cliconf.Option[Config]{

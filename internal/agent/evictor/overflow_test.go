@@ -28,18 +28,18 @@ func TestOverflowAggDedup(t *testing.T) {
 		a.add(rec(obs(1, i, 1), 20)) // 4 more fit (6 in all), the rest are flagged
 	}
 	got := a.take()
-	f := got[key]
-	if f == nil || len(got) != 1 {
-		t.Fatalf("flows %v", got)
+	f := got.value(key)
+	if f == nil || got.len() != 1 {
+		t.Fatalf("%d flows, %v", got.len(), f)
 	}
-	v := f.v
+	v := *f
 	if v.Packets != 5 || v.Bytes != 500 || v.FirstSeen != 10 || v.LastSeen != 14 || v.TcpFlags != 0x10 {
 		t.Fatalf("counters %+v", v)
 	}
 	if v.N_ifaces != 6 || v.Ifaces[0].Dir != uint32(flow.DirBoth) || v.Ifaces[1] != obs(2, 2, 1) || v.Flags&datapath.FlowFlagIfacesOverflow == 0 {
 		t.Fatalf("interfaces n=%d %+v flags=%d", v.N_ifaces, v.Ifaces, v.Flags)
 	}
-	if len(a.take()) != 0 {
+	if a.take().len() != 0 {
 		t.Fatal("take did not start a new period")
 	}
 }
@@ -65,7 +65,7 @@ func TestOverflowAggAcrossDrainsAndPaths(t *testing.T) {
 		a.add(rec(fwd, datapath.OrderUnknown))
 	}
 	a.add(rec(src1, datapath.OrderFirst))
-	if v := a.take()[key].v; v.Packets != 6 || v.Bytes != 4500 || v.N_ifaces != 3 {
+	if v := *a.take().value(key); v.Packets != 6 || v.Bytes != 4500 || v.N_ifaces != 3 {
 		t.Fatalf("period 1: %+v", v)
 	}
 	// Period 2: the third packet's later hops (already counted), then the
@@ -74,7 +74,7 @@ func TestOverflowAggAcrossDrainsAndPaths(t *testing.T) {
 	a.add(rec(fwd, datapath.OrderUnknown))
 	a.add(rec(src2, datapath.OrderFirst))
 	a.add(rec(fwd, datapath.OrderUnknown))
-	v := a.take()[key].v
+	v := *a.take().value(key)
 	if v.Packets != 2 || v.Bytes != 1500 {
 		t.Fatalf("period 2 counted %d packets %d bytes, want 2 and 1500: %+v", v.Packets, v.Bytes, v)
 	}
@@ -84,7 +84,7 @@ func TestOverflowAggAcrossDrainsAndPaths(t *testing.T) {
 	// Period 3: the route flaps back: src1 takes the counting over again.
 	a.add(rec(src1, datapath.OrderFirst))
 	a.add(rec(rtrIn, datapath.OrderUnknown))
-	if v := a.take()[key].v; v.Packets != 2 || v.Ifaces[0] != src1 {
+	if v := *a.take().value(key); v.Packets != 2 || v.Ifaces[0] != src1 {
 		t.Fatalf("period 3: %+v", v)
 	}
 }

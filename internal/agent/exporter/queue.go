@@ -36,20 +36,33 @@ type Queue struct {
 	log   *slog.Logger
 	Stats QueueStats
 
-	mu      sync.Mutex
-	buf     []*flow.Batch // FIFO of at most cap batches
-	cap     int
-	closed  bool
-	wake    chan struct{} // a batch was queued (or Close was called)
-	room    chan struct{} // a batch left the queue
-	done    chan struct{}
-	lastLog time.Time
+	mu  sync.Mutex
+	buf []*flow.Batch // FIFO of at most cap batches
+	cap int
+	// maxFlows, when > 0, bounds the records queued (flows) too: a batch
+	// that would take them past it waits, or the oldest are dropped, as
+	// for a queue of cap batches (LimitFlows). A queue always takes one
+	// batch, however large.
+	maxFlows, flows int
+	closed          bool
+	wake            chan struct{} // a batch was queued (or Close was called)
+	room            chan struct{} // a batch left the queue
+	done            chan struct{}
+	lastLog         time.Time
 	// This queue's own wait budget in the eviction being pushed, which
 	// the deadline its Pushes share identifies: the time Push may still
 	// wait for room here. Only waiting for this queue spends it, so an
 	// eviction that waited for another exporter leaves it whole.
 	evUntil time.Time
 	evLeft  time.Duration
+	// stuck: a whole wait budget was spent with the queue still full, when
+	// the exporter had finished stuckAt Exports (progress); until it
+	// finishes another, the next evictions get no budget here. A consumer
+	// that exports nothing (a collector that never reads) then costs the
+	// evictions its budget once, not each time, so they keep the pace of
+	// the flow map and the other exporters get their flows.
+	stuck   bool
+	stuckAt uint64
 	// Once stopping (StopWaiting: the agent is shutting down), waits for
 	// room are also bounded by stopLeft, a budget for all the remaining
 	// evictions spent only by waiting for this queue, and end by waitEnd
@@ -71,6 +84,21 @@ func NewQueue(e Exporter, capacity int, log *slog.Logger) *Queue {
 		wake: make(chan struct{}, 1), room: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
+// LimitFlows bounds the records queued as well as the batches (n <= 0:
+// no bound), and returns q; call it before Run. Full batches of a flood
+// then wait in fewer of them, while the small batches of light traffic
+// still fill the capacity in batches (what rides out a consumer's outage
+// across evictions).
+func (q *Queue) LimitFlows(n int) *Queue {
+	q.maxFlows = n
+	return q
+}
+
+// full reports whether b finds no room. Called with q.mu held.
+func (q *Queue) full(b *flow.Batch) bool {
+	return len(q.buf) == q.cap || (q.maxFlows > 0 && len(q.buf) > 0 && q.flows+b.Len() > q.maxFlows)
+}
+
 // Name is the exporter's name.
 func (q *Queue) Name() string { return q.exp.Name() }
 
@@ -89,7 +117,7 @@ func (q *Queue) Push(b *flow.Batch, until time.Time) {
 	}
 	q.mu.Lock()
 	q.budget(until)
-	q.waitRoom()
+	q.waitRoom(b)
 	q.put(b)
 }
 
@@ -102,7 +130,7 @@ func (q *Queue) tryPush(b *flow.Batch, until time.Time) bool {
 	}
 	q.mu.Lock()
 	q.budget(until)
-	if len(q.buf) == q.cap && !q.closed && q.evLeft > 0 {
+	if q.full(b) && !q.closed && q.evLeft > 0 {
 		q.mu.Unlock()
 		return false
 	}
@@ -115,9 +143,19 @@ func (q *Queue) tryPush(b *flow.Batch, until time.Time) bool {
 func (q *Queue) budget(until time.Time) {
 	if !until.Equal(q.evUntil) {
 		q.evUntil, q.evLeft = until, time.Until(until)
+		if q.stuck {
+			if q.progress() == q.stuckAt {
+				q.evLeft = 0
+			} else {
+				q.stuck = false
+			}
+		}
 	}
 	q.evLeft = q.left()
 }
+
+// progress is the number of Exports that have returned.
+func (q *Queue) progress() uint64 { return q.Stats.Batches.Load() + q.Stats.Errors.Load() }
 
 // left is the time Push may still wait for room. Called with q.mu held.
 func (q *Queue) left() time.Duration {
@@ -141,11 +179,11 @@ func (q *Queue) StopWaiting(budget time.Duration, end time.Time) {
 	signal(q.room) // a waiting Push recomputes its wait
 }
 
-// waitRoom waits while the queue is full, open and its budget left, spending
-// the budget. Called with q.mu held; returns with it held.
-func (q *Queue) waitRoom() {
+// waitRoom waits while the queue has no room for b, is open and its budget
+// left, spending the budget. Called with q.mu held; returns with it held.
+func (q *Queue) waitRoom(b *flow.Batch) {
 	var waited time.Duration
-	for len(q.buf) == q.cap && !q.closed && q.evLeft > 0 {
+	for q.full(b) && !q.closed && q.evLeft > 0 {
 		left := q.left()
 		if left <= 0 {
 			q.evLeft = 0
@@ -170,33 +208,39 @@ func (q *Queue) waitRoom() {
 	if waited > 0 {
 		q.Stats.WaitNanos.Add(uint64(waited))
 	}
+	if waited > 0 && q.evLeft <= 0 && q.full(b) && !q.closed && !q.stuck {
+		q.stuck, q.stuckAt = true, q.progress()
+	}
 }
 
-// put queues b, dropping the oldest batch if the queue is full. Called with
-// q.mu held; unlocks it.
+// put queues b, dropping the oldest batches while the queue has no room
+// for it. Called with q.mu held; unlocks it.
 func (q *Queue) put(b *flow.Batch) {
 	if q.closed {
 		q.mu.Unlock()
 		q.lost([]*flow.Batch{b})
 		return
 	}
-	var dropped *flow.Batch
-	if len(q.buf) == q.cap {
-		dropped = q.buf[0]
+	var dropped []*flow.Batch
+	for q.full(b) {
+		d := q.buf[0]
 		q.buf[0] = nil
 		q.buf = q.buf[1:]
+		q.flows -= d.Len()
+		dropped = append(dropped, d)
 		q.Stats.DroppedBatches.Add(1)
-		q.Stats.DroppedFlows.Add(uint64(dropped.Len()))
-		if time.Since(q.lastLog) > 10*time.Second {
-			q.lastLog = time.Now()
-			q.log.Warn("export queue full: dropping the oldest batches (consumer slow or down)",
-				"dropped_batches_total", q.Stats.DroppedBatches.Load(), "dropped_flows_total", q.Stats.DroppedFlows.Load())
-		}
+		q.Stats.DroppedFlows.Add(uint64(d.Len()))
+	}
+	if len(dropped) > 0 && time.Since(q.lastLog) > 10*time.Second {
+		q.lastLog = time.Now()
+		q.log.Warn("export queue full: dropping the oldest batches (consumer slow or down)",
+			"dropped_batches_total", q.Stats.DroppedBatches.Load(), "dropped_flows_total", q.Stats.DroppedFlows.Load())
 	}
 	q.buf = append(q.buf, b)
+	q.flows += b.Len()
 	q.mu.Unlock()
-	if dropped != nil {
-		dropped.Release()
+	for _, d := range dropped {
+		d.Release()
 	}
 	signal(q.wake)
 }
@@ -225,6 +269,7 @@ func (q *Queue) pop() (*flow.Batch, bool) {
 	b := q.buf[0]
 	q.buf[0] = nil
 	q.buf = q.buf[1:]
+	q.flows -= b.Len()
 	signal(q.room)
 	return b, false
 }
@@ -269,7 +314,7 @@ func (q *Queue) Run(ctx context.Context) {
 func (q *Queue) releaseAll() {
 	q.mu.Lock()
 	buf := q.buf
-	q.buf = nil
+	q.buf, q.flows = nil, 0
 	q.closed = true
 	q.mu.Unlock()
 	signal(q.room) // a Push waiting for room gives up
