@@ -55,14 +55,17 @@ type Queue struct {
 	// eviction that waited for another exporter leaves it whole.
 	evUntil time.Time
 	evLeft  time.Duration
-	// stuck: a whole wait budget was spent with the queue still full, when
-	// the exporter had finished stuckAt Exports (progress); until it
-	// finishes another, the next evictions get no budget here. A consumer
-	// that exports nothing (a collector that never reads) then costs the
-	// evictions its budget once, not each time, so they keep the pace of
-	// the flow map and the other exporters get their flows.
-	stuck   bool
-	stuckAt uint64
+	// evProgress is progress() when this eviction's budget began.
+	// stuck: a whole wait budget was spent with the queue still full and
+	// not one Export finished meanwhile (still evProgress, kept in
+	// stuckAt); until the exporter finishes another, the next evictions
+	// get no budget here. A consumer that exports nothing (a collector
+	// that never reads) then costs the evictions its budget once, not each
+	// time, so they keep the pace of the flow map and the other exporters
+	// get their flows; a slow one that still exports keeps its budget.
+	evProgress uint64
+	stuck      bool
+	stuckAt    uint64
 	// Once stopping (StopWaiting: the agent is shutting down), waits for
 	// room are also bounded by stopLeft, a budget for all the remaining
 	// evictions spent only by waiting for this queue, and end by waitEnd
@@ -143,6 +146,7 @@ func (q *Queue) tryPush(b *flow.Batch, until time.Time) bool {
 func (q *Queue) budget(until time.Time) {
 	if !until.Equal(q.evUntil) {
 		q.evUntil, q.evLeft = until, time.Until(until)
+		q.evProgress = q.progress()
 		if q.stuck {
 			if q.progress() == q.stuckAt {
 				q.evLeft = 0
@@ -208,8 +212,8 @@ func (q *Queue) waitRoom(b *flow.Batch) {
 	if waited > 0 {
 		q.Stats.WaitNanos.Add(uint64(waited))
 	}
-	if waited > 0 && q.evLeft <= 0 && q.full(b) && !q.closed && !q.stuck {
-		q.stuck, q.stuckAt = true, q.progress()
+	if waited > 0 && q.evLeft <= 0 && q.full(b) && !q.closed && !q.stuck && q.progress() == q.evProgress {
+		q.stuck, q.stuckAt = true, q.evProgress
 	}
 }
 

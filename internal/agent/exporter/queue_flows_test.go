@@ -104,3 +104,48 @@ func TestQueueStuckConsumerWaitsOnce(t *testing.T) {
 		t.Fatalf("exported %d + dropped %d, want the 21 pushed", q.Stats.Flows.Load(), q.Stats.DroppedFlows.Load())
 	}
 }
+
+// TestQueueSlowConsumerKeepsBudget: a consumer that finished an Export
+// during an eviction's budget is slow, not stuck: though the budget ran
+// out with the queue full, the next eviction waits its budget again
+// (acknowledgements slower than a period, TestGRPCCycledFlowsAccounted).
+func TestQueueSlowConsumerKeepsBudget(t *testing.T) {
+	const budget = 200 * time.Millisecond
+	exp := &blocking{release: make(chan struct{})}
+	q := exporter.NewQueue(exp, 1, nil)
+	go q.Run(context.Background())
+	waited := func() time.Duration { return time.Duration(q.Stats.WaitNanos.Load()) }
+	taken := func(batches uint64) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); q.Stats.Batches.Load() != batches || q.Len() != 0; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the consumer did not take its batch after %d exports", batches)
+			}
+		}
+	}
+	until := time.Now().Add(budget)
+	q.Push(flow.BatchOf(batch(1)), until) // taken by Run, blocked in Export
+	taken(0)
+	q.Push(flow.BatchOf(batch(2)), until) // queued
+	exp.release <- struct{}{}             // batch 1 exported; Run takes 2 and blocks
+	taken(1)
+	q.Push(flow.BatchOf(batch(3)), until) // queued
+	q.Push(flow.BatchOf(batch(4)), until) // waits the rest of the budget, drops 3
+	if q.Stats.DroppedFlows.Load() != 3 {
+		t.Fatalf("eviction 1: dropped %d flows, want 3", q.Stats.DroppedFlows.Load())
+	}
+	w1 := waited()
+	q.Push(flow.BatchOf(batch(5)), time.Now().Add(budget)) // eviction 2: waits again, drops 4
+	if w := waited() - w1; w < budget*9/10 || q.Stats.DroppedFlows.Load() != 7 {
+		t.Fatalf("eviction 2: waited %v, dropped %d flows in all; want about %v and 7", w, q.Stats.DroppedFlows.Load(), budget)
+	}
+	close(exp.release)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := q.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := q.Stats.Flows.Load() + q.Stats.DroppedFlows.Load(); got != 1+2+3+4+5 {
+		t.Fatalf("exported %d + dropped %d, want the 15 pushed", q.Stats.Flows.Load(), q.Stats.DroppedFlows.Load())
+	}
+}
