@@ -5,9 +5,9 @@
 # The switches are -D macros (ATTR_NO_*) that switches.patch adds to a copy
 # of bpf/flows.h; bpf/ itself is not changed, because any edit there moves
 # the committed object's BTF line info (check-generated) even where the
-# instructions stay the same. Each variant's object is embedded by copying
-# it over internal/agent/datapath/datapath_bpfel.o for one `go build`, then
-# restoring the committed file (git checkout); `git status` is clean after.
+# instructions stay the same. Each variant's object is embedded in place of
+# internal/agent/datapath/datapath_bpfel.o by `go build -overlay`: the tree
+# is never written.
 #
 #   base    the patched source without -D: instruction-identical to the
 #           committed object (checked below)
@@ -30,7 +30,7 @@ cd "$root"
 mkdir -p "$out"
 src=$(mktemp -d)
 obj=internal/agent/datapath/datapath_bpfel.o
-trap 'git checkout -- $obj; rm -rf "$src"' EXIT
+trap 'rm -rf "$src"' EXIT
 cp -r bpf "$src/bpf"
 patch -s -d "$src/bpf" -p1 < hack/bench/bpf/attrib/switches.patch
 inc="-I/usr/include/x86_64-linux-gnu -I/usr/include/aarch64-linux-gnu"
@@ -42,10 +42,9 @@ for v in base once prev wire zone atomic clock macs full all; do
 	esac
 	clang -O2 -g -Wall -Werror -target bpfel -mcpu=v1 $inc $d -c "$src/bpf/datapath.c" -o "$out/$v.o"
 	llvm-strip -g "$out/$v.o"
-	cp "$out/$v.o" $obj
-	go build -o "$out/bench-bpf-$v" ./hack/bench/bpf
-	case " ${AGENTS:-} " in *" $v "*) go build -o "$out/flowlens-agent-$v" ./cmd/flowlens-agent ;; esac
-	git checkout -- $obj
+	printf '{"Replace":{"%s":"%s"}}' "$root/$obj" "$(cd "$out" && pwd)/$v.o" > "$src/overlay.json"
+	go build -overlay "$src/overlay.json" -o "$out/bench-bpf-$v" ./hack/bench/bpf
+	case " ${AGENTS:-} " in *" $v "*) go build -overlay "$src/overlay.json" -o "$out/flowlens-agent-$v" ./cmd/flowlens-agent ;; esac
 done
 dis() { llvm-objdump -d --no-show-raw-insn "$1" | grep -v 'file format'; }
 dis "$out/base.o" > "$src/a"
