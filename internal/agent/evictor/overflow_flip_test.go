@@ -151,7 +151,11 @@ type overflowRig struct {
 	g     *got
 }
 
-func newOverflowRig(t *testing.T) *overflowRig {
+func newOverflowRig(t *testing.T) *overflowRig { return newOverflowRigWith(t, nil) }
+
+// newOverflowRigWith is newOverflowRig with the evictor's Config changed
+// by with (when not nil) before the evictor is made.
+func newOverflowRigWith(t *testing.T, with func(*evictor.Config)) *overflowRig {
 	dp, err := datapath.Load(datapath.Config{MaxFlows: 2, Sampling: 1})
 	if err != nil {
 		t.Fatalf("load: %v", err)
@@ -166,9 +170,13 @@ func newOverflowRig(t *testing.T) *overflowRig {
 		t.Fatal(err)
 	}
 	g := newGot()
-	ev, err := evictor.New(evictor.Config{Generations: gens, Overflow: dp.Maps.Overflow, Clock: dp.Clock,
+	cfg := evictor.Config{Generations: gens, Overflow: dp.Maps.Overflow, Clock: dp.Clock,
 		MaxFlows: 2, Period: time.Hour, Sampling: 1,
-		Sink: evictor.SinkFunc(func(b *flow.Batch, _ time.Time) { g.add(b); b.Release() })})
+		Sink: evictor.SinkFunc(func(b *flow.Batch, _ time.Time) { g.add(b); b.Release() })}
+	if with != nil {
+		with(&cfg)
+	}
+	ev, err := evictor.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,10 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowlens/flowlens/internal/agent/datapath"
 	"github.com/flowlens/flowlens/internal/agent/evictor"
 	"github.com/flowlens/flowlens/internal/testkit"
-	"github.com/flowlens/flowlens/pkg/flow"
 )
 
 // The overflow aggregation asks for an eviction once it holds half its
@@ -19,27 +17,9 @@ import (
 // that hands on the six, each packet once, nothing lost.
 func TestOverflowAggAsksForEviction(t *testing.T) {
 	testkit.NeedRoot(t, "BPF")
-	dp, err := datapath.Load(datapath.Config{MaxFlows: 2, Sampling: 1})
-	if err != nil {
-		t.Fatalf("load: %v", err)
-	}
-	t.Cleanup(func() { dp.Close() })
-	progs, err := dp.ProgramsFor(testCookie)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gens, err := datapath.NewGenerations(&dp.Maps, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := newGot()
-	ev, err := evictor.New(evictor.Config{Generations: gens, Overflow: dp.Maps.Overflow, Clock: dp.Clock,
-		MaxFlows: 1 << 20, Period: time.Hour, Sampling: 1, OverflowMaxFlows: 8,
-		Sink: evictor.SinkFunc(func(b *flow.Batch, _ time.Time) { g.add(b); b.Release() })})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &overflowRig{dp: dp, progs: progs, gens: gens, ev: ev, g: g}
+	// The pressure check's map is one it never fills (MaxFlows).
+	r := newOverflowRigWith(t, func(c *evictor.Config) { c.MaxFlows, c.OverflowMaxFlows = 1<<20, 8 })
+	ev, progs, g := r.ev, r.progs, r.g
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ev.Run(ctx) }()
