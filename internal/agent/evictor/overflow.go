@@ -94,16 +94,6 @@ func (p *overflowPeriod) insert(k *datapath.FlowKey) *overflowEntry {
 	return &p.ents[len(p.ents)-1]
 }
 
-// each calls fn with every flow, expanded into a FlowValue that is valid
-// until fn returns.
-func (p *overflowPeriod) each(fn func(k *datapath.FlowKey, v *datapath.FlowValue)) {
-	var v datapath.FlowValue
-	for k, i := range p.idx {
-		p.ents[i].load(&v)
-		fn(&k, &v)
-	}
-}
-
 // reset empties p for a new period. What a flood grew stays allocated
 // only while the periods use at least a quarter of it: a map and slices
 // four times larger than the last period needed are dropped.
