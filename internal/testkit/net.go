@@ -1,21 +1,101 @@
 package testkit
 
 import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
-// FreeAddr is a loopback TCP address whose port is free now, for a server
-// that must be given its address before it binds it (or bound twice).
+// reservedPorts is how many ports below the kernel's ephemeral range
+// FreeAddr chooses from.
+const reservedPorts = 8192
+
+// FreeAddr is a loopback TCP address for a server that must be given its
+// address before it binds it (a binary's flag), or that binds it twice (a
+// restart). The port is free now and stays reserved to the test until it
+// ends.
+//
+// A port picked by binding port 0 and closing is not enough: it comes from
+// the kernel's ephemeral range, which also hands out the local ports of
+// outgoing connections and of other processes' port-0 binds, so another
+// test could take it before the server binds it (a collector once failed
+// with "address already in use" that way). FreeAddr therefore picks from
+// the reservedPorts just below net.ipv4.ip_local_port_range, which the
+// kernel never assigns by itself, and holds an open-file-description lock
+// on the port's byte of one shared lock file, so test processes running
+// side by side never pick the same port. The lock goes with the test.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, release, err := reservePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Cleanup(release)
+	return addr
+}
+
+// reservePort locks and checks ports from a random start, so concurrent
+// callers rarely contend for the same lock.
+func reservePort() (addr string, release func(), err error) {
+	low, err := ephemeralLow()
+	if err != nil {
+		return "", nil, err
+	}
+	first := low - reservedPorts
+	if first < 1024 {
+		return "", nil, fmt.Errorf("the ephemeral range starts at %d: no room below it for %d test ports", low, reservedPorts)
+	}
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "flowlens-test-ports.lock"), os.O_RDWR|os.O_CREATE, 0o666)
+	if err != nil {
+		return "", nil, err
+	}
+	start := rand.IntN(reservedPorts)
+	for i := range reservedPorts {
+		port := first + (start+i)%reservedPorts
+		lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: int64(port), Len: 1}
+		if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk); err != nil {
+			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+				continue // another test holds it
+			}
+			f.Close()
+			return "", nil, fmt.Errorf("lock test port %d: %w", port, err)
+		}
+		a := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		l, err := net.Listen("tcp", a)
+		if err != nil {
+			// In use outside the tests (or by a server of a test
+			// that ended): unlock it and go on.
+			lk.Type = unix.F_UNLCK
+			unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk)
+			continue
+		}
+		l.Close()
+		return a, func() { f.Close() }, nil
+	}
+	f.Close()
+	return "", nil, fmt.Errorf("no free test port in %d–%d", first, low-1)
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range.
+func ephemeralLow() (int, error) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, err
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) != 2 {
+		return 0, fmt.Errorf("ip_local_port_range: unexpected %q", b)
+	}
+	return strconv.Atoi(fields[0])
 }
 
 // SilentListener is a peer that is down the nasty way: it accepts TCP

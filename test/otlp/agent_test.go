@@ -14,6 +14,7 @@ import (
 
 	"github.com/flowlens/flowlens/internal/agent"
 	"github.com/flowlens/flowlens/internal/agent/exporter"
+	"github.com/flowlens/flowlens/internal/testkit"
 	"github.com/flowlens/flowlens/internal/testkit/agenttest"
 	"github.com/flowlens/flowlens/internal/testkit/netlab"
 )
@@ -35,7 +36,7 @@ type jsonKey struct {
 func TestAgentToCollector(t *testing.T) {
 	l := newLab(t)
 	sink := new(consumertest.LogsSink)
-	rec := startReceiver(t, "grpc", freeAddr(t), nil, sink)
+	rec := startReceiver(t, "grpc", testkit.FreeAddr(t), nil, sink)
 	ag := l.startAgent(t, "--otlp-endpoint="+rec.addr, "--otlp-batch-flows=16")
 
 	const flows, per, payload = 40, 5, 100
@@ -84,7 +85,7 @@ func TestAgentToCollector(t *testing.T) {
 // + failed = printed, the counts read from the agent's own metrics.
 func TestAgentReceiverDownThenBack(t *testing.T) {
 	l := newLab(t)
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	ag := l.startAgent(t, "--otlp-endpoint="+addr, "--export-buffer=2", "--metrics-address=127.0.0.1:0")
 	var q *exporter.Queue
 	for _, x := range ag.A.Queues {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/flowlens/flowlens/internal/agent/exporter"
 	"github.com/flowlens/flowlens/internal/agent/exporter/otlp"
+	"github.com/flowlens/flowlens/internal/testkit"
 	"github.com/flowlens/flowlens/pkg/flow"
 	"github.com/flowlens/flowlens/pkg/receiver/receivertest"
 )
@@ -156,7 +157,7 @@ func TestExportDecodedByCollector(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sink := new(consumertest.LogsSink)
-			rec := startReceiver(t, tc.protocol, freeAddr(t), tc.tls, sink)
+			rec := startReceiver(t, tc.protocol, testkit.FreeAddr(t), tc.tls, sink)
 			cfg := tc.client
 			cfg.Endpoint, cfg.Protocol, cfg.Compression, cfg.BatchFlows = rec.addr, tc.protocol, tc.compression, 4
 			cfg.Headers = map[string]string{"authorization": "Bearer s3cret", "x-tenant": "team-a"}
@@ -208,7 +209,7 @@ func TestGzipFullRequestsDecodedByCollector(t *testing.T) {
 	for _, protocol := range []string{"grpc", "http"} {
 		t.Run(protocol, func(t *testing.T) {
 			sink := new(consumertest.LogsSink)
-			rec := startReceiver(t, protocol, freeAddr(t), nil, sink)
+			rec := startReceiver(t, protocol, testkit.FreeAddr(t), nil, sink)
 			e := newExporter(t, otlp.Config{Endpoint: rec.addr, Protocol: protocol, Compression: "gzip"})
 			if err := e.Export(context.Background(), sent); err != nil {
 				t.Fatal(err)
@@ -228,7 +229,7 @@ func TestRetryUntilAccepted(t *testing.T) {
 		t.Run(protocol, func(t *testing.T) {
 			sink := new(consumertest.LogsSink)
 			flaky := &flakyConsumer{n: 3, sink: sink}
-			rec := startReceiver(t, protocol, freeAddr(t), nil, flaky.logs(t))
+			rec := startReceiver(t, protocol, testkit.FreeAddr(t), nil, flaky.logs(t))
 			e := newExporter(t, otlp.Config{Endpoint: rec.addr, Protocol: protocol})
 			sent := records()
 			if err := e.Export(context.Background(), sent); err != nil {
@@ -249,7 +250,7 @@ func TestRefusalCounted(t *testing.T) {
 	for _, protocol := range []string{"grpc", "http"} {
 		t.Run(protocol, func(t *testing.T) {
 			refuse := consumertest.NewErr(consumererror.NewPermanent(errors.New("schema violation")))
-			rec := startReceiver(t, protocol, freeAddr(t), nil, refuse)
+			rec := startReceiver(t, protocol, testkit.FreeAddr(t), nil, refuse)
 			e := newExporter(t, otlp.Config{Endpoint: rec.addr, Protocol: protocol, BatchFlows: 5})
 			sent := records()
 			if err := e.Export(context.Background(), sent); err != nil {
@@ -272,7 +273,7 @@ func TestRefusalCounted(t *testing.T) {
 func TestReceiverDownThenBack(t *testing.T) {
 	for _, protocol := range []string{"grpc", "http"} {
 		t.Run(protocol, func(t *testing.T) {
-			addr := freeAddr(t)
+			addr := testkit.FreeAddr(t)
 			e := newExporter(t, otlp.Config{Endpoint: addr, Protocol: protocol, BatchFlows: 7})
 			q := exporter.NewQueue(e, 3, nil)
 			ctx, cancel := context.WithCancel(context.Background())
@@ -332,7 +333,7 @@ func TestReceiverDownThenBack(t *testing.T) {
 // A receiver that stays down past the retry timeout: Export gives up with
 // an error naming the last failure, and the records are counted as failed.
 func TestGiveUpCounted(t *testing.T) {
-	e := newExporter(t, otlp.Config{Endpoint: freeAddr(t), RetryTimeout: 300 * time.Millisecond})
+	e := newExporter(t, otlp.Config{Endpoint: testkit.FreeAddr(t), RetryTimeout: 300 * time.Millisecond})
 	sent := records()
 	err := e.Export(context.Background(), sent)
 	if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "last failure") {
@@ -348,7 +349,7 @@ func TestGiveUpCounted(t *testing.T) {
 // limit) whatever --otlp-batch-flows says: the batch is split further.
 func TestSplitBySize(t *testing.T) {
 	sink := new(consumertest.LogsSink)
-	rec := startReceiver(t, "grpc", freeAddr(t), nil, sink)
+	rec := startReceiver(t, "grpc", testkit.FreeAddr(t), nil, sink)
 	e := newExporter(t, otlp.Config{Endpoint: rec.addr, MaxRequestBytes: 2000})
 	sent := records()
 	if err := e.Export(context.Background(), sent); err != nil {

@@ -74,17 +74,6 @@ func startReceiver(t *testing.T, protocol, addr string, tc *tlsServer, next cons
 
 func (r *receiver) stop() { r.comp.Shutdown(context.Background()) }
 
-// freeAddr is a loopback address with a port nothing listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // waitRecords waits until the sink holds n log records (or fails after 30 s).
 func waitRecords(t *testing.T, sink *consumertest.LogsSink, n int) {
 	t.Helper()

@@ -112,7 +112,7 @@ func stuckReceiver(protocol string) func(t *testing.T) (string, func() int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := startReceiver(t, protocol, freeAddr(t), nil, next)
+		r := startReceiver(t, protocol, testkit.FreeAddr(t), nil, next)
 		t.Cleanup(func() { close(release) }) // before the receiver's stop, which waits for its requests
 		return r.addr, func() int { mu.Lock(); defer mu.Unlock(); return done }
 	}

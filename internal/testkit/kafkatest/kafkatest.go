@@ -24,7 +24,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -409,21 +408,12 @@ func hasLeaders(ctx context.Context, cl *kgo.Client, topic string, partitions in
 	return nil
 }
 
-// freePorts returns n distinct free 127.0.0.1 ports, held open until all
-// are chosen so none is picked twice.
+// freePorts returns n distinct free loopback addresses, each reserved to
+// the test (testkit.FreeAddr).
 func freePorts(t testing.TB, n int) []string {
-	var ls []net.Listener
-	var addrs []string
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		addrs = append(addrs, l.Addr().String())
-	}
-	for _, l := range ls {
-		l.Close()
+	addrs := make([]string, n)
+	for i := range addrs {
+		addrs[i] = testkit.FreeAddr(t)
 	}
 	return addrs
 }
