@@ -97,7 +97,7 @@ func TestServiceMapInBrowser(t *testing.T) {
 		chromedp.WindowSize(1440, 860), chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
 		chromedp.Flag("no-pings", true), chromedp.Flag("dns-prefetch-disable", true),
-		chromedp.UserDataDir(t.TempDir()))
+		chromedp.UserDataDir(t.TempDir()), chromedp.Env("TMPDIR="+testkit.ChromiumTempDir(t)))
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	defer cancelA()
 	bctx, cancel := chromedp.NewContext(actx)

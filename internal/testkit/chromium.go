@@ -2,8 +2,10 @@ package testkit
 
 import (
 	"errors"
+	"os"
 	"os/exec"
 	"testing"
+	"time"
 )
 
 // Chromium is Debian's headless browser for the browser tests, gated as
@@ -21,4 +23,36 @@ func Chromium(t *testing.T) string {
 	}
 	Need(t, "Chromium (the service map's browser test)", missing)
 	return exe
+}
+
+// ChromiumTempDir is a directory to give Chromium as its TMPDIR
+// (chromedp.Env("TMPDIR="+dir)), removed when the test ends. A browser
+// that is killed, as chromedp ends it, leaves its process-singleton
+// directory (org.chromium.Chromium.*) in its temporary directory: without
+// this, one per browser test piled up in /tmp.
+//
+// Call it before starting the browser, so that its removal runs after the
+// browser is stopped (cleanups run last first). The removal is retried for
+// a child process still exiting, and a failure is logged, not failed: it
+// is not what the test checks.
+func ChromiumTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "flowlens-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for i := 0; ; i++ {
+			err := os.RemoveAll(dir)
+			if err == nil {
+				return
+			}
+			if i == 20 {
+				t.Logf("Chromium's temporary directory not removed: %v", err)
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	return dir
 }
