@@ -31,7 +31,7 @@ const reservedPorts = 8192
 // with "address already in use" that way). FreeAddr therefore picks from
 // the reservedPorts just below net.ipv4.ip_local_port_range, which the
 // kernel never assigns by itself, and holds an open-file-description lock
-// on the port's byte of one shared lock file, so test processes running
+// on the port's byte of one lock file per user, so test processes running
 // side by side never pick the same port. The lock goes with the test.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
@@ -54,7 +54,7 @@ func reservePort() (addr string, release func(), err error) {
 	if first < 1024 {
 		return "", nil, fmt.Errorf("the ephemeral range starts at %d: no room below it for %d test ports", low, reservedPorts)
 	}
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), "flowlens-test-ports.lock"), os.O_RDWR|os.O_CREATE, 0o666)
+	f, err := os.OpenFile(portLockFile(), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return "", nil, err
 	}
@@ -83,6 +83,12 @@ func reservePort() (addr string, release func(), err error) {
 	}
 	f.Close()
 	return "", nil, fmt.Errorf("no free test port in %d–%d", first, low-1)
+}
+
+// portLockFile is the lock file of the test ports: one per user, so that
+// a file another user created cannot stop the tests.
+func portLockFile() string {
+	return filepath.Join(os.TempDir(), fmt.Sprintf("flowlens-test-ports-%d.lock", os.Getuid()))
 }
 
 // ephemeralLow is the first port of the kernel's ephemeral range.

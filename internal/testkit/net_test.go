@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -20,7 +19,7 @@ func TestFreeAddrReserved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := os.OpenFile(filepath.Join(os.TempDir(), "flowlens-test-ports.lock"), os.O_RDWR|os.O_CREATE, 0o666)
+	other, err := os.OpenFile(portLockFile(), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
