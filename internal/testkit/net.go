@@ -24,15 +24,16 @@ const reservedPorts = 8192
 // restart). The port is free now and stays reserved to the test until it
 // ends.
 //
-// A port picked by binding port 0 and closing is not enough: it comes from
-// the kernel's ephemeral range, which also hands out the local ports of
-// outgoing connections and of other processes' port-0 binds, so another
-// test could take it before the server binds it (a collector once failed
-// with "address already in use" that way). FreeAddr therefore picks from
-// the reservedPorts just below net.ipv4.ip_local_port_range, which the
-// kernel never assigns by itself, and holds an open-file-description lock
-// on the port's byte of one lock file per user, so test processes running
-// side by side never pick the same port. The lock goes with the test.
+// A port picked by binding port 0 and closing is not enough: the kernel
+// may hand it out again at once, to the next such call (a collector once
+// got the same port for its gRPC and metrics servers, and failed with
+// "address already in use"), to an outgoing connection or to another
+// process's port-0 bind, before the server binds it. FreeAddr therefore
+// picks from the reservedPorts just below net.ipv4.ip_local_port_range,
+// which the kernel never assigns by itself, and holds an
+// open-file-description lock on the port's byte of one lock file per
+// user, so neither a later call nor a test process running beside it
+// picks the same port. The lock goes with the test.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
 	addr, release, err := reservePort()
