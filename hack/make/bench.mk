@@ -90,9 +90,15 @@ bench-live: ## live overhead: netns lab, hey at a fixed rate + iperf3, baseline 
 	GO="$(GO)" BIN="$(abspath $(BIN))" OUT="$(abspath $(BENCH_OUT))" PEER="$(PEER)" hack/bench/live.sh
 
 # BENCH_MEM_ARGS: e.g. -agent bin/flowlens-agent,bin/flowlens-agent+GOGC=100 -workloads idle,udp
+# (a later -agent replaces the default). BENCH_MEM_JSON: the file in
+# $(BENCH_OUT) the runs go to; the new-flow flood goes to mem-flood.json so
+# that it does not replace the light loads' (bench-plots draws both):
+#   make bench-mem BENCH_MEM_JSON=mem-flood.json BENCH_MEM_ARGS='-workloads udp -udp-flows 0 -drain 10s'
 BENCH_MEM_ARGS ?=
+BENCH_MEM_JSON ?= mem.json
 bench-mem: build ## the agent's RSS by origin (binary text/rodata, anonymous, BPF maps, Go heap) on a small lab with light loads (root)
-	$(GO) run ./hack/bench/mem -agent $(BIN)/flowlens-agent -collector $(BIN)/flowlens-collector $(BENCH_MEM_ARGS)
+	@mkdir -p $(BENCH_OUT)
+	$(GO) run ./hack/bench/mem -agent $(BIN)/flowlens-agent -collector $(BIN)/flowlens-collector -out $(abspath $(BENCH_OUT))/$(BENCH_MEM_JSON) $(BENCH_MEM_ARGS)
 
 # Extra flags for the collector benchmark, e.g. BENCH_COLLECTOR_ARGS='-runs 7 -rate 20000'.
 BENCH_COLLECTOR_ARGS ?=
@@ -109,7 +115,7 @@ bench-collector: envtest-assets ## flowlens-collector beside NetObserv's flowlog
 	taskset -c 0 $(BENCH_OUT)/collector-bin/bench-collector -collector $(BENCH_OUT)/collector-bin/flowlens-collector \
 		-flp $(BENCH_OUT)/collector-bin/flowlogs-pipeline -out $(BENCH_OUT) $(BENCH_COLLECTOR_ARGS) 2>&1 | tee $(BENCH_OUT)/collector.txt
 
-bench-plots: ## docs/img/*.png from $(BENCH_OUT)/{bpf.json,go.txt,live.json,live-sidebyside.json,soak.csv}
+bench-plots: ## docs/img/*.png from $(BENCH_OUT)/{bpf.json,go.txt,live.json,live-sidebyside.json,soak.csv,collector.json,mem.json,mem-flood.json,startup.json}
 	$(GO) -C hack/bench/plot run . -in $(abspath $(BENCH_OUT)) -out $(abspath docs/img)
 
 check-budget: ## fail if a BPF program's instruction counts/sizes or the eviction's allocations grew past bpf/budget.json (root)

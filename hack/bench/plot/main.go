@@ -1,9 +1,12 @@
 // Command plot draws docs/img/*.png from the benchmark results (make
 // bench-plots): bpf.json from make bench-bpf, go.txt from make bench,
 // live.json from make bench-live, live-sidebyside.json from make
-// bench-live PEER=1 and soak.csv from make soak (soak.png). A missing
-// input skips its plots; go.txt gives the eviction plot and the
-// exporters' (bench-exporters-per-flow.png).
+// bench-live PEER=1, soak.csv from make soak (soak.png), collector.json
+// from make bench-collector (bench-collector.png), mem.json from make
+// bench-mem with the new-flow flood's mem-flood.json beside it
+// (bench-mem.png) and startup.json from make bench-startup
+// (bench-startup.png). A missing input skips its plots; go.txt gives the
+// eviction plot and the exporters' (bench-exporters-per-flow.png).
 package main
 
 import (
@@ -29,7 +32,7 @@ import (
 )
 
 func main() {
-	in := flag.String("in", "", "directory with bpf.json, go.txt, live.json, live-sidebyside.json, soak.csv, collector.json")
+	in := flag.String("in", "", "directory with bpf.json, go.txt, live.json, live-sidebyside.json, soak.csv, collector.json, mem.json, mem-flood.json, startup.json")
 	out := flag.String("out", "docs/img", "where to write the PNGs")
 	before := flag.String("before", "", "a bpf.json of an earlier build: also draw bench-bpf-before-after.png against -in's bpf.json")
 	flag.Parse()
@@ -53,6 +56,8 @@ func main() {
 		{"live-sidebyside.json", plotSideBySide},
 		{"soak.csv", plotSoak},
 		{"collector.json", plotCollector},
+		{"mem.json", plotMem},
+		{"startup.json", plotStartup},
 	} {
 		src := filepath.Join(*in, p.file)
 		if _, err := os.Stat(src); err != nil {
