@@ -194,7 +194,7 @@ func plotMem(src, outDir string) error {
 		above = append(above, max(0, s.Peak.Med-(s.File+s.Anon+s.Rest)))
 		whiskers.whisker(x, 0, s.Peak, vg.Points(8))
 		top := max(s.Peak.Med, s.File+s.Anon+s.Rest)
-		tops = append(tops, plotter.XY{X: x, Y: max(top, s.Peak.Max)})
+		tops = append(tops, plotter.XY{X: x, Y: 0})
 		topLabels = append(topLabels, fmt.Sprintf("%.1f", s.Peak.Med))
 		sp, ok := span[s.Workload]
 		if !ok {
@@ -217,7 +217,7 @@ func plotMem(src, outDir string) error {
 		{file, "the binary's file-backed pages (text, rodata, data)", color.RGBA{R: 70, G: 110, B: 180, A: 255}},
 		{anon, "anonymous (Go heap, stacks, runtime)", color.RGBA{R: 230, G: 140, B: 50, A: 255}},
 		{rest, "BPF map mmaps and other mappings", color.RGBA{R: 120, G: 170, B: 90, A: 255}},
-		{above, "peak above the RSS read then", color.Gray{Y: 200}},
+		{above, "peak (VmHWM) above the RSS at that reading", color.Gray{Y: 200}},
 	} {
 		b, err := plotter.NewBarChart(part.v, w)
 		if err != nil {
@@ -239,11 +239,14 @@ func plotMem(src, outDir string) error {
 	if err != nil {
 		return err
 	}
+	// The median peaks are written at the foot of the bars, clear of the
+	// whiskers and the target lines.
 	for i := range labels.TextStyle {
 		labels.TextStyle[i].XAlign = text.XCenter
 		labels.TextStyle[i].YAlign = text.YBottom
+		labels.TextStyle[i].Color = color.White
 	}
-	labels.Offset = vg.Point{Y: vg.Points(3)}
+	labels.Offset = vg.Point{Y: vg.Points(4)}
 	p.Add(labels)
 	// The targets over the workloads they are set for.
 	for _, t := range []struct {
@@ -281,6 +284,7 @@ func plotMem(src, outDir string) error {
 	p.Legend.Left = true
 	p.Y.Min = 0
 	p.Y.Max = hi * 1.6 // room for the legend
+	p.X.Label.Text = "the median peak at the foot of each bar"
 	p.Y.Tick.Marker = plot.TickerFunc(linearTicks)
 	path := filepath.Join(outDir, "bench-mem.png")
 	width := max(8*vg.Inch, vg.Length(len(names))*0.75*vg.Inch)
