@@ -80,9 +80,9 @@ var memWorkloads = []string{"idle", "keepalive", "tcp", "newconn", "udp", "flood
 var memWorkloadTitle = map[string]string{
 	"idle":      "idle",
 	"keepalive": "keep-alive",
-	"tcp":       "one TCP stream",
-	"newconn":   "new conn. per request",
-	"udp":       "UDP, flows cycled",
+	"tcp":       "TCP stream",
+	"newconn":   "conn./request",
+	"udp":       "UDP cycled",
 	"flood":     "new-flow flood",
 }
 
@@ -287,8 +287,8 @@ func plotMem(src, outDir string) error {
 	p.X.Label.Text = "the median peak at the foot of each bar"
 	p.Y.Tick.Marker = plot.TickerFunc(linearTicks)
 	path := filepath.Join(outDir, "bench-mem.png")
-	width := max(8*vg.Inch, vg.Length(len(names))*0.75*vg.Inch)
-	if err := p.Save(width, 5.5*vg.Inch, path); err != nil {
+	width := max(8*vg.Inch, vg.Length(len(names))*0.95*vg.Inch)
+	if err := p.Save(width, 6*vg.Inch, path); err != nil {
 		return err
 	}
 	fmt.Println("wrote", path)
