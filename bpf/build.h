@@ -21,29 +21,16 @@
  *
  * Each use starts with flow_build_value(), which zeroes the whole buffer: no
  * field of the previous value built on this CPU reaches a new one
- * (TestBuildBufferNoLeak, internal/agent/datapath). Raw words, not a struct
- * flow_value: a per-CPU map's value may not hold a bpf_spin_lock; the
- * update copies the words around the flow map value's lock.
+ * (TestBuildBufferNoLeak, internal/agent/datapath). The map is declared
+ * with the others in bpf/maps.h; the update copies its words around the
+ * flow map value's lock.
  */
 #ifndef FLOWLENS_BUILD_H
 #define FLOWLENS_BUILD_H
 
-#include "types.h"
+#include "maps.h" /* flow_build */
 
-struct flow_build {
-	__u64 w[sizeof(struct flow_value) / 8];
-};
-_Static_assert(sizeof(struct flow_build) == sizeof(struct flow_value), "a flow map value fits the build buffer");
-_Static_assert(sizeof(struct xlat_flow_alias) == sizeof(struct flow_value), "an alias is built there too");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__type(key, __u32);
-	__type(value, struct flow_build);
-	__uint(max_entries, 1);
-} flow_build SEC(".maps");
-
-/* flow_build returns this CPU's build buffer, zeroed, as a flow value
+/* flow_build_value returns this CPU's build buffer, zeroed, as a flow value
  * (an alias casts it). NULL cannot happen (a one-entry array), but the
  * verifier asks. The lookup is inlined by the verifier (no helper call). */
 static __always_inline struct flow_value *flow_build_value(void)
