@@ -12,6 +12,7 @@
 
 #include <linux/pkt_cls.h>
 #include "maps.h"
+#include "build.h"
 #include "parse.h"
 #include "wire.h"
 #include "frags.h"
@@ -396,34 +397,35 @@ static __always_inline int insert(struct __sk_buff *skb, void *cur, void *prev, 
 	int order = inherit ? hook_order(skb, w) : -1;
 	int counts = !inherit || order == ORDER_FIRST;
 
-	struct flow_value nv = {};
-	nv.first_seen = w->now;
-	nv.last_seen = w->now;
-	nv.eth_type = p->eth_type;
-	nv.dscp = p->dscp;
-	if (!l3)
-		copy_macs(skb, nv.src_mac, nv.dst_mac);
-	nv.ifaces[0] = *me;
-	nv.first_dir = me->dir;
-	nv.n_ifaces = 1;
-	nv.flags = w->flags;
-	nv.rule = w->rule;
-	if (counts) {
-		nv.bytes = w->bytes;
-		nv.packets = w->packets;
-		nv.tcp_flags = p->tcp_flags;
-	} else if (inherit) {
-		/* Inherit the counting interface; this one is only listed. */
-		nv.ifaces[0] = was;
-		nv.first_dir = was.dir;
-		nv.ifaces[1] = *me;
-		nv.n_ifaces = 2;
-		nv.listed_only = 1 << 1;
-	}
+	/* Built in this CPU's buffer, zeroed, not on the stack (bpf/build.h). */
+	struct flow_value *nv = flow_build_value();
 	/* Known full (bpf/full.h): the insert would fail the same way. */
 	long err = -E2BIG_;
-	if (!full_known(CTL_FLOWS_FULL, gen)) {
-		err = bpf_map_update_elem(cur, &p->key, &nv, BPF_NOEXIST);
+	if (nv && !full_known(CTL_FLOWS_FULL, gen)) {
+		nv->first_seen = w->now;
+		nv->last_seen = w->now;
+		nv->eth_type = p->eth_type;
+		nv->dscp = p->dscp;
+		if (!l3)
+			copy_macs(skb, nv->src_mac, nv->dst_mac);
+		nv->ifaces[0] = *me;
+		nv->first_dir = me->dir;
+		nv->n_ifaces = 1;
+		nv->flags = w->flags;
+		nv->rule = w->rule;
+		if (counts) {
+			nv->bytes = w->bytes;
+			nv->packets = w->packets;
+			nv->tcp_flags = p->tcp_flags;
+		} else if (inherit) {
+			/* Inherit the counting interface; this one is only listed. */
+			nv->ifaces[0] = was;
+			nv->first_dir = was.dir;
+			nv->ifaces[1] = *me;
+			nv->n_ifaces = 2;
+			nv->listed_only = 1 << 1;
+		}
+		err = bpf_map_update_elem(cur, &p->key, nv, BPF_NOEXIST);
 		if (err == 0) {
 			count(CNT_NEW_FLOWS);
 			return 0;
@@ -435,8 +437,8 @@ static __always_inline int insert(struct __sk_buff *skb, void *cur, void *prev, 
 	if (order < 0)
 		order = hook_order(skb, w);
 	/* To the ring (flowlens_insert): an inherited flow's listed hook with
-	 * the counting observation (nv.ifaces[0], was), else with none. */
-	*out = nv.ifaces[0];
+	 * the counting observation (was), else with none. */
+	*out = counts ? *me : was;
 	return INSERT_OVERFLOW | (counts ? INSERT_COUNTS : 0) | (order & 0xff);
 }
 
@@ -463,7 +465,7 @@ __noinline int flowlens_insert(struct __sk_buff *skb, struct pkt *p, struct wpkt
 	if (!(r & INSERT_OVERFLOW))
 		return r;
 	/* The map is full (rare). send_overflow reads w->p: a wpkt of our
-	 * own, on the stack insert's flow value used (its life is over). */
+	 * own, on this frame (the new flow value is not on it: bpf/build.h). */
 	struct wpkt w = *wc;
 	w.p = p;
 	int order = r & 0xff;

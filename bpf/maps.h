@@ -30,6 +30,22 @@
 DEFINE_FLOW_MAP(flows_a);
 DEFINE_FLOW_MAP(flows_b);
 
+/* Where the TC programs build a new flow map value before its insert,
+ * per CPU, instead of on their stack (bpf/build.h). Raw words: a per-CPU
+ * map's value may not hold a bpf_spin_lock. */
+struct flow_build {
+	__u64 w[sizeof(struct flow_value) / 8];
+};
+_Static_assert(sizeof(struct flow_build) == sizeof(struct flow_value), "a flow map value fits the build buffer");
+_Static_assert(sizeof(struct xlat_flow_alias) == sizeof(struct flow_value), "an alias is built there too");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct flow_build);
+	__uint(max_entries, 1);
+} flow_build SEC(".maps");
+
 /* The slots of control: enum control_slot (bpf/types.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -25,6 +25,7 @@
 #define FLOWLENS_XLAT_H
 
 #include "enrich.h"
+#include "build.h"
 
 volatile const __u32 xlat_on = 0;
 
@@ -250,12 +251,15 @@ static __noinline void xlat_alias_put(void *cur, const struct flow_key *post, __
 	const struct xlat_alias_value *to = bpf_map_lookup_elem(&xlat_alias, post);
 	if (!to || to->gen != gen || full_known(CTL_FLOWS_FULL, gen))
 		return;
-	struct xlat_flow_alias a = {};
-	a.listed_only = 1;
-	a.n_ifaces = 1;
-	a.flags = FLOW_F_XLAT_ALIAS;
-	a.to = *to;
-	long err = bpf_map_update_elem(cur, post, &a, BPF_NOEXIST);
+	/* Built in this CPU's buffer, zeroed, not on the stack (bpf/build.h). */
+	struct xlat_flow_alias *a = (struct xlat_flow_alias *)flow_build_value();
+	if (!a)
+		return;
+	a->listed_only = 1;
+	a->n_ifaces = 1;
+	a->flags = FLOW_F_XLAT_ALIAS;
+	a->to = *to;
+	long err = bpf_map_update_elem(cur, post, a, BPF_NOEXIST);
 	if (err == 0) {
 		__u32 idx = CNT_NEW_FLOWS; /* an entry of the map: its fill */
 		__u64 *c = bpf_map_lookup_elem(&counters, &idx);
@@ -304,12 +308,16 @@ static __noinline int xlat_note(void *cur, const struct flow_key *k, const struc
 {
 	struct flow_key n;
 	xlat_note_key(&n, k);
-	struct xlat_flow_alias a = {};
-	a.listed_only = 1;
-	a.flags = FLOW_F_XLAT_ALIAS | FLOW_F_XLAT_DONE | FLOW_F_XLAT_DEAD;
-	a.to.key = *t;
-	a.to.gen = gen;
-	long err = full_known(CTL_FLOWS_FULL, gen) ? -E2BIG_ : bpf_map_update_elem(cur, &n, &a, BPF_NOEXIST);
+	/* Built in this CPU's buffer, zeroed, not on this frame, the
+	 * deepest of the TC programs' stack chain (bpf/build.h). */
+	struct xlat_flow_alias *a = (struct xlat_flow_alias *)flow_build_value();
+	if (!a)
+		return 0;
+	a->listed_only = 1;
+	a->flags = FLOW_F_XLAT_ALIAS | FLOW_F_XLAT_DONE | FLOW_F_XLAT_DEAD;
+	a->to.key = *t;
+	a->to.gen = gen;
+	long err = full_known(CTL_FLOWS_FULL, gen) ? -E2BIG_ : bpf_map_update_elem(cur, &n, a, BPF_NOEXIST);
 	if (err == 0) {
 		__u32 idx = CNT_NEW_FLOWS; /* an entry of the map: its fill */
 		__u64 *c = bpf_map_lookup_elem(&counters, &idx);

@@ -204,6 +204,11 @@ type datapathFilterV4Entry struct {
 	Pad  uint32
 }
 
+type datapathFlowBuild struct {
+	_ structs.HostLayout
+	W [21]uint64
+}
+
 type datapathFlowFlags uint32
 
 const (
@@ -445,6 +450,7 @@ const (
 	datapathMapFilterPorts         = "filter_ports"
 	datapathMapFilterTables        = "filter_tables"
 	datapathMapFilterV4            = "filter_v4"
+	datapathMapFlowBuild           = "flow_build"
 	datapathMapFlowsA              = "flows_a"
 	datapathMapFlowsB              = "flows_b"
 	datapathMapFrags               = "frags"
@@ -584,6 +590,7 @@ type datapathMapSpecs struct {
 	FilterPorts     *ebpf.MapSpec `ebpf:"filter_ports"`
 	FilterTables    *ebpf.MapSpec `ebpf:"filter_tables"`
 	FilterV4        *ebpf.MapSpec `ebpf:"filter_v4"`
+	FlowBuild       *ebpf.MapSpec `ebpf:"flow_build"`
 	FlowsA          *ebpf.MapSpec `ebpf:"flows_a"`
 	FlowsB          *ebpf.MapSpec `ebpf:"flows_b"`
 	Frags           *ebpf.MapSpec `ebpf:"frags"`
@@ -679,6 +686,7 @@ type datapathMaps struct {
 	FilterPorts     *ebpf.Map `ebpf:"filter_ports"`
 	FilterTables    *ebpf.Map `ebpf:"filter_tables"`
 	FilterV4        *ebpf.Map `ebpf:"filter_v4"`
+	FlowBuild       *ebpf.Map `ebpf:"flow_build"`
 	FlowsA          *ebpf.Map `ebpf:"flows_a"`
 	FlowsB          *ebpf.Map `ebpf:"flows_b"`
 	Frags           *ebpf.Map `ebpf:"frags"`
@@ -711,6 +719,7 @@ func (m *datapathMaps) Close() error {
 		m.FilterPorts,
 		m.FilterTables,
 		m.FilterV4,
+		m.FlowBuild,
 		m.FlowsA,
 		m.FlowsB,
 		m.Frags,

@@ -36,6 +36,7 @@ type Maps struct {
 	TunnelZero     *ebpf.Map    // one all-zero tunnel flow value: what a new entry starts as
 	Zones          *ebpf.Map    // each watched namespace's zones, by cookie mod slots (bpf/zone.h, zone.go)
 	ZoneSpill      *ebpf.Map    // the namespaces whose slot in Zones is taken
+	FlowBuild      *ebpf.Map    // per-CPU: where the TC programs build a new flow value before its insert (bpf/build.h)
 
 	// percpu is the buffer the per-CPU counters are read into, reused so
 	// that reading them (every flip, every pressure check, every scrape)
@@ -90,6 +91,7 @@ func (m *Maps) table() []struct {
 		{datapathMapTunnelOuterZero, &m.TunnelZero},
 		{datapathMapZones, &m.Zones},
 		{datapathMapZoneSpill, &m.ZoneSpill},
+		{datapathMapFlowBuild, &m.FlowBuild},
 	}
 }
 
