@@ -27,6 +27,7 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 )
@@ -118,6 +119,21 @@ func (countTicks) Ticks(min, max float64) []plot.Tick {
 		}
 	}
 	return t
+}
+
+// barLabels writes each text centred above its point, dx to the right
+// and 4 points up (the bars' medians and ratios).
+func barLabels(at plotter.XYs, texts []string, dx vg.Length) (*plotter.Labels, error) {
+	l, err := plotter.NewLabels(plotter.XYLabels{XYs: at, Labels: texts})
+	if err != nil {
+		return nil, err
+	}
+	for i := range l.TextStyle {
+		l.TextStyle[i].XAlign = text.XCenter
+		l.TextStyle[i].YAlign = text.YBottom
+	}
+	l.Offset = vg.Point{X: dx, Y: vg.Points(4)}
+	return l, nil
 }
 
 func human(v float64) string {

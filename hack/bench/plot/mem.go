@@ -12,7 +12,6 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 )
@@ -235,18 +234,15 @@ func plotMem(src, outDir string) error {
 		}
 	}
 	p.Add(whiskers)
-	labels, err := plotter.NewLabels(plotter.XYLabels{XYs: tops, Labels: topLabels})
+	// The median peaks are written at the foot of the bars, clear of the
+	// whiskers and the target lines.
+	labels, err := barLabels(tops, topLabels, 0)
 	if err != nil {
 		return err
 	}
-	// The median peaks are written at the foot of the bars, clear of the
-	// whiskers and the target lines.
 	for i := range labels.TextStyle {
-		labels.TextStyle[i].XAlign = text.XCenter
-		labels.TextStyle[i].YAlign = text.YBottom
 		labels.TextStyle[i].Color = color.White
 	}
-	labels.Offset = vg.Point{Y: vg.Points(4)}
 	p.Add(labels)
 	// The targets over the workloads they are set for.
 	for _, t := range []struct {

@@ -13,7 +13,6 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
-	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 )
@@ -204,16 +203,13 @@ func plotSideBySide(src, outDir string) error {
 	barN.Color = plotutil.Color(1)
 	barN.Offset = w / 2
 
-	labels, err := plotter.NewLabels(plotter.XYLabels{XYs: ratioAt, Labels: ratios})
+	labels, err := barLabels(ratioAt, ratios, 0)
 	if err != nil {
 		return err
 	}
 	for i := range labels.TextStyle {
-		labels.TextStyle[i].XAlign = text.XCenter
-		labels.TextStyle[i].YAlign = text.YBottom
 		labels.TextStyle[i].Font.Size = vg.Points(11)
 	}
-	labels.Offset = vg.Point{Y: vg.Points(4)}
 
 	p.Add(plotter.NewGrid(), barF, barN, step, half, whiskers, labels)
 	p.Legend.Add(agentLabel("flowlens", res.Agents["flowlens"]), barF)

@@ -11,7 +11,6 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
-	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 )
@@ -112,15 +111,10 @@ func plotStartup(src, outDir string) error {
 	// like its bars.
 	for i := range sums {
 		off := (vg.Length(i) - vg.Length(n-1)/2) * w
-		l, err := plotter.NewLabels(plotter.XYLabels{XYs: tops[2*i : 2*i+2], Labels: topLabels[2*i : 2*i+2]})
+		l, err := barLabels(tops[2*i:2*i+2], topLabels[2*i:2*i+2], off)
 		if err != nil {
 			return err
 		}
-		for j := range l.TextStyle {
-			l.TextStyle[j].XAlign = text.XCenter
-			l.TextStyle[j].YAlign = text.YBottom
-		}
-		l.Offset = vg.Point{X: off, Y: vg.Points(4)}
 		p.Add(l)
 	}
 	half := float64(n)*float64(w)/2 + 6 // points either side of a group's centre
